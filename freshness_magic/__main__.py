@@ -1,0 +1,5 @@
+"""``python -m freshness_magic``: the command line."""
+
+from freshness_magic.cli import main
+
+raise SystemExit(main())

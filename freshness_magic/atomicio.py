@@ -1,0 +1,95 @@
+"""Crash-safe file writes shared by checkpoints, evidence, status files and the hub.
+
+A reader never sees a half-written file: whole files are written to a temporary file in the same
+folder, flushed, fsynced and renamed over the target, and the folder is fsynced after the rename.
+Append-only logs are written one record per ``write`` call on an ``O_APPEND`` descriptor, so a
+killed process leaves either the whole line or nothing; readers still tolerate a torn last line
+(power loss) by reporting and skipping it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+
+def fsync_dir(folder: Path) -> None:
+    """Make a rename or a new file in ``folder`` durable."""
+    try:
+        fd = os.open(folder, os.O_RDONLY)
+    except OSError:
+        return
+    try:
+        os.fsync(fd)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
+
+
+def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
+    """Replace ``path`` with ``data`` so that readers see the old or the new content, never a mix."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    payload = data.encode("utf-8") if isinstance(data, str) else data
+    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            handle.write(payload)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp_name, target)
+    except BaseException:
+        try:
+            os.unlink(tmp_name)
+        except OSError:
+            pass
+        raise
+    fsync_dir(target.parent)
+
+
+def dumps(obj: Any) -> str:
+    """The project's one JSON style for files on disk (sorted keys, UTF-8, no NaN)."""
+    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str)
+
+
+def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
+    """Atomically write ``obj`` as pretty JSON followed by a newline."""
+    write_atomic(path, dumps(obj) + "\n")
+
+
+def append_jsonl(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) -> None:
+    """Append one JSON record as a single line with a single ``write`` call."""
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    line = (
+        json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str) + "\n"
+    ).encode("utf-8")
+    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    try:
+        os.write(fd, line)
+        if fsync:
+            os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
+    """Yield the records of a JSONL log, skipping a torn or corrupt line instead of failing."""
+    target = Path(path)
+    if not target.exists():
+        return
+    with target.open("rb") as handle:
+        for raw in handle:
+            if not raw.endswith(b"\n"):
+                break
+            try:
+                record = json.loads(raw)
+            except ValueError:
+                continue
+            if isinstance(record, dict):
+                yield record

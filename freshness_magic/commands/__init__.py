@@ -1,0 +1,1 @@
+"""One module per command-line subcommand; each exposes ``register(subparsers)``."""

@@ -1,0 +1,388 @@
+"""The typed pipeline model: Graph, Node and Edge (spec §2.5–§2.8).
+
+Attribute values are kept exactly as written (after unescaping) in ``attrs``; typed views are
+properties that coerce on read and fall back to the spec default when a value does not coerce
+(the validator reports such values with their position). Keeping one store means transforms such
+as the stylesheet only ever write strings, and nothing can get out of step.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+
+NODE_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+
+SHAPE_TO_TYPE: Mapping[str, str] = {
+    "Mdiamond": "start",
+    "Msquare": "exit",
+    "box": "codergen",
+    "hexagon": "wait.human",
+    "diamond": "conditional",
+    "component": "parallel",
+    "tripleoctagon": "parallel.fan_in",
+    "parallelogram": "tool",
+    "house": "stack.manager_loop",
+}
+"""§2.8: the handler type a shape selects when the node has no explicit ``type``."""
+
+BUILTIN_HANDLER_TYPES: frozenset[str] = frozenset(SHAPE_TO_TYPE.values())
+
+WORK_HANDLER_TYPES: frozenset[str] = frozenset(
+    {"codergen", "tool", "parallel", "parallel.fan_in", "stack.manager_loop"}
+)
+"""Built-in types that do work; custom types count as work too (see :func:`is_work_type`)."""
+
+NON_WORK_HANDLER_TYPES: frozenset[str] = frozenset({"start", "exit", "conditional", "wait.human"})
+
+FRESHNESS_MODES: tuple[str, ...] = ("ignore", "warn", "block")
+EVIDENCE_MODES: tuple[str, ...] = ("record", "require")
+FIDELITY_MODES: tuple[str, ...] = (
+    "full",
+    "truncate",
+    "compact",
+    "summary:low",
+    "summary:medium",
+    "summary:high",
+)
+
+_DURATION_RE = re.compile(r"\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*\Z")
+_DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
+
+
+def is_work_type(handler_type: str) -> bool:
+    """Whether nodes of this handler type must show evidence of work under ``evidence=require``."""
+    return handler_type not in NON_WORK_HANDLER_TYPES
+
+
+def parse_bool(value: str) -> bool | None:
+    """``true``/``false`` (any case, also ``yes``/``no``/``1``/``0``); None when neither."""
+    lowered = value.strip().lower()
+    if lowered in ("true", "yes", "1", "on"):
+        return True
+    if lowered in ("false", "no", "0", "off", ""):
+        return False
+    return None
+
+
+def parse_int(value: str) -> int | None:
+    """A decimal integer with optional sign; None when the text is not one."""
+    try:
+        return int(value.strip(), 10)
+    except ValueError:
+        return None
+
+
+def parse_duration(value: str) -> float | None:
+    """Seconds from ``900s``, ``250ms``, ``15m``, ``2h``, ``1d`` or a bare number of seconds."""
+    match = _DURATION_RE.match(value)
+    if not match:
+        return None
+    return float(match.group(1)) * _DURATION_UNITS[match.group(2)]
+
+
+def split_list(value: str) -> tuple[str, ...]:
+    """Comma-separated items, trimmed, empties dropped (``class``, ``source_files``)."""
+    return tuple(item.strip() for item in value.split(",") if item.strip())
+
+
+@dataclass(frozen=True, slots=True)
+class Position:
+    """1-based line and column in the DOT source."""
+
+    line: int
+    column: int
+
+
+@dataclass
+class Node:
+    """A stage. ``attrs`` holds every attribute after defaults and stylesheet, as strings."""
+
+    id: str
+    attrs: dict[str, str] = field(default_factory=dict)
+    position: Position = Position(0, 0)
+    attr_positions: dict[str, Position] = field(default_factory=dict)
+    explicit: frozenset[str] = frozenset()
+    """Keys written on the node statement itself (not from defaults or the stylesheet)."""
+    subgraph_classes: tuple[str, ...] = ()
+    """Classes derived from enclosing subgraph labels (§2.10)."""
+
+    def get(self, key: str, default: str = "") -> str:
+        return self.attrs.get(key, default)
+
+    def _bool(self, key: str, default: bool = False) -> bool:
+        raw = self.attrs.get(key)
+        parsed = parse_bool(raw) if raw is not None else None
+        return default if parsed is None else parsed
+
+    def _int(self, key: str) -> int | None:
+        raw = self.attrs.get(key)
+        return parse_int(raw) if raw is not None else None
+
+    @property
+    def label(self) -> str:
+        return self.attrs.get("label") or self.id
+
+    @property
+    def shape(self) -> str:
+        return self.attrs.get("shape") or "box"
+
+    @property
+    def type(self) -> str:
+        return self.attrs.get("type", "")
+
+    @property
+    def handler_type(self) -> str:
+        """Explicit ``type`` wins, then the shape table, then ``codergen`` (§4.2)."""
+        return self.type or SHAPE_TO_TYPE.get(self.shape, "codergen")
+
+    @property
+    def prompt(self) -> str:
+        return self.attrs.get("prompt", "")
+
+    @property
+    def max_retries(self) -> int | None:
+        return self._int("max_retries")
+
+    @property
+    def goal_gate(self) -> bool:
+        return self._bool("goal_gate")
+
+    @property
+    def retry_target(self) -> str:
+        return self.attrs.get("retry_target", "")
+
+    @property
+    def fallback_retry_target(self) -> str:
+        return self.attrs.get("fallback_retry_target", "")
+
+    @property
+    def fidelity(self) -> str:
+        return self.attrs.get("fidelity", "")
+
+    @property
+    def thread_id(self) -> str:
+        return self.attrs.get("thread_id", "")
+
+    @property
+    def classes(self) -> tuple[str, ...]:
+        """Explicit ``class`` entries followed by subgraph-derived ones, without repeats."""
+        seen: dict[str, None] = dict.fromkeys(split_list(self.attrs.get("class", "")))
+        seen.update(dict.fromkeys(self.subgraph_classes))
+        return tuple(seen)
+
+    @property
+    def timeout(self) -> float | None:
+        """Seconds, or None when unset or not a duration."""
+        raw = self.attrs.get("timeout")
+        return parse_duration(raw) if raw else None
+
+    @property
+    def llm_model(self) -> str:
+        return self.attrs.get("llm_model", "")
+
+    @property
+    def llm_provider(self) -> str:
+        return self.attrs.get("llm_provider", "")
+
+    @property
+    def reasoning_effort(self) -> str:
+        return self.attrs.get("reasoning_effort") or "high"
+
+    @property
+    def auto_status(self) -> bool:
+        return self._bool("auto_status")
+
+    @property
+    def allow_partial(self) -> bool:
+        return self._bool("allow_partial")
+
+    @property
+    def source_files(self) -> tuple[str, ...]:
+        """REQ-IF-001: paths or globs, comma-separated, relative to the working directory."""
+        return split_list(self.attrs.get("source_files", ""))
+
+    @property
+    def freshness(self) -> str:
+        """``ignore`` (also when unset), ``warn`` or ``block``."""
+        return self.attrs.get("freshness") or "ignore"
+
+    @property
+    def expects_no_changes(self) -> bool:
+        return self._bool("expects_no_changes")
+
+    @property
+    def evidence(self) -> str:
+        """The node's own ``evidence`` mode; empty means inherit from the graph."""
+        return self.attrs.get("evidence", "")
+
+    @property
+    def commit(self) -> bool | None:
+        """The node's own ``commit`` flag; None means inherit from the graph."""
+        raw = self.attrs.get("commit")
+        return parse_bool(raw) if raw is not None else None
+
+    @property
+    def tool_command(self) -> str:
+        return self.attrs.get("tool_command", "")
+
+
+@dataclass
+class Edge:
+    """A transition ``source -> target``; ``index`` is its declaration order in the file."""
+
+    source: str
+    target: str
+    attrs: dict[str, str] = field(default_factory=dict)
+    position: Position = Position(0, 0)
+    attr_positions: dict[str, Position] = field(default_factory=dict)
+    index: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.attrs.get("label", "")
+
+    @property
+    def condition(self) -> str:
+        return self.attrs.get("condition", "").strip()
+
+    @property
+    def weight(self) -> int:
+        raw = self.attrs.get("weight")
+        parsed = parse_int(raw) if raw is not None else None
+        return parsed or 0
+
+    @property
+    def fidelity(self) -> str:
+        return self.attrs.get("fidelity", "")
+
+    @property
+    def thread_id(self) -> str:
+        return self.attrs.get("thread_id", "")
+
+    @property
+    def loop_restart(self) -> bool:
+        raw = self.attrs.get("loop_restart")
+        return bool(raw is not None and parse_bool(raw))
+
+    @property
+    def key(self) -> tuple[str, str]:
+        return (self.source, self.target)
+
+
+@dataclass
+class Graph:
+    """A parsed pipeline: graph attributes, nodes in order of first appearance, edges in order."""
+
+    name: str
+    attrs: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+    attr_positions: dict[str, Position] = field(default_factory=dict)
+    path: str | None = None
+    source: str = ""
+
+    def source_line(self, line: int) -> str:
+        """The text of a 1-based line of the DOT source ('' when out of range)."""
+        lines = self.source.splitlines()
+        return lines[line - 1] if 0 < line <= len(lines) else ""
+
+    def outgoing(self, node_id: str) -> list[Edge]:
+        """Edges leaving ``node_id`` in declaration order."""
+        return [edge for edge in self.edges if edge.source == node_id]
+
+    def incoming(self, node_id: str) -> list[Edge]:
+        """Edges entering ``node_id`` in declaration order."""
+        return [edge for edge in self.edges if edge.target == node_id]
+
+    def iter_nodes(self) -> Iterator[Node]:
+        return iter(self.nodes.values())
+
+    def start_candidates(self) -> list[Node]:
+        """Nodes with shape Mdiamond; if none, a node with id ``start`` or ``Start``."""
+        shaped = [n for n in self.nodes.values() if n.shape == "Mdiamond"]
+        if shaped:
+            return shaped
+        return [self.nodes[i] for i in ("start", "Start") if i in self.nodes]
+
+    def exit_candidates(self) -> list[Node]:
+        """Nodes with shape Msquare; if none, a node with id ``exit``, ``end`` (any case)."""
+        shaped = [n for n in self.nodes.values() if n.shape == "Msquare"]
+        if shaped:
+            return shaped
+        return [n for n in self.nodes.values() if n.id.lower() in ("exit", "end")]
+
+    def start_node(self) -> Node | None:
+        candidates = self.start_candidates()
+        return candidates[0] if len(candidates) == 1 else None
+
+    def is_exit(self, node_id: str) -> bool:
+        return any(n.id == node_id for n in self.exit_candidates())
+
+    @property
+    def goal(self) -> str:
+        return self.attrs.get("goal", "")
+
+    @property
+    def label(self) -> str:
+        return self.attrs.get("label", "")
+
+    @property
+    def model_stylesheet(self) -> str:
+        return self.attrs.get("model_stylesheet", "")
+
+    @property
+    def default_max_retries(self) -> int:
+        """``default_max_retries`` (alias ``default_max_retry``); 0 when unset (DESIGN §4.3)."""
+        for key in ("default_max_retries", "default_max_retry"):
+            raw = self.attrs.get(key)
+            if raw is not None:
+                parsed = parse_int(raw)
+                if parsed is not None:
+                    return max(parsed, 0)
+        return 0
+
+    @property
+    def retry_target(self) -> str:
+        return self.attrs.get("retry_target", "")
+
+    @property
+    def fallback_retry_target(self) -> str:
+        return self.attrs.get("fallback_retry_target", "")
+
+    @property
+    def default_fidelity(self) -> str:
+        return self.attrs.get("default_fidelity", "")
+
+    @property
+    def max_goal_gate_redirects(self) -> int:
+        raw = self.attrs.get("max_goal_gate_redirects")
+        parsed = parse_int(raw) if raw is not None else None
+        return 10 if parsed is None else max(parsed, 0)
+
+    @property
+    def evidence(self) -> str:
+        return self.attrs.get("evidence") or "record"
+
+    @property
+    def commit(self) -> bool:
+        raw = self.attrs.get("commit")
+        return bool(raw is not None and parse_bool(raw))
+
+    def evidence_mode(self, node: Node) -> str:
+        """The node's ``evidence`` mode, inheriting the graph's (default ``record``)."""
+        return node.evidence or self.evidence
+
+    def commit_enabled(self, node: Node) -> bool:
+        """The node's ``commit`` flag, inheriting the graph's (default off)."""
+        own = node.commit
+        return self.commit if own is None else own
+
+    def structure_key(self) -> tuple[object, ...]:
+        """What the layout depends on: node ids, labels, shapes and edges (not states)."""
+        return (
+            tuple((n.id, n.label, n.shape) for n in self.nodes.values()),
+            tuple((e.source, e.target, e.label) for e in self.edges),
+            self.attrs.get("rankdir", ""),
+        )

@@ -1,0 +1,98 @@
+"""The project's exception hierarchy.
+
+Every error a user can cause derives from :class:`FreshnessMagicError` and carries a message that
+says what was wrong, where, and what to do. Nothing else is allowed to escape a public API on bad
+input; the command line and the magics turn these into one-line messages instead of tracebacks.
+"""
+
+from __future__ import annotations
+
+
+class FreshnessMagicError(Exception):
+    """Base class of every error raised on purpose by freshness_magic."""
+
+
+class ParseError(FreshnessMagicError):
+    """A DOT source that cannot be parsed; points at the line and column with a caret."""
+
+    def __init__(
+        self,
+        message: str,
+        *,
+        line: int,
+        column: int,
+        source_line: str = "",
+        path: str | None = None,
+    ) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        self.source_line = source_line
+        self.path = path
+        super().__init__(self.render())
+
+    @property
+    def location(self) -> str:
+        """``path:line:col`` (``<string>`` when the text did not come from a file)."""
+        return f"{self.path or '<string>'}:{self.line}:{self.column}"
+
+    def render(self) -> str:
+        """The message, then the offending source line with a caret under the column."""
+        text = f"{self.location}: {self.message}"
+        if self.source_line:
+            line = self.source_line.expandtabs(1).rstrip("\n")
+            text += f"\n    {line}\n    {' ' * max(self.column - 1, 0)}^"
+        return text
+
+
+class ConditionError(FreshnessMagicError):
+    """An edge condition that is not in the §10 language; names the token and its column."""
+
+    def __init__(self, message: str, *, column: int, token: str = "", text: str = "") -> None:
+        self.message = message
+        self.column = column
+        self.token = token
+        self.text = text
+        super().__init__(f"column {column}: {message}")
+
+
+class StylesheetError(FreshnessMagicError):
+    """A ``model_stylesheet`` that does not parse; position is inside the stylesheet text."""
+
+    def __init__(self, message: str, *, line: int, column: int) -> None:
+        self.message = message
+        self.line = line
+        self.column = column
+        super().__init__(f"stylesheet line {line}, column {column}: {message}")
+
+
+class ValidationError(FreshnessMagicError):
+    """A pipeline with error-severity diagnostics; the engine refuses to run it."""
+
+    def __init__(self, message: str, diagnostics: list[object] | None = None) -> None:
+        self.diagnostics = list(diagnostics or [])
+        super().__init__(message)
+
+
+class RunError(FreshnessMagicError):
+    """A run used the wrong way: stepping a finished run, answering a gate that is not waiting."""
+
+
+class GateAnswerError(RunError):
+    """An answer that matches none of a waiting gate's choices."""
+
+
+class CheckpointError(FreshnessMagicError):
+    """No usable checkpoint: missing, unreadable or from another pipeline."""
+
+
+class FreshnessError(FreshnessMagicError):
+    """Input-freshness detection could not do what was asked (bad baseline, bad node)."""
+
+
+class EvidenceError(FreshnessMagicError):
+    """An evidence record that cannot be written or read safely."""
+
+
+class HubError(FreshnessMagicError):
+    """The Node State Hub is not running, not reachable, or its store is unusable."""

@@ -1,0 +1,1 @@
+"""Evidence records for every step and the work-evidence validator."""

@@ -1,0 +1,1 @@
+"""Input freshness: baselines, stat cache, content hashes, git tier, labels and reports."""

@@ -1,0 +1,94 @@
+"""Content hashes and stat keys: the one place files are fingerprinted (freshness and the hub).
+
+Hashes are xxh3_128 hex digests. A file is read with a single ``read`` when small and streamed in
+chunks when large; when the file's stat key changes while it is being read the read is repeated,
+so a hash always belongs to one consistent version of the file.
+"""
+
+from __future__ import annotations
+
+import os
+import stat as stat_module
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import xxhash
+
+SMALL_FILE_BYTES = 1 << 20
+CHUNK_BYTES = 1 << 20
+MAX_REREADS = 3
+
+
+class StatKey(NamedTuple):
+    """What a stat cache compares for equality to decide that a file is unchanged."""
+
+    dev: int
+    ino: int
+    mode: int
+    size: int
+    mtime_ns: int
+    ctime_ns: int
+
+    @classmethod
+    def of(cls, st: os.stat_result) -> StatKey:
+        return cls(st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+    @property
+    def is_regular_file(self) -> bool:
+        return stat_module.S_ISREG(self.mode)
+
+
+@dataclass(frozen=True, slots=True)
+class FileHash:
+    """A file's digest together with the stat key of the version that was hashed."""
+
+    digest: str
+    stat: StatKey
+
+
+class HashingError(OSError):
+    """The file changed on every attempt to read it, or is not a regular file."""
+
+
+def hash_bytes(data: bytes) -> str:
+    """xxh3_128 hex digest of ``data``."""
+    return xxhash.xxh3_128_hexdigest(data)
+
+
+def _digest_fd(fd: int, size: int) -> str:
+    if size <= SMALL_FILE_BYTES:
+        chunks = []
+        remaining = size + 1
+        while True:
+            chunk = os.read(fd, max(remaining, 65536))
+            if not chunk:
+                break
+            chunks.append(chunk)
+        return xxhash.xxh3_128_hexdigest(b"".join(chunks))
+    hasher = xxhash.xxh3_128()
+    while True:
+        chunk = os.read(fd, CHUNK_BYTES)
+        if not chunk:
+            break
+        hasher.update(chunk)
+    return hasher.hexdigest()
+
+
+def hash_file(path: str | os.PathLike[str], *, follow_symlinks: bool = True) -> FileHash:
+    """Hash a regular file; raises ``OSError`` (incl. :class:`HashingError`) when it cannot."""
+    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0)
+    if not follow_symlinks:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    for _ in range(MAX_REREADS):
+        fd = os.open(path, flags)
+        try:
+            before = StatKey.of(os.fstat(fd))
+            if not before.is_regular_file:
+                raise HashingError(f"{os.fspath(path)}: not a regular file")
+            digest = _digest_fd(fd, before.size)
+            after = StatKey.of(os.fstat(fd))
+        finally:
+            os.close(fd)
+        if before == after:
+            return FileHash(digest, after)
+    raise HashingError(f"{os.fspath(path)}: changed while being read {MAX_REREADS} times")

@@ -1,0 +1,1 @@
+"""The Jupyter face: magics, the pipeline widget and the DOT -> SVG rendering with states."""

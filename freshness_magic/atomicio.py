@@ -9,6 +9,7 @@ killed process leaves either the whole line or nothing; readers still tolerate a
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import tempfile
@@ -32,7 +33,7 @@ def fsync_dir(folder: Path) -> None:
 
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
-    """Replace ``path`` with ``data`` so that readers see the old or the new content, never a mix."""
+    """Replace ``path`` with ``data``: readers see the old or the new content, never a mix."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     payload = data.encode("utf-8") if isinstance(data, str) else data
@@ -44,17 +45,17 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
             os.fsync(handle.fileno())
         os.replace(tmp_name, target)
     except BaseException:
-        try:
+        with contextlib.suppress(OSError):
             os.unlink(tmp_name)
-        except OSError:
-            pass
         raise
     fsync_dir(target.parent)
 
 
 def dumps(obj: Any) -> str:
     """The project's one JSON style for files on disk (sorted keys, UTF-8, no NaN)."""
-    return json.dumps(obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str)
+    return json.dumps(
+        obj, indent=2, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str
+    )
 
 
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:

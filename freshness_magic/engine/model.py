@@ -282,6 +282,20 @@ class Graph:
     attr_positions: dict[str, Position] = field(default_factory=dict)
     path: str | None = None
     source: str = ""
+    _index: tuple[int, dict[str, list[Edge]], dict[str, list[Edge]]] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
+
+    def _adjacency(self) -> tuple[dict[str, list[Edge]], dict[str, list[Edge]]]:
+        """Outgoing and incoming edge lists, rebuilt when edges were added or removed."""
+        if self._index is None or self._index[0] != len(self.edges):
+            out: dict[str, list[Edge]] = {}
+            inc: dict[str, list[Edge]] = {}
+            for edge in self.edges:
+                out.setdefault(edge.source, []).append(edge)
+                inc.setdefault(edge.target, []).append(edge)
+            self._index = (len(self.edges), out, inc)
+        return self._index[1], self._index[2]
 
     def source_line(self, line: int) -> str:
         """The text of a 1-based line of the DOT source ('' when out of range)."""
@@ -290,11 +304,11 @@ class Graph:
 
     def outgoing(self, node_id: str) -> list[Edge]:
         """Edges leaving ``node_id`` in declaration order."""
-        return [edge for edge in self.edges if edge.source == node_id]
+        return list(self._adjacency()[0].get(node_id, ()))
 
     def incoming(self, node_id: str) -> list[Edge]:
         """Edges entering ``node_id`` in declaration order."""
-        return [edge for edge in self.edges if edge.target == node_id]
+        return list(self._adjacency()[1].get(node_id, ()))
 
     def iter_nodes(self) -> Iterator[Node]:
         return iter(self.nodes.values())

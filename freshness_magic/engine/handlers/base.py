@@ -1,0 +1,82 @@
+"""The handler interface, what a handler gets to work with, and the registry (spec §4.1–§4.2)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol, runtime_checkable
+
+from freshness_magic.engine.context import Context
+from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.outcome import Outcome
+
+
+@dataclass
+class StepEnv:
+    """Everything a handler may use besides the node and the context, for one attempt."""
+
+    graph: Graph
+    run_dir: Path
+    """The run's log root (``.freshness/runs/<run_id>``)."""
+    workdir: Path
+    """Where commands run and where ``source_files`` resolve."""
+    attempt: int = 1
+    emit: Callable[[str, dict[str, Any]], None] = field(default=lambda _type, _data: None)
+    """Report an event (type name, payload) to the run's event bus."""
+    registry: HandlerRegistry | None = None
+    """The registry of the run, for handlers that execute other nodes (parallel branches)."""
+    deadline: float | None = None
+    """``time.monotonic()`` value by which the node must finish (from its ``timeout``)."""
+
+    @property
+    def node_dir_root(self) -> Path:
+        return self.run_dir
+
+    def node_dir(self, node_id: str) -> Path:
+        """The node's folder for artifacts (prompt.md, response.md, status.json, tool output)."""
+        folder = self.run_dir / "nodes" / node_id
+        folder.mkdir(parents=True, exist_ok=True)
+        return folder
+
+
+@runtime_checkable
+class Handler(Protocol):
+    """Executes one node. Raising is allowed: the engine turns it into a FAIL outcome."""
+
+    def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome: ...
+
+
+class CodergenBackend(Protocol):
+    """An LLM (or anything) that answers a prompt; §4.5. Returns text or a full Outcome."""
+
+    def __call__(self, node: Node, prompt: str, context: Context) -> str | Outcome: ...
+
+
+class HandlerRegistry:
+    """Maps handler type strings to handlers; explicit ``type``, then shape, then default."""
+
+    def __init__(self, handlers: dict[str, Handler] | None = None, default: str = "codergen"):
+        self._handlers: dict[str, Handler] = dict(handlers or {})
+        self._default = default
+
+    def register(self, type_name: str, handler: Handler) -> None:
+        """Add or replace the handler for ``type_name``."""
+        self._handlers[type_name] = handler
+
+    def unregister(self, type_name: str) -> None:
+        self._handlers.pop(type_name, None)
+
+    def types(self) -> Iterable[str]:
+        return tuple(self._handlers)
+
+    def __contains__(self, type_name: object) -> bool:
+        return type_name in self._handlers
+
+    def resolve(self, node: Node) -> Handler:
+        """The handler for ``node``; an unknown explicit type falls back to the default."""
+        for type_name in (node.handler_type, self._default):
+            handler = self._handlers.get(type_name)
+            if handler is not None:
+                return handler
+        raise LookupError(f"no handler registered for node {node.id!r} ({node.handler_type})")

@@ -1,0 +1,123 @@
+"""What a handler returns (spec §5.2) and what a human gate asks (§6.2)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import Any
+
+
+class StageStatus(StrEnum):
+    """Outcome statuses; values are the lowercase strings conditions compare against."""
+
+    SUCCESS = "success"
+    PARTIAL_SUCCESS = "partial_success"
+    RETRY = "retry"
+    FAIL = "fail"
+    SKIPPED = "skipped"
+    WAITING = "waiting"
+    """Engine-internal: the handler needs a human answer, so the run pauses at this node."""
+
+    @property
+    def is_success(self) -> bool:
+        return self in (StageStatus.SUCCESS, StageStatus.PARTIAL_SUCCESS)
+
+    @classmethod
+    def parse(cls, text: str) -> StageStatus:
+        """Accept a status by value or name in any case (``success``, ``PARTIAL_SUCCESS``)."""
+        lowered = text.strip().lower()
+        for status in cls:
+            if lowered == status.value:
+                return status
+        raise ValueError(
+            f"unknown outcome status {text!r}; use one of "
+            + ", ".join(s.value for s in cls if s is not cls.WAITING)
+        )
+
+
+@dataclass(frozen=True)
+class Choice:
+    """One answer of a human gate, derived from an outgoing edge."""
+
+    key: str
+    label: str
+    target: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {"key": self.key, "label": self.label, "target": self.target}
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Choice:
+        return cls(str(data["key"]), str(data["label"]), str(data["target"]))
+
+
+@dataclass(frozen=True)
+class Question:
+    """A pending human gate: the text, the choices, and the default (a choice target id)."""
+
+    node_id: str
+    text: str
+    choices: tuple[Choice, ...]
+    default: str | None = None
+    timeout_seconds: float | None = None
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "node": self.node_id,
+            "question": self.text,
+            "choices": [c.to_dict() for c in self.choices],
+            "default": self.default,
+            "timeout_seconds": self.timeout_seconds,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Question:
+        timeout = data.get("timeout_seconds")
+        return cls(
+            node_id=str(data["node"]),
+            text=str(data["question"]),
+            choices=tuple(Choice.from_dict(c) for c in data.get("choices", [])),
+            default=data.get("default"),
+            timeout_seconds=float(timeout) if timeout is not None else None,
+        )
+
+
+@dataclass
+class Outcome:
+    """The result of executing a node; drives routing and context updates."""
+
+    status: StageStatus = StageStatus.SUCCESS
+    preferred_label: str = ""
+    suggested_next_ids: list[str] = field(default_factory=list)
+    context_updates: dict[str, Any] = field(default_factory=dict)
+    notes: str = ""
+    failure_reason: str = ""
+    question: Question | None = None
+    """Set with status WAITING: what the run will ask the human."""
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {
+            "outcome": self.status.value,
+            "preferred_next_label": self.preferred_label,
+            "suggested_next_ids": list(self.suggested_next_ids),
+            "context_updates": dict(self.context_updates),
+            "notes": self.notes,
+            "failure_reason": self.failure_reason,
+        }
+        if self.question is not None:
+            data["question"] = self.question.to_dict()
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Outcome:
+        """Read the Appendix C status-file shape (``outcome``, ``preferred_next_label``, ...)."""
+        question = data.get("question")
+        return cls(
+            status=StageStatus.parse(str(data.get("outcome", data.get("status", "success")))),
+            preferred_label=str(data.get("preferred_next_label", data.get("preferred_label", ""))),
+            suggested_next_ids=[str(i) for i in data.get("suggested_next_ids", [])],
+            context_updates=dict(data.get("context_updates", {})),
+            notes=str(data.get("notes", "")),
+            failure_reason=str(data.get("failure_reason", "")),
+            question=Question.from_dict(question) if isinstance(question, dict) else None,
+        )

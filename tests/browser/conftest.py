@@ -126,6 +126,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
         f"--LabApp.workspaces_dir={dirs['workspaces']}",
         "--LabApp.check_for_updates_class=jupyterlab.NeverCheckForUpdate",
         "--LabApp.expose_app_in_browser=True",
+        "--JupyterNotebookApp.expose_app_in_browser=True",
     ]
     with log.open("wb") as log_handle:
         process = subprocess.Popen(

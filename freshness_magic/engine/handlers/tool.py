@@ -1,0 +1,143 @@
+"""The ``tool`` handler (spec §4.10, DESIGN §8): run ``tool_command`` with a timeout.
+
+The command runs through the shell in the run's working directory, in its own process group so
+a timeout can stop everything it started (SIGTERM, a grace period, then SIGKILL to the group).
+stdout and stderr go to files in the node's folder; the context gets a truncated copy of stdout.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+from freshness_magic.engine.context import Context
+from freshness_magic.engine.handlers.base import StepEnv
+from freshness_magic.engine.model import Node
+from freshness_magic.engine.outcome import Outcome, StageStatus
+
+OUTPUT_CONTEXT_CHARS = 4000
+STDERR_TAIL_LINES = 20
+KILL_GRACE_SECONDS = 2.0
+
+
+def _read_text(path: Path) -> str:
+    return path.read_bytes().decode("utf-8", "replace")
+
+
+def _tail(text: str, lines: int) -> str:
+    return "\n".join(text.rstrip("\n").splitlines()[-lines:])
+
+
+def _kill_group(process: subprocess.Popen[bytes], grace: float) -> None:
+    """SIGTERM the process group, wait ``grace`` seconds for the leader, then SIGKILL it all."""
+    pgid = process.pid
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGTERM)
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        process.wait(timeout=grace)
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pgid, signal.SIGKILL)
+    process.wait()
+
+
+class ToolHandler:
+    """Runs a node's ``tool_command``; non-zero exit or timeout is FAIL with the details."""
+
+    def __init__(
+        self,
+        output_chars: int = OUTPUT_CONTEXT_CHARS,
+        stderr_tail_lines: int = STDERR_TAIL_LINES,
+        kill_grace: float = KILL_GRACE_SECONDS,
+    ) -> None:
+        self.output_chars = output_chars
+        self.stderr_tail_lines = stderr_tail_lines
+        self.kill_grace = kill_grace
+
+    def _timeout(self, node: Node, env: StepEnv) -> float | None:
+        if env.deadline is not None:
+            return max(env.deadline - time.monotonic(), 0.0)
+        return node.timeout
+
+    def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
+        command = node.tool_command.strip()
+        if not command:
+            return Outcome(
+                status=StageStatus.FAIL,
+                failure_reason=(
+                    f"node {node.id!r} has no tool_command; add tool_command=\"...\" to it "
+                    "(a shell command run in the working directory)"
+                ),
+            )
+        stage_dir = env.node_dir(node.id)
+        suffix = "" if env.attempt <= 1 else f".attempt{env.attempt}"
+        stdout_path = stage_dir / f"stdout{suffix}.txt"
+        stderr_path = stage_dir / f"stderr{suffix}.txt"
+        timeout = self._timeout(node, env)
+        started = time.monotonic()
+        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+            try:
+                process = subprocess.Popen(
+                    command,
+                    shell=True,
+                    cwd=env.workdir,
+                    stdin=subprocess.DEVNULL,
+                    stdout=out,
+                    stderr=err,
+                    start_new_session=True,
+                )
+            except OSError as exc:
+                return Outcome(
+                    status=StageStatus.FAIL,
+                    failure_reason=f"cannot start tool_command of {node.id!r} in "
+                    f"{env.workdir}: {exc}",
+                )
+            timed_out = False
+            try:
+                process.wait(timeout=timeout)
+            except subprocess.TimeoutExpired:
+                timed_out = True
+                _kill_group(process, self.kill_grace)
+            except BaseException:
+                _kill_group(process, 0)
+                raise
+        elapsed = time.monotonic() - started
+        stdout = _read_text(stdout_path)
+        stderr = _read_text(stderr_path)
+        updates = {
+            "tool.output": self._context_output(stdout, stdout_path),
+            "tool.exit_code": process.returncode,
+            "tool.stdout_file": str(stdout_path),
+            "tool.stderr_file": str(stderr_path),
+        }
+        if timed_out:
+            return Outcome(
+                status=StageStatus.FAIL,
+                context_updates=updates,
+                failure_reason=(
+                    f"timed out after {timeout or 0:g}s: {command} (process group killed; "
+                    f"output in {stage_dir})"
+                ),
+            )
+        if process.returncode != 0:
+            reason = f"exit code {process.returncode}: {command}"
+            tail = _tail(stderr, self.stderr_tail_lines)
+            if tail:
+                reason += f"\nstderr (last {self.stderr_tail_lines} lines):\n{tail}"
+            return Outcome(status=StageStatus.FAIL, context_updates=updates, failure_reason=reason)
+        return Outcome(
+            status=StageStatus.SUCCESS,
+            context_updates=updates,
+            notes=f"Tool completed in {elapsed:.2f}s: {command}",
+        )
+
+    def _context_output(self, stdout: str, path: Path) -> str:
+        if len(stdout) <= self.output_chars:
+            return stdout
+        return (
+            stdout[: self.output_chars]
+            + f"\n[... truncated {len(stdout) - self.output_chars} chars; full output in {path}]"
+        )

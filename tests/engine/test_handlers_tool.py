@@ -1,0 +1,102 @@
+"""The tool handler with real subprocesses: output capture, exit codes, timeouts, groups."""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+
+from freshness_magic.engine.context import Context
+from freshness_magic.engine.handlers.base import StepEnv
+from freshness_magic.engine.handlers.tool import ToolHandler
+from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.outcome import StageStatus
+
+
+def run_tool(
+    tmp_path: Path, command: str | None, *, deadline: float | None = None, **attrs: str
+) -> tuple[StepEnv, Node, object]:
+    node_attrs = dict(attrs)
+    if command is not None:
+        node_attrs["tool_command"] = command
+    node = Node("lint", node_attrs)
+    graph = Graph(name="g", nodes={"lint": node})
+    env = StepEnv(graph=graph, run_dir=tmp_path / "run", workdir=tmp_path, deadline=deadline)
+    return env, node, ToolHandler(kill_grace=0.5).execute(node, Context(), env)
+
+
+def process_gone(pid: int) -> bool:
+    """True when ``pid`` no longer exists or is a zombie awaiting its reaper."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] == "Z"
+    except FileNotFoundError:
+        return True
+
+
+def test_success_captures_stdout_in_workdir(tmp_path: Path) -> None:
+    (tmp_path / "data.txt").write_text("hello\n")
+    env, _node, outcome = run_tool(tmp_path, "cat data.txt; echo warn >&2")
+    assert outcome.status is StageStatus.SUCCESS
+    assert outcome.context_updates["tool.output"] == "hello\n"
+    assert outcome.context_updates["tool.exit_code"] == 0
+    folder = tmp_path / "run" / "nodes" / "lint"
+    assert (folder / "stdout.txt").read_text() == "hello\n"
+    assert (folder / "stderr.txt").read_text() == "warn\n"
+
+
+def test_long_stdout_is_truncated_with_pointer_to_file(tmp_path: Path) -> None:
+    _env, _node, outcome = run_tool(tmp_path, "python3 -c \"print('y' * 10000)\"")
+    text = outcome.context_updates["tool.output"]
+    assert text.startswith("y" * 4000)
+    assert "truncated" in text and "stdout.txt" in text
+    assert len((tmp_path / "run/nodes/lint/stdout.txt").read_text()) == 10001
+
+
+def test_nonzero_exit_reports_code_and_stderr_tail(tmp_path: Path) -> None:
+    command = "for i in $(seq 1 30); do echo line$i >&2; done; exit 3"
+    _env, _node, outcome = run_tool(tmp_path, command)
+    assert outcome.status is StageStatus.FAIL
+    assert "exit code 3" in outcome.failure_reason
+    assert "line30" in outcome.failure_reason
+    assert "line11\n" in outcome.failure_reason
+    assert "line10\n" not in outcome.failure_reason
+    assert outcome.context_updates["tool.exit_code"] == 3
+
+
+def test_missing_command_is_fail_with_hint(tmp_path: Path) -> None:
+    _env, _node, outcome = run_tool(tmp_path, None)
+    assert outcome.status is StageStatus.FAIL
+    assert "tool_command" in outcome.failure_reason
+
+
+def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
+    command = "sleep 300 & echo $! > grandchild.pid; echo started; wait"
+    _env, _node, outcome = run_tool(tmp_path, command, timeout="1s")
+    assert outcome.status is StageStatus.FAIL
+    assert "timed out after 1s" in outcome.failure_reason
+    pid = int((tmp_path / "grandchild.pid").read_text())
+    for _ in range(100):
+        if process_gone(pid):
+            break
+        time.sleep(0.05)
+    assert process_gone(pid)
+    assert outcome.context_updates["tool.output"] == "started\n"
+
+
+def test_run_deadline_limits_the_command(tmp_path: Path) -> None:
+    _env, _node, outcome = run_tool(tmp_path, "sleep 300", deadline=time.monotonic() + 0.3)
+    assert outcome.status is StageStatus.FAIL
+    assert "timed out" in outcome.failure_reason
+
+
+def test_later_attempts_keep_earlier_output(tmp_path: Path) -> None:
+    node = Node("lint", {"tool_command": "echo run"})
+    graph = Graph(name="g", nodes={"lint": node})
+    handler = ToolHandler()
+    for attempt in (1, 2):
+        env = StepEnv(graph=graph, run_dir=tmp_path / "run", workdir=tmp_path, attempt=attempt)
+        handler.execute(node, Context(), env)
+    names = sorted(p.name for p in (tmp_path / "run/nodes/lint").iterdir())
+    assert names == ["stderr.attempt2.txt", "stderr.txt", "stdout.attempt2.txt", "stdout.txt"]
+    assert os.path.getsize(tmp_path / "run/nodes/lint/stdout.attempt2.txt") == 4

@@ -15,7 +15,7 @@ from collections.abc import Sequence
 from freshness_magic import __version__
 from freshness_magic.errors import FreshnessMagicError
 
-COMMAND_MODULES: tuple[str, ...] = ()
+COMMAND_MODULES: tuple[str, ...] = ("evidence",)
 """Subcommand modules in the order ``--help`` lists them."""
 
 

@@ -1,0 +1,120 @@
+"""``freshness-magic evidence RUN_DIR [NODE] [--json]``: print a run's evidence log."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from freshness_magic.errors import EvidenceError
+from freshness_magic.evidence.record import (
+    EVIDENCE_LOG,
+    EvidenceRecord,
+    check_node_id,
+    iter_evidence_log,
+    one_line,
+    parse_timestamp,
+)
+
+COLUMNS: tuple[str, ...] = (
+    "time",
+    "node",
+    "status",
+    "method",
+    "stale files",
+    "summary",
+    "duration",
+)
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "evidence",
+        help="print the evidence records of a run",
+        description=(
+            "Print the evidence log (evidence.jsonl) of a run directory as a table: one row per "
+            "executed step, in order. Give NODE to see only that node's records."
+        ),
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
+    parser.add_argument("node", metavar="NODE", nargs="?", help="only the records of this node")
+    parser.add_argument("--json", action="store_true", help="print the records as a JSON array")
+    parser.set_defaults(handler=run)
+
+
+def _time(stamp: str) -> str:
+    try:
+        return parse_timestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")
+    except ValueError:
+        return stamp
+
+
+def _duration(value: Any) -> str:
+    if isinstance(value, int | float) and not isinstance(value, bool):
+        return f"{value:.2f}s"
+    return ""
+
+
+def row(record: EvidenceRecord) -> list[str]:
+    """The table cells of one record."""
+    facts = record.engine
+    stale = facts.get("stale_files")
+    stale_text = ", ".join(str(s) for s in stale) if isinstance(stale, list) else ""
+    return [
+        _time(record.timestamp),
+        record.node_id,
+        str(facts.get("status") or ""),
+        str(facts.get("evidence_method") or ""),
+        stale_text or "-",
+        one_line(record.summary, 60),
+        _duration(facts.get("duration_seconds")),
+    ]
+
+
+def render_table(records: list[EvidenceRecord]) -> str:
+    """A plain-text table with a header row; columns sized to their content."""
+    rows = [list(COLUMNS), *(row(r) for r in records)]
+    widths = [max(len(cells[i]) for cells in rows) for i in range(len(COLUMNS))]
+    return "\n".join(
+        "  ".join(cell.ljust(widths[i]) for i, cell in enumerate(cells)).rstrip() for cells in rows
+    )
+
+
+def load_records(run_dir: Path, node: str | None) -> tuple[list[EvidenceRecord], list[str]]:
+    """The run's valid records (of ``node`` if given) and the problems of invalid lines."""
+    if not run_dir.is_dir():
+        raise EvidenceError(f"run directory {run_dir} does not exist")
+    log = run_dir / EVIDENCE_LOG
+    if not log.is_file():
+        raise EvidenceError(
+            f"{log} does not exist: no step of this run has been recorded yet "
+            "(or RUN_DIR is not a run directory; runs live in .freshness/runs/<run_id>)"
+        )
+    if node is not None:
+        check_node_id(node)
+    records: list[EvidenceRecord] = []
+    problems: list[str] = []
+    for number, result in enumerate(iter_evidence_log(run_dir, node), start=1):
+        if result.record is not None:
+            records.append(result.record)
+        else:
+            problems.append(f"{log}: record {number}: {'; '.join(result.problems)}")
+    return records, problems
+
+
+def run(args: argparse.Namespace) -> int:
+    run_dir = Path(args.run_dir)
+    records, problems = load_records(run_dir, args.node)
+    for problem in problems:
+        print(f"warning: {problem}", file=sys.stderr)
+    if args.json:
+        print(json.dumps([r.to_dict() for r in records], indent=2, ensure_ascii=False))
+        return 0
+    if not records:
+        what = f"node {args.node!r}" if args.node else "this run"
+        print(f"no evidence records for {what} in {run_dir / EVIDENCE_LOG}")
+        return 1 if args.node else 0
+    print(render_table(records))
+    return 0

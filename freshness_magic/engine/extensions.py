@@ -1,0 +1,74 @@
+"""Run extensions: how freshness and evidence join a run without the engine knowing them.
+
+A run calls its extensions at fixed points of its life:
+
+- ``on_run_start(run)`` once, before the first node executes (take baselines);
+- ``on_resume(run, saved_state)`` when a run is restored from a checkpoint; ``saved_state`` is
+  what ``checkpoint_state()`` returned when that checkpoint was written (None if nothing was);
+- ``before_execute(run, node, attempt)`` before each attempt; returning an Outcome replaces the
+  handler call for that attempt (a stale ``freshness=block`` input returns RETRY);
+- ``after_execute(run, node, outcome, attempt, started_at)`` after each attempt; returns the
+  outcome to use (evidence validation may turn SUCCESS into FAIL);
+- ``on_step_finished(run, step_result)`` after the step's routing and checkpoint;
+- ``checkpoint_state()`` is stored in every checkpoint under ``extensions[<name>]``.
+
+An extension that raises in ``before_execute``/``after_execute`` makes that attempt FAIL with the
+error text; one that raises elsewhere is logged and skipped.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
+
+from freshness_magic.engine.model import Node
+from freshness_magic.engine.outcome import Outcome
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.run import Run, StepResult
+
+
+@runtime_checkable
+class RunExtension(Protocol):
+    """The hooks a run calls; see the module docstring for when."""
+
+    name: str
+
+    def on_run_start(self, run: Run) -> None: ...
+
+    def on_resume(self, run: Run, saved_state: dict[str, Any] | None) -> None: ...
+
+    def before_execute(self, run: Run, node: Node, attempt: int) -> Outcome | None: ...
+
+    def after_execute(
+        self, run: Run, node: Node, outcome: Outcome, attempt: int, started_at: float
+    ) -> Outcome: ...
+
+    def on_step_finished(self, run: Run, step_result: StepResult) -> None: ...
+
+    def checkpoint_state(self) -> dict[str, Any]: ...
+
+
+class BaseRunExtension:
+    """A no-op extension to subclass: override only the hooks you need."""
+
+    name: str = "extension"
+
+    def on_run_start(self, run: Run) -> None:
+        return None
+
+    def on_resume(self, run: Run, saved_state: dict[str, Any] | None) -> None:
+        return None
+
+    def before_execute(self, run: Run, node: Node, attempt: int) -> Outcome | None:
+        return None
+
+    def after_execute(
+        self, run: Run, node: Node, outcome: Outcome, attempt: int, started_at: float
+    ) -> Outcome:
+        return outcome
+
+    def on_step_finished(self, run: Run, step_result: StepResult) -> None:
+        return None
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        return {}

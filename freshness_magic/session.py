@@ -1,0 +1,69 @@
+"""The one place that wires a :class:`~freshness_magic.engine.run.Run` with the default extensions.
+
+The CLI and the notebook open and resume runs through :func:`open_run` and :func:`resume_run`, so
+freshness and evidence join every run the same way. The engine itself never imports them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from freshness_magic.engine.extensions import RunExtension
+from freshness_magic.engine.model import Graph
+from freshness_magic.engine.run import Run
+
+
+def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension]:
+    """The extensions every session run gets (freshness, evidence), configured by ``options``."""
+    extensions: list[RunExtension] = []
+    return extensions
+
+
+def _load(pipeline: Graph | str | Path) -> Graph:
+    """A Graph as is; a Path, or a string without ``{``, is a file; other strings are DOT text."""
+    from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
+
+    if isinstance(pipeline, Graph):
+        return pipeline
+    if isinstance(pipeline, Path) or "{" not in pipeline:
+        return load_pipeline_file(pipeline)
+    return load_pipeline(pipeline)
+
+
+def open_run(
+    pipeline: Graph | str | Path,
+    *,
+    workdir: str | Path = ".",
+    extensions: list[RunExtension] | None = None,
+    extension_options: dict[str, Any] | None = None,
+    **kwargs: Any,
+) -> Run:
+    """A new run of ``pipeline`` in ``workdir`` with the default extensions (unless given).
+
+    ``kwargs`` go to :class:`Run` (``runs_dir``, ``run_id``, ``registry``, ``backend``,
+    ``interviewer``, ``clock``, ``sleep``, ...).
+    """
+    graph = _load(pipeline)
+    if extensions is None:
+        extensions = default_extensions(workdir, **(extension_options or {}))
+    return Run(graph, workdir=workdir, extensions=extensions, **kwargs)
+
+
+def resume_run(
+    run_dir: str | Path,
+    *,
+    extensions: list[RunExtension] | None = None,
+    extension_options: dict[str, Any] | None = None,
+    workdir: str | Path | None = None,
+    **kwargs: Any,
+) -> Run:
+    """Restore the run in ``run_dir`` (newest valid checkpoint) with the default extensions."""
+    if extensions is None:
+        from freshness_magic.engine.checkpoint import load_checkpoint
+        from freshness_magic.engine.run import follow_restarts
+
+        data, _ = load_checkpoint(follow_restarts(Path(run_dir)))
+        base = workdir if workdir is not None else data.get("workdir", ".")
+        extensions = default_extensions(base, **(extension_options or {}))
+    return Run.resume(run_dir, extensions=extensions, workdir=workdir, **kwargs)

@@ -45,6 +45,10 @@ class ParseError(FreshnessMagicError):
         return text
 
 
+class PipelineFileError(FreshnessMagicError):
+    """A pipeline file that cannot be read (missing, a directory, no permission, not UTF-8)."""
+
+
 class ConditionError(FreshnessMagicError):
     """An edge condition that is not in the §10 language; names the token and its column."""
 

@@ -1,0 +1,67 @@
+"""Loading a pipeline: parse DOT, apply transforms, validate (spec §9.1 ``prepare_pipeline``).
+
+``load_pipeline`` never raises for a bad ``model_stylesheet``: the stylesheet transform leaves
+the graph unstyled and validation reports ``stylesheet_syntax`` with its position, so a user
+sees every problem of the file at once instead of the first one.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+from pathlib import Path
+
+from freshness_magic.engine.dot_parser import parse_dot
+from freshness_magic.engine.model import Graph
+from freshness_magic.engine.transforms import Transform, apply_transforms
+from freshness_magic.engine.validation import Diagnostic, LintRule, validate
+from freshness_magic.errors import PipelineFileError
+
+
+def load_pipeline(
+    text: str, *, path: str | None = None, transforms: Iterable[Transform] = ()
+) -> Graph:
+    """Parse ``text`` and apply the built-in transforms, then ``transforms`` in order.
+
+    Raises :class:`~freshness_magic.errors.ParseError` when the DOT does not parse.
+    """
+    return apply_transforms(parse_dot(text, path=path), transforms)
+
+
+def read_pipeline_text(path: str | os.PathLike[str]) -> str:
+    """The text of a pipeline file; :class:`PipelineFileError` when it cannot be read."""
+    file = Path(path)
+    try:
+        return file.read_text(encoding="utf-8")
+    except FileNotFoundError:
+        raise PipelineFileError(f"{file}: no such pipeline file; check the path") from None
+    except IsADirectoryError:
+        raise PipelineFileError(f"{file}: is a directory, not a .dot pipeline file") from None
+    except PermissionError:
+        raise PipelineFileError(f"{file}: permission denied; make the file readable") from None
+    except UnicodeDecodeError as exc:
+        raise PipelineFileError(
+            f"{file}: not UTF-8 text (byte {exc.start}); save the pipeline as UTF-8"
+        ) from None
+    except OSError as exc:
+        raise PipelineFileError(f"{file}: cannot read the file: {exc.strerror or exc}") from None
+
+
+def load_pipeline_file(
+    path: str | os.PathLike[str], *, transforms: Iterable[Transform] = ()
+) -> Graph:
+    """Read and load a ``.dot`` file; errors name the file."""
+    return load_pipeline(read_pipeline_text(path), path=str(path), transforms=transforms)
+
+
+def prepare_pipeline(
+    text: str,
+    *,
+    path: str | None = None,
+    transforms: Iterable[Transform] = (),
+    extra_rules: Iterable[LintRule] = (),
+    known_types: Iterable[str] | None = None,
+) -> tuple[Graph, list[Diagnostic]]:
+    """Load ``text`` and validate the result; returns the graph and all diagnostics."""
+    graph = load_pipeline(text, path=path, transforms=transforms)
+    return graph, validate(graph, extra_rules=extra_rules, known_types=known_types)

@@ -553,9 +553,16 @@ def _freshness_sources(graph: Graph) -> list[Diagnostic]:
     ]
 
 
+_MAYBE_OUTSIDE_RE = re.compile(r"\.\.|(?:^|,)\s*[/\\~]|:")
+"""A cheap pre-filter: only entries that may be absolute or use ``..`` are examined."""
+
+
 def _source_files_path(graph: Graph) -> list[Diagnostic]:
     out = []
     for node in graph.nodes.values():
+        raw = node.attrs.get("source_files", "")
+        if not raw or not _MAYBE_OUTSIDE_RE.search(raw):
+            continue
         for entry in node.source_files:
             normal = entry.replace("\\", "/")
             if normal.startswith("/") or re.match(r"[A-Za-z]:/", normal) or normal.startswith("~"):
@@ -724,16 +731,16 @@ def _attr_type(graph: Graph) -> list[Diagnostic]:
             text, fix = message("graph", key, value, expected)
             out.append(_graph_diag("attr_type", ERROR, graph, text, fix, key))
     for node in graph.nodes.values():
-        attrs = node.attrs
-        for key, (ok, expected) in _NODE_TYPED.items():
-            value = attrs.get(key)
-            if value is not None and not ok(value):
-                text, fix = message(f"node `{node.id}`", key, value, expected)
+        for key, value in node.attrs.items():
+            check = _NODE_TYPED.get(key)
+            if check is not None and not check[0](value):
+                text, fix = message(f"node `{node.id}`", key, value, check[1])
                 out.append(_node_diag("attr_type", ERROR, node, text, fix, key))
     for edge in graph.edges:
-        for key, (ok, expected) in _EDGE_TYPED.items():
-            value = edge.attrs.get(key)
-            if value is not None and not ok(value):
+        for key, value in edge.attrs.items():
+            check = _EDGE_TYPED.get(key)
+            if check is not None and not check[0](value):
+                expected = check[1]
                 owner = f"edge {edge.source} -> {edge.target}"
                 text, fix = message(owner, key, value, expected)
                 out.append(_edge_diag("attr_type", ERROR, edge, text, fix, key))

@@ -1,0 +1,142 @@
+"""Baselines: what a node's source files looked like at one moment, serialisable for checkpoints.
+
+A :class:`Baseline` is taken for every node at run start (kind ``baseline``), again when a node
+completes (kind ``run``) and when a change is accepted (kind ``accepted``). Per file it records
+whether the file existed, its size and stat key, its content hash (xxh3_128) and, in a git work
+tree, git's status of the file; per snapshot the filesystem time (for the racy rule) and HEAD.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from freshness_magic.errors import FreshnessError
+from freshness_magic.freshness.hashing import StatKey
+from freshness_magic.freshness.resolve import Unresolved
+
+HASH, STAT, NONE = "hash", "stat", "none"
+"""How a file was fingerprinted: content hash, stat only (too large or unreadable), nothing."""
+
+
+@dataclass(frozen=True, slots=True)
+class FileRecord:
+    """One file at one moment. ``digest`` is None when only the stat (or nothing) is known."""
+
+    existed: bool
+    stat: StatKey | None = None
+    digest: str | None = None
+    method: str = HASH
+    note: str = ""
+    regular: bool = True
+    git: str | None = None
+    """git's status of the file when the snapshot was taken (None outside a work tree)."""
+
+    @property
+    def size(self) -> int | None:
+        return self.stat.size if self.stat is not None else None
+
+    @property
+    def mtime_ns(self) -> int | None:
+        return self.stat.mtime_ns if self.stat is not None else None
+
+    def with_git(self, git: str | None) -> FileRecord:
+        return FileRecord(
+            self.existed, self.stat, self.digest, self.method, self.note, self.regular, git
+        )
+
+    def to_dict(self) -> dict[str, Any]:
+        data: dict[str, Any] = {"existed": self.existed}
+        if self.stat is not None:
+            data["stat"] = list(self.stat)
+        if self.digest is not None:
+            data["digest"] = self.digest
+        if self.method != HASH:
+            data["method"] = self.method
+        if self.note:
+            data["note"] = self.note
+        if not self.regular:
+            data["regular"] = False
+        if self.git is not None:
+            data["git"] = self.git
+        return data
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> FileRecord:
+        raw_stat = data.get("stat")
+        stat = StatKey(*(int(v) for v in raw_stat)) if raw_stat is not None else None
+        return cls(
+            existed=bool(data["existed"]),
+            stat=stat,
+            digest=data.get("digest"),
+            method=str(data.get("method", HASH)),
+            note=str(data.get("note", "")),
+            regular=bool(data.get("regular", True)),
+            git=data.get("git"),
+        )
+
+
+@dataclass
+class Baseline:
+    """A node's source files at one moment (see the module docstring for the kinds)."""
+
+    node_id: str
+    entries: tuple[str, ...]
+    kind: str
+    taken_at: float
+    """Wall-clock seconds since the epoch."""
+    fs_time_ns: int
+    """The filesystem's own time when the snapshot started (racy-clean rule)."""
+    files: dict[str, FileRecord] = field(default_factory=dict)
+    literal: frozenset[str] = frozenset()
+    unresolved: list[Unresolved] = field(default_factory=list)
+    head: str | None = None
+    git: bool = False
+    """Whether the working directory was in a git work tree with git usable."""
+    _dict: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (memoised: baselines never change once taken)."""
+        if self._dict is None:
+            self._dict = {
+                "node_id": self.node_id,
+                "entries": list(self.entries),
+                "kind": self.kind,
+                "taken_at": self.taken_at,
+                "fs_time_ns": self.fs_time_ns,
+                "files": {path: rec.to_dict() for path, rec in self.files.items()},
+                "literal": sorted(self.literal),
+                "unresolved": [{"entry": u.entry, "reason": u.reason} for u in self.unresolved],
+                "head": self.head,
+                "git": self.git,
+            }
+        return self._dict
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> Baseline:
+        """Rebuild a baseline from :meth:`to_dict` output; FreshnessError when malformed."""
+        try:
+            return cls(
+                node_id=str(data["node_id"]),
+                entries=tuple(str(e) for e in data.get("entries", ())),
+                kind=str(data.get("kind", "baseline")),
+                taken_at=float(data.get("taken_at", 0.0)),
+                fs_time_ns=int(data.get("fs_time_ns", 0)),
+                files={
+                    str(path): FileRecord.from_dict(rec)
+                    for path, rec in dict(data.get("files", {})).items()
+                },
+                literal=frozenset(str(p) for p in data.get("literal", ())),
+                unresolved=[
+                    Unresolved(str(u["entry"]), str(u["reason"]))
+                    for u in data.get("unresolved", ())
+                ],
+                head=data.get("head"),
+                git=bool(data.get("git", False)),
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            node = data.get("node_id", "?") if isinstance(data, dict) else "?"
+            raise FreshnessError(
+                f"checkpointed baseline of node {node!r} is malformed ({exc!r}); "
+                "re-capture it with accept_changes or start a new run"
+            ) from exc

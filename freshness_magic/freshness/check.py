@@ -1,0 +1,275 @@
+"""Comparing snapshots and the tracker that owns a run's baselines.
+
+:class:`FreshnessTracker` captures baselines for nodes (node id -> ``source_files`` entries),
+takes a completion snapshot when a node finishes, checks nodes against their effective snapshot
+(the completion snapshot once a node has run, else its baseline), produces the public report,
+accepts changes, and round-trips through a checkpoint dict. The check always compares with the
+snapshot, never with git's HEAD; git only explains stale files (one call per check, only when
+something is stale).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from freshness_magic.errors import FreshnessError
+from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
+from freshness_magic.freshness.git import GitStatus, GitTier, change_kind
+from freshness_magic.freshness.labels import FileLabel, aggregate
+from freshness_magic.freshness.report import FileReport, FreshnessReport, NodeFreshness, NodeReport
+from freshness_magic.freshness.resolve import Resolver
+from freshness_magic.freshness.snapshot import ResolveHook, Snapshotter
+
+STATE_VERSION = 1
+
+
+def _same_stat(old: FileRecord, new: FileRecord) -> bool:
+    if old.stat is None or new.stat is None:
+        return False
+    o, n = old.stat, new.stat
+    return (o.dev, o.ino, o.mode, o.size, o.mtime_ns) == (n.dev, n.ino, n.mode, n.size, n.mtime_ns)
+
+
+def compare_file(path: str, old: FileRecord | None, new: FileRecord | None) -> FileReport:
+    """Label one file: ``old`` from the snapshot, ``new`` from now (None: not matched)."""
+    before = old is not None and old.existed
+    after = new is not None and new.existed
+    details: dict[str, Any] = {}
+    if old is not None:
+        details.update(
+            old_digest=old.digest,
+            old_size=old.size,
+            old_mtime_ns=old.mtime_ns,
+            git_at_snapshot=old.git,
+        )
+    if new is not None:
+        details.update(new_digest=new.digest, new_size=new.size, new_mtime_ns=new.mtime_ns)
+    if not before and not after:
+        return FileReport(
+            path, FileLabel.FRESH, method=NONE, note="missing, as at the snapshot", **details
+        )
+    if before and not after:
+        return FileReport(path, FileLabel.STALE_DELETED, method=NONE, **details)
+    if not before:
+        return FileReport(path, FileLabel.STALE_ADDED, method=NONE, **details)
+    assert old is not None and new is not None
+    if not new.regular or new.method == NONE:
+        return FileReport(path, FileLabel.UNKNOWN, method=NONE, note=new.note, **details)
+    if old.digest is not None and new.digest is not None:
+        label = FileLabel.FRESH if old.digest == new.digest else FileLabel.STALE_CHANGED
+        return FileReport(path, label, method=HASH, **details)
+    note = new.note or old.note or "compared by stat"
+    if not _same_stat(old, new):
+        return FileReport(path, FileLabel.STALE_CHANGED, method=STAT, note=note, **details)
+    if new.digest is None and new.note.startswith("unreadable"):
+        return FileReport(
+            path,
+            FileLabel.UNKNOWN,
+            method=STAT,
+            note=f"{note}; stat unchanged, content not verifiable",
+            **details,
+        )
+    return FileReport(path, FileLabel.FRESH, method=STAT, note=note, **details)
+
+
+def compare(reference: Baseline, current: Baseline, since: str) -> NodeReport:
+    """Label every file of a node; unresolved entries (outside the workdir) are ``unknown``."""
+    files: list[FileReport] = []
+    paths = dict.fromkeys(reference.files)
+    paths.update(dict.fromkeys(current.files))
+    for path in sorted(paths):
+        old, new = reference.files.get(path), current.files.get(path)
+        if new is None and old is not None and not old.existed:
+            continue
+        files.append(compare_file(path, old, new))
+    for unresolved in current.unresolved:
+        files.append(
+            FileReport(unresolved.entry, FileLabel.UNKNOWN, method=NONE, note=unresolved.reason)
+        )
+    return NodeReport(
+        node_id=reference.node_id,
+        label=aggregate(f.label for f in files),
+        since=since,
+        snapshot_kind=reference.kind,
+        snapshot_taken_at=reference.taken_at,
+        files=tuple(files),
+        head_at_snapshot=reference.head,
+    )
+
+
+def _with_git(report: NodeReport, status: GitStatus) -> NodeReport:
+    files = tuple(
+        dataclasses.replace(f, git_change=change_kind(f.path, report.head_at_snapshot, status))
+        if f.label.is_stale and not os.path.isabs(f.path)
+        else f
+        for f in report.files
+    )
+    return dataclasses.replace(report, files=files, head_now=status.head, git_checked=True)
+
+
+class FreshnessTracker:
+    """Baselines, completion snapshots and checks for the nodes of one run in ``workdir``.
+
+    ``hash_size_limit``: files larger than this many bytes are compared by stat only (default:
+    no limit). ``allow_outside``: True, or folders outside ``workdir`` whose files may be
+    tracked; otherwise such entries are ``unknown``. ``after_resolve`` is called between
+    resolving and hashing in every snapshot.
+    """
+
+    def __init__(
+        self,
+        workdir: str | os.PathLike[str],
+        hash_size_limit: int | None = None,
+        *,
+        allow_outside: bool | Iterable[str] = False,
+        git: bool = True,
+        state_dir: str | os.PathLike[str] | None = None,
+        after_resolve: ResolveHook | None = None,
+    ):
+        self.workdir = os.path.abspath(os.fspath(workdir))
+        self.resolver = Resolver(self.workdir, allow_outside)
+        self.git = GitTier(self.workdir, enabled=git)
+        folder = os.fspath(state_dir) if state_dir else os.path.join(self.workdir, ".freshness")
+        self.snapshotter = Snapshotter(
+            self.resolver,
+            self.git,
+            folder,
+            hash_size_limit=hash_size_limit,
+            after_resolve=after_resolve,
+        )
+        self.baselines: dict[str, Baseline] = {}
+        self.run_snapshots: dict[str, Baseline] = {}
+
+    # -- snapshots -------------------------------------------------------------------------
+
+    def capture(
+        self, nodes: Mapping[str, Sequence[str]], kind: str = "baseline"
+    ) -> dict[str, Baseline]:
+        """Take and keep baselines for ``nodes`` (node id -> entries); returns them."""
+        if not nodes:
+            return {}
+        taken = self.snapshotter.take(nodes, kind)
+        self.baselines.update(taken)
+        return taken
+
+    def snapshot_run(self, node_id: str) -> Baseline:
+        """The completion snapshot of ``node_id`` ("stale since run" is measured from it)."""
+        entries = self._entries(node_id)
+        taken = self.snapshotter.take({node_id: entries}, "run")[node_id]
+        self.run_snapshots[node_id] = taken
+        return taken
+
+    def forget_run(self, node_id: str) -> None:
+        self.run_snapshots.pop(node_id, None)
+
+    def _entries(self, node_id: str) -> tuple[str, ...]:
+        baseline = self.baselines.get(node_id)
+        if baseline is None:
+            raise FreshnessError(
+                f"node {node_id!r} has no freshness baseline; capture one before checking it"
+            )
+        return baseline.entries
+
+    def tracked(self) -> list[str]:
+        return list(self.baselines)
+
+    # -- checks ----------------------------------------------------------------------------
+
+    def _current(self, node_ids: Sequence[str]) -> dict[str, Baseline]:
+        nodes = {n: self._entries(n) for n in node_ids}
+        return self.snapshotter.take(nodes, "current", with_git=False) if nodes else {}
+
+    def check(self, node_id: str) -> NodeReport:
+        """Compare ``node_id`` with its effective snapshot; git explains stale files."""
+        return self.check_many([node_id])[node_id]
+
+    def check_many(self, node_ids: Sequence[str]) -> dict[str, NodeReport]:
+        """Like :meth:`check` for several nodes: one pass over the files, at most one git call."""
+        current = self._current(node_ids)
+        reports: dict[str, NodeReport] = {}
+        for node_id in node_ids:
+            ref = self.run_snapshots.get(node_id)
+            since = "run" if ref is not None else "baseline"
+            reports[node_id] = compare(ref or self.baselines[node_id], current[node_id], since)
+        return self._explain(reports, always=False)
+
+    def report(self, node_ids: Sequence[str] | None = None) -> FreshnessReport:
+        """The public report: every node since its baseline and, once it ran, since its run."""
+        ids = list(self.baselines) if node_ids is None else list(node_ids)
+        current = self._current(ids)
+        flat: dict[str, NodeReport] = {}
+        for node_id in ids:
+            flat[f"b:{node_id}"] = compare(self.baselines[node_id], current[node_id], "baseline")
+            run = self.run_snapshots.get(node_id)
+            if run is not None:
+                flat[f"r:{node_id}"] = compare(run, current[node_id], "run")
+        flat = self._explain(flat, always=True)
+        nodes = {
+            node_id: NodeFreshness(node_id, flat[f"b:{node_id}"], flat.get(f"r:{node_id}"))
+            for node_id in ids
+        }
+        return FreshnessReport(self.workdir, time.time(), nodes, git=self.git.available)
+
+    def _explain(self, reports: dict[str, NodeReport], *, always: bool) -> dict[str, NodeReport]:
+        if not self.git.available:
+            return reports
+        stale = sorted({p for r in reports.values() for p in r.stale_files})
+        if not stale and not always:
+            return reports
+        status = self.git.status(stale or None, ignored=bool(stale))
+        if status is None:
+            return reports
+        return {k: _with_git(r, status) for k, r in reports.items()}
+
+    # -- accepting changes -----------------------------------------------------------------
+
+    def accept(self, node_ids: Iterable[str]) -> dict[str, list[str]]:
+        """Re-capture the baselines of ``node_ids``; returns each node's files that had changed.
+
+        The new snapshot becomes the node's baseline and, if it already ran, also its completion
+        snapshot, so the next check of the node is fresh until the files change again.
+        """
+        ids = list(dict.fromkeys(node_ids))
+        if not ids:
+            return {}
+        nodes = {n: self._entries(n) for n in ids}
+        before = {n: self.run_snapshots.get(n) or self.baselines[n] for n in ids}
+        taken = self.snapshotter.take(nodes, "accepted")
+        changed: dict[str, list[str]] = {}
+        for node_id in ids:
+            report = compare(before[node_id], taken[node_id], "accept")
+            changed[node_id] = [f.path for f in report.files if f.label.is_stale]
+            self.baselines[node_id] = taken[node_id]
+            if node_id in self.run_snapshots:
+                self.run_snapshots[node_id] = taken[node_id]
+        return changed
+
+    # -- checkpoint ------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "version": STATE_VERSION,
+            "baselines": {k: b.to_dict() for k, b in self.baselines.items()},
+            "run_snapshots": {k: b.to_dict() for k, b in self.run_snapshots.items()},
+        }
+
+    def load(self, state: Mapping[str, Any]) -> None:
+        """Restore baselines from :meth:`to_dict` output and seed the stat cache from them."""
+        if not isinstance(state, Mapping) or state.get("version") != STATE_VERSION:
+            raise FreshnessError(
+                "checkpointed freshness state has an unknown format "
+                f"(version {state.get('version') if isinstance(state, Mapping) else None!r}, "
+                f"expected {STATE_VERSION}); start a new run"
+            )
+        self.baselines = {
+            str(k): Baseline.from_dict(v) for k, v in dict(state.get("baselines", {})).items()
+        }
+        self.run_snapshots = {
+            str(k): Baseline.from_dict(v) for k, v in dict(state.get("run_snapshots", {})).items()
+        }
+        for baseline in (*self.baselines.values(), *self.run_snapshots.values()):
+            self.snapshotter.seed(baseline)

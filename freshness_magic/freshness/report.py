@@ -1,0 +1,194 @@
+"""The public freshness report: per node a label, per file a label with before/after details.
+
+Used by ``python -m freshness_magic check`` now and by the notebook widget later. Every object
+has ``to_dict()`` (JSON) and ``__str__`` (plain text).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from freshness_magic.freshness.labels import FileLabel, NodeLabel
+
+HASH_PREFIX = 12
+
+
+def _prefix(digest: str | None) -> str | None:
+    return digest[:HASH_PREFIX] if digest else None
+
+
+@dataclass(frozen=True)
+class FileReport:
+    """One file of one node compared with a snapshot."""
+
+    path: str
+    label: FileLabel
+    old_digest: str | None = None
+    new_digest: str | None = None
+    old_size: int | None = None
+    new_size: int | None = None
+    old_mtime_ns: int | None = None
+    new_mtime_ns: int | None = None
+    method: str = "hash"
+    """``hash`` (content compared), ``stat`` (fallback: too large or unreadable), ``none``."""
+    note: str = ""
+    git_at_snapshot: str | None = None
+    """git's status of the file when the snapshot was taken."""
+    git_change: str | None = None
+    """For stale files in a git work tree: committed, uncommitted, untracked, ignored, ..."""
+
+    @property
+    def is_stale(self) -> bool:
+        return self.label.is_stale
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "label": self.label.value,
+            "old_hash": _prefix(self.old_digest),
+            "new_hash": _prefix(self.new_digest),
+            "old_size": self.old_size,
+            "new_size": self.new_size,
+            "old_mtime_ns": self.old_mtime_ns,
+            "new_mtime_ns": self.new_mtime_ns,
+            "method": self.method,
+            "note": self.note,
+            "git_at_snapshot": self.git_at_snapshot,
+            "git_change": self.git_change,
+        }
+
+    def __str__(self) -> str:
+        extra = [x for x in (self.git_change, self.note) if x]
+        if self.old_digest or self.new_digest:
+            extra.insert(
+                0, f"{_prefix(self.old_digest) or '-'} -> {_prefix(self.new_digest) or '-'}"
+            )
+        suffix = f" ({'; '.join(extra)})" if extra else ""
+        return f"{self.label.value:<14} {self.path}{suffix}"
+
+
+@dataclass(frozen=True)
+class NodeReport:
+    """A node compared with one snapshot (``since`` = ``baseline`` or ``run``)."""
+
+    node_id: str
+    label: NodeLabel
+    since: str
+    snapshot_kind: str
+    snapshot_taken_at: float
+    files: tuple[FileReport, ...] = ()
+    head_at_snapshot: str | None = None
+    head_now: str | None = None
+    git_checked: bool = False
+    """Whether git was asked during this check (it is only asked when something is stale)."""
+
+    @property
+    def stale_files(self) -> list[str]:
+        """Paths whose label is stale_changed, stale_deleted or stale_added."""
+        return [f.path for f in self.files if f.label.is_stale]
+
+    @property
+    def is_stale(self) -> bool:
+        return self.label.is_stale or any(f.label.is_stale for f in self.files)
+
+    @property
+    def head_moved(self) -> bool | None:
+        if not self.git_checked:
+            return None
+        return self.head_now != self.head_at_snapshot
+
+    def to_dict(self, *, all_files: bool = False) -> dict[str, Any]:
+        counts: dict[str, int] = {}
+        for f in self.files:
+            counts[f.label.value] = counts.get(f.label.value, 0) + 1
+        listed = (
+            self.files
+            if all_files
+            else tuple(f for f in self.files if f.label is not FileLabel.FRESH)
+        )
+        return {
+            "node_id": self.node_id,
+            "label": self.label.value,
+            "since": self.since,
+            "snapshot_kind": self.snapshot_kind,
+            "snapshot_taken_at": self.snapshot_taken_at,
+            "stale_files": self.stale_files,
+            "counts": counts,
+            "head_at_snapshot": self.head_at_snapshot,
+            "head_now": self.head_now,
+            "head_moved": self.head_moved,
+            "files": [f.to_dict() for f in listed],
+        }
+
+    def __str__(self) -> str:
+        lines = [f"{self.node_id}: {self.label.value} (since {self.since})"]
+        lines.extend(f"  {f}" for f in self.files if f.label is not FileLabel.FRESH)
+        if self.head_moved:
+            lines.append(f"  HEAD moved: {self.head_at_snapshot} -> {self.head_now}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True)
+class NodeFreshness:
+    """Both views of one node: since its baseline, and (once it ran) since it last completed."""
+
+    node_id: str
+    since_baseline: NodeReport
+    since_run: NodeReport | None = None
+
+    @property
+    def effective(self) -> NodeReport:
+        """The view warn/block act on: since the last completion if any, else since baseline."""
+        return self.since_run if self.since_run is not None else self.since_baseline
+
+    def to_dict(self, *, all_files: bool = False) -> dict[str, Any]:
+        return {
+            "node_id": self.node_id,
+            "label": self.effective.label.value,
+            "stale_since_baseline": self.since_baseline.is_stale,
+            "stale_since_run": self.since_run.is_stale if self.since_run is not None else None,
+            "since_baseline": self.since_baseline.to_dict(all_files=all_files),
+            "since_run": (
+                self.since_run.to_dict(all_files=all_files) if self.since_run is not None else None
+            ),
+        }
+
+
+@dataclass(frozen=True)
+class FreshnessReport:
+    """Every tracked node of a run at one moment."""
+
+    workdir: str
+    checked_at: float
+    nodes: dict[str, NodeFreshness] = field(default_factory=dict)
+    git: bool = False
+
+    @property
+    def stale_nodes(self) -> list[str]:
+        return [n for n, v in self.nodes.items() if v.effective.is_stale]
+
+    @property
+    def all_fresh(self) -> bool:
+        return not self.stale_nodes
+
+    def to_dict(self, *, all_files: bool = False) -> dict[str, Any]:
+        return {
+            "workdir": self.workdir,
+            "checked_at": self.checked_at,
+            "git": self.git,
+            "all_fresh": self.all_fresh,
+            "stale_nodes": self.stale_nodes,
+            "nodes": {k: v.to_dict(all_files=all_files) for k, v in self.nodes.items()},
+        }
+
+    def __str__(self) -> str:
+        if not self.nodes:
+            return "no nodes with source_files"
+        lines = []
+        for entry in self.nodes.values():
+            lines.append(str(entry.since_baseline))
+            if entry.since_run is not None and entry.since_run.is_stale:
+                lines.append(str(entry.since_run))
+        lines.append("all fresh" if self.all_fresh else f"stale: {', '.join(self.stale_nodes)}")
+        return "\n".join(lines)

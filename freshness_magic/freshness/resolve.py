@@ -1,0 +1,274 @@
+"""Resolve ``source_files`` entries (paths and globs, ``**`` included) against a working directory.
+
+Entries are re-resolved at every check so that new and removed glob matches count as changes.
+A plain path is always tracked, existing or not (so a deletion is seen); a glob contributes the
+regular files (or symlinks to them) it matches. Entries that leave the working directory (an
+absolute path elsewhere, or ``..`` escaping it) are *unresolved* and reported ``unknown`` unless
+the caller allowed them. ``*``, ``?`` and ``[..]`` never match a leading dot and ``**`` never
+descends into hidden folders (``.git``, ``.freshness``), as in the shell. Symlinked folders are
+followed, except into a folder that is already on the current path, so loops end.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import os
+import posixpath
+import re
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+
+_MAGIC = re.compile(r"[*?[]")
+_MAX_DEPTH = 64
+"""Backstop against pathological symlink structures the ancestor check cannot see."""
+
+_DIR, _FILE, _OTHER = 0, 1, 2
+
+
+def is_glob(entry: str) -> bool:
+    """Whether ``entry`` contains glob syntax (``*``, ``?``, ``[``)."""
+    return _MAGIC.search(entry) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Unresolved:
+    """An entry that could not be resolved to files, and why (reported as ``unknown``)."""
+
+    entry: str
+    reason: str
+
+
+@dataclass
+class Resolution:
+    """The files one node's entries resolve to, as keys relative to the working directory.
+
+    Keys are POSIX paths relative to the working directory, or absolute paths for entries outside
+    it that were explicitly allowed. ``literal`` holds the keys named by a plain path, which are
+    tracked even when missing.
+    """
+
+    files: list[str] = field(default_factory=list)
+    literal: frozenset[str] = frozenset()
+    unresolved: list[Unresolved] = field(default_factory=list)
+
+
+class _Listing:
+    """Folder listings shared by every entry of one resolution pass (one ``scandir`` per folder)."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, list[tuple[str, int, bool, int]]] = {}
+
+    def entries(self, folder: str) -> list[tuple[str, int, bool, int]]:
+        """(name, kind, is_symlink, inode) of ``folder``'s entries; [] when unreadable."""
+        cached = self._cache.get(folder)
+        if cached is not None:
+            return cached
+        result: list[tuple[str, int, bool, int]] = []
+        try:
+            with os.scandir(folder) as it:
+                for entry in it:
+                    try:
+                        if entry.is_file():
+                            kind = _FILE
+                        elif entry.is_dir():
+                            kind = _DIR
+                        else:
+                            kind = _OTHER
+                        result.append((entry.name, kind, entry.is_symlink(), entry.inode()))
+                    except OSError:
+                        result.append((entry.name, _OTHER, True, 0))
+        except OSError:
+            result = []
+        self._cache[folder] = result
+        return result
+
+
+class Resolver:
+    """Resolves entries against ``workdir``; ``allow_outside`` (True, or folders) admits others."""
+
+    def __init__(
+        self, workdir: str | os.PathLike[str], allow_outside: bool | Iterable[str] = False
+    ):
+        self.workdir = os.path.abspath(os.fspath(workdir))
+        self._real_workdir = os.path.realpath(self.workdir)
+        if isinstance(allow_outside, bool):
+            self._allow_all = allow_outside
+            self._allowed: tuple[str, ...] = ()
+        else:
+            self._allow_all = False
+            self._allowed = tuple(os.path.abspath(os.fspath(p)) for p in allow_outside)
+
+    def resolve(self, entries: Sequence[str], listing: _Listing | None = None) -> Resolution:
+        """Resolve one node's entries; every call re-reads the folders (nothing is remembered)."""
+        listing = listing or _Listing()
+        files: dict[str, None] = {}
+        literal: set[str] = set()
+        unresolved: list[Unresolved] = []
+        for raw in entries:
+            entry = raw.strip()
+            if not entry:
+                continue
+            located = self._locate(entry)
+            if isinstance(located, Unresolved):
+                unresolved.append(located)
+                continue
+            base, rel, absolute = located
+            if not is_glob(rel):
+                full = os.path.join(base, rel) if rel else base
+                key = full if absolute else rel
+                if rel in ("", ".") or os.path.isdir(full):
+                    unresolved.append(
+                        Unresolved(entry, f"is a folder; write '{entry}/**' for its files")
+                    )
+                    continue
+                files[key] = None
+                literal.add(key)
+                continue
+            for found in _match(listing, base, rel.split("/")):
+                files[os.path.join(base, found) if absolute else found] = None
+        return Resolution(sorted(files), frozenset(literal), unresolved)
+
+    def resolve_many(self, nodes: Mapping[str, Sequence[str]]) -> dict[str, Resolution]:
+        """Resolve several nodes in one pass, listing each folder once."""
+        listing = _Listing()
+        return {node_id: self.resolve(entries, listing) for node_id, entries in nodes.items()}
+
+    def absolute(self, key: str) -> str:
+        """The filesystem path of a resolved key."""
+        return key if os.path.isabs(key) else os.path.join(self.workdir, key)
+
+    def _locate(self, entry: str) -> tuple[str, str, bool] | Unresolved:
+        """(base folder, relative pattern, is-outside) for an entry, or why it is refused."""
+        if os.path.isabs(entry):
+            normal = posixpath.normpath(entry)
+            for root in (self.workdir, self._real_workdir):
+                if normal == root or normal.startswith(root.rstrip("/") + "/"):
+                    return self.workdir, posixpath.relpath(normal, root), False
+            return self._outside(entry, normal)
+        normal = posixpath.normpath(entry)
+        if normal == ".." or normal.startswith("../"):
+            return self._outside(entry, posixpath.normpath(posixpath.join(self.workdir, normal)))
+        return self.workdir, "" if normal == "." else normal, False
+
+    def _outside(self, entry: str, normal: str) -> tuple[str, str, bool] | Unresolved:
+        allowed = self._allow_all or any(
+            normal == root or normal.startswith(root.rstrip("/") + "/") for root in self._allowed
+        )
+        if not allowed:
+            return Unresolved(entry, "outside the working directory (not allowed)")
+        return "/", normal.lstrip("/"), True
+
+
+def _segment_matcher(segment: str) -> re.Pattern[str]:
+    return re.compile(fnmatch.translate(segment))
+
+
+def _match(listing: _Listing, base: str, segments: list[str]) -> Iterator[str]:
+    """Relative paths of regular files under ``base`` matching the ``/``-split pattern."""
+    matchers: list[re.Pattern[str] | None] = [
+        None if s == "**" or not is_glob(s) else _segment_matcher(s) for s in segments
+    ]
+    base_key = _dir_key(base)
+    yield from _walk(listing, base, "", segments, matchers, 0, [base_key] if base_key else [])
+
+
+def _dir_key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+def _walk(
+    listing: _Listing,
+    base: str,
+    rel: str,
+    segments: list[str],
+    matchers: list[re.Pattern[str] | None],
+    index: int,
+    ancestors: list[tuple[int, int]],
+) -> Iterator[str]:
+    folder = os.path.join(base, rel) if rel else base
+    segment = segments[index]
+    last = index == len(segments) - 1
+    prefix = f"{rel}/" if rel else ""
+    if segment == "**":
+        if last:
+            yield from _all_files(listing, folder, prefix, ancestors)
+            return
+        yield from _walk(listing, base, rel, segments, matchers, index + 1, ancestors)
+        for name, kind, link, inode in listing.entries(folder):
+            if kind != _DIR or name[0] == ".":
+                continue
+            key = _child_key(folder, name, link, inode, ancestors)
+            if key is None:
+                continue
+            ancestors.append(key)
+            yield from _walk(listing, base, prefix + name, segments, matchers, index, ancestors)
+            ancestors.pop()
+        return
+    matcher = matchers[index]
+    if matcher is None:
+        path = os.path.join(folder, segment)
+        if last:
+            if os.path.isfile(path):
+                yield prefix + segment
+        elif os.path.isdir(path):
+            key = _dir_key(path)
+            if key is not None and key not in ancestors and len(ancestors) < _MAX_DEPTH:
+                ancestors.append(key)
+                yield from _walk(
+                    listing, base, prefix + segment, segments, matchers, index + 1, ancestors
+                )
+                ancestors.pop()
+        return
+    hidden_ok = segment.startswith(".")
+    for name, kind, link, inode in listing.entries(folder):
+        if (name[0] == "." and not hidden_ok) or not matcher.match(name):
+            continue
+        if last:
+            if kind == _FILE:
+                yield prefix + name
+        elif kind == _DIR:
+            key = _child_key(folder, name, link, inode, ancestors)
+            if key is None:
+                continue
+            ancestors.append(key)
+            yield from _walk(listing, base, prefix + name, segments, matchers, index + 1, ancestors)
+            ancestors.pop()
+
+
+def _child_key(
+    folder: str, name: str, link: bool, inode: int, ancestors: list[tuple[int, int]]
+) -> tuple[int, int] | None:
+    """The (dev, inode) of a subfolder, or None when entering it would loop or go too deep."""
+    if len(ancestors) >= _MAX_DEPTH:
+        return None
+    if link:
+        key = _dir_key(os.path.join(folder, name))
+        if key is None or key in ancestors:
+            return None
+        return key
+    dev = ancestors[-1][0] if ancestors else 0
+    return (dev, inode)
+
+
+def _all_files(
+    listing: _Listing, folder: str, prefix: str, ancestors: list[tuple[int, int]]
+) -> Iterator[str]:
+    """Every regular file below ``folder`` (hidden names skipped), for a trailing ``**``."""
+    for name, kind, link, inode in listing.entries(folder):
+        if name[0] == ".":
+            continue
+        if kind == _FILE:
+            yield prefix + name
+        elif kind == _DIR:
+            key = _child_key(folder, name, link, inode, ancestors)
+            if key is None:
+                continue
+            ancestors.append(key)
+            yield from _all_files(
+                listing, os.path.join(folder, name), f"{prefix}{name}/", ancestors
+            )
+            ancestors.pop()

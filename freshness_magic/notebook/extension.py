@@ -1,0 +1,55 @@
+"""Loading and unloading the notebook extension (``%load_ext`` / ``%unload_ext``).
+
+The magics instance lives in the shell's magics registry (no module state); unloading removes
+the magics, the ``post_execute`` hook and the completers it added, and nothing else.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from typing import Any
+
+from freshness_magic.notebook.magics import PipelineMagics
+
+_COMPLETE_KEYS = ("%pipeline", "%%pipeline", "%%node")
+_MAGICS = (("line", "pipeline"), ("cell", "pipeline"), ("cell", "node"))
+
+
+def instance(ipython: Any) -> PipelineMagics | None:
+    """The loaded :class:`PipelineMagics` of this shell, if any."""
+    found = ipython.magics_manager.registry.get(PipelineMagics.__name__)
+    return found if isinstance(found, PipelineMagics) else None
+
+
+def load(ipython: Any) -> PipelineMagics:
+    """Register the magics, the post-execute refresh and tab completion (idempotent)."""
+    existing = instance(ipython)
+    if existing is not None:
+        return existing
+    magics = PipelineMagics(shell=ipython)
+    ipython.register_magics(magics)
+    ipython.events.register("post_execute", magics.post_execute)
+
+    def complete(_self: Any, event: Any) -> list[str]:
+        return magics.complete(event.line, event.symbol)
+
+    for key in _COMPLETE_KEYS:
+        ipython.set_hook("complete_command", complete, str_key=key)
+    return magics
+
+
+def unload(ipython: Any) -> None:
+    """Remove everything :func:`load` added."""
+    magics = instance(ipython)
+    if magics is None:
+        return
+    with contextlib.suppress(ValueError):
+        ipython.events.unregister("post_execute", magics.post_execute)
+    table = ipython.magics_manager.magics
+    for kind, name in _MAGICS:
+        table[kind].pop(name, None)
+    ipython.magics_manager.registry.pop(PipelineMagics.__name__, None)
+    dispatcher = ipython.strdispatchers.get("complete_command")
+    if dispatcher is not None:
+        for key in _COMPLETE_KEYS:
+            dispatcher.strs.pop(key, None)

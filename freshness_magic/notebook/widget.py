@@ -1,0 +1,403 @@
+"""The pipeline widget: the laid-out graph with node states, controls, gate, evidence, playground.
+
+Core ipywidgets only. The graph SVG goes into one HTML widget and is set once per layout; node
+states go into a second HTML widget as a small CSS block scoped to this widget instance, so a step
+sends a few hundred bytes. Every control has a stable DOM class (``fm-...``) for browser tests.
+All pipeline text is escaped before it reaches an HTML widget.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import traceback
+import uuid
+from collections.abc import Callable
+from typing import Any
+
+import ipywidgets as w
+
+from freshness_magic.engine.conditions import explain_condition
+from freshness_magic.engine.edges import select_edge
+from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.notebook.handle import NotebookPipeline, evidence_row
+from freshness_magic.notebook.render import (
+    Layout,
+    NodeState,
+    base_css,
+    legend_html,
+    snapshot_svg,
+    state_css,
+    why_html,
+)
+
+
+def _classes(*names: str) -> list[str]:
+    return list(names)
+
+
+def playground_html(pipeline: NotebookPipeline, expr: str, from_node: str | None) -> str:
+    """The condition playground's answer as escaped HTML (per-clause table, edge, or error)."""
+    text, _ = explain_on_live_context(pipeline, expr, from_node)
+    return f'<pre class="fm-playground-text">{html.escape(text)}</pre>'
+
+
+def explain_on_live_context(
+    pipeline: NotebookPipeline, expr: str, from_node: str | None
+) -> tuple[str, Any]:
+    """Explain ``expr`` against the run's context and (with a node) the edge that would be taken.
+
+    The outcome used is the last outcome of ``from_node`` (or of the last executed node).
+    """
+    context: dict[str, Any] = dict(pipeline.run.context) if pipeline.has_run else {}
+    outcomes = pipeline.outcomes()
+    outcome: Outcome | None = None
+    if from_node is not None:
+        outcome = outcomes.get(from_node)
+    elif outcomes:
+        outcome = list(outcomes.values())[-1]
+    if outcome is None:
+        outcome = Outcome(StageStatus.SUCCESS)
+    explanation = explain_condition(
+        expr,
+        outcome=outcome.status.value,
+        preferred_label=outcome.preferred_label,
+        context=context,
+    )
+    lines = []
+    if explanation.error is not None:
+        err = explanation.error
+        lines.append(f"syntax error at column {err.column}: {err.message}")
+        lines.append(f"  {expr}")
+        lines.append("  " + " " * max(err.column - 1, 0) + "^")
+    else:
+        lines.append(f"result: {'true' if explanation.result else 'false'}")
+        lines.append(
+            f"  (outcome={outcome.status.value}, preferred_label={outcome.preferred_label!r})"
+        )
+        for clause in explanation.clauses:
+            found = clause.resolved_key if clause.resolved_key is not None else "(not set)"
+            want = "truthy" if clause.expected is None else f"{clause.operator} {clause.expected}"
+            mark = "held" if clause.held else "failed"
+            lines.append(f"  {clause.text:<30} {found} = {clause.actual!r} (wanted {want}): {mark}")
+    if from_node is not None:
+        selection = select_edge(pipeline.graph, from_node, outcome, context)
+        target = selection.edge.target if selection.edge is not None else "(none)"
+        lines.append(f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})")
+    return "\n".join(lines), explanation
+
+
+class PipelineWidget(w.VBox):
+    """The notebook view of a :class:`NotebookPipeline`; refreshes on the run's events."""
+
+    def __init__(self, pipeline: NotebookPipeline, **kwargs: Any) -> None:
+        self.pipeline = pipeline
+        self.uid = uuid.uuid4().hex[:10]
+        self.scope = f"fm-w-{self.uid}"
+        self.bytes_last_update = 0
+        self._layout: Layout | None = None
+        self._layout_key: tuple[object, ...] | None = None
+        self._gate_key: object = None
+        self._evidence_count = -1
+        self._records: list[dict[str, Any]] = []
+
+        self.graph_html = w.HTML(layout=w.Layout(overflow="auto"))
+        self.graph_html.add_class("fm-graph")
+        self.state_html = w.HTML()
+        self.state_html.add_class("fm-state")
+        self.legend = w.HTML(legend_html())
+        self.legend.add_class("fm-legend-box")
+
+        self.step_button = self._button("Step", "fm-step", "play", self._on_step)
+        self.run_button = self._button("Run", "fm-run", "forward", self._on_run)
+        self.run_to_button = self._button("Run to", "fm-run-to", "step-forward", self._on_run_to)
+        self.run_to_select = w.Dropdown(
+            options=list(pipeline.graph.nodes), layout=w.Layout(width="160px")
+        )
+        self.run_to_select.add_class("fm-run-to-node")
+        self.accept_button = self._button("Accept changes", "fm-accept", "check", self._on_accept)
+        self.reset_button = self._button("Reset", "fm-reset", "undo", self._on_reset)
+        self.progress = w.IntProgress(value=0, min=0, max=max(len(pipeline.graph.nodes), 1))
+        self.progress.add_class("fm-progress")
+        self.status = w.HTML()
+        self.status.add_class("fm-status")
+
+        self.gate_question = w.HTML()
+        self.gate_question.add_class("fm-gate-question")
+        self.gate_buttons = w.HBox()
+        self.gate_buttons.add_class("fm-gate-choices")
+        self.gate_panel = w.VBox([self.gate_question, self.gate_buttons])
+        self.gate_panel.add_class("fm-gate")
+        self.gate_panel.layout.display = "none"
+
+        self.evidence_table = w.HTML()
+        self.evidence_table.add_class("fm-evidence-table")
+        self.evidence_select = w.Select(options=[], rows=5, layout=w.Layout(width="100%"))
+        self.evidence_select.add_class("fm-evidence-select")
+        self.evidence_select.observe(self._guard(self._on_evidence_select), names="value")
+        self.evidence_detail = w.HTML()
+        self.evidence_detail.add_class("fm-evidence-detail")
+        self.evidence_panel = w.VBox(
+            [w.HTML("<b>Evidence</b>"), self.evidence_table, self.evidence_select,
+             self.evidence_detail]
+        )  # fmt: skip
+        self.evidence_panel.add_class("fm-evidence")
+
+        self.playground_input = w.Text(
+            placeholder="outcome=success && context.x=1",
+            continuous_update=True,
+            layout=w.Layout(width="60%"),
+        )
+        self.playground_input.add_class("fm-playground-input")
+        self.playground_node = w.Dropdown(
+            options=[("(last node)", "")] + [(n, n) for n in pipeline.graph.nodes],
+            layout=w.Layout(width="160px"),
+        )
+        self.playground_node.add_class("fm-playground-node")
+        self.playground_result = w.HTML()
+        self.playground_result.add_class("fm-playground-result")
+        self.playground_input.observe(self._guard(self._on_playground), names="value")
+        self.playground_node.observe(self._guard(self._on_playground), names="value")
+        self.playground = w.VBox(
+            [
+                w.HBox([w.HTML("<b>Condition</b>&nbsp;"), self.playground_input,
+                        self.playground_node]),
+                self.playground_result,
+            ]
+        )  # fmt: skip
+        self.playground.add_class("fm-playground")
+
+        self.log_area = w.Output(layout=w.Layout(max_height="200px", overflow="auto"))
+        self.log_area.add_class("fm-log")
+
+        controls = w.HBox(
+            [self.step_button, self.run_button, self.run_to_button, self.run_to_select,
+             self.accept_button, self.reset_button]
+        )  # fmt: skip
+        controls.add_class("fm-controls")
+        progress_row = w.HBox([self.progress, self.status])
+        progress_row.add_class("fm-progress-row")
+        super().__init__(
+            [
+                w.HTML(f"<style>{base_css(self.scope)}</style>"),
+                self.graph_html,
+                self.state_html,
+                self.legend,
+                controls,
+                progress_row,
+                self.gate_panel,
+                self.evidence_panel,
+                self.playground,
+                self.log_area,
+            ],
+            **kwargs,
+        )
+        self.add_class("fm-widget")
+        self.add_class(self.scope)
+        pipeline.subscribe(self._guard(self._on_pipeline_event))
+        self.refresh(full=True)
+
+    # --- building blocks -------------------------------------------------------------------------
+
+    def _button(self, label: str, css: str, icon: str, handler: Callable[[Any], None]) -> w.Button:
+        button = w.Button(description=label, icon=icon, tooltip=label)
+        button.add_class(css)
+        button.on_click(self._guard(handler))
+        return button
+
+    def _guard(self, func: Callable[..., None]) -> Callable[..., None]:
+        """Run a callback; an exception is shown in the log area (and kept), never dropped."""
+
+        def wrapper(*args: Any) -> None:
+            try:
+                func(*args)
+            except Exception as exc:
+                self.errors.append(exc)
+                self.log_area.append_stderr(traceback.format_exc())
+
+        return wrapper
+
+    @property
+    def errors(self) -> list[BaseException]:
+        found: list[BaseException] | None = getattr(self, "_errors", None)
+        if found is None:
+            found = []
+            self._errors = found
+        return found
+
+    # --- callbacks -------------------------------------------------------------------------------
+
+    def _show(self, text: str) -> None:
+        self.log_area.append_stdout(text.rstrip("\n").split("\n", 1)[0] + "\n")
+
+    def _on_step(self, _button: Any) -> None:
+        self._show(self.pipeline.step().text)
+
+    def _on_run(self, _button: Any) -> None:
+        self._show(self.pipeline.run_to().text)
+
+    def _on_run_to(self, _button: Any) -> None:
+        self._show(self.pipeline.run_to(to=self.run_to_select.value).text)
+
+    def _on_accept(self, _button: Any) -> None:
+        self._show(self.pipeline.accept().text)
+
+    def _on_reset(self, _button: Any) -> None:
+        self._show(self.pipeline.reset().text)
+
+    def _on_choice(self, node_id: str, key: str) -> Callable[[Any], None]:
+        def answer(_button: Any) -> None:
+            self._show(self.pipeline.resume(node_id, key).text)
+
+        return self._guard(answer)
+
+    def _on_evidence_select(self, change: dict[str, Any]) -> None:
+        index = change.get("new")
+        if index is None or not isinstance(index, int) or index >= len(self._records):
+            self.evidence_detail.value = ""
+            return
+        record = self._records[index]
+        body = html.escape(json.dumps(record, indent=2, sort_keys=True, default=str))
+        self.evidence_detail.value = f'<pre class="fm-evidence-json">{body}</pre>'
+
+    def _on_playground(self, _change: Any) -> None:
+        expr = self.playground_input.value
+        if not expr.strip():
+            self.playground_result.value = ""
+            return
+        node = self.playground_node.value or None
+        self.playground_result.value = playground_html(self.pipeline, expr, node)
+
+    def _on_pipeline_event(self, event: Any) -> None:
+        kind = str(getattr(getattr(event, "type", None), "value", ""))
+        if event is None or kind in (
+            "gate_waiting", "gate_answered", "evidence_recorded", "pipeline_completed",
+            "pipeline_failed", "pipeline_started", "pipeline_resumed", "baseline_accepted",
+        ):  # fmt: skip
+            self.refresh(full=True)
+        else:
+            self.refresh(full=False)
+
+    # --- views -----------------------------------------------------------------------------------
+
+    def layout_svg(self) -> str:
+        """The layout SVG currently shown (no states)."""
+        assert self._layout is not None
+        return self._layout.svg
+
+    def snapshot(self) -> str:
+        """The SVG with states written in (what a static export shows)."""
+        assert self._layout is not None
+        return snapshot_svg(self._layout, self.pipeline.views())
+
+    def static_html(self) -> str:
+        """Graph snapshot, legend and attention list as one static HTML block (exports)."""
+        views = self.pipeline.views()
+        return (
+            f'<div class="fm-static {self.scope}"><style>{base_css(self.scope)}</style>'
+            f"{self.snapshot()}{legend_html()}{why_html(views)}</div>"
+        )
+
+    def refresh(self, full: bool = True) -> None:
+        """Update the views; the layout only when the structure changed."""
+        pipeline = self.pipeline
+        key = pipeline.layout_cache.key(pipeline.graph)
+        if key != self._layout_key:
+            self._layout = pipeline.layout_cache.get(pipeline.graph)
+            self._layout_key = key
+            self.graph_html.value = self._layout.svg
+        assert self._layout is not None
+        views = pipeline.views()
+        css = state_css(self.scope, self._layout, views)
+        why = why_html(views)
+        sent = 0
+        if self.state_html.value != css + why:
+            self.state_html.value = css + why
+            sent += len(self.state_html.value.encode("utf-8"))
+        done = sum(
+            1 for v in views.values() if v.state not in (NodeState.PENDING, NodeState.RUNNING)
+        )
+        if pipeline.state_name == "completed":
+            done = self.progress.max
+        if self.progress.value != min(done, self.progress.max):
+            self.progress.value = min(done, self.progress.max)
+            sent += 8
+        status = (
+            f'<span data-state="{html.escape(pipeline.state_name)}">'
+            f"{html.escape(pipeline.status_line())} · {pipeline.elapsed:.1f}s</span>"
+        )
+        if self.status.value != status:
+            self.status.value = status
+            sent += len(status)
+        if full:
+            sent += self._refresh_gate()
+            sent += self._refresh_evidence()
+        self.bytes_last_update = sent
+
+    def _refresh_gate(self) -> int:
+        gate = self.pipeline.pending_gate()
+        key = None if gate is None else (gate.node_id, gate.text, gate.choices)
+        if key == self._gate_key:
+            return 0
+        self._gate_key = key
+        if gate is None:
+            self.gate_panel.layout.display = "none"
+            self.gate_buttons.children = ()
+            self.gate_question.value = ""
+            return 32
+        self.gate_question.value = (
+            f'<div data-node="{html.escape(gate.node_id)}"><b>{html.escape(gate.node_id)}</b>: '
+            f"{html.escape(gate.text)}</div>"
+        )
+        buttons = []
+        for choice in gate.choices:
+            label = choice.label or choice.target
+            shown = label if label.startswith(f"[{choice.key}]") else f"[{choice.key}] {label}"
+            button = w.Button(description=shown, tooltip=f"-> {choice.target}")
+            button.add_class("fm-gate-choice")
+            safe_key = "".join(ch for ch in choice.key if ch.isalnum() or ch in "-_")
+            if safe_key:
+                button.add_class(f"fm-gate-choice-{safe_key}")
+            button.on_click(self._on_choice(gate.node_id, choice.key))
+            buttons.append(button)
+        self.gate_buttons.children = tuple(buttons)
+        self.gate_panel.layout.display = "flex"
+        return len(self.gate_question.value) + 200 * len(buttons)
+
+    def _refresh_evidence(self) -> int:
+        records = self.pipeline.evidence_records()
+        if len(records) == self._evidence_count:
+            return 0
+        self._evidence_count = len(records)
+        self._records = list(reversed(records))
+        rows = []
+        options = []
+        for i, record in enumerate(self._records):
+            row = evidence_row(record)
+            cells = "".join(
+                f'<td class="fm-ev-{k}">{html.escape(row[k])}</td>'
+                for k in ("time", "node", "status", "method", "stale", "summary", "duration")
+            )
+            rows.append(
+                f'<tr class="fm-evidence-row" data-node="{html.escape(row["node"])}" '
+                f'data-index="{i}">{cells}</tr>'
+            )
+            options.append((f"{row['time']}  {row['node']}  {row['status']}", i))
+        head = "".join(
+            f"<th>{h}</th>"
+            for h in ("time", "node", "status", "method", "stale files", "summary", "duration")
+        )
+        self.evidence_table.value = (
+            '<table class="fm-evidence-rows" style="font-size:12px">'
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            if rows
+            else '<div class="fm-evidence-empty">no evidence records yet</div>'
+        )
+        self.evidence_select.options = options
+        return len(self.evidence_table.value)
+
+    def _repr_mimebundle_(self, **kwargs: Any) -> Any:
+        bundle = super()._repr_mimebundle_(**kwargs)
+        if isinstance(bundle, dict):
+            bundle["text/plain"] = self.pipeline.status_text()
+        return bundle

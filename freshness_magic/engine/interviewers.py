@@ -69,9 +69,7 @@ class QueueInterviewer:
     """Answers from a pre-filled queue, in order; an empty queue defers (the run waits)."""
 
     def __init__(self, answers: Iterable[Answer | str | AnswerKind] = ()) -> None:
-        self._answers: collections.deque[Answer] = collections.deque(
-            _as_answer(a) for a in answers
-        )
+        self._answers: collections.deque[Answer] = collections.deque(_as_answer(a) for a in answers)
         self._lock = threading.Lock()
 
     def push(self, answer: Answer | str | AnswerKind) -> None:
@@ -245,9 +243,9 @@ class ConsoleInterviewer:
         default = default_choice_of(question)
         timeout = self._timeout if self._timeout is not None else question.timeout_seconds
         self._say(f"[?] {question.text}\n")
-        for choice in question.choices:
-            marker = " (default)" if default is not None and choice == default else ""
-            self._say(f"  [{choice.key}] {choice.label}{marker}\n")
+        for option in question.choices:
+            marker = " (default)" if default is not None and option == default else ""
+            self._say(f"  [{option.key}] {option.label}{marker}\n")
         for _attempt in range(self._max_attempts):
             self._say("Select: ")
             try:

@@ -543,6 +543,7 @@ class Run:
             emit=lambda kind, data: self._handler_event(node.id, kind, data),
             registry=self.registry,
             deadline=self._clock() + timeout if timeout else None,
+            sleep=self._sleep,
         )
         status_file = self._run_dir / "nodes" / node.id / "status.json"
         before = status_file.stat().st_mtime_ns if status_file.exists() else None
@@ -694,6 +695,10 @@ class Run:
 
     def _route(self, node: Node, outcome: Outcome) -> tuple[str | None, str, str, bool]:
         """(next node or None, reason, edge-selection step, loop_restart)."""
+        join = self._parallel_join(node, outcome)
+        if join is not None:
+            why = f"parallel branches of '{node.id}' joined at fan-in '{join}'"
+            return join, why, "fan_in", False
         selection = select_edge(self.graph, node.id, outcome, self.context)
         edge = selection.edge
         if edge is None:
@@ -725,6 +730,20 @@ class Run:
             if gate_target is not None:
                 return gate_target, gate_reason, "goal_gate", False
         return edge.target, selection.reason, selection.step, edge.loop_restart
+
+    def _parallel_join(self, node: Node, outcome: Outcome) -> str | None:
+        """After a parallel node that did not fail: the fan-in node its outcome suggests.
+
+        The branches already ran inside the parallel handler, so the run continues at the
+        fan-in rather than following a fan-out edge into a branch again (spec §4.8/§4.9).
+        """
+        if node.handler_type != "parallel" or outcome.status is StageStatus.FAIL:
+            return None
+        for target in outcome.suggested_next_ids:
+            candidate = self.graph.nodes.get(target)
+            if candidate is not None and candidate.handler_type == "parallel.fan_in":
+                return target
+        return None
 
     def _retry_chain(self, node: Node) -> list[tuple[str, str]]:
         """Existing retry targets in order: node, node fallback, graph, graph fallback."""

@@ -15,7 +15,7 @@ from freshness_magic.engine.handlers.codergen import (
     simulated_backend,
 )
 from freshness_magic.engine.handlers.simple import ConditionalHandler, ExitHandler, StartHandler
-from freshness_magic.engine.model import Edge, Graph, Node
+from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 
 
@@ -110,7 +110,9 @@ def test_backend_exception_is_fail_with_text(tmp_path: Path) -> None:
     def backend(node: Node, prompt: str, context: Context) -> str:
         raise RuntimeError("model unavailable")
 
-    outcome = CodergenHandler(backend).execute(graph.nodes["n"], Context(), make_env(graph, tmp_path))
+    outcome = CodergenHandler(backend).execute(
+        graph.nodes["n"], Context(), make_env(graph, tmp_path)
+    )
     assert outcome.status is StageStatus.FAIL
     assert "model unavailable" in outcome.failure_reason
     assert json.loads((tmp_path / "run/nodes/n/status.json").read_text())["outcome"] == "fail"

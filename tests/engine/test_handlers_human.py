@@ -17,12 +17,14 @@ from freshness_magic.engine.handlers.human import (
 )
 from freshness_magic.engine.interviewers import Answer, AnswerKind, QueueInterviewer
 from freshness_magic.engine.model import Edge, Graph, Node
-from freshness_magic.engine.outcome import StageStatus
+from freshness_magic.engine.outcome import Outcome, StageStatus
 
 
 def gate_graph(labels: list[tuple[str, str]], **gate_attrs: str) -> Graph:
     graph = Graph(name="g")
-    graph.nodes["approve"] = Node("approve", {"shape": "hexagon", "label": "Ship it?", **gate_attrs})
+    graph.nodes["approve"] = Node(
+        "approve", {"shape": "hexagon", "label": "Ship it?", **gate_attrs}
+    )
     for index, (target, label) in enumerate(labels):
         graph.nodes.setdefault(target, Node(target))
         attrs = {"label": label} if label else {}
@@ -118,7 +120,7 @@ def test_answer_outcome_sets_gate_keys_and_routing() -> None:
     }
 
 
-def run_gate(graph: Graph, tmp_path: Path, handler: WaitForHumanHandler) -> object:
+def run_gate(graph: Graph, tmp_path: Path, handler: WaitForHumanHandler) -> Outcome:
     env = StepEnv(graph=graph, run_dir=tmp_path, workdir=tmp_path)
     return handler.execute(graph.nodes["approve"], Context(), env)
 
@@ -154,11 +156,15 @@ def test_interviewer_answers_route_the_gate(tmp_path: Path) -> None:
 
 def test_timeout_uses_default_or_retries(tmp_path: Path) -> None:
     with_default = gate_graph(STANDARD, **{"human.default_choice": "abort"})
-    outcome = run_gate(with_default, tmp_path, WaitForHumanHandler(QueueInterviewer([Answer.timeout()])))
+    outcome = run_gate(
+        with_default, tmp_path, WaitForHumanHandler(QueueInterviewer([Answer.timeout()]))
+    )
     assert outcome.status is StageStatus.SUCCESS
     assert outcome.suggested_next_ids == ["abort"]
 
-    outcome = run_gate(gate_graph(STANDARD), tmp_path, WaitForHumanHandler(QueueInterviewer([AnswerKind.TIMEOUT])))
+    outcome = run_gate(
+        gate_graph(STANDARD), tmp_path, WaitForHumanHandler(QueueInterviewer([AnswerKind.TIMEOUT]))
+    )
     assert outcome.status is StageStatus.RETRY
     assert outcome.failure_reason == "human gate timeout, no default"
 

@@ -10,19 +10,19 @@ from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.tool import ToolHandler
 from freshness_magic.engine.model import Graph, Node
-from freshness_magic.engine.outcome import StageStatus
+from freshness_magic.engine.outcome import Outcome, StageStatus
 
 
 def run_tool(
     tmp_path: Path, command: str | None, *, deadline: float | None = None, **attrs: str
-) -> tuple[StepEnv, Node, object]:
+) -> Outcome:
     node_attrs = dict(attrs)
     if command is not None:
         node_attrs["tool_command"] = command
     node = Node("lint", node_attrs)
     graph = Graph(name="g", nodes={"lint": node})
     env = StepEnv(graph=graph, run_dir=tmp_path / "run", workdir=tmp_path, deadline=deadline)
-    return env, node, ToolHandler(kill_grace=0.5).execute(node, Context(), env)
+    return ToolHandler(kill_grace=0.5).execute(node, Context(), env)
 
 
 def process_gone(pid: int) -> bool:
@@ -36,7 +36,7 @@ def process_gone(pid: int) -> bool:
 
 def test_success_captures_stdout_in_workdir(tmp_path: Path) -> None:
     (tmp_path / "data.txt").write_text("hello\n")
-    env, _node, outcome = run_tool(tmp_path, "cat data.txt; echo warn >&2")
+    outcome = run_tool(tmp_path, "cat data.txt; echo warn >&2")
     assert outcome.status is StageStatus.SUCCESS
     assert outcome.context_updates["tool.output"] == "hello\n"
     assert outcome.context_updates["tool.exit_code"] == 0
@@ -46,7 +46,7 @@ def test_success_captures_stdout_in_workdir(tmp_path: Path) -> None:
 
 
 def test_long_stdout_is_truncated_with_pointer_to_file(tmp_path: Path) -> None:
-    _env, _node, outcome = run_tool(tmp_path, "python3 -c \"print('y' * 10000)\"")
+    outcome = run_tool(tmp_path, "python3 -c \"print('y' * 10000)\"")
     text = outcome.context_updates["tool.output"]
     assert text.startswith("y" * 4000)
     assert "truncated" in text and "stdout.txt" in text
@@ -55,7 +55,7 @@ def test_long_stdout_is_truncated_with_pointer_to_file(tmp_path: Path) -> None:
 
 def test_nonzero_exit_reports_code_and_stderr_tail(tmp_path: Path) -> None:
     command = "for i in $(seq 1 30); do echo line$i >&2; done; exit 3"
-    _env, _node, outcome = run_tool(tmp_path, command)
+    outcome = run_tool(tmp_path, command)
     assert outcome.status is StageStatus.FAIL
     assert "exit code 3" in outcome.failure_reason
     assert "line30" in outcome.failure_reason
@@ -65,14 +65,14 @@ def test_nonzero_exit_reports_code_and_stderr_tail(tmp_path: Path) -> None:
 
 
 def test_missing_command_is_fail_with_hint(tmp_path: Path) -> None:
-    _env, _node, outcome = run_tool(tmp_path, None)
+    outcome = run_tool(tmp_path, None)
     assert outcome.status is StageStatus.FAIL
     assert "tool_command" in outcome.failure_reason
 
 
 def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     command = "sleep 300 & echo $! > grandchild.pid; echo started; wait"
-    _env, _node, outcome = run_tool(tmp_path, command, timeout="1s")
+    outcome = run_tool(tmp_path, command, timeout="1s")
     assert outcome.status is StageStatus.FAIL
     assert "timed out after 1s" in outcome.failure_reason
     pid = int((tmp_path / "grandchild.pid").read_text())
@@ -85,7 +85,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
 
 
 def test_run_deadline_limits_the_command(tmp_path: Path) -> None:
-    _env, _node, outcome = run_tool(tmp_path, "sleep 300", deadline=time.monotonic() + 0.3)
+    outcome = run_tool(tmp_path, "sleep 300", deadline=time.monotonic() + 0.3)
     assert outcome.status is StageStatus.FAIL
     assert "timed out" in outcome.failure_reason
 

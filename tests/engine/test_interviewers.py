@@ -45,8 +45,8 @@ def test_queue_answers_in_order_then_defers() -> None:
     interviewer = QueueInterviewer(["Y", Answer.skipped()])
     interviewer.push(AnswerKind.TIMEOUT)
     assert interviewer.ask(question()) == Answer("Y")
-    assert interviewer.ask(question()).is_skipped
-    assert interviewer.ask(question()).is_timeout
+    assert interviewer.ask(question()) == Answer.skipped()
+    assert interviewer.ask(question()) == Answer.timeout()
     assert interviewer.ask(question()) is None
     assert len(interviewer) == 0
 
@@ -54,7 +54,7 @@ def test_queue_answers_in_order_then_defers() -> None:
 def test_auto_approve_picks_first_choice_not_default() -> None:
     assert AutoApproveInterviewer().ask(question(default="draft")) == Answer("Y")
     empty = Question("g", "?", ())
-    assert AutoApproveInterviewer().ask(empty).is_skipped
+    assert AutoApproveInterviewer().ask(empty) == Answer.skipped()
 
 
 def test_callback_and_recording() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -28,6 +29,8 @@ class StepEnv:
     """The registry of the run, for handlers that execute other nodes (parallel branches)."""
     deadline: float | None = None
     """``time.monotonic()`` value by which the node must finish (from its ``timeout``)."""
+    sleep: Callable[[float], None] = time.sleep
+    """The run's sleep, for handlers that wait between polls (injectable so tests run instantly)."""
 
     @property
     def node_dir_root(self) -> Path:

@@ -127,9 +127,7 @@ class CodergenHandler:
         started = time.monotonic()
         context.set(STAGE_DIR_KEY, str(stage_dir))
         try:
-            result = call_with_deadline(
-                lambda: self.backend(node, prompt, context), env.deadline
-            )
+            result = call_with_deadline(lambda: self.backend(node, prompt, context), env.deadline)
         except DeadlineExceeded:
             waited = (env.deadline or started) - started
             return self._finish(
@@ -150,7 +148,10 @@ class CodergenHandler:
             return self._finish(status_path, result)
         response = "" if result is None else str(result)
         write_atomic(stage_dir / "response.md", response)
-        snippet = {"last_stage": node.id, "last_response": _truncate(response, RESPONSE_SNIPPET_CHARS)}
+        snippet = {
+            "last_stage": node.id,
+            "last_response": _truncate(response, RESPONSE_SNIPPET_CHARS),
+        }
         if _file_signature(status_path) != before:
             outcome = self._read_status_file(status_path)
             for key, value in snippet.items():
@@ -181,7 +182,7 @@ class CodergenHandler:
                 status=StageStatus.FAIL,
                 failure_reason=(
                     f"{status_path}: status file written by the backend is not valid "
-                    f"({exc}); write an object with at least \"outcome\": \"success|fail|"
-                    "retry|partial_success\""
+                    f'({exc}); write an object with at least "outcome": "success|fail|'
+                    'retry|partial_success"'
                 ),
             )

@@ -29,6 +29,4 @@ class ConditionalHandler:
     """A routing point: the engine evaluates the outgoing edges' conditions."""
 
     def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
-        return Outcome(
-            status=StageStatus.SUCCESS, notes=f"Conditional node evaluated: {node.id}"
-        )
+        return Outcome(status=StageStatus.SUCCESS, notes=f"Conditional node evaluated: {node.id}")

@@ -68,7 +68,7 @@ class ToolHandler:
             return Outcome(
                 status=StageStatus.FAIL,
                 failure_reason=(
-                    f"node {node.id!r} has no tool_command; add tool_command=\"...\" to it "
+                    f'node {node.id!r} has no tool_command; add tool_command="..." to it '
                     "(a shell command run in the working directory)"
                 ),
             )

@@ -1,0 +1,178 @@
+"""The ``stack.manager_loop`` handler (spec §4.11): supervise a child pipeline in cycles.
+
+The child is the DOT file named by ``stack.child_dotfile`` (on the node, else on the graph),
+resolved against the working directory and then the parent pipeline file's folder. It runs as
+its own :class:`~freshness_magic.engine.run.Run` (same handler registry) in
+``<run_dir>/nodes/<node>/children/<child_run_id>``. Each cycle steps the child up to
+``manager.steps_per_cycle`` nodes (default 1), copies its telemetry into the context
+(``stack.child.status``, ``stack.child.outcome``, ``stack.child.completed_nodes``, ...), then
+decides: child completed -> SUCCESS, child failed -> FAIL, ``manager.stop_condition`` holds ->
+SUCCESS, else wait ``manager.poll_interval`` and go on, up to ``manager.max_cycles`` (1000).
+
+Deviation from the spec's 45 s default: ``manager.poll_interval`` defaults to 0, because the
+child runs in-process and each cycle already does the child's work; the wait uses the run's
+injectable sleep.
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from freshness_magic.engine.conditions import evaluate_condition, parse_condition
+from freshness_magic.engine.context import Context
+from freshness_magic.engine.handlers.base import StepEnv
+from freshness_magic.engine.model import Node, parse_duration, parse_int
+from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.errors import FreshnessMagicError
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.run import Run
+
+DEFAULT_MAX_CYCLES = 1000
+
+
+def _attr(node: Node, env: StepEnv, key: str) -> str:
+    return (node.get(key) or env.graph.attrs.get(key, "")).strip()
+
+
+def resolve_child_dotfile(name: str, env: StepEnv) -> tuple[Path | None, list[Path]]:
+    """The child pipeline file and the places looked at (working dir, parent file's folder)."""
+    given = Path(name).expanduser()
+    if given.is_absolute():
+        candidates = [given]
+    else:
+        candidates = [env.workdir / given]
+        if env.graph.path:
+            candidates.append(Path(env.graph.path).resolve().parent / given)
+    for candidate in candidates:
+        if candidate.is_file():
+            return candidate, candidates
+    return None, candidates
+
+
+def _fail(reason: str, updates: dict[str, Any] | None = None) -> Outcome:
+    return Outcome(status=StageStatus.FAIL, failure_reason=reason, context_updates=updates or {})
+
+
+class ManagerLoopHandler:
+    """Runs and observes a child pipeline until it finishes, a stop condition, or max cycles."""
+
+    def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
+        name = _attr(node, env, "stack.child_dotfile")
+        if not name:
+            return _fail(
+                f"manager node {node.id!r} has no stack.child_dotfile; set it on the node or the "
+                "graph to the child pipeline's .dot file"
+            )
+        path, looked = resolve_child_dotfile(name, env)
+        if path is None:
+            return _fail(
+                f"manager node {node.id!r}: child pipeline {name!r} not found (looked at "
+                + ", ".join(str(p) for p in looked)
+                + ")"
+            )
+        max_cycles = max(parse_int(node.get("manager.max_cycles", "")) or DEFAULT_MAX_CYCLES, 1)
+        per_cycle = max(parse_int(node.get("manager.steps_per_cycle", "")) or 1, 1)
+        poll = parse_duration(node.get("manager.poll_interval", "0") or "0") or 0.0
+        stop_condition = node.get("manager.stop_condition").strip()
+        if stop_condition:
+            try:
+                parse_condition(stop_condition)
+            except FreshnessMagicError as exc:
+                return _fail(f"manager node {node.id!r}: manager.stop_condition: {exc}")
+        try:
+            child = self._start_child(node, env, path)
+        except FreshnessMagicError as exc:
+            return _fail(f"manager node {node.id!r}: cannot start child pipeline {path}: {exc}")
+        return self._supervise(
+            node, context, env, child, max_cycles, per_cycle, poll, stop_condition
+        )
+
+    @staticmethod
+    def _start_child(node: Node, env: StepEnv, path: Path) -> Run:
+        from freshness_magic.engine.pipeline import load_pipeline_file
+        from freshness_magic.engine.run import Run
+
+        graph = load_pipeline_file(path)
+        workdir_attr = _attr(node, env, "stack.child_workdir")
+        workdir = env.workdir / workdir_attr if workdir_attr else env.workdir
+        return Run(
+            graph,
+            workdir=workdir,
+            runs_dir=env.node_dir(node.id) / "children",
+            registry=env.registry,
+            sleep=env.sleep,
+        )
+
+    def _supervise(
+        self,
+        node: Node,
+        context: Context,
+        env: StepEnv,
+        child: Run,
+        max_cycles: int,
+        per_cycle: int,
+        poll: float,
+        stop_condition: str,
+    ) -> Outcome:
+        from freshness_magic.engine.run import RunState
+
+        updates: dict[str, Any] = {}
+        for cycle in range(1, max_cycles + 1):
+            for _ in range(per_cycle):
+                if child.state.finished or child.state is RunState.WAITING:
+                    break
+                child.step()
+            updates = self._observe(child, cycle)
+            context.apply_updates(updates)
+            state = child.state
+            if state is RunState.COMPLETED:
+                return Outcome(
+                    status=StageStatus.SUCCESS,
+                    context_updates=updates,
+                    notes=f"Child completed after {cycle} cycle(s): {child.run_dir}",
+                )
+            if state is RunState.FAILED:
+                return _fail(f"Child failed: {child.failure_reason}", updates)
+            if state is RunState.WAITING:
+                gate = child.pending_gate
+                where = gate.node_id if gate is not None else child.next_node
+                return _fail(
+                    f"child pipeline waits at human gate {where!r} and a manager loop cannot "
+                    "answer it; give the run an interviewer (e.g. --auto-approve)",
+                    updates,
+                )
+            if stop_condition and evaluate_condition(
+                stop_condition,
+                outcome=str(updates["stack.child.outcome"]),
+                context=context,
+            ):
+                return Outcome(
+                    status=StageStatus.SUCCESS,
+                    context_updates=updates,
+                    notes=f"Stop condition satisfied after {cycle} cycle(s): {stop_condition}",
+                )
+            if env.deadline is not None and time.monotonic() >= env.deadline:
+                return _fail(f"timed out after {cycle} cycle(s) supervising the child", updates)
+            if poll > 0 and cycle < max_cycles:
+                env.sleep(poll)
+        return _fail(f"Max cycles exceeded ({max_cycles})", updates)
+
+    @staticmethod
+    def _observe(child: Run, cycle: int) -> dict[str, Any]:
+        """The child's telemetry as ``stack.child.*`` context keys."""
+        completed = child.completed_nodes
+        outcomes = child.node_outcomes
+        last = outcomes.get(completed[-1]) if completed else None
+        return {
+            "stack.child.status": child.state.value,
+            "stack.child.outcome": last.status.value if last is not None else "",
+            "stack.child.completed_nodes": completed,
+            "stack.child.current_node": child.current_node or "",
+            "stack.child.next_node": child.next_node or "",
+            "stack.child.failure_reason": child.failure_reason,
+            "stack.child.run_dir": str(child.run_dir),
+            "stack.child.cycle": cycle,
+        }

@@ -1,0 +1,431 @@
+"""``parallel`` fan-out and ``parallel.fan_in`` (spec §4.8, §4.9).
+
+Each outgoing edge of a parallel node is a branch. A branch gets a clone of the context and walks
+the graph from the edge's target, executing nodes with the run's handler registry and choosing
+edges with :func:`~freshness_magic.engine.edges.select_edge`, until it reaches a fan-in node (which
+the branch does not execute), an exit node, or a node with no edge to follow. Branch contexts are
+never merged back (§3.8): only the parallel node's ``context_updates`` reach the run, chiefly
+``parallel.results``. When every branch stops at the same fan-in node, the outcome suggests it as
+the next node, so the run continues there.
+"""
+
+from __future__ import annotations
+
+import collections
+import dataclasses
+import threading
+import time
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
+from dataclasses import dataclass, field
+from typing import Any
+
+from freshness_magic.engine.context import Context
+from freshness_magic.engine.edges import select_edge
+from freshness_magic.engine.handlers.base import StepEnv
+from freshness_magic.engine.model import Edge, Graph, Node, parse_int
+from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.retry import max_retries_for
+
+DEFAULT_MAX_PARALLEL = 4
+DEFAULT_MAX_BRANCH_STEPS = 1000
+JOIN_POLICIES = ("wait_all", "first_success", "k_of_n", "quorum")
+ERROR_POLICIES = ("continue", "fail_fast", "ignore")
+
+_STATUS_RANK = {
+    StageStatus.SUCCESS.value: 0,
+    StageStatus.PARTIAL_SUCCESS.value: 1,
+    StageStatus.RETRY.value: 2,
+    StageStatus.FAIL.value: 3,
+}
+
+
+@dataclass
+class BranchResult:
+    """How one branch ended; ``to_dict`` is the entry stored in ``parallel.results``."""
+
+    id: str
+    """The branch's first node (the target of the fan-out edge)."""
+    index: int
+    status: StageStatus = StageStatus.SUCCESS
+    notes: str = ""
+    failure_reason: str = ""
+    context_updates: dict[str, Any] = field(default_factory=dict)
+    """Context keys the branch added or changed, with their final values."""
+    score: float = 0.0
+    completed_nodes: list[str] = field(default_factory=list)
+    stopped_at: str | None = None
+    fan_in: str | None = None
+    duration: float = 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "id": self.id,
+            "index": self.index,
+            "status": self.status.value,
+            "outcome": self.status.value,
+            "notes": self.notes,
+            "failure_reason": self.failure_reason,
+            "context_updates": self.context_updates,
+            "score": self.score,
+            "completed_nodes": list(self.completed_nodes),
+            "stopped_at": self.stopped_at,
+            "fan_in": self.fan_in,
+            "duration": round(self.duration, 6),
+        }
+
+
+def _score(context: Context) -> float:
+    """A branch's ``score`` context key as a number (0 when absent or not a number)."""
+    value = context.get("score")
+    if isinstance(value, bool):
+        return float(value)
+    try:
+        return float(value) if value is not None else 0.0
+    except (TypeError, ValueError):
+        return 0.0
+
+
+def _changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in after.items() if k not in before or before[k] != v}
+
+
+class ParallelHandler:
+    """Runs the branches with up to ``max_parallel`` threads and applies the join policy."""
+
+    def __init__(self, max_branch_steps: int = DEFAULT_MAX_BRANCH_STEPS) -> None:
+        self.max_branch_steps = max_branch_steps
+
+    def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
+        branches = env.graph.outgoing(node.id)
+        if not branches:
+            return Outcome(
+                status=StageStatus.FAIL,
+                failure_reason=f"parallel node {node.id!r} has no outgoing edges to fan out to",
+            )
+        if env.registry is None:
+            return Outcome(
+                status=StageStatus.FAIL,
+                failure_reason=f"parallel node {node.id!r} needs the run's handler registry "
+                "(StepEnv.registry) to execute its branches",
+            )
+        join_policy = node.get("join_policy", "wait_all").strip() or "wait_all"
+        error_policy = node.get("error_policy", "continue").strip() or "continue"
+        for name, value, allowed in (
+            ("join_policy", join_policy, JOIN_POLICIES),
+            ("error_policy", error_policy, ERROR_POLICIES),
+        ):
+            if value not in allowed:
+                return Outcome(
+                    status=StageStatus.FAIL,
+                    failure_reason=f"parallel node {node.id!r}: unknown {name} {value!r}; "
+                    f"use one of {', '.join(allowed)}",
+                )
+        max_parallel = max(parse_int(node.get("max_parallel", "")) or DEFAULT_MAX_PARALLEL, 1)
+
+        started = time.monotonic()
+        env.emit(
+            "parallel_started",
+            {"node": node.id, "branch_count": len(branches), "join_policy": join_policy},
+        )
+        results = self._run_branches(
+            node, branches, context, env, max_parallel, join_policy, error_policy
+        )
+        return self._join(node, results, join_policy, error_policy, env, started)
+
+    def _run_branches(
+        self,
+        node: Node,
+        branches: list[Edge],
+        context: Context,
+        env: StepEnv,
+        max_parallel: int,
+        join_policy: str,
+        error_policy: str,
+    ) -> list[BranchResult]:
+        stop = threading.Event()
+        results: dict[int, BranchResult] = {}
+        with ThreadPoolExecutor(
+            max_workers=min(max_parallel, len(branches)), thread_name_prefix=f"branch-{node.id}"
+        ) as pool:
+            futures: dict[Future[BranchResult], int] = {
+                pool.submit(self._branch, node, edge, index, context.clone(), env, stop): index
+                for index, edge in enumerate(branches)
+            }
+            pending = set(futures)
+            while pending:
+                done, pending = wait(pending, return_when=FIRST_COMPLETED)
+                for future in done:
+                    if future.cancelled():
+                        continue
+                    result = future.result()
+                    results[futures[future]] = result
+                    stop_now = (join_policy == "first_success" and result.status.is_success) or (
+                        error_policy == "fail_fast" and result.status is StageStatus.FAIL
+                    )
+                    if stop_now:
+                        stop.set()
+                        for other in pending:
+                            other.cancel()
+        for index, edge in enumerate(branches):
+            if index not in results:
+                results[index] = BranchResult(
+                    id=edge.target,
+                    index=index,
+                    status=StageStatus.SKIPPED,
+                    notes="not started: the join was already decided",
+                )
+        return [results[i] for i in range(len(branches))]
+
+    def _branch(
+        self,
+        parent: Node,
+        edge: Edge,
+        index: int,
+        context: Context,
+        env: StepEnv,
+        stop: threading.Event,
+    ) -> BranchResult:
+        """Walk one branch; never raises (a handler exception is a FAIL of the branch)."""
+        graph = env.graph
+        result = BranchResult(id=edge.target, index=index)
+        if stop.is_set():
+            result.status = StageStatus.SKIPPED
+            result.notes = "not started: the join was already decided"
+            return result
+        env.emit(
+            "parallel_branch_started", {"node": parent.id, "branch": edge.target, "index": index}
+        )
+        started = time.monotonic()
+        before = context.snapshot()
+        current: str | None = edge.target
+        steps = 0
+        last: Outcome | None = None
+        while current is not None:
+            target = graph.nodes.get(current)
+            if target is None:
+                last = Outcome(
+                    status=StageStatus.FAIL,
+                    failure_reason=f"branch {edge.target!r} reached unknown node {current!r}",
+                )
+                break
+            result.stopped_at = current
+            if target.handler_type == "parallel.fan_in":
+                result.fan_in = current
+                break
+            if graph.is_exit(current):
+                break
+            if stop.is_set():
+                result.notes = f"stopped before {current!r}: the join was already decided"
+                if last is None:
+                    result.status = StageStatus.SKIPPED
+                break
+            if steps >= self.max_branch_steps:
+                last = Outcome(
+                    status=StageStatus.FAIL,
+                    failure_reason=f"branch {edge.target!r} ran {steps} nodes without reaching "
+                    "a fan-in or exit node (a loop?)",
+                )
+                break
+            steps += 1
+            last = self._execute(target, context, env)
+            result.completed_nodes.append(current)
+            context.apply_updates(last.context_updates)
+            context.set("outcome", last.status.value)
+            context.set("preferred_label", last.preferred_label)
+            if last.status is StageStatus.WAITING:
+                last = Outcome(
+                    status=StageStatus.FAIL,
+                    failure_reason=f"human gate {current!r} inside parallel branch "
+                    f"{edge.target!r} cannot wait for an answer; give the run an interviewer",
+                )
+                break
+            current = self._next(current, last, context, env)
+        if last is not None:
+            result.status = last.status
+            result.notes = result.notes or last.notes
+            result.failure_reason = last.failure_reason
+        result.context_updates = _changed(before, context.snapshot())
+        result.score = _score(context)
+        result.duration = time.monotonic() - started
+        env.emit(
+            "parallel_branch_completed",
+            {
+                "node": parent.id,
+                "branch": edge.target,
+                "index": index,
+                "duration": result.duration,
+                "success": result.status.is_success,
+                "status": result.status.value,
+            },
+        )
+        return result
+
+    @staticmethod
+    def _next(current: str, outcome: Outcome, context: Context, env: StepEnv) -> str | None:
+        """The next node of a branch: a nested parallel's fan-in, else the selected edge."""
+        node = env.graph.nodes[current]
+        if (
+            node.handler_type == "parallel"
+            and outcome.suggested_next_ids
+            and outcome.status is not StageStatus.FAIL
+        ):
+            return outcome.suggested_next_ids[0]
+        selection = select_edge(env.graph, current, outcome, context)
+        return selection.target
+
+    def _execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
+        """One node of a branch, with its retries (no backoff delay inside a branch)."""
+        assert env.registry is not None
+        retries = max_retries_for(node, env.graph)
+        outcome = Outcome(status=StageStatus.FAIL)
+        for attempt in range(1, retries + 2):
+            deadline = env.deadline
+            if node.timeout is not None:
+                own = time.monotonic() + node.timeout
+                deadline = own if deadline is None else min(deadline, own)
+            step_env = dataclasses.replace(env, attempt=attempt, deadline=deadline)
+            try:
+                outcome = env.registry.resolve(node).execute(node, context, step_env)
+            except Exception as exc:
+                text = str(exc) or type(exc).__name__
+                return Outcome(status=StageStatus.FAIL, failure_reason=text)
+            if outcome.status is not StageStatus.RETRY:
+                return outcome
+        if node.allow_partial:
+            return dataclasses.replace(outcome, status=StageStatus.PARTIAL_SUCCESS)
+        return dataclasses.replace(
+            outcome,
+            status=StageStatus.FAIL,
+            failure_reason=outcome.failure_reason or f"{node.id!r} exhausted its retries",
+        )
+
+    @staticmethod
+    def _join(
+        node: Node,
+        results: list[BranchResult],
+        join_policy: str,
+        error_policy: str,
+        env: StepEnv,
+        started: float,
+    ) -> Outcome:
+        ran = [r for r in results if r.status is not StageStatus.SKIPPED]
+        success_count = sum(1 for r in ran if r.status.is_success)
+        fail_count = len(ran) - success_count
+        kept = [r for r in results if r.status.is_success] if error_policy == "ignore" else results
+        if join_policy == "wait_all":
+            status = StageStatus.SUCCESS if fail_count == 0 else StageStatus.PARTIAL_SUCCESS
+        elif join_policy == "first_success":
+            status = StageStatus.SUCCESS if success_count else StageStatus.FAIL
+        elif join_policy == "k_of_n":
+            needed = max(parse_int(node.get("join_k", "")) or 1, 1)
+            status = StageStatus.SUCCESS if success_count >= needed else StageStatus.FAIL
+        else:
+            try:
+                fraction = float(node.get("join_quorum", "0.5"))
+            except ValueError:
+                fraction = 0.5
+            enough = success_count >= fraction * len(results)
+            status = StageStatus.SUCCESS if enough else StageStatus.FAIL
+        fan_in = join_node(env.graph, node.id, results)
+        suggested = [fan_in] if fan_in is not None else []
+        duration = time.monotonic() - started
+        env.emit(
+            "parallel_completed",
+            {
+                "node": node.id,
+                "duration": duration,
+                "success_count": success_count,
+                "failure_count": fail_count,
+            },
+        )
+        summary = f"{success_count} of {len(results)} branches succeeded ({join_policy})"
+        failed = [r for r in ran if not r.status.is_success]
+        return Outcome(
+            status=status,
+            suggested_next_ids=suggested,
+            context_updates={
+                "parallel.results": [r.to_dict() for r in kept],
+                "parallel.success_count": success_count,
+                "parallel.fail_count": fail_count,
+            },
+            notes=summary,
+            failure_reason=""
+            if status.is_success
+            else summary
+            + "".join(f"; {r.id}: {r.failure_reason or r.status.value}" for r in failed),
+        )
+
+
+def _first_fan_in(graph: Graph, start: str) -> str | None:
+    """The first fan-in node reachable from ``start`` (breadth-first, edge order)."""
+    seen = {start}
+    queue = collections.deque([start])
+    while queue:
+        current = queue.popleft()
+        node = graph.nodes.get(current)
+        if node is not None and node.handler_type == "parallel.fan_in":
+            return current
+        for edge in graph.outgoing(current):
+            if edge.target not in seen:
+                seen.add(edge.target)
+                queue.append(edge.target)
+    return None
+
+
+def join_node(graph: Graph, parallel_id: str, results: list[BranchResult]) -> str | None:
+    """Where the run continues after a parallel node: the one fan-in its branches converge on.
+
+    Branches that reached a fan-in name it; a branch that stopped early (failed, skipped) counts
+    with the first fan-in reachable from its first node. None when they do not agree.
+    """
+    found = {r.fan_in or _first_fan_in(graph, r.id) for r in results}
+    if len(found) == 1:
+        only = found.pop()
+        if only is not None and only != parallel_id:
+            return only
+    return None
+
+
+def rank_key(result: dict[str, Any]) -> tuple[int, float, str]:
+    """Fan-in ranking: success, partial, retry, fail (others last); then highest score; then id."""
+    status = str(result.get("status", result.get("outcome", "")))
+    try:
+        score = float(result.get("score", 0) or 0)
+    except (TypeError, ValueError):
+        score = 0.0
+    return (_STATUS_RANK.get(status, len(_STATUS_RANK)), -score, str(result.get("id", "")))
+
+
+class FanInHandler:
+    """Picks the best branch result of the preceding parallel node (heuristic of §4.9)."""
+
+    def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
+        raw = context.get("parallel.results")
+        candidates = [
+            r
+            for r in (raw if isinstance(raw, list) else [])
+            if isinstance(r, dict) and r.get("status") != StageStatus.SKIPPED.value
+        ]
+        if not candidates:
+            return Outcome(
+                status=StageStatus.FAIL,
+                failure_reason=f"fan-in {node.id!r}: no parallel results to evaluate (a "
+                "parallel node must run before it)",
+            )
+        best = min(candidates, key=rank_key)
+        best_status = str(best.get("status", ""))
+        updates = {
+            "parallel.fan_in.best_id": best.get("id"),
+            "parallel.fan_in.best_outcome": best_status,
+        }
+        if all(str(r.get("status")) == StageStatus.FAIL.value for r in candidates):
+            return Outcome(
+                status=StageStatus.FAIL,
+                context_updates=updates,
+                failure_reason=f"fan-in {node.id!r}: all {len(candidates)} branches failed",
+            )
+        return Outcome(
+            status=StageStatus.SUCCESS,
+            context_updates=updates,
+            notes=f"Selected best candidate: {best.get('id')} ({best_status})",
+        )

@@ -1,0 +1,29 @@
+"""``freshness-magic resume RUN_DIR``: continue a run from its newest valid checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from freshness_magic.commands.run import add_drive_options, drive
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "resume",
+        help="continue a run from its checkpoint",
+        description=(
+            "Continue the run in RUN_DIR exactly where it stopped (a waiting gate stays waiting "
+            "unless --answer or --auto-approve answers it). The pipeline is rebuilt from the "
+            "source stored in the checkpoint. Exit codes as for run."
+        ),
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
+    add_drive_options(parser)
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from freshness_magic.session import resume_run
+
+    return drive(resume_run(args.run_dir), args)

@@ -1,0 +1,197 @@
+"""``freshness-magic run PIPELINE.dot``: run a pipeline from the command line.
+
+Shared with ``resume``: the options, the progress display and the driving loop. Gates are answered
+with an answer loop over :meth:`Run.answer` (no blocking interviewer): when the run waits at a
+gate, the next ``--answer NODE=CHOICE`` given for that node is used (each answer once, in order,
+so ``--answer g=N --answer g=Y`` answers two visits of ``g``); else with ``--auto-approve`` the
+:class:`AutoApproveInterviewer` picks (the first choice); else the run stops WAITING (exit 3) and
+``resume RUN_DIR --answer NODE=CHOICE`` continues it.
+
+Exit codes: 0 completed, 1 failed, 3 paused (waiting at a gate or stopped at ``--to``), 2 usage or
+input errors (parse and validation errors print ``path:line:col: message``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections import deque
+from pathlib import Path
+from typing import IO, Any
+
+from freshness_magic.engine.events import Event, EventType
+from freshness_magic.engine.interviewers import AutoApproveInterviewer
+from freshness_magic.engine.run import Run, RunResult, RunState
+from freshness_magic.errors import RunError
+
+EXIT_CODES = {"completed": 0, "failed": 1, "waiting": 3, "paused": 3}
+
+_MARKS = {
+    "success": "ok",
+    "partial_success": "partial",
+    "fail": "FAIL",
+    "retry": "retry",
+    "skipped": "skip",
+    "waiting": "wait",
+}
+
+
+def parse_answer(text: str) -> tuple[str, str]:
+    """``NODE=CHOICE`` -> (node, choice); argparse reports a malformed one as a usage error."""
+    node, sep, choice = text.partition("=")
+    if not sep or not node.strip() or not choice.strip():
+        raise argparse.ArgumentTypeError(
+            f"expected NODE=CHOICE (for example approve=Y), got {text!r}"
+        )
+    return node.strip(), choice.strip()
+
+
+def add_drive_options(parser: argparse.ArgumentParser) -> None:
+    """Options common to ``run`` and ``resume``."""
+    parser.add_argument("--to", metavar="NODE", help="stop before executing NODE (exit 3)")
+    parser.add_argument(
+        "--answer",
+        metavar="NODE=CHOICE",
+        action="append",
+        type=parse_answer,
+        default=[],
+        help="answer gate NODE with CHOICE (key, label or target id) when the run reaches it; "
+        "repeat for several gates or several visits of one gate",
+    )
+    parser.add_argument(
+        "--auto-approve",
+        action="store_true",
+        help="answer every other gate with its first choice",
+    )
+    parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "run",
+        help="run a pipeline",
+        description=(
+            "Run an Attractor DOT pipeline from its start node until the exit, a failure, a human "
+            "gate without an answer, or --to. Exit codes: 0 completed, 1 failed, 3 paused or "
+            "waiting, 2 usage or input error."
+        ),
+    )
+    parser.add_argument("pipeline", metavar="PIPELINE.dot", help="the pipeline file")
+    parser.add_argument(
+        "--workdir", metavar="DIR", default=".", help="where commands run (default: .)"
+    )
+    parser.add_argument(
+        "--runs-dir",
+        metavar="DIR",
+        help="where run directories go (default: WORKDIR/.freshness/runs)",
+    )
+    add_drive_options(parser)
+    parser.set_defaults(handler=main)
+
+
+class Progress:
+    """Prints one line per finished node (and gate/retry notices) as events arrive."""
+
+    def __init__(self, out: IO[str]) -> None:
+        self.out = out
+
+    def __call__(self, event: Event) -> None:
+        data = event.data
+        if event.type in (EventType.STAGE_COMPLETED, EventType.STAGE_FAILED):
+            status = str(data.get("status", ""))
+            note = str(data.get("failure_reason") or data.get("notes") or "")
+            duration = float(data.get("duration") or 0.0)
+            line = f"  {_MARKS.get(status, status):<7} {event.node_id:<24} {duration:7.2f}s"
+            print(f"{line}  {note}".rstrip(), file=self.out, flush=True)
+        elif event.type is EventType.STAGE_RETRYING:
+            print(
+                f"  {'retry':<7} {event.node_id:<24} attempt {data.get('attempt')} "
+                f"failed ({data.get('failure_reason') or 'retry requested'}); "
+                f"waiting {float(data.get('delay') or 0):.2f}s",
+                file=self.out,
+                flush=True,
+            )
+        elif event.type is EventType.GOAL_GATE_REDIRECT:
+            print(
+                f"  {'goal':<7} {event.node_id:<24} unsatisfied goal gate; "
+                f"going back to {data.get('target')}",
+                file=self.out,
+                flush=True,
+            )
+
+
+def drive(run: Run, args: argparse.Namespace) -> int:
+    """Run, answering gates from ``--answer``/``--auto-approve``; print; return the exit code."""
+    answers: dict[str, deque[str]] = {}
+    for node_id, choice in args.answer:
+        if node_id not in run.graph.nodes:
+            raise RunError(
+                f"--answer names node '{node_id}', which is not in the pipeline; "
+                "gates: " + (", ".join(_gates(run)) or "(none)")
+            )
+        answers.setdefault(node_id, deque()).append(choice)
+    auto = AutoApproveInterviewer() if args.auto_approve else None
+    out = sys.stderr if args.json else sys.stdout
+    listener = run.events.subscribe(Progress(out))
+    try:
+        while True:
+            result = run.run(to=args.to)
+            gate = run.pending_gate
+            if result.state is not RunState.WAITING or gate is None:
+                break
+            queued = answers.get(gate.node_id)
+            if queued:
+                run.answer(gate.node_id, queued.popleft())
+                continue
+            if auto is not None:
+                reply = auto.ask(gate)
+                if reply is not None and not reply.is_skipped:
+                    run.answer(gate.node_id, str(reply.value))
+                    continue
+            break
+    finally:
+        run.events.unsubscribe(listener)
+    result = run.result()
+    if args.json:
+        print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
+    else:
+        print_summary(result, sys.stdout)
+    return EXIT_CODES[result.status]
+
+
+def _gates(run: Run) -> list[str]:
+    return [n.id for n in run.graph.iter_nodes() if n.handler_type == "wait.human"]
+
+
+def print_summary(result: RunResult, out: IO[str]) -> None:
+    """The last lines of the human output: the final state and what to do next."""
+    run_dir = result.run_dir
+    if result.status == "completed":
+        print(f"completed: {len(result.completed_nodes)} step(s); run dir {run_dir}", file=out)
+    elif result.status == "failed":
+        print(f"failed: {result.failure_reason}", file=out)
+        print(f"run dir {run_dir}", file=out)
+    elif result.status == "waiting" and result.pending_gate is not None:
+        gate = result.pending_gate
+        print(f"waiting at gate '{gate.node_id}': {gate.text}", file=out)
+        for choice in gate.choices:
+            print(f"  [{choice.key}] {choice.label} -> {choice.target}", file=out)
+        first = gate.choices[0].key if gate.choices else "CHOICE"
+        print(
+            f"answer with: freshness-magic resume {run_dir} --answer {gate.node_id}={first}",
+            file=out,
+        )
+    else:
+        print(f"paused before '{result.next_node}'; run dir {run_dir}", file=out)
+        print(f"continue with: freshness-magic resume {run_dir}", file=out)
+
+
+def main(args: argparse.Namespace) -> int:
+    from freshness_magic.session import open_run
+
+    pipeline = Path(args.pipeline)
+    workdir = Path(args.workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    run = open_run(pipeline, workdir=workdir, runs_dir=args.runs_dir)
+    return drive(run, args)

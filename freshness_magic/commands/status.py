@@ -1,0 +1,85 @@
+"""``freshness-magic status RUN_DIR``: where a run stands, read from its checkpoint."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+from freshness_magic.commands.run import EXIT_CODES
+from freshness_magic.engine.checkpoint import load_checkpoint
+from freshness_magic.engine.run import RunState, follow_restarts
+
+_WORDS = {
+    RunState.COMPLETED.value: "completed",
+    RunState.FAILED.value: "failed",
+    RunState.WAITING.value: "waiting",
+}
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "status",
+        help="show where a run stands",
+        description=(
+            "Print the state of the run in RUN_DIR from its newest valid checkpoint: the nodes "
+            "executed with their outcomes, the next node and any waiting gate. Exit codes: 0 "
+            "completed, 1 failed, 3 paused or waiting, 2 not a run directory."
+        ),
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=main)
+
+
+def status_dict(run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
+    """The checkpoint in the shape of ``run --json``."""
+    outcomes = data.get("node_outcomes") or {}
+    return {
+        "status": _WORDS.get(str(data.get("state")), "paused"),
+        "run_dir": str(run_dir),
+        "completed_nodes": list(data.get("completed_nodes") or []),
+        "node_outcomes": {
+            node: {
+                "status": o.get("outcome", ""),
+                "notes": o.get("notes", ""),
+                "failure_reason": o.get("failure_reason", ""),
+            }
+            for node, o in outcomes.items()
+        },
+        "next_node": data.get("next_node"),
+        "pending_gate": data.get("pending_gate"),
+        "context": data.get("context") or {},
+        "failure_reason": data.get("failure_reason") or None,
+    }
+
+
+def main(args: argparse.Namespace) -> int:
+    run_dir = follow_restarts(Path(args.run_dir))
+    data, _ = load_checkpoint(run_dir)
+    info = status_dict(run_dir.resolve(), data)
+    if args.json:
+        print(json.dumps(info, indent=2, ensure_ascii=False, default=str))
+        return EXIT_CODES[info["status"]]
+    out = sys.stdout
+    print(f"run {data.get('run_id', run_dir.name)}: {info['status']}", file=out)
+    print(f"pipeline: {(data.get('pipeline') or {}).get('path') or '(from code)'}", file=out)
+    for node in dict.fromkeys(info["completed_nodes"]):
+        outcome = info["node_outcomes"].get(node, {})
+        note = outcome.get("failure_reason") or outcome.get("notes") or ""
+        print(f"  {outcome.get('status', ''):<16} {node:<24} {note}".rstrip(), file=out)
+    if info["failure_reason"]:
+        print(f"failure: {info['failure_reason']}", file=out)
+    gate = info["pending_gate"]
+    if isinstance(gate, dict):
+        print(f"waiting at gate '{gate.get('node')}': {gate.get('question')}", file=out)
+        for choice in gate.get("choices") or []:
+            print(
+                f"  [{choice.get('key')}] {choice.get('label')} -> {choice.get('target')}",
+                file=out,
+            )
+    elif info["next_node"]:
+        print(f"next node: {info['next_node']}", file=out)
+    return EXIT_CODES[info["status"]]

@@ -695,11 +695,11 @@ class Run:
 
     def _route(self, node: Node, outcome: Outcome) -> tuple[str | None, str, str, bool]:
         """(next node or None, reason, edge-selection step, loop_restart)."""
+        selection = select_edge(self.graph, node.id, outcome, self.context)
         join = self._parallel_join(node, outcome)
-        if join is not None:
+        if join is not None and selection.step != "condition":
             why = f"parallel branches of '{node.id}' joined at fan-in '{join}'"
             return join, why, "fan_in", False
-        selection = select_edge(self.graph, node.id, outcome, self.context)
         edge = selection.edge
         if edge is None:
             if outcome.status is StageStatus.FAIL:
@@ -735,7 +735,8 @@ class Run:
         """After a parallel node that did not fail: the fan-in node its outcome suggests.
 
         The branches already ran inside the parallel handler, so the run continues at the
-        fan-in rather than following a fan-out edge into a branch again (spec §4.8/§4.9).
+        fan-in rather than following a fan-out edge into a branch again (spec §4.8/§4.9); an
+        edge whose condition holds (e.g. ``outcome=partial_success``) still wins.
         """
         if node.handler_type != "parallel" or outcome.status is StageStatus.FAIL:
             return None

@@ -1,12 +1,13 @@
 """``parallel`` fan-out and ``parallel.fan_in`` (spec §4.8, §4.9).
 
-Each outgoing edge of a parallel node is a branch. A branch gets a clone of the context and walks
-the graph from the edge's target, executing nodes with the run's handler registry and choosing
-edges with :func:`~freshness_magic.engine.edges.select_edge`, until it reaches a fan-in node (which
-the branch does not execute), an exit node, or a node with no edge to follow. Branch contexts are
-never merged back (§3.8): only the parallel node's ``context_updates`` reach the run, chiefly
-``parallel.results``. When every branch stops at the same fan-in node, the outcome suggests it as
-the next node, so the run continues there.
+Each outgoing edge of a parallel node without a ``condition`` is a branch (conditional edges,
+such as ``outcome=fail``, route the run after the join). A branch gets a clone of the context
+and walks the graph from the edge's target, executing nodes with the run's handler registry and
+choosing edges with :func:`~freshness_magic.engine.edges.select_edge`, until it reaches a fan-in
+node (which the branch does not execute), an exit node, or a node with no edge to follow. Branch
+contexts are never merged back (§3.8): only the parallel node's ``context_updates`` reach the
+run, chiefly ``parallel.results``. When the branches converge on one fan-in node, the outcome
+suggests it as the next node, so the run continues there.
 """
 
 from __future__ import annotations
@@ -74,6 +75,14 @@ class BranchResult:
         }
 
 
+def fan_out_edges(graph: Graph, node_id: str) -> list[Edge]:
+    """The branches of a parallel node: its outgoing edges without a ``condition``.
+
+    An edge with a condition (``outcome=fail``) is routing after the join, not a branch.
+    """
+    return [e for e in graph.outgoing(node_id) if not e.condition]
+
+
 def _score(context: Context) -> float:
     """A branch's ``score`` context key as a number (0 when absent or not a number)."""
     value = context.get("score")
@@ -96,11 +105,12 @@ class ParallelHandler:
         self.max_branch_steps = max_branch_steps
 
     def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
-        branches = env.graph.outgoing(node.id)
+        branches = fan_out_edges(env.graph, node.id)
         if not branches:
             return Outcome(
                 status=StageStatus.FAIL,
-                failure_reason=f"parallel node {node.id!r} has no outgoing edges to fan out to",
+                failure_reason=f"parallel node {node.id!r} has no unconditional outgoing edges "
+                "to fan out to (edges with a condition route after the join)",
             )
         if env.registry is None:
             return Outcome(
@@ -144,28 +154,32 @@ class ParallelHandler:
     ) -> list[BranchResult]:
         stop = threading.Event()
         results: dict[int, BranchResult] = {}
+        waiting = collections.deque(enumerate(branches))
+        running: dict[Future[BranchResult], int] = {}
         with ThreadPoolExecutor(
             max_workers=min(max_parallel, len(branches)), thread_name_prefix=f"branch-{node.id}"
         ) as pool:
-            futures: dict[Future[BranchResult], int] = {
-                pool.submit(self._branch, node, edge, index, context.clone(), env, stop): index
-                for index, edge in enumerate(branches)
-            }
-            pending = set(futures)
-            while pending:
-                done, pending = wait(pending, return_when=FIRST_COMPLETED)
-                for future in done:
-                    if future.cancelled():
-                        continue
-                    result = future.result()
-                    results[futures[future]] = result
-                    stop_now = (join_policy == "first_success" and result.status.is_success) or (
-                        error_policy == "fail_fast" and result.status is StageStatus.FAIL
+
+            def launch() -> None:
+                """Start branches in declaration order while slots are free and no stop."""
+                while waiting and len(running) < max_parallel and not stop.is_set():
+                    index, edge = waiting.popleft()
+                    future = pool.submit(
+                        self._branch, node, edge, index, context.clone(), env, stop
                     )
-                    if stop_now:
+                    running[future] = index
+
+            launch()
+            while running:
+                done, _ = wait(running, return_when=FIRST_COMPLETED)
+                for future in done:
+                    result = future.result()
+                    results[running.pop(future)] = result
+                    if (join_policy == "first_success" and result.status.is_success) or (
+                        error_policy == "fail_fast" and result.status is StageStatus.FAIL
+                    ):
                         stop.set()
-                        for other in pending:
-                            other.cancel()
+                launch()
         for index, edge in enumerate(branches):
             if index not in results:
                 results[index] = BranchResult(

@@ -1,0 +1,246 @@
+"""Parallel fan-out and fan-in through real runs: join policies, isolation, events, ranking."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.engine.context import Context
+from freshness_magic.engine.events import Event
+from freshness_magic.engine.handlers.base import StepEnv
+from freshness_magic.engine.handlers.builtin import default_registry
+from freshness_magic.engine.handlers.parallel import FanInHandler
+from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.pipeline import load_pipeline
+from freshness_magic.engine.run import Run
+
+
+def run_pipeline(source: str, tmp_path: Path, **kwargs: object) -> tuple[Run, list[Event]]:
+    run = Run(load_pipeline(source), workdir=tmp_path, **kwargs)  # type: ignore[arg-type]
+    events: list[Event] = []
+    run.events.subscribe(events.append)
+    run.run()
+    return run, events
+
+
+FAN_OUT = """
+digraph p {
+  start [shape=Mdiamond]
+  fan   [shape=component, join_policy="%s", max_parallel=%d]
+  good  [shape=parallelogram, tool_command="echo good > good.txt; echo ok"]
+  good2 [prompt="second step of good"]
+  bad   [shape=parallelogram, tool_command="echo broken >&2; exit 2"]
+  last  [shape=parallelogram, tool_command="touch last.txt"]
+  join  [shape=tripleoctagon]
+  done  [shape=Msquare]
+  start -> fan
+  fan -> bad
+  fan -> good
+  fan -> last
+  good -> good2 -> join
+  bad -> join
+  last -> join
+  join -> done
+}
+"""
+
+
+def test_wait_all_with_a_failing_branch_is_partial_and_joins(tmp_path: Path) -> None:
+    run, events = run_pipeline(FAN_OUT % ("wait_all", 4), tmp_path)
+    result = run.result()
+    assert result.status == "completed"
+    assert result.completed_nodes == ["start", "fan", "join", "done"]
+    fan = result.node_outcomes["fan"]
+    assert fan.status is StageStatus.PARTIAL_SUCCESS
+    assert fan.suggested_next_ids == ["join"]
+    ctx = result.context
+    assert ctx["parallel.success_count"] == 2
+    assert ctx["parallel.fail_count"] == 1
+    by_id = {r["id"]: r for r in ctx["parallel.results"]}
+    assert [r["id"] for r in ctx["parallel.results"]] == ["bad", "good", "last"]
+    assert by_id["bad"]["status"] == "fail"
+    assert "exit code 2" in by_id["bad"]["failure_reason"]
+    assert "broken" in by_id["bad"]["failure_reason"]
+    assert by_id["good"]["completed_nodes"] == ["good", "good2"]
+    assert by_id["good"]["fan_in"] == "join"
+    assert by_id["good"]["context_updates"]["tool.output"] == "ok\n"
+    assert by_id["good"]["context_updates"]["last_stage"] == "good2"
+    # Branch contexts are not merged back into the run.
+    assert "tool.output" not in ctx and "last_stage" not in ctx
+    assert ctx["parallel.fan_in.best_id"] == "good"
+    assert ctx["parallel.fan_in.best_outcome"] == "success"
+    assert (tmp_path / "good.txt").exists() and (tmp_path / "last.txt").exists()
+    assert (run.run_dir / "nodes" / "good2" / "prompt.md").read_text() == "second step of good"
+    kinds = [e.type.value for e in events if e.type.value.startswith("parallel")]
+    assert kinds[0] == "parallel_started" and kinds[-1] == "parallel_completed"
+    assert kinds.count("parallel_branch_started") == 3
+    assert kinds.count("parallel_branch_completed") == 3
+    done = next(e for e in events if e.type.value == "parallel_completed")
+    assert (done.node_id, done.data["success_count"], done.data["failure_count"]) == ("fan", 2, 1)
+
+
+def test_first_success_skips_branches_not_started(tmp_path: Path) -> None:
+    run, _ = run_pipeline(FAN_OUT % ("first_success", 1), tmp_path)
+    result = run.result()
+    fan = result.node_outcomes["fan"]
+    assert fan.status is StageStatus.SUCCESS
+    statuses = {r["id"]: r["status"] for r in result.context["parallel.results"]}
+    assert statuses == {"bad": "fail", "good": "success", "last": "skipped"}
+    assert not (tmp_path / "last.txt").exists()
+    assert result.context["parallel.fail_count"] == 1
+    assert result.context["parallel.fan_in.best_id"] == "good"
+    assert result.status == "completed"
+
+
+def test_first_success_with_every_branch_failing_fails_the_node(tmp_path: Path) -> None:
+    source = """
+    digraph p {
+      start [shape=Mdiamond]
+      fan [shape=component, join_policy=first_success]
+      a [shape=parallelogram, tool_command="exit 1"]
+      b [shape=parallelogram, tool_command="exit 4"]
+      join [shape=tripleoctagon]
+      recover [prompt="recover"]
+      done [shape=Msquare]
+      start -> fan
+      fan -> a
+      fan -> b
+      a -> join
+      b -> join
+      fan -> recover [condition="outcome=fail"]
+      recover -> done
+      join -> done
+    }
+    """
+    run, _ = run_pipeline(source, tmp_path)
+    result = run.result()
+    fan = result.node_outcomes["fan"]
+    assert fan.status is StageStatus.FAIL
+    assert "a: exit code 1" in fan.failure_reason and "b: exit code 4" in fan.failure_reason
+    assert result.completed_nodes == ["start", "fan", "recover", "done"]
+
+
+def test_branches_run_concurrently_up_to_max_parallel(tmp_path: Path) -> None:
+    source = """
+    digraph p {
+      start [shape=Mdiamond]
+      fan [shape=component, max_parallel=%d]
+      a [type=rendezvous]
+      b [type=rendezvous]
+      join [shape=tripleoctagon]
+      done [shape=Msquare]
+      start -> fan
+      fan -> a
+      fan -> b
+      a -> join
+      b -> join
+      join -> done
+    }
+    """
+
+    class Rendezvous:
+        """Succeeds only when the other branch is running at the same time."""
+
+        def __init__(self) -> None:
+            self.barrier = threading.Barrier(2, timeout=2)
+
+        def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
+            self.barrier.wait()
+            return Outcome(notes=f"{node.id} met its peer")
+
+    for max_parallel, expected in ((2, StageStatus.SUCCESS), (1, StageStatus.PARTIAL_SUCCESS)):
+        registry = default_registry()
+        registry.register("rendezvous", Rendezvous())
+        run, _ = run_pipeline(source % max_parallel, tmp_path, registry=registry)
+        assert run.node_outcomes["fan"].status is expected
+
+
+def test_branch_follows_conditions_and_handler_exceptions_fail_the_branch(tmp_path: Path) -> None:
+    source = """
+    digraph p {
+      start [shape=Mdiamond]
+      fan [shape=component]
+      check [shape=parallelogram, tool_command="exit 1"]
+      fix [prompt="fix it"]
+      boom [type=explode]
+      join [shape=tripleoctagon]
+      done [shape=Msquare]
+      start -> fan
+      fan -> check
+      fan -> boom
+      check -> fix [condition="outcome=fail"]
+      check -> join [condition="outcome=success"]
+      fix -> join
+      boom -> join
+      join -> done
+    }
+    """
+
+    class Explode:
+        def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
+            raise RuntimeError("kaboom")
+
+    registry = default_registry()
+    registry.register("explode", Explode())
+    run, _ = run_pipeline(source, tmp_path, registry=registry)
+    results = {r["id"]: r for r in run.context["parallel.results"]}
+    assert results["check"]["completed_nodes"] == ["check", "fix"]
+    assert results["check"]["status"] == "success"
+    assert results["boom"]["status"] == "fail"
+    assert "kaboom" in results["boom"]["failure_reason"]
+    assert run.result().status == "completed"
+
+
+def fan_in(results: object) -> Outcome:
+    graph = Graph(name="g", nodes={"join": Node("join", {"shape": "tripleoctagon"})})
+    env = StepEnv(graph=graph, run_dir=Path("/nonexistent"), workdir=Path("."))
+    ctx = Context({} if results is None else {"parallel.results": results})
+    return FanInHandler().execute(graph.nodes["join"], ctx, env)
+
+
+@pytest.mark.parametrize(
+    ("results", "best"),
+    [
+        (
+            [
+                {"id": "a", "status": "partial_success", "score": 9},
+                {"id": "b", "status": "success"},
+            ],
+            "b",
+        ),
+        (
+            [
+                {"id": "a", "status": "success", "score": 1},
+                {"id": "b", "status": "success", "score": 3},
+            ],
+            "b",
+        ),
+        (
+            [
+                {"id": "b", "status": "success", "score": 2},
+                {"id": "a", "status": "success", "score": 2},
+            ],
+            "a",
+        ),
+        ([{"id": "a", "status": "fail"}, {"id": "b", "status": "retry"}], "b"),
+        ([{"id": "a", "status": "success"}, {"id": "0", "status": "skipped"}], "a"),
+    ],
+)
+def test_fan_in_ranks_status_then_score_then_id(
+    results: list[dict[str, object]], best: str
+) -> None:
+    outcome = fan_in(results)
+    assert outcome.status is StageStatus.SUCCESS
+    assert outcome.context_updates["parallel.fan_in.best_id"] == best
+
+
+def test_fan_in_fails_without_results_or_when_all_failed() -> None:
+    assert fan_in(None).status is StageStatus.FAIL
+    assert "no parallel results" in fan_in([]).failure_reason
+    outcome = fan_in([{"id": "a", "status": "fail"}, {"id": "b", "status": "fail", "score": 1}])
+    assert outcome.status is StageStatus.FAIL
+    assert outcome.context_updates["parallel.fan_in.best_id"] == "b"
+    assert "all 2 branches failed" in outcome.failure_reason

@@ -1,0 +1,153 @@
+"""The manager loop supervising a real child pipeline file."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
+from freshness_magic.engine.run import Run
+
+CHILD = """
+digraph child {
+  start [shape=Mdiamond]
+  build [shape=parallelogram, tool_command="echo built > built.txt"]
+  test  [prompt="test the build"]
+  done  [shape=Msquare]
+  start -> build -> test -> done
+}
+"""
+
+FAILING_CHILD = """
+digraph child {
+  start [shape=Mdiamond]
+  build [shape=parallelogram, tool_command="echo nope >&2; exit 5"]
+  done  [shape=Msquare]
+  start -> build -> done
+}
+"""
+
+LOOPING_CHILD = """
+digraph child {
+  start [shape=Mdiamond]
+  a [prompt="a"]
+  b [prompt="b"]
+  done [shape=Msquare]
+  start -> a -> b
+  b -> a [weight=1]
+  b -> done
+}
+"""
+
+
+def parent(manager_attrs: str, graph_attrs: str = "") -> str:
+    return f"""
+    digraph parent {{
+      graph [{graph_attrs}]
+      start [shape=Mdiamond]
+      manage [shape=house, {manager_attrs}]
+      ok [prompt="after the child"]
+      failed [prompt="child failed"]
+      done [shape=Msquare]
+      start -> manage
+      manage -> ok [condition="outcome=success"]
+      manage -> failed [condition="outcome=fail"]
+      ok -> done
+      failed -> done
+    }}
+    """
+
+
+def run_parent(source: str, workdir: Path, **kwargs: object) -> Run:
+    run = Run(load_pipeline(source), workdir=workdir, **kwargs)  # type: ignore[arg-type]
+    run.run()
+    return run
+
+
+def test_child_pipeline_runs_to_completion(tmp_path: Path) -> None:
+    (tmp_path / "child.dot").write_text(CHILD)
+    run = run_parent(parent('"stack.child_dotfile"="child.dot"'), tmp_path)
+    assert run.completed_nodes == ["start", "manage", "ok", "done"]
+    outcome = run.node_outcomes["manage"]
+    assert outcome.notes.startswith("Child completed after 4 cycle(s)")
+    ctx = run.context
+    assert ctx["stack.child.status"] == "completed"
+    assert ctx["stack.child.outcome"] == "success"
+    assert ctx["stack.child.completed_nodes"] == ["start", "build", "test", "done"]
+    assert (tmp_path / "built.txt").read_text() == "built\n"
+    child_dir = Path(ctx["stack.child.run_dir"])
+    assert child_dir.parent == run.run_dir / "nodes" / "manage" / "children"
+    assert (child_dir / "checkpoint.json").exists()
+    assert (child_dir / "nodes" / "test" / "prompt.md").read_text() == "test the build"
+
+
+def test_child_file_from_graph_attribute_relative_to_parent_file(tmp_path: Path) -> None:
+    pipelines = tmp_path / "pipelines"
+    pipelines.mkdir()
+    (pipelines / "child.dot").write_text(CHILD)
+    (pipelines / "parent.dot").write_text(
+        parent('"manager.steps_per_cycle"=10', graph_attrs='"stack.child_dotfile"="child.dot"')
+    )
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    run = Run(load_pipeline_file(pipelines / "parent.dot"), workdir=workdir)
+    run.run()
+    assert run.node_outcomes["manage"].notes.startswith("Child completed after 1 cycle(s)")
+    assert (workdir / "built.txt").exists()
+
+
+def test_failed_child_fails_the_manager(tmp_path: Path) -> None:
+    (tmp_path / "child.dot").write_text(FAILING_CHILD)
+    run = run_parent(parent('"stack.child_dotfile"="child.dot"'), tmp_path)
+    outcome = run.node_outcomes["manage"]
+    assert outcome.status.value == "fail"
+    assert outcome.failure_reason.startswith("Child failed:")
+    assert "exit code 5" in outcome.failure_reason
+    assert run.completed_nodes == ["start", "manage", "failed", "done"]
+    assert run.context["stack.child.status"] == "failed"
+
+
+def test_stop_condition_ends_supervision(tmp_path: Path) -> None:
+    (tmp_path / "child.dot").write_text(LOOPING_CHILD)
+    attrs = (
+        '"stack.child_dotfile"="child.dot", '
+        '"manager.stop_condition"="context.stack.child.current_node=b && outcome=success"'
+    )
+    run = run_parent(parent(attrs), tmp_path)
+    outcome = run.node_outcomes["manage"]
+    assert outcome.status.value == "success"
+    assert outcome.notes.startswith("Stop condition satisfied after 3 cycle(s)")
+    assert run.context["stack.child.completed_nodes"] == ["start", "a", "b"]
+    assert run.context["stack.child.status"] == "paused"
+
+
+def test_max_cycles_and_injected_poll_sleep(tmp_path: Path) -> None:
+    (tmp_path / "child.dot").write_text(LOOPING_CHILD)
+    attrs = (
+        '"stack.child_dotfile"="child.dot", "manager.max_cycles"=5, "manager.poll_interval"="2s"'
+    )
+    slept: list[float] = []
+    run = run_parent(parent(attrs), tmp_path, sleep=slept.append)
+    outcome = run.node_outcomes["manage"]
+    assert outcome.status.value == "fail"
+    assert outcome.failure_reason == "Max cycles exceeded (5)"
+    assert slept == [2.0, 2.0, 2.0, 2.0]
+    assert run.context["stack.child.cycle"] == 5
+    assert run.completed_nodes[-2:] == ["failed", "done"]
+
+
+def test_missing_or_invalid_child_is_a_clear_failure(tmp_path: Path) -> None:
+    run = run_parent(parent('"stack.child_dotfile"="nowhere.dot"'), tmp_path)
+    reason = run.node_outcomes["manage"].failure_reason
+    assert "'nowhere.dot' not found" in reason and str(tmp_path / "nowhere.dot") in reason
+
+    (tmp_path / "broken.dot").write_text("digraph child { start -> }")
+    run = run_parent(parent('"stack.child_dotfile"="broken.dot"'), tmp_path)
+    assert "cannot start child pipeline" in run.node_outcomes["manage"].failure_reason
+
+    run = run_parent(parent('label="no child"'), tmp_path)
+    assert "stack.child_dotfile" in run.node_outcomes["manage"].failure_reason
+
+    (tmp_path / "child.dot").write_text(CHILD)
+    attrs = '"stack.child_dotfile"="child.dot", "manager.stop_condition"="outcome==success"'
+    run = run_parent(parent(attrs), tmp_path)
+    assert "manager.stop_condition" in run.node_outcomes["manage"].failure_reason

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.events import Event
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.human import (
     WaitForHumanHandler,
@@ -18,6 +19,8 @@ from freshness_magic.engine.handlers.human import (
 from freshness_magic.engine.interviewers import Answer, AnswerKind, QueueInterviewer
 from freshness_magic.engine.model import Edge, Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.pipeline import load_pipeline
+from freshness_magic.engine.run import Run
 
 
 def gate_graph(labels: list[tuple[str, str]], **gate_attrs: str) -> Graph:
@@ -176,3 +179,46 @@ def test_skip_fails_and_unmatched_answer_waits(tmp_path: Path) -> None:
     unmatched = run_gate(graph, tmp_path, WaitForHumanHandler(QueueInterviewer(["maybe"])))
     assert unmatched.status is StageStatus.WAITING
     assert "maybe" in unmatched.notes and "Y ([Y] Yes, ship -> done)" in unmatched.notes
+
+
+GATE_PIPELINE = """
+digraph review {
+  start [shape=Mdiamond]
+  approve [shape=hexagon, label="Ship it?", "human.default_choice"="N"]
+  ship [prompt="ship"]
+  redo [prompt="redo"]
+  done [shape=Msquare]
+  start -> approve
+  approve -> ship [label="[Y] Yes"]
+  approve -> redo [label="[N] No, redo"]
+  ship -> done
+  redo -> done
+}
+"""
+
+
+def test_gate_in_a_run_waits_then_routes_on_the_answer(tmp_path: Path) -> None:
+    run = Run(load_pipeline(GATE_PIPELINE), workdir=tmp_path)
+    result = run.run()
+    assert result.status == "waiting"
+    assert result.pending_gate is not None
+    assert result.pending_gate.default == "redo"
+    run.answer("approve", "y")
+    result = run.run()
+    assert result.completed_nodes == ["start", "approve", "ship", "done"]
+    assert result.context["human.gate.selected"] == "Y"
+    assert result.context["human.gate.label"] == "[Y] Yes"
+
+
+def test_gate_in_a_run_asks_the_interviewer_and_reports_events(tmp_path: Path) -> None:
+    run = Run(
+        load_pipeline(GATE_PIPELINE),
+        workdir=tmp_path,
+        interviewer=QueueInterviewer([Answer.timeout()]),
+    )
+    events: list[Event] = []
+    run.events.subscribe(events.append)
+    result = run.run()
+    assert result.completed_nodes == ["start", "approve", "redo", "done"]
+    names = [e.data.get("name") for e in events if e.node_id == "approve"]
+    assert "interview_started" in names and "interview_timeout" in names

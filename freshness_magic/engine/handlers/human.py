@@ -8,6 +8,7 @@ run pauses until ``Run.answer`` (which uses :func:`match_choice` and :func:`answ
 from __future__ import annotations
 
 import re
+import time
 
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import StepEnv
@@ -140,7 +141,16 @@ class WaitForHumanHandler:
         )
         if self.interviewer is None:
             return waiting
+        env.emit("interview_started", {"node": node.id, "question": question.to_dict()})
+        started = time.monotonic()
         answer = self.interviewer.ask(question)
+        report = {"node": node.id, "duration": time.monotonic() - started}
+        if answer is None:
+            env.emit("interview_deferred", report)
+        elif answer.is_timeout:
+            env.emit("interview_timeout", report)
+        else:
+            env.emit("interview_completed", {**report, "answer": str(answer.value)})
         return self._resolve(question, answer, waiting)
 
     @staticmethod

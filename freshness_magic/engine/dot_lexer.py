@@ -1,21 +1,24 @@
 """Tokenizer for the Attractor DOT subset (spec §2.2).
 
 One compiled master pattern walks the text once (linear time, no nested quantifiers that can
-backtrack catastrophically). Tokens are kept as three parallel lists (kind, value, offset) because
-a 5,000-node pipeline has a few hundred thousand of them and tuples/objects per token cost more
+backtrack catastrophically). Tokens are kept as three parallel lists (kind, text, offset) because
+a 5,000-node pipeline has a few hundred thousand of them and an object per token would cost more
 than the parse itself. Line and column are computed only when asked, by bisecting a table of line
 start offsets built once per text.
 
 Token kinds: ``word`` (identifiers, numbers, durations, dotted and hyphenated words such as
-``gpt-5.2``), ``str`` (a quoted string, value already unescaped), ``->``, one-character
-punctuation (``{ } [ ] = ; , + :``) and ``eof``. Everything else is a :class:`ParseError`.
+``gpt-5.2``), ``str`` (a quoted string kept raw with its quotes: see :func:`string_value`),
+``->``, one-character punctuation (``{ } [ ] = ; , + :``) and ``eof``. Everything else is a
+:class:`ParseError`.
 """
 
 from __future__ import annotations
 
 import re
+import string
 from bisect import bisect_right
 from dataclasses import dataclass
+from itertools import accumulate, chain
 
 from freshness_magic.engine.model import Position
 from freshness_magic.errors import ParseError
@@ -25,22 +28,27 @@ STRING = "str"
 ARROW = "->"
 EOF = "eof"
 
+_WS = r"[ \t\r\n\f\v\ufeff]"
 _TOKEN_RE = re.compile(
-    r"""[ \t\r\n\f\v\ufeff]*(?:
-      (?P<word>-?[A-Za-z0-9_.]+(?:[-:][A-Za-z0-9_.]+)*)
-    | (?P<str>"[^"\\]*(?:\\.[^"\\]*)*")
-    | (?P<punct>[{}\[\]=;,+:])
-    | (?P<arrow>->)
-    | (?P<comment>(?://|\#)[^\n]*|/\*.*?\*/)
-    | (?P<undirected>--)
-    | (?P<badstr>")
-    | (?P<badcomment>/\*)
-    | (?P<html><)
-    | (?P<other>.)
-    | (?P<end>\Z)
+    rf"""
+    # group 1: the gap before the token (white space and comments, unrolled so it cannot
+    # backtrack: every comment starts with '/' or '#', which white space never does)
+    ({_WS}*(?:(?://|\#)[^\n]*{_WS}*|/\*.*?\*/{_WS}*)*)
+    # group 2: the token, or one of the error alternatives, or nothing at the very end
+    ( -?[A-Za-z0-9_.]+(?:[-:][A-Za-z0-9_.]+)*     # word
+    | "[^"\\]*(?:\\.[^"\\]*)*"                    # complete quoted string
+    | ->|--                                       # arrow; '--' is an error
+    | /\*.*                                       # an unclosed '/*' (error): eat the rest, so
+                                                  # later '/*' are not rescanned (stays linear)
+    | .                                           # punctuation, a lone '"', anything else
+    | \Z
     )""",
     re.VERBOSE | re.DOTALL,
 )
+
+_BAD = "bad"
+_EXACT_KIND = {p: p for p in "{}[]=;,+:"} | {ARROW: ARROW, "--": _BAD, "-": _BAD, '"': _BAD}
+_FIRST_KIND = dict.fromkeys(string.ascii_letters + string.digits + "_.-", WORD) | {'"': STRING}
 
 _ESCAPE_RE = re.compile(r"\\(\r\n|.)", re.DOTALL)
 _ESCAPES = {'"': '"', "n": "\n", "t": "\t", "\\": "\\", "\n": "", "\r\n": ""}
@@ -50,6 +58,11 @@ def _unescape_match(match: re.Match[str]) -> str:
     char = match.group(1)
     replacement = _ESCAPES.get(char)
     return match.group(0) if replacement is None else replacement
+
+
+def string_value(token: str) -> str:
+    """The value of a ``str`` token: without its quotes, unescaped."""
+    return unescape(token[1:-1])
 
 
 def unescape(body: str) -> str:
@@ -120,65 +133,50 @@ def _describe_char(char: str) -> str:
 
 
 def tokenize(text: str, source: SourceMap) -> Tokens:
-    """Split ``text`` into tokens; raises ParseError on text that is no token at all."""
-    kinds: list[str] = []
-    values: list[str] = []
-    offsets: list[int] = []
-    add_kind = kinds.append
-    add_value = values.append
-    add_offset = offsets.append
-    for match in _TOKEN_RE.finditer(text):
-        group = match.lastgroup
-        if group == "word":
-            add_kind(WORD)
-            add_value(match.group(group))
-            add_offset(match.start(group))
-        elif group == "punct":
-            value = match.group(group)
-            add_kind(value)
-            add_value(value)
-            add_offset(match.start(group))
-        elif group == "str":
-            add_kind(STRING)
-            add_value(unescape(match.group(group)[1:-1]))
-            add_offset(match.start(group))
-        elif group == "arrow":
-            add_kind(ARROW)
-            add_value(ARROW)
-            add_offset(match.start(group))
-        elif group == "comment" or group == "end":
-            continue
-        else:
-            _raise_bad_token(group, match, source)
-    add_kind(EOF)
-    add_value("")
-    add_offset(len(text))
+    """Split ``text`` into tokens; raises ParseError on text that is no token at all.
+
+    The regex engine does the scanning (``findall``); offsets come from running sums of the
+    gap and token lengths and kinds from a table of first characters, so Python touches each
+    token only once, in a comprehension. Quoted strings are kept raw; see :func:`unescape`.
+    """
+    pairs = _TOKEN_RE.findall(text)
+    while pairs and not pairs[-1][1]:
+        pairs.pop()
+    ends = list(accumulate(map(len, chain.from_iterable(pairs))))
+    offsets = ends[0::2]
+    values = [token for _, token in pairs]
+    exact, first = _EXACT_KIND.get, _FIRST_KIND.get
+    kinds = [exact(token) or first(token[0], _BAD) for token in values]
+    if _BAD in kinds:
+        index = kinds.index(_BAD)
+        _raise_bad_token(values[index], offsets[index], source)
+    kinds.append(EOF)
+    values.append("")
+    offsets.append(len(text))
     return Tokens(kinds, values, offsets)
 
 
-def _raise_bad_token(group: str | None, match: re.Match[str], source: SourceMap) -> None:
-    """Turn a match of one of the error alternatives into its specific ParseError."""
-    start = match.start(group or 0)
-    if group == "undirected":
+def _raise_bad_token(token: str, start: int, source: SourceMap) -> None:
+    """Raise the specific ParseError for a token that is not allowed."""
+    if token == "--":
         message = "undirected edge '--' is not supported: pipelines are directed, use '->'"
-    elif group == "badstr":
+    elif token == '"':
         message = (
             "unterminated string: this '\"' has no closing '\"' "
             '(add one, or escape a quote inside the string as \\")'
         )
-    elif group == "badcomment":
+    elif token.startswith("/*"):
         message = "unterminated comment: this '/*' has no closing '*/'"
-    elif group == "html":
+    elif token == "<":
         message = (
             "HTML-like values <...> are not supported: write the text as a quoted string, "
             'e.g. label="..."'
         )
     else:
-        char = match.group(group or 0)
-        message = f"unexpected character {_describe_char(char)}"
-        if char == "-":
+        message = f"unexpected character {_describe_char(token)}"
+        if token == "-":
             message += ": an edge is written '->' and a negative number '-1'"
-        elif char in "'`":
+        elif token in "'`":
             message += ': quote values with double quotes, e.g. label="..."'
         else:
             message += ': quote values that contain it, e.g. key="..."'

@@ -32,7 +32,15 @@ from __future__ import annotations
 import re
 from itertools import pairwise
 
-from freshness_magic.engine.dot_lexer import ARROW, EOF, STRING, WORD, SourceMap, tokenize
+from freshness_magic.engine.dot_lexer import (
+    ARROW,
+    EOF,
+    STRING,
+    WORD,
+    SourceMap,
+    string_value,
+    tokenize,
+)
 from freshness_magic.engine.model import NODE_ID_RE, Edge, Graph, Node, Position
 from freshness_magic.errors import ParseError
 
@@ -135,7 +143,7 @@ class _Parser:
         if kind == EOF:
             return "the end of the file"
         if kind == STRING:
-            return f"the quoted string {_dot_quote(self.values[index])[:40]}"
+            return f"the quoted string {self.values[index][:40]}"
         return f"'{self.values[index]}'"
 
     def _pos(self, offset: int) -> Position:
@@ -193,7 +201,7 @@ class _Parser:
                     f"'{values[1]}' is a DOT keyword and cannot name the graph; pick another name",
                     1,
                 )
-            self.graph.name = values[1]
+            self.graph.name = values[1] if kinds[1] == WORD else string_value(values[1])
             self.i = 2
         if kinds[self.i] != "{":
             raise self._error(
@@ -239,9 +247,8 @@ class _Parser:
             )
         if kind == STRING:
             if self.kinds[self.i + 1] == "=":
-                raise self._error(
-                    "quoted attribute names are not supported: write key=value with a bare key"
-                )
+                self._attr_declaration()
+                return
             raise self._quoted_id_error(self.i)
         if kind == "[":
             raise self._error(
@@ -321,8 +328,7 @@ class _Parser:
     def _attr_declaration(self) -> None:
         """``key = value`` at statement level: an attribute of the enclosing (sub)graph."""
         i = self.i
-        key = self.values[i]
-        self._check_key(i)
+        key = self._key(i)
         value, self.i = self._value(i + 2, key)
         scope = self.scopes[-1]
         scope.attrs[key] = value
@@ -404,21 +410,23 @@ class _Parser:
         )
 
     def _quoted_id_error(self, i: int) -> ParseError:
-        text = self.values[i]
+        text = string_value(self.values[i])
         return self._error(
             f"quoted node id {_dot_quote(text)} is not supported: {_ID_HINT}; use an identifier "
             f"and put the text in label, e.g. {_suggest_id(text)} [label={_dot_quote(text)}]",
             i,
         )
 
-    def _check_key(self, i: int) -> None:
-        key = self.values[i]
+    def _key(self, i: int) -> str:
+        """The attribute name at token ``i``: a word, or a quoted string holding a valid name."""
+        key = self.values[i] if self.kinds[i] == WORD else string_value(self.values[i])
         if not KEY_RE.match(key):
             raise self._error(
                 f"invalid attribute name '{key}': names are identifiers, optionally dotted "
                 "(e.g. timeout, human.default_choice)",
                 i,
             )
+        return key
 
     def _value(self, j: int, key: str) -> tuple[str, int]:
         """The value at token ``j`` (after ``key =``); returns it and the next token index."""
@@ -427,14 +435,14 @@ class _Parser:
         if kind == WORD:
             return values[j], j + 1
         if kind == STRING:
-            value = values[j]
+            value = string_value(values[j])
             while kinds[j + 1] == "+":
                 if kinds[j + 2] != STRING:
                     raise self._error(
                         f"'+' joins quoted strings only: found {self._describe(j + 2)} after it",
                         j + 1,
                     )
-                value += values[j + 2]
+                value += string_value(values[j + 2])
                 j += 2
             return value, j + 1
         if kind == "<":
@@ -447,7 +455,7 @@ class _Parser:
 
     def _attr_lists(self) -> list[_Attr]:
         """One or more ``[...]`` lists starting at the current '['; commas/semicolons optional."""
-        kinds, values, offsets = self.kinds, self.values, self.offsets
+        kinds, offsets = self.kinds, self.offsets
         items: list[_Attr] = []
         i = self.i
         while kinds[i] == "[":
@@ -461,12 +469,10 @@ class _Parser:
                 if kind == "," or kind == ";":
                     i += 1
                     continue
-                if kind == WORD:
-                    following = kinds[i + 1]
-                    if following != "=":
+                if kind == WORD or (kind == STRING and kinds[i + 1] == "="):
+                    if kinds[i + 1] != "=":
                         self._missing_equals(i, open_index)
-                    self._check_key(i)
-                    key = values[i]
+                    key = self._key(i)
                     value, next_i = self._value(i + 2, key)
                     items.append((key, value, offsets[i]))
                     i = next_i
@@ -475,8 +481,8 @@ class _Parser:
                     raise self._unclosed_bracket(open_index, i)
                 if kind == STRING:
                     raise self._error(
-                        'expected an attribute name, found a quoted string: write key="value" '
-                        "(join strings with '+')",
+                        'a quoted string without a name: write key="value" (join adjacent '
+                        "strings with '+')",
                         i,
                     )
                 raise self._error(

@@ -26,8 +26,9 @@ def load(ipython: Any) -> PipelineMagics:
     existing = instance(ipython)
     if existing is not None:
         return existing
-    magics = PipelineMagics(shell=ipython)
+    magics = PipelineMagics(shell=ipython, parent=ipython)
     ipython.register_magics(magics)
+    ipython.configurables.append(magics)
     ipython.events.register("post_execute", magics.post_execute)
 
     def complete(_self: Any, event: Any) -> list[str]:
@@ -49,6 +50,8 @@ def unload(ipython: Any) -> None:
     for kind, name in _MAGICS:
         table[kind].pop(name, None)
     ipython.magics_manager.registry.pop(PipelineMagics.__name__, None)
+    if magics in ipython.configurables:
+        ipython.configurables.remove(magics)
     dispatcher = ipython.strdispatchers.get("complete_command")
     if dispatcher is not None:
         for key in _COMPLETE_KEYS:

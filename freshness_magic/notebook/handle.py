@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.engine.model import Graph, Node
-from freshness_magic.engine.outcome import Outcome, Question, StageStatus
+from freshness_magic.engine.outcome import Choice, Outcome, Question, StageStatus
 from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.report import FreshnessReport
@@ -452,7 +452,7 @@ class NotebookPipeline:
             outcome = outcomes.get(node_id)
             view = self._outcome_view(node, outcome)
             if gate is not None and gate.node_id == node_id:
-                choices = ", ".join(c.label or c.target for c in gate.choices)
+                choices = ", ".join(choice_text(c) for c in gate.choices)
                 view = NodeView(NodeState.WAITING, why=f"{gate.text} [{choices}]")
             elif node_id == nxt and view.state not in (NodeState.RETRYING, NodeState.BLOCKED):
                 view = NodeView(NodeState.RUNNING, why="next to run")
@@ -518,7 +518,7 @@ class NotebookPipeline:
         gate = self.pending_gate()
         if gate is None:
             return "waiting"
-        choices = "  ".join(f"[{c.key}] {c.label or c.target}" for c in gate.choices)
+        choices = "  ".join(choice_text(c) for c in gate.choices)
         return (
             f"waiting at {gate.node_id}: {gate.text}\n  choices: {choices}\n"
             f"  answer with: %pipeline resume {gate.node_id} --choice <key>"
@@ -597,6 +597,14 @@ class NotebookPipeline:
         return TextResult(header + "\n" + "\n".join(lines), records)
 
 
+def choice_text(choice: Choice) -> str:
+    """A gate choice as shown to people: ``[K] label`` (the key not repeated)."""
+    label = choice.label or choice.target
+    if choice.key and choice.key.lower() in label[:4].lower():
+        return label
+    return f"[{choice.key}] {label}" if choice.key else label
+
+
 def _one_line(text: str, limit: int) -> str:
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
@@ -608,16 +616,17 @@ def evidence_row(record: Mapping[str, Any]) -> dict[str, str]:
     assert isinstance(outcome, dict)
     engine = outcome.get("engine") if isinstance(outcome.get("engine"), dict) else {}
     assert isinstance(engine, dict)
-    status = engine.get("status", outcome.get("status", outcome.get("outcome", "")))
-    method = engine.get("method", engine.get("handler", record.get("type", "")))
-    stale = engine.get("stale_files", engine.get("stale_inputs", []))
+    status = engine.get("status") or outcome.get("status") or ""
+    method = engine.get("evidence_method") or record.get("type") or ""
+    stale = engine.get("stale_files") or []
     if isinstance(stale, list):
         stale_text = ", ".join(
             str(s.get("path", s)) if isinstance(s, dict) else str(s) for s in stale
         )
     else:
-        stale_text = str(stale or "")
-    duration = engine.get("duration_ms", engine.get("duration"))
+        stale_text = str(stale)
+    seconds = engine.get("duration_seconds")
+    duration = f"{float(seconds) * 1000:.0f} ms" if isinstance(seconds, int | float) else ""
     return {
         "time": str(record.get("timestamp", "")),
         "node": str(record.get("nodeId", "")),
@@ -625,5 +634,5 @@ def evidence_row(record: Mapping[str, Any]) -> dict[str, str]:
         "method": str(method),
         "stale": stale_text,
         "summary": _one_line(str(record.get("summary", "")), 120),
-        "duration": "" if duration is None else f"{duration} ms",
+        "duration": duration,
     }

@@ -20,7 +20,7 @@ import ipywidgets as w
 from freshness_magic.engine.conditions import explain_condition
 from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.notebook.handle import NotebookPipeline, evidence_row
+from freshness_magic.notebook.handle import NotebookPipeline, choice_text, evidence_row
 from freshness_magic.notebook.render import (
     Layout,
     NodeState,
@@ -351,9 +351,7 @@ class PipelineWidget(w.VBox):
         )
         buttons = []
         for choice in gate.choices:
-            label = choice.label or choice.target
-            shown = label if label.startswith(f"[{choice.key}]") else f"[{choice.key}] {label}"
-            button = w.Button(description=shown, tooltip=f"-> {choice.target}")
+            button = w.Button(description=choice_text(choice), tooltip=f"-> {choice.target}")
             button.add_class("fm-gate-choice")
             safe_key = "".join(ch for ch in choice.key if ch.isalnum() or ch in "-_")
             if safe_key:

@@ -1,0 +1,322 @@
+"""The magics with a real InteractiveShell: every subcommand, usage errors, completion, unload."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from IPython.core.completer import provisionalcompleter
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from freshness_magic.notebook.handle import NotebookPipeline, TextResult
+from freshness_magic.notebook.magics import PipelineMagics
+from tests.notebook.conftest import REVIEW_DOT, load_review
+
+
+def line(shell: InteractiveShell, text: str) -> TextResult:
+    result = shell.run_line_magic("pipeline", text)
+    assert isinstance(result, TextResult), result
+    return result
+
+
+def plain(obj: object) -> str:
+    bundle = obj._repr_mimebundle_()  # type: ignore[attr-defined]
+    text = bundle["text/plain"]
+    assert isinstance(text, str)
+    return text
+
+
+def test_cell_magic_loads_binds_and_shows_state_table(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    assert isinstance(pipeline, NotebookPipeline)
+    assert shell.user_ns["review"] is pipeline
+    text = plain(pipeline)
+    assert text.splitlines()[0] == "pipeline review: ready · next: start · 0/5 nodes run"
+    assert [row.split()[0] for row in text.splitlines()[2:]] == [
+        "start", "lint", "draft", "approve", "done",
+    ]  # fmt: skip
+    assert all(row.split()[1] == "pending" for row in text.splitlines()[2:])
+
+
+def test_cell_body_is_not_variable_expanded(shell: InteractiveShell, workdir: Path):
+    shell.user_ns["goal"] = "EXPANDED"
+    pipeline = load_review(shell, workdir)
+    assert pipeline.graph.nodes["draft"].prompt == "Summarise the change for Ship the login fix"
+    assert "EXPANDED" not in pipeline.graph.source
+
+
+def test_parse_error_is_usage_error_with_line_and_caret(shell: InteractiveShell, workdir: Path):
+    bad = "digraph g {\n  start [shape=Mdiamond]\n  start -- done\n}\n"
+    with pytest.raises(UsageError) as info:
+        shell.run_cell_magic("pipeline", f"broken --workdir {workdir}", bad)
+    message = str(info.value)
+    assert ":3:" in message
+    assert "start -- done" in message
+    assert message.rstrip().endswith("^")
+    assert "broken" not in shell.user_ns
+
+
+def test_validation_error_is_usage_error(shell: InteractiveShell, workdir: Path):
+    with pytest.raises(UsageError, match="start"):
+        shell.run_cell_magic("pipeline", f"nostart --workdir {workdir}", "digraph g { a -> b }")
+
+
+def test_cell_usage_errors(shell: InteractiveShell, workdir: Path):
+    with pytest.raises(UsageError, match="identifier"):
+        shell.run_cell_magic("pipeline", f"not-a-name --workdir {workdir}", REVIEW_DOT)
+    with pytest.raises(UsageError, match="NAME"):
+        shell.run_cell_magic("pipeline", "", REVIEW_DOT)
+    with pytest.raises(UsageError, match="unrecognized"):
+        shell.run_cell_magic("pipeline", "review --bogus", REVIEW_DOT)
+
+
+def test_no_pipeline_loaded_is_usage_error(shell: InteractiveShell):
+    with pytest.raises(UsageError, match="no pipeline loaded"):
+        shell.run_line_magic("pipeline", "step")
+
+
+def test_step_run_resume_status_flow(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    out = line(shell, "step").text
+    assert out.startswith("step: start -> success; next: lint")
+    out = line(shell, "run --to approve").text
+    assert out.startswith("run: 2 step(s); paused")
+    assert "approve  running" in out
+    out = line(shell, "run").text
+    assert "waiting at approve: Ship it?" in out
+    assert "[Y] Yes  [N] No, redo" in out
+    out = line(shell, "step").text
+    assert out.startswith("waiting at approve")
+    out = line(shell, "resume approve --choice Y").text
+    assert out.startswith("run: 1 step(s); completed")
+    status = line(shell, "status").text
+    assert status.splitlines()[0] == "pipeline review: completed · 5/5 nodes run"
+    assert "done     succeeded" in status
+    again = line(shell, "run").text
+    assert again.startswith("run completed; nothing to do")
+
+
+def test_run_max_steps_and_reset(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    out = line(shell, "run --max-steps 2").text
+    assert out.startswith("run: 2 step(s); paused")
+    first_dir = pipeline.run.run_dir
+    out = line(shell, "reset").text
+    assert out.startswith("reset: a new run starts at the beginning")
+    assert pipeline.run.run_dir != first_dir
+    assert pipeline.outcomes() == {}
+
+
+def test_resume_errors(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    with pytest.raises(UsageError, match="no human gate is waiting"):
+        shell.run_line_magic("pipeline", "resume approve --choice Y")
+    line(shell, "run")
+    with pytest.raises(UsageError, match="not a choice"):
+        shell.run_line_magic("pipeline", "resume approve --choice Q")
+    with pytest.raises(UsageError, match="--choice"):
+        shell.run_line_magic("pipeline", "resume approve")
+    with pytest.raises(UsageError, match="no node 'nope'"):
+        shell.run_line_magic("pipeline", "resume nope --choice Y")
+    out = line(shell, "resume approve --choice N").text
+    assert "waiting at approve" in out
+    assert "draft    succeeded" in out
+
+
+def test_line_usage_errors(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    cases = {
+        "frobnicate": "invalid choice",
+        "why": "NODE",
+        "why nope": "no node 'nope'",
+        "run --to nope": "no node 'nope'",
+        "run --max-steps 0": "at least 1",
+        "run --max-steps x": "invalid int",
+        "step --name other": "no pipeline named 'other'",
+        'cond "unterminated': "cannot split",
+        "cond x=1 --from nope": "no node 'nope'",
+        "evidence nope": "no node 'nope'",
+        "accept nope": "no node 'nope'",
+        "show other": "no pipeline named 'other'",
+    }
+    for text, expected in cases.items():
+        with pytest.raises(UsageError, match=expected):
+            shell.run_line_magic("pipeline", text)
+
+
+def test_help_is_returned_as_text(shell: InteractiveShell):
+    out = line(shell, "--help").text
+    assert out.startswith("usage: %pipeline")
+    for sub in ("step", "run", "resume", "accept", "why", "cond", "status", "evidence"):
+        assert sub in out
+    assert "--to NODE" in line(shell, "run --help").text
+    assert "--choice" in line(shell, "resume --help").text
+    assert "usage: %%node" in shell.run_cell_magic("node", "--help", "pass\n").text
+    doc = PipelineMagics.pipeline.__doc__ or ""
+    assert "usage: %%pipeline" in doc and "usage: %pipeline" in doc
+
+
+def test_why_cond_evidence(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    out = line(shell, "why draft").text
+    assert out.splitlines()[0] == "draft: pending"
+    assert "inputs: docs/spec.md (freshness=warn)" in out
+    line(shell, "run")
+    out = line(shell, "why approve").text
+    assert out.splitlines()[0] == "approve: waiting"
+    assert "Ship it?" in out
+    out = line(shell, 'cond "outcome=success && context.graph.goal" --from draft').text
+    assert out.splitlines()[0] == "result: true"
+    assert "edge from draft: -> approve" in out
+    out = line(shell, "cond outcome==success").text
+    assert out.startswith("syntax error at column")
+    assert out.splitlines()[-1].strip() == "^"
+    out = line(shell, "evidence").text
+    assert [row.split()[0] for row in out.splitlines()[1:]] == [
+        "start", "lint", "draft", "approve",
+    ]  # fmt: skip
+    out = line(shell, "evidence lint").text
+    assert len(out.splitlines()) == 2 and "tool node 'lint'" in out
+    assert line(shell, "evidence done").text == "no evidence records for done yet"
+
+
+def test_cond_line_is_not_variable_expanded(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    shell.user_ns["x"] = "EXPANDED"
+    out = line(shell, 'cond "context.{x}=1"').text
+    assert "EXPANDED" not in out
+    assert out.startswith("syntax error")
+
+
+def test_load_list_show_and_name_selection(shell: InteractiveShell, workdir: Path, tmp_path: Path):
+    load_review(shell, workdir)
+    dot = tmp_path / "other.dot"
+    dot.write_text(
+        'digraph other { start [shape=Mdiamond]; work [prompt="hi"]; done [shape=Msquare]; '
+        "start -> work -> done }\n"
+    )
+    other = shell.run_line_magic("pipeline", f"load {dot} --workdir {workdir}")
+    assert isinstance(other, NotebookPipeline) and other.name == "other"
+    assert shell.user_ns["other"] is other
+    listing = line(shell, "list").text.splitlines()
+    assert listing[0].split()[:2] == ["review", "review"]
+    assert listing[1].split()[:3] == ["*", "other", "other"]
+    assert line(shell, "step").text.startswith("step: start")
+    assert line(shell, "step --name review").text.startswith("step: start")
+    assert shell.run_line_magic("pipeline", "show review") is shell.user_ns["review"]
+    with pytest.raises(UsageError, match="cannot read"):
+        shell.run_line_magic("pipeline", f"load {tmp_path / 'missing.dot'}")
+    renamed = shell.run_line_magic("pipeline", f"load {dot} --name third --workdir {workdir}")
+    assert shell.user_ns["third"] is renamed
+
+
+def test_hub_without_handler_is_usage_error(shell: InteractiveShell, workdir: Path):
+    with pytest.raises(UsageError, match="Node State Hub"):
+        shell.run_line_magic("pipeline", "hub status")
+
+
+NODE_DOT = """digraph cells {
+  start [shape=Mdiamond]
+  work  [label="Work"]
+  done  [shape=Msquare]
+  start -> work -> done
+}
+"""
+
+
+def test_node_cell_success_writes_context(shell: InteractiveShell, workdir: Path):
+    pipeline = shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", NODE_DOT)
+    out = shell.run_cell_magic("node", "work", "context['work.answer'] = 6 * 7\n")
+    assert out.text == "cells.work: handled by this cell"
+    result = line(shell, "run").text
+    assert "work   succeeded  %%node work cell ran" in result
+    assert pipeline.run.context["work.answer"] == 42
+    assert "context" not in shell.user_ns and "outcome" not in shell.user_ns
+
+
+def test_node_cell_fail_outcome(shell: InteractiveShell, workdir: Path):
+    pipeline = shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", NODE_DOT)
+    shell.run_cell_magic("node", "work", "outcome = 'fail'\n")
+    out = line(shell, "run").text
+    assert pipeline.state_name == "failed"
+    assert "work   failed     %%node work set outcome=fail" in out
+    assert pipeline.outcomes()["work"].failure_reason == "%%node work set outcome=fail"
+
+
+def test_node_cell_exception_is_fail_with_traceback_in_evidence(
+    shell: InteractiveShell, workdir: Path
+):
+    pipeline = shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", NODE_DOT)
+    shell.run_cell_magic("node", "work", "x = 1\nraise ValueError('boom at work')\n")
+    line(shell, "run")
+    outcome = pipeline.outcomes()["work"]
+    assert outcome.status.value == "fail"
+    assert "ValueError: boom at work" in outcome.failure_reason
+    assert "Traceback" in outcome.failure_reason
+    records = [
+        json.loads(x) for x in (pipeline.run.run_dir / "evidence.jsonl").read_text().splitlines()
+    ]
+    work = [r for r in records if r["nodeId"] == "work"]
+    assert "ValueError: boom at work" in json.dumps(work)
+
+
+def test_node_cell_usage_errors(shell: InteractiveShell, workdir: Path):
+    shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", NODE_DOT)
+    with pytest.raises(UsageError, match="no node 'nope'"):
+        shell.run_cell_magic("node", "nope", "pass\n")
+    with pytest.raises(UsageError, match="line 1"):
+        shell.run_cell_magic("node", "work", "def (:\n")
+    with pytest.raises(UsageError, match="no pipeline named 'zzz'"):
+        shell.run_cell_magic("node", "work --name zzz", "pass\n")
+
+
+def test_completion_through_the_shell(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+
+    def complete(text: str) -> list[str]:
+        with provisionalcompleter():
+            found = shell.Completer.completions(text, len(text))
+            return [c.text for c in found if c.type != "magic"]
+
+    assert complete("%pipeline st") == ["step", "status"]
+    assert set(complete("%pipeline run --")) >= {"--to", "--max-steps", "--name"}
+    assert complete("%pipeline run --to ap") == ["approve"]
+    assert complete("%pipeline why d") == ["draft", "done"]
+    assert complete("%pipeline step --name re") == ["review"]
+    line(shell, "run")
+    assert complete("%pipeline resume approve --choice Y") == ["Y"]
+    magics = shell.magics_manager.registry["PipelineMagics"]
+    assert magics.complete("%pipeline resume approve --choice ", "") == ["Y", "N"]
+
+
+def test_completion_of_node_cells(magics: PipelineMagics, shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    assert magics.complete("%%node l", "l") == ["lint"]
+    assert magics.complete("%%node --", "--") == ["--name", "--help"]
+
+
+def test_config_options(shell: InteractiveShell, magics: PipelineMagics, tmp_path: Path):
+    target = tmp_path / "configured"
+    shell.run_line_magic("config", f"PipelineMagics.default_workdir = '{target}'")
+    shell.run_line_magic("config", "PipelineMagics.auto_refresh = False")
+    assert magics.default_workdir == str(target)
+    assert magics.auto_refresh is False
+    pipeline = shell.run_cell_magic("pipeline", "cells", NODE_DOT)
+    assert pipeline.workdir == target.resolve()
+
+
+def test_unload_removes_magics_hooks_and_completers(shell: InteractiveShell):
+    manager = shell.magics_manager
+    assert "pipeline" in manager.magics["line"] and "node" in manager.magics["cell"]
+    hooks = len(shell.events.callbacks["post_execute"])
+    shell.run_line_magic("unload_ext", "freshness_magic")
+    assert "pipeline" not in manager.magics["line"]
+    assert "pipeline" not in manager.magics["cell"] and "node" not in manager.magics["cell"]
+    assert len(shell.events.callbacks["post_execute"]) == hooks - 1
+    assert "%pipeline" not in shell.strdispatchers["complete_command"].strs
+    with pytest.raises(UsageError):
+        shell.run_line_magic("pipeline", "list")
+    shell.run_line_magic("load_ext", "freshness_magic")
+    assert "pipeline" in manager.magics["line"]

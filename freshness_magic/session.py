@@ -12,11 +12,16 @@ from typing import Any
 from freshness_magic.engine.extensions import RunExtension
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.run import Run
+from freshness_magic.evidence.validator import EvidenceValidator
 
 
 def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension]:
     """The extensions every session run gets (freshness, evidence), configured by ``options``."""
+    from freshness_magic.evidence.extension import EvidenceExtension
+
     extensions: list[RunExtension] = []
+    # Evidence goes last: its after_execute must see the outcome the other extensions settled on.
+    extensions.append(EvidenceExtension(validator=options.get("evidence_validator")))
     return extensions
 
 
@@ -37,16 +42,21 @@ def open_run(
     workdir: str | Path = ".",
     extensions: list[RunExtension] | None = None,
     extension_options: dict[str, Any] | None = None,
+    evidence_validator: EvidenceValidator | None = None,
     **kwargs: Any,
 ) -> Run:
     """A new run of ``pipeline`` in ``workdir`` with the default extensions (unless given).
 
+    ``evidence_validator`` replaces the default work-evidence validator (tests inject fakes).
     ``kwargs`` go to :class:`Run` (``runs_dir``, ``run_id``, ``registry``, ``backend``,
     ``interviewer``, ``clock``, ``sleep``, ...).
     """
     graph = _load(pipeline)
     if extensions is None:
-        extensions = default_extensions(workdir, **(extension_options or {}))
+        options = dict(extension_options or {})
+        if evidence_validator is not None:
+            options["evidence_validator"] = evidence_validator
+        extensions = default_extensions(workdir, **options)
     return Run(graph, workdir=workdir, extensions=extensions, **kwargs)
 
 
@@ -56,9 +66,12 @@ def resume_run(
     extensions: list[RunExtension] | None = None,
     extension_options: dict[str, Any] | None = None,
     workdir: str | Path | None = None,
+    evidence_validator: EvidenceValidator | None = None,
     **kwargs: Any,
 ) -> Run:
     """Restore the run in ``run_dir`` (newest valid checkpoint) with the default extensions."""
+    if evidence_validator is not None:
+        extension_options = {**(extension_options or {}), "evidence_validator": evidence_validator}
     if extensions is None:
         from freshness_magic.engine.checkpoint import load_checkpoint
         from freshness_magic.engine.run import follow_restarts

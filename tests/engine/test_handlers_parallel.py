@@ -244,3 +244,21 @@ def test_fan_in_fails_without_results_or_when_all_failed() -> None:
     assert outcome.status is StageStatus.FAIL
     assert outcome.context_updates["parallel.fan_in.best_id"] == "b"
     assert "all 2 branches failed" in outcome.failure_reason
+
+
+def test_fail_fast_stops_launching_branches(tmp_path: Path) -> None:
+    source = (FAN_OUT % ("wait_all", 1)).replace(
+        'join_policy="wait_all"', 'join_policy="wait_all", error_policy="fail_fast"'
+    )
+    run, _ = run_pipeline(source, tmp_path)
+    statuses = {r["id"]: r["status"] for r in run.context["parallel.results"]}
+    assert statuses == {"bad": "fail", "good": "skipped", "last": "skipped"}
+    assert run.node_outcomes["fan"].status is StageStatus.PARTIAL_SUCCESS
+    assert not (tmp_path / "good.txt").exists()
+    assert run.context["parallel.fail_count"] == 1
+
+
+def test_unknown_join_policy_is_a_clear_failure(tmp_path: Path) -> None:
+    run, _ = run_pipeline(FAN_OUT.replace('"%s"', '"most"') % 2, tmp_path)
+    reason = run.node_outcomes["fan"].failure_reason
+    assert "unknown join_policy 'most'" in reason and "first_success" in reason

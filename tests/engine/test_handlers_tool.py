@@ -100,3 +100,12 @@ def test_later_attempts_keep_earlier_output(tmp_path: Path) -> None:
     names = sorted(p.name for p in (tmp_path / "run/nodes/lint").iterdir())
     assert names == ["stderr.attempt2.txt", "stderr.txt", "stdout.attempt2.txt", "stdout.txt"]
     assert os.path.getsize(tmp_path / "run/nodes/lint/stdout.attempt2.txt") == 4
+
+
+def test_command_sees_where_it_runs(tmp_path: Path) -> None:
+    outcome = run_tool(
+        tmp_path, 'echo "$FRESHNESS_NODE_ID $FRESHNESS_ATTEMPT $FRESHNESS_STAGE_DIR"'
+    )
+    node_id, attempt, stage_dir = outcome.context_updates["tool.output"].split()
+    assert (node_id, attempt) == ("lint", "1")
+    assert Path(stage_dir) == tmp_path / "run" / "nodes" / "lint"

@@ -229,9 +229,10 @@ class ParallelHandler:
             if graph.is_exit(current):
                 break
             if stop.is_set():
-                result.notes = f"stopped before {current!r}: the join was already decided"
-                if last is None:
-                    result.status = StageStatus.SKIPPED
+                last = Outcome(
+                    status=StageStatus.SKIPPED,
+                    notes=f"cancelled before {current!r}: the join was already decided",
+                )
                 break
             if steps >= self.max_branch_steps:
                 last = Outcome(
@@ -243,6 +244,16 @@ class ParallelHandler:
             steps += 1
             last = self._execute(target, context, env)
             result.completed_nodes.append(current)
+            env.emit(
+                "parallel_branch_node",
+                {
+                    "node": parent.id,
+                    "branch": edge.target,
+                    "branch_node": current,
+                    "status": last.status.value,
+                    "failure_reason": last.failure_reason,
+                },
+            )
             context.apply_updates(last.context_updates)
             context.set("outcome", last.status.value)
             context.set("preferred_label", last.preferred_label)
@@ -256,7 +267,7 @@ class ParallelHandler:
             current = self._next(current, last, context, env)
         if last is not None:
             result.status = last.status
-            result.notes = result.notes or last.notes
+            result.notes = last.notes
             result.failure_reason = last.failure_reason
         result.context_updates = _changed(before, context.snapshot())
         result.score = _score(context)

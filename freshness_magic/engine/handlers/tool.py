@@ -3,6 +3,8 @@
 The command runs through the shell in the run's working directory, in its own process group so
 a timeout can stop everything it started (SIGTERM, a grace period, then SIGKILL to the group).
 stdout and stderr go to files in the node's folder; the context gets a truncated copy of stdout.
+The command sees ``FRESHNESS_NODE_ID``, ``FRESHNESS_STAGE_DIR`` (the node's folder),
+``FRESHNESS_RUN_DIR`` and ``FRESHNESS_ATTEMPT`` in its environment.
 """
 
 from __future__ import annotations
@@ -88,6 +90,7 @@ class ToolHandler:
                     stdout=out,
                     stderr=err,
                     start_new_session=True,
+                    env=self._environment(node, env, stage_dir),
                 )
             except OSError as exc:
                 return Outcome(
@@ -133,6 +136,17 @@ class ToolHandler:
             context_updates=updates,
             notes=f"Tool completed in {elapsed:.2f}s: {command}",
         )
+
+    @staticmethod
+    def _environment(node: Node, env: StepEnv, stage_dir: Path) -> dict[str, str]:
+        """The caller's environment plus where the command is in the run (for its own files)."""
+        return {
+            **os.environ,
+            "FRESHNESS_NODE_ID": node.id,
+            "FRESHNESS_STAGE_DIR": str(stage_dir),
+            "FRESHNESS_RUN_DIR": str(env.run_dir),
+            "FRESHNESS_ATTEMPT": str(env.attempt),
+        }
 
     def _context_output(self, stdout: str, path: Path) -> str:
         if len(stdout) <= self.output_chars:

@@ -1,0 +1,219 @@
+"""``freshness-magic parse`` and ``validate``: output formats and exit codes (0/1/2)."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from freshness_magic import cli
+
+ROOT = Path(__file__).resolve().parents[1]
+QUICKSTART = ROOT / "examples" / "quickstart.dot"
+
+CLEAN = """digraph clean {
+  graph [goal="Ship", model_stylesheet="* { llm_model: m; } .fast { llm_model: f; }"]
+  node [timeout="900s"]
+  start [shape=Mdiamond]
+  plan  [prompt="Plan $goal", class="fast"]
+  build [shape=parallelogram, tool_command="true"]
+  done  [shape=Msquare]
+  start -> plan -> build
+  build -> done [condition="outcome=success", label="ok"]
+  build -> plan [condition="outcome=fail", weight=2]
+}
+"""
+
+WARNS = CLEAN.replace(
+    "  done  [shape=Msquare]\n", '  done  [shape=Msquare]\n  lonely [prompt="x"]\n'
+)
+
+ERRORS = CLEAN.replace('condition="outcome=fail"', 'condition="outcome==fail"')
+
+LINE_RE = re.compile(
+    r"^(?P<path>.+):(?P<line>\d+):(?P<col>\d+): (?P<sev>error|warning|info) "
+    r"(?P<rule>[a-z_]+): (?P<msg>.+?)(?: \(fix: (?P<fix>.+)\))?$"
+)
+
+
+def write(tmp_path: Path, name: str, text: str) -> str:
+    path = tmp_path / name
+    path.write_text(text, encoding="utf-8")
+    return str(path)
+
+
+def run_module(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "freshness_magic", *args],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        check=False,
+    )
+
+
+# -- parse --------------------------------------------------------------------------------------
+
+
+def test_parse_prints_the_loaded_model(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "clean.dot", CLEAN)
+    assert cli.main(["parse", path]) == 0
+    model = json.loads(capsys.readouterr().out)
+    assert model["name"] == "clean"
+    assert model["attributes"]["goal"] == "Ship"
+    assert [n["id"] for n in model["nodes"]] == ["start", "plan", "build", "done"]
+    plan = model["nodes"][1]
+    assert plan["type"] == "codergen"
+    assert plan["classes"] == ["fast"]
+    assert plan["attributes"] == {
+        "timeout": "900s",
+        "prompt": "Plan Ship",
+        "class": "fast",
+        "llm_model": "f",
+    }
+    assert model["nodes"][2]["type"] == "tool"
+    assert model["nodes"][2]["attributes"]["llm_model"] == "m"
+    assert [(e["source"], e["target"]) for e in model["edges"]] == [
+        ("start", "plan"),
+        ("plan", "build"),
+        ("build", "done"),
+        ("build", "plan"),
+    ]
+    assert model["edges"][3]["attributes"] == {"condition": "outcome=fail", "weight": "2"}
+
+
+def test_parse_nodes_in_order_of_first_appearance(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "order.dot", "digraph o { z -> y\n x\n y [label=Y] }")
+    assert cli.main(["parse", path, "--compact"]) == 0
+    out = capsys.readouterr().out
+    assert out.count("\n") == 1
+    assert [n["id"] for n in json.loads(out)["nodes"]] == ["z", "y", "x"]
+
+
+def test_parse_via_subprocess() -> None:
+    result = run_module("parse", str(QUICKSTART))
+    assert result.returncode == 0, result.stderr
+    model = json.loads(result.stdout)
+    assert model["name"] == "review"
+    approve = next(n for n in model["nodes"] if n["id"] == "approve")
+    assert approve["type"] == "wait.human"
+
+
+def test_parse_error_exit_2_with_caret(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "bad.dot", "digraph g {\n  a -- b\n}\n")
+    assert cli.main(["parse", path]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.splitlines()
+    assert lines[0].startswith(f"{path}:2:")
+    assert lines[1].strip() == "a -- b"
+    assert lines[2].strip() == "^"
+
+
+# -- validate ------------------------------------------------------------------------------------
+
+
+def test_validate_clean_exits_0(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(tmp_path, "clean.dot", CLEAN)
+    assert cli.main(["validate", path]) == 0
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "0 error(s), 0 warning(s)" in captured.err
+    assert cli.main(["validate", path, "--strict"]) == 0
+
+
+def test_validate_warnings_exit_0_unless_strict(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = write(tmp_path, "warns.dot", WARNS)
+    assert cli.main(["validate", path]) == 0
+    out = capsys.readouterr().out.splitlines()
+    assert len(out) == 1
+    match = LINE_RE.match(out[0])
+    assert match is not None, out[0]
+    assert match.group("path") == path
+    assert (match.group("line"), match.group("col")) == ("8", "3")
+    assert (match.group("sev"), match.group("rule")) == ("warning", "reachability")
+    assert match.group("fix")
+    assert cli.main(["validate", path, "--strict"]) == 1
+
+
+def test_validate_errors_exit_1_with_path_line_col(tmp_path: Path) -> None:
+    path = write(tmp_path, "errors.dot", ERRORS)
+    result = run_module("validate", path)
+    assert result.returncode == 1
+    (line,) = result.stdout.splitlines()
+    match = LINE_RE.match(line)
+    assert match is not None, line
+    assert (match.group("sev"), match.group("rule")) == ("error", "condition_syntax")
+    source_line = ERRORS.splitlines()[int(match.group("line")) - 1]
+    assert source_line[int(match.group("col")) - 1 :].startswith("==fail")
+    assert match.group("fix") == "write `outcome=fail`"
+    assert "1 error(s)" in result.stderr
+
+
+def test_validate_json(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    path = write(
+        tmp_path, "errors.dot", ERRORS.replace("  done  [", '  lonely [prompt="x"]\n  done  [')
+    )
+    assert cli.main(["validate", path, "--json"]) == 1
+    data = json.loads(capsys.readouterr().out)
+    assert [d["rule"] for d in data] == ["reachability", "condition_syntax"]
+    for item in data:
+        assert list(item) == [
+            "rule",
+            "severity",
+            "message",
+            "node",
+            "edge",
+            "line",
+            "column",
+            "fix",
+        ]
+    assert data[0]["node"] == "lonely"
+    assert data[1]["edge"] == ["build", "plan"]
+    assert data[1]["severity"] == "error"
+
+
+def test_validate_json_empty_list(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli.main(["validate", write(tmp_path, "c.dot", CLEAN), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == []
+
+
+def test_validate_parse_error_exit_2(tmp_path: Path) -> None:
+    path = write(tmp_path, "broken.dot", 'digraph g {\n  a [label="open\n}\n')
+    result = run_module("validate", path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    assert result.stderr.startswith(f"{path}:2:")
+    assert "^" in result.stderr
+    assert "Traceback" not in result.stderr
+
+
+def test_validate_unreadable_file_exit_2(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    missing = str(tmp_path / "missing.dot")
+    assert cli.main(["validate", missing]) == 2
+    err = capsys.readouterr().err
+    assert missing in err and "no such pipeline file" in err
+    assert cli.main(["parse", str(tmp_path)]) == 2
+    assert "is a directory" in capsys.readouterr().err
+
+
+def test_validate_quickstart_via_subprocess() -> None:
+    result = run_module("validate", str(QUICKSTART), "--strict")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_help_lists_both_commands() -> None:
+    result = run_module("--help")
+    assert result.returncode == 0
+    assert "parse" in result.stdout and "validate" in result.stdout

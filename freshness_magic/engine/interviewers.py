@@ -238,14 +238,19 @@ class ConsoleInterviewer:
             self._output.flush()
 
     def ask(self, question: Question) -> Answer | None:
-        from freshness_magic.engine.handlers.human import default_choice_of, match_choice
+        from freshness_magic.engine.handlers.human import (
+            default_choice_of,
+            match_choice,
+            parse_accelerator,
+        )
 
         default = default_choice_of(question)
         timeout = self._timeout if self._timeout is not None else question.timeout_seconds
         self._say(f"[?] {question.text}\n")
         for option in question.choices:
             marker = " (default)" if default is not None and option == default else ""
-            self._say(f"  [{option.key}] {option.label}{marker}\n")
+            text = parse_accelerator(option.label)[1]
+            self._say(f"  [{option.key}] {text}{marker}\n")
         for _attempt in range(self._max_attempts):
             self._say("Select: ")
             try:
@@ -264,7 +269,9 @@ class ConsoleInterviewer:
             choice = match_choice(question, text)
             if choice is not None:
                 return Answer(choice.key)
-            valid = ", ".join(f"{c.key} ({c.label})" for c in question.choices)
+            valid = ", ".join(
+                f"{c.key} ({parse_accelerator(c.label)[1]})" for c in question.choices
+            )
             self._say(f"{text!r} is not a choice. Valid choices: {valid}\n")
         self._say("No valid answer; the gate stays open.\n")
         return None

@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, runtime_checkable
 
 from freshness_magic.engine.conditions import check_condition, split_fix
+from freshness_magic.engine.handlers.human import gate_question, match_choice, parse_accelerator
 from freshness_magic.engine.model import (
     BUILTIN_HANDLER_TYPES,
     EVIDENCE_MODES,
@@ -585,28 +586,6 @@ def _source_files_path(graph: Graph) -> list[Diagnostic]:
     return out
 
 
-_ACCELERATOR_RES = (
-    re.compile(r"\[\s*(\w)\s*\]\s*(.*)\Z", re.S),
-    re.compile(r"(\w)\)\s*(.*)\Z", re.S),
-    re.compile(r"(\w)\s+-\s+(.*)\Z", re.S),
-)
-
-
-def gate_choices(graph: Graph, node_id: str) -> list[tuple[str, str, str]]:
-    """``(key, label, target)`` for each outgoing edge of a gate (DESIGN.md §4 item 5)."""
-    choices = []
-    for edge in graph.outgoing(node_id):
-        label = edge.label.strip() or edge.target
-        key, text = label[:1], label
-        for pattern in _ACCELERATOR_RES:
-            match = pattern.match(label)
-            if match:
-                key, text = match.group(1), match.group(2).strip()
-                break
-        choices.append((key, text, edge.target))
-    return choices
-
-
 def _default_choice_matches(graph: Graph) -> list[Diagnostic]:
     key = "human.default_choice"
     out = []
@@ -627,14 +606,10 @@ def _default_choice_matches(graph: Graph) -> list[Diagnostic]:
                 )
             )
             continue
-        choices = gate_choices(graph, node.id)
-        folded = wanted.casefold()
-        names = {
-            name.casefold() for k, text, target in choices for name in (k, text, target) if name
-        }
-        names.update(e.label.strip().casefold() for e in graph.outgoing(node.id))
-        if folded in names:
+        question = gate_question(graph, node)
+        if match_choice(question, wanted) is not None:
             continue
+        choices = [(c.key, parse_accelerator(c.label)[1], c.target) for c in question.choices]
         listed = ", ".join(f"{k} ({text} -> {target})" for k, text, target in choices) or "none"
         out.append(
             _node_diag(

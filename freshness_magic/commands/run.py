@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from freshness_magic.engine.events import Event, EventType
+from freshness_magic.engine.handlers.human import parse_accelerator
 from freshness_magic.engine.interviewers import AutoApproveInterviewer
 from freshness_magic.engine.run import Run, RunResult, RunState
 from freshness_magic.errors import RunError
@@ -176,7 +177,8 @@ def print_summary(result: RunResult, out: IO[str]) -> None:
         gate = result.pending_gate
         print(f"waiting at gate '{gate.node_id}': {gate.text}", file=out)
         for choice in gate.choices:
-            print(f"  [{choice.key}] {choice.label} -> {choice.target}", file=out)
+            text = parse_accelerator(choice.label)[1]
+            print(f"  [{choice.key}] {text} -> {choice.target}", file=out)
         first = gate.choices[0].key if gate.choices else "CHOICE"
         print(
             f"answer with: freshness-magic resume {run_dir} --answer {gate.node_id}={first}",

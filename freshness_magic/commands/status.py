@@ -10,6 +10,7 @@ from typing import Any
 
 from freshness_magic.commands.run import EXIT_CODES
 from freshness_magic.engine.checkpoint import load_checkpoint
+from freshness_magic.engine.handlers.human import parse_accelerator
 from freshness_magic.engine.run import RunState, follow_restarts
 
 _WORDS = {
@@ -77,7 +78,8 @@ def main(args: argparse.Namespace) -> int:
         print(f"waiting at gate '{gate.get('node')}': {gate.get('question')}", file=out)
         for choice in gate.get("choices") or []:
             print(
-                f"  [{choice.get('key')}] {choice.get('label')} -> {choice.get('target')}",
+                f"  [{choice.get('key')}] {parse_accelerator(str(choice.get('label')))[1]} "
+                f"-> {choice.get('target')}",
                 file=out,
             )
     elif info["next_node"]:

@@ -9,7 +9,8 @@ A run calls its extensions at fixed points of its life:
   handler call for that attempt (a stale ``freshness=block`` input returns RETRY);
 - ``after_execute(run, node, outcome, attempt, started_at)`` after each attempt; returns the
   outcome to use (evidence validation may turn SUCCESS into FAIL);
-- ``on_step_finished(run, step_result)`` after the step's routing and checkpoint;
+- ``on_step_finished(run, step_result)`` after the step's routing, before its checkpoint (so
+  the state an extension records there is in that checkpoint);
 - ``checkpoint_state()`` is stored in every checkpoint under ``extensions[<name>]``.
 
 An extension that raises in ``before_execute``/``after_execute`` makes that attempt FAIL with the

@@ -189,6 +189,17 @@ def _fail(reason: str, **kw: Any) -> Outcome:
     return Outcome(status=StageStatus.FAIL, failure_reason=reason, **kw)
 
 
+def _normalised(node: Node, outcome: Outcome) -> Outcome:
+    """An outcome whose status is a StageStatus (custom code may pass ``"fail"`` as a string)."""
+    if isinstance(outcome.status, StageStatus):
+        return outcome
+    try:
+        outcome.status = StageStatus.parse(str(outcome.status))
+    except ValueError as exc:
+        return _fail(f"node '{node.id}' returned an invalid outcome: {exc}")
+    return outcome
+
+
 class Run:
     """A pipeline run you can step, run, answer, checkpoint and resume."""
 
@@ -527,7 +538,7 @@ class Run:
         except Exception as exc:
             log.exception("run extension failed at node %s", node.id)
             outcome = _fail(f"run extension error at node '{node.id}': {type(exc).__name__}: {exc}")
-        return outcome
+        return _normalised(node, outcome)
 
     def _call_handler(self, node: Node, attempt: int) -> Outcome:
         try:
@@ -798,9 +809,9 @@ class Run:
 
     def _finish_step(self, result: StepResult) -> StepResult:
         self._history.append(result)
-        self._save_checkpoint()
         for ext in self.extensions:
             self._call_ext(ext, "on_step_finished", self, result)
+        self._save_checkpoint()
         return result
 
     def _loop_restart(self, target: str, reason: str) -> str:

@@ -187,3 +187,15 @@ def test_timeout_is_passed_as_deadline_and_enforced(tmp_path: Path) -> None:
     assert work.status is StageStatus.FAIL
     assert work.failure_reason == "timed out after 0.05s"
     assert run.state is RunState.COMPLETED
+
+
+def test_status_given_as_text_is_accepted_and_bad_status_fails(tmp_path: Path) -> None:
+    dot = pipeline()
+    handler = Scripted({"work": [Outcome(status="partial_success")]})  # type: ignore[arg-type]
+    run = make_run(dot, tmp_path, handler=handler)
+    assert run.run().node_outcomes["work"].status is StageStatus.PARTIAL_SUCCESS
+    handler = Scripted({"work": [Outcome(status="great")]})  # type: ignore[arg-type]
+    run = make_run(dot, tmp_path, handler=handler)
+    work = run.run().node_outcomes["work"]
+    assert work.status is StageStatus.FAIL
+    assert "unknown outcome status 'great'" in work.failure_reason

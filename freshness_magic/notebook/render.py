@@ -193,6 +193,13 @@ def _sanitize(element: ET.Element) -> None:
                 del parent.attrib[key]
 
 
+def sanitize_svg(svg: str) -> str:
+    """``svg`` without scripts, foreign objects, ``on*`` handlers or ``javascript:`` links."""
+    root = ET.fromstring(svg)
+    _sanitize(root)
+    return ET.tostring(root, encoding="unicode")
+
+
 def _set_title(group: ET.Element, text: str) -> None:
     title = group.find(f"{{{SVG_NS}}}title")
     if title is None:

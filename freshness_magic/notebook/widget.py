@@ -23,7 +23,6 @@ from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.notebook.handle import NotebookPipeline, choice_text, evidence_row
 from freshness_magic.notebook.render import (
     Layout,
-    NodeState,
     base_css,
     legend_html,
     snapshot_svg,
@@ -314,9 +313,7 @@ class PipelineWidget(w.VBox):
         if self.state_html.value != css + why:
             self.state_html.value = css + why
             sent += len(self.state_html.value.encode("utf-8"))
-        done = sum(
-            1 for v in views.values() if v.state not in (NodeState.PENDING, NodeState.RUNNING)
-        )
+        done = sum(1 for o in pipeline.outcomes().values() if o.status is not StageStatus.WAITING)
         if pipeline.state_name == "completed":
             done = self.progress.max
         if self.progress.value != min(done, self.progress.max):

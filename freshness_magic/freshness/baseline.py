@@ -3,13 +3,15 @@
 A :class:`Baseline` is taken for every node at run start (kind ``baseline``), again when a node
 completes (kind ``run``) and when a change is accepted (kind ``accepted``). Per file it records
 whether the file existed, its size and stat key, its content hash (xxh3_128) and, in a git work
-tree, git's status of the file; per snapshot the filesystem time (for the racy rule) and HEAD.
+tree, git's status of the file (kept per snapshot for the files that were not clean); per
+snapshot the filesystem time (for the racy rule) and HEAD.
 """
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.hashing import StatKey
@@ -19,9 +21,11 @@ HASH, STAT, NONE = "hash", "stat", "none"
 """How a file was fingerprinted: content hash, stat only (too large or unreadable), nothing."""
 
 
-@dataclass(frozen=True, slots=True)
-class FileRecord:
-    """One file at one moment. ``digest`` is None when only the stat (or nothing) is known."""
+class FileRecord(NamedTuple):
+    """One file at one moment. ``digest`` is None when only the stat (or nothing) is known.
+
+    A tuple (not a dataclass) because a snapshot of 20,000 files makes 20,000 of them.
+    """
 
     existed: bool
     stat: StatKey | None = None
@@ -29,8 +33,6 @@ class FileRecord:
     method: str = HASH
     note: str = ""
     regular: bool = True
-    git: str | None = None
-    """git's status of the file when the snapshot was taken (None outside a work tree)."""
 
     @property
     def size(self) -> int | None:
@@ -39,11 +41,6 @@ class FileRecord:
     @property
     def mtime_ns(self) -> int | None:
         return self.stat.mtime_ns if self.stat is not None else None
-
-    def with_git(self, git: str | None) -> FileRecord:
-        return FileRecord(
-            self.existed, self.stat, self.digest, self.method, self.note, self.regular, git
-        )
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"existed": self.existed}
@@ -57,8 +54,6 @@ class FileRecord:
             data["note"] = self.note
         if not self.regular:
             data["regular"] = False
-        if self.git is not None:
-            data["git"] = self.git
         return data
 
     @classmethod
@@ -72,7 +67,6 @@ class FileRecord:
             method=str(data.get("method", HASH)),
             note=str(data.get("note", "")),
             regular=bool(data.get("regular", True)),
-            git=data.get("git"),
         )
 
 
@@ -93,7 +87,15 @@ class Baseline:
     head: str | None = None
     git: bool = False
     """Whether the working directory was in a git work tree with git usable."""
+    git_states: dict[str, str] = field(default_factory=dict)
+    """git's status of the files that were not clean at the snapshot (see ``git_state``)."""
     _dict: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+
+    def git_state(self, path: str) -> str | None:
+        """git's status of ``path`` at the snapshot; None outside a work tree."""
+        if not self.git or os.path.isabs(path):
+            return None
+        return self.git_states.get(path, "clean")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (memoised: baselines never change once taken)."""
@@ -109,6 +111,7 @@ class Baseline:
                 "unresolved": [{"entry": u.entry, "reason": u.reason} for u in self.unresolved],
                 "head": self.head,
                 "git": self.git,
+                "git_states": dict(self.git_states),
             }
         return self._dict
 
@@ -133,6 +136,7 @@ class Baseline:
                 ],
                 head=data.get("head"),
                 git=bool(data.get("git", False)),
+                git_states={str(k): str(v) for k, v in dict(data.get("git_states", {})).items()},
             )
         except (KeyError, TypeError, ValueError) as exc:
             node = data.get("node_id", "?") if isinstance(data, dict) else "?"

@@ -34,18 +34,15 @@ def _same_stat(old: FileRecord, new: FileRecord) -> bool:
     return (o.dev, o.ino, o.mode, o.size, o.mtime_ns) == (n.dev, n.ino, n.mode, n.size, n.mtime_ns)
 
 
-def compare_file(path: str, old: FileRecord | None, new: FileRecord | None) -> FileReport:
+def compare_file(
+    path: str, old: FileRecord | None, new: FileRecord | None, git_at_snapshot: str | None = None
+) -> FileReport:
     """Label one file: ``old`` from the snapshot, ``new`` from now (None: not matched)."""
     before = old is not None and old.existed
     after = new is not None and new.existed
-    details: dict[str, Any] = {}
+    details: dict[str, Any] = {"git_at_snapshot": git_at_snapshot}
     if old is not None:
-        details.update(
-            old_digest=old.digest,
-            old_size=old.size,
-            old_mtime_ns=old.mtime_ns,
-            git_at_snapshot=old.git,
-        )
+        details.update(old_digest=old.digest, old_size=old.size, old_mtime_ns=old.mtime_ns)
     if new is not None:
         details.update(new_digest=new.digest, new_size=new.size, new_mtime_ns=new.mtime_ns)
     if not before and not after:
@@ -77,26 +74,48 @@ def compare_file(path: str, old: FileRecord | None, new: FileRecord | None) -> F
 
 
 def compare(reference: Baseline, current: Baseline, since: str) -> NodeReport:
-    """Label every file of a node; unresolved entries (outside the workdir) are ``unknown``."""
+    """Label every file of a node; unresolved entries (outside the workdir) are ``unknown``.
+
+    Files whose record is unchanged (the stat cache hands back the same record, or the digests
+    match) only have their path listed in ``fresh``; everything else gets a :class:`FileReport`.
+    """
+    fresh: list[str] = []
     files: list[FileReport] = []
-    paths = dict.fromkeys(reference.files)
-    paths.update(dict.fromkeys(current.files))
-    for path in sorted(paths):
-        old, new = reference.files.get(path), current.files.get(path)
-        if new is None and old is not None and not old.existed:
+    ref_files, cur_files = reference.files, current.files
+    for path, old in ref_files.items():
+        new = cur_files.get(path)
+        if new is old or (
+            new is not None
+            and old.digest is not None
+            and old.digest == new.digest
+            and old.existed
+            and new.existed
+            and new.regular
+        ):
+            fresh.append(path)
+        elif new is None and not old.existed:
             continue
-        files.append(compare_file(path, old, new))
+        else:
+            files.append(compare_file(path, old, new, reference.git_state(path)))
+    for path, new in cur_files.items():
+        if path not in ref_files:
+            files.append(compare_file(path, None, new, reference.git_state(path)))
     for unresolved in current.unresolved:
         files.append(
             FileReport(unresolved.entry, FileLabel.UNKNOWN, method=NONE, note=unresolved.reason)
         )
+    files.sort(key=lambda f: f.path)
+    labels = [f.label for f in files]
+    if fresh:
+        labels.append(FileLabel.FRESH)
     return NodeReport(
         node_id=reference.node_id,
-        label=aggregate(f.label for f in files),
+        label=aggregate(labels),
         since=since,
         snapshot_kind=reference.kind,
         snapshot_taken_at=reference.taken_at,
         files=tuple(files),
+        fresh=tuple(fresh),
         head_at_snapshot=reference.head,
     )
 

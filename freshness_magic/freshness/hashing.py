@@ -80,6 +80,40 @@ def _digest_fd(fd: int, size: int) -> str:
     return hasher.hexdigest()
 
 
+_OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+"""O_NONBLOCK: opening a FIFO named like a source file must not wait for a writer."""
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+
+
+def hash_file_at(
+    path: str | os.PathLike[str], dir_fd: int | None = None, *, follow_symlinks: bool = True
+) -> tuple[str, StatKey]:
+    """(digest, stat key) of a regular file: :func:`hash_file` without the result object.
+
+    For hot loops (a snapshot hashes 20,000 files): ``dir_fd`` makes ``path`` relative to an
+    open folder, which saves the path lookup per file. Same rules and errors as ``hash_file``.
+    """
+    flags = _OPEN_FLAGS if follow_symlinks else _OPEN_FLAGS | _NOFOLLOW
+    for _ in range(MAX_REREADS):
+        fd = os.open(path, flags, dir_fd=dir_fd)
+        try:
+            before = os.fstat(fd)
+            if not stat_module.S_ISREG(before.st_mode):
+                raise HashingError(f"{os.fspath(path)}: not a regular file")
+            digest = _digest_fd(fd, before.st_size)
+            after = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if (
+            before.st_mtime_ns == after.st_mtime_ns
+            and before.st_ctime_ns == after.st_ctime_ns
+            and before.st_size == after.st_size
+            and before.st_ino == after.st_ino
+        ):
+            return digest, StatKey.of(after)
+    raise HashingError(f"{os.fspath(path)}: changed while being read {MAX_REREADS} times")
+
+
 def hash_file(
     path: str | os.PathLike[str], *, follow_symlinks: bool = True, dir_fd: int | None = None
 ) -> FileHash:
@@ -87,20 +121,5 @@ def hash_file(
 
     ``dir_fd``: ``path`` is relative to this open directory (saves the path lookup per file).
     """
-    # O_NONBLOCK: opening a FIFO named like a source file must not wait for a writer.
-    flags = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
-    if not follow_symlinks:
-        flags |= getattr(os, "O_NOFOLLOW", 0)
-    for _ in range(MAX_REREADS):
-        fd = os.open(path, flags, dir_fd=dir_fd)
-        try:
-            before = StatKey.of(os.fstat(fd))
-            if not before.is_regular_file:
-                raise HashingError(f"{os.fspath(path)}: not a regular file")
-            digest = _digest_fd(fd, before.size)
-            after = StatKey.of(os.fstat(fd))
-        finally:
-            os.close(fd)
-        if before == after:
-            return FileHash(digest, after)
-    raise HashingError(f"{os.fspath(path)}: changed while being read {MAX_REREADS} times")
+    digest, key = hash_file_at(path, dir_fd, follow_symlinks=follow_symlinks)
+    return FileHash(digest, key)

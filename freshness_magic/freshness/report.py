@@ -78,6 +78,9 @@ class NodeReport:
     snapshot_kind: str
     snapshot_taken_at: float
     files: tuple[FileReport, ...] = ()
+    """Every file that is not plainly fresh (stale, unknown, or fresh by stat only)."""
+    fresh: tuple[str, ...] = ()
+    """Paths whose content is unchanged (kept as paths: there can be 20,000 of them)."""
     head_at_snapshot: str | None = None
     head_now: str | None = None
     git_checked: bool = False
@@ -99,7 +102,7 @@ class NodeReport:
         return self.head_now != self.head_at_snapshot
 
     def to_dict(self, *, all_files: bool = False) -> dict[str, Any]:
-        counts: dict[str, int] = {}
+        counts: dict[str, int] = {"fresh": len(self.fresh)} if self.fresh else {}
         for f in self.files:
             counts[f.label.value] = counts.get(f.label.value, 0) + 1
         listed = (
@@ -118,7 +121,8 @@ class NodeReport:
             "head_at_snapshot": self.head_at_snapshot,
             "head_now": self.head_now,
             "head_moved": self.head_moved,
-            "files": [f.to_dict() for f in listed],
+            "files": [f.to_dict() for f in listed]
+            + ([{"path": p, "label": "fresh"} for p in self.fresh] if all_files else []),
         }
 
     def __str__(self) -> str:

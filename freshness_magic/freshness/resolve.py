@@ -22,8 +22,6 @@ _MAGIC = re.compile(r"[*?[]")
 _MAX_DEPTH = 64
 """Backstop against pathological symlink structures the ancestor check cannot see."""
 
-_DIR, _FILE, _OTHER = 0, 1, 2
-
 
 def is_glob(entry: str) -> bool:
     """Whether ``entry`` contains glob syntax (``*``, ``?``, ``[``)."""
@@ -53,34 +51,35 @@ class Resolution:
 
 
 class _Listing:
-    """Folder listings shared by every entry of one resolution pass (one ``scandir`` per folder)."""
+    """Folder listings shared by every entry of one resolution pass (one ``scandir`` per folder).
+
+    A listing is (file names, sub-folders as (name, is_symlink, inode)); files include symlinks
+    to regular files, folders include symlinks to folders; other entries are left out.
+    """
 
     def __init__(self) -> None:
-        self._cache: dict[str, list[tuple[str, int, bool, int]]] = {}
+        self._cache: dict[str, tuple[list[str], list[tuple[str, bool, int]]]] = {}
 
-    def entries(self, folder: str) -> list[tuple[str, int, bool, int]]:
-        """(name, kind, is_symlink, inode) of ``folder``'s entries; [] when unreadable."""
+    def entries(self, folder: str) -> tuple[list[str], list[tuple[str, bool, int]]]:
         cached = self._cache.get(folder)
         if cached is not None:
             return cached
-        result: list[tuple[str, int, bool, int]] = []
+        files: list[str] = []
+        dirs: list[tuple[str, bool, int]] = []
         try:
             with os.scandir(folder) as it:
                 for entry in it:
                     try:
                         if entry.is_file():
-                            kind = _FILE
+                            files.append(entry.name)
                         elif entry.is_dir():
-                            kind = _DIR
-                        else:
-                            kind = _OTHER
-                        result.append((entry.name, kind, entry.is_symlink(), entry.inode()))
+                            dirs.append((entry.name, entry.is_symlink(), entry.inode()))
                     except OSError:
-                        result.append((entry.name, _OTHER, True, 0))
+                        continue
         except OSError:
-            result = []
-        self._cache[folder] = result
-        return result
+            pass
+        self._cache[folder] = (files, dirs)
+        return files, dirs
 
 
 class Resolver:
@@ -198,8 +197,8 @@ def _walk(
             yield from _all_files(listing, folder, prefix, ancestors)
             return
         yield from _walk(listing, base, rel, segments, matchers, index + 1, ancestors)
-        for name, kind, link, inode in listing.entries(folder):
-            if kind != _DIR or name[0] == ".":
+        for name, link, inode in listing.entries(folder)[1]:
+            if name[0] == ".":
                 continue
             key = _child_key(folder, name, link, inode, ancestors)
             if key is None:
@@ -224,19 +223,21 @@ def _walk(
                 ancestors.pop()
         return
     hidden_ok = segment.startswith(".")
-    for name, kind, link, inode in listing.entries(folder):
+    files, dirs = listing.entries(folder)
+    if last:
+        for name in files:
+            if (name[0] != "." or hidden_ok) and matcher.match(name):
+                yield prefix + name
+        return
+    for name, link, inode in dirs:
         if (name[0] == "." and not hidden_ok) or not matcher.match(name):
             continue
-        if last:
-            if kind == _FILE:
-                yield prefix + name
-        elif kind == _DIR:
-            key = _child_key(folder, name, link, inode, ancestors)
-            if key is None:
-                continue
-            ancestors.append(key)
-            yield from _walk(listing, base, prefix + name, segments, matchers, index + 1, ancestors)
-            ancestors.pop()
+        key = _child_key(folder, name, link, inode, ancestors)
+        if key is None:
+            continue
+        ancestors.append(key)
+        yield from _walk(listing, base, prefix + name, segments, matchers, index + 1, ancestors)
+        ancestors.pop()
 
 
 def _child_key(
@@ -256,19 +257,18 @@ def _child_key(
 
 def _all_files(
     listing: _Listing, folder: str, prefix: str, ancestors: list[tuple[int, int]]
-) -> Iterator[str]:
+) -> list[str]:
     """Every regular file below ``folder`` (hidden names skipped), for a trailing ``**``."""
-    for name, kind, link, inode in listing.entries(folder):
-        if name[0] == ".":
-            continue
-        if kind == _FILE:
-            yield prefix + name
-        elif kind == _DIR:
-            key = _child_key(folder, name, link, inode, ancestors)
-            if key is None:
+    found: list[str] = []
+    stack: list[tuple[str, str, list[tuple[int, int]]]] = [(folder, prefix, ancestors)]
+    while stack:
+        current, pre, chain = stack.pop()
+        files, dirs = listing.entries(current)
+        found.extend([pre + name for name in files if name[0] != "."])
+        for name, link, inode in dirs:
+            if name[0] == ".":
                 continue
-            ancestors.append(key)
-            yield from _all_files(
-                listing, os.path.join(folder, name), f"{prefix}{name}/", ancestors
-            )
-            ancestors.pop()
+            key = _child_key(current, name, link, inode, chain)
+            if key is not None:
+                stack.append((current + "/" + name, f"{pre}{name}/", [*chain, key]))
+    return found

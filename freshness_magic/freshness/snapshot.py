@@ -15,9 +15,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier
-from freshness_magic.freshness.hashing import HashingError, StatKey, hash_file
+from freshness_magic.freshness.hashing import HashingError, StatKey, hash_file_at
 from freshness_magic.freshness.resolve import Resolution, Resolver
-from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
+from freshness_magic.freshness.statcache import RACY_WINDOW_NS, StatCache, filesystem_now_ns
 
 ResolveHook = Callable[[Mapping[str, Resolution]], None]
 """Called after resolving and before hashing (lets tests change files in between)."""
@@ -62,9 +62,7 @@ class Snapshotter:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
         for key, rec in baseline.files.items():
             if rec.digest is not None and rec.stat is not None:
-                self.cache.store(
-                    self.resolver.absolute(key), rec.stat, rec.digest, baseline.fs_time_ns
-                )
+                self.cache.store(key, rec, baseline.fs_time_ns)
 
     def take(
         self, nodes: Mapping[str, Sequence[str]], kind: str, *, with_git: bool = True
@@ -76,94 +74,142 @@ class Snapshotter:
         resolutions = self.resolver.resolve_many(nodes)
         if self.after_resolve is not None:
             self.after_resolve(resolutions)
-        keys: dict[str, None] = {}
-        for res in resolutions.values():
-            keys.update(dict.fromkeys(res.files))
-        records = self.observe(list(keys), fs_now)
+        if len(resolutions) == 1:
+            keys: Sequence[str] = next(iter(resolutions.values())).files
+        else:
+            union: dict[str, None] = {}
+            for res in resolutions.values():
+                union.update(dict.fromkeys(res.files))
+            keys = list(union)
+        records = self.observe(keys, fs_now)
         status: GitStatus | None = pending.result() if pending is not None else None
-        if status is not None:
-            records = {
-                k: r.with_git(status.state(k)) if r.existed and not os.path.isabs(k) else r
-                for k, r in records.items()
-            }
-        return {
-            node_id: Baseline(
+        baselines = {}
+        for node_id, res in resolutions.items():
+            files = {k: records[k] for k in res.files}
+            states = {}
+            if status is not None:
+                states = {k: v for k, v in status.entries.items() if k in files}
+            baselines[node_id] = Baseline(
                 node_id=node_id,
                 entries=tuple(nodes[node_id]),
                 kind=kind,
                 taken_at=taken_at,
                 fs_time_ns=fs_now,
-                files={k: records[k] for k in res.files},
+                files=files,
                 literal=res.literal,
                 unresolved=list(res.unresolved),
                 head=status.head if status is not None else None,
                 git=status is not None,
+                git_states=states,
             )
-            for node_id, res in resolutions.items()
-        }
+        return baselines
 
     def observe(self, keys: Sequence[str], fs_now: int) -> dict[str, FileRecord]:
-        """A record per key, grouped by folder so each file is opened relative to its folder."""
-        groups: dict[str, list[tuple[str, str]]] = {}
+        """A record per key, grouped by folder so each file is opened relative to its folder.
+
+        The hot loop of every check: a cached record whose stat key is unchanged (and not racily
+        clean) is returned as is, without reading the file.
+        """
+        groups: dict[str, list[str]] = {}
         for key in keys:
-            folder, _, name = self.resolver.absolute(key).rpartition("/")
-            groups.setdefault(folder or "/", []).append((key, name))
+            folder, _, _name = key.rpartition("/")
+            if not folder and key.startswith("/"):
+                folder = "/"
+            members = groups.get(folder)
+            if members is None:
+                groups[folder] = members = []
+            members.append(key)
+        workdir = self.resolver.workdir
         records: dict[str, FileRecord] = {}
         for folder, members in groups.items():
+            if not folder:
+                base = workdir
+            elif folder.startswith("/"):
+                base = folder
+            else:
+                base = workdir + "/" + folder
             try:
-                dir_fd = os.open(folder, _DIR_FLAGS)
+                dir_fd = os.open(base, _DIR_FLAGS)
             except OSError as exc:
-                for key, _name in members:
-                    records[key] = self._folder_failed(exc)
+                failed = self._folder_failed(exc)
+                for key in members:
+                    records[key] = failed
                 continue
             try:
-                for key, name in members:
-                    records[key] = self._observe_one(folder + "/" + name, name, dir_fd, fs_now)
+                self._observe_folder(
+                    members, len(folder) + 1 if folder else 0, dir_fd, fs_now, records
+                )
             finally:
                 os.close(dir_fd)
         return records
+
+    def _observe_folder(
+        self,
+        members: list[str],
+        cut: int,
+        dir_fd: int,
+        fs_now: int,
+        records: dict[str, FileRecord],
+    ) -> None:
+        entries = self.cache.entries
+        limit = self.hash_size_limit
+        stat = os.stat
+        racy_before = fs_now  # records hashed now are verified at fs_now
+        for key in members:
+            name = key[cut:]
+            entry = entries.get(key)
+            if entry is not None or limit is not None:
+                try:
+                    st = stat(name, dir_fd=dir_fd)
+                except FileNotFoundError:
+                    entries.pop(key, None)
+                    records[key] = _MISSING
+                    continue
+                except OSError as exc:
+                    records[key] = FileRecord(
+                        True, None, None, NONE, f"cannot stat: {exc.strerror}"
+                    )
+                    continue
+                skey = StatKey.of(st)
+                if entry is not None:
+                    cached, verified_ns = entry
+                    if cached.stat == skey and skey.mtime_ns < verified_ns - RACY_WINDOW_NS:
+                        records[key] = cached
+                        continue
+                if not skey.is_regular_file:
+                    records[key] = FileRecord(
+                        True, skey, None, NONE, f"is {_kind_name(skey.mode)}", False
+                    )
+                    continue
+                if limit is not None and skey.size > limit:
+                    records[key] = FileRecord(
+                        True,
+                        skey,
+                        None,
+                        STAT,
+                        f"too large to hash ({skey.size} bytes > limit {limit}); compared by stat",
+                    )
+                    continue
+            try:
+                digest, skey = hash_file_at(name, dir_fd)
+            except FileNotFoundError:
+                entries.pop(key, None)
+                records[key] = _MISSING
+                continue
+            except HashingError as exc:
+                records[key] = self._not_hashable(name, dir_fd, str(exc))
+                continue
+            except OSError as exc:
+                records[key] = self._unreadable(name, dir_fd, exc)
+                continue
+            record = FileRecord(True, skey, digest)
+            entries[key] = (record, racy_before)
+            records[key] = record
 
     def _folder_failed(self, exc: OSError) -> FileRecord:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):
             return _MISSING
         return FileRecord(existed=True, method=NONE, note=f"folder unreadable: {exc.strerror}")
-
-    def _observe_one(self, path: str, name: str, dir_fd: int, fs_now: int) -> FileRecord:
-        cache = self.cache
-        limit = self.hash_size_limit
-        cached_entry = cache.has(path)
-        if cached_entry or limit is not None:
-            try:
-                key = StatKey.of(os.stat(name, dir_fd=dir_fd))
-            except FileNotFoundError:
-                cache.forget(path)
-                return _MISSING
-            except OSError as exc:
-                return FileRecord(existed=True, method=NONE, note=f"cannot stat: {exc.strerror}")
-            if not key.is_regular_file:
-                return FileRecord(True, key, None, NONE, f"is {_kind_name(key.mode)}", False)
-            if limit is not None and key.size > limit:
-                return FileRecord(
-                    True,
-                    key,
-                    None,
-                    STAT,
-                    f"too large to hash ({key.size} bytes > limit {limit}); compared by stat",
-                )
-            digest = cache.lookup(path, key) if cached_entry else None
-            if digest is not None:
-                return FileRecord(True, key, digest)
-        try:
-            fh = hash_file(name, dir_fd=dir_fd)
-        except FileNotFoundError:
-            cache.forget(path)
-            return _MISSING
-        except HashingError as exc:
-            return self._not_hashable(name, dir_fd, str(exc))
-        except OSError as exc:
-            return self._unreadable(name, dir_fd, exc)
-        cache.store(path, fh.stat, fh.digest, fs_now)
-        return FileRecord(True, fh.stat, fh.digest)
 
     def _not_hashable(self, name: str, dir_fd: int, reason: str) -> FileRecord:
         try:

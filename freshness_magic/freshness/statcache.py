@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import tempfile
 import time
-from dataclasses import dataclass
+from typing import Any
 
 from freshness_magic.freshness.hashing import StatKey
 
@@ -20,39 +20,39 @@ RACY_WINDOW_NS = 2_000_000_000
 """2 seconds: covers the coarsest common timestamp granularity (FAT, some network mounts)."""
 
 
-@dataclass(frozen=True, slots=True)
-class CacheEntry:
-    stat: StatKey
-    digest: str
-    verified_ns: int
+def is_racy(mtime_ns: int, verified_ns: int) -> bool:
+    """Whether a file with this mtime, verified at ``verified_ns``, must be re-hashed anyway."""
+    return mtime_ns >= verified_ns - RACY_WINDOW_NS
 
 
 class StatCache:
-    """Path -> (stat key, digest, verification time); owned by one tracker, not shared."""
+    """Key -> (record, verification time); owned by one snapshotter, keyed by resolved path.
+
+    The record is any object with a ``stat`` attribute (a baseline ``FileRecord``); returning
+    the very same object for an unchanged file lets a comparison stop at an identity check.
+    """
 
     def __init__(self) -> None:
-        self._entries: dict[str, CacheEntry] = {}
+        self.entries: dict[str, tuple[Any, int]] = {}
 
     def __len__(self) -> int:
-        return len(self._entries)
+        return len(self.entries)
 
-    def lookup(self, path: str, key: StatKey) -> str | None:
-        """The cached digest when ``key`` matches and the entry is not racily clean."""
-        entry = self._entries.get(path)
-        if entry is None or entry.stat != key:
+    def lookup(self, path: str, key: StatKey) -> Any | None:
+        """The cached record when ``key`` matches and the entry is not racily clean."""
+        entry = self.entries.get(path)
+        if entry is None:
             return None
-        if key.mtime_ns >= entry.verified_ns - RACY_WINDOW_NS:
+        record, verified_ns = entry
+        if record.stat != key or is_racy(key.mtime_ns, verified_ns):
             return None
-        return entry.digest
+        return record
 
-    def has(self, path: str) -> bool:
-        return path in self._entries
-
-    def store(self, path: str, key: StatKey, digest: str, verified_ns: int) -> None:
-        self._entries[path] = CacheEntry(key, digest, verified_ns)
+    def store(self, path: str, record: Any, verified_ns: int) -> None:
+        self.entries[path] = (record, verified_ns)
 
     def forget(self, path: str) -> None:
-        self._entries.pop(path, None)
+        self.entries.pop(path, None)
 
 
 def filesystem_now_ns(state_dir: str | os.PathLike[str]) -> int:

@@ -9,7 +9,7 @@ start offsets built once per text.
 Token kinds: ``word`` (identifiers, numbers, durations, dotted and hyphenated words such as
 ``gpt-5.2``), ``str`` (a quoted string kept raw with its quotes: see :func:`string_value`),
 ``->``, one-character punctuation (``{ } [ ] = ; , + :``) and ``eof``. Everything else is a
-:class:`ParseError`.
+:class:`ParseError`, reported when the parser gets to it.
 """
 
 from __future__ import annotations
@@ -46,8 +46,9 @@ _TOKEN_RE = re.compile(
     re.VERBOSE | re.DOTALL,
 )
 
-_BAD = "bad"
-_EXACT_KIND = {p: p for p in "{}[]=;,+:"} | {ARROW: ARROW, "--": _BAD, "-": _BAD, '"': _BAD}
+BAD = "bad"
+"""Kind of the first token that is not allowed; the token lists end right after it."""
+_EXACT_KIND = {p: p for p in "{}[]=;,+:"} | {ARROW: ARROW, "--": BAD, "-": BAD, '"': BAD}
 _FIRST_KIND = dict.fromkeys(string.ascii_letters + string.digits + "_.-", WORD) | {'"': STRING}
 
 _ESCAPE_RE = re.compile(r"\\(\r\n|.)", re.DOTALL)
@@ -119,11 +120,18 @@ class SourceMap:
 
 @dataclass(slots=True)
 class Tokens:
-    """Parallel token lists; the last token is always ``eof`` at ``len(text)``."""
+    """Parallel token lists; the last token is always ``eof`` at ``len(text)``.
+
+    When the text holds something that is no token (``--``, ``<``, an unclosed string or
+    comment, a stray character) the lists stop at that token, whose kind is ``bad``, and
+    ``error`` says what is wrong with it. The parser raises ``error`` when it reaches the bad
+    token, so a mistake earlier in the file (``graph`` instead of ``digraph``) is reported first.
+    """
 
     kinds: list[str]
     values: list[str]
     offsets: list[int]
+    error: ParseError | None = None
 
 
 def _describe_char(char: str) -> str:
@@ -133,7 +141,7 @@ def _describe_char(char: str) -> str:
 
 
 def tokenize(text: str, source: SourceMap) -> Tokens:
-    """Split ``text`` into tokens; raises ParseError on text that is no token at all.
+    """Split ``text`` into tokens (never raises: see :class:`Tokens` for text that is no token).
 
     The regex engine does the scanning (``findall``); offsets come from running sums of the
     gap and token lengths and kinds from a table of first characters, so Python touches each
@@ -146,18 +154,20 @@ def tokenize(text: str, source: SourceMap) -> Tokens:
     offsets = ends[0::2]
     values = [token for _, token in pairs]
     exact, first = _EXACT_KIND.get, _FIRST_KIND.get
-    kinds = [exact(token) or first(token[0], _BAD) for token in values]
-    if _BAD in kinds:
-        index = kinds.index(_BAD)
-        _raise_bad_token(values[index], offsets[index], source)
+    kinds = [exact(token) or first(token[0], BAD) for token in values]
+    error = None
+    if BAD in kinds:
+        index = kinds.index(BAD)
+        error = _bad_token_error(values[index], offsets[index], source)
+        del kinds[index + 1 :], values[index + 1 :], offsets[index + 1 :]
     kinds.append(EOF)
     values.append("")
     offsets.append(len(text))
-    return Tokens(kinds, values, offsets)
+    return Tokens(kinds, values, offsets, error)
 
 
-def _raise_bad_token(token: str, start: int, source: SourceMap) -> None:
-    """Raise the specific ParseError for a token that is not allowed."""
+def _bad_token_error(token: str, start: int, source: SourceMap) -> ParseError:
+    """The specific ParseError for a token that is not allowed."""
     if token == "--":
         message = "undirected edge '--' is not supported: pipelines are directed, use '->'"
     elif token == '"':
@@ -180,4 +190,4 @@ def _raise_bad_token(token: str, start: int, source: SourceMap) -> None:
             message += ': quote values with double quotes, e.g. label="..."'
         else:
             message += ': quote values that contain it, e.g. key="..."'
-    raise source.error(message, start)
+    return source.error(message, start)

@@ -122,6 +122,8 @@ class _Parser:
         self.kinds = tokens.kinds
         self.values = tokens.values
         self.offsets = tokens.offsets
+        self.bad_index = len(self.kinds) - 2 if tokens.error is not None else -1
+        self.lex_error = tokens.error
         self.i = 0
         self.graph = Graph(name="", path=source.path, source=text)
         self.scopes: list[_Scope] = []
@@ -134,11 +136,20 @@ class _Parser:
     def _error(
         self, message: str, index: int | None = None, offset: int | None = None
     ) -> ParseError:
+        index = self.i if index is None else index
+        if self.lex_error is not None and index >= self.bad_index:
+            return self.lex_error
         if offset is None:
-            offset = self.offsets[self.i if index is None else index]
+            offset = self.offsets[index]
         return self.source.error(message, offset)
 
+    def _check_bad(self, index: int) -> None:
+        """Raise the tokenizer's error when the parser has reached the token it is about."""
+        if index == self.bad_index and self.lex_error is not None:
+            raise self.lex_error
+
     def _describe(self, index: int) -> str:
+        self._check_bad(index)
         kind = self.kinds[index]
         if kind == EOF:
             return "the end of the file"
@@ -289,6 +300,7 @@ class _Parser:
         i = self.i
         scope = self.scopes[-1]
         if keyword in ("node", "edge", "graph"):
+            self._check_bad(i + 1)
             if self.kinds[i + 1] != "[":
                 target = "the (sub)graph" if keyword == "graph" else f"later {keyword}s"
                 raise self._error(
@@ -492,6 +504,7 @@ class _Parser:
         return items
 
     def _missing_equals(self, i: int, open_index: int) -> None:
+        self._check_bad(i + 1)
         following = self.kinds[i + 1]
         if following in (EOF, "[", "{", "}", ARROW):
             raise self._unclosed_bracket(open_index, i)

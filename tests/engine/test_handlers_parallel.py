@@ -262,3 +262,49 @@ def test_unknown_join_policy_is_a_clear_failure(tmp_path: Path) -> None:
     run, _ = run_pipeline(FAN_OUT.replace('"%s"', '"most"') % 2, tmp_path)
     reason = run.node_outcomes["fan"].failure_reason
     assert "unknown join_policy 'most'" in reason and "first_success" in reason
+
+
+def test_fan_in_with_prompt_asks_the_backend(tmp_path: Path) -> None:
+    graph = Graph(name="g", nodes={"join": Node("join", {"prompt": "Pick the best for $goal"})})
+    graph.attrs["goal"] = "speed"
+    env = StepEnv(graph=graph, run_dir=tmp_path, workdir=tmp_path)
+    results = [
+        {"id": "fast", "status": "success", "score": 1},
+        {"id": "fast_v2", "status": "partial_success", "notes": "cut corners"},
+        {"id": "broken", "status": "fail"},
+    ]
+    prompts: list[str] = []
+
+    def judge(answer: str) -> FanInHandler:
+        def backend(node: Node, prompt: str, context: Context) -> str:
+            prompts.append(prompt)
+            return answer
+
+        return FanInHandler(backend)
+
+    ctx = Context({"parallel.results": results})
+    picked = judge("I prefer fast_v2 over fast.").execute(graph.nodes["join"], ctx, env)
+    assert picked.context_updates["parallel.fan_in.best_id"] == "fast_v2"
+    assert picked.notes.endswith("(partial_success; backend)")
+    assert prompts[0].startswith("Pick the best for speed\n\nCandidates:\n- fast: success")
+    assert "- fast_v2: partial_success, score 0, notes: cut corners" in prompts[0]
+    assert (tmp_path / "nodes/join/response.md").read_text() == "I prefer fast_v2 over fast."
+
+    failed_only = judge("broken is best").execute(graph.nodes["join"], ctx, env)
+    assert failed_only.context_updates["parallel.fan_in.best_id"] == "fast"
+    assert failed_only.notes.endswith("(success; heuristic)")
+
+
+@pytest.mark.parametrize(
+    ("policy", "expected"),
+    [
+        ("join_policy=k_of_n, join_k=2", StageStatus.SUCCESS),
+        ("join_policy=k_of_n, join_k=3", StageStatus.FAIL),
+        ('join_policy=quorum, join_quorum="0.6"', StageStatus.SUCCESS),
+        ('join_policy=quorum, join_quorum="0.7"', StageStatus.FAIL),
+    ],
+)
+def test_k_of_n_and_quorum(tmp_path: Path, policy: str, expected: StageStatus) -> None:
+    source = FAN_OUT.replace('join_policy="%s", max_parallel=%d', policy)
+    run, _ = run_pipeline(source, tmp_path)
+    assert run.node_outcomes["fan"].status is expected

@@ -28,6 +28,6 @@ def default_registry(
     registry.register("tool", ToolHandler())
     registry.register("wait.human", WaitForHumanHandler(interviewer))
     registry.register("parallel", ParallelHandler())
-    registry.register("parallel.fan_in", FanInHandler())
+    registry.register("parallel.fan_in", FanInHandler(backend))
     registry.register("stack.manager_loop", ManagerLoopHandler())
     return registry

@@ -28,6 +28,8 @@ from freshness_magic.engine.outcome import Outcome, StageStatus
 
 RESPONSE_SNIPPET_CHARS = 200
 STAGE_DIR_KEY = "internal.stage_dir"
+PROMPT_SUFFIX_KEY = "internal.prompt_suffix.{node_id}"
+"""Context key a run extension sets to append a section to a node's prompt (work evidence)."""
 
 _PLACEHOLDER = re.compile(r"\$goal\b|\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
 
@@ -121,6 +123,9 @@ class CodergenHandler:
     def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
         stage_dir = env.node_dir(node.id)
         prompt = expand_prompt(node.prompt or node.label, env.graph, context)
+        suffix = context.get_string(PROMPT_SUFFIX_KEY.format(node_id=node.id))
+        if suffix:
+            prompt = f"{prompt}\n\n{suffix}"
         write_atomic(stage_dir / "prompt.md", prompt)
         status_path = stage_dir / "status.json"
         before = _file_signature(status_path)

@@ -94,7 +94,9 @@ def _stale_files(value: Any) -> list[str]:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
     if isinstance(value, list | tuple):
-        return [str(item) for item in value]
+        return [
+            str(item.get("path", item)) if isinstance(item, dict) else str(item) for item in value
+        ]
     return []
 
 

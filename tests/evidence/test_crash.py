@@ -1,0 +1,74 @@
+"""SIGKILL while evidence is being written never leaves an unparseable file or log line."""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.evidence.record import EVIDENCE_LOG, evidence_dir, read_evidence
+
+WRITER = """
+import itertools, sys
+from freshness_magic.evidence.record import EvidenceRecord, append_evidence_log, write_evidence
+
+workdir, run_dir = sys.argv[1], sys.argv[2]
+payload = "x" * 20000
+for i in itertools.count():
+    node = f"node_{i % 3}"
+    record = EvidenceRecord(node, f"write {i}", "analysis", {"i": i, "payload": payload})
+    write_evidence(workdir, record)
+    append_evidence_log(run_dir, record)
+"""
+
+KILLS = 25
+
+
+def wait_for_growth(path: Path, size: int, proc: subprocess.Popen[bytes]) -> None:
+    """Until the writer has appended to ``path`` (or exited, which fails the test)."""
+    while not path.exists() or path.stat().st_size <= size:
+        if proc.poll() is not None:
+            error = proc.stderr.read() if proc.stderr else b""
+            raise AssertionError(f"writer exited early: {error!r}")
+        time.sleep(0.005)
+
+
+@pytest.mark.slow
+def test_sigkill_during_writes_leaves_only_whole_records(tmp_path: Path) -> None:
+    workdir, run_dir = tmp_path / "work", tmp_path / "run"
+    workdir.mkdir()
+    rng = random.Random(5)
+    log = run_dir / EVIDENCE_LOG
+    for _ in range(KILLS):
+        size = log.stat().st_size if log.exists() else 0
+        proc = subprocess.Popen(
+            [sys.executable, "-c", WRITER, str(workdir), str(run_dir)],
+            stderr=subprocess.PIPE,
+            cwd=Path(__file__).resolve().parents[2],
+        )
+        wait_for_growth(log, size, proc)
+        time.sleep(rng.uniform(0.0, 0.08))
+        os.kill(proc.pid, signal.SIGKILL)
+        proc.wait()
+        assert proc.returncode == -signal.SIGKILL
+
+    raw = log.read_bytes()
+    assert raw.endswith(b"\n")
+    lines = raw.split(b"\n")[:-1]
+    assert len(lines) >= KILLS
+    for line in lines:
+        record = json.loads(line)
+        assert record["version"] == 1 and record["outcome"]["payload"] == "x" * 20000
+
+    files = sorted(p for p in evidence_dir(workdir).iterdir() if not p.name.startswith("."))
+    assert files, "no evidence file was written"
+    for path in files:
+        result = read_evidence(path, path.stem)
+        assert result.valid, result.problems

@@ -151,3 +151,16 @@ def test_missing_or_invalid_child_is_a_clear_failure(tmp_path: Path) -> None:
     attrs = '"stack.child_dotfile"="child.dot", "manager.stop_condition"="outcome==success"'
     run = run_parent(parent(attrs), tmp_path)
     assert "manager.stop_condition" in run.node_outcomes["manage"].failure_reason
+
+
+def test_manager_actions(tmp_path: Path) -> None:
+    (tmp_path / "child.dot").write_text(LOOPING_CHILD)
+    base = '"stack.child_dotfile"="child.dot", "manager.max_cycles"=3, "manager.poll_interval"=1'
+    slept: list[float] = []
+    run = run_parent(parent(base + ', "manager.actions"="observe"'), tmp_path, sleep=slept.append)
+    assert run.node_outcomes["manage"].failure_reason == "Max cycles exceeded (3)"
+    assert slept == []
+
+    run = run_parent(parent(base + ', "manager.actions"="observe,steer"'), tmp_path)
+    reason = run.node_outcomes["manage"].failure_reason
+    assert "manager.actions steer not supported" in reason

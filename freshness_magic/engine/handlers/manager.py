@@ -9,6 +9,10 @@ its own :class:`~freshness_magic.engine.run.Run` (same handler registry) in
 decides: child completed -> SUCCESS, child failed -> FAIL, ``manager.stop_condition`` holds ->
 SUCCESS, else wait ``manager.poll_interval`` and go on, up to ``manager.max_cycles`` (1000).
 
+``manager.actions`` (default ``observe,wait``): without ``observe`` the ``stack.child.*`` keys
+reach the context only with the final outcome; without ``wait`` there is no pause between
+cycles; ``steer`` is not supported (the node fails saying so rather than silently ignoring it).
+
 Deviation from the spec's 45 s default: ``manager.poll_interval`` defaults to 0, because the
 child runs in-process and each cycle already does the child's work; the wait uses the run's
 injectable sleep.
@@ -23,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 from freshness_magic.engine.conditions import evaluate_condition, parse_condition
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import StepEnv
-from freshness_magic.engine.model import Node, parse_duration, parse_int
+from freshness_magic.engine.model import Node, parse_duration, parse_int, split_list
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.errors import FreshnessMagicError
 
@@ -31,6 +35,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
 
 DEFAULT_MAX_CYCLES = 1000
+SUPPORTED_ACTIONS = frozenset({"observe", "wait"})
 
 
 def _attr(node: Node, env: StepEnv, key: str) -> str:
@@ -77,6 +82,15 @@ class ManagerLoopHandler:
         per_cycle = max(parse_int(node.get("manager.steps_per_cycle", "")) or 1, 1)
         poll = parse_duration(node.get("manager.poll_interval", "0") or "0") or 0.0
         stop_condition = node.get("manager.stop_condition").strip()
+        actions = set(split_list(node.get("manager.actions") or "observe,wait"))
+        unknown = sorted(actions - SUPPORTED_ACTIONS)
+        if unknown:
+            return _fail(
+                f"manager node {node.id!r}: manager.actions {', '.join(unknown)} not supported; "
+                f"use {' and/or '.join(sorted(SUPPORTED_ACTIONS))}"
+            )
+        if "wait" not in actions:
+            poll = 0.0
         if stop_condition:
             try:
                 parse_condition(stop_condition)
@@ -87,7 +101,15 @@ class ManagerLoopHandler:
         except FreshnessMagicError as exc:
             return _fail(f"manager node {node.id!r}: cannot start child pipeline {path}: {exc}")
         return self._supervise(
-            node, context, env, child, max_cycles, per_cycle, poll, stop_condition
+            node,
+            context,
+            env,
+            child,
+            max_cycles,
+            per_cycle,
+            poll,
+            stop_condition,
+            observe="observe" in actions,
         )
 
     @staticmethod
@@ -116,6 +138,8 @@ class ManagerLoopHandler:
         per_cycle: int,
         poll: float,
         stop_condition: str,
+        *,
+        observe: bool = True,
     ) -> Outcome:
         from freshness_magic.engine.run import RunState
 
@@ -126,7 +150,8 @@ class ManagerLoopHandler:
                     break
                 child.step()
             updates = self._observe(child, cycle)
-            context.apply_updates(updates)
+            if observe:
+                context.apply_updates(updates)
             state = child.state
             if state is RunState.COMPLETED:
                 return Outcome(

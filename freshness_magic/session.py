@@ -18,8 +18,14 @@ from freshness_magic.evidence.validator import EvidenceValidator
 def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension]:
     """The extensions every session run gets (freshness, evidence), configured by ``options``."""
     from freshness_magic.evidence.extension import EvidenceExtension
+    from freshness_magic.freshness.extension import FreshnessExtension
 
-    extensions: list[RunExtension] = []
+    extensions: list[RunExtension] = [
+        FreshnessExtension(
+            options.get("hash_size_limit"),
+            allow_outside=options.get("freshness_allow_outside", False),
+        )
+    ]
     # Evidence goes last: its after_execute must see the outcome the other extensions settled on.
     extensions.append(EvidenceExtension(validator=options.get("evidence_validator")))
     return extensions

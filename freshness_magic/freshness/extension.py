@@ -1,0 +1,248 @@
+"""The freshness run extension: baselines, stale-input warn/block, accept, drift on resume.
+
+- Run start: a baseline for every node with ``source_files`` (REQ-IF-002), whatever its
+  ``freshness`` mode; nodes without ``source_files`` are not tracked (AC-001.2).
+- Before each attempt (after the retry delay, before the handler) of a node whose ``freshness``
+  is ``warn`` or ``block``: check it against its effective snapshot (the completion snapshot once
+  its handler ran, else its baseline). Stale: ``freshness.<id>.stale_files`` is set in the
+  context and a ``STALE_INPUT`` event is emitted; ``warn`` proceeds, ``block`` returns RETRY with
+  ``failure_reason="stale input: <files>"`` and the handler does not run. Fresh: the key is removed.
+- After a step whose handler ran: a completion snapshot ("stale since run").
+- ``accept_changes(run, node_id=None)`` (and the context key ``freshness.accept``, a list of node
+  ids a handler may set) re-captures baselines and emits ``BASELINE_ACCEPTED``.
+- Resume: the checkpointed snapshots are compared with the disk first and every change is
+  reported in one ``INPUT_DRIFT`` event; then baselines of nodes whose handler has not run are
+  re-captured (AC-002.2) — except nodes that a ``block`` stopped, which keep theirs until the
+  change is accepted, so a pause never silently unblocks a node.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from freshness_magic.engine.events import EventType
+from freshness_magic.engine.extensions import BaseRunExtension
+from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.errors import FreshnessError
+from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.report import FreshnessReport, NodeReport
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.run import Run, StepResult
+
+NAME = "freshness"
+ACCEPT_KEY = "freshness.accept"
+MAX_EVENT_FILES = 200
+"""File details per event are capped (the full list of paths is always included)."""
+
+
+def stale_key(node_id: str) -> str:
+    """The context key that lists a node's stale files (AC-004.1)."""
+    return f"freshness.{node_id}.stale_files"
+
+
+def tracked_nodes(graph: Graph) -> dict[str, tuple[str, ...]]:
+    """Node id -> ``source_files`` entries for every node that has any."""
+    return {n.id: n.source_files for n in graph.iter_nodes() if n.source_files}
+
+
+def _details(report: NodeReport) -> list[dict[str, Any]]:
+    return [f.to_dict() for f in report.files if f.label.value != "fresh"][:MAX_EVENT_FILES]
+
+
+class FreshnessExtension(BaseRunExtension):
+    """Joins a run through the :mod:`engine.extensions` hooks; see the module docstring."""
+
+    name = NAME
+
+    def __init__(
+        self,
+        hash_size_limit: int | None = None,
+        *,
+        allow_outside: bool | Iterable[str] = False,
+        git: bool = True,
+    ) -> None:
+        self.hash_size_limit = hash_size_limit
+        self.allow_outside = allow_outside
+        self.git = git
+        self.tracker: FreshnessTracker | None = None
+        self.blocked: set[str] = set()
+        """Nodes a ``block`` stopped whose change has not been accepted since."""
+        self._blocked_now: set[str] = set()
+
+    # -- setup -----------------------------------------------------------------------------
+
+    def _tracker(self, run: Run) -> FreshnessTracker:
+        if self.tracker is None:
+            self.tracker = FreshnessTracker(
+                Path(run.workdir),
+                self.hash_size_limit,
+                allow_outside=self.allow_outside,
+                git=self.git,
+            )
+        return self.tracker
+
+    def on_run_start(self, run: Run) -> None:
+        self._tracker(run).capture(tracked_nodes(run.graph))
+
+    def on_resume(self, run: Run, saved_state: dict[str, Any] | None) -> None:
+        tracker = self._tracker(run)
+        nodes = tracked_nodes(run.graph)
+        if saved_state and saved_state.get("tracker"):
+            tracker.load(saved_state["tracker"])
+            self.blocked = {str(n) for n in saved_state.get("blocked", ())}
+            known = [n for n in nodes if n in tracker.baselines]
+            drift = tracker.check_many(known) if known else {}
+            changed = {n: r for n, r in drift.items() if r.stale_files}
+            if changed:
+                run.events.emit(
+                    EventType.INPUT_DRIFT,
+                    None,
+                    {
+                        "nodes": {n: r.stale_files for n, r in changed.items()},
+                        "details": {n: _details(r) for n, r in changed.items()},
+                        "since": {n: r.since for n, r in changed.items()},
+                    },
+                )
+        recapture = {
+            n: entries
+            for n, entries in nodes.items()
+            if n not in tracker.run_snapshots and n not in self.blocked
+        }
+        tracker.capture(recapture)
+
+    # -- per attempt -----------------------------------------------------------------------
+
+    def before_execute(self, run: Run, node: Node, attempt: int) -> Outcome | None:
+        mode = node.freshness
+        if mode not in ("warn", "block") or not node.source_files:
+            return None
+        tracker = self._tracker(run)
+        if node.id not in tracker.baselines:
+            tracker.capture({node.id: node.source_files})
+        report = tracker.check(node.id)
+        stale = report.stale_files
+        if not stale:
+            run.context.delete(stale_key(node.id))
+            return None
+        run.context.set(stale_key(node.id), list(stale))
+        run.events.emit(
+            EventType.STALE_INPUT,
+            node.id,
+            {
+                "mode": mode,
+                "files": list(stale),
+                "since": report.since,
+                "label": report.label.value,
+                "attempt": attempt,
+                "details": _details(report),
+            },
+        )
+        if mode == "warn":
+            return None
+        self._blocked_now.add(node.id)
+        self.blocked.add(node.id)
+        return Outcome(
+            status=StageStatus.RETRY,
+            failure_reason=f"stale input: {', '.join(stale)}",
+            notes=f"freshness=block: inputs changed since the {report.since} snapshot; "
+            "accept them (accept_changes / resume --accept) or restore the files",
+        )
+
+    def on_step_finished(self, run: Run, step_result: StepResult) -> None:
+        node_id = step_result.node_id
+        blocked_now, self._blocked_now = self._blocked_now, set()
+        tracker = self._tracker(run)
+        if (
+            step_result.executed
+            and node_id is not None
+            and node_id in tracker.baselines
+            and node_id not in blocked_now
+            and step_result.outcome is not None
+            and step_result.outcome.status is not StageStatus.WAITING
+        ):
+            tracker.snapshot_run(node_id)
+            self.blocked.discard(node_id)
+        requested = run.context.get(ACCEPT_KEY)
+        if requested:
+            run.context.delete(ACCEPT_KEY)
+            ids = [requested] if isinstance(requested, str) else list(requested)
+            ids = [i.strip() for raw in ids for i in str(raw).split(",") if i.strip()]
+            accept(run, ids, source="context")
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        if self.tracker is None:
+            return {}
+        return {"tracker": self.tracker.to_dict(), "blocked": sorted(self.blocked)}
+
+    # -- public views ----------------------------------------------------------------------
+
+    def report(self, run: Run) -> FreshnessReport:
+        """The public freshness report of every tracked node of ``run``."""
+        return self._tracker(run).report()
+
+
+def extension_of(run: Any) -> FreshnessExtension:
+    """The run's freshness extension; FreshnessError when the run has none."""
+    for ext in getattr(run, "extensions", ()):
+        if isinstance(ext, FreshnessExtension):
+            return ext
+    raise FreshnessError(
+        "this run has no freshness extension; open it with freshness_magic.session.open_run "
+        "(or pass FreshnessExtension() in extensions=)"
+    )
+
+
+def accept(run: Run, node_ids: Iterable[str], *, source: str = "api") -> dict[str, list[str]]:
+    """Re-capture the baselines of ``node_ids``; emits BASELINE_ACCEPTED; returns changed files."""
+    ext = extension_of(run)
+    tracker = ext._tracker(run)
+    nodes = tracked_nodes(run.graph)
+    ids = list(dict.fromkeys(node_ids))
+    unknown = [n for n in ids if n not in run.graph.nodes]
+    if unknown:
+        raise FreshnessError(
+            f"cannot accept changes of unknown node(s) {', '.join(map(repr, unknown))}; "
+            f"nodes with source_files: {', '.join(nodes) or 'none'}"
+        )
+    ids = [n for n in ids if n in nodes]
+    for node_id in ids:
+        if node_id not in tracker.baselines:
+            tracker.capture({node_id: nodes[node_id]})
+    changed = tracker.accept(ids)
+    for node_id in ids:
+        ext.blocked.discard(node_id)
+        run.context.delete(stale_key(node_id))
+    run.events.emit(
+        EventType.BASELINE_ACCEPTED,
+        ids[0] if len(ids) == 1 else None,
+        {
+            "nodes": changed,
+            "files": sorted({f for fs in changed.values() for f in fs}),
+            "source": source,
+        },
+    )
+    return changed
+
+
+def accept_changes(run: Run, node_id: str | None = None) -> dict[str, list[str]]:
+    """Accept the current inputs of ``node_id`` (or of every node whose handler has not run).
+
+    Returns node id -> files that had changed; the new baselines are in the next checkpoint,
+    which is written at once when the run offers ``save_checkpoint``.
+    """
+    ext = extension_of(run)
+    tracker = ext._tracker(run)
+    if node_id is not None:
+        ids = [node_id]
+    else:
+        ids = [n for n in tracked_nodes(run.graph) if n not in tracker.run_snapshots]
+        ids.extend(n for n in ext.blocked if n not in ids)
+    changed = accept(run, ids)
+    save = getattr(run, "save_checkpoint", None) or getattr(run, "_save_checkpoint", None)
+    if callable(save):
+        save()
+    return changed

@@ -24,9 +24,9 @@ from freshness_magic.evidence.record import (
     write_evidence,
 )
 from freshness_magic.evidence.snapshot import WorkTreeSnapshot
-from freshness_magic.evidence.summary import run_work_summaries
+from freshness_magic.evidence.summary import run_work_summaries, work_summary
 from freshness_magic.evidence.validator import EvidenceReadResult, ValidationResult
-from freshness_magic.session import open_run
+from freshness_magic.session import open_run, resume_run
 from tests.evidence.gitutil import git
 
 Action = Callable[[Path], None]
@@ -427,3 +427,45 @@ def test_codergen_prompt_gets_the_work_evidence_section(repo: Path) -> None:
 def test_extension_is_in_the_default_session(repo: Path) -> None:
     run = start_run(repo, single())
     assert any(isinstance(ext, EvidenceExtension) for ext in run.extensions)
+
+
+def test_resume_in_a_new_process_keeps_one_log(repo: Path) -> None:
+    dot = """digraph gate {
+      start [shape=Mdiamond]
+      ask [shape=hexagon, label="Ship?"]
+      done [shape=Msquare]
+      start -> ask
+      ask -> done [label="[Y] Yes"]
+    }"""
+    first = start_run(repo, dot)
+    first.run()
+    resumed = resume_run(first.run_dir)
+    resumed.answer("ask", "Y")
+    resumed.run()
+    assert [r.node_id for r in read_evidence_log(first.run_dir)] == ["start", "ask", "ask", "done"]
+    checkpoint = json.loads((first.run_dir / "checkpoint.json").read_text())
+    assert checkpoint["extensions"]["evidence"]["records"] >= 3
+
+
+def test_work_summary_without_a_repository(plain_dir: Path) -> None:
+    record = EvidenceRecord(
+        "code",
+        "Wrote the code",
+        "file_changes",
+        {
+            "engine": {
+                "status": "success",
+                "evidence_method": "file_changes",
+                "files": {"added": ["b.py", "a.py"], "modified": [], "deleted": ["old.py"]},
+                "commits": [{"id": "abc123", "message": "[Pipeline] Write code"}],
+                "commit": "abc123",
+            }
+        },
+    )
+    summary = work_summary(record, plain_dir)
+    assert summary.description == "Wrote the code"
+    assert summary.files.added == ("a.py", "b.py") and summary.files.deleted == ("old.py",)
+    assert [(d.id, d.message, d.author) for d in summary.commit_details] == [
+        ("abc123", "[Pipeline] Write code", "")
+    ]
+    assert summary.to_dict()["commit"] == "abc123"

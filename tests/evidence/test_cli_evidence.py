@@ -1,0 +1,98 @@
+"""``freshness-magic evidence RUN_DIR [NODE] [--json]``."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.cli import main
+from freshness_magic.engine.run import Run, RunState
+from freshness_magic.evidence.record import EVIDENCE_LOG
+from freshness_magic.session import open_run
+
+DOT = """digraph cli {
+  graph [evidence=require]
+  start [shape=Mdiamond]
+  build [shape=parallelogram, tool_command="echo built > build.txt", label="Build it"]
+  check [shape=parallelogram, tool_command="true", expects_no_changes=true]
+  done [shape=Msquare]
+  start -> build -> check -> done
+}"""
+
+
+@pytest.fixture
+def finished_run(repo: Path) -> Run:
+    run = open_run(DOT, workdir=repo)
+    assert run.run().state is RunState.COMPLETED
+    return run
+
+
+def test_table_lists_every_step(finished_run: Run, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evidence", str(finished_run.run_dir)]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[0].split() == [
+        "time",
+        "node",
+        "status",
+        "method",
+        "stale",
+        "files",
+        "summary",
+        "duration",
+    ]
+    nodes = [line.split()[2] for line in lines[1:]]
+    assert nodes == ["start", "build", "check", "done"]
+    build = next(line for line in lines if " build " in line)
+    assert "success" in build and "file_changes" in build and "Build it" in build
+    check = next(line for line in lines if " check " in line)
+    assert "expects_no_changes" in check
+
+
+def test_one_node_as_json(finished_run: Run, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evidence", str(finished_run.run_dir), "build", "--json"]) == 0
+    records = json.loads(capsys.readouterr().out)
+    assert [r["nodeId"] for r in records] == ["build"]
+    assert records[0]["outcome"]["engine"]["files"]["added"] == ["build.txt"]
+    assert records[0]["version"] == 1
+
+
+def test_unknown_node_has_no_records(finished_run: Run, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["evidence", str(finished_run.run_dir), "nowhere"]) == 1
+    assert "no evidence records for node 'nowhere'" in capsys.readouterr().out
+
+
+def test_bad_node_id_and_missing_run_are_one_line_errors(
+    tmp_path: Path, finished_run: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["evidence", str(finished_run.run_dir), "../x"]) == 2
+    assert "node ids must match" in capsys.readouterr().err
+    assert main(["evidence", str(tmp_path / "missing")]) == 2
+    assert "does not exist" in capsys.readouterr().err
+    assert main(["evidence", str(tmp_path)]) == 2
+    assert EVIDENCE_LOG in capsys.readouterr().err
+
+
+def test_invalid_log_lines_are_warned_about(
+    finished_run: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with (finished_run.run_dir / EVIDENCE_LOG).open("a") as handle:
+        handle.write(json.dumps({"version": 1, "nodeId": "build"}) + "\n")
+    assert main(["evidence", str(finished_run.run_dir)]) == 0
+    captured = capsys.readouterr()
+    assert "warning:" in captured.err and "field 'summary' is missing" in captured.err
+    assert len(captured.out.splitlines()) == 5
+
+
+def test_module_entry_point(finished_run: Run) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "evidence", str(finished_run.run_dir), "check"],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "expects_no_changes" in result.stdout

@@ -20,10 +20,24 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
     add_drive_options(parser)
+    parser.add_argument(
+        "--accept",
+        metavar="NODE",
+        action="append",
+        default=[],
+        help="accept NODE's changed source_files as its new freshness baseline before "
+        "continuing (unblocks a freshness=block node); repeat for several nodes",
+    )
     parser.set_defaults(handler=main)
 
 
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import resume_run
 
-    return drive(resume_run(args.run_dir), args)
+    run = resume_run(args.run_dir)
+    if args.accept:
+        from freshness_magic.freshness.extension import accept_changes
+
+        for node_id in args.accept:
+            accept_changes(run, node_id)
+    return drive(run, args)

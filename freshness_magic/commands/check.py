@@ -1,0 +1,46 @@
+"""``freshness-magic check RUN_DIR [--json]``: are the inputs of a run's nodes still fresh?
+
+Reads the freshness baselines from the run's newest valid checkpoint and compares them with the
+working directory, without changing the run. Exit codes: 0 everything fresh, 1 something stale,
+2 usage or input error (no such run, no freshness state).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "check",
+        help="report stale inputs of a run's nodes",
+        description=(
+            "Compare the source_files of every node of the run in RUN_DIR with the snapshots in "
+            "its checkpoint: since the run started (or the change was accepted) and, for nodes "
+            "that ran, since they last completed. Exit codes: 0 all fresh, 1 something stale, "
+            "2 usage or input error."
+        ),
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
+    parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    parser.add_argument(
+        "--all-files", action="store_true", help="list fresh files too (JSON and text)"
+    )
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from freshness_magic.freshness.runcheck import check_run_dir
+
+    report = check_run_dir(Path(args.run_dir))
+    if args.json:
+        json.dump(report.to_dict(all_files=args.all_files), sys.stdout, indent=2, sort_keys=True)
+        sys.stdout.write("\n")
+    else:
+        print(report)
+    return 0 if report.all_fresh else 1
+

@@ -1,0 +1,35 @@
+"""The freshness report of a run on disk (for ``freshness-magic check`` and other processes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from freshness_magic.errors import CheckpointError, FreshnessError
+from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.report import FreshnessReport
+
+
+def check_run_dir(run_dir: Path, *, hash_size_limit: int | None = None) -> FreshnessReport:
+    """Compare the baselines in ``run_dir``'s newest valid checkpoint with the disk (read-only)."""
+    from freshness_magic.engine.checkpoint import load_checkpoint
+    from freshness_magic.engine.run import follow_restarts
+
+    if not run_dir.is_dir():
+        raise FreshnessError(
+            f"{run_dir} is not a run directory; pass .freshness/runs/<run_id> of a run"
+        )
+    folder = follow_restarts(run_dir)
+    try:
+        data, used = load_checkpoint(folder)
+    except CheckpointError as exc:
+        raise FreshnessError(f"cannot check {run_dir}: {exc}") from exc
+    state = (data.get("extensions") or {}).get("freshness") or {}
+    tracker_state = state.get("tracker") if isinstance(state, dict) else None
+    if not tracker_state:
+        raise FreshnessError(
+            f"checkpoint {used} has no freshness baselines (the run was not opened with the "
+            "freshness extension, or has not started yet)"
+        )
+    tracker = FreshnessTracker(str(data.get("workdir") or "."), hash_size_limit)
+    tracker.load(tracker_state)
+    return tracker.report()

@@ -15,7 +15,15 @@ from collections.abc import Sequence
 from freshness_magic import __version__
 from freshness_magic.errors import FreshnessMagicError
 
-COMMAND_MODULES: tuple[str, ...] = ("parse", "validate", "evidence", "run", "resume", "status", "check")
+COMMAND_MODULES: tuple[str, ...] = (
+    "parse",
+    "validate",
+    "evidence",
+    "run",
+    "resume",
+    "status",
+    "check",
+)
 """Subcommand modules in the order ``--help`` lists them."""
 
 

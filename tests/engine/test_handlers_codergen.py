@@ -50,6 +50,7 @@ def test_expand_prompt_goal_context_and_unknown_keys() -> None:
         'Goal: Fix {login}; user ada; errors 3; ada; {"a": 1}; $goal; {nope} {}'
     )
     assert expand_prompt("$goals stay", graph, ctx) == "$goals stay"
+    assert expand_prompt("[{unset}]", graph, Context({"unset": None})) == "[]"
 
 
 def test_simulated_backend_writes_prompt_response_and_status(tmp_path: Path) -> None:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import io
+import os
 from pathlib import Path
 
 import pytest
@@ -16,7 +18,12 @@ from freshness_magic.engine.handlers.human import (
     match_choice,
     parse_accelerator,
 )
-from freshness_magic.engine.interviewers import Answer, AnswerKind, QueueInterviewer
+from freshness_magic.engine.interviewers import (
+    Answer,
+    AnswerKind,
+    ConsoleInterviewer,
+    QueueInterviewer,
+)
 from freshness_magic.engine.model import Edge, Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.pipeline import load_pipeline
@@ -222,3 +229,16 @@ def test_gate_in_a_run_asks_the_interviewer_and_reports_events(tmp_path: Path) -
     assert result.completed_nodes == ["start", "approve", "redo", "done"]
     names = [e.data.get("name") for e in events if e.node_id == "approve"]
     assert "interview_started" in names and "interview_timeout" in names
+
+
+def test_gate_timeout_in_a_run_takes_the_default_from_the_console(tmp_path: Path) -> None:
+    source = GATE_PIPELINE.replace(
+        '"human.default_choice"="N"', '"human.default_choice"="N", timeout="1s"'
+    )
+    read_fd, write_fd = os.pipe()
+    with os.fdopen(read_fd) as silent, os.fdopen(write_fd, "w"):
+        console = ConsoleInterviewer(silent, io.StringIO())
+        run = Run(load_pipeline(source), workdir=tmp_path, interviewer=console)
+        result = run.run()
+    assert result.completed_nodes == ["start", "approve", "redo", "done"]
+    assert result.context["human.gate.selected"] == "N"

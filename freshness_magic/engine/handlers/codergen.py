@@ -40,6 +40,8 @@ def simulated_backend(node: Node, prompt: str, context: Context) -> str:
 
 
 def _as_text(value: Any) -> str:
+    if value is None:
+        return ""
     if isinstance(value, str):
         return value
     if isinstance(value, dict | list | tuple):

@@ -7,6 +7,7 @@ run pauses until ``Run.answer`` (which uses :func:`match_choice` and :func:`answ
 
 from __future__ import annotations
 
+import dataclasses
 import re
 import time
 
@@ -122,6 +123,21 @@ def valid_choices_text(question: Question) -> str:
     return ", ".join(f"{c.key} ({c.label} -> {c.target})" for c in question.choices)
 
 
+def _within_deadline(question: Question, deadline: float | None) -> Question:
+    """The question with a timeout that ends a little before the node's deadline.
+
+    The run abandons a handler at its deadline; answering the timeout (default choice) just
+    before it keeps ``human.default_choice`` meaningful for gates with a ``timeout``.
+    """
+    if deadline is None:
+        return question
+    remaining = max(deadline - time.monotonic(), 0.0)
+    limit = remaining - min(1.0, remaining * 0.1)
+    if question.timeout_seconds is not None and question.timeout_seconds <= limit:
+        return question
+    return dataclasses.replace(question, timeout_seconds=limit)
+
+
 class WaitForHumanHandler:
     """Asks the interviewer, or returns WAITING with the question when none can answer now."""
 
@@ -143,7 +159,7 @@ class WaitForHumanHandler:
             return waiting
         env.emit("interview_started", {"node": node.id, "question": question.to_dict()})
         started = time.monotonic()
-        answer = self.interviewer.ask(question)
+        answer = self.interviewer.ask(_within_deadline(question, env.deadline))
         report = {"node": node.id, "duration": time.monotonic() - started}
         if answer is None:
             env.emit("interview_deferred", report)

@@ -11,6 +11,8 @@ from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.tool import ToolHandler
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.pipeline import load_pipeline
+from freshness_magic.engine.run import Run
 
 
 def run_tool(
@@ -109,3 +111,28 @@ def test_command_sees_where_it_runs(tmp_path: Path) -> None:
     node_id, attempt, stage_dir = outcome.context_updates["tool.output"].split()
     assert (node_id, attempt) == ("lint", "1")
     assert Path(stage_dir) == tmp_path / "run" / "nodes" / "lint"
+
+
+def test_timeout_inside_a_run_reports_the_tool_failure(tmp_path: Path) -> None:
+    source = """
+    digraph p {
+      start [shape=Mdiamond]
+      slow [shape=parallelogram, timeout="1s",
+            tool_command="sleep 300 & echo $! > grandchild.pid; echo partial; wait"]
+      done [shape=Msquare]
+      start -> slow -> done
+    }
+    """
+    run = Run(load_pipeline(source), workdir=tmp_path)
+    result = run.run()
+    assert result.status == "failed"
+    outcome = result.node_outcomes["slow"]
+    assert "timed out after 1s" in outcome.failure_reason
+    assert "process group killed" in outcome.failure_reason
+    assert result.context["tool.output"] == "partial\n"
+    pid = int((tmp_path / "grandchild.pid").read_text())
+    for _ in range(100):
+        if process_gone(pid):
+            break
+        time.sleep(0.05)
+    assert process_gone(pid)

@@ -13,6 +13,7 @@ import contextlib
 import os
 import queue
 import selectors
+import sys
 import threading
 import time
 from collections.abc import Callable, Iterable
@@ -221,16 +222,21 @@ class ConsoleInterviewer:
 
     def __init__(
         self,
-        input: IO[str],
-        output: IO[str],
+        stdin: IO[str],
+        stdout: IO[str],
         *,
         timeout: float | None = None,
         max_attempts: int = MAX_CONSOLE_ATTEMPTS,
     ) -> None:
-        self._output = output
-        self._reader = _LineReader(input)
+        self._output = stdout
+        self._reader = _LineReader(stdin)
         self._timeout = timeout
         self._max_attempts = max(1, max_attempts)
+
+    @classmethod
+    def stdio(cls, *, timeout: float | None = None) -> ConsoleInterviewer:
+        """A console interviewer on the process's stdin and stdout."""
+        return cls(sys.stdin, sys.stdout, timeout=timeout)
 
     def _say(self, text: str) -> None:
         self._output.write(text)

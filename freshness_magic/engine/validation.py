@@ -24,6 +24,7 @@ import re
 from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Any, Protocol, runtime_checkable
 
 from freshness_magic.engine.conditions import check_condition, split_fix
@@ -181,16 +182,46 @@ def _position_in_value(
 
 # -- rule plumbing ---------------------------------------------------------------------------
 
+Out = list[Diagnostic]
+NodeCheck = Callable[[Graph, Node, Out], None]
+EdgeCheck = Callable[[Graph, Edge, Out], None]
+
 
 @dataclass(frozen=True)
 class FunctionRule:
-    """A lint rule made of a name and a function (how the built-in rules are written)."""
+    """A lint rule made of a name and a function of the whole graph."""
 
     name: str
     check: Callable[[Graph], list[Diagnostic]]
 
     def apply(self, graph: Graph) -> list[Diagnostic]:
         return self.check(graph)
+
+
+@dataclass(frozen=True)
+class ScanRule:
+    """A rule with a graph part and per-node and per-edge parts.
+
+    :class:`Validator` runs the per-node parts of all scan rules in one pass over the nodes
+    (and likewise for edges), so each node is visited once however many rules look at it.
+    """
+
+    name: str
+    graph_check: Callable[[Graph, Out], None] | None = None
+    node_check: NodeCheck | None = None
+    edge_check: EdgeCheck | None = None
+
+    def apply(self, graph: Graph) -> list[Diagnostic]:
+        out: list[Diagnostic] = []
+        if self.graph_check is not None:
+            self.graph_check(graph, out)
+        if self.node_check is not None:
+            for node in graph.nodes.values():
+                self.node_check(graph, node, out)
+        if self.edge_check is not None:
+            for edge in graph.edges:
+                self.edge_check(graph, edge, out)
+        return out
 
 
 def _node_diag(
@@ -217,7 +248,7 @@ def _graph_diag(
 ERROR, WARNING, INFO = Severity.ERROR, Severity.WARNING, Severity.INFO
 
 
-# -- §7.2 rules ------------------------------------------------------------------------------
+# -- §7.2 structural rules (whole graph) -----------------------------------------------------
 
 
 def _start_node(graph: Graph) -> list[Diagnostic]:
@@ -270,9 +301,12 @@ def _reachability(graph: Graph) -> list[Diagnostic]:
     queue = deque([start.id])
     while queue:
         for edge in graph.outgoing(queue.popleft()):
-            if edge.target not in seen and edge.target in graph.nodes:
-                seen.add(edge.target)
-                queue.append(edge.target)
+            target = edge.target
+            if target not in seen and target in graph.nodes:
+                seen.add(target)
+                queue.append(target)
+    if len(seen) == len(graph.nodes):
+        return []
     return [
         _node_diag(
             "reachability",
@@ -285,23 +319,6 @@ def _reachability(graph: Graph) -> list[Diagnostic]:
         for node in graph.nodes.values()
         if node.id not in seen
     ]
-
-
-def _edge_target_exists(graph: Graph) -> list[Diagnostic]:
-    out = []
-    for edge in graph.edges:
-        for end, node_id in (("source", edge.source), ("target", edge.target)):
-            if node_id not in graph.nodes:
-                out.append(
-                    _edge_diag(
-                        "edge_target_exists",
-                        ERROR,
-                        edge,
-                        f"edge {edge.source} -> {edge.target}: {end} `{node_id}` is not a node",
-                        f"declare `{node_id}` or fix the id in the edge",
-                    )
-                )
-    return out
 
 
 def _start_no_incoming(graph: Graph) -> list[Diagnostic]:
@@ -334,36 +351,6 @@ def _exit_no_outgoing(graph: Graph) -> list[Diagnostic]:
     ]
 
 
-def _condition_syntax(graph: Graph) -> list[Diagnostic]:
-    out = []
-    for edge in graph.edges:
-        raw = edge.attrs.get("condition", "")
-        if not raw.strip():
-            continue
-        error = check_condition(raw)
-        if error is None:
-            continue
-        problem, fix = split_fix(error.message)
-        where = _position_in_value(
-            graph, edge.attr_positions.get("condition"), "condition", error.column - 1
-        )
-        line, column = where if where is not None else _edge_at(edge, "condition")
-        out.append(
-            Diagnostic(
-                "condition_syntax",
-                ERROR,
-                f"edge {edge.source} -> {edge.target}: condition {raw!r}, column "
-                f"{error.column}: {problem}",
-                None,
-                edge.key,
-                line,
-                column,
-                fix or "write clauses `key=value`, `key!=value` or `key` joined by `&&`",
-            )
-        )
-    return out
-
-
 def _stylesheet_syntax(graph: Graph) -> list[Diagnostic]:
     text = graph.model_stylesheet
     if not text.strip():
@@ -392,70 +379,123 @@ def _stylesheet_syntax(graph: Graph) -> list[Diagnostic]:
     return []
 
 
-def _type_known(known: frozenset[str]) -> Callable[[Graph], list[Diagnostic]]:
-    def check(graph: Graph) -> list[Diagnostic]:
-        listed = ", ".join(sorted(known))
-        return [
-            _node_diag(
-                "type_known",
-                WARNING,
-                node,
-                f"node `{node.id}`: type {node.type!r} is not a known handler type",
-                f"use one of {listed}, or register a handler for {node.type!r}",
-                "type",
+# -- §7.2 per-node and per-edge rules ---------------------------------------------------------
+
+
+def _edge_target_exists(graph: Graph, edge: Edge, out: Out) -> None:
+    for end, node_id in (("source", edge.source), ("target", edge.target)):
+        if node_id not in graph.nodes:
+            out.append(
+                _edge_diag(
+                    "edge_target_exists",
+                    ERROR,
+                    edge,
+                    f"edge {edge.source} -> {edge.target}: {end} `{node_id}` is not a node",
+                    f"declare `{node_id}` or fix the id in the edge",
+                )
             )
-            for node in graph.nodes.values()
-            if node.type and node.type not in known
-        ]
+
+
+def _condition_syntax(graph: Graph, edge: Edge, out: Out) -> None:
+    raw = edge.attrs.get("condition")
+    if not raw or raw.isspace():
+        return
+    error = check_condition(raw)
+    if error is None:
+        return
+    problem, fix = split_fix(error.message)
+    where = _position_in_value(
+        graph, edge.attr_positions.get("condition"), "condition", error.column - 1
+    )
+    line, column = where if where is not None else _edge_at(edge, "condition")
+    out.append(
+        Diagnostic(
+            "condition_syntax",
+            ERROR,
+            f"edge {edge.source} -> {edge.target}: condition {raw!r}, column "
+            f"{error.column}: {problem}",
+            None,
+            edge.key,
+            line,
+            column,
+            fix or "write clauses `key=value`, `key!=value` or `key` joined by `&&`",
+        )
+    )
+
+
+def _type_known(known: frozenset[str]) -> NodeCheck:
+    listed = ", ".join(sorted(known))
+
+    def check(graph: Graph, node: Node, out: Out) -> None:
+        declared = node.attrs.get("type")
+        if declared and declared not in known:
+            out.append(
+                _node_diag(
+                    "type_known",
+                    WARNING,
+                    node,
+                    f"node `{node.id}`: type {declared!r} is not a known handler type",
+                    f"use one of {listed}, or register a handler for {declared!r}",
+                    "type",
+                )
+            )
 
     return check
 
 
-def _fidelity_valid(graph: Graph) -> list[Diagnostic]:
-    fix = "use one of " + ", ".join(FIDELITY_MODES)
-    out = []
-    if graph.default_fidelity and graph.default_fidelity not in FIDELITY_MODES:
+_FIDELITY_FIX = "use one of " + ", ".join(FIDELITY_MODES)
+
+
+def _fidelity_graph(graph: Graph, out: Out) -> None:
+    value = graph.default_fidelity
+    if value and value not in FIDELITY_MODES:
         out.append(
             _graph_diag(
                 "fidelity_valid",
                 WARNING,
                 graph,
-                f"graph default_fidelity {graph.default_fidelity!r} is not a fidelity mode",
-                fix,
+                f"graph default_fidelity {value!r} is not a fidelity mode",
+                _FIDELITY_FIX,
                 "default_fidelity",
             )
         )
-    for node in graph.nodes.values():
-        if node.fidelity and node.fidelity not in FIDELITY_MODES:
-            out.append(
-                _node_diag(
-                    "fidelity_valid",
-                    WARNING,
-                    node,
-                    f"node `{node.id}`: fidelity {node.fidelity!r} is not a fidelity mode",
-                    fix,
-                    "fidelity",
-                )
-            )
-    for edge in graph.edges:
-        if edge.fidelity and edge.fidelity not in FIDELITY_MODES:
-            out.append(
-                _edge_diag(
-                    "fidelity_valid",
-                    WARNING,
-                    edge,
-                    f"edge {edge.source} -> {edge.target}: fidelity {edge.fidelity!r} is not "
-                    "a fidelity mode",
-                    fix,
-                    "fidelity",
-                )
-            )
-    return out
 
 
-def _retry_target_exists(graph: Graph) -> list[Diagnostic]:
-    out = []
-    for key in ("retry_target", "fallback_retry_target"):
+def _fidelity_node(graph: Graph, node: Node, out: Out) -> None:
+    value = node.attrs.get("fidelity")
+    if value and value not in FIDELITY_MODES:
+        out.append(
+            _node_diag(
+                "fidelity_valid",
+                WARNING,
+                node,
+                f"node `{node.id}`: fidelity {value!r} is not a fidelity mode",
+                _FIDELITY_FIX,
+                "fidelity",
+            )
+        )
+
+
+def _fidelity_edge(graph: Graph, edge: Edge, out: Out) -> None:
+    value = edge.attrs.get("fidelity")
+    if value and value not in FIDELITY_MODES:
+        out.append(
+            _edge_diag(
+                "fidelity_valid",
+                WARNING,
+                edge,
+                f"edge {edge.source} -> {edge.target}: fidelity {value!r} is not a fidelity mode",
+                _FIDELITY_FIX,
+                "fidelity",
+            )
+        )
+
+
+_RETRY_KEYS = ("retry_target", "fallback_retry_target")
+
+
+def _retry_target_graph(graph: Graph, out: Out) -> None:
+    for key in _RETRY_KEYS:
         target = graph.attrs.get(key, "")
         if target and target not in graph.nodes:
             out.append(
@@ -468,27 +508,33 @@ def _retry_target_exists(graph: Graph) -> list[Diagnostic]:
                     key,
                 )
             )
-    for node in graph.nodes.values():
-        for key in ("retry_target", "fallback_retry_target"):
-            target = node.attrs.get(key, "")
-            if target and target not in graph.nodes:
-                out.append(
-                    _node_diag(
-                        "retry_target_exists",
-                        WARNING,
-                        node,
-                        f"node `{node.id}`: {key} `{target}` is not a node",
-                        f"set {key} to an existing node id",
-                        key,
-                    )
+
+
+def _retry_target_node(graph: Graph, node: Node, out: Out) -> None:
+    for key in _RETRY_KEYS:
+        target = node.attrs.get(key)
+        if target and target not in graph.nodes:
+            out.append(
+                _node_diag(
+                    "retry_target_exists",
+                    WARNING,
+                    node,
+                    f"node `{node.id}`: {key} `{target}` is not a node",
+                    f"set {key} to an existing node id",
+                    key,
                 )
-    return out
+            )
 
 
-def _goal_gate_has_retry(graph: Graph) -> list[Diagnostic]:
+def _goal_gate_has_retry(graph: Graph, node: Node, out: Out) -> None:
+    attrs = node.attrs
+    if "goal_gate" not in attrs or not node.goal_gate:
+        return
+    if attrs.get("retry_target") or attrs.get("fallback_retry_target"):
+        return
     if graph.retry_target or graph.fallback_retry_target:
-        return []
-    return [
+        return
+    out.append(
         _node_diag(
             "goal_gate_has_retry",
             WARNING,
@@ -498,130 +544,139 @@ def _goal_gate_has_retry(graph: Graph) -> list[Diagnostic]:
             f"add retry_target=<node id> to `{node.id}` (or to the graph)",
             "goal_gate",
         )
-        for node in graph.nodes.values()
-        if node.goal_gate and not node.retry_target and not node.fallback_retry_target
-    ]
+    )
 
 
-def _prompt_on_llm_nodes(graph: Graph) -> list[Diagnostic]:
-    return [
-        _node_diag(
-            "prompt_on_llm_nodes",
-            WARNING,
-            node,
-            f"node `{node.id}` runs the codergen (LLM) handler but has no prompt or label",
-            f'add prompt="..." to `{node.id}`',
+def _prompt_on_llm_nodes(graph: Graph, node: Node, out: Out) -> None:
+    attrs = node.attrs
+    if attrs.get("prompt", "").strip() or attrs.get("label", "").strip():
+        return
+    if node.handler_type == "codergen":
+        out.append(
+            _node_diag(
+                "prompt_on_llm_nodes",
+                WARNING,
+                node,
+                f"node `{node.id}` runs the codergen (LLM) handler but has no prompt or label",
+                f'add prompt="..." to `{node.id}`',
+            )
         )
-        for node in graph.nodes.values()
-        if node.handler_type == "codergen"
-        and not node.attrs.get("prompt", "").strip()
-        and not node.attrs.get("label", "").strip()
-    ]
 
 
 # -- project rules ---------------------------------------------------------------------------
 
 
-def _freshness_valid(graph: Graph) -> list[Diagnostic]:
-    return [
-        _node_diag(
-            "freshness_valid",
-            ERROR,
-            node,
-            f"node `{node.id}`: freshness {node.attrs['freshness']!r} is not one of "
-            + "|".join(FRESHNESS_MODES),
-            'write freshness="ignore", "warn" or "block"',
-            "freshness",
+def _freshness_valid(graph: Graph, node: Node, out: Out) -> None:
+    value = node.attrs.get("freshness")
+    if value is not None and value not in FRESHNESS_MODES:
+        out.append(
+            _node_diag(
+                "freshness_valid",
+                ERROR,
+                node,
+                f"node `{node.id}`: freshness {value!r} is not one of " + "|".join(FRESHNESS_MODES),
+                'write freshness="ignore", "warn" or "block"',
+                "freshness",
+            )
         )
-        for node in graph.nodes.values()
-        if "freshness" in node.attrs and node.attrs["freshness"] not in FRESHNESS_MODES
-    ]
 
 
-def _freshness_sources(graph: Graph) -> list[Diagnostic]:
-    return [
+def _freshness_sources(graph: Graph, node: Node, out: Out) -> None:
+    mode = node.attrs.get("freshness")
+    if mode not in ("warn", "block"):
+        return
+    if node.attrs.get("source_files", "").replace(",", "").strip():
+        return
+    out.append(
         _node_diag(
             "freshness_sources",
             WARNING,
             node,
-            f"node `{node.id}` has freshness={node.freshness!r} but no source_files, so there "
-            "is nothing to check",
+            f"node `{node.id}` has freshness={mode!r} but no source_files, so there is nothing "
+            "to check",
             f'add source_files="path/or/*.glob" to `{node.id}`, or remove freshness',
             "freshness",
         )
-        for node in graph.nodes.values()
-        if node.freshness in ("warn", "block") and not node.source_files
-    ]
+    )
 
 
 _MAYBE_OUTSIDE_RE = re.compile(r"\.\.|(?:^|,)\s*[/\\~]|:")
 """A cheap pre-filter: only entries that may be absolute or use ``..`` are examined."""
 
 
-def _source_files_path(graph: Graph) -> list[Diagnostic]:
-    out = []
-    for node in graph.nodes.values():
-        raw = node.attrs.get("source_files", "")
-        if not raw or not _MAYBE_OUTSIDE_RE.search(raw):
+def _source_files_path(graph: Graph, node: Node, out: Out) -> None:
+    raw = node.attrs.get("source_files")
+    if not raw or not _MAYBE_OUTSIDE_RE.search(raw):
+        return
+    for entry in node.source_files:
+        normal = entry.replace("\\", "/")
+        if normal.startswith(("/", "~")) or re.match(r"[A-Za-z]:/", normal):
+            problem = "is absolute"
+        elif ".." in normal.split("/"):
+            problem = "climbs out of the working directory with `..`"
+        else:
             continue
-        for entry in node.source_files:
-            normal = entry.replace("\\", "/")
-            if normal.startswith("/") or re.match(r"[A-Za-z]:/", normal) or normal.startswith("~"):
-                problem = "is absolute"
-            elif ".." in normal.split("/"):
-                problem = "climbs out of the working directory with `..`"
-            else:
-                continue
-            out.append(
-                _node_diag(
-                    "source_files_path",
-                    WARNING,
-                    node,
-                    f"node `{node.id}`: source_files entry {entry!r} {problem}; files outside "
-                    "the working directory are reported as unknown",
-                    "use a path relative to the working directory",
-                    "source_files",
-                )
+        out.append(
+            _node_diag(
+                "source_files_path",
+                WARNING,
+                node,
+                f"node `{node.id}`: source_files entry {entry!r} {problem}; files outside "
+                "the working directory are reported as unknown",
+                "use a path relative to the working directory",
+                "source_files",
             )
-    return out
+        )
 
 
-def _default_choice_matches(graph: Graph) -> list[Diagnostic]:
+@lru_cache(maxsize=1024)
+def _choice_names(label: str, target: str) -> tuple[str, ...]:
+    """What a default choice may name for one edge: accelerator key, target, label, text."""
+    key, text = parse_accelerator(label)
+    return tuple(name.strip().casefold() for name in (key, target, label, text))
+
+
+def _default_choice_matches(graph: Graph, node: Node, out: Out) -> None:
     key = "human.default_choice"
-    out = []
-    for node in graph.nodes.values():
-        wanted = node.attrs.get(key, "").strip()
-        if not wanted:
-            continue
-        if node.handler_type != "wait.human":
-            out.append(
-                _node_diag(
-                    "default_choice_matches",
-                    WARNING,
-                    node,
-                    f"node `{node.id}` has {key} but is a {node.handler_type} node, not a human "
-                    "gate; it has no effect",
-                    f"remove {key}, or make `{node.id}` a gate with shape=hexagon",
-                    key,
-                )
-            )
-            continue
-        question = gate_question(graph, node)
-        if match_choice(question, wanted) is not None:
-            continue
-        choices = [(c.key, parse_accelerator(c.label)[1], c.target) for c in question.choices]
-        listed = ", ".join(f"{k} ({text} -> {target})" for k, text, target in choices) or "none"
+    wanted = node.attrs.get(key, "").strip()
+    if not wanted:
+        return
+    if node.handler_type != "wait.human":
         out.append(
             _node_diag(
                 "default_choice_matches",
                 WARNING,
                 node,
-                f"node `{node.id}`: {key} {wanted!r} matches none of the gate's choices ({listed})",
-                "use a choice's key, label or target node id",
+                f"node `{node.id}` has {key} but is a {node.handler_type} node, not a human "
+                "gate; it has no effect",
+                f"remove {key}, or make `{node.id}` a gate with shape=hexagon",
                 key,
             )
         )
-    return out
+        return
+    folded = wanted.casefold()
+    edges = graph.outgoing(node.id)
+    if any(folded in _choice_names(e.label or e.target, e.target) for e in edges):
+        return
+    question = gate_question(graph, node)
+    if match_choice(question, wanted) is not None:
+        return
+    listed = (
+        ", ".join(
+            f"{c.key} ({parse_accelerator(c.label)[1]} -> {c.target})" for c in question.choices
+        )
+        or "none"
+    )
+    out.append(
+        _node_diag(
+            "default_choice_matches",
+            WARNING,
+            node,
+            f"node `{node.id}`: {key} {wanted!r} matches none of the gate's choices ({listed})",
+            "use a choice's key, label or target node id",
+            key,
+        )
+    )
 
 
 # fmt: off
@@ -636,25 +691,21 @@ KNOWN_EDGE_ATTRIBUTES: frozenset[str] = frozenset({
 """Edge attributes of §2.7 plus common Graphviz drawing attributes."""
 
 
-def _edge_attr_known(graph: Graph) -> list[Diagnostic]:
-    return [
-        _edge_diag(
-            "edge_attr_known",
-            INFO,
-            edge,
-            f"edge {edge.source} -> {edge.target}: attribute `{key}` is not an edge attribute "
-            "the engine uses; it is kept but ignored",
-            "check the spelling (label, condition, weight, fidelity, thread_id, loop_restart)",
-            key,
-        )
-        for edge in graph.edges
-        for key in edge.attrs
-        if key not in KNOWN_EDGE_ATTRIBUTES
-    ]
-
-
-def _is_int(value: str) -> bool:
-    return parse_int(value) is not None
+def _edge_attr_known(graph: Graph, edge: Edge, out: Out) -> None:
+    for key in edge.attrs:
+        if key not in KNOWN_EDGE_ATTRIBUTES:
+            out.append(
+                _edge_diag(
+                    "edge_attr_known",
+                    INFO,
+                    edge,
+                    f"edge {edge.source} -> {edge.target}: attribute `{key}` is not an edge "
+                    "attribute the engine uses; it is kept but ignored",
+                    "check the spelling (label, condition, weight, fidelity, thread_id, "
+                    "loop_restart)",
+                    key,
+                )
+            )
 
 
 def _is_count(value: str) -> bool:
@@ -662,20 +713,21 @@ def _is_count(value: str) -> bool:
     return parsed is not None and parsed >= 0
 
 
-def _is_bool(value: str) -> bool:
-    return parse_bool(value) is not None
-
-
 def _is_duration(value: str) -> bool:
     parsed = parse_duration(value)
     return parsed is not None and parsed > 0
 
 
-_COUNT = (_is_count, "a whole number >= 0, e.g. 3")
-_INT = (_is_int, "a whole number, e.g. 10")
-_BOOL = (_is_bool, "true or false")
-_DURATION = (_is_duration, "a positive duration, e.g. 900s, 250ms, 15m, 2h")
-
+_COUNT = "a whole number >= 0, e.g. 3"
+_INT = "a whole number, e.g. 10"
+_BOOL = "true or false"
+_DURATION = "a positive duration, e.g. 900s, 250ms, 15m, 2h"
+_CHECKS: dict[str, Callable[[str], bool]] = {
+    _COUNT: _is_count,
+    _INT: lambda value: parse_int(value) is not None,
+    _BOOL: lambda value: parse_bool(value) is not None,
+    _DURATION: _is_duration,
+}
 _NODE_TYPED = {
     "max_retries": _COUNT,
     "goal_gate": _BOOL,
@@ -694,37 +746,46 @@ _GRAPH_TYPED = {
 }
 
 
-def _attr_type(graph: Graph) -> list[Diagnostic]:
-    out = []
+@lru_cache(maxsize=4096)
+def _coerces(expected: str, value: str) -> bool:
+    return _CHECKS[expected](value)
 
-    def message(owner: str, key: str, value: str, expected: str) -> tuple[str, str]:
-        return (f"{owner}: {key}={value!r} is not {expected}", f"write {key} as {expected}")
 
-    for key, (ok, expected) in _GRAPH_TYPED.items():
+def _type_message(owner: str, key: str, value: str, expected: str) -> tuple[str, str]:
+    return (f"{owner}: {key}={value!r} is not {expected}", f"write {key} as {expected}")
+
+
+def _attr_type_graph(graph: Graph, out: Out) -> None:
+    for key, expected in _GRAPH_TYPED.items():
         value = graph.attrs.get(key)
-        if value is not None and not ok(value):
-            text, fix = message("graph", key, value, expected)
+        if value is not None and not _coerces(expected, value):
+            text, fix = _type_message("graph", key, value, expected)
             out.append(_graph_diag("attr_type", ERROR, graph, text, fix, key))
-    for node in graph.nodes.values():
-        for key, value in node.attrs.items():
-            check = _NODE_TYPED.get(key)
-            if check is not None and not check[0](value):
-                text, fix = message(f"node `{node.id}`", key, value, check[1])
-                out.append(_node_diag("attr_type", ERROR, node, text, fix, key))
-    for edge in graph.edges:
-        for key, value in edge.attrs.items():
-            check = _EDGE_TYPED.get(key)
-            if check is not None and not check[0](value):
-                expected = check[1]
-                owner = f"edge {edge.source} -> {edge.target}"
-                text, fix = message(owner, key, value, expected)
-                out.append(_edge_diag("attr_type", ERROR, edge, text, fix, key))
-    return out
 
 
-def _evidence_valid(graph: Graph) -> list[Diagnostic]:
-    fix = 'write evidence="record" or evidence="require"'
-    out = []
+def _attr_type_node(graph: Graph, node: Node, out: Out) -> None:
+    attrs = node.attrs
+    for key, expected in _NODE_TYPED.items():
+        value = attrs.get(key)
+        if value is not None and not _coerces(expected, value):
+            text, fix = _type_message(f"node `{node.id}`", key, value, expected)
+            out.append(_node_diag("attr_type", ERROR, node, text, fix, key))
+
+
+def _attr_type_edge(graph: Graph, edge: Edge, out: Out) -> None:
+    attrs = edge.attrs
+    for key, expected in _EDGE_TYPED.items():
+        value = attrs.get(key)
+        if value is not None and not _coerces(expected, value):
+            owner = f"edge {edge.source} -> {edge.target}"
+            text, fix = _type_message(owner, key, value, expected)
+            out.append(_edge_diag("attr_type", ERROR, edge, text, fix, key))
+
+
+_EVIDENCE_FIX = 'write evidence="record" or evidence="require"'
+
+
+def _evidence_graph(graph: Graph, out: Out) -> None:
     value = graph.attrs.get("evidence")
     if value is not None and value not in EVIDENCE_MODES:
         out.append(
@@ -733,53 +794,52 @@ def _evidence_valid(graph: Graph) -> list[Diagnostic]:
                 ERROR,
                 graph,
                 f"graph evidence={value!r} is not one of " + "|".join(EVIDENCE_MODES),
-                fix,
+                _EVIDENCE_FIX,
                 "evidence",
             )
         )
-    for node in graph.nodes.values():
-        value = node.attrs.get("evidence")
-        if value is not None and value not in EVIDENCE_MODES:
-            out.append(
-                _node_diag(
-                    "evidence_valid",
-                    ERROR,
-                    node,
-                    f"node `{node.id}`: evidence={value!r} is not one of "
-                    + "|".join(EVIDENCE_MODES),
-                    fix,
-                    "evidence",
-                )
+
+
+def _evidence_node(graph: Graph, node: Node, out: Out) -> None:
+    value = node.attrs.get("evidence")
+    if value is not None and value not in EVIDENCE_MODES:
+        out.append(
+            _node_diag(
+                "evidence_valid",
+                ERROR,
+                node,
+                f"node `{node.id}`: evidence={value!r} is not one of " + "|".join(EVIDENCE_MODES),
+                _EVIDENCE_FIX,
+                "evidence",
             )
-    return out
+        )
 
 
 def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
     """The built-in rules in the order they run; ``known_types`` feeds ``type_known``."""
     known = frozenset(BUILTIN_HANDLER_TYPES if known_types is None else known_types)
-    checks: list[tuple[str, Callable[[Graph], list[Diagnostic]]]] = [
-        ("start_node", _start_node),
-        ("terminal_node", _terminal_node),
-        ("reachability", _reachability),
-        ("edge_target_exists", _edge_target_exists),
-        ("start_no_incoming", _start_no_incoming),
-        ("exit_no_outgoing", _exit_no_outgoing),
-        ("condition_syntax", _condition_syntax),
-        ("stylesheet_syntax", _stylesheet_syntax),
-        ("type_known", _type_known(known)),
-        ("fidelity_valid", _fidelity_valid),
-        ("retry_target_exists", _retry_target_exists),
-        ("goal_gate_has_retry", _goal_gate_has_retry),
-        ("prompt_on_llm_nodes", _prompt_on_llm_nodes),
-        ("freshness_valid", _freshness_valid),
-        ("freshness_sources", _freshness_sources),
-        ("source_files_path", _source_files_path),
-        ("default_choice_matches", _default_choice_matches),
-        ("edge_attr_known", _edge_attr_known),
-        ("attr_type", _attr_type),
-        ("evidence_valid", _evidence_valid),
+    return [
+        FunctionRule("start_node", _start_node),
+        FunctionRule("terminal_node", _terminal_node),
+        FunctionRule("reachability", _reachability),
+        ScanRule("edge_target_exists", edge_check=_edge_target_exists),
+        FunctionRule("start_no_incoming", _start_no_incoming),
+        FunctionRule("exit_no_outgoing", _exit_no_outgoing),
+        ScanRule("condition_syntax", edge_check=_condition_syntax),
+        FunctionRule("stylesheet_syntax", _stylesheet_syntax),
+        ScanRule("type_known", node_check=_type_known(known)),
+        ScanRule("fidelity_valid", _fidelity_graph, _fidelity_node, _fidelity_edge),
+        ScanRule("retry_target_exists", _retry_target_graph, _retry_target_node),
+        ScanRule("goal_gate_has_retry", node_check=_goal_gate_has_retry),
+        ScanRule("prompt_on_llm_nodes", node_check=_prompt_on_llm_nodes),
+        ScanRule("freshness_valid", node_check=_freshness_valid),
+        ScanRule("freshness_sources", node_check=_freshness_sources),
+        ScanRule("source_files_path", node_check=_source_files_path),
+        ScanRule("default_choice_matches", node_check=_default_choice_matches),
+        ScanRule("edge_attr_known", edge_check=_edge_attr_known),
+        ScanRule("attr_type", _attr_type_graph, _attr_type_node, _attr_type_edge),
+        ScanRule("evidence_valid", _evidence_graph, _evidence_node),
     ]
-    return [FunctionRule(name, check) for name, check in checks]
 
 
 def _sort_key(diagnostic: Diagnostic) -> tuple[int, int]:
@@ -810,27 +870,61 @@ class Validator:
         self._rules.append(rule)
 
     def validate(self, graph: Graph) -> list[Diagnostic]:
-        """All diagnostics, ordered by source position (rule order within a position).
+        """All diagnostics, ordered by source position (stable within a position).
 
-        A rule that raises is reported as an ERROR diagnostic under its own name instead of
-        aborting validation.
+        Whole-graph rules run one by one; the per-node and per-edge parts of scan rules run
+        together in one pass over the nodes and one over the edges. A rule that raises is
+        reported once as an ERROR diagnostic under its own name instead of aborting validation.
         """
-        diagnostics: list[Diagnostic] = []
+        out: list[Diagnostic] = []
+        failed: set[str] = set()
+        node_checks: list[tuple[str, NodeCheck]] = []
+        edge_checks: list[tuple[str, EdgeCheck]] = []
         for rule in self._rules:
+            name = str(getattr(rule, "name", type(rule).__name__))
             try:
-                diagnostics.extend(rule.apply(graph))
-            except Exception as exc:  # a broken custom rule must not hide the other findings
-                diagnostics.append(
-                    _graph_diag(
-                        str(getattr(rule, "name", type(rule).__name__)),
-                        ERROR,
-                        graph,
-                        f"lint rule failed: {type(exc).__name__}: {exc}",
-                        "fix or remove the custom rule",
-                    )
-                )
-        diagnostics.sort(key=_sort_key)
-        return diagnostics
+                if isinstance(rule, ScanRule):
+                    if rule.graph_check is not None:
+                        rule.graph_check(graph, out)
+                    if rule.node_check is not None:
+                        node_checks.append((name, rule.node_check))
+                    if rule.edge_check is not None:
+                        edge_checks.append((name, rule.edge_check))
+                else:
+                    out.extend(rule.apply(graph))
+            except Exception as exc:  # a broken rule must not hide the other findings
+                self._report_failure(graph, name, exc, failed, out)
+        for node in graph.nodes.values():
+            for name, node_check in node_checks:
+                try:
+                    node_check(graph, node, out)
+                except Exception as exc:
+                    self._report_failure(graph, name, exc, failed, out)
+        for edge in graph.edges:
+            for name, edge_check in edge_checks:
+                try:
+                    edge_check(graph, edge, out)
+                except Exception as exc:
+                    self._report_failure(graph, name, exc, failed, out)
+        out.sort(key=_sort_key)
+        return out
+
+    @staticmethod
+    def _report_failure(
+        graph: Graph, name: str, exc: Exception, failed: set[str], out: list[Diagnostic]
+    ) -> None:
+        if name in failed:
+            return
+        failed.add(name)
+        out.append(
+            _graph_diag(
+                name,
+                ERROR,
+                graph,
+                f"lint rule failed: {type(exc).__name__}: {exc}",
+                "fix or remove the rule",
+            )
+        )
 
     def validate_or_raise(self, graph: Graph) -> list[Diagnostic]:
         """Diagnostics when there are no errors; else :class:`ValidationError` listing them."""

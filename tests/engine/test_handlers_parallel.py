@@ -308,3 +308,38 @@ def test_k_of_n_and_quorum(tmp_path: Path, policy: str, expected: StageStatus) -
     source = FAN_OUT.replace('join_policy="%s", max_parallel=%d', policy)
     run, _ = run_pipeline(source, tmp_path)
     assert run.node_outcomes["fan"].status is expected
+
+
+def test_nested_parallel_runs_its_own_fan_in_inside_the_branch(tmp_path: Path) -> None:
+    source = """
+    digraph p {
+      start [shape=Mdiamond]
+      outer [shape=component]
+      x [prompt="x"]
+      inner [shape=component]
+      i1 [prompt="i1"]
+      i2 [prompt="i2"]
+      ijoin [shape=tripleoctagon]
+      after_inner [prompt="after inner"]
+      join [shape=tripleoctagon]
+      done [shape=Msquare]
+      start -> outer
+      outer -> x
+      outer -> inner
+      inner -> i1
+      inner -> i2
+      i1 -> ijoin
+      i2 -> ijoin
+      ijoin -> after_inner -> join
+      x -> join
+      join -> done
+    }
+    """
+    run, _ = run_pipeline(source, tmp_path)
+    result = run.result()
+    assert result.completed_nodes == ["start", "outer", "join", "done"]
+    branches = {r["id"]: r for r in result.context["parallel.results"]}
+    assert branches["inner"]["completed_nodes"] == ["inner", "ijoin", "after_inner"]
+    assert branches["inner"]["fan_in"] == "join"
+    assert branches["inner"]["context_updates"]["parallel.fan_in.best_id"] == "i1"
+    assert branches["x"]["completed_nodes"] == ["x"]

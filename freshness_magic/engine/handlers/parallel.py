@@ -217,6 +217,8 @@ class ParallelHandler:
         current: str | None = edge.target
         steps = 0
         last: Outcome | None = None
+        # The fan-in of a nested parallel node just executed: the branch runs that one itself.
+        nested_join: str | None = None
         while current is not None:
             target = graph.nodes.get(current)
             if target is None:
@@ -226,7 +228,7 @@ class ParallelHandler:
                 )
                 break
             result.stopped_at = current
-            if target.handler_type == "parallel.fan_in":
+            if target.handler_type == "parallel.fan_in" and current != nested_join:
                 result.fan_in = current
                 break
             if graph.is_exit(current):
@@ -267,7 +269,7 @@ class ParallelHandler:
                     f"{edge.target!r} cannot wait for an answer; give the run an interviewer",
                 )
                 break
-            current = self._next(current, last, context, env)
+            current, nested_join = self._next(current, last, context, env)
         if last is not None:
             result.status = last.status
             result.notes = last.notes
@@ -289,17 +291,26 @@ class ParallelHandler:
         return result
 
     @staticmethod
-    def _next(current: str, outcome: Outcome, context: Context, env: StepEnv) -> str | None:
-        """The next node of a branch: a nested parallel's fan-in, else the selected edge."""
-        node = env.graph.nodes[current]
+    def _next(
+        current: str, outcome: Outcome, context: Context, env: StepEnv
+    ) -> tuple[str | None, str | None]:
+        """(next node, nested fan-in or None): the selected edge's target, or the fan-in.
+
+        A nested parallel node that did not fail continues at the fan-in it suggests unless an
+        edge condition matched, mirroring ``Run._route``; the branch then executes that fan-in.
+        """
+        graph = env.graph
+        selection = select_edge(graph, current, outcome, context)
         if (
-            node.handler_type == "parallel"
-            and outcome.suggested_next_ids
+            graph.nodes[current].handler_type == "parallel"
             and outcome.status is not StageStatus.FAIL
+            and selection.step != "condition"
         ):
-            return outcome.suggested_next_ids[0]
-        selection = select_edge(env.graph, current, outcome, context)
-        return selection.target
+            for suggested in outcome.suggested_next_ids:
+                candidate = graph.nodes.get(suggested)
+                if candidate is not None and candidate.handler_type == "parallel.fan_in":
+                    return suggested, suggested
+        return selection.target, None
 
     def _execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
         """One node of a branch, with its retries (no backoff delay inside a branch)."""

@@ -6,12 +6,15 @@ import json
 from dataclasses import dataclass
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from freshness_magic.engine.model import Edge, Graph, Node, Position
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.validation import (
     Diagnostic,
     LintRule,
+    ScanRule,
     Severity,
     Validator,
     default_rules,
@@ -578,3 +581,75 @@ def test_graph_built_in_code_validates_without_source() -> None:
     rules = {d.rule: d for d in found}
     assert set(rules) == {"terminal_node", "condition_syntax"}
     assert (rules["terminal_node"].line, rules["terminal_node"].column) == (0, 0)
+
+
+def test_scan_rule_runs_standalone_and_fused() -> None:
+    def node_check(graph: Graph, node: Node, out: list[Diagnostic]) -> None:
+        if node.id == "work":
+            out.append(Diagnostic("mine", Severity.INFO, "seen", node.id, line=3, column=3))
+
+    rule = ScanRule("mine", node_check=node_check)
+    graph = load_pipeline(OK)
+    assert [d.message for d in rule.apply(graph)] == ["seen"]
+    assert [d.rule for d in validate(graph, extra_rules=[rule])] == ["mine"]
+
+
+def test_a_crashing_scan_rule_is_reported_once() -> None:
+    def node_check(graph: Graph, node: Node, out: list[Diagnostic]) -> None:
+        raise ValueError(f"bad {node.id}")
+
+    found = validate(load_pipeline(OK), extra_rules=[ScanRule("fragile", node_check=node_check)])
+    d = only(found)
+    assert (d.rule, d.severity) == ("fragile", Severity.ERROR)
+    assert "ValueError: bad start" in d.message
+
+
+KEYS = st.sampled_from(
+    [
+        "shape",
+        "type",
+        "prompt",
+        "label",
+        "max_retries",
+        "goal_gate",
+        "timeout",
+        "fidelity",
+        "retry_target",
+        "freshness",
+        "source_files",
+        "evidence",
+        "human.default_choice",
+        "allow_partial",
+        "class",
+    ]
+)
+EDGE_KEYS = st.sampled_from(["label", "condition", "weight", "fidelity", "loop_restart", "zz"])
+VALUES = st.one_of(
+    st.text(max_size=12),
+    st.sampled_from(["Mdiamond", "Msquare", "hexagon", "true", "-1", "x==1", "../a", "block"]),
+)
+
+
+@settings(max_examples=150, deadline=None)
+@given(
+    nodes=st.lists(st.dictionaries(KEYS, VALUES, max_size=6), min_size=1, max_size=6),
+    edges=st.lists(
+        st.tuples(st.integers(0, 7), st.integers(0, 7), st.dictionaries(EDGE_KEYS, VALUES)),
+        max_size=10,
+    ),
+)
+def test_arbitrary_graphs_validate_without_raising(
+    nodes: list[dict[str, str]], edges: list[tuple[int, int, dict[str, str]]]
+) -> None:
+    graph = Graph("g", source="digraph g {}")
+    for index, attrs in enumerate(nodes):
+        graph.nodes[f"n{index}"] = Node(f"n{index}", attrs, Position(index + 2, 1))
+    graph.edges = [
+        Edge(f"n{a}", f"n{b}", attrs, Position(20 + i, 1), index=i)
+        for i, (a, b, attrs) in enumerate(edges)
+    ]
+    diagnostics = validate(graph)
+    assert not [d for d in diagnostics if d.message.startswith("lint rule failed")]
+    for d in diagnostics:
+        assert d.format("g.dot").startswith("g.dot:")
+        json.dumps(d.to_dict())

@@ -1,7 +1,8 @@
 """Resolve ``source_files`` entries (paths and globs, ``**`` included) against a working directory.
 
 Entries are re-resolved at every check so that new and removed glob matches count as changes.
-A plain path is always tracked, existing or not (so a deletion is seen); a glob contributes the
+A plain path is always tracked, existing or not (so a deletion is seen; a folder named this
+way is reported ``unknown`` with the advice to write ``folder/**``); a glob contributes the
 regular files (or symlinks to them) it matches. Entries that leave the working directory (an
 absolute path elsewhere, or ``..`` escaping it) are *unresolved* and reported ``unknown`` unless
 the caller allowed them. ``*``, ``?`` and ``[..]`` never match a leading dot and ``**`` never
@@ -115,9 +116,9 @@ class Resolver:
             if not is_glob(rel):
                 full = os.path.join(base, rel) if rel else base
                 key = full if absolute else rel
-                if rel in ("", ".") or os.path.isdir(full):
+                if rel in ("", "."):
                     unresolved.append(
-                        Unresolved(entry, f"is a folder; write '{entry}/**' for its files")
+                        Unresolved(entry, "is the working directory; write '**' for its files")
                     )
                     continue
                 files[key] = None

@@ -28,7 +28,7 @@ _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXE
 
 def _kind_name(mode: int) -> str:
     if stat_module.S_ISDIR(mode):
-        return "a folder"
+        return "a folder (write 'folder/**' to track the files in it)"
     if stat_module.S_ISFIFO(mode):
         return "a FIFO"
     if stat_module.S_ISSOCK(mode):

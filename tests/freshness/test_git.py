@@ -1,0 +1,161 @@
+"""The git tier: status relative to the baseline (never HEAD), change kinds, one call per check."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.git import GitTier, find_work_tree, parse_porcelain_v2
+
+from .conftest import git, write
+
+
+@pytest.fixture
+def git_log(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Put a logging ``git`` wrapper first on PATH; returns the log file (one line per call)."""
+    real = shutil.which("git")
+    assert real is not None
+    folder = tmp_path / "bin"
+    folder.mkdir()
+    log = tmp_path / "git-calls.log"
+    wrapper = folder / "git"
+    wrapper.write_text(f'#!/bin/sh\necho "$*" >> "{log}"\nexec "{real}" "$@"\n')
+    wrapper.chmod(wrapper.stat().st_mode | stat.S_IEXEC)
+    monkeypatch.setenv("PATH", f"{folder}:{os.environ['PATH']}")
+    return log
+
+
+def calls(log: Path) -> list[str]:
+    return log.read_text().splitlines() if log.exists() else []
+
+
+def test_find_work_tree_and_prefix(repo: Path) -> None:
+    assert find_work_tree(str(repo)) == (str(repo.resolve()), "")
+    assert find_work_tree(str(repo / "src")) == (str(repo.resolve()), "src/")
+
+
+def test_not_a_work_tree_means_no_git_info(tmp_path: Path) -> None:
+    write(tmp_path, "a.txt")
+    tracker = FreshnessTracker(tmp_path)
+    tracker.capture({"n": ["a.txt"]})
+    write(tmp_path, "a.txt", "changed")
+    (entry,) = tracker.check("n").files
+    assert entry.git_change is None and entry.git_at_snapshot is None
+    assert tracker.baselines["n"].git is False and tracker.baselines["n"].head is None
+
+
+def test_baseline_records_head_and_status(repo: Path) -> None:
+    write(repo, "src/a.py", "dirty\n")
+    write(repo, "src/new.py", "new\n")
+    tracker = FreshnessTracker(repo)
+    baseline = tracker.capture({"n": ["src/*.py"]})["n"]
+    assert baseline.head == git(repo, "rev-parse", "HEAD").strip()
+    assert baseline.git_state("src/a.py") == "modified"
+    assert baseline.git_state("src/b.py") == "clean"
+    assert baseline.git_state("src/new.py") == "untracked"
+
+
+def test_dirty_at_capture_then_unchanged_is_fresh(repo: Path) -> None:
+    write(repo, "src/a.py", "modified before the run\n")
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/a.py"]})
+    report = tracker.check("n")
+    assert report.stale_files == [] and report.fresh == ("src/a.py",)
+
+
+def test_committed_after_capture(repo: Path) -> None:
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/a.py"]})
+    write(repo, "src/a.py", "a = 2\n")
+    git(repo, "commit", "-q", "-am", "change a")
+    report = tracker.check("n")
+    (entry,) = report.files
+    assert entry.git_change == "committed" and entry.git_at_snapshot == "clean"
+    assert report.head_moved is True
+
+
+def test_uncommitted_change(repo: Path) -> None:
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/a.py"]})
+    write(repo, "src/a.py", "a = 3\n")
+    report = tracker.check("n")
+    assert report.files[0].git_change == "uncommitted"
+    assert report.head_moved is False
+
+
+def test_untracked_new_glob_match(repo: Path) -> None:
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/**/*.py"]})
+    write(repo, "src/pkg/new.py", "n\n")
+    (entry,) = tracker.check("n").files
+    assert entry.label.value == "stale_added" and entry.git_change == "untracked"
+
+
+def test_deleted_and_reverted_files(repo: Path) -> None:
+    write(repo, "docs/spec.md", "locally edited\n")
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/a.py", "docs/spec.md"]})
+    (repo / "src/a.py").unlink()
+    git(repo, "checkout", "--", "docs/spec.md")
+    by_path = {f.path: f for f in tracker.check("n").files}
+    assert by_path["src/a.py"].git_change == "uncommitted"
+    assert by_path["docs/spec.md"].label.value == "stale_changed"
+    assert by_path["docs/spec.md"].git_change == "matches_head"
+
+
+def test_workdir_inside_a_repo_gets_relative_paths(repo: Path) -> None:
+    tracker = FreshnessTracker(repo / "src")
+    tracker.capture({"n": ["*.py"]})
+    write(repo, "src/a.py", "changed\n")
+    (entry,) = tracker.check("n").files
+    assert entry.path == "a.py" and entry.git_change == "uncommitted"
+
+
+def test_at_most_one_git_call_per_check_and_none_when_fresh(repo: Path, git_log: Path) -> None:
+    for i in range(30):
+        write(repo, f"src/m{i}.py", f"{i}\n")
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/**/*.py"]})
+    assert len(calls(git_log)) == 1  # the capture's status (HEAD comes with it)
+    tracker.check("n")
+    assert len(calls(git_log)) == 1  # nothing stale: git is not asked
+    for i in range(30):
+        write(repo, f"src/m{i}.py", f"changed {i}\n")
+    report = tracker.check("n")
+    assert len(report.stale_files) == 30
+    assert len(calls(git_log)) == 2
+    assert "status" in calls(git_log)[-1]
+
+
+def test_porcelain_v2_parser_handles_every_record_kind() -> None:
+    out = (
+        b"# branch.oid 0123abcd\0# branch.head main\0"
+        b"1 .M N... 100644 100644 100644 aaa bbb sub/a b.py\0"
+        b"1 A. N... 000000 100644 100644 000 ccc sub/new.py\0"
+        b"1 .D N... 100644 100644 000000 ddd ddd sub/gone.py\0"
+        b"2 R. N... 100644 100644 100644 eee eee R100 sub/to.py\0sub/from.py\0"
+        b"u UU N... 100644 100644 100644 100644 f1 f2 f3 sub/conflict.py\0"
+        b"? sub/untracked.py\0! sub/ignored.log\0? elsewhere.py\0"
+    )
+    status = parse_porcelain_v2(out, "sub/")
+    assert status.head == "0123abcd"
+    assert status.entries == {
+        "a b.py": "modified",
+        "new.py": "added",
+        "gone.py": "deleted",
+        "to.py": "renamed",
+        "conflict.py": "unmerged",
+        "untracked.py": "untracked",
+        "ignored.log": "ignored",
+    }
+    assert parse_porcelain_v2(b"# branch.oid (initial)\0", "").head is None
+
+
+def test_git_tier_disabled(repo: Path) -> None:
+    assert GitTier(repo, enabled=False).available is False
+    assert GitTier(repo).available is True

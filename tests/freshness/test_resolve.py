@@ -1,0 +1,125 @@
+"""Resolving source_files entries: paths, globs, **, hidden names, outside entries, symlinks."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from freshness_magic.freshness.resolve import Resolver, is_glob
+
+from .conftest import write
+
+
+def files(root: Path, *entries: str, **kw: object) -> list[str]:
+    return Resolver(root, **kw).resolve(list(entries)).files  # type: ignore[arg-type]
+
+
+def test_is_glob() -> None:
+    assert is_glob("src/*.py") and is_glob("a?.md") and is_glob("[ab].txt")
+    assert not is_glob("docs/spec.md")
+
+
+def test_plain_paths_are_tracked_even_when_missing(tmp_path: Path) -> None:
+    write(tmp_path, "docs/spec.md")
+    res = Resolver(tmp_path).resolve(["docs/spec.md", "missing.txt"])
+    assert res.files == ["docs/spec.md", "missing.txt"]
+    assert res.literal == {"docs/spec.md", "missing.txt"}
+
+
+def test_star_matches_one_level_and_not_hidden(tmp_path: Path) -> None:
+    for rel in ("src/a.ts", "src/b.ts", "src/sub/c.ts", "src/.hidden.ts", "src/x.js"):
+        write(tmp_path, rel)
+    assert files(tmp_path, "src/*.ts") == ["src/a.ts", "src/b.ts"]
+    assert files(tmp_path, "src/.*.ts") == ["src/.hidden.ts"]
+
+
+def test_double_star_matches_any_depth_including_zero(tmp_path: Path) -> None:
+    for rel in ("src/a.py", "src/m/b.py", "src/m/n/c.py", "src/m/n/d.txt", "top.py"):
+        write(tmp_path, rel)
+    assert files(tmp_path, "src/**/*.py") == ["src/a.py", "src/m/b.py", "src/m/n/c.py"]
+    assert files(tmp_path, "**/*.py") == ["src/a.py", "src/m/b.py", "src/m/n/c.py", "top.py"]
+    assert files(tmp_path, "src/**") == ["src/a.py", "src/m/b.py", "src/m/n/c.py", "src/m/n/d.txt"]
+
+
+def test_double_star_skips_hidden_folders(tmp_path: Path) -> None:
+    write(tmp_path, ".git/config")
+    write(tmp_path, ".freshness/runs/x.json")
+    write(tmp_path, "a.txt")
+    assert files(tmp_path, "**") == ["a.txt"]
+
+
+def test_glob_without_matches_is_empty_not_an_error(tmp_path: Path) -> None:
+    res = Resolver(tmp_path).resolve(["nothing/**/*.c", "*.none"])
+    assert res.files == [] and res.unresolved == []
+
+
+def test_duplicates_across_entries_are_listed_once(tmp_path: Path) -> None:
+    write(tmp_path, "a.py")
+    assert files(tmp_path, "a.py", "*.py", "**/*.py") == ["a.py"]
+
+
+def test_entries_outside_the_workdir_are_unresolved_unless_allowed(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    work.mkdir()
+    outside = write(tmp_path, "outside.txt")
+    res = Resolver(work).resolve([str(outside), "../outside.txt", "../*.txt"])
+    assert res.files == []
+    assert [u.entry for u in res.unresolved] == [str(outside), "../outside.txt", "../*.txt"]
+    assert all("outside the working directory" in u.reason for u in res.unresolved)
+    allowed = Resolver(work, allow_outside=[str(tmp_path)]).resolve(["../outside.txt"])
+    assert allowed.files == [str(outside)] and allowed.unresolved == []
+
+
+def test_absolute_path_inside_the_workdir_becomes_relative(tmp_path: Path) -> None:
+    write(tmp_path, "docs/a.md")
+    assert files(tmp_path, str(tmp_path / "docs" / "a.md")) == ["docs/a.md"]
+
+
+def test_dotdot_that_stays_inside_is_fine(tmp_path: Path) -> None:
+    write(tmp_path, "docs/a.md")
+    assert files(tmp_path, "src/../docs/a.md") == ["docs/a.md"]
+
+
+def test_a_folder_named_as_a_path_is_kept_for_the_snapshot_to_report(tmp_path: Path) -> None:
+    write(tmp_path, "docs/a.md")
+    res = Resolver(tmp_path).resolve(["docs", "."])
+    assert res.files == ["docs"]
+    assert [u.entry for u in res.unresolved] == ["."]
+
+
+def test_symlink_to_file_matches_glob(tmp_path: Path) -> None:
+    target = write(tmp_path, "real/data.txt")
+    (tmp_path / "src").mkdir()
+    os.symlink(target, tmp_path / "src" / "link.txt")
+    assert files(tmp_path, "src/*.txt") == ["src/link.txt"]
+
+
+def test_symlink_to_folder_is_followed(tmp_path: Path) -> None:
+    write(tmp_path, "real/x/data.txt")
+    (tmp_path / "src").mkdir()
+    os.symlink(tmp_path / "real", tmp_path / "src" / "linked")
+    assert files(tmp_path, "src/**/*.txt") == ["src/linked/x/data.txt"]
+
+
+def test_symlink_loops_end(tmp_path: Path) -> None:
+    write(tmp_path, "a/file.txt")
+    os.symlink(tmp_path / "a", tmp_path / "a" / "loop")
+    os.symlink(tmp_path, tmp_path / "a" / "up")
+    os.symlink("self", tmp_path / "self")  # a link to itself: neither file nor folder
+    found = files(tmp_path, "**")
+    assert "a/file.txt" in found
+    assert not any("loop/loop" in f or "up/a/up" in f for f in found)
+    assert "self" not in found
+
+
+def test_broken_symlink_is_not_a_glob_match(tmp_path: Path) -> None:
+    os.symlink(tmp_path / "gone.txt", tmp_path / "dangling.txt")
+    assert files(tmp_path, "*.txt") == []
+
+
+def test_every_resolve_rereads_the_folders(tmp_path: Path) -> None:
+    resolver = Resolver(tmp_path)
+    write(tmp_path, "a.md")
+    assert resolver.resolve(["*.md"]).files == ["a.md"]
+    write(tmp_path, "b.md")
+    assert resolver.resolve(["*.md"]).files == ["a.md", "b.md"]

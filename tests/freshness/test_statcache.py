@@ -1,0 +1,50 @@
+"""The stat cache and git's racy-clean rule."""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from freshness_magic.freshness.baseline import FileRecord
+from freshness_magic.freshness.hashing import StatKey
+from freshness_magic.freshness.statcache import (
+    RACY_WINDOW_NS,
+    StatCache,
+    filesystem_now_ns,
+    is_racy,
+)
+
+KEY = StatKey(1, 2, 0o100644, 10, 1_000 * RACY_WINDOW_NS, 1_000 * RACY_WINDOW_NS)
+
+
+def test_unchanged_key_outside_the_racy_window_is_trusted() -> None:
+    cache = StatCache()
+    record = FileRecord(True, KEY, "d")
+    cache.store("a", record, KEY.mtime_ns + RACY_WINDOW_NS + 1)
+    assert cache.lookup("a", KEY) is record
+
+
+def test_entry_with_mtime_inside_the_window_is_always_rehashed() -> None:
+    cache = StatCache()
+    cache.store("a", FileRecord(True, KEY, "d"), KEY.mtime_ns + RACY_WINDOW_NS - 1)
+    assert cache.lookup("a", KEY) is None
+    assert is_racy(KEY.mtime_ns, KEY.mtime_ns + 1)
+    assert is_racy(KEY.mtime_ns + 5, KEY.mtime_ns)  # mtime in the future of the snapshot
+
+
+def test_any_field_of_the_key_differing_is_a_miss() -> None:
+    cache = StatCache()
+    cache.store("a", FileRecord(True, KEY, "d"), KEY.mtime_ns + 10 * RACY_WINDOW_NS)
+    for index in range(len(KEY)):
+        changed = list(KEY)
+        changed[index] += 1
+        assert cache.lookup("a", StatKey(*changed)) is None
+    assert cache.lookup("b", KEY) is None
+
+
+def test_filesystem_now_comes_from_a_file_in_the_state_folder(tmp_path: Path) -> None:
+    state = tmp_path / ".freshness"
+    before = time.time_ns()
+    now = filesystem_now_ns(state)
+    assert state.is_dir() and list(state.iterdir()) == []
+    assert abs(now - before) < 60 * 1_000_000_000

@@ -1,0 +1,316 @@
+"""FreshnessTracker: every label, racy rewrites, unreadable files, symlinks, races, accept."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.errors import FreshnessError
+from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.labels import FileLabel, NodeLabel
+from freshness_magic.freshness.report import NodeReport
+from freshness_magic.freshness.resolve import Resolution
+
+from .conftest import write
+
+
+def labels(report: NodeReport) -> dict[str, str]:
+    found = {f.path: f.label.value for f in report.files}
+    found.update(dict.fromkeys(report.fresh, "fresh"))
+    return found
+
+
+@pytest.fixture
+def tree(tmp_path: Path) -> Path:
+    write(tmp_path, "docs/spec.md", "spec v1\n")
+    write(tmp_path, "src/a.py", "a\n")
+    write(tmp_path, "src/b.py", "b\n")
+    return tmp_path
+
+
+def test_unchanged_files_are_fresh(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["docs/spec.md", "src/*.py"]})
+    report = tracker.check("n")
+    assert report.label is NodeLabel.FRESH
+    assert labels(report) == dict.fromkeys(["docs/spec.md", "src/a.py", "src/b.py"], "fresh")
+    assert report.stale_files == []
+
+
+def test_changed_content_is_stale_changed_with_old_and_new_details(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["docs/spec.md"]})
+    write(tree, "docs/spec.md", "spec v2, longer\n")
+    report = tracker.check("n")
+    assert report.label is NodeLabel.STALE_CHANGED
+    (entry,) = report.files
+    assert entry.label is FileLabel.STALE_CHANGED and entry.method == "hash"
+    assert entry.old_digest and entry.new_digest and entry.old_digest != entry.new_digest
+    assert (entry.old_size, entry.new_size) == (8, 16)
+    assert entry.old_mtime_ns is not None and entry.new_mtime_ns is not None
+    data = entry.to_dict()
+    assert len(data["old_hash"]) == 12 and data["old_hash"] == entry.old_digest[:12]
+
+
+def test_deleted_file_is_stale_deleted(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"lit": ["docs/spec.md"], "glob": ["src/*.py"]})
+    (tree / "docs/spec.md").unlink()
+    (tree / "src/b.py").unlink()
+    assert labels(tracker.check("lit")) == {"docs/spec.md": "stale_deleted"}
+    assert labels(tracker.check("glob")) == {"src/a.py": "fresh", "src/b.py": "stale_deleted"}
+    assert tracker.check("glob").label is NodeLabel.STALE_DELETED
+
+
+def test_new_glob_match_is_stale_added(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["src/**/*.py"]})
+    write(tree, "src/pkg/c.py", "c\n")
+    report = tracker.check("n")
+    assert report.label is NodeLabel.STALE_ADDED
+    assert labels(report)["src/pkg/c.py"] == "stale_added"
+
+
+def test_listed_path_appearing_is_stale_added_and_missing_twice_is_fresh(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["later.txt"]})
+    assert labels(tracker.check("n")) == {"later.txt": "fresh"}
+    write(tree, "later.txt")
+    assert labels(tracker.check("n")) == {"later.txt": "stale_added"}
+
+
+def test_outside_entry_is_unknown_and_not_stale(tree: Path) -> None:
+    tracker = FreshnessTracker(tree / "src")
+    tracker.capture({"n": ["../docs/spec.md", "a.py"]})
+    report = tracker.check("n")
+    assert labels(report) == {"../docs/spec.md": "unknown", "a.py": "fresh"}
+    assert report.label is NodeLabel.UNKNOWN and report.stale_files == []
+
+
+def test_node_without_files_is_no_refs(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["nothing/*.c"]})
+    assert tracker.baselines["n"].files == {}
+    assert tracker.check("n").label is NodeLabel.NO_REFS
+
+
+def test_racy_rewrite_with_same_size_and_mtime_is_detected(tree: Path) -> None:
+    path = tree / "docs/spec.md"
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["docs/spec.md"]})
+    before = os.stat(path)
+    path.write_text("spec v9\n")  # same size
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))  # same mtime tick
+    assert os.stat(path).st_size == before.st_size
+    assert os.stat(path).st_mtime_ns == before.st_mtime_ns
+    assert labels(tracker.check("n")) == {"docs/spec.md": "stale_changed"}
+
+
+def test_racy_entry_is_rehashed_even_when_the_whole_stat_key_matches(tree: Path) -> None:
+    """Forge the stat key of the cached record so only the racy rule can catch the change."""
+    path = tree / "docs/spec.md"
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["docs/spec.md"]})
+    path.write_text("spec v9\n")
+    record, verified = tracker.snapshotter.cache.entries["docs/spec.md"]
+    now_key = type(record.stat).of(os.stat(path))
+    forged = record._replace(stat=now_key)
+    tracker.snapshotter.cache.entries["docs/spec.md"] = (forged, verified)
+    tracker.baselines["n"].files["docs/spec.md"] = forged
+    assert labels(tracker.check("n")) == {"docs/spec.md": "stale_changed"}
+
+
+def test_stat_cache_skips_rehashing_old_unchanged_files(tree: Path) -> None:
+    old = time.time_ns() - 10 * 1_000_000_000
+    for rel in ("src/a.py", "src/b.py"):
+        os.utime(tree / rel, ns=(old, old))
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["src/*.py"]})
+    first = tracker.snapshotter.cache.entries["src/a.py"][0]
+    report = tracker.check("n")
+    assert report.fresh == ("src/a.py", "src/b.py")
+    assert tracker.snapshotter.cache.entries["src/a.py"][0] is first
+
+
+def test_unreadable_file_falls_back_to_stat_and_says_so(tree: Path) -> None:
+    """As root every permission is granted, so unreadability is simulated with a FIFO."""
+    fifo = tree / "pipe.md"
+    if os.geteuid() == 0:
+        os.mkfifo(fifo)
+    else:
+        write(tree, "pipe.md")
+        fifo.chmod(0)
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["pipe.md"]})
+    (entry,) = tracker.check("n").files
+    assert entry.label is FileLabel.UNKNOWN
+    assert entry.note
+
+
+@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files with mode 000")
+def test_permission_denied_is_compared_by_stat(tree: Path) -> None:
+    path = write(tree, "secret.md", "s1")
+    path.chmod(0)
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["secret.md"]})
+    (entry,) = tracker.check("n").files
+    assert entry.label is FileLabel.UNKNOWN and entry.method == "stat"
+    assert "unreadable" in entry.note
+    os.utime(path, ns=(1, 1))
+    (entry,) = tracker.check("n").files
+    assert entry.label is FileLabel.STALE_CHANGED and entry.method == "stat"
+
+
+def test_readable_file_turning_into_a_folder_is_unknown(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["docs/spec.md"]})
+    (tree / "docs/spec.md").unlink()
+    (tree / "docs/spec.md").mkdir()
+    (entry,) = tracker.check("n").files
+    assert entry.label is FileLabel.UNKNOWN
+    assert "folder" in entry.note
+
+
+def test_file_too_large_for_the_limit_is_compared_by_stat(tree: Path) -> None:
+    big = write(tree, "big.bin", "x" * 100)
+    tracker = FreshnessTracker(tree, hash_size_limit=50)
+    tracker.capture({"n": ["big.bin", "src/a.py"]})
+    report = tracker.check("n")
+    assert labels(report) == {"big.bin": "fresh", "src/a.py": "fresh"}
+    (entry,) = report.files
+    assert entry.method == "stat" and "too large" in entry.note
+    big.write_text("y" * 101)
+    (entry,) = tracker.check("n").files
+    assert entry.label is FileLabel.STALE_CHANGED and entry.method == "stat"
+
+
+def test_symlink_to_file_tracks_the_target_content(tree: Path) -> None:
+    os.symlink(tree / "docs/spec.md", tree / "link.md")
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["link.md"]})
+    write(tree, "docs/spec.md", "changed through the target\n")
+    assert labels(tracker.check("n")) == {"link.md": "stale_changed"}
+
+
+def test_symlink_to_folder_and_loop(tree: Path) -> None:
+    os.symlink(tree / "src", tree / "docs/code")
+    os.symlink(tree / "docs", tree / "docs/loop")
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["docs/**/*.py"]})
+    assert sorted(tracker.baselines["n"].files) == ["docs/code/a.py", "docs/code/b.py"]
+    write(tree, "src/a.py", "a2\n")
+    assert labels(tracker.check("n"))["docs/code/a.py"] == "stale_changed"
+
+
+def test_symlink_loop_as_a_listed_path_is_unknown(tree: Path) -> None:
+    os.symlink("loop.md", tree / "loop.md")
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["loop.md"]})
+    (entry,) = tracker.check("n").files
+    assert entry.label is FileLabel.UNKNOWN
+
+
+def test_file_deleted_between_resolving_and_hashing(tree: Path) -> None:
+    state = {"armed": False}
+
+    def delete_after_resolve(resolutions: Mapping[str, Resolution]) -> None:
+        if state["armed"]:
+            assert "src/b.py" in resolutions["n"].files
+            (tree / "src/b.py").unlink()
+            state["armed"] = False
+
+    tracker = FreshnessTracker(tree, after_resolve=delete_after_resolve)
+    tracker.capture({"n": ["src/*.py"]})
+    state["armed"] = True
+    report = tracker.check("n")
+    assert not state["armed"]
+    assert labels(report) == {"src/a.py": "fresh", "src/b.py": "stale_deleted"}
+
+
+def test_file_deleted_between_resolving_and_hashing_at_capture(tree: Path) -> None:
+    def delete(resolutions: Mapping[str, Resolution]) -> None:
+        if (tree / "src/b.py").exists():
+            (tree / "src/b.py").unlink()
+
+    tracker = FreshnessTracker(tree, after_resolve=delete)
+    tracker.capture({"n": ["src/*.py"]})
+    assert tracker.baselines["n"].files["src/b.py"].existed is False
+    assert labels(tracker.check("n")) == {"src/a.py": "fresh"}
+
+
+def test_checkpoint_round_trip_keeps_everything_and_seeds_the_cache(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["src/*.py", "docs/spec.md", "/elsewhere/x"]})
+    tracker.snapshot_run("n")
+    state = tracker.to_dict()
+    again = FreshnessTracker(tree)
+    again.load(state)
+    assert again.to_dict() == state
+    assert set(again.snapshotter.cache.entries) == {"src/a.py", "src/b.py", "docs/spec.md"}
+    write(tree, "src/a.py", "a2\n")
+    assert again.check("n").stale_files == ["src/a.py"]
+
+
+def test_malformed_checkpoint_state_is_a_freshness_error(tree: Path) -> None:
+    with pytest.raises(FreshnessError, match="unknown format"):
+        FreshnessTracker(tree).load({"version": 99})
+    with pytest.raises(FreshnessError, match="malformed"):
+        FreshnessTracker(tree).load({"version": 1, "baselines": {"n": {"files": {}}}})
+
+
+def test_checking_an_untracked_node_says_what_to_do(tree: Path) -> None:
+    with pytest.raises(FreshnessError, match="no freshness baseline"):
+        FreshnessTracker(tree).check("ghost")
+
+
+def test_stale_since_run_is_separate_from_stale_since_baseline(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["docs/spec.md"]})
+    write(tree, "docs/spec.md", "v2\n")
+    tracker.snapshot_run("n")  # the node ran with v2
+    assert tracker.check("n").stale_files == []
+    report = tracker.report()
+    entry = report.nodes["n"]
+    assert entry.since_baseline.stale_files == ["docs/spec.md"]
+    assert entry.since_run is not None and entry.since_run.stale_files == []
+    assert report.all_fresh
+    write(tree, "docs/spec.md", "v3\n")
+    entry = tracker.report().nodes["n"]
+    assert entry.since_run is not None and entry.since_run.stale_files == ["docs/spec.md"]
+    assert tracker.check("n").since == "run"
+
+
+def test_accept_recaptures_and_returns_changed_files(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["src/*.py"], "m": ["docs/spec.md"]})
+    write(tree, "src/a.py", "a2\n")
+    assert tracker.accept(["n"]) == {"n": ["src/a.py"]}
+    assert tracker.baselines["n"].kind == "accepted"
+    assert tracker.check("n").stale_files == []
+
+
+def test_report_text_and_json(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["docs/spec.md"], "ok": ["src/*.py"]})
+    write(tree, "docs/spec.md", "v2\n")
+    report = tracker.report()
+    assert report.stale_nodes == ["n"] and not report.all_fresh
+    text = str(report)
+    assert "stale_changed" in text and "docs/spec.md" in text and "stale: n" in text
+    data = report.to_dict()
+    assert data["nodes"]["n"]["since_baseline"]["stale_files"] == ["docs/spec.md"]
+    assert data["nodes"]["ok"]["since_baseline"]["counts"] == {"fresh": 2}
+    full = report.to_dict(all_files=True)["nodes"]["ok"]["since_baseline"]["files"]
+    assert {f["path"] for f in full} == {"src/a.py", "src/b.py"}
+
+
+def test_folder_named_as_a_path_is_unknown_with_advice(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["docs"]})
+    (entry,) = tracker.check("n").files
+    assert entry.label is FileLabel.UNKNOWN and "docs/**" not in entry.note
+    assert "folder/**" in entry.note

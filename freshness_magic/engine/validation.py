@@ -154,8 +154,13 @@ def _position_in_value(
         if offset == 0:
             return None
     offset += position.column - 1
-    if source.startswith(key, offset):
-        offset += len(key)
+    for written in (key, f'"{key}"'):
+        if source.startswith(written, offset):
+            offset += len(written)
+            break
+    else:
+        written = ""
+    if written:
         while offset < len(source) and source[offset] in " \t\r\n":
             offset += 1
         if not source.startswith("=", offset):
@@ -166,10 +171,14 @@ def _position_in_value(
     if source.startswith('"', offset):
         pos, seen = offset + 1, 0
         while pos < len(source) and source[pos] != '"' and seen < index:
-            step = (
-                2 if source[pos] == "\\" and source[pos + 1 : pos + 2] in _ONE_CHAR_ESCAPES else 1
-            )
-            pos += step
+            if source[pos] == "\\":
+                following = source[pos + 1 : pos + 3]
+                if following.startswith(("\n", "\r\n")):
+                    pos += 1 + (2 if following == "\r\n" else 1)
+                    continue
+                if following[:1] in _ONE_CHAR_ESCAPES:
+                    pos += 1
+            pos += 1
             seen += 1
         if seen < index:
             return None

@@ -653,3 +653,13 @@ def test_arbitrary_graphs_validate_without_raising(
     for d in diagnostics:
         assert d.format("g.dot").startswith("g.dot:")
         json.dumps(d.to_dict())
+
+
+def test_condition_position_with_quoted_key_and_line_continuation() -> None:
+    text = (
+        "digraph g {\n start [shape=Mdiamond]\n done [shape=Msquare]\n"
+        ' start -> done ["condition"="a=\\"x\\" && \\\nb==2"]\n}'
+    )
+    d = only(lint(text, "condition_syntax"))
+    assert (d.line, d.column) == (5, 2)
+    assert text.splitlines()[d.line - 1][d.column - 1 :].startswith("==2")

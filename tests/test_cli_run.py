@@ -1,0 +1,171 @@
+"""``python -m freshness_magic run|resume|status`` as a user runs them (subprocesses)."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+REVIEW = """digraph review {
+  graph [goal="Ship the login fix"]
+  start   [shape=Mdiamond]
+  draft   [prompt="Summarise the change for $goal"]
+  approve [shape=hexagon, label="Ship it?"]
+  done    [shape=Msquare]
+  start -> draft -> approve
+  approve -> done  [label="[Y] Yes"]
+  approve -> draft [label="[N] No, redo"]
+}
+"""
+
+FAILING = """digraph bad {
+  start [shape=Mdiamond]
+  boom [shape=parallelogram, tool_command="exit 7"]
+  done [shape=Msquare]
+  start -> boom -> done
+}
+"""
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "freshness_magic", *args],
+        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+    )
+
+
+def write(tmp_path: Path, name: str, text: str) -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+def test_run_waits_at_gate_with_exit_3_and_json_shape(tmp_path: Path) -> None:
+    dot = write(tmp_path, "review.dot", REVIEW)
+    proc = cli("run", str(dot), "--workdir", str(tmp_path / "w"), "--json", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    data = json.loads(proc.stdout)
+    assert set(data) == {
+        "status", "run_dir", "completed_nodes", "node_outcomes", "next_node", "pending_gate",
+        "context", "failure_reason",
+    }
+    assert data["status"] == "waiting"
+    assert data["completed_nodes"] == ["start", "draft"]
+    assert data["node_outcomes"]["draft"] == {
+        "status": "success", "notes": "Stage completed: draft", "failure_reason": ""
+    }
+    assert data["next_node"] == "approve"
+    gate = data["pending_gate"]
+    assert gate["node"] == "approve" and gate["question"] == "Ship it?"
+    assert [c["key"] for c in gate["choices"]] == ["Y", "N"]
+    assert data["context"]["graph.goal"] == "Ship the login fix"
+    run_dir = Path(data["run_dir"])
+    assert run_dir.parent == (tmp_path / "w" / ".freshness" / "runs").resolve()
+
+
+def test_run_with_answers_completes_with_exit_0_and_progress_lines(tmp_path: Path) -> None:
+    dot = write(tmp_path, "review.dot", REVIEW)
+    proc = cli("run", str(dot), "--workdir", str(tmp_path), "--answer", "approve=N",
+               "--answer", "approve=[Y] Yes", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    progress = [line.split()[1] for line in lines if line.startswith("  ok")]
+    assert progress == ["start", "draft", "approve", "draft", "approve", "done"]
+    assert lines[-1].startswith("completed: 6 step(s); run dir ")
+
+
+def test_auto_approve_takes_the_first_choice(tmp_path: Path) -> None:
+    dot = write(tmp_path, "review.dot", REVIEW)
+    proc = cli("run", str(dot), "--workdir", str(tmp_path), "--auto-approve", "--json",
+               cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert data["completed_nodes"] == ["start", "draft", "approve", "done"]
+    assert data["context"]["human.gate.selected"] == "Y"
+
+
+def test_to_pauses_with_exit_3_then_resume_and_status(tmp_path: Path) -> None:
+    dot = write(tmp_path, "review.dot", REVIEW)
+    runs = tmp_path / "runs"
+    proc = cli("run", str(dot), "--runs-dir", str(runs), "--to", "draft", "--json", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr
+    data = json.loads(proc.stdout)
+    assert (data["status"], data["next_node"], data["completed_nodes"]) == (
+        "paused", "draft", ["start"]
+    )
+    run_dir = data["run_dir"]
+    assert Path(run_dir).parent == runs.resolve()
+
+    status = cli("status", run_dir, cwd=tmp_path)
+    assert status.returncode == 3
+    assert "paused" in status.stdout.splitlines()[0]
+    assert "next node: draft" in status.stdout
+
+    resumed = cli("resume", run_dir, cwd=tmp_path)
+    assert resumed.returncode == 3
+    assert "waiting at gate 'approve': Ship it?" in resumed.stdout
+    assert "[Y] Yes -> done" in resumed.stdout
+    assert f"resume {run_dir} --answer approve=Y" in resumed.stdout
+
+    bad = cli("resume", run_dir, "--answer", "approve=maybe", cwd=tmp_path)
+    assert bad.returncode == 2
+    assert "'maybe' is not a choice of gate 'approve'" in bad.stderr
+    assert "Traceback" not in bad.stderr
+
+    done = cli("resume", run_dir, "--answer", "approve=done", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["completed_nodes"] == ["start", "draft", "approve", "done"]
+
+    final = cli("status", run_dir, "--json", cwd=tmp_path)
+    assert final.returncode == 0
+    info = json.loads(final.stdout)
+    assert info["status"] == "completed"
+    assert info == json.loads(done.stdout)
+
+
+def test_failed_run_exits_1_with_reason(tmp_path: Path) -> None:
+    dot = write(tmp_path, "bad.dot", FAILING)
+    proc = cli("run", str(dot), "--workdir", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    assert "FAIL" in proc.stdout
+    assert proc.stdout.splitlines()[-2].startswith("failed: node 'boom' failed (")
+    data = json.loads(cli("run", str(dot), "--workdir", str(tmp_path), "--json",
+                          cwd=tmp_path).stdout)
+    assert data["status"] == "failed"
+    assert data["node_outcomes"]["boom"]["status"] == "fail"
+    assert "7" in data["node_outcomes"]["boom"]["failure_reason"]
+    assert data["failure_reason"].startswith("node 'boom' failed")
+
+
+def test_usage_and_input_errors_exit_2(tmp_path: Path) -> None:
+    broken = write(tmp_path, "broken.dot", "digraph g {\n  start [shape=Mdiamond]\n  a -- b\n}\n")
+    proc = cli("run", str(broken), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert f"{broken}:3:5:" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+    invalid = write(tmp_path, "invalid.dot", "digraph g { a [prompt=x] done [shape=Msquare] "
+                                             "a -> done }")
+    proc = cli("run", str(invalid), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "start" in proc.stderr
+
+    review = write(tmp_path, "review.dot", REVIEW)
+    proc = cli("run", str(review), "--answer", "approve", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "expected NODE=CHOICE" in proc.stderr
+    proc = cli("run", str(review), "--answer", "nosuch=Y", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "--answer names node 'nosuch'" in proc.stderr
+    proc = cli("run", str(review), "--to", "nosuch", cwd=tmp_path)
+    assert proc.returncode == 2
+    proc = cli("status", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2
+    assert "no usable checkpoint" in proc.stderr
+    proc = cli("run", str(tmp_path / "missing.dot"), cwd=tmp_path)
+    assert proc.returncode == 2

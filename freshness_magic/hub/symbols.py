@@ -96,7 +96,7 @@ def parse_python(source: bytes, *, module: str = "") -> ModuleInfo | SyntaxProbl
     top = _Acc()
     for stmt in tree.body:
         if isinstance(stmt, _DEFS):
-            extractor.definition(stmt, "")  # type: ignore[arg-type]
+            extractor.definition(stmt, "")
         else:
             _visit(stmt, top, False)
     imports: set[str] = set()
@@ -158,7 +158,7 @@ class _Extractor:
             complexity = 0
             for stmt in _strip_docstring(node.body):
                 if isinstance(stmt, _DEFS):
-                    child = self.definition(stmt, qualname + ".")  # type: ignore[arg-type]
+                    child = self.definition(stmt, qualname + ".")
                     parts.append(f"<{type(stmt).__name__} {stmt.name}>")
                     if child.kind == "method":
                         complexity += child.complexity
@@ -209,27 +209,36 @@ _PLACEHOLDER = Symbol("", "", "", "", "", "", "", 0, 0, 0, frozenset(), frozense
 
 
 def _visit(value: object, acc: _Acc, nested: bool) -> str:
-    """Canonical text of an AST (positions and docstrings dropped) while collecting into ``acc``.
+    """Canonical text of an AST (no positions, ``ctx`` or docstrings), collecting into ``acc``.
 
     ``nested`` is true inside a function nested in the symbol: its branches do not count toward
-    the symbol's complexity (McCabe counts functions separately), its names still do.
+    the symbol's complexity (McCabe counts functions separately), its names still do. Dunder
+    names are not recorded as calls or mentions (``super().__init__()`` says nothing useful).
     """
-    if isinstance(value, list):
-        return "[" + ",".join([_visit(item, acc, nested) for item in value]) + "]"
+    cls = type(value)
+    if cls is list:
+        if not value:
+            return "[]"
+        return "[" + ",".join([_visit(item, acc, nested) for item in value]) + "]"  # type: ignore[attr-defined]
+    if cls is ast.Name:
+        name = value.id  # type: ignore[attr-defined]
+        if name[:2] != "__":
+            acc.mentions.add(name)
+        return "(N " + name + ")"
+    if cls is ast.Constant:
+        return "(C " + repr(value.value) + ")"  # type: ignore[attr-defined]
     if not isinstance(value, ast.AST):
         return repr(value)
-    cls = type(value)
-    if cls is ast.Name:
-        acc.mentions.add(value.id)  # type: ignore[attr-defined]
-        return f"(Name {value.id!r})"  # type: ignore[attr-defined]
     if cls is ast.Call:
         func = value.func  # type: ignore[attr-defined]
         if type(func) is ast.Name:
-            acc.calls.add(func.id)
-        elif type(func) is ast.Attribute:
+            if func.id[:2] != "__":
+                acc.calls.add(func.id)
+        elif type(func) is ast.Attribute and func.attr[:2] != "__":
             acc.calls.add(func.attr)
     elif cls is ast.Attribute:
-        acc.mentions.add(value.attr)  # type: ignore[attr-defined]
+        if value.attr[:2] != "__":  # type: ignore[attr-defined]
+            acc.mentions.add(value.attr)  # type: ignore[attr-defined]
     elif cls is ast.Import or cls is ast.ImportFrom:
         acc.imports.append(value)  # type: ignore[arg-type]
     elif cls is ast.BoolOp:
@@ -243,8 +252,10 @@ def _visit(value: object, acc: _Acc, nested: bool) -> str:
     inner = nested or cls in _DEFS or cls is ast.Lambda
     parts = [cls.__name__]
     for name in value._fields:
+        if name == "ctx" or name == "type_comment":
+            continue
         item = getattr(value, name, None)
-        if item is None or name == "type_comment":
+        if item is None:
             parts.append("-")
         elif name == "body" and cls in _DEFS:
             parts.append(_visit(_strip_docstring(item), acc, inner))

@@ -1,0 +1,82 @@
+"""``python -m freshness_magic hub start|stop|status|query``: control and read the hub."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from typing import Any
+
+from freshness_magic.hub import daemon
+from freshness_magic.hub.client import HubClient
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "hub",
+        help="run or query the Node State Hub (background file/symbol indexer)",
+        description=(
+            "The Node State Hub keeps per-file and per-function state of the working directory "
+            "in .freshness/hub.sqlite, updated by a background process as files change."
+        ),
+    )
+    actions = parser.add_subparsers(dest="hub_action", metavar="ACTION", required=True)
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument(
+        "--workdir", default=".", help="working directory the hub serves (default: .)"
+    )
+    start = actions.add_parser(
+        "start", parents=[common], help="start the hub in the background and wait until ready"
+    )
+    start.add_argument(
+        "--timeout", type=float, default=600.0, help="seconds to wait for the first sweep"
+    )
+    start.add_argument("--json", action="store_true", help="print the status as JSON")
+    start.set_defaults(handler=_start)
+    stop = actions.add_parser("stop", parents=[common], help="stop this workdir's hub")
+    stop.set_defaults(handler=_stop)
+    status = actions.add_parser("status", parents=[common], help="is a hub running; its state")
+    status.add_argument("--json", action="store_true", help="print the status as JSON")
+    status.set_defaults(handler=_status)
+    query = actions.add_parser(
+        "query", parents=[common], help="print the stored state of files or symbols"
+    )
+    query.add_argument(
+        "targets",
+        nargs="+",
+        metavar="PATH[:QUALNAME]",
+        help="e.g. src/auth.py or src/auth.py:login",
+    )
+    query.add_argument("--json", action="store_true", help="print JSON instead of text")
+    query.set_defaults(handler=_query)
+
+
+def _start(args: argparse.Namespace) -> int:
+    result = daemon.start(args.workdir, timeout=args.timeout)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.render())
+    return 0
+
+
+def _stop(args: argparse.Namespace) -> int:
+    before = daemon.status(args.workdir)
+    daemon.stop(args.workdir)
+    if before.running:
+        print(f"hub stopped for {before.workdir} (pid {before.pid})")
+    else:
+        print(f"no hub running for {before.workdir}")
+    return 0
+
+
+def _status(args: argparse.Namespace) -> int:
+    result = daemon.status(args.workdir)
+    print(json.dumps(result.to_dict(), indent=2) if args.json else result.render())
+    return 0 if result.running else 1
+
+
+def _query(args: argparse.Namespace) -> int:
+    with HubClient(args.workdir) as client:
+        states = client.get_context(args.targets)
+    if args.json:
+        print(json.dumps([s.to_dict() for s in states], indent=2, default=str))
+    else:
+        print("\n".join(s.render() for s in states))
+    return 0 if all(s.exists for s in states) else 1

@@ -1,0 +1,463 @@
+"""Reading the hub: node states, verified file hashes, change descriptions, prompt context packets.
+
+:class:`HubClient` reads the store through a read-only SQLite connection and never opens the
+source files, so answers are as fresh as the hub's last committed update. Callers that need a
+guarantee check :meth:`HubClient.caught_up`; :meth:`HubClient.file_hash` additionally only answers
+when the caller's own ``stat`` of the file equals what the hub indexed. When no hub runs,
+:class:`HubNotRunning` says so and how to start one; callers then hash files themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+from freshness_magic.errors import HubError
+from freshness_magic.freshness.hashing import StatKey
+from freshness_magic.hub.daemon import lock_held
+from freshness_magic.hub.indexer import RACY_WINDOW_NS
+from freshness_magic.hub.store import (
+    FILE_COLUMNS,
+    FileRow,
+    connect_reader,
+    db_path,
+    get_meta,
+    read_snapshot,
+)
+
+
+class HubNotRunning(HubError):
+    """No hub process serves this working directory."""
+
+    def __init__(self, workdir: str | Path) -> None:
+        self.workdir = str(workdir)
+        super().__init__(
+            f"no hub running for {workdir}; start it with `python -m freshness_magic hub start`"
+        )
+
+
+_CHANGE_WORDS = {
+    "file_added": "added",
+    "file_removed": "removed",
+    "file_modified": "modified",
+    "symbol_added": "added",
+    "symbol_removed": "removed",
+    "signature_changed": "signature changed",
+    "body_changed": "body changed",
+    "docstring_changed": "docstring changed",
+}
+
+
+@dataclass(frozen=True, slots=True)
+class SymbolState:
+    """One function/class/method as the hub last indexed it."""
+
+    node_id: str
+    qualname: str
+    kind: str
+    signature: str
+    ast_hash: str
+    docstring_hash: str
+    line_start: int
+    line_end: int
+    complexity: int
+    related_tests: tuple[str, ...]
+    callers: tuple[str, ...]
+    docstring_outdated: bool
+
+
+@dataclass(frozen=True, slots=True)
+class SyntaxErrorInfo:
+    line: int
+    column: int
+    message: str
+
+
+@dataclass(frozen=True, slots=True)
+class NodeState:
+    """A file (``node:{path}``) or one symbol in it (``node:{path}:{qualname}``).
+
+    ``exists`` is false when the hub has no such file or symbol; ``symbols`` holds every symbol
+    of a file target and the one symbol of a ``path:qualname`` target.
+    """
+
+    node_id: str
+    path: str
+    qualname: str | None
+    exists: bool
+    content_hash: str = ""
+    size: int = 0
+    language: str = ""
+    indexed_at: float = 0.0
+    stat: StatKey | None = None
+    imports: tuple[str, ...] = ()
+    syntax_error: SyntaxErrorInfo | None = None
+    symbols: tuple[SymbolState, ...] = ()
+    seq: int = 0
+
+    @property
+    def symbol(self) -> SymbolState | None:
+        return self.symbols[0] if self.qualname and self.symbols else None
+
+    def to_dict(self) -> dict[str, object]:
+        data = asdict(self)
+        data["stat"] = self.stat._asdict() if self.stat else None
+        return data
+
+    def render(self) -> str:
+        """Plain text for ``hub query`` and the notebook."""
+        if not self.exists:
+            return f"{self.node_id}: not indexed (missing, ignored, or not yet seen by the hub)"
+        lines = [
+            f"{self.node_id}  [{self.language}, {self.size} bytes, hash {self.content_hash[:12]}, "
+            f"seq {self.seq}]"
+        ]
+        if self.syntax_error:
+            err = self.syntax_error
+            lines.append(
+                f"  syntax error at line {err.line}, column {err.column}: {err.message} "
+                "(symbols below are from the last version that parsed)"
+            )
+        if self.imports and not self.qualname:
+            lines.append("  imports: " + ", ".join(self.imports))
+        for sym in self.symbols:
+            flags = " [docstring outdated]" if sym.docstring_outdated else ""
+            lines.append(
+                f"  {sym.qualname} ({sym.kind}, lines {sym.line_start}-{sym.line_end}, "
+                f"complexity {sym.complexity}){flags}"
+            )
+            lines.append(f"    {_one_line(sym.signature)}")
+            if sym.callers:
+                lines.append("    callers: " + ", ".join(_short(c) for c in sym.callers))
+            if sym.related_tests:
+                lines.append("    tests: " + ", ".join(_short(t) for t in sym.related_tests))
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class Change:
+    seq: int
+    time: float
+    path: str
+    symbol: str | None
+    kind: str
+    detail: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContextPacket:
+    """The compact text a ``hub_context=true`` node gets, and the store seq it was read at."""
+
+    text: str
+    seq: int
+    paths: tuple[str, ...] = field(default_factory=tuple)
+
+
+def _one_line(text: str) -> str:
+    return " ".join(text.split())
+
+
+def _short(node_id: str) -> str:
+    return node_id[5:] if node_id.startswith("node:") else node_id
+
+
+class HubClient:
+    """Read-only access to the hub store of ``workdir`` (safe to share between threads)."""
+
+    def __init__(self, workdir: str | Path = ".") -> None:
+        self.root = Path(workdir).resolve()
+        self._conn: sqlite3.Connection | None = None
+        self._lock = threading.Lock()
+
+    # -- liveness -------------------------------------------------------------------------
+
+    def is_running(self) -> bool:
+        """Whether a hub process holds this working directory's lock."""
+        return lock_held(self.root)
+
+    def caught_up(self) -> bool:
+        """Running, and its start-up (or overflow) sweep is committed."""
+        if not self.is_running():
+            return False
+        with self._lock:
+            conn = self._reader()
+            return get_meta(conn, "caught_up") == "1"
+
+    def require_running(self) -> None:
+        if not self.is_running():
+            raise HubNotRunning(self.root)
+
+    def _reader(self) -> sqlite3.Connection:
+        if self._conn is None:
+            if not db_path(self.root).exists():
+                raise HubNotRunning(self.root)
+            self._conn = connect_reader(self.root)
+        return self._conn
+
+    def close(self) -> None:
+        with self._lock:
+            if self._conn is not None:
+                self._conn.close()
+                self._conn = None
+
+    def __enter__(self) -> HubClient:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def seq(self) -> int:
+        """The store's last change-log sequence number."""
+        self.require_running()
+        with self._lock:
+            return int(get_meta(self._reader(), "last_seq", "0"))
+
+    # -- node states ----------------------------------------------------------------------
+
+    def _rel(self, path: str) -> str:
+        candidate = Path(path)
+        if candidate.is_absolute():
+            try:
+                return candidate.resolve().relative_to(self.root).as_posix()
+            except ValueError as exc:
+                raise HubError(f"{path}: outside the hub's working directory {self.root}") from exc
+        return Path(os.path.normpath(path)).as_posix()
+
+    def _split(self, target: str) -> tuple[str, str | None]:
+        text = target[5:] if target.startswith("node:") else target
+        path, sep, qualname = text.partition(":")
+        if sep and qualname and not (len(path) == 1 and path.isalpha()):
+            return self._rel(path), qualname
+        return self._rel(text), None
+
+    def get_context(self, targets: Iterable[str]) -> list[NodeState]:
+        """Node states for ``path`` or ``path:qualname`` targets, from one store snapshot."""
+        self.require_running()
+        wanted = [self._split(t) for t in targets]
+        with self._lock:
+            conn = self._reader()
+            with read_snapshot(conn):
+                seq = int(get_meta(conn, "last_seq", "0"))
+                return [self._state(conn, path, qualname, seq) for path, qualname in wanted]
+
+    def _state(
+        self, conn: sqlite3.Connection, path: str, qualname: str | None, seq: int
+    ) -> NodeState:
+        node_id = f"node:{path}" + (f":{qualname}" if qualname else "")
+        row = conn.execute(f"SELECT {FILE_COLUMNS} FROM files WHERE path=?", (path,)).fetchone()
+        if row is None:
+            return NodeState(node_id, path, qualname, False, seq=seq)
+        file = FileRow.from_row(row)
+        sql = (
+            "SELECT node_id, qualname, kind, signature, ast_hash, doc_hash, line_start, line_end, "
+            "complexity, related_tests, callers, docstring_outdated FROM symbols "
+        )
+        if qualname:
+            rows = conn.execute(sql + "WHERE node_id=?", (node_id,)).fetchall()
+        else:
+            rows = conn.execute(sql + "WHERE path=? ORDER BY line_start", (path,)).fetchall()
+        symbols = tuple(
+            SymbolState(
+                r[0],
+                r[1],
+                r[2],
+                r[3],
+                r[4],
+                r[5],
+                r[6],
+                r[7],
+                r[8],
+                tuple(json.loads(r[9])),
+                tuple(json.loads(r[10])),
+                bool(r[11]),
+            )
+            for r in rows
+        )
+        syntax = (
+            SyntaxErrorInfo(file.syntax_line, file.syntax_col or 0, file.syntax_msg or "")
+            if file.syntax_line is not None
+            else None
+        )
+        return NodeState(
+            node_id,
+            path,
+            qualname,
+            exists=bool(symbols) or not qualname,
+            content_hash=file.hash,
+            size=file.stat.size,
+            language=file.language,
+            indexed_at=file.indexed_at,
+            stat=file.stat,
+            imports=tuple(json.loads(file.imports)),
+            syntax_error=syntax,
+            symbols=symbols,
+            seq=seq,
+        )
+
+    # -- freshness integration ------------------------------------------------------------
+
+    def file_hash(self, path: str, stat_key: StatKey) -> str | None:
+        """The stored hash of ``path`` if the hub is caught up and indexed exactly ``stat_key``.
+
+        Returns None (hash it yourself) when no hub runs, it is catching up, the stat keys
+        differ, or the stored mtime is inside the racy window of its indexing time.
+        """
+        if not self.is_running():
+            return None
+        with self._lock:
+            try:
+                conn = self._reader()
+                with read_snapshot(conn):
+                    if get_meta(conn, "caught_up") != "1":
+                        return None
+                    row = conn.execute(
+                        f"SELECT {FILE_COLUMNS} FROM files WHERE path=?", (self._rel(path),)
+                    ).fetchone()
+            except (sqlite3.Error, HubError):
+                return None
+        if row is None:
+            return None
+        file = FileRow.from_row(row)
+        if file.stat != stat_key:
+            return None
+        if int(file.indexed_at * 1e9) - file.stat.mtime_ns < RACY_WINDOW_NS:
+            return None
+        return file.hash
+
+    def changes_since(self, since_seq: int, path: str | None = None) -> list[Change]:
+        """Change-log rows after ``since_seq`` (for one path when given), oldest first."""
+        self.require_running()
+        with self._lock:
+            conn = self._reader()
+            if path is None:
+                rows = conn.execute(
+                    "SELECT seq, time, path, symbol, kind, detail FROM changes WHERE seq>? "
+                    "ORDER BY seq",
+                    (since_seq,),
+                ).fetchall()
+            else:
+                rows = conn.execute(
+                    "SELECT seq, time, path, symbol, kind, detail FROM changes "
+                    "WHERE path=? AND seq>? ORDER BY seq",
+                    (self._rel(path), since_seq),
+                ).fetchall()
+        return [Change(*row) for row in rows]
+
+    def describe_changes(self, path: str, since_seq: int) -> str:
+        """One line: ``src/auth.py: login() signature changed; helper() body changed``."""
+        rel = self._rel(path)
+        changes = self.changes_since(since_seq, rel)
+        if not changes:
+            return f"{rel}: no changes recorded since seq {since_seq}"
+        phrases: list[str] = []
+        file_phrase = ""
+        for change in changes:
+            if change.symbol is None:
+                if change.kind != "file_modified" or not file_phrase:
+                    file_phrase = _CHANGE_WORDS[change.kind]
+                if change.detail.startswith("syntax error"):
+                    file_phrase = f"modified ({change.detail})"
+                continue
+            phrase = f"{change.symbol}() {_CHANGE_WORDS[change.kind]}"
+            if phrase not in phrases:
+                phrases.append(phrase)
+        if not phrases:
+            return f"{rel}: {file_phrase or 'modified'}"
+        if file_phrase in ("added", "removed"):
+            return f"{rel}: {file_phrase}"
+        return f"{rel}: " + "; ".join(phrases)
+
+    # -- prompts --------------------------------------------------------------------------
+
+    def context_packet(self, paths: Iterable[str]) -> ContextPacket:
+        """Signatures, related tests, complexity and flags of ``paths``, with the store seq."""
+        states = self.get_context(list(paths))
+        seq = states[0].seq if states else self.seq()
+        lines = [f"## Code context (Node State Hub, change seq {seq})"]
+        for state in states:
+            if not state.exists:
+                lines.append(f"- {state.path}: not indexed")
+                continue
+            head = f"- {state.path} ({state.language}, {state.size} bytes)"
+            if state.syntax_error:
+                err = state.syntax_error
+                head += f" SYNTAX ERROR line {err.line} col {err.column}: {err.message}"
+            lines.append(head)
+            for sym in state.symbols:
+                flags = []
+                if sym.docstring_outdated:
+                    flags.append("docstring outdated")
+                if sym.complexity >= 10:
+                    flags.append("complex")
+                tests = ", ".join(_short(t) for t in sym.related_tests[:5]) or "none found"
+                extra = f" [{'; '.join(flags)}]" if flags else ""
+                lines.append(
+                    f"  - `{_one_line(sym.signature)}` (L{sym.line_start}-{sym.line_end}, "
+                    f"cc {sym.complexity}, {len(sym.callers)} callers, tests: {tests}){extra}"
+                )
+        return ContextPacket("\n".join(lines), seq, tuple(s.path for s in states))
+
+    # -- live updates ---------------------------------------------------------------------
+
+    def wait_for_change(self, since_seq: int, timeout: float, *, poll: float = 0.05) -> int:
+        """Block until the store's seq passes ``since_seq`` or ``timeout`` ends; returns the seq."""
+        deadline = time.monotonic() + timeout
+        while True:
+            current = self.seq()
+            if current > since_seq or time.monotonic() >= deadline:
+                return current
+            time.sleep(poll)
+
+    def subscribe(
+        self, callback: Callable[[int, list[Change]], None], *, poll: float = 0.1
+    ) -> Subscription:
+        """Call ``callback(seq, changes)`` from a background thread after every committed update.
+
+        The thread stops when the hub stops or :meth:`Subscription.stop` is called; exceptions
+        raised by the callback are swallowed so a broken listener never kills the thread.
+        """
+        sub = Subscription(self, callback, poll)
+        sub.start()
+        return sub
+
+
+class Subscription(threading.Thread):
+    """A polling thread created by :meth:`HubClient.subscribe`."""
+
+    def __init__(
+        self, client: HubClient, callback: Callable[[int, list[Change]], None], poll: float
+    ) -> None:
+        super().__init__(daemon=True, name="hub-subscription")
+        self.client = client
+        self.callback = callback
+        self.poll = poll
+        self._stop_event = threading.Event()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        if self is not threading.current_thread():
+            self.join(5)
+
+    def run(self) -> None:
+        try:
+            seq = self.client.seq()
+        except HubError:
+            return
+        while not self._stop_event.wait(self.poll):
+            try:
+                current = self.client.seq()
+                if current > seq:
+                    changes = self.client.changes_since(seq)
+                    seq = current
+                    try:
+                        self.callback(current, changes)
+                    except Exception:  # a listener must not end the subscription
+                        continue
+            except HubError:
+                return

@@ -1,0 +1,359 @@
+"""The hub's indexer: turn files on disk into store rows, change-log entries and rule triggers.
+
+Reading, hashing and parsing happen outside the write transaction; each update (one sweep, one
+watcher batch) is then applied in a single transaction. The sweep is the truth: it compares every
+file's stat key with the store (re-hashing files whose stored mtime is inside the racy window of
+their indexing time) and reconciles added, removed and modified files. Watcher batches are hints:
+the paths they name are always re-hashed, folders are re-walked, and a vanished folder removes
+every stored file below it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+
+from freshness_magic.freshness.hashing import StatKey, hash_bytes, hash_file
+from freshness_magic.hub import rules
+from freshness_magic.hub.ignore import IgnoreRules
+from freshness_magic.hub.store import (
+    FILE_COLUMNS,
+    FileRow,
+    get_meta,
+    log_change,
+    set_meta,
+    write_transaction,
+)
+from freshness_magic.hub.symbols import (
+    ModuleInfo,
+    Symbol,
+    SyntaxProblem,
+    is_test_file,
+    module_name,
+    parse_python,
+)
+
+RACY_WINDOW_NS = 2_000_000_000
+"""A stored stat key whose mtime is this close to its indexing time is not trusted."""
+
+LANGUAGES = {
+    ".py": "python",
+    ".pyi": "python",
+    ".md": "markdown",
+    ".rst": "rst",
+    ".txt": "text",
+    ".json": "json",
+    ".toml": "toml",
+    ".yaml": "yaml",
+    ".yml": "yaml",
+    ".cfg": "ini",
+    ".ini": "ini",
+    ".dot": "dot",
+    ".gv": "dot",
+    ".ipynb": "notebook",
+    ".js": "javascript",
+    ".ts": "typescript",
+    ".html": "html",
+    ".css": "css",
+    ".sh": "shell",
+    ".c": "c",
+    ".h": "c",
+    ".rs": "rust",
+    ".go": "go",
+    ".sql": "sql",
+}
+
+
+def language_of(path: str) -> str:
+    """The language name the store records, from the file extension (``other`` if unknown)."""
+    return LANGUAGES.get(os.path.splitext(path)[1].lower(), "other")
+
+
+@dataclass(slots=True)
+class Scan:
+    """One file as read from disk; ``stat is None`` means it is gone (or unreadable)."""
+
+    rel: str
+    stat: StatKey | None
+    digest: str = ""
+    parsed: ModuleInfo | SyntaxProblem | None = None
+
+
+def racy(row: FileRow) -> bool:
+    return int(row.indexed_at * 1e9) - row.stat.mtime_ns < RACY_WINDOW_NS
+
+
+class Indexer:
+    """Applies sweeps and path updates of the tree at ``root`` to the store on ``conn``."""
+
+    def __init__(self, root: Path, conn: sqlite3.Connection, ignore: IgnoreRules) -> None:
+        self.root = root
+        self.conn = conn
+        self.ignore = ignore
+
+    # -- reading the tree ---------------------------------------------------------------------
+
+    def walk(self, start: str = "") -> dict[str, os.stat_result]:
+        """Every indexable file below ``start`` (tree-relative) with its ``stat``."""
+        found: dict[str, os.stat_result] = {}
+        stack = [start]
+        while stack:
+            folder = stack.pop()
+            try:
+                entries = list(os.scandir(self.root / folder if folder else self.root))
+            except OSError:
+                continue
+            for entry in entries:
+                rel = f"{folder}/{entry.name}" if folder else entry.name
+                try:
+                    if entry.is_dir(follow_symlinks=False):
+                        if not self.ignore.skip_dir(rel):
+                            stack.append(rel)
+                    elif entry.is_file() and not self.ignore.skip_file(rel):
+                        found[rel] = entry.stat()
+                except OSError:
+                    continue
+        return found
+
+    def scan(self, rel: str) -> Scan:
+        """Hash (and for Python, parse) one file; the parse is of the exact hashed bytes."""
+        path = self.root / rel
+        for _ in range(3):
+            try:
+                fingerprint = hash_file(path)
+            except OSError:
+                return Scan(rel, None)
+            if language_of(rel) != "python":
+                return Scan(rel, fingerprint.stat, fingerprint.digest)
+            try:
+                data = path.read_bytes()
+            except OSError:
+                return Scan(rel, None)
+            if hash_bytes(data) == fingerprint.digest:
+                return Scan(
+                    rel,
+                    fingerprint.stat,
+                    fingerprint.digest,
+                    parse_python(data, module=module_name(rel)),
+                )
+        return Scan(rel, fingerprint.stat, fingerprint.digest, None)
+
+    # -- public entry points ------------------------------------------------------------------
+
+    def sweep(self) -> int:
+        """Reconcile the whole tree with the store; returns the number of change-log rows."""
+        self.ignore.reset()
+        on_disk = self.walk()
+        stored = self._stored()
+        todo = []
+        for rel, st in on_disk.items():
+            row = stored.get(rel)
+            if row is None or row.stat != StatKey.of(st) or racy(row):
+                todo.append(rel)
+        removed = [rel for rel in stored if rel not in on_disk]
+        scans = [self.scan(rel) for rel in todo]
+        cold = get_meta(self.conn, "indexed") != "1"
+        with write_transaction(self.conn):
+            count = self._apply(scans, removed, cold=cold)
+            set_meta(self.conn, "indexed", "1")
+            set_meta(self.conn, "last_sweep", repr(time.time()))
+        return count
+
+    def update(self, rels: Iterable[str]) -> int:
+        """Re-check the given tree-relative paths (files or folders, present or gone)."""
+        files: set[str] = set()
+        removed: set[str] = set()
+        stored_paths: list[str] | None = None
+        for rel in rels:
+            full = self.root / rel
+            if full.is_dir():
+                if not self.ignore.skip_path(rel, is_dir=True):
+                    files.update(self.walk(rel))
+            elif full.exists():
+                if not self.ignore.skip_path(rel):
+                    files.add(rel)
+                elif self._has(rel):
+                    removed.add(rel)
+            if not full.exists() or full.is_dir():
+                if stored_paths is None:
+                    stored_paths = list(self._stored())
+                prefix = rel + "/"
+                removed.update(
+                    p for p in stored_paths if (p == rel or p.startswith(prefix)) and p not in files
+                )
+        scans = [self.scan(rel) for rel in sorted(files)]
+        with write_transaction(self.conn):
+            return self._apply(scans, sorted(removed), cold=False)
+
+    # -- applying -----------------------------------------------------------------------------
+
+    def _stored(self) -> dict[str, FileRow]:
+        return {
+            row[0]: FileRow.from_row(row)
+            for row in self.conn.execute(f"SELECT {FILE_COLUMNS} FROM files")
+        }
+
+    def _has(self, rel: str) -> bool:
+        return self.conn.execute("SELECT 1 FROM files WHERE path=?", (rel,)).fetchone() is not None
+
+    def _apply(self, scans: list[Scan], removed: Iterable[str], *, cold: bool) -> int:
+        affected = rules.Affected(everything=cold)
+        before = int(get_meta(self.conn, "last_seq", "0"))
+        for rel in removed:
+            self._remove(rel, affected)
+        now = time.time()
+        for scan in scans:
+            old_row = self.conn.execute(
+                f"SELECT {FILE_COLUMNS} FROM files WHERE path=?", (scan.rel,)
+            ).fetchone()
+            old = FileRow.from_row(old_row) if old_row else None
+            if scan.stat is None:
+                if old is not None:
+                    self._remove(scan.rel, affected)
+                continue
+            if old is not None and old.hash == scan.digest:
+                self.conn.execute(
+                    "UPDATE files SET dev=?, ino=?, mode=?, size=?, mtime_ns=?, ctime_ns=?, "
+                    "indexed_at=? WHERE path=?",
+                    (*scan.stat, now, scan.rel),
+                )
+                continue
+            self._store_file(scan, old, now, affected, cold=cold)
+        rules.apply_rules(self.conn, affected)
+        return int(get_meta(self.conn, "last_seq", "0")) - before
+
+    def _store_file(
+        self, scan: Scan, old: FileRow | None, now: float, affected: rules.Affected, *, cold: bool
+    ) -> None:
+        rel = scan.rel
+        assert scan.stat is not None
+        parsed = scan.parsed
+        detail = ""
+        imports = old.imports if old is not None else "[]"
+        syntax: tuple[int | None, int | None, str | None] = (None, None, None)
+        if isinstance(parsed, SyntaxProblem):
+            syntax = (parsed.line, parsed.column, parsed.message)
+            detail = f"syntax error at line {parsed.line}, column {parsed.column}: {parsed.message}"
+        elif isinstance(parsed, ModuleInfo):
+            imports = json.dumps(list(parsed.imports))
+        self.conn.execute(
+            f"INSERT OR REPLACE INTO files({FILE_COLUMNS}) "
+            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            (rel, *scan.stat, scan.digest, language_of(rel), now, imports, *syntax),
+        )
+        log_change(self.conn, rel, "file_modified" if old else "file_added", None, detail)
+        if isinstance(parsed, ModuleInfo):
+            if old is not None and old.imports != imports:
+                affected.call_names.update(self._ref_names(rel, "call"))
+                affected.mention_names.update(self._ref_names(rel, "mention"))
+            self._store_symbols(rel, parsed, affected, cold=cold)
+
+    def _store_symbols(
+        self, rel: str, info: ModuleInfo, affected: rules.Affected, *, cold: bool
+    ) -> None:
+        old = {
+            row[0]: row
+            for row in self.conn.execute(
+                "SELECT qualname, node_id, sig_hash, body_hash, doc_hash FROM symbols WHERE path=?",
+                (rel,),
+            )
+        }
+        new: dict[str, Symbol] = {s.qualname: s for s in info.symbols}
+        for qualname, row in old.items():
+            if qualname not in new:
+                self.conn.execute("DELETE FROM symbols WHERE node_id=?", (row[1],))
+                log_change(self.conn, rel, "symbol_removed", qualname)
+        for qualname, sym in new.items():
+            node_id = f"node:{rel}:{qualname}"
+            values = (
+                sym.kind,
+                sym.signature,
+                sym.sig_hash,
+                sym.body_hash,
+                sym.ast_hash,
+                sym.doc_hash,
+                sym.line_start,
+                sym.line_end,
+                sym.complexity,
+            )
+            prev = old.get(qualname)
+            if prev is None:
+                self.conn.execute(
+                    "INSERT OR REPLACE INTO symbols(node_id, path, qualname, name, kind, "
+                    "signature, sig_hash, body_hash, ast_hash, doc_hash, line_start, line_end, "
+                    "complexity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    (node_id, rel, qualname, qualname.rsplit(".", 1)[-1], *values),
+                )
+                affected.added.add(node_id)
+                if not cold:
+                    log_change(self.conn, rel, "symbol_added", qualname, sym.signature)
+                continue
+            self.conn.execute(
+                "UPDATE symbols SET kind=?, signature=?, sig_hash=?, body_hash=?, ast_hash=?, "
+                "doc_hash=?, line_start=?, line_end=?, complexity=? WHERE node_id=?",
+                (*values, node_id),
+            )
+            if prev[2] != sym.sig_hash:
+                affected.signature_changed.add(node_id)
+                log_change(self.conn, rel, "signature_changed", qualname, sym.signature)
+            if prev[3] != sym.body_hash:
+                log_change(self.conn, rel, "body_changed", qualname)
+            if prev[4] != sym.doc_hash:
+                affected.docstring_changed.add(node_id)
+                log_change(self.conn, rel, "docstring_changed", qualname)
+        self._store_refs(rel, info, affected)
+
+    def _store_refs(self, rel: str, info: ModuleInfo, affected: rules.Affected) -> None:
+        test = is_test_file(rel)
+        module_node = f"node:{rel}"
+        rows: set[tuple[str, str, str]] = {(module_node, n, "call") for n in info.module_calls}
+        if test:
+            rows.update((module_node, n, "mention") for n in info.module_mentions)
+        for sym in info.symbols:
+            node_id = f"node:{rel}:{sym.qualname}"
+            rows.update((node_id, n, "call") for n in sym.calls)
+            if test:
+                rows.update((node_id, n, "mention") for n in sym.mentions)
+        old = {
+            (str(n), str(name), str(k))
+            for n, name, k in self.conn.execute(
+                "SELECT node_id, name, kind FROM refs WHERE path=?", (rel,)
+            )
+        }
+        if old == rows:
+            return
+        for node_id, name, kind in old ^ rows:
+            del node_id
+            (affected.call_names if kind == "call" else affected.mention_names).add(name)
+        self.conn.execute("DELETE FROM refs WHERE path=?", (rel,))
+        self.conn.executemany(
+            "INSERT INTO refs(path, node_id, name, kind) VALUES (?, ?, ?, ?)",
+            [(rel, *row) for row in sorted(rows, key=lambda r: (r[1], r[2]))],
+        )
+
+    def _ref_names(self, rel: str, kind: str) -> set[str]:
+        return {
+            str(r[0])
+            for r in self.conn.execute(
+                "SELECT DISTINCT name FROM refs WHERE path=? AND kind=?", (rel, kind)
+            )
+        }
+
+    def _remove(self, rel: str, affected: rules.Affected) -> None:
+        if not self._has(rel):
+            return
+        affected.call_names.update(self._ref_names(rel, "call"))
+        affected.mention_names.update(self._ref_names(rel, "mention"))
+        for (qualname,) in self.conn.execute(
+            "SELECT qualname FROM symbols WHERE path=? ORDER BY line_start", (rel,)
+        ).fetchall():
+            log_change(self.conn, rel, "symbol_removed", qualname)
+        self.conn.execute("DELETE FROM symbols WHERE path=?", (rel,))
+        self.conn.execute("DELETE FROM refs WHERE path=?", (rel,))
+        self.conn.execute("DELETE FROM files WHERE path=?", (rel,))
+        log_change(self.conn, rel, "file_removed")

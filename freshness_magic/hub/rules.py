@@ -1,0 +1,162 @@
+"""The hub's deterministic if-this-then-that rules, applied inside the indexer's transaction.
+
+* Always (in :mod:`freshness_magic.hub.indexer`): extract signatures and imports of every Python
+  file; non-Python files get file-level state only.
+* A signature changed -> recompute the symbol's callers, and set ``docstring_outdated`` when its
+  docstring did not change in the same update (a later docstring change clears the flag).
+* A function (or class, method) is new -> find its tests and its callers.
+* The set of calls in a file changed (or its imports did) -> recompute the callers of every symbol
+  with one of those names; the same for test files' mentions and related tests.
+
+Name resolution is by bare name, so it is a deliberate over-approximation: a symbol ``f`` in
+``pkg/mod.py`` is called by every symbol that calls ``f(...)`` or ``x.f(...)`` in the same file, or
+in a file that imports ``pkg.mod`` (or any dotted tail of it, e.g. ``mod``, since the hub does not
+know the import roots). Dynamic calls (``getattr``, aliases ``g = f``) are not seen. A test file
+is ``test_*.py`` / ``*_test.py``; it is related to ``f`` when it imports the module and calls or
+mentions ``f`` anywhere. Lists are capped at :data:`MAX_LIST` entries (sorted: a stable cap).
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import defaultdict
+from dataclasses import dataclass, field
+
+from freshness_magic.hub.symbols import module_suffixes
+
+MAX_LIST = 100
+
+
+@dataclass(slots=True)
+class Affected:
+    """What one update changed, i.e. the triggers of the rules."""
+
+    added: set[str] = field(default_factory=set)
+    signature_changed: set[str] = field(default_factory=set)
+    docstring_changed: set[str] = field(default_factory=set)
+    call_names: set[str] = field(default_factory=set)
+    mention_names: set[str] = field(default_factory=set)
+    everything: bool = False
+
+
+class _Resolver:
+    """Cached views of ``files.imports`` and ``refs`` for one rules pass.
+
+    With ``preload`` (a full re-index) everything is read once and an importers index (module
+    name -> files importing it) answers visibility; otherwise rows are fetched per name.
+    """
+
+    def __init__(self, conn: sqlite3.Connection, preload: bool) -> None:
+        self.conn = conn
+        self._preloaded = preload
+        self._imports: dict[str, frozenset[str]] = {}
+        self._sites: dict[tuple[str, str], dict[str, list[str]]] = {}
+        self._importers: dict[str, set[str]] = defaultdict(set)
+        self._visible: dict[str, set[str]] = {}
+        if preload:
+            for path, imports in conn.execute("SELECT path, imports FROM files"):
+                for imported in json.loads(imports):
+                    self._importers[imported].add(path)
+            grouped: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(dict)
+            for name, kind, path, node_id in conn.execute(
+                "SELECT name, kind, path, node_id FROM refs"
+            ):
+                grouped[(name, kind)].setdefault(path, []).append(node_id)
+            self._sites = dict(grouped)
+
+    def _imports_of(self, path: str) -> frozenset[str]:
+        found = self._imports.get(path)
+        if found is None:
+            row = self.conn.execute("SELECT imports FROM files WHERE path=?", (path,)).fetchone()
+            found = frozenset(json.loads(row[0])) if row else frozenset()
+            self._imports[path] = found
+        return found
+
+    def sites(self, name: str, kind: str) -> dict[str, list[str]]:
+        """Tree paths -> node ids that call (or, in test files, mention) ``name``."""
+        key = (name, kind)
+        found = self._sites.get(key)
+        if found is None:
+            found = {}
+            if not self._preloaded:
+                for path, node_id in self.conn.execute(
+                    "SELECT path, node_id FROM refs WHERE name=? AND kind=?", key
+                ):
+                    found.setdefault(path, []).append(node_id)
+            self._sites[key] = found
+        return found
+
+    def importers(self, def_path: str) -> set[str]:
+        """Files that import the module at ``def_path`` (by any dotted tail of its name)."""
+        found = self._visible.get(def_path)
+        if found is None:
+            found = set()
+            for suffix in module_suffixes(def_path):
+                found |= self._importers.get(suffix, set())
+            self._visible[def_path] = found
+        return found
+
+    def imports_module(self, site_path: str, def_path: str) -> bool:
+        if self._preloaded:
+            return site_path in self.importers(def_path)
+        return not self._imports_of(site_path).isdisjoint(module_suffixes(def_path))
+
+
+def callers_of(resolver: _Resolver, node_id: str, path: str, name: str) -> list[str]:
+    found: set[str] = set()
+    for site_path, nodes in resolver.sites(name, "call").items():
+        if site_path == path or resolver.imports_module(site_path, path):
+            found.update(nodes)
+    found.discard(node_id)
+    return sorted(found)[:MAX_LIST]
+
+
+def tests_of(resolver: _Resolver, path: str, name: str) -> list[str]:
+    found: set[str] = set()
+    for site_path, nodes in resolver.sites(name, "mention").items():
+        if site_path != path and resolver.imports_module(site_path, path):
+            found.update(nodes)
+    return sorted(found)[:MAX_LIST]
+
+
+def apply_rules(conn: sqlite3.Connection, affected: Affected) -> None:
+    """Run every rule whose trigger is in ``affected`` (inside the caller's transaction)."""
+    for node_id in affected.signature_changed:
+        outdated = 0 if node_id in affected.docstring_changed else 1
+        conn.execute("UPDATE symbols SET docstring_outdated=? WHERE node_id=?", (outdated, node_id))
+    for node_id in affected.docstring_changed - affected.signature_changed:
+        conn.execute("UPDATE symbols SET docstring_outdated=0 WHERE node_id=?", (node_id,))
+
+    resolver = _Resolver(conn, preload=affected.everything)
+    if affected.everything:
+        rows = conn.execute("SELECT node_id, path, name FROM symbols").fetchall()
+        caller_rows = test_rows = rows
+    else:
+        caller_rows = _select(
+            conn, affected.added | affected.signature_changed, affected.call_names
+        )
+        test_rows = _select(conn, affected.added, affected.mention_names)
+    updates = []
+    for node_id, path, name in caller_rows:
+        updates.append((json.dumps(callers_of(resolver, node_id, path, name)), node_id))
+    conn.executemany("UPDATE symbols SET callers=? WHERE node_id=?", updates)
+    updates = []
+    for node_id, path, name in test_rows:
+        updates.append((json.dumps(tests_of(resolver, path, name)), node_id))
+    conn.executemany("UPDATE symbols SET related_tests=? WHERE node_id=?", updates)
+
+
+def _select(
+    conn: sqlite3.Connection, node_ids: set[str], names: set[str]
+) -> list[tuple[str, str, str]]:
+    rows: dict[str, tuple[str, str, str]] = {}
+    for node_id in node_ids:
+        for row in conn.execute(
+            "SELECT node_id, path, name FROM symbols WHERE node_id=?", (node_id,)
+        ):
+            rows[row[0]] = row
+    for name in names:
+        for row in conn.execute("SELECT node_id, path, name FROM symbols WHERE name=?", (name,)):
+            rows[row[0]] = row
+    return list(rows.values())

@@ -1,0 +1,248 @@
+"""The hub's SQLite store: one writer (the hub process), any number of read-only readers.
+
+The database lives at ``<workdir>/.freshness/hub.sqlite`` in WAL mode, so readers never block the
+writer and always see the last committed state. The hub applies every update (one watcher batch,
+one sweep) in a single ``BEGIN IMMEDIATE`` transaction: a process killed at any instant leaves the
+previous consistent state, never a file row without its symbols or a change without its rows.
+
+Tables:
+
+* ``files``: one row per indexed file (stat key, xxh3_128 hash, size, language, module imports,
+  last syntax error).
+* ``symbols``: one row per Python function/class/method, keyed ``node:{path}:{qualname}``.
+* ``refs``: names each symbol calls (all Python files) and mentions (test files only); the input
+  of the callers and related-tests rules.
+* ``changes``: the change log, one row per change with a growing ``seq``.
+* ``meta``: ``last_seq``, ``caught_up``, ``last_sweep``, ``pid``, ``schema``.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from freshness_magic.errors import HubError
+from freshness_magic.freshness.hashing import StatKey
+
+SCHEMA_VERSION = "1"
+STATE_DIR = ".freshness"
+DB_NAME = "hub.sqlite"
+BUSY_TIMEOUT_MS = 5000
+
+_SCHEMA = """
+CREATE TABLE IF NOT EXISTS files (
+    path TEXT PRIMARY KEY,
+    dev INTEGER NOT NULL, ino INTEGER NOT NULL, mode INTEGER NOT NULL,
+    size INTEGER NOT NULL, mtime_ns INTEGER NOT NULL, ctime_ns INTEGER NOT NULL,
+    hash TEXT NOT NULL,
+    language TEXT NOT NULL,
+    indexed_at REAL NOT NULL,
+    imports TEXT NOT NULL DEFAULT '[]',
+    syntax_line INTEGER, syntax_col INTEGER, syntax_msg TEXT
+);
+CREATE TABLE IF NOT EXISTS symbols (
+    node_id TEXT PRIMARY KEY,
+    path TEXT NOT NULL,
+    qualname TEXT NOT NULL,
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    signature TEXT NOT NULL,
+    sig_hash TEXT NOT NULL,
+    body_hash TEXT NOT NULL,
+    ast_hash TEXT NOT NULL,
+    doc_hash TEXT NOT NULL,
+    line_start INTEGER NOT NULL,
+    line_end INTEGER NOT NULL,
+    complexity INTEGER NOT NULL,
+    related_tests TEXT NOT NULL DEFAULT '[]',
+    callers TEXT NOT NULL DEFAULT '[]',
+    docstring_outdated INTEGER NOT NULL DEFAULT 0
+);
+CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path);
+CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
+CREATE TABLE IF NOT EXISTS refs (
+    name TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    path TEXT NOT NULL,
+    node_id TEXT NOT NULL,
+    PRIMARY KEY (name, kind, path, node_id)
+) WITHOUT ROWID;
+CREATE INDEX IF NOT EXISTS refs_path ON refs(path);
+CREATE TABLE IF NOT EXISTS changes (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    time REAL NOT NULL,
+    path TEXT NOT NULL,
+    symbol TEXT,
+    kind TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS changes_path ON changes(path, seq);
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+"""
+
+CHANGE_KINDS = (
+    "file_added",
+    "file_removed",
+    "file_modified",
+    "symbol_added",
+    "symbol_removed",
+    "signature_changed",
+    "body_changed",
+    "docstring_changed",
+)
+
+
+def state_dir(workdir: str | Path) -> Path:
+    """``<workdir>/.freshness``: where the store, pid file, lock and log live."""
+    return Path(workdir).resolve() / STATE_DIR
+
+
+def db_path(workdir: str | Path) -> Path:
+    return state_dir(workdir) / DB_NAME
+
+
+@dataclass(frozen=True, slots=True)
+class FileRow:
+    """A ``files`` row as the indexer and the client use it."""
+
+    path: str
+    stat: StatKey
+    hash: str
+    language: str
+    indexed_at: float
+    imports: str
+    syntax_line: int | None
+    syntax_col: int | None
+    syntax_msg: str | None
+
+    @classmethod
+    def from_row(cls, row: Any) -> FileRow:
+        (
+            path,
+            dev,
+            ino,
+            mode,
+            size,
+            mtime,
+            ctime,
+            digest,
+            language,
+            indexed_at,
+            imports,
+            s_line,
+            s_col,
+            s_msg,
+        ) = tuple(row)
+        return cls(
+            str(path),
+            StatKey(int(dev), int(ino), int(mode), int(size), int(mtime), int(ctime)),
+            str(digest),
+            str(language),
+            float(indexed_at),
+            str(imports),
+            None if s_line is None else int(s_line),
+            None if s_col is None else int(s_col),
+            None if s_msg is None else str(s_msg),
+        )
+
+
+FILE_COLUMNS = (
+    "path, dev, ino, mode, size, mtime_ns, ctime_ns, hash, language, indexed_at, imports, "
+    "syntax_line, syntax_col, syntax_msg"
+)
+
+
+def connect_writer(workdir: str | Path) -> sqlite3.Connection:
+    """Open (creating if needed) the store for the one writer; WAL, busy timeout, schema."""
+    path = db_path(workdir)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    try:
+        conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA journal_mode=WAL")
+        conn.execute("PRAGMA synchronous=NORMAL")
+        conn.executescript(_SCHEMA)
+        conn.execute(
+            "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), ('last_seq', '0'), "
+            "('caught_up', '0'), ('last_sweep', '0')",
+            (SCHEMA_VERSION,),
+        )
+    except sqlite3.DatabaseError as exc:
+        raise HubError(
+            f"{path}: the hub store cannot be opened ({exc}); stop the hub, delete this file "
+            "and start it again to rebuild the index"
+        ) from exc
+    return conn
+
+
+def connect_reader(workdir: str | Path) -> sqlite3.Connection:
+    """Open the store read-only; raises :class:`HubError` when there is no store yet."""
+    path = db_path(workdir)
+    if not path.exists():
+        raise HubError(f"no hub store at {path}")
+    try:
+        conn = sqlite3.connect(
+            f"file:{path}?mode=ro",
+            uri=True,
+            isolation_level=None,
+            timeout=BUSY_TIMEOUT_MS / 1000,
+            check_same_thread=False,
+        )
+        conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        conn.execute("PRAGMA query_only=1")
+    except sqlite3.DatabaseError as exc:
+        raise HubError(f"{path}: the hub store cannot be read ({exc})") from exc
+    return conn
+
+
+@contextmanager
+def write_transaction(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """``BEGIN IMMEDIATE`` ... ``COMMIT``; any exception rolls the whole update back."""
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield conn
+    except BaseException:
+        conn.execute("ROLLBACK")
+        raise
+    conn.execute("COMMIT")
+
+
+@contextmanager
+def read_snapshot(conn: sqlite3.Connection) -> Iterator[sqlite3.Connection]:
+    """A read transaction: every query inside sees the same committed state."""
+    conn.execute("BEGIN")
+    try:
+        yield conn
+    finally:
+        conn.execute("COMMIT")
+
+
+def get_meta(conn: sqlite3.Connection, key: str, default: str = "") -> str:
+    row = conn.execute("SELECT value FROM meta WHERE key=?", (key,)).fetchone()
+    return default if row is None else str(row[0])
+
+
+def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
+    conn.execute(
+        "INSERT INTO meta(key, value) VALUES (?, ?) "
+        "ON CONFLICT(key) DO UPDATE SET value=excluded.value",
+        (key, value),
+    )
+
+
+def log_change(
+    conn: sqlite3.Connection, path: str, kind: str, symbol: str | None = None, detail: str = ""
+) -> int:
+    """Append one change-log row and move ``meta.last_seq`` to it (same transaction)."""
+    cur = conn.execute(
+        "INSERT INTO changes(time, path, symbol, kind, detail) VALUES (?, ?, ?, ?, ?)",
+        (time.time(), path, symbol, kind, detail),
+    )
+    seq = int(cur.lastrowid or 0)
+    set_meta(conn, "last_seq", str(seq))
+    return seq

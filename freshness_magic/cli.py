@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "resume",
     "status",
     "check",
+    "hub",
 )
 """Subcommand modules in the order ``--help`` lists them."""
 

@@ -242,59 +242,47 @@ def _parse_key(scanner: _Scanner) -> str:
     char = text[pos]
     if text.startswith("!=", pos) or char == "=":
         op = "!=" if char == "!" else "="
-        return _raise(
-            scanner.fail(
-                f"`{op}` has no key before it; write `key{op}value`, e.g. `outcome{op}success`",
-                pos,
-                op,
-            )
+        raise scanner.fail(
+            f"`{op}` has no key before it; write `key{op}value`, e.g. `outcome{op}success`",
+            pos,
+            op,
         )
     if char == "!":
         rest = scanner.rest_of_clause(pos + 1)
         key = _KEY_RE.match(rest)
         example = f"{key.group(0)}!=true" if key else "key!=value"
-        return _raise(scanner.fail(f"`!` (negation) is not supported; write `{example}`", pos, "!"))
+        raise scanner.fail(f"`!` (negation) is not supported; write `{example}`", pos, "!")
     if char in "()":
-        return _raise(_paren_error(scanner, pos))
+        raise _paren_error(scanner, pos)
     if char == "|":
         token = "||" if text.startswith("||", pos) else "|"
-        return _raise(
-            scanner.fail(
-                f"`{token}` is not supported: use two edges, one per alternative", pos, token
-            )
+        raise scanner.fail(
+            f"`{token}` is not supported: use two edges, one per alternative", pos, token
         )
     word = _word_at(text, pos)
     if word is not None:
         end = pos + len(word)
         if end >= len(text) or text[end] in _SPACES or text[end] in "(!":
-            return _raise(_word_error(scanner, word, pos))
+            raise _word_error(scanner, word, pos)
     match = _KEY_RE.match(text, pos)
     if match is None:
         token = text[pos]
-        return _raise(
-            scanner.fail(
-                f"unexpected `{token}` where a key belongs; keys are `outcome`, "
-                "`preferred_label` or `context.name`",
-                pos,
-                token,
-            )
+        raise scanner.fail(
+            f"unexpected `{token}` where a key belongs; keys are `outcome`, "
+            "`preferred_label` or `context.name`",
+            pos,
+            token,
         )
     end = match.end()
     if end < len(text) and text[end] == ".":
-        return _raise(
-            scanner.fail(
-                f"key `{match.group(0)}.` ends with `.`; write a full dotted key such as "
-                f"`{match.group(0)}.name`",
-                end,
-                ".",
-            )
+        raise scanner.fail(
+            f"key `{match.group(0)}.` ends with `.`; write a full dotted key such as "
+            f"`{match.group(0)}.name`",
+            end,
+            ".",
         )
     scanner.pos = end
     return match.group(0)
-
-
-def _raise(error: ConditionError) -> str:
-    raise error
 
 
 def _parse_quoted(scanner: _Scanner) -> str:

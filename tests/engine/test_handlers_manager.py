@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from freshness_magic.engine.handlers.manager import unfinished_child
 from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
 from freshness_magic.engine.run import Run
 
@@ -164,3 +165,28 @@ def test_manager_actions(tmp_path: Path) -> None:
     run = run_parent(parent(base + ', "manager.actions"="observe,steer"'), tmp_path)
     reason = run.node_outcomes["manage"].failure_reason
     assert "manager.actions steer not supported" in reason
+
+
+def test_interrupted_child_is_resumed_not_restarted(tmp_path: Path) -> None:
+    (tmp_path / "child.dot").write_text(
+        CHILD.replace("echo built", "echo built >> log.txt; echo built")
+    )
+    source = parent('"stack.child_dotfile"="child.dot"')
+    runs = tmp_path / "runs"
+    children = runs / "p1" / "nodes" / "manage" / "children"
+    # A parent process that died while its manager had stepped the child through `build`.
+    interrupted = Run(
+        load_pipeline_file(tmp_path / "child.dot"), workdir=tmp_path, runs_dir=children
+    )
+    interrupted.run(to="test")
+    assert (tmp_path / "log.txt").read_text() == "built\n"
+
+    run = run_parent(source, tmp_path, runs_dir=runs, run_id="p1")
+    assert run.node_outcomes["manage"].status.value == "success"
+    assert run.context["stack.child.run_dir"] == str(interrupted.run_dir)
+    assert run.context["stack.child.completed_nodes"] == ["start", "build", "test", "done"]
+    assert (tmp_path / "log.txt").read_text() == "built\n"
+    assert (interrupted.run_dir / "supervision.json").exists()
+
+    # Nothing is left to resume: a later execution of the manager starts a fresh child.
+    assert unfinished_child(children) is None

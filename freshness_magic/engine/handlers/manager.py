@@ -13,6 +13,9 @@ SUCCESS, else wait ``manager.poll_interval`` and go on, up to ``manager.max_cycl
 reach the context only with the final outcome; without ``wait`` there is no pause between
 cycles; ``steer`` is not supported (the node fails saying so rather than silently ignoring it).
 
+A child the manager finished supervising gets ``supervision.json``; if the parent process dies
+mid-supervision, the next execution of the manager node resumes that child from its checkpoint.
+
 Deviation from the spec's 45 s default: ``manager.poll_interval`` defaults to 0, because the
 child runs in-process and each cycle already does the child's work; the wait uses the run's
 injectable sleep.
@@ -24,6 +27,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from freshness_magic.atomicio import write_json_atomic
 from freshness_magic.engine.conditions import evaluate_condition, parse_condition
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import StepEnv
@@ -36,6 +40,7 @@ if TYPE_CHECKING:
 
 DEFAULT_MAX_CYCLES = 1000
 SUPPORTED_ACTIONS = frozenset({"observe", "wait"})
+SUPERVISION_FILE = "supervision.json"
 
 
 def _attr(node: Node, env: StepEnv, key: str) -> str:
@@ -55,6 +60,27 @@ def resolve_child_dotfile(name: str, env: StepEnv) -> tuple[Path | None, list[Pa
         if candidate.is_file():
             return candidate, candidates
     return None, candidates
+
+
+def unfinished_child(children: Path) -> Path | None:
+    """The child run folder a crash left mid-supervision (newest first), if any.
+
+    A manager marks every child it finished supervising with ``supervision.json``; a folder with
+    a checkpoint and no marker was interrupted, so the next execution resumes it instead of
+    starting the child pipeline over.
+    """
+    if not children.is_dir():
+        return None
+    interrupted = [
+        folder
+        for folder in children.iterdir()
+        if (folder / "checkpoint.json").is_file() and not (folder / SUPERVISION_FILE).exists()
+    ]
+    return max(
+        interrupted,
+        key=lambda folder: (folder / "checkpoint.json").stat().st_mtime_ns,
+        default=None,
+    )
 
 
 def _fail(reason: str, updates: dict[str, Any] | None = None) -> Outcome:
@@ -97,10 +123,10 @@ class ManagerLoopHandler:
             except FreshnessMagicError as exc:
                 return _fail(f"manager node {node.id!r}: manager.stop_condition: {exc}")
         try:
-            child = self._start_child(node, env, path)
+            child, first_dir = self._start_child(node, env, path)
         except FreshnessMagicError as exc:
             return _fail(f"manager node {node.id!r}: cannot start child pipeline {path}: {exc}")
-        return self._supervise(
+        outcome = self._supervise(
             node,
             context,
             env,
@@ -111,22 +137,30 @@ class ManagerLoopHandler:
             stop_condition,
             observe="observe" in actions,
         )
+        record = {"manager_node": node.id, "outcome": outcome.to_dict()}
+        for folder in dict.fromkeys((first_dir, child.run_dir)):
+            write_json_atomic(folder / SUPERVISION_FILE, record)
+        return outcome
 
     @staticmethod
-    def _start_child(node: Node, env: StepEnv, path: Path) -> Run:
+    def _start_child(node: Node, env: StepEnv, path: Path) -> tuple[Run, Path]:
+        """The child run and its first folder: a new run, or one a crash left unfinished."""
         from freshness_magic.engine.pipeline import load_pipeline_file
         from freshness_magic.engine.run import Run
 
         graph = load_pipeline_file(path)
         workdir_attr = _attr(node, env, "stack.child_workdir")
         workdir = env.workdir / workdir_attr if workdir_attr else env.workdir
-        return Run(
-            graph,
-            workdir=workdir,
-            runs_dir=env.node_dir(node.id) / "children",
-            registry=env.registry,
-            sleep=env.sleep,
-        )
+        children = env.node_dir(node.id) / "children"
+        options: dict[str, Any] = {"registry": env.registry, "sleep": env.sleep}
+        leftover = unfinished_child(children)
+        if leftover is not None:
+            try:
+                return Run.resume(leftover, graph=graph, workdir=workdir, **options), leftover
+            except FreshnessMagicError:
+                pass
+        child = Run(graph, workdir=workdir, runs_dir=children, **options)
+        return child, child.run_dir
 
     def _supervise(
         self,

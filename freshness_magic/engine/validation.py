@@ -12,9 +12,14 @@ run misbehave, and a notebook user sketching a pipeline should be able to run th
 before every node is connected. ``--strict`` turns it into a failure for CI.
 
 Rules are objects with a ``name`` and ``apply(graph)``. A :class:`Validator` holds the rules
-for one use (no global registry); :func:`validate` builds the default one per call. Every rule
-is one pass over the nodes or edges (the edge index of the Graph makes lookups O(1)), so the
-whole validation is O(nodes + edges).
+for one use (no global registry); :func:`validate` builds the default one per call. Structural
+rules walk the graph once (edge lookups use the Graph's index); the per-node and per-edge parts
+of the other rules (:class:`ScanRule`) run together in a single pass over the nodes and one
+over the edges, so validation is O(nodes + edges) and touches each node once.
+
+Extra keys beyond §7.2: ``attr_type`` (ERROR) checks that typed attributes coerce
+(``max_retries``, booleans, ``timeout``, ``weight``, graph retry counts); ``human.default_choice``
+is matched exactly like the gate handler matches answers (key, target id, label, label text).
 """
 
 from __future__ import annotations

@@ -118,6 +118,47 @@ class CellHandler:
         return Outcome(status, notes=notes, failure_reason=reason)
 
 
+class EvidenceTail:
+    """Reads an append-only evidence log incrementally: only bytes added since the last read.
+
+    Each complete line is checked with the evidence module's validator; a torn last line is
+    left for the next read, and a log that shrank (a new run reused the path) is re-read.
+    """
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self._records: list[dict[str, Any]] = []
+
+    def read(self) -> list[dict[str, Any]]:
+        from freshness_magic.evidence.record import validate_evidence
+
+        try:
+            size = self.path.stat().st_size
+        except FileNotFoundError:
+            self._offset, self._records = 0, []
+            return []
+        if size < self._offset:
+            self._offset, self._records = 0, []
+        if size == self._offset:
+            return list(self._records)
+        with self.path.open("rb") as handle:
+            handle.seek(self._offset)
+            chunk = handle.read(size - self._offset)
+        end = chunk.rfind(b"\n") + 1
+        for raw in chunk[:end].splitlines():
+            try:
+                data = json.loads(raw)
+            except ValueError:
+                continue
+            node_id = data.get("nodeId") if isinstance(data, dict) else None
+            result = validate_evidence(data, node_id if isinstance(node_id, str) else "")
+            if result.record is not None:
+                self._records.append(result.record.to_dict())
+        self._offset += end
+        return list(self._records)
+
+
 def _stale_from_report(report: FreshnessReport) -> dict[str, NodeStale]:
     """Per-node stale inputs from the freshness report: since the node ran, else since baseline."""
     result: dict[str, NodeStale] = {}
@@ -173,6 +214,9 @@ class NotebookPipeline:
     _finished: float | None = None
     _stale: dict[str, NodeStale] = field(default_factory=dict)
     _listeners: list[Callable[[Any], None]] = field(default_factory=list)
+    _evidence: EvidenceTail | None = None
+    structure_version: int = 0
+    """Bumped whenever something the layout shows changes (a ``%%node`` changes a node's type)."""
 
     # --- display -------------------------------------------------------------------------------
 
@@ -296,10 +340,12 @@ class NotebookPipeline:
                 + ", ".join(self.graph.nodes)
             )
         self.cells[node_id] = code
+        self.structure_version += 1
         self._install_cells()
         registry = getattr(self._run, "registry", None) if self._run is not None else None
         if registry is not None:
             registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+        self._notify()
 
     def _install_cells(self) -> None:
         for node_id in self.cells:
@@ -494,9 +540,7 @@ class NotebookPipeline:
             nxt = self.next_node()
             if nxt:
                 parts.append(f"next: {nxt}")
-        done = sum(1 for v in self.views().values() if v.state is not NodeState.PENDING)
         parts.append(f"{len(self.outcomes())}/{len(self.graph.nodes)} nodes run")
-        del done
         return " · ".join(parts)
 
     def status_text(self) -> str:
@@ -568,16 +612,14 @@ class NotebookPipeline:
         return TextResult("\n".join(lines))
 
     def evidence_records(self, node_id: str | None = None) -> list[dict[str, Any]]:
-        """The records in the run's evidence log on disk, oldest first."""
+        """The valid records in the run's evidence log on disk, oldest first."""
         if self._run is None:
             return []
-        from freshness_magic.evidence.record import iter_evidence_log
-
-        return [
-            r.record.to_dict()
-            for r in iter_evidence_log(self._run.run_dir, node_id)
-            if r.record is not None
-        ]
+        log_path = Path(self._run.run_dir) / "evidence.jsonl"
+        if self._evidence is None or self._evidence.path != log_path:
+            self._evidence = EvidenceTail(log_path)
+        records = self._evidence.read()
+        return [r for r in records if node_id is None or r.get("nodeId") == node_id]
 
     def evidence(self, node_id: str | None = None) -> TextResult:
         if node_id is not None:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import time
 import traceback
 import uuid
 from collections.abc import Callable
@@ -30,9 +31,18 @@ from freshness_magic.notebook.render import (
     why_html,
 )
 
-
-def _classes(*names: str) -> list[str]:
-    return list(names)
+_FULL_REFRESH = frozenset(
+    {
+        "gate_waiting", "gate_answered", "pipeline_completed",
+        "pipeline_failed", "pipeline_started", "pipeline_resumed", "pipeline_paused",
+        "baseline_accepted",
+    }
+)  # fmt: skip
+"""Events after which the gate and evidence panels may change too."""
+_STYLE_REFRESH = frozenset({"stage_started", "stage_retrying", "stale_input"})
+"""Events that change only node states (restyle, no panel rebuild)."""
+EVIDENCE_ROWS = 25
+"""Rows shown in the evidence panel (newest first); ``%pipeline evidence`` lists all."""
 
 
 def playground_html(pipeline: NotebookPipeline, expr: str, from_node: str | None) -> str:
@@ -94,6 +104,9 @@ class PipelineWidget(w.VBox):
         self.uid = uuid.uuid4().hex[:10]
         self.scope = f"fm-w-{self.uid}"
         self.bytes_last_update = 0
+        self.panel_bytes_last_update = 0
+        self.update_stats: list[tuple[float, int, int]] = []
+        """(seconds, graph/status bytes, panel bytes) of every refresh (benchmarks)."""
         self._layout: Layout | None = None
         self._layout_key: tuple[object, ...] | None = None
         self._gate_key: object = None
@@ -269,12 +282,11 @@ class PipelineWidget(w.VBox):
 
     def _on_pipeline_event(self, event: Any) -> None:
         kind = str(getattr(getattr(event, "type", None), "value", ""))
-        if event is None or kind in (
-            "gate_waiting", "gate_answered", "evidence_recorded", "pipeline_completed",
-            "pipeline_failed", "pipeline_started", "pipeline_resumed", "baseline_accepted",
-        ):  # fmt: skip
+        if event is None or kind in _FULL_REFRESH:
             self.refresh(full=True)
-        else:
+        elif kind == "evidence_recorded":
+            self.refresh(full=False, evidence=True)
+        elif kind in _STYLE_REFRESH:
             self.refresh(full=False)
 
     # --- views -----------------------------------------------------------------------------------
@@ -297,19 +309,27 @@ class PipelineWidget(w.VBox):
             f"{self.snapshot()}{legend_html()}{why_html(views)}</div>"
         )
 
-    def refresh(self, full: bool = True) -> None:
-        """Update the views; the layout only when the structure changed."""
+    def refresh(self, full: bool = True, evidence: bool = False) -> None:
+        """Update the views (panels too when ``full``); the layout only on a new structure."""
+        started = time.perf_counter()
+        self._refresh(full, evidence)
+        elapsed = time.perf_counter() - started
+        self.update_stats.append((elapsed, self.bytes_last_update, self.panel_bytes_last_update))
+
+    def _refresh(self, full: bool, evidence: bool) -> None:
         pipeline = self.pipeline
-        key = pipeline.layout_cache.key(pipeline.graph)
+        key = (id(pipeline.graph), pipeline.structure_version)
         if key != self._layout_key:
             self._layout = pipeline.layout_cache.get(pipeline.graph)
             self._layout_key = key
             self.graph_html.value = self._layout.svg
+            sent = len(self._layout.svg.encode("utf-8"))
+        else:
+            sent = 0
         assert self._layout is not None
         views = pipeline.views()
         css = state_css(self.scope, self._layout, views)
         why = why_html(views)
-        sent = 0
         if self.state_html.value != css + why:
             self.state_html.value = css + why
             sent += len(self.state_html.value.encode("utf-8"))
@@ -326,10 +346,11 @@ class PipelineWidget(w.VBox):
         if self.status.value != status:
             self.status.value = status
             sent += len(status)
-        if full:
-            sent += self._refresh_gate()
-            sent += self._refresh_evidence()
         self.bytes_last_update = sent
+        panels = self._refresh_gate() if full else 0
+        if full or evidence:
+            panels += self._refresh_evidence()
+        self.panel_bytes_last_update = panels
 
     def _refresh_gate(self) -> int:
         gate = self.pipeline.pending_gate()
@@ -364,7 +385,7 @@ class PipelineWidget(w.VBox):
         if len(records) == self._evidence_count:
             return 0
         self._evidence_count = len(records)
-        self._records = list(reversed(records))
+        self._records = list(reversed(records))[:EVIDENCE_ROWS]
         rows = []
         options = []
         for i, record in enumerate(self._records):
@@ -382,9 +403,16 @@ class PipelineWidget(w.VBox):
             f"<th>{h}</th>"
             for h in ("time", "node", "status", "method", "stale files", "summary", "duration")
         )
+        more = len(records) - len(self._records)
+        note = (
+            f'<div class="fm-evidence-more">newest {len(self._records)} of {len(records)} '
+            "records; %pipeline evidence lists all</div>"
+            if more > 0
+            else ""
+        )
         self.evidence_table.value = (
             '<table class="fm-evidence-rows" style="font-size:12px">'
-            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
+            f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table>{note}"
             if rows
             else '<div class="fm-evidence-empty">no evidence records yet</div>'
         )

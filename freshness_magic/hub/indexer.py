@@ -139,7 +139,9 @@ class Indexer:
                     rel,
                     fingerprint.stat,
                     fingerprint.digest,
-                    parse_python(data, module=module_name(rel)),
+                    parse_python(
+                        data, module=module_name(rel), is_package=rel.endswith("__init__.py")
+                    ),
                 )
         return Scan(rel, fingerprint.stat, fingerprint.digest, None)
 

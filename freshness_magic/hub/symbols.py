@@ -75,10 +75,13 @@ class ModuleInfo:
     module_mentions: frozenset[str] = field(default_factory=frozenset)
 
 
-def parse_python(source: bytes, *, module: str = "") -> ModuleInfo | SyntaxProblem:
+def parse_python(
+    source: bytes, *, module: str = "", is_package: bool = False
+) -> ModuleInfo | SyntaxProblem:
     """Extract symbols from ``source``; a file that does not parse gives a :class:`SyntaxProblem`.
 
-    ``module`` is the file's dotted module name inside the tree, used to resolve relative imports.
+    ``module`` is the file's dotted module name inside the tree and ``is_package`` says whether
+    it is a package's ``__init__``; both resolve relative imports.
     Each AST node is visited once: the same pass builds the normalised text, the branch count,
     the called and mentioned names and the imports.
     """
@@ -101,7 +104,7 @@ def parse_python(source: bytes, *, module: str = "") -> ModuleInfo | SyntaxProbl
             _visit(stmt, top, False)
     imports: set[str] = set()
     for acc_imports in (top.imports, *extractor.imports):
-        imports |= _resolve_imports(acc_imports, module)
+        imports |= _resolve_imports(acc_imports, module if is_package else _parent(module))
     return ModuleInfo(
         symbols=tuple(extractor.symbols),
         imports=tuple(sorted(imports)),
@@ -311,10 +314,16 @@ def _header_colon(segment: str) -> int:
     return -1
 
 
-def _resolve_imports(nodes: list[ast.Import | ast.ImportFrom], module: str) -> set[str]:
-    """Dotted names imported: ``import a.b`` -> a.b; ``from a import b`` -> a and a.b."""
+def _parent(module: str) -> str:
+    return module.rsplit(".", 1)[0] if "." in module else ""
+
+
+def _resolve_imports(nodes: list[ast.Import | ast.ImportFrom], package: str) -> set[str]:
+    """Dotted names imported: ``import a.b`` -> a.b; ``from a import b`` -> a and a.b.
+
+    Relative imports are resolved against ``package``, the package the importing module is in.
+    """
     found: set[str] = set()
-    package = module.rsplit(".", 1)[0] if "." in module else ""
     for node in nodes:
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names)

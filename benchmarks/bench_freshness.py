@@ -4,7 +4,8 @@ Builds a git work tree of 20,000 files of 4 KiB (and, with ``--big``, a second t
 1 GiB file) in a temporary folder and prints, as medians and as ratios against a reference
 measured in the same run:
 
-(a) baseline capture            vs  find DIR -type f -not -path '*/.git/*' -print0 | xargs -0 xxhsum -H2
+(a) baseline capture            vs  find DIR -type f -not -path '*/.git/*' -print0 |
+                                    xargs -0 xxhsum -H2
 (b) re-check, nothing changed   vs  git status --porcelain
 (c) re-check, one file changed  vs  git status --porcelain
 

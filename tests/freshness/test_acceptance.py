@@ -1,4 +1,4 @@
-"""One test per acceptance criterion of REQ-IF-001..004 (and the rules around them), on real runs."""
+"""One test per acceptance criterion of REQ-IF-001..004 (and the rules around them)."""
 
 from __future__ import annotations
 

@@ -37,10 +37,12 @@ _TOKEN_RE = re.compile(
     # group 2: the token, or one of the error alternatives, or nothing at the very end
     ( -?[A-Za-z0-9_.]+(?:[-:][A-Za-z0-9_.]+)*     # word
     | "[^"\\]*(?:\\.[^"\\]*)*"                    # complete quoted string
+    | "                                           # an unclosed string (error): eat the rest,
+      .*                                          # as for '/*' below
     | ->|--                                       # arrow; '--' is an error
     | /\*.*                                       # an unclosed '/*' (error): eat the rest, so
                                                   # later '/*' are not rescanned (stays linear)
-    | .                                           # punctuation, a lone '"', anything else
+    | .                                           # punctuation or anything else
     | \Z
     )""",
     re.VERBOSE | re.DOTALL,
@@ -48,7 +50,8 @@ _TOKEN_RE = re.compile(
 
 BAD = "bad"
 """Kind of the first token that is not allowed; the token lists end right after it."""
-_EXACT_KIND = {p: p for p in "{}[]=;,+:"} | {ARROW: ARROW, "--": BAD, "-": BAD, '"': BAD}
+_EXACT_KIND = {p: p for p in "{}[]=;,+:"} | {ARROW: ARROW, "--": BAD, "-": BAD}
+_STRING_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
 _FIRST_KIND = dict.fromkeys(string.ascii_letters + string.digits + "_.-", WORD) | {'"': STRING}
 
 _ESCAPE_RE = re.compile(r"\\(\r\n|.)", re.DOTALL)
@@ -155,6 +158,8 @@ def tokenize(text: str, source: SourceMap) -> Tokens:
     values = [token for _, token in pairs]
     exact, first = _EXACT_KIND.get, _FIRST_KIND.get
     kinds = [exact(token) or first(token[0], BAD) for token in values]
+    if kinds and kinds[-1] == STRING and not _STRING_RE.fullmatch(values[-1]):
+        kinds[-1] = BAD  # an unclosed string ran to the end of the text
     error = None
     if BAD in kinds:
         index = kinds.index(BAD)
@@ -170,7 +175,7 @@ def _bad_token_error(token: str, start: int, source: SourceMap) -> ParseError:
     """The specific ParseError for a token that is not allowed."""
     if token == "--":
         message = "undirected edge '--' is not supported: pipelines are directed, use '->'"
-    elif token == '"':
+    elif token.startswith('"'):
         message = (
             "unterminated string: this '\"' has no closing '\"' "
             '(add one, or escape a quote inside the string as \\")'

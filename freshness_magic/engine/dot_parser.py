@@ -447,16 +447,18 @@ class _Parser:
         if kind == WORD:
             return values[j], j + 1
         if kind == STRING:
-            value = string_value(values[j])
+            if kinds[j + 1] != "+":
+                return string_value(values[j]), j + 1
+            parts = [string_value(values[j])]
             while kinds[j + 1] == "+":
                 if kinds[j + 2] != STRING:
                     raise self._error(
                         f"'+' joins quoted strings only: found {self._describe(j + 2)} after it",
                         j + 1,
                     )
-                value += string_value(values[j + 2])
+                parts.append(string_value(values[j + 2]))
                 j += 2
-            return value, j + 1
+            return "".join(parts), j + 1
         if kind == "<":
             raise self._error("HTML-like values are not supported", j)
         raise self._error(

@@ -19,6 +19,7 @@ import statistics
 import sys
 import time
 from collections.abc import Callable, Sequence
+from functools import partial
 
 from freshness_magic.engine.dot_parser import parse_dot
 from freshness_magic.engine.model import Graph
@@ -151,10 +152,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         graph = parse_dot(text)
         if validate is not None:
             validate(graph)
-        parse_only = _median_time(lambda text=text: parse_dot(text), args.reps)
-        full = _median_time(lambda text=text: load_and_validate(text), args.reps)
+        parse_only = _median_time(partial(parse_dot, text), args.reps)
+        full = _median_time(partial(load_and_validate, text), args.reps)
         pydot_reps = args.pydot_reps if size <= 1000 else 1
-        reference = _median_time(lambda text=text: pydot.graph_from_dot_data(text), pydot_reps)
+        reference = _median_time(partial(pydot.graph_from_dot_data, text), pydot_reps)
         results[size] = full
         print(
             f"{len(graph.nodes):>6} {len(graph.edges):>6} {len(text) / 1024:>6.0f} "

@@ -12,7 +12,14 @@ Semantics decided here:
   subgraphs as edge endpoints are rejected, each with its own message.
 - Lenient where real files are: commas and semicolons between attributes and statements are
   optional, keywords are case-insensitive (as in Graphviz), several ``[...]`` lists may follow
-  one statement, adjacent quoted strings may be joined with ``+``.
+  one statement, adjacent quoted strings may be joined with ``+``, attribute names may be quoted
+  (``"human.default_choice"="Y"``, as Graphviz needs for dotted names) as long as the name
+  itself is an identifier or dotted identifiers, and ``#`` starts a line comment anywhere
+  outside a string.
+- Values are kept as text: quoted strings unescaped (see ``dot_lexer.unescape``), bare words
+  (numbers, booleans, durations, identifiers, ``gpt-5.2``, ``summary:high``) exactly as written.
+- Errors are reported in text order: a token the lexer cannot read (``--``, ``<``, an unclosed
+  string) is reported when the parser reaches it, so an earlier structural mistake wins.
 - ``node [...]`` / ``edge [...]`` defaults apply to later statements of their (sub)graph only; a
   subgraph starts with a copy of its parent's defaults at the point where it opens.
 - A node is created at its first mention (a node statement or an edge) with the node defaults in

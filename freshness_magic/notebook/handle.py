@@ -177,6 +177,11 @@ def _stale_from_report(report: FreshnessReport) -> dict[str, NodeStale]:
     return result
 
 
+def _blocked_by_stale(node: Node, outcome: Outcome) -> bool:
+    """A ``freshness=block`` node whose last attempt was refused because of stale input."""
+    return node.freshness == "block" and "stale input:" in outcome.failure_reason
+
+
 def _report_of(run: Any) -> FreshnessReport | None:
     """The freshness report of ``run`` from its freshness extension (None without one)."""
     for ext in getattr(run, "extensions", ()):
@@ -396,8 +401,8 @@ class NotebookPipeline:
         steps = len(self.run.history) - before
         return TextResult(self._run_line(result, steps) + "\n" + self.status_text(), result)
 
-    def resume(self, node_id: str, choice: str) -> TextResult:
-        """Answer the gate at ``node_id`` with ``choice`` and continue like ``run``."""
+    def resume(self, node_id: str, choice: str | None) -> TextResult:
+        """Answer the gate at ``node_id`` with ``choice`` (None: its default), then ``run``."""
         self.require_node(node_id)
         self.run.answer(node_id, choice)
         self._notify()
@@ -412,10 +417,10 @@ class NotebookPipeline:
         accepted = accept_changes(self.run, node_id=node_id)
         self.refresh_freshness()
         self._notify()
-        target = node_id or "all nodes"
-        count = len(accepted) if isinstance(accepted, list | tuple | set | dict) else None
-        what = f" ({count} file(s))" if count is not None else ""
-        return TextResult(f"accepted current inputs for {target}{what}\n" + self.status_text())
+        target = node_id or "all nodes not run yet"
+        files = sorted({f for changed in accepted.values() for f in changed})
+        what = f": {', '.join(files)}" if files else ": no changed files"
+        return TextResult(f"accepted current inputs of {target}{what}\n" + self.status_text())
 
     def reset(self) -> TextResult:
         """Drop the current run; the next action starts a new one."""
@@ -519,15 +524,14 @@ class NotebookPipeline:
             return NodeView(NodeState.SUCCEEDED, why=outcome.notes or "success")
         if status is StageStatus.PARTIAL_SUCCESS:
             return NodeView(NodeState.PARTIAL, why=outcome.failure_reason or outcome.notes)
+        if status in (StageStatus.FAIL, StageStatus.RETRY) and _blocked_by_stale(node, outcome):
+            return NodeView(NodeState.BLOCKED, why=outcome.failure_reason)
         if status is StageStatus.FAIL:
             return NodeView(NodeState.FAILED, why=outcome.failure_reason or "failed")
         if status is StageStatus.SKIPPED:
             return NodeView(NodeState.SKIPPED, why=outcome.notes)
         if status is StageStatus.RETRY:
-            reason = outcome.failure_reason
-            if reason.startswith("stale input"):
-                return NodeView(NodeState.BLOCKED, why=reason)
-            return NodeView(NodeState.RETRYING, why=reason or "retry requested")
+            return NodeView(NodeState.RETRYING, why=outcome.failure_reason or "retry requested")
         return NodeView(NodeState.WAITING, why=outcome.notes)
 
     def status_line(self) -> str:

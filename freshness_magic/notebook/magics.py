@@ -93,7 +93,10 @@ def build_pipeline_parser() -> MagicArgumentParser:
     p.add_argument("--max-steps", type=int, metavar="N", help="stop after N steps")
     p = add("resume", "answer the waiting gate at NODE with CHOICE, then continue like run")
     p.add_argument("node", metavar="NODE")
-    p.add_argument("--choice", required=True, help="a choice key, label or target node id")
+    p.add_argument(
+        "--choice",
+        help="a choice key, label or target node id (default: the gate's human.default_choice)",
+    )
     p = add("accept", "accept changed inputs as the new baseline (one node or all)")
     p.add_argument("node", nargs="?", metavar="NODE")
     p = add("why", "why a node is stale, blocked, failed or waiting")

@@ -44,6 +44,7 @@ def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Interacti
     before = set(sh.user_ns)
     yield sh
     sh.run_line_magic("unload_ext", "freshness_magic")
+    sh.config.pop("PipelineMagics", None)
     for key in set(sh.user_ns) - before:
         sh.user_ns.pop(key, None)
     for key in ("review", "gates", "xss", "other"):

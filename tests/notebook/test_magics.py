@@ -116,7 +116,7 @@ def test_resume_errors(shell: InteractiveShell, workdir: Path):
     line(shell, "run")
     with pytest.raises(UsageError, match="not a choice"):
         shell.run_line_magic("pipeline", "resume approve --choice Q")
-    with pytest.raises(UsageError, match="--choice"):
+    with pytest.raises(UsageError, match="no default choice"):
         shell.run_line_magic("pipeline", "resume approve")
     with pytest.raises(UsageError, match="no node 'nope'"):
         shell.run_line_magic("pipeline", "resume nope --choice Y")
@@ -320,3 +320,50 @@ def test_unload_removes_magics_hooks_and_completers(shell: InteractiveShell):
         shell.run_line_magic("pipeline", "list")
     shell.run_line_magic("load_ext", "freshness_magic")
     assert "pipeline" in manager.magics["line"]
+
+
+def test_post_execute_refreshes_stale_markers_and_accept_clears(
+    shell: InteractiveShell, workdir: Path
+):
+    pipeline = load_review(shell, workdir)
+    line(shell, "run --to approve")
+    assert "stale" not in line(shell, "status").text
+    (workdir / "src" / "login.py").write_text("def login():\n    return False\n")
+    (workdir / "src" / "new.py").write_text("x = 1\n")
+    shell.run_cell("edited = True")  # any cell: the post_execute hook re-checks
+    status = line(shell, "status").text
+    assert "lint     stale(run)  inputs changed since it ran: " in status
+    assert "src/login.py (modified)" in status and "src/new.py (added)" in status
+    assert "draft    succeeded" in status
+    why = line(shell, "why lint").text
+    assert why.splitlines()[0] == "lint: stale(run)"
+    views = pipeline.views()
+    assert views["lint"].stale.value == "run"
+    widget_css = pipeline.widget.state_html.value
+    assert 'data-node="lint" data-state="stale" data-stale="run"' in widget_css
+    out = line(shell, "accept lint").text
+    assert out.startswith("accepted current inputs of lint: src/login.py, src/new.py")
+    assert "stale" not in line(shell, "status").text
+
+
+def test_auto_refresh_off_skips_the_post_execute_check(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    line(shell, "run --to approve")
+    shell.run_line_magic("config", "PipelineMagics.auto_refresh = False")
+    (workdir / "src" / "login.py").write_text("changed\n")
+    shell.run_cell("x = 1")
+    assert "stale" not in line(shell, "status").text
+    shell.run_line_magic("config", "PipelineMagics.auto_refresh = True")
+    shell.run_cell("x = 2")
+    assert "lint     stale(run)" in line(shell, "status").text
+
+
+def test_pending_node_stale_since_baseline(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    line(shell, "step")
+    (workdir / "docs" / "spec.md").write_text("# Spec v2\n")
+    shell.run_cell("x = 3")
+    status = line(shell, "status").text
+    assert "draft    stale(baseline)  inputs changed since baseline: docs/spec.md (modified)" in (
+        status
+    )

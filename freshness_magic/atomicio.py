@@ -79,6 +79,39 @@ def append_jsonl(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) 
         os.close(fd)
 
 
+def drop_torn_tail(path: str | os.PathLike[str]) -> bool:
+    """Cut a last line that has no newline (a write torn by a crash); True if one was cut.
+
+    A ``write`` to a regular file can stop at a page boundary when the process is killed, so a
+    log may end in part of a record. Appending after it would glue the next record to that part;
+    single-writer logs call this before appending so every line stays a whole record.
+    """
+    target = Path(path)
+    try:
+        fd = os.open(target, os.O_RDWR)
+    except FileNotFoundError:
+        return False
+    try:
+        size = os.fstat(fd).st_size
+        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
+            return False
+        end = size
+        keep = 0
+        while end > 0:
+            start = max(0, end - 65536)
+            chunk = os.pread(fd, end - start, start)
+            index = chunk.rfind(b"\n")
+            if index >= 0:
+                keep = start + index + 1
+                break
+            end = start
+        os.ftruncate(fd, keep)
+        os.fsync(fd)
+        return True
+    finally:
+        os.close(fd)
+
+
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Yield the records of a JSONL log, skipping a torn or corrupt line instead of failing."""
     target = Path(path)

@@ -1,8 +1,9 @@
 """The evidence run extension: a record for every step, work-evidence validation, commits.
 
-Per attempt: ``before_execute`` fingerprints the node's own evidence file (cheap) and, only when
-``evidence="require"`` or ``commit=true`` applies to the node, snapshots the work tree; for a
-codergen node under ``require`` it also puts the "Work evidence" prompt section in the context
+Before a step's first attempt, ``before_execute`` fingerprints the node's own evidence file (cheap)
+and, only when ``evidence="require"`` or ``commit=true`` applies to the node, snapshots the work
+tree, so changes made by earlier attempts of the step count; before every attempt of a
+codergen node under ``require`` it puts the "Work evidence" prompt section in the context
 key ``internal.prompt_suffix.<node_id>`` (the codergen handler appends it to the prompt).
 ``after_execute`` validates successful work nodes under ``require`` (no evidence -> FAIL with the
 actionable message, then the usual failure routing) and commits under ``commit=true``.
@@ -15,12 +16,13 @@ Engine facts in ``outcome["engine"]``: run_id, status, failure_reason, notes, at
 duration_seconds, handler_type, stale_files, evidence_mode, evidence_method (None when the node
 was not validated), evidence_reason, evidence_problems, files (added/modified/deleted), commits
 (id, message: the node's own and the engine's), commit (the engine's commit id or None),
-node_record (whether the node wrote its own record), next_node.
+node_record (whether the node wrote its own record), node_timestamp (the timestamp the node
+wrote), invalid_node_record (the text of an invalid file the node wrote, which the engine's record
+replaces on disk), evidence_file, next_node.
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -57,10 +59,13 @@ from freshness_magic.evidence.validator import DefaultEvidenceValidator, Evidenc
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run, StepResult
 
-log = logging.getLogger(__name__)
 
 PROMPT_SUFFIX_KEY = "internal.prompt_suffix.{node_id}"
 """Context key whose text the codergen handler appends to the node's prompt."""
+
+
+MAX_KEPT_INVALID_BYTES = 65536
+"""How much of an invalid node-written evidence file the engine's record keeps."""
 
 
 def prompt_suffix_key(node_id: str) -> str:
@@ -68,26 +73,22 @@ def prompt_suffix_key(node_id: str) -> str:
 
 
 @dataclass
-class _Attempt:
-    """What ``before_execute`` saw, for ``after_execute`` of the same attempt."""
-
-    node_id: str
-    attempt: int
-    snapshot: WorkTreeSnapshot | None
-
-
-@dataclass
 class _StepFacts:
     """What the attempts of the current step found, for the record of the step."""
 
     evidence_digest: str | None = None
+    """The node's evidence file before the step (tells the node's own record from older ones)."""
+    snapshot: WorkTreeSnapshot | None = None
+    """The work tree before the step's first attempt (require mode or commit=true only)."""
     method: str | None = None
     reason: str = ""
     problems: list[str] = field(default_factory=list)
     files: FileChanges = field(default_factory=FileChanges)
     commits: list[CommitInfo] = field(default_factory=list)
     commit: str | None = None
-    node_record: EvidenceRecord | None = None
+    invalid_record: str | None = None
+    """The text of an invalid evidence file the node wrote (kept: the engine's record replaces
+    the file on disk)."""
 
 
 def _stale_files(value: Any) -> list[str]:
@@ -126,7 +127,6 @@ class EvidenceExtension:
 
     def __init__(self, validator: EvidenceValidator | None = None) -> None:
         self.validator: EvidenceValidator = validator or DefaultEvidenceValidator()
-        self._attempt: _Attempt | None = None
         self._facts: dict[str, _StepFacts] = {}
         self._records = 0
         self._latest: dict[str, str] = {}
@@ -156,12 +156,14 @@ class EvidenceExtension:
         )
 
     def before_execute(self, run: Run, node: Node, attempt: int) -> Outcome | None:
+        """Fingerprint the evidence file and, when needed, snapshot the work tree (once a step).
+
+        Changes made by earlier attempts of the same step count: "before" is before the step.
+        """
         workdir = run.workdir
-        facts = self._facts.get(node.id)
-        if facts is None or attempt == 1:
-            facts = self._facts[node.id] = _StepFacts(evidence_digest(workdir, node.id))
-        snapshot = take_snapshot(workdir, node.id) if self._needs_snapshot(run, node) else None
-        self._attempt = _Attempt(node.id, attempt, snapshot)
+        if attempt == 1 or node.id not in self._facts:
+            snapshot = take_snapshot(workdir, node.id) if self._needs_snapshot(run, node) else None
+            self._facts[node.id] = _StepFacts(evidence_digest(workdir, node.id), snapshot)
         if node.handler_type == "codergen" and run.graph.evidence_mode(node) == "require":
             run.context.set(prompt_suffix_key(node.id), work_evidence_prompt(node.id))
         return None
@@ -169,18 +171,16 @@ class EvidenceExtension:
     def after_execute(
         self, run: Run, node: Node, outcome: Outcome, attempt: int, started_at: float
     ) -> Outcome:
+        """Validate (``require``) and commit (``commit=true``) a successful attempt."""
         run.context.delete(prompt_suffix_key(node.id))
-        current, self._attempt = self._attempt, None
-        if current is None or current.node_id != node.id or current.attempt != attempt:
-            return outcome
-        facts = self._facts.setdefault(node.id, _StepFacts())
-        if not outcome.status.is_success or current.snapshot is None:
+        facts = self._facts.get(node.id)
+        if facts is None or facts.snapshot is None or not outcome.status.is_success:
             return outcome
         graph = run.graph
         changes: WorkChanges | None = None
         own_record_written = False
         if is_work_type(node.handler_type) and graph.evidence_mode(node) == "require":
-            result = self.validator.validate(node, graph, run.workdir, current.snapshot)
+            result = self.validator.validate(node, graph, run.workdir, facts.snapshot)
             facts.method = result.method
             facts.reason = result.reason if result.valid else ""
             facts.problems = list(result.problems)
@@ -196,7 +196,7 @@ class EvidenceExtension:
                     context_updates=dict(outcome.context_updates),
                 )
         if changes is None:
-            changes = changes_since(current.snapshot)
+            changes = changes_since(facts.snapshot)
         self._note_changes(facts, changes)
         if graph.commit_enabled(node):
             if not own_record_written:
@@ -271,6 +271,13 @@ class EvidenceExtension:
             for problem in result.problems:
                 if problem not in facts.problems:
                     facts.problems.append(problem)
+            try:
+                text = path.read_bytes()[: MAX_KEPT_INVALID_BYTES + 1].decode("utf-8", "replace")
+            except OSError:
+                text = ""
+            if len(text) > MAX_KEPT_INVALID_BYTES:
+                text = text[:MAX_KEPT_INVALID_BYTES] + "… (cut)"
+            facts.invalid_record = text
             return None
         record = result.record
         if record is not None and facts.evidence_digest is None and record.engine:
@@ -304,6 +311,8 @@ class EvidenceExtension:
             "evidence_file": relative_evidence_path(node.id),
             "next_node": step_result.next_node,
         }
+        if facts.invalid_record is not None:
+            engine_facts["invalid_node_record"] = facts.invalid_record
         return merge_record(
             own,
             node_id=node.id,

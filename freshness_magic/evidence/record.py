@@ -248,9 +248,13 @@ def write_evidence(workdir: str | os.PathLike[str], record: EvidenceRecord) -> P
 
 
 def append_evidence_log(run_dir: str | os.PathLike[str], record: EvidenceRecord) -> Path:
-    """Append the record as one line to ``<run_dir>/evidence.jsonl``; returns the log's path."""
+    """Append the record as one line to ``<run_dir>/evidence.jsonl``; returns the log's path.
+
+    A last line torn by a crash (no newline) is cut first, so it never merges with this record.
+    """
     path = Path(run_dir) / EVIDENCE_LOG
     try:
+        atomicio.drop_torn_tail(path)
         atomicio.append_jsonl(path, record.to_dict())
     except (OSError, ValueError) as exc:
         raise EvidenceError(f"cannot append to evidence log {path}: {exc}") from exc
@@ -297,6 +301,7 @@ def merge_record(
     facts = dict(engine_facts)
     if node_record is None:
         return EvidenceRecord(node_id, summary, type, {ENGINE_KEY: facts}, stamp)
+    facts.setdefault("node_timestamp", node_record.timestamp)
     outcome = dict(node_record.outcome)
     if ENGINE_KEY in outcome:
         outcome[NODE_ENGINE_KEY] = outcome.pop(ENGINE_KEY)

@@ -13,14 +13,21 @@ from pathlib import Path
 
 import pytest
 
-from freshness_magic.evidence.record import EVIDENCE_LOG, evidence_dir, read_evidence
+from freshness_magic.evidence.record import (
+    EVIDENCE_LOG,
+    EvidenceRecord,
+    append_evidence_log,
+    evidence_dir,
+    read_evidence,
+    read_evidence_log,
+)
 
 WRITER = """
 import itertools, sys
 from freshness_magic.evidence.record import EvidenceRecord, append_evidence_log, write_evidence
 
 workdir, run_dir = sys.argv[1], sys.argv[2]
-payload = "x" * 20000
+payload = "x" * 60000
 for i in itertools.count():
     node = f"node_{i % 3}"
     record = EvidenceRecord(node, f"write {i}", "analysis", {"i": i, "payload": payload})
@@ -29,6 +36,7 @@ for i in itertools.count():
 """
 
 KILLS = 25
+PAYLOAD = "x" * 60000
 
 
 def wait_for_growth(path: Path, size: int, proc: subprocess.Popen[bytes]) -> None:
@@ -59,13 +67,22 @@ def test_sigkill_during_writes_leaves_only_whole_records(tmp_path: Path) -> None
         proc.wait()
         assert proc.returncode == -signal.SIGKILL
 
+    # A write killed mid-way may leave part of a record after the last newline (the kernel can
+    # stop a write at a page boundary); every newline-terminated line must be a whole record.
     raw = log.read_bytes()
-    assert raw.endswith(b"\n")
-    lines = raw.split(b"\n")[:-1]
+    complete = raw[: raw.rfind(b"\n") + 1]
+    lines = complete.split(b"\n")[:-1]
     assert len(lines) >= KILLS
     for line in lines:
         record = json.loads(line)
-        assert record["version"] == 1 and record["outcome"]["payload"] == "x" * 20000
+        assert record["version"] == 1 and record["outcome"]["payload"] == PAYLOAD
+    assert len(read_evidence_log(run_dir)) == len(lines)
+
+    # The next append (a resumed run) cuts a torn tail, so the log is whole again.
+    append_evidence_log(run_dir, EvidenceRecord("node_0", "after", "analysis", {"k": 1}))
+    raw = log.read_bytes()
+    assert raw.endswith(b"\n")
+    assert [json.loads(line)["summary"] for line in raw.split(b"\n")[:-1]][-1] == "after"
 
     files = sorted(p for p in evidence_dir(workdir).iterdir() if not p.name.startswith("."))
     assert files, "no evidence file was written"

@@ -469,3 +469,74 @@ def test_work_summary_without_a_repository(plain_dir: Path) -> None:
         ("abc123", "[Pipeline] Write code", "")
     ]
     assert summary.to_dict()["commit"] == "abc123"
+
+
+class FlakyHandler:
+    """First attempt changes a file and asks for a retry; the second succeeds doing nothing."""
+
+    def __init__(self) -> None:
+        self.attempts = 0
+
+    def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
+        self.attempts += 1
+        if self.attempts == 1:
+            (env.workdir / "partial.txt").write_text("from attempt 1\n")
+            return Outcome(status=StageStatus.RETRY, failure_reason="try again")
+        return Outcome(status=StageStatus.SUCCESS)
+
+
+def test_changes_of_earlier_attempts_of_the_step_count(repo: Path) -> None:
+    registry = default_registry()
+    flaky = FlakyHandler()
+    registry.register("flaky", flaky)
+    dot = """digraph flaky {
+      graph [evidence=require, commit=true]
+      start [shape=Mdiamond]
+      implement [type=flaky, label="Implement", max_retries=2]
+      done [shape=Msquare]
+      start -> implement -> done
+    }"""
+    run = open_run(dot, workdir=repo, registry=registry, sleep=lambda _s: None)
+    assert run.run().state is RunState.COMPLETED
+    assert flaky.attempts == 2
+    facts = record_of(repo, "implement").engine
+    assert facts["attempt"] == 2
+    assert facts["files"]["added"] == ["partial.txt"]
+    assert subjects(repo)[0] == "[Pipeline] Implement"
+
+
+HALF_RECORD = '{"version": 1, "nodeId": "implement", "summary": "half"}'
+
+
+def test_invalid_own_record_is_reported_and_kept(repo: Path) -> None:
+    def bad_record(workdir: Path) -> None:
+        path = evidence_path(workdir, "implement")
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(HALF_RECORD)
+
+    run = start_run(repo, single(graph_attrs="evidence=require"), {"implement": bad_record})
+    result = run.run()
+    assert result.state is RunState.FAILED
+    outcome = result.node_outcomes["implement"]
+    assert outcome.failure_reason == message_for(repo)
+    assert "field 'timestamp' is missing" in outcome.notes
+    facts = record_of(repo, "implement").engine
+    assert any("field 'type' is missing" in p for p in facts["evidence_problems"])
+    assert (
+        facts["invalid_node_record"] == '{"version": 1, "nodeId": "implement", "summary": "half"}'
+    )
+    assert facts["node_record"] is False
+
+
+def test_node_timestamp_is_kept_when_merging(repo: Path) -> None:
+    def own(workdir: Path) -> None:
+        write_evidence(
+            workdir,
+            EvidenceRecord("implement", "Looked", "analysis", {"k": 1}, "2020-05-06T07:08:09Z"),
+        )
+
+    run = start_run(repo, single(graph_attrs="evidence=require"), {"implement": own})
+    assert run.run().state is RunState.COMPLETED
+    record = record_of(repo, "implement")
+    assert record.engine["node_timestamp"] == "2020-05-06T07:08:09Z"
+    assert record.timestamp != "2020-05-06T07:08:09Z"

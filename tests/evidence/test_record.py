@@ -178,7 +178,10 @@ def test_merge_keeps_the_nodes_summary_type_and_outcome() -> None:
     assert merged.type == "external_effect"
     assert merged.outcome["url"] == "https://x"
     assert merged.outcome["node_engine"] == "mine"
-    assert merged.outcome[ENGINE_KEY] == {"status": "success"}
+    assert merged.outcome[ENGINE_KEY] == {
+        "status": "success",
+        "node_timestamp": "2026-01-01T00:00:00Z",
+    }
     assert own.outcome["engine"] == "mine"
 
 
@@ -187,3 +190,24 @@ def test_timestamps_are_utc_iso8601() -> None:
     assert stamp.endswith("Z")
     assert parse_timestamp(stamp).utcoffset() is not None
     assert parse_timestamp("2026-01-02T03:04:05+02:00").hour == 3
+
+
+def test_a_torn_last_line_is_cut_before_the_next_append(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    append_evidence_log(run_dir, EvidenceRecord("a", "first", "analysis", {"k": 1}))
+    with (run_dir / EVIDENCE_LOG).open("ab") as handle:
+        handle.write(b'{"nodeId": "a", "summ')
+    assert [r.summary for r in read_evidence_log(run_dir)] == ["first"]
+    append_evidence_log(run_dir, EvidenceRecord("a", "second", "analysis", {"k": 2}))
+    lines = (run_dir / EVIDENCE_LOG).read_bytes().split(b"\n")
+    assert lines[-1] == b""
+    assert [json.loads(line)["summary"] for line in lines[:-1]] == ["first", "second"]
+
+
+def test_a_log_that_is_only_a_torn_line_starts_over(tmp_path: Path) -> None:
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / EVIDENCE_LOG).write_bytes(b'{"nodeId": "a"')
+    append_evidence_log(run_dir, EvidenceRecord("a", "only", "analysis", {"k": 1}))
+    assert [r.summary for r in read_evidence_log(run_dir)] == ["only"]
+    assert (run_dir / EVIDENCE_LOG).read_bytes().count(b"\n") == 1

@@ -23,6 +23,7 @@ import json
 import os
 import queue
 import signal
+import sqlite3
 import subprocess
 import sys
 import threading
@@ -165,7 +166,7 @@ def status(workdir: str | Path) -> HubStatus:
                 }
             finally:
                 conn.close()
-        except (HubError, ValueError):
+        except (HubError, ValueError, sqlite3.Error):
             values = {}
     return HubStatus(root, True, pid, **values)  # type: ignore[arg-type]
 

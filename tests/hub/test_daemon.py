@@ -1,0 +1,278 @@
+"""The hub as a process: start/stop/status, live updates, concurrent readers, crashes, restarts."""
+
+from __future__ import annotations
+
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.errors import HubError
+from freshness_magic.freshness.hashing import StatKey, hash_file
+from freshness_magic.hub import daemon
+from freshness_magic.hub.client import HubClient, HubNotRunning
+from freshness_magic.hub.store import db_path
+
+from .conftest import write
+
+
+def _wait_for(client: HubClient, predicate: object, timeout: float = 30.0) -> None:
+    """Wait on the store's change seq until ``predicate()`` holds (not a timing assertion)."""
+    deadline = time.monotonic() + timeout
+    seq = client.seq()
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "the hub did not index the change"
+        seq = client.wait_for_change(seq, 1.0)
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "hub", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_cli_start_status_query_stop(hub_dir: Path) -> None:
+    started = _cli("start", "--workdir", str(hub_dir))
+    assert started.returncode == 0, started.stderr
+    assert "hub running" in started.stdout and "caught up" in started.stdout
+    again = _cli("start", "--workdir", str(hub_dir))
+    assert again.returncode == 0 and "hub already running" in again.stdout
+    status = daemon.status(hub_dir)
+    assert status.running and status.caught_up and status.files == 4
+    query = _cli("query", "src/auth.py:login", "--workdir", str(hub_dir))
+    assert query.returncode == 0
+    assert (
+        "def login(user, pw):" in query.stdout and "tests/test_auth.py:test_login" in query.stdout
+    )
+    as_json = _cli("query", "src/auth.py", "docs/nope.md", "--json", "--workdir", str(hub_dir))
+    assert as_json.returncode == 1 and '"exists": false' in as_json.stdout
+    pid = status.pid
+    assert pid is not None
+    stopped = _cli("stop", "--workdir", str(hub_dir))
+    assert stopped.returncode == 0 and f"pid {pid}" in stopped.stdout
+    assert not daemon.status(hub_dir).running
+    assert not (hub_dir / ".freshness" / "hub.pid").exists()
+    after = _cli("status", "--workdir", str(hub_dir))
+    assert after.returncode == 1 and "no hub running" in after.stdout
+
+
+def test_client_without_hub_says_how_to_start(project: Path) -> None:
+    client = HubClient(project)
+    assert not client.is_running() and not client.caught_up()
+    with pytest.raises(HubNotRunning, match="hub start"):
+        client.get_context(["src/auth.py"])
+    assert client.file_hash("src/auth.py", StatKey.of(os.stat(project / "src/auth.py"))) is None
+    result = _cli("query", "src/auth.py", "--workdir", str(project))
+    assert result.returncode == 2 and "no hub running for" in result.stderr
+
+
+def test_live_update_and_describe_changes(hub_dir: Path) -> None:
+    daemon.start(hub_dir)
+    client = HubClient(hub_dir)
+    seq = client.seq()
+    write(
+        hub_dir,
+        "src/auth.py",
+        'def login(user, pw, otp=None):\n    """Log a user in."""\n    return helper(user)\n\n\n'
+        "def helper(u):\n    return u.strip()\n",
+    )
+    _wait_for(
+        client, lambda: "otp" in client.get_context(["src/auth.py:login"])[0].symbols[0].signature
+    )
+    assert (
+        client.describe_changes("src/auth.py", seq)
+        == "src/auth.py: login() signature changed; helper() body changed"
+    )
+    state = client.get_context(["src/auth.py:login"])[0]
+    assert state.symbol is not None and state.symbol.docstring_outdated
+    packet = client.context_packet(["src/auth.py"])
+    assert f"change seq {packet.seq}" in packet.text
+    assert "`def login(user, pw, otp=None):`" in packet.text and "docstring outdated" in packet.text
+    # file_hash answers only for the exact stat key the hub indexed, outside the racy window
+    path = hub_dir / "docs/notes.md"
+    old = time.time() - 60
+    os.utime(path, (old, old))
+    _wait_for(
+        client,
+        lambda: client.get_context(["docs/notes.md"])[0].stat == StatKey.of(os.stat(path)),
+    )
+    key = StatKey.of(os.stat(path))
+    assert client.file_hash("docs/notes.md", key) == hash_file(path).digest
+    assert client.file_hash("docs/notes.md", key._replace(size=key.size + 1)) is None
+
+
+def test_new_folder_rename_and_delete_are_seen(hub_dir: Path) -> None:
+    daemon.start(hub_dir)
+    client = HubClient(hub_dir)
+    write(hub_dir, "pkg/mod.py", "def f():\n    return 1\n")
+    _wait_for(client, lambda: client.get_context(["pkg/mod.py:f"])[0].exists)
+    os.rename(hub_dir / "pkg", hub_dir / "lib")
+    _wait_for(client, lambda: client.get_context(["lib/mod.py:f"])[0].exists)
+    assert not client.get_context(["pkg/mod.py"])[0].exists
+    (hub_dir / "lib/mod.py").unlink()
+    _wait_for(client, lambda: not client.get_context(["lib/mod.py"])[0].exists)
+
+
+def test_second_start_reports_the_running_hub_and_stop_checks_ownership(hub_dir: Path) -> None:
+    first = daemon.start(hub_dir)
+    second = daemon.start(hub_dir)
+    assert second.already_running and second.pid == first.pid
+    direct = subprocess.run(
+        [sys.executable, "-m", "freshness_magic.hub.daemon", "--workdir", str(hub_dir)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert direct.returncode == daemon.EXIT_ALREADY_RUNNING and "already running" in direct.stderr
+    bystander = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    pid_file = hub_dir / ".freshness" / "hub.pid"
+    original = pid_file.read_text()
+    try:
+        pid_file.write_text(f'{{"pid": {bystander.pid}}}')
+        with pytest.raises(HubError, match="refusing to signal"):
+            daemon.stop(hub_dir)
+        assert bystander.poll() is None and daemon.status(hub_dir).running
+    finally:
+        pid_file.write_text(original)
+        bystander.kill()
+        bystander.wait()
+    daemon.stop(hub_dir)
+    assert not daemon.status(hub_dir).running
+
+
+def test_overflow_falls_back_to_a_full_sweep(hub_dir: Path) -> None:
+    daemon.start(hub_dir, extra_args=["--overflow-threshold", "1"])
+    client = HubClient(hub_dir)
+    for i in range(5):
+        write(hub_dir, f"src/burst{i}.py", f"def f{i}():\n    return {i}\n")
+    _wait_for(
+        client,
+        lambda: all(s.exists for s in client.get_context([f"src/burst{i}.py" for i in range(5)])),
+    )
+    log = (hub_dir / ".freshness" / "hub.log").read_text()
+    assert "sweep (overflow:" in log
+    # SIGUSR1 forces a sweep too
+    status = daemon.status(hub_dir)
+    assert status.pid is not None
+    os.kill(status.pid, signal.SIGUSR1)
+    deadline = time.monotonic() + 30
+    while "requested (SIGUSR1)" not in (hub_dir / ".freshness" / "hub.log").read_text():
+        assert time.monotonic() < deadline
+        time.sleep(0.05)
+
+
+def test_two_clients_read_while_the_hub_writes(hub_dir: Path) -> None:
+    daemon.start(hub_dir)
+    errors: list[BaseException] = []
+    seen: list[list[int]] = [[], []]
+    done = threading.Event()
+
+    def reader(index: int) -> None:
+        client = HubClient(hub_dir)
+        try:
+            while not done.is_set():
+                state = client.get_context(["src/auth.py", "src/auth.py:login"])
+                seen[index].append(state[0].seq)
+                assert state[0].exists and state[1].exists
+        except BaseException as exc:
+            errors.append(exc)
+        finally:
+            client.close()
+
+    threads = [threading.Thread(target=reader, args=(i,)) for i in range(2)]
+    for t in threads:
+        t.start()
+    writer = HubClient(hub_dir)
+    for i in range(20):
+        write(
+            hub_dir,
+            "src/auth.py",
+            f'def login(user, pw):\n    """Log a user in."""\n    return helper(user) + {i}\n\n\n'
+            "def helper(u):\n    return u\n",
+        )
+        time.sleep(0.05)
+    final = hash_file(hub_dir / "src/auth.py").digest
+    _wait_for(writer, lambda: writer.get_context(["src/auth.py"])[0].content_hash == final)
+    done.set()
+    for t in threads:
+        t.join(30)
+    assert not errors
+    for observed in seen:
+        assert observed and observed == sorted(observed)
+
+
+def test_sigkill_during_writes_leaves_a_consistent_store(hub_dir: Path) -> None:
+    for i in range(40):
+        write(
+            hub_dir, f"many/m{i}.py", "".join(f"def f{j}():\n    return {j}\n" for j in range(30))
+        )
+    status = daemon.start(hub_dir)
+    assert status.pid is not None
+    stop_writing = threading.Event()
+
+    def churn() -> None:
+        n = 0
+        while not stop_writing.is_set():
+            n += 1
+            for i in range(40):
+                write(hub_dir, f"many/m{i}.py", f"def g{n}():\n    return {n}\n" * (1 + i % 3))
+
+    writer = threading.Thread(target=churn)
+    writer.start()
+    time.sleep(1.0)
+    os.kill(status.pid, signal.SIGKILL)
+    stop_writing.set()
+    writer.join()
+    deadline = time.monotonic() + 10
+    while daemon.lock_held(hub_dir):
+        assert time.monotonic() < deadline
+        time.sleep(0.02)
+    conn = sqlite3.connect(db_path(hub_dir))
+    assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
+    orphans = conn.execute(
+        "SELECT count(*) FROM symbols WHERE path NOT IN (SELECT path FROM files)"
+    ).fetchone()
+    assert orphans == (0,)
+    conn.close()
+    daemon.start(hub_dir)
+    client = HubClient(hub_dir)
+    on_disk = {
+        p.relative_to(hub_dir).as_posix(): hash_file(p).digest
+        for p in hub_dir.rglob("*")
+        if p.is_file() and ".freshness" not in p.parts
+    }
+    states = client.get_context(sorted(on_disk))
+    assert {s.path: s.content_hash for s in states} == on_disk
+    for state in states:
+        if state.path.startswith("many/"):
+            text = (hub_dir / state.path).read_text()
+            assert {s.qualname for s in state.symbols} == {
+                line[4:].split("(")[0] for line in text.splitlines() if line.startswith("def ")
+            }
+
+
+def test_stop_and_restart_picks_up_changes(hub_dir: Path) -> None:
+    daemon.start(hub_dir)
+    client = HubClient(hub_dir)
+    seq = client.seq()
+    daemon.stop(hub_dir)
+    write(hub_dir, "src/auth.py", "def login(user):\n    return user\n")
+    write(hub_dir, "src/added.py", "def fresh():\n    pass\n")
+    (hub_dir / "docs/notes.md").unlink()
+    daemon.start(hub_dir)
+    assert client.get_context(["src/added.py:fresh"])[0].exists
+    assert not client.get_context(["docs/notes.md"])[0].exists
+    assert client.describe_changes("src/auth.py", seq) == (
+        "src/auth.py: helper() removed; login() signature changed; login() body changed; "
+        "login() docstring changed"
+    )
+    assert client.describe_changes("docs/notes.md", seq) == "docs/notes.md: removed"

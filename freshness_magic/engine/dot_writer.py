@@ -8,7 +8,8 @@ to ``dot`` for layout.
 How the model is encoded:
 
 - every value is a double-quoted string with ``\\``, ``"``, line breaks and tabs escaped, so no
-  pipeline text can break out of its attribute (or be read as an HTML-like label);
+  pipeline text can break out of its attribute (or be read as an HTML-like label); dotted
+  attribute names (``human.default_choice``) are quoted too, as Graphviz requires;
 - a node's non-explicit attributes (those it got from ``node [...]`` defaults) are written as a
   ``node [...]`` default inside an anonymous ``{ ... }`` scope around that node alone, so they
   stay non-explicit after re-parsing;
@@ -55,7 +56,8 @@ def _attr_list(attrs: Mapping[str, str]) -> str:
                 f"cannot write attribute name {key!r} as DOT: names are identifiers, optionally "
                 "dotted"
             )
-        parts.append(f"{key}={quote(value)}")
+        plain = NODE_ID_RE.match(key) and key.lower() not in _KEYWORDS
+        parts.append(f"{key if plain else quote(key)}={quote(value)}")
     return "[" + ", ".join(parts) + "]"
 
 

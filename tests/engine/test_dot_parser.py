@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import subprocess
 import textwrap
 
 import pytest
@@ -599,3 +600,26 @@ def snapshot(graph: Graph) -> tuple[object, ...]:
         [(n.id, n.attrs, n.explicit, n.subgraph_classes) for n in graph.nodes.values()],
         [(e.source, e.target, e.attrs, e.index) for e in graph.edges],
     )
+
+
+def test_real_dot_accepts_the_writer_output_and_keeps_labels_as_text() -> None:
+    text = textwrap.dedent(
+        r"""
+        digraph review {
+          graph [goal="Ship it", tool_hooks.pre="echo hi"]
+          node [shape=box]
+          subgraph cluster_a { label="Loop A"; draft [label="<b>Draft</b> & \"go\"", timeout="2h"] }
+          gate [shape=hexagon, label="Ship it?", human.default_choice="Y"]
+          draft -> gate [label="[Y] Yes", condition="outcome=success"]
+        }
+        """
+    )
+    written = to_dot(parse_dot(text))
+    result = subprocess.run(
+        ["dot", "-Tsvg"], input=written.encode(), capture_output=True, check=False, timeout=60
+    )
+    assert result.returncode == 0, result.stderr.decode()
+    svg = result.stdout.decode()
+    assert "&lt;b&gt;Draft&lt;/b&gt; &amp; &quot;go&quot;" in svg
+    assert "<b>" not in svg
+    assert "Ship it?" in svg

@@ -19,6 +19,8 @@ import re
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 
+from freshness_magic.freshness.statcache import RACY_WINDOW_NS
+
 _MAGIC = re.compile(r"[*?[]")
 _MAX_DEPTH = 64
 """Backstop against pathological symlink structures the ancestor check cannot see."""
@@ -51,36 +53,72 @@ class Resolution:
     unresolved: list[Unresolved] = field(default_factory=list)
 
 
+_DirKey = tuple[int, int, int, int, int]
+_Entries = tuple[list[str], list[tuple[str, bool, int]]]
+
+
 class _Listing:
-    """Folder listings shared by every entry of one resolution pass (one ``scandir`` per folder).
+    """Folder listings for one resolution pass (one ``scandir`` per folder and pass).
 
     A listing is (file names, sub-folders as (name, is_symlink, inode)); files include symlinks
-    to regular files, folders include symlinks to folders; other entries are left out.
+    to regular files, folders include symlinks to folders; other entries are left out. With a
+    ``persist`` dict (kept by the resolver between passes) a folder whose own stat is unchanged
+    since an earlier pass, and not inside the racy window, reuses that listing: adding, removing
+    or renaming an entry always changes the folder's mtime. Folders holding symlinks are always
+    re-read (a link's target can change kind without touching the folder).
     """
 
-    def __init__(self) -> None:
-        self._cache: dict[str, tuple[list[str], list[tuple[str, bool, int]]]] = {}
+    def __init__(
+        self, persist: dict[str, tuple[_DirKey, _Entries, int]] | None = None, fs_now_ns: int = 0
+    ) -> None:
+        self._cache: dict[str, _Entries] = {}
+        self._persist = persist
+        self._fs_now_ns = fs_now_ns
 
-    def entries(self, folder: str) -> tuple[list[str], list[tuple[str, bool, int]]]:
+    def entries(self, folder: str) -> _Entries:
         cached = self._cache.get(folder)
         if cached is not None:
             return cached
+        key: _DirKey | None = None
+        if self._persist is not None:
+            try:
+                st = os.stat(folder)
+            except OSError:
+                st = None
+            if st is not None:
+                key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+                hit = self._persist.get(folder)
+                if hit is not None and hit[0] == key and key[2] < hit[2] - RACY_WINDOW_NS:
+                    self._cache[folder] = hit[1]
+                    return hit[1]
         files: list[str] = []
         dirs: list[tuple[str, bool, int]] = []
+        links = False
         try:
             with os.scandir(folder) as it:
                 for entry in it:
                     try:
                         if entry.is_file():
                             files.append(entry.name)
+                            links = links or entry.is_symlink()
                         elif entry.is_dir():
-                            dirs.append((entry.name, entry.is_symlink(), entry.inode()))
+                            link = entry.is_symlink()
+                            links = links or link
+                            dirs.append((entry.name, link, entry.inode()))
+                        elif entry.is_symlink():
+                            links = True
                     except OSError:
                         continue
         except OSError:
             pass
-        self._cache[folder] = (files, dirs)
-        return files, dirs
+        result = (files, dirs)
+        self._cache[folder] = result
+        if self._persist is not None and key is not None:
+            if links:
+                self._persist.pop(folder, None)
+            else:
+                self._persist[folder] = (key, result, self._fs_now_ns)
+        return result
 
 
 class Resolver:
@@ -97,6 +135,7 @@ class Resolver:
         else:
             self._allow_all = False
             self._allowed = tuple(os.path.abspath(os.fspath(p)) for p in allow_outside)
+        self._folders: dict[str, tuple[_DirKey, _Entries, int]] = {}
 
     def resolve(self, entries: Sequence[str], listing: _Listing | None = None) -> Resolution:
         """Resolve one node's entries; every call re-reads the folders (nothing is remembered)."""
@@ -128,9 +167,15 @@ class Resolver:
                 files[os.path.join(base, found) if absolute else found] = None
         return Resolution(sorted(files), frozenset(literal), unresolved)
 
-    def resolve_many(self, nodes: Mapping[str, Sequence[str]]) -> dict[str, Resolution]:
-        """Resolve several nodes in one pass, listing each folder once."""
-        listing = _Listing()
+    def resolve_many(
+        self, nodes: Mapping[str, Sequence[str]], fs_now_ns: int | None = None
+    ) -> dict[str, Resolution]:
+        """Resolve several nodes in one pass, listing each folder once.
+
+        ``fs_now_ns`` (the snapshot's filesystem time) lets unchanged folders reuse their listing
+        from an earlier pass (see :class:`_Listing`); without it every folder is read again.
+        """
+        listing = _Listing(self._folders, fs_now_ns) if fs_now_ns is not None else _Listing()
         return {node_id: self.resolve(entries, listing) for node_id, entries in nodes.items()}
 
     def absolute(self, key: str) -> str:

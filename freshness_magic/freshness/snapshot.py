@@ -71,7 +71,7 @@ class Snapshotter:
         fs_now = filesystem_now_ns(self.state_dir)
         taken_at = time.time()
         pending = self.git.start_status() if with_git and self.git.available else None
-        resolutions = self.resolver.resolve_many(nodes)
+        resolutions = self.resolver.resolve_many(nodes, fs_now)
         if self.after_resolve is not None:
             self.after_resolve(resolutions)
         if len(resolutions) == 1:

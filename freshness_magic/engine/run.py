@@ -44,7 +44,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from freshness_magic.atomicio import read_jsonl, write_json_atomic
+from freshness_magic.atomicio import read_jsonl, write_atomic, write_json_atomic
 from freshness_magic.engine.checkpoint import (
     CHECKPOINT_FORMAT,
     CheckpointWriter,
@@ -64,6 +64,8 @@ from freshness_magic.errors import CheckpointError, GateAnswerError, RunError
 log = logging.getLogger(__name__)
 
 RESTART_LINK = "restarted_as.json"
+PIPELINE_FILE = "pipeline.dot"
+"""The pipeline text, stored once per run directory so a resume needs no original file."""
 EVENTS_FILE = "events.jsonl"
 _RUN_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
 
@@ -189,6 +191,11 @@ def _fail(reason: str, **kw: Any) -> Outcome:
     return Outcome(status=StageStatus.FAIL, failure_reason=reason, **kw)
 
 
+def _outcome_record(outcome: Outcome) -> dict[str, Any]:
+    """An outcome for the checkpoint without its empty fields (they come back as defaults)."""
+    return {k: v for k, v in outcome.to_dict().items() if v or k == "outcome"}
+
+
 def _normalised(node: Node, outcome: Outcome) -> Outcome:
     """An outcome whose status is a StageStatus (custom code may pass ``"fail"`` as a string)."""
     if isinstance(outcome.status, StageStatus):
@@ -257,6 +264,10 @@ class Run:
         self._current_node: str | None = None
         self._completed: list[str] = []
         self._outcomes: dict[str, Outcome] = {}
+        self._records: dict[str, dict[str, Any]] = {}
+        """Checkpoint form of each outcome, kept so a step does not re-encode every outcome."""
+        self._source_hash = source_hash(graph.source)
+        self._exit_ids = frozenset(n.id for n in graph.exit_candidates())
         self._retries: dict[str, int] = {}
         self._pending_gate: Question | None = None
         self._redirects = 0
@@ -478,8 +489,10 @@ class Run:
     def _execute_with_retry(self, node: Node) -> tuple[Outcome, int]:
         policy = build_retry_policy(node, self.graph, self._backoff)
         retries = 0
-        self._retries[node.id] = 0
-        self.context.set(f"internal.retry_count.{node.id}", 0)
+        counter = f"internal.retry_count.{node.id}"
+        self._retries.pop(node.id, None)
+        if counter in self.context:
+            self.context.set(counter, 0)
         attempt = 1
         while True:
             outcome = self._attempt(node, attempt)
@@ -489,7 +502,7 @@ class Run:
                 return self._exhausted(node, outcome, attempt), attempt
             retries += 1
             self._retries[node.id] = retries
-            self.context.set(f"internal.retry_count.{node.id}", retries)
+            self.context.set(counter, retries)
             delay = policy.backoff.delay_for_attempt(attempt, self._rng)
             self.events.emit(
                 EventType.STAGE_RETRYING,
@@ -648,6 +661,7 @@ class Run:
         self._current_node = node.id
         self._completed.append(node.id)
         self._outcomes[node.id] = outcome
+        self._records[node.id] = _outcome_record(outcome)
         self.context.apply_updates(outcome.context_updates)
         self.context.set("outcome", outcome.status.value)
         if outcome.preferred_label:
@@ -666,7 +680,7 @@ class Run:
             EventType.STAGE_FAILED if failed else EventType.STAGE_COMPLETED, node.id, payload
         )
         step = ""
-        if self.graph.is_exit(node.id):
+        if node.id in self._exit_ids:
             self._next_node = None
             if outcome.status.is_success or outcome.status is StageStatus.SKIPPED:
                 reason = f"reached exit node '{node.id}'"
@@ -734,7 +748,7 @@ class Run:
                 "none",
                 False,
             )
-        if self.graph.is_exit(edge.target):
+        if edge.target in self._exit_ids:
             gate_target, gate_reason = self._check_goal_gates(edge.target)
             if gate_target is None and gate_reason:
                 return None, gate_reason, "goal_gate", False
@@ -833,7 +847,7 @@ class Run:
         )
         self._run_id, self._run_dir = new_id, new_dir
         self._restarted_from = str(old_dir)
-        self._completed, self._outcomes, self._retries = [], {}, {}
+        self._completed, self._outcomes, self._retries, self._records = [], {}, {}, {}
         self._redirects = 0
         self._writer = None
         self.events = self._rebind_bus(new_id, new_dir)
@@ -859,6 +873,8 @@ class Run:
         write_json_atomic(folder / "status.json", outcome.to_dict())
 
     def _write_manifest(self) -> None:
+        if self.graph.source:
+            write_atomic(self._run_dir / PIPELINE_FILE, self.graph.source)
         write_manifest(
             self._run_dir,
             {
@@ -867,7 +883,7 @@ class Run:
                 "run_id": self._run_id,
                 "started_at": utc_now_iso(),
                 "pipeline_path": self.graph.path,
-                "pipeline_hash": source_hash(self.graph.source),
+                "pipeline_hash": self._source_hash,
                 "workdir": str(self.workdir),
                 "restarted_from": self._restarted_from,
             },
@@ -885,7 +901,7 @@ class Run:
             "next_node": self._next_node,
             "completed_nodes": list(self._completed),
             "node_retries": dict(self._retries),
-            "node_outcomes": {k: o.to_dict() for k, o in self._outcomes.items()},
+            "node_outcomes": dict(self._records),
             "context": self.context.snapshot(),
             "logs": self.context.logs,
             "pending_gate": (
@@ -900,8 +916,8 @@ class Run:
             "pipeline": {
                 "name": self.graph.name,
                 "path": self.graph.path,
-                "source": self.graph.source,
-                "sha256": source_hash(self.graph.source),
+                "sha256": self._source_hash,
+                "source_file": PIPELINE_FILE if self.graph.source else None,
             },
             "extensions": {
                 ext.name: self._ext_state(ext) for ext in self.extensions
@@ -949,6 +965,7 @@ class Run:
                 "by this version of freshness_magic"
             ) from exc
         self._outcomes = outcomes
+        self._records = {k: _outcome_record(o) for k, o in outcomes.items()}
         self._next_node = str(nxt) if nxt is not None else None
         self._current_node = str(cur) if cur is not None else None
         self._failure_reason = str(data.get("failure_reason") or "")
@@ -991,15 +1008,7 @@ class Run:
         pipeline = data.get("pipeline") or {}
         stored_hash = str(pipeline.get("sha256") or "")
         if graph is None:
-            source = str(pipeline.get("source") or "")
-            if not source:
-                raise CheckpointError(
-                    f"checkpoint {used} has no pipeline source (the run was started from a Graph "
-                    "built in code); pass graph= to resume it"
-                )
-            from freshness_magic.engine.pipeline import load_pipeline
-
-            graph = load_pipeline(source, path=pipeline.get("path"))
+            graph = _stored_pipeline(folder, pipeline, used)
         elif graph.source and stored_hash and source_hash(graph.source) != stored_hash:
             raise CheckpointError(
                 f"checkpoint {used} belongs to another pipeline (source hash differs from "
@@ -1029,6 +1038,32 @@ class Run:
             state = saved.get(ext.name) if isinstance(saved, dict) else None
             cls._call_ext(ext, "on_resume", run, state if isinstance(state, dict) else None)
         return run
+
+
+def _stored_pipeline(folder: Path, pipeline: dict[str, Any], used: Path) -> Graph:
+    """The pipeline a run was started with, from ``pipeline.dot`` in its run directory."""
+    from freshness_magic.engine.pipeline import load_pipeline
+
+    if not pipeline.get("source_file"):
+        raise CheckpointError(
+            f"checkpoint {used} has no stored pipeline (the run was started from a Graph built in "
+            "code); pass graph= to resume it"
+        )
+    stored = folder / str(pipeline["source_file"])
+    try:
+        source = stored.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot read the run's stored pipeline {stored} ({exc.strerror or exc}); pass graph= "
+            "to resume with the original pipeline"
+        ) from exc
+    if source_hash(source) != pipeline.get("sha256"):
+        raise CheckpointError(
+            f"the stored pipeline {stored} does not match its checkpoint {used} (hash differs); "
+            "pass graph= to resume with the original pipeline"
+        )
+    path = pipeline.get("path")
+    return load_pipeline(source, path=str(path) if path else None)
 
 
 class _TimedOut(Exception):

@@ -69,7 +69,8 @@ def test_checkpoint_has_the_spec_fields_and_more(tmp_path: Path) -> None:
     assert data["current_node"] == "approve"
     assert data["state"] == "waiting"
     assert data["pending_gate"]["node"] == "approve"
-    assert data["pipeline"]["source"] == PIPELINE
+    assert data["pipeline"]["source_file"] == "pipeline.dot"
+    assert (run.run_dir / "pipeline.dot").read_text() == PIPELINE
     assert len(data["pipeline"]["sha256"]) == 64
     manifest = json.loads((run.run_dir / "manifest.json").read_text())
     assert manifest["name"] == "ship" and manifest["goal"] == "Ship the fix"
@@ -221,3 +222,12 @@ def test_goal_gate_judged_from_restored_outcomes(tmp_path: Path) -> None:
     assert again.run().completed_nodes == [
         "start", "plan", "impl", "check", "plan", "impl", "check", "done"
     ]
+
+
+def test_tampered_stored_pipeline_is_refused(tmp_path: Path) -> None:
+    run = make_run(PIPELINE, tmp_path)
+    run.run(max_steps=2)
+    (run.run_dir / "pipeline.dot").write_text(PIPELINE.replace("Plan $goal", "Hacked"))
+    with pytest.raises(CheckpointError, match="does not match its checkpoint"):
+        Run.resume(run.run_dir)
+    assert Run.resume(run.run_dir, graph=graph(PIPELINE)).next_node == "impl"

@@ -162,7 +162,11 @@ class EvidenceExtension:
         """
         workdir = run.workdir
         if attempt == 1 or node.id not in self._facts:
-            snapshot = take_snapshot(workdir, node.id) if self._needs_snapshot(run, node) else None
+            snapshot = (
+                take_snapshot(workdir, node.id, exclude=[run.run_dir])
+                if self._needs_snapshot(run, node)
+                else None
+            )
             self._facts[node.id] = _StepFacts(evidence_digest(workdir, node.id), snapshot)
         if node.handler_type == "codergen" and run.graph.evidence_mode(node) == "require":
             run.context.set(prompt_suffix_key(node.id), work_evidence_prompt(node.id))

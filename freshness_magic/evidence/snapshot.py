@@ -95,6 +95,8 @@ class WorkTreeSnapshot:
     evidence_digest: str | None = None
     """Content hash of the node's evidence file (None when absent)."""
     taken_ns: int = 0
+    excluded: tuple[str, ...] = ()
+    """Root-relative folders left out besides the engine's own (e.g. a run directory)."""
 
     @property
     def is_git(self) -> bool:
@@ -110,6 +112,7 @@ class WorkTreeSnapshot:
             "node_id": self.node_id,
             "evidence_digest": self.evidence_digest,
             "taken_ns": self.taken_ns,
+            "excluded": list(self.excluded),
         }
 
     @classmethod
@@ -129,6 +132,7 @@ class WorkTreeSnapshot:
             node_id=data.get("node_id"),
             evidence_digest=data.get("evidence_digest"),
             taken_ns=int(data.get("taken_ns", 0)),
+            excluded=tuple(str(p) for p in data.get("excluded", ()) or ()),
         )
 
 
@@ -235,9 +239,25 @@ class WorkChanges:
         }
 
 
-def is_engine_path(path: str) -> bool:
+def is_engine_path(path: str, excluded: Iterable[str] = ()) -> bool:
     """Whether a relative POSIX path lies in the engine's own folders (never a user change)."""
-    return any(part in ENGINE_DIRS for part in path.split("/"))
+    if any(part in ENGINE_DIRS for part in path.split("/")):
+        return True
+    return any(path == prefix or path.startswith(prefix + "/") for prefix in excluded)
+
+
+def _relative_excludes(root: Path, exclude: Iterable[str | os.PathLike[str]]) -> tuple[str, ...]:
+    """The folders in ``exclude`` that lie inside ``root``, as root-relative POSIX paths."""
+    resolved_root = root.resolve()
+    found = []
+    for item in exclude:
+        try:
+            rel = Path(item).resolve().relative_to(resolved_root).as_posix()
+        except ValueError:
+            continue
+        if rel and rel != ".":
+            found.append(rel)
+    return tuple(sorted(set(found)))
 
 
 def run_git(
@@ -350,13 +370,13 @@ def _parse_porcelain_v2(output: bytes) -> dict[str, str]:
     return status
 
 
-def _git_snapshot(workdir: Path, root: Path) -> WorkTreeSnapshot:
+def _git_snapshot(workdir: Path, root: Path, excluded: tuple[str, ...]) -> WorkTreeSnapshot:
     output = git_checked(
         ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames"], root
     )
     entries: dict[str, FileState] = {}
     for path, code in _parse_porcelain_v2(output).items():
-        if is_engine_path(path):
+        if is_engine_path(path, excluded):
             continue
         digest, stat_key = _digest(root / path)
         entries[path] = FileState(code, digest, stat_key)
@@ -366,6 +386,7 @@ def _git_snapshot(workdir: Path, root: Path) -> WorkTreeSnapshot:
         root=os.fspath(root),
         head=git_head(root),
         entries=entries,
+        excluded=excluded,
     )
 
 
@@ -373,7 +394,7 @@ def _is_venv(folder: Path) -> bool:
     return (folder / "pyvenv.cfg").is_file()
 
 
-def _walk_files(root: Path) -> Iterable[tuple[str, Path]]:
+def _walk_files(root: Path, excluded: tuple[str, ...]) -> Iterable[tuple[str, Path]]:
     """Relative POSIX path and absolute path of every file, skipping tool and engine folders."""
     pending: list[tuple[str, Path]] = [("", root)]
     while pending:
@@ -390,7 +411,7 @@ def _walk_files(root: Path) -> Iterable[tuple[str, Path]]:
             except OSError:
                 is_dir = False
             if is_dir:
-                if item.name in SKIPPED_DIRS or item.name in ENGINE_DIRS:
+                if item.name in SKIPPED_DIRS or is_engine_path(rel, excluded):
                     continue
                 path = Path(item.path)
                 if _is_venv(path):
@@ -400,12 +421,14 @@ def _walk_files(root: Path) -> Iterable[tuple[str, Path]]:
                 yield rel, Path(item.path)
 
 
-def _content_snapshot(workdir: Path, previous: WorkTreeSnapshot | None) -> WorkTreeSnapshot:
+def _content_snapshot(
+    workdir: Path, previous: WorkTreeSnapshot | None, excluded: tuple[str, ...]
+) -> WorkTreeSnapshot:
     reusable = previous.entries if previous is not None and previous.kind == "content" else {}
     racy_after = (previous.taken_ns if previous else 0) - RACY_WINDOW_NS
     taken = time.time_ns()
     entries: dict[str, FileState] = {}
-    for rel, path in _walk_files(workdir):
+    for rel, path in _walk_files(workdir, excluded):
         old = reusable.get(rel)
         if old is not None and old.stat is not None:
             try:
@@ -424,6 +447,7 @@ def _content_snapshot(workdir: Path, previous: WorkTreeSnapshot | None) -> WorkT
         root=os.fspath(workdir),
         entries=entries,
         taken_ns=taken,
+        excluded=excluded,
     )
 
 
@@ -438,10 +462,13 @@ def take_snapshot(
     node_id: str | None = None,
     *,
     previous: WorkTreeSnapshot | None = None,
+    exclude: Iterable[str | os.PathLike[str]] = (),
 ) -> WorkTreeSnapshot:
     """Snapshot the work tree containing ``workdir`` (git when it is one, else content).
 
-    ``previous`` lets a content snapshot reuse hashes of files whose stat did not change.
+    ``previous`` lets a content snapshot reuse hashes of files whose stat did not change;
+    ``exclude`` names folders that never count as changes (the run directory, when it is
+    configured outside ``.freshness/``).
     """
     folder = Path(workdir).resolve()
     if not folder.is_dir():
@@ -449,10 +476,10 @@ def take_snapshot(
     root = git_toplevel(folder)
     taken = time.time_ns()
     if root is not None:
-        snapshot = _git_snapshot(folder, root)
+        snapshot = _git_snapshot(folder, root, _relative_excludes(root, exclude))
         snapshot.taken_ns = taken
     else:
-        snapshot = _content_snapshot(folder, previous)
+        snapshot = _content_snapshot(folder, previous, _relative_excludes(folder, exclude))
     if node_id is not None:
         snapshot.node_id = node_id
         snapshot.evidence_digest = evidence_digest(folder, node_id)
@@ -481,7 +508,9 @@ def commits_between(root: str, before: str | None, after: str | None) -> tuple[C
     return tuple(commits)
 
 
-def files_between(root: str, before: str | None, after: str | None) -> FileChanges:
+def files_between(
+    root: str, before: str | None, after: str | None, excluded: tuple[str, ...] = ()
+) -> FileChanges:
     """Files added, modified and deleted between two commits (engine folders left out)."""
     if after is None or before == after:
         return FileChanges()
@@ -492,7 +521,7 @@ def files_between(root: str, before: str | None, after: str | None) -> FileChang
     status: dict[str, str] = {}
     for code, raw_path in zip(fields[0::2], fields[1::2], strict=False):
         path = raw_path.decode("utf-8", "surrogateescape")
-        if not code or is_engine_path(path):
+        if not code or is_engine_path(path, excluded):
             continue
         letter = code[:1]
         status[path] = {b"A": "added", b"D": "deleted"}.get(letter, "modified")
@@ -554,7 +583,7 @@ def diff_snapshots(before: WorkTreeSnapshot, after: WorkTreeSnapshot) -> WorkCha
     committed = FileChanges()
     if after.kind == "git" and before.head != after.head:
         commits = commits_between(after.root, before.head, after.head)
-        committed = files_between(after.root, before.head, after.head)
+        committed = files_between(after.root, before.head, after.head, before.excluded)
         clean_now = set(before.entries) - set(after.entries)
         if clean_now & set(committed.paths):
             uncommitted = FileChanges(
@@ -579,5 +608,10 @@ def diff_snapshots(before: WorkTreeSnapshot, after: WorkTreeSnapshot) -> WorkCha
 
 def changes_since(before: WorkTreeSnapshot) -> WorkChanges:
     """Take a new snapshot of the same work tree and diff it against ``before``."""
-    after = take_snapshot(before.workdir, before.node_id, previous=before)
+    after = take_snapshot(
+        before.workdir,
+        before.node_id,
+        previous=before,
+        exclude=[Path(before.root) / prefix for prefix in before.excluded],
+    )
     return diff_snapshots(before, after)

@@ -540,3 +540,22 @@ def test_node_timestamp_is_kept_when_merging(repo: Path) -> None:
     record = record_of(repo, "implement")
     assert record.engine["node_timestamp"] == "2020-05-06T07:08:09Z"
     assert record.timestamp != "2020-05-06T07:08:09Z"
+
+
+@pytest.mark.parametrize("where", ["repo", "plain"])
+def test_a_run_directory_inside_the_work_tree_is_never_evidence(
+    repo: Path, plain_dir: Path, where: str
+) -> None:
+    workdir = repo if where == "repo" else plain_dir
+    dot = """digraph tool_only {
+      graph [evidence=require]
+      start [shape=Mdiamond]
+      implement [shape=parallelogram, label="Implement", prompt="Fix the login bug",
+                 tool_command="echo output only"]
+      done [shape=Msquare]
+      start -> implement -> done
+    }"""
+    run = open_run(dot, workdir=workdir, runs_dir=workdir / "runs")
+    result = run.run()
+    assert (run.run_dir / "nodes" / "implement").is_dir()
+    assert result.node_outcomes["implement"].failure_reason == message_for(workdir)

@@ -39,7 +39,7 @@ def copy_stdlib(target: Path) -> Path:
 
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
-    return ordered[min(len(ordered) - 1, int(round(q * (len(ordered) - 1))))]
+    return ordered[min(len(ordered) - 1, round(q * (len(ordered) - 1)))]
 
 
 def main() -> None:
@@ -102,7 +102,8 @@ def main() -> None:
             median_ms = statistics.median(latencies) * 1000
             print(
                 f"write -> committed update ({args.edits} edits): median {median_ms:.1f} ms, "
-                f"p90 {percentile(latencies, 0.9) * 1000:.1f} ms, max {max(latencies) * 1000:.1f} ms"
+                f"p90 {percentile(latencies, 0.9) * 1000:.1f} ms, "
+                f"max {max(latencies) * 1000:.1f} ms"
                 f"  (target: median < 200 ms: {'met' if median_ms < 200 else 'NOT met'})"
             )
 

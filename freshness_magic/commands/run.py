@@ -96,15 +96,20 @@ class Progress:
 
     def __init__(self, out: IO[str]) -> None:
         self.out = out
+        self.live = out.isatty()
+        """On a terminal the running node is shown until its result line replaces it."""
 
     def __call__(self, event: Event) -> None:
         data = event.data
-        if event.type in (EventType.STAGE_COMPLETED, EventType.STAGE_FAILED):
+        if event.type is EventType.STAGE_STARTED and self.live:
+            print(f"  {'...':<7} {event.node_id}", end="\r", file=self.out, flush=True)
+        elif event.type in (EventType.STAGE_COMPLETED, EventType.STAGE_FAILED):
             status = str(data.get("status", ""))
             note = str(data.get("failure_reason") or data.get("notes") or "")
             duration = float(data.get("duration") or 0.0)
             line = f"  {_MARKS.get(status, status):<7} {event.node_id:<24} {duration:7.2f}s"
-            print(f"{line}  {note}".rstrip(), file=self.out, flush=True)
+            clear = "\x1b[2K" if self.live else ""
+            print(f"{clear}{line}  {note}".rstrip(), file=self.out, flush=True)
         elif event.type is EventType.STAGE_RETRYING:
             print(
                 f"  {'retry':<7} {event.node_id:<24} attempt {data.get('attempt')} "

@@ -121,6 +121,14 @@ class EventBus:
         """The sequence number of the last emitted event (0 before the first)."""
         return self._seq
 
+    def rebind(self, run_id: str, log_path: Path | None, *, seq: int | None = None) -> None:
+        """Point the bus at another run id and log (resume, ``loop_restart``); keeps listeners."""
+        with self._lock:
+            self.run_id = run_id
+            self.log_path = log_path
+            if seq is not None:
+                self._seq = seq
+
     def subscribe(self, listener: Listener) -> Listener:
         """Add ``listener``; returns it so it can be used as a decorator."""
         with self._lock:

@@ -56,7 +56,8 @@ from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.events import EventBus, EventType, utc_now_iso
 from freshness_magic.engine.extensions import RunExtension
 from freshness_magic.engine.handlers.base import CodergenBackend, HandlerRegistry, StepEnv
-from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.interviewers import Interviewer
+from freshness_magic.engine.model import NODE_ID_RE, Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.errors import CheckpointError, GateAnswerError, RunError
@@ -219,7 +220,7 @@ class Run:
         run_id: str | None = None,
         registry: HandlerRegistry | None = None,
         backend: CodergenBackend | None = None,
-        interviewer: Any = None,
+        interviewer: Interviewer | None = None,
         extensions: Iterable[RunExtension] = (),
         clock: Callable[[], float] = time.monotonic,
         wall_clock: Callable[[], float] = time.time,
@@ -850,7 +851,7 @@ class Run:
         self._completed, self._outcomes, self._retries, self._records = [], {}, {}, {}
         self._redirects = 0
         self._writer = None
-        self.events = self._rebind_bus(new_id, new_dir)
+        self.events.rebind(new_id, new_dir / EVENTS_FILE)
         new_dir.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
         self.events.emit(
@@ -860,15 +861,12 @@ class Run:
         )
         return f"{reason}; loop_restart: continuing at '{target}' in {new_dir}"
 
-    def _rebind_bus(self, run_id: str, run_dir: Path) -> EventBus:
-        bus = EventBus(run_id, run_dir / EVENTS_FILE)
-        for listener in list(self.events._listeners):
-            bus.subscribe(listener)
-        return bus
-
     # ----------------------------------------------------------------- persistence
 
     def _write_node_status(self, node_id: str, outcome: Outcome) -> None:
+        if not NODE_ID_RE.match(node_id):
+            log.warning("node id %r is not a safe folder name; status.json not written", node_id)
+            return
         folder = self._run_dir / "nodes" / node_id
         write_json_atomic(folder / "status.json", outcome.to_dict())
 
@@ -984,7 +982,7 @@ class Run:
         last_seq = int(data.get("event_seq", 0))
         for record in read_jsonl(self._run_dir / EVENTS_FILE):
             last_seq = max(last_seq, int(record.get("seq", 0)))
-        self.events = EventBus(self._run_id, self._run_dir / EVENTS_FILE, seq=last_seq)
+        self.events.rebind(self._run_id, self._run_dir / EVENTS_FILE, seq=last_seq)
 
     @classmethod
     def resume(

@@ -559,3 +559,19 @@ def test_a_run_directory_inside_the_work_tree_is_never_evidence(
     result = run.run()
     assert (run.run_dir / "nodes" / "implement").is_dir()
     assert result.node_outcomes["implement"].failure_reason == message_for(workdir)
+
+
+def test_stale_inputs_are_in_the_record(repo: Path) -> None:
+    (repo / "spec.md").write_text("v1\n")
+    dot = """digraph stale {
+      start [shape=Mdiamond]
+      implement [type=action, source_files="spec.md", freshness=warn]
+      done [shape=Msquare]
+      start -> implement -> done
+    }"""
+    run = start_run(repo, dot)
+    run.start()
+    (repo / "spec.md").write_text("v2, changed after the baseline\n")
+    assert run.run().state is RunState.COMPLETED
+    assert record_of(repo, "implement").engine["stale_files"] == ["spec.md"]
+    assert record_of(repo, "done").engine["stale_files"] == []

@@ -5,6 +5,10 @@ snapshot, plus its evidence file (force-added, since ``.orchestrator/`` is ignor
 user had staged for other paths stay staged and out of the commit (``git commit --only``). A file
 that was already dirty before the node changed it again is committed whole. When git has no
 identity configured, a fallback ``freshness-magic`` identity is used for this commit only.
+
+The committed evidence file is the one the node wrote. After the step the engine rewrites that
+path with its merged record (the commit id cannot be part of the commit), so once committed the
+file shows as modified in ``git status`` until the node commits a new one.
 """
 
 from __future__ import annotations

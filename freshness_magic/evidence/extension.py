@@ -42,6 +42,7 @@ from freshness_magic.evidence.record import (
     merge_record,
     one_line,
     read_evidence,
+    read_evidence_log,
     relative_evidence_path,
     write_evidence,
 )
@@ -137,10 +138,11 @@ class EvidenceExtension:
         return None
 
     def on_resume(self, run: Run, saved_state: dict[str, Any] | None) -> None:
-        state = saved_state or {}
-        self._records = int(state.get("records", 0) or 0)
-        latest = state.get("latest")
-        self._latest = dict(latest) if isinstance(latest, dict) else {}
+        """Rebuild the index from the log on disk (the checkpoint is written before the record
+        of its step, so the log is the more recent of the two)."""
+        records = read_evidence_log(run.run_dir)
+        self._records = len(records)
+        self._latest = {record.node_id: record.timestamp for record in records}
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The evidence index: how many records were written and each node's latest timestamp."""

@@ -445,6 +445,9 @@ def test_resume_in_a_new_process_keeps_one_log(repo: Path) -> None:
     assert [r.node_id for r in read_evidence_log(first.run_dir)] == ["start", "ask", "ask", "done"]
     checkpoint = json.loads((first.run_dir / "checkpoint.json").read_text())
     assert checkpoint["extensions"]["evidence"]["records"] >= 3
+    ext = next(e for e in resumed.extensions if isinstance(e, EvidenceExtension))
+    assert ext.checkpoint_state()["records"] == 4
+    assert set(ext.checkpoint_state()["latest"]) == {"start", "ask", "done"}
 
 
 def test_work_summary_without_a_repository(plain_dir: Path) -> None:

@@ -182,9 +182,6 @@ class FreshnessTracker:
         self.run_snapshots[node_id] = taken
         return taken
 
-    def forget_run(self, node_id: str) -> None:
-        self.run_snapshots.pop(node_id, None)
-
     def _entries(self, node_id: str) -> tuple[str, ...]:
         baseline = self.baselines.get(node_id)
         if baseline is None:

@@ -105,6 +105,12 @@ class PendingStatus:
         self._process = process
         self._prefix = prefix
 
+    def cancel(self) -> None:
+        """Stop the background git (the snapshot failed and will not read its result)."""
+        if self._process is not None and self._process.poll() is None:
+            self._process.kill()
+            self._process.communicate()
+
     def result(self) -> GitStatus | None:
         """The parsed status, or None when git is unavailable or failed."""
         if self._process is None:

@@ -13,7 +13,7 @@ import stat as stat_module
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
+from freshness_magic.freshness.baseline import NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier
 from freshness_magic.freshness.hashing import HashingError, StatKey, hash_file_at
 from freshness_magic.freshness.resolve import Resolution, Resolver
@@ -71,17 +71,22 @@ class Snapshotter:
         fs_now = filesystem_now_ns(self.state_dir)
         taken_at = time.time()
         pending = self.git.start_status() if with_git and self.git.available else None
-        resolutions = self.resolver.resolve_many(nodes, fs_now)
-        if self.after_resolve is not None:
-            self.after_resolve(resolutions)
-        if len(resolutions) == 1:
-            keys: Sequence[str] = next(iter(resolutions.values())).files
-        else:
-            union: dict[str, None] = {}
-            for res in resolutions.values():
-                union.update(dict.fromkeys(res.files))
-            keys = list(union)
-        records = self.observe(keys, fs_now)
+        try:
+            resolutions = self.resolver.resolve_many(nodes, fs_now)
+            if self.after_resolve is not None:
+                self.after_resolve(resolutions)
+            if len(resolutions) == 1:
+                keys: Sequence[str] = next(iter(resolutions.values())).files
+            else:
+                union: dict[str, None] = {}
+                for res in resolutions.values():
+                    union.update(dict.fromkeys(res.files))
+                keys = list(union)
+            records = self.observe(keys, fs_now)
+        except BaseException:
+            if pending is not None:
+                pending.cancel()
+            raise
         status: GitStatus | None = pending.result() if pending is not None else None
         baselines = {}
         for node_id, res in resolutions.items():
@@ -154,7 +159,6 @@ class Snapshotter:
         entries = self.cache.entries
         limit = self.hash_size_limit
         stat = os.stat
-        racy_before = fs_now  # records hashed now are verified at fs_now
         for key in members:
             name = key[cut:]
             entry = entries.get(key)
@@ -203,7 +207,7 @@ class Snapshotter:
                 records[key] = self._unreadable(name, dir_fd, exc)
                 continue
             record = FileRecord(True, skey, digest)
-            entries[key] = (record, racy_before)
+            entries[key] = (record, fs_now)  # verified at this snapshot's time
             records[key] = record
 
     def _folder_failed(self, exc: OSError) -> FileRecord:
@@ -230,6 +234,3 @@ class Snapshotter:
         except OSError as stat_exc:
             return FileRecord(existed=True, method=NONE, note=f"cannot read: {stat_exc.strerror}")
         return FileRecord(True, key, None, STAT, f"unreadable ({exc.strerror}); compared by stat")
-
-
-__all__ = ["HASH", "NONE", "STAT", "Snapshotter"]

@@ -394,7 +394,7 @@ class Run:
         """Step until the exit, a failure, a waiting gate, ``to`` (not executed) or max_steps."""
         if to is not None and to not in self.graph.nodes:
             raise RunError(
-                f"--to node '{to}' is not in the pipeline; nodes: "
+                f"cannot run to node '{to}': it is not in the pipeline; nodes: "
                 + ", ".join(self.graph.nodes)
             )
         if max_steps is not None and max_steps < 0:

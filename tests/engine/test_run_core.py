@@ -94,7 +94,7 @@ def test_step_on_a_finished_run_says_so(tmp_path: Path) -> None:
 
 def test_misuse_raises_run_error(tmp_path: Path) -> None:
     run = make_run(LINEAR, tmp_path)
-    with pytest.raises(RunError, match="--to node 'nope' is not in the pipeline"):
+    with pytest.raises(RunError, match="cannot run to node 'nope': it is not in the pipeline"):
         run.run(to="nope")
     with pytest.raises(RunError, match="not usable as a folder name"):
         make_run(LINEAR, tmp_path, run_id="../escape")

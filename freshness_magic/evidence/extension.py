@@ -29,6 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.events import EventType
+from freshness_magic.engine.handlers.codergen import PROMPT_SUFFIX_KEY
 from freshness_magic.engine.model import NON_WORK_HANDLER_TYPES, Node, is_work_type
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.errors import EvidenceError
@@ -61,15 +62,12 @@ if TYPE_CHECKING:
     from freshness_magic.engine.run import Run, StepResult
 
 
-PROMPT_SUFFIX_KEY = "internal.prompt_suffix.{node_id}"
-"""Context key whose text the codergen handler appends to the node's prompt."""
-
-
 MAX_KEPT_INVALID_BYTES = 65536
 """How much of an invalid node-written evidence file the engine's record keeps."""
 
 
 def prompt_suffix_key(node_id: str) -> str:
+    """The context key whose text the codergen handler appends to the node's prompt."""
     return PROMPT_SUFFIX_KEY.format(node_id=node_id)
 
 

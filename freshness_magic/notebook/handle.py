@@ -177,11 +177,6 @@ def _stale_from_report(report: FreshnessReport) -> dict[str, NodeStale]:
     return result
 
 
-def _blocked_by_stale(node: Node, outcome: Outcome) -> bool:
-    """A ``freshness=block`` node whose last attempt was refused because of stale input."""
-    return node.freshness == "block" and "stale input:" in outcome.failure_reason
-
-
 def _report_of(run: Any) -> FreshnessReport | None:
     """The freshness report of ``run`` from its freshness extension (None without one)."""
     for ext in getattr(run, "extensions", ()):
@@ -498,10 +493,11 @@ class NotebookPipeline:
         gate = self.pending_gate()
         state = self.state_name
         nxt = self.next_node() if state not in ("completed", "failed", "ready") else None
+        blocked = self.blocked_nodes()
         result: dict[str, NodeView] = {}
         for node_id, node in self.graph.nodes.items():
             outcome = outcomes.get(node_id)
-            view = self._outcome_view(node, outcome)
+            view = self._outcome_view(node, outcome, blocked)
             if gate is not None and gate.node_id == node_id:
                 choices = ", ".join(choice_text(c) for c in gate.choices)
                 view = NodeView(NodeState.WAITING, why=f"{gate.text} [{choices}]")
@@ -515,8 +511,17 @@ class NotebookPipeline:
             result[node_id] = view
         return result
 
+    def blocked_nodes(self) -> frozenset[str]:
+        """Nodes the freshness extension holds back until their changed inputs are accepted."""
+        if self._run is None:
+            return frozenset()
+        for ext in getattr(self._run, "extensions", ()):
+            if getattr(ext, "name", "") == "freshness":
+                return frozenset(getattr(ext, "blocked", ()))
+        return frozenset()
+
     @staticmethod
-    def _outcome_view(node: Node, outcome: Outcome | None) -> NodeView:
+    def _outcome_view(node: Node, outcome: Outcome | None, blocked: frozenset[str]) -> NodeView:
         if outcome is None:
             return NodeView()
         status = outcome.status
@@ -524,7 +529,7 @@ class NotebookPipeline:
             return NodeView(NodeState.SUCCEEDED, why=outcome.notes or "success")
         if status is StageStatus.PARTIAL_SUCCESS:
             return NodeView(NodeState.PARTIAL, why=outcome.failure_reason or outcome.notes)
-        if status in (StageStatus.FAIL, StageStatus.RETRY) and _blocked_by_stale(node, outcome):
+        if status in (StageStatus.FAIL, StageStatus.RETRY) and node.id in blocked:
             return NodeView(NodeState.BLOCKED, why=outcome.failure_reason)
         if status is StageStatus.FAIL:
             return NodeView(NodeState.FAILED, why=outcome.failure_reason or "failed")
@@ -632,15 +637,26 @@ class NotebookPipeline:
         if not records:
             where = f" for {node_id}" if node_id else ""
             return TextResult(f"no evidence records{where} yet", [])
-        lines = []
-        for rec in records:
-            row = evidence_row(rec)
-            lines.append(
-                f"{row['node']:<12} {row['status']:<16} {row['method']:<10} {row['summary']}"
-                + (f"  [stale: {row['stale']}]" if row["stale"] else "")
+        rows = [evidence_row(rec) for rec in records]
+        table = [
+            (
+                row["node"],
+                row["status"],
+                row["method"],
+                row["summary"] + (f"  [stale: {row['stale']}]" if row["stale"] else ""),
             )
-        header = f"{'node':<12} {'status':<16} {'method':<10} summary"
+            for row in rows
+        ]
+        widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(_EV_HEAD[:3])]
+        lines = [
+            "  ".join(f"{cell:<{widths[i]}}" for i, cell in enumerate(r[:3])) + "  " + r[3]
+            for r in [_EV_HEAD, *table]
+        ]
+        header, lines = lines[0].rstrip(), lines[1:]
         return TextResult(header + "\n" + "\n".join(lines), records)
+
+
+_EV_HEAD = ("node", "status", "method", "summary")
 
 
 def choice_text(choice: Choice) -> str:

@@ -1,0 +1,121 @@
+"""The main job: run the quickstart notebook headless and export it (``build/``).
+
+    python -m freshness_magic.notebook.demo                 # build/quickstart.ipynb + .html
+    python -m freshness_magic.notebook.demo --refresh-all   # re-execute notebooks/*.ipynb in place
+
+The kernel gets ``FRESHNESS_MAGIC_STATIC_HTML=1`` so every pipeline output also carries a static
+SVG snapshot: the HTML export shows the graph with its states without a widget runtime or network.
+``--refresh-all`` stores fresh, real outputs in the example notebooks (run it after changing what
+they print; ``pytest --nbval notebooks/`` then checks them).
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
+NOTEBOOKS = ("quickstart", "human_gates", "freshness", "conditions", "evidence")
+
+
+def repo_root() -> Path:
+    """The checkout this package lives in (notebooks/ is next to the package)."""
+    return Path(__file__).resolve().parents[2]
+
+
+def execute(path: Path, *, static_html: bool, timeout: int = 300) -> Any:
+    """Execute the notebook at ``path`` in a fresh ``python3`` kernel; returns the notebook."""
+    import nbformat
+    from nbclient import NotebookClient
+
+    notebook = nbformat.read(path, as_version=4)
+    previous = os.environ.get("FRESHNESS_MAGIC_STATIC_HTML")
+    if static_html:
+        os.environ["FRESHNESS_MAGIC_STATIC_HTML"] = "1"
+    else:
+        os.environ.pop("FRESHNESS_MAGIC_STATIC_HTML", None)
+    try:
+        client = NotebookClient(
+            notebook,
+            timeout=timeout,
+            kernel_name="python3",
+            resources={"metadata": {"path": str(path.parent)}},
+            store_widget_state=True,
+        )
+        client.execute()
+    finally:
+        if previous is None:
+            os.environ.pop("FRESHNESS_MAGIC_STATIC_HTML", None)
+        else:
+            os.environ["FRESHNESS_MAGIC_STATIC_HTML"] = previous
+    return notebook
+
+
+def _without_widget_views(notebook: Any) -> Any:
+    """A copy whose outputs fall back to their static HTML (no widget JavaScript needed)."""
+    plain = copy.deepcopy(notebook)
+    for cell in plain.cells:
+        for output in cell.get("outputs", []):
+            data = output.get("data")
+            if isinstance(data, dict) and WIDGET_MIME in data and "text/html" in data:
+                del data[WIDGET_MIME]
+    plain.metadata.pop("widgets", None)
+    return plain
+
+
+def build_quickstart(out_dir: Path, source: Path) -> tuple[Path, Path]:
+    """Execute ``source`` and write the executed notebook and its HTML export to ``out_dir``."""
+    import nbformat
+    from nbconvert import HTMLExporter
+
+    notebook = execute(source, static_html=True)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ipynb = out_dir / source.name
+    nbformat.write(notebook, ipynb)
+    body, _ = HTMLExporter().from_notebook_node(_without_widget_views(notebook))
+    html = out_dir / (source.stem + ".html")
+    html.write_text(body, encoding="utf-8")
+    return ipynb, html
+
+
+def refresh(paths: list[Path]) -> None:
+    """Re-execute notebooks in place so their stored outputs are real and current."""
+    import nbformat
+
+    for path in paths:
+        notebook = execute(path, static_html=False)
+        nbformat.write(notebook, path)
+        print(f"refreshed {path}")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m freshness_magic.notebook.demo",
+        description="Run the quickstart notebook headless and write build/quickstart.{ipynb,html}.",
+    )
+    parser.add_argument("--notebook", type=Path, help="notebook to run (default: quickstart)")
+    parser.add_argument("--out", type=Path, default=Path("build"), help="output folder")
+    parser.add_argument(
+        "--refresh-all", action="store_true", help="re-execute notebooks/*.ipynb in place"
+    )
+    args = parser.parse_args(argv)
+    notebooks = repo_root() / "notebooks"
+    if args.refresh_all:
+        refresh([notebooks / f"{name}.ipynb" for name in NOTEBOOKS])
+        return 0
+    source = args.notebook or notebooks / "quickstart.ipynb"
+    if not source.is_file():
+        print(f"error: notebook {source} not found (run from a checkout)", file=sys.stderr)
+        return 2
+    ipynb, html = build_quickstart(args.out, source)
+    print(f"executed notebook: {ipynb.resolve()}")
+    print(f"HTML export:       {html.resolve()}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

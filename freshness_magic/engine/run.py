@@ -345,6 +345,11 @@ class Run:
         """
         if self._started:
             return
+        if (self._run_dir / "checkpoint.json").exists():
+            raise RunError(
+                f"run directory {self._run_dir} already holds a run; resume it with "
+                "Run.resume(run_dir) or start with another run_id"
+            )
         self._started = True
         self._run_dir.mkdir(parents=True, exist_ok=True)
         self._write_manifest()

@@ -100,6 +100,16 @@ def test_misuse_raises_run_error(tmp_path: Path) -> None:
         make_run(LINEAR, tmp_path, run_id="../escape")
 
 
+def test_a_new_run_never_overwrites_an_existing_run_dir(tmp_path: Path) -> None:
+    first = make_run(LINEAR, tmp_path, run_id="same")
+    first.run(max_steps=2)
+    before = (first.run_dir / "checkpoint.json").read_bytes()
+    second = make_run(LINEAR, tmp_path, run_id="same")
+    with pytest.raises(RunError, match="already holds a run; resume it"):
+        second.step()
+    assert (first.run_dir / "checkpoint.json").read_bytes() == before
+
+
 def test_invalid_pipeline_is_refused_at_construction(tmp_path: Path) -> None:
     with pytest.raises(ValidationError):
         make_run("digraph g { a -> b }", tmp_path)

@@ -302,13 +302,18 @@ class HubClient:
 
     # -- freshness integration ------------------------------------------------------------
 
-    def file_hash(self, path: str, stat_key: StatKey) -> str | None:
+    def file_hash(self, path: str, stat_key: StatKey, *, check_running: bool = True) -> str | None:
         """The stored hash of ``path`` if the hub is caught up and indexed exactly ``stat_key``.
 
         Returns None (hash it yourself) when no hub runs, it is catching up, the stat keys
         differ, or the stored mtime is inside the racy window of its indexing time.
+        ``check_running=False`` skips the lock probe (for callers that just made it).
         """
-        if not self.is_running():
+        if check_running and not self.is_running():
+            return None
+        try:
+            rel = self._rel(path)
+        except HubError:
             return None
         with self._lock:
             try:
@@ -317,7 +322,7 @@ class HubClient:
                     if get_meta(conn, "caught_up") != "1":
                         return None
                     row = conn.execute(
-                        f"SELECT {FILE_COLUMNS} FROM files WHERE path=?", (self._rel(path),)
+                        f"SELECT {FILE_COLUMNS} FROM files WHERE path=?", (rel,)
                     ).fetchone()
             except (sqlite3.Error, HubError):
                 return None
@@ -330,31 +335,36 @@ class HubClient:
             return None
         return file.hash
 
-    def changes_since(self, since_seq: int, path: str | None = None) -> list[Change]:
-        """Change-log rows after ``since_seq`` (for one path when given), oldest first."""
+    def changes_since(
+        self, since_seq: int, path: str | None = None, *, since_time: float | None = None
+    ) -> list[Change]:
+        """Change-log rows after ``since_seq`` (and ``since_time``; one path if given), in order."""
         self.require_running()
+        sql = "SELECT seq, time, path, symbol, kind, detail FROM changes WHERE seq>?"
+        args: list[object] = [since_seq]
+        if path is not None:
+            sql += " AND path=?"
+            args.append(self._rel(path))
+        if since_time is not None:
+            sql += " AND time>?"
+            args.append(since_time)
         with self._lock:
-            conn = self._reader()
-            if path is None:
-                rows = conn.execute(
-                    "SELECT seq, time, path, symbol, kind, detail FROM changes WHERE seq>? "
-                    "ORDER BY seq",
-                    (since_seq,),
-                ).fetchall()
-            else:
-                rows = conn.execute(
-                    "SELECT seq, time, path, symbol, kind, detail FROM changes "
-                    "WHERE path=? AND seq>? ORDER BY seq",
-                    (self._rel(path), since_seq),
-                ).fetchall()
+            rows = self._reader().execute(sql + " ORDER BY seq", args).fetchall()
         return [Change(*row) for row in rows]
 
-    def describe_changes(self, path: str, since_seq: int) -> str:
-        """One line: ``src/auth.py: login() signature changed; helper() body changed``."""
+    def describe_changes(
+        self, path: str, since_seq: int = 0, *, since_time: float | None = None
+    ) -> str:
+        """One line: ``src/auth.py: login() signature changed; helper() body changed``.
+
+        Covers the changes after ``since_seq`` and, when given, after ``since_time`` (epoch
+        seconds, e.g. when a freshness baseline was taken).
+        """
         rel = self._rel(path)
-        changes = self.changes_since(since_seq, rel)
+        changes = self.changes_since(since_seq, rel, since_time=since_time)
         if not changes:
-            return f"{rel}: no changes recorded since seq {since_seq}"
+            since = f"seq {since_seq}" if since_time is None else "then"
+            return f"{rel}: no changes recorded since {since}"
         phrases: list[str] = []
         file_phrase = ""
         for change in changes:

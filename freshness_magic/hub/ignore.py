@@ -40,7 +40,8 @@ class _Pattern:
     dir_only: bool
 
 
-def _translate(glob: str) -> str:
+def glob_to_regex(glob: str) -> str:
+    """A regex body for one gitignore-style glob (``**`` crosses folders, ``*`` does not)."""
     out = []
     i = 0
     n = len(glob)
@@ -100,7 +101,7 @@ def parse_gitignore(text: str) -> list[_Pattern]:
             continue
         anchored = "/" in line
         line = line.lstrip("/")
-        body = _translate(line)
+        body = glob_to_regex(line)
         regex = ("^" if anchored else "^(?:.*/)?") + body + "$"
         patterns.append(_Pattern(re.compile(regex), negate, dir_only))
     return patterns

@@ -1,0 +1,156 @@
+"""The hub used by freshness, prompts and the notebook helpers, with a real hub process."""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.errors import HubError
+from freshness_magic.evidence.extension import EvidenceExtension
+from freshness_magic.freshness.hashing import StatKey, hash_file
+from freshness_magic.hub import daemon
+from freshness_magic.hub.client import Change, HubClient
+from freshness_magic.hub.extension import HubContextExtension, seq_key
+from freshness_magic.hub.integration import (
+    HubHashSource,
+    context_packet_for,
+    hub_command,
+    indexed_paths,
+    live_refresh,
+    symbol_changes,
+)
+from freshness_magic.session import open_run
+
+from .conftest import write
+
+PIPELINE = """
+digraph p {
+  start [shape=Mdiamond]
+  draft [prompt="Review the auth module", source_files="src/*.py", hub_context=true]
+  done  [shape=Msquare]
+  start -> draft -> done
+}
+"""
+
+
+def _age(path: Path) -> StatKey:
+    old = time.time() - 60
+    os.utime(path, (old, old))
+    return StatKey.of(os.stat(path))
+
+
+def _wait_seq(client: HubClient, predicate: object) -> None:
+    deadline = time.monotonic() + 30
+    seq = client.seq()
+    while not predicate():  # type: ignore[operator]
+        assert time.monotonic() < deadline, "the hub did not index the change"
+        seq = client.wait_for_change(seq, 1.0)
+
+
+def test_hash_source_answers_only_with_a_caught_up_hub(hub_dir: Path) -> None:
+    path = hub_dir / "src/auth.py"
+    key = _age(path)
+    source = HubHashSource(hub_dir, recheck=0)
+    assert source.file_hash("src/auth.py", key) is None
+    daemon.start(hub_dir)
+    assert source.file_hash("src/auth.py", key) == hash_file(path).digest
+    assert source.file_hash("src/auth.py", key._replace(mtime_ns=key.mtime_ns + 1)) is None
+    assert source.file_hash("/elsewhere/x.py", key) is None
+    assert (source.hits, source.misses) == (1, 2)
+    daemon.stop(hub_dir)
+    assert source.file_hash("src/auth.py", key) is None
+    source.close()
+
+
+def test_symbol_level_why(hub_dir: Path) -> None:
+    assert symbol_changes(hub_dir, ["src/auth.py"], 0.0) == {}
+    daemon.start(hub_dir)
+    client = HubClient(hub_dir)
+    since = time.time()
+    write(
+        hub_dir,
+        "src/auth.py",
+        'def login(user):\n    """Log a user in."""\n    return helper(user)\n\n\n'
+        "def helper(u):\n    return u\n",
+    )
+    write(hub_dir, "docs/notes.md", "# Changed\n")
+    _wait_seq(
+        client,
+        lambda: "login(user)" in client.get_context(["src/auth.py:login"])[0].symbols[0].signature,
+    )
+    found = symbol_changes(hub_dir, ["src/auth.py", "docs/notes.md", "src/app.py"], since)
+    assert found == {"src/auth.py": "src/auth.py: login() signature changed"}
+
+
+def test_context_packet_for_globs(hub_dir: Path) -> None:
+    assert context_packet_for(hub_dir, ["src/*.py"]) is None
+    daemon.start(hub_dir)
+    assert indexed_paths(hub_dir, ["src/**/*.py", "./docs/*.md"]) == [
+        "docs/notes.md",
+        "src/app.py",
+        "src/auth.py",
+    ]
+    packet = context_packet_for(hub_dir, ["src/auth.py"])
+    assert packet is not None and packet.paths == ("src/auth.py",)
+    assert "`def login(user, pw):`" in packet.text
+    assert "tests: tests/test_auth.py:test_login" in packet.text
+    empty = context_packet_for(hub_dir, ["nothing/*.rs"])
+    assert empty is not None and "no indexed files match nothing/*.rs" in empty.text
+
+
+def _run(workdir: Path) -> tuple[str, str]:
+    run = open_run(
+        PIPELINE, workdir=workdir, extensions=[EvidenceExtension(), HubContextExtension()]
+    )
+    run.run()
+    prompt = (Path(run.run_dir) / "nodes" / "draft" / "prompt.md").read_text()
+    return prompt, run.context.get_string(seq_key("draft"))
+
+
+def test_hub_context_prompt_packet_and_seq(hub_dir: Path) -> None:
+    prompt, seq = _run(hub_dir)
+    assert "Review the auth module" in prompt
+    assert "not available: no hub running" in prompt and seq == ""
+    daemon.start(hub_dir)
+    current = HubClient(hub_dir).seq()
+    prompt, seq = _run(hub_dir)
+    assert f"## Code context (Node State Hub, change seq {current})" in prompt
+    assert "`def login(user, pw):`" in prompt and "`def main():`" in prompt
+    assert seq == str(current)
+
+
+def test_hub_command_text(hub_dir: Path) -> None:
+    assert hub_command(hub_dir, ["status"]).startswith("no hub running")
+    assert "caught up" in hub_command(hub_dir, ["start"])
+    assert "hub already running" in hub_command(hub_dir, ["start"])
+    assert "def helper(u):" in hub_command(hub_dir, ["query", "src/auth.py"])
+    with pytest.raises(HubError, match="usage: %pipeline hub"):
+        hub_command(hub_dir, ["query"])
+    with pytest.raises(HubError, match="usage"):
+        hub_command(hub_dir, ["restart"])
+    assert hub_command(hub_dir, ["stop"]).startswith("hub stopped")
+    assert hub_command(hub_dir, ["stop"]).startswith("no hub running")
+
+
+def test_live_refresh_calls_back_after_a_save(hub_dir: Path) -> None:
+    assert live_refresh(hub_dir, lambda seq, changes: None) is None
+    daemon.start(hub_dir)
+    got: list[list[Change]] = []
+    called = threading.Event()
+
+    def on_change(seq: int, changes: list[Change]) -> None:
+        got.append(changes)
+        called.set()
+
+    sub = live_refresh(hub_dir, on_change, poll=0.05)
+    assert sub is not None
+    try:
+        write(hub_dir, "src/app.py", "def main():\n    return 2\n")
+        assert called.wait(30)
+        assert any(c.path == "src/app.py" and c.kind == "body_changed" for c in got[0])
+    finally:
+        sub.stop()

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import stat
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -39,6 +40,11 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
     payload = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
     try:
+        try:
+            mode = stat.S_IMODE(os.stat(target).st_mode)
+        except FileNotFoundError:
+            mode = 0o644
+        os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
@@ -64,14 +70,17 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
 
 
 def append_jsonl(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) -> None:
-    """Append one JSON record as a single line with a single ``write`` call."""
+    """Append one JSON record as one line, first cutting a torn last line left by a crash."""
     target = Path(path)
     target.parent.mkdir(parents=True, exist_ok=True)
     line = (
         json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str) + "\n"
     ).encode("utf-8")
-    fd = os.open(target, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
     try:
+        size = os.fstat(fd).st_size
+        if size and os.pread(fd, 1, size - 1) != b"\n":
+            _truncate_after_last_newline(fd, size)
         os.write(fd, line)
         if fsync:
             os.fsync(fd)
@@ -79,37 +88,23 @@ def append_jsonl(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) 
         os.close(fd)
 
 
-def drop_torn_tail(path: str | os.PathLike[str]) -> bool:
-    """Cut a last line that has no newline (a write torn by a crash); True if one was cut.
+def _truncate_after_last_newline(fd: int, size: int) -> None:
+    """Cut a last line that has no newline: a ``write`` torn by a kill at a page boundary.
 
-    A ``write`` to a regular file can stop at a page boundary when the process is killed, so a
-    log may end in part of a record. Appending after it would glue the next record to that part;
-    single-writer logs call this before appending so every line stays a whole record.
+    Appending after such a fragment would glue the next record to it, so every append of a
+    single-writer log first restores the invariant that each line is a whole record.
     """
-    target = Path(path)
-    try:
-        fd = os.open(target, os.O_RDWR)
-    except FileNotFoundError:
-        return False
-    try:
-        size = os.fstat(fd).st_size
-        if size == 0 or os.pread(fd, 1, size - 1) == b"\n":
-            return False
-        end = size
-        keep = 0
-        while end > 0:
-            start = max(0, end - 65536)
-            chunk = os.pread(fd, end - start, start)
-            index = chunk.rfind(b"\n")
-            if index >= 0:
-                keep = start + index + 1
-                break
-            end = start
-        os.ftruncate(fd, keep)
-        os.fsync(fd)
-        return True
-    finally:
-        os.close(fd)
+    end = size
+    keep = 0
+    while end > 0:
+        start = max(0, end - 65536)
+        chunk = os.pread(fd, end - start, start)
+        index = chunk.rfind(b"\n")
+        if index >= 0:
+            keep = start + index + 1
+            break
+        end = start
+    os.ftruncate(fd, keep)
 
 
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:

@@ -254,7 +254,6 @@ def append_evidence_log(run_dir: str | os.PathLike[str], record: EvidenceRecord)
     """
     path = Path(run_dir) / EVIDENCE_LOG
     try:
-        atomicio.drop_torn_tail(path)
         atomicio.append_jsonl(path, record.to_dict())
     except (OSError, ValueError) as exc:
         raise EvidenceError(f"cannot append to evidence log {path}: {exc}") from exc

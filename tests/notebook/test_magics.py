@@ -367,3 +367,18 @@ def test_pending_node_stale_since_baseline(shell: InteractiveShell, workdir: Pat
     assert "draft    stale(baseline)  inputs changed since baseline: docs/spec.md (modified)" in (
         status
     )
+
+
+def test_resume_from_checkpoint_on_disk(shell: InteractiveShell, workdir: Path):
+    with pytest.raises(UsageError, match="no saved run of 'review'"):
+        shell.run_cell_magic("pipeline", f"review --workdir {workdir} --resume", REVIEW_DOT)
+    first = load_review(shell, workdir)
+    line(shell, "run")
+    run_dir = first.run.run_dir
+    restored = shell.run_cell_magic("pipeline", f"review --workdir {workdir} --resume", REVIEW_DOT)
+    assert restored is not first and shell.user_ns["review"] is restored
+    assert restored.run.run_dir == run_dir
+    assert restored.state_name == "waiting"
+    assert plain(restored).splitlines()[0].startswith("pipeline review: waiting · waiting at")
+    out = line(shell, "resume approve --choice Yes").text
+    assert out.startswith("run: 1 step(s); completed")

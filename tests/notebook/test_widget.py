@@ -166,3 +166,48 @@ def test_views_states_are_all_known(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     pipeline.run_to()
     assert {v.state for v in pipeline.views().values()} <= set(NodeState)
+
+
+def test_accept_and_reset_buttons(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    widget.run_to_select.value = "approve"
+    widget.run_to_button.click()
+    (workdir / "src" / "login.py").write_text("changed = True\n")
+    shell.run_cell("x = 1")
+    assert states(widget)["lint"] == "stale"
+    assert 'data-node="lint" data-state="stale" data-stale="run"' in widget.state_html.value
+    pipeline.accept("lint")
+    assert states(widget)["lint"] == "succeeded"
+    first_dir = pipeline.run.run_dir
+    widget.reset_button.click()
+    assert pipeline.run.run_dir != first_dir
+    assert set(states(widget).values()) == {"pending"}
+    assert "no evidence records yet" in widget.evidence_table.value
+    assert widget.errors == []
+
+
+def test_accept_button_accepts_nodes_not_run_yet(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    widget.step_button.click()
+    (workdir / "docs" / "spec.md").write_text("# v2\n")
+    shell.run_cell("x = 1")
+    assert states(widget)["draft"] == "stale"
+    widget.accept_button.click()
+    assert states(widget)["draft"] == "pending"
+    assert "accepted current inputs of all nodes not run yet: docs/spec.md" in "".join(
+        o.get("text", "") for o in widget.log_area.outputs
+    )
+
+
+def test_node_cell_changes_the_tooltip_layout_once(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    before = widget.graph_html.value
+    assert "type: codergen" in before
+    shell.run_cell_magic("node", "draft", "pass\n")
+    after = widget.graph_html.value
+    assert after != before and "type: notebook.cell" in after
+    widget.step_button.click()
+    assert widget.graph_html.value == after

@@ -22,7 +22,7 @@ from freshness_magic.freshness.git import GitStatus, GitTier, change_kind
 from freshness_magic.freshness.labels import FileLabel, aggregate
 from freshness_magic.freshness.report import FileReport, FreshnessReport, NodeFreshness, NodeReport
 from freshness_magic.freshness.resolve import Resolver
-from freshness_magic.freshness.snapshot import ResolveHook, Snapshotter
+from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Snapshotter
 
 STATE_VERSION = 1
 
@@ -136,7 +136,8 @@ class FreshnessTracker:
     ``hash_size_limit``: files larger than this many bytes are compared by stat only (default:
     no limit). ``allow_outside``: True, or folders outside ``workdir`` whose files may be
     tracked; otherwise such entries are ``unknown``. ``after_resolve`` is called between
-    resolving and hashing in every snapshot.
+    resolving and hashing in every snapshot. ``hash_source`` (the Node State Hub) supplies
+    digests it holds for an unchanged stat key, so those files are not read.
     """
 
     def __init__(
@@ -148,6 +149,7 @@ class FreshnessTracker:
         git: bool = True,
         state_dir: str | os.PathLike[str] | None = None,
         after_resolve: ResolveHook | None = None,
+        hash_source: HashSource | None = None,
     ):
         self.workdir = os.path.abspath(os.fspath(workdir))
         self.resolver = Resolver(self.workdir, allow_outside)
@@ -159,6 +161,7 @@ class FreshnessTracker:
             folder,
             hash_size_limit=hash_size_limit,
             after_resolve=after_resolve,
+            hash_source=hash_source,
         )
         self.baselines: dict[str, Baseline] = {}
         self.run_snapshots: dict[str, Baseline] = {}

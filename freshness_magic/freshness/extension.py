@@ -77,11 +77,14 @@ class FreshnessExtension(BaseRunExtension):
 
     def _tracker(self, run: Run) -> FreshnessTracker:
         if self.tracker is None:
+            from freshness_magic.hub.integration import HubHashSource
+
             self.tracker = FreshnessTracker(
                 Path(run.workdir),
                 self.hash_size_limit,
                 allow_outside=self.allow_outside,
                 git=self.git,
+                hash_source=HubHashSource(run.workdir),
             )
         return self.tracker
 

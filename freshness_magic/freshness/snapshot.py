@@ -12,6 +12,7 @@ import os
 import stat as stat_module
 import time
 from collections.abc import Callable, Mapping, Sequence
+from typing import Protocol
 
 from freshness_magic.freshness.baseline import NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier
@@ -21,6 +22,16 @@ from freshness_magic.freshness.statcache import RACY_WINDOW_NS, StatCache, files
 
 ResolveHook = Callable[[Mapping[str, Resolution]], None]
 """Called after resolving and before hashing (lets tests change files in between)."""
+
+
+class HashSource(Protocol):
+    """Known digests (the Node State Hub): consulted on a stat-cache miss, before hashing.
+
+    ``file_hash(key, stat_key)`` returns the digest of the workdir-relative ``key`` only if it
+    is known for exactly that stat key (and not racily clean); None means "hash it yourself".
+    """
+
+    def file_hash(self, path: str, stat_key: StatKey) -> str | None: ...
 
 _MISSING = FileRecord(existed=False, method=NONE)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -50,6 +61,7 @@ class Snapshotter:
         hash_size_limit: int | None = None,
         cache: StatCache | None = None,
         after_resolve: ResolveHook | None = None,
+        hash_source: HashSource | None = None,
     ):
         self.resolver = resolver
         self.git = git
@@ -57,6 +69,7 @@ class Snapshotter:
         self.hash_size_limit = hash_size_limit
         self.cache = cache or StatCache()
         self.after_resolve = after_resolve
+        self.hash_source = hash_source
 
     def seed(self, baseline: Baseline) -> None:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
@@ -158,11 +171,12 @@ class Snapshotter:
     ) -> None:
         entries = self.cache.entries
         limit = self.hash_size_limit
+        source = self.hash_source
         stat = os.stat
         for key in members:
             name = key[cut:]
             entry = entries.get(key)
-            if entry is not None or limit is not None:
+            if entry is not None or limit is not None or source is not None:
                 try:
                     st = stat(name, dir_fd=dir_fd)
                 except FileNotFoundError:
@@ -194,6 +208,13 @@ class Snapshotter:
                         f"too large to hash ({skey.size} bytes > limit {limit}); compared by stat",
                     )
                     continue
+                if source is not None and not key.startswith("/"):
+                    known = source.file_hash(key, skey)
+                    if known is not None:
+                        record = FileRecord(True, skey, known)
+                        entries[key] = (record, fs_now)
+                        records[key] = record
+                        continue
             try:
                 digest, skey = hash_file_at(name, dir_fd)
             except FileNotFoundError:

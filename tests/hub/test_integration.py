@@ -154,3 +154,24 @@ def test_live_refresh_calls_back_after_a_save(hub_dir: Path) -> None:
         assert any(c.path == "src/app.py" and c.kind == "body_changed" for c in got[0])
     finally:
         sub.stop()
+
+
+def test_freshness_check_takes_hashes_from_the_hub(hub_dir: Path) -> None:
+    from freshness_magic.freshness.check import FreshnessTracker
+
+    daemon.start(hub_dir)
+    client = HubClient(hub_dir)
+    keys = {rel: _age(hub_dir / rel) for rel in ("src/auth.py", "src/app.py")}
+    _wait_seq(
+        client,
+        lambda: all(s.stat == keys[s.path] for s in client.get_context(sorted(keys))),
+    )
+    source = HubHashSource(hub_dir, recheck=0)
+    tracker = FreshnessTracker(hub_dir, git=False, hash_source=source)
+    baseline = tracker.capture({"n": ["src/*.py"]})["n"]
+    assert source.hits == 2
+    assert baseline.files["src/auth.py"].digest == hash_file(hub_dir / "src/auth.py").digest
+    write(hub_dir, "src/auth.py", "def login():\n    return 0\n")
+    report = tracker.check("n")
+    assert report.stale_files == ["src/auth.py"]
+    source.close()

@@ -7,11 +7,13 @@ the same thing. Everything here goes through the engine's public API (``session.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -215,6 +217,7 @@ class NotebookPipeline:
     _stale: dict[str, NodeStale] = field(default_factory=dict)
     _listeners: list[Callable[[Any], None]] = field(default_factory=list)
     _evidence: EvidenceTail | None = None
+    _lock: threading.RLock = field(default_factory=threading.RLock)
     structure_version: int = 0
     """Bumped whenever something the layout shows changes (a ``%%node`` changes a node's type)."""
 
@@ -362,6 +365,27 @@ class NotebookPipeline:
 
     # --- actions ---------------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """One action at a time: a second one (another thread) is refused, not queued."""
+        if not self._lock.acquire(blocking=False):
+            raise RunError(
+                f"pipeline {self.name!r} is busy with another action (a widget button); "
+                "wait until it finishes"
+            )
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @property
+    def busy(self) -> bool:
+        """Whether an action is running in another thread."""
+        if self._lock.acquire(blocking=False):
+            self._lock.release()
+            return False
+        return True
+
     def _finished_text(self) -> str | None:
         state = self.state_name
         if state in ("completed", "failed"):
@@ -370,38 +394,41 @@ class NotebookPipeline:
 
     def step(self) -> TextResult:
         """Execute the next node."""
-        done = self._finished_text()
-        if done is not None:
-            return TextResult(done + "\n" + self.status_text())
-        if self.state_name == "waiting":
-            return TextResult(self._waiting_text() + "\n" + self.status_text())
-        result = self.run.step()
-        self.refresh_freshness()
-        self._notify()
-        return TextResult(self._step_line(result) + "\n" + self.status_text(), result)
+        with self.exclusive():
+            done = self._finished_text()
+            if done is not None:
+                return TextResult(done + "\n" + self.status_text())
+            if self.state_name == "waiting":
+                return TextResult(self._waiting_text() + "\n" + self.status_text())
+            result = self.run.step()
+            self.refresh_freshness()
+            self._notify()
+            return TextResult(self._step_line(result) + "\n" + self.status_text(), result)
 
     def run_to(self, to: str | None = None, max_steps: int | None = None) -> TextResult:
         """Run until ``to``, the exit, a failure or a gate (``run`` on a finished run: no-op)."""
-        if to is not None:
-            self.require_node(to)
-        done = self._finished_text()
-        if done is not None:
-            return TextResult(done + "\n" + self.status_text())
-        if self.state_name == "waiting":
-            return TextResult(self._waiting_text() + "\n" + self.status_text())
-        before = len(self.run.history)
-        result = self.run.run(to=to, max_steps=max_steps)
-        self.refresh_freshness()
-        self._notify()
-        steps = len(self.run.history) - before
-        return TextResult(self._run_line(result, steps) + "\n" + self.status_text(), result)
+        with self.exclusive():
+            if to is not None:
+                self.require_node(to)
+            done = self._finished_text()
+            if done is not None:
+                return TextResult(done + "\n" + self.status_text())
+            if self.state_name == "waiting":
+                return TextResult(self._waiting_text() + "\n" + self.status_text())
+            before = len(self.run.history)
+            result = self.run.run(to=to, max_steps=max_steps)
+            self.refresh_freshness()
+            self._notify()
+            steps = len(self.run.history) - before
+            return TextResult(self._run_line(result, steps) + "\n" + self.status_text(), result)
 
     def resume(self, node_id: str, choice: str | None) -> TextResult:
         """Answer the gate at ``node_id`` with ``choice`` (None: its default), then ``run``."""
         self.require_node(node_id)
-        self.run.answer(node_id, choice)
-        self._notify()
-        return self.run_to()
+        with self.exclusive():
+            self.run.answer(node_id, choice)
+            self._notify()
+            return self.run_to()
 
     def accept(self, node_id: str | None = None) -> TextResult:
         """Accept the current inputs as the new baseline (one node or all)."""
@@ -409,7 +436,8 @@ class NotebookPipeline:
             self.require_node(node_id)
         from freshness_magic.freshness.extension import accept_changes
 
-        accepted = accept_changes(self.run, node_id=node_id)
+        with self.exclusive():
+            accepted = accept_changes(self.run, node_id=node_id)
         self.refresh_freshness()
         self._notify()
         target = node_id or "all nodes not run yet"
@@ -419,11 +447,12 @@ class NotebookPipeline:
 
     def reset(self) -> TextResult:
         """Drop the current run; the next action starts a new one."""
-        if self._run is not None:
-            self._run.events.unsubscribe(self._on_event)
-        self._run = None
-        self._stale = {}
-        self._open(resume=False)
+        with self.exclusive():
+            if self._run is not None:
+                self._run.events.unsubscribe(self._on_event)
+            self._run = None
+            self._stale = {}
+            self._open(resume=False)
         return TextResult("reset: a new run starts at the beginning\n" + self.status_text())
 
     def require_node(self, node_id: str) -> Node:

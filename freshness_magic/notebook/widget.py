@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import html
 import json
+import threading
 import time
 import traceback
 import uuid
@@ -21,6 +22,7 @@ import ipywidgets as w
 from freshness_magic.engine.conditions import explain_condition
 from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.errors import RunError
 from freshness_magic.notebook.handle import NotebookPipeline, choice_text, evidence_row
 from freshness_magic.notebook.render import (
     Layout,
@@ -30,6 +32,14 @@ from freshness_magic.notebook.render import (
     state_css,
     why_html,
 )
+
+
+def _in_kernel() -> bool:
+    """Whether this runs inside a Jupyter kernel (not a plain or terminal IPython)."""
+    from IPython import get_ipython
+
+    return getattr(get_ipython(), "kernel", None) is not None
+
 
 _FULL_REFRESH = frozenset(
     {
@@ -104,6 +114,9 @@ class PipelineWidget(w.VBox):
         self.uid = uuid.uuid4().hex[:10]
         self.scope = f"fm-w-{self.uid}"
         self.bytes_last_update = 0
+        self.background = _in_kernel()
+        """Run button actions on a worker thread (True inside a Jupyter kernel)."""
+        self._worker: threading.Thread | None = None
         self.panel_bytes_last_update = 0
         self.update_stats: list[tuple[float, int, int]] = []
         """(seconds, graph/status bytes, panel bytes) of every refresh (benchmarks)."""
@@ -242,24 +255,62 @@ class PipelineWidget(w.VBox):
     def _show(self, text: str) -> None:
         self.log_area.append_stdout(text.rstrip("\n").split("\n", 1)[0] + "\n")
 
+    def _act(self, action: Callable[[], Any]) -> None:
+        """Run a pipeline action; in a kernel on a worker thread so the kernel stays free.
+
+        The action buttons are disabled while it runs; an error goes to the log area.
+        """
+        if not self.background:
+            self._show(action().text)
+            return
+        if self.pipeline.busy or (self._worker is not None and self._worker.is_alive()):
+            raise RunError("an action is still running; wait until it finishes")
+
+        def work() -> None:
+            self._set_busy(True)
+            try:
+                self._show(action().text)
+            finally:
+                self._set_busy(False)
+
+        self._worker = threading.Thread(target=self._guard(work), name="fm-widget", daemon=True)
+        self._worker.start()
+
+    def wait(self, timeout: float | None = None) -> None:
+        """Wait for a background action to finish (scripts and tests)."""
+        if self._worker is not None:
+            self._worker.join(timeout)
+
+    def _set_busy(self, busy: bool) -> None:
+        for button in (
+            self.step_button,
+            self.run_button,
+            self.run_to_button,
+            self.accept_button,
+            self.reset_button,
+            *self.gate_buttons.children,
+        ):
+            button.disabled = busy  # fmt: skip
+
     def _on_step(self, _button: Any) -> None:
-        self._show(self.pipeline.step().text)
+        self._act(self.pipeline.step)
 
     def _on_run(self, _button: Any) -> None:
-        self._show(self.pipeline.run_to().text)
+        self._act(self.pipeline.run_to)
 
     def _on_run_to(self, _button: Any) -> None:
-        self._show(self.pipeline.run_to(to=self.run_to_select.value).text)
+        target = self.run_to_select.value
+        self._act(lambda: self.pipeline.run_to(to=target))
 
     def _on_accept(self, _button: Any) -> None:
-        self._show(self.pipeline.accept().text)
+        self._act(self.pipeline.accept)
 
     def _on_reset(self, _button: Any) -> None:
-        self._show(self.pipeline.reset().text)
+        self._act(self.pipeline.reset)
 
     def _on_choice(self, node_id: str, key: str) -> Callable[[Any], None]:
         def answer(_button: Any) -> None:
-            self._show(self.pipeline.resume(node_id, key).text)
+            self._act(lambda: self.pipeline.resume(node_id, key))
 
         return self._guard(answer)
 

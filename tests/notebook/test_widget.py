@@ -211,3 +211,35 @@ def test_node_cell_changes_the_tooltip_layout_once(shell: InteractiveShell, work
     assert after != before and "type: notebook.cell" in after
     widget.step_button.click()
     assert widget.graph_html.value == after
+
+
+def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
+    shell: InteractiveShell, workdir: Path
+):
+    import threading
+
+    import pytest
+    from IPython.core.error import UsageError
+
+    dot = (
+        "digraph slow { start [shape=Mdiamond]; work [label=Work]; done [shape=Msquare]; "
+        "start -> work -> done }"
+    )
+    pipeline = shell.run_cell_magic("pipeline", f"slow --workdir {workdir}", dot)
+    entered, release = threading.Event(), threading.Event()
+    shell.user_ns.update(entered=entered, release=release)
+    shell.run_cell_magic("node", "work", "entered.set()\nassert release.wait(30)\n")
+    widget = pipeline.widget
+    widget.background = True
+    widget.run_button.click()
+    assert entered.wait(30)
+    assert widget.step_button.disabled and widget.run_button.disabled
+    with pytest.raises(UsageError, match="busy"):
+        shell.run_line_magic("pipeline", "step")
+    widget.step_button.click()
+    assert "still running" in "".join(o.get("text", "") for o in widget.log_area.outputs)
+    release.set()
+    widget.wait(30)
+    assert pipeline.state_name == "completed"
+    assert not widget.step_button.disabled
+    assert states(widget)["done"] == "succeeded"

@@ -16,9 +16,10 @@ from freshness_magic.evidence.validator import EvidenceValidator
 
 
 def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension]:
-    """The extensions every session run gets (freshness, evidence), configured by ``options``."""
+    """The extensions every session run gets (freshness, evidence, hub), set by ``options``."""
     from freshness_magic.evidence.extension import EvidenceExtension
     from freshness_magic.freshness.extension import FreshnessExtension
+    from freshness_magic.hub.extension import HubContextExtension
 
     extensions: list[RunExtension] = [
         FreshnessExtension(
@@ -28,6 +29,9 @@ def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension
     ]
     # Evidence goes last: its after_execute must see the outcome the other extensions settled on.
     extensions.append(EvidenceExtension(validator=options.get("evidence_validator")))
+    # The hub comes after evidence: it appends its context packet to the prompt suffix that
+    # evidence sets, and it never changes an outcome.
+    extensions.append(HubContextExtension())
     return extensions
 
 

@@ -317,6 +317,9 @@ class EvidenceExtension:
         }
         if facts.invalid_record is not None:
             engine_facts["invalid_node_record"] = facts.invalid_record
+        hub_seq = run.context.get_string(f"hub.{node.id}.seq")
+        if hub_seq:
+            engine_facts["hub_seq"] = int(hub_seq)
         return merge_record(
             own,
             node_id=node.id,

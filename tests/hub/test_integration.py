@@ -111,6 +111,19 @@ def _run(workdir: Path) -> tuple[str, str]:
     return prompt, run.context.get_string(seq_key("draft"))
 
 
+def test_session_runs_record_the_hub_seq_in_evidence(hub_dir: Path) -> None:
+    import json
+
+    daemon.start(hub_dir)
+    current = HubClient(hub_dir).seq()
+    run = open_run(PIPELINE, workdir=hub_dir)
+    run.run()
+    prompt = (Path(run.run_dir) / "nodes" / "draft" / "prompt.md").read_text()
+    assert f"change seq {current})" in prompt
+    record = json.loads((hub_dir / ".orchestrator" / "evidence" / "draft.json").read_text())
+    assert record["outcome"]["engine"]["hub_seq"] == current
+
+
 def test_hub_context_prompt_packet_and_seq(hub_dir: Path) -> None:
     prompt, seq = _run(hub_dir)
     assert "Review the auth module" in prompt

@@ -4,6 +4,24 @@ Core ipywidgets only. The graph SVG goes into one HTML widget and is set once pe
 states go into a second HTML widget as a small CSS block scoped to this widget instance, so a step
 sends a few hundred bytes. Every control has a stable DOM class (``fm-...``) for browser tests.
 All pipeline text is escaped before it reaches an HTML widget.
+
+The page contract (what browser tests may rely on):
+
+- root ``.fm-widget.fm-w-<uid>``; graph ``.fm-graph svg.fm-graph-svg``; one node group per node
+  ``g.fm-node#fm-node-<id>[data-node=<id>]`` (its shape is the ``polygon``/``ellipse`` child);
+  edges ``g.fm-edge[data-source][data-target]``; legend ``.fm-legend-item[data-state]``.
+- node state in the live page = computed style of the node's shape (fill/stroke, see
+  ``render.STATE_STYLES``; stale since baseline ``stroke-dasharray: 8, 4``, since run ``2, 3``),
+  set by the ``<style>`` in ``.fm-state``; nodes needing attention are also listed there as
+  ``li.fm-why-item[data-node][data-state][data-stale]`` with the reason as text.
+- controls ``.fm-step``, ``.fm-run``, ``.fm-run-to``, ``.fm-run-to-node``, ``.fm-accept``,
+  ``.fm-reset``; ``.fm-progress``; ``.fm-status span[data-state=<run state>]``.
+- gate ``.fm-gate`` (hidden when no gate waits), ``.fm-gate-question [data-node]``, one
+  ``.fm-gate-choice.fm-gate-choice-<key>`` button per choice.
+- evidence ``.fm-evidence-table tr.fm-evidence-row[data-node]`` newest first,
+  ``.fm-evidence-select``, ``.fm-evidence-detail pre.fm-evidence-json``.
+- playground ``.fm-playground-input input``, ``.fm-playground-node select``,
+  ``.fm-playground-result pre.fm-playground-text``; callback errors in ``.fm-log``.
 """
 
 from __future__ import annotations

@@ -73,7 +73,7 @@ def init_repo(root: str) -> None:
 
 def xxhsum_pipeline(root: str) -> None:
     subprocess.run(
-        f"find {root} -type f -not -path '*/.git/*' -print0 | xargs -0 xxhsum -H2 > /dev/null",
+        f"find {root} -type f -not -path '*/.git/*' -print0 | xargs -0 xxhsum -H2 > /dev/null 2>&1",
         shell=True,
         check=True,
     )

@@ -79,27 +79,39 @@ def compare(reference: Baseline, current: Baseline, since: str) -> NodeReport:
     Files whose record is unchanged (the stat cache hands back the same record, or the digests
     match) only have their path listed in ``fresh``; everything else gets a :class:`FileReport`.
     """
-    fresh: list[str] = []
     files: list[FileReport] = []
     ref_files, cur_files = reference.files, current.files
-    for path, old in ref_files.items():
-        new = cur_files.get(path)
-        if new is old or (
-            new is not None
-            and old.digest is not None
-            and old.digest == new.digest
-            and old.existed
-            and new.existed
-            and new.regular
-        ):
-            fresh.append(path)
-        elif new is None and not old.existed:
-            continue
-        else:
-            files.append(compare_file(path, old, new, reference.git_state(path)))
-    for path, new in cur_files.items():
-        if path not in ref_files:
-            files.append(compare_file(path, None, new, reference.git_state(path)))
+    cur_get = cur_files.get
+    # The common case first, at C speed: the stat cache handed back the very same record.
+    differing = [path for path, old in ref_files.items() if cur_get(path) is not old]
+    if not differing:
+        fresh = list(ref_files)
+    else:
+        skip = set(differing)
+        fresh = [path for path in ref_files if path not in skip]
+        for path in differing:
+            old = ref_files[path]
+            new = cur_get(path)
+            if (
+                new is not None
+                and old.digest is not None
+                and old.digest == new.digest
+                and old.existed
+                and new.existed
+                and new.regular
+            ):
+                fresh.append(path)
+            elif new is None and not old.existed:
+                continue
+            else:
+                files.append(compare_file(path, old, new, reference.git_state(path)))
+        if len(fresh) > len(ref_files) - len(skip):
+            fresh.sort()  # re-verified files were appended after the untouched ones
+    still_matched = len(ref_files) - sum(1 for p in differing if p not in cur_files)
+    if len(cur_files) > still_matched:  # some current paths are new matches
+        for path, new in cur_files.items():
+            if path not in ref_files:
+                files.append(compare_file(path, None, new, reference.git_state(path)))
     for unresolved in current.unresolved:
         files.append(
             FileReport(unresolved.entry, FileLabel.UNKNOWN, method=NONE, note=unresolved.reason)

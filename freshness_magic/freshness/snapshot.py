@@ -33,6 +33,7 @@ class HashSource(Protocol):
 
     def file_hash(self, path: str, stat_key: StatKey) -> str | None: ...
 
+
 _MISSING = FileRecord(existed=False, method=NONE)
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
@@ -70,6 +71,7 @@ class Snapshotter:
         self.cache = cache or StatCache()
         self.after_resolve = after_resolve
         self.hash_source = hash_source
+        self._last_groups: tuple[list[str], dict[str, list[tuple[str, str]]]] | None = None
 
     def seed(self, baseline: Baseline) -> None:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
@@ -128,15 +130,12 @@ class Snapshotter:
         The hot loop of every check: a cached record whose stat key is unchanged (and not racily
         clean) is returned as is, without reading the file.
         """
-        groups: dict[str, list[str]] = {}
-        for key in keys:
-            folder, _, _name = key.rpartition("/")
-            if not folder and key.startswith("/"):
-                folder = "/"
-            members = groups.get(folder)
-            if members is None:
-                groups[folder] = members = []
-            members.append(key)
+        groups = self._groups(keys)
+        source = self.hash_source
+        if source is not None:
+            available = getattr(source, "available", None)
+            if callable(available) and not available():
+                source = None  # asked once per snapshot, not once per file
         workdir = self.resolver.workdir
         records: dict[str, FileRecord] = {}
         for folder, members in groups.items():
@@ -150,31 +149,45 @@ class Snapshotter:
                 dir_fd = os.open(base, _DIR_FLAGS)
             except OSError as exc:
                 failed = self._folder_failed(exc)
-                for key in members:
+                for key, _name in members:
                     records[key] = failed
                 continue
             try:
-                self._observe_folder(
-                    members, len(folder) + 1 if folder else 0, dir_fd, fs_now, records
-                )
+                self._observe_folder(members, dir_fd, fs_now, records, source)
             finally:
                 os.close(dir_fd)
         return records
 
+    def _groups(self, keys: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+        """Keys grouped by folder as (key, name); reused while the key list stays the same."""
+        last = self._last_groups
+        if last is not None and last[0] == keys:
+            return last[1]
+        groups: dict[str, list[tuple[str, str]]] = {}
+        for key in keys:
+            folder, _, name = key.rpartition("/")
+            if not folder and key.startswith("/"):
+                folder = "/"
+            members = groups.get(folder)
+            if members is None:
+                groups[folder] = members = []
+            members.append((key, name))
+        self._last_groups = (list(keys), groups)
+        return groups
+
     def _observe_folder(
         self,
-        members: list[str],
-        cut: int,
+        members: list[tuple[str, str]],
         dir_fd: int,
         fs_now: int,
         records: dict[str, FileRecord],
+        source: HashSource | None,
     ) -> None:
         entries = self.cache.entries
         limit = self.hash_size_limit
-        source = self.hash_source
         stat = os.stat
-        for key in members:
-            name = key[cut:]
+        racy_ns = RACY_WINDOW_NS
+        for key, name in members:
             entry = entries.get(key)
             if entry is not None or limit is not None or source is not None:
                 try:
@@ -188,12 +201,22 @@ class Snapshotter:
                         True, None, None, NONE, f"cannot stat: {exc.strerror}"
                     )
                     continue
-                skey = StatKey.of(st)
                 if entry is not None:
                     cached, verified_ns = entry
-                    if cached.stat == skey and skey.mtime_ns < verified_ns - RACY_WINDOW_NS:
+                    known = cached.stat
+                    mtime_ns = st.st_mtime_ns
+                    if (
+                        mtime_ns == known[4]
+                        and st.st_size == known[3]
+                        and st.st_ctime_ns == known[5]
+                        and st.st_ino == known[1]
+                        and st.st_dev == known[0]
+                        and st.st_mode == known[2]
+                        and mtime_ns < verified_ns - racy_ns
+                    ):
                         records[key] = cached
                         continue
+                skey = StatKey.of(st)
                 if not skey.is_regular_file:
                     records[key] = FileRecord(
                         True, skey, None, NONE, f"is {_kind_name(skey.mode)}", False

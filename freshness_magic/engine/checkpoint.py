@@ -35,17 +35,46 @@ REQUIRED_FIELDS = ("timestamp", "current_node", "completed_nodes", "node_retries
 _HISTORY_RE = re.compile(r"checkpoint_(\d+)\.json\Z")
 
 
-def encode_checkpoint(data: dict[str, Any]) -> bytes:
+def encode_json(value: Any) -> str:
     """Compact, sorted JSON: checkpoints are rewritten every step, so size matters."""
-    text = json.dumps(
-        data,
+    return json.dumps(
+        value,
         sort_keys=True,
         ensure_ascii=False,
         allow_nan=False,
         separators=(",", ":"),
         default=str,
     )
-    return (text + "\n").encode("utf-8")
+
+
+class EncodedMap:
+    """A JSON object kept as one encoded ``"key":value`` member per key.
+
+    The run keeps its node outcomes this way so that a checkpoint re-encodes only what changed;
+    otherwise every step would re-encode every outcome and a long run would grow quadratic.
+    """
+
+    def __init__(self) -> None:
+        self._members: dict[str, str] = {}
+
+    def set(self, key: str, value: Any) -> None:
+        self._members[key] = f"{encode_json(key)}:{encode_json(value)}"
+
+    def clear(self) -> None:
+        self._members.clear()
+
+    def encode(self) -> str:
+        return "{" + ",".join(self._members.values()) + "}"
+
+
+def encode_checkpoint(data: dict[str, Any]) -> bytes:
+    """One line of compact JSON; :class:`EncodedMap` values are spliced in as they are."""
+    members = []
+    for key in sorted(data):
+        value = data[key]
+        encoded = value.encode() if isinstance(value, EncodedMap) else encode_json(value)
+        members.append(f"{encode_json(key)}:{encoded}")
+    return ("{" + ",".join(members) + "}\n").encode("utf-8")
 
 
 def history_files(run_dir: Path) -> list[Path]:

@@ -48,6 +48,7 @@ from freshness_magic.atomicio import read_jsonl, write_atomic, write_json_atomic
 from freshness_magic.engine.checkpoint import (
     CHECKPOINT_FORMAT,
     CheckpointWriter,
+    EncodedMap,
     load_checkpoint,
     write_manifest,
 )
@@ -265,7 +266,7 @@ class Run:
         self._current_node: str | None = None
         self._completed: list[str] = []
         self._outcomes: dict[str, Outcome] = {}
-        self._records: dict[str, dict[str, Any]] = {}
+        self._records = EncodedMap()
         """Checkpoint form of each outcome, kept so a step does not re-encode every outcome."""
         self._source_hash = source_hash(graph.source)
         self._exit_ids = frozenset(n.id for n in graph.exit_candidates())
@@ -667,7 +668,7 @@ class Run:
         self._current_node = node.id
         self._completed.append(node.id)
         self._outcomes[node.id] = outcome
-        self._records[node.id] = _outcome_record(outcome)
+        self._records.set(node.id, _outcome_record(outcome))
         self.context.apply_updates(outcome.context_updates)
         self.context.set("outcome", outcome.status.value)
         if outcome.preferred_label:
@@ -853,7 +854,8 @@ class Run:
         )
         self._run_id, self._run_dir = new_id, new_dir
         self._restarted_from = str(old_dir)
-        self._completed, self._outcomes, self._retries, self._records = [], {}, {}, {}
+        self._completed, self._outcomes, self._retries = [], {}, {}
+        self._records.clear()
         self._redirects = 0
         self._writer = None
         self.events.rebind(new_id, new_dir / EVENTS_FILE)
@@ -892,8 +894,8 @@ class Run:
             },
         )
 
-    def checkpoint_data(self) -> dict[str, Any]:
-        """Everything a resume needs (§5.3 fields plus the engine's own)."""
+    def _checkpoint_payload(self) -> dict[str, Any]:
+        """Everything a resume needs (§5.3 fields plus the engine's own), ready to encode."""
         now = self._wall_clock()
         return {
             "format": CHECKPOINT_FORMAT,
@@ -904,7 +906,7 @@ class Run:
             "next_node": self._next_node,
             "completed_nodes": list(self._completed),
             "node_retries": dict(self._retries),
-            "node_outcomes": dict(self._records),
+            "node_outcomes": self._records,
             "context": self.context.snapshot(),
             "logs": self.context.logs,
             "pending_gate": (
@@ -930,7 +932,7 @@ class Run:
     def _save_checkpoint(self) -> None:
         if self._writer is None:
             self._writer = CheckpointWriter(self._run_dir, history=self._history_size)
-        path = self._writer.save(self.checkpoint_data())
+        path = self._writer.save(self._checkpoint_payload())
         self.events.emit(EventType.CHECKPOINT_SAVED, self._current_node, {"path": str(path)})
 
     def _ext_state(self, ext: RunExtension) -> dict[str, Any]:
@@ -968,7 +970,9 @@ class Run:
                 "by this version of freshness_magic"
             ) from exc
         self._outcomes = outcomes
-        self._records = {k: _outcome_record(o) for k, o in outcomes.items()}
+        self._records.clear()
+        for key, restored in outcomes.items():
+            self._records.set(key, _outcome_record(restored))
         self._next_node = str(nxt) if nxt is not None else None
         self._current_node = str(cur) if cur is not None else None
         self._failure_reason = str(data.get("failure_reason") or "")

@@ -27,6 +27,9 @@ def load(ipython: Any) -> PipelineMagics:
     if existing is not None:
         return existing
     magics = PipelineMagics(shell=ipython, parent=ipython)
+    from freshness_magic.hub.notebook import NotebookHub
+
+    magics.hub_handler = NotebookHub()
     ipython.register_magics(magics)
     ipython.configurables.append(magics)
     ipython.events.register("post_execute", magics.post_execute)
@@ -44,6 +47,9 @@ def unload(ipython: Any) -> None:
     magics = instance(ipython)
     if magics is None:
         return
+    close_hub = getattr(magics.hub_handler, "close", None)
+    if callable(close_hub):
+        close_hub()
     with contextlib.suppress(ValueError):
         ipython.events.unregister("post_execute", magics.post_execute)
     table = ipython.magics_manager.magics

@@ -241,12 +241,15 @@ class NotebookPipeline:
         With ``FRESHNESS_MAGIC_STATIC_HTML=1`` (the headless demo) a static SVG snapshot is
         added as ``text/html`` so an HTML export shows the graph without a widget runtime.
         """
+        from freshness_magic.notebook.widget import in_kernel
+
         bundle: dict[str, Any] = {}
-        widget_bundle = self.widget._repr_mimebundle_()
-        if isinstance(widget_bundle, dict):
-            bundle.update(widget_bundle)
+        if in_kernel() or self._widget is not None:
+            widget_bundle = self.widget._repr_mimebundle_()
+            if isinstance(widget_bundle, dict):
+                bundle.update(widget_bundle)
         bundle["text/plain"] = self.status_text()
-        if os.environ.get("FRESHNESS_MAGIC_STATIC_HTML") == "1":
+        if os.environ.get("FRESHNESS_MAGIC_STATIC_HTML") == "1" and self._widget is not None:
             bundle["text/html"] = self.widget.static_html()
         return bundle
 

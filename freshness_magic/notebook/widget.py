@@ -52,7 +52,7 @@ from freshness_magic.notebook.render import (
 )
 
 
-def _in_kernel() -> bool:
+def in_kernel() -> bool:
     """Whether this runs inside a Jupyter kernel (not a plain or terminal IPython)."""
     from IPython import get_ipython
 
@@ -132,7 +132,7 @@ class PipelineWidget(w.VBox):
         self.uid = uuid.uuid4().hex[:10]
         self.scope = f"fm-w-{self.uid}"
         self.bytes_last_update = 0
-        self.background = _in_kernel()
+        self.background = in_kernel()
         """Run button actions on a worker thread (True inside a Jupyter kernel)."""
         self._worker: threading.Thread | None = None
         self.panel_bytes_last_update = 0

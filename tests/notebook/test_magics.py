@@ -38,6 +38,11 @@ def test_cell_magic_loads_binds_and_shows_state_table(shell: InteractiveShell, w
         "start", "lint", "draft", "approve", "done",
     ]  # fmt: skip
     assert all(row.split()[1] == "pending" for row in text.splitlines()[2:])
+    assert set(pipeline._repr_mimebundle_()) == {"text/plain"}  # terminal IPython: no widget
+    assert pipeline.widget is pipeline.widget
+    bundle = pipeline._repr_mimebundle_()
+    assert bundle["text/plain"] == text
+    assert "application/vnd.jupyter.widget-view+json" in bundle
 
 
 def test_cell_body_is_not_variable_expanded(shell: InteractiveShell, workdir: Path):
@@ -212,9 +217,10 @@ def test_load_list_show_and_name_selection(shell: InteractiveShell, workdir: Pat
     assert shell.user_ns["third"] is renamed
 
 
-def test_hub_without_handler_is_usage_error(shell: InteractiveShell, workdir: Path):
-    with pytest.raises(UsageError, match="Node State Hub"):
-        shell.run_line_magic("pipeline", "hub status")
+def test_hub_status_without_a_running_hub(shell: InteractiveShell, workdir: Path):
+    assert shell.run_line_magic("pipeline", "hub status").text.startswith("no hub running")
+    with pytest.raises(UsageError, match="usage: %pipeline hub"):
+        shell.run_line_magic("pipeline", "hub")
 
 
 NODE_DOT = """digraph cells {

@@ -21,7 +21,7 @@ from pathlib import Path
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.hashing import StatKey
 from freshness_magic.hub.daemon import lock_held
-from freshness_magic.hub.indexer import RACY_WINDOW_NS
+from freshness_magic.hub.indexer import INITIAL_INDEX, RACY_WINDOW_NS
 from freshness_magic.hub.store import (
     FILE_COLUMNS,
     FileRow,
@@ -367,8 +367,12 @@ class HubClient:
             return f"{rel}: no changes recorded since {since}"
         phrases: list[str] = []
         file_phrase = ""
+        first_seen = False
         for change in changes:
             if change.symbol is None:
+                if change.kind == "file_added" and change.detail == INITIAL_INDEX:
+                    first_seen = True
+                    continue
                 if change.kind != "file_modified" or not file_phrase:
                     file_phrase = _CHANGE_WORDS[change.kind]
                 if change.detail.startswith("syntax error"):
@@ -377,11 +381,14 @@ class HubClient:
             phrase = f"{change.symbol}() {_CHANGE_WORDS[change.kind]}"
             if phrase not in phrases:
                 phrases.append(phrase)
-        if not phrases:
-            return f"{rel}: {file_phrase or 'modified'}"
+        note = " (first indexed by the hub after that point; earlier changes not seen)"
         if file_phrase in ("added", "removed"):
             return f"{rel}: {file_phrase}"
-        return f"{rel}: " + "; ".join(phrases)
+        if not phrases:
+            if first_seen and not file_phrase:
+                return f"{rel}: no changes seen by the hub{note}"
+            return f"{rel}: {file_phrase or 'modified'}" + (note if first_seen else "")
+        return f"{rel}: " + "; ".join(phrases) + (note if first_seen else "")
 
     # -- prompts --------------------------------------------------------------------------
 

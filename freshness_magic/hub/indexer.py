@@ -38,6 +38,9 @@ from freshness_magic.hub.symbols import (
     parse_python,
 )
 
+INITIAL_INDEX = "initial index"
+"""Detail of the ``file_added`` rows of a first (cold) index: seen, not necessarily new."""
+
 RACY_WINDOW_NS = 2_000_000_000
 """A stored stat key whose mtime is this close to its indexing time is not trusted."""
 
@@ -248,6 +251,8 @@ class Indexer:
             "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             (rel, *scan.stat, scan.digest, language_of(rel), now, imports, *syntax),
         )
+        if old is None and cold:
+            detail = INITIAL_INDEX
         log_change(self.conn, rel, "file_modified" if old else "file_added", None, detail)
         if isinstance(parsed, ModuleInfo):
             if old is not None and old.imports != imports:

@@ -1,0 +1,71 @@
+"""``%pipeline hub`` in a real InteractiveShell, live stale highlights, symbol-level why."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from freshness_magic.hub import daemon
+from freshness_magic.hub.notebook import NotebookHub, why_lines
+from freshness_magic.notebook.extension import instance
+
+from .conftest import write
+
+DOT = """digraph review {
+  start [shape=Mdiamond]
+  code  [prompt="Review", source_files="src/*.py", freshness="warn"]
+  done  [shape=Msquare]
+  start -> code -> done
+}
+"""
+
+
+@pytest.fixture
+def shell(hub_dir: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    monkeypatch.chdir(hub_dir)
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "freshness_magic")
+    yield sh
+    sh.run_line_magic("unload_ext", "freshness_magic")
+    sh.user_ns.pop("review", None)
+
+
+def test_hub_magics_and_live_refresh_without_running_a_cell(
+    shell: InteractiveShell, hub_dir: Path
+) -> None:
+    magics = instance(shell)
+    assert magics is not None and isinstance(magics.hub_handler, NotebookHub)
+    assert shell.run_line_magic("pipeline", "hub status").text.startswith("no hub running")
+    shell.run_cell_magic("pipeline", "review", DOT)
+    pipeline = shell.user_ns["review"]
+    pipeline.step()
+    pipeline.step()
+    assert "code" not in pipeline.stale
+    assert "caught up" in shell.run_line_magic("pipeline", "hub start").text
+    hub = magics.hub_handler
+    assert isinstance(hub, NotebookHub) and hub_dir.resolve() in hub.subscriptions
+    query = shell.run_line_magic("pipeline", "hub query src/auth.py:login").text
+    assert "def login(user, pw):" in query
+    write(hub_dir, "src/auth.py", "def login(user):\n    return user\n")
+    deadline = time.monotonic() + 30
+    while "code" not in pipeline.stale:
+        assert time.monotonic() < deadline, "the widget state never turned stale"
+        time.sleep(0.05)
+    assert [f.path for f in pipeline.stale["code"].files] == ["src/auth.py"]
+    assert why_lines(pipeline.run, "code") == [
+        "src/auth.py: helper() removed; login() signature changed; login() body changed; "
+        "login() docstring changed (first indexed by the hub after that point; earlier changes "
+        "not seen)"
+    ]
+    why = shell.run_line_magic("pipeline", "why code").text
+    assert "login() signature changed" in why
+    with pytest.raises(UsageError, match="usage: %pipeline hub"):
+        shell.run_line_magic("pipeline", "hub restart")
+    assert shell.run_line_magic("pipeline", "hub stop").text.startswith("hub stopped")
+    assert hub_dir.resolve() not in hub.subscriptions
+    assert not daemon.status(hub_dir).running

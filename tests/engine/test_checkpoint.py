@@ -231,3 +231,19 @@ def test_tampered_stored_pipeline_is_refused(tmp_path: Path) -> None:
     with pytest.raises(CheckpointError, match="does not match its checkpoint"):
         Run.resume(run.run_dir)
     assert Run.resume(run.run_dir, graph=graph(PIPELINE)).next_node == "impl"
+
+
+def test_encoded_map_is_spliced_as_valid_sorted_json() -> None:
+    from freshness_magic.engine.checkpoint import EncodedMap, encode_checkpoint
+
+    outcomes = EncodedMap()
+    outcomes.set("b", {"outcome": "fail", "notes": 'quote " and ünïcode'})
+    outcomes.set("a", {"outcome": "success"})
+    outcomes.set("b", {"outcome": "success"})
+    raw = encode_checkpoint({"z": [1], "node_outcomes": outcomes, "a": None})
+    assert raw.endswith(b"}\n") and raw.count(b"\n") == 1
+    assert json.loads(raw) == {
+        "a": None, "node_outcomes": {"b": {"outcome": "success"}, "a": {"outcome": "success"}},
+        "z": [1],
+    }
+    assert list(json.loads(raw)) == ["a", "node_outcomes", "z"]

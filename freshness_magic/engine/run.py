@@ -210,7 +210,15 @@ def _normalised(node: Node, outcome: Outcome) -> Outcome:
 
 
 class Run:
-    """A pipeline run you can step, run, answer, checkpoint and resume."""
+    """A pipeline run you can step, run, answer, checkpoint and resume.
+
+    ``registry`` defaults to the built-in handlers driven by ``backend`` (codergen) and
+    ``interviewer`` (human gates; None means gates make the run WAIT); with your own registry
+    those two are not used. ``clock``, ``wall_clock``, ``sleep`` and ``rng`` are injectable so
+    tests run instantly and deterministically. ``checkpoint_history`` bounds the
+    ``checkpoints/`` folder. The run directory is ``runs_dir/run_id`` (default
+    ``workdir/.freshness/runs/<timestamp>-<hex>``).
+    """
 
     def __init__(
         self,

@@ -646,6 +646,10 @@ class NotebookPipeline:
         stale = self._stale.get(node_id)
         if stale is not None and stale.describe() != view.why:
             lines.append(f"  {stale.describe()}")
+        if stale is not None and self._run is not None:
+            from freshness_magic.hub.notebook import why_lines
+
+            lines.extend(f"  {line}" for line in why_lines(self._run, node_id))
         if node.source_files:
             lines.append(f"  inputs: {', '.join(node.source_files)} (freshness={node.freshness})")
         if view.state is NodeState.PENDING and stale is None:

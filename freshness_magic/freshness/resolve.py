@@ -74,23 +74,55 @@ class _Listing:
         self._cache: dict[str, _Entries] = {}
         self._persist = persist
         self._fs_now_ns = fs_now_ns
+        self._reread: set[str] = set()
+        self.track: set[str] | None = None
+        """When set, every folder consulted is added (what a resolution depends on)."""
+
+    @property
+    def persistent(self) -> bool:
+        return self._persist is not None
+
+    def _persisted(self, folder: str) -> tuple[_DirKey | None, _Entries | None]:
+        """(the folder's key now, its persisted listing if still valid)."""
+        assert self._persist is not None
+        try:
+            st = os.stat(folder)
+        except OSError:
+            return None, None
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+        hit = self._persist.get(folder)
+        if hit is not None and hit[0] == key and key[2] < hit[2] - RACY_WINDOW_NS:
+            return key, hit[1]
+        return key, None
+
+    def unchanged(self, folders: Iterable[str]) -> bool:
+        """Whether every folder still has the listing persisted by an earlier pass."""
+        if self._persist is None:
+            return False
+        for folder in folders:
+            if folder in self._reread:
+                return False
+            if folder in self._cache:
+                continue
+            _key, hit = self._persisted(folder)
+            if hit is None:
+                return False
+            self._cache[folder] = hit
+        return True
 
     def entries(self, folder: str) -> _Entries:
+        if self.track is not None:
+            self.track.add(folder)
         cached = self._cache.get(folder)
         if cached is not None:
             return cached
         key: _DirKey | None = None
         if self._persist is not None:
-            try:
-                st = os.stat(folder)
-            except OSError:
-                st = None
-            if st is not None:
-                key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-                hit = self._persist.get(folder)
-                if hit is not None and hit[0] == key and key[2] < hit[2] - RACY_WINDOW_NS:
-                    self._cache[folder] = hit[1]
-                    return hit[1]
+            key, hit = self._persisted(folder)
+            if hit is not None:
+                self._cache[folder] = hit
+                return hit
+            self._reread.add(folder)
         files: list[str] = []
         dirs: list[tuple[str, bool, int]] = []
         links = False
@@ -136,10 +168,31 @@ class Resolver:
             self._allow_all = False
             self._allowed = tuple(os.path.abspath(os.fspath(p)) for p in allow_outside)
         self._folders: dict[str, tuple[_DirKey, _Entries, int]] = {}
+        self._resolved: dict[tuple[str, ...], tuple[Resolution, tuple[str, ...]]] = {}
 
     def resolve(self, entries: Sequence[str], listing: _Listing | None = None) -> Resolution:
-        """Resolve one node's entries; every call re-reads the folders (nothing is remembered)."""
+        """Resolve one node's entries against the folders as they are now.
+
+        With a persistent listing (see :meth:`resolve_many`) the previous resolution of the same
+        entries is returned as is when every folder it consulted is provably unchanged.
+        """
         listing = listing or _Listing()
+        if not listing.persistent:
+            return self._resolve(entries, listing)
+        memo_key = tuple(entries)
+        previous = self._resolved.get(memo_key)
+        if previous is not None and listing.unchanged(previous[1]):
+            return previous[0]
+        listing.track = set()
+        try:
+            resolution = self._resolve(entries, listing)
+            consulted = listing.track
+        finally:
+            listing.track = None
+        self._resolved[memo_key] = (resolution, tuple(consulted))
+        return resolution
+
+    def _resolve(self, entries: Sequence[str], listing: _Listing) -> Resolution:
         files: dict[str, None] = {}
         literal: set[str] = set()
         unresolved: list[Unresolved] = []
@@ -255,6 +308,7 @@ def _walk(
         return
     matcher = matchers[index]
     if matcher is None:
+        listing.entries(folder)  # the child's existence and kind show in this folder's key
         path = os.path.join(folder, segment)
         if last:
             if os.path.isfile(path):

@@ -30,6 +30,9 @@ def check_run_dir(run_dir: Path, *, hash_size_limit: int | None = None) -> Fresh
             f"checkpoint {used} has no freshness baselines (the run was not opened with the "
             "freshness extension, or has not started yet)"
         )
-    tracker = FreshnessTracker(str(data.get("workdir") or "."), hash_size_limit)
+    from freshness_magic.hub.integration import HubHashSource
+
+    workdir = str(data.get("workdir") or ".")
+    tracker = FreshnessTracker(workdir, hash_size_limit, hash_source=HubHashSource(workdir))
     tracker.load(tracker_state)
     return tracker.report()

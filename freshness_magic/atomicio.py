@@ -64,6 +64,20 @@ def dumps(obj: Any) -> str:
     )
 
 
+def ensure_ignored_dir(folder: str | os.PathLike[str]) -> Path:
+    """Create ``folder`` with a ``.gitignore`` of ``*`` (as ``.pytest_cache/`` does).
+
+    The project's own state folders (``.freshness/``, ``.orchestrator/``) must never show up as
+    the user's changes in ``git status``.
+    """
+    root = Path(folder)
+    root.mkdir(parents=True, exist_ok=True)
+    ignore = root / ".gitignore"
+    if not ignore.exists():
+        write_atomic(ignore, "# Created by freshness_magic: tool state, not user changes.\n*\n")
+    return root
+
+
 def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
     """Atomically write ``obj`` as pretty JSON followed by a newline."""
     write_atomic(path, dumps(obj) + "\n")

@@ -44,7 +44,7 @@ from enum import StrEnum
 from pathlib import Path
 from typing import Any
 
-from freshness_magic.atomicio import read_jsonl, write_atomic, write_json_atomic
+from freshness_magic.atomicio import ensure_ignored_dir, read_jsonl, write_atomic, write_json_atomic
 from freshness_magic.engine.checkpoint import (
     CHECKPOINT_FORMAT,
     CheckpointWriter,
@@ -360,6 +360,8 @@ class Run:
                 "Run.resume(run_dir) or start with another run_id"
             )
         self._started = True
+        if self._run_dir.parent == self.workdir / ".freshness" / "runs":
+            ensure_ignored_dir(self.workdir / ".freshness")
         self._run_dir.mkdir(parents=True, exist_ok=True)
         self._write_manifest()
         self.context.set("graph.goal", self.graph.goal)

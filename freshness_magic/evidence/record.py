@@ -225,12 +225,7 @@ def ensure_evidence_dir(workdir: str | os.PathLike[str]) -> Path:
             f"{root} is a symbolic link; evidence is only written to a real folder "
             "inside the working directory"
         )
-    root.mkdir(parents=True, exist_ok=True)
-    ignore = root / ".gitignore"
-    if not ignore.exists():
-        atomicio.write_atomic(
-            ignore, "# Created by freshness_magic: engine records, not user changes.\n*\n"
-        )
+    atomicio.ensure_ignored_dir(root)
     folder = root / EVIDENCE_SUBDIR
     folder.mkdir(exist_ok=True)
     return folder

@@ -104,6 +104,14 @@ def default_choice_of(question: Question) -> Choice | None:
     return None
 
 
+def _display(choice: Choice) -> str:
+    """``[K] label``, without repeating a key the label already starts with."""
+    key, _text = parse_accelerator(choice.label)
+    if key == choice.key and choice.label != _text:
+        return choice.label
+    return f"[{choice.key}] {choice.label}"
+
+
 def answer_outcome(question: Question, choice: Choice) -> Outcome:
     """SUCCESS routed to the chosen edge, with the ``human.gate.*`` keys set."""
     return Outcome(
@@ -114,7 +122,7 @@ def answer_outcome(question: Question, choice: Choice) -> Outcome:
             "human.gate.selected": choice.key,
             "human.gate.label": choice.label,
         },
-        notes=f"Human selected [{choice.key}] {choice.label} -> {choice.target}",
+        notes=f"Human selected {_display(choice)} -> {choice.target}",
     )
 
 

@@ -37,6 +37,7 @@ Semantics decided here:
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from itertools import pairwise
 
 from freshness_magic.engine.dot_lexer import (
@@ -61,8 +62,8 @@ _CLASS_STRIP_RE = re.compile(r"[^a-z0-9-]+")
 _NOT_ID_CHARS_RE = re.compile(r"[^A-Za-z0-9_]+")
 _ID_HINT = "node ids must match [A-Za-z_][A-Za-z0-9_]*"
 
-_Attr = tuple[str, str, int]
-"""(key, value, offset of the key) as written in an attribute list."""
+_Attr = tuple[str, str, Position]
+"""(key, value, position of the key) as written in an attribute list."""
 
 
 def subgraph_class(label: str) -> str:
@@ -137,6 +138,8 @@ class _Parser:
         self.subgraphs: list[_Scope] = []
         self.memberships: dict[str, dict[int, None]] = {}
         self.explicit: dict[str, set[str]] = {}
+        self.known_keys: set[str] = set()
+        """Attribute names already checked against KEY_RE (names repeat on every node)."""
 
     # -- helpers -------------------------------------------------------------------------------
 
@@ -323,10 +326,9 @@ class _Parser:
                 values, positions = scope.edge_values, scope.edge_positions
             else:
                 values, positions = scope.attrs, scope.attr_positions
-            pos = self._pos
-            for key, value, offset in items:
+            for key, value, position in items:
                 values[key] = value
-                positions[key] = pos(offset)
+                positions[key] = position
             return
         if keyword == "subgraph":
             j = i + 1
@@ -390,7 +392,7 @@ class _Parser:
         scope = self.scopes[-1]
         pos = self._pos
         explicit_values = {key: value for key, value, _ in items}
-        explicit_positions = {key: pos(offset) for key, _, offset in items}
+        explicit_positions = {key: position for key, _, position in items}
         edges = self.graph.edges
         for (source, offset), (target, _) in pairwise(chain):
             attrs = dict(scope.edge_values)
@@ -439,12 +441,14 @@ class _Parser:
     def _key(self, i: int) -> str:
         """The attribute name at token ``i``: a word, or a quoted string holding a valid name."""
         key = self.values[i] if self.kinds[i] == WORD else string_value(self.values[i])
-        if not KEY_RE.match(key):
-            raise self._error(
-                f"invalid attribute name '{key}': names are identifiers, optionally dotted "
-                "(e.g. timeout, human.default_choice)",
-                i,
-            )
+        if key not in self.known_keys:
+            if not KEY_RE.match(key):
+                raise self._error(
+                    f"invalid attribute name '{key}': names are identifiers, optionally dotted "
+                    "(e.g. timeout, human.default_choice)",
+                    i,
+                )
+            self.known_keys.add(key)
         return key
 
     def _value(self, j: int, key: str) -> tuple[str, int]:
@@ -476,7 +480,9 @@ class _Parser:
 
     def _attr_lists(self) -> list[_Attr]:
         """One or more ``[...]`` lists starting at the current '['; commas/semicolons optional."""
-        kinds, offsets = self.kinds, self.offsets
+        kinds, values, offsets = self.kinds, self.values, self.offsets
+        starts = self.source.line_starts
+        known_keys = self.known_keys
         items: list[_Attr] = []
         i = self.i
         while kinds[i] == "[":
@@ -493,9 +499,19 @@ class _Parser:
                 if kind == WORD or (kind == STRING and kinds[i + 1] == "="):
                     if kinds[i + 1] != "=":
                         self._missing_equals(i, open_index)
-                    key = self._key(i)
-                    value, next_i = self._value(i + 2, key)
-                    items.append((key, value, offsets[i]))
+                    key = values[i]
+                    if kind != WORD or key not in known_keys:
+                        key = self._key(i)
+                    value_kind = kinds[i + 2]
+                    if value_kind == WORD:  # fast paths of _value for the common cases
+                        value, next_i = values[i + 2], i + 3
+                    elif value_kind == STRING and kinds[i + 3] != "+" and "\\" not in values[i + 2]:
+                        value, next_i = values[i + 2][1:-1], i + 3
+                    else:
+                        value, next_i = self._value(i + 2, key)
+                    offset = offsets[i]
+                    line = bisect_right(starts, offset)
+                    items.append((key, value, Position(line, offset - starts[line - 1] + 1)))
                     i = next_i
                     continue
                 if kind in (EOF, "[", "{", "}", ARROW):
@@ -559,10 +575,10 @@ class _Parser:
             self._add_membership(node_id)
         if items:
             explicit = self.explicit.setdefault(node_id, set())
-            pos = self._pos
-            for key, value, key_offset in items:
-                node.attrs[key] = value
-                node.attr_positions[key] = pos(key_offset)
+            attrs, positions = node.attrs, node.attr_positions
+            for key, value, position in items:
+                attrs[key] = value
+                positions[key] = position
                 explicit.add(key)
 
     def _add_membership(self, node_id: str) -> None:

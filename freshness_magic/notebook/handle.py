@@ -218,6 +218,9 @@ class NotebookPipeline:
     _listeners: list[Callable[[Any], None]] = field(default_factory=list)
     _evidence: EvidenceTail | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock)
+    _views_memo: tuple[tuple[int, int, int], dict[str, NodeView]] | None = None
+    _stale_version: int = 0
+    _run_version: int = 0
     structure_version: int = 0
     """Bumped whenever something the layout shows changes (a ``%%node`` changes a node's type)."""
 
@@ -285,6 +288,7 @@ class NotebookPipeline:
 
     def _attach(self, run: Any) -> None:
         self._run = run
+        self._run_version += 1
         self._started = None
         self._finished = None
         registry = getattr(run, "registry", None)
@@ -455,6 +459,7 @@ class NotebookPipeline:
                 self._run.events.unsubscribe(self._on_event)
             self._run = None
             self._stale = {}
+            self._stale_version += 1
             self._open(resume=False)
         return TextResult("reset: a new run starts at the beginning\n" + self.status_text())
 
@@ -476,6 +481,7 @@ class NotebookPipeline:
         before = self._stale
         report = _report_of(self._run)
         self._stale = _stale_from_report(report) if report is not None else {}
+        self._stale_version += 1
         changed = self._stale != before
         if changed:
             self._notify()
@@ -520,7 +526,14 @@ class NotebookPipeline:
         return nxt
 
     def views(self) -> dict[str, NodeView]:
-        """Every node's visible state and why (DESIGN §7)."""
+        """Every node's visible state and why (DESIGN §7); a fresh dict the caller may keep."""
+        run = self._run
+        key = (self._run_version, run.events.seq if run is not None else 0, self._stale_version)
+        if self._views_memo is None or self._views_memo[0] != key:
+            self._views_memo = (key, self._compute_views())
+        return dict(self._views_memo[1])
+
+    def _compute_views(self) -> dict[str, NodeView]:
         outcomes = self.outcomes()
         gate = self.pending_gate()
         state = self.state_name

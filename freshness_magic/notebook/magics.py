@@ -12,6 +12,7 @@ from __future__ import annotations
 import argparse
 import os
 import shlex
+import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, NoReturn
@@ -337,8 +338,12 @@ class PipelineMagics(Magics):
         if not self.auto_refresh:
             return
         for pipeline in self.pipelines.values():
-            if pipeline.has_run:
+            if not pipeline.has_run or pipeline.busy:
+                continue
+            try:
                 pipeline.refresh_freshness()
+            except FreshnessMagicError as exc:
+                print(f"freshness_magic: cannot re-check {pipeline.name}: {exc}", file=sys.stderr)
 
     def complete(self, line: str, symbol: str) -> list[str]:
         """Completions for a magic line: subcommands, flags, node ids, pipeline names."""

@@ -163,9 +163,10 @@ class _Parser:
         kind = self.kinds[index]
         if kind == EOF:
             return "the end of the file"
+        text = self.values[index]
         if kind == STRING:
-            return f"the quoted string {self.values[index][:40]}"
-        return f"'{self.values[index]}'"
+            return f"the quoted string {text[:40]}{'...' if len(text) > 40 else ''}"
+        return f"'{text[:40]}{'...' if len(text) > 40 else ''}'"
 
     def _pos(self, offset: int) -> Position:
         return self.source.position(offset)

@@ -19,6 +19,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import fcntl
+import functools
 import json
 import os
 import queue
@@ -28,7 +29,8 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Sequence
+import traceback
+from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -406,6 +408,10 @@ class Hub:
                 if rel is not None:
                     paths.add(rel)
         if error is not None:
+            if not self.root.is_dir():
+                self.log(f"watcher error {error}; {self.root} is gone; stopping")
+                self.stop_event.set()
+                return
             self.log(f"watcher error {error}; restarting watchers")
             self._start_watchers()
             self.full_sweep("watcher error", mark=True)
@@ -431,6 +437,23 @@ class Hub:
             return None
         return rel
 
+    def _guarded(self, action: Callable[[], None]) -> None:
+        """Run one update; on an unexpected error log it and rebuild the truth with a sweep.
+
+        A second failure in a row ends the process (clients then fall back to hashing).
+        """
+        try:
+            action()
+        except Exception:
+            self.log("update failed:\n" + traceback.format_exc())
+            if not self.root.is_dir():
+                self.log(f"{self.root} is gone; stopping")
+                self.stop_event.set()
+                return
+            time.sleep(1.0)
+            self._start_watchers()
+            self.full_sweep("recovering from an error", mark=True)
+
     def run(self) -> None:
         self._set_caught_up(False)
         set_meta(self.conn, "pid", str(os.getpid()))
@@ -442,6 +465,9 @@ class Hub:
                 first = self.events.get(timeout=0.2)
             except queue.Empty:
                 first = None
+                if not db_path(self.root).exists():
+                    self.log(f"{db_path(self.root)} (or its folder) was removed; stopping")
+                    break
             if self.stop_event.is_set():
                 break
             if first is not None:
@@ -449,7 +475,7 @@ class Hub:
                 with contextlib.suppress(queue.Empty):
                     while True:
                         batch.append(self.events.get_nowait())
-                self.handle_batch(batch)
+                self._guarded(functools.partial(self.handle_batch, batch))
             if self.sweep_event.is_set():
                 self.sweep_event.clear()
                 self.full_sweep("requested (SIGUSR1)", mark=True)

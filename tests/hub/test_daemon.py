@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import sqlite3
@@ -276,3 +277,28 @@ def test_stop_and_restart_picks_up_changes(hub_dir: Path) -> None:
         "login() docstring changed"
     )
     assert client.describe_changes("docs/notes.md", seq) == "docs/notes.md: removed"
+
+
+def test_hub_stops_itself_when_its_tree_is_removed(tmp_path: Path) -> None:
+    import shutil
+
+    root = tmp_path / "gone"
+    write(root, "src/a.py", "def a():\n    pass\n")
+    status = daemon.start(root)
+    try:
+        shutil.rmtree(root)
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                os.kill(status.pid or 0, 0)
+                os.waitpid(status.pid or 0, os.WNOHANG)
+            except (ProcessLookupError, ChildProcessError):
+                break
+            assert time.monotonic() < deadline, "the hub kept running without its folder"
+            time.sleep(0.05)
+    finally:
+        if root.exists():
+            daemon.stop(root)
+        elif status.pid:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(status.pid, signal.SIGTERM)

@@ -58,19 +58,24 @@ def hash_bytes(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
+def _digest_rest(fd: int, first: bytes) -> str:
+    """Digest of ``first`` followed by the rest of the file (it grew after its fstat)."""
+    chunks = [first]
+    while True:
+        chunk = os.read(fd, 65536)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    return xxhash.xxh3_128_hexdigest(b"".join(chunks))
+
+
 def _digest_fd(fd: int, size: int) -> str:
     if size <= SMALL_FILE_BYTES:
         # One read of size + 1 bytes: a short read of a regular file means end of file.
         data = os.read(fd, size + 1)
         if len(data) <= size:
             return xxhash.xxh3_128_hexdigest(data)
-        chunks = [data]
-        while True:
-            chunk = os.read(fd, 65536)
-            if not chunk:
-                break
-            chunks.append(chunk)
-        return xxhash.xxh3_128_hexdigest(b"".join(chunks))
+        return _digest_rest(fd, data)
     hasher = xxhash.xxh3_128()
     while True:
         chunk = os.read(fd, CHUNK_BYTES)
@@ -85,6 +90,9 @@ _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOC
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 
 
+_S_IFMT, _S_IFREG = 0o170000, 0o100000
+
+
 def hash_file_at(
     path: str | os.PathLike[str], dir_fd: int | None = None, *, follow_symlinks: bool = True
 ) -> tuple[str, StatKey]:
@@ -94,23 +102,42 @@ def hash_file_at(
     open folder, which saves the path lookup per file. Same rules and errors as ``hash_file``.
     """
     flags = _OPEN_FLAGS if follow_symlinks else _OPEN_FLAGS | _NOFOLLOW
+    open_, fstat, read, close = os.open, os.fstat, os.read, os.close
     for _ in range(MAX_REREADS):
-        fd = os.open(path, flags, dir_fd=dir_fd)
+        fd = open_(path, flags, dir_fd=dir_fd)
         try:
-            before = os.fstat(fd)
-            if not stat_module.S_ISREG(before.st_mode):
+            before = fstat(fd)
+            if before.st_mode & _S_IFMT != _S_IFREG:
                 raise HashingError(f"{os.fspath(path)}: not a regular file")
-            digest = _digest_fd(fd, before.st_size)
-            after = os.fstat(fd)
+            size = before.st_size
+            if size <= SMALL_FILE_BYTES:
+                data = read(fd, size + 1)
+                if len(data) <= size:
+                    digest = xxhash.xxh3_128_hexdigest(data)
+                else:
+                    digest = _digest_rest(fd, data)
+            else:
+                digest = _digest_fd(fd, size)
+            after = fstat(fd)
         finally:
-            os.close(fd)
+            close(fd)
         if (
             before.st_mtime_ns == after.st_mtime_ns
             and before.st_ctime_ns == after.st_ctime_ns
             and before.st_size == after.st_size
             and before.st_ino == after.st_ino
         ):
-            return digest, StatKey.of(after)
+            return digest, tuple.__new__(
+                StatKey,
+                (
+                    after.st_dev,
+                    after.st_ino,
+                    after.st_mode,
+                    after.st_size,
+                    after.st_mtime_ns,
+                    after.st_ctime_ns,
+                ),
+            )
     raise HashingError(f"{os.fspath(path)}: changed while being read {MAX_REREADS} times")
 
 

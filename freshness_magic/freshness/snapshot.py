@@ -14,7 +14,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from freshness_magic.freshness.baseline import NONE, STAT, Baseline, FileRecord
+from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier
 from freshness_magic.freshness.hashing import HashingError, StatKey, hash_file_at
 from freshness_magic.freshness.resolve import Resolution, Resolver
@@ -250,7 +250,7 @@ class Snapshotter:
             except OSError as exc:
                 records[key] = self._unreadable(name, dir_fd, exc)
                 continue
-            record = FileRecord(True, skey, digest)
+            record = tuple.__new__(FileRecord, (True, skey, digest, HASH, "", True))
             entries[key] = (record, fs_now)  # verified at this snapshot's time
             records[key] = record
 

@@ -1,0 +1,58 @@
+"""hashing.py as freshness uses it: one-read small files, streamed large ones, dir_fd, FIFOs."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.freshness import hashing
+from freshness_magic.freshness.hashing import (
+    HashingError,
+    StatKey,
+    hash_bytes,
+    hash_file,
+    hash_file_at,
+)
+
+
+@pytest.mark.parametrize(
+    "size", [0, 1, 4096, hashing.SMALL_FILE_BYTES, 3 * hashing.CHUNK_BYTES + 7]
+)
+def test_digest_equals_hash_of_the_bytes(tmp_path: Path, size: int) -> None:
+    data = os.urandom(size)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    result = hash_file(path)
+    assert result.digest == hash_bytes(data)
+    assert result.stat == StatKey.of(os.stat(path))
+
+
+def test_hash_file_at_relative_to_a_folder_descriptor(tmp_path: Path) -> None:
+    (tmp_path / "a.txt").write_text("hello")
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        digest, key = hash_file_at("a.txt", fd)
+    finally:
+        os.close(fd)
+    assert digest == hash_bytes(b"hello") and key.size == 5 and key.is_regular_file
+
+
+def test_fifo_is_refused_without_waiting_for_a_writer(tmp_path: Path) -> None:
+    os.mkfifo(tmp_path / "pipe")
+    with pytest.raises(HashingError, match="not a regular file"):
+        hash_file(tmp_path / "pipe")
+
+
+def test_folder_is_not_a_regular_file(tmp_path: Path) -> None:
+    with pytest.raises(HashingError):
+        hash_file(tmp_path)
+
+
+def test_symlink_not_followed_when_asked(tmp_path: Path) -> None:
+    (tmp_path / "t.txt").write_text("t")
+    os.symlink(tmp_path / "t.txt", tmp_path / "l.txt")
+    assert hash_file(tmp_path / "l.txt").digest == hash_bytes(b"t")
+    with pytest.raises(OSError):
+        hash_file(tmp_path / "l.txt", follow_symlinks=False)

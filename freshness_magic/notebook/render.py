@@ -119,6 +119,10 @@ class Layout:
     index: Mapping[str, int]
     titles: Mapping[str, str] = field(default_factory=dict)
     """The static tooltip of each node (id, label, handler type, inputs)."""
+    boxes: Mapping[str, tuple[float, float, float, float]] = field(default_factory=dict)
+    """Each node's bounding box ``(x, y, width, height)`` in the graph group's coordinates."""
+    frame: Mapping[str, str] = field(default_factory=dict)
+    """The root ``width``, ``height``, ``viewBox`` and the graph group's ``transform``."""
 
 
 def _dot_string(text: str) -> str:
@@ -250,7 +254,43 @@ def build_layout(graph: Graph) -> Layout:
     root.set("role", "img")
     root.set("aria-label", f"pipeline {graph.name}")
     svg = ET.tostring(root, encoding="unicode")
-    return Layout(svg=svg, index=index, titles=titles)
+    boxes = {}
+    for group in root.iter(f"{{{SVG_NS}}}g"):
+        owner = group.get("data-node")
+        box = _bbox(group) if owner is not None else None
+        if owner is not None and box is not None:
+            boxes[owner] = box
+    graph_group = root.find(f"{{{SVG_NS}}}g")
+    frame = {key: root.get(key) or "" for key in ("width", "height", "viewBox")}
+    frame["transform"] = (graph_group.get("transform") or "") if graph_group is not None else ""
+    return Layout(svg=svg, index=index, titles=titles, boxes=boxes, frame=frame)
+
+
+def _bbox(group: ET.Element) -> tuple[float, float, float, float] | None:
+    """The bounding box of a node group's shapes (polygon points, ellipses)."""
+    xs: list[float] = []
+    ys: list[float] = []
+    for part in group:
+        tag = _local(part.tag)
+        if tag in ("polygon", "polyline"):
+            for pair in part.get("points", "").split():
+                x, _, y = pair.partition(",")
+                try:
+                    xs.append(float(x))
+                    ys.append(float(y))
+                except ValueError:
+                    continue
+        elif tag == "ellipse":
+            try:
+                cx, cy = float(part.get("cx", "0")), float(part.get("cy", "0"))
+                rx, ry = float(part.get("rx", "0")), float(part.get("ry", "0"))
+            except ValueError:
+                continue
+            xs += [cx - rx, cx + rx]
+            ys += [cy - ry, cy + ry]
+    if not xs or not ys:
+        return None
+    return (min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys))
 
 
 class LayoutCache:
@@ -292,7 +332,13 @@ def base_css(scope: str) -> str:
     """CSS sent once with the layout: fonts, pending look, the stale outlines and the legend."""
     pending = STATE_STYLES[NodeState.PENDING]
     rules = [
-        f".{scope} .fm-graph-svg{{max-width:100%;height:auto}}",
+        f".{scope} .fm-graph-box{{position:relative;display:block}}",
+        f".{scope} .fm-graph-box>.fm-graph,.{scope} .fm-graph-box>.fm-state{{margin:0;padding:0}}",
+        f".{scope} .fm-graph-box>.fm-graph{{width:100%;min-width:0;flex:1 1 auto}}",
+        f".{scope} .fm-graph-box>.fm-state{{position:absolute;top:0;left:0;right:0;"
+        "pointer-events:none}",
+        f".{scope} .fm-graph-svg,.{scope} .fm-overlay{{display:block;max-width:100%;height:auto}}",
+        f".{scope} .fm-tip{{fill:transparent;stroke:none;pointer-events:all}}",
         f".{scope} .fm-node>{_SHAPE_PARTS}{{fill:{pending.fill};stroke:{pending.stroke}}}",
         f".{scope} .fm-legend{{display:flex;flex-wrap:wrap;gap:4px 12px;font:12px sans-serif}}",
         f".{scope} .fm-legend-item{{display:inline-flex;align-items:center;gap:4px}}",
@@ -384,6 +430,47 @@ def why_html(views: Mapping[str, NodeView], limit: int = 12) -> str:
         )
     more = f"<li>… and {len(rows) - limit} more</li>" if len(rows) > limit else ""
     return '<ul class="fm-why">' + "".join(items) + more + "</ul>"
+
+
+TIP_STATES = frozenset(
+    {
+        NodeState.RUNNING, NodeState.PARTIAL, NodeState.FAILED, NodeState.RETRYING,
+        NodeState.WAITING, NodeState.BLOCKED, NodeState.STALE,
+    }
+)  # fmt: skip
+"""States whose live tooltip says why (others keep the static tooltip of the layout)."""
+
+
+def overlay_svg(layout: Layout, views: Mapping[str, NodeView], limit: int = 60) -> str:
+    """Transparent boxes over the nodes that need attention, each with a ``<title>`` saying why.
+
+    Sent with the state CSS (the layout SVG stays as it is); drawn exactly over the graph because
+    it has the same size, viewBox and transform. Only nodes in :data:`TIP_STATES` get one.
+    """
+    frame = layout.frame
+    tips = []
+    for node_id, view in views.items():
+        box = layout.boxes.get(node_id)
+        if box is None or view.state not in TIP_STATES:
+            continue
+        x, y, width, height = box
+        title = html.escape(
+            f"{layout.titles.get(node_id, node_id)}\n{view.state.value}: {view.why}"
+        )
+        stale = f' data-stale="{view.stale.value}"' if view.stale is not StaleKind.NONE else ""
+        tips.append(
+            f'<rect class="fm-tip" data-node="{html.escape(node_id)}" '
+            f'data-state="{view.state.value}"{stale} x="{x:.1f}" y="{y:.1f}" '
+            f'width="{width:.1f}" height="{height:.1f}"><title>{title}</title></rect>'
+        )
+        if len(tips) >= limit:
+            break
+    return (
+        f'<svg xmlns="{SVG_NS}" class="fm-overlay" width="{html.escape(frame.get("width", ""))}" '
+        f'height="{html.escape(frame.get("height", ""))}" '
+        f'viewBox="{html.escape(frame.get("viewBox", ""))}">'
+        f'<g transform="{html.escape(frame.get("transform", ""))}">{"".join(tips)}</g></svg>'
+    )
 
 
 def snapshot_svg(layout: Layout, views: Mapping[str, NodeView]) -> str:

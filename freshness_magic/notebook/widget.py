@@ -12,8 +12,10 @@ The page contract (what browser tests may rely on):
   edges ``g.fm-edge[data-source][data-target]``; legend ``.fm-legend-item[data-state]``.
 - node state in the live page = computed style of the node's shape (fill/stroke, see
   ``render.STATE_STYLES``; stale since baseline ``stroke-dasharray: 8, 4``, since run ``2, 3``),
-  set by the ``<style>`` in ``.fm-state``; nodes needing attention are also listed there as
-  ``li.fm-why-item[data-node][data-state][data-stale]`` with the reason as text.
+  set by the ``<style>`` in ``.fm-state``. Nodes needing attention (running, waiting, failed,
+  blocked, retrying, partial, stale) get a hover box ``.fm-state svg.fm-overlay
+  rect.fm-tip[data-node][data-state][data-stale]`` whose ``<title>`` says why, laid exactly over
+  the node, and a line ``.fm-attention li.fm-why-item[data-node][data-state][data-stale]``.
 - controls ``.fm-step``, ``.fm-run``, ``.fm-run-to``, ``.fm-run-to-node``, ``.fm-accept``,
   ``.fm-reset``; ``.fm-progress``; ``.fm-status span[data-state=<run state>]``.
 - gate ``.fm-gate`` (hidden when no gate waits), ``.fm-gate-question [data-node]``, one
@@ -46,6 +48,7 @@ from freshness_magic.notebook.render import (
     Layout,
     base_css,
     legend_html,
+    overlay_svg,
     snapshot_svg,
     state_css,
     why_html,
@@ -144,10 +147,14 @@ class PipelineWidget(w.VBox):
         self._evidence_count = -1
         self._records: list[dict[str, Any]] = []
 
-        self.graph_html = w.HTML(layout=w.Layout(overflow="auto"))
+        self.graph_html = w.HTML()
         self.graph_html.add_class("fm-graph")
         self.state_html = w.HTML()
         self.state_html.add_class("fm-state")
+        self.graph_box = w.Box([self.graph_html, self.state_html])
+        self.graph_box.add_class("fm-graph-box")
+        self.attention = w.HTML()
+        self.attention.add_class("fm-attention")
         self.legend = w.HTML(legend_html())
         self.legend.add_class("fm-legend-box")
 
@@ -223,8 +230,8 @@ class PipelineWidget(w.VBox):
         super().__init__(
             [
                 w.HTML(f"<style>{base_css(self.scope)}</style>"),
-                self.graph_html,
-                self.state_html,
+                self.graph_box,
+                self.attention,
                 self.legend,
                 controls,
                 progress_row,
@@ -398,10 +405,14 @@ class PipelineWidget(w.VBox):
         assert self._layout is not None
         views = pipeline.views()
         css = state_css(self.scope, self._layout, views)
+        overlay = overlay_svg(self._layout, views)
         why = why_html(views)
-        if self.state_html.value != css + why:
-            self.state_html.value = css + why
+        if self.state_html.value != css + overlay:
+            self.state_html.value = css + overlay
             sent += len(self.state_html.value.encode("utf-8"))
+        if self.attention.value != why:
+            self.attention.value = why
+            sent += len(why.encode("utf-8"))
         done = sum(1 for o in pipeline.outcomes().values() if o.status is not StageStatus.WAITING)
         if pipeline.state_name == "completed":
             done = self.progress.max

@@ -11,6 +11,7 @@ from freshness_magic.notebook.render import (
     StaleKind,
     legend_html,
     node_groups,
+    overlay_svg,
     parse_state_css,
     sanitize_svg,
     snapshot_svg,
@@ -136,3 +137,27 @@ def test_legend_and_why_list():
     assert 'data-node="a" data-state="failed"' in why
     assert "&lt;img" in why and "<img" not in why
     assert 'data-node="b"' not in why
+
+
+def test_overlay_tips_sit_on_the_nodes_that_need_attention():
+    graph = load_pipeline(chain(3))
+    layout = LayoutCache().get(graph)
+    views = {
+        "start": NodeView(NodeState.SUCCEEDED, why="ok"),
+        "n0": NodeView(
+            NodeState.STALE, StaleKind.RUN, "inputs changed since it ran: a.py (modified)"
+        ),
+        "n1": NodeView(NodeState.FAILED, why=XSS),
+    }
+    overlay = overlay_svg(layout, views)
+    assert overlay.count('class="fm-tip"') == 2
+    assert 'data-node="n0" data-state="stale" data-stale="run"' in overlay
+    assert "a.py (modified)</title>" in overlay
+    assert "&lt;img src=x onerror=alert(1)&gt;" in overlay and "<img" not in overlay
+    assert f'viewBox="{layout.frame["viewBox"]}"' in overlay
+    assert f'transform="{layout.frame["transform"]}"' in overlay
+    x, y, width, height = layout.boxes["n0"]
+    assert f'x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}"' in overlay
+    polygon = next(g for g in node_groups(layout.svg) if g.get("data-node") == "n0")[1]
+    points = [tuple(map(float, p.split(","))) for p in polygon.get("points", "").split()]
+    assert min(p[0] for p in points) == x and min(p[1] for p in points) == y

@@ -10,6 +10,7 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_module
+import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
@@ -72,6 +73,7 @@ class Snapshotter:
         self.after_resolve = after_resolve
         self.hash_source = hash_source
         self._last_groups: tuple[list[str], dict[str, list[tuple[str, str]]]] | None = None
+        self._lock = threading.RLock()
 
     def seed(self, baseline: Baseline) -> None:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
@@ -82,7 +84,17 @@ class Snapshotter:
     def take(
         self, nodes: Mapping[str, Sequence[str]], kind: str, *, with_git: bool = True
     ) -> dict[str, Baseline]:
-        """Snapshot the files of ``nodes`` (node id -> entries) as baselines of ``kind``."""
+        """Snapshot the files of ``nodes`` (node id -> entries) as baselines of ``kind``.
+
+        Snapshots are serialised (a widget thread may ask for a report while a step runs): the
+        caches they share are never updated by two snapshots at once.
+        """
+        with self._lock:
+            return self._take(nodes, kind, with_git=with_git)
+
+    def _take(
+        self, nodes: Mapping[str, Sequence[str]], kind: str, *, with_git: bool
+    ) -> dict[str, Baseline]:
         fs_now = filesystem_now_ns(self.state_dir)
         taken_at = time.time()
         pending = self.git.start_status() if with_git and self.git.available else None

@@ -42,5 +42,9 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(report)
+        from freshness_magic.hub.integration import report_symbol_lines
+
+        for line in report_symbol_lines(report):
+            print(f"  {line}")
     return 0 if report.all_fresh else 1
 

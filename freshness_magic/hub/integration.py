@@ -15,6 +15,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import Any
 
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.hashing import StatKey
@@ -172,3 +173,24 @@ def live_refresh(
         client.close()
         return None
     return client.subscribe(on_change, poll=poll)
+
+
+def report_symbol_lines(report: Any, node_ids: Iterable[str] | None = None) -> list[str]:
+    """``node: path: login() signature changed`` lines for the stale nodes of a freshness report.
+
+    ``report`` is a :class:`~freshness_magic.freshness.report.FreshnessReport`; each node's
+    effective view (since it ran, else since its baseline) is explained with the hub's change log
+    after that snapshot's time. Empty when no hub runs.
+    """
+    lines: list[str] = []
+    wanted = report.stale_nodes if node_ids is None else list(node_ids)
+    for node_id in wanted:
+        entry = report.nodes.get(node_id)
+        if entry is None:
+            continue
+        view = entry.effective
+        if not view.stale_files:
+            continue
+        found = symbol_changes(report.workdir, view.stale_files, view.snapshot_taken_at)
+        lines.extend(f"{node_id}: {found[p]}" for p in view.stale_files if p in found)
+    return lines

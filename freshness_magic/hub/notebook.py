@@ -19,7 +19,7 @@ from typing import Any
 
 from freshness_magic.errors import HubError
 from freshness_magic.hub.client import Change, Subscription
-from freshness_magic.hub.integration import hub_command, live_refresh, symbol_changes
+from freshness_magic.hub.integration import hub_command, live_refresh, report_symbol_lines
 
 
 class NotebookHub:
@@ -108,16 +108,8 @@ def why_lines(run: Any, node_id: str) -> list[str]:
     Uses the node's effective freshness view (since it ran, else since its baseline) and the
     hub's change log after that snapshot's time; empty when no hub runs or nothing applies.
     """
-    report = None
     for ext in getattr(run, "extensions", ()):
         if getattr(ext, "name", "") == "freshness" and callable(getattr(ext, "report", None)):
-            report = ext.report(run)
-            break
-    if report is None or node_id not in report.nodes:
-        return []
-    entry = report.nodes[node_id]
-    view = entry.since_run if entry.since_run is not None else entry.since_baseline
-    if not view.stale_files:
-        return []
-    found = symbol_changes(run.workdir, view.stale_files, view.snapshot_taken_at)
-    return [found[path] for path in view.stale_files if path in found]
+            lines = report_symbol_lines(ext.report(run), [node_id])
+            return [line.split(": ", 1)[1] for line in lines]
+    return []

@@ -188,3 +188,28 @@ def test_freshness_check_takes_hashes_from_the_hub(hub_dir: Path) -> None:
     report = tracker.check("n")
     assert report.stale_files == ["src/auth.py"]
     source.close()
+
+
+def test_check_command_prints_symbol_changes(hub_dir: Path) -> None:
+    import subprocess
+    import sys
+
+    run = open_run(PIPELINE, workdir=hub_dir)
+    run.step()
+    daemon.start(hub_dir)
+    client = HubClient(hub_dir)
+    write(
+        hub_dir,
+        "src/auth.py",
+        'def login(user, pw):\n    """Log a user in."""\n    return helper(user.strip())\n\n\n'
+        "def helper(u):\n    return u\n",
+    )
+    _wait_seq(client, lambda: any(c.kind == "body_changed" for c in client.changes_since(0)))
+    result = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "check", str(run.run_dir)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "draft: src/auth.py: login() body changed (first indexed by the hub" in result.stdout

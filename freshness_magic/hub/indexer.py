@@ -72,6 +72,19 @@ LANGUAGES = {
 }
 
 
+MAX_PARSE_BYTES = 4 << 20
+"""Python files larger than this (generated code, data) get file-level state only."""
+
+
+def _storable(rel: str) -> bool:
+    """Whether a path can be stored as text (names that are not valid UTF-8 are skipped)."""
+    try:
+        rel.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
 def language_of(path: str) -> str:
     """The language name the store records, from the file extension (``other`` if unknown)."""
     return LANGUAGES.get(os.path.splitext(path)[1].lower(), "other")
@@ -113,6 +126,8 @@ class Indexer:
                 continue
             for entry in entries:
                 rel = f"{folder}/{entry.name}" if folder else entry.name
+                if not _storable(rel):
+                    continue
                 try:
                     if entry.is_dir(follow_symlinks=False):
                         if not self.ignore.skip_dir(rel):
@@ -131,7 +146,7 @@ class Indexer:
                 fingerprint = hash_file(path)
             except OSError:
                 return Scan(rel, None)
-            if language_of(rel) != "python":
+            if language_of(rel) != "python" or fingerprint.stat.size > MAX_PARSE_BYTES:
                 return Scan(rel, fingerprint.stat, fingerprint.digest)
             try:
                 data = path.read_bytes()
@@ -175,8 +190,10 @@ class Indexer:
         removed: set[str] = set()
         stored_paths: list[str] | None = None
         for rel in rels:
+            if not _storable(rel):
+                continue
             full = self.root / rel
-            if full.is_dir():
+            if full.is_dir() and not full.is_symlink():
                 if not self.ignore.skip_path(rel, is_dir=True):
                     files.update(self.walk(rel))
             elif full.exists():

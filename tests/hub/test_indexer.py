@@ -235,3 +235,21 @@ def test_ignored_and_skipped_paths(indexer: Indexer, project: Path) -> None:
     }
     indexer.update(["run.log", "build/gen.py", "env/lib/site.py"])
     assert {r[0] for r in rows(indexer.conn, "SELECT path FROM files")} == paths
+
+
+def test_odd_names_symlinked_folders_and_huge_files(indexer: Indexer, project: Path) -> None:
+    from freshness_magic.hub import indexer as indexer_module
+
+    bad = os.fsencode(project / "src") + b"/bad\xff.py"
+    with open(bad, "wb") as handle:
+        handle.write(b"def x():\n    pass\n")
+    os.symlink(project / "src", project / "linked", target_is_directory=True)
+    huge = project / "gen.py"
+    huge.write_text("X = 1\n" * ((indexer_module.MAX_PARSE_BYTES // 6) + 1))
+    indexer.sweep()
+    paths = {str(r[0]) for r in rows(indexer.conn, "SELECT path FROM files")}
+    assert "gen.py" in paths and not any(p.startswith("linked/") for p in paths)
+    assert not any("bad" in p for p in paths)
+    assert rows(indexer.conn, "SELECT count(*) FROM symbols WHERE path='gen.py'") == [(0,)]
+    indexer.update(["linked", os.fsdecode(b"src/bad\xff.py")])
+    assert {str(r[0]) for r in rows(indexer.conn, "SELECT path FROM files")} == paths

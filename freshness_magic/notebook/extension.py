@@ -52,6 +52,7 @@ def unload(ipython: Any) -> None:
         close_hub()
     with contextlib.suppress(ValueError):
         ipython.events.unregister("post_execute", magics.post_execute)
+    magics.close()
     table = ipython.magics_manager.magics
     for kind, name in _MAGICS:
         table[kind].pop(name, None)

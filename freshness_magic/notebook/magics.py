@@ -275,9 +275,7 @@ class PipelineMagics(Magics):
         if command == "show":
             return self.get(args.name)
         if command == "hub":
-            if self.hub_handler is None:
-                raise UsageError("%pipeline hub: the Node State Hub commands are not available")
-            return self.hub_handler(self, args.args)
+            return self._call(lambda: self._hub()(self, args.args))
         pipeline = self.get(args.name)
         if command in ("resume", "why") or (command in ("accept", "evidence") and args.node):
             node = args.node
@@ -302,6 +300,25 @@ class PipelineMagics(Magics):
         if command == "run" and args.max_steps is not None and args.max_steps < 1:
             raise UsageError("%pipeline run --max-steps: N must be at least 1")
         return self._call(actions[command])
+
+    def _hub(self) -> HubHandler:
+        """The ``%pipeline hub`` implementation: ``hub_handler`` if set, else the hub package's
+        :class:`~freshness_magic.hub.notebook.NotebookHub` (created once, closed on unload)."""
+        if self.hub_handler is None:
+            try:
+                from freshness_magic.hub.notebook import NotebookHub
+            except ImportError:
+                raise UsageError(
+                    "%pipeline hub: the Node State Hub commands are not available in this install"
+                ) from None
+            self.hub_handler = NotebookHub()
+        return self.hub_handler
+
+    def close(self) -> None:
+        """Stop what the magics started (hub subscriptions); called on unload."""
+        close = getattr(self.hub_handler, "close", None)
+        if callable(close):
+            close()
 
     @staticmethod
     def _cond(pipeline: NotebookPipeline, expr: str, from_node: str | None) -> TextResult:

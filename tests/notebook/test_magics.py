@@ -223,6 +223,20 @@ def test_hub_status_without_a_running_hub(shell: InteractiveShell, workdir: Path
         shell.run_line_magic("pipeline", "hub")
 
 
+def test_hub_handler_is_created_once_and_replaceable(
+    shell: InteractiveShell, magics: PipelineMagics, workdir: Path
+):
+    assert line(shell, f"hub status --workdir {workdir}").text == f"no hub running for {workdir}"
+    created = magics.hub_handler
+    assert type(created).__name__ == "NotebookHub"
+    line(shell, f"hub status --workdir {workdir}")
+    assert magics.hub_handler is created
+    seen: list[list[str]] = []
+    magics.hub_handler = lambda _m, argv: seen.append(list(argv)) or TextResult("custom")
+    assert line(shell, "hub query src/a.py --x").text == "custom"
+    assert seen == [["query", "src/a.py", "--x"]]
+
+
 NODE_DOT = """digraph cells {
   start [shape=Mdiamond]
   work  [label="Work"]

@@ -344,6 +344,10 @@ def base_css(scope: str) -> str:
         f".{scope} .fm-legend-item{{display:inline-flex;align-items:center;gap:4px}}",
         f".{scope} .fm-swatch{{display:inline-block;width:14px;height:10px;border:2px solid}}",
         f".{scope} .fm-why{{font:12px sans-serif;margin:2px 0;padding-left:18px}}",
+        f".{scope} .fm-evidence-rows{{border-collapse:collapse;font:12px sans-serif}}",
+        f".{scope} .fm-evidence-rows :is(th,td){{text-align:left;padding:1px 8px 1px 0;"
+        "vertical-align:top}",
+        f".{scope} .fm-evidence-rows th{{border-bottom:1px solid #bbb}}",
     ]
     return "\n".join(rules)
 

@@ -127,6 +127,11 @@ def explain_on_live_context(
     return "\n".join(lines), explanation
 
 
+def _clock_time(timestamp: str) -> str:
+    """``HH:MM:SS`` of an ISO timestamp (the full one is in the record's JSON)."""
+    return timestamp[11:19] if len(timestamp) >= 19 and timestamp[10] in "T " else timestamp
+
+
 class PipelineWidget(w.VBox):
     """The notebook view of a :class:`NotebookPipeline`; refreshes on the run's events."""
 
@@ -470,6 +475,7 @@ class PipelineWidget(w.VBox):
         options = []
         for i, record in enumerate(self._records):
             row = evidence_row(record)
+            row["time"] = _clock_time(row["time"])
             cells = "".join(
                 f'<td class="fm-ev-{k}">{html.escape(row[k])}</td>'
                 for k in ("time", "node", "status", "method", "stale", "summary", "duration")
@@ -478,7 +484,7 @@ class PipelineWidget(w.VBox):
                 f'<tr class="fm-evidence-row" data-node="{html.escape(row["node"])}" '
                 f'data-index="{i}">{cells}</tr>'
             )
-            options.append((f"{row['time']}  {row['node']}  {row['status']}", i))
+            options.append((f"{row['time']}  {row['node']}  {row['status']}  {row['method']}", i))
         head = "".join(
             f"<th>{h}</th>"
             for h in ("time", "node", "status", "method", "stale files", "summary", "duration")

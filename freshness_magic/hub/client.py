@@ -14,7 +14,8 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -186,8 +187,10 @@ class HubClient:
         if not self.is_running():
             return False
         with self._lock:
-            conn = self._reader()
-            return get_meta(conn, "caught_up") == "1"
+            try:
+                return get_meta(self._reader(), "caught_up") == "1"
+            except (HubError, sqlite3.Error):
+                return False
 
     def require_running(self) -> None:
         if not self.is_running():
@@ -212,11 +215,23 @@ class HubClient:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    @contextmanager
+    def _reading(self) -> Iterator[sqlite3.Connection]:
+        """The reader under the client's lock; SQLite errors become :class:`HubError`."""
+        with self._lock:
+            try:
+                yield self._reader()
+            except sqlite3.Error as exc:
+                raise HubError(
+                    f"the hub store of {self.root} cannot be read ({exc}); if the hub is "
+                    "starting, wait until `python -m freshness_magic hub start` returns"
+                ) from exc
+
     def seq(self) -> int:
         """The store's last change-log sequence number."""
         self.require_running()
-        with self._lock:
-            return int(get_meta(self._reader(), "last_seq", "0"))
+        with self._reading() as conn:
+            return int(get_meta(conn, "last_seq", "0"))
 
     # -- node states ----------------------------------------------------------------------
 
@@ -240,11 +255,9 @@ class HubClient:
         """Node states for ``path`` or ``path:qualname`` targets, from one store snapshot."""
         self.require_running()
         wanted = [self._split(t) for t in targets]
-        with self._lock:
-            conn = self._reader()
-            with read_snapshot(conn):
-                seq = int(get_meta(conn, "last_seq", "0"))
-                return [self._state(conn, path, qualname, seq) for path, qualname in wanted]
+        with self._reading() as conn, read_snapshot(conn):
+            seq = int(get_meta(conn, "last_seq", "0"))
+            return [self._state(conn, path, qualname, seq) for path, qualname in wanted]
 
     def _state(
         self, conn: sqlite3.Connection, path: str, qualname: str | None, seq: int
@@ -348,8 +361,8 @@ class HubClient:
         if since_time is not None:
             sql += " AND time>?"
             args.append(since_time)
-        with self._lock:
-            rows = self._reader().execute(sql + " ORDER BY seq", args).fetchall()
+        with self._reading() as conn:
+            rows = conn.execute(sql + " ORDER BY seq", args).fetchall()
         return [Change(*row) for row in rows]
 
     def describe_changes(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sqlite3
 import sysconfig
 from collections.abc import Iterator
@@ -18,9 +19,12 @@ STDLIB = Path(sysconfig.get_paths()["stdlib"])
 
 
 def write(root: Path, rel: str, text: str) -> Path:
+    """Save like an editor does (temp file renamed over), so no reader sees half a file."""
     path = root / rel
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
+    tmp = path.with_name(f".{path.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, path)
     return path
 
 

@@ -213,3 +213,24 @@ def test_check_command_prints_symbol_changes(hub_dir: Path) -> None:
     )
     assert result.returncode == 1, result.stderr
     assert "draft: src/auth.py: login() body changed (first indexed by the hub" in result.stdout
+
+
+def test_hash_source_while_a_hub_is_still_starting(project: Path) -> None:
+    """A lock holder without a store yet (a hub starting up) means "hash it yourself"."""
+    import fcntl
+
+    from freshness_magic.hub.store import state_dir
+
+    folder = state_dir(project)
+    folder.mkdir(parents=True)
+    fd = os.open(folder / "hub.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        source = HubHashSource(project, recheck=0)
+        assert source.client.is_running() and not source.client.caught_up()
+        key = StatKey.of(os.stat(project / "src/auth.py"))
+        assert source.file_hash("src/auth.py", key) is None
+        (folder / "hub.sqlite").write_bytes(b"")
+        assert source.file_hash("src/auth.py", key) is None
+    finally:
+        os.close(fd)

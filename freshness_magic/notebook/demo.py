@@ -27,7 +27,7 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def execute(path: Path, *, static_html: bool, timeout: int = 300) -> Any:
+def execute(path: Path, *, static_html: bool, widget_state: bool, timeout: int = 300) -> Any:
     """Execute the notebook at ``path`` in a fresh ``python3`` kernel; returns the notebook."""
     import nbformat
     from nbclient import NotebookClient
@@ -44,7 +44,7 @@ def execute(path: Path, *, static_html: bool, timeout: int = 300) -> Any:
             timeout=timeout,
             kernel_name="python3",
             resources={"metadata": {"path": str(path.parent)}},
-            store_widget_state=True,
+            store_widget_state=widget_state,
         )
         client.execute()
     finally:
@@ -72,7 +72,7 @@ def build_quickstart(out_dir: Path, source: Path) -> tuple[Path, Path]:
     import nbformat
     from nbconvert import HTMLExporter
 
-    notebook = execute(source, static_html=True)
+    notebook = execute(source, static_html=True, widget_state=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     ipynb = out_dir / source.name
     nbformat.write(notebook, ipynb)
@@ -83,11 +83,16 @@ def build_quickstart(out_dir: Path, source: Path) -> tuple[Path, Path]:
 
 
 def refresh(paths: list[Path]) -> None:
-    """Re-execute notebooks in place so their stored outputs are real and current."""
+    """Re-execute notebooks in place so their stored outputs are real and current.
+
+    Widget state is not stored (it would only be a stale picture and a noisy diff); a notebook
+    opened in JupyterLab shows the widgets again once its cells run.
+    """
     import nbformat
 
     for path in paths:
-        notebook = execute(path, static_html=False)
+        notebook = execute(path, static_html=False, widget_state=False)
+        notebook.metadata.pop("widgets", None)
         nbformat.write(notebook, path)
         print(f"refreshed {path}")
 

@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Choice, Outcome, Question, StageStatus
@@ -24,6 +24,9 @@ from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.report import FreshnessReport
 from freshness_magic.notebook.render import LayoutCache, NodeState, NodeView, StaleKind, state_table
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.run import Run
 
 CELL_HANDLER_TYPE = "notebook.cell"
 """The handler type given to nodes whose handler is a ``%%node`` cell."""
@@ -210,7 +213,7 @@ class NotebookPipeline:
     layout_cache: LayoutCache = field(default_factory=LayoutCache)
     run_options: dict[str, Any] = field(default_factory=dict)
     cells: dict[str, str] = field(default_factory=dict)
-    _run: Any = None
+    _run: Run | None = None
     _widget: Any = None
     _started: float | None = None
     _finished: float | None = None
@@ -259,17 +262,17 @@ class NotebookPipeline:
     # --- the run -------------------------------------------------------------------------------
 
     @property
-    def run(self) -> Any:
+    def run(self) -> Run:
         """The current run, opened on first use (``session.open_run``)."""
         if self._run is None:
-            self._open(resume=False)
+            return self._open(resume=False)
         return self._run
 
     @property
     def has_run(self) -> bool:
         return self._run is not None
 
-    def _open(self, *, resume: bool) -> None:
+    def _open(self, *, resume: bool) -> Run:
         from freshness_magic import session
 
         self._install_cells()
@@ -282,11 +285,12 @@ class NotebookPipeline:
         if run is None:
             run = session.open_run(self.graph, workdir=self.workdir, **self.run_options)
         self._attach(run)
+        return run
 
     def _resume_options(self) -> dict[str, Any]:
         return {k: v for k, v in self.run_options.items() if k in ("registry", "backend")}
 
-    def _attach(self, run: Any) -> None:
+    def _attach(self, run: Run) -> None:
         self._run = run
         self._run_version += 1
         self._started = None
@@ -723,10 +727,10 @@ def _one_line(text: str, limit: int) -> str:
 
 def evidence_row(record: Mapping[str, Any]) -> dict[str, str]:
     """The panel's columns for one record: time, node, status, method, stale, summary, duration."""
-    outcome = record.get("outcome") if isinstance(record.get("outcome"), dict) else {}
-    assert isinstance(outcome, dict)
-    engine = outcome.get("engine") if isinstance(outcome.get("engine"), dict) else {}
-    assert isinstance(engine, dict)
+    found = record.get("outcome")
+    outcome: dict[str, Any] = found if isinstance(found, dict) else {}
+    facts = outcome.get("engine")
+    engine: dict[str, Any] = facts if isinstance(facts, dict) else {}
     status = engine.get("status") or outcome.get("status") or ""
     method = engine.get("evidence_method") or record.get("type") or ""
     stale = engine.get("stale_files") or []

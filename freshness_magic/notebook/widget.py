@@ -372,15 +372,16 @@ class PipelineWidget(w.VBox):
 
     # --- views -----------------------------------------------------------------------------------
 
-    def layout_svg(self) -> str:
-        """The layout SVG currently shown (no states)."""
-        assert self._layout is not None
-        return self._layout.svg
+    @property
+    def layout(self) -> Layout:
+        """The layout currently shown (set in ``__init__`` by the first refresh)."""
+        if self._layout is None:
+            self._layout = self.pipeline.layout_cache.get(self.pipeline.graph)
+        return self._layout
 
     def snapshot(self) -> str:
         """The SVG with states written in (what a static export shows)."""
-        assert self._layout is not None
-        return snapshot_svg(self._layout, self.pipeline.views())
+        return snapshot_svg(self.layout, self.pipeline.views())
 
     def static_html(self) -> str:
         """Graph snapshot, legend and attention list as one static HTML block (exports)."""
@@ -400,17 +401,16 @@ class PipelineWidget(w.VBox):
     def _refresh(self, full: bool, evidence: bool) -> None:
         pipeline = self.pipeline
         key = (id(pipeline.graph), pipeline.structure_version)
+        sent = 0
         if key != self._layout_key:
             self._layout = pipeline.layout_cache.get(pipeline.graph)
             self._layout_key = key
             self.graph_html.value = self._layout.svg
             sent = len(self._layout.svg.encode("utf-8"))
-        else:
-            sent = 0
-        assert self._layout is not None
+        layout = self.layout
         views = pipeline.views()
-        css = state_css(self.scope, self._layout, views)
-        overlay = overlay_svg(self._layout, views)
+        css = state_css(self.scope, layout, views)
+        overlay = overlay_svg(layout, views)
         why = why_html(views)
         if self.state_html.value != css + overlay:
             self.state_html.value = css + overlay

@@ -16,8 +16,7 @@ from tests.notebook.conftest import load_review
 
 def states(widget: PipelineWidget) -> dict[str, str]:
     css = widget.state_html.value.split("</style>")[0] + "</style>"
-    assert widget._layout is not None
-    return {n: s.value for n, (s, _) in parse_state_css(css, widget._layout).items()}
+    return {n: s.value for n, (s, _) in parse_state_css(css, widget.layout).items()}
 
 
 def test_one_svg_element_per_node_and_state_classes_after_each_step(

@@ -119,7 +119,12 @@ def build_pipeline_parser() -> MagicArgumentParser:
 
 
 def build_cell_parser() -> MagicArgumentParser:
-    parser = _parser("%%pipeline", "Load the cell's DOT as pipeline NAME (bound to NAME).")
+    parser = _parser(
+        "%%pipeline",
+        "Load the cell's DOT as pipeline NAME (bound to NAME). Neither the DOT nor the magic "
+        "line is variable-expanded ($x and {x} stay as written); set a default folder with "
+        "%config PipelineMagics.default_workdir = '...'.",
+    )
     parser.add_argument("name", metavar="NAME", help="a Python identifier")
     parser.add_argument("--workdir", help="working directory of its runs")
     parser.add_argument("--resume", action="store_true", help="resume its latest run if any")

@@ -166,6 +166,7 @@ def connect_writer(workdir: str | Path) -> sqlite3.Connection:
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
+        conn.execute("PRAGMA cache_size=-32768")
         conn.executescript(_SCHEMA)
         conn.execute(
             "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), ('last_seq', '0'), "

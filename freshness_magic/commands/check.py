@@ -47,4 +47,3 @@ def main(args: argparse.Namespace) -> int:
         for line in report_symbol_lines(report):
             print(f"  {line}")
     return 0 if report.all_fresh else 1
-

@@ -7,6 +7,7 @@ by killing only the process group this fixture started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -24,6 +25,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.browser.lab import (
+    SCREENSHOT_INDEX,
+    SCREENSHOTS,
+    record_screenshot,
+    reset_screenshot_index,
+    shutdown_sessions,
+)
+
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = [
     "--no-sandbox",
@@ -37,7 +46,6 @@ CHROMIUM_ARGS = [
 ]
 VIEWPORT = {"width": 1400, "height": 1000}
 REPO = Path(__file__).resolve().parents[2]
-SCREENSHOTS = REPO / "build" / "screenshots"
 
 pytestmark = pytest.mark.browser
 
@@ -75,7 +83,8 @@ class LabServer:
     log: Path
 
     def page_url(self, path: str) -> str:
-        return f"{self.url}{path}?token={self.token}"
+        joiner = "&" if "?" in path else "?"
+        return f"{self.url}{path}{joiner}token={self.token}"
 
 
 def _write_settings(settings: Path) -> None:
@@ -109,6 +118,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
         JUPYTER_RUNTIME_DIR=str(dirs["runtime"]),
         JUPYTER_PLATFORM_DIRS="1",
         PYTHONPATH=str(REPO),
+        PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
     )
     log = base / "server.log"
     command = [
@@ -158,10 +168,8 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
             os.killpg(process.pid, signal.SIGTERM)
             process.wait(timeout=20)
         except (ProcessLookupError, subprocess.TimeoutExpired):
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(process.pid, signal.SIGKILL)
-            except ProcessLookupError:
-                pass
             process.wait(timeout=10)
 
 
@@ -180,8 +188,13 @@ def browser() -> Iterator[object]:
 
 
 @pytest.fixture
-def page(browser: object, request: pytest.FixtureRequest) -> Iterator[object]:
-    """A fresh page with a fixed viewport; dialogs and console errors are recorded."""
+def page(
+    browser: object, lab_server: LabServer, request: pytest.FixtureRequest
+) -> Iterator[object]:
+    """A fresh page with a fixed viewport; dialogs and console errors are recorded.
+
+    Afterwards the page is saved as a screenshot and every kernel the test started is stopped.
+    """
     context = browser.new_context(viewport=VIEWPORT)  # type: ignore[attr-defined]
     page = context.new_page()
     page.dialogs = []  # type: ignore[attr-defined]
@@ -201,14 +214,25 @@ def page(browser: object, request: pytest.FixtureRequest) -> Iterator[object]:
     finally:
         SCREENSHOTS.mkdir(parents=True, exist_ok=True)
         try:
-            page.screenshot(path=str(SCREENSHOTS / f"{request.node.name}.png"), full_page=True)
-        except Exception as exc:  # noqa: BLE001 - a failed screenshot must not hide the test result
+            shot = SCREENSHOTS / f"{request.node.name}.png"
+            page.screenshot(path=str(shot), full_page=True)
+            record_screenshot(shot, f"the whole window at the end of {request.node.name}")
+        except Exception as exc:  # a failed screenshot must not hide the test result
             print(f"screenshot of {request.node.name} failed: {exc}")
         context.close()
+        shutdown_sessions(lab_server)
+
+
+@pytest.fixture(scope="session", autouse=True)
+def screenshot_index() -> Iterator[None]:
+    """Start each run with an empty screenshot index (and without the last run's pictures)."""
+    reset_screenshot_index()
+    yield
 
 
 def pytest_terminal_summary(terminalreporter: object) -> None:
-    if SCREENSHOTS.exists() and any(SCREENSHOTS.glob("*.png")):
-        terminalreporter.write_line(  # type: ignore[attr-defined]
-            f"browser screenshots: {SCREENSHOTS}"
-        )
+    if SCREENSHOT_INDEX.exists():
+        write = terminalreporter.write_line  # type: ignore[attr-defined]
+        write(f"browser screenshots in {SCREENSHOTS} (index: {SCREENSHOT_INDEX.name}):")
+        for line in SCREENSHOT_INDEX.read_text().splitlines():
+            write(f"  {line}")

@@ -3,12 +3,21 @@
 from __future__ import annotations
 
 import json
+import secrets
+import urllib.request
 from pathlib import Path
 from typing import Any
 
 import nbformat
 
+REPO = Path(__file__).resolve().parents[2]
+SCREENSHOTS = REPO / "build" / "screenshots"
+"""Where every browser test leaves pictures of its final state (reported at the end of the run)."""
+SCREENSHOT_INDEX = SCREENSHOTS / "browser-screenshots.md"
+"""One line per picture of the last browser test run: file name and what it shows."""
 TIMEOUT_MS = 120_000
+WAIT_MS = 60_000
+"""How long a widget update may take to show up after a click or a cell run."""
 
 
 def write_notebook(path: Path, cells: list[str]) -> Path:
@@ -20,14 +29,40 @@ def write_notebook(path: Path, cells: list[str]) -> Path:
         "display_name": "Python 3",
         "language": "python",
     }
+    path.parent.mkdir(parents=True, exist_ok=True)
     path.write_text(nbformat.writes(notebook))
     return path
 
 
 def open_lab_notebook(page: Any, server: Any, name: str) -> None:
-    """Open ``name`` in JupyterLab and wait until its kernel is idle."""
-    page.goto(server.page_url(f"/lab/tree/{name}"), timeout=TIMEOUT_MS)
-    page.wait_for_selector(".jp-Notebook .jp-Cell", timeout=TIMEOUT_MS)
+    """Open ``name`` in JupyterLab, alone, and wait until its kernel is idle.
+
+    Each call uses a new, empty workspace, so notebooks opened by earlier tests are not restored
+    (they would start kernels again and take the focus).
+    """
+    workspace = "t" + secrets.token_hex(6)
+    page.goto(server.page_url(f"/lab/workspaces/{workspace}/tree/{name}"), timeout=TIMEOUT_MS)
+    wait_notebook_ready(page, name)
+
+
+def open_nb7_notebook(page: Any, server: Any, name: str) -> None:
+    """Open ``name`` in the Notebook 7 interface and wait until its kernel is idle."""
+    page.goto(server.page_url(f"/notebooks/{name}"), timeout=TIMEOUT_MS)
+    wait_notebook_ready(page, name)
+
+
+def wait_notebook_ready(page: Any, name: str) -> None:
+    """Wait until the notebook ``name`` is the current widget, with its cells and an idle kernel."""
+    page.wait_for_function(
+        """(name) => {
+            const app = window.jupyterapp;
+            const widget = app && app.shell.currentWidget;
+            return !!(widget && widget.context && widget.context.path === name
+                      && widget.node.querySelector('.jp-Notebook .jp-Cell'));
+        }""",
+        arg=name,
+        timeout=TIMEOUT_MS,
+    )
     wait_kernel_idle(page)
 
 
@@ -60,6 +95,38 @@ def wait_all_executed(page: Any) -> None:
     wait_kernel_idle(page)
 
 
+def execution_count(page: Any, index: int) -> int | None:
+    """The execution count shown in the prompt of code cell ``index`` (None if never run)."""
+    text = page.evaluate(
+        "(i) => document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')[i].textContent", index
+    )
+    digits = "".join(ch for ch in str(text) if ch.isdigit())
+    return int(digits) if digits else None
+
+
+def run_cell(page: Any, index: int) -> None:
+    """Run cell ``index`` with JupyterLab's command and wait for its new execution count."""
+    before = execution_count(page, index)
+    page.evaluate(
+        """(i) => {
+            const app = window.jupyterapp;
+            app.shell.currentWidget.content.activeCellIndex = i;
+            return app.commands.execute('notebook:run-cell');
+        }""",
+        index,
+    )
+    page.wait_for_function(
+        """([i, before]) => {
+            const prompt = document.querySelectorAll('.jp-CodeCell .jp-InputPrompt')[i];
+            const m = /\\[(\\d+)\\]/.exec(prompt.textContent);
+            return !!m && Number(m[1]) !== before;
+        }""",
+        arg=[index, before],
+        timeout=TIMEOUT_MS,
+    )
+    wait_kernel_idle(page)
+
+
 def error_outputs(page: Any) -> list[str]:
     """Texts of error outputs shown in the notebook (tracebacks, stderr of errors)."""
     return list(
@@ -70,6 +137,58 @@ def error_outputs(page: Any) -> list[str]:
             )].map(e => e.textContent)"""
         )
     )
+
+
+def save_screenshot(page: Any, name: str, target: Any = None, caption: str = "") -> Path:
+    """Save ``target`` (a locator) or the whole page as ``<name>.png`` and list it in the index.
+
+    For an element taller than the window the window is made tall enough first (JupyterLab
+    scrolls inside its own panels, so a plain element shot would be cut off).
+    """
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    path = SCREENSHOTS / f"{name}.png"
+    if target is None:
+        page.screenshot(path=str(path), full_page=True)
+    else:
+        size = page.viewport_size
+        height = int(target.evaluate("e => e.getBoundingClientRect().height"))
+        if size and height + 250 > size["height"]:
+            page.set_viewport_size({"width": size["width"], "height": height + 250})
+        target.scroll_into_view_if_needed()
+        target.screenshot(path=str(path))
+    record_screenshot(path, caption)
+    return path
+
+
+def record_screenshot(path: Path, caption: str) -> None:
+    """Add (or replace) ``path``'s line in the screenshot index of this test run."""
+    lines = SCREENSHOT_INDEX.read_text().splitlines() if SCREENSHOT_INDEX.exists() else []
+    entry = f"- `{path.name}`: {caption or 'final state'}"
+    lines = [line for line in lines if not line.startswith(f"- `{path.name}`")] + [entry]
+    SCREENSHOT_INDEX.write_text("\n".join(lines) + "\n")
+
+
+def reset_screenshot_index() -> None:
+    """Remove the pictures listed by the previous run's index, and the index itself."""
+    if not SCREENSHOT_INDEX.exists():
+        return
+    for line in SCREENSHOT_INDEX.read_text().splitlines():
+        if line.startswith("- `") and "`" in line[3:]:
+            (SCREENSHOTS / line[3 : line.index("`", 3)]).unlink(missing_ok=True)
+    SCREENSHOT_INDEX.unlink()
+
+
+def shutdown_sessions(server: Any) -> None:
+    """Stop every kernel session of the server (each test opens its own notebook and kernel)."""
+    listing = urllib.request.Request(f"{server.url}/api/sessions?token={server.token}")
+    with urllib.request.urlopen(listing, timeout=10) as response:
+        sessions = json.loads(response.read())
+    for session in sessions:
+        request = urllib.request.Request(
+            f"{server.url}/api/sessions/{session['id']}?token={server.token}", method="DELETE"
+        )
+        with urllib.request.urlopen(request, timeout=30):
+            pass
 
 
 def dumps(value: object) -> str:

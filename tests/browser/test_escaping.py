@@ -1,0 +1,134 @@
+"""Scenario 6: pipeline text that looks like HTML is shown as text and never runs in the page."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from freshness_magic.notebook.render import NodeState
+from tests.browser.fm import WIDGET, click, node_states, wait_node_states, wait_status
+from tests.browser.lab import (
+    WAIT_MS,
+    error_outputs,
+    open_lab_notebook,
+    run_all_cells,
+    save_screenshot,
+    write_notebook,
+)
+
+pytestmark = pytest.mark.browser
+
+SCRIPT = "<script>window.__pwned=1;alert('script')</script>"
+IMG = "<img src=x onerror=\"window.__pwned=1;alert('img')\">"
+SVG = '"><svg onload="window.__pwned=1;alert(\'svg\')">'
+TITLE = "</title><script>window.__pwned=1</script>"
+PAYLOADS = (SCRIPT, IMG, SVG, TITLE)
+
+
+def _dot(text: str) -> str:
+    """``text`` as a DOT quoted string."""
+    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+HOSTILE_DOT = f"""digraph hostile {{
+  graph [goal={_dot(SCRIPT)}]
+  start [shape=Mdiamond, label={_dot(SCRIPT)}]
+  work  [label={_dot(IMG)}, prompt={_dot(IMG + " for $goal " + SVG)}]
+  gate  [shape=hexagon, label={_dot(SVG)}]
+  done  [shape=Msquare, label={_dot(TITLE)}]
+  start -> work -> gate
+  gate -> done [label={_dot("[Y] " + IMG)}]
+  gate -> work [label={_dot("[N] " + SVG)}]
+}}
+"""
+
+
+def pwned(page: Any) -> str:
+    return str(page.evaluate("() => typeof window.__pwned"))
+
+
+def live_elements(page: Any) -> dict[str, int]:
+    """Elements a payload would have created if it had been parsed as markup."""
+    return dict(
+        page.evaluate(
+            """(s) => ({
+                img: document.querySelectorAll('img[src="x"]').length,
+                svgOnload: document.querySelectorAll('svg[onload]').length,
+                handlers: [...document.querySelectorAll(s + ' *')].filter(
+                    e => [...e.attributes].some(a => a.name.startsWith('on'))).length,
+                scripts: document.querySelectorAll(s + ' script').length,
+            })""",
+            WIDGET,
+        )
+    )
+
+
+def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
+    folder = lab_server.root / "s6_escaping"
+    write_notebook(
+        folder / "hostile.ipynb",
+        ["%load_ext freshness_magic", "%%pipeline hostile\n" + HOSTILE_DOT, "%pipeline status"],
+    )
+    open_lab_notebook(page, lab_server, "s6_escaping/hostile.ipynb")
+    run_all_cells(page)
+    page.locator(f"{WIDGET} svg g.fm-node").nth(3).wait_for(timeout=WAIT_MS)
+
+    labels = page.evaluate(
+        """(s) => Object.fromEntries([...document.querySelectorAll(s + ' svg g.fm-node')]
+            .map(g => [g.dataset.node,
+                       [...g.querySelectorAll('text')].map(t => t.textContent).join('')]))""",
+        WIDGET,
+    )
+    assert labels == {"start": SCRIPT, "work": IMG, "gate": SVG, "done": TITLE}
+    edge_text = page.evaluate(
+        "(s) => [...document.querySelectorAll(s + ' svg g.fm-edge text')].map(t => t.textContent)",
+        WIDGET,
+    )
+    assert sorted(edge_text) == sorted(["[Y] " + IMG, "[N] " + SVG])
+
+    click(page, "fm-run")
+    wait_node_states(page, {"gate": NodeState.WAITING.value})
+    page.locator(f"{WIDGET} .fm-gate").wait_for(state="visible", timeout=WAIT_MS)
+    question = page.locator(f"{WIDGET} .fm-gate-question").inner_text()
+    assert SVG in question
+    buttons = page.locator(f"{WIDGET} .fm-gate-choice").all_inner_texts()
+    assert [b.strip() for b in buttons] == ["[Y] " + IMG, "[N] " + SVG]
+    why = page.locator(f"{WIDGET} .fm-why-item[data-node='gate']").inner_text()
+    assert SVG in why
+    page.locator(f"{WIDGET} .fm-playground-input input").fill(f"context.x={SCRIPT}")
+    page.wait_for_function(
+        "(s) => document.querySelector(s + ' .fm-playground-result').textContent.length > 0",
+        arg=WIDGET,
+        timeout=WAIT_MS,
+    )
+    assert SCRIPT in page.locator(f"{WIDGET} .fm-playground-result").inner_text()
+    save_screenshot(
+        page,
+        "s6_escaping_gate",
+        page.locator(WIDGET),
+        'hostile pipeline waiting at its gate: <script>, <img onerror>, "><svg onload> shown as'
+        " text in node and edge labels, gate question, choice buttons, attention list, evidence"
+        " rows and the playground; nothing ran",
+    )
+
+    assert pwned(page) == "undefined"
+    assert page.dialogs == []
+    assert live_elements(page) == {"img": 0, "svgOnload": 0, "handlers": 0, "scripts": 0}
+
+    page.locator(f"{WIDGET} .fm-gate-choice").first.click()
+    wait_node_states(page, {"gate": NodeState.SUCCEEDED.value, "done": NodeState.SUCCEEDED.value})
+    wait_status(page, "completed")
+    assert set(node_states(page).values()) == {NodeState.SUCCEEDED.value}
+    assert pwned(page) == "undefined"
+    assert page.dialogs == []
+    assert live_elements(page) == {"img": 0, "svgOnload": 0, "handlers": 0, "scripts": 0}
+    assert [e for e in page.console_errors if "pwned" in e or "/x" in e] == []
+    assert error_outputs(page) == []
+    save_screenshot(
+        page,
+        "s6_escaping_completed",
+        page.locator(WIDGET),
+        "hostile pipeline after a click on its first choice button: completed, every node green,"
+        " no dialog, window.__pwned still undefined",
+    )

@@ -56,3 +56,33 @@ def test_symlink_not_followed_when_asked(tmp_path: Path) -> None:
     assert hash_file(tmp_path / "l.txt").digest == hash_bytes(b"t")
     with pytest.raises(OSError):
         hash_file(tmp_path / "l.txt", follow_symlinks=False)
+
+
+def test_file_changing_on_every_read_is_reread_then_refused(tmp_path: Path) -> None:
+    """Another process rewrites the first byte without pause while the file is read.
+
+    The file is large enough that each read spans several timestamp ticks, so every one of the
+    three reads sees the stat key change and the file is refused instead of hashed half-old.
+    """
+    import subprocess
+    import sys
+    import time
+
+    path = tmp_path / "busy.bin"
+    path.write_bytes(b"\0" * (128 * hashing.CHUNK_BYTES))
+    before = path.stat().st_mtime_ns
+    code = (
+        "import os, sys\n"
+        "fd = os.open(sys.argv[1], os.O_WRONLY)\n"
+        "while True:\n"
+        "    os.pwrite(fd, b'x', 0)\n"
+    )
+    writer = subprocess.Popen([sys.executable, "-c", code, str(path)])
+    try:
+        while path.stat().st_mtime_ns == before:  # wait until the writer is writing
+            time.sleep(0.01)
+        with pytest.raises(HashingError, match="changed while being read 3 times"):
+            hash_file(path)
+    finally:
+        writer.kill()
+        writer.wait()

@@ -28,7 +28,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument(
-        "--all-files", action="store_true", help="list fresh files too (JSON and text)"
+        "--all-files", action="store_true", help="with --json: list the fresh files too"
     )
     parser.set_defaults(handler=main)
 

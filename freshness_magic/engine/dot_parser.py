@@ -160,7 +160,8 @@ class _Parser:
         self.scopes: list[_Scope] = []
         self.subgraphs: list[_Scope] = []
         self.memberships: dict[str, dict[int, None]] = {}
-        self.explicit: dict[str, set[str]] = {}
+        self.explicit_sets: dict[frozenset[str], frozenset[str]] = {}
+        """One shared frozenset per distinct ``Node.explicit`` (most nodes repeat a few shapes)."""
         self.known_keys: set[str] = set()
         """Attribute names already checked against KEY_RE (names repeat on every node)."""
 
@@ -598,12 +599,14 @@ class _Parser:
                     node.attr_positions[key] = scope.node_positions[key]
             self._add_membership(node_id)
         if items:
-            explicit = self.explicit.setdefault(node_id, set())
             attrs, positions = node.attrs, node.attr_positions
             for key, value, position in items:
                 attrs[key] = value
                 positions[key] = position
-                explicit.add(key)
+            keys = frozenset([key for key, _, _ in items])
+            if node.explicit:
+                keys |= node.explicit
+            node.explicit = self.explicit_sets.setdefault(keys, keys)
 
     def _add_membership(self, node_id: str) -> None:
         if len(self.scopes) > 1:
@@ -613,13 +616,12 @@ class _Parser:
 
     def _finish(self) -> None:
         nodes = self.graph.nodes
-        for node_id, keys in self.explicit.items():
-            nodes[node_id].explicit = frozenset(keys)
         if not self.memberships:
             return
         classes_of = {
             scope.number: subgraph_class(scope.attrs.get("label", "")) for scope in self.subgraphs
         }
+        shared: dict[tuple[str, ...], tuple[str, ...]] = {}
         for node_id, numbers in self.memberships.items():
-            derived = dict.fromkeys(classes_of[n] for n in numbers if classes_of[n])
-            nodes[node_id].subgraph_classes = tuple(derived)
+            derived = tuple(dict.fromkeys(classes_of[n] for n in numbers if classes_of[n]))
+            nodes[node_id].subgraph_classes = shared.setdefault(derived, derived)

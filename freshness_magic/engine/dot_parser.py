@@ -304,6 +304,11 @@ class _Parser:
         if kind == "]":
             raise self._error("unbalanced brackets: this ']' has no matching '['")
         if kind == ARROW:
+            if self.kinds[self.i - 1] == "}":
+                raise self._error(
+                    "subgraphs as edge endpoints are not supported: write one edge per source, "
+                    "e.g. 'a -> c' and 'b -> c'"
+                )
             raise self._error("an edge needs a source node before '->': write 'a -> b'")
         if kind == "=":
             raise self._error("'=' needs an attribute name before it: write key=value")

@@ -271,6 +271,14 @@ CASES: list[tuple[str, str, str, int, int]] = [
         8,
     ),
     (
+        "subgraph-source",
+        "digraph G {\n  { a b } -> c\n}",
+        "subgraphs as edge endpoints are not supported: write one edge per source, "
+        "e.g. 'a -> c' and 'b -> c'",
+        2,
+        11,
+    ),
+    (
         "arrow-without-target",
         "digraph G {\n  a -> ;\n}",
         "'->' must be followed by a node id, found ';'",

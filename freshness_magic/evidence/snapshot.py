@@ -27,29 +27,12 @@ from typing import Any, Literal
 
 from freshness_magic.errors import EvidenceError
 from freshness_magic.evidence.record import ORCHESTRATOR_DIR, evidence_path
+from freshness_magic.freshness.git import porcelain_records
 from freshness_magic.freshness.hashing import StatKey, hash_bytes, hash_file
+from freshness_magic.freshness.skipped import SKIPPED_DIRS, is_venv
 
 ENGINE_DIRS: frozenset[str] = frozenset({ORCHESTRATOR_DIR, ".freshness"})
 """Folders of the engine's own state; a path with one of these components is never a change."""
-SKIPPED_DIRS: frozenset[str] = frozenset(
-    {
-        ".git",
-        ".hg",
-        ".svn",
-        "node_modules",
-        "__pycache__",
-        ".venv",
-        "venv",
-        ".tox",
-        ".nox",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-        ".ipynb_checkpoints",
-    }
-)
-"""Folders a content snapshot (outside git) does not look into; folders holding a
-``pyvenv.cfg`` (virtual environments) are skipped too."""
 GIT_TIMEOUT_SECONDS = 120.0
 RACY_WINDOW_NS = 2_000_000_000
 """A file whose mtime is this close to the snapshot time is re-hashed even if its stat matches."""
@@ -344,30 +327,9 @@ def _digest(path: Path) -> tuple[str | None, tuple[int, ...] | None]:
     return hashed.digest, tuple(hashed.stat)
 
 
-def _parse_porcelain_v2(output: bytes) -> dict[str, str]:
-    """Path -> status code (``?`` untracked, else the ``XY`` pair) from ``-z`` output."""
-    status: dict[str, str] = {}
-    fields = output.split(b"\0")
-    index = 0
-    while index < len(fields):
-        entry = fields[index]
-        index += 1
-        if not entry:
-            continue
-        kind = entry[:1]
-        if kind == b"?":
-            status[entry[2:].decode("utf-8", "surrogateescape")] = "?"
-        elif kind == b"1":
-            parts = entry.split(b" ", 8)
-            status[parts[8].decode("utf-8", "surrogateescape")] = parts[1].decode("ascii")
-        elif kind == b"2":
-            parts = entry.split(b" ", 9)
-            status[parts[9].decode("utf-8", "surrogateescape")] = parts[1].decode("ascii")
-            index += 1
-        elif kind == b"u":
-            parts = entry.split(b" ", 10)
-            status[parts[10].decode("utf-8", "surrogateescape")] = parts[1].decode("ascii")
-    return status
+def _status_codes(output: bytes) -> dict[str, str]:
+    """Path -> status code (``?`` untracked, else the ``XY`` pair)."""
+    return {record.path: record.xy for record in porcelain_records(output)[1]}
 
 
 def _git_snapshot(workdir: Path, root: Path, excluded: tuple[str, ...]) -> WorkTreeSnapshot:
@@ -375,7 +337,7 @@ def _git_snapshot(workdir: Path, root: Path, excluded: tuple[str, ...]) -> WorkT
         ["status", "--porcelain=v2", "-z", "--untracked-files=all", "--no-renames"], root
     )
     entries: dict[str, FileState] = {}
-    for path, code in _parse_porcelain_v2(output).items():
+    for path, code in _status_codes(output).items():
         if is_engine_path(path, excluded):
             continue
         digest, stat_key = _digest(root / path)
@@ -388,10 +350,6 @@ def _git_snapshot(workdir: Path, root: Path, excluded: tuple[str, ...]) -> WorkT
         entries=entries,
         excluded=excluded,
     )
-
-
-def _is_venv(folder: Path) -> bool:
-    return (folder / "pyvenv.cfg").is_file()
 
 
 def _walk_files(root: Path, excluded: tuple[str, ...]) -> Iterable[tuple[str, Path]]:
@@ -414,7 +372,7 @@ def _walk_files(root: Path, excluded: tuple[str, ...]) -> Iterable[tuple[str, Pa
                 if item.name in SKIPPED_DIRS or is_engine_path(rel, excluded):
                     continue
                 path = Path(item.path)
-                if _is_venv(path):
+                if is_venv(path):
                     continue
                 pending.append((rel + "/", path))
             else:

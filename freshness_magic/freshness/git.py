@@ -57,14 +57,26 @@ def _classify(xy: str) -> str:
     return "modified"
 
 
-def parse_porcelain_v2(output: bytes, prefix: str) -> GitStatus:
-    """Parse ``git status --porcelain=v2 -z --branch`` output; paths made workdir-relative."""
+@dataclass(frozen=True, slots=True)
+class PorcelainRecord:
+    """One path of ``git status --porcelain=v2 -z``: kind (``1 2 u ? !``), ``XY`` and path."""
+
+    kind: str
+    xy: str
+    path: str
+
+
+def porcelain_records(output: bytes) -> tuple[str | None, list[PorcelainRecord]]:
+    """HEAD from the ``# branch.oid`` header (if asked with ``--branch``) and every record.
+
+    The one parser of git's status format; freshness and evidence both read it from here.
+    """
     head: str | None = None
-    entries: dict[str, str] = {}
-    records = output.split(b"\0")
+    records: list[PorcelainRecord] = []
+    fields = output.split(b"\0")
     index = 0
-    while index < len(records):
-        raw = records[index]
+    while index < len(fields):
+        raw = fields[index]
         index += 1
         if not raw:
             continue
@@ -76,20 +88,30 @@ def parse_porcelain_v2(output: bytes, prefix: str) -> GitStatus:
                 head = None if parts[2] == "(initial)" else parts[2]
             continue
         if kind == "1":
-            fields = text.split(" ", 8)
-            path, state = fields[8], _classify(fields[1])
+            parts = text.split(" ", 8)
+            records.append(PorcelainRecord(kind, parts[1], parts[8]))
         elif kind == "2":
-            fields = text.split(" ", 9)
-            path, state = fields[9], "renamed"
-            index += 1  # the original path follows as its own record
+            parts = text.split(" ", 9)
+            records.append(PorcelainRecord(kind, parts[1], parts[9]))
+            index += 1  # the original path follows as its own field
         elif kind == "u":
-            path, state = text.split(" ", 10)[10], "unmerged"
-        elif kind == "?":
-            path, state = text[2:], "untracked"
-        elif kind == "!":
-            path, state = text[2:], "ignored"
-        else:
-            continue
+            parts = text.split(" ", 10)
+            records.append(PorcelainRecord(kind, parts[1], parts[10]))
+        elif kind in "?!":
+            records.append(PorcelainRecord(kind, kind, text[2:]))
+    return head, records
+
+
+_KIND_STATE = {"2": "renamed", "u": "unmerged", "?": "untracked", "!": "ignored"}
+
+
+def parse_porcelain_v2(output: bytes, prefix: str) -> GitStatus:
+    """Parse ``git status --porcelain=v2 -z --branch`` output; paths made workdir-relative."""
+    head, records = porcelain_records(output)
+    entries: dict[str, str] = {}
+    for record in records:
+        state = _KIND_STATE.get(record.kind) or _classify(record.xy)
+        path = record.path
         if prefix:
             if not path.startswith(prefix):
                 continue

@@ -36,7 +36,8 @@ from pathlib import Path
 
 from freshness_magic.atomicio import write_json_atomic
 from freshness_magic.errors import HubError
-from freshness_magic.hub.ignore import ALWAYS_SKIPPED, IgnoreRules
+from freshness_magic.freshness.skipped import SKIPPED_DIRS
+from freshness_magic.hub.ignore import IgnoreRules
 from freshness_magic.hub.indexer import Indexer
 from freshness_magic.hub.store import (
     connect_reader,
@@ -433,7 +434,7 @@ class Hub:
             rel = Path(raw).relative_to(self.root).as_posix()
         except ValueError:
             return None
-        if rel in ("", ".") or any(part in ALWAYS_SKIPPED for part in rel.split("/")):
+        if rel in ("", ".") or any(part in SKIPPED_DIRS for part in rel.split("/")):
             return None
         return rel
 

@@ -10,27 +10,11 @@ ignored; an ignored but tracked file is not indexed by the hub.
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
 
-ALWAYS_SKIPPED = frozenset(
-    {
-        ".git",
-        ".freshness",
-        ".orchestrator",
-        "__pycache__",
-        ".ipynb_checkpoints",
-        ".venv",
-        "venv",
-        "node_modules",
-        ".mypy_cache",
-        ".pytest_cache",
-        ".ruff_cache",
-    }
-)
-"""Folder names never indexed, wherever they are (plus any folder holding ``pyvenv.cfg``)."""
+from freshness_magic.freshness.skipped import SKIPPED_DIRS, is_venv
 
 
 @dataclass(frozen=True, slots=True)
@@ -143,7 +127,7 @@ class IgnoreRules:
     def is_venv(self, folder: str) -> bool:
         known = self._venv.get(folder)
         if known is None:
-            known = os.path.exists(self.root / folder / "pyvenv.cfg")
+            known = is_venv(self.root / folder)
             self._venv[folder] = known
         return known
 
@@ -164,7 +148,7 @@ class IgnoreRules:
     def skip_dir(self, rel: str) -> bool:
         """Whether the walk should not enter folder ``rel`` (its parents already passed)."""
         name = rel.rsplit("/", 1)[-1]
-        if name in ALWAYS_SKIPPED or self.is_venv(rel):
+        if name in SKIPPED_DIRS or self.is_venv(rel):
             return True
         return self._matches(rel, True)
 

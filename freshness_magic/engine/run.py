@@ -373,7 +373,7 @@ class Run:
         )
         for ext in self.extensions:
             self._call_ext(ext, "on_run_start", self)
-        self._save_checkpoint()
+        self.save_checkpoint()
 
     def step(self) -> StepResult:
         """Execute the next node (with its retries) and route; see the module docstring."""
@@ -434,7 +434,7 @@ class Run:
                 self._next_node,
                 {"reason": stop_reason, "next_node": self._next_node},
             )
-            self._save_checkpoint()
+            self.save_checkpoint()
         return self.result()
 
     def answer(self, node_id: str, choice: str | None = None) -> StepResult:
@@ -842,12 +842,12 @@ class Run:
         self._history.append(result)
         for ext in self.extensions:
             self._call_ext(ext, "on_step_finished", self, result)
-        self._save_checkpoint()
+        self.save_checkpoint()
         return result
 
     def _loop_restart(self, target: str, reason: str) -> str:
         """Continue in a fresh run directory linked from the old one; returns the new reason."""
-        self._save_checkpoint()
+        self.save_checkpoint()
         old_dir, old_id = self._run_dir, self._run_id
         self._restarts += 1
         base_id = re.sub(r"-r\d+\Z", "", old_id)
@@ -939,7 +939,14 @@ class Run:
             },
         }
 
-    def _save_checkpoint(self) -> None:
+    def save_checkpoint(self) -> None:
+        """Write the current state as the latest checkpoint now.
+
+        Steps do this themselves; extensions call it after changing their own state between
+        steps (an accepted baseline must survive a crash). Does nothing before the run starts.
+        """
+        if not self._started:
+            return
         if self._writer is None:
             self._writer = CheckpointWriter(self._run_dir, history=self._history_size)
         path = self._writer.save(self._checkpoint_payload())

@@ -235,7 +235,7 @@ def accept_changes(run: Run, node_id: str | None = None) -> dict[str, list[str]]
     """Accept the current inputs of ``node_id`` (or of every node whose handler has not run).
 
     Returns node id -> files that had changed; the new baselines are in the next checkpoint,
-    which is written at once when the run offers ``save_checkpoint``.
+    which is written at once.
     """
     ext = extension_of(run)
     tracker = ext._tracker(run)
@@ -245,7 +245,5 @@ def accept_changes(run: Run, node_id: str | None = None) -> dict[str, list[str]]
         ids = [n for n in tracked_nodes(run.graph) if n not in tracker.run_snapshots]
         ids.extend(n for n in ext.blocked if n not in ids)
     changed = accept(run, ids)
-    save = getattr(run, "save_checkpoint", None) or getattr(run, "_save_checkpoint", None)
-    if callable(save):
-        save()
+    run.save_checkpoint()
     return changed

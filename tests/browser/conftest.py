@@ -102,7 +102,9 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
     base = tmp_path_factory.mktemp("jupyter")
     root = base / "root"
     root.mkdir()
-    dirs = {name: base / name for name in ("config", "data", "runtime", "settings", "workspaces")}
+    dirs = {
+        name: base / name for name in ("config", "data", "runtime", "settings", "workspaces", "tmp")
+    }
     for folder in dirs.values():
         folder.mkdir()
     _write_settings(dirs["settings"])
@@ -118,6 +120,7 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
         JUPYTER_RUNTIME_DIR=str(dirs["runtime"]),
         JUPYTER_PLATFORM_DIRS="1",
         PYTHONPATH=str(REPO),
+        TMPDIR=str(dirs["tmp"]),
         PATH=os.pathsep.join([str(Path(sys.executable).parent), env.get("PATH", "")]),
     )
     log = base / "server.log"
@@ -191,7 +194,7 @@ def browser() -> Iterator[object]:
 def page(
     browser: object, lab_server: LabServer, request: pytest.FixtureRequest
 ) -> Iterator[object]:
-    """A fresh page with a fixed viewport; dialogs and console errors are recorded.
+    """A fresh page with a fixed viewport; dialogs, console errors and HTTP errors are recorded.
 
     Afterwards the page is saved as a screenshot and every kernel the test started is stopped.
     """
@@ -204,10 +207,19 @@ def page(
         page.dialogs.append(dialog.message)  # type: ignore[attr-defined]
         dialog.dismiss()  # type: ignore[attr-defined]
 
+    page.bad_responses = []  # type: ignore[attr-defined]
+    page.on(
+        "response",
+        lambda r: page.bad_responses.append(f"{r.status} {r.url}") if r.status >= 400 else None,
+    )
     page.on("dialog", on_dialog)
     page.on(
         "console",
-        lambda msg: page.console_errors.append(msg.text) if msg.type == "error" else None,
+        lambda msg: (
+            page.console_errors.append(f"{msg.text} @ {msg.location.get('url', '')}")
+            if msg.type == "error"
+            else None
+        ),
     )
     try:
         yield page

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import secrets
 import urllib.request
 from pathlib import Path
@@ -137,6 +138,17 @@ def error_outputs(page: Any) -> list[str]:
             )].map(e => e.textContent)"""
         )
     )
+
+
+_FONT = re.compile(r"/static/[\w/.-]+\.(woff2?|ttf|eot)(\?.*)?$")
+"""Icon fonts of the Jupyter front ends: Notebook 7 sometimes answers 403 for them, which
+says nothing about the page under test (the icons fall back to text)."""
+
+
+def page_errors(page: Any) -> list[str]:
+    """Console errors and HTTP error responses of the page, except the front ends' own fonts."""
+    found = list(page.console_errors) + list(page.bad_responses)
+    return [e for e in found if not _FONT.search(e.rsplit(" ", 1)[-1])]
 
 
 def save_screenshot(page: Any, name: str, target: Any = None, caption: str = "") -> Path:

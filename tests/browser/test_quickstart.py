@@ -43,6 +43,7 @@ from tests.browser.lab import (
     error_outputs,
     open_lab_notebook,
     open_nb7_notebook,
+    page_errors,
     run_all_cells,
     run_cell,
     save_screenshot,
@@ -72,6 +73,7 @@ def assert_no_errors(page: Any) -> None:
     assert error_outputs(page) == []
     assert widget_log_errors(page) == []
     assert page.dialogs == []
+    assert page_errors(page) == []
 
 
 def assert_progress_matches_status(page: Any) -> tuple[int, int]:

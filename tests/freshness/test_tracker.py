@@ -3,8 +3,12 @@
 from __future__ import annotations
 
 import os
+import pickle
+import shutil
+import tempfile
 import time
-from collections.abc import Mapping
+import traceback
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -151,18 +155,69 @@ def test_unreadable_file_falls_back_to_stat_and_says_so(tree: Path) -> None:
     assert entry.note
 
 
-@pytest.mark.skipif(os.geteuid() == 0, reason="root reads files with mode 000")
-def test_permission_denied_is_compared_by_stat(tree: Path) -> None:
-    path = write(tree, "secret.md", "s1")
-    path.chmod(0)
-    tracker = FreshnessTracker(tree)
-    tracker.capture({"n": ["secret.md"]})
-    (entry,) = tracker.check("n").files
-    assert entry.label is FileLabel.UNKNOWN and entry.method == "stat"
-    assert "unreadable" in entry.note
-    os.utime(path, ns=(1, 1))
-    (entry,) = tracker.check("n").files
-    assert entry.label is FileLabel.STALE_CHANGED and entry.method == "stat"
+NOBODY = 65534
+
+
+def _unprivileged(fn: Callable[[], object]) -> object:
+    """Run ``fn`` in a forked child that gave up root (uid/gid nobody); return its result.
+
+    Root reads files of mode 000, so the permission-denied case needs a real unprivileged
+    process; forking keeps the already imported code, which nobody could not load from /root.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+            outcome: tuple[str, object] = ("ok", fn())
+        except BaseException:
+            outcome = ("error", traceback.format_exc())
+        with os.fdopen(write_end, "wb") as handle:
+            pickle.dump(outcome, handle)
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as handle:
+        data = handle.read()
+    os.waitpid(pid, 0)
+    status, value = pickle.loads(data)
+    assert status == "ok", value
+    return value
+
+
+@pytest.fixture
+def shared_tree() -> Iterator[Path]:
+    """A tree an unprivileged user works in, with a file its owner may write but not read."""
+    root = Path(tempfile.mkdtemp(prefix="fm-perm-"))
+    try:
+        write(root, "docs/spec.md", "spec v1\n")
+        secret = write(root, "secret.md", "s1")
+        for folder, _dirs, files in os.walk(root):
+            os.chmod(folder, 0o777)
+            for name in files:
+                os.chmod(os.path.join(folder, name), 0o666)
+        if os.geteuid() == 0:
+            os.chown(secret, NOBODY, NOBODY)
+        secret.chmod(0o200)
+        yield root
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_permission_denied_is_compared_by_stat(shared_tree: Path) -> None:
+    def scenario() -> list[tuple[str, str, str]]:
+        tracker = FreshnessTracker(shared_tree)
+        tracker.capture({"n": ["secret.md"]})
+        (before,) = tracker.check("n").files
+        os.utime(shared_tree / "secret.md", ns=(1, 1))
+        (after,) = tracker.check("n").files
+        return [(e.label.value, e.method, e.note) for e in (before, after)]
+
+    before, after = _unprivileged(scenario) if os.geteuid() == 0 else scenario()
+    assert before[:2] == ("unknown", "stat") and "unreadable" in before[2]
+    assert after[:2] == ("stale_changed", "stat")
 
 
 def test_readable_file_turning_into_a_folder_is_unknown(tree: Path) -> None:

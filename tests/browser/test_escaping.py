@@ -7,13 +7,21 @@ from typing import Any
 import pytest
 
 from freshness_magic.notebook.render import NodeState
-from tests.browser.fm import WIDGET, click, node_states, wait_node_states, wait_status
+from tests.browser.fm import (
+    WIDGET,
+    click,
+    node_states,
+    wait_node_states,
+    wait_status,
+    wait_tooltip,
+)
 from tests.browser.lab import (
     WAIT_MS,
     error_outputs,
     open_lab_notebook,
     page_errors,
     run_all_cells,
+    run_cell,
     save_screenshot,
     write_notebook,
 )
@@ -24,7 +32,8 @@ SCRIPT = "<script>window.__pwned=1;alert('script')</script>"
 IMG = "<img src=x onerror=\"window.__pwned=1;alert('img')\">"
 SVG = '"><svg onload="window.__pwned=1;alert(\'svg\')">'
 TITLE = "</title><script>window.__pwned=1</script>"
-PAYLOADS = (SCRIPT, IMG, SVG, TITLE)
+FILE_NAME = "<img src=x onerror=window.__pwned=1>.md"
+"""An input file whose name is markup (a file name may hold anything but a slash)."""
 
 
 def _dot(text: str) -> str:
@@ -35,7 +44,8 @@ def _dot(text: str) -> str:
 HOSTILE_DOT = f"""digraph hostile {{
   graph [goal={_dot(SCRIPT)}]
   start [shape=Mdiamond, label={_dot(SCRIPT)}]
-  work  [label={_dot(IMG)}, prompt={_dot(IMG + " for $goal " + SVG)}]
+  work  [label={_dot(IMG)}, prompt={_dot(IMG + " for $goal " + SVG)},
+         source_files="docs/*.md", freshness="warn"]
   gate  [shape=hexagon, label={_dot(SVG)}]
   done  [shape=Msquare, label={_dot(TITLE)}]
   start -> work -> gate
@@ -67,6 +77,8 @@ def live_elements(page: Any) -> dict[str, int]:
 
 def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
     folder = lab_server.root / "s6_escaping"
+    (folder / "docs").mkdir(parents=True)
+    (folder / "docs" / "notes.md").write_text("notes\n")
     write_notebook(
         folder / "hostile.ipynb",
         ["%load_ext freshness_magic", "%%pipeline hostile\n" + HOSTILE_DOT, "%pipeline status"],
@@ -104,13 +116,20 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
         timeout=WAIT_MS,
     )
     assert SCRIPT in page.locator(f"{WIDGET} .fm-playground-result").inner_text()
+
+    (folder / "docs" / FILE_NAME).write_text("added by the test\n")
+    run_cell(page, 2)
+    wait_node_states(page, {"work": NodeState.STALE.value})
+    assert f"{FILE_NAME} (added)" in wait_tooltip(page, "work", FILE_NAME)
+    assert FILE_NAME in page.locator(f"{WIDGET} .fm-why-item[data-node='work']").inner_text()
     save_screenshot(
         page,
         "s6_escaping_gate",
         page.locator(WIDGET),
         'hostile pipeline waiting at its gate: <script>, <img onerror>, "><svg onload> shown as'
         " text in node and edge labels, gate question, choice buttons, attention list, evidence"
-        " rows and the playground; nothing ran",
+        " rows and the playground, and an added input file named like an <img onerror> tag in"
+        " the tooltip and attention line of the stale node; nothing ran",
     )
 
     assert pwned(page) == "undefined"
@@ -120,7 +139,9 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
     page.locator(f"{WIDGET} .fm-gate-choice").first.click()
     wait_node_states(page, {"gate": NodeState.SUCCEEDED.value, "done": NodeState.SUCCEEDED.value})
     wait_status(page, "completed")
-    assert set(node_states(page).values()) == {NodeState.SUCCEEDED.value}
+    states = node_states(page)
+    assert states.pop("work") == NodeState.STALE.value
+    assert set(states.values()) == {NodeState.SUCCEEDED.value}
     assert pwned(page) == "undefined"
     assert page.dialogs == []
     assert live_elements(page) == {"img": 0, "svgOnload": 0, "handlers": 0, "scripts": 0}
@@ -130,6 +151,6 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
         page,
         "s6_escaping_completed",
         page.locator(WIDGET),
-        "hostile pipeline after a click on its first choice button: completed, every node green,"
-        " no dialog, window.__pwned still undefined",
+        "hostile pipeline after a click on its first choice button: completed, every node green"
+        " but the stale one, no dialog, window.__pwned still undefined",
     )

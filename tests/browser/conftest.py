@@ -235,15 +235,20 @@ def page(
         shutdown_sessions(lab_server)
 
 
+BROWSER_RAN = pytest.StashKey[bool]()
+
+
 @pytest.fixture(scope="session", autouse=True)
-def screenshot_index() -> Iterator[None]:
+def screenshot_index(request: pytest.FixtureRequest) -> Iterator[None]:
     """Start each run with an empty screenshot index (and without the last run's pictures)."""
     reset_screenshot_index()
+    request.config.stash[BROWSER_RAN] = True
     yield
 
 
-def pytest_terminal_summary(terminalreporter: object) -> None:
-    if SCREENSHOT_INDEX.exists():
+def pytest_terminal_summary(terminalreporter: object, config: pytest.Config) -> None:
+    """List the pictures this run took (only when browser tests ran in it)."""
+    if config.stash.get(BROWSER_RAN, False) and SCREENSHOT_INDEX.exists():
         write = terminalreporter.write_line  # type: ignore[attr-defined]
         write(f"browser screenshots in {SCREENSHOTS} (index: {SCREENSHOT_INDEX.name}):")
         for line in SCREENSHOT_INDEX.read_text().splitlines():

@@ -442,16 +442,21 @@ class NotebookPipeline:
             return self.run_to()
 
     def accept(self, node_id: str | None = None) -> TextResult:
-        """Accept the current inputs as the new baseline (one node or all)."""
+        """Accept the current inputs as the new baseline: of one node, or of every node that is
+        not run yet or is shown stale now (also nodes whose inputs changed after they ran)."""
         if node_id is not None:
             self.require_node(node_id)
         from freshness_magic.freshness.extension import accept_changes
 
+        self.refresh_freshness()
         with self.exclusive():
             accepted = accept_changes(self.run, node_id=node_id)
+            if node_id is None:
+                for stale_id in sorted(set(self._stale) - set(accepted)):
+                    accepted.update(accept_changes(self.run, node_id=stale_id))
         self.refresh_freshness()
         self._notify()
-        target = node_id or "all nodes not run yet"
+        target = node_id or "all stale nodes and nodes not run yet"
         files = sorted({f for changed in accepted.values() for f in changed})
         what = f": {', '.join(files)}" if files else ": no changed files"
         return TextResult(f"accepted current inputs of {target}{what}\n" + self.status_text())

@@ -300,6 +300,8 @@ class PipelineMagics(Magics):
             "evidence": lambda: pipeline.evidence(args.node),
             "reset": pipeline.reset,
         }
+        if command in ("why", "status"):
+            pipeline.refresh_freshness()
         if command == "run" and args.to is not None and args.to not in pipeline.graph.nodes:
             raise UsageError(f"%pipeline run --to: no node {args.to!r} in {pipeline.name}")
         if command == "run" and args.max_steps is not None and args.max_steps < 1:

@@ -372,10 +372,32 @@ def test_auto_refresh_off_skips_the_post_execute_check(shell: InteractiveShell, 
     shell.run_line_magic("config", "PipelineMagics.auto_refresh = False")
     (workdir / "src" / "login.py").write_text("changed\n")
     shell.run_cell("x = 1")
-    assert "stale" not in line(shell, "status").text
+    assert dict(shell.user_ns["review"].stale) == {}
     shell.run_line_magic("config", "PipelineMagics.auto_refresh = True")
     shell.run_cell("x = 2")
+    assert set(shell.user_ns["review"].stale) == {"lint"}
+
+
+def test_status_and_why_recheck_inputs_before_answering(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    line(shell, "run --to approve")
+    shell.run_line_magic("config", "PipelineMagics.auto_refresh = False")
+    (workdir / "src" / "login.py").write_text("changed\n")
     assert "lint     stale(run)" in line(shell, "status").text
+    assert "src/login.py (modified)" in line(shell, "why lint").text
+
+
+def test_accept_without_node_clears_nodes_stale_since_they_ran(
+    shell: InteractiveShell, workdir: Path
+):
+    load_review(shell, workdir)
+    line(shell, "run --to approve")
+    (workdir / "src" / "login.py").write_text("changed\n")
+    shell.run_cell("x = 1")
+    assert set(shell.user_ns["review"].stale) == {"lint"}
+    text = line(shell, "accept").text
+    assert "src/login.py" in text
+    assert dict(shell.user_ns["review"].stale) == {}
 
 
 def test_pending_node_stale_since_baseline(shell: InteractiveShell, workdir: Path):

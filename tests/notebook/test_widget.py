@@ -195,9 +195,8 @@ def test_accept_button_accepts_nodes_not_run_yet(shell: InteractiveShell, workdi
     assert states(widget)["draft"] == "stale"
     widget.accept_button.click()
     assert states(widget)["draft"] == "pending"
-    assert "accepted current inputs of all nodes not run yet: docs/spec.md" in "".join(
-        o.get("text", "") for o in widget.log_area.outputs
-    )
+    log = "".join(o.get("text", "") for o in widget.log_area.outputs)
+    assert "accepted current inputs of all stale nodes and nodes not run yet: docs/spec.md" in log
 
 
 def test_node_cell_changes_the_tooltip_layout_once(shell: InteractiveShell, workdir: Path):

@@ -298,9 +298,13 @@ class Graph:
         return self._index[1], self._index[2]
 
     def source_line(self, line: int) -> str:
-        """The text of a 1-based line of the DOT source ('' when out of range)."""
-        lines = self.source.splitlines()
-        return lines[line - 1] if 0 < line <= len(lines) else ""
+        """The text of a 1-based line of the DOT source ('' when out of range).
+
+        Lines end at ``\n`` only, as the lexer counts them (``splitlines`` would also break at
+        form feeds and Unicode separators inside prompts and disagree with reported lines).
+        """
+        lines = self.source.split("\n")
+        return lines[line - 1].rstrip("\r") if 0 < line <= len(lines) else ""
 
     def outgoing(self, node_id: str) -> list[Edge]:
         """Edges leaving ``node_id`` in declaration order."""

@@ -1,8 +1,13 @@
 """Content hashes and stat keys: the one place files are fingerprinted (freshness and the hub).
 
 Hashes are xxh3_128 hex digests. A file is read with a single ``read`` when small and streamed in
-chunks when large; when the file's stat key changes while it is being read the read is repeated,
-so a hash always belongs to one consistent version of the file.
+chunks when large; when the file's stat key changes while a large file is being read the read is
+repeated, so a hash always belongs to one consistent version of the file.
+
+A small file read whole by one ``read`` is not stat-ed again afterwards: there is no window in
+which half of it could be old. A write racing that read leaves the file's mtime inside the racy
+window of the snapshot that hashed it, and every user of these hashes (freshness stat cache,
+evidence snapshot, hub) re-hashes such racily clean entries on the next look.
 """
 
 from __future__ import annotations
@@ -113,9 +118,18 @@ def hash_file_at(
             if size <= SMALL_FILE_BYTES:
                 data = read(fd, size + 1)
                 if len(data) <= size:
-                    digest = xxhash.xxh3_128_hexdigest(data)
-                else:
-                    digest = _digest_rest(fd, data)
+                    return xxhash.xxh3_128_hexdigest(data), tuple.__new__(
+                        StatKey,
+                        (
+                            before.st_dev,
+                            before.st_ino,
+                            before.st_mode,
+                            before.st_size,
+                            before.st_mtime_ns,
+                            before.st_ctime_ns,
+                        ),
+                    )
+                digest = _digest_rest(fd, data)
             else:
                 digest = _digest_fd(fd, size)
             after = fstat(fd)

@@ -117,7 +117,10 @@ class Snapshotter:
         status: GitStatus | None = pending.result() if pending is not None else None
         baselines = {}
         for node_id, res in resolutions.items():
-            files = {k: records[k] for k in res.files}
+            if len(resolutions) == 1 and list(records) == res.files:
+                files = records  # one node, same order: no second dict of 20,000 entries
+            else:
+                files = {k: records[k] for k in res.files}
             states = {}
             if status is not None:
                 states = {k: v for k, v in status.entries.items() if k in files}
@@ -199,9 +202,11 @@ class Snapshotter:
         limit = self.hash_size_limit
         stat = os.stat
         racy_ns = RACY_WINDOW_NS
+        plain = limit is None and source is None
+        get = entries.get
         for key, name in members:
-            entry = entries.get(key)
-            if entry is not None or limit is not None or source is not None:
+            entry = get(key)
+            if entry is not None or not plain:
                 try:
                     st = stat(name, dir_fd=dir_fd)
                 except FileNotFoundError:
@@ -219,12 +224,12 @@ class Snapshotter:
                     mtime_ns = st.st_mtime_ns
                     if (
                         mtime_ns == known[4]
-                        and st.st_size == known[3]
-                        and st.st_ctime_ns == known[5]
-                        and st.st_ino == known[1]
-                        and st.st_dev == known[0]
-                        and st.st_mode == known[2]
                         and mtime_ns < verified_ns - racy_ns
+                        and st.st_ctime_ns == known[5]
+                        and st.st_size == known[3]
+                        and st.st_ino == known[1]
+                        and st.st_mode == known[2]
+                        and st.st_dev == known[0]
                     ):
                         records[key] = cached
                         continue

@@ -1,0 +1,45 @@
+"""The command-line lines the README shows work as written, on the example pipeline."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+EXAMPLE = REPO / "examples" / "quickstart.dot"
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "freshness_magic", *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_example_validates_strictly(tmp_path: Path) -> None:
+    result = cli("validate", str(EXAMPLE), "--strict", cwd=tmp_path)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_example_runs_to_the_gate_then_resumes_with_an_answer(tmp_path: Path) -> None:
+    paused = cli("run", str(EXAMPLE), "--workdir", str(tmp_path), "--json", cwd=tmp_path)
+    assert paused.returncode == 3, paused.stderr
+    state = json.loads(paused.stdout)
+    assert state["status"] == "waiting"
+    assert state["pending_gate"]["node"] == "approve"
+    assert [c["key"] for c in state["pending_gate"]["choices"]] == ["Y", "N"]
+
+    done = cli("resume", state["run_dir"], "--answer", "approve=Y", "--json", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    final = json.loads(done.stdout)
+    assert final["status"] == "completed"
+    assert final["completed_nodes"] == ["start", "lint", "draft", "approve", "done"]
+
+    evidence = cli("evidence", state["run_dir"], "--json", cwd=tmp_path)
+    assert evidence.returncode == 0, evidence.stderr
+    assert [r["nodeId"] for r in json.loads(evidence.stdout)][-1] == "done"

@@ -15,7 +15,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Continue the run in RUN_DIR exactly where it stopped (a waiting gate stays waiting "
             "unless --answer or --auto-approve answers it). The pipeline is rebuilt from the "
-            "source stored in the checkpoint. Exit codes as for run."
+            "copy in the run directory (pipeline.dot, checked against the hash in the checkpoint). "
+            "Exit codes as for run."
         ),
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")

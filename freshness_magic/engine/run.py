@@ -1022,9 +1022,10 @@ class Run:
     ) -> Run:
         """Restore a run from the newest valid checkpoint of ``run_dir`` (any process).
 
-        Without ``graph`` the pipeline is rebuilt from the source stored in the checkpoint, so
-        the original file is not needed. A damaged checkpoint is reported (log warning and a
-        CHECKPOINT_CORRUPT event naming the file) and an older valid one is used.
+        Without ``graph`` the pipeline is rebuilt from the run directory's ``pipeline.dot``
+        (checked against the hash in the checkpoint), so the original file is not needed. A
+        damaged checkpoint is reported (log warning and a CHECKPOINT_CORRUPT event naming the
+        file) and an older valid one is used.
         """
         folder = follow_restarts(Path(run_dir))
         damaged: list[tuple[Path, str]] = []

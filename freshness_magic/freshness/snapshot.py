@@ -20,6 +20,7 @@ from freshness_magic.freshness.git import GitStatus, GitTier
 from freshness_magic.freshness.hashing import HashingError, StatKey, hash_file_at
 from freshness_magic.freshness.resolve import Resolution, Resolver
 from freshness_magic.freshness.statcache import RACY_WINDOW_NS, StatCache, filesystem_now_ns
+from freshness_magic.gcpause import cyclic_gc_paused
 
 ResolveHook = Callable[[Mapping[str, Resolution]], None]
 """Called after resolving and before hashing (lets tests change files in between)."""
@@ -89,7 +90,7 @@ class Snapshotter:
         Snapshots are serialised (a widget thread may ask for a report while a step runs): the
         caches they share are never updated by two snapshots at once.
         """
-        with self._lock:
+        with self._lock, cyclic_gc_paused():
             return self._take(nodes, kind, with_git=with_git)
 
     def _take(

@@ -369,3 +369,17 @@ def test_folder_named_as_a_path_is_unknown_with_advice(tree: Path) -> None:
     (entry,) = tracker.check("n").files
     assert entry.label is FileLabel.UNKNOWN and "docs/**" not in entry.note
     assert "folder/**" in entry.note
+
+
+def test_snapshots_leave_the_cycle_collector_as_they_found_it(tree: Path) -> None:
+    import gc
+
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["src/*.py"]})
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        tracker.check("n")
+        assert not gc.isenabled()
+    finally:
+        gc.enable()

@@ -49,6 +49,7 @@ from freshness_magic.engine.model import (
 )
 from freshness_magic.engine.stylesheet import parse_stylesheet
 from freshness_magic.errors import StylesheetError, ValidationError
+from freshness_magic.gcpause import cyclic_gc_paused
 
 
 class Severity(enum.Enum):
@@ -890,6 +891,10 @@ class Validator:
         together in one pass over the nodes and one over the edges. A rule that raises is
         reported once as an ERROR diagnostic under its own name instead of aborting validation.
         """
+        with cyclic_gc_paused():
+            return self._validate(graph)
+
+    def _validate(self, graph: Graph) -> list[Diagnostic]:
         out: list[Diagnostic] = []
         failed: set[str] = set()
         node_checks: list[tuple[str, NodeCheck]] = []

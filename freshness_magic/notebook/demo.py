@@ -45,6 +45,8 @@ def execute(path: Path, *, static_html: bool, widget_state: bool, timeout: int =
             kernel_name="python3",
             resources={"metadata": {"path": str(path.parent)}},
             store_widget_state=widget_state,
+            # A local, short-lived kernel: its start-up notice about TCP transport is noise here.
+            extra_arguments=["--IPKernelApp.log_level=ERROR"],
         )
         client.execute()
     finally:

@@ -160,7 +160,8 @@ def lab_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LabServer]:
                 with urllib.request.urlopen(f"{url}/api/status?token={token}", timeout=2):
                     break
             except (urllib.error.URLError, ConnectionError, TimeoutError):
-                if time.monotonic() > deadline:
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
                     raise RuntimeError(
                         f"JupyterLab did not answer:\n{log.read_text()[-3000:]}"
                     ) from None

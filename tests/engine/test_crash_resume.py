@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.engine.checkpoint import history_files
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -141,10 +142,13 @@ def test_sigkill_at_many_points_then_resume_matches_an_uninterrupted_run(
         root = tmp_path / f"crash{attempt}"
         run_dir = root / ".freshness" / "runs" / "crash"
         proc = python([str(driver), "start", str(root)])
-        deadline = time.monotonic() + 60
-        while not (run_dir / "checkpoint.json").exists() and proc.poll() is None:
-            assert time.monotonic() < deadline, "the run never wrote its first checkpoint"
-            time.sleep(0.005)
+        checkpoint = run_dir / "checkpoint.json"
+        wait_until(
+            lambda c=checkpoint, p=proc: c.exists() or p.poll() is not None,
+            "the run to write its first checkpoint",
+            timeout=60,
+            pause=lambda: time.sleep(0.005),
+        )
         time.sleep(rng.uniform(0.0, run_time))
         if proc.poll() is None:
             proc.kill()

@@ -10,6 +10,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -19,17 +20,19 @@ from freshness_magic.freshness.hashing import StatKey, hash_file
 from freshness_magic.hub import daemon
 from freshness_magic.hub.client import HubClient, HubNotRunning
 from freshness_magic.hub.store import db_path
+from tests.waiting import wait_until
 
 from .conftest import write
 
 
-def _wait_for(client: HubClient, predicate: object, timeout: float = 30.0) -> None:
-    """Wait on the store's change seq until ``predicate()`` holds (not a timing assertion)."""
-    deadline = time.monotonic() + timeout
-    seq = client.seq()
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "the hub did not index the change"
-        seq = client.wait_for_change(seq, 1.0)
+def _wait_for(client: HubClient, predicate: Callable[[], object], timeout: float = 30.0) -> None:
+    """Wait on the store's change seq until ``predicate()`` holds."""
+    seq = [client.seq()]
+
+    def next_change() -> None:
+        seq[0] = client.wait_for_change(seq[0], 1.0)
+
+    wait_until(predicate, "the hub to index the change", timeout=timeout, pause=next_change)
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -165,10 +168,10 @@ def test_overflow_falls_back_to_a_full_sweep(hub_dir: Path) -> None:
     status = daemon.status(hub_dir)
     assert status.pid is not None
     os.kill(status.pid, signal.SIGUSR1)
-    deadline = time.monotonic() + 30
-    while "requested (SIGUSR1)" not in (hub_dir / ".freshness" / "hub.log").read_text():
-        assert time.monotonic() < deadline
-        time.sleep(0.05)
+    wait_until(
+        lambda: "requested (SIGUSR1)" in (hub_dir / ".freshness" / "hub.log").read_text(),
+        "the hub to log the SIGUSR1 sweep",
+    )
 
 
 def test_two_clients_read_while_the_hub_writes(hub_dir: Path) -> None:
@@ -233,10 +236,7 @@ def test_sigkill_during_writes_leaves_a_consistent_store(hub_dir: Path) -> None:
     os.kill(status.pid, signal.SIGKILL)
     stop_writing.set()
     writer.join()
-    deadline = time.monotonic() + 10
-    while daemon.lock_held(hub_dir):
-        assert time.monotonic() < deadline
-        time.sleep(0.02)
+    wait_until(lambda: not daemon.lock_held(hub_dir), "the killed hub's lock to be released")
     conn = sqlite3.connect(db_path(hub_dir))
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     orphans = conn.execute(
@@ -287,15 +287,15 @@ def test_hub_stops_itself_when_its_tree_is_removed(tmp_path: Path) -> None:
     status = daemon.start(root)
     try:
         shutil.rmtree(root)
-        deadline = time.monotonic() + 30
-        while True:
+        def hub_gone() -> bool:
             try:
                 os.kill(status.pid or 0, 0)
                 os.waitpid(status.pid or 0, os.WNOHANG)
             except (ProcessLookupError, ChildProcessError):
-                break
-            assert time.monotonic() < deadline, "the hub kept running without its folder"
-            time.sleep(0.05)
+                return True
+            return False
+
+        wait_until(hub_gone, "the hub to stop once its folder is gone")
     finally:
         if root.exists():
             daemon.stop(root)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -24,6 +25,7 @@ from freshness_magic.hub.integration import (
     symbol_changes,
 )
 from freshness_magic.session import open_run
+from tests.waiting import wait_until
 
 from .conftest import write
 
@@ -43,12 +45,13 @@ def _age(path: Path) -> StatKey:
     return StatKey.of(os.stat(path))
 
 
-def _wait_seq(client: HubClient, predicate: object) -> None:
-    deadline = time.monotonic() + 30
-    seq = client.seq()
-    while not predicate():  # type: ignore[operator]
-        assert time.monotonic() < deadline, "the hub did not index the change"
-        seq = client.wait_for_change(seq, 1.0)
+def _wait_seq(client: HubClient, predicate: Callable[[], object]) -> None:
+    seq = [client.seq()]
+
+    def next_change() -> None:
+        seq[0] = client.wait_for_change(seq[0], 1.0)
+
+    wait_until(predicate, "the hub to index the change", pause=next_change)
 
 
 def test_hash_source_answers_only_with_a_caught_up_hub(hub_dir: Path) -> None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from freshness_magic.hub import daemon
 from freshness_magic.hub.notebook import NotebookHub, why_lines
 from freshness_magic.notebook.extension import instance
+from tests.waiting import wait_until
 
 from .conftest import write
 
@@ -52,10 +52,7 @@ def test_hub_magics_and_live_refresh_without_running_a_cell(
     query = shell.run_line_magic("pipeline", "hub query src/auth.py:login").text
     assert "def login(user, pw):" in query
     write(hub_dir, "src/auth.py", "def login(user):\n    return user\n")
-    deadline = time.monotonic() + 30
-    while "code" not in pipeline.stale:
-        assert time.monotonic() < deadline, "the widget state never turned stale"
-        time.sleep(0.05)
+    wait_until(lambda: "code" in pipeline.stale, "the widget state to turn stale")
     assert [f.path for f in pipeline.stale["code"].files] == ["src/auth.py"]
     assert why_lines(pipeline.run, "code") == [
         "src/auth.py: helper() removed; login() signature changed; login() body changed; "

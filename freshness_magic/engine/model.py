@@ -29,11 +29,6 @@ SHAPE_TO_TYPE: Mapping[str, str] = {
 
 BUILTIN_HANDLER_TYPES: frozenset[str] = frozenset(SHAPE_TO_TYPE.values())
 
-WORK_HANDLER_TYPES: frozenset[str] = frozenset(
-    {"codergen", "tool", "parallel", "parallel.fan_in", "stack.manager_loop"}
-)
-"""Built-in types that do work; custom types count as work too (see :func:`is_work_type`)."""
-
 NON_WORK_HANDLER_TYPES: frozenset[str] = frozenset({"start", "exit", "conditional", "wait.human"})
 
 FRESHNESS_MODES: tuple[str, ...] = ("ignore", "warn", "block")

@@ -1107,9 +1107,3 @@ def follow_restarts(run_dir: Path) -> Path:
         except (OSError, ValueError, KeyError, TypeError):
             break
     return current
-
-
-def read_status(run_dir: str | Path) -> dict[str, Any]:
-    """The latest checkpoint of a run directory as a plain dict (for ``status``)."""
-    data, _ = load_checkpoint(follow_restarts(Path(run_dir)))
-    return data

@@ -81,10 +81,6 @@ class WorkTreeSnapshot:
     excluded: tuple[str, ...] = ()
     """Root-relative folders left out besides the engine's own (e.g. a run directory)."""
 
-    @property
-    def is_git(self) -> bool:
-        return self.kind == "git"
-
     def to_dict(self) -> dict[str, Any]:
         return {
             "workdir": self.workdir,

@@ -205,9 +205,6 @@ class FreshnessTracker:
             )
         return baseline.entries
 
-    def tracked(self) -> list[str]:
-        return list(self.baselines)
-
     # -- checks ----------------------------------------------------------------------------
 
     def _current(self, node_ids: Sequence[str]) -> dict[str, Baseline]:

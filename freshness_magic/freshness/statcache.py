@@ -51,9 +51,6 @@ class StatCache:
     def store(self, path: str, record: Any, verified_ns: int) -> None:
         self.entries[path] = (record, verified_ns)
 
-    def forget(self, path: str) -> None:
-        self.entries.pop(path, None)
-
 
 def filesystem_now_ns(state_dir: str | os.PathLike[str]) -> int:
     """The filesystem's own current time: the mtime of a file just written in ``state_dir``.

@@ -32,10 +32,6 @@ class StepEnv:
     sleep: Callable[[float], None] = time.sleep
     """The run's sleep, for handlers that wait between polls (injectable so tests run instantly)."""
 
-    @property
-    def node_dir_root(self) -> Path:
-        return self.run_dir
-
     def node_dir(self, node_id: str) -> Path:
         """The node's folder for artifacts (prompt.md, response.md, status.json, tool output)."""
         folder = self.run_dir / "nodes" / node_id

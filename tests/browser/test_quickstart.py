@@ -263,6 +263,13 @@ def test_changed_source_file_shows_stale_until_accepted(lab_server: Any, page: A
         " tooltip names src/login.py (modified)",
     )
 
+    click(page, "fm-accept")
+    wait_node_states(page, {"lint": SUCCEEDED, "draft": SUCCEEDED, "approve": RUNNING})
+    assert node_paint(page)["lint"][2] == "none"  # type: ignore[index]
+    assert "inputs changed" not in node_tooltip(page, "lint")
+    assert "lint" not in why_items(page)
+    assert_no_errors(page)
+
 
 def test_gate_buttons_route_the_run(lab_server: Any, page: Any) -> None:
     """Scenario 4: one button per choice; each click follows its own edge."""

@@ -22,6 +22,8 @@ from freshness_magic.engine.validation import Severity, validate
 from freshness_magic.errors import ValidationError
 from tests.engine.runkit import FakeClock, Scripted, make_run
 
+from .spec_examples import SMOKE
+
 
 def run_dot(dot: str, tmp_path: Path, **kw: Any) -> RunResult:
     result = make_run(dot, tmp_path, **kw).run()
@@ -363,24 +365,6 @@ def test_pipeline_with_ten_plus_nodes_completes(tmp_path: Path) -> None:
     assert all(o.status is StageStatus.SUCCESS for o in result.node_outcomes.values())
 
 
-SMOKE = """
-digraph test_pipeline {
-    graph [goal="Create a hello world Python script"]
-
-    start       [shape=Mdiamond]
-    plan        [shape=box, prompt="Plan how to create a hello world script for: $goal"]
-    implement   [shape=box, prompt="Write the code based on the plan", goal_gate=true]
-    review      [shape=box, prompt="Review the code for correctness"]
-    done        [shape=Msquare]
-
-    start -> plan
-    plan -> implement
-    implement -> review [condition="outcome=success"]
-    implement -> plan   [condition="outcome=fail", label="Retry"]
-    review -> done      [condition="outcome=success"]
-    review -> implement [condition="outcome=fail", label="Fix"]
-}
-"""
 
 
 def test_integration_smoke(tmp_path: Path) -> None:

@@ -15,27 +15,7 @@ from freshness_magic.engine.stylesheet import (
 from freshness_magic.engine.transforms import StylesheetTransform
 from freshness_magic.errors import StylesheetError
 
-SPEC_8_6 = """
-digraph Pipeline {
-    graph [
-        goal="Implement feature X",
-        model_stylesheet="
-            * { llm_model: claude-sonnet-4-5; llm_provider: anthropic; }
-            .code { llm_model: claude-opus-4-6; llm_provider: anthropic; }
-            #critical_review { llm_model: gpt-5.2; llm_provider: openai; reasoning_effort: high; }
-        "
-    ]
-
-    start [shape=Mdiamond]
-    exit  [shape=Msquare]
-
-    plan            [label="Plan", class="planning"]
-    implement       [label="Implement", class="code"]
-    critical_review [label="Critical Review", class="code"]
-
-    start -> plan -> implement -> critical_review -> exit
-}
-"""
+from .spec_examples import STYLESHEET
 
 
 def graph_of(stylesheet: str, *nodes: Node) -> Graph:
@@ -50,7 +30,7 @@ def node(node_id: str, explicit: bool = True, **attrs: str) -> Node:
 
 
 def test_spec_8_6_example() -> None:
-    graph = load_pipeline(SPEC_8_6)
+    graph = load_pipeline(STYLESHEET)
     plan, implement, review = (graph.nodes[n] for n in ("plan", "implement", "critical_review"))
     assert plan.llm_model == "claude-sonnet-4-5"
     assert plan.llm_provider == "anthropic"
@@ -150,7 +130,7 @@ def test_stylesheet_beats_node_default_block() -> None:
 
 
 def test_apply_does_not_modify_the_input_graph() -> None:
-    original = parse_dot(SPEC_8_6)
+    original = parse_dot(STYLESHEET)
     before = {n.id: dict(n.attrs) for n in original.nodes.values()}
     styled = apply_stylesheet(original, parse_stylesheet(original.model_stylesheet))
     assert {n.id: dict(n.attrs) for n in original.nodes.values()} == before

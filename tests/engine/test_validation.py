@@ -24,6 +24,8 @@ from freshness_magic.engine.validation import (
 )
 from freshness_magic.errors import ValidationError
 
+from .spec_examples import BRANCH, REVIEW, SIMPLE, SMOKE
+
 OK = """digraph ok {
   start [shape=Mdiamond]
   work  [prompt="do it"]
@@ -52,56 +54,7 @@ def test_valid_pipeline_has_no_diagnostics() -> None:
     assert lint(OK) == []
 
 
-SPEC_EXAMPLES = [
-    """digraph Simple {
-    graph [goal="Run tests and report"]
-    rankdir=LR
-    start [shape=Mdiamond, label="Start"]
-    exit  [shape=Msquare, label="Exit"]
-    run_tests [label="Run Tests", prompt="Run the test suite and report results"]
-    report    [label="Report", prompt="Summarize the test results"]
-    start -> run_tests -> report -> exit
-}""",
-    """digraph Branch {
-    graph [goal="Implement and validate a feature"]
-    rankdir=LR
-    node [shape=box, timeout="900s"]
-    start     [shape=Mdiamond, label="Start"]
-    exit      [shape=Msquare, label="Exit"]
-    plan      [label="Plan", prompt="Plan the implementation"]
-    implement [label="Implement", prompt="Implement the plan"]
-    validate  [label="Validate", prompt="Run tests"]
-    gate      [shape=diamond, label="Tests passing?"]
-    start -> plan -> implement -> validate -> gate
-    gate -> exit      [label="Yes", condition="outcome=success"]
-    gate -> implement [label="No", condition="outcome!=success"]
-}""",
-    """digraph Review {
-    rankdir=LR
-    start [shape=Mdiamond, label="Start"]
-    exit  [shape=Msquare, label="Exit"]
-    review_gate [shape=hexagon, label="Review Changes", type="wait.human"]
-    start -> review_gate
-    review_gate -> ship_it [label="[A] Approve"]
-    review_gate -> fixes   [label="[F] Fix"]
-    ship_it -> exit
-    fixes -> review_gate
-}""",
-    """digraph test_pipeline {
-    graph [goal="Create a hello world Python script"]
-    start       [shape=Mdiamond]
-    plan        [shape=box, prompt="Plan how to create a hello world script for: $goal"]
-    implement   [shape=box, prompt="Write the code based on the plan", goal_gate=true]
-    review      [shape=box, prompt="Review the code for correctness"]
-    done        [shape=Msquare]
-    start -> plan
-    plan -> implement
-    implement -> review [condition="outcome=success"]
-    implement -> plan   [condition="outcome=fail", label="Retry"]
-    review -> done      [condition="outcome=success"]
-    review -> implement [condition="outcome=fail", label="Fix"]
-}""",
-]
+SPEC_EXAMPLES = [SIMPLE, BRANCH, REVIEW, SMOKE]
 
 
 @pytest.mark.parametrize("text", SPEC_EXAMPLES, ids=["simple", "branch", "human", "smoke"])

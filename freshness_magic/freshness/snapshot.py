@@ -2,24 +2,36 @@
 
 One snapshot covers any number of nodes: folders are listed once, each file is looked at once
 (grouped by folder and opened relative to the folder's descriptor, which saves a path lookup
-per file), and git runs once, in the background while files are hashed.
+per file), and git runs once, in the background while files are hashed. A snapshot of many files
+shares them with a :mod:`hashworker` process kept beside the snapshotter, which looks at the
+folders at the end of the list on the second core (see :class:`_Share`).
 """
 
 from __future__ import annotations
 
 import errno
 import os
+import re
 import stat as stat_module
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier
 from freshness_magic.freshness.hashing import HashingError, StatKey, hash_file_at
+from freshness_magic.freshness.hashworker import HASHED
 from freshness_magic.freshness.resolve import Resolution, Resolver
 from freshness_magic.freshness.statcache import RACY_WINDOW_NS, StatCache, filesystem_now_ns
+from freshness_magic.freshness.workerclient import (
+    WORKER_TIMEOUT_S,
+    HashWorker,
+    Report,
+    override,
+)
 from freshness_magic.gcpause import cyclic_gc_paused
 
 ResolveHook = Callable[[Mapping[str, Resolution]], None]
@@ -36,7 +48,16 @@ class HashSource(Protocol):
     def file_hash(self, path: str, stat_key: StatKey) -> str | None: ...
 
 
+WORKER_MIN_FILES = 4000
+"""Snapshots of at least this many files share them with a :mod:`hashworker` process."""
+WORKER_SHARE = 0.5
+"""The part of a large snapshot's files given to the worker (from the end of the list)."""
+MAX_WORKER_FAILURES = 2
+"""After this many failed workers a snapshotter does all files itself."""
+
 _MISSING = FileRecord(existed=False, method=NONE)
+_HEX_DIGESTS = re.compile(rb"[0-9a-f]*")
+_Members = list[tuple[str, str]]
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -52,8 +73,40 @@ def _kind_name(mode: int) -> str:
     return "not a regular file"
 
 
+@dataclass(eq=False)
+class _Share:
+    """The worker's share of one list of keys, as the snapshotter sees it.
+
+    ``expect[i]`` is the record whose stat key the worker remembers for the share's i-th file
+    (None: it remembers none, so it hashes and reports the file at the next scan); ``pending``
+    holds the overrides the next scan request carries (None: re-hash, for racily clean files).
+    """
+
+    groups: dict[str, _Members]
+    start: int
+    """Index of the share's first folder in ``groups``."""
+    folders: list[tuple[str, _Members]]
+    keys: list[str]
+    expect: list[FileRecord | None]
+    pending: dict[int, StatKey | None] = field(default_factory=dict)
+
+    def member(self, index: int) -> tuple[str, tuple[str, str]]:
+        """(folder, (key, name)) of the share's ``index``-th file."""
+        for folder, members in self.folders:
+            if index < len(members):
+                return folder, members[index]
+            index -= len(members)
+        raise IndexError(index)
+
+
 class Snapshotter:
-    """Observes files for one working directory; keeps the stat cache between snapshots."""
+    """Observes files for one working directory; keeps the stat cache between snapshots.
+
+    ``worker_min_files``: snapshots of at least this many files (hashed in full, no hash source
+    in use) share them with a :mod:`hashworker` process; 0 never starts one; None: the
+    module's :data:`WORKER_MIN_FILES`. ``worker_argv`` replaces the worker's command (tests start
+    broken ones). :meth:`close` ends the worker; so does dropping the snapshotter.
+    """
 
     def __init__(
         self,
@@ -65,6 +118,8 @@ class Snapshotter:
         cache: StatCache | None = None,
         after_resolve: ResolveHook | None = None,
         hash_source: HashSource | None = None,
+        worker_min_files: int | None = None,
+        worker_argv: Sequence[str] | None = None,
     ):
         self.resolver = resolver
         self.git = git
@@ -73,8 +128,24 @@ class Snapshotter:
         self.cache = cache or StatCache()
         self.after_resolve = after_resolve
         self.hash_source = hash_source
-        self._last_groups: tuple[list[str], dict[str, list[tuple[str, str]]]] | None = None
+        self._last_groups: tuple[list[str], dict[str, _Members]] | None = None
         self._lock = threading.RLock()
+        self.worker_min_files = WORKER_MIN_FILES if worker_min_files is None else worker_min_files
+        self.worker_argv = worker_argv
+        self.worker_timeout = WORKER_TIMEOUT_S
+        self.worker_failures = 0
+        self._worker: HashWorker | None = None
+        self._share: _Share | None = None
+        self._last_size: int | None = None
+        self.last_shared = 0
+        """How many files of the last snapshot the worker looked at (0: none)."""
+
+    def close(self) -> None:
+        """End the worker process, if one runs (a later large snapshot starts another)."""
+        with self._lock:
+            worker, self._worker, self._share = self._worker, None, None
+            if worker is not None:
+                worker.close()
 
     def seed(self, baseline: Baseline) -> None:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
@@ -99,6 +170,8 @@ class Snapshotter:
         fs_now = filesystem_now_ns(self.state_dir)
         taken_at = time.time()
         pending = self.git.start_status() if with_git and self.git.available else None
+        if self._worker is None and self._expect_large(nodes):
+            self._start_worker()  # it starts on the other core while the folders are listed
         try:
             resolutions = self.resolver.resolve_many(nodes, fs_now)
             if self.after_resolve is not None:
@@ -144,7 +217,8 @@ class Snapshotter:
         """A record per key, grouped by folder so each file is opened relative to its folder.
 
         The hot loop of every check: a cached record whose stat key is unchanged (and not racily
-        clean) is returned as is, without reading the file.
+        clean) is returned as is, without reading the file. Large snapshots give the folders at
+        the end to the worker and do the others meanwhile.
         """
         groups = self._groups(keys)
         source = self.hash_source
@@ -152,34 +226,189 @@ class Snapshotter:
             available = getattr(source, "available", None)
             if callable(available) and not available():
                 source = None  # asked once per snapshot, not once per file
-        workdir = self.resolver.workdir
+        self._last_size = len(keys)
+        self.last_shared = 0
+        share = None
+        if source is None and self.hash_size_limit is None and self._large(len(keys)):
+            share = self._scan_share(groups, fs_now)
+        elif self._share is None and self._worker is not None:
+            self.close()  # started for a snapshot that turned out small
         records: dict[str, FileRecord] = {}
-        for folder, members in groups.items():
-            if not folder:
-                base = workdir
-            elif folder.startswith("/"):
-                base = folder
-            else:
-                base = workdir + "/" + folder
-            try:
-                dir_fd = os.open(base, _DIR_FLAGS)
-            except OSError as exc:
-                failed = self._folder_failed(exc)
-                for key, _name in members:
-                    records[key] = failed
-                continue
-            try:
-                self._observe_folder(members, dir_fd, fs_now, records, source)
-            finally:
-                os.close(dir_fd)
+        items = list(groups.items())
+        for folder, members in items if share is None else items[: share.start]:
+            self._observe_members(folder, members, fs_now, records, source)
+        if share is not None:
+            self._collect_share(share, fs_now, records)
         return records
 
-    def _groups(self, keys: Sequence[str]) -> dict[str, list[tuple[str, str]]]:
+    def _observe_members(
+        self,
+        folder: str,
+        members: _Members,
+        fs_now: int,
+        records: dict[str, FileRecord],
+        source: HashSource | None,
+    ) -> None:
+        if not folder:
+            base = self.resolver.workdir
+        elif folder.startswith("/"):
+            base = folder
+        else:
+            base = self.resolver.workdir + "/" + folder
+        try:
+            dir_fd = os.open(base, _DIR_FLAGS)
+        except OSError as exc:
+            failed = self._folder_failed(exc)
+            for key, _name in members:
+                records[key] = failed
+            return
+        try:
+            self._observe_folder(members, dir_fd, fs_now, records, source)
+        finally:
+            os.close(dir_fd)
+
+    # -- the worker ------------------------------------------------------------------------
+
+    def _large(self, size: int) -> bool:
+        return 0 < self.worker_min_files <= size and self.worker_failures < MAX_WORKER_FAILURES
+
+    def _expect_large(self, nodes: Mapping[str, Sequence[str]]) -> bool:
+        """Whether this snapshot will likely be large (then the worker starts before resolving)."""
+        if self.hash_size_limit is not None:
+            return False
+        if self._last_size is not None:
+            return self._large(self._last_size)
+        return self._large(self.worker_min_files) and any(
+            "**" in entry for entries in nodes.values() for entry in entries
+        )
+
+    def _start_worker(self) -> HashWorker | None:
+        worker = HashWorker.start(self.worker_argv, self.worker_timeout)
+        if worker is None:
+            self.worker_failures += 1
+            return None
+        weakref.finalize(self, worker.close)
+        self._worker, self._share = worker, None
+        return worker
+
+    def _lose_worker(self) -> None:
+        self.worker_failures += 1
+        self.close()
+
+    def _scan_share(self, groups: dict[str, _Members], fs_now: int) -> _Share | None:
+        """Hand the worker its share of ``groups`` and start its scan; None if it cannot."""
+        worker = self._worker or self._start_worker()
+        if worker is None:
+            return None
+        share = self._share
+        if share is None or share.groups is not groups:
+            share = self._new_share(groups)
+            if not share.keys:
+                return None  # a single folder: nothing to share
+            workdir = self.resolver.workdir
+            plan = [
+                (
+                    folder
+                    if folder.startswith("/")
+                    else f"{workdir}/{folder}"
+                    if folder
+                    else workdir,
+                    [name for _key, name in members],
+                )
+                for folder, members in share.folders
+            ]
+            if not worker.plan(plan):
+                self._lose_worker()
+                return None
+            self._share = share
+        body = b"".join(override(index, key) for index, key in share.pending.items())
+        share.pending = {}
+        if not worker.scan(body):
+            self._lose_worker()
+            return None
+        return share
+
+    def _new_share(self, groups: dict[str, _Members]) -> _Share:
+        """The folders at the end of ``groups`` holding about :data:`WORKER_SHARE` of the files.
+
+        Cached records that are not racily clean become the worker's expected stat keys, so
+        files already hashed are only stat-ed.
+        """
+        items = list(groups.items())
+        wanted = int(sum(len(m) for _f, m in items) * WORKER_SHARE)
+        start, count = len(items), 0
+        while start > 1 and count < wanted:
+            start -= 1
+            count += len(items[start][1])
+        folders = items[start:]
+        keys = [key for _folder, members in folders for key, _name in members]
+        entries = self.cache.entries
+        expect: list[FileRecord | None] = [None] * len(keys)
+        pending: dict[int, StatKey | None] = {}
+        for index, key in enumerate(keys):
+            entry = entries.get(key)
+            if entry is None:
+                continue
+            record, verified_ns = entry
+            known = record.stat
+            fresh = known is not None and known.mtime_ns < verified_ns - RACY_WINDOW_NS
+            if fresh and record.digest is not None:
+                expect[index] = record
+                pending[index] = known
+        return _Share(groups, start, folders, keys, expect, pending)
+
+    def _collect_share(self, share: _Share, fs_now: int, records: dict[str, FileRecord]) -> None:
+        """Records for the share from the worker's reports (the unreported keep their record)."""
+        worker = self._worker
+        reports = worker.reports(len(share.keys)) if worker is not None else None
+        if reports is None or not self._plausible(reports, share):
+            self._lose_worker()
+            for folder, members in share.folders:
+                self._observe_members(folder, members, fs_now, records, None)
+            return
+        keys, expect, pending = share.keys, share.expect, share.pending
+        entries = self.cache.entries
+        horizon = fs_now - RACY_WINDOW_NS
+        new = tuple.__new__
+        redo: dict[str, _Members] = {}
+        for index, flag, digest, *key in reports:
+            if flag == HASHED:
+                skey = new(StatKey, key)
+                record = new(FileRecord, (True, skey, digest.decode("ascii"), HASH, "", True))
+                entries[keys[index]] = (record, fs_now)
+                expect[index] = record
+                if skey[4] >= horizon:
+                    pending[index] = None  # racily clean: the next scan hashes it again
+            else:
+                expect[index] = None
+                folder, member = share.member(index)
+                redo.setdefault(folder, []).append(member)
+        # Unreported files keep their record; the Nones are failures, filled in by ``redo``.
+        records.update(zip(keys, expect, strict=True))  # type: ignore[arg-type]
+        self.last_shared = len(keys)
+        for folder, members in redo.items():
+            self._observe_members(folder, members, fs_now, records, None)
+
+    @staticmethod
+    def _plausible(reports: list[Report], share: _Share) -> bool:
+        """Every file the worker left out has a record to keep, and digests are hex."""
+        reported = {r[0] for r in reports}
+        if len(reported) != len(reports):
+            return False
+        expect = share.expect
+        if None in expect and any(
+            record is None and index not in reported for index, record in enumerate(expect)
+        ):
+            return False
+        digests = b"".join(r[2] for r in reports if r[1] == HASHED)
+        return _HEX_DIGESTS.fullmatch(digests) is not None
+
+    def _groups(self, keys: Sequence[str]) -> dict[str, _Members]:
         """Keys grouped by folder as (key, name); reused while the key list stays the same."""
         last = self._last_groups
         if last is not None and last[0] == keys:
             return last[1]
-        groups: dict[str, list[tuple[str, str]]] = {}
+        groups: dict[str, _Members] = {}
         for key in keys:
             folder, _, name = key.rpartition("/")
             if not folder and key.startswith("/"):
@@ -193,7 +422,7 @@ class Snapshotter:
 
     def _observe_folder(
         self,
-        members: list[tuple[str, str]],
+        members: _Members,
         dir_fd: int,
         fs_now: int,
         records: dict[str, FileRecord],

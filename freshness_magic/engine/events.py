@@ -162,7 +162,5 @@ class EventBus:
             try:
                 listener(event)
             except Exception:
-                log.exception(
-                    "event listener %r raised on %s; skipped", listener, event.type.value
-                )
+                log.exception("event listener %r raised on %s; skipped", listener, event.type.value)
         return event

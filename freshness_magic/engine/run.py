@@ -448,12 +448,8 @@ class Run:
                 "answer a gate only when the run waits at it"
             )
         if node_id != gate.node_id:
-            raise RunError(
-                f"gate '{node_id}' is not waiting; the waiting gate is '{gate.node_id}'"
-            )
-        valid = ", ".join(
-            f"{c.key} ({c.label} -> {c.target})" for c in gate.choices
-        ) or "(none)"
+            raise RunError(f"gate '{node_id}' is not waiting; the waiting gate is '{gate.node_id}'")
+        valid = ", ".join(f"{c.key} ({c.label} -> {c.target})" for c in gate.choices) or "(none)"
         wanted = choice if choice is not None and choice.strip() else gate.default
         if wanted is None:
             raise GateAnswerError(
@@ -623,7 +619,10 @@ class Run:
         )
 
     def _call_with_timeout(
-        self, fn: Callable[[Node, Context, StepEnv], Outcome], node: Node, env: StepEnv,
+        self,
+        fn: Callable[[Node, Context, StepEnv], Outcome],
+        node: Node,
+        env: StepEnv,
         timeout: float,
     ) -> object:
         box: dict[str, object] = {}
@@ -718,8 +717,9 @@ class Run:
             else:
                 self._state = RunState.PAUSED
                 self.events.emit(
-                    EventType.EDGE_SELECTED, node.id, {"target": target, "reason": reason,
-                                                       "step": step}
+                    EventType.EDGE_SELECTED,
+                    node.id,
+                    {"target": target, "reason": reason, "step": step},
                 )
                 if restart:
                     reason = self._loop_restart(target, reason)
@@ -934,9 +934,7 @@ class Run:
                 "sha256": self._source_hash,
                 "source_file": PIPELINE_FILE if self.graph.source else None,
             },
-            "extensions": {
-                ext.name: self._ext_state(ext) for ext in self.extensions
-            },
+            "extensions": {ext.name: self._ext_state(ext) for ext in self.extensions},
         }
 
     def save_checkpoint(self) -> None:

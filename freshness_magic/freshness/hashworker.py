@@ -15,9 +15,10 @@ Wire format (pipes, little endian). A request is :data:`REQUEST` (operation, bod
 body. ``PLAN``: the share, as blocks ``folder NUL name NUL name ...`` joined by two NULs; it
 replaces the previous share and forgets every remembered key. ``SCAN``: :data:`OVERRIDE` records
 (index, whether a key follows, the key) that replace remembered keys before the scan (no key:
-"hash this one whatever its stat"); the reply is a count (:data:`COUNT`) and that many
-:data:`REPORT` records (index, hashed or failed, hex digest, stat key). A zero-length read ends
-the worker; so does its parent's end of the pipe closing.
+"hash this one whatever its stat"); the reply is a count (:data:`COUNT`), that many
+:data:`REPORT` records (index, hashed or failed, stat key) and then that many hex digests of
+:data:`DIGEST_SIZE` ASCII characters (zeros for a failed file). The end of its input ends the
+worker (its parent closed the pipe or died).
 
 Started as a script (``python -S -E hashworker.py XXHASH_DIR``) rather than with ``-m``: that
 skips importing the package, ``site`` and ``runpy``, so it is ready within about 10 ms; the
@@ -34,29 +35,30 @@ from collections.abc import Callable, Sequence
 REQUEST = struct.Struct("<BI")
 OVERRIDE = struct.Struct("<IBQQIQqq")
 COUNT = struct.Struct("<I")
-REPORT = struct.Struct("<IB32sQQIQqq")
+REPORT = struct.Struct("<IBQQIQqq")
+DIGEST_SIZE = 32
 PLAN, SCAN = 1, 2
 FAILED, HASHED = 0, 1
 
 Key = tuple[int, int, int, int, int, int]
 HashAt = Callable[[str, int], tuple[str, Key]]
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
-_NO_DIGEST = b"0" * 32
+_NO_DIGEST = "0" * DIGEST_SIZE
+_ENCODING = sys.getfilesystemencoding()
 
 
 def encode_plan(folders: Sequence[tuple[str, Sequence[str]]]) -> bytes:
     """The body of a ``PLAN`` request: (absolute folder, file names) in order."""
-    fsencode = os.fsencode
-    return b"\0\0".join(
-        b"\0".join([fsencode(folder), *(fsencode(name) for name in names)])
-        for folder, names in folders
+    return "\0\0".join("\0".join([folder, *names]) for folder, names in folders).encode(
+        _ENCODING, "surrogateescape"
     )
 
 
-def decode_plan(body: bytes) -> list[tuple[bytes, list[bytes]]]:
+def decode_plan(body: bytes) -> list[tuple[str, list[str]]]:
+    """The (folder, names) of a ``PLAN`` body (inverse of :func:`encode_plan`)."""
     plan = []
-    for block in body.split(b"\0\0"):
-        folder, *names = block.split(b"\0")
+    for block in body.decode(_ENCODING, "surrogateescape").split("\0\0"):
+        folder, *names = block.split("\0")
         plan.append((folder, names))
     return plan
 
@@ -64,7 +66,7 @@ def decode_plan(body: bytes) -> list[tuple[bytes, list[bytes]]]:
 class Share:
     """The worker's side: its share of files and the stat key last reported for each."""
 
-    def __init__(self, plan: list[tuple[bytes, list[bytes]]]):
+    def __init__(self, plan: list[tuple[str, list[str]]]):
         self.plan = plan
         self.known: list[Key | None] = [None] * sum(len(names) for _, names in plan)
 
@@ -80,6 +82,7 @@ class Share:
         stat = os.stat
         known = self.known
         out: list[bytes] = []
+        digests: list[str] = []
         index = 0
         for folder, names in self.plan:
             try:
@@ -87,14 +90,14 @@ class Share:
             except OSError:
                 for _ in names:
                     known[index] = None
-                    out.append(pack(index, FAILED, _NO_DIGEST, 0, 0, 0, 0, 0, 0))
+                    out.append(pack(index, FAILED, 0, 0, 0, 0, 0, 0))
+                    digests.append(_NO_DIGEST)
                     index += 1
                 continue
             try:
-                for raw in names:
+                for name in names:
                     expected = known[index]
                     try:
-                        name = os.fsdecode(raw)
                         if expected is not None:
                             st = stat(name, dir_fd=dir_fd)
                             if (
@@ -108,15 +111,17 @@ class Share:
                                 index += 1
                                 continue
                         digest, key = hash_at(name, dir_fd)
-                        out.append(pack(index, HASHED, digest.encode("ascii"), *key))
+                        out.append(pack(index, HASHED, *key))
+                        digests.append(digest)
                         known[index] = key
                     except (OSError, ValueError, struct.error):
                         known[index] = None
-                        out.append(pack(index, FAILED, _NO_DIGEST, 0, 0, 0, 0, 0, 0))
+                        out.append(pack(index, FAILED, 0, 0, 0, 0, 0, 0))
+                        digests.append(_NO_DIGEST)
                     index += 1
             finally:
                 os.close(dir_fd)
-        return COUNT.pack(len(out)) + b"".join(out)
+        return COUNT.pack(len(out)) + b"".join(out) + "".join(digests).encode("ascii")
 
 
 def _read_exact(fd: int, size: int) -> bytes | None:

@@ -23,13 +23,12 @@ from typing import Protocol
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier
 from freshness_magic.freshness.hashing import HashingError, StatKey, hash_file_at
-from freshness_magic.freshness.hashworker import HASHED
+from freshness_magic.freshness.hashworker import DIGEST_SIZE, HASHED
 from freshness_magic.freshness.resolve import Resolution, Resolver
 from freshness_magic.freshness.statcache import RACY_WINDOW_NS, StatCache, filesystem_now_ns
 from freshness_magic.freshness.workerclient import (
     WORKER_TIMEOUT_S,
     HashWorker,
-    Report,
     override,
 )
 from freshness_magic.gcpause import cyclic_gc_paused
@@ -50,14 +49,15 @@ class HashSource(Protocol):
 
 WORKER_MIN_FILES = 4000
 """Snapshots of at least this many files share them with a :mod:`hashworker` process."""
-WORKER_SHARE = 0.5
+WORKER_SHARE = 0.45
 """The part of a large snapshot's files given to the worker (from the end of the list)."""
 MAX_WORKER_FAILURES = 2
 """After this many failed workers a snapshotter does all files itself."""
 
 _MISSING = FileRecord(existed=False, method=NONE)
-_HEX_DIGESTS = re.compile(rb"[0-9a-f]*")
-_Members = list[tuple[str, str]]
+_HEX_DIGESTS = re.compile(r"[0-9a-f]*")
+_Members = tuple[list[str], list[str]]
+"""The files of one folder: their keys and, in the same order, their names in the folder."""
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -90,12 +90,12 @@ class _Share:
     expect: list[FileRecord | None]
     pending: dict[int, StatKey | None] = field(default_factory=dict)
 
-    def member(self, index: int) -> tuple[str, tuple[str, str]]:
-        """(folder, (key, name)) of the share's ``index``-th file."""
-        for folder, members in self.folders:
-            if index < len(members):
-                return folder, members[index]
-            index -= len(members)
+    def member(self, index: int) -> tuple[str, str, str]:
+        """(folder, key, name) of the share's ``index``-th file."""
+        for folder, (keys, names) in self.folders:
+            if index < len(keys):
+                return folder, keys[index], names[index]
+            index -= len(keys)
         raise IndexError(index)
 
 
@@ -259,7 +259,7 @@ class Snapshotter:
             dir_fd = os.open(base, _DIR_FLAGS)
         except OSError as exc:
             failed = self._folder_failed(exc)
-            for key, _name in members:
+            for key in members[0]:
                 records[key] = failed
             return
         try:
@@ -313,7 +313,7 @@ class Snapshotter:
                     else f"{workdir}/{folder}"
                     if folder
                     else workdir,
-                    [name for _key, name in members],
+                    members[1],
                 )
                 for folder, members in share.folders
             ]
@@ -335,21 +335,21 @@ class Snapshotter:
         files already hashed are only stat-ed.
         """
         items = list(groups.items())
-        wanted = int(sum(len(m) for _f, m in items) * WORKER_SHARE)
+        wanted = int(sum(len(m[0]) for _f, m in items) * WORKER_SHARE)
         start, count = len(items), 0
         while start > 1 and count < wanted:
             start -= 1
-            count += len(items[start][1])
+            count += len(items[start][1][0])
         folders = items[start:]
-        keys = [key for _folder, members in folders for key, _name in members]
-        entries = self.cache.entries
+        keys = [key for _folder, members in folders for key in members[0]]
+        cached, verified = self.cache.records, self.cache.verified
         expect: list[FileRecord | None] = [None] * len(keys)
         pending: dict[int, StatKey | None] = {}
         for index, key in enumerate(keys):
-            entry = entries.get(key)
-            if entry is None:
+            record = cached.get(key)
+            if record is None:
                 continue
-            record, verified_ns = entry
+            verified_ns = verified[key]
             known = record.stat
             fresh = known is not None and known.mtime_ns < verified_ns - RACY_WINDOW_NS
             if fresh and record.digest is not None:
@@ -358,65 +358,89 @@ class Snapshotter:
         return _Share(groups, start, folders, keys, expect, pending)
 
     def _collect_share(self, share: _Share, fs_now: int, records: dict[str, FileRecord]) -> None:
-        """Records for the share from the worker's reports (the unreported keep their record)."""
+        """Records for the share from the worker's reports (the unreported keep their record).
+
+        Files the worker could not hash are done here; an answer that is not believable (a
+        digest that is not hex, a file left out that had to be reported) costs the worker and
+        the share is done here in full.
+        """
         worker = self._worker
-        reports = worker.reports(len(share.keys)) if worker is not None else None
-        if reports is None or not self._plausible(reports, share):
-            self._lose_worker()
-            for folder, members in share.folders:
-                self._observe_members(folder, members, fs_now, records, None)
+        answer = worker.reports(len(share.keys)) if worker is not None else None
+        if answer is None or _HEX_DIGESTS.fullmatch(answer[1]) is None:
+            self._observe_share_here(share, fs_now, records)
             return
+        reports, digests = answer
         keys, expect, pending = share.keys, share.expect, share.pending
-        entries = self.cache.entries
+        cache = self.cache
+        cached_records, verified = cache.records, cache.verified
         horizon = fs_now - RACY_WINDOW_NS
         new = tuple.__new__
-        redo: dict[str, _Members] = {}
-        for index, flag, digest, *key in reports:
+        failed: set[int] = set()
+        at = 0
+        for index, flag, dev, ino, mode, size, mtime_ns, ctime_ns in reports:
             if flag == HASHED:
-                skey = new(StatKey, key)
-                record = new(FileRecord, (True, skey, digest.decode("ascii"), HASH, "", True))
-                entries[keys[index]] = (record, fs_now)
+                skey = new(StatKey, (dev, ino, mode, size, mtime_ns, ctime_ns))
+                digest = digests[at : at + DIGEST_SIZE]
+                record = new(FileRecord, (True, skey, digest, HASH, "", True))
+                key = keys[index]
+                cached_records[key] = record
+                verified[key] = fs_now
                 expect[index] = record
-                if skey[4] >= horizon:
+                if mtime_ns >= horizon:
                     pending[index] = None  # racily clean: the next scan hashes it again
             else:
                 expect[index] = None
-                folder, member = share.member(index)
-                redo.setdefault(folder, []).append(member)
-        # Unreported files keep their record; the Nones are failures, filled in by ``redo``.
+                failed.add(index)
+            at += DIGEST_SIZE
+        if expect.count(None) != len(failed):  # it left out a file it had to report
+            for key in keys:
+                cache.forget(key)
+            self._observe_share_here(share, fs_now, records)
+            return
+        # Unreported files keep their record; the Nones are failures, filled in below.
         records.update(zip(keys, expect, strict=True))  # type: ignore[arg-type]
         self.last_shared = len(keys)
+        redo: dict[str, _Members] = {}
+        for index in sorted(failed):
+            folder, key, name = share.member(index)
+            again = redo.setdefault(folder, ([], []))
+            again[0].append(key)
+            again[1].append(name)
         for folder, members in redo.items():
             self._observe_members(folder, members, fs_now, records, None)
 
-    @staticmethod
-    def _plausible(reports: list[Report], share: _Share) -> bool:
-        """Every file the worker left out has a record to keep, and digests are hex."""
-        reported = {r[0] for r in reports}
-        if len(reported) != len(reports):
-            return False
-        expect = share.expect
-        if None in expect and any(
-            record is None and index not in reported for index, record in enumerate(expect)
-        ):
-            return False
-        digests = b"".join(r[2] for r in reports if r[1] == HASHED)
-        return _HEX_DIGESTS.fullmatch(digests) is not None
+    def _observe_share_here(
+        self, share: _Share, fs_now: int, records: dict[str, FileRecord]
+    ) -> None:
+        self._lose_worker()
+        for folder, members in share.folders:
+            self._observe_members(folder, members, fs_now, records, None)
 
     def _groups(self, keys: Sequence[str]) -> dict[str, _Members]:
-        """Keys grouped by folder as (key, name); reused while the key list stays the same."""
+        """Keys grouped by folder; reused while the key list stays the same.
+
+        Sorted keys of one folder mostly follow each other, so the folder's lists are looked up
+        only when the folder changes.
+        """
         last = self._last_groups
         if last is not None and last[0] == keys:
             return last[1]
         groups: dict[str, _Members] = {}
+        current: str | None = None
+        group_keys: list[str] = []
+        group_names: list[str] = []
         for key in keys:
             folder, _, name = key.rpartition("/")
-            if not folder and key.startswith("/"):
+            if not folder and key[:1] == "/":
                 folder = "/"
-            members = groups.get(folder)
-            if members is None:
-                groups[folder] = members = []
-            members.append((key, name))
+            if folder != current:
+                members = groups.get(folder)
+                if members is None:
+                    groups[folder] = members = ([], [])
+                group_keys, group_names = members
+                current = folder
+            group_keys.append(key)
+            group_names.append(name)
         self._last_groups = (list(keys), groups)
         return groups
 
@@ -428,19 +452,20 @@ class Snapshotter:
         records: dict[str, FileRecord],
         source: HashSource | None,
     ) -> None:
-        entries = self.cache.entries
+        cache = self.cache
+        cached_records, verified = cache.records, cache.verified
         limit = self.hash_size_limit
         stat = os.stat
         racy_ns = RACY_WINDOW_NS
         plain = limit is None and source is None
-        get = entries.get
-        for key, name in members:
-            entry = get(key)
-            if entry is not None or not plain:
+        get = cached_records.get
+        for key, name in zip(*members, strict=True):
+            cached = get(key)
+            if cached is not None or not plain:
                 try:
                     st = stat(name, dir_fd=dir_fd)
                 except FileNotFoundError:
-                    entries.pop(key, None)
+                    cache.forget(key)
                     records[key] = _MISSING
                     continue
                 except OSError as exc:
@@ -448,13 +473,12 @@ class Snapshotter:
                         True, None, None, NONE, f"cannot stat: {exc.strerror}"
                     )
                     continue
-                if entry is not None:
-                    cached, verified_ns = entry
+                if cached is not None:
                     known = cached.stat
                     mtime_ns = st.st_mtime_ns
                     if (
                         mtime_ns == known[4]
-                        and mtime_ns < verified_ns - racy_ns
+                        and mtime_ns < verified[key] - racy_ns
                         and st.st_ctime_ns == known[5]
                         and st.st_size == known[3]
                         and st.st_ino == known[1]
@@ -482,13 +506,14 @@ class Snapshotter:
                     known = source.file_hash(key, skey)
                     if known is not None:
                         record = FileRecord(True, skey, known)
-                        entries[key] = (record, fs_now)
+                        cached_records[key] = record
+                        verified[key] = fs_now
                         records[key] = record
                         continue
             try:
                 digest, skey = hash_file_at(name, dir_fd)
             except FileNotFoundError:
-                entries.pop(key, None)
+                cache.forget(key)
                 records[key] = _MISSING
                 continue
             except HashingError as exc:
@@ -498,7 +523,8 @@ class Snapshotter:
                 records[key] = self._unreadable(name, dir_fd, exc)
                 continue
             record = tuple.__new__(FileRecord, (True, skey, digest, HASH, "", True))
-            entries[key] = (record, fs_now)  # verified at this snapshot's time
+            cached_records[key] = record
+            verified[key] = fs_now  # verified at this snapshot's time
             records[key] = record
 
     def _folder_failed(self, exc: OSError) -> FileRecord:

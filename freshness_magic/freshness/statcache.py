@@ -26,30 +26,37 @@ def is_racy(mtime_ns: int, verified_ns: int) -> bool:
 
 
 class StatCache:
-    """Key -> (record, verification time); owned by one snapshotter, keyed by resolved path.
+    """Key -> record and key -> verification time; owned by one snapshotter.
 
     The record is any object with a ``stat`` attribute (a baseline ``FileRecord``); returning
     the very same object for an unchanged file lets a comparison stop at an identity check.
+    Two dicts rather than one of pairs: a snapshot of 20,000 files then makes no pair objects
+    for the cycle collector to scan afterwards.
     """
 
     def __init__(self) -> None:
-        self.entries: dict[str, tuple[Any, int]] = {}
+        self.records: dict[str, Any] = {}
+        self.verified: dict[str, int] = {}
 
     def __len__(self) -> int:
-        return len(self.entries)
+        return len(self.records)
 
     def lookup(self, path: str, key: StatKey) -> Any | None:
         """The cached record when ``key`` matches and the entry is not racily clean."""
-        entry = self.entries.get(path)
-        if entry is None:
+        record = self.records.get(path)
+        if record is None:
             return None
-        record, verified_ns = entry
-        if record.stat != key or is_racy(key.mtime_ns, verified_ns):
+        if record.stat != key or is_racy(key.mtime_ns, self.verified[path]):
             return None
         return record
 
     def store(self, path: str, record: Any, verified_ns: int) -> None:
-        self.entries[path] = (record, verified_ns)
+        self.records[path] = record
+        self.verified[path] = verified_ns
+
+    def forget(self, path: str) -> None:
+        self.records.pop(path, None)
+        self.verified.pop(path, None)
 
 
 def filesystem_now_ns(state_dir: str | os.PathLike[str]) -> int:

@@ -18,15 +18,23 @@ from collections.abc import Sequence
 import xxhash
 
 from freshness_magic.freshness import hashworker
-from freshness_magic.freshness.hashworker import COUNT, OVERRIDE, PLAN, REPORT, REQUEST, SCAN
+from freshness_magic.freshness.hashworker import (
+    COUNT,
+    DIGEST_SIZE,
+    OVERRIDE,
+    PLAN,
+    REPORT,
+    REQUEST,
+    SCAN,
+)
 
 WORKER_TIMEOUT_S = 120.0
 """A worker that neither answers nor ends this long after a scan request is given up."""
 _PIPE_BYTES = 1 << 20
 """Pipe size asked for, so a 10,000-file share is sent and answered without waiting."""
 
-Report = tuple[int, int, bytes, int, int, int, int, int, int]
-"""(index, HASHED or FAILED, hex digest as bytes, dev, ino, mode, size, mtime_ns, ctime_ns)."""
+Report = tuple[int, int, int, int, int, int, int, int]
+"""(index, HASHED or FAILED, dev, ino, mode, size, mtime_ns, ctime_ns)."""
 
 
 def worker_command() -> list[str]:
@@ -77,8 +85,9 @@ class HashWorker:
         """Start a scan of the share; ``overrides`` are :data:`OVERRIDE` records (see there)."""
         return self._send(SCAN, overrides)
 
-    def reports(self, share_size: int) -> list[Report] | None:
-        """The reports of the scan started last, or None (worker dead, stuck or garbled)."""
+    def reports(self, share_size: int) -> tuple[list[Report], str] | None:
+        """The reports of the scan started last and their digests (``DIGEST_SIZE`` characters
+        each, in the same order), or None (worker dead, stuck or garbled)."""
         head = self._receive(COUNT.size)
         if head is None:
             return None
@@ -86,15 +95,20 @@ class HashWorker:
         if count > share_size:
             self._dead()
             return None
-        body = self._receive(count * REPORT.size)
+        body = self._receive(count * (REPORT.size + DIGEST_SIZE))
         if body is None:
             return None
-        reports: list[Report] = list(REPORT.iter_unpack(body))
-        for report in reports:
-            if report[0] >= share_size:
-                self._dead()
-                return None
-        return reports
+        split = count * REPORT.size
+        reports: list[Report] = list(REPORT.iter_unpack(body[:split]))
+        try:
+            digests = body[split:].decode("ascii")
+        except UnicodeDecodeError:
+            self._dead()
+            return None
+        if any(report[0] >= share_size for report in reports):
+            self._dead()
+            return None
+        return reports, digests
 
     def close(self) -> None:
         """End the worker at once (it holds nothing worth waiting for) and reap it."""

@@ -120,10 +120,10 @@ def test_racy_entry_is_rehashed_even_when_the_whole_stat_key_matches(tree: Path)
     tracker = FreshnessTracker(tree)
     tracker.capture({"n": ["docs/spec.md"]})
     path.write_text("spec v9\n")
-    record, verified = tracker.snapshotter.cache.entries["docs/spec.md"]
+    record = tracker.snapshotter.cache.records["docs/spec.md"]
     now_key = type(record.stat).of(os.stat(path))
     forged = record._replace(stat=now_key)
-    tracker.snapshotter.cache.entries["docs/spec.md"] = (forged, verified)
+    tracker.snapshotter.cache.records["docs/spec.md"] = forged
     tracker.baselines["n"].files["docs/spec.md"] = forged
     assert labels(tracker.check("n")) == {"docs/spec.md": "stale_changed"}
 
@@ -134,10 +134,10 @@ def test_stat_cache_skips_rehashing_old_unchanged_files(tree: Path) -> None:
         os.utime(tree / rel, ns=(old, old))
     tracker = FreshnessTracker(tree)
     tracker.capture({"n": ["src/*.py"]})
-    first = tracker.snapshotter.cache.entries["src/a.py"][0]
+    first = tracker.snapshotter.cache.records["src/a.py"]
     report = tracker.check("n")
     assert report.fresh == ("src/a.py", "src/b.py")
-    assert tracker.snapshotter.cache.entries["src/a.py"][0] is first
+    assert tracker.snapshotter.cache.records["src/a.py"] is first
 
 
 def test_unreadable_file_falls_back_to_stat_and_says_so(tree: Path) -> None:
@@ -305,7 +305,7 @@ def test_checkpoint_round_trip_keeps_everything_and_seeds_the_cache(tree: Path) 
     again = FreshnessTracker(tree)
     again.load(state)
     assert again.to_dict() == state
-    assert set(again.snapshotter.cache.entries) == {"src/a.py", "src/b.py", "docs/spec.md"}
+    assert set(again.snapshotter.cache.records) == {"src/a.py", "src/b.py", "docs/spec.md"}
     write(tree, "src/a.py", "a2\n")
     assert again.check("n").stale_files == ["src/a.py"]
 

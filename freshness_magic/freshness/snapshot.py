@@ -170,6 +170,8 @@ class Snapshotter:
         fs_now = filesystem_now_ns(self.state_dir)
         taken_at = time.time()
         pending = self.git.start_status() if with_git and self.git.available else None
+        if self._worker is not None and self._worker.owner != os.getpid():
+            self._worker = self._share = None  # a forked copy: the worker is the parent's
         if self._worker is None and self._expect_large(nodes):
             self._start_worker()  # it starts on the other core while the folders are listed
         try:

@@ -50,6 +50,8 @@ class HashWorker:
         assert process.stdin is not None and process.stdout is not None
         self.process = process
         self.timeout = timeout
+        self.owner = os.getpid()
+        """The process that started it; a forked child must not talk to it."""
         self._in = process.stdin.fileno()
         self._out = process.stdout.fileno()
         self.alive = True
@@ -111,16 +113,22 @@ class HashWorker:
         return reports, digests
 
     def close(self) -> None:
-        """End the worker at once (it holds nothing worth waiting for) and reap it."""
+        """End the worker at once (it holds nothing worth waiting for) and reap it.
+
+        In a forked child only the child's copies of the pipes are closed: the worker belongs
+        to the parent.
+        """
         self.alive = False
-        if self.process.poll() is None:
+        mine = os.getpid() == self.owner
+        if mine and self.process.poll() is None:
             with contextlib.suppress(OSError):
                 self.process.kill()
         for stream in (self.process.stdin, self.process.stdout):
             with contextlib.suppress(OSError):
                 if stream is not None:
                     stream.close()
-        self.process.wait()
+        if mine:
+            self.process.wait()
 
     def _dead(self) -> None:
         self.close()

@@ -220,3 +220,32 @@ def test_plan_round_trip_and_scan_of_a_vanished_folder(tmp_path: Path) -> None:
     body = Share(decoded).scan(hash_file_at)
     (count,) = COUNT.unpack(body[: COUNT.size])
     assert count == 3  # one hashed, two failed (their folder is gone)
+
+
+def test_forked_child_starts_its_own_worker(tree: Path) -> None:
+    tracker = FreshnessTracker(tree, worker_min_files=1)
+    tracker.capture({"n": ["**"]})
+    parent_worker = tracker.snapshotter._worker
+    assert parent_worker is not None
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        try:
+            os.close(read_end)
+            write(tree, "z/f5.txt", "changed in the child\n")
+            stale = tracker.check("n").stale_files
+            child_worker = tracker.snapshotter._worker
+            ok = stale == ["z/f5.txt"] and child_worker is not parent_worker
+            ok = ok and tracker.snapshotter.last_shared > 0
+            parent_worker.close()  # what the child's exit handlers would do: must not kill it
+            os.write(write_end, b"ok" if ok else repr(stale).encode())
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as handle:
+        answer = handle.read()
+    os.waitpid(pid, 0)
+    assert answer == b"ok"
+    assert parent_worker.alive and tracker.snapshotter._worker is parent_worker
+    assert tracker.check("n").stale_files == ["z/f5.txt"]
+    shared(tracker)

@@ -18,12 +18,13 @@ import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import repeat
 from typing import Protocol
 
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier
 from freshness_magic.freshness.hashing import HashingError, StatKey, hash_file_at
-from freshness_magic.freshness.hashworker import DIGEST_SIZE, HASHED
+from freshness_magic.freshness.hashworker import DIGEST_SIZE, FAILED
 from freshness_magic.freshness.resolve import Resolution, Resolver
 from freshness_magic.freshness.statcache import RACY_WINDOW_NS, StatCache, filesystem_now_ns
 from freshness_magic.freshness.workerclient import (
@@ -368,32 +369,44 @@ class Snapshotter:
         """
         worker = self._worker
         answer = worker.reports(len(share.keys)) if worker is not None else None
-        if answer is None or _HEX_DIGESTS.fullmatch(answer[1]) is None:
+        if answer is None or _HEX_DIGESTS.fullmatch(answer.digests) is None:
             self._observe_share_here(share, fs_now, records)
             return
-        reports, digests = answer
         keys, expect, pending = share.keys, share.expect, share.pending
+        indexes = answer.indexes
         cache = self.cache
-        cached_records, verified = cache.records, cache.verified
+        # Built with map and zip (C loops): a first snapshot gets thousands of reports.
+        stat_keys = list(map(tuple.__new__, repeat(StatKey), answer.keys))
+        digests = answer.digests
+        hashed = list(
+            map(
+                tuple.__new__,
+                repeat(FileRecord),
+                zip(
+                    repeat(True),
+                    stat_keys,
+                    [digests[at : at + DIGEST_SIZE] for at in range(0, len(digests), DIGEST_SIZE)],
+                    repeat(HASH),
+                    repeat(""),
+                    repeat(True),
+                ),
+            )
+        )
+        reported = list(map(keys.__getitem__, indexes))
+        cache.records.update(zip(reported, hashed, strict=True))
+        cache.verified.update(dict.fromkeys(reported, fs_now))
+        for index, record in zip(indexes, hashed, strict=True):
+            expect[index] = record
         horizon = fs_now - RACY_WINDOW_NS
-        new = tuple.__new__
+        for index, stat_key in zip(indexes, stat_keys, strict=True):
+            if stat_key[4] >= horizon:
+                pending[index] = None  # racily clean: the next scan hashes it again
         failed: set[int] = set()
-        at = 0
-        for index, flag, dev, ino, mode, size, mtime_ns, ctime_ns in reports:
-            if flag == HASHED:
-                skey = new(StatKey, (dev, ino, mode, size, mtime_ns, ctime_ns))
-                digest = digests[at : at + DIGEST_SIZE]
-                record = new(FileRecord, (True, skey, digest, HASH, "", True))
-                key = keys[index]
-                cached_records[key] = record
-                verified[key] = fs_now
-                expect[index] = record
-                if mtime_ns >= horizon:
-                    pending[index] = None  # racily clean: the next scan hashes it again
-            else:
+        if FAILED in answer.flags:
+            failed = {i for i, flag in zip(indexes, answer.flags, strict=True) if flag == FAILED}
+            for index in failed:
                 expect[index] = None
-                failed.add(index)
-            at += DIGEST_SIZE
+                cache.forget(keys[index])
         if expect.count(None) != len(failed):  # it left out a file it had to report
             for key in keys:
                 cache.forget(key)

@@ -11,19 +11,21 @@ import contextlib
 import fcntl
 import os
 import select
+import struct
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 import xxhash
 
 from freshness_magic.freshness import hashworker
 from freshness_magic.freshness.hashworker import (
     COUNT,
-    DIGEST_SIZE,
+    KEY,
     OVERRIDE,
     PLAN,
-    REPORT,
+    REPORT_SIZE,
     REQUEST,
     SCAN,
 )
@@ -33,8 +35,16 @@ WORKER_TIMEOUT_S = 120.0
 _PIPE_BYTES = 1 << 20
 """Pipe size asked for, so a 10,000-file share is sent and answered without waiting."""
 
-Report = tuple[int, int, int, int, int, int, int, int]
-"""(index, HASHED or FAILED, dev, ino, mode, size, mtime_ns, ctime_ns)."""
+
+@dataclass(frozen=True)
+class Reports:
+    """What one scan reported, column by column (see :mod:`hashworker`)."""
+
+    indexes: tuple[int, ...]
+    flags: bytes
+    keys: list[tuple[int, int, int, int, int, int]]
+    digests: str
+    """The hex digests one after the other, :data:`hashworker.DIGEST_SIZE` characters each."""
 
 
 def worker_command() -> list[str]:
@@ -87,30 +97,30 @@ class HashWorker:
         """Start a scan of the share; ``overrides`` are :data:`OVERRIDE` records (see there)."""
         return self._send(SCAN, overrides)
 
-    def reports(self, share_size: int) -> tuple[list[Report], str] | None:
-        """The reports of the scan started last and their digests (``DIGEST_SIZE`` characters
-        each, in the same order), or None (worker dead, stuck or garbled)."""
+    def reports(self, share_size: int) -> Reports | None:
+        """What the scan started last reported, or None (worker dead, stuck or garbled)."""
         head = self._receive(COUNT.size)
         if head is None:
             return None
         (count,) = COUNT.unpack(head)
-        if count > share_size:
+        body = self._receive(count * REPORT_SIZE) if count <= share_size else None
+        if body is None:
             self._dead()
             return None
-        body = self._receive(count * (REPORT.size + DIGEST_SIZE))
-        if body is None:
-            return None
-        split = count * REPORT.size
-        reports: list[Report] = list(REPORT.iter_unpack(body[:split]))
+        flags_at = 4 * count
+        keys_at = flags_at + count
+        digests_at = keys_at + KEY.size * count
+        indexes = struct.unpack_from(f"<{count}I", body)
         try:
-            digests = body[split:].decode("ascii")
+            digests = body[digests_at:].decode("ascii")
         except UnicodeDecodeError:
             self._dead()
             return None
-        if any(report[0] >= share_size for report in reports):
+        if indexes and max(indexes) >= share_size:
             self._dead()
             return None
-        return reports, digests
+        keys = list(KEY.iter_unpack(body[keys_at:digests_at]))
+        return Reports(indexes, body[flags_at:keys_at], keys, digests)
 
     def close(self) -> None:
         """End the worker at once (it holds nothing worth waiting for) and reap it.

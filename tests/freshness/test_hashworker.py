@@ -18,7 +18,7 @@ import pytest
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.hashworker import (
     COUNT,
-    REPORT,
+    KEY,
     REQUEST,
     Share,
     decode_plan,
@@ -112,7 +112,7 @@ def test_files_hashed_before_are_only_stat_ed_by_a_new_share(tree: Path) -> None
 
     def counting(size: int) -> object:
         answer = original(size)
-        hashed.append(len(answer[0]) if answer is not None else -1)
+        hashed.append(len(answer.indexes) if answer is not None else -1)
         return answer
 
     worker.reports = counting  # type: ignore[method-assign]
@@ -136,7 +136,7 @@ def test_worker_that_exits_at_once_costs_nothing_but_time(tree: Path) -> None:
     [
         b"\xff" * 200,  # a count larger than the share
         COUNT.pack(0),  # leaves out files it has no expected key for
-        COUNT.pack(1) + REPORT.pack(0, 1, 0, 0, 0, 0, 0, 0) + b"not hex!" * 4,
+        COUNT.pack(1) + b"\0\0\0\0" + b"\1" + KEY.pack(0, 0, 0, 0, 0, 0) + b"not hex!" * 4,
     ],
     ids=["garbage", "silent-about-files", "bad-digest"],
 )

@@ -249,3 +249,46 @@ def test_forked_child_starts_its_own_worker(tree: Path) -> None:
     assert parent_worker.alive and tracker.snapshotter._worker is parent_worker
     assert tracker.check("n").stale_files == ["z/f5.txt"]
     shared(tracker)
+
+
+LARGE_PIPELINE = """
+digraph p {
+  start   [shape=Mdiamond]
+  edit    [shape=parallelogram, tool_command="printf changed > data/d41/f4199.txt"]
+  guarded [shape=parallelogram, tool_command="printf ran > ran.txt",
+           source_files="data/**", freshness="block"]
+  recover [shape=parallelogram, tool_command="printf recovered > recovered.txt"]
+  done    [shape=Msquare]
+  start -> edit -> guarded
+  guarded -> done    [condition="outcome=success"]
+  guarded -> recover [condition="outcome=fail"]
+  recover -> done
+}
+"""
+
+
+def test_large_tree_in_a_pipeline_shares_by_default_and_blocks_on_a_change(
+    tmp_path: Path,
+) -> None:
+    """4,200 files (over the default threshold); the change is in the last folder: the worker's."""
+    from freshness_magic.freshness.extension import FreshnessExtension
+    from freshness_magic.freshness.snapshot import WORKER_MIN_FILES
+    from freshness_magic.session import open_run
+
+    from .test_pipeline import events_of
+
+    assert WORKER_MIN_FILES <= 4200
+    for i in range(4200):
+        path = tmp_path / f"data/d{i // 100:02d}/f{i}.txt"
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(f"{i}\n")
+    run = open_run(LARGE_PIPELINE, workdir=tmp_path)
+    result = run.run()
+    assert result.status == "completed"
+    assert not (tmp_path / "ran.txt").exists() and (tmp_path / "recovered.txt").exists()
+    assert "stale input: data/d41/f4199.txt" in run.node_outcomes["guarded"].failure_reason
+    stale = [e for e in events_of(run.run_dir) if e["type"] == "stale_input"]
+    assert [e["data"]["files"] for e in stale] == [["data/d41/f4199.txt"]]
+    (extension,) = [e for e in run.extensions if isinstance(e, FreshnessExtension)]
+    assert extension.tracker is not None
+    shared(extension.tracker)

@@ -84,8 +84,8 @@ class _Share:
     """
 
     groups: dict[str, _Members]
-    start: int
-    """Index of the share's first folder in ``groups``."""
+    head: list[tuple[str, _Members]]
+    """What the snapshotter does itself: the files before the share (a folder may be split)."""
     folders: list[tuple[str, _Members]]
     keys: list[str]
     expect: list[FileRecord | None]
@@ -237,8 +237,7 @@ class Snapshotter:
         elif self._share is None and self._worker is not None:
             self.close()  # started for a snapshot that turned out small
         records: dict[str, FileRecord] = {}
-        items = list(groups.items())
-        for folder, members in items if share is None else items[: share.start]:
+        for folder, members in groups.items() if share is None else share.head:
             self._observe_members(folder, members, fs_now, records, source)
         if share is not None:
             self._collect_share(share, fs_now, records)
@@ -307,7 +306,7 @@ class Snapshotter:
         if share is None or share.groups is not groups:
             share = self._new_share(groups)
             if not share.keys:
-                return None  # a single folder: nothing to share
+                return None  # too few files to share
             workdir = self.resolver.workdir
             plan = [
                 (
@@ -332,18 +331,24 @@ class Snapshotter:
         return share
 
     def _new_share(self, groups: dict[str, _Members]) -> _Share:
-        """The folders at the end of ``groups`` holding about :data:`WORKER_SHARE` of the files.
+        """The last :data:`WORKER_SHARE` of the files of ``groups`` (one folder may be split).
 
         Cached records that are not racily clean become the worker's expected stat keys, so
         files already hashed are only stat-ed.
         """
         items = list(groups.items())
         wanted = int(sum(len(m[0]) for _f, m in items) * WORKER_SHARE)
-        start, count = len(items), 0
-        while start > 1 and count < wanted:
-            start -= 1
-            count += len(items[start][1][0])
-        folders = items[start:]
+        head: list[tuple[str, _Members]] = []
+        folders: list[tuple[str, _Members]] = []
+        for folder, (group_keys, names) in reversed(items):
+            cut = max(0, len(group_keys) - wanted)
+            if cut:
+                head.append((folder, (group_keys[:cut], names[:cut])))
+            if cut < len(group_keys):
+                folders.append((folder, (group_keys[cut:], names[cut:])))
+            wanted -= len(group_keys) - cut
+        head.reverse()
+        folders.reverse()
         keys = [key for _folder, members in folders for key in members[0]]
         cached, verified = self.cache.records, self.cache.verified
         expect: list[FileRecord | None] = [None] * len(keys)
@@ -358,7 +363,7 @@ class Snapshotter:
             if fresh and record.digest is not None:
                 expect[index] = record
                 pending[index] = known
-        return _Share(groups, start, folders, keys, expect, pending)
+        return _Share(groups, head, folders, keys, expect, pending)
 
     def _collect_share(self, share: _Share, fs_now: int, records: dict[str, FileRecord]) -> None:
         """Records for the share from the worker's reports (the unreported keep their record).

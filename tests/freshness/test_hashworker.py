@@ -292,3 +292,18 @@ def test_large_tree_in_a_pipeline_shares_by_default_and_blocks_on_a_change(
     (extension,) = [e for e in run.extensions if isinstance(e, FreshnessExtension)]
     assert extension.tracker is not None
     shared(extension.tracker)
+
+
+def test_one_large_folder_is_split_between_the_two(tmp_path: Path) -> None:
+    for i in range(20):
+        write(tmp_path, f"f{i:02d}.txt", f"{i}\n")
+    alone = FreshnessTracker(tmp_path, worker_min_files=0).capture({"n": ["*.txt"]})["n"]
+    tracker = FreshnessTracker(tmp_path, worker_min_files=1)
+    helped = tracker.capture({"n": ["*.txt"]})["n"]
+    assert 0 < shared(tracker).snapshotter.last_shared < 20
+    assert helped.files == alone.files and list(helped.files) == list(alone.files)
+    settle()
+    write(tmp_path, "f00.txt", "changed by main's half\n")
+    write(tmp_path, "f19.txt", "changed in the worker's half\n")
+    assert tracker.check("n").stale_files == ["f00.txt", "f19.txt"]
+    shared(tracker)

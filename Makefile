@@ -23,6 +23,7 @@ demo: setup
 
 lint: setup
 	$(VENV)/bin/ruff check freshness_magic tests benchmarks
+	$(VENV)/bin/ruff format --check freshness_magic tests benchmarks
 	$(VENV)/bin/mypy
 
 test: setup

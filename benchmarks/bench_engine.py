@@ -71,8 +71,9 @@ def measure(n: int, workdir: Path, history: int) -> tuple[list[float], list[floa
     handler = Simulated()
     registry = default_registry()
     registry.register("sim", handler)
-    run = Run(load_pipeline(linear_dot(n)), workdir=workdir, registry=registry,
-              checkpoint_history=history)
+    run = Run(
+        load_pipeline(linear_dot(n)), workdir=workdir, registry=registry, checkpoint_history=history
+    )
     run.start()
     overheads: list[float] = []
     cpu: list[float] = []

@@ -35,7 +35,11 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -51,13 +55,21 @@ def test_run_waits_at_gate_with_exit_3_and_json_shape(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     data = json.loads(proc.stdout)
     assert set(data) == {
-        "status", "run_dir", "completed_nodes", "node_outcomes", "next_node", "pending_gate",
-        "context", "failure_reason",
+        "status",
+        "run_dir",
+        "completed_nodes",
+        "node_outcomes",
+        "next_node",
+        "pending_gate",
+        "context",
+        "failure_reason",
     }
     assert data["status"] == "waiting"
     assert data["completed_nodes"] == ["start", "draft"]
     assert data["node_outcomes"]["draft"] == {
-        "status": "success", "notes": "Stage completed: draft", "failure_reason": ""
+        "status": "success",
+        "notes": "Stage completed: draft",
+        "failure_reason": "",
     }
     assert data["next_node"] == "approve"
     gate = data["pending_gate"]
@@ -70,8 +82,17 @@ def test_run_waits_at_gate_with_exit_3_and_json_shape(tmp_path: Path) -> None:
 
 def test_run_with_answers_completes_with_exit_0_and_progress_lines(tmp_path: Path) -> None:
     dot = write(tmp_path, "review.dot", REVIEW)
-    proc = cli("run", str(dot), "--workdir", str(tmp_path), "--answer", "approve=N",
-               "--answer", "approve=[Y] Yes", cwd=tmp_path)
+    proc = cli(
+        "run",
+        str(dot),
+        "--workdir",
+        str(tmp_path),
+        "--answer",
+        "approve=N",
+        "--answer",
+        "approve=[Y] Yes",
+        cwd=tmp_path,
+    )
     assert proc.returncode == 0, proc.stderr
     lines = proc.stdout.splitlines()
     progress = [line.split()[1] for line in lines if line.startswith("  ok")]
@@ -81,8 +102,9 @@ def test_run_with_answers_completes_with_exit_0_and_progress_lines(tmp_path: Pat
 
 def test_auto_approve_takes_the_first_choice(tmp_path: Path) -> None:
     dot = write(tmp_path, "review.dot", REVIEW)
-    proc = cli("run", str(dot), "--workdir", str(tmp_path), "--auto-approve", "--json",
-               cwd=tmp_path)
+    proc = cli(
+        "run", str(dot), "--workdir", str(tmp_path), "--auto-approve", "--json", cwd=tmp_path
+    )
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     assert data["completed_nodes"] == ["start", "draft", "approve", "done"]
@@ -96,7 +118,9 @@ def test_to_pauses_with_exit_3_then_resume_and_status(tmp_path: Path) -> None:
     assert proc.returncode == 3, proc.stderr
     data = json.loads(proc.stdout)
     assert (data["status"], data["next_node"], data["completed_nodes"]) == (
-        "paused", "draft", ["start"]
+        "paused",
+        "draft",
+        ["start"],
     )
     run_dir = data["run_dir"]
     assert Path(run_dir).parent == runs.resolve()
@@ -134,8 +158,9 @@ def test_failed_run_exits_1_with_reason(tmp_path: Path) -> None:
     assert proc.returncode == 1, proc.stderr
     assert "FAIL" in proc.stdout
     assert proc.stdout.splitlines()[-2].startswith("failed: node 'boom' failed (")
-    data = json.loads(cli("run", str(dot), "--workdir", str(tmp_path), "--json",
-                          cwd=tmp_path).stdout)
+    data = json.loads(
+        cli("run", str(dot), "--workdir", str(tmp_path), "--json", cwd=tmp_path).stdout
+    )
     assert data["status"] == "failed"
     assert data["node_outcomes"]["boom"]["status"] == "fail"
     assert "7" in data["node_outcomes"]["boom"]["failure_reason"]
@@ -149,8 +174,9 @@ def test_usage_and_input_errors_exit_2(tmp_path: Path) -> None:
     assert f"{broken}:3:5:" in proc.stderr
     assert "Traceback" not in proc.stderr
 
-    invalid = write(tmp_path, "invalid.dot", "digraph g { a [prompt=x] done [shape=Msquare] "
-                                             "a -> done }")
+    invalid = write(
+        tmp_path, "invalid.dot", "digraph g { a [prompt=x] done [shape=Msquare] a -> done }"
+    )
     proc = cli("run", str(invalid), cwd=tmp_path)
     assert proc.returncode == 2
     assert "start" in proc.stderr

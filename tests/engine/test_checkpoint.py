@@ -62,9 +62,21 @@ def test_checkpoint_has_the_spec_fields_and_more(tmp_path: Path) -> None:
     run.run()
     data, path = load_checkpoint(run.run_dir)
     assert path == run.run_dir / "checkpoint.json"
-    for key in ("timestamp", "current_node", "completed_nodes", "node_retries", "context",
-                "logs", "node_outcomes", "next_node", "state", "pending_gate",
-                "goal_gate_redirects", "pipeline", "extensions"):
+    for key in (
+        "timestamp",
+        "current_node",
+        "completed_nodes",
+        "node_retries",
+        "context",
+        "logs",
+        "node_outcomes",
+        "next_node",
+        "state",
+        "pending_gate",
+        "goal_gate_redirects",
+        "pipeline",
+        "extensions",
+    ):
         assert key in data, key
     assert data["current_node"] == "approve"
     assert data["state"] == "waiting"
@@ -97,7 +109,11 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.run(
         [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd, env=env, capture_output=True, text=True, timeout=120,
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
     )
 
 
@@ -117,8 +133,9 @@ def test_resume_in_a_new_process_is_exact(tmp_path: Path) -> None:
     assert third.returncode == 0, third.stderr
     final = Run.resume(run_dir).result()
     assert comparable(final) == comparable(expected)
-    assert json.loads(third.stdout) == json.loads(json.dumps(expected.to_dict() | {
-        "run_dir": str(run_dir)}, default=str))
+    assert json.loads(third.stdout) == json.loads(
+        json.dumps(expected.to_dict() | {"run_dir": str(run_dir)}, default=str)
+    )
 
 
 def test_corrupt_latest_checkpoint_falls_back_to_history(
@@ -175,9 +192,13 @@ def test_no_valid_checkpoint_is_a_checkpoint_error_naming_the_path(tmp_path: Pat
 
 
 def test_history_is_bounded_and_names_are_unique(tmp_path: Path) -> None:
-    dot = "digraph g { start [shape=Mdiamond] " + " ".join(
-        f'n{i} [prompt="x"]' for i in range(12)
-    ) + " done [shape=Msquare] start -> " + " -> ".join(f"n{i}" for i in range(12)) + " -> done }"
+    dot = (
+        "digraph g { start [shape=Mdiamond] "
+        + " ".join(f'n{i} [prompt="x"]' for i in range(12))
+        + " done [shape=Msquare] start -> "
+        + " -> ".join(f"n{i}" for i in range(12))
+        + " -> done }"
+    )
     run = make_run(dot, tmp_path, checkpoint_history=4)
     run.run()
     files = history_files(run.run_dir)
@@ -220,7 +241,14 @@ def test_goal_gate_judged_from_restored_outcomes(tmp_path: Path) -> None:
     assert again.goal_gate_redirects == 1
     assert again.node_outcomes["impl"].status is StageStatus.FAIL
     assert again.run().completed_nodes == [
-        "start", "plan", "impl", "check", "plan", "impl", "check", "done"
+        "start",
+        "plan",
+        "impl",
+        "check",
+        "plan",
+        "impl",
+        "check",
+        "done",
     ]
 
 
@@ -243,7 +271,8 @@ def test_encoded_map_is_spliced_as_valid_sorted_json() -> None:
     raw = encode_checkpoint({"z": [1], "node_outcomes": outcomes, "a": None})
     assert raw.endswith(b"}\n") and raw.count(b"\n") == 1
     assert json.loads(raw) == {
-        "a": None, "node_outcomes": {"b": {"outcome": "success"}, "a": {"outcome": "success"}},
+        "a": None,
+        "node_outcomes": {"b": {"outcome": "success"}, "a": {"outcome": "success"}},
         "z": [1],
     }
     assert list(json.loads(raw)) == ["a", "node_outcomes", "z"]

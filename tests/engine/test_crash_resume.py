@@ -100,8 +100,12 @@ report(run, time.monotonic() - began)
 def python(args: list[str], **kw: object) -> subprocess.Popen[str]:
     env = {**os.environ, "PYTHONPATH": str(REPO)}
     return subprocess.Popen(
-        [sys.executable, *args], env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True, **kw  # type: ignore[arg-type]
+        [sys.executable, *args],
+        env=env,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        **kw,  # type: ignore[arg-type]
     )
 
 
@@ -131,7 +135,17 @@ def test_sigkill_at_many_points_then_resume_matches_an_uninterrupted_run(
     run_time = float(reference.pop("elapsed"))  # type: ignore[arg-type]
     assert reference["state"] == "completed"
     assert reference["completed_nodes"] == [
-        "start", "a", "b", "c", "check", "d", "gate", "f", "g", "h", "done"
+        "start",
+        "a",
+        "b",
+        "c",
+        "check",
+        "d",
+        "gate",
+        "f",
+        "g",
+        "h",
+        "done",
     ]
     ref_files = {p.name: p.read_text() for p in (ref_root / "out").iterdir()}
 

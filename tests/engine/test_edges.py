@@ -121,8 +121,11 @@ def test_fail_takes_only_condition_matched_edges() -> None:
 
 
 def test_context_condition_uses_context_prefix_fallback() -> None:
-    sel = pick('n -> a [condition="context.tests_passed=true"]\n n -> b', Outcome(),
-               {"tests_passed": "true"})
+    sel = pick(
+        'n -> a [condition="context.tests_passed=true"]\n n -> b',
+        Outcome(),
+        {"tests_passed": "true"},
+    )
     assert sel.target == "a"
 
 

@@ -64,8 +64,9 @@ def test_step_executes_exactly_one_node_and_reports(tmp_path: Path) -> None:
 def test_run_to_stops_before_the_node_and_resumes(tmp_path: Path) -> None:
     run = make_run(LINEAR, tmp_path)
     paused = []
-    run.events.subscribe(lambda e: paused.append(e) if e.type is EventType.PIPELINE_PAUSED
-                         else None)
+    run.events.subscribe(
+        lambda e: paused.append(e) if e.type is EventType.PIPELINE_PAUSED else None
+    )
     result = run.run(to="c")
     assert result.state is RunState.PAUSED and result.status == "paused"
     assert result.completed_nodes == ["start", "a", "b"]
@@ -254,9 +255,7 @@ def test_loop_restart_continues_in_a_fresh_linked_run_dir(tmp_path: Path) -> Non
       check -> done [condition="context.round=2"]
     }"""
     rounds = iter([1, 2])
-    handler = Scripted(
-        {"work": [lambda n, c, e: Outcome(context_updates={"round": next(rounds)})]}
-    )
+    handler = Scripted({"work": [lambda n, c, e: Outcome(context_updates={"round": next(rounds)})]})
     run = make_run(dot, tmp_path, handler=handler, run_id="loop")
     first_dir = run.run_dir
     result = run.run()

@@ -48,7 +48,9 @@ def test_reaching_a_gate_waits_with_the_question(tmp_path: Path) -> None:
     assert not step.executed
     assert "waiting at gate 'approve'" in step.reason
     assert result.to_dict()["pending_gate"]["choices"][0] == {
-        "key": "Y", "label": "[Y] Yes", "target": "done"
+        "key": "Y",
+        "label": "[Y] Yes",
+        "target": "done",
     }
 
 
@@ -75,8 +77,11 @@ def test_answer_no_loops_back_and_waits_again(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize(
     ("yes", "no", "key"),
-    [("[A] Accept", "[R] Reject", "A"), ("A) Accept", "R) Reject", "A"),
-     ("A - Accept", "R - Reject", "A")],
+    [
+        ("[A] Accept", "[R] Reject", "A"),
+        ("A) Accept", "R) Reject", "A"),
+        ("A - Accept", "R - Reject", "A"),
+    ],
 )
 def test_each_accelerator_style(tmp_path: Path, yes: str, no: str, key: str) -> None:
     run = make_run(gate(yes=yes, no=no), tmp_path)

@@ -62,8 +62,9 @@ def run_gated(tmp_path: Path, impl_attrs: str, graph_attrs: str = "") -> list[st
 
 
 def test_node_retry_target_first(tmp_path: Path) -> None:
-    path = run_gated(tmp_path, ', retry_target="fix", fallback_retry_target="plan"',
-                     'retry_target="plan"')
+    path = run_gated(
+        tmp_path, ', retry_target="fix", fallback_retry_target="plan"', 'retry_target="plan"'
+    )
     assert path == ["start", "plan", "impl", "review", "fix", "impl", "review", "done"]
 
 

@@ -61,11 +61,18 @@ def test_policy_from_node_then_graph_alias_then_zero() -> None:
 def test_retry_consumes_attempts_with_backoff_then_succeeds(tmp_path: Path) -> None:
     clock = FakeClock()
     handler = Scripted({"work": ["retry", "retry", "success"]})
-    run = make_run(pipeline(", max_retries=3"), tmp_path, handler=handler, clock=clock,
-                   rng=random.Random(1), backoff=BackoffConfig(jitter=False))
+    run = make_run(
+        pipeline(", max_retries=3"),
+        tmp_path,
+        handler=handler,
+        clock=clock,
+        rng=random.Random(1),
+        backoff=BackoffConfig(jitter=False),
+    )
     retrying = []
-    run.events.subscribe(lambda e: retrying.append(e) if e.type is EventType.STAGE_RETRYING
-                         else None)
+    run.events.subscribe(
+        lambda e: retrying.append(e) if e.type is EventType.STAGE_RETRYING else None
+    )
     result = run.run()
     assert result.state is RunState.COMPLETED
     assert [c for c in handler.calls if c[0] == "work"] == [("work", 1), ("work", 2), ("work", 3)]

@@ -46,13 +46,13 @@ LINEAR = """digraph linear {
 def test_parse_simple_linear_pipeline(tmp_path: Path) -> None:
     g = load_pipeline(LINEAR)
     assert list(g.nodes) == ["start", "A", "B", "done"]
-    assert [(e.source, e.target) for e in g.edges] == [
-        ("start", "A"), ("A", "B"), ("B", "done")
-    ]
+    assert [(e.source, e.target) for e in g.edges] == [("start", "A"), ("A", "B"), ("B", "done")]
     result = Run(g, workdir=tmp_path).run()
     assert result.completed_nodes == ["start", "A", "B", "done"]
     assert ctx(result, "outcome", "last_stage", "current_node") == {
-        "outcome": "success", "last_stage": "B", "current_node": "done"
+        "outcome": "success",
+        "last_stage": "B",
+        "current_node": "done",
     }
 
 
@@ -62,7 +62,8 @@ def test_parse_graph_level_attributes(tmp_path: Path) -> None:
     result = Run(g, workdir=tmp_path).run()
     assert result.completed_nodes == ["start", "A", "B", "done"]
     assert ctx(result, "graph.goal", "graph.label") == {
-        "graph.goal": "Ship", "graph.label": "Release train"
+        "graph.goal": "Ship",
+        "graph.label": "Release train",
     }
 
 
@@ -137,14 +138,16 @@ def test_execute_conditional_branching(tmp_path: Path, status: str, path: str) -
 def test_execute_with_retry_on_failure_max_retries_2(tmp_path: Path) -> None:
     clock = FakeClock()
     dot = BRANCHING.replace('test [prompt="run tests"]', 'test [prompt="t", max_retries=2]')
-    result = run_dot(dot, tmp_path, handler=Scripted({"test": ["retry", "retry", "success"]}),
-                     clock=clock)
+    result = run_dot(
+        dot, tmp_path, handler=Scripted({"test": ["retry", "retry", "success"]}), clock=clock
+    )
     assert result.completed_nodes == ["start", "test", "ship", "done"]
     assert len(clock.sleeps) == 2
     assert result.context["internal.retry_count.test"] == 2
     dot_exhaust = dot
-    result = run_dot(dot_exhaust, tmp_path, handler=Scripted({"test": ["retry"]}),
-                     clock=FakeClock())
+    result = run_dot(
+        dot_exhaust, tmp_path, handler=Scripted({"test": ["retry"]}), clock=FakeClock()
+    )
     assert result.completed_nodes == ["start", "test", "fix", "done"]
     assert result.context["outcome"] == "success"
     assert result.node_outcomes["test"].status is StageStatus.FAIL
@@ -165,8 +168,9 @@ def test_goal_gate_blocks_exit_when_unsatisfied(tmp_path: Path) -> None:
     assert result.completed_nodes == ["start", "impl", "impl", "impl", "done"]
     assert result.state is RunState.COMPLETED
     assert result.context["outcome"] == "success"
-    failing = run_dot(GOAL.replace(', retry_target="impl"', ""), tmp_path,
-                      handler=Scripted({"impl": ["fail"]}))
+    failing = run_dot(
+        GOAL.replace(', retry_target="impl"', ""), tmp_path, handler=Scripted({"impl": ["fail"]})
+    )
     assert failing.state is RunState.FAILED
     assert failing.completed_nodes == ["start", "impl"]
     assert failing.context["outcome"] == "fail"
@@ -200,7 +204,9 @@ def test_wait_human_presents_choices_and_routes_on_selection(tmp_path: Path) -> 
     result = run.run()
     assert result.completed_nodes == ["start", "gate", "abort", "done"]
     assert ctx(result, "human.gate.selected", "human.gate.label", "last_stage") == {
-        "human.gate.selected": "A", "human.gate.label": "[A] Abort", "last_stage": "abort"
+        "human.gate.selected": "A",
+        "human.gate.label": "[A] Abort",
+        "last_stage": "abort",
     }
 
 
@@ -227,16 +233,18 @@ def test_edge_selection_condition_match_wins_over_weight(tmp_path: Path) -> None
 
 
 def test_edge_selection_weight_breaks_ties_for_unconditional_edges(tmp_path: Path) -> None:
-    dot = FANOUT.replace('n -> cond [condition="outcome=success"]',
-                         "n -> light [weight=3]\n n -> cond [weight=2]")
-    result = run_dot(dot.replace('n -> heavy [weight=10]', ""), tmp_path)
+    dot = FANOUT.replace(
+        'n -> cond [condition="outcome=success"]', "n -> light [weight=3]\n n -> cond [weight=2]"
+    )
+    result = run_dot(dot.replace("n -> heavy [weight=10]", ""), tmp_path)
     assert result.completed_nodes == ["start", "n", "light", "done"]
     assert result.context["last_stage"] == "light"
 
 
 def test_edge_selection_lexical_tiebreak_as_final_fallback(tmp_path: Path) -> None:
-    dot = FANOUT.replace('n -> heavy [weight=10]', "n -> zeta").replace(
-        'n -> cond [condition="outcome=success"]', "n -> alpha\n n -> light")
+    dot = FANOUT.replace("n -> heavy [weight=10]", "n -> zeta").replace(
+        'n -> cond [condition="outcome=success"]', "n -> alpha\n n -> light"
+    )
     result = run_dot(dot, tmp_path)
     assert result.completed_nodes == ["start", "n", "alpha", "done"]
     assert result.context["last_stage"] == "alpha"
@@ -249,15 +257,18 @@ def test_context_updates_are_visible_to_the_next_node(tmp_path: Path) -> None:
         seen.append(context.get("context.ticket"))
         return Outcome(context_updates={"context.read_back": context.get("context.ticket")})
 
-    handler = Scripted({
-        "A": [Outcome(context_updates={"context.ticket": "T-42"})],
-        "B": [reader],
-    })
+    handler = Scripted(
+        {
+            "A": [Outcome(context_updates={"context.ticket": "T-42"})],
+            "B": [reader],
+        }
+    )
     result = run_dot(LINEAR, tmp_path, handler=handler)
     assert seen == ["T-42"]
     assert result.completed_nodes == ["start", "A", "B", "done"]
     assert ctx(result, "context.ticket", "context.read_back") == {
-        "context.ticket": "T-42", "context.read_back": "T-42"
+        "context.ticket": "T-42",
+        "context.read_back": "T-42",
     }
 
 
@@ -295,7 +306,8 @@ def test_stylesheet_applies_model_override_by_shape(tmp_path: Path) -> None:
 
 def test_prompt_variable_expansion_goal(tmp_path: Path) -> None:
     dot = LINEAR.replace("{", '{ graph [goal="Fix login"]', 1).replace(
-        'prompt="do A"', 'prompt="Plan: $goal"')
+        'prompt="do A"', 'prompt="Plan: $goal"'
+    )
     prompts: list[str] = []
 
     def backend(node: Node, prompt: str, context: Context) -> str:
@@ -356,15 +368,15 @@ def test_pipeline_with_ten_plus_nodes_completes(tmp_path: Path) -> None:
     dot = (
         "digraph big { start [shape=Mdiamond] done [shape=Msquare] "
         + " ".join(f'{n} [prompt="step {n}"]' for n in names)
-        + " start -> " + " -> ".join(names) + " -> done }"
+        + " start -> "
+        + " -> ".join(names)
+        + " -> done }"
     )
     result = run_dot(dot, tmp_path)
     assert result.state is RunState.COMPLETED
     assert result.completed_nodes == ["start", *names, "done"]
     assert result.context["last_stage"] == "s11"
     assert all(o.status is StageStatus.SUCCESS for o in result.node_outcomes.values())
-
-
 
 
 def test_integration_smoke(tmp_path: Path) -> None:
@@ -399,5 +411,7 @@ def test_integration_smoke(tmp_path: Path) -> None:
 
 def test_validation_error_refuses_to_run(tmp_path: Path) -> None:
     with pytest.raises(ValidationError):
-        Run(load_pipeline("digraph g { A [prompt=x] done [shape=Msquare] A -> done }"),
-            workdir=tmp_path)
+        Run(
+            load_pipeline("digraph g { A [prompt=x] done [shape=Msquare] A -> done }"),
+            workdir=tmp_path,
+        )

@@ -287,6 +287,7 @@ def test_hub_stops_itself_when_its_tree_is_removed(tmp_path: Path) -> None:
     status = daemon.start(root)
     try:
         shutil.rmtree(root)
+
         def hub_gone() -> bool:
             try:
                 os.kill(status.pid or 0, 0)

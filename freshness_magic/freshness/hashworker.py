@@ -2,7 +2,7 @@
 
 One Python process reads files at the speed of one core, and a thread does not help (every
 system call hands the interpreter lock over). So for snapshots of many files the snapshotter
-keeps this program running beside it (see :mod:`workerclient`) and gives it the folders at the
+keeps this program running beside it (see :mod:`workerclient`) and gives it the files at the
 end of the list while it does the others itself. The worker only reports what it saw; the
 snapshotter decides every record and does itself whatever the worker could not do.
 

@@ -4,7 +4,7 @@ One snapshot covers any number of nodes: folders are listed once, each file is l
 (grouped by folder and opened relative to the folder's descriptor, which saves a path lookup
 per file), and git runs once, in the background while files are hashed. A snapshot of many files
 shares them with a :mod:`hashworker` process kept beside the snapshotter, which looks at the
-folders at the end of the list on the second core (see :class:`_Share`).
+files at the end of the list on the second core (see :class:`_Share`).
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """The helper process of large snapshots: same records as without it, and never a wrong one.
 
 Every tracker here shares from the first file (``worker_min_files=1``); the worker takes the
-folders at the end of the sorted list, so the interesting files live under ``z/``.
+files at the end of the sorted list, so the interesting files live under ``z/``.
 """
 
 from __future__ import annotations

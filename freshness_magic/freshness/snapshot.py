@@ -170,11 +170,12 @@ class Snapshotter:
     ) -> dict[str, Baseline]:
         fs_now = filesystem_now_ns(self.state_dir)
         taken_at = time.time()
-        pending = self.git.start_status() if with_git and self.git.available else None
         if self._worker is not None and self._worker.owner != os.getpid():
             self._worker = self._share = None  # a forked copy: the worker is the parent's
         if self._worker is None and self._expect_large(nodes):
+            # Started before git: while git runs, both cores are busy and starting takes longer.
             self._start_worker()  # it starts on the other core while the folders are listed
+        pending = self.git.start_status() if with_git and self.git.available else None
         try:
             resolutions = self.resolver.resolve_many(nodes, fs_now)
             if self.after_resolve is not None:

@@ -252,14 +252,8 @@ class Snapshotter:
         records: dict[str, FileRecord],
         source: HashSource | None,
     ) -> None:
-        if not folder:
-            base = self.resolver.workdir
-        elif folder.startswith("/"):
-            base = folder
-        else:
-            base = self.resolver.workdir + "/" + folder
         try:
-            dir_fd = os.open(base, _DIR_FLAGS)
+            dir_fd = os.open(self._folder_path(folder), _DIR_FLAGS)
         except OSError as exc:
             failed = self._folder_failed(exc)
             for key in members[0]:
@@ -269,6 +263,14 @@ class Snapshotter:
             self._observe_folder(members, dir_fd, fs_now, records, source)
         finally:
             os.close(dir_fd)
+
+    def _folder_path(self, folder: str) -> str:
+        """The filesystem path of a group's folder ('' is the working directory)."""
+        if not folder:
+            return self.resolver.workdir
+        if folder.startswith("/"):
+            return folder
+        return self.resolver.workdir + "/" + folder
 
     # -- the worker ------------------------------------------------------------------------
 
@@ -308,18 +310,7 @@ class Snapshotter:
             share = self._new_share(groups)
             if not share.keys:
                 return None  # too few files to share
-            workdir = self.resolver.workdir
-            plan = [
-                (
-                    folder
-                    if folder.startswith("/")
-                    else f"{workdir}/{folder}"
-                    if folder
-                    else workdir,
-                    members[1],
-                )
-                for folder, members in share.folders
-            ]
+            plan = [(self._folder_path(folder), names) for folder, (_k, names) in share.folders]
             if not worker.plan(plan):
                 self._lose_worker()
                 return None

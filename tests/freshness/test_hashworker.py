@@ -251,22 +251,6 @@ def test_forked_child_starts_its_own_worker(tree: Path) -> None:
     shared(tracker)
 
 
-LARGE_PIPELINE = """
-digraph p {
-  start   [shape=Mdiamond]
-  edit    [shape=parallelogram, tool_command="printf changed > data/d41/f4199.txt"]
-  guarded [shape=parallelogram, tool_command="printf ran > ran.txt",
-           source_files="data/**", freshness="block"]
-  recover [shape=parallelogram, tool_command="printf recovered > recovered.txt"]
-  done    [shape=Msquare]
-  start -> edit -> guarded
-  guarded -> done    [condition="outcome=success"]
-  guarded -> recover [condition="outcome=fail"]
-  recover -> done
-}
-"""
-
-
 def test_large_tree_in_a_pipeline_shares_by_default_and_blocks_on_a_change(
     tmp_path: Path,
 ) -> None:
@@ -275,14 +259,17 @@ def test_large_tree_in_a_pipeline_shares_by_default_and_blocks_on_a_change(
     from freshness_magic.freshness.snapshot import WORKER_MIN_FILES
     from freshness_magic.session import open_run
 
-    from .test_pipeline import events_of
+    from .test_pipeline import BLOCK_PIPELINE, events_of
 
     assert WORKER_MIN_FILES <= 4200
     for i in range(4200):
         path = tmp_path / f"data/d{i // 100:02d}/f{i}.txt"
         path.parent.mkdir(parents=True, exist_ok=True)
         path.write_text(f"{i}\n")
-    run = open_run(LARGE_PIPELINE, workdir=tmp_path)
+    pipeline = BLOCK_PIPELINE.replace("docs/spec.md", "data/d41/f4199.txt").replace(
+        "docs/*.md", "data/**"
+    )
+    run = open_run(pipeline, workdir=tmp_path)
     result = run.run()
     assert result.status == "completed"
     assert not (tmp_path / "ran.txt").exists() and (tmp_path / "recovered.txt").exists()

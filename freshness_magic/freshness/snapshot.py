@@ -221,8 +221,8 @@ class Snapshotter:
         """A record per key, grouped by folder so each file is opened relative to its folder.
 
         The hot loop of every check: a cached record whose stat key is unchanged (and not racily
-        clean) is returned as is, without reading the file. Large snapshots give the folders at
-        the end to the worker and do the others meanwhile.
+        clean) is returned as is, without reading the file. Large snapshots give the files at the
+        end to the worker and do the others meanwhile.
         """
         groups = self._groups(keys)
         source = self.hash_source
@@ -342,19 +342,14 @@ class Snapshotter:
         head.reverse()
         folders.reverse()
         keys = [key for _folder, members in folders for key in members[0]]
-        cached, verified = self.cache.records, self.cache.verified
+        trusted = self.cache.trusted
         expect: list[FileRecord | None] = [None] * len(keys)
         pending: dict[int, StatKey | None] = {}
         for index, key in enumerate(keys):
-            record = cached.get(key)
-            if record is None:
-                continue
-            verified_ns = verified[key]
-            known = record.stat
-            fresh = known is not None and known.mtime_ns < verified_ns - RACY_WINDOW_NS
-            if fresh and record.digest is not None:
+            record = trusted(key)
+            if record is not None and record.digest is not None:
                 expect[index] = record
-                pending[index] = known
+                pending[index] = record.stat
         return _Share(groups, head, folders, keys, expect, pending)
 
     def _collect_share(self, share: _Share, fs_now: int, records: dict[str, FileRecord]) -> None:

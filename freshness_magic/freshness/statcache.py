@@ -41,14 +41,19 @@ class StatCache:
     def __len__(self) -> int:
         return len(self.records)
 
-    def lookup(self, path: str, key: StatKey) -> Any | None:
-        """The cached record when ``key`` matches and the entry is not racily clean."""
+    def trusted(self, path: str) -> Any | None:
+        """The cached record unless it is racily clean (then it must be hashed again)."""
         record = self.records.get(path)
-        if record is None:
+        if record is None or record.stat is None:
             return None
-        if record.stat != key or is_racy(key.mtime_ns, self.verified[path]):
+        if is_racy(record.stat.mtime_ns, self.verified[path]):
             return None
         return record
+
+    def lookup(self, path: str, key: StatKey) -> Any | None:
+        """The cached record when ``key`` matches and the entry is not racily clean."""
+        record = self.trusted(path)
+        return record if record is not None and record.stat == key else None
 
     def store(self, path: str, record: Any, verified_ns: int) -> None:
         self.records[path] = record

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -31,6 +32,10 @@ class StepEnv:
     """``time.monotonic()`` value by which the node must finish (from its ``timeout``)."""
     sleep: Callable[[float], None] = time.sleep
     """The run's sleep, for handlers that wait between polls (injectable so tests run instantly)."""
+    cancel: threading.Event = field(default_factory=threading.Event)
+    """Set when the run is asked to stop (Stop, a kernel interrupt): a handler that waits on
+    something long (a process, a model call) stops it and returns promptly; the engine records
+    the node as interrupted, whatever the handler returns."""
 
     def node_dir(self, node_id: str) -> Path:
         """The node's folder for artifacts (prompt.md, response.md, status.json, tool output)."""

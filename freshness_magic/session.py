@@ -46,6 +46,17 @@ def _load(pipeline: Graph | str | Path) -> Graph:
     return load_pipeline(pipeline)
 
 
+def _with_registry(kwargs: dict[str, Any]) -> dict[str, Any]:
+    """``kwargs`` with ``backend``/``interviewer`` turned into a built-in handler registry."""
+    backend = kwargs.pop("backend", None)
+    interviewer = kwargs.pop("interviewer", None)
+    if kwargs.get("registry") is None and (backend is not None or interviewer is not None):
+        from freshness_magic.engine.handlers.builtin import default_registry
+
+        kwargs["registry"] = default_registry(backend=backend, interviewer=interviewer)
+    return kwargs
+
+
 def open_run(
     pipeline: Graph | str | Path,
     *,
@@ -58,10 +69,12 @@ def open_run(
     """A new run of ``pipeline`` in ``workdir`` with the default extensions (unless given).
 
     ``evidence_validator`` replaces the default work-evidence validator (tests inject fakes).
-    ``kwargs`` go to :class:`Run` (``runs_dir``, ``run_id``, ``registry``, ``backend``,
-    ``interviewer``, ``clock``, ``sleep``, ...).
+    ``backend`` (codergen) and ``interviewer`` (human gates) configure the built-in handler
+    registry when no ``registry`` is given. Other ``kwargs`` go to :class:`Run` (``runs_dir``,
+    ``run_id``, ``registry``, ``clock``, ``sleep``, ...).
     """
     graph = _load(pipeline)
+    kwargs = _with_registry(kwargs)
     if extensions is None:
         options = dict(extension_options or {})
         if evidence_validator is not None:
@@ -80,11 +93,12 @@ def resume_run(
     **kwargs: Any,
 ) -> Run:
     """Restore the run in ``run_dir`` (newest valid checkpoint) with the default extensions."""
+    kwargs = _with_registry(kwargs)
     if evidence_validator is not None:
         extension_options = {**(extension_options or {}), "evidence_validator": evidence_validator}
     if extensions is None:
         from freshness_magic.engine.checkpoint import load_checkpoint
-        from freshness_magic.engine.run import follow_restarts
+        from freshness_magic.engine.persistence import follow_restarts
 
         data, _ = load_checkpoint(follow_restarts(Path(run_dir)))
         base = workdir if workdir is not None else data.get("workdir", ".")

@@ -63,6 +63,10 @@ def test_run_waits_at_gate_with_exit_3_and_json_shape(tmp_path: Path) -> None:
         "pending_gate",
         "context",
         "failure_reason",
+        "failed_node",
+        "dead_end",
+        "interrupted_node",
+        "summary",
     }
     assert data["status"] == "waiting"
     assert data["completed_nodes"] == ["start", "draft"]

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import IO, Any
 
 from freshness_magic.engine.events import Event, EventType
-from freshness_magic.engine.handlers.human import parse_accelerator
+from freshness_magic.engine.gates import parse_accelerator
 from freshness_magic.engine.interviewers import AutoApproveInterviewer
 from freshness_magic.engine.run import Run, RunResult, RunState
 from freshness_magic.errors import RunError

@@ -10,14 +10,8 @@ from typing import Any
 
 from freshness_magic.commands.run import EXIT_CODES
 from freshness_magic.engine.checkpoint import load_checkpoint
-from freshness_magic.engine.handlers.human import parse_accelerator
-from freshness_magic.engine.run import RunState, follow_restarts
-
-_WORDS = {
-    RunState.COMPLETED.value: "completed",
-    RunState.FAILED.value: "failed",
-    RunState.WAITING.value: "waiting",
-}
+from freshness_magic.engine.gates import parse_accelerator
+from freshness_magic.engine.persistence import follow_restarts, restore_memory
 
 
 def register(subparsers: Any) -> None:
@@ -36,25 +30,9 @@ def register(subparsers: Any) -> None:
 
 
 def status_dict(run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
-    """The checkpoint in the shape of ``run --json``."""
-    outcomes = data.get("node_outcomes") or {}
-    return {
-        "status": _WORDS.get(str(data.get("state")), "paused"),
-        "run_dir": str(run_dir),
-        "completed_nodes": list(data.get("completed_nodes") or []),
-        "node_outcomes": {
-            node: {
-                "status": o.get("outcome", ""),
-                "notes": o.get("notes", ""),
-                "failure_reason": o.get("failure_reason", ""),
-            }
-            for node, o in outcomes.items()
-        },
-        "next_node": data.get("next_node"),
-        "pending_gate": data.get("pending_gate"),
-        "context": data.get("context") or {},
-        "failure_reason": data.get("failure_reason") or None,
-    }
+    """The checkpoint in the shape of ``run --json`` (the same RunResult)."""
+    memory, context = restore_memory(data, run_dir)
+    return memory.result(run_dir, context).to_dict()
 
 
 def main(args: argparse.Namespace) -> int:
@@ -72,7 +50,12 @@ def main(args: argparse.Namespace) -> int:
         note = outcome.get("failure_reason") or outcome.get("notes") or ""
         print(f"  {outcome.get('status', ''):<16} {node:<24} {note}".rstrip(), file=out)
     if info["failure_reason"]:
-        print(f"failure: {info['failure_reason']}", file=out)
+        where = f" at '{info['failed_node']}'" if info["failed_node"] else ""
+        print(f"failure{where}: {info['failure_reason']}", file=out)
+    if info["dead_end"]:
+        print(info["summary"], file=out)
+    if info["interrupted_node"]:
+        print(info["summary"], file=out)
     gate = info["pending_gate"]
     if isinstance(gate, dict):
         print(f"waiting at gate '{gate.get('node')}': {gate.get('question')}", file=out)

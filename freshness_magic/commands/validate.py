@@ -33,10 +33,13 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from freshness_magic.evidence.lint import evidence_rules
+    from freshness_magic.freshness.lint import freshness_rules
+
     graph = load_for_command("validate", args.pipeline)
     if graph is None:
         return 2
-    diagnostics = validate(graph)
+    diagnostics = validate(graph, extra_rules=[*freshness_rules(), *evidence_rules()])
     counts = {severity: 0 for severity in Severity}
     for diagnostic in diagnostics:
         counts[diagnostic.severity] += 1

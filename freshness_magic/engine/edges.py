@@ -16,22 +16,32 @@ the result is shown to users (CLI, ``%pipeline cond --from NODE``), so it says w
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from enum import StrEnum
 from typing import Any
 
 from freshness_magic.engine.conditions import evaluate_condition
+from freshness_magic.engine.gates import normalize_label
 from freshness_magic.engine.model import Edge, Graph
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.errors import FreshnessMagicError
 
-_ACCELERATOR_RE = re.compile(r"^\s*(?:\[\s*\w\s*\]\s*|\w\s*\)\s*|\w\s+-\s+)")
 
+class EdgeStep(StrEnum):
+    """What decided where a run goes: a selection step (§3.3) or the run's own routing."""
 
-def normalize_label(label: str) -> str:
-    """Lowercase, trim, and strip one accelerator prefix (``[Y] ``, ``Y) ``, ``Y - ``)."""
-    return _ACCELERATOR_RE.sub("", label, count=1).strip().lower()
+    CONDITION = "condition"
+    PREFERRED_LABEL = "preferred_label"
+    SUGGESTED_NEXT_IDS = "suggested_next_ids"
+    WEIGHT = "weight"
+    NONE = "none"
+    FAN_IN = "fan_in"
+    """After a parallel node: the fan-in its branches converged on (§4.8)."""
+    RETRY_TARGET = "retry_target"
+    """After FAIL: a node's or the graph's retry target (DESIGN §4.2)."""
+    GOAL_GATE = "goal_gate"
+    """Entering the exit with an unsatisfied goal gate (§3.4)."""
 
 
 @dataclass(frozen=True)
@@ -39,8 +49,7 @@ class EdgeSelection:
     """The chosen edge (None when no edge is eligible), the step that chose it, and why."""
 
     edge: Edge | None
-    step: str
-    """``condition``, ``preferred_label``, ``suggested_next_ids``, ``weight`` or ``none``."""
+    step: EdgeStep
     reason: str
 
     @property
@@ -74,7 +83,7 @@ def select_edge(
     """Choose the edge to follow from ``node_id`` given its ``outcome`` and the run context."""
     edges = graph.outgoing(node_id)
     if not edges:
-        return EdgeSelection(None, "none", f"node '{node_id}' has no outgoing edges")
+        return EdgeSelection(None, EdgeStep.NONE, f"node '{node_id}' has no outgoing edges")
 
     matched = [e for e in edges if condition_holds(e, outcome, context)]
     if matched:
@@ -82,7 +91,7 @@ def select_edge(
         extra = f" (best of {len(matched)} matching edges by weight, then target id)"
         return EdgeSelection(
             edge,
-            "condition",
+            EdgeStep.CONDITION,
             f"condition `{edge.condition}` held" + (extra if len(matched) > 1 else ""),
         )
 
@@ -91,7 +100,7 @@ def select_edge(
         ignored = f"; {len(unconditional)} unconditional edge(s) ignored" if unconditional else ""
         return EdgeSelection(
             None,
-            "none",
+            EdgeStep.NONE,
             "outcome is fail and no edge condition held; unconditional edges are never taken "
             f"after a failure{ignored}",
         )
@@ -102,7 +111,7 @@ def select_edge(
             if edge.label and normalize_label(edge.label) == wanted:
                 return EdgeSelection(
                     edge,
-                    "preferred_label",
+                    EdgeStep.PREFERRED_LABEL,
                     f"preferred label '{outcome.preferred_label}' matched edge label "
                     f"'{edge.label}'",
                 )
@@ -111,7 +120,7 @@ def select_edge(
         for edge in unconditional:
             if edge.target == suggested:
                 return EdgeSelection(
-                    edge, "suggested_next_ids", f"suggested next node '{suggested}'"
+                    edge, EdgeStep.SUGGESTED_NEXT_IDS, f"suggested next node '{suggested}'"
                 )
 
     if unconditional:
@@ -123,8 +132,8 @@ def select_edge(
                 f"highest weight ({edge.weight}) among {len(unconditional)} unconditional "
                 "edges, ties broken by target id"
             )
-        return EdgeSelection(edge, "weight", why)
+        return EdgeSelection(edge, EdgeStep.WEIGHT, why)
 
     return EdgeSelection(
-        None, "none", f"no condition held and node '{node_id}' has no unconditional edge"
+        None, EdgeStep.NONE, f"no condition held and node '{node_id}' has no unconditional edge"
     )

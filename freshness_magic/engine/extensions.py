@@ -11,7 +11,14 @@ A run calls its extensions at fixed points of its life:
   outcome to use (evidence validation may turn SUCCESS into FAIL);
 - ``on_step_finished(run, step_result)`` after the step's routing, before its checkpoint (so
   the state an extension records there is in that checkpoint);
-- ``checkpoint_state()`` is stored in every checkpoint under ``extensions[<name>]``.
+- ``checkpoint_state()`` is stored in every checkpoint under ``extensions[<name>]``;
+- ``lint_rules()`` (optional) adds validation rules for the attributes the extension reads, so a
+  run refuses a pipeline whose freshness or evidence attributes are wrong without the engine
+  knowing those attributes.
+
+``on_step_finished`` is called once per executed node: for the node of a step, and for every node
+of a parallel branch (``step_result.branch_of`` names the parallel node). Hooks are called one at
+a time even while branches run in threads; inside a branch ``run.context`` is the branch's context.
 
 An extension that raises in ``before_execute``/``after_execute`` makes that attempt FAIL with the
 error text; one that raises elsewhere is logged and skipped.
@@ -19,6 +26,7 @@ error text; one that raises elsewhere is logged and skipped.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from freshness_magic.engine.model import Node
@@ -26,6 +34,13 @@ from freshness_magic.engine.outcome import Outcome
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run, StepResult
+    from freshness_magic.engine.validation import LintRule
+
+
+def extension_rules(ext: RunExtension) -> Sequence[LintRule]:
+    """The lint rules an extension contributes (none when it has no ``lint_rules``)."""
+    rules = getattr(ext, "lint_rules", None)
+    return tuple(rules()) if callable(rules) else ()
 
 
 @runtime_checkable
@@ -73,3 +88,6 @@ class BaseRunExtension:
 
     def checkpoint_state(self) -> dict[str, Any]:
         return {}
+
+    def lint_rules(self) -> Sequence[LintRule]:
+        return ()

@@ -244,7 +244,7 @@ class ConsoleInterviewer:
             self._output.flush()
 
     def ask(self, question: Question) -> Answer | None:
-        from freshness_magic.engine.handlers.human import (
+        from freshness_magic.engine.gates import (
             default_choice_of,
             match_choice,
             parse_accelerator,

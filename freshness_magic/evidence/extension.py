@@ -32,8 +32,10 @@ from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.codergen import PROMPT_SUFFIX_KEY
 from freshness_magic.engine.model import NON_WORK_HANDLER_TYPES, Node, is_work_type
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.validation import LintRule
 from freshness_magic.errors import EvidenceError
 from freshness_magic.evidence.commit import commit_node_changes
+from freshness_magic.evidence.lint import evidence_rules
 from freshness_magic.evidence.prompt import work_evidence_prompt
 from freshness_magic.evidence.record import (
     EVIDENCE_LOG,
@@ -141,6 +143,10 @@ class EvidenceExtension:
         records = read_evidence_log(run.run_dir)
         self._records = len(records)
         self._latest = {record.node_id: record.timestamp for record in records}
+
+    def lint_rules(self) -> list[LintRule]:
+        """The rules for this extension's attributes (see :mod:`freshness_magic.evidence.lint`)."""
+        return evidence_rules()
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The evidence index: how many records were written and each node's latest timestamp."""

@@ -26,8 +26,10 @@ from freshness_magic.engine.events import EventType
 from freshness_magic.engine.extensions import BaseRunExtension
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.validation import LintRule
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.lint import freshness_rules
 from freshness_magic.freshness.report import FreshnessReport, NodeReport
 
 if TYPE_CHECKING:
@@ -157,13 +159,14 @@ class FreshnessExtension(BaseRunExtension):
 
     def on_step_finished(self, run: Run, step_result: StepResult) -> None:
         node_id = step_result.node_id
-        blocked_now, self._blocked_now = self._blocked_now, set()
+        blocked_now = node_id in self._blocked_now
+        self._blocked_now.discard(node_id or "")
         tracker = self._tracker(run)
         if (
             step_result.executed
             and node_id is not None
             and node_id in tracker.baselines
-            and node_id not in blocked_now
+            and not blocked_now
             and step_result.outcome is not None
             and step_result.outcome.status is not StageStatus.WAITING
         ):
@@ -175,6 +178,10 @@ class FreshnessExtension(BaseRunExtension):
             ids = [requested] if isinstance(requested, str) else list(requested)
             ids = [i.strip() for raw in ids for i in str(raw).split(",") if i.strip()]
             accept(run, ids, source="context")
+
+    def lint_rules(self) -> list[LintRule]:
+        """The rules for this extension's attributes (see :mod:`freshness_magic.freshness.lint`)."""
+        return freshness_rules()
 
     def checkpoint_state(self) -> dict[str, Any]:
         if self.tracker is None:

@@ -12,7 +12,7 @@ from freshness_magic.freshness.report import FreshnessReport
 def check_run_dir(run_dir: Path, *, hash_size_limit: int | None = None) -> FreshnessReport:
     """Compare the baselines in ``run_dir``'s newest valid checkpoint with the disk (read-only)."""
     from freshness_magic.engine.checkpoint import load_checkpoint
-    from freshness_magic.engine.run import follow_restarts
+    from freshness_magic.engine.persistence import follow_restarts
 
     if not run_dir.is_dir():
         raise FreshnessError(

@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from freshness_magic.engine.context import Context
-from freshness_magic.engine.edges import normalize_label, select_edge
+from freshness_magic.engine.edges import select_edge
+from freshness_magic.engine.gates import normalize_label
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from tests.engine.runkit import graph
 

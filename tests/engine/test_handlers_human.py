@@ -10,14 +10,16 @@ import pytest
 
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import Event
-from freshness_magic.engine.handlers.base import StepEnv
-from freshness_magic.engine.handlers.human import (
-    WaitForHumanHandler,
+from freshness_magic.engine.gates import (
     answer_outcome,
     gate_question,
     match_choice,
+    normalize_label,
     parse_accelerator,
 )
+from freshness_magic.engine.handlers.base import StepEnv
+from freshness_magic.engine.handlers.builtin import default_registry
+from freshness_magic.engine.handlers.human import WaitForHumanHandler
 from freshness_magic.engine.interviewers import (
     Answer,
     AnswerKind,
@@ -60,6 +62,14 @@ STANDARD = [("done", "[Y] Yes, ship"), ("draft", "N) No, redo"), ("abort", "A - 
 )
 def test_parse_accelerator_styles(label: str, expected: tuple[str, str]) -> None:
     assert parse_accelerator(label) == expected
+
+
+@pytest.mark.parametrize("label", ["[ Y ] Yes", "[Y] Yes", "Y ) Yes", "Y) Yes", "Y - Yes"])
+def test_one_accelerator_grammar_for_choices_and_edge_labels(label: str) -> None:
+    """Spec §4.6: a gate's choice key and edge routing read the same accelerator."""
+    key, text = parse_accelerator(label)
+    assert (key, text) == ("Y", "Yes")
+    assert normalize_label(label) == "yes"
 
 
 def test_question_choices_follow_edge_order_and_use_target_without_label() -> None:
@@ -221,7 +231,7 @@ def test_gate_in_a_run_asks_the_interviewer_and_reports_events(tmp_path: Path) -
     run = Run(
         load_pipeline(GATE_PIPELINE),
         workdir=tmp_path,
-        interviewer=QueueInterviewer([Answer.timeout()]),
+        registry=default_registry(interviewer=QueueInterviewer([Answer.timeout()])),
     )
     events: list[Event] = []
     run.events.subscribe(events.append)
@@ -238,7 +248,9 @@ def test_gate_timeout_in_a_run_takes_the_default_from_the_console(tmp_path: Path
     read_fd, write_fd = os.pipe()
     with os.fdopen(read_fd) as silent, os.fdopen(write_fd, "w"):
         console = ConsoleInterviewer(silent, io.StringIO())
-        run = Run(load_pipeline(source), workdir=tmp_path, interviewer=console)
+        run = Run(
+            load_pipeline(source), workdir=tmp_path, registry=default_registry(interviewer=console)
+        )
         result = run.run()
     assert result.completed_nodes == ["start", "approve", "redo", "done"]
     assert result.context["human.gate.selected"] == "N"

@@ -7,6 +7,7 @@ from pathlib import Path
 from freshness_magic.engine.handlers.manager import unfinished_child
 from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
 from freshness_magic.engine.run import Run
+from freshness_magic.session import open_run
 
 CHILD = """
 digraph child {
@@ -59,7 +60,7 @@ def parent(manager_attrs: str, graph_attrs: str = "") -> str:
 
 
 def run_parent(source: str, workdir: Path, **kwargs: object) -> Run:
-    run = Run(load_pipeline(source), workdir=workdir, **kwargs)  # type: ignore[arg-type]
+    run = open_run(load_pipeline(source), workdir=workdir, extensions=[], **kwargs)
     run.run()
     return run
 

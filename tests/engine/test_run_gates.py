@@ -8,6 +8,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.engine.events import EventType
+from freshness_magic.engine.handlers.builtin import default_registry
 from freshness_magic.engine.interviewers import QueueInterviewer
 from freshness_magic.engine.run import Run, RunState
 from freshness_magic.errors import GateAnswerError, RunError
@@ -126,7 +127,11 @@ def test_no_default_and_no_choice_is_an_error(tmp_path: Path) -> None:
 
 
 def test_interviewer_answers_synchronously(tmp_path: Path) -> None:
-    run = Run(graph(gate()), workdir=tmp_path, interviewer=QueueInterviewer(["N", "Y"]))
+    run = Run(
+        graph(gate()),
+        workdir=tmp_path,
+        registry=default_registry(interviewer=QueueInterviewer(["N", "Y"])),
+    )
     result = run.run()
     assert result.state is RunState.COMPLETED
     assert result.completed_nodes == ["start", "draft", "approve", "draft", "approve", "done"]

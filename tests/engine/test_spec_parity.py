@@ -14,6 +14,7 @@ import pytest
 
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import StepEnv
+from freshness_magic.engine.handlers.builtin import default_registry
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.pipeline import load_pipeline
@@ -298,7 +299,7 @@ def test_stylesheet_applies_model_override_by_shape(tmp_path: Path) -> None:
         models[node.id] = node.llm_model
         return f"answered by {node.llm_model}"
 
-    result = Run(g, workdir=tmp_path, backend=backend).run()
+    result = Run(g, workdir=tmp_path, registry=default_registry(backend=backend)).run()
     assert models == {"A": "fast-model", "B": "pinned"}
     assert result.completed_nodes == ["start", "A", "B", "done"]
     assert result.context["last_response"] == "answered by pinned"
@@ -314,7 +315,7 @@ def test_prompt_variable_expansion_goal(tmp_path: Path) -> None:
         prompts.append(prompt)
         return prompt
 
-    run = Run(load_pipeline(dot), workdir=tmp_path, backend=backend)
+    run = Run(load_pipeline(dot), workdir=tmp_path, registry=default_registry(backend=backend))
     result = run.run()
     assert prompts[0] == "Plan: Fix login"
     assert (run.run_dir / "nodes" / "A" / "prompt.md").read_text() == "Plan: Fix login"
@@ -339,7 +340,9 @@ def test_parallel_fan_out_and_fan_in(tmp_path: Path) -> None:
     }"""
     result = run_dot(dot, tmp_path)
     assert result.state is RunState.COMPLETED
-    assert result.completed_nodes == ["start", "fan", "join", "done"]
+    assert result.completed_nodes[0] == "start"
+    assert sorted(result.completed_nodes[1:3]) == ["left", "right"]
+    assert result.completed_nodes[3:] == ["fan", "join", "done"]
     branches = result.context["parallel.results"]
     assert sorted(b["id"] for b in branches) == ["left", "right"]
     assert all(b["status"] == "success" for b in branches)
@@ -392,7 +395,7 @@ def test_integration_smoke(tmp_path: Path) -> None:
         calls.append(node.id)
         return f"{node.id}: done for {prompt[:40]}"
 
-    run = Run(g, workdir=tmp_path, backend=llm)
+    run = Run(g, workdir=tmp_path, registry=default_registry(backend=llm))
     result = run.run()
     assert result.state is RunState.COMPLETED
     assert "implement" in result.completed_nodes

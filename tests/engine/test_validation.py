@@ -23,6 +23,8 @@ from freshness_magic.engine.validation import (
     validate_or_raise,
 )
 from freshness_magic.errors import ValidationError
+from freshness_magic.evidence.lint import evidence_rules
+from freshness_magic.freshness.lint import freshness_rules
 
 from .spec_examples import BRANCH, REVIEW, SIMPLE, SMOKE
 
@@ -36,6 +38,8 @@ OK = """digraph ok {
 
 
 def lint(text: str, rule: str | None = None, **kwargs: object) -> list[Diagnostic]:
+    """Every rule a session run checks: the engine's plus freshness and evidence ones."""
+    kwargs.setdefault("extra_rules", [*freshness_rules(), *evidence_rules()])
     diagnostics = validate(load_pipeline(text, path="p.dot"), **kwargs)  # type: ignore[arg-type]
     return [d for d in diagnostics if rule is None or d.rule == rule]
 

@@ -26,8 +26,10 @@ class StepEnv:
     attempt: int = 1
     emit: Callable[[str, dict[str, Any]], None] = field(default=lambda _type, _data: None)
     """Report an event (type name, payload) to the run's event bus."""
-    registry: HandlerRegistry | None = None
-    """The registry of the run, for handlers that execute other nodes (parallel branches)."""
+    branches: BranchRunner | None = None
+    """Runs nodes of a parallel branch through the run's node executor (the parallel handler)."""
+    child_runs: ChildRuns | None = None
+    """Starts and resumes child runs with the run's registry (the manager loop handler)."""
     deadline: float | None = None
     """``time.monotonic()`` value by which the node must finish (from its ``timeout``)."""
     sleep: Callable[[float], None] = time.sleep
@@ -42,6 +44,55 @@ class StepEnv:
         folder = self.run_dir / "nodes" / node_id
         folder.mkdir(parents=True, exist_ok=True)
         return folder
+
+
+@dataclass(frozen=True)
+class BranchStep:
+    """One node of a parallel branch, executed and routed: its outcome and where to go next."""
+
+    outcome: Outcome
+    next_node: str | None
+    joined: bool = False
+    """``next_node`` is the fan-in of a nested parallel node that just ran (the branch runs it)."""
+    interrupted: bool = False
+
+
+class BranchRunner(Protocol):
+    """Executes one node of a branch exactly as the main path does (extensions, retries, events,
+    evidence, status) in the branch's own context, then routes it within the branch."""
+
+    def run_node(self, node: Node, context: Context, branch_of: str) -> BranchStep: ...
+
+
+class ChildRun(Protocol):
+    """What a supervisor sees of a child run (a :class:`~freshness_magic.engine.run.Run`)."""
+
+    @property
+    def state(self) -> Any: ...
+    @property
+    def run_dir(self) -> Path: ...
+    @property
+    def completed_nodes(self) -> list[str]: ...
+    @property
+    def node_outcomes(self) -> dict[str, Outcome]: ...
+    @property
+    def current_node(self) -> str | None: ...
+    @property
+    def next_node(self) -> str | None: ...
+    @property
+    def failure_reason(self) -> str: ...
+    @property
+    def pending_gate(self) -> Any: ...
+
+    def step(self) -> Any: ...
+
+
+class ChildRuns(Protocol):
+    """Starts a child pipeline run, or resumes one a crash left, with the parent's handlers."""
+
+    def start(self, graph: Graph, workdir: Path, runs_dir: Path) -> ChildRun: ...
+
+    def resume(self, run_dir: Path, graph: Graph, workdir: Path) -> ChildRun: ...
 
 
 @runtime_checkable

@@ -2,7 +2,7 @@
 
 The child is the DOT file named by ``stack.child_dotfile`` (on the node, else on the graph),
 resolved against the working directory and then the parent pipeline file's folder. It runs as
-its own :class:`~freshness_magic.engine.run.Run` (same handler registry) in
+its own run, started through ``StepEnv.child_runs`` (same handler registry) in
 ``<run_dir>/nodes/<node>/children/<child_run_id>``. Each cycle steps the child up to
 ``manager.steps_per_cycle`` nodes (default 1), copies its telemetry into the context
 (``stack.child.status``, ``stack.child.outcome``, ``stack.child.completed_nodes``, ...), then
@@ -25,18 +25,16 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from freshness_magic.atomicio import write_json_atomic
 from freshness_magic.engine.conditions import evaluate_condition, parse_condition
 from freshness_magic.engine.context import Context
-from freshness_magic.engine.handlers.base import StepEnv
+from freshness_magic.engine.handlers.base import ChildRun, StepEnv
 from freshness_magic.engine.model import Node, parse_duration, parse_int, split_list
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.errors import FreshnessMagicError
-
-if TYPE_CHECKING:
-    from freshness_magic.engine.run import Run
+from freshness_magic.engine.state import RunState
+from freshness_magic.errors import FreshnessMagicError, RunError
 
 DEFAULT_MAX_CYCLES = 1000
 SUPPORTED_ACTIONS = frozenset({"observe", "wait"})
@@ -143,23 +141,23 @@ class ManagerLoopHandler:
         return outcome
 
     @staticmethod
-    def _start_child(node: Node, env: StepEnv, path: Path) -> tuple[Run, Path]:
+    def _start_child(node: Node, env: StepEnv, path: Path) -> tuple[ChildRun, Path]:
         """The child run and its first folder: a new run, or one a crash left unfinished."""
         from freshness_magic.engine.pipeline import load_pipeline_file
-        from freshness_magic.engine.run import Run
 
+        if env.child_runs is None:
+            raise RunError("the step environment gives no way to start child runs")
         graph = load_pipeline_file(path)
         workdir_attr = _attr(node, env, "stack.child_workdir")
         workdir = env.workdir / workdir_attr if workdir_attr else env.workdir
         children = env.node_dir(node.id) / "children"
-        options: dict[str, Any] = {"registry": env.registry, "sleep": env.sleep}
         leftover = unfinished_child(children)
         if leftover is not None:
             try:
-                return Run.resume(leftover, graph=graph, workdir=workdir, **options), leftover
+                return env.child_runs.resume(leftover, graph, workdir), leftover
             except FreshnessMagicError:
                 pass
-        child = Run(graph, workdir=workdir, runs_dir=children, **options)
+        child = env.child_runs.start(graph, workdir, children)
         return child, child.run_dir
 
     def _supervise(
@@ -167,7 +165,7 @@ class ManagerLoopHandler:
         node: Node,
         context: Context,
         env: StepEnv,
-        child: Run,
+        child: ChildRun,
         max_cycles: int,
         per_cycle: int,
         poll: float,
@@ -175,8 +173,6 @@ class ManagerLoopHandler:
         *,
         observe: bool = True,
     ) -> Outcome:
-        from freshness_magic.engine.run import RunState
-
         updates: dict[str, Any] = {}
         for cycle in range(1, max_cycles + 1):
             for _ in range(per_cycle):
@@ -220,7 +216,7 @@ class ManagerLoopHandler:
         return _fail(f"Max cycles exceeded ({max_cycles})", updates)
 
     @staticmethod
-    def _observe(child: Run, cycle: int) -> dict[str, Any]:
+    def _observe(child: ChildRun, cycle: int) -> dict[str, Any]:
         """The child's telemetry as ``stack.child.*`` context keys."""
         completed = child.completed_nodes
         outcomes = child.node_outcomes

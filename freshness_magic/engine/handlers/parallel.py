@@ -1,10 +1,11 @@
 """``parallel`` fan-out and ``parallel.fan_in`` (spec §4.8, §4.9).
 
-Each outgoing edge of a parallel node without a ``condition`` is a branch (conditional edges,
-such as ``outcome=fail``, route the run after the join). A branch gets a clone of the context
-and walks the graph from the edge's target, executing nodes with the run's handler registry and
-choosing edges with :func:`~freshness_magic.engine.edges.select_edge`, until it reaches a fan-in
-node (which the branch does not execute), an exit node, or a node with no edge to follow. Branch
+Every outgoing edge of a parallel node is a branch (§4.8). A branch gets a clone of the context
+and walks the graph from the edge's target. Each node of it goes through the run's node executor
+(``StepEnv.branches``), exactly like a node of the main path: extensions (freshness, evidence),
+timeout, retries, events, status file and the run's record of its outcome; the executor routes
+it within the branch (:func:`~freshness_magic.engine.routing.next_edge`). A branch ends at a
+fan-in node (which it does not execute), an exit node, or a node with no edge to follow. Branch
 contexts are never merged back (§3.8): only the parallel node's ``context_updates`` reach the
 run, chiefly ``parallel.results``. When the branches converge on one fan-in node, the outcome
 suggests it as the next node, so the run continues there.
@@ -13,7 +14,6 @@ suggests it as the next node, so the run continues there.
 from __future__ import annotations
 
 import collections
-import dataclasses
 import re
 import threading
 import time
@@ -23,12 +23,10 @@ from typing import Any
 
 from freshness_magic.atomicio import write_atomic
 from freshness_magic.engine.context import Context
-from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.handlers.base import CodergenBackend, StepEnv
 from freshness_magic.engine.handlers.codergen import expand_prompt
 from freshness_magic.engine.model import Edge, Graph, Node, parse_int
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.engine.retry import max_retries_for
 
 DEFAULT_MAX_PARALLEL = 4
 DEFAULT_MAX_BRANCH_STEPS = 1000
@@ -79,11 +77,8 @@ class BranchResult:
 
 
 def fan_out_edges(graph: Graph, node_id: str) -> list[Edge]:
-    """The branches of a parallel node: its outgoing edges without a ``condition``.
-
-    An edge with a condition (``outcome=fail``) is routing after the join, not a branch.
-    """
-    return [e for e in graph.outgoing(node_id) if not e.condition]
+    """The branches of a parallel node: all its outgoing edges (§4.8)."""
+    return list(graph.outgoing(node_id))
 
 
 def _score(context: Context) -> float:
@@ -112,14 +107,13 @@ class ParallelHandler:
         if not branches:
             return Outcome(
                 status=StageStatus.FAIL,
-                failure_reason=f"parallel node {node.id!r} has no unconditional outgoing edges "
-                "to fan out to (edges with a condition route after the join)",
+                failure_reason=f"parallel node {node.id!r} has no outgoing edges to fan out to",
             )
-        if env.registry is None:
+        if env.branches is None:
             return Outcome(
                 status=StageStatus.FAIL,
-                failure_reason=f"parallel node {node.id!r} needs the run's handler registry "
-                "(StepEnv.registry) to execute its branches",
+                failure_reason=f"parallel node {node.id!r} needs the run's node executor "
+                "(StepEnv.branches) to execute its branches",
             )
         join_policy = node.get("join_policy", "wait_all").strip() or "wait_all"
         error_policy = node.get("error_policy", "continue").strip() or "continue"
@@ -233,7 +227,7 @@ class ParallelHandler:
                 break
             if graph.is_exit(current):
                 break
-            if stop.is_set():
+            if stop.is_set() or env.cancel.is_set():
                 last = Outcome(
                     status=StageStatus.SKIPPED,
                     notes=f"cancelled before {current!r}: the join was already decided",
@@ -247,29 +241,15 @@ class ParallelHandler:
                 )
                 break
             steps += 1
-            last = self._execute(target, context, env)
+            assert env.branches is not None
+            done = env.branches.run_node(target, context, parent.id)
+            last = done.outcome
             result.completed_nodes.append(current)
-            env.emit(
-                "parallel_branch_node",
-                {
-                    "node": parent.id,
-                    "branch": edge.target,
-                    "branch_node": current,
-                    "status": last.status.value,
-                    "failure_reason": last.failure_reason,
-                },
-            )
-            context.apply_updates(last.context_updates)
-            context.set("outcome", last.status.value)
-            context.set("preferred_label", last.preferred_label)
-            if last.status is StageStatus.WAITING:
-                last = Outcome(
-                    status=StageStatus.FAIL,
-                    failure_reason=f"human gate {current!r} inside parallel branch "
-                    f"{edge.target!r} cannot wait for an answer; give the run an interviewer",
-                )
+            if done.interrupted:
+                last = Outcome(status=StageStatus.SKIPPED, notes=f"interrupted at {current!r}")
                 break
-            current, nested_join = self._next(current, last, context, env)
+            current = done.next_node
+            nested_join = current if done.joined else None
         if last is not None:
             result.status = last.status
             result.notes = last.notes
@@ -289,54 +269,6 @@ class ParallelHandler:
             },
         )
         return result
-
-    @staticmethod
-    def _next(
-        current: str, outcome: Outcome, context: Context, env: StepEnv
-    ) -> tuple[str | None, str | None]:
-        """(next node, nested fan-in or None): the selected edge's target, or the fan-in.
-
-        A nested parallel node that did not fail continues at the fan-in it suggests unless an
-        edge condition matched, mirroring ``Run._route``; the branch then executes that fan-in.
-        """
-        graph = env.graph
-        selection = select_edge(graph, current, outcome, context)
-        if (
-            graph.nodes[current].handler_type == "parallel"
-            and outcome.status is not StageStatus.FAIL
-            and selection.step != "condition"
-        ):
-            for suggested in outcome.suggested_next_ids:
-                candidate = graph.nodes.get(suggested)
-                if candidate is not None and candidate.handler_type == "parallel.fan_in":
-                    return suggested, suggested
-        return selection.target, None
-
-    def _execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
-        """One node of a branch, with its retries (no backoff delay inside a branch)."""
-        assert env.registry is not None
-        retries = max_retries_for(node, env.graph)
-        outcome = Outcome(status=StageStatus.FAIL)
-        for attempt in range(1, retries + 2):
-            deadline = env.deadline
-            if node.timeout is not None:
-                own = time.monotonic() + node.timeout
-                deadline = own if deadline is None else min(deadline, own)
-            step_env = dataclasses.replace(env, attempt=attempt, deadline=deadline)
-            try:
-                outcome = env.registry.resolve(node).execute(node, context, step_env)
-            except Exception as exc:
-                text = str(exc) or type(exc).__name__
-                return Outcome(status=StageStatus.FAIL, failure_reason=text)
-            if outcome.status is not StageStatus.RETRY:
-                return outcome
-        if node.allow_partial:
-            return dataclasses.replace(outcome, status=StageStatus.PARTIAL_SUCCESS)
-        return dataclasses.replace(
-            outcome,
-            status=StageStatus.FAIL,
-            failure_reason=outcome.failure_reason or f"{node.id!r} exhausted its retries",
-        )
 
     @staticmethod
     def _join(

@@ -1,0 +1,397 @@
+"""The node executor: the one code path that runs a node, on the main path and in every branch.
+
+For one node, :meth:`NodeExecutor.execute`:
+
+1. emits STAGE_STARTED (with ``branch_of`` for a branch node);
+2. per attempt: the run extensions' ``before_execute`` (one may replace the handler call, e.g. a
+   ``freshness="block"`` input returns RETRY), the handler with the node's ``timeout`` and the
+   attempt's cancel event, the extensions' ``after_execute``;
+3. RETRY outcomes consume attempts with the §3.6 backoff; exhausted retries give
+   PARTIAL_SUCCESS with ``allow_partial=true``, else FAIL (DESIGN §4.3);
+4. :meth:`NodeExecutor.finish` then applies the outcome: the node's ``status.json``, the context
+   updates, the run's record of the outcome (not for SKIPPED, §5.2) and STAGE_COMPLETED,
+   STAGE_FAILED or STAGE_SKIPPED. ``Run.answer`` finishes a gate through it too.
+
+Errors, each turned into an outcome rather than raised:
+
+- (a) a handler exception or an extension exception: FAIL with its text;
+- (b) the node's ``timeout``: the handler is abandoned (its cancel event is set so a tool kills
+  its process group) and the attempt FAILs with "timed out after Ns";
+- (c) ``interrupt()`` or a KeyboardInterrupt while the node runs: the node is *interrupted*: no
+  outcome is recorded, STAGE_INTERRUPTED is emitted and the caller pauses the run there.
+
+Extension hooks run under one lock, so branches running in threads call them one at a time; a
+branch's hooks see the branch's context as ``run.context`` (see ``Run.context_scope``).
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import random
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from freshness_magic.atomicio import write_json_atomic
+from freshness_magic.engine.context import Context
+from freshness_magic.engine.edges import EdgeStep
+from freshness_magic.engine.events import EventType
+from freshness_magic.engine.handlers.base import BranchStep, StepEnv
+from freshness_magic.engine.model import NODE_ID_RE, Node
+from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
+from freshness_magic.engine.routing import next_edge
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.run import Run
+
+log = logging.getLogger(__name__)
+
+INTERRUPTED = "interrupted"
+"""The failure reason of an interrupted attempt."""
+
+
+def failed(reason: str, **kw: Any) -> Outcome:
+    return Outcome(status=StageStatus.FAIL, failure_reason=reason, **kw)
+
+
+@dataclass
+class NodeRun:
+    """What executing one node gave: its outcome, attempts, seconds, and whether it was stopped."""
+
+    node: Node
+    outcome: Outcome
+    attempts: int
+    duration: float
+    interrupted: bool = False
+
+
+@dataclass(frozen=True)
+class Timing:
+    """The run's injected clock, sleep, randomness and backoff (tests make them instant)."""
+
+    clock: Callable[[], float]
+    sleep: Callable[[float], None]
+    rng: random.Random
+    backoff: BackoffConfig
+
+
+class _TimedOut(Exception):
+    """A handler ran past its node's timeout."""
+
+
+def _normalised(node: Node, outcome: Outcome) -> Outcome:
+    """An outcome whose status is a StageStatus (custom code may pass ``"fail"`` as a string)."""
+    if isinstance(outcome.status, StageStatus):
+        return outcome
+    try:
+        outcome.status = StageStatus.parse(str(outcome.status))
+    except ValueError as exc:
+        return failed(f"node '{node.id}' returned an invalid outcome: {exc}")
+    return outcome
+
+
+class NodeExecutor:
+    """Runs nodes for one :class:`~freshness_magic.engine.run.Run`; see the module docstring."""
+
+    def __init__(self, run: Run, timing: Timing) -> None:
+        self._run = run
+        self._timing = timing
+        self._hooks = threading.RLock()
+        self._stop = threading.Event()
+        self._active: set[threading.Event] = set()
+        self._active_lock = threading.Lock()
+
+    # ----------------------------------------------------------------- stopping
+
+    def interrupt(self) -> None:
+        """Stop every running node (thread-safe): set each attempt's cancel event."""
+        self._stop.set()
+        with self._active_lock:
+            for cancel in self._active:
+                cancel.set()
+
+    def rearm(self) -> None:
+        """Forget an earlier interrupt (a new step starts)."""
+        self._stop.clear()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    # ----------------------------------------------------------------- one node
+
+    def execute(self, node: Node, context: Context, branch_of: str | None = None) -> NodeRun:
+        """Run ``node`` with its retries in ``context``; the outcome is not applied yet."""
+        run = self._run
+        data: dict[str, Any] = {"handler_type": node.handler_type}
+        if branch_of is not None:
+            data["branch_of"] = branch_of
+        run.events.emit(EventType.STAGE_STARTED, node.id, data)
+        started = self._timing.clock()
+        with run.context_scope(context):
+            outcome, attempts = self._with_retries(node, context, branch_of)
+        duration = self._timing.clock() - started
+        if self._stop.is_set():
+            run.events.emit(
+                EventType.STAGE_INTERRUPTED,
+                node.id,
+                {"attempts": attempts, "duration": duration, "branch_of": branch_of},
+            )
+            return NodeRun(node, failed(INTERRUPTED), attempts, duration, interrupted=True)
+        return NodeRun(node, outcome, attempts, duration)
+
+    def finish(self, result: NodeRun, context: Context, branch_of: str | None = None) -> None:
+        """Apply a finished node's outcome: status file, context, the run's record, event."""
+        node, outcome = result.node, result.outcome
+        run = self._run
+        self._write_status(node.id, outcome)
+        context.apply_updates(outcome.context_updates)
+        context.set("outcome", outcome.status.value)
+        if outcome.preferred_label:
+            context.set("preferred_label", outcome.preferred_label)
+        skipped = outcome.status is StageStatus.SKIPPED
+        index = None if skipped else run.record_outcome(node.id, outcome)
+        payload: dict[str, Any] = {
+            "status": outcome.status.value,
+            "notes": outcome.notes,
+            "failure_reason": outcome.failure_reason,
+            "duration": result.duration,
+            "attempts": result.attempts,
+            "index": index,
+        }
+        if branch_of is not None:
+            payload["branch_of"] = branch_of
+        if skipped:
+            kind = EventType.STAGE_SKIPPED
+        elif outcome.status is StageStatus.FAIL:
+            kind = EventType.STAGE_FAILED
+        else:
+            kind = EventType.STAGE_COMPLETED
+        run.events.emit(kind, node.id, payload)
+
+    def node_finished(self, step: Any) -> None:
+        """Call every extension's ``on_step_finished`` for one executed node (under the lock)."""
+        with self._hooks:
+            for ext in self._run.extensions:
+                self._run.call_extension(ext, "on_step_finished", self._run, step)
+
+    # ----------------------------------------------------------------- a branch
+
+    def run_node(self, node: Node, context: Context, branch_of: str) -> BranchStep:
+        """One node of a branch: execute, finish, route inside the branch, record (BranchRunner)."""
+        from freshness_magic.engine.state import RunState, StepResult
+
+        result = self.execute(node, context, branch_of)
+        if result.interrupted:
+            return BranchStep(result.outcome, None, interrupted=True)
+        outcome = result.outcome
+        if outcome.status is StageStatus.WAITING:
+            result.outcome = outcome = failed(
+                f"human gate '{node.id}' inside the parallel branches of '{branch_of}' cannot "
+                "wait for an answer; give the run an interviewer or move the gate after the join"
+            )
+        self.finish(result, context, branch_of)
+        with self._run.context_scope(context):
+            decision = next_edge(self._run.graph, node, outcome, context)
+            self.node_finished(
+                StepResult(
+                    node_id=node.id,
+                    outcome=outcome,
+                    attempts=result.attempts,
+                    duration=result.duration,
+                    next_node=decision.target,
+                    reason=decision.reason,
+                    state=RunState.RUNNING,
+                    edge_step=decision.step,
+                    branch_of=branch_of,
+                )
+            )
+        return BranchStep(outcome, decision.target, joined=decision.step is EdgeStep.FAN_IN)
+
+    # ----------------------------------------------------------------- attempts
+
+    def _with_retries(
+        self, node: Node, context: Context, branch_of: str | None
+    ) -> tuple[Outcome, int]:
+        run = self._run
+        policy = build_retry_policy(node, run.graph, self._timing.backoff)
+        counter = f"internal.retry_count.{node.id}"
+        run.set_retries(node.id, 0)
+        if counter in context:
+            context.set(counter, 0)
+        attempt = 1
+        while True:
+            outcome = self._attempt(node, attempt, context)
+            if outcome.status is not StageStatus.RETRY or self._stop.is_set():
+                return outcome, attempt
+            if attempt >= policy.max_attempts:
+                return self._exhausted(node, outcome, attempt), attempt
+            run.set_retries(node.id, attempt)
+            context.set(counter, attempt)
+            delay = policy.backoff.delay_for_attempt(attempt, self._timing.rng)
+            run.events.emit(
+                EventType.STAGE_RETRYING,
+                node.id,
+                {
+                    "attempt": attempt,
+                    "next_attempt": attempt + 1,
+                    "max_attempts": policy.max_attempts,
+                    "delay": delay,
+                    "failure_reason": outcome.failure_reason,
+                    "branch_of": branch_of,
+                },
+            )
+            self._timing.sleep(delay)
+            attempt += 1
+
+    @staticmethod
+    def _exhausted(node: Node, last: Outcome, attempts: int) -> Outcome:
+        why = last.failure_reason or "the handler asked for a retry"
+        if node.allow_partial:
+            return Outcome(
+                status=StageStatus.PARTIAL_SUCCESS,
+                context_updates=dict(last.context_updates),
+                notes=f"retries exhausted after {attempts} attempt(s); partial success "
+                f"accepted (allow_partial): {why}",
+                failure_reason=last.failure_reason,
+            )
+        return failed(
+            f"max retries exceeded after {attempts} attempt(s): {why}",
+            context_updates=dict(last.context_updates),
+            notes=last.notes,
+        )
+
+    def _attempt(self, node: Node, attempt: int, context: Context) -> Outcome:
+        run = self._run
+        started = self._timing.clock()
+        outcome: Outcome | None = None
+        try:
+            with self._hooks:
+                for ext in run.extensions:
+                    replaced = ext.before_execute(run, node, attempt)
+                    if replaced is not None:
+                        outcome = replaced
+                        break
+            if outcome is None:
+                outcome = self._call_handler(node, attempt, context)
+            with self._hooks:
+                for ext in run.extensions:
+                    outcome = ext.after_execute(run, node, outcome, attempt, started)
+        except Exception as exc:
+            log.exception("run extension failed at node %s", node.id)
+            outcome = failed(
+                f"run extension error at node '{node.id}': {type(exc).__name__}: {exc}"
+            )
+        return _normalised(node, outcome)
+
+    def _call_handler(self, node: Node, attempt: int, context: Context) -> Outcome:
+        run = self._run
+        try:
+            handler = run.registry.resolve(node)
+        except LookupError as exc:
+            return failed(str(exc))
+        timeout = node.timeout
+        cancel = threading.Event()
+        env = StepEnv(
+            graph=run.graph,
+            run_dir=run.run_dir,
+            workdir=run.workdir,
+            attempt=attempt,
+            emit=lambda kind, data: self._emit(kind, node.id, data),
+            deadline=self._timing.clock() + timeout if timeout else None,
+            sleep=self._timing.sleep,
+            cancel=cancel,
+            branches=self,
+            child_runs=run.child_runs,
+        )
+        status_file = run.run_dir / "nodes" / node.id / "status.json"
+        before = status_file.stat().st_mtime_ns if status_file.exists() else None
+        with self._active_lock:
+            self._active.add(cancel)
+            if self._stop.is_set():
+                cancel.set()
+        try:
+            if timeout:
+                result: object = self._call_with_timeout(
+                    handler.execute, node, context, env, timeout
+                )
+            else:
+                result = handler.execute(node, context, env)
+        except _TimedOut:
+            cancel.set()
+            return failed(f"timed out after {timeout:g}s")
+        except KeyboardInterrupt:
+            self.interrupt()
+            return failed(INTERRUPTED)
+        except Exception as exc:
+            return failed(
+                f"handler {node.handler_type!r} raised {type(exc).__name__}: {exc}",
+                notes=f"node '{node.id}' raised an exception",
+            )
+        finally:
+            with self._active_lock:
+                self._active.discard(cancel)
+        if isinstance(result, Outcome):
+            return result
+        return self._outcome_without_return(node, result, status_file, before)
+
+    @staticmethod
+    def _outcome_without_return(
+        node: Node, result: object, status_file: Path, before: int | None
+    ) -> Outcome:
+        """A handler returned no Outcome: use a status.json it wrote, or ``auto_status``."""
+        if status_file.exists() and status_file.stat().st_mtime_ns != before:
+            try:
+                data = json.loads(status_file.read_text(encoding="utf-8"))
+                return Outcome.from_dict(data)
+            except (OSError, ValueError, TypeError, KeyError) as exc:
+                return failed(f"status file {status_file} is not valid: {exc}")
+        if node.auto_status:
+            return Outcome(notes="auto-status: handler completed without writing status")
+        return failed(
+            f"the handler of node '{node.id}' returned {type(result).__name__} instead of an "
+            "Outcome and wrote no status.json; return an Outcome or set auto_status=true"
+        )
+
+    @staticmethod
+    def _call_with_timeout(
+        fn: Callable[[Node, Context, StepEnv], Outcome],
+        node: Node,
+        context: Context,
+        env: StepEnv,
+        timeout: float,
+    ) -> object:
+        box: dict[str, object] = {}
+
+        def target() -> None:
+            try:
+                box["result"] = fn(node, context, env)
+            except BaseException as exc:
+                box["error"] = exc
+
+        worker = threading.Thread(target=target, name=f"node-{node.id}", daemon=True)
+        worker.start()
+        try:
+            worker.join(timeout)
+        except KeyboardInterrupt:
+            env.cancel.set()
+            raise
+        if worker.is_alive():
+            raise _TimedOut
+        error = box.get("error")
+        if isinstance(error, BaseException):
+            raise error
+        return box.get("result")
+
+    def _emit(self, kind: str, node_id: str, data: dict[str, Any]) -> None:
+        self._run.events.emit(kind, node_id, data)
+
+    def _write_status(self, node_id: str, outcome: Outcome) -> None:
+        if not NODE_ID_RE.match(node_id):
+            log.warning("node id %r is not a safe folder name; status.json not written", node_id)
+            return
+        write_json_atomic(self._run.run_dir / "nodes" / node_id / "status.json", outcome.to_dict())

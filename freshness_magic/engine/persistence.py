@@ -1,0 +1,268 @@
+"""The run directory: what a run remembers, its checkpoint payload, restore, and loop restarts.
+
+A run's state between steps is one :class:`RunMemory`. :func:`checkpoint_payload` turns it into
+the checkpoint (the §5.3 field names plus the engine's own: ``node_outcomes``, ``next_node``,
+``pending_gate``, the failure, the extensions' state) and :func:`restore_memory` reads it back.
+The pipeline text is kept once per run directory as ``pipeline.dot`` (:func:`stored_pipeline`
+rebuilds the Graph on resume), and ``loop_restart`` continues in ``<run_id>-r<N>`` linked from
+the old directory by ``restarted_as.json`` (:func:`follow_restarts`).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+import uuid
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+from freshness_magic.atomicio import write_atomic, write_json_atomic
+from freshness_magic.engine.checkpoint import CHECKPOINT_FORMAT, EncodedMap, write_manifest
+from freshness_magic.engine.context import Context
+from freshness_magic.engine.events import utc_now_iso
+from freshness_magic.engine.model import Graph
+from freshness_magic.engine.outcome import Outcome, Question
+from freshness_magic.engine.routing import ConditionTrial, DeadEnd
+from freshness_magic.engine.state import RunResult, RunState
+from freshness_magic.errors import CheckpointError
+
+RESTART_LINK = "restarted_as.json"
+PIPELINE_FILE = "pipeline.dot"
+"""The pipeline text, stored once per run directory so a resume needs no original file."""
+EVENTS_FILE = "events.jsonl"
+RUN_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
+
+
+def source_hash(source: str) -> str:
+    """Identity of a pipeline text, to check that a checkpoint belongs to a pipeline."""
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def new_run_id() -> str:
+    """``20260122T101500-1a2b3c``: sortable by start time, unique."""
+    stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")
+    return f"{stamp}-{uuid.uuid4().hex[:6]}"
+
+
+def outcome_record(outcome: Outcome) -> dict[str, Any]:
+    """An outcome for the checkpoint without its empty fields (they come back as defaults)."""
+    return {k: v for k, v in outcome.to_dict().items() if v or k == "outcome"}
+
+
+@dataclass
+class RunMemory:
+    """Everything a run remembers between steps, except the context."""
+
+    state: RunState = RunState.READY
+    next_node: str | None = None
+    current_node: str | None = None
+    completed: list[str] = field(default_factory=list)
+    outcomes: dict[str, Outcome] = field(default_factory=dict)
+    records: EncodedMap = field(default_factory=EncodedMap)
+    """Checkpoint form of each outcome, kept so a step does not re-encode every outcome."""
+    retries: dict[str, int] = field(default_factory=dict)
+    pending_gate: Question | None = None
+    redirects: int = 0
+    failure_reason: str = ""
+    failed_node: str | None = None
+    dead_end: DeadEnd | None = None
+    interrupted_node: str | None = None
+    restarts: int = 0
+    restarted_from: str | None = None
+
+    def record(self, node_id: str, outcome: Outcome) -> int:
+        """Remember a node's outcome; returns its index in ``completed``."""
+        self.completed.append(node_id)
+        self.outcomes[node_id] = outcome
+        self.records.set(node_id, outcome_record(outcome))
+        return len(self.completed) - 1
+
+    def result(self, run_dir: Path, context: Context) -> RunResult:
+        """Where the run stands, for scripts, the CLI (``--json``) and ``status``."""
+        return RunResult(
+            state=self.state,
+            run_dir=run_dir,
+            completed_nodes=list(self.completed),
+            node_outcomes=dict(self.outcomes),
+            next_node=self.next_node,
+            pending_gate=self.pending_gate,
+            context=context.snapshot(),
+            failure_reason=self.failure_reason,
+            failed_node=self.failed_node,
+            dead_end=self.dead_end,
+            interrupted_node=self.interrupted_node,
+        )
+
+    def forget_nodes(self) -> None:
+        """Start over with no completed nodes (a ``loop_restart``)."""
+        self.completed, self.outcomes, self.retries = [], {}, {}
+        self.records.clear()
+        self.redirects = 0
+
+
+def checkpoint_payload(
+    memory: RunMemory,
+    context: Context,
+    *,
+    run_id: str,
+    graph: Graph,
+    pipeline_hash: str,
+    workdir: Path,
+    event_seq: int,
+    now: float,
+    extensions: dict[str, Any],
+) -> dict[str, Any]:
+    """Everything a resume needs (§5.3 fields plus the engine's own), ready to encode."""
+    return {
+        "format": CHECKPOINT_FORMAT,
+        "timestamp": datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds"),
+        "run_id": run_id,
+        "state": memory.state.value,
+        "current_node": memory.current_node,
+        "next_node": memory.next_node,
+        "completed_nodes": list(memory.completed),
+        "node_retries": dict(memory.retries),
+        "node_outcomes": memory.records,
+        "context": context.snapshot(),
+        "logs": context.logs,
+        "pending_gate": memory.pending_gate.to_dict() if memory.pending_gate else None,
+        "goal_gate_redirects": memory.redirects,
+        "failure_reason": memory.failure_reason,
+        "failed_node": memory.failed_node,
+        "dead_end": memory.dead_end.to_dict() if memory.dead_end else None,
+        "interrupted_node": memory.interrupted_node,
+        "restarts": memory.restarts,
+        "restarted_from": memory.restarted_from,
+        "workdir": str(workdir),
+        "event_seq": event_seq,
+        "pipeline": {
+            "name": graph.name,
+            "path": graph.path,
+            "sha256": pipeline_hash,
+            "source_file": PIPELINE_FILE if graph.source else None,
+        },
+        "extensions": extensions,
+    }
+
+
+def _dead_end(data: Any) -> DeadEnd | None:
+    if not isinstance(data, dict):
+        return None
+    trials = tuple(
+        ConditionTrial(str(c["edge"]), str(c["condition"]), c.get("value"), c.get("error") or "")
+        for c in data.get("conditions", [])
+    )
+    return DeadEnd(str(data["node"]), trials)
+
+
+def restore_memory(data: dict[str, Any], run_dir: Path) -> tuple[RunMemory, Context]:
+    """The memory and context a checkpoint holds; CheckpointError when it does not fit."""
+    try:
+        state = RunState(str(data.get("state", "paused")))
+        memory = RunMemory(
+            state=state,
+            completed=[str(n) for n in data["completed_nodes"]],
+            retries={str(k): int(v) for k, v in dict(data["node_retries"]).items()},
+            redirects=int(data.get("goal_gate_redirects", 0)),
+            restarts=int(data.get("restarts", 0)),
+            failure_reason=str(data.get("failure_reason") or ""),
+            failed_node=data.get("failed_node"),
+            dead_end=_dead_end(data.get("dead_end")),
+            interrupted_node=data.get("interrupted_node"),
+            restarted_from=data.get("restarted_from"),
+        )
+        for key, value in dict(data["node_outcomes"]).items():
+            restored = Outcome.from_dict(value)
+            memory.outcomes[str(key)] = restored
+            memory.records.set(str(key), outcome_record(restored))
+        gate = data.get("pending_gate")
+        memory.pending_gate = Question.from_dict(gate) if isinstance(gate, dict) else None
+        context = Context(dict(data["context"]), [str(x) for x in data.get("logs", [])])
+        nxt, cur = data.get("next_node"), data.get("current_node")
+    except (KeyError, TypeError, ValueError) as exc:
+        raise CheckpointError(
+            f"checkpoint of {run_dir} has an invalid field ({exc}); it was not written "
+            "by this version of freshness_magic"
+        ) from exc
+    memory.next_node = str(nxt) if nxt is not None else None
+    memory.current_node = str(cur) if cur is not None else None
+    if memory.state in (RunState.RUNNING, RunState.READY):
+        memory.state = RunState.PAUSED
+    if memory.state is RunState.WAITING and memory.pending_gate is None:
+        memory.state = RunState.PAUSED
+    return memory, context
+
+
+def write_run_files(
+    run_dir: Path, graph: Graph, run_id: str, workdir: Path, memory: RunMemory
+) -> None:
+    """``pipeline.dot`` and ``manifest.json`` of a new run directory."""
+    if graph.source:
+        write_atomic(run_dir / PIPELINE_FILE, graph.source)
+    write_manifest(
+        run_dir,
+        {
+            "name": graph.name,
+            "goal": graph.goal,
+            "run_id": run_id,
+            "started_at": utc_now_iso(),
+            "pipeline_path": graph.path,
+            "pipeline_hash": source_hash(graph.source),
+            "workdir": str(workdir),
+            "restarted_from": memory.restarted_from,
+        },
+    )
+
+
+def restart_dir(old_dir: Path, old_id: str, restarts: int, target: str) -> tuple[str, Path]:
+    """The run id and folder a ``loop_restart`` continues in; links the old folder to it."""
+    base_id = re.sub(r"-r\d+\Z", "", old_id)
+    new_id = f"{base_id}-r{restarts}"
+    new_dir = old_dir.parent / new_id
+    write_json_atomic(
+        old_dir / RESTART_LINK, {"run_id": new_id, "run_dir": str(new_dir), "target": target}
+    )
+    return new_id, new_dir
+
+
+def stored_pipeline(folder: Path, pipeline: dict[str, Any], used: Path) -> Graph:
+    """The pipeline a run was started with, from ``pipeline.dot`` in its run directory."""
+    from freshness_magic.engine.pipeline import load_pipeline
+
+    if not pipeline.get("source_file"):
+        raise CheckpointError(
+            f"checkpoint {used} has no stored pipeline (the run was started from a Graph built in "
+            "code); pass graph= to resume it"
+        )
+    stored = folder / str(pipeline["source_file"])
+    try:
+        source = stored.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise CheckpointError(
+            f"cannot read the run's stored pipeline {stored} ({exc.strerror or exc}); pass graph= "
+            "to resume with the original pipeline"
+        ) from exc
+    if source_hash(source) != pipeline.get("sha256"):
+        raise CheckpointError(
+            f"the stored pipeline {stored} does not match its checkpoint {used} (hash differs); "
+            "pass graph= to resume with the original pipeline"
+        )
+    path = pipeline.get("path")
+    return load_pipeline(source, path=str(path) if path else None)
+
+
+def follow_restarts(run_dir: Path) -> Path:
+    """The directory a run continued in after ``loop_restart`` (``run_dir`` if none)."""
+    seen: set[Path] = set()
+    current = run_dir
+    while (current / RESTART_LINK).exists() and current not in seen:
+        seen.add(current)
+        try:
+            link = json.loads((current / RESTART_LINK).read_text(encoding="utf-8"))
+            current = Path(str(link["run_dir"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            break
+    return current

@@ -1,0 +1,372 @@
+"""The engine's lint rules of the §7.2 table, plus ``default_rules``.
+
+Orphan nodes (decision): §7.2 lists ``reachability`` as an ERROR while the §11.12 parity matrix
+expects "orphan node -> warning". We follow §11.12 and report unreachable nodes as a WARNING
+under the rule name ``reachability``: an unreachable node can never execute, so it cannot make a
+run misbehave, and a notebook user sketching a pipeline should be able to run the wired part
+before every node is connected. ``--strict`` turns it into a failure for CI.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterable
+
+from freshness_magic.engine.conditions import check_condition, split_fix
+from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, FIDELITY_MODES, Edge, Graph, Node
+from freshness_magic.engine.stylesheet import parse_stylesheet
+from freshness_magic.engine.validation import attrs
+from freshness_magic.engine.validation.core import (
+    ERROR,
+    WARNING,
+    Diagnostic,
+    FunctionRule,
+    LintRule,
+    NodeCheck,
+    Out,
+    ScanRule,
+    edge_at,
+    edge_diag,
+    graph_at,
+    graph_diag,
+    node_diag,
+    position_in_value,
+)
+from freshness_magic.errors import StylesheetError
+
+# -- §7.2 structural rules (whole graph) -----------------------------------------------------
+
+
+def _start_node(graph: Graph) -> list[Diagnostic]:
+    candidates = graph.start_candidates()
+    if not candidates:
+        return [
+            graph_diag(
+                "start_node",
+                ERROR,
+                graph,
+                "pipeline has no start node",
+                "add `start [shape=Mdiamond]` and an edge from it to the first stage",
+            )
+        ]
+    if len(candidates) == 1:
+        return []
+    ids = ", ".join(n.id for n in candidates)
+    return [
+        node_diag(
+            "start_node",
+            ERROR,
+            node,
+            f"pipeline has {len(candidates)} start nodes ({ids}); exactly one is allowed",
+            f"keep one start node and change the shape of `{node.id}`",
+            "shape",
+        )
+        for node in candidates[1:]
+    ]
+
+
+def _terminal_node(graph: Graph) -> list[Diagnostic]:
+    if graph.exit_candidates():
+        return []
+    return [
+        graph_diag(
+            "terminal_node",
+            ERROR,
+            graph,
+            "pipeline has no exit node",
+            "add `done [shape=Msquare]` and an edge from the last stage to it",
+        )
+    ]
+
+
+def _reachability(graph: Graph) -> list[Diagnostic]:
+    start = graph.start_node()
+    if start is None:
+        return []
+    seen = {start.id}
+    queue = deque([start.id])
+    while queue:
+        for edge in graph.outgoing(queue.popleft()):
+            target = edge.target
+            if target not in seen and target in graph.nodes:
+                seen.add(target)
+                queue.append(target)
+    if len(seen) == len(graph.nodes):
+        return []
+    return [
+        node_diag(
+            "reachability",
+            WARNING,
+            node,
+            f"node `{node.id}` cannot be reached from the start node `{start.id}`; "
+            "it will never run",
+            f"add an edge to `{node.id}` from a reachable node, or remove it",
+        )
+        for node in graph.nodes.values()
+        if node.id not in seen
+    ]
+
+
+def _start_no_incoming(graph: Graph) -> list[Diagnostic]:
+    start = graph.start_node()
+    if start is None:
+        return []
+    return [
+        edge_diag(
+            "start_no_incoming",
+            ERROR,
+            edge,
+            f"edge {edge.source} -> {edge.target} enters the start node `{start.id}`",
+            "route the edge to the first stage after start instead",
+        )
+        for edge in graph.incoming(start.id)
+    ]
+
+
+def _exit_no_outgoing(graph: Graph) -> list[Diagnostic]:
+    return [
+        edge_diag(
+            "exit_no_outgoing",
+            ERROR,
+            edge,
+            f"edge {edge.source} -> {edge.target} leaves the exit node `{node.id}`",
+            "remove the edge; a run ends at the exit node",
+        )
+        for node in graph.exit_candidates()
+        for edge in graph.outgoing(node.id)
+    ]
+
+
+def _stylesheet_syntax(graph: Graph) -> list[Diagnostic]:
+    text = graph.model_stylesheet
+    if not text.strip():
+        return []
+    try:
+        parse_stylesheet(text)
+    except StylesheetError as exc:
+        lines = text.split("\n")
+        index = sum(len(line) + 1 for line in lines[: exc.line - 1]) + exc.column - 1
+        key = "model_stylesheet"
+        where = position_in_value(graph, graph.attr_positions.get(key), key, index)
+        line, column = where if where is not None else graph_at(graph, key)
+        return [
+            Diagnostic(
+                "stylesheet_syntax",
+                ERROR,
+                f"model_stylesheet line {exc.line}, column {exc.column}: {exc.message}",
+                None,
+                None,
+                line,
+                column,
+                "write rules as `selector { property: value; }` with selectors `*`, "
+                "a shape, `.class` or `#node_id`",
+            )
+        ]
+    return []
+
+
+# -- §7.2 per-node and per-edge rules ---------------------------------------------------------
+
+
+def _edge_target_exists(graph: Graph, edge: Edge, out: Out) -> None:
+    for end, node_id in (("source", edge.source), ("target", edge.target)):
+        if node_id not in graph.nodes:
+            out.append(
+                edge_diag(
+                    "edge_target_exists",
+                    ERROR,
+                    edge,
+                    f"edge {edge.source} -> {edge.target}: {end} `{node_id}` is not a node",
+                    f"declare `{node_id}` or fix the id in the edge",
+                )
+            )
+
+
+def _condition_syntax(graph: Graph, edge: Edge, out: Out) -> None:
+    raw = edge.attrs.get("condition")
+    if not raw or raw.isspace():
+        return
+    error = check_condition(raw)
+    if error is None:
+        return
+    problem, fix = split_fix(error.message)
+    where = position_in_value(
+        graph, edge.attr_positions.get("condition"), "condition", error.column - 1
+    )
+    line, column = where if where is not None else edge_at(edge, "condition")
+    out.append(
+        Diagnostic(
+            "condition_syntax",
+            ERROR,
+            f"edge {edge.source} -> {edge.target}: condition {raw!r}, column "
+            f"{error.column}: {problem}",
+            None,
+            edge.key,
+            line,
+            column,
+            fix or "write clauses `key=value`, `key!=value` or `key` joined by `&&`",
+        )
+    )
+
+
+def _type_known(known: frozenset[str]) -> NodeCheck:
+    listed = ", ".join(sorted(known))
+
+    def check(graph: Graph, node: Node, out: Out) -> None:
+        declared = node.attrs.get("type")
+        if declared and declared not in known:
+            out.append(
+                node_diag(
+                    "type_known",
+                    WARNING,
+                    node,
+                    f"node `{node.id}`: type {declared!r} is not a known handler type",
+                    f"use one of {listed}, or register a handler for {declared!r}",
+                    "type",
+                )
+            )
+
+    return check
+
+
+_FIDELITY_FIX = "use one of " + ", ".join(FIDELITY_MODES)
+
+
+def _fidelity_graph(graph: Graph, out: Out) -> None:
+    value = graph.default_fidelity
+    if value and value not in FIDELITY_MODES:
+        out.append(
+            graph_diag(
+                "fidelity_valid",
+                WARNING,
+                graph,
+                f"graph default_fidelity {value!r} is not a fidelity mode",
+                _FIDELITY_FIX,
+                "default_fidelity",
+            )
+        )
+
+
+def _fidelity_node(graph: Graph, node: Node, out: Out) -> None:
+    value = node.attrs.get("fidelity")
+    if value and value not in FIDELITY_MODES:
+        out.append(
+            node_diag(
+                "fidelity_valid",
+                WARNING,
+                node,
+                f"node `{node.id}`: fidelity {value!r} is not a fidelity mode",
+                _FIDELITY_FIX,
+                "fidelity",
+            )
+        )
+
+
+def _fidelity_edge(graph: Graph, edge: Edge, out: Out) -> None:
+    value = edge.attrs.get("fidelity")
+    if value and value not in FIDELITY_MODES:
+        out.append(
+            edge_diag(
+                "fidelity_valid",
+                WARNING,
+                edge,
+                f"edge {edge.source} -> {edge.target}: fidelity {value!r} is not a fidelity mode",
+                _FIDELITY_FIX,
+                "fidelity",
+            )
+        )
+
+
+_RETRY_KEYS = ("retry_target", "fallback_retry_target")
+
+
+def _retry_target_graph(graph: Graph, out: Out) -> None:
+    for key in _RETRY_KEYS:
+        target = graph.attrs.get(key, "")
+        if target and target not in graph.nodes:
+            out.append(
+                graph_diag(
+                    "retry_target_exists",
+                    WARNING,
+                    graph,
+                    f"graph {key} `{target}` is not a node",
+                    f"set {key} to an existing node id",
+                    key,
+                )
+            )
+
+
+def _retry_target_node(graph: Graph, node: Node, out: Out) -> None:
+    for key in _RETRY_KEYS:
+        target = node.attrs.get(key)
+        if target and target not in graph.nodes:
+            out.append(
+                node_diag(
+                    "retry_target_exists",
+                    WARNING,
+                    node,
+                    f"node `{node.id}`: {key} `{target}` is not a node",
+                    f"set {key} to an existing node id",
+                    key,
+                )
+            )
+
+
+def _goal_gate_has_retry(graph: Graph, node: Node, out: Out) -> None:
+    attrs = node.attrs
+    if "goal_gate" not in attrs or not node.goal_gate:
+        return
+    if attrs.get("retry_target") or attrs.get("fallback_retry_target"):
+        return
+    if graph.retry_target or graph.fallback_retry_target:
+        return
+    out.append(
+        node_diag(
+            "goal_gate_has_retry",
+            WARNING,
+            node,
+            f"node `{node.id}` is a goal gate without retry_target or fallback_retry_target; "
+            "an unsatisfied gate will fail the run",
+            f"add retry_target=<node id> to `{node.id}` (or to the graph)",
+            "goal_gate",
+        )
+    )
+
+
+def _prompt_on_llm_nodes(graph: Graph, node: Node, out: Out) -> None:
+    attrs = node.attrs
+    if attrs.get("prompt", "").strip() or attrs.get("label", "").strip():
+        return
+    if node.handler_type == "codergen":
+        out.append(
+            node_diag(
+                "prompt_on_llm_nodes",
+                WARNING,
+                node,
+                f"node `{node.id}` runs the codergen (LLM) handler but has no prompt or label",
+                f'add prompt="..." to `{node.id}`',
+            )
+        )
+
+
+def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
+    """The built-in rules in the order they run; ``known_types`` feeds ``type_known``."""
+    known = frozenset(BUILTIN_HANDLER_TYPES if known_types is None else known_types)
+    return [
+        FunctionRule("start_node", _start_node),
+        FunctionRule("terminal_node", _terminal_node),
+        FunctionRule("reachability", _reachability),
+        ScanRule("edge_target_exists", edge_check=_edge_target_exists),
+        FunctionRule("start_no_incoming", _start_no_incoming),
+        FunctionRule("exit_no_outgoing", _exit_no_outgoing),
+        ScanRule("condition_syntax", edge_check=_condition_syntax),
+        FunctionRule("stylesheet_syntax", _stylesheet_syntax),
+        ScanRule("type_known", node_check=_type_known(known)),
+        ScanRule("fidelity_valid", _fidelity_graph, _fidelity_node, _fidelity_edge),
+        ScanRule("retry_target_exists", _retry_target_graph, _retry_target_node),
+        ScanRule("goal_gate_has_retry", node_check=_goal_gate_has_retry),
+        ScanRule("prompt_on_llm_nodes", node_check=_prompt_on_llm_nodes),
+        ScanRule("default_choice_matches", node_check=attrs.default_choice_matches),
+        ScanRule("edge_attr_known", edge_check=attrs.edge_attr_known),
+        ScanRule("attr_type", attrs.attr_type_graph, attrs.attr_type_node, attrs.attr_type_edge),
+    ]

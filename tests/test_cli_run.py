@@ -161,11 +161,14 @@ def test_failed_run_exits_1_with_reason(tmp_path: Path) -> None:
     proc = cli("run", str(dot), "--workdir", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     assert "FAIL" in proc.stdout
-    assert proc.stdout.splitlines()[-2].startswith("failed: node 'boom' failed (")
+    lines = proc.stdout.splitlines()
+    assert lines[-3].startswith("failed at 'boom': node 'boom' failed (")
+    assert lines[-1].endswith("--retry")
     data = json.loads(
         cli("run", str(dot), "--workdir", str(tmp_path), "--json", cwd=tmp_path).stdout
     )
     assert data["status"] == "failed"
+    assert data["failed_node"] == "boom"
     assert data["node_outcomes"]["boom"]["status"] == "fail"
     assert "7" in data["node_outcomes"]["boom"]["failure_reason"]
     assert data["failure_reason"].startswith("node 'boom' failed")

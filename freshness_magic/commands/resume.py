@@ -29,6 +29,15 @@ def register(subparsers: Any) -> None:
         help="accept NODE's changed source_files as its new freshness baseline before "
         "continuing (unblocks a freshness=block node); repeat for several nodes",
     )
+    parser.add_argument(
+        "--retry",
+        metavar="NODE",
+        nargs="?",
+        const="",
+        default=None,
+        help="go on after a failure or an interrupt: run the failed node again (or NODE, a node "
+        "to run again from), keeping the context, outcomes and evidence so far",
+    )
     parser.set_defaults(handler=main)
 
 
@@ -41,4 +50,6 @@ def main(args: argparse.Namespace) -> int:
 
         for node_id in args.accept:
             accept_changes(run, node_id)
+    if args.retry is not None:
+        run.retry(args.retry or None)
     return drive(run, args)

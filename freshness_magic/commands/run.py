@@ -175,9 +175,13 @@ def print_summary(result: RunResult, out: IO[str]) -> None:
     run_dir = result.run_dir
     if result.status == "completed":
         print(f"completed: {len(result.completed_nodes)} step(s); run dir {run_dir}", file=out)
+        if result.dead_end is not None:
+            print(f"note: the run {result.dead_end.describe()}", file=out)
     elif result.status == "failed":
-        print(f"failed: {result.failure_reason}", file=out)
+        print(f"{result.summary()}", file=out)
         print(f"run dir {run_dir}", file=out)
+        if result.failed_node:
+            print(f"retry with: freshness-magic resume {run_dir} --retry", file=out)
     elif result.status == "waiting" and result.pending_gate is not None:
         gate = result.pending_gate
         print(f"waiting at gate '{gate.node_id}': {gate.text}", file=out)
@@ -190,7 +194,7 @@ def print_summary(result: RunResult, out: IO[str]) -> None:
             file=out,
         )
     else:
-        print(f"paused before '{result.next_node}'; run dir {run_dir}", file=out)
+        print(f"{result.summary()}; run dir {run_dir}", file=out)
         print(f"continue with: freshness-magic resume {run_dir}", file=out)
 
 

@@ -1,7 +1,7 @@
 """The edge condition language (spec §10, DESIGN.md §4 item 6).
 
 A condition is clauses joined by ``&&``. A clause is ``key=value``, ``key!=value`` or a bare
-``key`` (true when the value is non-empty and not ``false``/``0``). Keys are ``outcome``,
+``key`` (true when the value is non-empty, §10.5: ``"false"`` is true). Keys are ``outcome``,
 ``preferred_label``, ``context.a.b`` (looked up as ``context.a.b``, then ``a.b``) or any other
 dotted key, looked up in the context as written. Values are bare text up to the next ``&&``
 (trimmed) or quoted with ``"`` or ``'``.
@@ -112,12 +112,15 @@ class ConditionExplanation:
     result: bool
     clauses: tuple[ClauseExplanation, ...] = ()
     error: ConditionSyntaxError | None = None
+    warnings: tuple[str, ...] = ()
+    """Clauses that hold but may not mean what they say (a bare key meeting ``"false"``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "text": self.text,
             "result": self.result,
             "clauses": [c.to_dict() for c in self.clauses],
+            "warnings": list(self.warnings),
             "error": None
             if self.error is None
             else {
@@ -139,6 +142,7 @@ class ConditionExplanation:
             mark = "held" if c.held else "failed"
             lines.append(f"{c.text}: {found} = {c.actual!r}, wanted {want} -> {mark}")
         lines.append(f"result: {self.result}")
+        lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
 
 
@@ -445,8 +449,21 @@ def stringify(value: object) -> str:
 
 
 def is_truthy(value: str) -> bool:
-    """Non-empty and not ``false``/``0`` (any case)."""
-    return bool(value) and value.strip().lower() not in _FALSY
+    """Non-empty (§10.5): so the string ``false`` is true; write ``key=true`` to compare."""
+    return bool(value)
+
+
+def falsy_looking(value: str) -> bool:
+    """A value a reader takes for false (``false``, ``0``) that a bare key treats as true."""
+    return value.strip().lower() in _FALSY
+
+
+def bare_key_warning(key: str, value: str) -> str:
+    """The warning for a bare clause ``key`` that meets ``value`` ``false``/``0`` (§10.5)."""
+    return (
+        f"bare key `{key}` is true for any non-empty value, so {value!r} counts as true "
+        f"(spec §10.5); write `{key}=true` (or `{key}!={value}`) to test the value"
+    )
 
 
 def resolve_key(
@@ -513,8 +530,11 @@ def explain_condition(
             text, False, (), ConditionSyntaxError(exc.message, exc.column, exc.token)
         )
     explained = []
+    warnings = []
     for clause in parsed.clauses:
         found, actual = resolve_key(clause.key, outcome, preferred_label, context)
+        if clause.operator is Operator.TRUTHY and falsy_looking(actual):
+            warnings.append(bare_key_warning(clause.key, actual))
         explained.append(
             ClauseExplanation(
                 text=clause.text,
@@ -526,7 +546,9 @@ def explain_condition(
                 held=_holds(clause, actual),
             )
         )
-    return ConditionExplanation(text, all(c.held for c in explained), tuple(explained))
+    return ConditionExplanation(
+        text, all(c.held for c in explained), tuple(explained), warnings=tuple(warnings)
+    )
 
 
 def split_fix(message: str) -> tuple[str, str]:

@@ -98,7 +98,7 @@ class Outcome:
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
             "outcome": self.status.value,
-            "preferred_next_label": self.preferred_label,
+            "preferred_label": self.preferred_label,
             "suggested_next_ids": list(self.suggested_next_ids),
             "context_updates": dict(self.context_updates),
             "notes": self.notes,
@@ -110,11 +110,12 @@ class Outcome:
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Outcome:
-        """Read the Appendix C status-file shape (``outcome``, ``preferred_next_label``, ...)."""
+        """Read the Appendix C status-file shape (``outcome``, ``preferred_label``, ...); the older
+        name ``preferred_next_label`` is still accepted."""
         question = data.get("question")
         return cls(
             status=StageStatus.parse(str(data.get("outcome", data.get("status", "success")))),
-            preferred_label=str(data.get("preferred_next_label", data.get("preferred_label", ""))),
+            preferred_label=str(data.get("preferred_label", data.get("preferred_next_label", ""))),
             suggested_next_ids=[str(i) for i in data.get("suggested_next_ids", [])],
             context_updates=dict(data.get("context_updates", {})),
             notes=str(data.get("notes", "")),

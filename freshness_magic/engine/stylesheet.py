@@ -33,6 +33,9 @@ _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _CLASS_RE = re.compile(r"[A-Za-z0-9_-]+")
 _PROPERTY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
+STYLE_PROPERTIES = frozenset({"llm_model", "llm_provider", "reasoning_effort"})
+"""The only properties a stylesheet sets (§8.2); others are a validation warning, no effect."""
+
 
 class SelectorKind(enum.IntEnum):
     """Selector kinds; the value is the specificity."""
@@ -276,7 +279,7 @@ def _styled(node: Node, props: Mapping[str, str]) -> Node:
     updates = {
         key: value
         for key, value in props.items()
-        if key not in node.explicit and node.attrs.get(key) != value
+        if key in STYLE_PROPERTIES and key not in node.explicit and node.attrs.get(key) != value
     }
     if not updates:
         return node

@@ -102,7 +102,7 @@ def test_backend_outcome_is_returned_and_recorded(tmp_path: Path) -> None:
     assert outcome is wanted
     status = json.loads((tmp_path / "run/nodes/n/status.json").read_text())
     assert status["outcome"] == "retry"
-    assert status["preferred_next_label"] == "Y"
+    assert status["preferred_label"] == "Y"  # Appendix C
 
 
 def test_backend_exception_is_fail_with_text(tmp_path: Path) -> None:

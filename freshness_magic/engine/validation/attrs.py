@@ -2,20 +2,32 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import difflib
+from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 from freshness_magic.engine.gates import gate_question, match_choice, parse_accelerator
-from freshness_magic.engine.model import Edge, Graph, Node, parse_bool, parse_duration, parse_int
+from freshness_magic.engine.model import (
+    SHAPE_TO_TYPE,
+    Edge,
+    Graph,
+    Node,
+    parse_bool,
+    parse_duration,
+    parse_int,
+)
+from freshness_magic.engine.stylesheet import STYLE_PROPERTIES, parse_stylesheet
 from freshness_magic.engine.validation.core import (
     ERROR,
     INFO,
     WARNING,
+    Diagnostic,
     Out,
     edge_diag,
     graph_diag,
     node_diag,
 )
+from freshness_magic.errors import StylesheetError
 
 
 @lru_cache(maxsize=1024)
@@ -169,3 +181,126 @@ def attr_type_edge(graph: Graph, edge: Edge, out: Out) -> None:
             owner = f"edge {edge.source} -> {edge.target}"
             text, fix = _type_message(owner, key, value, expected)
             out.append(edge_diag("attr_type", ERROR, edge, text, fix, key))
+
+
+GRAPHVIZ_SHAPES = frozenset(
+    [
+        "box",
+        "polygon",
+        "ellipse",
+        "oval",
+        "circle",
+        "point",
+        "egg",
+        "triangle",
+        "plaintext",
+        "plain",
+        "diamond",
+        "trapezium",
+        "parallelogram",
+        "house",
+        "pentagon",
+        "hexagon",
+        "septagon",
+        "octagon",
+        "doublecircle",
+        "doubleoctagon",
+        "tripleoctagon",
+        "invtriangle",
+        "invtrapezium",
+        "invhouse",
+        "Mdiamond",
+        "Msquare",
+        "Mcircle",
+        "rect",
+        "rectangle",
+        "square",
+        "star",
+        "none",
+        "underline",
+        "cylinder",
+        "note",
+        "tab",
+        "folder",
+        "box3d",
+        "component",
+        "promoter",
+        "cds",
+        "terminator",
+        "utr",
+        "primersite",
+        "restrictionsite",
+        "fivepoverhang",
+        "threepoverhang",
+        "noverhang",
+        "assembly",
+        "signature",
+        "insulator",
+        "ribosite",
+        "rnastab",
+        "proteasesite",
+        "proteinstab",
+        "rpromoter",
+        "rarrow",
+        "larrow",
+        "lpromoter",
+    ]
+)
+
+
+def closest(value: str, choices: Iterable[str]) -> str | None:
+    """The choice nearest to ``value`` (for "did you mean" hints), or None."""
+    found = difflib.get_close_matches(value, sorted(choices), n=1, cutoff=0.5)
+    return found[0] if found else None
+
+
+def shape_known(graph: Graph, node: Node, out: Out) -> None:
+    """A shape outside the §2.8 table runs as codergen: a typo there silently calls an LLM."""
+    shape = node.attrs.get("shape")
+    if shape is None or shape in SHAPE_TO_TYPE or node.attrs.get("type"):
+        return
+    near = closest(shape, SHAPE_TO_TYPE)
+    hint = f"did you mean shape={near} ({SHAPE_TO_TYPE[near]})?" if near else ""
+    known_shape = shape in GRAPHVIZ_SHAPES
+    out.append(
+        node_diag(
+            "shape_known",
+            INFO if known_shape else WARNING,
+            node,
+            f"node `{node.id}`: shape {shape!r} selects no handler (§2.8), so the node runs as "
+            "codergen (an LLM call)",
+            hint or "use a shape of the §2.8 table or set type=... explicitly",
+            "shape",
+        )
+    )
+
+
+def stylesheet_property(graph: Graph) -> list[Diagnostic]:
+    """Stylesheets set only llm_model, llm_provider and reasoning_effort (§8.2)."""
+    text = graph.model_stylesheet
+    if not text.strip():
+        return []
+    try:
+        sheet = parse_stylesheet(text)
+    except StylesheetError:
+        return []
+    allowed = ", ".join(sorted(STYLE_PROPERTIES))
+    out = []
+    for rule in sheet.rules:
+        for decl in rule.declarations:
+            if decl.property in STYLE_PROPERTIES:
+                continue
+            near = closest(decl.property, STYLE_PROPERTIES)
+            out.append(
+                graph_diag(
+                    "stylesheet_property",
+                    WARNING,
+                    graph,
+                    f"model_stylesheet line {decl.line}, column {decl.column}: property "
+                    f"`{decl.property}` has no effect (a stylesheet sets only {allowed}, §8.2)",
+                    (f"did you mean `{near}`? " if near else "")
+                    + f"set `{decl.property}` on the nodes themselves",
+                    "model_stylesheet",
+                )
+            )
+    return out

@@ -15,7 +15,7 @@ from collections.abc import Iterable
 from freshness_magic.engine.conditions import check_condition, split_fix
 from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, FIDELITY_MODES, Edge, Graph, Node
 from freshness_magic.engine.stylesheet import parse_stylesheet
-from freshness_magic.engine.validation import attrs
+from freshness_magic.engine.validation import attrs, flow
 from freshness_magic.engine.validation.core import (
     ERROR,
     WARNING,
@@ -66,7 +66,20 @@ def _start_node(graph: Graph) -> list[Diagnostic]:
 
 
 def _terminal_node(graph: Graph) -> list[Diagnostic]:
-    if graph.exit_candidates():
+    exits = graph.exit_candidates()
+    if len(exits) > 1:
+        names = ", ".join(f"`{n.id}`" for n in exits)
+        return [
+            node_diag(
+                "terminal_node",
+                ERROR,
+                exits[1],
+                f"pipeline has {len(exits)} exit nodes ({names}); §7.2 allows exactly one",
+                f"keep one exit node and point the others' incoming edges at `{exits[0].id}`",
+                "shape",
+            )
+        ]
+    if exits:
         return []
     return [
         graph_diag(
@@ -367,6 +380,10 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         ScanRule("goal_gate_has_retry", node_check=_goal_gate_has_retry),
         ScanRule("prompt_on_llm_nodes", node_check=_prompt_on_llm_nodes),
         ScanRule("default_choice_matches", node_check=attrs.default_choice_matches),
+        ScanRule("shape_known", node_check=attrs.shape_known),
+        FunctionRule("stylesheet_property", attrs.stylesheet_property),
+        ScanRule("dead_end_possible", node_check=flow.dead_end_possible),
+        ScanRule("condition_values", edge_check=flow.condition_values),
         ScanRule("edge_attr_known", edge_check=attrs.edge_attr_known),
         ScanRule("attr_type", attrs.attr_type_graph, attrs.attr_type_node, attrs.attr_type_edge),
     ]

@@ -1,0 +1,82 @@
+"""Lint rules about where a run can go: dead ends, condition values, bare keys (§3.2, §10)."""
+
+from __future__ import annotations
+
+from freshness_magic.engine.conditions import (
+    Operator,
+    bare_key_warning,
+    falsy_looking,
+    parse_condition,
+)
+from freshness_magic.engine.model import Edge, Graph, Node
+from freshness_magic.engine.outcome import StageStatus
+from freshness_magic.engine.validation.attrs import closest
+from freshness_magic.engine.validation.core import WARNING, Out, edge_diag, node_diag
+from freshness_magic.errors import ConditionError
+
+OUTCOME_VALUES = tuple(s.value for s in StageStatus if s is not StageStatus.WAITING)
+
+
+def dead_end_possible(graph: Graph, node: Node, out: Out) -> None:
+    """A non-exit node whose outgoing edges are all conditional can end the run (§3.2 step 6)."""
+    edges = graph.outgoing(node.id)
+    if not edges or graph.is_exit(node.id) or any(not e.condition for e in edges):
+        return
+    if node.handler_type == "wait.human":
+        return
+    tried = ", ".join(f"`{e.condition}`" for e in edges)
+    out.append(
+        node_diag(
+            "dead_end_possible",
+            WARNING,
+            node,
+            f"node `{node.id}`: every outgoing edge has a condition ({tried}); when none holds "
+            "after a success the run ends at this node",
+            f"add an unconditional fallback edge from `{node.id}`",
+        )
+    )
+
+
+def condition_values(graph: Graph, edge: Edge, out: Out) -> None:
+    """``outcome=<value>`` with an unknown status; a bare key that meets ``"false"``/``"0"``."""
+    raw = edge.attrs.get("condition")
+    if not raw or raw.isspace():
+        return
+    try:
+        condition = parse_condition(raw)
+    except ConditionError:
+        return
+    owner = f"edge {edge.source} -> {edge.target}"
+    for clause in condition.clauses:
+        if clause.key == "outcome" and clause.operator is not Operator.TRUTHY:
+            if clause.value in OUTCOME_VALUES:
+                continue
+            near = closest(clause.value, OUTCOME_VALUES)
+            fix = f"write `outcome={near}`" if near else "use " + ", ".join(OUTCOME_VALUES)
+            out.append(
+                edge_diag(
+                    "condition_values",
+                    WARNING,
+                    edge,
+                    f"{owner}: `{clause.text}` can never hold: {clause.value!r} is not an "
+                    "outcome status",
+                    fix,
+                    "condition",
+                )
+            )
+        elif clause.operator is Operator.TRUTHY:
+            key = clause.key.removeprefix("context.")
+            if not key.startswith("graph."):
+                continue
+            value = graph.attrs.get(key.removeprefix("graph."))
+            if value is not None and falsy_looking(value):
+                out.append(
+                    edge_diag(
+                        "condition_values",
+                        WARNING,
+                        edge,
+                        f"{owner}: {bare_key_warning(clause.key, value)}",
+                        f"write `{clause.key}=true`",
+                        "condition",
+                    )
+                )

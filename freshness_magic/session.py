@@ -14,6 +14,8 @@ from freshness_magic.engine.model import Graph
 from freshness_magic.engine.run import Run
 from freshness_magic.evidence.validator import EvidenceValidator
 
+__all__ = ["default_extensions", "open_run", "resume_run"]
+
 
 def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension]:
     """The extensions every session run gets (freshness, evidence, hub), set by ``options``."""

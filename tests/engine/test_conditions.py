@@ -174,12 +174,12 @@ def test_missing_key_compares_as_empty() -> None:
     [
         ("yes", True),
         ("", False),
-        ("false", False),
-        ("FALSE", False),
-        ("0", False),
+        ("false", True),
+        ("FALSE", True),
+        ("0", True),
         (True, True),
-        (False, False),
-        (0, False),
+        (False, True),
+        (0, True),
         (1, True),
         ([], False),
         (["a"], True),
@@ -187,6 +187,7 @@ def test_missing_key_compares_as_empty() -> None:
     ],
 )
 def test_bare_key_truthiness(value: object, truthy: bool) -> None:
+    """Spec §10.5: a bare key is `bool(string(value))`, so "false" and "0" are true."""
     assert ev("context.flag", flag=value) is truthy
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 from freshness_magic.engine.conditions import (
     Operator,
     bare_key_warning,
+    check_condition,
     falsy_looking,
     parse_condition,
 )
@@ -17,13 +18,25 @@ from freshness_magic.errors import ConditionError
 OUTCOME_VALUES = tuple(s.value for s in StageStatus if s is not StageStatus.WAITING)
 
 
+_SUCCESS_ROUTES = frozenset({"outcome=success", "outcome!=fail"})
+"""Conditions after which a plain success always has somewhere to go."""
+
+
 def dead_end_possible(graph: Graph, node: Node, out: Out) -> None:
-    """A non-exit node whose outgoing edges are all conditional can end the run (§3.2 step 6)."""
+    """A non-exit node whose outgoing edges are all conditional can end the run (§3.2 step 6).
+
+    Not reported when one edge takes every plain success (``outcome=success``), the common
+    success/fail pair, nor for human gates (their edges are choices).
+    """
     edges = graph.outgoing(node.id)
     if not edges or graph.is_exit(node.id) or any(not e.condition for e in edges):
         return
     if node.handler_type == "wait.human":
         return
+    if any(e.condition.replace(" ", "") in _SUCCESS_ROUTES for e in edges):
+        return
+    if any(check_condition(e.condition) is not None for e in edges):
+        return  # condition_syntax reports those; what they would route is unknown
     tried = ", ".join(f"`{e.condition}`" for e in edges)
     out.append(
         node_diag(

@@ -832,6 +832,8 @@ def _evidence_node(graph: Graph, node: Node, out: Out) -> None:
 
 def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
     """The built-in rules in the order they run; ``known_types`` feeds ``type_known``."""
+    from freshness_magic.backends.lint import prompt_file_diagnostics
+
     known = frozenset(BUILTIN_HANDLER_TYPES if known_types is None else known_types)
     return [
         FunctionRule("start_node", _start_node),
@@ -847,6 +849,7 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         ScanRule("retry_target_exists", _retry_target_graph, _retry_target_node),
         ScanRule("goal_gate_has_retry", node_check=_goal_gate_has_retry),
         ScanRule("prompt_on_llm_nodes", node_check=_prompt_on_llm_nodes),
+        FunctionRule("prompt_file_exists", prompt_file_diagnostics),
         ScanRule("freshness_valid", node_check=_freshness_valid),
         ScanRule("freshness_sources", node_check=_freshness_sources),
         ScanRule("source_files_path", node_check=_source_files_path),

@@ -239,7 +239,9 @@ class ModelBackend:
         """The plain §4.5 interface (one JSON response, no streaming), e.g. for fan-in."""
         backend = self.for_node(node)
         model = backend._model(node)
-        reply = with_retries(lambda: backend._complete(node, prompt, model), None, backend._classify)
+        reply = with_retries(
+            lambda: backend._complete(node, prompt, model), None, backend._classify
+        )
         return reply.text
 
 

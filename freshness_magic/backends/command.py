@@ -108,9 +108,7 @@ class CommandBackend:
         if code != 0:
             tail = stderr_path.read_bytes()[-STDERR_TAIL_CHARS:].decode("utf-8", "replace")
             tail = " | ".join(part for part in tail.strip().splitlines() if part.strip())
-            raise BackendError(
-                f"exit code {code}: {line}" + (f"; stderr: {tail}" if tail else "")
-            )
+            raise BackendError(f"exit code {code}: {line}" + (f"; stderr: {tail}" if tail else ""))
         return BackendReply()
 
     def __call__(self, node: Node, prompt: str, context: Context) -> str:

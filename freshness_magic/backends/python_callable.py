@@ -18,12 +18,15 @@ def load_callable(target: str) -> Any:
     module_name, sep, attr = target.partition(":")
     if not sep or not module_name or not attr:
         raise BackendError(
-            f"python backend {target!r}: write python:MODULE:FUNCTION (e.g. python:mypkg.llm:answer)"
+            f"python backend {target!r}: write python:MODULE:FUNCTION "
+            "(e.g. python:mypkg.llm:answer)"
         )
     try:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
-        raise BackendError(f"python backend {target!r}: cannot import {module_name!r}: {exc}") from None
+        raise BackendError(
+            f"python backend {target!r}: cannot import {module_name!r}: {exc}"
+        ) from None
     for part in attr.split("."):
         try:
             obj = getattr(obj, part)

@@ -67,7 +67,9 @@ def _from_entry_point(spec: BackendSpec) -> StreamingBackend:
         factory = found[0].load()
         backend = factory(spec.argument)
     except Exception as exc:
-        raise BackendError(f"backend {spec.text()!r} (entry point {found[0].value}): {exc}") from None
+        raise BackendError(
+            f"backend {spec.text()!r} (entry point {found[0].value}): {exc}"
+        ) from None
     return as_backend(backend, spec.text())
 
 

@@ -176,7 +176,6 @@ def drive(run: Run, args: argparse.Namespace) -> int:
 def print_backend(run: Run, out: IO[str]) -> None:
     """One line naming the codergen backend (and saying loudly when no model is called)."""
     from freshness_magic.backends import SIMULATED_NOTICE, describe_backend, is_simulated
-
     from freshness_magic.engine.model import Node
 
     if not any(n.handler_type == "codergen" for n in run.graph.iter_nodes()):

@@ -17,8 +17,8 @@ duration_seconds, handler_type, stale_files, evidence_mode, evidence_method (Non
 was not validated), evidence_reason, evidence_problems, files (added/modified/deleted), commits
 (id, message: the node's own and the engine's), commit (the engine's commit id or None),
 node_record (whether the node wrote its own record), node_timestamp (the timestamp the node
-wrote), llm (codergen: backend, model, token usage), invalid_node_record (the text of an invalid file the node wrote, which the engine's record
-replaces on disk), evidence_file, next_node.
+wrote), invalid_node_record (the text of an invalid file the node wrote, which the engine's record
+replaces on disk), evidence_file, next_node; for codergen nodes llm (backend, model, usage).
 """
 
 from __future__ import annotations

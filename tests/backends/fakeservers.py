@@ -53,7 +53,9 @@ class _Handler(BaseHTTPRequestHandler):
         length = int(self.headers.get("content-length") or 0)
         body = json.loads(self.rfile.read(length) or b"{}")
         fake = self.server.fake
-        fake.requests.append(Recorded(self.path, dict(self.headers.items()), body))
+        fake.requests.append(
+            Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
+        )
         model = str(body.get("model", ""))
         kind = self.server.kind
         if model.startswith("flaky") and sum(m == model for m in fake.models()) == 1:
@@ -70,7 +72,9 @@ class _Handler(BaseHTTPRequestHandler):
             return self._stream(kind, model)
         return self._json(200, _complete(kind, model))
 
-    def _json(self, status: int, data: dict[str, Any], headers: dict[str, str] | None = None) -> None:
+    def _json(
+        self, status: int, data: dict[str, Any], headers: dict[str, str] | None = None
+    ) -> None:
         payload = json.dumps(data).encode()
         self.send_response(status)
         self.send_header("content-type", "application/json")
@@ -81,7 +85,9 @@ class _Handler(BaseHTTPRequestHandler):
         self.wfile.write(payload)
 
     def _error(self, status: int, message: str, headers: dict[str, str] | None = None) -> None:
-        self._json(status, {"type": "error", "error": {"type": "api_error", "message": message}}, headers)
+        self._json(
+            status, {"type": "error", "error": {"type": "api_error", "message": message}}, headers
+        )
 
     def _stream(self, kind: str, model: str) -> None:
         self.send_response(200)
@@ -114,11 +120,14 @@ def _openai_events(model: str) -> Iterator[tuple[str, dict[str, Any]]]:
     for word in _words():
         choice = {"index": 0, "delta": {"content": word}, "finish_reason": None}
         yield "", {**base, "choices": [choice]}
-    yield "", {
-        **base,
-        "choices": [],
-        "usage": {"prompt_tokens": 11, "completion_tokens": 6, "total_tokens": 17},
-    }
+    yield (
+        "",
+        {
+            **base,
+            "choices": [],
+            "usage": {"prompt_tokens": 11, "completion_tokens": 6, "total_tokens": 17},
+        },
+    )
 
 
 def _anthropic_events(model: str) -> Iterator[tuple[str, dict[str, Any]]]:
@@ -139,11 +148,14 @@ def _anthropic_events(model: str) -> Iterator[tuple[str, dict[str, Any]]]:
         delta = {"type": "text_delta", "text": word}
         yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
     yield "content_block_stop", {"type": "content_block_stop", "index": 0}
-    yield "message_delta", {
-        "type": "message_delta",
-        "delta": {"stop_reason": "end_turn", "stop_sequence": None},
-        "usage": {"output_tokens": 6},
-    }
+    yield (
+        "message_delta",
+        {
+            "type": "message_delta",
+            "delta": {"stop_reason": "end_turn", "stop_sequence": None},
+            "usage": {"output_tokens": 6},
+        },
+    )
     yield "message_stop", {"type": "message_stop"}
 
 

@@ -70,7 +70,9 @@ def test_agent_edits_a_file_with_prompt_on_stdin(tmp_path: Path) -> None:
     work = tmp_path / "work"
     work.mkdir()
     command = script(tmp_path, "editor.py", EDITOR)
-    run = open_run(PIPELINE % ', llm_model="agent-model"', workdir=work, backend=f"command:{command}")
+    run = open_run(
+        PIPELINE % ', llm_model="agent-model"', workdir=work, backend=f"command:{command}"
+    )
     events: list[Event] = []
     run.events.subscribe(events.append)
     run.run()
@@ -93,7 +95,10 @@ def test_agent_reads_the_prompt_file(tmp_path: Path) -> None:
 
 def test_non_zero_exit_fails_with_code_and_stderr_tail(tmp_path: Path) -> None:
     command = script(
-        tmp_path, "bad.py", "import sys\nprint('first', file=sys.stderr)\nprint('no key', file=sys.stderr)\nsys.exit(3)\n"
+        tmp_path,
+        "bad.py",
+        "import sys\nprint('first', file=sys.stderr)\n"
+        "print('no key', file=sys.stderr)\nsys.exit(3)\n",
     )
     run = open_run(PIPELINE % "", workdir=tmp_path, backend=f"command:{command}")
     run.run()

@@ -81,7 +81,7 @@ def test_plain_call_uses_one_json_response(tmp_path: Path, kind: str) -> None:
 
 def test_rate_limit_is_retried_then_succeeds(tmp_path: Path) -> None:
     with serve("openai") as server:
-        run, events = run_one(tmp_path, f"openai:flaky-model@{server.url}")
+        run, _ = run_one(tmp_path, f"openai:flaky-model@{server.url}")
     assert run.result().status == "completed"
     assert server.models() == ["flaky-model", "flaky-model"]
     assert (run.run_dir / "nodes/draft/response.md").read_text() == ANSWER

@@ -177,8 +177,8 @@ class ResponseSink:
     """Appends response chunks to ``response.md`` and emits them as rate-limited events.
 
     The file is created with the first chunk (or by ``close(create=True)``), so a call that
-    failed before answering leaves none. Memory stays bounded: only the first :data:`HEAD_CHARS` characters and the pending (not yet
-    emitted) text are kept.
+    failed before answering leaves none. Memory stays bounded: only the first
+    :data:`HEAD_CHARS` characters and the pending (not yet emitted) text are kept.
     """
 
     def __init__(self, path: Path, emit: Callable[[str, dict[str, Any]], None]) -> None:

@@ -42,11 +42,13 @@ BACKEND_FILE = "backend.json"
 def _resolved_backend(kwargs: dict[str, Any]) -> str | None:
     """Replace ``kwargs["backend"]`` (a spec string, callable or None) by a resolved backend;
     return the spec string to remember (None for a callable)."""
-    from freshness_magic.backends import resolve_backend
+    from freshness_magic.backends import is_simulated, resolve_backend
 
     spec = kwargs.get("backend")
     if kwargs.get("registry") is None:
-        kwargs["backend"] = resolve_backend(spec)
+        backend = resolve_backend(spec)
+        # The engine's own default is the simulation (fan-in then ranks without asking it).
+        kwargs["backend"] = None if is_simulated(backend) else backend
     if isinstance(spec, str):
         from freshness_magic.backends import parse_spec
 

@@ -109,6 +109,12 @@ def is_simulated(backend: object) -> bool:
     return getattr(backend, "name", "") == "simulated"
 
 
+def run_backend(run: Any) -> object:
+    """The backend of the codergen handler of ``run``'s registry (None: the simulation)."""
+    handler = run.registry.resolve(Node("_", {"type": "codergen"}))
+    return getattr(handler, "backend", None)
+
+
 def collect_text(backend: StreamingBackend, node: Node, prompt: str, context: Context) -> str:
     """Run a streaming backend without a sink (no deadline) and return the whole text."""
     import tempfile

@@ -175,13 +175,16 @@ def drive(run: Run, args: argparse.Namespace) -> int:
 
 def print_backend(run: Run, out: IO[str]) -> None:
     """One line naming the codergen backend (and saying loudly when no model is called)."""
-    from freshness_magic.backends import SIMULATED_NOTICE, describe_backend, is_simulated
-    from freshness_magic.engine.model import Node
+    from freshness_magic.backends import (
+        SIMULATED_NOTICE,
+        describe_backend,
+        is_simulated,
+        run_backend,
+    )
 
     if not any(n.handler_type == "codergen" for n in run.graph.iter_nodes()):
         return
-    handler = run.registry.resolve(Node("_", {"type": "codergen"}))
-    backend = getattr(handler, "backend", None)
+    backend = run_backend(run)
     text = SIMULATED_NOTICE if is_simulated(backend) else describe_backend(backend)
     print(f"codergen backend: {text}", file=out, flush=True)
 

@@ -15,6 +15,7 @@ from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.codergen import CodergenHandler
+from freshness_magic.engine.handlers.llm import BackendReply, BackendRequest
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.session import open_run
@@ -131,7 +132,8 @@ def test_stylesheet_model_and_provider_override_the_default_backend(
     dot = """digraph p {
       graph [model_stylesheet="* { llm_model: base-model; }
                                #special { llm_model: special-model; reasoning_effort: low; }
-                               .claude { llm_provider: anthropic; llm_model: claude-test; }"]
+                               .claude { llm_provider: anthropic; llm_model: claude-test;
+                                         reasoning_effort: medium; }"]
       start [shape=Mdiamond]
       a [prompt="A"]
       special [prompt="S"]
@@ -148,6 +150,7 @@ def test_stylesheet_model_and_provider_override_the_default_backend(
     assert oai.models() == ["base-model", "special-model"]
     assert oai.requests[1].body["reasoning_effort"] == "low"
     assert ant.models() == ["claude-test"]
+    assert ant.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 4096}
     assert run.context["llm.c"]["backend"] == "anthropic"
 
 
@@ -169,3 +172,40 @@ def test_spec_strings_and_descriptions() -> None:
         resolve_backend("gemeni:pro")
     with pytest.raises(BackendError, match="needs an argument"):
         resolve_backend("command:")
+
+
+class ManyChunks:
+    """A streaming backend given as an object: 2,000 one-character chunks as fast as it can."""
+
+    name = "python"
+
+    def describe(self) -> str:
+        return "many-chunks"
+
+    def settings(self) -> dict[str, object]:
+        return {"backend": "many-chunks"}
+
+    def for_node(self, node: Node) -> ManyChunks:
+        return self
+
+    def generate(self, request: BackendRequest) -> BackendReply:
+        for _ in range(2000):
+            request.on_text("x")
+        return BackendReply(text="!", model="chunky", usage={"output_tokens": 2001})
+
+
+def test_stream_events_are_merged_and_the_file_has_everything(tmp_path: Path) -> None:
+    run = open_run(ONE_NODE % "", workdir=tmp_path, backend=ManyChunks())
+    events: list[Event] = []
+    run.events.subscribe(events.append)
+    run.run()
+    texts = [e.data["text"] for e in events if e.type is EventType.STAGE_OUTPUT]
+    assert "".join(texts) == "x" * 2000 + "!"
+    assert len(texts) < 2000
+    assert (run.run_dir / "nodes/draft/response.md").read_text() == "x" * 2000 + "!"
+    assert run.context["last_response"] == "x" * 200
+    assert run.context["llm.draft"] == {
+        "backend": "many-chunks",
+        "model": "chunky",
+        "usage": {"output_tokens": 2001},
+    }

@@ -29,6 +29,7 @@ from freshness_magic.atomicio import write_atomic, write_json_atomic
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import CodergenBackend, StepEnv
 from freshness_magic.engine.handlers.llm import (
+    STOP_GRACE_SECONDS,
     BackendReply,
     BackendRequest,
     ResponseSink,
@@ -233,7 +234,10 @@ class CodergenHandler:
         started = time.monotonic()
         context.set(STAGE_DIR_KEY, str(stage_dir))
         try:
-            reply = invoke(backend, request, env.cancel, request.deadline)
+            grace = STOP_GRACE_SECONDS
+            if env.deadline is not None and request.deadline is not None:
+                grace = min(grace, (env.deadline - request.deadline) / 2)
+            reply = invoke(backend, request, env.cancel, request.deadline, grace)
         except Stopped as stop:
             sink.close()
             if stop.reason == "interrupted":

@@ -73,13 +73,19 @@ class BackendRequest:
                 closer()
 
     def stop(self) -> None:
-        """Set the cancel event and run every closer (from the handler's thread)."""
+        """Set the cancel event and run every closer on a helper thread (a closer may wait,
+        e.g. for a process to end after SIGTERM; the handler does not)."""
         with self._lock:
             self.cancel.set()
             closers, self._closers = self._closers, []
-        for closer in closers:
-            with contextlib.suppress(Exception):
-                closer()
+
+        def close_all() -> None:
+            for closer in closers:
+                with contextlib.suppress(Exception):
+                    closer()
+
+        if closers:
+            threading.Thread(target=close_all, name="codergen-stop", daemon=True).start()
 
 
 @dataclass
@@ -133,12 +139,13 @@ def invoke(
     request: BackendRequest,
     cancel: threading.Event,
     stop_at: float | None,
+    grace: float = STOP_GRACE_SECONDS,
 ) -> BackendReply:
     """Run ``backend.generate(request)`` on a worker thread; raise :class:`Stopped` when
     ``cancel`` is set or ``stop_at`` (monotonic) passes, after stopping the call.
 
-    A backend that ignores the stop is abandoned after a short grace (its thread is a daemon and
-    its late result is dropped).
+    A backend that has not returned ``grace`` seconds after the stop is abandoned (its thread is
+    a daemon and its late result is dropped).
     """
     box: dict[str, Any] = {}
     done = threading.Event()
@@ -160,7 +167,7 @@ def invoke(
             reason = "timeout"
         if reason:
             request.stop()
-            done.wait(STOP_GRACE_SECONDS)
+            done.wait(grace)
             raise Stopped(reason)
     if cancel.is_set():
         raise Stopped("interrupted")

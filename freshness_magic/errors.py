@@ -100,3 +100,8 @@ class EvidenceError(FreshnessMagicError):
 
 class HubError(FreshnessMagicError):
     """The Node State Hub is not running, not reachable, or its store is unusable."""
+
+
+class BackendError(FreshnessMagicError):
+    """A codergen backend spec that cannot be used (unknown kind, missing extra, no model), or a
+    backend call that failed; the message is one line and never contains a credential."""

@@ -37,6 +37,51 @@ def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension
     return extensions
 
 
+BACKEND_FILE = "backend.json"
+"""The spec string a run was opened with (in its run directory), so a resume uses it again."""
+
+
+def _resolved_backend(kwargs: dict[str, Any]) -> str | None:
+    """Replace ``kwargs["backend"]`` (a spec string, callable or None) by a resolved backend;
+    return the spec string to remember (None for a callable)."""
+    from freshness_magic.backends import is_simulated, resolve_backend
+
+    spec = kwargs.get("backend")
+    if kwargs.get("registry") is None:
+        backend = resolve_backend(spec)
+        # The engine's own default is the simulation (fan-in then ranks without asking it).
+        kwargs["backend"] = None if is_simulated(backend) else backend
+    if isinstance(spec, str):
+        from freshness_magic.backends import parse_spec
+
+        return parse_spec(spec).text()
+    return None
+
+
+def _remember_backend(run: Run, spec: str | None) -> None:
+    from freshness_magic.atomicio import write_json_atomic
+
+    if spec is not None:
+        run.run_dir.mkdir(parents=True, exist_ok=True)
+        write_json_atomic(run.run_dir / BACKEND_FILE, {"backend": spec})
+
+
+def remembered_backend(run_dir: str | Path) -> str | None:
+    """The backend spec a run was opened with (None: not recorded, e.g. a Python callable)."""
+    import json
+
+    from freshness_magic.engine.run import follow_restarts
+
+    for folder in dict.fromkeys([Path(run_dir), follow_restarts(Path(run_dir))]):
+        try:
+            spec = json.loads((folder / BACKEND_FILE).read_text(encoding="utf-8")).get("backend")
+        except (OSError, ValueError, AttributeError):
+            continue
+        if isinstance(spec, str):
+            return spec
+    return None
+
+
 def _load(pipeline: Graph | str | Path) -> Graph:
     """A Graph as is; a Path, or a string without ``{``, is a file; other strings are DOT text."""
     from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
@@ -71,18 +116,23 @@ def open_run(
     """A new run of ``pipeline`` in ``workdir`` with the default extensions (unless given).
 
     ``evidence_validator`` replaces the default work-evidence validator (tests inject fakes).
-    ``backend`` (codergen) and ``interviewer`` (human gates) configure the built-in handler
-    registry when no ``registry`` is given. Other ``kwargs`` go to :class:`Run` (``runs_dir``,
-    ``run_id``, ``registry``, ``clock``, ``sleep``, ...).
+    ``backend`` is a spec string (``openai:gpt-4o-mini``, see ``freshness_magic.backends``), a
+    callable or None (simulated); a spec string is remembered in the run directory for resume.
+    ``backend`` and ``interviewer`` (human gates) configure the built-in handler registry when
+    no ``registry`` is given. Other ``kwargs`` go to :class:`Run` (``runs_dir``, ``run_id``,
+    ``registry``, ``clock``, ``sleep``, ...).
     """
     graph = _load(pipeline)
+    spec = _resolved_backend(kwargs)
     kwargs = _with_registry(kwargs)
     if extensions is None:
         options = dict(extension_options or {})
         if evidence_validator is not None:
             options["evidence_validator"] = evidence_validator
         extensions = default_extensions(workdir, **options)
-    return Run(graph, workdir=workdir, extensions=extensions, **kwargs)
+    run = Run(graph, workdir=workdir, extensions=extensions, **kwargs)
+    _remember_backend(run, spec)
+    return run
 
 
 def resume_run(
@@ -94,7 +144,13 @@ def resume_run(
     evidence_validator: EvidenceValidator | None = None,
     **kwargs: Any,
 ) -> Run:
-    """Restore the run in ``run_dir`` (newest valid checkpoint) with the default extensions."""
+    """Restore the run in ``run_dir`` (newest valid checkpoint) with the default extensions.
+
+    Without ``backend`` the run gets the backend it was opened with (when that was a spec).
+    """
+    if kwargs.get("backend") is None:
+        kwargs["backend"] = remembered_backend(run_dir)
+    _resolved_backend(kwargs)
     kwargs = _with_registry(kwargs)
     if evidence_validator is not None:
         extension_options = {**(extension_options or {}), "evidence_validator": evidence_validator}

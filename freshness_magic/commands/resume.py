@@ -44,7 +44,7 @@ def register(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import resume_run
 
-    run = resume_run(args.run_dir)
+    run = resume_run(args.run_dir, backend=args.backend)
     if args.accept:
         from freshness_magic.freshness.extension import accept_changes
 

@@ -65,6 +65,12 @@ def add_drive_options(parser: argparse.ArgumentParser) -> None:
         action="store_true",
         help="answer every other gate with its first choice",
     )
+    parser.add_argument(
+        "--backend",
+        metavar="SPEC",
+        help="codergen backend: simulated (default), openai:MODEL[@BASE_URL], anthropic:MODEL, "
+        "command:COMMAND LINE, python:MODULE:FUNCTION (resume: the run's own by default)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
 
 
@@ -139,6 +145,7 @@ def drive(run: Run, args: argparse.Namespace) -> int:
         answers.setdefault(node_id, deque()).append(choice)
     auto = AutoApproveInterviewer() if args.auto_approve else None
     out = sys.stderr if args.json else sys.stdout
+    print_backend(run, out)
     listener = run.events.subscribe(Progress(out))
     try:
         while True:
@@ -164,6 +171,22 @@ def drive(run: Run, args: argparse.Namespace) -> int:
     else:
         print_summary(result, sys.stdout)
     return EXIT_CODES[result.status]
+
+
+def print_backend(run: Run, out: IO[str]) -> None:
+    """One line naming the codergen backend (and saying loudly when no model is called)."""
+    from freshness_magic.backends import (
+        SIMULATED_NOTICE,
+        describe_backend,
+        is_simulated,
+        run_backend,
+    )
+
+    if not any(n.handler_type == "codergen" for n in run.graph.iter_nodes()):
+        return
+    backend = run_backend(run)
+    text = SIMULATED_NOTICE if is_simulated(backend) else describe_backend(backend)
+    print(f"codergen backend: {text}", file=out, flush=True)
 
 
 def _gates(run: Run) -> list[str]:
@@ -204,5 +227,5 @@ def main(args: argparse.Namespace) -> int:
     pipeline = Path(args.pipeline)
     workdir = Path(args.workdir)
     workdir.mkdir(parents=True, exist_ok=True)
-    run = open_run(pipeline, workdir=workdir, runs_dir=args.runs_dir)
+    run = open_run(pipeline, workdir=workdir, runs_dir=args.runs_dir, backend=args.backend)
     return drive(run, args)

@@ -18,7 +18,7 @@ was not validated), evidence_reason, evidence_problems, files (added/modified/de
 (id, message: the node's own and the engine's), commit (the engine's commit id or None),
 node_record (whether the node wrote its own record), node_timestamp (the timestamp the node
 wrote), invalid_node_record (the text of an invalid file the node wrote, which the engine's record
-replaces on disk), evidence_file, next_node.
+replaces on disk), evidence_file, next_node; for codergen nodes llm (backend, model, usage).
 """
 
 from __future__ import annotations
@@ -29,7 +29,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.handlers.codergen import PROMPT_SUFFIX_KEY
+from freshness_magic.engine.handlers.codergen import LLM_KEY, PROMPT_SUFFIX_KEY
 from freshness_magic.engine.model import NON_WORK_HANDLER_TYPES, Node, is_work_type
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.validation import LintRule
@@ -323,6 +323,9 @@ class EvidenceExtension:
         }
         if facts.invalid_record is not None:
             engine_facts["invalid_node_record"] = facts.invalid_record
+        llm = outcome.context_updates.get(LLM_KEY.format(node_id=node.id))
+        if llm:
+            engine_facts["llm"] = llm
         hub_seq = run.context.get_string(f"hub.{node.id}.seq")
         if hub_seq:
             engine_facts["hub_seq"] = int(hub_seq)

@@ -1,7 +1,8 @@
 """The freshness run extension: baselines, stale-input warn/block, accept, drift on resume.
 
 - Run start: a baseline for every node with ``source_files`` (REQ-IF-002), whatever its
-  ``freshness`` mode; nodes without ``source_files`` are not tracked (AC-001.2).
+  ``freshness`` mode; nodes without ``source_files`` are not tracked (AC-001.2). A codergen
+  prompt file (``prompt="@path"``) counts as one more input of its node.
 - Before each attempt (after the retry delay, before the handler) of a node whose ``freshness``
   is ``warn`` or ``block``: check it against its effective snapshot (the completion snapshot once
   its handler ran, else its baseline). Stale: ``freshness.<id>.stale_files`` is set in the
@@ -24,6 +25,7 @@ from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.extensions import BaseRunExtension
+from freshness_magic.engine.handlers.codergen import prompt_input_entry
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.validation import LintRule
@@ -46,9 +48,15 @@ def stale_key(node_id: str) -> str:
     return f"freshness.{node_id}.stale_files"
 
 
+def node_inputs(node: Node, graph: Graph) -> tuple[str, ...]:
+    """A node's input entries: its ``source_files`` plus its ``prompt="@file"``, if any."""
+    prompt_file = prompt_input_entry(node, graph)
+    return (*node.source_files, prompt_file) if prompt_file else node.source_files
+
+
 def tracked_nodes(graph: Graph) -> dict[str, tuple[str, ...]]:
-    """Node id -> ``source_files`` entries for every node that has any."""
-    return {n.id: n.source_files for n in graph.iter_nodes() if n.source_files}
+    """Node id -> input entries (:func:`node_inputs`) for every node that has any."""
+    return {n.id: entries for n in graph.iter_nodes() if (entries := node_inputs(n, graph))}
 
 
 def _details(report: NodeReport) -> list[dict[str, Any]]:
@@ -123,11 +131,12 @@ class FreshnessExtension(BaseRunExtension):
 
     def before_execute(self, run: Run, node: Node, attempt: int) -> Outcome | None:
         mode = node.freshness
-        if mode not in ("warn", "block") or not node.source_files:
+        entries = node_inputs(node, run.graph)
+        if mode not in ("warn", "block") or not entries:
             return None
         tracker = self._tracker(run)
         if node.id not in tracker.baselines:
-            tracker.capture({node.id: node.source_files})
+            tracker.capture({node.id: entries})
         report = tracker.check(node.id)
         stale = report.stale_files
         if not stale:

@@ -68,6 +68,7 @@ def test_simulated_backend_writes_prompt_response_and_status(tmp_path: Path) -> 
     assert outcome.context_updates == {
         "last_stage": "draft",
         "last_response": "[Simulated] Response for stage: draft",
+        "llm.draft": {"backend": "simulated", "note": "simulated: no model was called"},
     }
     assert "internal.stage_dir" not in ctx
 

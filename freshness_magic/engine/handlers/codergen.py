@@ -1,8 +1,15 @@
 """The ``codergen`` handler (spec §4.5): prompt -> backend -> response, with files on disk.
 
-The backend is any callable ``(node, prompt, context) -> str | Outcome``; the default is the
-simulated one, so no example or test needs a network (DESIGN §4 item 10). Each call leaves
-``prompt.md``, ``response.md`` and ``status.json`` in the node's folder of the run directory.
+The backend is a plain callable ``(node, prompt, context) -> str | Outcome`` or a
+:class:`~freshness_magic.engine.handlers.llm.StreamingBackend`; the default is the simulated one,
+so no example or test needs a network (DESIGN §4 item 10). Each call leaves ``prompt.md``,
+``response.md`` (streamed: appended as chunks arrive) and ``status.json`` in the node's folder of
+the run directory. The outcome's context updates carry ``llm.<node_id>``: the backend, the model
+and the token usage, which the node's status file and evidence record show.
+
+Prompt files: ``prompt="@prompts/plan.md"`` (one token starting with ``@``) reads the file
+relative to the pipeline file's folder (the working directory for a pipeline without a path);
+``$goal`` and ``{key}`` are expanded in its text as in an inline prompt.
 
 Status-file contract (Appendix C): a backend (or the agent it drives) may write ``status.json``
 in the node's folder itself; the folder is in the context as ``internal.stage_dir`` during the
@@ -14,29 +21,83 @@ from __future__ import annotations
 import json
 import os
 import re
-import threading
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from freshness_magic.atomicio import write_atomic, write_json_atomic
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import CodergenBackend, StepEnv
+from freshness_magic.engine.handlers.llm import (
+    STOP_GRACE_SECONDS,
+    BackendReply,
+    BackendRequest,
+    ResponseSink,
+    Stopped,
+    StreamingBackend,
+    invoke,
+)
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 
-RESPONSE_SNIPPET_CHARS = 200
 STAGE_DIR_KEY = "internal.stage_dir"
 PROMPT_SUFFIX_KEY = "internal.prompt_suffix.{node_id}"
 """Context key a run extension sets to append a section to a node's prompt (work evidence)."""
+LLM_KEY = "llm.{node_id}"
+"""Context key of the backend facts of a node's last call (backend, model, usage)."""
 
 _PLACEHOLDER = re.compile(r"\$goal\b|\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
+_PROMPT_FILE = re.compile(r"@(\S+)\Z")
+
+
+class PromptFileError(OSError):
+    """A node's ``prompt="@path"`` file cannot be read."""
 
 
 def simulated_backend(node: Node, prompt: str, context: Context) -> str:
     """The §4.5 simulation: a fixed response naming the stage."""
     return f"[Simulated] Response for stage: {node.id}"
+
+
+def describe_backend(backend: object) -> str:
+    """A short name for any backend: its ``describe()``, ``simulated`` or ``python:mod.fn``."""
+    describe = getattr(backend, "describe", None)
+    if callable(describe):
+        return str(describe())
+    if backend is None or backend is simulated_backend:
+        return "simulated"
+    name = getattr(backend, "__qualname__", type(backend).__qualname__)
+    return f"python:{getattr(backend, '__module__', '?')}.{name}"
+
+
+def prompt_file_name(node: Node) -> str | None:
+    """The file named by ``prompt="@path"``, as written; None for an inline prompt."""
+    match = _PROMPT_FILE.match(node.prompt.strip())
+    return match.group(1) if match else None
+
+
+def prompt_file_path(node: Node, graph: Graph, workdir: Path | None = None) -> Path | None:
+    """Where the node's prompt file is: relative to the pipeline file's folder, else to
+    ``workdir`` (None when neither is known, or the prompt is inline)."""
+    name = prompt_file_name(node)
+    if name is None:
+        return None
+    given = Path(name).expanduser()
+    if given.is_absolute():
+        return given
+    if graph.path:
+        return Path(graph.path).resolve().parent / given
+    return None if workdir is None else Path(workdir) / given
+
+
+def prompt_input_entry(node: Node, graph: Graph) -> str | None:
+    """The prompt file as a freshness input entry: absolute for a pipeline with a path, else
+    relative to the working directory (where a pipeline without a path resolves it)."""
+    name = prompt_file_name(node)
+    if name is None:
+        return None
+    path = prompt_file_path(node, graph)
+    return os.fspath(path) if path is not None else name
 
 
 def _as_text(value: Any) -> str:
@@ -69,10 +130,6 @@ def expand_prompt(text: str, graph: Graph, context: Context) -> str:
     return _PLACEHOLDER.sub(replace, text)
 
 
-def _truncate(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[:limit]
-
-
 def _file_signature(path: Path) -> tuple[int, int, int] | None:
     try:
         st = os.stat(path)
@@ -81,95 +138,171 @@ def _file_signature(path: Path) -> tuple[int, int, int] | None:
     return (st.st_ino, st.st_size, st.st_mtime_ns)
 
 
-class DeadlineExceeded(TimeoutError):
-    """A call did not finish by the node's deadline."""
-
-
-def call_with_deadline(call: Callable[[], Any], deadline: float | None) -> Any:
-    """Run ``call`` and return its result; raise :class:`DeadlineExceeded` past ``deadline``.
-
-    With a deadline the call runs on a daemon worker thread; a call that overruns is abandoned
-    (Python cannot stop a thread), its late result ignored.
-    """
-    if deadline is None:
-        return call()
-    box: dict[str, Any] = {}
-
-    def work() -> None:
-        try:
-            box["result"] = call()
-        except BaseException as exc:
-            box["error"] = exc
-
-    worker = threading.Thread(target=work, name="codergen-backend", daemon=True)
-    worker.start()
-    worker.join(max(deadline - time.monotonic(), 0.0))
-    if worker.is_alive():
-        raise DeadlineExceeded
-    if "error" in box:
-        raise box["error"]
-    return box.get("result")
-
-
 def _exception_text(exc: BaseException) -> str:
-    text = str(exc)
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+    """One line: the message (type name when empty), whitespace folded."""
+    text = " ".join(str(exc).split())
+    return text if text else type(exc).__name__
+
+
+class CallableBackend:
+    """Adapts a plain ``(node, prompt, context) -> str | Outcome`` callable (not streamed)."""
+
+    name = "python"
+
+    def __init__(self, fn: CodergenBackend, node: Node | None = None, label: str = "") -> None:
+        self.fn = fn
+        self.node = node
+        self.label = label
+
+    def describe(self) -> str:
+        return self.label or describe_backend(self.fn)
+
+    def __call__(self, node: Node, prompt: str, context: Context) -> str | Outcome:
+        return self.fn(node, prompt, context)
+
+    def settings(self) -> dict[str, Any]:
+        simulated = self.fn is simulated_backend
+        facts: dict[str, Any] = {"backend": self.describe()}
+        if self.node is not None and self.node.llm_model:
+            facts["model"] = self.node.llm_model
+        if simulated:
+            facts["note"] = "simulated: no model was called"
+        return facts
+
+    def for_node(self, node: Node) -> CallableBackend:
+        return CallableBackend(self.fn, node, self.label)
+
+    def generate(self, request: BackendRequest) -> BackendReply:
+        result = self.fn(request.node, request.prompt, request.context)
+        if isinstance(result, Outcome):
+            return BackendReply(outcome=result)
+        return BackendReply(text="" if result is None else str(result))
 
 
 class CodergenHandler:
     """Builds the prompt, calls the backend, records prompt, response and status."""
 
-    def __init__(self, backend: CodergenBackend | None = None) -> None:
-        self.backend: CodergenBackend = backend or simulated_backend
+    def __init__(self, backend: CodergenBackend | StreamingBackend | None = None) -> None:
+        self.backend: CodergenBackend | StreamingBackend = backend or simulated_backend
+
+    def _streaming(self) -> StreamingBackend:
+        if isinstance(self.backend, StreamingBackend):
+            return self.backend
+        return CallableBackend(self.backend)
+
+    def _prompt(self, node: Node, context: Context, env: StepEnv) -> str:
+        """The expanded prompt (from the prompt file when ``prompt="@path"``) plus the suffix."""
+        text = node.prompt or node.label
+        if prompt_file_name(node) is not None:
+            path = prompt_file_path(node, env.graph, env.workdir)
+            try:
+                text = path.read_text(encoding="utf-8") if path is not None else ""
+            except (OSError, UnicodeDecodeError) as exc:
+                raise PromptFileError(
+                    f"cannot read the prompt file {node.prompt!r} of node '{node.id}' "
+                    f"({path}): {_exception_text(exc)}"
+                ) from exc
+        prompt = expand_prompt(text, env.graph, context)
+        suffix = context.get_string(PROMPT_SUFFIX_KEY.format(node_id=node.id))
+        return f"{prompt}\n\n{suffix}" if suffix else prompt
 
     def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
         stage_dir = env.node_dir(node.id)
-        prompt = expand_prompt(node.prompt or node.label, env.graph, context)
-        suffix = context.get_string(PROMPT_SUFFIX_KEY.format(node_id=node.id))
-        if suffix:
-            prompt = f"{prompt}\n\n{suffix}"
-        write_atomic(stage_dir / "prompt.md", prompt)
         status_path = stage_dir / "status.json"
+        try:
+            prompt = self._prompt(node, context, env)
+            backend = self._streaming().for_node(node)
+        except Exception as exc:
+            return self._finish(
+                status_path, Outcome(status=StageStatus.FAIL, failure_reason=_exception_text(exc))
+            )
+        facts = backend.settings()
+        llm_key = LLM_KEY.format(node_id=node.id)
+        write_atomic(stage_dir / "prompt.md", prompt)
         before = _file_signature(status_path)
+        sink = ResponseSink(stage_dir / "response.md", env.emit)
+        request = BackendRequest(
+            node=node,
+            prompt=prompt,
+            context=context,
+            workdir=env.workdir,
+            stage_dir=stage_dir,
+            prompt_file=stage_dir / "prompt.md",
+            on_text=sink,
+            deadline=self._stop_at(env),
+        )
         started = time.monotonic()
         context.set(STAGE_DIR_KEY, str(stage_dir))
         try:
-            result = call_with_deadline(lambda: self.backend(node, prompt, context), env.deadline)
-        except DeadlineExceeded:
-            waited = (env.deadline or started) - started
+            grace = STOP_GRACE_SECONDS
+            if env.deadline is not None and request.deadline is not None:
+                grace = min(grace, (env.deadline - request.deadline) / 2)
+            reply = invoke(backend, request, env.cancel, request.deadline, grace)
+        except Stopped as stop:
+            sink.close()
+            if stop.reason == "interrupted":
+                reason = "interrupted"
+            else:
+                reason = (
+                    f"timed out after {time.monotonic() - started:.3g}s waiting for "
+                    f"{backend.describe()}"
+                )
+                if request.last_error:
+                    reason += f" (last error: {request.last_error})"
             return self._finish(
                 status_path,
                 Outcome(
                     status=StageStatus.FAIL,
-                    failure_reason=f"timed out after {waited:g}s waiting for the backend",
+                    failure_reason=reason,
+                    context_updates={llm_key: facts},
                 ),
             )
         except Exception as exc:
+            sink.close()
             return self._finish(
                 status_path,
-                Outcome(status=StageStatus.FAIL, failure_reason=_exception_text(exc)),
+                Outcome(
+                    status=StageStatus.FAIL,
+                    failure_reason=f"{backend.describe()}: {_exception_text(exc)}",
+                    context_updates={llm_key: facts},
+                ),
             )
         finally:
             context.delete(STAGE_DIR_KEY)
-        if isinstance(result, Outcome):
-            return self._finish(status_path, result)
-        response = "" if result is None else str(result)
-        write_atomic(stage_dir / "response.md", response)
-        snippet = {
+        sink(reply.text)
+        sink.close(create=True)
+        if reply.model:
+            facts["model"] = reply.model
+        if reply.usage:
+            facts["usage"] = dict(reply.usage)
+        if reply.outcome is not None:
+            reply.outcome.context_updates.setdefault(llm_key, facts)
+            return self._finish(status_path, reply.outcome)
+        updates: dict[str, Any] = {
             "last_stage": node.id,
-            "last_response": _truncate(response, RESPONSE_SNIPPET_CHARS),
+            "last_response": sink.head,
+            llm_key: facts,
         }
         if _file_signature(status_path) != before:
             outcome = self._read_status_file(status_path)
-            for key, value in snippet.items():
+            for key, value in updates.items():
                 outcome.context_updates.setdefault(key, value)
             return outcome
         outcome = Outcome(
             status=StageStatus.SUCCESS,
             notes=f"Stage completed: {node.id}",
-            context_updates=snippet,
+            context_updates=updates,
         )
         return self._finish(status_path, outcome)
+
+    @staticmethod
+    def _stop_at(env: StepEnv) -> float | None:
+        """When the call must stop: a little before the node's deadline (10 %, at most 1 s),
+        so the handler reports the timeout itself, with what it knows."""
+        if env.deadline is None:
+            return None
+        remaining = max(env.deadline - time.monotonic(), 0.0)
+        return env.deadline - min(1.0, remaining * 0.1)
 
     @staticmethod
     def _finish(status_path: Path, outcome: Outcome) -> Outcome:

@@ -7,6 +7,7 @@ from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 from freshness_magic.engine.gates import gate_question, match_choice, parse_accelerator
+from freshness_magic.engine.handlers.codergen import prompt_file_name, prompt_file_path
 from freshness_magic.engine.model import (
     SHAPE_TO_TYPE,
     Edge,
@@ -303,4 +304,27 @@ def stylesheet_property(graph: Graph) -> list[Diagnostic]:
                     "model_stylesheet",
                 )
             )
+    return out
+
+
+def prompt_file_exists(graph: Graph) -> list[Diagnostic]:
+    """A ``prompt="@path"`` file must exist (checked for pipelines loaded from a file: one
+    without a path reads its prompt files from the work directory at run time)."""
+    out: list[Diagnostic] = []
+    for node in graph.iter_nodes():
+        name = prompt_file_name(node)
+        path = prompt_file_path(node, graph)
+        if name is None or path is None or path.is_file():
+            continue
+        problem = "is a folder" if path.is_dir() else "does not exist"
+        out.append(
+            node_diag(
+                "prompt_file_exists",
+                ERROR,
+                node,
+                f"node `{node.id}`: prompt file {name!r} {problem} ({path})",
+                "create the file, or give its path relative to the pipeline file's folder",
+                "prompt",
+            )
+        )
     return out

@@ -379,6 +379,7 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         ScanRule("retry_target_exists", _retry_target_graph, _retry_target_node),
         ScanRule("goal_gate_has_retry", node_check=_goal_gate_has_retry),
         ScanRule("prompt_on_llm_nodes", node_check=_prompt_on_llm_nodes),
+        FunctionRule("prompt_file_exists", attrs.prompt_file_exists),
         ScanRule("default_choice_matches", node_check=attrs.default_choice_matches),
         ScanRule("shape_known", node_check=attrs.shape_known),
         FunctionRule("stylesheet_property", attrs.stylesheet_property),

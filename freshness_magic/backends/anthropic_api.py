@@ -1,0 +1,112 @@
+"""The Anthropic messages API through the official ``anthropic`` client (extra ``anthropic``).
+
+The key comes from ``ANTHROPIC_API_KEY`` (or the client's own configuration); ``@BASE_URL`` or
+``ANTHROPIC_BASE_URL`` points it elsewhere. ``reasoning_effort`` (only when set) turns on
+extended thinking with a budget of 1k/4k/16k tokens for low/medium/high; the thinking itself is
+not part of the response.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from freshness_magic.backends.base import (
+    ModelBackend,
+    RetryableCallError,
+    http_error_text,
+    missing_extra,
+    reply_from_text,
+    retry_after_seconds,
+)
+from freshness_magic.engine.handlers.llm import BackendReply, BackendRequest
+from freshness_magic.engine.model import Node
+from freshness_magic.errors import BackendError
+
+MAX_TOKENS = 4096
+THINKING_BUDGET = {"low": 1024, "medium": 4096, "high": 16384}
+
+
+def require_client() -> Any:
+    """The ``anthropic`` module, or the one-line error naming the extra."""
+    try:
+        import anthropic
+    except ImportError:
+        raise missing_extra("anthropic") from None
+    return anthropic
+
+
+class AnthropicBackend(ModelBackend):
+    """``anthropic:MODEL[@BASE_URL]``."""
+
+    name = "anthropic"
+
+    def _client_for(self, base_url: str | None) -> Any:
+        anthropic = require_client()
+        try:
+            return anthropic.Anthropic(base_url=base_url, max_retries=0)
+        except anthropic.AnthropicError as exc:
+            raise BackendError(
+                f"anthropic: {' '.join(str(exc).split())} (set ANTHROPIC_API_KEY)"
+            ) from None
+
+    def _classify(self, exc: Exception) -> Exception:
+        anthropic = require_client()
+        if isinstance(exc, anthropic.APIStatusError):
+            text = http_error_text(exc.status_code, exc.body, exc.message)
+            if exc.status_code == 429 or exc.status_code >= 500:
+                return RetryableCallError(text, retry_after_seconds(exc.response.headers))
+            return BackendError(text)
+        if isinstance(exc, anthropic.APITimeoutError):
+            return RetryableCallError("the request timed out")
+        if isinstance(exc, anthropic.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return RetryableCallError(f"cannot connect to {self.describe()}: {cause}")
+        return exc
+
+    def _options(self, model: str, prompt: str) -> dict[str, Any]:
+        options: dict[str, Any] = {
+            "model": model,
+            "max_tokens": MAX_TOKENS,
+            "messages": [{"role": "user", "content": prompt}],
+        }
+        budget = THINKING_BUDGET.get(self.config.reasoning_effort)
+        if budget:
+            options["thinking"] = {"type": "enabled", "budget_tokens": budget}
+            options["max_tokens"] = MAX_TOKENS + budget
+        return options
+
+    def _stream(
+        self, request: BackendRequest, model: str, sink: Callable[[str], None]
+    ) -> tuple[str, dict[str, int]]:
+        remaining = request.remaining()
+        stream = self.client().messages.create(
+            **self._options(model, request.prompt),
+            stream=True,
+            **({"timeout": remaining} if remaining is not None else {}),
+        )
+        request.add_closer(stream.close)
+        answered, usage = "", {"input_tokens": 0, "output_tokens": 0}
+        try:
+            for event in stream:
+                if request.cancel.is_set():
+                    break
+                if event.type == "message_start":
+                    answered = event.message.model or answered
+                    usage["input_tokens"] = int(event.message.usage.input_tokens or 0)
+                elif event.type == "content_block_delta" and event.delta.type == "text_delta":
+                    sink(event.delta.text)
+                elif event.type == "message_delta" and event.usage is not None:
+                    usage["output_tokens"] = int(event.usage.output_tokens or 0)
+        finally:
+            stream.close()
+        return answered, usage
+
+    def _complete(self, node: Node, prompt: str, model: str) -> BackendReply:
+        message = self.client().messages.create(**self._options(model, prompt))
+        text = "".join(getattr(block, "text", "") for block in message.content)
+        usage = {
+            "input_tokens": int(message.usage.input_tokens or 0),
+            "output_tokens": int(message.usage.output_tokens or 0),
+        }
+        return reply_from_text(text, message.model or model, usage)

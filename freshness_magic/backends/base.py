@@ -1,0 +1,249 @@
+"""What the model-API backends share: per-node settings, retries with the §3.6 backoff, and
+one-line error messages without credentials.
+
+Retries are ours, not the client's (clients are built with ``max_retries=0``): rate limits (429),
+server errors (5xx), timeouts and connection errors are retried up to :data:`MAX_RETRIES` times
+with :class:`~freshness_magic.engine.retry.BackoffConfig` delays (a ``Retry-After`` header, when
+longer, wins), but never past the node's deadline, never after the stop, and never once response
+text has been streamed (a retry would repeat it).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from typing import Any, TypeVar
+
+from freshness_magic.engine.handlers.llm import BackendReply, BackendRequest
+from freshness_magic.engine.model import Node
+from freshness_magic.engine.retry import BackoffConfig
+from freshness_magic.errors import BackendError
+
+MAX_RETRIES = 4
+"""Retries of one call on a retryable error (the spec's ``standard`` preset: 5 attempts)."""
+CREDENTIAL_ENV_VARS: tuple[str, ...] = (
+    "OPENAI_API_KEY",
+    "ANTHROPIC_API_KEY",
+    "ANTHROPIC_AUTH_TOKEN",
+)
+"""Environment variables whose values must never appear in anything we write."""
+
+T = TypeVar("T")
+
+
+def redact(text: str) -> str:
+    """``text`` with the value of every credential variable replaced by ``***``."""
+    for name in CREDENTIAL_ENV_VARS:
+        secret = os.environ.get(name, "")
+        if len(secret) >= 6:
+            text = text.replace(secret, "***")
+    return text
+
+
+def one_line(text: str, limit: int = 500) -> str:
+    """Whitespace folded, credentials redacted, cut at ``limit`` characters."""
+    text = redact(" ".join(str(text).split()))
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def missing_extra(package: str) -> BackendError:
+    """The one-line error for an optional client library that is not installed."""
+    return BackendError(
+        f"the {package} backend needs the {package!r} package: "
+        f"pip install 'freshness_magic[{package}]'"
+    )
+
+
+@dataclass(frozen=True)
+class ModelSettings:
+    """Which model a model-API backend calls, and how."""
+
+    provider: str
+    model: str = ""
+    base_url: str | None = None
+    reasoning_effort: str = ""
+    """Sent only when set on the node, its stylesheet or the backend (many models reject it)."""
+
+    def for_node(self, node: Node) -> ModelSettings:
+        """The node's ``llm_model`` and ``reasoning_effort`` over these (provider: see caller)."""
+        return replace(
+            self,
+            model=node.llm_model or self.model,
+            reasoning_effort=node.attrs.get("reasoning_effort", "") or self.reasoning_effort,
+        )
+
+    def facts(self, kind: str) -> dict[str, Any]:
+        from freshness_magic.backends.spec import redact_url
+
+        facts: dict[str, Any] = {"backend": kind, "provider": self.provider, "model": self.model}
+        if self.base_url:
+            facts["base_url"] = redact_url(self.base_url)
+        if self.reasoning_effort:
+            facts["reasoning_effort"] = self.reasoning_effort
+        return facts
+
+
+class RetryableCallError(Exception):
+    """A provider error worth retrying; ``retry_after`` in seconds when the server said."""
+
+    def __init__(self, message: str, retry_after: float | None = None) -> None:
+        super().__init__(message)
+        self.retry_after = retry_after
+
+
+def with_retries(
+    call: Callable[[], T],
+    request: BackendRequest | None,
+    classify: Callable[[Exception], Exception],
+    *,
+    streamed: Callable[[], bool] = lambda: False,
+    backoff: BackoffConfig | None = None,
+    rng: random.Random | None = None,
+) -> T:
+    """``call()`` with retries; ``classify`` maps a client error to a
+    :class:`RetryableCallError` or the final exception (a :class:`BackendError`)."""
+    config = backoff or BackoffConfig()
+    attempt = 1
+    while True:
+        try:
+            return call()
+        except Exception as exc:
+            mapped = classify(exc)
+            if not isinstance(mapped, RetryableCallError) or attempt > MAX_RETRIES:
+                raise BackendError(one_line(str(mapped))) from None
+            delay = max(config.delay_for_attempt(attempt, rng), mapped.retry_after or 0.0)
+            delay = min(delay, config.max_delay)
+            if request is not None:
+                request.last_error = one_line(str(mapped))
+            remaining = request.remaining() if request is not None else None
+            if streamed() or (remaining is not None and delay >= remaining):
+                raise BackendError(one_line(str(mapped))) from None
+            if request is None:
+                time.sleep(delay)
+            elif request.cancel.wait(delay):
+                raise BackendError("interrupted") from None
+            attempt += 1
+
+
+def http_error_text(status: int | None, body: object, fallback: str) -> str:
+    """``HTTP 500: <the provider's message>`` from an error body, else ``fallback``."""
+    message = ""
+    if isinstance(body, dict):
+        error = body.get("error", body)
+        if isinstance(error, dict):
+            message = str(error.get("message") or "")
+        elif isinstance(error, str):
+            message = error
+    text = message or fallback
+    return f"HTTP {status}: {text}" if status else text
+
+
+def retry_after_seconds(headers: Any) -> float | None:
+    """The ``Retry-After`` header in seconds (numeric form only), if any."""
+    try:
+        value = headers.get("retry-after") if headers is not None else None
+        return float(value) if value is not None else None
+    except (TypeError, ValueError):
+        return None
+
+
+def reply_from_text(text: str, model: str, usage: dict[str, int]) -> BackendReply:
+    return BackendReply(text=text, model=model, usage={k: v for k, v in usage.items() if v})
+
+
+class ModelBackend:
+    """Common part of the model-API backends; subclasses set ``name`` and implement
+    ``_client_for`` (build the client), ``_stream`` and ``_complete``."""
+
+    name = "model"
+
+    def __init__(self, config: ModelSettings, clients: dict[str, Any] | None = None) -> None:
+        self.config = config
+        self._clients: dict[str, Any] = clients if clients is not None else {}
+        """Clients by base URL, shared with the per-node copies of this backend."""
+
+    def describe(self) -> str:
+        from freshness_magic.backends.spec import BackendSpec
+
+        spec = BackendSpec(self.name, model=self.config.model, base_url=self.config.base_url)
+        return spec.text()
+
+    def settings(self) -> dict[str, Any]:
+        return self.config.facts(self.name)
+
+    def for_node(self, node: Node) -> ModelBackend:
+        """This backend with the node's model settings; another provider's backend when the
+        node's ``llm_provider`` names one."""
+        provider = node.llm_provider.strip().lower()
+        if provider and provider != self.name:
+            from freshness_magic.backends.registry import resolve_backend
+
+            other = resolve_backend(f"{provider}:{node.llm_model}" if node.llm_model else provider)
+            if not isinstance(other, ModelBackend):
+                raise BackendError(
+                    f"node '{node.id}': llm_provider={provider!r} is not a model API backend; "
+                    "use openai or anthropic"
+                )
+            return other.for_node(_without_provider(node))
+        return type(self)(self.config.for_node(node), self._clients)
+
+    def _model(self, node: Node) -> str:
+        if not self.config.model:
+            raise BackendError(
+                f"node '{node.id}': no model for the {self.name} backend; write "
+                f"{self.name}:MODEL or set llm_model on the node or in the stylesheet"
+            )
+        return self.config.model
+
+    def client(self) -> Any:
+        key = self.config.base_url or ""
+        client = self._clients.get(key)
+        if client is None:
+            client = self._clients[key] = self._client_for(self.config.base_url)
+        return client
+
+    def _client_for(self, base_url: str | None) -> Any:
+        raise NotImplementedError
+
+    def _classify(self, exc: Exception) -> Exception:
+        raise NotImplementedError
+
+    def _stream(self, request: BackendRequest, model: str, sink: Callable[[str], None]) -> Any:
+        """Stream one answer into ``sink``; return (model, usage)."""
+        raise NotImplementedError
+
+    def _complete(self, node: Node, prompt: str, model: str) -> BackendReply:
+        raise NotImplementedError
+
+    def generate(self, request: BackendRequest) -> BackendReply:
+        model = self._model(request.node)
+        streamed = [False]
+
+        def sink(text: str) -> None:
+            if text:
+                streamed[0] = True
+                request.on_text(text)
+
+        answered, usage = with_retries(
+            lambda: self._stream(request, model, sink),
+            request,
+            self._classify,
+            streamed=lambda: streamed[0],
+        )
+        return reply_from_text("", answered or model, usage)
+
+    def __call__(self, node: Node, prompt: str, context: Any) -> str:
+        """The plain §4.5 interface (one JSON response, no streaming), e.g. for fan-in."""
+        backend = self.for_node(node)
+        model = backend._model(node)
+        reply = with_retries(
+            lambda: backend._complete(node, prompt, model), None, backend._classify
+        )
+        return reply.text
+
+
+def _without_provider(node: Node) -> Node:
+    return Node(node.id, {k: v for k, v in node.attrs.items() if k != "llm_provider"})

@@ -1,0 +1,241 @@
+"""What a streaming codergen backend gets and returns, and how the handler drives one.
+
+A plain :class:`~freshness_magic.engine.handlers.base.CodergenBackend` is a callable
+``(node, prompt, context) -> str | Outcome`` (spec §4.5). A :class:`StreamingBackend` is richer:
+it gets a :class:`BackendRequest` (deadline, a cancel event, a sink for response chunks, the
+node's model settings) and returns a :class:`BackendReply` (model name, token usage). The codergen
+handler adapts plain callables, so every backend goes down one path: :func:`invoke` runs the
+call on a worker thread and stops it (``request.stop()``: cancel event plus closers such as
+"close the HTTP stream" or "kill the process group") when the run is cancelled or the node's
+deadline is near. The engine knows only these types; the backends live in
+``freshness_magic.backends``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any, Protocol, runtime_checkable
+
+from freshness_magic.engine.context import Context
+from freshness_magic.engine.model import Node
+from freshness_magic.engine.outcome import Outcome
+
+EMIT_INTERVAL = 0.1
+"""Seconds between STAGE_OUTPUT events of one streamed response (chunks are merged between)."""
+EMIT_MAX_CHARS = 4096
+"""A merged chunk this long is emitted at once."""
+HEAD_CHARS = 200
+"""How much of the response the handler keeps in memory (``last_response``, spec §4.5)."""
+POLL_SECONDS = 0.05
+STOP_GRACE_SECONDS = 1.0
+
+
+@dataclass
+class BackendRequest:
+    """One call of a streaming backend for one attempt of a codergen node."""
+
+    node: Node
+    prompt: str
+    context: Context
+    workdir: Path
+    stage_dir: Path
+    prompt_file: Path
+    """``prompt.md`` in the node's folder: the full prompt, for agents that read a file."""
+    on_text: Callable[[str], None]
+    """Give each response chunk here as it arrives; it reaches ``response.md`` and the UI."""
+    deadline: float | None = None
+    """``time.monotonic()`` value by which the call must have returned."""
+    cancel: threading.Event = field(default_factory=threading.Event)
+    last_error: str = ""
+    """The latest retryable problem (kept for the message when the deadline ends the retries)."""
+    _closers: list[Callable[[], None]] = field(default_factory=list)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (None: no deadline; never negative)."""
+        if self.deadline is None:
+            return None
+        return max(self.deadline - time.monotonic(), 0.0)
+
+    def add_closer(self, closer: Callable[[], None]) -> None:
+        """Register what stops the call from outside (close a stream, kill a process)."""
+        with self._lock:
+            stopped = self.cancel.is_set()
+            if not stopped:
+                self._closers.append(closer)
+        if stopped:
+            with contextlib.suppress(Exception):
+                closer()
+
+    def stop(self) -> None:
+        """Set the cancel event and run every closer on a helper thread (a closer may wait,
+        e.g. for a process to end after SIGTERM; the handler does not)."""
+        with self._lock:
+            self.cancel.set()
+            closers, self._closers = self._closers, []
+
+        def close_all() -> None:
+            for closer in closers:
+                with contextlib.suppress(Exception):
+                    closer()
+
+        if closers:
+            threading.Thread(target=close_all, name="codergen-stop", daemon=True).start()
+
+
+@dataclass
+class BackendReply:
+    """What a streaming backend returns. Text given to ``on_text`` is not repeated here."""
+
+    text: str = ""
+    """Response text not already streamed through ``on_text`` (appended after it)."""
+    outcome: Outcome | None = None
+    """A full outcome instead of the default SUCCESS (spec §4.5: a backend may return one)."""
+    model: str = ""
+    """The model that answered, as the provider named it."""
+    usage: dict[str, int] = field(default_factory=dict)
+    """Token counts (``input_tokens``, ``output_tokens``) when the provider reported them."""
+
+
+@runtime_checkable
+class StreamingBackend(Protocol):
+    """A backend that streams, honours cancel and deadline, and reports model and usage."""
+
+    name: str
+    """Short kind: ``simulated``, ``openai``, ``anthropic``, ``command``, ``python``."""
+
+    def describe(self) -> str:
+        """What is called, for views and records (``openai:gpt-4o-mini``); no credentials."""
+        ...
+
+    def settings(self) -> dict[str, Any]:
+        """Facts for the node's status and evidence (backend, model, provider, ...)."""
+        ...
+
+    def for_node(self, node: Node) -> StreamingBackend:
+        """This backend with the node's ``llm_provider``/``llm_model``/``reasoning_effort``."""
+        ...
+
+    def generate(self, request: BackendRequest) -> BackendReply:
+        """Answer ``request.prompt``; raise an exception with a one-line message on failure."""
+        ...
+
+
+class Stopped(Exception):
+    """The call was stopped: ``reason`` is ``"interrupted"`` or ``"timeout"``."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def invoke(
+    backend: StreamingBackend,
+    request: BackendRequest,
+    cancel: threading.Event,
+    stop_at: float | None,
+    grace: float = STOP_GRACE_SECONDS,
+) -> BackendReply:
+    """Run ``backend.generate(request)`` on a worker thread; raise :class:`Stopped` when
+    ``cancel`` is set or ``stop_at`` (monotonic) passes, after stopping the call.
+
+    A backend that has not returned ``grace`` seconds after the stop is abandoned (its thread is
+    a daemon and its late result is dropped).
+    """
+    box: dict[str, Any] = {}
+    done = threading.Event()
+
+    def work() -> None:
+        try:
+            box["reply"] = backend.generate(request)
+        except BaseException as exc:
+            box["error"] = exc
+        finally:
+            done.set()
+
+    threading.Thread(target=work, name=f"codergen-{request.node.id}", daemon=True).start()
+    reason = ""
+    while not done.wait(POLL_SECONDS):
+        if cancel.is_set():
+            reason = "interrupted"
+        elif stop_at is not None and time.monotonic() >= stop_at:
+            reason = "timeout"
+        if reason:
+            request.stop()
+            done.wait(grace)
+            raise Stopped(reason)
+    if cancel.is_set():
+        raise Stopped("interrupted")
+    error = box.get("error")
+    if isinstance(error, BaseException):
+        raise error
+    reply = box.get("reply")
+    if isinstance(reply, BackendReply):
+        return reply
+    raise TypeError(f"backend {backend.describe()} returned {type(reply).__name__}")
+
+
+class ResponseSink:
+    """Appends response chunks to ``response.md`` and emits them as rate-limited events.
+
+    The file is created with the first chunk (or by ``close(create=True)``), so a call that
+    failed before answering leaves none. Memory stays bounded: only the first
+    :data:`HEAD_CHARS` characters and the pending (not yet emitted) text are kept.
+    """
+
+    def __init__(self, path: Path, emit: Callable[[str, dict[str, Any]], None]) -> None:
+        self.path = path
+        self._emit = emit
+        self._file: IO[str] | None = None
+        self._pending: list[str] = []
+        self._pending_chars = 0
+        self._last_emit = 0.0
+        self._lock = threading.Lock()
+        self.head = ""
+        self.chars = 0
+        self.closed = False
+
+    def __call__(self, text: str) -> None:
+        if not text:
+            return
+        with self._lock:
+            if self.closed:
+                return
+            if self._file is None:
+                self._file = self.path.open("w", encoding="utf-8")
+            self._file.write(text)
+            self._file.flush()
+            if len(self.head) < HEAD_CHARS:
+                self.head += text[: HEAD_CHARS - len(self.head)]
+            self.chars += len(text)
+            self._pending.append(text)
+            self._pending_chars += len(text)
+            now = time.monotonic()
+            if self._pending_chars >= EMIT_MAX_CHARS or now - self._last_emit >= EMIT_INTERVAL:
+                self._flush(now)
+
+    def _flush(self, now: float) -> None:
+        if not self._pending:
+            return
+        text = "".join(self._pending)
+        self._pending, self._pending_chars, self._last_emit = [], 0, now
+        with contextlib.suppress(Exception):
+            self._emit("stage_output", {"stream": "response", "text": text})
+
+    def close(self, create: bool = False) -> None:
+        """Emit what is pending and close the file (``create``: even an empty one); later
+        chunks are dropped."""
+        with self._lock:
+            if self.closed:
+                return
+            self.closed = True
+            self._flush(time.monotonic())
+            if self._file is None and create:
+                self._file = self.path.open("w", encoding="utf-8")
+            if self._file is not None:
+                self._file.close()

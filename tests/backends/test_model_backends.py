@@ -1,0 +1,211 @@
+"""OpenAI-compatible and Anthropic backends through the real client libraries, against local
+servers on 127.0.0.1 (tests/backends/fakeservers.py)."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.backends import BackendError, describe_backend, resolve_backend
+from freshness_magic.engine.context import Context
+from freshness_magic.engine.events import Event, EventType
+from freshness_magic.engine.handlers.base import StepEnv
+from freshness_magic.engine.handlers.codergen import CodergenHandler
+from freshness_magic.engine.handlers.llm import BackendReply, BackendRequest
+from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.outcome import StageStatus
+from freshness_magic.session import open_run
+from tests.backends.fakeservers import ANSWER, serve
+
+ONE_NODE = """digraph p {
+  graph [goal="Ship the fix"]
+  start [shape=Mdiamond]
+  draft [prompt="Plan for $goal"%s]
+  done [shape=Msquare]
+  start -> draft -> done
+}"""
+
+
+def run_one(tmp_path: Path, backend: str, extra: str = "") -> tuple[object, list[Event]]:
+    run = open_run(ONE_NODE % extra, workdir=tmp_path, backend=backend)
+    events: list[Event] = []
+    run.events.subscribe(events.append)
+    run.run()
+    return run, events
+
+
+@pytest.fixture(autouse=True)
+def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai-0000")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000")
+    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
+    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_streamed_answer_reaches_response_events_status_and_evidence(
+    tmp_path: Path, kind: str
+) -> None:
+    with serve(kind) as server:
+        run, events = run_one(tmp_path, f"{kind}:test-model@{server.url}")
+    assert run.result().status == "completed"
+    folder = run.run_dir / "nodes" / "draft"
+    assert (folder / "response.md").read_text() == ANSWER
+    streamed = [e.data for e in events if e.type is EventType.STAGE_OUTPUT]
+    assert streamed and all(d["stream"] == "response" for d in streamed)
+    assert "".join(d["text"] for d in streamed) == ANSWER
+    request = server.requests[0]
+    assert request.body["stream"] is True
+    assert request.body["messages"] == [{"role": "user", "content": "Plan for Ship the fix"}]
+    assert "reasoning_effort" not in request.body and "thinking" not in request.body
+    facts = json.loads((folder / "status.json").read_text())["context_updates"]["llm.draft"]
+    expected_in = 11 if kind == "openai" else 13
+    assert facts["model"] == "test-model"
+    assert facts["backend"] == kind
+    assert facts["usage"] == {"input_tokens": expected_in, "output_tokens": 6}
+    record = json.loads((tmp_path / ".orchestrator/evidence/draft.json").read_text())
+    assert record["outcome"]["engine"]["llm"] == facts
+
+
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_plain_call_uses_one_json_response(tmp_path: Path, kind: str) -> None:
+    with serve(kind) as server:
+        backend = resolve_backend(f"{kind}:json-model@{server.url}")
+        text = backend(Node("n", {}), "Say it", Context())
+    assert text == ANSWER
+    assert "stream" not in server.requests[0].body
+
+
+def test_rate_limit_is_retried_then_succeeds(tmp_path: Path) -> None:
+    with serve("openai") as server:
+        run, _ = run_one(tmp_path, f"openai:flaky-model@{server.url}")
+    assert run.result().status == "completed"
+    assert server.models() == ["flaky-model", "flaky-model"]
+    assert (run.run_dir / "nodes/draft/response.md").read_text() == ANSWER
+
+
+def test_server_error_fails_with_the_providers_message_in_one_line(tmp_path: Path) -> None:
+    with serve("openai") as server:
+        run, _ = run_one(tmp_path, f"openai:broken-model@{server.url}", ', timeout="2s"')
+    result = run.result()
+    assert result.status == "failed"
+    assert "HTTP 500: the model is on fire" in result.failure_reason
+    assert "\n" not in result.failure_reason
+    assert len(server.requests) >= 2
+
+
+def test_slow_response_past_the_timeout_fails(tmp_path: Path) -> None:
+    with serve("openai") as server:
+        run, _ = run_one(tmp_path, f"openai:slow-model@{server.url}", ', timeout="1s"')
+    result = run.result()
+    assert result.status == "failed"
+    assert "timed out" in result.failure_reason
+
+
+def test_cancel_closes_the_stream_and_fails_interrupted(tmp_path: Path) -> None:
+    graph = Graph(name="g")
+    graph.nodes["n"] = Node("n", {"prompt": "go"})
+    env = StepEnv(graph=graph, run_dir=tmp_path / "run", workdir=tmp_path)
+    response = tmp_path / "run/nodes/n/response.md"
+
+    def stop_after_first_chunk() -> None:
+        while not (response.exists() and response.read_text()):
+            time.sleep(0.02)
+        env.cancel.set()
+
+    with serve("openai") as server:
+        handler = CodergenHandler(resolve_backend(f"openai:trickle-model@{server.url}"))
+        threading.Thread(target=stop_after_first_chunk, daemon=True).start()
+        outcome = handler.execute(graph.nodes["n"], Context(), env)
+    assert outcome.status is StageStatus.FAIL
+    assert outcome.failure_reason == "interrupted"
+    assert response.read_text() == ANSWER.split(" ")[0]
+
+
+def test_stylesheet_model_and_provider_override_the_default_backend(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    dot = """digraph p {
+      graph [model_stylesheet="* { llm_model: base-model; }
+                               #special { llm_model: special-model; reasoning_effort: low; }
+                               .claude { llm_provider: anthropic; llm_model: claude-test;
+                                         reasoning_effort: medium; }"]
+      start [shape=Mdiamond]
+      a [prompt="A"]
+      special [prompt="S"]
+      c [prompt="C", class="claude"]
+      done [shape=Msquare]
+      start -> a -> special -> c -> done
+    }"""
+    with serve("openai") as oai, serve("anthropic") as ant:
+        monkeypatch.setenv("OPENAI_BASE_URL", oai.url)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", ant.url)
+        run = open_run(dot, workdir=tmp_path, backend="openai:default-model")
+        run.run()
+    assert run.result().status == "completed"
+    assert oai.models() == ["base-model", "special-model"]
+    assert oai.requests[1].body["reasoning_effort"] == "low"
+    assert ant.models() == ["claude-test"]
+    assert ant.requests[0].body["thinking"] == {"type": "enabled", "budget_tokens": 4096}
+    assert run.context["llm.c"]["backend"] == "anthropic"
+
+
+def test_a_model_backend_without_a_model_fails_the_node_with_advice(tmp_path: Path) -> None:
+    with serve("openai") as server:
+        run, _ = run_one(tmp_path, f"openai@{server.url}")
+    assert run.result().status == "failed"
+    assert "no model for the openai backend" in run.result().failure_reason
+
+
+def test_spec_strings_and_descriptions() -> None:
+    backend = resolve_backend("openai:llama3@http://127.0.0.1:11434/v1")
+    assert describe_backend(backend) == "openai:llama3@http://127.0.0.1:11434/v1"
+    assert describe_backend(resolve_backend(None)) == "simulated"
+    assert describe_backend(resolve_backend("anthropic:claude-x@20240620")) == (
+        "anthropic:claude-x@20240620"
+    )
+    with pytest.raises(BackendError, match="unknown backend 'gemeni'"):
+        resolve_backend("gemeni:pro")
+    with pytest.raises(BackendError, match="needs an argument"):
+        resolve_backend("command:")
+
+
+class ManyChunks:
+    """A streaming backend given as an object: 2,000 one-character chunks as fast as it can."""
+
+    name = "python"
+
+    def describe(self) -> str:
+        return "many-chunks"
+
+    def settings(self) -> dict[str, object]:
+        return {"backend": "many-chunks"}
+
+    def for_node(self, node: Node) -> ManyChunks:
+        return self
+
+    def generate(self, request: BackendRequest) -> BackendReply:
+        for _ in range(2000):
+            request.on_text("x")
+        return BackendReply(text="!", model="chunky", usage={"output_tokens": 2001})
+
+
+def test_stream_events_are_merged_and_the_file_has_everything(tmp_path: Path) -> None:
+    run = open_run(ONE_NODE % "", workdir=tmp_path, backend=ManyChunks())
+    events: list[Event] = []
+    run.events.subscribe(events.append)
+    run.run()
+    texts = [e.data["text"] for e in events if e.type is EventType.STAGE_OUTPUT]
+    assert "".join(texts) == "x" * 2000 + "!"
+    assert len(texts) < 2000
+    assert (run.run_dir / "nodes/draft/response.md").read_text() == "x" * 2000 + "!"
+    assert run.context["last_response"] == "x" * 200
+    assert run.context["llm.draft"] == {
+        "backend": "many-chunks",
+        "model": "chunky",
+        "usage": {"output_tokens": 2001},
+    }

@@ -35,19 +35,20 @@ def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension
     return extensions
 
 
-def _load(pipeline: Graph | str | Path) -> Graph:
-    """A Graph as is; a Path, or a string without ``{``, is a file; other strings are DOT text."""
+def _load(pipeline: object) -> Graph:
+    """A Graph as is; a Path, or a string without ``{``, is a file; DOT text, pydot and graphviz
+    objects are loaded (anything else: :class:`PipelineSourceError`)."""
     from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
 
     if isinstance(pipeline, Graph):
         return pipeline
-    if isinstance(pipeline, Path) or "{" not in pipeline:
+    if isinstance(pipeline, Path) or (isinstance(pipeline, str) and "{" not in pipeline):
         return load_pipeline_file(pipeline)
     return load_pipeline(pipeline)
 
 
 def open_run(
-    pipeline: Graph | str | Path,
+    pipeline: Graph | str | Path | object,
     *,
     workdir: str | Path = ".",
     extensions: list[RunExtension] | None = None,
@@ -56,6 +57,8 @@ def open_run(
     **kwargs: Any,
 ) -> Run:
     """A new run of ``pipeline`` in ``workdir`` with the default extensions (unless given).
+
+    ``pipeline`` is a Graph, a path, DOT text, a ``pydot.Dot`` or a ``graphviz.Digraph``/``Source``.
 
     ``evidence_validator`` replaces the default work-evidence validator (tests inject fakes).
     ``kwargs`` go to :class:`Run` (``runs_dir``, ``run_id``, ``registry``, ``backend``,

@@ -9,15 +9,9 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.commands.run import EXIT_CODES
-from freshness_magic.engine.checkpoint import load_checkpoint
-from freshness_magic.engine.handlers.human import parse_accelerator
-from freshness_magic.engine.run import RunState, follow_restarts
 
-_WORDS = {
-    RunState.COMPLETED.value: "completed",
-    RunState.FAILED.value: "failed",
-    RunState.WAITING.value: "waiting",
-}
+_WORDS = {"completed": "completed", "failed": "failed", "waiting": "waiting"}
+"""Run states (``RunState`` values) that ``status`` reports by name; any other is "paused"."""
 
 
 def register(subparsers: Any) -> None:
@@ -58,6 +52,10 @@ def status_dict(run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from freshness_magic.engine.checkpoint import load_checkpoint
+    from freshness_magic.engine.handlers.human import parse_accelerator
+    from freshness_magic.engine.run import follow_restarts
+
     run_dir = follow_restarts(Path(args.run_dir))
     data, _ = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)

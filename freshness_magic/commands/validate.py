@@ -13,7 +13,6 @@ import sys
 from typing import Any
 
 from freshness_magic.commands.parse import load_for_command
-from freshness_magic.engine.validation import Severity, validate
 
 
 def register(subparsers: Any) -> None:
@@ -33,9 +32,9 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    graph = load_for_command("validate", args.pipeline)
-    if graph is None:
-        return 2
+    from freshness_magic.engine.validation import Severity, validate
+
+    graph = load_for_command(args.pipeline)
     diagnostics = validate(graph)
     counts = {severity: 0 for severity in Severity}
     for diagnostic in diagnostics:

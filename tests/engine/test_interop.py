@@ -73,7 +73,7 @@ def test_load_a_graphviz_digraph_and_source(tmp_path: Path) -> None:
 
 def test_anything_else_is_a_clear_error_not_a_type_error(tmp_path: Path) -> None:
     for wrong in (42, ["digraph {}"], {"nodes": []}, b"digraph g {}"):
-        with pytest.raises(PipelineSourceError, match="give DOT text, a pydot.Dot"):
+        with pytest.raises(PipelineSourceError, match=r"give DOT text, a pydot\.Dot"):
             load_pipeline(wrong)
         with pytest.raises(PipelineSourceError):
             open_run(wrong, workdir=tmp_path)
@@ -118,7 +118,8 @@ def test_the_engine_does_not_import_pydot_or_graphviz() -> None:
         "import sys\n"
         "from freshness_magic.engine.pipeline import load_pipeline\n"
         "from freshness_magic.session import open_run\n"
-        "load_pipeline('digraph g { start [shape=Mdiamond]; done [shape=Msquare]; start -> done }')\n"
+        "load_pipeline('digraph g { start [shape=Mdiamond]; done [shape=Msquare]; "
+        "start -> done }')\n"
         "print(sorted(m for m in ('pydot', 'graphviz', 'freshness_magic.interop') "
         "if m in sys.modules))\n"
     )

@@ -14,7 +14,8 @@ INSTALL_EXTRAS := test,browser,dev
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[$(INSTALL_EXTRAS)]'
+	@# setuptools prints a notice about .pth files on every editable install; it is not ours to fix.
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e '.[$(INSTALL_EXTRAS)]'
 	touch $(STAMP)
 
 setup: $(STAMP)

@@ -28,7 +28,7 @@ PIPELINE = """digraph hello {
 """
 
 IN_IPYTHON = textwrap.dedent(
-    '''
+    """
     import json
     from IPython.core.interactiveshell import InteractiveShell
 
@@ -43,7 +43,7 @@ IN_IPYTHON = textwrap.dedent(
         "pipeline": type(shell.user_ns["hello"]).__name__,
         "greeting": open("greeting.txt").read(),
     }))
-    '''
+    """
 )
 
 
@@ -107,9 +107,7 @@ def test_the_wheel_carries_license_schemas_and_the_demo_notebook(dist: Path) -> 
     assert "Provides-Extra: completion" in text
 
 
-def test_the_wheel_works_in_a_fresh_venv_outside_the_checkout(
-    dist: Path, tmp_path: Path
-) -> None:
+def test_the_wheel_works_in_a_fresh_venv_outside_the_checkout(dist: Path, tmp_path: Path) -> None:
     (wheel,) = dist.glob("*.whl")
     env_dir = tmp_path / "env"
     venv.create(env_dir, with_pip=True)

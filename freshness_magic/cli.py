@@ -65,8 +65,12 @@ class Parser(argparse.ArgumentParser):
         raise UsageProblem(message, self)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The full parser; imports only the command modules (which import nothing heavy)."""
+def build_parser(only: str | None = None) -> argparse.ArgumentParser:
+    """The parser; imports only the command modules (which import nothing heavy).
+
+    With ``only`` (a command name) just that subcommand is registered: what :func:`main` does
+    when the first argument names a command, so a command does not pay for the others' parsers.
+    """
     parser = Parser(
         prog="freshness-magic",
         description="Load, validate, run and inspect Attractor DOT pipelines.",
@@ -79,7 +83,7 @@ def build_parser() -> argparse.ArgumentParser:
         help="print a completion script for SHELL (bash, zsh, tcsh) and exit",
     )
     subparsers = parser.add_subparsers(dest="command", metavar="COMMAND")
-    for name in COMMAND_MODULES:
+    for name in (only,) if only else COMMAND_MODULES:
         module = importlib.import_module(f"freshness_magic.commands.{name}")
         module.register(subparsers)
     return parser
@@ -119,7 +123,7 @@ def _wants_json(argv: Sequence[str], args: Any) -> bool:
 
 
 def _run(argv: Sequence[str]) -> int:
-    parser = build_parser()
+    parser = build_parser(argv[0] if argv and argv[0] in COMMAND_MODULES else None)
     args: Any = None
     try:
         args = parser.parse_args(argv)

@@ -92,6 +92,36 @@ def test_the_sdist_holds_what_the_tests_need(dist: Path) -> None:
     assert checkout_tests <= names
 
 
+def test_tests_that_read_checkout_files_pass_in_the_unpacked_sdist(
+    dist: Path, tmp_path: Path
+) -> None:
+    (sdist,) = dist.glob("*.tar.gz")
+    with tarfile.open(sdist) as archive:
+        archive.extractall(tmp_path, filter="data")
+    (root,) = tmp_path.iterdir()
+    proc = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pytest",
+            "-q",
+            "-p",
+            "no:cacheprovider",
+            "tests/test_readme_examples.py",
+            "tests/test_readme_headline.py",
+            "tests/test_formats.py",
+            "tests/notebook/test_packaged_quickstart.py",
+            "tests/test_cli_parse_validate.py",
+        ],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
+    assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-2000:]
+    assert "passed" in proc.stdout
+
+
 def test_the_wheel_carries_license_schemas_and_the_demo_notebook(dist: Path) -> None:
     (wheel,) = dist.glob("*.whl")
     with zipfile.ZipFile(wheel) as archive:

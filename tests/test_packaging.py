@@ -1,6 +1,6 @@
 """The package as a user gets it: build the sdist and the wheel, check their metadata, install the
 wheel into a fresh virtual environment outside the checkout and use it there (the extension in
-IPython, a step, the command line). pip uses the machine's configured index and find-links."""
+IPython, a step, the command line, the demo). pip uses the configured index and find-links."""
 
 from __future__ import annotations
 
@@ -142,7 +142,7 @@ def test_the_wheel_works_in_a_fresh_venv_outside_the_checkout(dist: Path, tmp_pa
     env_dir = tmp_path / "env"
     venv.create(env_dir, with_pip=True)
     python = env_dir / "bin" / "python"
-    run([str(python), "-m", "pip", "install", "-q", f"{wheel}[completion]"], tmp_path, 900)
+    run([str(python), "-m", "pip", "install", "-q", f"{wheel}[completion,demo]"], tmp_path, 900)
     work = tmp_path / "work"
     work.mkdir()
     (work / "hello.dot").write_text(PIPELINE)
@@ -158,3 +158,8 @@ def test_the_wheel_works_in_a_fresh_venv_outside_the_checkout(dist: Path, tmp_pa
     result = json.loads(run([program, "run", "hello.dot", "--json"], work).stdout)
     assert result["status"] == "completed"
     assert "complete -o" in run([program, "--print-completion", "bash"], work).stdout
+
+    demo = run([str(python), "-m", "freshness_magic.notebook.demo", "--out", "demo"], work)
+    assert "HTML export" in demo.stdout
+    html = (work / "demo" / "quickstart.html").read_text()
+    assert "approve" in html and "Traceback" not in html

@@ -6,13 +6,16 @@ PYTHON ?= python3
 VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
+# The extras `make test` needs; a branch that adds an extra appends it here (comma-separated).
+INSTALL_EXTRAS := test,browser,dev
 
 .PHONY: demo test lint lab setup clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
-	$(PY) -m pip install -q -e '.[test]'
+	@# setuptools prints a notice about .pth files on every editable install; it is not ours to fix.
+	PYTHONWARNINGS="ignore:Editable installation" $(PY) -m pip install -q -e '.[$(INSTALL_EXTRAS)]'
 	touch $(STAMP)
 
 setup: $(STAMP)

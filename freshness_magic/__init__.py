@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # kept out of the import: the CLI's start-up time counts every module
+    from typing import Any
 
 __version__ = "0.1.0"
 

@@ -49,6 +49,10 @@ class PipelineFileError(FreshnessMagicError):
     """A pipeline file that cannot be read (missing, a directory, no permission, not UTF-8)."""
 
 
+class PipelineSourceError(FreshnessMagicError):
+    """An object given as a pipeline that is none of DOT text, a Graph, pydot or graphviz."""
+
+
 class ConditionError(FreshnessMagicError):
     """An edge condition that is not in the §10 language; names the token and its column."""
 

@@ -70,7 +70,7 @@ def remembered_backend(run_dir: str | Path) -> str | None:
     """The backend spec a run was opened with (None: not recorded, e.g. a Python callable)."""
     import json
 
-    from freshness_magic.engine.run import follow_restarts
+    from freshness_magic.engine.persistence import follow_restarts
 
     for folder in dict.fromkeys([Path(run_dir), follow_restarts(Path(run_dir))]):
         try:
@@ -82,13 +82,14 @@ def remembered_backend(run_dir: str | Path) -> str | None:
     return None
 
 
-def _load(pipeline: Graph | str | Path) -> Graph:
-    """A Graph as is; a Path, or a string without ``{``, is a file; other strings are DOT text."""
+def _load(pipeline: object) -> Graph:
+    """A Graph as is; a Path, or a string without ``{``, is a file; DOT text, pydot and graphviz
+    objects are loaded (anything else: :class:`PipelineSourceError`)."""
     from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
 
     if isinstance(pipeline, Graph):
         return pipeline
-    if isinstance(pipeline, Path) or "{" not in pipeline:
+    if isinstance(pipeline, Path) or (isinstance(pipeline, str) and "{" not in pipeline):
         return load_pipeline_file(pipeline)
     return load_pipeline(pipeline)
 
@@ -105,7 +106,7 @@ def _with_registry(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def open_run(
-    pipeline: Graph | str | Path,
+    pipeline: Graph | str | Path | object,
     *,
     workdir: str | Path = ".",
     extensions: list[RunExtension] | None = None,
@@ -114,6 +115,8 @@ def open_run(
     **kwargs: Any,
 ) -> Run:
     """A new run of ``pipeline`` in ``workdir`` with the default extensions (unless given).
+
+    ``pipeline`` is a Graph, a path, DOT text, a ``pydot.Dot`` or a ``graphviz.Digraph``/``Source``.
 
     ``evidence_validator`` replaces the default work-evidence validator (tests inject fakes).
     ``backend`` is a spec string (``openai:gpt-4o-mini``, see ``freshness_magic.backends``), a

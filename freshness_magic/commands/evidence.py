@@ -6,17 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.errors import EvidenceError
-from freshness_magic.evidence.record import (
-    EVIDENCE_LOG,
-    EvidenceRecord,
-    check_node_id,
-    iter_evidence_log,
-    one_line,
-    parse_timestamp,
-)
+
+if TYPE_CHECKING:
+    from freshness_magic.evidence.record import EvidenceRecord
 
 COLUMNS: tuple[str, ...] = (
     "time",
@@ -45,6 +40,8 @@ def register(subparsers: Any) -> None:
 
 
 def _time(stamp: str) -> str:
+    from freshness_magic.evidence.record import parse_timestamp
+
     try:
         return parse_timestamp(stamp).strftime("%Y-%m-%d %H:%M:%S")
     except ValueError:
@@ -59,6 +56,8 @@ def _duration(value: Any) -> str:
 
 def row(record: EvidenceRecord) -> list[str]:
     """The table cells of one record."""
+    from freshness_magic.evidence.record import one_line
+
     facts = record.engine
     stale = facts.get("stale_files")
     stale_text = ", ".join(str(s) for s in stale) if isinstance(stale, list) else ""
@@ -84,6 +83,8 @@ def render_table(records: list[EvidenceRecord]) -> str:
 
 def load_records(run_dir: Path, node: str | None) -> tuple[list[EvidenceRecord], list[str]]:
     """The run's valid records (of ``node`` if given) and the problems of invalid lines."""
+    from freshness_magic.evidence.record import EVIDENCE_LOG, check_node_id, iter_evidence_log
+
     if not run_dir.is_dir():
         raise EvidenceError(f"run directory {run_dir} does not exist")
     log = run_dir / EVIDENCE_LOG
@@ -105,6 +106,8 @@ def load_records(run_dir: Path, node: str | None) -> tuple[list[EvidenceRecord],
 
 
 def run(args: argparse.Namespace) -> int:
+    from freshness_magic.evidence.record import EVIDENCE_LOG
+
     run_dir = Path(args.run_dir)
     records, problems = load_records(run_dir, args.node)
     for problem in problems:

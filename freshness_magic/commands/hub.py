@@ -6,9 +6,6 @@ import argparse
 import json
 from typing import Any
 
-from freshness_magic.hub import daemon
-from freshness_magic.hub.client import HubClient
-
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -51,12 +48,16 @@ def register(subparsers: Any) -> None:
 
 
 def _start(args: argparse.Namespace) -> int:
+    from freshness_magic.hub import daemon
+
     result = daemon.start(args.workdir, timeout=args.timeout)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.render())
     return 0
 
 
 def _stop(args: argparse.Namespace) -> int:
+    from freshness_magic.hub import daemon
+
     before = daemon.status(args.workdir)
     daemon.stop(args.workdir)
     if before.running:
@@ -67,12 +68,16 @@ def _stop(args: argparse.Namespace) -> int:
 
 
 def _status(args: argparse.Namespace) -> int:
+    from freshness_magic.hub import daemon
+
     result = daemon.status(args.workdir)
     print(json.dumps(result.to_dict(), indent=2) if args.json else result.render())
     return 0 if result.running else 1
 
 
 def _query(args: argparse.Namespace) -> int:
+    from freshness_magic.hub.client import HubClient
+
     with HubClient(args.workdir) as client:
         states = client.get_context(args.targets)
     if args.json:

@@ -10,12 +10,10 @@ from __future__ import annotations
 
 import argparse
 import json
-import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from freshness_magic.engine.model import Graph
-from freshness_magic.engine.pipeline import load_pipeline, read_pipeline_text
-from freshness_magic.errors import ParseError, PipelineFileError
+if TYPE_CHECKING:
+    from freshness_magic.engine.model import Graph
 
 
 def register(subparsers: Any) -> None:
@@ -30,6 +28,9 @@ def register(subparsers: Any) -> None:
     parser.add_argument("pipeline", metavar="PIPELINE.dot", help="the pipeline file")
     parser.add_argument(
         "--compact", action="store_true", help="print the JSON on one line instead of indented"
+    )
+    parser.add_argument(
+        "--json", action="store_true", help="report errors as a JSON object on stdout too"
     )
     parser.set_defaults(handler=run)
 
@@ -64,21 +65,15 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
     }
 
 
-def load_for_command(command: str, path: str) -> Graph | None:
-    """Load ``path``; on an unreadable file or a parse error print it to stderr, return None."""
-    try:
-        return load_pipeline(read_pipeline_text(path), path=path)
-    except PipelineFileError as exc:
-        print(f"freshness-magic {command}: {exc}", file=sys.stderr)
-    except ParseError as exc:
-        print(exc.render(), file=sys.stderr)
-    return None
+def load_for_command(path: str) -> Graph:
+    """Load the pipeline file ``path`` (errors propagate; the CLI reports them)."""
+    from freshness_magic.engine.pipeline import load_pipeline, read_pipeline_text
+
+    return load_pipeline(read_pipeline_text(path), path=path)
 
 
 def run(args: argparse.Namespace) -> int:
-    graph = load_for_command("parse", args.pipeline)
-    if graph is None:
-        return 2
+    graph = load_for_command(args.pipeline)
     indent = None if args.compact else 2
     print(json.dumps(graph_to_dict(graph), indent=indent, ensure_ascii=False))
     return 0

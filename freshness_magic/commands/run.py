@@ -9,6 +9,11 @@ so ``--answer g=N --answer g=Y`` answers two visits of ``g``); else with ``--aut
 
 Exit codes: 0 completed, 1 failed, 3 paused (waiting at a gate or stopped at ``--to``), 2 usage or
 input errors (parse and validation errors print ``path:line:col: message``).
+
+The progress display prints a line for every finished node, branch nodes of a ``parallel`` node
+too (their events carry ``data["branch_of"]``; they are indented under it). If its output is
+closed (``run ... | head -3``) it falls silent and the run goes on to its normal stop; the CLI then
+exits 141. The engine is imported when a command runs, not when the parser is built.
 """
 
 from __future__ import annotations
@@ -18,13 +23,13 @@ import json
 import sys
 from collections import deque
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, TYPE_CHECKING, Any
 
-from freshness_magic.engine.events import Event, EventType
-from freshness_magic.engine.gates import parse_accelerator
-from freshness_magic.engine.interviewers import AutoApproveInterviewer
-from freshness_magic.engine.run import Run, RunResult, RunState
 from freshness_magic.errors import RunError
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.events import Event
+    from freshness_magic.engine.run import Run, RunResult
 
 EXIT_CODES = {"completed": 0, "failed": 1, "waiting": 3, "paused": 3}
 
@@ -104,37 +109,56 @@ class Progress:
         self.out = out
         self.live = out.isatty()
         """On a terminal the running node is shown until its result line replaces it."""
+        self.closed = False
+        """The output pipe was closed: print nothing more (the run itself goes on)."""
 
     def __call__(self, event: Event) -> None:
+        if self.closed:
+            return
+        try:
+            self._show(event)
+        except BrokenPipeError:
+            self.closed = True
+
+    def _print(self, text: str, **kwargs: Any) -> None:
+        print(text, file=self.out, flush=True, **kwargs)
+
+    def _show(self, event: Event) -> None:
+        from freshness_magic.engine.events import EventType
+
         data = event.data
+        branch_of = data.get("branch_of")
+        indent = "  " if branch_of else ""
+        node = f"{indent}{event.node_id}"
         if event.type is EventType.STAGE_STARTED and self.live:
-            print(f"  {'...':<7} {event.node_id}", end="\r", file=self.out, flush=True)
+            self._print(f"  {'...':<7} {node}", end="\r")
         elif event.type in (EventType.STAGE_COMPLETED, EventType.STAGE_FAILED):
             status = str(data.get("status", ""))
             note = str(data.get("failure_reason") or data.get("notes") or "")
+            if branch_of:
+                note = f"[branch of {branch_of}] {note}"
             duration = float(data.get("duration") or 0.0)
-            line = f"  {_MARKS.get(status, status):<7} {event.node_id:<24} {duration:7.2f}s"
+            line = f"  {_MARKS.get(status, status):<7} {node:<24} {duration:7.2f}s"
             clear = "\x1b[2K" if self.live else ""
-            print(f"{clear}{line}  {note}".rstrip(), file=self.out, flush=True)
+            self._print(f"{clear}{line}  {note}".rstrip())
         elif event.type is EventType.STAGE_RETRYING:
-            print(
-                f"  {'retry':<7} {event.node_id:<24} attempt {data.get('attempt')} "
+            self._print(
+                f"  {'retry':<7} {node:<24} attempt {data.get('attempt')} "
                 f"failed ({data.get('failure_reason') or 'retry requested'}); "
-                f"waiting {float(data.get('delay') or 0):.2f}s",
-                file=self.out,
-                flush=True,
+                f"waiting {float(data.get('delay') or 0):.2f}s"
             )
         elif event.type is EventType.GOAL_GATE_REDIRECT:
-            print(
-                f"  {'goal':<7} {event.node_id:<24} unsatisfied goal gate; "
-                f"going back to {data.get('target')}",
-                file=self.out,
-                flush=True,
+            self._print(
+                f"  {'goal':<7} {node:<24} unsatisfied goal gate; "
+                f"going back to {data.get('target')}"
             )
 
 
 def drive(run: Run, args: argparse.Namespace) -> int:
     """Run, answering gates from ``--answer``/``--auto-approve``; print; return the exit code."""
+    from freshness_magic.engine.interviewers import AutoApproveInterviewer
+    from freshness_magic.engine.run import RunState
+
     answers: dict[str, deque[str]] = {}
     for node_id, choice in args.answer:
         if node_id not in run.graph.nodes:
@@ -195,6 +219,8 @@ def _gates(run: Run) -> list[str]:
 
 def print_summary(result: RunResult, out: IO[str]) -> None:
     """The last lines of the human output: the final state and what to do next."""
+    from freshness_magic.engine.gates import parse_accelerator
+
     run_dir = result.run_dir
     if result.status == "completed":
         print(f"completed: {len(result.completed_nodes)} step(s); run dir {run_dir}", file=out)

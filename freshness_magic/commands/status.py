@@ -9,9 +9,6 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.commands.run import EXIT_CODES
-from freshness_magic.engine.checkpoint import load_checkpoint
-from freshness_magic.engine.gates import parse_accelerator
-from freshness_magic.engine.persistence import follow_restarts, restore_memory
 
 
 def register(subparsers: Any) -> None:
@@ -31,11 +28,17 @@ def register(subparsers: Any) -> None:
 
 def status_dict(run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
     """The checkpoint in the shape of ``run --json`` (the same RunResult)."""
+    from freshness_magic.engine.persistence import restore_memory
+
     memory, context = restore_memory(data, run_dir)
     return memory.result(run_dir, context).to_dict()
 
 
 def main(args: argparse.Namespace) -> int:
+    from freshness_magic.engine.checkpoint import load_checkpoint
+    from freshness_magic.engine.gates import parse_accelerator
+    from freshness_magic.engine.persistence import follow_restarts
+
     run_dir = follow_restarts(Path(args.run_dir))
     data, _ = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)

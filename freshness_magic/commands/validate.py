@@ -13,7 +13,6 @@ import sys
 from typing import Any
 
 from freshness_magic.commands.parse import load_for_command
-from freshness_magic.engine.validation import Severity, validate
 
 
 def register(subparsers: Any) -> None:
@@ -33,12 +32,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from freshness_magic.engine.validation import Severity, validate
     from freshness_magic.evidence.lint import evidence_rules
     from freshness_magic.freshness.lint import freshness_rules
 
-    graph = load_for_command("validate", args.pipeline)
-    if graph is None:
-        return 2
+    graph = load_for_command(args.pipeline)
     diagnostics = validate(graph, extra_rules=[*freshness_rules(), *evidence_rules()])
     counts = {severity: 0 for severity in Severity}
     for diagnostic in diagnostics:

@@ -21,6 +21,9 @@ from freshness_magic.atomicio import append_jsonl
 
 log = logging.getLogger(__name__)
 
+EVENT_FORMAT = 1
+"""The ``v`` of every ``events.jsonl`` line (docs/FORMATS.md, schemas/event.schema.json)."""
+
 
 class EventType(StrEnum):
     """Event names; the value is what ``events.jsonl`` stores in ``type``."""
@@ -93,6 +96,7 @@ class Event:
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "v": EVENT_FORMAT,
             "type": self.type.value,
             "run_id": self.run_id,
             "seq": self.seq,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
 NODE_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -399,3 +400,15 @@ class Graph:
             tuple((e.source, e.target, e.label) for e in self.edges),
             self.attrs.get("rankdir", ""),
         )
+
+    def to_pydot(self) -> Any:
+        """This graph as a ``pydot.Dot`` (needs pydot; see :mod:`freshness_magic.interop`)."""
+        from freshness_magic.interop import to_pydot
+
+        return to_pydot(self)
+
+    def to_graphviz(self) -> Any:
+        """This graph as a ``graphviz.Digraph`` (needs graphviz; :mod:`freshness_magic.interop`)."""
+        from freshness_magic.interop import to_graphviz
+
+        return to_graphviz(self)

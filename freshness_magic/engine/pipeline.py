@@ -15,17 +15,46 @@ from freshness_magic.engine.dot_parser import parse_dot
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.transforms import Transform, apply_transforms
 from freshness_magic.engine.validation import Diagnostic, LintRule, validate
-from freshness_magic.errors import PipelineFileError
+from freshness_magic.errors import PipelineFileError, PipelineSourceError
+
+ACCEPTED_SOURCES = "DOT text, a pydot.Dot, or a graphviz.Digraph / graphviz.Source"
+
+
+def dot_source(source: object) -> tuple[str, str | None]:
+    """The DOT text of ``source`` and a name for it in error messages (None for plain text).
+
+    Recognised by duck typing, so the engine never imports pydot or graphviz: a ``pydot`` graph
+    has ``to_string()``, a ``graphviz`` graph or ``Source`` has the text in ``.source``.
+    """
+    if isinstance(source, str):
+        return source, None
+    kind = type(source)
+    library = kind.__module__.partition(".")[0]
+    text = getattr(source, "source", None)
+    if library == "graphviz" and isinstance(text, str):
+        return text, f"<graphviz.{kind.__name__}>"
+    to_string = getattr(source, "to_string", None)
+    if library == "pydot" and callable(to_string):
+        text = to_string()
+        if isinstance(text, str):
+            return text, f"<pydot.{kind.__name__}>"
+    raise PipelineSourceError(
+        f"cannot load a pipeline from a {kind.__module__}.{kind.__qualname__}: give "
+        f"{ACCEPTED_SOURCES} (or a path to load_pipeline_file)"
+    )
 
 
 def load_pipeline(
-    text: str, *, path: str | None = None, transforms: Iterable[Transform] = ()
+    text: str | object, *, path: str | None = None, transforms: Iterable[Transform] = ()
 ) -> Graph:
     """Parse ``text`` and apply the built-in transforms, then ``transforms`` in order.
 
-    Raises :class:`~freshness_magic.errors.ParseError` when the DOT does not parse.
+    ``text`` is DOT text, a ``pydot.Dot`` or a ``graphviz.Digraph``/``Source``. Raises
+    :class:`~freshness_magic.errors.ParseError` when the DOT does not parse (for an object, the
+    location names its kind), :class:`PipelineSourceError` for any other object.
     """
-    return apply_transforms(parse_dot(text, path=path), transforms)
+    source, name = dot_source(text)
+    return apply_transforms(parse_dot(source, path=path or name), transforms)
 
 
 def read_pipeline_text(path: str | os.PathLike[str]) -> str:

@@ -8,7 +8,7 @@ costs time, never a wrong record.
 from __future__ import annotations
 
 import contextlib
-import fcntl
+import importlib.util
 import os
 import select
 import struct
@@ -65,6 +65,8 @@ class HashWorker:
         self._in = process.stdin.fileno()
         self._out = process.stdout.fileno()
         self.alive = True
+        import fcntl  # POSIX only, like the helper itself (start() returns None elsewhere)
+
         for fd in (self._in, self._out):
             with contextlib.suppress(OSError):  # a smaller pipe only means more round trips
                 fcntl.fcntl(fd, getattr(fcntl, "F_SETPIPE_SZ", 1031), _PIPE_BYTES)
@@ -75,7 +77,7 @@ class HashWorker:
         cls, argv: Sequence[str] | None = None, timeout: float = WORKER_TIMEOUT_S
     ) -> HashWorker | None:
         """Start a worker (``argv`` defaults to :func:`worker_command`); None if it cannot."""
-        if os.name != "posix":
+        if os.name != "posix" or importlib.util.find_spec("fcntl") is None:
             return None
         try:
             process = subprocess.Popen(

@@ -12,14 +12,17 @@ a hint; a full stat sweep is the truth and runs at start-up, after a watcher err
 batch larger than ``--overflow-threshold`` (watchfiles does not report inotify queue overflows, so
 a burst is treated as one), when a ``.gitignore`` changes, every ``--sweep-interval`` seconds, and
 on ``SIGUSR1``. ``SIGTERM``/``SIGINT`` end it after the current transaction.
+
+POSIX only (``fcntl.flock``, signals): where ``fcntl`` is missing no hub can run, ``status`` says
+so and ``start`` raises :class:`HubError`; importing this module still works.
 """
 
 from __future__ import annotations
 
 import argparse
 import contextlib
-import fcntl
 import functools
+import importlib.util
 import json
 import os
 import queue
@@ -91,6 +94,10 @@ class HubStatus:
 
 def lock_held(workdir: str | Path) -> bool:
     """Whether some process holds the hub lock of ``workdir`` (probe with a shared lock)."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX file locks here, so no hub can hold one
+        return False
     path = state_dir(workdir) / LOCK_NAME
     try:
         fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
@@ -184,6 +191,8 @@ def start(
     root = Path(workdir).resolve()
     if not root.is_dir():
         raise HubError(f"{root}: not a folder; pass --workdir with the project's working directory")
+    if importlib.util.find_spec("fcntl") is None:
+        raise HubError("the Node State Hub needs POSIX file locks (fcntl), which this system lacks")
     current = status(root)
     if current.running:
         return HubStatus(**{**current.to_dict(), "already_running": True})  # type: ignore[arg-type]
@@ -493,6 +502,8 @@ class Hub:
 
 
 def _acquire_lock(folder: Path) -> int | None:
+    import fcntl  # POSIX only; start() refuses earlier where it is missing
+
     fd = os.open(folder / LOCK_NAME, os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o644)
     for _ in range(50):
         try:

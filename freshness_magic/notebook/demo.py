@@ -3,6 +3,11 @@
     python -m freshness_magic.notebook.demo                 # build/quickstart.ipynb + .html
     python -m freshness_magic.notebook.demo --refresh-all   # re-execute notebooks/*.ipynb in place
 
+The quickstart ships inside the package (``notebook/data/quickstart.ipynb``, the cells of
+``notebooks/quickstart.ipynb`` without outputs), so the demo runs from an installed wheel too: it
+copies that notebook into the output folder and executes it there. ``--refresh-all`` (a checkout
+only) also rewrites the packaged copy, and a test keeps the two in step.
+
 The kernel gets ``FRESHNESS_MAGIC_STATIC_HTML=1`` so every pipeline output also carries a static
 SVG snapshot: the HTML export shows the graph with its states without a widget runtime or network.
 ``--refresh-all`` stores fresh, real outputs in the example notebooks (run it after changing what
@@ -13,13 +18,37 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib.util
 import os
 import sys
+from importlib import resources
 from pathlib import Path
 from typing import Any
 
 WIDGET_MIME = "application/vnd.jupyter.widget-view+json"
 NOTEBOOKS = ("quickstart", "human_gates", "freshness", "conditions", "evidence")
+
+
+DEMO_MODULES = ("nbformat", "nbclient", "nbconvert", "ipykernel")
+"""What the demo needs beyond the package (the ``demo`` extra)."""
+
+
+def packaged_quickstart() -> str:
+    """The text of the quickstart notebook shipped as package data."""
+    return (resources.files("freshness_magic.notebook") / "data" / "quickstart.ipynb").read_text(
+        encoding="utf-8"
+    )
+
+
+def without_outputs(notebook: Any) -> Any:
+    """A copy with no outputs, execution counts or widget state (what the package ships)."""
+    plain = copy.deepcopy(notebook)
+    for cell in plain.cells:
+        if cell.cell_type == "code":
+            cell.outputs = []
+            cell.execution_count = None
+    plain.metadata.pop("widgets", None)
+    return plain
 
 
 def repo_root() -> Path:
@@ -110,14 +139,37 @@ def main(argv: list[str] | None = None) -> int:
         "--refresh-all", action="store_true", help="re-execute notebooks/*.ipynb in place"
     )
     args = parser.parse_args(argv)
+    missing = [name for name in DEMO_MODULES if importlib.util.find_spec(name) is None]
+    if missing:
+        print(
+            f"error: the demo needs {', '.join(missing)}: pip install 'freshness_magic[demo]'",
+            file=sys.stderr,
+        )
+        return 2
+    import nbformat
+
     notebooks = repo_root() / "notebooks"
     if args.refresh_all:
+        if not notebooks.is_dir():
+            print(
+                "error: --refresh-all works in a checkout (notebooks/ not found)", file=sys.stderr
+            )
+            return 2
         refresh([notebooks / f"{name}.ipynb" for name in NOTEBOOKS])
+        quickstart = nbformat.read(notebooks / "quickstart.ipynb", as_version=4)
+        nbformat.write(
+            without_outputs(quickstart), Path(__file__).with_name("data") / "quickstart.ipynb"
+        )
         return 0
-    source = args.notebook or notebooks / "quickstart.ipynb"
-    if not source.is_file():
-        print(f"error: notebook {source} not found (run from a checkout)", file=sys.stderr)
-        return 2
+    if args.notebook is not None:
+        if not args.notebook.is_file():
+            print(f"error: notebook {args.notebook} not found", file=sys.stderr)
+            return 2
+        source = args.notebook
+    else:
+        args.out.mkdir(parents=True, exist_ok=True)
+        source = args.out / "quickstart.ipynb"
+        source.write_text(packaged_quickstart(), encoding="utf-8")
     ipynb, html = build_quickstart(args.out, source)
     print(f"executed notebook: {ipynb.resolve()}")
     print(f"HTML export:       {html.resolve()}")

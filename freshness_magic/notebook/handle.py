@@ -23,7 +23,14 @@ from freshness_magic.engine.outcome import Choice, Outcome, Question, StageStatu
 from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.report import FreshnessReport
-from freshness_magic.notebook.render import LayoutCache, NodeState, NodeView, StaleKind, state_table
+from freshness_magic.notebook.render import (
+    LayoutCache,
+    LayoutUnavailable,
+    NodeState,
+    NodeView,
+    StaleKind,
+    state_table,
+)
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
@@ -250,11 +257,16 @@ class NotebookPipeline:
         from freshness_magic.notebook.widget import in_kernel
 
         bundle: dict[str, Any] = {}
+        note = ""
         if in_kernel() or self._widget is not None:
-            widget_bundle = self.widget._repr_mimebundle_()
+            try:
+                self.layout_cache.get(self.graph)  # cached; fails before any widget exists
+                widget_bundle = self.widget._repr_mimebundle_()
+            except LayoutUnavailable as exc:  # no Graphviz anywhere: the text view, one note
+                widget_bundle, note = None, f"{exc}\n"
             if isinstance(widget_bundle, dict):
                 bundle.update(widget_bundle)
-        bundle["text/plain"] = self.status_text()
+        bundle["text/plain"] = note + self.status_text()
         if os.environ.get("FRESHNESS_MAGIC_STATIC_HTML") == "1" and self._widget is not None:
             bundle["text/html"] = self.widget.static_html()
         return bundle

@@ -8,12 +8,17 @@ a state colour. A step therefore sends a few hundred bytes, not the SVG.
 Every piece of pipeline text (ids, labels, tooltips) reaches the page only as escaped text inside
 SVG/HTML elements; the SVG from ``dot`` is parsed and cleaned of scripts, event handlers and
 ``javascript:`` links before anyone sees it.
+
+The layout engine is the Graphviz program ``dot`` when it is on ``PATH``; without it, Graphviz in
+process from a ``pygraphviz`` wheel (which bundles it: ``pip install 'freshness_magic[layout]'``);
+without either, :class:`LayoutUnavailable` says in one line how to get one.
 """
 
 from __future__ import annotations
 
 import html
 import re
+import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from collections import OrderedDict
@@ -98,6 +103,16 @@ class RenderError(FreshnessMagicError):
     """``dot`` is missing or failed; the message says how to install it."""
 
 
+class LayoutUnavailable(RenderError):
+    """No layout engine at all (no ``dot`` program, no pygraphviz): show the text view instead."""
+
+
+LAYOUT_INSTALL_HINT = (
+    "install Graphviz (apt-get install graphviz, brew install graphviz, or conda install -c "
+    "conda-forge graphviz) or pip install 'freshness_magic[layout]'"
+)
+
+
 @dataclass(frozen=True)
 class NodeView:
     """A node's visible state and the tooltip text that explains it."""
@@ -159,25 +174,45 @@ def layout_dot(graph: Graph) -> str:
 
 
 def run_dot(dot_text: str, timeout: float = 60.0) -> str:
-    """Run ``dot -Tsvg`` on ``dot_text``; raise RenderError with advice when it cannot."""
+    """Lay out ``dot_text`` as SVG with ``dot -Tsvg``, or in process when there is no ``dot``.
+
+    Raises :class:`LayoutUnavailable` when neither is available and :class:`RenderError` when the
+    layout fails.
+    """
+    executable = shutil.which("dot")
+    if executable is None:
+        return _layout_in_process(dot_text)
     try:
         proc = subprocess.run(
-            ["dot", "-Tsvg"],
+            [executable, "-Tsvg"],
             input=dot_text.encode("utf-8"),
             capture_output=True,
             timeout=timeout,
             check=False,
         )
-    except FileNotFoundError as exc:
-        raise RenderError(
-            "the graphviz program `dot` is not installed; install it (apt-get install graphviz)"
-        ) from exc
+    except FileNotFoundError:  # removed between the lookup and the start
+        return _layout_in_process(dot_text)
     except subprocess.TimeoutExpired as exc:
         raise RenderError(f"`dot` did not finish laying out the graph in {timeout:.0f}s") from exc
     if proc.returncode != 0:
         tail = proc.stderr.decode("utf-8", "replace").strip()[-500:]
         raise RenderError(f"`dot` failed with exit code {proc.returncode}: {tail}")
     return proc.stdout.decode("utf-8")
+
+
+def _layout_in_process(dot_text: str) -> str:
+    """The SVG from the Graphviz that a pygraphviz wheel bundles (no ``dot`` program needed)."""
+    try:
+        import pygraphviz
+    except ImportError:
+        raise LayoutUnavailable(
+            f"no graph layout: the Graphviz program `dot` is not installed; {LAYOUT_INSTALL_HINT}"
+        ) from None
+    try:
+        svg = pygraphviz.AGraph(string=dot_text).draw(format="svg", prog="dot")
+    except (ValueError, OSError, TypeError) as exc:
+        raise RenderError(f"Graphviz (pygraphviz) could not lay out the graph: {exc}") from exc
+    return bytes(svg).decode("utf-8")
 
 
 def _local(tag: str) -> str:

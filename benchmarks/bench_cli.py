@@ -1,0 +1,88 @@
+"""Benchmark: command-line start-up (issue 15, goal 4).
+
+Measures, as separate processes run interleaved (one of each per round, so load on the machine
+hits all alike), the wall time of
+
+- the reference: ``python -c "import json"`` with the same interpreter,
+- ``freshness-magic --version``,
+- ``freshness-magic validate tiny.dot`` (a four-node pipeline),
+
+and prints each median, the ratio to the reference and whether the goal (at most 2x) is met.
+``freshness-magic`` is the console script next to this interpreter when there is one (what an
+installed package runs), else ``python -m freshness_magic``.
+
+    python benchmarks/bench_cli.py [--reps N]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+GOAL = 2.0
+TINY = """digraph tiny {
+  start [shape=Mdiamond]
+  work  [prompt="do the work"]
+  check [shape=parallelogram, tool_command="true"]
+  done  [shape=Msquare]
+  start -> work -> check -> done
+}
+"""
+
+
+def program() -> list[str]:
+    script = Path(sys.executable).with_name("freshness-magic")
+    if script.is_file():
+        return [str(script)]
+    found = shutil.which("freshness-magic")
+    return [found] if found else [sys.executable, "-m", "freshness_magic"]
+
+
+def wall_time(command: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--reps", type=int, default=30, help="rounds (default 30)")
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as folder:
+        tiny = Path(folder) / "tiny.dot"
+        tiny.write_text(TINY)
+        cases = {
+            'python -c "import json"': [sys.executable, "-c", "import json"],
+            "freshness-magic --version": [*program(), "--version"],
+            "freshness-magic validate tiny.dot": [*program(), "validate", str(tiny)],
+        }
+        for command in cases.values():  # warm the file cache; a failing command stops here
+            wall_time(command)
+        times: dict[str, list[float]] = {name: [] for name in cases}
+        for _ in range(args.reps):
+            for name, command in cases.items():
+                times[name].append(wall_time(command))
+    medians = {name: statistics.median(values) for name, values in times.items()}
+    reference_name = next(iter(cases))
+    reference = medians[reference_name]
+    print(f"interleaved medians of {args.reps} rounds ({' '.join(program())})")
+    met = True
+    for name, value in medians.items():
+        if name == reference_name:
+            print(f"  {name:<36} {value * 1000:7.1f} ms  (reference)")
+            continue
+        ratio = value / reference
+        met = met and ratio <= GOAL
+        print(f"  {name:<36} {value * 1000:7.1f} ms  {ratio:4.2f}x the reference")
+    print(f"goal (each at most {GOAL:.0f}x the reference): goal met: {'yes' if met else 'no'}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

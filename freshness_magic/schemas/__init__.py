@@ -1,0 +1,64 @@
+"""JSON Schemas (draft 2020-12) of every file a run writes, shipped with the package.
+
+``docs/FORMATS.md`` describes the files; these schemas are the machine-checkable part. Tools that
+read a run validate with any JSON Schema library; :func:`load` returns one schema and
+:func:`schema_for` says which schema (if any) governs a file of a run directory, so a test can
+check every file a real run leaves and fail on a file kind nobody described.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from importlib import resources
+from typing import Any
+
+BASE_URI = "https://freshness-magic.invalid/schemas/"
+"""The ``$id`` prefix of every schema (``.invalid``: a name, never fetched)."""
+
+RUN_DIR_FILES: tuple[tuple[str, str | None], ...] = (
+    ("checkpoint.json", "checkpoint.schema.json"),
+    ("checkpoints/checkpoint_*.json", "checkpoint.schema.json"),
+    ("events.jsonl", "event.schema.json"),
+    ("evidence.jsonl", "evidence-record.schema.json"),
+    ("manifest.json", "manifest.schema.json"),
+    ("restarted_as.json", "restart-link.schema.json"),
+    ("nodes/*/status.json", "node-status.schema.json"),
+    ("pipeline.dot", None),
+    ("nodes/*/prompt.md", None),
+    ("nodes/*/response.md", None),
+    ("nodes/*/stdout*.txt", None),
+    ("nodes/*/stderr*.txt", None),
+)
+"""Paths inside ``.freshness/runs/<run_id>/`` and their schema (None: free text, not JSON).
+``.jsonl`` files are validated line by line."""
+
+EVIDENCE_DIR_FILES: tuple[tuple[str, str | None], ...] = (
+    (".gitignore", None),
+    ("evidence/*.json", "evidence-record.schema.json"),
+)
+"""Paths inside ``.orchestrator/`` after the engine has recorded a step."""
+
+
+def names() -> list[str]:
+    """The file names of all shipped schemas."""
+    folder = resources.files(__name__)
+    return sorted(p.name for p in folder.iterdir() if p.name.endswith(".schema.json"))
+
+
+def load(name: str) -> dict[str, Any]:
+    """The schema in ``name`` (for example ``"event.schema.json"``) as a dict."""
+    data = json.loads((resources.files(__name__) / name).read_text(encoding="utf-8"))
+    if not isinstance(data, dict):
+        raise ValueError(f"schema {name} is not a JSON object")
+    return data
+
+
+def schema_for(
+    relative_path: str, table: tuple[tuple[str, str | None], ...] = RUN_DIR_FILES
+) -> tuple[bool, str | None]:
+    """``(known, schema name)`` of a ``/``-separated path relative to the folder of ``table``."""
+    for pattern, schema in table:
+        if fnmatch.fnmatchcase(relative_path, pattern):
+            return True, schema
+    return False, None

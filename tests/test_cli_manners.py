@@ -1,0 +1,212 @@
+"""CLI manners: a closed output pipe, ``--json`` errors, shell completion, branch progress, lazy
+imports. The pipe tests run the CLI as a real subprocess whose stdout is a pipe that the reading
+side closes after the first line, as ``freshness-magic ... | head -1`` does."""
+
+from __future__ import annotations
+
+import io
+import json
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from freshness_magic import cli
+from freshness_magic.commands.run import Progress
+from freshness_magic.engine.events import EventBus, EventType
+
+REPO = Path(__file__).resolve().parents[1]
+CLI = [sys.executable, "-m", "freshness_magic"]
+
+
+def big_pipeline(nodes: int = 1500, goal: str = "ship") -> str:
+    ids = [f"n{i}" for i in range(nodes)]
+    chain = " -> ".join(["start", *ids, "done"])
+    body = "\n".join(f'  {i} [prompt="step {i}"]' for i in ids)
+    return (
+        f'digraph big {{\n  graph [goal="{goal}"]\n  start [shape=Mdiamond]\n{body}\n'
+        f"  done [shape=Msquare]\n  {chain}\n}}\n"
+    )
+
+
+def first_line_then_close(
+    args: list[str], cwd: Path, before_wait: Path | None = None
+) -> tuple[str, str, int]:
+    """Run ``args``, read one line of stdout, close the pipe; (line, stderr, exit code)."""
+    proc = subprocess.Popen(
+        args, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    line = proc.stdout.readline()
+    proc.stdout.close()
+    if before_wait is not None:
+        before_wait.touch()
+    err = proc.stderr.read()
+    code = proc.wait(timeout=120)
+    return line, err, code
+
+
+def test_parse_into_a_closed_pipe_exits_141_without_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "big.dot").write_text(big_pipeline())
+    line, err, code = first_line_then_close([*CLI, "parse", "big.dot"], tmp_path)
+    assert line == "{\n"
+    assert err == ""
+    assert code == cli.EXIT_BROKEN_PIPE
+
+
+def test_status_json_into_a_closed_pipe_exits_141_without_a_traceback(tmp_path: Path) -> None:
+    (tmp_path / "p.dot").write_text(big_pipeline(nodes=2, goal="g" * 200_000))
+    done = subprocess.run(
+        [*CLI, "run", "p.dot", "--json"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    run_dir = json.loads(done.stdout)["run_dir"]
+    line, err, code = first_line_then_close([*CLI, "status", run_dir, "--json"], tmp_path)
+    assert line == "{\n"
+    assert err == ""
+    assert code == cli.EXIT_BROKEN_PIPE
+
+
+def test_a_run_goes_on_when_its_progress_pipe_closes(tmp_path: Path) -> None:
+    (tmp_path / "p.dot").write_text(
+        "digraph p {\n  start [shape=Mdiamond]\n"
+        '  hold [shape=parallelogram, tool_command="while [ ! -f go ]; do sleep 0.05; done"]\n'
+        '  after [shape=parallelogram, tool_command="echo after > after.txt"]\n'
+        "  done [shape=Msquare]\n  start -> hold -> after -> done\n}\n"
+    )
+    line, err, code = first_line_then_close([*CLI, "run", "p.dot"], tmp_path, tmp_path / "go")
+    assert "start" in line
+    assert "Traceback" not in err and err == ""
+    assert code == cli.EXIT_BROKEN_PIPE
+    assert (tmp_path / "after.txt").read_text() == "after\n"
+    run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
+    status = subprocess.run(
+        [*CLI, "status", str(run_dir), "--json"], capture_output=True, text=True, timeout=120
+    )
+    assert json.loads(status.stdout)["status"] == "completed"
+
+
+def test_hub_query_json_into_a_closed_pipe_exits_141(tmp_path: Path) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "app.py").write_text("def main():\n    return 1\n")
+    start = subprocess.run(
+        [*CLI, "hub", "start", "--workdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
+    assert start.returncode == 0, start.stderr
+    try:
+        targets = ["src/app.py:main"] * 2000
+        line, err, code = first_line_then_close(
+            [*CLI, "hub", "query", "--workdir", str(tmp_path), "--json", *targets], tmp_path
+        )
+    finally:
+        subprocess.run([*CLI, "hub", "stop", "--workdir", str(tmp_path)], timeout=120)
+    assert line == "[\n"
+    assert err == ""
+    assert code == cli.EXIT_BROKEN_PIPE
+
+
+def run_json(*args: str, cwd: Path) -> tuple[dict[str, object], subprocess.CompletedProcess[str]]:
+    proc = subprocess.run([*CLI, *args], cwd=cwd, capture_output=True, text=True, timeout=120)
+    assert "Traceback" not in proc.stderr
+    return json.loads(proc.stdout), proc
+
+
+def test_json_errors_are_json_objects_with_the_same_exit_codes(tmp_path: Path) -> None:
+    (tmp_path / "bad.dot").write_text("digraph g {\n  start [shape=Mdiamond]\n  a -- b\n}\n")
+    for command in ("validate", "parse", "run"):
+        error, proc = run_json(command, "bad.dot", "--json", cwd=tmp_path)
+        assert proc.returncode == 2
+        assert error["kind"] == "ParseError"
+        assert error["command"] == command
+        assert (error["file"], error["line"], error["column"]) == ("bad.dot", 3, 5)
+        assert isinstance(error["error"], str) and "--" in error["error"]
+
+    error, proc = run_json("run", "missing.dot", "--json", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert error["kind"] == "PipelineFileError" and "no such pipeline file" in str(error["error"])
+    assert error["file"] == "missing.dot" and error["line"] is None
+
+    error, proc = run_json("status", str(tmp_path), "--json", cwd=tmp_path)
+    assert proc.returncode == 2 and "no usable checkpoint" in str(error["error"])
+
+    error, proc = run_json("run", "bad.dot", "--answer", "oops", "--json", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert error["kind"] == "usage" and "expected NODE=CHOICE" in str(error["error"])
+
+    invalid = "digraph g { a [prompt=x] done [shape=Msquare] a -> done }"
+    (tmp_path / "invalid.dot").write_text(invalid)
+    error, proc = run_json("run", "invalid.dot", "--json", cwd=tmp_path)
+    assert proc.returncode == 2
+    assert error["kind"] == "ValidationError"
+    assert any(d["rule"] == "start_node" for d in error["diagnostics"])  # type: ignore[union-attr]
+
+
+def test_without_json_errors_stay_text(tmp_path: Path) -> None:
+    (tmp_path / "bad.dot").write_text("digraph g {\n  a -- b\n}\n")
+    proc = subprocess.run(
+        [*CLI, "validate", "bad.dot"], cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert proc.stderr.startswith("bad.dot:2:") and "^" in proc.stderr
+
+
+def test_bash_completion_script_is_valid_and_knows_the_commands() -> None:
+    proc = subprocess.run(
+        [*CLI, "--print-completion", "bash"], capture_output=True, text=True, timeout=120
+    )
+    assert proc.returncode == 0, proc.stderr
+    script = proc.stdout
+    for word in ("validate", "resume", "--strict", "--auto-approve", "query"):
+        assert word in script
+    bash = shutil.which("bash")
+    assert bash is not None
+    syntax = subprocess.run([bash, "-n"], input=script, capture_output=True, text=True)
+    assert syntax.returncode == 0, syntax.stderr
+    loaded = subprocess.run(
+        [bash, "-c", "source /dev/stdin; complete -p freshness-magic"],
+        input=script,
+        capture_output=True,
+        text=True,
+    )
+    assert loaded.returncode == 0 and "freshness-magic" in loaded.stdout
+
+
+def test_progress_lists_branch_nodes_indented_under_their_parallel_node() -> None:
+    out = io.StringIO()
+    bus = EventBus("run1")
+    bus.subscribe(Progress(out))
+    bus.emit(EventType.STAGE_STARTED, "fan", {"handler_type": "parallel"})
+    bus.emit(EventType.STAGE_COMPLETED, "left", {"status": "success", "branch_of": "fan"})
+    bus.emit(
+        EventType.STAGE_FAILED,
+        "right",
+        {"status": "fail", "branch_of": "fan", "failure_reason": "exit 2"},
+    )
+    bus.emit(EventType.STAGE_COMPLETED, "fan", {"status": "partial_success", "notes": "1 of 2"})
+    lines = out.getvalue().splitlines()
+    assert lines[0].split()[:2] == ["ok", "left"] and "  left" in lines[0]
+    assert "[branch of fan]" in lines[0]
+    assert lines[1].split()[:2] == ["FAIL", "right"] and "exit 2" in lines[1]
+    assert lines[2].split()[:2] == ["partial", "fan"] and "  fan" not in lines[2][9:]
+
+
+@pytest.mark.parametrize("argv", [["--help"], ["validate", "--help"], ["--version"]])
+def test_building_the_parser_loads_no_engine_hub_or_evidence_code(argv: list[str]) -> None:
+    code = (
+        "import sys\n"
+        "from freshness_magic import cli\n"
+        f"try:\n    cli.main({argv!r})\nexcept SystemExit:\n    pass\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(("
+        "'freshness_magic.engine', 'freshness_magic.hub', 'freshness_magic.evidence', "
+        "'freshness_magic.freshness', 'freshness_magic.session', 'IPython')))\n"
+        "print('HEAVY', heavy)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "HEAVY []"

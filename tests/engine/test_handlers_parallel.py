@@ -11,7 +11,7 @@ from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import Event
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.builtin import default_registry
-from freshness_magic.engine.handlers.parallel import FanInHandler
+from freshness_magic.engine.handlers.fan_in import FanInHandler
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.pipeline import load_pipeline

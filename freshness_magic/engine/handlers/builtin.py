@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from freshness_magic.engine.handlers.base import CodergenBackend, HandlerRegistry
 from freshness_magic.engine.handlers.codergen import CodergenHandler
+from freshness_magic.engine.handlers.fan_in import FanInHandler
 from freshness_magic.engine.handlers.human import WaitForHumanHandler
 from freshness_magic.engine.handlers.manager import ManagerLoopHandler
-from freshness_magic.engine.handlers.parallel import FanInHandler, ParallelHandler
+from freshness_magic.engine.handlers.parallel import ParallelHandler
 from freshness_magic.engine.handlers.simple import ConditionalHandler, ExitHandler, StartHandler
 from freshness_magic.engine.handlers.tool import ToolHandler
 from freshness_magic.engine.interviewers import Interviewer

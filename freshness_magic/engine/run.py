@@ -437,8 +437,14 @@ class Run:
             self.save_checkpoint()
         return self.result()
 
-    def answer(self, node_id: str, choice: str | None = None) -> StepResult:
-        """Answer the waiting gate ``node_id`` by key, label or target id (None: its default)."""
+    def answer(
+        self, node_id: str, choice: str | None = None, comment: str | None = None
+    ) -> StepResult:
+        """Answer the waiting gate ``node_id`` by key, label or target id (None: its default).
+
+        A ``comment`` is set as ``human.gate.comment`` in the context and kept in the answer's
+        notes (and so in the gate's evidence record).
+        """
         from freshness_magic.engine.handlers.human import answer_outcome, match_choice
 
         gate = self._pending_gate
@@ -465,12 +471,16 @@ class Run:
         node = self.graph.nodes[node_id]
         self._pending_gate = None
         self._state = RunState.RUNNING
+        outcome = answer_outcome(gate, picked)
+        if comment:
+            outcome.context_updates["human.gate.comment"] = comment
+            outcome.notes = f"{outcome.notes}; comment: {comment}"
         self.events.emit(
             EventType.GATE_ANSWERED,
             node_id,
-            {"answer": wanted, "choice": picked.to_dict()},
+            {"answer": wanted, "choice": picked.to_dict(), "comment": comment or ""},
         )
-        return self._complete_node(node, answer_outcome(gate, picked), 1, 0.0)
+        return self._complete_node(node, outcome, 1, 0.0)
 
     def result(self) -> RunResult:
         """A snapshot of where the run stands."""

@@ -34,6 +34,7 @@ class NodeState(StrEnum):
     """What the user sees for a node (DESIGN.md §7)."""
 
     PENDING = "pending"
+    NEXT = "next"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     PARTIAL = "partial"
@@ -42,7 +43,9 @@ class NodeState(StrEnum):
     WAITING = "waiting"
     BLOCKED = "blocked"
     SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
     STALE = "stale"
+    OUTDATED = "outdated"
 
 
 class StaleKind(StrEnum):
@@ -66,7 +69,8 @@ class StateStyle:
 
 STATE_STYLES: Mapping[NodeState, StateStyle] = {
     NodeState.PENDING: StateStyle("#ffffff", "#9e9e9e", 1.0, "", "not run yet"),
-    NodeState.RUNNING: StateStyle("#bbdefb", "#0d47a1", 3.0, "", "next / running"),
+    NodeState.NEXT: StateStyle("#e3f2fd", "#1565c0", 2.0, "6,3", "next to run"),
+    NodeState.RUNNING: StateStyle("#bbdefb", "#0d47a1", 3.0, "", "running"),
     NodeState.SUCCEEDED: StateStyle("#c8e6c9", "#2e7d32", 1.5, "", "succeeded"),
     NodeState.PARTIAL: StateStyle("#fff59d", "#9e9d24", 1.5, "", "partial success"),
     NodeState.FAILED: StateStyle("#ffcdd2", "#b71c1c", 2.5, "", "failed"),
@@ -74,7 +78,9 @@ STATE_STYLES: Mapping[NodeState, StateStyle] = {
     NodeState.WAITING: StateStyle("#e1bee7", "#6a1b9a", 3.0, "", "waiting for a human"),
     NodeState.BLOCKED: StateStyle("#d7ccc8", "#3e2723", 2.5, "", "blocked by stale input"),
     NodeState.SKIPPED: StateStyle("#eeeeee", "#757575", 1.0, "2,2", "skipped"),
+    NodeState.INTERRUPTED: StateStyle("#f8bbd0", "#880e4f", 2.5, "", "interrupted"),
     NodeState.STALE: StateStyle("#ffecb3", "#ff6f00", 2.5, "", "inputs changed"),
+    NodeState.OUTDATED: StateStyle("#fff8e1", "#ff8f00", 1.5, "4,2", "upstream inputs changed"),
 }
 STALE_DASH: Mapping[StaleKind, str] = {StaleKind.BASELINE: "8,4", StaleKind.RUN: "2,3"}
 """Stale since baseline is dashed, stale since the node ran is dotted."""

@@ -27,15 +27,13 @@ from traitlets import Bool, Unicode
 from freshness_magic.engine.model import Graph
 from freshness_magic.errors import FreshnessMagicError, ParseError, ValidationError
 from freshness_magic.notebook.arguments import (
-    FLAGS,
-    SUBCOMMANDS,
     HelpShown,
     MagicArgumentParser,
     build_cell_parser,
     build_node_parser,
     build_pipeline_parser,
-    name_from,
 )
+from freshness_magic.notebook.completion import complete_line
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import LayoutCache
 from freshness_magic.notebook.text import TextResult
@@ -370,46 +368,7 @@ class PipelineMagics(Magics):
 
     def complete(self, line: str, symbol: str) -> list[str]:
         """Completions for a magic line: subcommands, flags, node ids, pipeline names."""
-        words = line.split()
-        if line.endswith(" "):
-            words.append("")
-        if not words:
-            return []
-        magic = words[0].lstrip("%")
-        args = words[1:]
-        if magic == "node":
-            return self._complete_nodes(args, symbol)
-        if len(args) <= 1:
-            return [c for c in SUBCOMMANDS if c.startswith(symbol)]
-        sub = args[0]
-        flags = FLAGS.get(sub, ["--name"])
-        if symbol.startswith("-"):
-            return [f for f in [*flags, "--help"] if f.startswith(symbol)]
-        previous = args[-2] if len(args) >= 2 else ""
-        if previous == "--name" or sub == "show":
-            return [n for n in self.pipelines() if n.startswith(symbol)]
-        if sub == "load" or sub in ("list", "status", "step", "reset", "hub", "stop"):
-            return []
-        try:
-            pipeline = self.get(name_from(args))
-        except UsageError:
-            return []
-        if previous == "--choice":
-            gate = pipeline.pending_gate()
-            return [c.key for c in gate.choices if c.key.startswith(symbol)] if gate else []
-        return [n for n in pipeline.graph.nodes if n.startswith(symbol)]
-
-    def _complete_nodes(self, args: list[str], symbol: str) -> list[str]:
-        previous = args[-2] if len(args) >= 2 else ""
-        if previous == "--name":
-            return [n for n in self.pipelines() if n.startswith(symbol)]
-        if symbol.startswith("-"):
-            return [f for f in ("--name", "--help") if f.startswith(symbol)]
-        try:
-            pipeline = self.get(name_from(args))
-        except UsageError:
-            return []
-        return [n for n in pipeline.graph.nodes if n.startswith(symbol)]
+        return complete_line(self, line, symbol)
 
 
 def _cell_validation_text(exc: ValidationError, cell: str) -> str:

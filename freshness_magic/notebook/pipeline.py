@@ -19,12 +19,17 @@ from typing import TYPE_CHECKING, Any
 from IPython.core.error import UsageError
 
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.run import RunState
+from freshness_magic.engine.run import RunState, source_hash
 from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
 from freshness_magic.notebook.readout import PipelineReadout
-from freshness_magic.notebook.saved import ResumeOffer, find_unfinished, latest_run_dir
+from freshness_magic.notebook.saved import (
+    ResumeOffer,
+    find_unfinished,
+    latest_run_dir,
+    run_dir_hash,
+)
 from freshness_magic.notebook.stepping import step_loop
 from freshness_magic.notebook.text import TextResult
 from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of
@@ -32,6 +37,10 @@ from freshness_magic.notebook.watch import InputWatcher, input_folders
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
+
+
+_RUN_SPECS = ("backend", "executor")
+"""Run options given as spec strings (``--backend``, ``--executor``), set only when asked."""
 
 
 class SupersededError(FreshnessMagicError, UsageError):
@@ -57,18 +66,31 @@ class NotebookPipeline(PipelineReadout):
 
         self._install_cells()
         self.workdir.mkdir(parents=True, exist_ok=True)
-        if resume is not None:
-            run = session.resume_run(resume, **self._resume_options())
-        else:
-            options = {k: v for k, v in self.run_options.items() if v not in (None, "")}
-            run = session.open_run(self.graph, workdir=self.workdir, **options)
+        options = {k: v for k, v in self.run_options.items() if v not in (None, "")}
+        try:
+            if resume is not None:
+                run = session.resume_run(resume, **self._resume_options(resume))
+            else:
+                run = session.open_run(self.graph, workdir=self.workdir, **options)
+        except TypeError as exc:
+            asked = ", ".join(
+                f"{k}={options[k]!r}" for k in ("backend", "executor") if k in options
+            )
+            if not asked:
+                raise
+            raise RunError(f"this install cannot open a run with {asked}: {exc}") from None
         self.resume_offer = None
         self._attach(run)
         return run
 
-    def _resume_options(self) -> dict[str, Any]:
+    def _resume_options(self, run_dir: Path) -> dict[str, Any]:
+        """Options of a resume: the loaded graph (it carries the ``%%node`` handlers) when the
+        run was started from the same text, else the run's stored pipeline."""
         keep = ("registry", "backend", "executor")
-        return {k: v for k, v in self.run_options.items() if k in keep and v not in (None, "")}
+        options = {k: v for k, v in self.run_options.items() if k in keep and v not in (None, "")}
+        if run_dir_hash(run_dir) == source_hash(self.graph.source):
+            options["graph"] = self.graph
+        return options
 
     def _attach(self, run: Run) -> None:
         self._detach()
@@ -340,7 +362,7 @@ class NotebookPipeline(PipelineReadout):
 
         old = self.run
         old.events.unsubscribe(self._on_event)
-        run = session.resume_run(old.run_dir, **self._resume_options())
+        run = session.resume_run(old.run_dir, **self._resume_options(old.run_dir))
         self._attach(run)
         run.events.emit(EventType.STAGE_INTERRUPTED, node_id, {"reason": reason})
         self.model.mark_interrupted(node_id, reason)

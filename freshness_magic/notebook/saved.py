@@ -23,6 +23,13 @@ def _json(path: Path) -> dict[str, Any] | None:
     return data if isinstance(data, dict) else None
 
 
+def run_dir_hash(run_dir: Path) -> str | None:
+    """The hash of the pipeline text a run was started with (from its manifest)."""
+    manifest = _json(run_dir / "manifest.json")
+    found = manifest.get("pipeline_hash") if manifest is not None else None
+    return str(found) if found else None
+
+
 def latest_run_dir(graph: Graph, workdir: Path) -> Path | None:
     """The newest run folder under ``<workdir>/.freshness/runs`` of a pipeline named like
     ``graph``."""

@@ -89,7 +89,7 @@ def find_unfinished(graph: Graph, workdir: Path) -> ResumeOffer | None:
         if state in ("completed", "failed") or not data.get("completed_nodes"):
             continue
         gate = data.get("pending_gate")
-        where = gate.get("node_id") if isinstance(gate, dict) else data.get("next_node")
+        where = gate.get("node") if isinstance(gate, dict) else data.get("next_node")
         offer = ResumeOffer(folder, state, str(where) if where else None)
         if best is None or stamp > best[0]:
             best = (stamp, offer)

@@ -91,7 +91,8 @@ def step_line(result: Any) -> str:
     line = f"step: {result.node_id} -> {result.outcome.status.value}"
     if result.outcome.failure_reason and not result.outcome.status.is_success:
         line += f" ({one_line(result.outcome.failure_reason, 120)})"
-    if result.next_node:
+    waiting = result.next_node == result.node_id and result.outcome.status.value == "waiting"
+    if result.next_node and not waiting:
         line += f"; next: {result.next_node}"
     return line
 

@@ -180,8 +180,7 @@ class NotebookPipeline(PipelineReadout):
         return self._watcher is not None and self._watcher.alive
 
     def _on_files_changed(self, _paths: set[str]) -> None:
-        if self._run is not None and not self.busy:
-            self.refresh_freshness()
+        self.refresh_freshness()
 
     # --- %%node cells ----------------------------------------------------------------------------
 
@@ -399,8 +398,11 @@ class NotebookPipeline(PipelineReadout):
 
     def refresh_freshness(self) -> bool:
         """Re-check stale inputs (cheap stat-cache check) and publish; True when they changed."""
-        if self._run is None:
-            return False
-        before = dict(self.model.stale)
-        self.publish()
-        return dict(self.model.stale) != before
+        if self._run is None or not self._lock.acquire(blocking=False):
+            return False  # an action in another thread publishes when its step ends
+        try:
+            before = dict(self.model.stale)
+            self.publish()
+            return dict(self.model.stale) != before
+        finally:
+            self._lock.release()

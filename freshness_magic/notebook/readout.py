@@ -171,6 +171,11 @@ class PipelineReadout:
     def status_text(self) -> str:
         """The status line, the node-state table, and the resume offer or superseded note."""
         lines = [self.status_line(), text.status_table(self.views())]
+        snapshot = self.model.snapshot
+        if snapshot.state == "failed" and snapshot.failure_reason:
+            lines.append(f"failed: {text.one_line(snapshot.failure_reason, 300)}")
+        if self.model.dead_end is not None:
+            lines.append(text.dead_end_text(self.model.dead_end))
         if self.superseded:
             lines.append(f"this view was replaced by a newer load of {self.name}")
         elif self.resume_offer is not None:

@@ -64,6 +64,19 @@ def test_parse_error_is_usage_error_with_line_and_caret(shell: InteractiveShell,
     assert "broken" not in shell.user_ns
 
 
+def test_validation_error_in_a_cell_counts_lines_from_the_magic_line(
+    shell: InteractiveShell, workdir: Path
+):
+    dot = (
+        "digraph v {\n  start [shape=Mdiamond]\n  done [shape=Msquare]\n"
+        '  start -> done [condition="outcome=="]\n}\n'
+    )
+    with pytest.raises(UsageError) as info:
+        shell.run_cell_magic("pipeline", f"v --workdir {workdir}", dot)
+    assert "  %%pipeline v cell:5:" in str(info.value)  # body line 4 is cell line 5
+    assert "condition_syntax" in str(info.value)
+
+
 def test_validation_error_is_usage_error(shell: InteractiveShell, workdir: Path):
     with pytest.raises(UsageError, match="start"):
         shell.run_cell_magic("pipeline", f"nostart --workdir {workdir}", "digraph g { a -> b }")
@@ -268,6 +281,7 @@ def test_node_cell_fail_outcome(shell: InteractiveShell, workdir: Path):
     shell.run_cell_magic("node", "work", "outcome = 'fail'\n")
     out = line(shell, "run").text
     assert pipeline.state_name == "failed"
+    assert line(shell, "status").text.splitlines()[-1].startswith("failed: node 'work' failed")
     assert "step: work -> fail (%%node work set outcome=fail)" in out
     assert "work   failed     %%node work set outcome=fail" in line(shell, "status").text
     assert pipeline.outcomes()["work"].failure_reason == "%%node work set outcome=fail"

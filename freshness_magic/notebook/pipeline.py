@@ -117,8 +117,18 @@ class NotebookPipeline(PipelineReadout):
             self.model.publish(RunSnapshot.of(run), stale, blocked)
         self._notify()
 
+    def _settle(self, *, republish: bool) -> None:
+        """After a loop: publish again only when freshness changed (or nothing was published)."""
+        run = self._run
+        if run is None:
+            return
+        stale, blocked = freshness_of(run)
+        if republish or stale != self.model.stale or blocked != self.model.blocked:
+            self.model.publish(RunSnapshot.of(run), stale, blocked)
+            self._notify()
+
     def _on_event(self, event: Any) -> None:
-        if self.model.fold(event) or event.type is EventType.EVIDENCE_RECORDED:
+        if self.model.fold(event):
             self._notify(event)
 
     def subscribe(self, listener: Callable[..., None]) -> None:
@@ -216,7 +226,9 @@ class NotebookPipeline(PipelineReadout):
     def exclusive(self) -> Iterator[None]:
         """One action at a time: a second one (another thread) is refused, not queued."""
         self._check_current()
-        if not self._lock.acquire(blocking=False):
+        # A re-check of the inputs (watcher, hub) holds the lock only briefly: wait for it.
+        waited = self._refreshing and self._lock.acquire(timeout=30)
+        if not waited and not self._lock.acquire(blocking=False):
             raise RunError(
                 f"pipeline {self.name!r} is busy with another action (a widget button); "
                 "wait until it finishes or stop it"
@@ -340,7 +352,7 @@ class NotebookPipeline(PipelineReadout):
         )
         run, steps = done.run, done.steps
         lines.extend(done.lines)
-        self.publish()
+        self._settle(republish=steps == 0)
         if run.state is RunState.WAITING:
             lines.append(text.waiting_text(self.pending_gate()))
         elif single and steps == 0 and not lines:
@@ -398,11 +410,16 @@ class NotebookPipeline(PipelineReadout):
 
     def refresh_freshness(self) -> bool:
         """Re-check stale inputs (cheap stat-cache check) and publish; True when they changed."""
-        if self._run is None or not self._lock.acquire(blocking=False):
+        if self._run is None:
+            return False
+        self._refreshing = True  # before the lock: an action starting now waits for us
+        if not self._lock.acquire(blocking=False):
+            self._refreshing = False
             return False  # an action in another thread publishes when its step ends
         try:
             before = dict(self.model.stale)
             self.publish()
             return dict(self.model.stale) != before
         finally:
+            self._refreshing = False
             self._lock.release()

@@ -57,6 +57,7 @@ class PipelineReadout:
     _evidence: EvidenceTail | None = None
     _lock: threading.RLock = field(default_factory=threading.RLock)
     _stop: threading.Event = field(default_factory=threading.Event)
+    _refreshing: bool = False
     _watcher: InputWatcher | None = None
     _model: ViewModel | None = None
 

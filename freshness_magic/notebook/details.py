@@ -6,6 +6,7 @@ comes from :mod:`~freshness_magic.notebook.text`.
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -60,6 +61,53 @@ def node_details(pipeline: PipelineReadout, node_id: str) -> NodeDetails:
         output=output,
         retries=retries,
     )
+
+
+def details_dict(pipeline: PipelineReadout, node_id: str) -> dict[str, Any]:
+    """What the widget's details panel shows for a node, as plain JSON-able values."""
+    found = node_details(pipeline, node_id)
+    data: dict[str, Any] = {"state": found.state, "why": found.why}
+    for key in ("failure_reason", "notes", "output"):
+        value = getattr(found, key)
+        if value:
+            data[key] = value
+    if found.retries:
+        data["retries"] = found.retries
+    stale = pipeline.stale.get(node_id)
+    if stale is not None:
+        data["stale_files"] = [f"{f.path} ({f.label})" for f in stale.files]
+    records = pipeline.evidence_records(node_id)
+    if records:
+        data["evidence"] = [text.evidence_row(r) for r in records[-3:]][::-1]
+    data["attributes"] = found.attrs
+    return data
+
+
+def banner(pipeline: PipelineReadout) -> Any:
+    """The run-level message for the view (failed, dead end, interrupted, superseded) or None.
+
+    Built with the view's ``RunBanner`` when this install has it (``viewstate``).
+    """
+    try:
+        view = importlib.import_module("freshness_magic.notebook.viewstate")
+    except ImportError:
+        return None
+    kinds, make = view.BannerKind, view.RunBanner
+    model = pipeline.model
+    if pipeline.superseded:
+        return make(kinds.SUPERSEDED, f"this view was replaced by a newer load of {pipeline.name}")
+    if model.dead_end is not None and model.snapshot.state in ("completed", "failed"):
+        node = str(model.dead_end.get("node", ""))
+        return make(kinds.DEAD_END, text.dead_end_text(model.dead_end), node)
+    if model.snapshot.state == "failed":
+        failed = [n for n, o in model.snapshot.outcomes.items() if o.status is StageStatus.FAIL]
+        node = failed[-1] if failed else ""
+        return make(kinds.FAILED, model.snapshot.failure_reason or "the run failed", node)
+    interrupted = [n for n in model.interrupted if n == model.snapshot.next_node]
+    if interrupted:
+        node = interrupted[0]
+        return make(kinds.INTERRUPTED, f"{node} was interrupted; run or step goes on from it", node)
+    return None
 
 
 def why_text(pipeline: PipelineReadout, node_id: str) -> str:

@@ -166,6 +166,9 @@ class NotebookPipeline(PipelineReadout):
         """A newer load of the same name replaced this object: stop and refuse every action."""
         self.superseded = True
         self._detach()
+        grey_out = getattr(self._widget, "supersede", None)
+        if callable(grey_out):
+            grey_out(f"this view was replaced by a newer load of {self.name}")
         self._notify()
 
     def close(self) -> None:

@@ -208,6 +208,24 @@ class PipelineReadout:
             return TextResult(f"no evidence records{where} yet", [])
         return TextResult(text.evidence_table(records), records)
 
+    def details(self, node_id: str) -> dict[str, Any]:
+        """What the details panel of ``node_id`` shows (state, output, failure, evidence...)."""
+        from freshness_magic.notebook.details import details_dict
+
+        return details_dict(self, node_id)
+
+    def banner(self) -> Any:
+        """The run-level message the view shows above the graph (None when there is none)."""
+        from freshness_magic.notebook.details import banner
+
+        return banner(self)
+
+    @property
+    def backend_name(self) -> str:
+        """The codergen backend new runs use (what the view's badge says)."""
+        backend = self.run_options.get("backend")
+        return backend if isinstance(backend, str) and backend else "simulated"
+
     def explain(self, expr: str, from_node: str | None = None) -> tuple[str, Any]:
         """``expr`` explained on the live context (and, from a node, the edge it would take)."""
         from freshness_magic.notebook.details import explain_condition_live

@@ -20,6 +20,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from freshness_magic.engine.model import Graph
 from freshness_magic.errors import FreshnessMagicError
@@ -111,6 +112,10 @@ class NodeView:
     state: NodeState = NodeState.PENDING
     stale: StaleKind = StaleKind.NONE
     why: str = ""
+    title: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """Cheap facts for the view: ``started_at`` (wall-clock seconds of a running node),
+    ``attempt`` (retry count), ``upstream`` (the changed node behind ``outdated``)."""
 
     def __post_init__(self) -> None:
         if self.state is NodeState.RUNNING and self.stale is not StaleKind.NONE:

@@ -141,6 +141,8 @@ class ViewModel:
         self.blocked: frozenset[str] = frozenset()
         self.running: tuple[str, float] | None = None
         """The node executing now and its ``time.monotonic()`` start (for a live timer)."""
+        self.running_since = 0.0
+        """Wall-clock start of the running node (what a view's timer counts from)."""
         self.retrying: dict[str, str] = {}
         self.interrupted: dict[str, str] = {}
         self.skipped: dict[str, str] = {}
@@ -162,6 +164,7 @@ class ViewModel:
             if kind is EventType.STAGE_STARTED and node is not None:
                 if event.data.get("branch_of") is None:
                     self.running = (node, time.monotonic())
+                    self.running_since = time.time()
                 self.interrupted.pop(node, None)
                 self.skipped.pop(node, None)
                 if self.started is None:
@@ -252,10 +255,9 @@ class ViewModel:
                 view = NodeView(NodeState.WAITING, why=f"{snap.gate.text} [{choices}]")
             elif node_id == running:
                 retry = self.retrying.get(node_id)
-                view = (
-                    NodeView(NodeState.RETRYING, why=retry)
-                    if retry
-                    else NodeView(NodeState.RUNNING, why="running")
+                state = NodeState.RETRYING if retry else NodeState.RUNNING
+                view = NodeView(
+                    state, why=retry or "running", details={"started_at": self.running_since}
                 )
             elif node_id in self.interrupted and (node_id == nxt or node_id not in snap.outcomes):
                 view = NodeView(NodeState.INTERRUPTED, why=self.interrupted[node_id])
@@ -270,6 +272,7 @@ class ViewModel:
                 view = NodeView(
                     NodeState.OUTDATED,
                     why=f"may be outdated: upstream {outdated[node_id]}'s inputs changed",
+                    details={"upstream": outdated[node_id]},
                 )
             result[node_id] = view
         return result

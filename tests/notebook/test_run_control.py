@@ -86,6 +86,8 @@ def test_stop_from_another_thread_pauses_before_the_next_node(
     worker.start()
     wait_until(started.is_set, "the work node started")
     wait_until(lambda: pipeline.views()["work"].state is NodeState.RUNNING, "work shown running")
+    assert pipeline.views()["work"].details["started_at"] > 0  # the view's live timer
+    assert pipeline.views()["after"].state is NodeState.PENDING
     with pytest.raises(RunError, match="busy with another action"):
         pipeline.step()
     assert pipeline.stop().text == "stop requested at work"
@@ -151,6 +153,9 @@ def test_node_cell_output_goes_to_the_node_folder_not_the_cell(
     from freshness_magic.notebook.details import node_details
 
     assert node_details(pipeline, "work").output == "hello from work\n"
+    details = pipeline.details("work")
+    assert details["output"] == "hello from work\n" and details["state"] == "succeeded"
+    assert details["evidence"][0]["node"] == "work"
     assert "output: hello from work" in line(shell, "why work").text
     outputs = [e for e in events_of(pipeline) if e["type"] == "stage_output"]
     assert outputs[0]["node_id"] == "work"

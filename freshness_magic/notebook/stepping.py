@@ -41,7 +41,9 @@ def step_loop(
     """Step until ``to`` (not executed), ``max_steps``, a gate, the end, ``stop`` or an interrupt.
 
     ``after_step`` runs at every step boundary (publish the views); ``on_interrupt(node)`` gets
-    a run that is consistent again after a ``KeyboardInterrupt`` inside ``node``.
+    a run that is consistent again after a ``KeyboardInterrupt`` that the engine let through.
+    A step the engine reports as ``interrupted`` (``Run.interrupt``, or a kernel interrupt it
+    caught) ends the loop too: the run is paused at that node.
     """
     done = Stepped(run)
     while not run.state.finished and run.state is not RunState.WAITING:
@@ -57,6 +59,13 @@ def step_loop(
             done.run = run = on_interrupt(node_id)
             done.interrupted = True
             done.lines.append(f"interrupted at {node_id}; %pipeline run or step goes on from there")
+            break
+        if getattr(result, "interrupted", False):  # the engine stopped the node itself
+            after_step()
+            done.interrupted = True
+            why = "stopped" if stop.is_set() else "interrupted"
+            done.lines.append(f"{why} at {node_id}; %pipeline run or step goes on from there")
+            stop.clear()
             break
         done.steps += 1
         after_step()

@@ -11,7 +11,7 @@ view never reads a run in the middle of a step. The text of every answer comes f
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,12 +24,7 @@ from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
 from freshness_magic.notebook.readout import PipelineReadout
-from freshness_magic.notebook.saved import (
-    ResumeOffer,
-    find_unfinished,
-    latest_run_dir,
-    run_dir_hash,
-)
+from freshness_magic.notebook.saved import run_dir_hash
 from freshness_magic.notebook.stepping import step_loop
 from freshness_magic.notebook.text import TextResult
 from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of
@@ -131,18 +126,6 @@ class NotebookPipeline(PipelineReadout):
         if self.model.fold(event):
             self._notify(event)
 
-    def subscribe(self, listener: Callable[..., None]) -> None:
-        """Call ``listener(event_or_None)`` after every published update of the views."""
-        self._listeners.append(listener)
-
-    def _notify(self, event: Any = None) -> None:
-        for listener in list(self._listeners):
-            listener(event)
-
-    def latest_run_dir(self) -> Path | None:
-        """The newest run folder under ``<workdir>/.freshness/runs`` for this pipeline."""
-        return latest_run_dir(self.graph, self.workdir)
-
     def resume_latest(self) -> bool:
         """Reopen the newest run of this pipeline from its checkpoint; False when there is none."""
         latest = self.latest_run_dir()
@@ -150,11 +133,6 @@ class NotebookPipeline(PipelineReadout):
             return False
         self._open(resume=latest)
         return True
-
-    def offer_resume(self) -> ResumeOffer | None:
-        """Look for an unfinished run of this pipeline on disk and offer it (``resume_offer``)."""
-        self.resume_offer = find_unfinished(self.graph, self.workdir)
-        return self.resume_offer
 
     # --- lifecycle -------------------------------------------------------------------------------
 
@@ -187,10 +165,6 @@ class NotebookPipeline(PipelineReadout):
         watcher, self._watcher = self._watcher, None
         if watcher is not None:
             watcher.stop()
-
-    @property
-    def watching(self) -> bool:
-        return self._watcher is not None and self._watcher.alive
 
     def _on_files_changed(self, _paths: set[str]) -> None:
         self.refresh_freshness()

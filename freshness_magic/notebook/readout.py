@@ -22,7 +22,7 @@ from freshness_magic.errors import RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.evidence_log import EvidenceTail
 from freshness_magic.notebook.render import LayoutCache, NodeView
-from freshness_magic.notebook.saved import ResumeOffer
+from freshness_magic.notebook.saved import ResumeOffer, find_unfinished, latest_run_dir
 from freshness_magic.notebook.text import TextResult
 from freshness_magic.notebook.viewmodel import NodeStale, ViewModel
 from freshness_magic.notebook.watch import InputWatcher
@@ -122,6 +122,29 @@ class PipelineReadout:
     @property
     def stale(self) -> Mapping[str, NodeStale]:
         return self.model.stale
+
+    # --- listeners, saved runs, watching ----------------------------------------------------------
+
+    def subscribe(self, listener: Callable[..., None]) -> None:
+        """Call ``listener(event_or_None)`` after every published update of the views."""
+        self._listeners.append(listener)
+
+    def _notify(self, event: Any = None) -> None:
+        for listener in list(self._listeners):
+            listener(event)
+
+    def latest_run_dir(self) -> Path | None:
+        """The newest run folder under ``<workdir>/.freshness/runs`` for this pipeline."""
+        return latest_run_dir(self.graph, self.workdir)
+
+    def offer_resume(self) -> ResumeOffer | None:
+        """Look for an unfinished run of this pipeline on disk and offer it (``resume_offer``)."""
+        self.resume_offer = find_unfinished(self.graph, self.workdir)
+        return self.resume_offer
+
+    @property
+    def watching(self) -> bool:
+        return self._watcher is not None and self._watcher.alive
 
     # --- views (the last published state) ---------------------------------------------------------
 

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import importlib
 import os
 import shlex
 import sys
@@ -248,14 +249,14 @@ class PipelineMagics(Magics):
             return value
         if isinstance(value, str):
             return self._load_graph(value, None)
-        try:
-            from freshness_magic.interop import graph_from_object  # type: ignore[import-not-found]
+        try:  # pydot / graphviz objects, where this install has the interop module
+            interop = importlib.import_module("freshness_magic.interop")
         except ImportError:
             raise UsageError(
                 f"%pipeline load --var: {variable} is a {type(value).__name__}; give a Graph "
                 "or DOT text"
             ) from None
-        graph: Graph = self._call(lambda: graph_from_object(value))
+        graph: Graph = self._call(lambda: interop.graph_from_object(value))
         return graph
 
     def _dispatch(self, args: argparse.Namespace) -> Any:

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.engine.model import Graph
-from freshness_magic.engine.run import RESTART_LINK, source_hash
+from freshness_magic.engine.run import follow_restarts, source_hash
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -74,8 +74,8 @@ def find_unfinished(graph: Graph, workdir: Path) -> ResumeOffer | None:
     best: tuple[int, ResumeOffer] | None = None
     for folder in root.iterdir():
         checkpoint = folder / "checkpoint.json"
-        if (folder / RESTART_LINK).exists() or not checkpoint.is_file():
-            continue
+        if follow_restarts(folder) != folder or not checkpoint.is_file():
+            continue  # a loop restart continued this run in another folder
         manifest, data = _json(folder / "manifest.json"), _json(checkpoint)
         if manifest is None or data is None:
             continue

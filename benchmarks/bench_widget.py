@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 from freshness_magic.engine.pipeline import load_pipeline
-from freshness_magic.notebook.handle import NotebookPipeline
+from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import LayoutCache
 
 

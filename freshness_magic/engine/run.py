@@ -391,6 +391,7 @@ class Run:
         outcome = answer_outcome(gate, picked)
         if comment:
             outcome.context_updates["human.gate.comment"] = comment
+            outcome.notes = f"{outcome.notes}; comment: {comment}"
         node = self.graph.nodes[node_id]
         return self._complete(NodeRun(node, outcome, 1, 0.0))
 

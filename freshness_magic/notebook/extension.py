@@ -1,11 +1,15 @@
 """Loading and unloading the notebook extension (``%load_ext`` / ``%unload_ext``).
 
 The magics instance lives in the shell's magics registry (no module state); unloading removes
-the magics, the ``post_execute`` hook and the completers it added, and nothing else.
+the magics, the ``post_execute`` hook and the completers it added and stops the background
+watchers, and nothing else: the loaded pipelines stay in the user namespace, so
+``%reload_ext freshness_magic`` keeps them (their watchers start again on load). The watchers
+also stop when the kernel exits.
 """
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 from typing import Any
 
@@ -27,12 +31,15 @@ def load(ipython: Any) -> PipelineMagics:
     if existing is not None:
         return existing
     magics = PipelineMagics(shell=ipython, parent=ipython)
-    from freshness_magic.hub.notebook import NotebookHub
+    from freshness_magic.notebook.hubcmd import NotebookHub
 
     magics.hub_handler = NotebookHub()
     ipython.register_magics(magics)
     ipython.configurables.append(magics)
     ipython.events.register("post_execute", magics.post_execute)
+    atexit.register(magics.close)
+    for pipeline in magics.pipelines().values():
+        pipeline.start_watching()
 
     def complete(_self: Any, event: Any) -> list[str]:
         return magics.complete(event.line, event.symbol)
@@ -47,9 +54,7 @@ def unload(ipython: Any) -> None:
     magics = instance(ipython)
     if magics is None:
         return
-    close_hub = getattr(magics.hub_handler, "close", None)
-    if callable(close_hub):
-        close_hub()
+    atexit.unregister(magics.close)
     with contextlib.suppress(ValueError):
         ipython.events.unregister("post_execute", magics.post_execute)
     magics.close()

@@ -1,148 +1,46 @@
 """The IPython magics: ``%%pipeline``, ``%pipeline <subcommand>`` and ``%%node``.
 
-One :class:`PipelineMagics` class holds the loaded pipelines (the last loaded is the default).
-Every magic parses its line with argparse, so ``--help`` works and a user mistake is a one-line
-``UsageError``; errors from the engine (a DOT syntax error, an unknown node, a bad answer) are
-shown the same way, with the DOT line and a caret where there is one. Cell bodies are never
-variable-expanded, and neither are magic lines (a condition may contain ``{`` or ``$``).
+Parsing and dispatch only: each magic parses its line (:mod:`~freshness_magic.notebook.arguments`)
+and calls one method of a :class:`~freshness_magic.notebook.pipeline.NotebookPipeline`. The loaded
+pipelines live in the user namespace (the variable bound to each), not in this object, so they
+survive ``%reload_ext``; the newest loaded is the default. Errors from the engine are shown as a
+one-line ``UsageError`` (DOT errors with the cell-relative line and a caret). Cell bodies are never
+variable-expanded, and neither are magic lines (a condition may contain ``{`` or ``$``); only the
+path of ``%pipeline load`` is.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import shlex
 import sys
 from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any
 
 from IPython.core.error import UsageError
-from IPython.core.magic import (
-    Magics,
-    cell_magic,
-    line_cell_magic,
-    magics_class,
-    no_var_expand,
-)
+from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
 from traitlets import Bool, Unicode
 
 from freshness_magic.engine.model import Graph
-from freshness_magic.errors import FreshnessMagicError
-from freshness_magic.notebook.handle import NotebookPipeline, TextResult
+from freshness_magic.errors import FreshnessMagicError, ParseError, ValidationError
+from freshness_magic.notebook.arguments import (
+    HelpShown,
+    MagicArgumentParser,
+    build_cell_parser,
+    build_node_parser,
+    build_pipeline_parser,
+)
+from freshness_magic.notebook.completion import complete_line
+from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import LayoutCache
-
-SUBCOMMANDS: tuple[str, ...] = (
-    "load", "step", "run", "resume", "accept", "why", "cond", "status", "evidence", "reset",
-    "list", "show", "hub",
-)  # fmt: skip
-
-
-class _HelpShown(Exception):
-    """argparse printed help (``--help``); the text is returned to the user instead."""
-
-    def __init__(self, text: str) -> None:
-        super().__init__(text)
-        self.text = text
-
-
-class MagicArgumentParser(argparse.ArgumentParser):
-    """argparse that reports mistakes as ``UsageError`` and returns ``--help`` as text."""
-
-    def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
-
-    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
-        if status:
-            raise UsageError(message or f"{self.prog}: error")
-        raise _HelpShown(self.format_help())
-
-    def print_help(self, file: Any = None) -> None:
-        raise _HelpShown(self.format_help())
-
-
-def _parser(prog: str, description: str) -> MagicArgumentParser:
-    return MagicArgumentParser(prog=prog, description=description, add_help=True)
-
-
-def build_pipeline_parser() -> MagicArgumentParser:
-    """The parser of ``%pipeline``: one subcommand per action."""
-    parser = _parser(
-        "%pipeline",
-        "Drive a loaded pipeline. With several pipelines loaded, --name selects one "
-        "(default: the last loaded). The cell form %%pipeline NAME loads DOT from the cell.",
-    )
-    sub = parser.add_subparsers(
-        dest="command", metavar="SUBCOMMAND", parser_class=MagicArgumentParser
-    )
-
-    def add(name: str, help_text: str) -> Any:
-        p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--name", help="the pipeline to act on (default: the last loaded)")
-        return p
-
-    p = sub.add_parser(
-        "load", help="load a pipeline from a .dot file", description="Load a .dot file."
-    )
-    p.add_argument("path", help="the .dot file")
-    p.add_argument("--name", help="bind the pipeline to this name (default: the graph's name)")
-    p.add_argument("--workdir", help="working directory of its runs")
-    p.add_argument("--resume", action="store_true", help="resume its latest run if any")
-    add("step", "execute the next node")
-    p = add("run", "run to the exit, a failure, a human gate, or --to NODE")
-    p.add_argument("--to", metavar="NODE", help="stop before executing this node")
-    p.add_argument("--max-steps", type=int, metavar="N", help="stop after N steps")
-    p = add("resume", "answer the waiting gate at NODE with CHOICE, then continue like run")
-    p.add_argument("node", metavar="NODE")
-    p.add_argument(
-        "--choice",
-        help="a choice key, label or target node id (default: the gate's human.default_choice)",
-    )
-    p = add("accept", "accept changed inputs as the new baseline (one node or all)")
-    p.add_argument("node", nargs="?", metavar="NODE")
-    p = add("why", "why a node is stale, blocked, failed or waiting")
-    p.add_argument("node", metavar="NODE")
-    p = add("cond", "evaluate a condition on the live context, clause by clause")
-    p.add_argument("expr", metavar="EXPR", help='e.g. "outcome=success && context.x=1"')
-    p.add_argument("--from", dest="from_node", metavar="NODE", help="also show the edge taken")
-    add("status", "the node-state table")
-    p = add("evidence", "evidence records from the run's log on disk")
-    p.add_argument("node", nargs="?", metavar="NODE")
-    add("reset", "discard the current run; the next step starts a new one")
-    sub.add_parser("list", help="the loaded pipelines", description="List loaded pipelines.")
-    p = sub.add_parser("show", help="display a pipeline's widget", description="Show the widget.")
-    p.add_argument("name", nargs="?", metavar="NAME")
-    p = sub.add_parser("hub", help="Node State Hub commands",
-                       description="Node State Hub commands.")  # fmt: skip
-    p.add_argument("args", nargs=argparse.REMAINDER)
-    return parser
-
-
-def build_cell_parser() -> MagicArgumentParser:
-    parser = _parser(
-        "%%pipeline",
-        "Load the cell's DOT as pipeline NAME (bound to NAME). Neither the DOT nor the magic "
-        "line is variable-expanded ($x and {x} stay as written); set a default folder with "
-        "%config PipelineMagics.default_workdir = '...'.",
-    )
-    parser.add_argument("name", metavar="NAME", help="a Python identifier")
-    parser.add_argument("--workdir", help="working directory of its runs")
-    parser.add_argument("--resume", action="store_true", help="resume its latest run if any")
-    return parser
-
-
-def build_node_parser() -> MagicArgumentParser:
-    parser = _parser(
-        "%%node",
-        "Make the cell the handler of NODE. The cell sees `context`, `node` and `outcome`; set "
-        "outcome to success|fail|partial_success|retry (default success). An exception is FAIL.",
-    )
-    parser.add_argument("node", metavar="NODE")
-    parser.add_argument("--name", help="the pipeline (default: the last loaded)")
-    return parser
-
+from freshness_magic.notebook.text import TextResult
 
 HubHandler = Callable[["PipelineMagics", Sequence[str]], Any]
+_NEEDS_NODE = ("why",)
+_MAY_NAME_NODE = ("accept", "evidence", "resume", "retry")
 
 
 @magics_class
@@ -155,16 +53,52 @@ class PipelineMagics(Magics):
     auto_refresh = Bool(
         True, help="re-check stale inputs after every cell (cheap stat-cache check)"
     ).tag(config=True)
+    backend = Unicode(
+        "", help="codergen backend spec of new runs (e.g. 'simulated'); '' is the default"
+    ).tag(config=True)
+    executor = Unicode(
+        "", help="executor spec of new runs (e.g. 'dask'); '' runs node work in the kernel"
+    ).tag(config=True)
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
-        self.pipelines: dict[str, NotebookPipeline] = {}
-        self.current: str | None = None
         self.layout_cache = LayoutCache()
         self.hub_handler: HubHandler | None = None
         self._pipeline_parser = build_pipeline_parser()
         self._cell_parser = build_cell_parser()
         self._node_parser = build_node_parser()
+
+    # --- the loaded pipelines --------------------------------------------------------------------
+
+    @property
+    def namespace(self) -> dict[str, Any]:
+        return self.shell.user_ns if self.shell is not None else {}
+
+    def pipelines(self) -> dict[str, NotebookPipeline]:
+        """The loaded pipelines by name (the variables bound to live pipeline objects)."""
+        found = [
+            (name, value)
+            for name, value in list(self.namespace.items())
+            if isinstance(value, NotebookPipeline) and value.name == name and not value.superseded
+        ]
+        return dict(sorted(found, key=lambda item: item[1].loaded_at))
+
+    @property
+    def current(self) -> str | None:
+        """The name of the newest loaded pipeline."""
+        names = list(self.pipelines())
+        return names[-1] if names else None
+
+    def get(self, name: str | None) -> NotebookPipeline:
+        """The pipeline called ``name``, or the last loaded one."""
+        loaded = self.pipelines()
+        key = name or self.current
+        if key is None:
+            raise UsageError("no pipeline loaded yet: use %%pipeline NAME or %pipeline load FILE")
+        found = loaded.get(key)
+        if found is None:
+            raise UsageError(f"no pipeline named {key!r}; loaded: {', '.join(loaded) or 'none'}")
+        return found
 
     # --- helpers ---------------------------------------------------------------------------------
 
@@ -175,56 +109,69 @@ class PipelineMagics(Magics):
             raise UsageError(f"{parser.prog}: cannot split the line: {exc}") from None
         try:
             return parser.parse_args(argv)
-        except _HelpShown as shown:
+        except HelpShown as shown:
             return TextResult(shown.text)
 
     def _workdir(self, given: str | None) -> Path:
         raw = given or self.default_workdir or os.getcwd()
         return Path(os.path.expanduser(raw)).resolve()
 
-    def get(self, name: str | None) -> NotebookPipeline:
-        """The pipeline called ``name``, or the last loaded one."""
-        key = name or self.current
-        if key is None:
-            raise UsageError("no pipeline loaded yet: use %%pipeline NAME or %pipeline load FILE")
-        found = self.pipelines.get(key)
-        if found is None:
-            raise UsageError(
-                f"no pipeline named {key!r}; loaded: {', '.join(self.pipelines) or 'none'}"
-            )
-        return found
-
-    def _load_graph(self, text: str, path: str | None) -> Graph:
+    def _load_graph(self, text: str, path: str | None, cell: str | None = None) -> Graph:
+        """Parse and validate; in a cell (``cell`` names it) lines count from the magic line."""
         from freshness_magic.engine.pipeline import load_pipeline
         from freshness_magic.engine.validation import validate_or_raise
 
         try:
             graph = load_pipeline(text, path=path)
             validate_or_raise(graph)
+        except ParseError as exc:
+            if cell is None:
+                raise UsageError(str(exc)) from None
+            shifted = ParseError(
+                exc.message,
+                line=exc.line + 1,
+                column=exc.column,
+                source_line=exc.source_line,
+                path=cell,
+            )
+            raise UsageError(str(shifted)) from None
+        except ValidationError as exc:
+            if cell is None:
+                raise UsageError(str(exc)) from None
+            raise UsageError(_cell_validation_text(exc, cell)) from None
         except FreshnessMagicError as exc:
-            raise UsageError(_error_text(exc)) from None
+            raise UsageError(str(exc)) from None
         return graph
 
-    def _register(self, name: str, graph: Graph, workdir: Path, resume: bool) -> NotebookPipeline:
+    def _register(
+        self, name: str, graph: Graph, workdir: Path, *, resume: bool, force: bool
+    ) -> NotebookPipeline:
         if not name.isidentifier():
             raise UsageError(f"pipeline name {name!r} is not a Python identifier")
-        namespace = self.shell.user_ns if self.shell is not None else {}
-        old = self.pipelines.get(name)
+        namespace = self.namespace
+        old = namespace.get(name)
+        if name in namespace and not isinstance(old, NotebookPipeline) and not force:
+            raise UsageError(
+                f"{name!r} is already a variable ({type(old).__name__}), not a pipeline; "
+                "choose another name or add --force to replace it"
+            )
+        cells = dict(old.cells) if isinstance(old, NotebookPipeline) else {}
         pipeline = NotebookPipeline(
             name=name,
             graph=graph,
             workdir=workdir,
             namespace=namespace,
             layout_cache=self.layout_cache,
-            cells=dict(old.cells) if old is not None else {},
+            cells={k: v for k, v in cells.items() if k in graph.nodes},
         )
-        pipeline.cells = {k: v for k, v in pipeline.cells.items() if k in graph.nodes}
-        if resume and not pipeline.resume_latest():
+        if resume and not self._call(pipeline.resume_latest):
             raise UsageError(
                 f"--resume: no saved run of {graph.name!r} under {workdir}/.freshness/runs"
             )
-        self.pipelines[name] = pipeline
-        self.current = name
+        if not resume:
+            pipeline.offer_resume()
+        if isinstance(old, NotebookPipeline):
+            old.supersede()
         namespace[name] = pipeline
         return pipeline
 
@@ -232,7 +179,23 @@ class PipelineMagics(Magics):
         try:
             return func()
         except FreshnessMagicError as exc:
-            raise UsageError(_error_text(exc)) from None
+            raise UsageError(str(exc)) from None
+
+    def _run_options(self, pipeline: NotebookPipeline, args: argparse.Namespace) -> None:
+        """``--backend``/``--executor`` (else the configured ones) for the run opened next."""
+        for key in ("backend", "executor"):
+            given = getattr(args, key, None)
+            value = given or getattr(self, key)
+            if not value or pipeline.run_options.get(key) == value:
+                continue
+            if pipeline.has_run:
+                if given:
+                    raise UsageError(
+                        f"--{key}: the run of {pipeline.name} is already open; "
+                        f"%pipeline reset, then run with --{key} {value}"
+                    )
+                continue
+            pipeline.run_options[key] = value
 
     # --- magics ----------------------------------------------------------------------------------
 
@@ -252,89 +215,120 @@ class PipelineMagics(Magics):
         args = self._parse(self._cell_parser, line)
         if isinstance(args, TextResult):
             return args
-        graph = self._load_graph(cell, None)
-        return self._register(args.name, graph, self._workdir(args.workdir), args.resume)
+        graph = self._load_graph(cell, None, cell=f"%%pipeline {args.name} cell")
+        return self._register(
+            args.name, graph, self._workdir(args.workdir), resume=args.resume, force=args.force
+        )
 
-    def _dispatch(self, args: argparse.Namespace) -> Any:
-        command = args.command
-        if command == "load":
-            path = Path(os.path.expanduser(args.path))
+    def _load(self, args: argparse.Namespace) -> NotebookPipeline:
+        if args.var:
+            graph = self._graph_from_variable(args.var)
+        elif args.path:
+            expanded = self.shell.var_expand(args.path) if self.shell is not None else args.path
+            path = Path(os.path.expanduser(expanded))
             try:
                 text = path.read_text(encoding="utf-8")
             except OSError as exc:
                 raise UsageError(f"%pipeline load: cannot read {path}: {exc.strerror}") from None
             graph = self._load_graph(text, str(path))
-            name = args.name or graph.name
-            if not name.isidentifier():
-                raise UsageError(f"graph name {name!r} is not an identifier; pass --name NAME")
-            return self._register(name, graph, self._workdir(args.workdir), args.resume)
+        else:
+            raise UsageError("%pipeline load: give a PATH or --var VARIABLE")
+        name = args.name or graph.name
+        if not name.isidentifier():
+            raise UsageError(f"graph name {name!r} is not an identifier; pass --name NAME")
+        workdir = self._workdir(args.workdir)
+        return self._register(name, graph, workdir, resume=args.resume, force=args.force)
+
+    def _graph_from_variable(self, variable: str) -> Graph:
+        """A Graph, DOT text, or (with the interop module) a pydot / graphviz object."""
+        if variable not in self.namespace:
+            raise UsageError(f"%pipeline load --var: no variable {variable!r}")
+        value = self.namespace[variable]
+        if isinstance(value, Graph):
+            return value
+        if isinstance(value, str):
+            return self._load_graph(value, None)
+        from freshness_magic.interop import graph_from_object
+
+        try:
+            return graph_from_object(value)
+        except FreshnessMagicError as exc:
+            raise UsageError(f"%pipeline load --var {variable}: {exc}") from None
+
+    def _dispatch(self, args: argparse.Namespace) -> Any:
+        command = args.command
+        if command == "load":
+            return self._load(args)
         if command == "list":
-            if not self.pipelines:
-                return TextResult("no pipelines loaded")
-            lines = [
-                f"{'*' if n == self.current else ' '} {n:<16} {p.graph.name:<16} "
-                f"{len(p.graph.nodes)} nodes  {p.state_name}"
-                for n, p in self.pipelines.items()
-            ]
-            return TextResult("\n".join(lines))
+            return self._list()
         if command == "show":
             return self.get(args.name)
         if command == "hub":
             return self._call(lambda: self._hub()(self, args.args))
         pipeline = self.get(args.name)
-        if command in ("resume", "why") or (command in ("accept", "evidence") and args.node):
-            node = args.node
-            if node not in pipeline.graph.nodes:
-                raise UsageError(
-                    f"%pipeline {command}: no node {node!r} in {pipeline.name}; nodes: "
-                    + ", ".join(pipeline.graph.nodes)
-                )
-        actions: dict[str, Callable[[], Any]] = {
-            "step": pipeline.step,
-            "run": lambda: pipeline.run_to(args.to, args.max_steps),
-            "resume": lambda: pipeline.resume(args.node, args.choice),
-            "accept": lambda: pipeline.accept(args.node),
-            "why": lambda: pipeline.why(args.node),
-            "cond": lambda: self._cond(pipeline, args.expr, args.from_node),
-            "status": lambda: TextResult(pipeline.status_text()),
-            "evidence": lambda: pipeline.evidence(args.node),
-            "reset": pipeline.reset,
-        }
-        if command in ("why", "status"):
-            pipeline.refresh_freshness()
+        node = getattr(args, "node", None)
+        named = command in _NEEDS_NODE or command in _MAY_NAME_NODE
+        if named and node is not None and node not in pipeline.graph.nodes:
+            raise UsageError(
+                f"%pipeline {command}: no node {node!r} in {pipeline.name}; nodes: "
+                + ", ".join(pipeline.graph.nodes)
+            )
         if command == "run" and args.to is not None and args.to not in pipeline.graph.nodes:
             raise UsageError(f"%pipeline run --to: no node {args.to!r} in {pipeline.name}")
         if command == "run" and args.max_steps is not None and args.max_steps < 1:
             raise UsageError("%pipeline run --max-steps: N must be at least 1")
+        if command == "cond" and args.from_node not in (None, *pipeline.graph.nodes):
+            raise UsageError(
+                f"%pipeline cond --from: no node {args.from_node!r} in {pipeline.name}"
+            )
+        if command in ("step", "run"):
+            self._run_options(pipeline, args)
+        if command in ("why", "status") and pipeline.has_run and not pipeline.busy:
+            pipeline.refresh_freshness()
+        actions: dict[str, Callable[[], Any]] = {
+            "step": pipeline.step,
+            "run": lambda: pipeline.run_to(args.to, args.max_steps),
+            "resume": lambda: pipeline.resume(node, args.choice, args.comment),
+            "retry": lambda: pipeline.retry(node),
+            "stop": pipeline.stop,
+            "accept": lambda: pipeline.accept(node),
+            "why": lambda: pipeline.why(str(node)),
+            "cond": lambda: TextResult(*pipeline.explain(args.expr, args.from_node)),
+            "status": lambda: TextResult(pipeline.status_text()),
+            "evidence": lambda: pipeline.evidence(node),
+            "reset": pipeline.reset,
+        }
         return self._call(actions[command])
 
+    def _list(self) -> TextResult:
+        loaded = self.pipelines()
+        if not loaded:
+            return TextResult("no pipelines loaded")
+        current = self.current
+        return TextResult(
+            "\n".join(
+                f"{'*' if n == current else ' '} {n:<16} {p.graph.name:<16} "
+                f"{len(p.graph.nodes)} nodes  {p.state_name}"
+                for n, p in loaded.items()
+            )
+        )
+
     def _hub(self) -> HubHandler:
-        """The ``%pipeline hub`` implementation: ``hub_handler`` if set, else the hub package's
-        :class:`~freshness_magic.hub.notebook.NotebookHub` (created once, closed on unload)."""
+        """The ``%pipeline hub`` implementation: ``hub_handler`` if set, else a
+        :class:`~freshness_magic.notebook.hubcmd.NotebookHub` (created once, closed on unload)."""
         if self.hub_handler is None:
-            try:
-                from freshness_magic.hub.notebook import NotebookHub
-            except ImportError:
-                raise UsageError(
-                    "%pipeline hub: the Node State Hub commands are not available in this install"
-                ) from None
+            from freshness_magic.notebook.hubcmd import NotebookHub
+
             self.hub_handler = NotebookHub()
         return self.hub_handler
 
     def close(self) -> None:
-        """Stop what the magics started (hub subscriptions); called on unload."""
+        """Stop what the magics started (hub subscriptions, input watchers); on unload and exit."""
         close = getattr(self.hub_handler, "close", None)
         if callable(close):
             close()
-
-    @staticmethod
-    def _cond(pipeline: NotebookPipeline, expr: str, from_node: str | None) -> TextResult:
-        from freshness_magic.notebook.widget import explain_on_live_context
-
-        if from_node is not None and from_node not in pipeline.graph.nodes:
-            raise UsageError(f"%pipeline cond --from: no node {from_node!r} in {pipeline.name}")
-        text, explanation = explain_on_live_context(pipeline, expr, from_node)
-        return TextResult(text, explanation)
+        for pipeline in self.pipelines().values():
+            pipeline.close()
 
     @no_var_expand
     @cell_magic
@@ -361,7 +355,7 @@ class PipelineMagics(Magics):
         """After every cell: re-check stale inputs of every loaded pipeline with a run."""
         if not self.auto_refresh:
             return
-        for pipeline in self.pipelines.values():
+        for pipeline in self.pipelines().values():
             if not pipeline.has_run or pipeline.busy:
                 continue
             try:
@@ -371,73 +365,20 @@ class PipelineMagics(Magics):
 
     def complete(self, line: str, symbol: str) -> list[str]:
         """Completions for a magic line: subcommands, flags, node ids, pipeline names."""
-        words = line.split()
-        if line.endswith(" "):
-            words.append("")
-        if not words:
-            return []
-        magic = words[0].lstrip("%")
-        args = words[1:]
-        if magic == "node":
-            return self._complete_nodes(args, symbol)
-        if len(args) <= 1:
-            return [c for c in SUBCOMMANDS if c.startswith(symbol)]
-        sub = args[0]
-        flags = _FLAGS.get(sub, ["--name"])
-        if symbol.startswith("-"):
-            return [f for f in [*flags, "--help"] if f.startswith(symbol)]
-        previous = args[-2] if len(args) >= 2 else ""
-        if previous == "--name" or sub == "show":
-            return [n for n in self.pipelines if n.startswith(symbol)]
-        if sub == "load" and previous not in ("--workdir",):
-            return []
-        if sub in ("list", "status", "step", "reset", "hub"):
-            return []
-        try:
-            pipeline = self.get(_name_from(args))
-        except UsageError:
-            return []
-        if previous == "--choice":
-            gate = pipeline.pending_gate()
-            return [c.key for c in gate.choices if c.key.startswith(symbol)] if gate else []
-        return [n for n in pipeline.graph.nodes if n.startswith(symbol)]
-
-    def _complete_nodes(self, args: list[str], symbol: str) -> list[str]:
-        previous = args[-2] if len(args) >= 2 else ""
-        if previous == "--name":
-            return [n for n in self.pipelines if n.startswith(symbol)]
-        if symbol.startswith("-"):
-            return [f for f in ("--name", "--help") if f.startswith(symbol)]
-        try:
-            pipeline = self.get(_name_from(args))
-        except UsageError:
-            return []
-        return [n for n in pipeline.graph.nodes if n.startswith(symbol)]
+        return complete_line(self, line, symbol)
 
 
-_FLAGS: dict[str, list[str]] = {
-    "load": ["--name", "--workdir", "--resume"],
-    "run": ["--to", "--max-steps", "--name"],
-    "resume": ["--choice", "--name"],
-    "cond": ["--from", "--name"],
-    "list": [],
-    "show": [],
-    "hub": [],
-}
-
-
-def _name_from(args: list[str]) -> str | None:
-    for i, word in enumerate(args[:-1]):
-        if word == "--name":
-            return args[i + 1]
-        if word.startswith("--name="):
-            return word.split("=", 1)[1]
-    return None
-
-
-def _error_text(exc: FreshnessMagicError) -> str:
-    """The user-facing text of an engine error (ParseError already has line + caret)."""
-    return str(exc)
+def _cell_validation_text(exc: ValidationError, cell: str) -> str:
+    """A validation error with each position counted from the cell's magic line."""
+    diagnostics = getattr(exc, "diagnostics", None)
+    if not isinstance(diagnostics, list) or not diagnostics:
+        return str(exc)
+    head = str(exc).split("\n", 1)[0]
+    lines = [
+        "  " + dataclasses.replace(d, line=d.line + 1 if d.line else 0).format(cell)
+        for d in diagnostics
+    ]
+    return "\n".join([head, *lines])
 
 
 def _set_docs() -> None:

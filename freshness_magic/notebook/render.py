@@ -25,6 +25,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import StrEnum
+from typing import Any
 
 from freshness_magic.engine.model import Graph
 from freshness_magic.errors import FreshnessMagicError
@@ -39,6 +40,7 @@ class NodeState(StrEnum):
     """What the user sees for a node (DESIGN.md §7)."""
 
     PENDING = "pending"
+    NEXT = "next"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
     PARTIAL = "partial"
@@ -47,7 +49,9 @@ class NodeState(StrEnum):
     WAITING = "waiting"
     BLOCKED = "blocked"
     SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
     STALE = "stale"
+    OUTDATED = "outdated"
 
 
 class StaleKind(StrEnum):
@@ -71,7 +75,8 @@ class StateStyle:
 
 STATE_STYLES: Mapping[NodeState, StateStyle] = {
     NodeState.PENDING: StateStyle("#ffffff", "#9e9e9e", 1.0, "", "not run yet"),
-    NodeState.RUNNING: StateStyle("#bbdefb", "#0d47a1", 3.0, "", "next / running"),
+    NodeState.NEXT: StateStyle("#e3f2fd", "#1565c0", 2.0, "6,3", "next to run"),
+    NodeState.RUNNING: StateStyle("#bbdefb", "#0d47a1", 3.0, "", "running"),
     NodeState.SUCCEEDED: StateStyle("#c8e6c9", "#2e7d32", 1.5, "", "succeeded"),
     NodeState.PARTIAL: StateStyle("#fff59d", "#9e9d24", 1.5, "", "partial success"),
     NodeState.FAILED: StateStyle("#ffcdd2", "#b71c1c", 2.5, "", "failed"),
@@ -79,7 +84,9 @@ STATE_STYLES: Mapping[NodeState, StateStyle] = {
     NodeState.WAITING: StateStyle("#e1bee7", "#6a1b9a", 3.0, "", "waiting for a human"),
     NodeState.BLOCKED: StateStyle("#d7ccc8", "#3e2723", 2.5, "", "blocked by stale input"),
     NodeState.SKIPPED: StateStyle("#eeeeee", "#757575", 1.0, "2,2", "skipped"),
+    NodeState.INTERRUPTED: StateStyle("#f8bbd0", "#880e4f", 2.5, "", "interrupted"),
     NodeState.STALE: StateStyle("#ffecb3", "#ff6f00", 2.5, "", "inputs changed"),
+    NodeState.OUTDATED: StateStyle("#fff8e1", "#ff8f00", 1.5, "4,2", "upstream inputs changed"),
 }
 STALE_DASH: Mapping[StaleKind, str] = {StaleKind.BASELINE: "8,4", StaleKind.RUN: "2,3"}
 """Stale since baseline is dashed, stale since the node ran is dotted."""
@@ -120,6 +127,10 @@ class NodeView:
     state: NodeState = NodeState.PENDING
     stale: StaleKind = StaleKind.NONE
     why: str = ""
+    title: str = ""
+    details: Mapping[str, Any] = field(default_factory=dict)
+    """Cheap facts for the view: ``started_at`` (wall-clock seconds of a running node),
+    ``attempt`` (retry count), ``upstream`` (the changed node behind ``outdated``)."""
 
     def __post_init__(self) -> None:
         if self.state is NodeState.RUNNING and self.stale is not StaleKind.NONE:

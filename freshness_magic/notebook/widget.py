@@ -39,11 +39,9 @@ from typing import Any
 
 import ipywidgets as w
 
-from freshness_magic.engine.conditions import explain_condition
-from freshness_magic.engine.edges import select_edge
-from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.errors import RunError
-from freshness_magic.notebook.handle import NotebookPipeline, choice_text, evidence_row
+from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import (
     Layout,
     base_css,
@@ -53,6 +51,7 @@ from freshness_magic.notebook.render import (
     state_css,
     why_html,
 )
+from freshness_magic.notebook.text import choice_text, evidence_row
 
 
 def in_kernel() -> bool:
@@ -85,46 +84,8 @@ def playground_html(pipeline: NotebookPipeline, expr: str, from_node: str | None
 def explain_on_live_context(
     pipeline: NotebookPipeline, expr: str, from_node: str | None
 ) -> tuple[str, Any]:
-    """Explain ``expr`` against the run's context and (with a node) the edge that would be taken.
-
-    The outcome used is the last outcome of ``from_node`` (or of the last executed node).
-    """
-    context: dict[str, Any] = dict(pipeline.run.context) if pipeline.has_run else {}
-    outcomes = pipeline.outcomes()
-    outcome: Outcome | None = None
-    if from_node is not None:
-        outcome = outcomes.get(from_node)
-    elif outcomes:
-        outcome = list(outcomes.values())[-1]
-    if outcome is None:
-        outcome = Outcome(StageStatus.SUCCESS)
-    explanation = explain_condition(
-        expr,
-        outcome=outcome.status.value,
-        preferred_label=outcome.preferred_label,
-        context=context,
-    )
-    lines = []
-    if explanation.error is not None:
-        err = explanation.error
-        lines.append(f"syntax error at column {err.column}: {err.message}")
-        lines.append(f"  {expr}")
-        lines.append("  " + " " * max(err.column - 1, 0) + "^")
-    else:
-        lines.append(f"result: {'true' if explanation.result else 'false'}")
-        lines.append(
-            f"  (outcome={outcome.status.value}, preferred_label={outcome.preferred_label!r})"
-        )
-        for clause in explanation.clauses:
-            found = clause.resolved_key if clause.resolved_key is not None else "(not set)"
-            want = "truthy" if clause.expected is None else f"{clause.operator} {clause.expected}"
-            mark = "held" if clause.held else "failed"
-            lines.append(f"  {clause.text:<30} {found} = {clause.actual!r} (wanted {want}): {mark}")
-    if from_node is not None:
-        selection = select_edge(pipeline.graph, from_node, outcome, context)
-        target = selection.edge.target if selection.edge is not None else "(none)"
-        lines.append(f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})")
-    return "\n".join(lines), explanation
+    """Explain ``expr`` against the run's context (see :meth:`NotebookPipeline.explain`)."""
+    return pipeline.explain(expr, from_node)
 
 
 def _clock_time(timestamp: str) -> str:

@@ -10,8 +10,8 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.hub import daemon
-from freshness_magic.hub.notebook import NotebookHub, why_lines
 from freshness_magic.notebook.extension import instance
+from freshness_magic.notebook.hubcmd import NotebookHub, why_lines
 from tests.waiting import wait_until
 
 from .conftest import write

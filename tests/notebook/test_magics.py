@@ -10,8 +10,9 @@ from IPython.core.completer import provisionalcompleter
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.notebook.handle import NotebookPipeline, TextResult
 from freshness_magic.notebook.magics import PipelineMagics
+from freshness_magic.notebook.pipeline import NotebookPipeline
+from freshness_magic.notebook.text import TextResult
 from tests.notebook.conftest import REVIEW_DOT, load_review
 
 
@@ -57,10 +58,23 @@ def test_parse_error_is_usage_error_with_line_and_caret(shell: InteractiveShell,
     with pytest.raises(UsageError) as info:
         shell.run_cell_magic("pipeline", f"broken --workdir {workdir}", bad)
     message = str(info.value)
-    assert ":3:" in message
+    assert message.startswith("%%pipeline broken cell:4:9: undirected edge")  # magic line is 1
     assert "start -- done" in message
     assert message.rstrip().endswith("^")
     assert "broken" not in shell.user_ns
+
+
+def test_validation_error_in_a_cell_counts_lines_from_the_magic_line(
+    shell: InteractiveShell, workdir: Path
+):
+    dot = (
+        "digraph v {\n  start [shape=Mdiamond]\n  done [shape=Msquare]\n"
+        '  start -> done [condition="outcome=="]\n}\n'
+    )
+    with pytest.raises(UsageError) as info:
+        shell.run_cell_magic("pipeline", f"v --workdir {workdir}", dot)
+    assert "  %%pipeline v cell:5:" in str(info.value)  # body line 4 is cell line 5
+    assert "condition_syntax" in str(info.value)
 
 
 def test_validation_error_is_usage_error(shell: InteractiveShell, workdir: Path):
@@ -85,17 +99,22 @@ def test_no_pipeline_loaded_is_usage_error(shell: InteractiveShell):
 def test_step_run_resume_status_flow(shell: InteractiveShell, workdir: Path):
     load_review(shell, workdir)
     out = line(shell, "step").text
-    assert out.startswith("step: start -> success; next: lint")
+    assert out == "step: start -> success; next: lint"  # one line, no table
     out = line(shell, "run --to approve").text
-    assert out.startswith("run: 2 step(s); paused")
-    assert "approve  running" in out
+    assert out.splitlines() == [
+        "step: lint -> success; next: draft",
+        "step: draft -> success; next: approve",
+        "run: 2 step(s); paused",
+    ]
+    assert "approve  next" in line(shell, "status").text
     out = line(shell, "run").text
     assert "waiting at approve: Ship it?" in out
     assert "[Y] Yes  [N] No, redo" in out
+    assert out.splitlines()[-1] == "run: 1 step(s); waiting"
     out = line(shell, "step").text
     assert out.startswith("waiting at approve")
     out = line(shell, "resume approve --choice Y").text
-    assert out.startswith("run: 1 step(s); completed")
+    assert out.splitlines() == ["step: done -> success", "run: 1 step(s); completed"]
     status = line(shell, "status").text
     assert status.splitlines()[0] == "pipeline review: completed · 5/5 nodes run"
     assert "done     succeeded" in status
@@ -106,7 +125,7 @@ def test_step_run_resume_status_flow(shell: InteractiveShell, workdir: Path):
 def test_run_max_steps_and_reset(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     out = line(shell, "run --max-steps 2").text
-    assert out.startswith("run: 2 step(s); paused")
+    assert out.splitlines()[-1] == "run: 2 step(s); paused"
     first_dir = pipeline.run.run_dir
     out = line(shell, "reset").text
     assert out.startswith("reset: a new run starts at the beginning")
@@ -127,7 +146,7 @@ def test_resume_errors(shell: InteractiveShell, workdir: Path):
         shell.run_line_magic("pipeline", "resume nope --choice Y")
     out = line(shell, "resume approve --choice N").text
     assert "waiting at approve" in out
-    assert "draft    succeeded" in out
+    assert "step: draft -> success; next: approve" in out
 
 
 def test_line_usage_errors(shell: InteractiveShell, workdir: Path):
@@ -251,7 +270,8 @@ def test_node_cell_success_writes_context(shell: InteractiveShell, workdir: Path
     out = shell.run_cell_magic("node", "work", "context['work.answer'] = 6 * 7\n")
     assert out.text == "cells.work: handled by this cell"
     result = line(shell, "run").text
-    assert "work   succeeded  %%node work cell ran" in result
+    assert "step: work -> success; next: done" in result
+    assert "work   succeeded  %%node work cell ran" in line(shell, "status").text
     assert pipeline.run.context["work.answer"] == 42
     assert "context" not in shell.user_ns and "outcome" not in shell.user_ns
 
@@ -261,7 +281,9 @@ def test_node_cell_fail_outcome(shell: InteractiveShell, workdir: Path):
     shell.run_cell_magic("node", "work", "outcome = 'fail'\n")
     out = line(shell, "run").text
     assert pipeline.state_name == "failed"
-    assert "work   failed     %%node work set outcome=fail" in out
+    assert line(shell, "status").text.splitlines()[-1].startswith("failed: node 'work' failed")
+    assert "step: work -> fail (%%node work set outcome=fail)" in out
+    assert "work   failed     %%node work set outcome=fail" in line(shell, "status").text
     assert pipeline.outcomes()["work"].failure_reason == "%%node work set outcome=fail"
 
 
@@ -300,7 +322,7 @@ def test_completion_through_the_shell(shell: InteractiveShell, workdir: Path):
             found = shell.Completer.completions(text, len(text))
             return [c.text for c in found if c.type != "magic"]
 
-    assert complete("%pipeline st") == ["step", "status"]
+    assert complete("%pipeline st") == ["step", "stop", "status"]
     assert set(complete("%pipeline run --")) >= {"--to", "--max-steps", "--name"}
     assert complete("%pipeline run --to ap") == ["approve"]
     assert complete("%pipeline why d") == ["draft", "done"]
@@ -354,7 +376,7 @@ def test_post_execute_refreshes_stale_markers_and_accept_clears(
     status = line(shell, "status").text
     assert "lint     stale(run)  inputs changed since it ran: " in status
     assert "src/login.py (modified)" in status and "src/new.py (added)" in status
-    assert "draft    succeeded" in status
+    assert "draft    outdated    may be outdated: upstream lint's inputs changed" in status
     why = line(shell, "why lint").text
     assert why.splitlines()[0] == "lint: stale(run)"
     views = pipeline.views()
@@ -423,4 +445,4 @@ def test_resume_from_checkpoint_on_disk(shell: InteractiveShell, workdir: Path):
     assert restored.state_name == "waiting"
     assert plain(restored).splitlines()[0].startswith("pipeline review: waiting · waiting at")
     out = line(shell, "resume approve --choice Yes").text
-    assert out.startswith("run: 1 step(s); completed")
+    assert out.splitlines()[-1] == "run: 1 step(s); completed"

@@ -8,7 +8,7 @@ from pathlib import Path
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.notebook.handle import NotebookPipeline
+from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import NodeState, node_groups, parse_state_css
 from freshness_magic.notebook.widget import PipelineWidget
 from tests.notebook.conftest import load_review
@@ -28,9 +28,9 @@ def test_one_svg_element_per_node_and_state_classes_after_each_step(
     assert [g.get("data-node") for g in node_groups(svg)] == list(pipeline.graph.nodes)
     assert set(states(widget).values()) == {"pending"}
     expected = [
-        {"start": "succeeded", "lint": "running", "draft": "pending"},
-        {"start": "succeeded", "lint": "succeeded", "draft": "running"},
-        {"lint": "succeeded", "draft": "succeeded", "approve": "running"},
+        {"start": "succeeded", "lint": "next", "draft": "pending"},
+        {"start": "succeeded", "lint": "succeeded", "draft": "next"},
+        {"lint": "succeeded", "draft": "succeeded", "approve": "next"},
         {"draft": "succeeded", "approve": "waiting", "done": "pending"},
     ]
     misses = pipeline.layout_cache.misses

@@ -1,10 +1,11 @@
 """The hub in the notebook: ``%pipeline hub ...`` and live stale highlights while a hub runs.
 
 :class:`NotebookHub` is the ``hub_handler`` of :class:`~freshness_magic.notebook.magics.
-PipelineMagics`. Besides answering ``start|stop|status|query``, it keeps one change subscription
-per working directory while a hub runs there: after every committed hub update it re-checks the
-freshness of the loaded pipelines in that folder (skipping a pipeline that is busy with an
-action), and their widgets restyle through their usual change notification. No cell has to run,
+PipelineMagics` (the hub package itself has no notebook code). Besides answering
+``start|stop|status|query``, it keeps one change subscription per working directory while a
+hub runs there: after every committed hub update it re-checks the freshness of the loaded
+pipelines in that folder (skipping a pipeline that is busy with an action), and their widgets
+restyle through their usual change notification. No cell has to run,
 so highlights move while a human gate waits.
 
 :func:`why_lines` gives the symbol-level lines of ``%pipeline why`` for a node's stale files.
@@ -20,6 +21,7 @@ from typing import Any
 from freshness_magic.errors import HubError
 from freshness_magic.hub.client import Change, Subscription
 from freshness_magic.hub.integration import hub_command, live_refresh, report_symbol_lines
+from freshness_magic.notebook.text import TextResult
 
 
 class NotebookHub:
@@ -33,8 +35,6 @@ class NotebookHub:
 
     def __call__(self, magics: Any, argv: Sequence[str]) -> Any:
         from IPython.core.error import UsageError
-
-        from freshness_magic.notebook.handle import TextResult
 
         self._magics = magics
         args = list(argv)
@@ -60,7 +60,7 @@ class NotebookHub:
     def default_workdir(magics: Any) -> Path:
         """The current pipeline's working directory, else the magics' default (or cwd)."""
         current = getattr(magics, "current", None)
-        pipeline = magics.pipelines.get(current) if current else None
+        pipeline = magics.pipelines().get(current) if current else None
         if pipeline is not None:
             return Path(pipeline.workdir).resolve()
         return Path(magics._workdir(None)).resolve()
@@ -95,7 +95,7 @@ class NotebookHub:
         magics = self._magics
         if magics is None:
             return
-        for pipeline in list(magics.pipelines.values()):
+        for pipeline in list(magics.pipelines().values()):
             if Path(pipeline.workdir).resolve() != root:
                 continue
             if pipeline.has_run and not pipeline.busy:

@@ -1,0 +1,173 @@
+"""The argument parsers of ``%pipeline``, ``%%pipeline`` and ``%%node`` (argparse, so ``--help``
+works and a mistake is a one-line ``UsageError``)."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any, NoReturn
+
+from IPython.core.error import UsageError
+
+SUBCOMMANDS: tuple[str, ...] = (
+    "load", "step", "run", "resume", "retry", "stop", "accept", "why", "cond", "status",
+    "evidence", "reset", "list", "show", "hub",
+)  # fmt: skip
+
+FLAGS: dict[str, list[str]] = {
+    "load": ["--name", "--workdir", "--resume", "--var", "--force"],
+    "step": ["--backend", "--executor", "--name"],
+    "run": ["--to", "--max-steps", "--backend", "--executor", "--name"],
+    "resume": ["--choice", "--comment", "--name"],
+    "retry": ["--name"],
+    "cond": ["--from", "--name"],
+    "list": [],
+    "show": [],
+    "hub": [],
+}
+"""The flags each subcommand completes (``--name`` when not listed)."""
+
+
+class HelpShown(Exception):
+    """argparse printed help (``--help``); the text is returned to the user instead."""
+
+    def __init__(self, text: str) -> None:
+        super().__init__(text)
+        self.text = text
+
+
+class MagicArgumentParser(argparse.ArgumentParser):
+    """argparse that reports mistakes as ``UsageError`` and returns ``--help`` as text."""
+
+    def error(self, message: str) -> NoReturn:
+        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+    def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
+        if status:
+            raise UsageError(message or f"{self.prog}: error")
+        raise HelpShown(self.format_help())
+
+    def print_help(self, file: Any = None) -> None:
+        raise HelpShown(self.format_help())
+
+
+def _parser(prog: str, description: str) -> MagicArgumentParser:
+    return MagicArgumentParser(prog=prog, description=description, add_help=True)
+
+
+def _run_options(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--backend",
+        metavar="SPEC",
+        help="codergen backend of a new run (default: %%config PipelineMagics.backend)",
+    )
+    parser.add_argument(
+        "--executor",
+        metavar="SPEC",
+        help="where node work runs for a new run (default: %%config PipelineMagics.executor)",
+    )
+
+
+def build_pipeline_parser() -> MagicArgumentParser:
+    """The parser of ``%pipeline``: one subcommand per action."""
+    parser = _parser(
+        "%pipeline",
+        "Drive a loaded pipeline. With several pipelines loaded, --name selects one "
+        "(default: the last loaded). The cell form %%pipeline NAME loads DOT from the cell.",
+    )
+    sub = parser.add_subparsers(
+        dest="command", metavar="SUBCOMMAND", parser_class=MagicArgumentParser
+    )
+
+    def add(name: str, help_text: str) -> Any:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--name", help="the pipeline to act on (default: the last loaded)")
+        return p
+
+    p = sub.add_parser(
+        "load",
+        help="load a pipeline from a .dot file or a variable",
+        description="Load a .dot file ({var} and $var in PATH expand from the user namespace), "
+        "or with --var a Graph, pydot.Dot, graphviz.Digraph or DOT string variable.",
+    )
+    p.add_argument("path", nargs="?", help="the .dot file")
+    p.add_argument("--var", metavar="VARIABLE", help="load from this user variable instead")
+    p.add_argument("--name", help="bind the pipeline to this name (default: the graph's name)")
+    p.add_argument("--workdir", help="working directory of its runs")
+    p.add_argument("--resume", action="store_true", help="resume its latest run if any")
+    p.add_argument("--force", action="store_true", help="replace a variable of that name")
+    p = add("step", "execute the next node")
+    _run_options(p)
+    p = add("run", "run to the exit, a failure, a human gate, or --to NODE")
+    p.add_argument("--to", metavar="NODE", help="stop before executing this node")
+    p.add_argument("--max-steps", type=int, metavar="N", help="stop after N steps")
+    _run_options(p)
+    p = add(
+        "resume",
+        "answer the waiting gate at NODE with CHOICE, then continue like run; without NODE, "
+        "reopen the unfinished run found on disk",
+    )
+    p.add_argument("node", nargs="?", metavar="NODE")
+    p.add_argument(
+        "--choice",
+        help="a choice key, label or target node id (default: the gate's human.default_choice)",
+    )
+    p.add_argument("--comment", help="a note kept in the gate's evidence and context")
+    p = add("retry", "re-arm a failed or stopped run at its failed node (or NODE), then run")
+    p.add_argument("node", nargs="?", metavar="NODE")
+    add("stop", "stop the running action after (or, where the engine can, during) its node")
+    p = add("accept", "accept changed inputs as the new baseline (one node or all)")
+    p.add_argument("node", nargs="?", metavar="NODE")
+    p = add("why", "why a node is stale, blocked, failed or waiting")
+    p.add_argument("node", metavar="NODE")
+    p = add("cond", "evaluate a condition on the live context, clause by clause")
+    p.add_argument("expr", metavar="EXPR", help='e.g. "outcome=success && context.x=1"')
+    p.add_argument("--from", dest="from_node", metavar="NODE", help="also show the edge taken")
+    add("status", "the node-state table")
+    p = add("evidence", "evidence records from the run's log on disk")
+    p.add_argument("node", nargs="?", metavar="NODE")
+    add("reset", "discard the current run; the next step starts a new one")
+    sub.add_parser("list", help="the loaded pipelines", description="List loaded pipelines.")
+    p = sub.add_parser("show", help="display a pipeline's widget", description="Show the widget.")
+    p.add_argument("name", nargs="?", metavar="NAME")
+    p = sub.add_parser("hub", help="Node State Hub commands",
+                       description="Node State Hub commands.")  # fmt: skip
+    p.add_argument("args", nargs=argparse.REMAINDER)
+    return parser
+
+
+def build_cell_parser() -> MagicArgumentParser:
+    parser = _parser(
+        "%%pipeline",
+        "Load the cell's DOT as pipeline NAME (bound to NAME). Neither the DOT nor the magic "
+        "line is variable-expanded ($x and {x} stay as written); set a default folder with "
+        "%config PipelineMagics.default_workdir = '...'.",
+    )
+    parser.add_argument("name", metavar="NAME", help="a Python identifier")
+    parser.add_argument("--workdir", help="working directory of its runs")
+    parser.add_argument("--resume", action="store_true", help="resume its latest run if any")
+    parser.add_argument(
+        "--force", action="store_true", help="replace a variable NAME that is not a pipeline"
+    )
+    return parser
+
+
+def build_node_parser() -> MagicArgumentParser:
+    parser = _parser(
+        "%%node",
+        "Make the cell the handler of NODE. The cell sees `context`, `node` and `outcome`; set "
+        "outcome to success|fail|partial_success|retry (default success). An exception is FAIL. "
+        "What the cell prints goes to the node's folder (nodes/NODE/cell_output.txt).",
+    )
+    parser.add_argument("node", metavar="NODE")
+    parser.add_argument("--name", help="the pipeline (default: the last loaded)")
+    return parser
+
+
+def name_from(args: list[str]) -> str | None:
+    """The value of ``--name`` in a partly typed magic line."""
+    for i, word in enumerate(args[:-1]):
+        if word == "--name":
+            return args[i + 1]
+        if word.startswith("--name="):
+            return word.split("=", 1)[1]
+    return None

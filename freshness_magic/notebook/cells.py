@@ -1,0 +1,133 @@
+"""``%%node`` cells as node handlers: the cell's code runs in the user namespace.
+
+The cell sees ``context`` (the live run context), ``node`` and ``outcome`` (a string); an exception
+is the node's FAIL with the traceback as the failure reason. What the cell prints goes to the
+node's folder (``nodes/<id>/cell_output.txt``) and to a ``stage_output`` event, never to
+whichever notebook cell happens to be executing (a widget button runs nodes on a worker thread).
+"""
+
+from __future__ import annotations
+
+import io
+import sys
+import threading
+import traceback
+from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any, TextIO
+
+from freshness_magic.atomicio import write_atomic
+from freshness_magic.engine.model import Node
+from freshness_magic.engine.outcome import Outcome, StageStatus
+
+CELL_HANDLER_TYPE = "notebook.cell"
+"""The handler type given to nodes whose handler is a ``%%node`` cell."""
+CELL_OUTPUT_FILE = "cell_output.txt"
+"""What a ``%%node`` cell printed, in its node's folder of the run."""
+
+OUTCOME_WORDS: Mapping[str, StageStatus] = {
+    "success": StageStatus.SUCCESS,
+    "fail": StageStatus.FAIL,
+    "partial_success": StageStatus.PARTIAL_SUCCESS,
+    "retry": StageStatus.RETRY,
+}
+_NAMES = ("context", "node", "outcome")
+
+
+class _ThreadStream(io.TextIOBase):
+    """A stand-in for ``sys.stdout``/``sys.stderr``: writes from one thread go to a buffer,
+    writes from every other thread go on to the stream it replaced."""
+
+    def __init__(self, original: TextIO, thread: int) -> None:
+        self.original = original
+        self.thread = thread
+        self.buffer_text = io.StringIO()
+
+    def write(self, text: str) -> int:
+        if threading.get_ident() == self.thread:
+            return self.buffer_text.write(text)
+        return self.original.write(text)
+
+    def flush(self) -> None:
+        if threading.get_ident() != self.thread:
+            self.original.flush()
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.original, name)
+
+
+@contextmanager
+def captured_output() -> Iterator[dict[str, str]]:
+    """Capture what this thread prints; the dict gets ``stdout`` and ``stderr`` on exit."""
+    me = threading.get_ident()
+    out, err = _ThreadStream(sys.stdout, me), _ThreadStream(sys.stderr, me)
+    saved = sys.stdout, sys.stderr
+    sys.stdout, sys.stderr = out, err
+    found: dict[str, str] = {}
+    try:
+        yield found
+    finally:
+        if sys.stdout is out:
+            sys.stdout = saved[0]
+        if sys.stderr is err:
+            sys.stderr = saved[1]
+        found["stdout"] = out.buffer_text.getvalue()
+        found["stderr"] = err.buffer_text.getvalue()
+
+
+@dataclass
+class CellHandler:
+    """The handler of every ``%%node`` cell of one pipeline (``cells``: node id -> code)."""
+
+    cells: dict[str, str]
+    namespace: dict[str, Any]
+    fallback: Callable[[Node, Any, Any], Outcome] | None = None
+
+    def execute(self, node: Node, context: Any, env: Any) -> Outcome:
+        code = self.cells.get(node.id)
+        if code is None:
+            if self.fallback is None:
+                return Outcome(StageStatus.FAIL, failure_reason=f"no %%node cell for {node.id}")
+            return self.fallback(node, context, env)
+        ns = self.namespace
+        saved: dict[str, Any] = {k: ns[k] for k in _NAMES if k in ns}
+        ns["context"], ns["node"], ns["outcome"] = context, node, "success"
+        failure = ""
+        word = "success"
+        try:
+            with captured_output() as printed:
+                try:
+                    exec(compile(code, f"<%%node {node.id}>", "exec"), ns)
+                    word = str(ns.get("outcome", "success")).strip().lower()
+                except Exception as exc:
+                    tb = traceback.format_exc(limit=-6)
+                    failure = f"%%node {node.id} raised {type(exc).__name__}: {exc}\n{tb}"
+        finally:
+            for key in _NAMES:
+                ns.pop(key, None)
+            ns.update(saved)
+            self._keep_output(node, env, printed)
+        if failure:
+            return Outcome(StageStatus.FAIL, failure_reason=failure)
+        status = OUTCOME_WORDS.get(word)
+        if status is None:
+            return Outcome(
+                StageStatus.FAIL,
+                failure_reason=f"%%node {node.id} set outcome={word!r}; use one of "
+                + ", ".join(OUTCOME_WORDS),
+            )
+        notes = f"%%node {node.id} cell ran"
+        reason = "" if status.is_success else f"%%node {node.id} set outcome={word}"
+        return Outcome(status, notes=notes, failure_reason=reason)
+
+    @staticmethod
+    def _keep_output(node: Node, env: Any, printed: dict[str, str]) -> None:
+        """Write the cell's output to its node folder and report it as ``stage_output``."""
+        text = printed.get("stdout", "") + printed.get("stderr", "")
+        if not text or env is None:
+            return
+        write_atomic(env.node_dir(node.id) / CELL_OUTPUT_FILE, text)
+        for stream in ("stdout", "stderr"):
+            if printed.get(stream):
+                env.emit("stage_output", {"stream": stream, "text": printed[stream]})

@@ -1,0 +1,177 @@
+"""What the notebook says about one node or one condition: ``why``, node details, ``cond``.
+
+Built from the pipeline's published views and its run at a step boundary; the text itself
+comes from :mod:`~freshness_magic.notebook.text`.
+"""
+
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from freshness_magic.engine.conditions import ConditionExplanation, explain_condition
+from freshness_magic.engine.edges import select_edge
+from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.notebook import text
+from freshness_magic.notebook.cells import CELL_OUTPUT_FILE
+from freshness_magic.notebook.render import NodeState
+
+if TYPE_CHECKING:
+    from freshness_magic.notebook.readout import PipelineReadout
+
+
+@dataclass(frozen=True)
+class NodeDetails:
+    """What the details panel of one node shows (all plain text; the view escapes it)."""
+
+    node_id: str
+    state: str
+    why: str
+    attrs: dict[str, str]
+    failure_reason: str
+    notes: str
+    output: str
+    """The node's streamed output so far, else what its ``%%node`` cell printed."""
+    retries: int
+
+
+def node_details(pipeline: PipelineReadout, node_id: str) -> NodeDetails:
+    """The details of ``node_id`` from the last published views and the run folder on disk."""
+    node = pipeline.require_node(node_id)
+    view = pipeline.views()[node_id]
+    outcome = pipeline.outcomes().get(node_id)
+    output = pipeline.model.outputs.get(node_id, "")
+    run = pipeline.live_run
+    if not output and run is not None:
+        path = Path(run.run_dir) / "nodes" / node_id / CELL_OUTPUT_FILE
+        try:
+            output = path.read_text(encoding="utf-8")
+        except OSError:
+            output = ""
+    retries = run.node_retries.get(node_id, 0) if run is not None else 0
+    return NodeDetails(
+        node_id=node_id,
+        state=text.state_word(view),
+        why=view.why,
+        attrs=dict(node.attrs),
+        failure_reason=outcome.failure_reason if outcome is not None else "",
+        notes=outcome.notes if outcome is not None else "",
+        output=output,
+        retries=retries,
+    )
+
+
+def details_dict(pipeline: PipelineReadout, node_id: str) -> dict[str, Any]:
+    """What the widget's details panel shows for a node, as plain JSON-able values."""
+    found = node_details(pipeline, node_id)
+    data: dict[str, Any] = {"state": found.state, "why": found.why}
+    for key in ("failure_reason", "notes", "output"):
+        value = getattr(found, key)
+        if value:
+            data[key] = value
+    if found.retries:
+        data["retries"] = found.retries
+    stale = pipeline.stale.get(node_id)
+    if stale is not None:
+        data["stale_files"] = [f"{f.path} ({f.label})" for f in stale.files]
+    records = pipeline.evidence_records(node_id)
+    if records:
+        data["evidence"] = [text.evidence_row(r) for r in records[-3:]][::-1]
+    data["attributes"] = found.attrs
+    return data
+
+
+def banner(pipeline: PipelineReadout) -> Any:
+    """The run-level message for the view (failed, dead end, interrupted, superseded) or None.
+
+    Built with the view's ``RunBanner`` when this install has it (``viewstate``).
+    """
+    try:
+        view = importlib.import_module("freshness_magic.notebook.viewstate")
+    except ImportError:
+        return None
+    kinds, make = view.BannerKind, view.RunBanner
+    model = pipeline.model
+    if pipeline.superseded:
+        return make(kinds.SUPERSEDED, f"this view was replaced by a newer load of {pipeline.name}")
+    if model.dead_end is not None and model.snapshot.state in ("completed", "failed"):
+        node = str(model.dead_end.get("node", ""))
+        return make(kinds.DEAD_END, text.dead_end_text(model.dead_end), node)
+    if model.snapshot.state == "failed":
+        failed = [n for n, o in model.snapshot.outcomes.items() if o.status is StageStatus.FAIL]
+        node = failed[-1] if failed else ""
+        return make(kinds.FAILED, model.snapshot.failure_reason or "the run failed", node)
+    interrupted = [n for n in model.interrupted if n == model.snapshot.next_node]
+    if interrupted:
+        node = interrupted[0]
+        return make(kinds.INTERRUPTED, f"{node} was interrupted; run or step goes on from it", node)
+    return None
+
+
+def why_text(pipeline: PipelineReadout, node_id: str) -> str:
+    """Why ``node_id`` is in its state: outcome, failure, stale files, waiting question, output."""
+    node = pipeline.require_node(node_id)
+    view = pipeline.views()[node_id]
+    lines = [f"{node_id}: {text.state_word(view)}"]
+    if view.why:
+        lines.append(f"  {view.why}")
+    outcome = pipeline.outcomes().get(node_id)
+    if outcome is not None:
+        lines.append(f"  last outcome: {outcome.status.value}")
+        if outcome.notes and outcome.notes != view.why:
+            lines.append(f"  notes: {text.one_line(outcome.notes, 200)}")
+        if outcome.failure_reason and outcome.failure_reason != view.why:
+            lines.append(f"  failure: {text.one_line(outcome.failure_reason, 300)}")
+    stale = pipeline.stale.get(node_id)
+    if stale is not None and stale.describe() != view.why:
+        lines.append(f"  {stale.describe()}")
+    run = pipeline.live_run
+    if stale is not None and run is not None:
+        from freshness_magic.notebook.hubcmd import why_lines
+
+        lines.extend(text.indented(why_lines(run, node_id)))
+    if node.source_files:
+        lines.append(f"  inputs: {', '.join(node.source_files)} (freshness={node.freshness})")
+    output = node_details(pipeline, node_id).output
+    if output:
+        lines.append(f"  output: {text.one_line(output, 200)}")
+    if view.state is NodeState.PENDING and stale is None:
+        lines.append("  not run yet; inputs unchanged")
+    return "\n".join(lines)
+
+
+def explain_condition_live(
+    pipeline: PipelineReadout, expr: str, from_node: str | None
+) -> tuple[str, ConditionExplanation]:
+    """Explain ``expr`` against the run's context and (with a node) the edge that would be taken.
+
+    The outcome used is the last outcome of ``from_node`` (or of the last executed node).
+    """
+    run = pipeline.live_run
+    context: dict[str, Any] = dict(run.context) if run is not None else {}
+    outcomes = pipeline.outcomes()
+    outcome: Outcome | None = None
+    if from_node is not None:
+        outcome = outcomes.get(from_node)
+    elif outcomes:
+        outcome = list(outcomes.values())[-1]
+    if outcome is None:
+        outcome = Outcome(StageStatus.SUCCESS)
+    explanation = explain_condition(
+        expr, outcome=outcome.status.value, preferred_label=outcome.preferred_label, context=context
+    )
+    edge = None
+    if from_node is not None:
+        selection = select_edge(pipeline.graph, from_node, outcome, context)
+        target = selection.edge.target if selection.edge is not None else "(none)"
+        edge = f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})"
+    answer = text.condition_text(
+        expr,
+        explanation,
+        outcome=outcome.status.value,
+        preferred_label=outcome.preferred_label,
+        edge=edge,
+    )
+    return answer, explanation

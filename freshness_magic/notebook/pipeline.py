@@ -1,0 +1,402 @@
+"""The notebook's pipeline object: one loaded pipeline, its run, its actions and their lifecycle.
+
+The magics and the widget's buttons both call these methods, so a click and a magic do exactly
+the same thing. One lock per pipeline (and so per run) lets one action run at a time; ``stop``
+is the one action that does not take it. Steps go one at a time through :meth:`Run.step`; after
+each the view model takes the run's state (:mod:`~freshness_magic.notebook.viewmodel`), so a
+view never reads a run in the middle of a step. The text of every answer comes from
+:mod:`~freshness_magic.notebook.text`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from freshness_magic.engine.events import EventType
+from freshness_magic.engine.run import RunState, source_hash
+from freshness_magic.errors import FreshnessMagicError, RunError
+from freshness_magic.notebook import text
+from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
+from freshness_magic.notebook.readout import PipelineReadout
+from freshness_magic.notebook.saved import run_dir_hash
+from freshness_magic.notebook.stepping import step_loop
+from freshness_magic.notebook.text import TextResult
+from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of
+from freshness_magic.notebook.watch import InputWatcher, input_folders
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.run import Run
+
+
+_RUN_SPECS = ("backend", "executor")
+"""Run options given as spec strings (``--backend``, ``--executor``), set only when asked."""
+
+
+class SupersededError(FreshnessMagicError, UsageError):
+    """An action on a pipeline object that a newer load of the same name replaced."""
+
+
+@dataclass(repr=False, eq=False)
+class NotebookPipeline(PipelineReadout):
+    """A pipeline loaded in the notebook under ``name``; owns its run, view model and widget."""
+
+    # --- the run -------------------------------------------------------------------------------
+
+    @property
+    def run(self) -> Run:
+        """The current run, opened on first use (``session.open_run``)."""
+        self._check_current()
+        if self._run is None:
+            return self._open(resume=None)
+        return self._run
+
+    def _open(self, *, resume: Path | None) -> Run:
+        from freshness_magic import session
+
+        self._install_cells()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        options = {k: v for k, v in self.run_options.items() if v not in (None, "")}
+        try:
+            if resume is not None:
+                run = session.resume_run(resume, **self._resume_options(resume))
+            else:
+                run = session.open_run(self.graph, workdir=self.workdir, **options)
+        except TypeError as exc:
+            asked = ", ".join(
+                f"{k}={options[k]!r}" for k in ("backend", "executor") if k in options
+            )
+            if not asked:
+                raise
+            raise RunError(f"this install cannot open a run with {asked}: {exc}") from None
+        self.resume_offer = None
+        self._attach(run)
+        return run
+
+    def _resume_options(self, run_dir: Path) -> dict[str, Any]:
+        """Options of a resume: the loaded graph (it carries the ``%%node`` handlers) when the
+        run was started from the same text, else the run's stored pipeline."""
+        keep = ("registry", "backend", "executor")
+        options = {k: v for k, v in self.run_options.items() if k in keep and v not in (None, "")}
+        if run_dir_hash(run_dir) == source_hash(self.graph.source):
+            options["graph"] = self.graph
+        return options
+
+    def _attach(self, run: Run) -> None:
+        self._detach()
+        self._run = run
+        self._model = ViewModel(self.graph)
+        registry = getattr(run, "registry", None)
+        if registry is not None and self.cells:
+            registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+        run.events.subscribe(self._on_event)
+        self.publish()
+        self.start_watching()
+
+    def _detach(self) -> None:
+        self.stop_watching()
+        if self._run is not None:
+            self._run.events.unsubscribe(self._on_event)
+        self._run = None
+
+    def publish(self, *, freshness: bool = True) -> None:
+        """Give the view model the run's state at this step boundary, then tell the listeners."""
+        run = self._run
+        if run is not None:
+            stale, blocked = freshness_of(run) if freshness else (None, None)
+            self.model.publish(RunSnapshot.of(run), stale, blocked)
+        self._notify()
+
+    def _settle(self, *, republish: bool) -> None:
+        """After a loop: publish again only when freshness changed (or nothing was published)."""
+        run = self._run
+        if run is None:
+            return
+        stale, blocked = freshness_of(run)
+        if republish or stale != self.model.stale or blocked != self.model.blocked:
+            self.model.publish(RunSnapshot.of(run), stale, blocked)
+            self._notify()
+
+    def _on_event(self, event: Any) -> None:
+        if self.model.fold(event):
+            self._notify(event)
+
+    def resume_latest(self) -> bool:
+        """Reopen the newest run of this pipeline from its checkpoint; False when there is none."""
+        latest = self.latest_run_dir()
+        if latest is None:
+            return False
+        self._open(resume=latest)
+        return True
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def _check_current(self) -> None:
+        if self.superseded:
+            raise SupersededError(f"this view was replaced by a newer load of {self.name}")
+
+    def supersede(self) -> None:
+        """A newer load of the same name replaced this object: stop and refuse every action."""
+        self.superseded = True
+        self._detach()
+        grey_out = getattr(self._widget, "supersede", None)
+        if callable(grey_out):
+            grey_out(f"this view was replaced by a newer load of {self.name}")
+        self._notify()
+
+    def close(self) -> None:
+        """Stop the background work (the input watcher); the run on disk stays as it is."""
+        self.stop_watching()
+
+    def start_watching(self) -> None:
+        """Watch the input folders (only while a run exists); a change re-checks freshness."""
+        if self._run is None or self.superseded or self._watcher is not None:
+            return
+        folders = input_folders(self.graph, self.workdir)
+        if folders:
+            self._watcher = InputWatcher(folders, self._on_files_changed).start()
+
+    def stop_watching(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop()
+
+    def _on_files_changed(self, _paths: set[str]) -> None:
+        self.refresh_freshness()
+
+    # --- %%node cells ----------------------------------------------------------------------------
+
+    def set_cell(self, node_id: str, code: str) -> None:
+        """Make ``code`` the handler of ``node_id`` (a ``%%node`` cell)."""
+        self._check_current()
+        self.require_node(node_id)
+        self.cells[node_id] = code
+        self.structure_version += 1
+        self._install_cells()
+        registry = getattr(self._run, "registry", None) if self._run is not None else None
+        if registry is not None:
+            registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+        self._notify()
+
+    def _install_cells(self) -> None:
+        for node_id in self.cells:
+            self.graph.nodes[node_id].attrs["type"] = CELL_HANDLER_TYPE
+        if not self.cells:
+            return
+        registry = self.run_options.get("registry")
+        if registry is None:
+            from freshness_magic.engine.handlers.builtin import default_registry
+
+            backend = self.run_options.get("backend")
+            registry = default_registry(backend=None if isinstance(backend, str) else backend)
+            self.run_options["registry"] = registry
+        registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+
+    # --- actions ---------------------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """One action at a time: a second one (another thread) is refused, not queued."""
+        self._check_current()
+        # A re-check of the inputs (watcher, hub) holds the lock only briefly: wait for it.
+        waited = self._refreshing and self._lock.acquire(timeout=30)
+        if not waited and not self._lock.acquire(blocking=False):
+            raise RunError(
+                f"pipeline {self.name!r} is busy with another action (a widget button); "
+                "wait until it finishes or stop it"
+            )
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @property
+    def busy(self) -> bool:
+        """Whether an action is running in another thread."""
+        if self._lock.acquire(blocking=False):
+            self._lock.release()
+            return False
+        return True
+
+    def step(self) -> TextResult:
+        """Execute the next node."""
+        with self.exclusive():
+            return self._advance(max_steps=1, single=True)
+
+    def run_to(self, to: str | None = None, max_steps: int | None = None) -> TextResult:
+        """Run until ``to``, the exit, a failure or a gate (``run`` on a finished run: no-op)."""
+        with self.exclusive():
+            if to is not None:
+                self.require_node(to)
+            return self._advance(to=to, max_steps=max_steps)
+
+    def resume(
+        self, node_id: str | None = None, choice: str | None = None, comment: str | None = None
+    ) -> TextResult:
+        """Answer the gate at ``node_id`` with ``choice`` (None: its default), then ``run``.
+
+        Without a node: reopen the unfinished run offered from disk (``resume_offer``).
+        ``comment`` is kept in the gate's evidence and in the context (``human.gate.comment``).
+        """
+        with self.exclusive():
+            if node_id is None:
+                return self._resume_offered()
+            self.require_node(node_id)
+            if self._run is None and self.resume_offer is not None:
+                raise RunError(
+                    f"no gate waits in this kernel's run; {self.resume_offer.describe(self.name)}"
+                )
+            run = self.run
+            if comment:
+                run.answer(node_id, choice, comment=comment)
+            else:
+                run.answer(node_id, choice)
+            self.publish()
+            return self._advance()
+
+    def _resume_offered(self) -> TextResult:
+        offer = self.resume_offer
+        if offer is None:
+            gate = self.pending_gate()
+            if gate is not None:
+                return TextResult(text.waiting_text(gate))
+            return TextResult(f"nothing to resume: no unfinished run of {self.name} on disk")
+        self._open(resume=offer.run_dir)
+        return TextResult(f"resumed run {offer.run_dir.name}\n{self.status_line()}")
+
+    def start_new(self) -> TextResult:
+        """Decline the offered run: the next action starts a new run (the old one stays)."""
+        self.resume_offer = None
+        return self.reset()
+
+    def retry(self, node_id: str | None = None) -> TextResult:
+        """Re-arm a failed or stopped run at its failed node (or ``node_id``), then ``run``."""
+        with self.exclusive():
+            if node_id is not None:
+                self.require_node(node_id)
+            retry = getattr(self.run, "retry", None)
+            if not callable(retry):
+                raise RunError("this engine cannot retry a run (no Run.retry); use reset")
+            retry(node_id)
+            self.publish()
+            return self._advance()
+
+    def stop(self) -> TextResult:
+        """Ask the running action to stop: the running node is interrupted (where the engine can)
+        or finishes, and no further node starts; the run stays resumable."""
+        self._check_current()
+        self._stop.set()
+        self._cancel_running()
+        running = self.model.running
+        where = f" at {running[0]}" if running is not None else ""
+        return TextResult(f"stop requested{where}")
+
+    def _cancel_running(self) -> None:
+        """The one place that asks the engine to stop the running node."""
+        interrupt = getattr(self._run, "interrupt", None)
+        if callable(interrupt):
+            interrupt()
+
+    def _advance(
+        self, to: str | None = None, max_steps: int | None = None, single: bool = False
+    ) -> TextResult:
+        """Step until ``to``, ``max_steps``, a gate, the end, a stop or an interrupt.
+
+        One line per executed step, then (for ``run``) a summary line.
+        """
+        fresh = self._run is None
+        offer = self.resume_offer
+        run = self.run
+        lines: list[str] = []
+        if fresh and offer is not None:
+            lines.append(f"note: started a new run; {offer.run_dir.name} stays on disk")
+        if run.state.finished:
+            state = run.state.value
+            return TextResult(f"run {state}; nothing to do (use reset to start again)")
+        self._stop.clear()
+        done = step_loop(
+            run,
+            stop=self._stop,
+            after_step=lambda: self.publish(freshness=False),
+            on_interrupt=lambda node: self._interrupted(node, "interrupted (kernel interrupt)"),
+            to=to,
+            max_steps=max_steps,
+        )
+        run, steps = done.run, done.steps
+        lines.extend(done.lines)
+        self._settle(republish=steps == 0)
+        if run.state is RunState.WAITING:
+            lines.append(text.waiting_text(self.pending_gate()))
+        elif single and steps == 0 and not lines:
+            lines.append(f"step: nothing executed ({run.state.value})")
+        if not single:
+            reason = self.model.snapshot.failure_reason if run.state.finished else ""
+            lines.append(text.summary_line(steps, self.state_name, reason))
+        elif run.state is RunState.FAILED:
+            lines.append(f"run failed: {text.one_line(run.failure_reason, 200)}")
+        if self.model.dead_end is not None and run.state.finished:
+            lines.append(text.dead_end_text(self.model.dead_end))
+        return TextResult("\n".join(lines), run.result())
+
+    def _interrupted(self, node_id: str, reason: str) -> Run:
+        """After a kernel interrupt inside a step: reopen the run from its last checkpoint (the
+        step boundary before the node), paused at the node, which shows ``interrupted``."""
+        from freshness_magic import session
+
+        old = self.run
+        old.events.unsubscribe(self._on_event)
+        run = session.resume_run(old.run_dir, **self._resume_options(old.run_dir))
+        self._attach(run)
+        run.events.emit(EventType.STAGE_INTERRUPTED, node_id, {"reason": reason})
+        self.model.mark_interrupted(node_id, reason)
+        self.publish()
+        return run
+
+    def accept(self, node_id: str | None = None) -> TextResult:
+        """Accept the current inputs as the new baseline: of one node, or of every node that is
+        not run yet or is shown stale now (also nodes whose inputs changed after they ran)."""
+        if node_id is not None:
+            self.require_node(node_id)
+        from freshness_magic.freshness.extension import accept_changes
+
+        with self.exclusive():
+            self.refresh_freshness()
+            accepted = accept_changes(self.run, node_id=node_id)
+            if node_id is None:
+                for stale_id in sorted(set(self.stale) - set(accepted)):
+                    accepted.update(accept_changes(self.run, node_id=stale_id))
+            self.publish()
+        target = node_id or "all stale nodes and nodes not run yet"
+        files = sorted({f for changed in accepted.values() for f in changed})
+        what = f": {', '.join(files)}" if files else ": no changed files"
+        return TextResult(f"accepted current inputs of {target}{what}")
+
+    def reset(self) -> TextResult:
+        """Drop the current run; the next action starts a new one."""
+        with self.exclusive():
+            self._detach()
+            self._open(resume=None)
+        return TextResult("reset: a new run starts at the beginning\n" + self.status_line())
+
+    # --- freshness -------------------------------------------------------------------------------
+
+    def refresh_freshness(self) -> bool:
+        """Re-check stale inputs (cheap stat-cache check) and publish; True when they changed."""
+        if self._run is None:
+            return False
+        self._refreshing = True  # before the lock: an action starting now waits for us
+        if not self._lock.acquire(blocking=False):
+            self._refreshing = False
+            return False  # an action in another thread publishes when its step ends
+        try:
+            before = dict(self.model.stale)
+            self.publish()
+            return dict(self.model.stale) != before
+        finally:
+            self._refreshing = False
+            self._lock.release()

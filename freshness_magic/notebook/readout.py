@@ -1,0 +1,261 @@
+"""What a loaded pipeline shows: its run's state as last published, as views, text and evidence.
+
+:class:`PipelineReadout` is the read side of
+:class:`~freshness_magic.notebook.pipeline.NotebookPipeline`: it holds the pipeline's fields and
+answers from the view model (never from a run in the middle of a step) and from the run folder on
+disk. The actions and the run lifecycle are in ``pipeline.py``.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, cast
+
+from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.outcome import Outcome, Question
+from freshness_magic.errors import RunError
+from freshness_magic.notebook import text
+from freshness_magic.notebook.evidence_log import EvidenceTail
+from freshness_magic.notebook.render import LayoutCache, LayoutUnavailable, NodeView
+from freshness_magic.notebook.saved import ResumeOffer, find_unfinished, latest_run_dir
+from freshness_magic.notebook.text import TextResult
+from freshness_magic.notebook.viewmodel import NodeStale, ViewModel
+from freshness_magic.notebook.watch import InputWatcher
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.run import Run
+    from freshness_magic.notebook.pipeline import NotebookPipeline
+
+
+@dataclass(repr=False, eq=False)
+class PipelineReadout:
+    """A pipeline loaded in the notebook under ``name``: its fields and everything it shows."""
+
+    name: str
+    graph: Graph
+    workdir: Path
+    namespace: dict[str, Any] = field(default_factory=dict)
+    layout_cache: LayoutCache = field(default_factory=LayoutCache)
+    run_options: dict[str, Any] = field(default_factory=dict)
+    cells: dict[str, str] = field(default_factory=dict)
+    loaded_at: int = field(default_factory=time.monotonic_ns)
+    """When it was loaded (the newest loaded pipeline is the magics' default)."""
+    superseded: bool = False
+    """True once a newer load of the same name replaced it: every action refuses."""
+    resume_offer: ResumeOffer | None = None
+    """An unfinished run of this pipeline on disk, offered to resume (None: nothing offered)."""
+    structure_version: int = 0
+    """Bumped whenever something the layout shows changes (a ``%%node`` changes a node's type)."""
+    _run: Run | None = None
+    _widget: Any = None
+    _listeners: list[Callable[[Any], None]] = field(default_factory=list)
+    _evidence: EvidenceTail | None = None
+    _lock: threading.RLock = field(default_factory=threading.RLock)
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _refreshing: bool = False
+    _watcher: InputWatcher | None = None
+    _model: ViewModel | None = None
+
+    # --- display -------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"<pipeline {self.name}: {len(self.graph.nodes)} nodes, {self.state_name}>"
+
+    @property
+    def widget(self) -> Any:
+        """The pipeline's widget (created on first use; one per pipeline, many views)."""
+        if self._widget is None:
+            from freshness_magic.notebook.widget import PipelineWidget
+
+            self._widget = PipelineWidget(cast("NotebookPipeline", self))
+        return self._widget
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The widget for rich frontends; the node-state table as ``text/plain`` everywhere.
+
+        With ``FRESHNESS_MAGIC_STATIC_HTML=1`` (the headless demo) a static SVG snapshot is
+        added as ``text/html`` so an HTML export shows the graph without a widget runtime.
+        """
+        from freshness_magic.notebook.widget import in_kernel
+
+        bundle: dict[str, Any] = {}
+        note = ""
+        if in_kernel() or self._widget is not None:
+            try:
+                self.layout_cache.get(self.graph)  # cached; fails before any widget exists
+                widget_bundle = self.widget._repr_mimebundle_()
+            except LayoutUnavailable as exc:  # no Graphviz anywhere: the text view, one note
+                widget_bundle, note = None, f"{exc}\n"
+            if isinstance(widget_bundle, dict):
+                bundle.update(widget_bundle)
+        bundle["text/plain"] = note + self.status_text()
+        if os.environ.get("FRESHNESS_MAGIC_STATIC_HTML") == "1" and self._widget is not None:
+            bundle["text/html"] = self.widget.static_html()
+        return bundle
+
+    @property
+    def model(self) -> ViewModel:
+        """The view model (node views folded from the run's events)."""
+        if self._model is None:
+            self._model = ViewModel(self.graph)
+        return self._model
+
+    def require_node(self, node_id: str) -> Node:
+        """The node ``node_id``; :class:`RunError` naming the nodes there are when missing."""
+        node = self.graph.nodes.get(node_id)
+        if node is None:
+            raise RunError(
+                f"pipeline {self.name!r} has no node {node_id!r}; nodes: "
+                + ", ".join(self.graph.nodes)
+            )
+        return node
+
+    @property
+    def has_run(self) -> bool:
+        return self._run is not None
+
+    @property
+    def live_run(self) -> Run | None:
+        """The run if one is open (``run`` opens one; this never does)."""
+        return self._run
+
+    @property
+    def stale(self) -> Mapping[str, NodeStale]:
+        return self.model.stale
+
+    # --- listeners, saved runs, watching ----------------------------------------------------------
+
+    def subscribe(self, listener: Callable[..., None]) -> None:
+        """Call ``listener(event_or_None)`` after every published update of the views."""
+        self._listeners.append(listener)
+
+    def _notify(self, event: Any = None) -> None:
+        for listener in list(self._listeners):
+            listener(event)
+
+    def latest_run_dir(self) -> Path | None:
+        """The newest run folder under ``<workdir>/.freshness/runs`` for this pipeline."""
+        return latest_run_dir(self.graph, self.workdir)
+
+    def offer_resume(self) -> ResumeOffer | None:
+        """Look for an unfinished run of this pipeline on disk and offer it (``resume_offer``)."""
+        self.resume_offer = find_unfinished(self.graph, self.workdir)
+        return self.resume_offer
+
+    @property
+    def watching(self) -> bool:
+        return self._watcher is not None and self._watcher.alive
+
+    # --- views (the last published state) ---------------------------------------------------------
+
+    @property
+    def state_name(self) -> str:
+        if self._run is None:
+            return "ready"
+        if self.model.running is not None:
+            return "running"
+        return self.model.snapshot.state
+
+    @property
+    def elapsed(self) -> float:
+        return self.model.elapsed
+
+    def outcomes(self) -> Mapping[str, Outcome]:
+        return dict(self.model.snapshot.outcomes)
+
+    def pending_gate(self) -> Question | None:
+        return self.model.snapshot.gate
+
+    def next_node(self) -> str | None:
+        if self._run is None:
+            start = self.graph.start_node()
+            return start.id if start else None
+        return self.model.snapshot.next_node
+
+    def blocked_nodes(self) -> frozenset[str]:
+        """Nodes the freshness extension holds back until their changed inputs are accepted."""
+        return self.model.blocked
+
+    def views(self) -> dict[str, NodeView]:
+        """Every node's visible state and why (DESIGN §7); a fresh dict the caller may keep."""
+        return self.model.views()
+
+    def status_line(self) -> str:
+        """``pipeline NAME: state · next: X · 2/5 nodes run``."""
+        gate = self.pending_gate()
+        return text.status_line(
+            self.name,
+            self.state_name,
+            gate.node_id if gate is not None else None,
+            self.next_node(),
+            len(self.outcomes()),
+            len(self.graph.nodes),
+        )
+
+    def status_text(self) -> str:
+        """The status line, the node-state table, and the resume offer or superseded note."""
+        lines = [self.status_line(), text.status_table(self.views())]
+        snapshot = self.model.snapshot
+        if snapshot.state == "failed" and snapshot.failure_reason:
+            lines.append(f"failed: {text.one_line(snapshot.failure_reason, 300)}")
+        if self.model.dead_end is not None:
+            lines.append(text.dead_end_text(self.model.dead_end))
+        if self.superseded:
+            lines.append(f"this view was replaced by a newer load of {self.name}")
+        elif self.resume_offer is not None:
+            lines.append(self.resume_offer.describe(self.name))
+        return "\n".join(lines)
+
+    def why(self, node_id: str) -> TextResult:
+        """Why ``node_id`` is in its state: outcome, failure, stale files, waiting question."""
+        from freshness_magic.notebook.details import why_text
+
+        return TextResult(why_text(self, node_id))
+
+    def evidence_records(self, node_id: str | None = None) -> list[dict[str, Any]]:
+        """The valid records in the run's evidence log on disk, oldest first."""
+        if self._run is None:
+            return []
+        log_path = Path(self._run.run_dir) / "evidence.jsonl"
+        if self._evidence is None or self._evidence.path != log_path:
+            self._evidence = EvidenceTail(log_path)
+        records = self._evidence.read()
+        return [r for r in records if node_id is None or r.get("nodeId") == node_id]
+
+    def evidence(self, node_id: str | None = None) -> TextResult:
+        if node_id is not None:
+            self.require_node(node_id)
+        records = self.evidence_records(node_id)
+        if not records:
+            where = f" for {node_id}" if node_id else ""
+            return TextResult(f"no evidence records{where} yet", [])
+        return TextResult(text.evidence_table(records), records)
+
+    def details(self, node_id: str) -> dict[str, Any]:
+        """What the details panel of ``node_id`` shows (state, output, failure, evidence...)."""
+        from freshness_magic.notebook.details import details_dict
+
+        return details_dict(self, node_id)
+
+    def banner(self) -> Any:
+        """The run-level message the view shows above the graph (None when there is none)."""
+        from freshness_magic.notebook.details import banner
+
+        return banner(self)
+
+    @property
+    def backend_name(self) -> str:
+        """The codergen backend new runs use (what the view's badge says)."""
+        backend = self.run_options.get("backend")
+        return backend if isinstance(backend, str) and backend else "simulated"
+
+    def explain(self, expr: str, from_node: str | None = None) -> tuple[str, Any]:
+        """``expr`` explained on the live context (and, from a node, the edge it would take)."""
+        from freshness_magic.notebook.details import explain_condition_live
+
+        return explain_condition_live(self, expr, from_node)

@@ -1,0 +1,96 @@
+"""Runs of a pipeline saved on disk: the newest one, and an unfinished one to offer to resume.
+
+After a kernel restart (or a re-load) the notebook looks here so it can offer to resume the
+run that waits at a gate instead of silently starting a new one.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from freshness_magic.engine.model import Graph
+from freshness_magic.engine.run import follow_restarts, source_hash
+
+
+def _json(path: Path) -> dict[str, Any] | None:
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def run_dir_hash(run_dir: Path) -> str | None:
+    """The hash of the pipeline text a run was started with (from its manifest)."""
+    manifest = _json(run_dir / "manifest.json")
+    found = manifest.get("pipeline_hash") if manifest is not None else None
+    return str(found) if found else None
+
+
+def latest_run_dir(graph: Graph, workdir: Path) -> Path | None:
+    """The newest run folder under ``<workdir>/.freshness/runs`` of a pipeline named like
+    ``graph``."""
+    root = workdir / ".freshness" / "runs"
+    if not root.is_dir():
+        return None
+    mine = [
+        p
+        for p in root.iterdir()
+        if (p / "checkpoint.json").is_file()
+        and (_json(p / "manifest.json") or {}).get("name") == graph.name
+    ]
+    if not mine:
+        return None
+    return max(mine, key=lambda p: (p / "checkpoint.json").stat().st_mtime_ns)
+
+
+@dataclass(frozen=True)
+class ResumeOffer:
+    """An unfinished run of the same pipeline (same text, same work directory) found on disk."""
+
+    run_dir: Path
+    state: str
+    where: str | None
+    """The waiting gate, else the node it would run next."""
+
+    def describe(self, name: str) -> str:
+        at = f" at {self.where}" if self.where else ""
+        verb = "waits" if self.state == "waiting" else "is paused"
+        return (
+            f"an unfinished run of {name} ({self.run_dir.name}) {verb}{at}: "
+            "%pipeline resume reopens it, %pipeline reset starts a new one"
+        )
+
+
+def find_unfinished(graph: Graph, workdir: Path) -> ResumeOffer | None:
+    """The newest unfinished run of ``graph`` in ``workdir`` that executed at least one node."""
+    root = workdir / ".freshness" / "runs"
+    if not root.is_dir():
+        return None
+    wanted = source_hash(graph.source)
+    best: tuple[int, ResumeOffer] | None = None
+    for folder in root.iterdir():
+        checkpoint = folder / "checkpoint.json"
+        if follow_restarts(folder) != folder or not checkpoint.is_file():
+            continue  # a loop restart continued this run in another folder
+        manifest, data = _json(folder / "manifest.json"), _json(checkpoint)
+        if manifest is None or data is None:
+            continue
+        try:
+            stamp = checkpoint.stat().st_mtime_ns
+        except OSError:
+            continue
+        if manifest.get("pipeline_hash") != wanted or manifest.get("workdir") != str(workdir):
+            continue
+        state = str(data.get("state", ""))
+        if state in ("completed", "failed") or not data.get("completed_nodes"):
+            continue
+        gate = data.get("pending_gate")
+        where = gate.get("node") if isinstance(gate, dict) else data.get("next_node")
+        offer = ResumeOffer(folder, state, str(where) if where else None)
+        if best is None or stamp > best[0]:
+            best = (stamp, offer)
+    return best[1] if best is not None else None

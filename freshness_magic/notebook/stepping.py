@@ -1,0 +1,76 @@
+"""The notebook's step loop: one :meth:`Run.step` at a time, a line and a view update after each.
+
+Stepping here rather than in ``Run.run`` lets the notebook publish the views at every step
+boundary, stop between nodes when asked, and turn a kernel interrupt inside a node into an
+``interrupted`` node of a resumable run instead of a traceback.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+from freshness_magic.engine.run import RunState
+from freshness_magic.notebook import text
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.run import Run
+
+
+@dataclass
+class Stepped:
+    """What a loop did: one line per step (and per stop or interrupt), and the run after it."""
+
+    run: Run
+    steps: int = 0
+    lines: list[str] = field(default_factory=list)
+    interrupted: bool = False
+
+
+def step_loop(
+    run: Run,
+    *,
+    stop: threading.Event,
+    after_step: Callable[[], None],
+    on_interrupt: Callable[[str], Run],
+    to: str | None = None,
+    max_steps: int | None = None,
+) -> Stepped:
+    """Step until ``to`` (not executed), ``max_steps``, a gate, the end, ``stop`` or an interrupt.
+
+    ``after_step`` runs at every step boundary (publish the views); ``on_interrupt(node)`` gets
+    a run that is consistent again after a ``KeyboardInterrupt`` that the engine let through.
+    A step the engine reports as ``interrupted`` (``Run.interrupt``, or a kernel interrupt it
+    caught) ends the loop too: the run is paused at that node.
+    """
+    done = Stepped(run)
+    while not run.state.finished and run.state is not RunState.WAITING:
+        if to is not None and run.next_node == to:
+            run.run(to=to)
+            break
+        if (max_steps is not None and done.steps >= max_steps) or stop.is_set():
+            break
+        node_id = run.next_node or "?"
+        try:
+            result = run.step()
+        except KeyboardInterrupt:
+            done.run = run = on_interrupt(node_id)
+            done.interrupted = True
+            done.lines.append(f"interrupted at {node_id}; %pipeline run or step goes on from there")
+            break
+        if getattr(result, "interrupted", False):  # the engine stopped the node itself
+            after_step()
+            done.interrupted = True
+            why = "stopped" if stop.is_set() else "interrupted"
+            done.lines.append(f"{why} at {node_id}; %pipeline run or step goes on from there")
+            stop.clear()
+            break
+        done.steps += 1
+        after_step()
+        done.lines.append(text.step_line(result))
+    if stop.is_set():
+        done.lines.append(f"stopped; the run is paused (next: {run.next_node})")
+        stop.clear()
+    return done

@@ -1,0 +1,208 @@
+"""The text the magics print: status table, step lines, why, evidence rows, condition answers.
+
+Plain text only (terminal, nbval, ``text/plain`` of rich frontends). Each thing is rendered by
+one function here: :func:`evidence_row` is the one view of an evidence record (the text table and
+the widget's panel both use it) and :func:`condition_text` the one view of a condition
+explanation (``%pipeline cond``, the playground, the dead-end line).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+from freshness_magic.engine.conditions import ConditionExplanation
+from freshness_magic.engine.outcome import Choice, Question
+from freshness_magic.notebook.render import NodeState, NodeView, state_table
+
+
+class TextResult:
+    """A magic's answer: plain text everywhere (terminal, nbval), same text in rich frontends."""
+
+    def __init__(self, text: str, data: Any = None) -> None:
+        self.text = text
+        self.data = data
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        return {"text/plain": self.text}
+
+    def __repr__(self) -> str:
+        return self.text
+
+    def __str__(self) -> str:
+        return self.text
+
+
+def one_line(text: str, limit: int) -> str:
+    """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
+    flat = " ".join(text.split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def choice_text(choice: Choice) -> str:
+    """A gate choice as shown to people: ``[K] label`` (the key not repeated)."""
+    label = choice.label or choice.target
+    if choice.key and choice.key.lower() in label[:4].lower():
+        return label
+    return f"[{choice.key}] {label}" if choice.key else label
+
+
+def state_word(view: NodeView) -> str:
+    """``succeeded``, ``stale(run)``, ...: the state column of the table."""
+    if view.state is NodeState.STALE:
+        return f"stale({view.stale.value})"
+    return view.state.value
+
+
+def status_table(views: Mapping[str, NodeView]) -> str:
+    """The node-state table (stable: no times, ids or paths)."""
+    rows = [(node_id, state_word(v), one_line(v.why, 90)) for node_id, v in views.items()]
+    return state_table(rows)
+
+
+def status_line(
+    name: str, state: str, gate: str | None, next_node: str | None, ran: int, total: int
+) -> str:
+    """``pipeline NAME: state · next: X · 2/5 nodes run`` (or ``waiting at GATE``)."""
+    parts = [f"pipeline {name}: {state}"]
+    if gate is not None:
+        parts.append(f"waiting at {gate}")
+    elif state not in ("completed", "failed") and next_node:
+        parts.append(f"next: {next_node}")
+    parts.append(f"{ran}/{total} nodes run")
+    return " · ".join(parts)
+
+
+def waiting_text(gate: Question | None) -> str:
+    """The waiting gate, its choices and the command that answers it."""
+    if gate is None:
+        return "waiting"
+    choices = "  ".join(choice_text(c) for c in gate.choices)
+    return (
+        f"waiting at {gate.node_id}: {gate.text}\n  choices: {choices}\n"
+        f"  answer with: %pipeline resume {gate.node_id} --choice <key> [--comment TEXT]"
+    )
+
+
+def step_line(result: Any) -> str:
+    """One line for one executed step: ``step: lint -> success; next: draft``."""
+    if not getattr(result, "executed", False) or result.outcome is None:
+        return f"step: nothing executed ({result.reason})"
+    line = f"step: {result.node_id} -> {result.outcome.status.value}"
+    if result.outcome.failure_reason and not result.outcome.status.is_success:
+        line += f" ({one_line(result.outcome.failure_reason, 120)})"
+    waiting = result.next_node == result.node_id and result.outcome.status.value == "waiting"
+    if result.next_node and not waiting:
+        line += f"; next: {result.next_node}"
+    return line
+
+
+def summary_line(steps: int, state: str, reason: str = "") -> str:
+    """The last line of ``%pipeline run``: ``run: 3 step(s); failed: <why>``."""
+    line = f"run: {steps} step(s); {state}"
+    if reason:
+        line += f": {one_line(reason, 200)}"
+    return line
+
+
+def evidence_row(record: Mapping[str, Any]) -> dict[str, str]:
+    """The columns of one evidence record: time, node, status, method, stale, summary, duration.
+
+    The one view of a record: the text table below and the widget's panel both use it.
+    """
+    found = record.get("outcome")
+    outcome: dict[str, Any] = found if isinstance(found, dict) else {}
+    facts = outcome.get("engine")
+    engine: dict[str, Any] = facts if isinstance(facts, dict) else {}
+    status = engine.get("status") or outcome.get("status") or ""
+    method = engine.get("evidence_method") or record.get("type") or ""
+    stale = engine.get("stale_files") or []
+    if isinstance(stale, list):
+        stale_text = ", ".join(
+            str(s.get("path", s)) if isinstance(s, dict) else str(s) for s in stale
+        )
+    else:
+        stale_text = str(stale)
+    seconds = engine.get("duration_seconds")
+    duration = f"{float(seconds) * 1000:.0f} ms" if isinstance(seconds, int | float) else ""
+    return {
+        "time": str(record.get("timestamp", "")),
+        "node": str(record.get("nodeId", "")),
+        "status": str(status),
+        "method": str(method),
+        "stale": stale_text,
+        "summary": one_line(str(record.get("summary", "")), 120),
+        "duration": duration,
+    }
+
+
+_EVIDENCE_HEAD = ("node", "status", "method", "summary")
+
+
+def evidence_table(records: Sequence[Mapping[str, Any]]) -> str:
+    """``%pipeline evidence``: one line per record, oldest first."""
+    rows = [evidence_row(rec) for rec in records]
+    table = [
+        (
+            row["node"],
+            row["status"],
+            row["method"],
+            row["summary"] + (f"  [stale: {row['stale']}]" if row["stale"] else ""),
+        )
+        for row in rows
+    ]
+    widths = [max(len(h), *(len(r[i]) for r in table)) for i, h in enumerate(_EVIDENCE_HEAD[:3])]
+    lines = [
+        "  ".join(f"{cell:<{widths[i]}}" for i, cell in enumerate(r[:3])) + "  " + r[3]
+        for r in [_EVIDENCE_HEAD, *table]
+    ]
+    return "\n".join([lines[0].rstrip(), *lines[1:]])
+
+
+def condition_text(
+    expr: str,
+    explanation: ConditionExplanation,
+    *,
+    outcome: str = "",
+    preferred_label: str = "",
+    edge: str | None = None,
+) -> str:
+    """A condition explained clause by clause (or its syntax error with a caret).
+
+    The one view of a :class:`ConditionExplanation` in the notebook; ``edge`` is the line
+    naming the edge that would be taken, when asked with ``--from``.
+    """
+    lines = []
+    if explanation.error is not None:
+        err = explanation.error
+        lines.append(f"syntax error at column {err.column}: {err.message}")
+        lines.append(f"  {expr}")
+        lines.append("  " + " " * max(err.column - 1, 0) + "^")
+    else:
+        lines.append(f"result: {'true' if explanation.result else 'false'}")
+        lines.append(f"  (outcome={outcome}, preferred_label={preferred_label!r})")
+        for clause in explanation.clauses:
+            found = clause.resolved_key if clause.resolved_key is not None else "(not set)"
+            want = "truthy" if clause.expected is None else f"{clause.operator} {clause.expected}"
+            mark = "held" if clause.held else "failed"
+            lines.append(f"  {clause.text:<30} {found} = {clause.actual!r} (wanted {want}): {mark}")
+    if edge is not None:
+        lines.append(edge)
+    return "\n".join(lines)
+
+
+def dead_end_text(dead_end: Mapping[str, Any]) -> str:
+    """``ended at X: no edge matched`` with each condition tried and its value."""
+    node = dead_end.get("node", "?")
+    lines = [f"ended at {node}: no edge matched"]
+    conditions = dead_end.get("conditions")
+    for item in conditions if isinstance(conditions, list) else []:
+        if isinstance(item, dict):
+            value = "true" if item.get("value") else "false"
+            lines.append(f"  {item.get('edge', '?')}: {item.get('condition', '')} -> {value}")
+    return "\n".join(lines)
+
+
+def indented(lines: Iterable[str]) -> list[str]:
+    """``lines`` indented by two spaces (the detail lines of ``why``)."""
+    return [f"  {line}" for line in lines]

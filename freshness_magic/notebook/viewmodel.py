@@ -1,0 +1,316 @@
+"""The node views of one pipeline, folded from its run's events and published once per step.
+
+The run's state (outcomes, gate, next node) is read only at step boundaries, when the pipeline
+takes a :class:`RunSnapshot`; between boundaries only events are folded in (a node started, is
+retrying, printed output, was interrupted or skipped, a dead end). So a view never reads a run
+that is half way through a step. :meth:`ViewModel.views` is the last published state of every
+node (DESIGN §7) with the reason behind it.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from freshness_magic.engine.events import Event, EventType
+from freshness_magic.engine.model import Graph
+from freshness_magic.engine.outcome import Outcome, Question, StageStatus
+from freshness_magic.freshness.labels import FileLabel
+from freshness_magic.freshness.report import FreshnessReport
+from freshness_magic.notebook.render import NodeState, NodeView, StaleKind
+from freshness_magic.notebook.text import choice_text
+
+OUTPUT_TAIL = 4000
+"""Characters of a node's streamed output kept for its details."""
+_FINISHED = ("completed", "failed")
+
+
+@dataclass(frozen=True)
+class StaleFile:
+    """One changed input of a node with its label (``modified``, ``deleted``, ``added`` ...)."""
+
+    path: str
+    label: str
+
+
+@dataclass(frozen=True)
+class NodeStale:
+    """A node's stale inputs and since when (run-start baseline or the node's own completion)."""
+
+    kind: StaleKind
+    files: tuple[StaleFile, ...]
+
+    def describe(self) -> str:
+        since = "baseline" if self.kind is StaleKind.BASELINE else "it ran"
+        files = ", ".join(f"{f.path} ({f.label})" for f in self.files)
+        return f"inputs changed since {since}: {files}"
+
+
+_LABELS = {"stale_changed": "modified", "stale_deleted": "deleted", "stale_added": "added"}
+
+
+def stale_from_report(report: FreshnessReport) -> dict[str, NodeStale]:
+    """Per-node stale inputs from the freshness report: since the node ran, else since baseline."""
+    result: dict[str, NodeStale] = {}
+    for node_id, entry in report.nodes.items():
+        if entry.since_run is not None:
+            view, kind = entry.since_run, StaleKind.RUN
+        else:
+            view, kind = entry.since_baseline, StaleKind.BASELINE
+        files = tuple(
+            StaleFile(f.path, _LABELS.get(f.label.value.rsplit(".", 1)[-1].lower(), f.label.value))
+            for f in view.files
+            if f.label is not FileLabel.FRESH
+        )
+        if files and view.is_stale:
+            result[node_id] = NodeStale(kind, files)
+    return result
+
+
+def freshness_of(run: Any) -> tuple[dict[str, NodeStale], frozenset[str]]:
+    """The stale inputs per node and the blocked nodes, from the run's freshness extension."""
+    for ext in getattr(run, "extensions", ()):
+        if getattr(ext, "name", "") != "freshness":
+            continue
+        report = ext.report(run) if callable(getattr(ext, "report", None)) else None
+        stale = stale_from_report(report) if isinstance(report, FreshnessReport) else {}
+        return stale, frozenset(getattr(ext, "blocked", ()))
+    return {}, frozenset()
+
+
+@dataclass(frozen=True)
+class RunSnapshot:
+    """The run's state at a step boundary (what the views are computed from)."""
+
+    state: str = "ready"
+    outcomes: Mapping[str, Outcome] = field(default_factory=dict)
+    completed: tuple[str, ...] = ()
+    gate: Question | None = None
+    next_node: str | None = None
+    failure_reason: str = ""
+
+    @classmethod
+    def of(cls, run: Any) -> RunSnapshot:
+        state = run.state
+        return cls(
+            state=str(getattr(state, "value", state)).lower(),
+            outcomes=dict(run.node_outcomes),
+            completed=tuple(run.completed_nodes),
+            gate=run.pending_gate,
+            next_node=run.next_node,
+            failure_reason=str(getattr(run, "failure_reason", "") or ""),
+        )
+
+
+def successors(graph: Graph) -> dict[str, set[str]]:
+    """Where the run can go from each node: its edges and its failure-routing targets."""
+    found: dict[str, set[str]] = {node_id: set() for node_id in graph.nodes}
+    for edge in graph.edges:
+        found.setdefault(edge.source, set()).add(edge.target)
+    for node in graph.nodes.values():
+        for target in (node.retry_target, node.fallback_retry_target):
+            if target in graph.nodes:
+                found[node.id].add(target)
+    return found
+
+
+def reachable(succ: Mapping[str, set[str]], roots: Iterable[str]) -> set[str]:
+    """Every node reachable from ``roots`` (the roots not included unless on a cycle)."""
+    seen: set[str] = set()
+    todo = [t for r in roots for t in succ.get(r, ())]
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(succ.get(node, ()))
+    return seen
+
+
+class ViewModel:
+    """Node views of one pipeline: events folded in as they come, views published per step."""
+
+    def __init__(self, graph: Graph) -> None:
+        self.graph = graph
+        self._succ = successors(graph)
+        self._lock = threading.Lock()
+        self.snapshot = RunSnapshot()
+        self.stale: dict[str, NodeStale] = {}
+        self.blocked: frozenset[str] = frozenset()
+        self.running: tuple[str, float] | None = None
+        """The node executing now and its ``time.monotonic()`` start (for a live timer)."""
+        self.running_since = 0.0
+        """Wall-clock start of the running node (what a view's timer counts from)."""
+        self.retrying: dict[str, str] = {}
+        self.interrupted: dict[str, str] = {}
+        self.skipped: dict[str, str] = {}
+        self.outputs: dict[str, str] = {}
+        """The tail of each node's streamed output (``stage_output`` events)."""
+        self.dead_end: dict[str, Any] | None = None
+        self.started: float | None = None
+        self.finished: float | None = None
+        self.version = 0
+        self._views: dict[str, NodeView] = {}
+        self.publish(RunSnapshot())
+
+    # --- folding ---------------------------------------------------------------------------------
+
+    def fold(self, event: Event) -> bool:
+        """Fold one run event in; True when the views changed and should be shown now."""
+        kind, node = event.type, event.node_id
+        with self._lock:
+            if kind is EventType.STAGE_STARTED and node is not None:
+                if event.data.get("branch_of") is None:
+                    self.running = (node, time.monotonic())
+                    self.running_since = time.time()
+                self.interrupted.pop(node, None)
+                self.skipped.pop(node, None)
+                if self.started is None:
+                    self.started = time.monotonic()
+            elif kind is EventType.STAGE_RETRYING and node is not None:
+                self.retrying[node] = str(event.data.get("failure_reason") or "retry requested")
+            elif kind is EventType.STAGE_INTERRUPTED and node is not None:
+                self.interrupted[node] = str(event.data.get("reason") or "interrupted")
+                self.running = None
+            elif kind is EventType.STAGE_SKIPPED and node is not None:
+                self.skipped[node] = str(event.data.get("notes") or "skipped")
+            elif kind is EventType.STAGE_OUTPUT and node is not None:
+                text = self.outputs.get(node, "") + str(event.data.get("text", ""))
+                self.outputs[node] = text[-OUTPUT_TAIL:]
+                return False
+            elif kind is EventType.DEAD_END:
+                self.dead_end = dict(event.data)
+            elif kind in (EventType.PIPELINE_COMPLETED, EventType.PIPELINE_FAILED):
+                self.finished = time.monotonic()
+                return False
+            else:
+                return False
+        self._publish_locked(self.snapshot)
+        return True
+
+    def mark_interrupted(self, node_id: str, reason: str) -> None:
+        """Record that ``node_id`` was stopped (the run's own event may not say so)."""
+        with self._lock:
+            self.interrupted[node_id] = reason
+            self.running = None
+
+    # --- publishing -----------------------------------------------------------------------------
+
+    def publish(
+        self,
+        snapshot: RunSnapshot,
+        stale: Mapping[str, NodeStale] | None = None,
+        blocked: frozenset[str] | None = None,
+    ) -> None:
+        """Take the run's state at a step boundary (and the freshness) and recompute the views."""
+        with self._lock:
+            self.running = None
+            if stale is not None:
+                self.stale = dict(stale)
+            if blocked is not None:
+                self.blocked = blocked
+            for node_id in list(self.retrying):
+                if node_id in snapshot.outcomes:
+                    del self.retrying[node_id]
+            self._publish_locked(snapshot)
+
+    def _publish_locked(self, snapshot: RunSnapshot) -> None:
+        self.snapshot = snapshot
+        self._views = self._compute()
+        self.version += 1
+
+    def views(self) -> dict[str, NodeView]:
+        """The last published view of every node (a fresh dict the caller may keep)."""
+        with self._lock:
+            return dict(self._views)
+
+    @property
+    def elapsed(self) -> float:
+        if self.started is None:
+            return 0.0
+        return (self.finished or time.monotonic()) - self.started
+
+    # --- the rules ------------------------------------------------------------------------------
+
+    def _compute(self) -> dict[str, NodeView]:
+        snap = self.snapshot
+        live = snap.state not in _FINISHED and snap.state != "ready"
+        nxt = snap.next_node if live and snap.state != "waiting" else None
+        ahead = reachable(self._succ, [nxt]) | {nxt} if nxt is not None else set()
+        if snap.gate is not None:
+            ahead |= reachable(self._succ, [snap.gate.node_id]) | {snap.gate.node_id}
+        outdated = self._outdated()
+        running = self.running[0] if self.running is not None else None
+        result: dict[str, NodeView] = {}
+        for node_id in self.graph.nodes:
+            view = self._outcome_view(node_id, snap.outcomes.get(node_id))
+            if node_id in self.skipped and node_id not in snap.outcomes:
+                view = NodeView(NodeState.SKIPPED, why=self.skipped[node_id])
+            elif node_id not in snap.outcomes and self._never_reached(node_id, snap, ahead):
+                view = NodeView(NodeState.SKIPPED, why="not on the path taken")
+            if snap.gate is not None and snap.gate.node_id == node_id:
+                choices = ", ".join(choice_text(c) for c in snap.gate.choices)
+                view = NodeView(NodeState.WAITING, why=f"{snap.gate.text} [{choices}]")
+            elif node_id == running:
+                retry = self.retrying.get(node_id)
+                state = NodeState.RETRYING if retry else NodeState.RUNNING
+                view = NodeView(
+                    state, why=retry or "running", details={"started_at": self.running_since}
+                )
+            elif node_id in self.interrupted and (node_id == nxt or node_id not in snap.outcomes):
+                view = NodeView(NodeState.INTERRUPTED, why=self.interrupted[node_id])
+            elif node_id == nxt and view.state not in (NodeState.RETRYING, NodeState.BLOCKED):
+                view = NodeView(NodeState.NEXT, why="next to run")
+            stale = self.stale.get(node_id)
+            quiet = (NodeState.PENDING, NodeState.SUCCEEDED, NodeState.PARTIAL, NodeState.SKIPPED)
+            if stale is not None and view.state in quiet:
+                kind = StaleKind.RUN if node_id in snap.outcomes else StaleKind.BASELINE
+                view = NodeView(NodeState.STALE, kind, stale.describe())
+            elif node_id in outdated and view.state in (NodeState.SUCCEEDED, NodeState.PARTIAL):
+                view = NodeView(
+                    NodeState.OUTDATED,
+                    why=f"may be outdated: upstream {outdated[node_id]}'s inputs changed",
+                    details={"upstream": outdated[node_id]},
+                )
+            result[node_id] = view
+        return result
+
+    def _never_reached(self, node_id: str, snap: RunSnapshot, ahead: set[str]) -> bool:
+        """A node the run can no longer reach: it finished without it, or it is not ahead."""
+        if snap.state == "completed":
+            return True
+        if snap.state in ("ready", "failed") or not snap.completed:
+            return False
+        return node_id not in ahead
+
+    def _outdated(self) -> dict[str, str]:
+        """Nodes that ran after an upstream node whose inputs changed since it ran -> that node."""
+        last = {node_id: i for i, node_id in enumerate(self.snapshot.completed)}
+        found: dict[str, str] = {}
+        for node_id, stale in self.stale.items():
+            if stale.kind is not StaleKind.RUN or node_id not in last:
+                continue
+            for down in sorted(reachable(self._succ, [node_id])):
+                if down != node_id and last.get(down, -1) > last[node_id]:
+                    found.setdefault(down, node_id)
+        return found
+
+    def _outcome_view(self, node_id: str, outcome: Outcome | None) -> NodeView:
+        if outcome is None:
+            return NodeView()
+        status = outcome.status
+        if status is StageStatus.SUCCESS:
+            return NodeView(NodeState.SUCCEEDED, why=outcome.notes or "success")
+        if status is StageStatus.PARTIAL_SUCCESS:
+            return NodeView(NodeState.PARTIAL, why=outcome.failure_reason or outcome.notes)
+        if status in (StageStatus.FAIL, StageStatus.RETRY) and node_id in self.blocked:
+            return NodeView(NodeState.BLOCKED, why=outcome.failure_reason)
+        if status is StageStatus.FAIL:
+            return NodeView(NodeState.FAILED, why=outcome.failure_reason or "failed")
+        if status is StageStatus.SKIPPED:
+            return NodeView(NodeState.SKIPPED, why=outcome.notes)
+        if status is StageStatus.RETRY:
+            return NodeView(NodeState.RETRYING, why=outcome.failure_reason or "retry requested")
+        return NodeView(NodeState.WAITING, why=outcome.notes)

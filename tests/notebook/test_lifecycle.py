@@ -1,0 +1,189 @@
+"""Pipelines across re-loads, kernel restarts and ``%reload_ext`` in a real InteractiveShell;
+loading from variables and expanded paths; run options; the live input watcher."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from freshness_magic.engine.pipeline import load_pipeline
+from freshness_magic.notebook.magics import PipelineMagics
+from freshness_magic.notebook.pipeline import NotebookPipeline
+from freshness_magic.notebook.render import NodeState, StaleKind
+from freshness_magic.notebook.text import TextResult
+from tests.notebook.conftest import REVIEW_DOT, load_review
+from tests.waiting import wait_until
+
+
+def line(shell: InteractiveShell, text: str) -> TextResult:
+    result = shell.run_line_magic("pipeline", text)
+    assert isinstance(result, TextResult), result
+    return result
+
+
+def plain(obj: Any) -> str:
+    text = obj._repr_mimebundle_()["text/plain"]
+    assert isinstance(text, str)
+    return text
+
+
+def test_reload_offers_the_unfinished_run_and_resume_reopens_it(
+    shell: InteractiveShell, workdir: Path
+):
+    first = load_review(shell, workdir)
+    line(shell, "run")
+    run_id = first.run.run_id
+    del shell.user_ns["review"]  # what a kernel restart leaves: nothing in memory
+    again = load_review(shell, workdir)
+    assert again.resume_offer is not None
+    assert again.resume_offer.where == "approve" and again.resume_offer.state == "waiting"
+    assert plain(again).splitlines()[-1] == (
+        f"an unfinished run of review ({run_id}) waits at approve: "
+        "%pipeline resume reopens it, %pipeline reset starts a new one"
+    )
+    with pytest.raises(UsageError, match="no gate waits in this kernel's run; an unfinished"):
+        shell.run_line_magic("pipeline", "resume approve --choice Y")
+    assert line(shell, "resume").text.startswith(f"resumed run {run_id}\npipeline review: waiting")
+    assert again.resume_offer is None and again.run.run_id == run_id
+    out = line(shell, "resume approve --choice Y").text
+    assert out.splitlines()[-1] == "run: 1 step(s); completed"
+    del shell.user_ns["review"]
+    assert load_review(shell, workdir).resume_offer is None  # finished runs are not offered
+
+
+def test_start_new_declines_the_offer(shell: InteractiveShell, workdir: Path):
+    first = load_review(shell, workdir)
+    line(shell, "run")
+    old_dir = first.run.run_dir
+    del shell.user_ns["review"]
+    again = load_review(shell, workdir)
+    assert again.resume_offer is not None
+    again.start_new()
+    assert again.resume_offer is None and again.run.run_dir != old_dir
+    assert again.state_name == "paused" or again.state_name == "ready"
+
+
+def test_resume_without_an_offer_hints(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    assert line(shell, "resume").text == "nothing to resume: no unfinished run of review on disk"
+    line(shell, "run")
+    assert line(shell, "resume").text.startswith("waiting at approve: Ship it?")
+
+
+def test_a_replaced_pipeline_refuses_every_action(shell: InteractiveShell, workdir: Path):
+    old = load_review(shell, workdir)
+    line(shell, "run --to approve")
+    old_run = old.run.run_dir.name
+    seen: list[object] = []
+    old.subscribe(seen.append)
+    new = load_review(shell, workdir)
+    assert old.superseded and not new.superseded and seen
+    for action in (old.step, old.run_to, lambda: old.resume("approve", "Y"), old.reset):
+        with pytest.raises(UsageError, match=r"^this view was replaced by a newer load of review$"):
+            action()
+    assert plain(old).splitlines()[-1] == "this view was replaced by a newer load of review"
+    assert [row.split()[1] for row in line(shell, "list").text.splitlines()] == ["review"]
+    assert new.resume_offer is not None and new.resume_offer.where == "approve"  # the old run
+    assert line(shell, "step").text.splitlines() == [
+        f"note: started a new run; {old_run} stays on disk",
+        "step: start -> success; next: lint",
+    ]
+
+
+def test_pipelines_survive_reload_ext(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    line(shell, "step")
+    assert pipeline.watching
+    shell.run_line_magic("reload_ext", "freshness_magic")
+    assert line(shell, "list").text.split()[:2] == ["*", "review"]
+    assert line(shell, "step").text == "step: lint -> success; next: draft"
+    assert pipeline.watching
+    shell.run_line_magic("unload_ext", "freshness_magic")
+    assert not pipeline.watching  # unloading stops the background work
+    shell.run_line_magic("load_ext", "freshness_magic")
+    assert pipeline.watching
+
+
+def test_cell_refuses_to_replace_a_variable_that_is_not_a_pipeline(
+    shell: InteractiveShell, workdir: Path
+):
+    shell.user_ns["review"] = [1, 2, 3]
+    with pytest.raises(UsageError, match=r"'review' is already a variable \(list\)"):
+        load_review(shell, workdir)
+    assert shell.user_ns["review"] == [1, 2, 3]
+    forced = shell.run_cell_magic("pipeline", f"review --workdir {workdir} --force", REVIEW_DOT)
+    assert shell.user_ns["review"] is forced
+
+
+def test_load_expands_the_path_and_loads_from_variables(
+    shell: InteractiveShell, workdir: Path, tmp_path: Path
+):
+    folder = tmp_path / "pipes"
+    folder.mkdir()
+    (folder / "review.dot").write_text(REVIEW_DOT)
+    shell.user_ns["pipes"] = str(folder)
+    loaded = shell.run_line_magic("pipeline", f"load {{pipes}}/review.dot --workdir {workdir}")
+    assert isinstance(loaded, NotebookPipeline) and loaded.graph.path == f"{folder}/review.dot"
+    dollar = shell.run_line_magic(
+        "pipeline", f"load $pipes/review.dot --name r2 --workdir {workdir}"
+    )
+    assert dollar.name == "r2"
+    shell.user_ns["text"] = REVIEW_DOT
+    from_text = shell.run_line_magic("pipeline", f"load --var text --name r3 --workdir {workdir}")
+    assert list(from_text.graph.nodes) == ["start", "lint", "draft", "approve", "done"]
+    shell.user_ns["graph"] = load_pipeline(REVIEW_DOT)
+    from_graph = shell.run_line_magic("pipeline", f"load --var graph --name r4 --workdir {workdir}")
+    assert from_graph.graph is shell.user_ns["graph"]
+    with pytest.raises(UsageError, match="no variable 'missing'"):
+        shell.run_line_magic("pipeline", "load --var missing")
+    shell.user_ns["number"] = 3
+    with pytest.raises(
+        UsageError, match=r"--var number: cannot load a pipeline from a builtins\.int"
+    ):
+        shell.run_line_magic("pipeline", "load --var number --name r5")
+
+
+def test_backend_and_executor_options_reach_the_run_opened_next(
+    shell: InteractiveShell, magics: PipelineMagics, workdir: Path
+):
+    shell.run_line_magic("config", 'PipelineMagics.executor = "local-test"')
+    assert magics.executor == "local-test"
+    pipeline = load_review(shell, workdir)
+    with pytest.raises(
+        UsageError,
+        match="this install cannot open a run with backend='simulated', executor='local-test'",
+    ):
+        shell.run_line_magic("pipeline", "step --backend simulated")
+    assert pipeline.run_options["executor"] == "local-test"
+    assert pipeline.run_options["backend"] == "simulated"
+    shell.run_line_magic("config", 'PipelineMagics.executor = ""')
+    pipeline.run_options.pop("executor")
+    pipeline.run_options.pop("backend")
+    line(shell, "step")
+    with pytest.raises(UsageError, match="the run of review is already open; %pipeline reset"):
+        shell.run_line_magic("pipeline", "run --backend other")
+
+
+def test_an_input_saved_while_idle_turns_its_node_stale(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    line(shell, "run --to approve")
+    assert pipeline.watching
+    updates: list[object] = []
+    pipeline.subscribe(updates.append)
+    (workdir / "src" / "login.py").write_text("def login():\n    return False\n")  # no cell runs
+    wait_until(
+        lambda: pipeline.views()["lint"].state is NodeState.STALE,
+        "the watcher marks lint stale",
+    )
+    assert pipeline.views()["lint"].stale is StaleKind.RUN
+    assert pipeline.views()["draft"].state is NodeState.OUTDATED
+    assert pipeline.views()["draft"].why == "may be outdated: upstream lint's inputs changed"
+    assert updates
+    pipeline.reset()
+    assert pipeline.watching  # a new run, watched again
+    pipeline.close()
+    assert not pipeline.watching

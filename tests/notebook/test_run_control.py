@@ -1,0 +1,169 @@
+"""Run control from a real InteractiveShell: kernel interrupt, stop, retry, gate comments,
+and what a ``%%node`` cell prints."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+from freshness_magic.engine.run import Run
+from freshness_magic.errors import RunError
+from freshness_magic.notebook.pipeline import NotebookPipeline
+from freshness_magic.notebook.render import NodeState
+from freshness_magic.notebook.text import TextResult
+from tests.notebook.conftest import load_review
+from tests.waiting import wait_until
+
+CELLS_DOT = """digraph cells {
+  start [shape=Mdiamond]
+  work  [label="Work"]
+  after [label="After"]
+  done  [shape=Msquare]
+  start -> work -> after -> done
+}
+"""
+
+
+def line(shell: InteractiveShell, text: str) -> TextResult:
+    result = shell.run_line_magic("pipeline", text)
+    assert isinstance(result, TextResult), result
+    return result
+
+
+def load_cells(shell: InteractiveShell, workdir: Path) -> NotebookPipeline:
+    pipeline = shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", CELLS_DOT)
+    assert isinstance(pipeline, NotebookPipeline)
+    return pipeline
+
+
+def events_of(pipeline: NotebookPipeline) -> list[dict[str, object]]:
+    path = pipeline.run.run_dir / "events.jsonl"
+    return [json.loads(raw) for raw in path.read_text().splitlines()]
+
+
+def test_kernel_interrupt_in_a_node_is_one_line_and_leaves_it_interrupted(
+    shell: InteractiveShell, workdir: Path
+):
+    pipeline = load_cells(shell, workdir)
+    # A real SIGINT, as Jupyter's "interrupt kernel" sends, while the node runs.
+    shell.run_cell_magic(
+        "node",
+        "work",
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n",
+    )
+    out = line(shell, "run").text
+    assert out.splitlines() == [
+        "step: start -> success; next: work",
+        "interrupted at work; %pipeline run or step goes on from there",
+        "run: 1 step(s); paused",
+    ]
+    views = pipeline.views()
+    assert views["work"].state is NodeState.INTERRUPTED
+    assert all(v.state is not NodeState.RUNNING for v in views.values())
+    assert pipeline.state_name == "paused" and pipeline.next_node() == "work"
+    assert "stage_interrupted" in [e["type"] for e in events_of(pipeline)]
+    shell.run_cell_magic("node", "work", "context['work.done'] = 'yes'\n")
+    out = line(shell, "run").text
+    assert out.splitlines()[-1] == "run: 3 step(s); completed"
+    assert pipeline.views()["work"].state is NodeState.SUCCEEDED
+    assert pipeline.run.context["work.done"] == "yes"
+
+
+def test_stop_from_another_thread_pauses_before_the_next_node(
+    shell: InteractiveShell, workdir: Path
+):
+    pipeline = load_cells(shell, workdir)
+    started, release = threading.Event(), threading.Event()
+    shell.user_ns.update(started=started, release=release)
+    shell.run_cell_magic("node", "work", "started.set()\nrelease.wait(30)\n")
+    answers: list[TextResult] = []
+    worker = threading.Thread(target=lambda: answers.append(pipeline.run_to()))
+    worker.start()
+    wait_until(started.is_set, "the work node started")
+    wait_until(lambda: pipeline.views()["work"].state is NodeState.RUNNING, "work shown running")
+    assert pipeline.views()["work"].details["started_at"] > 0  # the view's live timer
+    assert pipeline.views()["after"].state is NodeState.PENDING
+    with pytest.raises(RunError, match="busy with another action"):
+        pipeline.step()
+    assert pipeline.stop().text == "stop requested at work"
+    release.set()
+    worker.join(30)
+    text = answers[0].text
+    if hasattr(Run, "interrupt"):  # the engine stops the running node itself
+        assert "stopped at work; %pipeline run or step goes on from there" in text
+        assert text.splitlines()[-1] == "run: 1 step(s); paused"
+        assert pipeline.views()["work"].state is NodeState.INTERRUPTED
+        rest = 3
+    else:  # the running node finishes, no further node starts
+        assert "step: work -> success; next: after" in text
+        assert "stopped; the run is paused (next: after)" in text
+        assert text.splitlines()[-1] == "run: 2 step(s); paused"
+        rest = 2
+    assert "after" not in pipeline.outcomes()
+    assert line(shell, "run").text.splitlines()[-1] == f"run: {rest} step(s); completed"
+
+
+@pytest.mark.skipif(not hasattr(Run, "retry"), reason="Run.retry comes with the engine branch")
+def test_retry_after_a_failed_node(shell: InteractiveShell, workdir: Path):
+    pipeline = load_cells(shell, workdir)
+    shell.run_cell_magic("node", "work", "outcome = 'fail'\n")
+    line(shell, "run")
+    assert pipeline.state_name == "failed"
+    shell.run_cell_magic("node", "work", "outcome = 'success'\n")
+    out = line(shell, "retry work").text
+    assert out.splitlines()[-1] == "run: 3 step(s); completed"
+
+
+@pytest.mark.skipif(hasattr(Run, "retry"), reason="the engine has Run.retry")
+def test_retry_without_engine_support_says_so(shell: InteractiveShell, workdir: Path):
+    load_cells(shell, workdir)
+    with pytest.raises(UsageError, match=r"cannot retry a run \(no Run.retry\)"):
+        shell.run_line_magic("pipeline", "retry")
+
+
+def test_gate_comment_goes_to_context_and_evidence(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    line(shell, "run")
+    out = line(shell, 'resume approve --choice Y --comment "checked the login path"').text
+    assert out.splitlines()[-1] == "run: 1 step(s); completed"
+    assert pipeline.run.context["human.gate.comment"] == "checked the login path"
+    records = [r for r in pipeline.evidence_records("approve")]
+    assert "comment: checked the login path" in records[-1]["outcome"]["engine"]["notes"]
+    answered = [e for e in events_of(pipeline) if e["type"] == "gate_answered"]
+    assert answered[-1]["data"]["comment"] == "checked the login path"
+
+
+def test_gate_comment_through_the_method(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    pipeline.run_to()
+    pipeline.resume("approve", "N", comment="redo the summary")
+    assert pipeline.run.context["human.gate.comment"] == "redo the summary"
+    assert pipeline.pending_gate() is not None  # back at the gate after the redo
+
+
+def test_node_cell_output_goes_to_the_node_folder_not_the_cell(
+    shell: InteractiveShell, workdir: Path, capsys: pytest.CaptureFixture[str]
+):
+    pipeline = load_cells(shell, workdir)
+    shell.run_cell_magic("node", "work", "print('hello from work')\n")
+    capsys.readouterr()
+    line(shell, "run")
+    printed = capsys.readouterr()
+    assert "hello from work" not in printed.out + printed.err
+    saved = pipeline.run.run_dir / "nodes" / "work" / "cell_output.txt"
+    assert saved.read_text() == "hello from work\n"
+    from freshness_magic.notebook.details import node_details
+
+    assert node_details(pipeline, "work").output == "hello from work\n"
+    details = pipeline.details("work")
+    assert details["output"] == "hello from work\n" and details["state"] == "succeeded"
+    assert details["evidence"][0]["node"] == "work"
+    assert "output: hello from work" in line(shell, "why work").text
+    outputs = [e for e in events_of(pipeline) if e["type"] == "stage_output"]
+    assert outputs[0]["node_id"] == "work"
+    assert outputs[0]["data"] == {"stream": "stdout", "text": "hello from work\n"}

@@ -1,0 +1,45 @@
+"""The view model's own states in a real InteractiveShell: next, skipped, outdated."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from IPython.core.interactiveshell import InteractiveShell
+
+from freshness_magic.notebook.pipeline import NotebookPipeline
+from freshness_magic.notebook.render import NodeState
+
+BRANCH_DOT = """digraph branch {
+  start [shape=Mdiamond]
+  check [shape=diamond]
+  ship  [label="Ship"]
+  fix   [label="Fix"]
+  done  [shape=Msquare]
+  start -> check
+  check -> ship [condition="outcome=success"]
+  check -> fix  [condition="outcome=fail"]
+  ship -> done
+  fix -> done
+}
+"""
+
+
+def states(pipeline: NotebookPipeline) -> dict[str, str]:
+    return {n: v.state.value for n, v in pipeline.views().items()}
+
+
+def test_next_then_untaken_branch_skipped(shell: InteractiveShell, workdir: Path):
+    pipeline = shell.run_cell_magic("pipeline", f"branch --workdir {workdir}", BRANCH_DOT)
+    assert states(pipeline)["start"] == "pending"  # no run yet: nothing is "next" on screen
+    shell.run_line_magic("pipeline", "run --to ship")
+    assert states(pipeline) == {
+        "start": "succeeded",
+        "check": "succeeded",
+        "ship": "next",
+        "fix": "skipped",  # the run can no longer reach it
+        "done": "pending",
+    }
+    assert pipeline.views()["fix"].why == "not on the path taken"
+    shell.run_line_magic("pipeline", "run")
+    assert states(pipeline)["fix"] == "skipped" and states(pipeline)["done"] == "succeeded"
+    assert NodeState.SKIPPED.value in shell.run_line_magic("pipeline", "status").text

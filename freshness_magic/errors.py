@@ -100,3 +100,15 @@ class EvidenceError(FreshnessMagicError):
 
 class HubError(FreshnessMagicError):
     """The Node State Hub is not running, not reachable, or its store is unusable."""
+
+
+class UnsafePathError(FreshnessMagicError):
+    """A state file would be written through a symbolic link (or a name that leaves its folder)."""
+
+
+class StateFileError(FreshnessMagicError, ValueError):
+    """A state file (checkpoint, log line, evidence file) that is too large or too deeply nested.
+
+    It is a ``ValueError`` too, so every reader that already treats undecodable JSON as damaged
+    (skip the line, fall back to an older checkpoint) treats these files the same way.
+    """

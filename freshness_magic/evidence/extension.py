@@ -187,7 +187,7 @@ class EvidenceExtension:
                 facts.marked = True
             self._facts[node.id] = facts
         if node.handler_type == "codergen" and run.graph.evidence_mode(node) == "require":
-            run.context.set(prompt_suffix_key(node.id), work_evidence_prompt(node.id))
+            run.context.set(prompt_suffix_key(node.id), work_evidence_prompt(node.id, run.run_id))
         return None
 
     def after_execute(

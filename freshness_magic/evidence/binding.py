@@ -9,9 +9,10 @@ the same id may have written it meanwhile. Three facts decide (see :func:`foreig
 2. Every step of a node holds a marker ``<node_id>.running.<run_id>`` (pid and host inside) from
    before its handler until its record is written; a file without ``runId`` that changed while
    another live run held a marker for the same node is ambiguous and counts for neither.
-3. After its record, a step writes the claim ``<node_id>.engine.json`` (run id, attempt, the
-   file's digest): the engine's facts beside the node's file, never over it. A file whose digest
-   another run claimed is that run's evidence.
+3. After its record, a step during which the file changed writes the claim
+   ``<node_id>.engine.json`` (run id, attempt, the file's digest, whether it counted): the
+   engine's facts beside the node's file, never over it. A file whose digest another run claimed
+   is not this run's.
 
 A node id cannot contain ``.``, so these names never collide with a node's own file.
 """
@@ -71,8 +72,9 @@ def write_claim(
     attempt: int,
     digest: str,
     run_dir: str | os.PathLike[str],
+    counted: bool,
 ) -> Path:
-    """Record that this step's run produced the node's file with content ``digest``."""
+    """Record that the node's file became ``digest`` during this step (``counted``: for it)."""
     path = claim_path(workdir, node_id)
     atomicio.write_json_atomic(
         path,
@@ -82,6 +84,7 @@ def write_claim(
             "attempt": attempt,
             "digest": digest,
             "run_dir": os.fspath(run_dir),
+            "counted": counted,
             "timestamp": utc_timestamp(),
         },
     )
@@ -150,7 +153,10 @@ def foreign_reason(
         return f"{name} names runId {file_run_id!r}, not this run ({run_id!r})"
     claim = _read_json(claim_path(workdir, node_id))
     if claim is not None and claim.get("digest") == digest and claim.get("run_id") != run_id:
-        return f"{name} was produced by run {claim.get('run_id')!r}, not this run ({run_id!r})"
+        return (
+            f"{name} was written during a step of run {claim.get('run_id')!r} as well as (or "
+            f'instead of) this run ({run_id!r}); bind it with "runId" to count'
+        )
     others = other_live_runs(workdir, node_id, run_id)
     if others:
         return (

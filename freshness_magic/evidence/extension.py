@@ -293,14 +293,16 @@ class EvidenceExtension:
             appended = not _same_step(last_log_record(run.run_dir), record)
             if appended:
                 append_evidence_log(run.run_dir, record)
-            if own_digest is not None:
+            current = evidence_digest(run.workdir, node_id)
+            if current is not None and current != facts.evidence_digest:
                 binding.write_claim(
                     run.workdir,
                     node_id,
                     run_id=run.run_id,
                     attempt=step_result.attempts,
-                    digest=own_digest,
+                    digest=current,
                     run_dir=run.run_dir,
+                    counted=own_digest is not None,
                 )
         finally:
             if facts.marked:

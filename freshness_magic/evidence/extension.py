@@ -29,6 +29,7 @@ text of an invalid file the node wrote), evidence_file, next_node.
 from __future__ import annotations
 
 import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -43,6 +44,7 @@ from freshness_magic.evidence.commit import commit_node_changes
 from freshness_magic.evidence.prompt import work_evidence_prompt
 from freshness_magic.evidence.record import (
     EVIDENCE_LOG,
+    MAX_EVIDENCE_BYTES,
     EvidenceRecord,
     append_evidence_log,
     evidence_path,
@@ -337,13 +339,7 @@ class EvidenceExtension:
             for problem in result.problems:
                 if problem not in facts.problems:
                     facts.problems.append(problem)
-            try:
-                text = path.read_bytes()[: MAX_KEPT_INVALID_BYTES + 1].decode("utf-8", "replace")
-            except OSError:
-                text = ""
-            if len(text) > MAX_KEPT_INVALID_BYTES:
-                text = text[:MAX_KEPT_INVALID_BYTES] + "… (cut)"
-            facts.invalid_record = text
+            facts.invalid_record = _invalid_text(path)
             return None
         record = result.record
         if record is not None and facts.evidence_digest is None and record.engine:
@@ -399,6 +395,22 @@ class EvidenceExtension:
             engine_facts=engine_facts,
         )
         return record, own_digest
+
+
+def _invalid_text(path: Path) -> str | None:
+    """The start of an invalid node file, to keep in the record (None: too big or unreadable)."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    try:
+        with os.fdopen(os.open(path, flags), "rb") as handle:
+            info = os.fstat(handle.fileno())
+            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_EVIDENCE_BYTES:
+                return None
+            text = handle.read(MAX_KEPT_INVALID_BYTES + 1).decode("utf-8", "replace")
+    except OSError:
+        return None
+    if len(text) > MAX_KEPT_INVALID_BYTES:
+        text = text[:MAX_KEPT_INVALID_BYTES] + "… (cut)"
+    return text
 
 
 def _same_step(last: EvidenceRecord | None, record: EvidenceRecord) -> bool:

@@ -19,7 +19,6 @@ from freshness_magic.evidence.record import (
     EVIDENCE_LOG,
     EvidenceRecord,
     evidence_path,
-    read_evidence,
     read_evidence_log,
     write_evidence,
 )

@@ -11,9 +11,9 @@ from typing import Any, Protocol, runtime_checkable
 
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.model import NODE_ID_RE, Graph, Node
+from freshness_magic.engine.outcome import Outcome
 from freshness_magic.errors import RunError
 from freshness_magic.pathsafety import make_state_dir
-from freshness_magic.engine.outcome import Outcome
 
 
 @dataclass

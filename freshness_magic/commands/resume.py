@@ -41,4 +41,4 @@ def main(args: argparse.Namespace) -> int:
 
         for node_id in args.accept:
             accept_changes(run, node_id)
-    return drive(run, args)
+    return drive(run, args, every_answer=True)

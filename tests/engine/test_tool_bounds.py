@@ -35,7 +35,10 @@ env = StepEnv(graph=Graph(name="g", nodes={"loud": node}), run_dir=tmp / "run", 
 outcome = ToolHandler().execute(node, Context(), env)
 assert outcome.status.value == "success", outcome.failure_reason
 print(len(outcome.context_updates["tool.output"]))
-print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+# ru_maxrss survives exec, so it may show the forking parent's size; VmHWM is this image's peak.
+status = Path("/proc/self/status")
+peak = [line.split()[1] for line in status.read_text().splitlines() if line.startswith("VmHWM")]
+print(peak[0] if peak else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 """
 
 

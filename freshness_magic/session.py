@@ -6,6 +6,7 @@ freshness and evidence join every run the same way. The engine itself never impo
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -13,6 +14,8 @@ from freshness_magic.engine.extensions import RunExtension
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.run import Run
 from freshness_magic.evidence.validator import EvidenceValidator
+
+log = logging.getLogger(__name__)
 
 
 def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension]:
@@ -117,4 +120,8 @@ def resume_run(
     run = Run.resume(run_dir, extensions=extensions, workdir=workdir, **kwargs)
     check_state_dirs(run.workdir, run.run_dir.parent)
     clean_stale_temp_files(run.run_dir, run.workdir)
+    from freshness_magic.engine.handlers.tool import reap_survivors
+
+    for message in reap_survivors(run.run_dir):
+        log.warning("%s: %s", run.run_dir, message)
     return run

@@ -5,6 +5,10 @@ from __future__ import annotations
 import json
 import logging
 import os
+import signal
+import subprocess
+import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -217,3 +221,30 @@ def test_stale_temp_files_of_ours_are_removed_on_resume(tmp_path: Path) -> None:
     assert [p.exists() for p in ours] == [False, False]
     assert [p.exists() for p in others] == [True, True]
     assert not old_evidence_tmp.exists() and new_evidence_tmp.exists()
+
+
+def test_resume_stops_a_tool_that_outlived_its_killed_driver(tmp_path: Path) -> None:
+    (tmp_path / "p.dot").write_text(PIPELINE.replace('"echo hi"', '"sleep 300"'))
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
+        cwd=tmp_path,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    runs = tmp_path / ".freshness" / "runs"
+    deadline = time.monotonic() + 60
+    while not list(runs.glob("*/nodes/work/pgid")):
+        assert time.monotonic() < deadline and driver.poll() is None
+        time.sleep(0.05)
+    pgid_file = next(runs.glob("*/nodes/work/pgid"))
+    pgid = json.loads(pgid_file.read_text())["pgid"]
+    os.kill(driver.pid, signal.SIGKILL)
+    driver.wait()
+    os.killpg(pgid, 0)  # the tool survived its driver
+    resumed = resume_run(pgid_file.parent.parent.parent)
+    assert resumed.next_node == "work"
+    assert not pgid_file.exists()
+    with pytest.raises(ProcessLookupError):
+        for _ in range(200):
+            os.killpg(pgid, 0)
+            time.sleep(0.05)

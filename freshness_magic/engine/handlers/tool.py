@@ -148,6 +148,16 @@ def reap_survivor(
     return message
 
 
+def reap_survivors(run_dir: str | os.PathLike[str], grace: float = KILL_GRACE_SECONDS) -> list[str]:
+    """:func:`reap_survivor` for every node folder of a run (parallel branches run several)."""
+    messages = []
+    for pgid_file in sorted(Path(run_dir).glob(f"nodes/*/{PGID_FILE}")):
+        message = reap_survivor(pgid_file.parent, grace)
+        if message is not None:
+            messages.append(message)
+    return messages
+
+
 class _Follower:
     """Follows a growing output file and emits its new text as bounded STAGE_OUTPUT events."""
 

@@ -117,6 +117,19 @@ def test_a_deep_node_evidence_file_is_a_recorded_problem(tmp_path: Path) -> None
     assert "nested more than 100" in result.problems[0]
 
 
+def test_a_step_whose_node_wrote_deep_json_keeps_its_record_with_the_problem(
+    tmp_path: Path,
+) -> None:
+    command = (
+        "mkdir -p .orchestrator/evidence && "
+        f"python3 -c \"print('[' * {DEEP})\" > .orchestrator/evidence/work.json"
+    )
+    run = open_run(PIPELINE.replace('"echo hi"', json.dumps(command)), workdir=tmp_path)
+    assert run.run().state is RunState.COMPLETED
+    record = [r for r in read_evidence_log(run.run_dir) if r.node_id == "work"][-1]
+    assert any("nested more than 100" in p for p in record.engine["evidence_problems"])
+
+
 def test_an_evidence_file_over_the_limit_is_refused_unread(tmp_path: Path) -> None:
     path = evidence_path(tmp_path, "work")
     path.parent.mkdir(parents=True)

@@ -240,9 +240,11 @@ class EvidenceExtension:
         self._note_changes(facts, changes)
         if graph.commit_enabled(node):
             if not own_record_written:
+                read = read_evidence(evidence_path(run.workdir, node.id), node.id)
                 own_record_written = (
                     changes.evidence_file_changed
-                    and read_evidence(evidence_path(run.workdir, node.id), node.id).valid
+                    and read.valid
+                    and self._foreign(run, node.id, read.record) is None
                 )
             try:
                 commit = commit_node_changes(

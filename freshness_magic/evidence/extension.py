@@ -29,7 +29,6 @@ text of an invalid file the node wrote), evidence_file, next_node.
 from __future__ import annotations
 
 import os
-import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -44,7 +43,6 @@ from freshness_magic.evidence.commit import commit_node_changes
 from freshness_magic.evidence.prompt import work_evidence_prompt
 from freshness_magic.evidence.record import (
     EVIDENCE_LOG,
-    MAX_EVIDENCE_BYTES,
     EvidenceRecord,
     append_evidence_log,
     evidence_path,
@@ -53,7 +51,9 @@ from freshness_magic.evidence.record import (
     one_line,
     read_evidence,
     read_evidence_log,
+    read_limited,
     relative_evidence_path,
+    same_step,
 )
 from freshness_magic.evidence.snapshot import (
     CommitInfo,
@@ -67,7 +67,7 @@ from freshness_magic.evidence.snapshot import (
 from freshness_magic.evidence.validator import (
     DefaultEvidenceValidator,
     EvidenceValidator,
-    no_evidence_message,
+    without_node_file,
 )
 
 if TYPE_CHECKING:
@@ -205,22 +205,10 @@ class EvidenceExtension:
         own_record_written = False
         if is_work_type(node.handler_type) and graph.evidence_mode(node) == "require":
             result = self.validator.validate(node, graph, run.workdir, facts.snapshot)
-            foreign = (
-                self._foreign(run, node.id, result.record)
-                if result.method == "evidence_file"
-                else None
-            )
-            if foreign is not None:
-                result.record = None
-                result.problems = [*result.problems, foreign]
-                if node.expects_no_changes:
-                    result.method, result.reason = (
-                        "expects_no_changes",
-                        ("Node declared expects_no_changes"),
-                    )
-                else:
-                    result.valid, result.method = False, "none"
-                    result.reason = no_evidence_message(node, run.workdir)
+            if result.method == "evidence_file":
+                foreign = self._foreign(run, node.id, result.record)
+                if foreign is not None:
+                    result = without_node_file(result, node, run.workdir, foreign)
             facts.method = result.method
             facts.reason = result.reason if result.valid else ""
             facts.problems = list(result.problems)
@@ -294,7 +282,7 @@ class EvidenceExtension:
         facts = self._facts.pop(node_id, None) or _StepFacts()
         try:
             record, own_digest = self.build_record(run, node, step_result, facts)
-            appended = not _same_step(last_log_record(run.run_dir), record)
+            appended = not same_step(last_log_record(run.run_dir), record)
             if appended:
                 append_evidence_log(run.run_dir, record)
             current = evidence_digest(run.workdir, node_id)
@@ -400,24 +388,11 @@ class EvidenceExtension:
 
 
 def _invalid_text(path: Path) -> str | None:
-    """The start of an invalid node file, to keep in the record (None: too big or unreadable)."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+    """The start of an invalid node file, to keep in the record (None: too big, a link, gone)."""
     try:
-        with os.fdopen(os.open(path, flags), "rb") as handle:
-            info = os.fstat(handle.fileno())
-            if not stat.S_ISREG(info.st_mode) or info.st_size > MAX_EVIDENCE_BYTES:
-                return None
-            text = handle.read(MAX_KEPT_INVALID_BYTES + 1).decode("utf-8", "replace")
-    except OSError:
+        text = read_limited(path).decode("utf-8", "replace")
+    except (OSError, EvidenceError):
         return None
     if len(text) > MAX_KEPT_INVALID_BYTES:
         text = text[:MAX_KEPT_INVALID_BYTES] + "… (cut)"
     return text
-
-
-def _same_step(last: EvidenceRecord | None, record: EvidenceRecord) -> bool:
-    """Whether the log's last record is already ``record``'s step (run, node, attempt, step)."""
-    if last is None or last.node_id != record.node_id:
-        return False
-    keys = ("run_id", "attempt", "step")
-    return all(last.engine.get(key) == record.engine.get(key) for key in keys)

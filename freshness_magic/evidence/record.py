@@ -332,6 +332,14 @@ def last_log_record(run_dir: str | os.PathLike[str]) -> EvidenceRecord | None:
     return None
 
 
+def same_step(last: EvidenceRecord | None, record: EvidenceRecord) -> bool:
+    """Whether ``last`` is already ``record``'s step (same node, run id, attempt, step index)."""
+    if last is None or last.node_id != record.node_id:
+        return False
+    keys = ("run_id", "attempt", "step")
+    return all(last.engine.get(key) == record.engine.get(key) for key in keys)
+
+
 def read_evidence_log(
     run_dir: str | os.PathLike[str], node_id: str | None = None
 ) -> list[EvidenceRecord]:

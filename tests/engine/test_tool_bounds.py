@@ -163,3 +163,23 @@ def test_node_dir_refuses_ids_that_leave_the_run_directory(tmp_path: Path, bad: 
     with pytest.raises(RunError, match="cannot name a folder of the run"):
         ToolHandler().execute(node, Context(), env)
     assert not list(tmp_path.rglob("stdout.txt"))
+
+
+def test_a_run_logs_the_streamed_output_of_its_tool(tmp_path: Path) -> None:
+    from freshness_magic.engine.pipeline import load_pipeline
+    from freshness_magic.engine.run import Run
+
+    source = """digraph p {
+      start [shape=Mdiamond]
+      loud [shape=parallelogram, tool_command="echo one; sleep 0.4; echo two >&2"]
+      done [shape=Msquare]
+      start -> loud -> done
+    }"""
+    run = Run(load_pipeline(source), workdir=tmp_path)
+    assert run.run().status == "completed"
+    lines = (run.run_dir / "events.jsonl").read_text().splitlines()
+    outputs = [json.loads(line) for line in lines if '"stage_output"' in line]
+    assert [(e["node_id"], e["data"]["stream"], e["data"]["text"]) for e in outputs] == [
+        ("loud", "stdout", "one\n"),
+        ("loud", "stderr", "two\n"),
+    ]

@@ -5,18 +5,41 @@ folder, flushed, fsynced and renamed over the target, and the folder is fsynced 
 Append-only logs are written one record per ``write`` call on an ``O_APPEND`` descriptor, so a
 killed process leaves either the whole line or nothing; readers still tolerate a torn last line
 (power loss) by reporting and skipping it.
+
+Every writer goes through :mod:`freshness_magic.pathsafety` (no writing through a symbolic link
+inside a state folder). Every reader decodes with :func:`loads_bounded`, which refuses JSON nested
+deeper than :data:`MAX_JSON_DEPTH` before the decoder can hit Python's recursion limit.
+:func:`remove_stale_temp_files` removes the temporary files a crash left behind.
 """
 
 from __future__ import annotations
 
 import contextlib
 import json
+import logging
 import os
+import re
 import stat
 import tempfile
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+
+from freshness_magic import pathsafety
+from freshness_magic.errors import StateFileError
+
+log = logging.getLogger(__name__)
+
+MAX_JSON_DEPTH = 100
+"""Deepest nesting of arrays/objects any state file may have (ours never exceed ~10)."""
+
+TEMP_SUFFIX = ".tmp"
+_TEMP_RE = re.compile(r"\A\..+\.[A-Za-z0-9_]{8}\.tmp\Z")
+"""The names :func:`write_atomic` gives its temporary files (``.<name>.<8 random>.tmp``)."""
+_STRING_RE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
+_PAIR_RE = re.compile(rb"\[\]|\{\}")
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
 
 def fsync_dir(folder: Path) -> None:
@@ -35,10 +58,12 @@ def fsync_dir(folder: Path) -> None:
 
 def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
     """Replace ``path`` with ``data``: readers see the old or the new content, never a mix."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = pathsafety.check_state_path(path)
+    pathsafety.make_state_dir(target.parent)
     payload = data.encode("utf-8") if isinstance(data, str) else data
-    fd, tmp_name = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    fd, tmp_name = tempfile.mkstemp(
+        prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent
+    )
     try:
         try:
             mode = stat.S_IMODE(os.stat(target).st_mode)
@@ -70,8 +95,7 @@ def ensure_ignored_dir(folder: str | os.PathLike[str]) -> Path:
     The project's own state folders (``.freshness/``, ``.orchestrator/``) must never show up as
     the user's changes in ``git status``.
     """
-    root = Path(folder)
-    root.mkdir(parents=True, exist_ok=True)
+    root = pathsafety.make_state_dir(folder)
     ignore = root / ".gitignore"
     if not ignore.exists():
         write_atomic(ignore, "# Created by freshness_magic: tool state, not user changes.\n*\n")
@@ -85,12 +109,12 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
 
 def append_jsonl(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) -> None:
     """Append one JSON record as one line, first cutting a torn last line left by a crash."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
+    target = pathsafety.check_state_path(path)
+    pathsafety.make_state_dir(target.parent)
     line = (
         json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str) + "\n"
     ).encode("utf-8")
-    fd = os.open(target, os.O_RDWR | os.O_APPEND | os.O_CREAT, 0o644)
+    fd = pathsafety.open_for_write(target, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":
@@ -121,18 +145,86 @@ def _truncate_after_last_newline(fd: int, size: int) -> None:
     os.ftruncate(fd, keep)
 
 
+def _too_deep(data: bytes, max_depth: int) -> bool:
+    """Whether JSON text nests arrays/objects deeper than ``max_depth`` (no recursion).
+
+    Strings are cut out, every byte but brackets dropped, then each pass removes the innermost
+    ``[]``/``{}`` pairs: text that is not empty after ``max_depth`` passes is deeper than that
+    (or its brackets do not match, which makes it damaged anyway). All in C-speed passes.
+    """
+    brackets = _STRING_RE.sub(b"", data).translate(None, _NOT_BRACKETS)
+    for _ in range(max_depth):
+        if not brackets:
+            return False
+        brackets = _PAIR_RE.sub(b"", brackets)
+    return bool(brackets)
+
+
+def loads_bounded(raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH, what: str = "") -> Any:
+    """``json.loads`` that refuses nesting deeper than ``max_depth`` (StateFileError).
+
+    Python's decoder recurses once per level, so a hostile or damaged file of 200k ``[`` would
+    raise RecursionError from deep inside; the depth is checked first, without recursion.
+    StateFileError is a ValueError, like the decoder's own errors.
+    """
+    data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else raw
+    if data.count(b"[") + data.count(b"{") > max_depth and _too_deep(data, max_depth):
+        name = f"{what}: " if what else ""
+        raise StateFileError(
+            f"{name}JSON nested more than {max_depth} levels deep (or with unmatched brackets); "
+            "the file is damaged or not ours"
+        )
+    try:
+        return json.loads(data)
+    except RecursionError as exc:
+        raise StateFileError(f"{what or 'JSON'}: nested too deeply to decode") from exc
+
+
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
-    """Yield the records of a JSONL log, skipping a torn or corrupt line instead of failing."""
+    """Yield the records of a JSONL log, skipping (with a warning) a torn or damaged line."""
     target = Path(path)
     if not target.exists():
         return
     with target.open("rb") as handle:
-        for raw in handle:
+        for number, raw in enumerate(handle, start=1):
             if not raw.endswith(b"\n"):
                 break
             try:
-                record = json.loads(raw)
-            except ValueError:
+                record = loads_bounded(raw)
+            except (ValueError, UnicodeDecodeError) as exc:
+                log.warning("%s:%d: damaged line skipped (%s)", target, number, exc)
                 continue
             if isinstance(record, dict):
                 yield record
+            else:
+                log.warning("%s:%d: line is not a JSON object; skipped", target, number)
+
+
+def remove_stale_temp_files(folder: str | os.PathLike[str], *, min_age: float = 0.0) -> list[Path]:
+    """Remove the temporary files of :func:`write_atomic` a crash left in ``folder`` (recursive).
+
+    Only names of our own pattern (``.<name>.<8 chars>.tmp``) older than ``min_age`` seconds are
+    removed; symbolic links are neither followed nor removed. Returns what was removed. Call it
+    when a run starts or resumes (one driver per run, so nothing of ours is in flight there).
+    """
+    root = Path(folder)
+    removed: list[Path] = []
+    if not root.is_dir() or root.is_symlink():
+        return removed
+    now = time.time()
+    for current, dirs, files in os.walk(root):
+        dirs[:] = [d for d in dirs if not os.path.islink(os.path.join(current, d))]
+        for name in files:
+            if not _TEMP_RE.match(name):
+                continue
+            path = Path(current) / name
+            try:
+                info = os.lstat(path)
+            except OSError:
+                continue
+            if not stat.S_ISREG(info.st_mode) or now - info.st_mtime < min_age:
+                continue
+            with contextlib.suppress(OSError):
+                path.unlink()
+                removed.append(path)
+    return removed

@@ -109,3 +109,15 @@ class HubError(FreshnessMagicError):
 class BackendError(FreshnessMagicError):
     """A codergen backend spec that cannot be used (unknown kind, missing extra, no model), or a
     backend call that failed; the message is one line and never contains a credential."""
+
+
+class UnsafePathError(FreshnessMagicError):
+    """A state file would be written through a symbolic link (or a name that leaves its folder)."""
+
+
+class StateFileError(FreshnessMagicError, ValueError):
+    """A state file (checkpoint, log line, evidence file) that is too large or too deeply nested.
+
+    It is a ``ValueError`` too, so every reader that already treats undecodable JSON as damaged
+    (skip the line, fall back to an older checkpoint) treats these files the same way.
+    """

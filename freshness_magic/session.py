@@ -6,6 +6,7 @@ freshness and evidence join every run the same way. The engine itself never impo
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
 from typing import Any
 
@@ -15,6 +16,8 @@ from freshness_magic.engine.run import Run
 from freshness_magic.evidence.validator import EvidenceValidator
 
 __all__ = ["default_extensions", "open_run", "resume_run"]
+
+log = logging.getLogger(__name__)
 
 
 def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension]:
@@ -82,6 +85,28 @@ def remembered_backend(run_dir: str | Path) -> str | None:
     return None
 
 
+def check_state_dirs(workdir: str | Path, runs_dir: str | Path | None = None) -> None:
+    """Refuse (UnsafePathError) a work tree whose state folders are symbolic links.
+
+    Checked before the run creates anything, because the engine resolves its run directory
+    (a linked ``.freshness`` would move the whole run outside the work tree).
+    """
+    from freshness_magic.pathsafety import check_state_path
+
+    base = Path(workdir)
+    check_state_path(base / ".orchestrator" / "evidence")
+    check_state_path(Path(runs_dir) if runs_dir is not None else base / ".freshness" / "runs")
+
+
+def clean_stale_temp_files(run_dir: Path, workdir: str | Path) -> None:
+    """Remove temporary files a crash left in the run directory and the evidence folder."""
+    from freshness_magic.atomicio import remove_stale_temp_files
+
+    remove_stale_temp_files(run_dir)
+    # Other runs may share the evidence folder: only files old enough to be no one's write.
+    remove_stale_temp_files(Path(workdir) / ".orchestrator" / "evidence", min_age=600.0)
+
+
 def _load(pipeline: object) -> Graph:
     """A Graph as is; a Path, or a string without ``{``, is a file; DOT text, pydot and graphviz
     objects are loaded (anything else: :class:`PipelineSourceError`)."""
@@ -133,7 +158,9 @@ def open_run(
         if evidence_validator is not None:
             options["evidence_validator"] = evidence_validator
         extensions = default_extensions(workdir, **options)
+    check_state_dirs(workdir, kwargs.get("runs_dir"))
     run = Run(graph, workdir=workdir, extensions=extensions, **kwargs)
+    clean_stale_temp_files(run.run_dir, run.workdir)
     _remember_backend(run, spec)
     return run
 
@@ -164,4 +191,11 @@ def resume_run(
         data, _ = load_checkpoint(follow_restarts(Path(run_dir)))
         base = workdir if workdir is not None else data.get("workdir", ".")
         extensions = default_extensions(base, **(extension_options or {}))
-    return Run.resume(run_dir, extensions=extensions, workdir=workdir, **kwargs)
+    run = Run.resume(run_dir, extensions=extensions, workdir=workdir, **kwargs)
+    check_state_dirs(run.workdir, run.run_dir.parent)
+    clean_stale_temp_files(run.run_dir, run.workdir)
+    from freshness_magic.engine.handlers.tool import reap_survivors
+
+    for message in reap_survivors(run.run_dir):
+        log.warning("%s: %s", run.run_dir, message)
+    return run

@@ -23,7 +23,7 @@ from typing import Any
 
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.llm import BackendReply, BackendRequest
-from freshness_magic.engine.handlers.tool import KILL_GRACE_SECONDS, _kill_group
+from freshness_magic.engine.handlers.tool import KILL_GRACE_SECONDS, kill_group
 from freshness_magic.engine.model import Node
 from freshness_magic.errors import BackendError
 
@@ -92,14 +92,14 @@ class CommandBackend:
                 )
             except OSError as exc:
                 raise BackendError(f"cannot start {line!r} in {request.workdir}: {exc}") from None
-            request.add_closer(lambda: _kill_group(process, KILL_GRACE_SECONDS))
+            request.add_closer(lambda: kill_group(process.pid, process, KILL_GRACE_SECONDS))
             if not uses_file:
                 threading.Thread(target=_feed, args=(process, request.prompt), daemon=True).start()
             try:
                 _pump(process, request)
             finally:
                 if process.poll() is None:
-                    _kill_group(process, KILL_GRACE_SECONDS)
+                    kill_group(process.pid, process, KILL_GRACE_SECONDS)
                 if process.stdout is not None:
                     process.stdout.close()
         code = process.wait()

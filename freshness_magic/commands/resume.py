@@ -52,4 +52,4 @@ def main(args: argparse.Namespace) -> int:
             accept_changes(run, node_id)
     if args.retry is not None:
         run.retry(args.retry or None)
-    return drive(run, args)
+    return drive(run, args, every_answer=True)

@@ -20,7 +20,9 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
+import tempfile
 from collections import deque
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
@@ -154,8 +156,12 @@ class Progress:
             )
 
 
-def drive(run: Run, args: argparse.Namespace) -> int:
-    """Run, answering gates from ``--answer``/``--auto-approve``; print; return the exit code."""
+def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> int:
+    """Run, answering gates from ``--answer``/``--auto-approve``; print; return the exit code.
+
+    With ``every_answer`` (``resume``) an ``--answer`` no waiting gate took is a RunError after
+    the summary, never silently dropped.
+    """
     from freshness_magic.engine.interviewers import AutoApproveInterviewer
     from freshness_magic.engine.run import RunState
 
@@ -194,6 +200,13 @@ def drive(run: Run, args: argparse.Namespace) -> int:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         print_summary(result, sys.stdout)
+    unused = [f"{node}={choice}" for node, queued in answers.items() for choice in queued]
+    if every_answer and unused:
+        waiting = f"gate '{run.pending_gate.node_id}'" if run.pending_gate else "no gate"
+        raise RunError(
+            f"--answer {' '.join(unused)} not used: that gate was not waiting (the run is "
+            f"{result.status}, {waiting} waiting); answer the gate the run waits at"
+        )
     return EXIT_CODES[result.status]
 
 
@@ -247,11 +260,28 @@ def print_summary(result: RunResult, out: IO[str]) -> None:
         print(f"continue with: freshness-magic resume {run_dir}", file=out)
 
 
+def _usable_dir(path: Path, option: str, probe: bool = False) -> Path:
+    """``path`` as a folder (created if missing; with ``probe``, one we can create folders in)."""
+    if path.exists() and not path.is_dir():
+        raise RunError(f"{option} {path}: is not a folder; give a folder")
+    try:
+        path.mkdir(parents=True, exist_ok=True)
+        if probe:
+            os.rmdir(tempfile.mkdtemp(prefix=".freshness-probe-", dir=path))
+    except OSError as exc:
+        raise RunError(
+            f"{option} {path}: cannot create folders there ({exc.strerror or exc}); "
+            "give a writable folder"
+        ) from None
+    return path
+
+
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import open_run
 
     pipeline = Path(args.pipeline)
-    workdir = Path(args.workdir)
-    workdir.mkdir(parents=True, exist_ok=True)
+    workdir = _usable_dir(Path(args.workdir), "--workdir")
+    if args.runs_dir is not None:
+        _usable_dir(Path(args.runs_dir), "--runs-dir", probe=True)
     run = open_run(pipeline, workdir=workdir, runs_dir=args.runs_dir, backend=args.backend)
     return drive(run, args)

@@ -57,11 +57,26 @@ def load_pipeline(
     return apply_transforms(parse_dot(source, path=path or name), transforms)
 
 
-def read_pipeline_text(path: str | os.PathLike[str]) -> str:
-    """The text of a pipeline file; :class:`PipelineFileError` when it cannot be read."""
+MAX_PIPELINE_BYTES = 16 * 1024 * 1024
+"""Largest pipeline file read (16 MiB); larger input (or ``/dev/zero``) is refused unread."""
+
+
+def read_pipeline_text(path: str | os.PathLike[str], limit: int = MAX_PIPELINE_BYTES) -> str:
+    """The text of a pipeline file; :class:`PipelineFileError` when it cannot be read.
+
+    At most ``limit`` bytes are read, so a huge file or an endless device ends with an error
+    instead of exhausting memory.
+    """
     file = Path(path)
     try:
-        return file.read_text(encoding="utf-8")
+        with file.open("rb") as handle:
+            data = handle.read(limit + 1)
+        if len(data) > limit:
+            raise PipelineFileError(
+                f"{file}: larger than {limit} bytes, the most a pipeline file may have; "
+                "is this the right file?"
+            )
+        return data.decode("utf-8")
     except FileNotFoundError:
         raise PipelineFileError(f"{file}: no such pipeline file; check the path") from None
     except IsADirectoryError:

@@ -8,23 +8,29 @@ key ``internal.prompt_suffix.<node_id>`` (the codergen handler appends it to the
 ``after_execute`` validates successful work nodes under ``require`` (no evidence -> FAIL with the
 actionable message, then the usual failure routing) and commits under ``commit=true``.
 
-Per step: ``on_step_finished`` writes the record (``.orchestrator/evidence/<node_id>.json``,
-merged with the node's own record if it wrote one during the step) and appends it to
-``evidence.jsonl`` in the run directory, then emits EVIDENCE_RECORDED.
+Per step: ``on_step_finished`` (after the handler) appends the step's record (merged with the
+node's own record if this step wrote one) to ``evidence.jsonl`` in the run directory, unless the
+log's last record is already this step's (a kill between the record and the checkpoint re-runs
+the step on resume: one record per run id, node, attempt and step index). It never writes over
+the node's own file: it writes the claim ``<node_id>.engine.json`` beside it when the node's file
+counted, then emits EVIDENCE_RECORDED. A node's file counts only if this step created or changed
+it and it is bound to this run (``evidence/binding.py``).
 
 Engine facts in ``outcome["engine"]``: run_id, status, failure_reason, notes, attempt,
 duration_seconds, handler_type, stale_files, evidence_mode, evidence_method (None when the node
 was not validated), evidence_reason, evidence_problems, files (added/modified/deleted), commits
 (id, message: the node's own and the engine's), commit (the engine's commit id or None),
 node_record (whether the node wrote its own record), node_timestamp (the timestamp the node
-wrote), invalid_node_record (the text of an invalid file the node wrote, which the engine's record
-replaces on disk), evidence_file, next_node; for codergen nodes llm (backend, model, usage).
+wrote), node_file_digest (the content digest of the node's file that counted), step (the step's
+index in the run: with run_id, node and attempt the record's identity), invalid_node_record (the
+text of an invalid file the node wrote), evidence_file, next_node; for codergen nodes llm
+(backend, model, usage).
 """
 
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -34,6 +40,7 @@ from freshness_magic.engine.model import NON_WORK_HANDLER_TYPES, Node, is_work_t
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.validation import LintRule
 from freshness_magic.errors import EvidenceError
+from freshness_magic.evidence import binding
 from freshness_magic.evidence.commit import commit_node_changes
 from freshness_magic.evidence.lint import evidence_rules
 from freshness_magic.evidence.prompt import work_evidence_prompt
@@ -42,11 +49,14 @@ from freshness_magic.evidence.record import (
     EvidenceRecord,
     append_evidence_log,
     evidence_path,
+    last_log_record,
     merge_record,
     one_line,
     read_evidence,
     read_evidence_log,
+    read_limited,
     relative_evidence_path,
+    same_step,
     write_evidence,
 )
 from freshness_magic.evidence.snapshot import (
@@ -58,7 +68,11 @@ from freshness_magic.evidence.snapshot import (
     evidence_digest,
     take_snapshot,
 )
-from freshness_magic.evidence.validator import DefaultEvidenceValidator, EvidenceValidator
+from freshness_magic.evidence.validator import (
+    DefaultEvidenceValidator,
+    EvidenceValidator,
+    without_node_file,
+)
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run, StepResult
@@ -88,8 +102,9 @@ class _StepFacts:
     commits: list[CommitInfo] = field(default_factory=list)
     commit: str | None = None
     invalid_record: str | None = None
-    """The text of an invalid evidence file the node wrote (kept: the engine's record replaces
-    the file on disk)."""
+    """The text of an invalid evidence file the node wrote (its file stays as written)."""
+    marked: bool = False
+    """Whether this step holds a running marker (see evidence/binding.py)."""
 
 
 def _stale_files(value: Any) -> list[str]:
@@ -173,9 +188,16 @@ class EvidenceExtension:
                 if self._needs_snapshot(run, node)
                 else None
             )
-            self._facts[node.id] = _StepFacts(evidence_digest(workdir, node.id), snapshot)
+            previous = self._facts.get(node.id)
+            if previous is not None and previous.marked:
+                binding.end_step(workdir, node.id, run.run_id)
+            facts = _StepFacts(evidence_digest(workdir, node.id), snapshot)
+            if is_work_type(node.handler_type):
+                binding.begin_step(workdir, node.id, run.run_id)
+                facts.marked = True
+            self._facts[node.id] = facts
         if node.handler_type == "codergen" and run.graph.evidence_mode(node) == "require":
-            run.context.set(prompt_suffix_key(node.id), work_evidence_prompt(node.id))
+            run.context.set(prompt_suffix_key(node.id), work_evidence_prompt(node.id, run.run_id))
         return None
 
     def after_execute(
@@ -191,6 +213,10 @@ class EvidenceExtension:
         own_record_written = False
         if is_work_type(node.handler_type) and graph.evidence_mode(node) == "require":
             result = self.validator.validate(node, graph, run.workdir, facts.snapshot)
+            if result.method == "evidence_file":
+                foreign = self._foreign(run, node.id, result.record)
+                if foreign is not None:
+                    result = without_node_file(result, node, run.workdir, foreign)
             facts.method = result.method
             facts.reason = result.reason if result.valid else ""
             facts.problems = list(result.problems)
@@ -210,9 +236,11 @@ class EvidenceExtension:
         self._note_changes(facts, changes)
         if graph.commit_enabled(node):
             if not own_record_written:
+                read = read_evidence(evidence_path(run.workdir, node.id), node.id)
                 own_record_written = (
                     changes.evidence_file_changed
-                    and read_evidence(evidence_path(run.workdir, node.id), node.id).valid
+                    and read.valid
+                    and self._foreign(run, node.id, read.record) is None
                 )
             try:
                 commit = commit_node_changes(
@@ -239,6 +267,17 @@ class EvidenceExtension:
         known = {c.id for c in facts.commits}
         facts.commits.extend(c for c in changes.commits if c.id not in known)
 
+    @staticmethod
+    def _foreign(run: Run, node_id: str, record: EvidenceRecord | None) -> str | None:
+        """Why the node's changed evidence file is another run's (None: it is this run's)."""
+        return binding.foreign_reason(
+            run.workdir,
+            node_id,
+            run.run_id,
+            evidence_digest(run.workdir, node_id),
+            record.run_id if record is not None else None,
+        )
+
     # ----------------------------------------------------------------- per step
 
     def on_step_finished(self, run: Run, step_result: StepResult) -> None:
@@ -249,16 +288,37 @@ class EvidenceExtension:
         if node is None:
             return
         facts = self._facts.pop(node_id, None) or _StepFacts()
-        record = self.build_record(run, node, step_result, facts)
-        path = write_evidence(run.workdir, record)
-        append_evidence_log(run.run_dir, record)
-        self._records += 1
+        try:
+            record, own_digest = self.build_record(run, node, step_result, facts)
+            appended = not same_step(last_log_record(run.run_dir), record)
+            if appended:
+                append_evidence_log(run.run_dir, record)
+            current = evidence_digest(run.workdir, node_id)
+            if current == facts.evidence_digest:
+                # The node left its file alone this step: the file shows this step's record,
+                # bound to this run (runId), so another run never counts it as its own.
+                write_evidence(run.workdir, replace(record, run_id=run.run_id))
+            elif current is not None:
+                binding.write_claim(
+                    run.workdir,
+                    node_id,
+                    run_id=run.run_id,
+                    attempt=step_result.attempts,
+                    digest=current,
+                    run_dir=run.run_dir,
+                    counted=own_digest is not None,
+                )
+        finally:
+            if facts.marked:
+                binding.end_step(run.workdir, node_id, run.run_id)
+        if appended:
+            self._records += 1
         self._latest[node_id] = record.timestamp
         run.events.emit(
             EventType.EVIDENCE_RECORDED,
             node_id,
             {
-                "path": os.fspath(path),
+                "path": os.fspath(evidence_path(run.workdir, node_id)),
                 "log": os.fspath(Path(run.run_dir) / EVIDENCE_LOG),
                 "status": record.engine.get("status"),
                 "evidence_method": record.engine.get("evidence_method"),
@@ -281,25 +341,26 @@ class EvidenceExtension:
             for problem in result.problems:
                 if problem not in facts.problems:
                     facts.problems.append(problem)
-            try:
-                text = path.read_bytes()[: MAX_KEPT_INVALID_BYTES + 1].decode("utf-8", "replace")
-            except OSError:
-                text = ""
-            if len(text) > MAX_KEPT_INVALID_BYTES:
-                text = text[:MAX_KEPT_INVALID_BYTES] + "… (cut)"
-            facts.invalid_record = text
+            facts.invalid_record = _invalid_text(path)
             return None
         record = result.record
         if record is not None and facts.evidence_digest is None and record.engine:
+            return None
+        foreign = self._foreign(run, node_id, record)
+        if foreign is not None:
+            if foreign not in facts.problems:
+                facts.problems.append(foreign)
             return None
         return record
 
     def build_record(
         self, run: Run, node: Node, step_result: StepResult, facts: _StepFacts
-    ) -> EvidenceRecord:
-        """The record of one step: the engine's facts merged into the node's own record."""
+    ) -> tuple[EvidenceRecord, str | None]:
+        """The record of one step (the engine's facts merged into the node's own record), and
+        the digest of the node's own file when it counted (None otherwise)."""
         outcome = step_result.outcome or Outcome()
         own = self._own_record(run, node.id, facts)
+        own_digest = evidence_digest(run.workdir, node.id) if own is not None else None
         mode = run.graph.evidence_mode(node)
         engine_facts: dict[str, Any] = {
             "run_id": run.run_id,
@@ -307,6 +368,7 @@ class EvidenceExtension:
             "failure_reason": outcome.failure_reason,
             "notes": outcome.notes,
             "attempt": step_result.attempts,
+            "step": len(run.completed_nodes),
             "duration_seconds": round(step_result.duration, 6),
             "handler_type": node.handler_type,
             "stale_files": _stale_files(run.context.get(f"freshness.{node.id}.stale_files")),
@@ -318,6 +380,7 @@ class EvidenceExtension:
             "commits": [c.to_dict() for c in facts.commits],
             "commit": facts.commit,
             "node_record": own is not None,
+            "node_file_digest": own_digest,
             "evidence_file": relative_evidence_path(node.id),
             "next_node": step_result.next_node,
         }
@@ -329,10 +392,22 @@ class EvidenceExtension:
         hub_seq = run.context.get_string(f"hub.{node.id}.seq")
         if hub_seq:
             engine_facts["hub_seq"] = int(hub_seq)
-        return merge_record(
+        record = merge_record(
             own,
             node_id=node.id,
             summary=record_summary(node, outcome),
             type=record_type(node.handler_type, facts),
             engine_facts=engine_facts,
         )
+        return record, own_digest
+
+
+def _invalid_text(path: Path) -> str | None:
+    """The start of an invalid node file, to keep in the record (None: too big, a link, gone)."""
+    try:
+        text = read_limited(path).decode("utf-8", "replace")
+    except (OSError, EvidenceError):
+        return None
+    if len(text) > MAX_KEPT_INVALID_BYTES:
+        text = text[:MAX_KEPT_INVALID_BYTES] + "… (cut)"
+    return text

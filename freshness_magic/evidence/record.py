@@ -1,36 +1,38 @@
 """The evidence-file format, its validating reader, and the crash-safe writers.
 
-An evidence file is ``<workdir>/.orchestrator/evidence/<node_id>.json``::
+A node (an agent, a script) may write its own evidence file while it works,
+``<workdir>/.orchestrator/evidence/<node_id>.json``::
 
-    {"version": 1, "nodeId": "draft", "timestamp": "2026-01-02T03:04:05.678901Z",
+    {"version": 1, "nodeId": "draft", "timestamp": "2026-01-02T03:04:05Z",
      "summary": "one line", "type": "analysis", "outcome": {...}}
 
-A node (an agent, a script) may write its own file while it works; the engine then writes the
-same path after the step. Merging rule (decided here, see :func:`merge_record`): the engine's facts
-always live under ``outcome["engine"]``. A node's own ``summary``, ``type`` and ``outcome`` keys are
-kept as written; a node key that happens to be called ``engine`` is kept as ``node_engine``. So a
-reader finds the engine's facts in one place whoever authored the record, and nothing a node wrote
-is lost.
+``version`` (1), ``nodeId``, ``timestamp`` (ISO 8601) and ``summary`` are required; ``type`` (one
+of :data:`EVIDENCE_TYPES`, ``file_changes`` when absent) and ``outcome`` (an object) are optional;
+other keys are allowed (``runId`` binds the file to one run, see ``evidence/binding.py``). Files
+over :data:`MAX_EVIDENCE_BYTES` are refused without being read whole.
 
-Every record is also appended to ``evidence.jsonl`` in the run directory, which keeps every
-execution of a node in order (loops run a node more than once); the per-node file holds the latest.
-``.orchestrator/`` carries a ``.gitignore`` containing ``*`` so the engine's records never show up
-as the user's changes in ``git status``.
+The engine never writes over that file: the node's file stays exactly as the node wrote it. The
+engine's record of every step goes to ``evidence.jsonl`` in the run directory (every execution of
+a node, in order); it is the node's record (if valid) with the engine's facts under
+``outcome["engine"]`` (see :func:`merge_record`; a node key called ``engine`` is kept as
+``node_engine``). So a reader finds the engine's facts in one place whoever authored the record.
+``.orchestrator/`` carries a ``.gitignore`` containing ``*`` so state never shows up as the user's
+changes in ``git status``.
 """
 
 from __future__ import annotations
 
-import json
 import os
+import stat
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-from freshness_magic import atomicio
+from freshness_magic import atomicio, pathsafety
 from freshness_magic.engine.model import NODE_ID_RE
-from freshness_magic.errors import EvidenceError
+from freshness_magic.errors import EvidenceError, UnsafePathError
 
 EVIDENCE_VERSION = 1
 EVIDENCE_TYPES: tuple[str, ...] = ("file_changes", "external_effect", "analysis", "validation")
@@ -41,7 +43,11 @@ ENGINE_KEY = "engine"
 """The key under ``outcome`` that holds the engine's facts."""
 NODE_ENGINE_KEY = "node_engine"
 """Where a node's own ``outcome["engine"]`` value is kept when the engine merges its facts."""
-REQUIRED_FIELDS: tuple[str, ...] = ("version", "nodeId", "timestamp", "summary", "type", "outcome")
+REQUIRED_FIELDS: tuple[str, ...] = ("version", "nodeId", "timestamp", "summary")
+DEFAULT_TYPE = "file_changes"
+"""The type of a node's record that names none (the format's default)."""
+MAX_EVIDENCE_BYTES = 1 << 20
+"""Largest evidence file read (1 MiB): a record says what was done; big output goes elsewhere."""
 
 
 def utc_timestamp(moment: datetime | None = None) -> str:
@@ -73,9 +79,11 @@ class EvidenceRecord:
     outcome: dict[str, Any] = field(default_factory=dict)
     timestamp: str = field(default_factory=utc_timestamp)
     version: int = EVIDENCE_VERSION
+    run_id: str | None = None
+    """The run the node says the file belongs to (optional ``runId``; see evidence/binding.py)."""
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "version": self.version,
             "nodeId": self.node_id,
             "timestamp": self.timestamp,
@@ -83,6 +91,9 @@ class EvidenceRecord:
             "type": self.type,
             "outcome": self.outcome,
         }
+        if self.run_id is not None:
+            data["runId"] = self.run_id
+        return data
 
     @property
     def engine(self) -> dict[str, Any]:
@@ -122,7 +133,7 @@ def validate_evidence(data: Any, node_id: str) -> EvidenceReadResult:
     version = data.get("version")
     if "version" in data and (isinstance(version, bool) or version != EVIDENCE_VERSION):
         problems.append(f"field 'version' is {version!r}, expected {EVIDENCE_VERSION}")
-    for name in ("nodeId", "timestamp", "summary", "type"):
+    for name in ("nodeId", "timestamp", "summary", "runId"):
         value = data.get(name)
         if value is not None and not isinstance(value, str):
             problems.append(f"field {name!r} must be a string, not {type(value).__name__}")
@@ -135,16 +146,18 @@ def validate_evidence(data: Any, node_id: str) -> EvidenceReadResult:
             parse_timestamp(stamp)
         except ValueError:
             problems.append(f"field 'timestamp' is {stamp!r}, not an ISO 8601 timestamp")
-    doc_type = data.get("type")
-    if isinstance(doc_type, str) and doc_type and doc_type not in EVIDENCE_TYPES:
+    doc_type = data.get("type", DEFAULT_TYPE)
+    if "type" in data and not isinstance(doc_type, str):
+        problems.append(f"field 'type' must be a string, not {type(doc_type).__name__}")
+    elif doc_type not in EVIDENCE_TYPES:
         problems.append(
             f"field 'type' is {doc_type!r}, expected one of {', '.join(EVIDENCE_TYPES)}"
         )
     summary = data.get("summary")
     if isinstance(summary, str) and summary and not summary.strip():
         problems.append("field 'summary' is blank")
-    outcome = data.get("outcome")
-    if "outcome" in data and not isinstance(outcome, dict):
+    outcome = data.get("outcome", {})
+    if not isinstance(outcome, dict):
         problems.append(f"field 'outcome' must be an object, not {type(outcome).__name__}")
     if problems:
         return EvidenceReadResult(None, problems)
@@ -152,10 +165,11 @@ def validate_evidence(data: Any, node_id: str) -> EvidenceReadResult:
         EvidenceRecord(
             node_id=str(data["nodeId"]),
             summary=str(data["summary"]),
-            type=str(data["type"]),
-            outcome=dict(data["outcome"]),
+            type=str(doc_type),
+            outcome=dict(outcome),
             timestamp=str(data["timestamp"]),
             version=EVIDENCE_VERSION,
+            run_id=data.get("runId"),
         )
     )
 
@@ -164,18 +178,54 @@ def read_evidence(path: str | os.PathLike[str], node_id: str) -> EvidenceReadRes
     """Read and validate one evidence file; a missing file is ``exists=False`` with no problems."""
     target = Path(path)
     try:
-        raw = target.read_bytes()
+        raw = read_limited(target)
     except FileNotFoundError:
         return EvidenceReadResult(None, [], exists=False)
+    except EvidenceError as exc:
+        return EvidenceReadResult(None, [str(exc)])
     except OSError as exc:
         return EvidenceReadResult(None, [f"{target}: cannot be read ({exc.strerror or exc})"])
     try:
-        data = json.loads(raw)
+        data = atomicio.loads_bounded(raw)
     except (ValueError, UnicodeDecodeError) as exc:
         return EvidenceReadResult(None, [f"{target}: not valid JSON ({exc})"])
     result = validate_evidence(data, node_id)
     result.problems = [f"{target}: {problem}" for problem in result.problems]
     return result
+
+
+def read_limited(path: Path, limit: int = MAX_EVIDENCE_BYTES) -> bytes:
+    """The bytes of a regular evidence file, never following a link nor reading past ``limit``.
+
+    Raises FileNotFoundError when there is none, EvidenceError when it is a link, not a regular
+    file, or larger than ``limit`` (checked before reading it whole).
+    """
+    try:
+        pathsafety.check_state_path(path)
+        fd = os.open(
+            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+        )
+    except UnsafePathError as exc:
+        raise EvidenceError(f"{path}: not read: {exc}") from exc
+    except OSError as exc:
+        if os.path.islink(path):
+            raise EvidenceError(
+                f"{path}: is a symbolic link; an evidence file must be a real file"
+            ) from exc
+        raise
+    with os.fdopen(fd, "rb") as handle:
+        info = os.fstat(handle.fileno())
+        if not stat.S_ISREG(info.st_mode):
+            raise EvidenceError(f"{path}: is not a regular file")
+        if info.st_size > limit:
+            raise EvidenceError(
+                f"{path}: is {info.st_size} bytes, over the {limit} byte limit for evidence "
+                "files; keep large output in another file and name it in 'outcome'"
+            )
+        data = handle.read(limit + 1)
+    if len(data) > limit:
+        raise EvidenceError(f"{path}: grew past the {limit} byte limit while being read")
+    return data
 
 
 def orchestrator_dir(workdir: str | os.PathLike[str]) -> Path:
@@ -220,24 +270,24 @@ def relative_evidence_path(node_id: str) -> str:
 def ensure_evidence_dir(workdir: str | os.PathLike[str]) -> Path:
     """Create ``.orchestrator/evidence/`` and ``.orchestrator/.gitignore`` (``*``) if missing."""
     root = orchestrator_dir(workdir)
-    if root.is_symlink():
-        raise EvidenceError(
-            f"{root} is a symbolic link; evidence is only written to a real folder "
-            "inside the working directory"
-        )
-    atomicio.ensure_ignored_dir(root)
-    folder = root / EVIDENCE_SUBDIR
-    folder.mkdir(exist_ok=True)
-    return folder
+    try:
+        atomicio.ensure_ignored_dir(root)
+        return pathsafety.make_state_dir(root / EVIDENCE_SUBDIR)
+    except UnsafePathError as exc:
+        raise EvidenceError(str(exc)) from exc
 
 
 def write_evidence(workdir: str | os.PathLike[str], record: EvidenceRecord) -> Path:
-    """Atomically write the per-node evidence file; returns its path."""
+    """Atomically write a node's evidence file (what a Python node or a test does); its path.
+
+    The engine never calls this: the node's file is the node's (the engine's record goes to the
+    run's ``evidence.jsonl``).
+    """
     ensure_evidence_dir(workdir)
     path = evidence_path(workdir, record.node_id)
     try:
         atomicio.write_json_atomic(path, record.to_dict())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, UnsafePathError) as exc:
         raise EvidenceError(f"cannot write evidence file {path}: {exc}") from exc
     return path
 
@@ -250,9 +300,44 @@ def append_evidence_log(run_dir: str | os.PathLike[str], record: EvidenceRecord)
     path = Path(run_dir) / EVIDENCE_LOG
     try:
         atomicio.append_jsonl(path, record.to_dict())
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, UnsafePathError) as exc:
         raise EvidenceError(f"cannot append to evidence log {path}: {exc}") from exc
     return path
+
+
+LOG_TAIL_BYTES = 4 * MAX_EVIDENCE_BYTES
+"""How far back from the end of ``evidence.jsonl`` :func:`last_log_record` looks."""
+
+
+def last_log_record(run_dir: str | os.PathLike[str]) -> EvidenceRecord | None:
+    """The last whole, valid record of the run's evidence log (reads only the log's tail)."""
+    path = Path(run_dir) / EVIDENCE_LOG
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            handle.seek(max(0, size - LOG_TAIL_BYTES))
+            tail = handle.read()
+    except OSError:
+        return None
+    for raw in reversed(
+        tail.split(b"\n")[1:-1] if size > LOG_TAIL_BYTES else tail.split(b"\n")[:-1]
+    ):
+        try:
+            data = atomicio.loads_bounded(raw)
+        except (ValueError, UnicodeDecodeError):
+            continue
+        if isinstance(data, dict):
+            found = data.get("nodeId")
+            return validate_evidence(data, found if isinstance(found, str) else "").record
+    return None
+
+
+def same_step(last: EvidenceRecord | None, record: EvidenceRecord) -> bool:
+    """Whether ``last`` is already ``record``'s step (same node, run id, attempt, step index)."""
+    if last is None or last.node_id != record.node_id:
+        return False
+    keys = ("run_id", "attempt", "step")
+    return all(last.engine.get(key) == record.engine.get(key) for key in keys)
 
 
 def read_evidence_log(
@@ -300,7 +385,9 @@ def merge_record(
     if ENGINE_KEY in outcome:
         outcome[NODE_ENGINE_KEY] = outcome.pop(ENGINE_KEY)
     outcome[ENGINE_KEY] = facts
-    return EvidenceRecord(node_id, node_record.summary, node_record.type, outcome, stamp)
+    return EvidenceRecord(
+        node_id, node_record.summary, node_record.type, outcome, stamp, run_id=node_record.run_id
+    )
 
 
 def one_line(text: str, limit: int = 200) -> str:

@@ -179,6 +179,26 @@ class DefaultEvidenceValidator:
         return ValidationResult(False, no_evidence_message(node, workdir), {}, "none", **common)
 
 
+def without_node_file(
+    result: ValidationResult, node: Node, workdir: str | os.PathLike[str], why: str
+) -> ValidationResult:
+    """``result`` judged again without the node's evidence file (it is another run's: ``why``)."""
+    problems = [*result.problems, why]
+    if node.expects_no_changes:
+        return ValidationResult(
+            True,
+            "Node declared expects_no_changes",
+            {"expects_no_changes": True},
+            "expects_no_changes",
+            result.changes,
+            None,
+            problems,
+        )
+    return ValidationResult(
+        False, no_evidence_message(node, workdir), {}, "none", result.changes, None, problems
+    )
+
+
 def _describe(changes: WorkChanges) -> str:
     files = changes.uncommitted
     parts = [

@@ -151,10 +151,21 @@ class Layout:
     """The root ``width``, ``height``, ``viewBox`` and the graph group's ``transform``."""
 
 
+_CONTROL_PICTURES = {code: chr(0x2400 + code) for code in range(0x20) if chr(code) not in "\n\r"}
+"""C0 control characters (invalid in the XML ``dot`` writes) shown as their Unicode pictures."""
+_XML_TEXT = {code: picture for code, picture in _CONTROL_PICTURES.items() if chr(code) != "\t"}
+"""The same for text put into the SVG directly (tooltips keep tabs and line breaks)."""
+
+
 def _dot_string(text: str) -> str:
-    """``text`` as a DOT double-quoted string that graphviz shows literally."""
+    """``text`` as a DOT double-quoted string that graphviz shows literally.
+
+    Line breaks become ``\\n``; every other C0 control character becomes its visible picture
+    (``\\x01`` -> U+2401), since ``dot -Tsvg`` would copy it into XML where it is not allowed.
+    """
     escaped = text.replace("\\", "\\\\").replace('"', '\\"')
-    return '"' + escaped.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n") + '"'
+    lines = escaped.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n")
+    return '"' + lines.translate(_CONTROL_PICTURES) + '"'
 
 
 def layout_dot(graph: Graph) -> str:
@@ -255,7 +266,7 @@ def _set_title(group: ET.Element, text: str) -> None:
     if title is None:
         title = ET.Element(f"{{{SVG_NS}}}title")
         group.insert(0, title)
-    title.text = text
+    title.text = text.translate(_XML_TEXT)
 
 
 def static_title(graph: Graph, node_id: str) -> str:

@@ -3,7 +3,6 @@ guidance, entry points and a missing extra."""
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -19,7 +18,7 @@ from freshness_magic.engine.context import Context
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.pipeline import load_pipeline_file
 from freshness_magic.engine.validation import validate
-from freshness_magic.evidence.record import read_evidence
+from freshness_magic.evidence.record import read_evidence, read_evidence_log
 from freshness_magic.freshness.extension import extension_of
 from freshness_magic.session import open_run
 from tests.backends.fakeservers import serve
@@ -184,8 +183,8 @@ def test_evidence_guidance_ends_the_prompt_and_its_example_validates(tmp_path: P
     assert "`.orchestrator/evidence/draft.json`" in prompt
     assert "are optional" in prompt
     assert run.result().status == "completed", run.result().failure_reason
-    record = json.loads((work / ".orchestrator/evidence/draft.json").read_text())
-    assert record["outcome"]["engine"]["evidence_method"] == "evidence_file"
+    record = read_evidence_log(run.run_dir, "draft")[-1]
+    assert record.engine["evidence_method"] == "evidence_file"
     assert read_evidence(work / ".orchestrator/evidence/draft.json", "draft").valid
 
 

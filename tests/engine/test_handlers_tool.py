@@ -50,8 +50,8 @@ def test_success_captures_stdout_in_workdir(tmp_path: Path) -> None:
 def test_long_stdout_is_truncated_with_pointer_to_file(tmp_path: Path) -> None:
     outcome = run_tool(tmp_path, "python3 -c \"print('y' * 10000)\"")
     text = outcome.context_updates["tool.output"]
-    assert text.startswith("y" * 4000)
-    assert "truncated" in text and "stdout.txt" in text
+    assert text.endswith("y" * 3999 + "\n")
+    assert "first 6001 bytes not shown" in text and "stdout.txt" in text
     assert len((tmp_path / "run/nodes/lint/stdout.txt").read_text()) == 10001
 
 

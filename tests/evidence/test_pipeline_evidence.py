@@ -19,7 +19,6 @@ from freshness_magic.evidence.record import (
     EVIDENCE_LOG,
     EvidenceRecord,
     evidence_path,
-    read_evidence,
     read_evidence_log,
     write_evidence,
 )
@@ -81,9 +80,13 @@ def own_record(summary: str, kind: str = "analysis") -> Action:
 
 
 def record_of(workdir: Path, node_id: str) -> EvidenceRecord:
-    result = read_evidence(evidence_path(workdir, node_id), node_id)
-    assert result.record is not None, result.problems
-    return result.record
+    """The engine's latest record of ``node_id`` (from the run logs, newest run last)."""
+    logs = sorted(
+        (workdir / ".freshness" / "runs").glob("*/evidence.jsonl"), key=lambda p: p.stat().st_mtime
+    )
+    records = [r for log in logs for r in read_evidence_log(log.parent) if r.node_id == node_id]
+    assert records, f"no record of {node_id} in {logs}"
+    return records[-1]
 
 
 def subjects(repo: Path) -> list[str]:
@@ -363,8 +366,14 @@ def test_mixed_pipeline(repo: Path) -> None:
         "[Pipeline] Write code",
         "initial",
     ]
-    per_node = {p.stem for p in (repo / ".orchestrator" / "evidence").glob("*.json")}
-    assert per_node == {"start", "code", "verify", "review", "loop", "check", "lint", "done"}
+    # Every node has its file: the one that wrote its own keeps it as written (with the
+    # engine's claim beside it), the others show their latest record, bound to this run.
+    per_node = {p.name for p in (repo / ".orchestrator" / "evidence").iterdir()}
+    assert per_node == {f"{n}.json" for n in {r.node_id for r in log}} | {"verify.engine.json"}
+    verify = json.loads((repo / ".orchestrator" / "evidence" / "verify.json").read_text())
+    assert "engine" not in verify.get("outcome", {})
+    lint = json.loads((repo / ".orchestrator" / "evidence" / "lint.json").read_text())
+    assert lint["runId"] == run.run_id
     assert record_of(repo, "loop").timestamp == log[6].timestamp
     assert record_of(repo, "lint").engine["evidence_mode"] == "record"
 
@@ -524,7 +533,7 @@ def test_invalid_own_record_is_reported_and_kept(repo: Path) -> None:
     assert outcome.failure_reason == message_for(repo)
     assert "field 'timestamp' is missing" in outcome.notes
     facts = record_of(repo, "implement").engine
-    assert any("field 'type' is missing" in p for p in facts["evidence_problems"])
+    assert any("field 'timestamp' is missing" in p for p in facts["evidence_problems"])
     assert (
         facts["invalid_node_record"] == '{"version": 1, "nodeId": "implement", "summary": "half"}'
     )

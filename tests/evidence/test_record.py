@@ -23,6 +23,7 @@ from freshness_magic.evidence.record import (
     read_evidence,
     read_evidence_log,
     utc_timestamp,
+    validate_evidence,
     write_evidence,
 )
 
@@ -67,11 +68,11 @@ def test_missing_file_is_absent_without_problems(tmp_path: Path) -> None:
     [
         ({k: v for k, v in valid_doc().items() if k != "summary"}, "field 'summary' is missing"),
         ({k: v for k, v in valid_doc().items() if k != "version"}, "field 'version' is missing"),
-        ({k: v for k, v in valid_doc().items() if k != "outcome"}, "field 'outcome' is missing"),
+        (valid_doc(outcome=[1]), "field 'outcome' must be an object, not list"),
         (valid_doc(summary=""), "field 'summary' is empty"),
         (valid_doc(summary="   "), "field 'summary' is blank"),
-        (valid_doc(type=""), "field 'type' is empty"),
-        (valid_doc(outcome={}), "field 'outcome' is empty"),
+        (valid_doc(type=""), "field 'type' is '', expected one of"),
+        (valid_doc(type=3), "field 'type' must be a string, not int"),
         (valid_doc(version=2), "field 'version' is 2, expected 1"),
         (valid_doc(version="1"), "field 'version' is '1', expected 1"),
         (valid_doc(version=True), "field 'version' is True, expected 1"),
@@ -211,3 +212,18 @@ def test_a_log_that_is_only_a_torn_line_starts_over(tmp_path: Path) -> None:
     append_evidence_log(run_dir, EvidenceRecord("a", "only", "analysis", {"k": 1}))
     assert [r.summary for r in read_evidence_log(run_dir)] == ["only"]
     assert (run_dir / EVIDENCE_LOG).read_bytes().count(b"\n") == 1
+
+
+def test_the_seed_format_without_outcome_is_valid() -> None:
+    doc = {
+        "version": 1,
+        "nodeId": "x",
+        "timestamp": "2026-01-01T00:00:00Z",
+        "summary": "notified ops",
+        "type": "external_effect",
+    }
+    result = validate_evidence(doc, "x")
+    assert result.valid, result.problems
+    assert result.record is not None and result.record.outcome == {}
+    untyped = validate_evidence({k: v for k, v in doc.items() if k != "type"}, "x")
+    assert untyped.record is not None and untyped.record.type == "file_changes"

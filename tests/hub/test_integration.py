@@ -115,7 +115,7 @@ def _run(workdir: Path) -> tuple[str, str]:
 
 
 def test_session_runs_record_the_hub_seq_in_evidence(hub_dir: Path) -> None:
-    import json
+    from freshness_magic.evidence.record import read_evidence_log
 
     daemon.start(hub_dir)
     current = HubClient(hub_dir).seq()
@@ -123,8 +123,8 @@ def test_session_runs_record_the_hub_seq_in_evidence(hub_dir: Path) -> None:
     run.run()
     prompt = (Path(run.run_dir) / "nodes" / "draft" / "prompt.md").read_text()
     assert f"change seq {current})" in prompt
-    record = json.loads((hub_dir / ".orchestrator" / "evidence" / "draft.json").read_text())
-    assert record["outcome"]["engine"]["hub_seq"] == current
+    record = [r for r in read_evidence_log(run.run_dir) if r.node_id == "draft"][-1]
+    assert record.engine["hub_seq"] == current
 
 
 def test_hub_context_prompt_packet_and_seq(hub_dir: Path) -> None:

@@ -10,8 +10,10 @@ from pathlib import Path
 from typing import Any, Protocol, runtime_checkable
 
 from freshness_magic.engine.context import Context
-from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.model import NODE_ID_RE, Graph, Node
 from freshness_magic.engine.outcome import Outcome
+from freshness_magic.errors import RunError
+from freshness_magic.pathsafety import make_state_dir
 
 
 @dataclass
@@ -40,10 +42,17 @@ class StepEnv:
     the node as interrupted, whatever the handler returns."""
 
     def node_dir(self, node_id: str) -> Path:
-        """The node's folder for artifacts (prompt.md, response.md, status.json, tool output)."""
-        folder = self.run_dir / "nodes" / node_id
-        folder.mkdir(parents=True, exist_ok=True)
-        return folder
+        """The node's folder for artifacts (prompt.md, response.md, status.json, tool output).
+
+        Raises RunError for an id that is not one plain name (a Graph built in code is not
+        checked by the parser) and UnsafePathError when the folder is reached through a link.
+        """
+        if not isinstance(node_id, str) or not NODE_ID_RE.match(node_id):
+            raise RunError(
+                f"node id {node_id!r} cannot name a folder of the run: node ids must match "
+                "[A-Za-z_][A-Za-z0-9_]* (no '/', '.' or '..'); rename the node"
+            )
+        return make_state_dir(self.run_dir / "nodes" / node_id)
 
 
 @dataclass(frozen=True)

@@ -1,53 +1,194 @@
 """The ``tool`` handler (spec §4.10, DESIGN §8): run ``tool_command`` with a timeout.
 
 The command runs through the shell in the run's working directory, in its own process group so
-a timeout can stop everything it started (SIGTERM, a grace period, then SIGKILL to the group).
-stdout and stderr go to files in the node's folder; the context gets a truncated copy of stdout.
+a timeout or a stop (``env.cancel``) ends everything it started (SIGTERM, a grace period, then
+SIGKILL to the group). stdout and stderr go straight to files in the node's folder, so memory
+stays bounded however much the command prints: the handler only reads the files' tails, for
+``STAGE_OUTPUT`` events (at most every :data:`EMIT_INTERVAL` seconds, at most
+:data:`EMIT_CHUNK_BYTES` each) and for the context (the last ``output_chars`` bytes of stdout).
+
+While the command runs its process group id is in ``nodes/<id>/pgid``; a driver killed meanwhile
+leaves it there, and :func:`reap_survivor` (called on resume) stops a group that outlived it.
 The command sees ``FRESHNESS_NODE_ID``, ``FRESHNESS_STAGE_DIR`` (the node's folder),
-``FRESHNESS_RUN_DIR`` and ``FRESHNESS_ATTEMPT`` in its environment.
+``FRESHNESS_RUN_DIR``, ``FRESHNESS_RUN_ID`` and ``FRESHNESS_ATTEMPT`` in its environment.
 """
 
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
+import socket
 import subprocess
 import time
 from pathlib import Path
+from typing import Any
 
+from freshness_magic import atomicio, pathsafety
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 
 OUTPUT_CONTEXT_CHARS = 4000
 STDERR_TAIL_LINES = 20
+STDERR_TAIL_BYTES = 16384
 KILL_GRACE_SECONDS = 2.0
+EMIT_INTERVAL = 0.2
+"""Least time between two ``STAGE_OUTPUT`` events of one stream."""
+EMIT_CHUNK_BYTES = 8192
+"""Most bytes of one ``STAGE_OUTPUT`` event; more output since the last one is skipped."""
+POLL_SECONDS = 0.05
+PGID_FILE = "pgid"
+INTERRUPTED = "interrupted"
 
 
-def _read_text(path: Path) -> str:
-    return path.read_bytes().decode("utf-8", "replace")
+def _read_tail(path: Path, limit: int) -> tuple[str, int]:
+    """The last ``limit`` bytes of ``path`` as text, and how many bytes came before them."""
+    try:
+        with path.open("rb") as handle:
+            size = handle.seek(0, os.SEEK_END)
+            start = max(0, size - limit)
+            handle.seek(start)
+            return handle.read(limit).decode("utf-8", "replace"), start
+    except OSError:
+        return "", 0
 
 
-def _tail(text: str, lines: int) -> str:
+def _tail_lines(text: str, lines: int) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
 
-def _kill_group(process: subprocess.Popen[bytes], grace: float) -> None:
+def kill_group(pgid: int, process: subprocess.Popen[bytes] | None, grace: float) -> None:
     """SIGTERM the process group, wait ``grace`` seconds for the leader, then SIGKILL it all."""
-    pgid = process.pid
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGTERM)
-    with contextlib.suppress(subprocess.TimeoutExpired):
-        process.wait(timeout=grace)
+    if process is not None:
+        with contextlib.suppress(subprocess.TimeoutExpired):
+            process.wait(timeout=grace)
+    else:
+        end = time.monotonic() + grace
+        while time.monotonic() < end and _group_alive(pgid):
+            time.sleep(POLL_SECONDS)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pgid, signal.SIGKILL)
-    process.wait()
+    if process is not None:
+        process.wait()
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _start_time(pid: int) -> str | None:
+    """The kernel's start time of ``pid`` (Linux ``/proc``), to tell a reused pid apart."""
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[19].decode()
+    except (OSError, IndexError):
+        return None
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def reap_survivor(
+    node_dir: str | os.PathLike[str], grace: float = KILL_GRACE_SECONDS
+) -> str | None:
+    """Stop a tool process group left running by a driver that died; a message, or None.
+
+    Reads ``node_dir/pgid``. Nothing to do (None) when there is no file or the group is gone.
+    A group whose driver still runs on this host is left alone (the message says so); one whose
+    leader is a different process than recorded (pid reused) is not touched. Otherwise the group
+    gets SIGTERM, ``grace`` seconds, then SIGKILL. The file is removed unless the driver lives.
+    """
+    path = Path(node_dir) / PGID_FILE
+    try:
+        data = atomicio.loads_bounded(path.read_bytes(), what=str(path))
+        pgid, driver = int(data["pgid"]), int(data["driver_pid"])
+        host, started = str(data.get("host", "")), data.get("started")
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        with contextlib.suppress(OSError):
+            path.unlink()
+        return f"removed unreadable {path} ({exc}); no process group stopped"
+    same_host = host == socket.gethostname()
+    if same_host and driver != os.getpid() and _pid_alive(driver):
+        return (
+            f"the tool of {path.parent.name} (process group {pgid}) is still driven by pid "
+            f"{driver}; not stopped"
+        )
+    message: str | None = None
+    leader_start = _start_time(pgid)
+    reused = started is not None and leader_start is not None and leader_start != started
+    if same_host and not reused and _group_alive(pgid):
+        kill_group(pgid, None, grace)
+        message = (
+            f"stopped the tool of node '{path.parent.name}' (process group {pgid}) that "
+            f"outlived its driver (pid {driver})"
+        )
+    with contextlib.suppress(OSError):
+        path.unlink()
+    return message
+
+
+def reap_survivors(run_dir: str | os.PathLike[str], grace: float = KILL_GRACE_SECONDS) -> list[str]:
+    """:func:`reap_survivor` for every node folder of a run (parallel branches run several)."""
+    messages = []
+    for pgid_file in sorted(Path(run_dir).glob(f"nodes/*/{PGID_FILE}")):
+        message = reap_survivor(pgid_file.parent, grace)
+        if message is not None:
+            messages.append(message)
+    return messages
+
+
+class _Follower:
+    """Follows a growing output file and emits its new text as bounded STAGE_OUTPUT events."""
+
+    def __init__(self, stream: str, path: Path, env: StepEnv) -> None:
+        self.stream, self.path, self.env = stream, path, env
+        self.sent = 0
+        self.last = 0.0
+
+    def flush(self, force: bool = False) -> None:
+        now = time.monotonic()
+        if not force and now - self.last < EMIT_INTERVAL:
+            return
+        try:
+            size = self.path.stat().st_size
+        except OSError:
+            return
+        if size <= self.sent:
+            return
+        start = max(self.sent, size - EMIT_CHUNK_BYTES)
+        with self.path.open("rb") as handle:
+            handle.seek(start)
+            chunk = handle.read(size - start)
+        text = chunk.decode("utf-8", "replace")
+        if start > self.sent:
+            text = f"[... {start - self.sent} bytes not shown ...]\n{text}"
+        self.sent, self.last = size, now
+        self.env.emit(EventType.STAGE_OUTPUT.value, {"stream": self.stream, "text": text})
 
 
 class ToolHandler:
-    """Runs a node's ``tool_command``; non-zero exit or timeout is FAIL with the details."""
+    """Runs a node's ``tool_command``; non-zero exit, timeout or a stop is FAIL with the details."""
 
     def __init__(
         self,
@@ -89,7 +230,14 @@ class ToolHandler:
         stderr_path = stage_dir / f"stderr{suffix}.txt"
         timeout, wait_for, grace = self._limits(node, env)
         started = time.monotonic()
-        with stdout_path.open("wb") as out, stderr_path.open("wb") as err:
+        flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        out = pathsafety.open_for_write(stdout_path, flags)
+        try:
+            err = pathsafety.open_for_write(stderr_path, flags)
+        except BaseException:
+            os.close(out)
+            raise
+        try:
             try:
                 process = subprocess.Popen(
                     command,
@@ -107,25 +255,27 @@ class ToolHandler:
                     failure_reason=f"cannot start tool_command of {node.id!r} in "
                     f"{env.workdir}: {exc}",
                 )
-            timed_out = False
-            try:
-                process.wait(timeout=wait_for)
-            except subprocess.TimeoutExpired:
-                timed_out = True
-                _kill_group(process, grace)
-            except BaseException:
-                _kill_group(process, 0)
-                raise
+        finally:
+            os.close(out)
+            os.close(err)
+        ending = self._wait(process, env, stdout_path, stderr_path, stage_dir, wait_for, grace)
         elapsed = time.monotonic() - started
-        stdout = _read_text(stdout_path)
-        stderr = _read_text(stderr_path)
+        stdout, skipped = _read_tail(stdout_path, self.output_chars)
+        stderr, _ = _read_tail(stderr_path, STDERR_TAIL_BYTES)
         updates = {
-            "tool.output": self._context_output(stdout, stdout_path),
+            "tool.output": self._context_output(stdout, skipped, stdout_path),
             "tool.exit_code": process.returncode,
             "tool.stdout_file": str(stdout_path),
             "tool.stderr_file": str(stderr_path),
         }
-        if timed_out:
+        if ending == INTERRUPTED:
+            return Outcome(
+                status=StageStatus.FAIL,
+                context_updates=updates,
+                failure_reason=INTERRUPTED,
+                notes=f"stopped on request after {elapsed:.2f}s (process group killed): {command}",
+            )
+        if ending == "timeout":
             return Outcome(
                 status=StageStatus.FAIL,
                 context_updates=updates,
@@ -136,7 +286,7 @@ class ToolHandler:
             )
         if process.returncode != 0:
             reason = f"exit code {process.returncode}: {command}"
-            tail = _tail(stderr, self.stderr_tail_lines)
+            tail = _tail_lines(stderr, self.stderr_tail_lines)
             if tail:
                 reason += f"\nstderr (last {self.stderr_tail_lines} lines):\n{tail}"
             return Outcome(status=StageStatus.FAIL, context_updates=updates, failure_reason=reason)
@@ -146,6 +296,55 @@ class ToolHandler:
             notes=f"Tool completed in {elapsed:.2f}s: {command}",
         )
 
+    def _wait(
+        self,
+        process: subprocess.Popen[bytes],
+        env: StepEnv,
+        stdout_path: Path,
+        stderr_path: Path,
+        stage_dir: Path,
+        wait_for: float | None,
+        grace: float,
+    ) -> str:
+        """Wait for the command, streaming its output; "exited", "timeout" or "interrupted"."""
+        pgid_file = stage_dir / PGID_FILE
+        record: dict[str, Any] = {
+            "pgid": process.pid,
+            "driver_pid": os.getpid(),
+            "host": socket.gethostname(),
+            "started": _start_time(process.pid),
+        }
+        followers = [_Follower("stdout", stdout_path, env), _Follower("stderr", stderr_path, env)]
+        end = None if wait_for is None else time.monotonic() + wait_for
+        ending = "exited"
+        try:
+            atomicio.write_atomic(pgid_file, json.dumps(record) + "\n")
+            while True:
+                remaining = None if end is None else end - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    ending = "timeout"
+                    kill_group(process.pid, process, grace)
+                    break
+                step = POLL_SECONDS if remaining is None else min(POLL_SECONDS, remaining)
+                with contextlib.suppress(subprocess.TimeoutExpired):
+                    process.wait(timeout=step)
+                    break
+                if env.cancel.is_set():
+                    ending = INTERRUPTED
+                    kill_group(process.pid, process, grace)
+                    break
+                for follower in followers:
+                    follower.flush()
+        except BaseException:
+            kill_group(process.pid, process, 0)
+            raise
+        finally:
+            with contextlib.suppress(OSError):
+                pgid_file.unlink()
+        for follower in followers:
+            follower.flush(force=True)
+        return ending
+
     @staticmethod
     def _environment(node: Node, env: StepEnv, stage_dir: Path) -> dict[str, str]:
         """The caller's environment plus where the command is in the run (for its own files)."""
@@ -154,13 +353,12 @@ class ToolHandler:
             "FRESHNESS_NODE_ID": node.id,
             "FRESHNESS_STAGE_DIR": str(stage_dir),
             "FRESHNESS_RUN_DIR": str(env.run_dir),
+            "FRESHNESS_RUN_ID": env.run_dir.name,
             "FRESHNESS_ATTEMPT": str(env.attempt),
         }
 
-    def _context_output(self, stdout: str, path: Path) -> str:
-        if len(stdout) <= self.output_chars:
-            return stdout
-        return (
-            stdout[: self.output_chars]
-            + f"\n[... truncated {len(stdout) - self.output_chars} chars; full output in {path}]"
-        )
+    @staticmethod
+    def _context_output(tail: str, skipped: int, path: Path) -> str:
+        if not skipped:
+            return tail
+        return f"[... first {skipped} bytes not shown (truncated); full output in {path}]\n{tail}"

@@ -1,0 +1,122 @@
+"""Evidence that belongs to its step: the seed format, the node's file kept, runs kept apart."""
+
+from __future__ import annotations
+
+import json
+import shutil
+import threading
+import time
+from pathlib import Path
+
+from freshness_magic.engine.run import RunState
+from freshness_magic.evidence.record import evidence_path, read_evidence_log
+from freshness_magic.session import open_run, resume_run
+
+SEED = {
+    "version": 1,
+    "nodeId": "work",
+    "timestamp": "2026-01-01T00:00:00Z",
+    "summary": "notified ops",
+    "type": "external_effect",
+}
+
+
+def tool_pipeline(command: str, name: str = "p") -> str:
+    return f"""digraph {name} {{
+      graph [evidence=require]
+      start [shape=Mdiamond]
+      work [shape=parallelogram, tool_command={json.dumps(command)}]
+      done [shape=Msquare]
+      start -> work -> done
+    }}"""
+
+
+def write_file_command(doc: dict[str, object]) -> str:
+    """A shell command writing ``doc`` as the node's file; ``$FRESHNESS_RUN_ID`` is expanded."""
+    text = json.dumps(doc).replace('"', '\\"')
+    return f'mkdir -p .orchestrator/evidence && echo "{text}" > .orchestrator/evidence/work.json'
+
+
+def test_the_seed_format_counts_and_the_file_stays_as_written(tmp_path: Path) -> None:
+    run = open_run(tool_pipeline(write_file_command(SEED)), workdir=tmp_path)
+    result = run.run()
+    assert result.state is RunState.COMPLETED, result.failure_reason
+    path = evidence_path(tmp_path, "work")
+    assert json.loads(path.read_text()) == SEED
+    record = [r for r in read_evidence_log(run.run_dir) if r.node_id == "work"][-1]
+    assert record.summary == "notified ops" and record.type == "external_effect"
+    assert record.engine["evidence_method"] == "evidence_file"
+    assert record.engine["run_id"] == run.run_id and record.engine["attempt"] == 1
+    assert record.engine["node_file_digest"]
+    claim = json.loads((path.parent / "work.engine.json").read_text())
+    assert claim["run_id"] == run.run_id and claim["digest"] == record.engine["node_file_digest"]
+    assert not list(path.parent.glob("work.running.*"))
+
+
+def test_a_node_file_left_by_an_earlier_run_does_not_count(tmp_path: Path) -> None:
+    first = open_run(tool_pipeline(write_file_command(SEED)), workdir=tmp_path)
+    assert first.run().state is RunState.COMPLETED
+    second = open_run(tool_pipeline("true"), workdir=tmp_path)
+    result = second.run()
+    assert result.state is RunState.FAILED
+    assert "No work evidence produced" in result.node_outcomes["work"].failure_reason
+
+
+def run_beside_a_sleeping_run(tmp_path: Path, writer_doc: dict[str, object]) -> tuple[str, str]:
+    """Run A (``sleep``) and, while it sleeps, run B writing ``work``'s file; both states."""
+    sleeper = open_run(tool_pipeline("sleep 2", "a"), workdir=tmp_path)
+    states: dict[str, str] = {}
+    worker = threading.Thread(target=lambda: states.update(a=sleeper.run().state.value))
+    worker.start()
+    markers = tmp_path / ".orchestrator" / "evidence"
+    deadline = time.monotonic() + 30
+    while not list(markers.glob(f"work.running.{sleeper.run_id}")):
+        assert time.monotonic() < deadline, "run A never started its work node"
+        time.sleep(0.02)
+    writer = open_run(tool_pipeline(write_file_command(writer_doc), "b"), workdir=tmp_path)
+    states["b"] = writer.run().state.value
+    worker.join(60)
+    return states["a"], states["b"]
+
+
+def test_another_runs_evidence_bound_by_run_id_does_not_satisfy_require(tmp_path: Path) -> None:
+    a, b = run_beside_a_sleeping_run(tmp_path, {**SEED, "runId": "$FRESHNESS_RUN_ID"})
+    assert (a, b) == ("failed", "completed")
+
+
+def test_unbound_evidence_written_while_another_run_ran_the_node_counts_for_neither(
+    tmp_path: Path,
+) -> None:
+    a, b = run_beside_a_sleeping_run(tmp_path, SEED)
+    assert (a, b) == ("failed", "failed")
+    logs = sorted((tmp_path / ".freshness" / "runs").glob("*/evidence.jsonl"))
+    problems = [
+        p
+        for log in logs
+        for r in read_evidence_log(log.parent)
+        if r.node_id == "work"
+        for p in r.engine["evidence_problems"]
+    ]
+    assert any("also ran node 'work'" in p or "during a step of run" in p for p in problems)
+
+
+def test_resume_after_a_kill_between_record_and_checkpoint_keeps_one_record(
+    tmp_path: Path,
+) -> None:
+    # Each execution writes new content (the same bytes again would not be a change).
+    doc = {**SEED, "summary": "notified ops at $(date +%s%N)"}
+    run = open_run(tool_pipeline(write_file_command(doc)), workdir=tmp_path)
+    run.step()  # start
+    saved = tmp_path / "checkpoint-before-work.json"
+    shutil.copy(run.run_dir / "checkpoint.json", saved)
+    history = set((run.run_dir / "checkpoints").iterdir())
+    run.step()  # work: its record is appended, then the checkpoint is written
+    # The disk as a kill right after the record (before the checkpoint) leaves it.
+    shutil.copy(saved, run.run_dir / "checkpoint.json")
+    for newer in set((run.run_dir / "checkpoints").iterdir()) - history:
+        newer.unlink()
+    resumed = resume_run(run.run_dir)
+    assert resumed.next_node == "work"
+    assert resumed.run().state is RunState.COMPLETED
+    nodes = [r.node_id for r in read_evidence_log(run.run_dir)]
+    assert nodes == ["start", "work", "done"]

@@ -220,6 +220,25 @@ def test_permission_denied_is_compared_by_stat(shared_tree: Path) -> None:
     assert after[:2] == ("stale_changed", "stat")
 
 
+def test_glob_into_an_unreadable_folder_is_unknown(shared_tree: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a folder another user (nobody) cannot list")
+    write(shared_tree, "locked/inner.md")
+    os.chmod(shared_tree / "locked", 0o700)  # owned by root: nobody may not list it
+
+    def scenario() -> tuple[dict[str, str], dict[str, str]]:
+        tracker = FreshnessTracker(shared_tree, git=False)
+        tracker.capture({"n": ["**/*.md"]})
+        report = tracker.check("n")
+        notes = {f.path: f.note for f in report.files}
+        return labels(report), notes
+
+    found, notes = _unprivileged(scenario)
+    assert found["locked"] == "unknown"
+    assert notes["locked"] == "folder unreadable: Permission denied"
+    assert found["docs/spec.md"] == "fresh"
+
+
 def test_readable_file_turning_into_a_folder_is_unknown(tree: Path) -> None:
     tracker = FreshnessTracker(tree)
     tracker.capture({"n": ["docs/spec.md"]})
@@ -383,3 +402,19 @@ def test_snapshots_leave_the_cycle_collector_as_they_found_it(tree: Path) -> Non
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_symlink_to_outside_is_unknown_and_its_content_never_stored(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    write(tmp_path, "outside/secret.txt", "secret")
+    write(work, "a.txt", "a")
+    os.symlink("../outside/secret.txt", work / "notes.txt")
+    os.symlink("/", work / "r")
+    tracker = FreshnessTracker(work, git=False)
+    tracker.capture({"n": ["notes.txt", "**"]})
+    baseline = tracker.baselines["n"]
+    assert list(baseline.files) == ["a.txt"]
+    assert "secret" not in str(tracker.to_dict())
+    report = tracker.check("n")
+    assert labels(report) == {"a.txt": "fresh", "notes.txt": "unknown", "r": "unknown"}
+    assert {f.note for f in report.files} == {"symlink to outside the work tree"}

@@ -150,8 +150,6 @@ class FreshnessTracker:
     tracked; otherwise such entries are ``unknown``. ``after_resolve`` is called between
     resolving and hashing in every snapshot. ``hash_source`` (the Node State Hub) supplies
     digests it holds for an unchanged stat key, so those files are not read.
-    ``worker_min_files``: snapshots of this many files or more share the work with a helper
-    process (0: never; None: :data:`snapshot.WORKER_MIN_FILES`); :meth:`close` ends it.
     """
 
     def __init__(
@@ -164,7 +162,6 @@ class FreshnessTracker:
         state_dir: str | os.PathLike[str] | None = None,
         after_resolve: ResolveHook | None = None,
         hash_source: HashSource | None = None,
-        worker_min_files: int | None = None,
     ):
         self.workdir = os.path.abspath(os.fspath(workdir))
         self.resolver = Resolver(self.workdir, allow_outside)
@@ -177,14 +174,9 @@ class FreshnessTracker:
             hash_size_limit=hash_size_limit,
             after_resolve=after_resolve,
             hash_source=hash_source,
-            worker_min_files=worker_min_files,
         )
         self.baselines: dict[str, Baseline] = {}
         self.run_snapshots: dict[str, Baseline] = {}
-
-    def close(self) -> None:
-        """End the helper process of large snapshots, if one runs (the tracker stays usable)."""
-        self.snapshotter.close()
 
     # -- snapshots -------------------------------------------------------------------------
 

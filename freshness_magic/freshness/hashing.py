@@ -19,6 +19,11 @@ from typing import NamedTuple
 
 import xxhash
 
+RACY_WINDOW_NS = 2_000_000_000
+"""A file whose mtime lies this close to the time its hash was taken is hashed again even when
+its stat key matches: a write in the same timestamp tick could have kept size and mtime. Two
+seconds cover the coarsest common timestamp granularity (FAT, some network mounts). The one
+racy window of freshness and evidence."""
 SMALL_FILE_BYTES = 1 << 20
 CHUNK_BYTES = 1 << 20
 MAX_REREADS = 3

@@ -19,9 +19,9 @@ from typing import Protocol
 
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier
-from freshness_magic.freshness.hashing import HashingError, StatKey, hash_file_at
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS, HashingError, StatKey, hash_file_at
 from freshness_magic.freshness.resolve import Resolution, Resolver
-from freshness_magic.freshness.statcache import RACY_WINDOW_NS, StatCache, filesystem_now_ns
+from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
 from freshness_magic.gcpause import cyclic_gc_paused
 
 ResolveHook = Callable[[Mapping[str, Resolution]], None]

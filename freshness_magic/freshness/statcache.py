@@ -14,10 +14,7 @@ import tempfile
 import time
 from typing import Any
 
-from freshness_magic.freshness.hashing import StatKey
-
-RACY_WINDOW_NS = 2_000_000_000
-"""2 seconds: covers the coarsest common timestamp granularity (FAT, some network mounts)."""
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey
 
 
 def is_racy(mtime_ns: int, verified_ns: int) -> bool:

@@ -14,7 +14,7 @@ import os
 import re
 from collections.abc import Callable, Iterable, Iterator
 
-from freshness_magic.freshness.statcache import RACY_WINDOW_NS
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS
 
 _MAGIC = re.compile(r"[*?[]")
 _MAX_DEPTH = 64

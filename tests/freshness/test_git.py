@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.freshness.check import FreshnessTracker
-from freshness_magic.freshness.git import GitTier, find_work_tree, parse_porcelain_v2
+from freshness_magic.freshness.git import GitTier, parse_porcelain_v2
+from freshness_magic.vcs.git import find_work_tree
 
 from .conftest import git, write
 

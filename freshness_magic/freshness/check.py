@@ -5,7 +5,9 @@ takes a completion snapshot when a node finishes, checks nodes against their eff
 (the completion snapshot once a node has run, else its baseline), produces the public report,
 accepts changes, and round-trips through a checkpoint dict. The check always compares with the
 snapshot, never with git's HEAD; git only explains stale files (one call per check, only when
-something is stale).
+something is stale, asking about those paths only). A check before a node explains at most
+:data:`MAX_EXPLAINED` stale files (the first, sorted; the others keep ``git_change`` None): more
+paths would make git slower than the check itself. The full report explains every stale file.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from freshness_magic.freshness.labels import FileLabel, aggregate
 from freshness_magic.freshness.report import FileReport, FreshnessReport, NodeFreshness, NodeReport
 from freshness_magic.freshness.resolve import Resolver
 from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Snapshotter
+from freshness_magic.vcs.git import MAX_PATHSPECS
 
 STATE_VERSION = 1
+MAX_EXPLAINED = MAX_PATHSPECS
+"""Stale files a check before a node asks git about (see the module docstring)."""
 
 
 def _same_stat(old: FileRecord, new: FileRecord) -> bool:
@@ -132,10 +137,11 @@ def compare(reference: Baseline, current: Baseline, since: str) -> NodeReport:
     )
 
 
-def _with_git(report: NodeReport, status: GitStatus) -> NodeReport:
+def _with_git(report: NodeReport, status: GitStatus, asked: set[str] | None) -> NodeReport:
+    """``report`` with git's view of its stale files (of those in ``asked``; None: all)."""
     files = tuple(
         dataclasses.replace(f, git_change=change_kind(f.path, report.head_at_snapshot, status))
-        if f.label.is_stale and not os.path.isabs(f.path)
+        if f.label.is_stale and not os.path.isabs(f.path) and (asked is None or f.path in asked)
         else f
         for f in report.files
     )
@@ -248,10 +254,13 @@ class FreshnessTracker:
         stale = sorted({p for r in reports.values() for p in r.stale_files})
         if not stale and not always:
             return reports
+        if not always:
+            stale = stale[:MAX_EXPLAINED]
         status = self.git.status(stale or None, ignored=bool(stale))
         if status is None:
             return reports
-        return {k: _with_git(r, status) for k, r in reports.items()}
+        asked = set(stale) if len(stale) <= MAX_PATHSPECS and stale else None
+        return {k: _with_git(r, status, asked) for k, r in reports.items()}
 
     # -- accepting changes -----------------------------------------------------------------
 

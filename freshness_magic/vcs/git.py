@@ -23,8 +23,10 @@ from freshness_magic.errors import GitError
 
 GIT_TIMEOUT_S = 120.0
 """The longest any one git call may take."""
-MAX_PATHSPECS = 500
-"""A status for more paths than this is taken for the whole working directory instead."""
+MAX_PATHSPECS = 64
+"""A status for more paths than this is taken for the whole working directory instead: git
+matches every index entry against every pathspec, so 500 paths of a 100,000-file tree took
+longer (0.7 s) than the whole tree (0.15 s); 64 stay under a tenth of a second."""
 
 
 def git_env() -> dict[str, str]:

@@ -22,7 +22,7 @@ import posixpath
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 
-from freshness_magic.freshness.walk import OUTSIDE_LINK, DirKey, Entries, Listing, Walker, is_glob
+from freshness_magic.freshness.walk import OUTSIDE_LINK, DirKey, Listing, Walker, is_glob
 
 __all__ = ["OUTSIDE_LINK", "Resolution", "Resolver", "Unresolved", "is_glob"]
 
@@ -69,7 +69,7 @@ class Resolver:
             self._allow_all = False
             self._allowed = tuple(os.path.abspath(os.fspath(p)) for p in allow_outside)
         self._real_roots = (self._real_workdir, *(os.path.realpath(p) for p in self._allowed))
-        self._folders: dict[str, tuple[DirKey, Entries, int]] = {}
+        self._folders: dict[str, tuple[DirKey, int]] = {}
         self._resolved: dict[tuple[str, ...], tuple[Resolution, tuple[str, ...]]] = {}
 
     def resolve(self, entries: Sequence[str], listing: Listing | None = None) -> Resolution:
@@ -142,8 +142,9 @@ class Resolver:
     ) -> dict[str, Resolution]:
         """Resolve several nodes in one pass, listing each folder once.
 
-        ``fs_now_ns`` (the snapshot's filesystem time) lets unchanged folders reuse their listing
-        from an earlier pass (see :class:`Listing`); without it every folder is read again.
+        ``fs_now_ns`` (the snapshot's filesystem time) lets a node whose folders are all unchanged
+        since an earlier pass keep its resolution (see :class:`Listing`); without it every folder
+        is read again.
         """
         listing = Listing(self._folders, fs_now_ns) if fs_now_ns is not None else Listing()
         return {node_id: self.resolve(entries, listing) for node_id, entries in nodes.items()}

@@ -39,8 +39,8 @@ class HashSource(Protocol):
 
 
 _MISSING = FileRecord(existed=False, method=NONE)
-_Members = tuple[list[str], list[str]]
-"""The files of one folder: their keys and, in the same order, their names in the folder."""
+_Members = list[str]
+"""The keys of the files of one folder (a file's name in the folder is the key's tail)."""
 _DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
@@ -173,11 +173,11 @@ class Snapshotter:
             dir_fd = os.open(self._folder_path(folder), _DIR_FLAGS)
         except OSError as exc:
             failed = self._folder_failed(exc)
-            for key in members[0]:
+            for key in members:
                 records[key] = failed
             return
         try:
-            self._observe_folder(members, dir_fd, fs_now, records, source)
+            self._observe_folder(folder, members, dir_fd, fs_now, records, source)
         finally:
             os.close(dir_fd)
 
@@ -192,7 +192,7 @@ class Snapshotter:
     def _groups(self, keys: Sequence[str]) -> dict[str, _Members]:
         """Keys grouped by folder; reused while the key list stays the same.
 
-        Sorted keys of one folder mostly follow each other, so the folder's lists are looked up
+        Sorted keys of one folder mostly follow each other, so the folder's list is looked up
         only when the folder changes.
         """
         last = self._last_groups
@@ -200,45 +200,46 @@ class Snapshotter:
             return last[1]
         groups: dict[str, _Members] = {}
         current: str | None = None
-        group_keys: list[str] = []
-        group_names: list[str] = []
+        members: _Members = []
         for key in keys:
-            folder, _, name = key.rpartition("/")
+            folder = key.rpartition("/")[0]
             if not folder and key[:1] == "/":
                 folder = "/"
             if folder != current:
-                members = groups.get(folder)
-                if members is None:
-                    groups[folder] = members = ([], [])
-                group_keys, group_names = members
+                members = groups.setdefault(folder, [])
                 current = folder
-            group_keys.append(key)
-            group_names.append(name)
+            members.append(key)
         self._last_groups = (list(keys), groups)
         return groups
 
     def _observe_folder(
         self,
+        folder: str,
         members: _Members,
         dir_fd: int,
         fs_now: int,
         records: dict[str, FileRecord],
         source: HashSource | None,
     ) -> None:
+        """Records of one folder's files; new hashes enter the cache unless racily clean."""
         cache = self.cache
-        cached_records, verified = cache.records, cache.verified
+        cached_records = cache.records
+        forget = cached_records.pop
         limit = self.hash_size_limit
         stat = os.stat
-        racy_ns = RACY_WINDOW_NS
+        horizon = fs_now - RACY_WINDOW_NS
         plain = limit is None and source is None
         get = cached_records.get
-        for key, name in zip(*members, strict=True):
+        cut = 1 if folder == "/" else len(folder) + 1 if folder else 0
+        like: StatKey | None = None
+        for key in members:
+            name = key[cut:]
             cached = get(key)
             if cached is not None or not plain:
                 try:
                     st = stat(name, dir_fd=dir_fd)
                 except FileNotFoundError:
-                    cache.forget(key)
+                    forget(key, None)
                     records[key] = _MISSING
                     continue
                 except OSError as exc:
@@ -248,10 +249,8 @@ class Snapshotter:
                     continue
                 if cached is not None:
                     known = cached.stat
-                    mtime_ns = st.st_mtime_ns
                     if (
-                        mtime_ns == known[4]
-                        and mtime_ns < verified[key] - racy_ns
+                        st.st_mtime_ns == known[4]
                         and st.st_ctime_ns == known[5]
                         and st.st_size == known[3]
                         and st.st_ino == known[1]
@@ -276,17 +275,16 @@ class Snapshotter:
                     )
                     continue
                 if source is not None and not key.startswith("/"):
-                    known = source.file_hash(key, skey)
-                    if known is not None:
-                        record = FileRecord(True, skey, known)
-                        cached_records[key] = record
-                        verified[key] = fs_now
+                    known_digest = source.file_hash(key, skey)
+                    if known_digest is not None:
+                        record = FileRecord(True, skey, known_digest)
+                        cache.store(key, record, fs_now)
                         records[key] = record
                         continue
             try:
-                digest, skey = hash_file_at(name, dir_fd)
+                digest, skey = hash_file_at(name, dir_fd, like=like)
             except FileNotFoundError:
-                cache.forget(key)
+                forget(key, None)
                 records[key] = _MISSING
                 continue
             except HashingError as exc:
@@ -295,9 +293,12 @@ class Snapshotter:
             except OSError as exc:
                 records[key] = self._unreadable(name, dir_fd, exc)
                 continue
+            like = skey
             record = tuple.__new__(FileRecord, (True, skey, digest, HASH, "", True))
-            cached_records[key] = record
-            verified[key] = fs_now  # verified at this snapshot's time
+            if skey[4] < horizon:
+                cached_records[key] = record
+            else:  # racily clean: hashed again at the next look
+                forget(key, None)
             records[key] = record
 
     def _folder_failed(self, exc: OSError) -> FileRecord:

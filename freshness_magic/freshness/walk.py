@@ -1,7 +1,7 @@
 """Walking folders for ``source_files`` globs: folder listings and the matcher of one glob.
 
-:class:`Listing` lists each folder once per resolution pass (and reuses listings of unchanged
-folders between passes); :class:`Walker` matches one glob's segments against the listings and
+:class:`Listing` lists each folder once per resolution pass (and remembers which folders are
+unchanged between passes); :class:`Walker` matches one glob's segments against the listings and
 reports what it must not or cannot look into: symlinks whose real path is outside the working
 directory (never read, never followed) and folders it cannot list.
 """
@@ -38,20 +38,21 @@ class Listing:
     A listing is (file names, sub-folders as (name, is_symlink, inode), the names of the files
     that are symlinks); files include symlinks to regular files, folders include symlinks to
     folders; other entries are left out. A folder that cannot be listed (other than missing) is
-    empty, with its error in ``errors``, and is never persisted. With a
-    ``persist`` dict (kept by the resolver between passes) a folder whose own stat is unchanged
-    since an earlier pass, and not inside the racy window, reuses that listing: adding, removing
-    or renaming an entry always changes the folder's mtime. Folders holding symlinks are always
-    re-read (a link's target can change kind without touching the folder).
+    empty, with its error in ``errors``. With a ``persist`` dict (kept by the resolver between
+    passes) the stat key of every listed folder is remembered, so that :meth:`unchanged` can
+    tell that a folder still has the entries it had: adding, removing or renaming an entry
+    always changes the folder's mtime, unless inside the racy window. Only keys are kept, not
+    the names (they would cost memory per file): a pass that finds a folder changed lists
+    every folder again. Folders holding symlinks, or that cannot be listed, are never
+    remembered (a link's target can change kind without touching the folder).
     """
 
     def __init__(
-        self, persist: dict[str, tuple[DirKey, Entries, int]] | None = None, fs_now_ns: int = 0
+        self, persist: dict[str, tuple[DirKey, int]] | None = None, fs_now_ns: int = 0
     ) -> None:
         self._cache: dict[str, Entries] = {}
         self._persist = persist
         self._fs_now_ns = fs_now_ns
-        self._reread: set[str] = set()
         self.errors: dict[str, str] = {}
         """Folder -> why it could not be listed (permission denied, ...)."""
         self.track: set[str] | None = None
@@ -61,32 +62,18 @@ class Listing:
     def persistent(self) -> bool:
         return self._persist is not None
 
-    def _persisted(self, folder: str) -> tuple[DirKey | None, Entries | None]:
-        """(the folder's key now, its persisted listing if still valid)."""
-        assert self._persist is not None
-        try:
-            st = os.stat(folder)
-        except OSError:
-            return None, None
-        key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-        hit = self._persist.get(folder)
-        if hit is not None and hit[0] == key and key[2] < hit[2] - RACY_WINDOW_NS:
-            return key, hit[1]
-        return key, None
-
     def unchanged(self, folders: Iterable[str]) -> bool:
-        """Whether every folder still has the listing persisted by an earlier pass."""
+        """Whether every folder provably has the entries it had at an earlier pass."""
         if self._persist is None:
             return False
+        persist, racy = self._persist, RACY_WINDOW_NS
         for folder in folders:
-            if folder in self._reread:
-                return False
-            if folder in self._cache:
-                continue
-            _key, hit = self._persisted(folder)
+            hit = persist.get(folder)
             if hit is None:
                 return False
-            self._cache[folder] = hit
+            key = _folder_key(folder)
+            if key is None or key != hit[0] or key[2] >= hit[1] - racy:
+                return False
         return True
 
     def entries(self, folder: str) -> Entries:
@@ -95,13 +82,7 @@ class Listing:
         cached = self._cache.get(folder)
         if cached is not None:
             return cached
-        key: DirKey | None = None
-        if self._persist is not None:
-            key, hit = self._persisted(folder)
-            if hit is not None:
-                self._cache[folder] = hit
-                return hit
-            self._reread.add(folder)
+        key = _folder_key(folder) if self._persist is not None else None
         files: list[str] = []
         dirs: list[tuple[str, bool, int]] = []
         linked: list[str] = []
@@ -128,11 +109,11 @@ class Listing:
                 key = None
         result = (files, dirs, frozenset(linked) if linked else _NO_LINKS)
         self._cache[folder] = result
-        if self._persist is not None and key is not None:
-            if links or linked:
+        if self._persist is not None:
+            if links or linked or key is None:
                 self._persist.pop(folder, None)
             else:
-                self._persist[folder] = (key, result, self._fs_now_ns)
+                self._persist[folder] = (key, self._fs_now_ns)
         return result
 
 
@@ -144,6 +125,15 @@ def _collapse(segments: list[str]) -> list[str]:
             continue
         out.append(segment)
     return out
+
+
+def _folder_key(folder: str) -> DirKey | None:
+    """What changes when a folder's entries change: (dev, inode, mtime, ctime, size)."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
 
 
 def _dir_key(path: str) -> tuple[int, int] | None:

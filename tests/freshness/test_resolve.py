@@ -143,7 +143,7 @@ def test_folder_listing_reuse_still_sees_added_files(tmp_path: Path) -> None:
 
 
 def test_folder_listing_inside_the_racy_window_is_always_reread(tmp_path: Path) -> None:
-    """Forge a cached listing whose key matches the folder: only the racy rule can save us."""
+    """Forge a remembered key that matches the folder: only the racy rule can save us."""
     import time
 
     write(tmp_path, "src/a.py")
@@ -151,86 +151,15 @@ def test_folder_listing_inside_the_racy_window_is_always_reread(tmp_path: Path) 
     now = time.time_ns()
     resolver.resolve_many({"n": ["src/*"]}, now)
     folder = str(tmp_path / "src")
-    _key, stale_entries, _verified = resolver._folders[folder]
     write(tmp_path, "src/c.py")
     st = os.stat(folder)
     key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-    resolver._folders[folder] = (key, stale_entries, now)  # mtime inside the window
+    resolver._folders[folder] = (key, now)  # mtime inside the window
     assert resolver.resolve_many({"n": ["src/*"]}, now)["n"].files == ["src/a.py", "src/c.py"]
-    later = st.st_mtime_ns + 10_000_000_000
-    resolver._folders[folder] = (key, stale_entries, later)  # outside: the listing is trusted
-    assert resolver.resolve_many({"n": ["src/*"]}, later)["n"].files == ["src/a.py"]
-
-
-def test_symlinked_file_to_outside_is_unknown_and_never_read(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    secret = write(tmp_path, "outside/secret.txt", "secret")
-    write(work, "src/a.txt")
-    os.symlink("../outside/secret.txt", work / "notes.txt")
-    os.symlink(secret, work / "src" / "leak.txt")
-    res = Resolver(work).resolve(["notes.txt", "src/*.txt", "**"])
-    assert res.files == ["src/a.txt"]
-    reasons = {u.entry: u.reason for u in res.unresolved}
-    assert reasons == {
-        "notes.txt": "symlink to outside the work tree",
-        "src/leak.txt": "symlink to outside the work tree",
-    }
-
-
-def test_symlinked_file_to_outside_is_allowed_with_its_folder(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    write(tmp_path, "outside/secret.txt", "secret")
-    write(work, "a.txt")
-    os.symlink("../outside/secret.txt", work / "notes.txt")
-    res = Resolver(work, allow_outside=[str(tmp_path / "outside")]).resolve(["*.txt"])
-    assert res.files == ["a.txt", "notes.txt"] and res.unresolved == []
-
-
-def test_symlinked_folder_to_root_is_not_followed(tmp_path: Path) -> None:
-    write(tmp_path, "src/a.py")
-    os.symlink("/", tmp_path / "src" / "r")
-    for entries in (["src/**"], ["src/**/*.py"], ["src/r/**"], ["src/*/*"]):
-        res = Resolver(tmp_path).resolve(entries)
-        assert [u.entry for u in res.unresolved] == ["src/r"], entries
-        assert all(not f.startswith("src/r/") for f in res.files)
-        assert res.unresolved[0].reason == "symlink to outside the work tree"
-
-
-def test_path_through_a_symlinked_folder_to_outside_is_unknown(tmp_path: Path) -> None:
-    work = tmp_path / "work"
-    write(tmp_path, "outside/x.txt")
-    work.mkdir()
-    os.symlink(tmp_path / "outside", work / "ext")
-    res = Resolver(work).resolve(["ext/x.txt"])
-    assert res.files == [] and [u.entry for u in res.unresolved] == ["ext/x.txt"]
-
-
-def _deep_tree(root: Path, depth: int, width: int) -> None:
-    for branch in range(width):
-        folder = root
-        for level in range(depth):
-            folder = folder / f"d{branch}_{level}"
-            write(folder, f"f{level}.py")
-            write(folder, f"n{level}.txt")
-
-
-def test_repeated_double_stars_collapse_to_one(tmp_path: Path) -> None:
-    _deep_tree(tmp_path, depth=30, width=3)
-    single = files(tmp_path, "**/*.py")
-    assert len(single) == 90
-    for pattern in ("**/**/*.py", "**/**/**/**/**/**/*.py", "**/**/**/**/**/**/**/*.py"):
-        assert files(tmp_path, pattern) == single
-    assert files(tmp_path, "**/**/**") == files(tmp_path, "**")
-    nested = files(tmp_path, "d0_0/**/**/d0_5/**/**/*.py")
-    assert nested == files(tmp_path, "d0_0/**/d0_5/**/*.py") and len(nested) == 25
-
-
-def test_tilde_is_unknown_with_what_to_write(tmp_path: Path) -> None:
-    write(tmp_path, "~/notes.txt")
-    res = Resolver(tmp_path, allow_outside=True).resolve(["~/notes.txt", "~user/*.md"])
-    assert res.files == []
-    assert [u.entry for u in res.unresolved] == ["~/notes.txt", "~user/*.md"]
-    assert all(
-        "'~'" in u.reason and "relative to the working directory" in u.reason
-        for u in res.unresolved
-    )
+    write(tmp_path, "src/d.py")
+    later = time.time_ns() + 10_000_000_000
+    for consulted in list(resolver._folders):  # the folder and its parent, forged as old
+        st = os.stat(consulted)
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+        resolver._folders[consulted] = (key, later)  # outside: the earlier resolution is trusted
+    assert resolver.resolve_many({"n": ["src/*"]}, later)["n"].files == ["src/a.py", "src/c.py"]

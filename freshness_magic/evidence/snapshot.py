@@ -260,7 +260,14 @@ def git_checked(
 
 
 git_toplevel = vcs.toplevel
-git_head = vcs.head
+
+
+def git_head(root: str | os.PathLike[str]) -> str | None:
+    """The HEAD commit id; None in a repository without commits."""
+    try:
+        return vcs.head(root)
+    except GitError as exc:
+        raise EvidenceError(str(exc)) from exc
 
 
 def _digest(path: Path) -> tuple[str | None, tuple[int, ...] | None]:

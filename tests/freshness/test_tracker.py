@@ -422,3 +422,22 @@ def test_symlink_to_outside_is_unknown_and_its_content_never_stored(tmp_path: Pa
     report = tracker.check("n")
     assert labels(report) == {"a.txt": "fresh", "notes.txt": "unknown", "r": "unknown"}
     assert {f.note for f in report.files} == {"symlink to outside the work tree"}
+
+
+def test_freshness_works_without_fcntl(tmp_path: Path) -> None:
+    """Issue 13: importing and snapshotting must not need fcntl (absent on Windows)."""
+    import subprocess
+    import sys
+
+    write(tmp_path, "a.txt")
+    script = (
+        "import sys; sys.modules['fcntl'] = None\n"
+        "from freshness_magic.freshness.check import FreshnessTracker\n"
+        "import freshness_magic.freshness.extension\n"
+        f"t = FreshnessTracker({str(tmp_path)!r}, git=False)\n"
+        "t.capture({'n': ['*.txt']})\n"
+        "print(t.check('n').fresh)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "('a.txt',)"

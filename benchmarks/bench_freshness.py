@@ -217,6 +217,8 @@ def main() -> None:
     args = parser.parse_args()
     if shutil.which("xxhsum") is None:
         raise SystemExit("xxhsum is not installed (apt-get install xxhash)")
+    load = os.getloadavg()[0]
+    print(f"cores: {os.cpu_count()}, load average at start: {load:.1f} (ratios are noisy above it)")
     parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
     top = tempfile.mkdtemp(prefix="bench-fresh-", dir=parent)
     try:
@@ -231,7 +233,7 @@ def main() -> None:
             bench_size(root, paths, args.repeat)
     finally:
         shutil.rmtree(top, ignore_errors=True)
-    print("-- summary")
+    print(f"-- summary (load average at the end: {os.getloadavg()[0]:.1f})")
     for text, met in GOALS:
         print(f"goal met: {'yes' if met else 'no'} -- {text}")
 

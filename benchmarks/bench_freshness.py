@@ -218,7 +218,7 @@ def main() -> None:
     if shutil.which("xxhsum") is None:
         raise SystemExit("xxhsum is not installed (apt-get install xxhash)")
     load = os.getloadavg()[0]
-    print(f"cores: {os.cpu_count()}, load average at start: {load:.1f} (ratios are noisy above it)")
+    print(f"load average at start: {load:.1f} on {os.cpu_count()} cores (noisy when above)")
     parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
     top = tempfile.mkdtemp(prefix="bench-fresh-", dir=parent)
     try:

@@ -53,6 +53,7 @@ class Listing:
         self._cache: dict[str, Entries] = {}
         self._persist = persist
         self._fs_now_ns = fs_now_ns
+        self._same: set[str] = set()
         self.errors: dict[str, str] = {}
         """Folder -> why it could not be listed (permission denied, ...)."""
         self.track: set[str] | None = None
@@ -66,14 +67,17 @@ class Listing:
         """Whether every folder provably has the entries it had at an earlier pass."""
         if self._persist is None:
             return False
-        persist, racy = self._persist, RACY_WINDOW_NS
+        persist, racy, same = self._persist, RACY_WINDOW_NS, self._same
         for folder in folders:
+            if folder in same:
+                continue
             hit = persist.get(folder)
             if hit is None:
                 return False
             key = _folder_key(folder)
             if key is None or key != hit[0] or key[2] >= hit[1] - racy:
                 return False
+            same.add(folder)  # one stat per folder and pass, however many nodes share it
         return True
 
     def entries(self, folder: str) -> Entries:

@@ -102,6 +102,10 @@ class EvidenceError(FreshnessMagicError):
     """An evidence record that cannot be written or read safely."""
 
 
+class GitError(FreshnessMagicError):
+    """git is missing, overran its time limit, or refused a command (with git's message)."""
+
+
 class HubError(FreshnessMagicError):
     """The Node State Hub is not running, not reachable, or its store is unusable."""
 

@@ -141,6 +141,8 @@ def test_every_file_of_a_real_run_matches_its_schema(workdir: Path) -> None:
     assert set(checked) == {
         "checkpoint.schema.json",
         "event.schema.json",
+        "evidence-claim.schema.json",
+        "evidence-node.schema.json",
         "evidence-record.schema.json",
         "manifest.schema.json",
         "restart-link.schema.json",
@@ -156,8 +158,17 @@ def test_the_run_covered_a_gate_a_loop_a_fan_out_and_evidence(workdir: Path) -> 
     assert {"gate_waiting", "gate_answered", "parallel_started", "pipeline_restarted"} <= kinds
     assert {"evidence_recorded", "pipeline_completed"} <= kinds
     build = json.loads((workdir / ".orchestrator" / "evidence" / "build.json").read_text())
-    assert build["outcome"]["engine"]["node_record"] is True
+    assert "engine" not in build["outcome"]  # the node's own file, kept as it wrote it
     assert build["outcome"]["files"] == 1
+    claim = json.loads((workdir / ".orchestrator" / "evidence" / "build.engine.json").read_text())
+    assert claim["counted"] is True
+    logged = [
+        record
+        for run_dir in (workdir / ".freshness" / "runs").iterdir()
+        for record in documents(run_dir / "evidence.jsonl")
+        if record["nodeId"] == "build"
+    ]
+    assert logged and logged[-1]["outcome"]["engine"]["node_record"] is True
 
 
 def test_the_node_written_format_is_the_seed_format() -> None:

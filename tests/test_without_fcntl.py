@@ -32,8 +32,6 @@ CHILD = textwrap.dedent(
     import json, sys
     sys.modules["fcntl"] = None  # from here on, `import fcntl` fails as where it does not exist
 
-    import freshness_magic.freshness.snapshot as snapshot
-    snapshot.WORKER_MIN_FILES = 1  # make the (POSIX-only) helper process eligible
     from freshness_magic.cli import main as cli_main
     from freshness_magic.errors import HubError
     from freshness_magic.hub import daemon

@@ -117,6 +117,16 @@ def _stale_files(value: Any) -> list[str]:
     return []
 
 
+def _node_written(workdir: Path, node_id: str) -> bool:
+    """Whether the node's evidence file exists and is not one the engine wrote (an engine record
+    carries ``outcome.engine``); such a file is the node's and is never written over."""
+    path = evidence_path(workdir, node_id)
+    if not path.exists():
+        return False
+    result = read_evidence(path, node_id)
+    return not (result.record is not None and result.record.engine)
+
+
 def record_type(handler_type: str, facts: _StepFacts) -> str:
     """The evidence type of an engine-authored record."""
     if facts.files or facts.commits:
@@ -294,11 +304,11 @@ class EvidenceExtension:
             if appended:
                 append_evidence_log(run.run_dir, record)
             current = evidence_digest(run.workdir, node_id)
-            if current == facts.evidence_digest:
-                # The node left its file alone this step: the file shows this step's record,
-                # bound to this run (runId), so another run never counts it as its own.
+            if current == facts.evidence_digest and not _node_written(run.workdir, node_id):
+                # No file of the node's own: the file shows this step's record, bound to this
+                # run (runId), so another run never counts it as its own work evidence.
                 write_evidence(run.workdir, replace(record, run_id=run.run_id))
-            elif current is not None:
+            elif current is not None and current != facts.evidence_digest:
                 binding.write_claim(
                     run.workdir,
                     node_id,

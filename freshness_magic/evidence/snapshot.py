@@ -18,24 +18,24 @@ from __future__ import annotations
 
 import os
 import stat as stat_module
-import subprocess
 import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from freshness_magic.errors import EvidenceError
+from freshness_magic.errors import EvidenceError, GitError
 from freshness_magic.evidence.record import ORCHESTRATOR_DIR, evidence_path
-from freshness_magic.freshness.git import porcelain_records
-from freshness_magic.freshness.hashing import StatKey, hash_bytes, hash_file
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey, hash_bytes, hash_file
 from freshness_magic.freshness.skipped import SKIPPED_DIRS, is_venv
+from freshness_magic.vcs import git as vcs
+from freshness_magic.vcs.git import porcelain_records
 
 ENGINE_DIRS: frozenset[str] = frozenset({ORCHESTRATOR_DIR, ".freshness"})
 """Folders of the engine's own state; a path with one of these components is never a change."""
-GIT_TIMEOUT_SECONDS = 120.0
-RACY_WINDOW_NS = 2_000_000_000
-"""A file whose mtime is this close to the snapshot time is re-hashed even if its stat matches."""
+
+if TYPE_CHECKING:
+    import subprocess
 
 SnapshotKind = Literal["git", "content"]
 
@@ -242,58 +242,32 @@ def _relative_excludes(root: Path, exclude: Iterable[str | os.PathLike[str]]) ->
 def run_git(
     args: Sequence[str], cwd: str | os.PathLike[str], *, stdin: bytes | None = None
 ) -> subprocess.CompletedProcess[bytes]:
-    """Run git with a fixed locale and no optional locks (a status never blocks a commit)."""
-    env = dict(os.environ)
-    env.update({"GIT_OPTIONAL_LOCKS": "0", "LC_ALL": "C", "GIT_TERMINAL_PROMPT": "0"})
+    """:func:`vcs.git.run` with its errors as EvidenceError."""
     try:
-        return subprocess.run(
-            ["git", *args],
-            cwd=os.fspath(cwd),
-            input=stdin,
-            capture_output=True,
-            env=env,
-            timeout=GIT_TIMEOUT_SECONDS,
-            check=False,
-        )
-    except FileNotFoundError as exc:
-        raise EvidenceError("git is not installed or not on PATH") from exc
-    except subprocess.TimeoutExpired as exc:
-        raise EvidenceError(
-            f"git {' '.join(args[:2])} did not finish within {GIT_TIMEOUT_SECONDS:.0f}s in {cwd}"
-        ) from exc
+        return vcs.run(args, cwd, stdin=stdin)
+    except GitError as exc:
+        raise EvidenceError(str(exc)) from exc
 
 
 def git_checked(
     args: Sequence[str], cwd: str | os.PathLike[str], *, stdin: bytes | None = None
 ) -> bytes:
-    """Run git and return stdout; a non-zero exit is an EvidenceError with git's message."""
-    result = run_git(args, cwd, stdin=stdin)
-    if result.returncode != 0:
-        message = result.stderr.decode("utf-8", "replace").strip() or f"exit {result.returncode}"
-        if len(message) > 1000:
-            message = "…" + message[-1000:]
-        raise EvidenceError(f"git {' '.join(args[:2])} failed in {cwd}: {message}")
-    return result.stdout
-
-
-def git_toplevel(workdir: str | os.PathLike[str]) -> Path | None:
-    """The git work tree that contains ``workdir``; None outside git (or without git)."""
+    """:func:`vcs.git.checked` with its errors (git's message on failure) as EvidenceError."""
     try:
-        result = run_git(["rev-parse", "--is-inside-work-tree", "--show-toplevel"], workdir)
-    except EvidenceError:
-        return None
-    lines = result.stdout.decode("utf-8", "surrogateescape").splitlines()
-    if result.returncode != 0 or len(lines) < 2 or lines[0].strip() != "true":
-        return None
-    return Path(lines[1].strip())
+        return vcs.checked(args, cwd, stdin=stdin)
+    except GitError as exc:
+        raise EvidenceError(str(exc)) from exc
+
+
+git_toplevel = vcs.toplevel
 
 
 def git_head(root: str | os.PathLike[str]) -> str | None:
     """The HEAD commit id; None in a repository without commits."""
-    result = run_git(["rev-parse", "--verify", "--quiet", "HEAD^{commit}"], root)
-    if result.returncode != 0:
-        return None
-    return result.stdout.decode("ascii").strip() or None
+    try:
+        return vcs.head(root)
+    except GitError as exc:
+        raise EvidenceError(str(exc)) from exc
 
 
 def _digest(path: Path) -> tuple[str | None, tuple[int, ...] | None]:

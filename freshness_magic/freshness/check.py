@@ -5,7 +5,9 @@ takes a completion snapshot when a node finishes, checks nodes against their eff
 (the completion snapshot once a node has run, else its baseline), produces the public report,
 accepts changes, and round-trips through a checkpoint dict. The check always compares with the
 snapshot, never with git's HEAD; git only explains stale files (one call per check, only when
-something is stale).
+something is stale, asking about those paths only). A check before a node explains at most
+:data:`MAX_EXPLAINED` stale files (the first, sorted; the others keep ``git_change`` None): more
+paths would make git slower than the check itself. The full report explains every stale file.
 """
 
 from __future__ import annotations
@@ -23,8 +25,11 @@ from freshness_magic.freshness.labels import FileLabel, aggregate
 from freshness_magic.freshness.report import FileReport, FreshnessReport, NodeFreshness, NodeReport
 from freshness_magic.freshness.resolve import Resolver
 from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Snapshotter
+from freshness_magic.vcs.git import MAX_PATHSPECS
 
 STATE_VERSION = 1
+MAX_EXPLAINED = MAX_PATHSPECS
+"""Stale files a check before a node asks git about (see the module docstring)."""
 
 
 def _same_stat(old: FileRecord, new: FileRecord) -> bool:
@@ -132,10 +137,11 @@ def compare(reference: Baseline, current: Baseline, since: str) -> NodeReport:
     )
 
 
-def _with_git(report: NodeReport, status: GitStatus) -> NodeReport:
+def _with_git(report: NodeReport, status: GitStatus, asked: set[str] | None) -> NodeReport:
+    """``report`` with git's view of its stale files (of those in ``asked``; None: all)."""
     files = tuple(
         dataclasses.replace(f, git_change=change_kind(f.path, report.head_at_snapshot, status))
-        if f.label.is_stale and not os.path.isabs(f.path)
+        if f.label.is_stale and not os.path.isabs(f.path) and (asked is None or f.path in asked)
         else f
         for f in report.files
     )
@@ -150,8 +156,6 @@ class FreshnessTracker:
     tracked; otherwise such entries are ``unknown``. ``after_resolve`` is called between
     resolving and hashing in every snapshot. ``hash_source`` (the Node State Hub) supplies
     digests it holds for an unchanged stat key, so those files are not read.
-    ``worker_min_files``: snapshots of this many files or more share the work with a helper
-    process (0: never; None: :data:`snapshot.WORKER_MIN_FILES`); :meth:`close` ends it.
     """
 
     def __init__(
@@ -164,7 +168,6 @@ class FreshnessTracker:
         state_dir: str | os.PathLike[str] | None = None,
         after_resolve: ResolveHook | None = None,
         hash_source: HashSource | None = None,
-        worker_min_files: int | None = None,
     ):
         self.workdir = os.path.abspath(os.fspath(workdir))
         self.resolver = Resolver(self.workdir, allow_outside)
@@ -177,14 +180,9 @@ class FreshnessTracker:
             hash_size_limit=hash_size_limit,
             after_resolve=after_resolve,
             hash_source=hash_source,
-            worker_min_files=worker_min_files,
         )
         self.baselines: dict[str, Baseline] = {}
         self.run_snapshots: dict[str, Baseline] = {}
-
-    def close(self) -> None:
-        """End the helper process of large snapshots, if one runs (the tracker stays usable)."""
-        self.snapshotter.close()
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -256,10 +254,13 @@ class FreshnessTracker:
         stale = sorted({p for r in reports.values() for p in r.stale_files})
         if not stale and not always:
             return reports
+        if not always:
+            stale = stale[:MAX_EXPLAINED]
         status = self.git.status(stale or None, ignored=bool(stale))
         if status is None:
             return reports
-        return {k: _with_git(r, status) for k, r in reports.items()}
+        asked = set(stale) if len(stale) <= MAX_PATHSPECS and stale else None
+        return {k: _with_git(r, status, asked) for k, r in reports.items()}
 
     # -- accepting changes -----------------------------------------------------------------
 

@@ -56,7 +56,12 @@ def _source_files_path(graph: Graph, node: Node, out: Out) -> None:
         return
     for entry in node.source_files:
         normal = entry.replace("\\", "/")
-        if normal.startswith(("/", "~")) or re.match(r"[A-Za-z]:/", normal):
+        if normal.startswith("~"):
+            problem = (
+                "starts with `~`, which is not expanded (a home folder is outside the working "
+                "directory)"
+            )
+        elif normal.startswith("/") or re.match(r"[A-Za-z]:/", normal):
             problem = "is absolute"
         elif ".." in normal.split("/"):
             problem = "climbs out of the working directory with `..`"

@@ -1,10 +1,10 @@
 """A stat cache that avoids re-hashing unchanged files, with git's racy-clean rule.
 
-An entry remembers a file's :class:`StatKey`, its digest, and the filesystem time at which it was
-verified (the snapshot's own timestamp, taken from a file touched in ``.freshness/``). A file
-whose current stat key equals the entry's is trusted without reading it, unless its mtime lies
-within :data:`RACY_WINDOW_NS` before (or after) that verification time: a write in the same
-timestamp tick could then have kept size and mtime, so such entries are always re-hashed.
+An entry remembers a file's :class:`StatKey` and its digest, verified at the snapshot's own
+filesystem time (taken from a file touched in ``.freshness/``). A file whose current stat key
+equals the entry's is trusted without reading it. A file whose mtime lies within
+:data:`RACY_WINDOW_NS` before (or after) that verification time never becomes an entry: a
+write in the same timestamp tick could have kept size and mtime, so it is always re-hashed.
 """
 
 from __future__ import annotations
@@ -14,10 +14,7 @@ import tempfile
 import time
 from typing import Any
 
-from freshness_magic.freshness.hashing import StatKey
-
-RACY_WINDOW_NS = 2_000_000_000
-"""2 seconds: covers the coarsest common timestamp granularity (FAT, some network mounts)."""
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey
 
 
 def is_racy(mtime_ns: int, verified_ns: int) -> bool:
@@ -26,42 +23,39 @@ def is_racy(mtime_ns: int, verified_ns: int) -> bool:
 
 
 class StatCache:
-    """Key -> record and key -> verification time; owned by one snapshotter.
+    """Key -> record of files whose hash may be trusted while their stat key is unchanged.
 
     The record is any object with a ``stat`` attribute (a baseline ``FileRecord``); returning
     the very same object for an unchanged file lets a comparison stop at an identity check.
-    Two dicts rather than one of pairs: a snapshot of 20,000 files then makes no pair objects
-    for the cycle collector to scan afterwards.
+    The racy rule is decided when a record is stored (its verification time never changes
+    afterwards): a record that is racily clean at that time is not kept, so the file is hashed
+    again at the next look, and nothing per file besides the record has to be remembered.
     """
 
     def __init__(self) -> None:
         self.records: dict[str, Any] = {}
-        self.verified: dict[str, int] = {}
 
     def __len__(self) -> int:
         return len(self.records)
 
     def trusted(self, path: str) -> Any | None:
-        """The cached record unless it is racily clean (then it must be hashed again)."""
-        record = self.records.get(path)
-        if record is None or record.stat is None:
-            return None
-        if is_racy(record.stat.mtime_ns, self.verified[path]):
-            return None
-        return record
+        """The cached record (never a racily clean one), or None."""
+        return self.records.get(path)
 
     def lookup(self, path: str, key: StatKey) -> Any | None:
-        """The cached record when ``key`` matches and the entry is not racily clean."""
-        record = self.trusted(path)
+        """The cached record when ``key`` matches."""
+        record = self.records.get(path)
         return record if record is not None and record.stat == key else None
 
     def store(self, path: str, record: Any, verified_ns: int) -> None:
-        self.records[path] = record
-        self.verified[path] = verified_ns
+        """Keep ``record``, verified at filesystem time ``verified_ns``, unless racily clean."""
+        if record.stat is None or is_racy(record.stat.mtime_ns, verified_ns):
+            self.records.pop(path, None)
+        else:
+            self.records[path] = record
 
     def forget(self, path: str) -> None:
         self.records.pop(path, None)
-        self.verified.pop(path, None)
 
 
 def filesystem_now_ns(state_dir: str | os.PathLike[str]) -> int:

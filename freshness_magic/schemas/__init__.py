@@ -35,7 +35,9 @@ RUN_DIR_FILES: tuple[tuple[str, str | None], ...] = (
 
 EVIDENCE_DIR_FILES: tuple[tuple[str, str | None], ...] = (
     (".gitignore", None),
-    ("evidence/*.json", "evidence-record.schema.json"),
+    ("evidence/*.engine.json", "evidence-claim.schema.json"),
+    ("evidence/*.running.*", None),
+    ("evidence/*.json", "evidence-node.schema.json"),
 )
 """Paths inside ``.orchestrator/`` after the engine has recorded a step."""
 

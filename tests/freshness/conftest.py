@@ -50,21 +50,3 @@ def repo(tmp_path: Path) -> Path:
     git(root, "add", "-A")
     git(root, "commit", "-q", "-m", "init")
     return root
-
-
-SHARED_MODULES = {"test_acceptance", "test_tracker", "test_git"}
-"""Modules run twice: as is, and with every snapshot sharing its files with the helper process."""
-
-
-def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if metafunc.module.__name__.rsplit(".", 1)[-1] in SHARED_MODULES:
-        metafunc.parametrize("snapshot_helper", ["alone", "helper"], indirect=True)
-
-
-@pytest.fixture(autouse=True)
-def snapshot_helper(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """``helper``: snapshots of any size use the hash worker (normally only from 4,000 files)."""
-    mode = getattr(request, "param", "alone")
-    if mode == "helper":
-        monkeypatch.setattr("freshness_magic.freshness.snapshot.WORKER_MIN_FILES", 1)
-    return str(mode)

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.freshness.check import FreshnessTracker
-from freshness_magic.freshness.git import GitTier, find_work_tree, parse_porcelain_v2
+from freshness_magic.freshness.git import GitTier, parse_porcelain_v2
+from freshness_magic.vcs.git import find_work_tree
 
 from .conftest import git, write
 
@@ -159,3 +160,24 @@ def test_porcelain_v2_parser_handles_every_record_kind() -> None:
 def test_git_tier_disabled(repo: Path) -> None:
     assert GitTier(repo, enabled=False).available is False
     assert GitTier(repo).available is True
+
+
+def test_a_check_explains_at_most_max_explained_stale_files(repo: Path, git_log: Path) -> None:
+    from freshness_magic.freshness.check import MAX_EXPLAINED
+
+    count = MAX_EXPLAINED + 6
+    for i in range(count):
+        write(repo, f"src/m{i:03d}.py", f"{i}\n")
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/**/*.py"]})
+    for i in range(count):
+        write(repo, f"src/m{i:03d}.py", f"changed {i}\n")
+    report = tracker.check("n")
+    changes = [f.git_change for f in report.files]
+    assert len(changes) == count
+    assert changes[:MAX_EXPLAINED] == ["untracked"] * MAX_EXPLAINED
+    assert changes[MAX_EXPLAINED:] == [None] * 6
+    assert f"src/m{MAX_EXPLAINED - 1:03d}.py" in calls(git_log)[-1]
+    assert f"src/m{MAX_EXPLAINED:03d}.py" not in calls(git_log)[-1]
+    full = tracker.report(["n"]).nodes["n"].since_baseline
+    assert [f.git_change for f in full.files] == ["untracked"] * count

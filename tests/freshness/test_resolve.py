@@ -143,7 +143,7 @@ def test_folder_listing_reuse_still_sees_added_files(tmp_path: Path) -> None:
 
 
 def test_folder_listing_inside_the_racy_window_is_always_reread(tmp_path: Path) -> None:
-    """Forge a cached listing whose key matches the folder: only the racy rule can save us."""
+    """Forge a remembered key that matches the folder: only the racy rule can save us."""
     import time
 
     write(tmp_path, "src/a.py")
@@ -151,12 +151,15 @@ def test_folder_listing_inside_the_racy_window_is_always_reread(tmp_path: Path) 
     now = time.time_ns()
     resolver.resolve_many({"n": ["src/*"]}, now)
     folder = str(tmp_path / "src")
-    _key, stale_entries, _verified = resolver._folders[folder]
     write(tmp_path, "src/c.py")
     st = os.stat(folder)
     key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-    resolver._folders[folder] = (key, stale_entries, now)  # mtime inside the window
+    resolver._folders[folder] = (key, now)  # mtime inside the window
     assert resolver.resolve_many({"n": ["src/*"]}, now)["n"].files == ["src/a.py", "src/c.py"]
-    later = st.st_mtime_ns + 10_000_000_000
-    resolver._folders[folder] = (key, stale_entries, later)  # outside: the listing is trusted
-    assert resolver.resolve_many({"n": ["src/*"]}, later)["n"].files == ["src/a.py"]
+    write(tmp_path, "src/d.py")
+    later = time.time_ns() + 10_000_000_000
+    for consulted in list(resolver._folders):  # the folder and its parent, forged as old
+        st = os.stat(consulted)
+        key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+        resolver._folders[consulted] = (key, later)  # outside: the earlier resolution is trusted
+    assert resolver.resolve_many({"n": ["src/*"]}, later)["n"].files == ["src/a.py", "src/c.py"]

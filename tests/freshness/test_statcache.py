@@ -6,13 +6,8 @@ import time
 from pathlib import Path
 
 from freshness_magic.freshness.baseline import FileRecord
-from freshness_magic.freshness.hashing import StatKey
-from freshness_magic.freshness.statcache import (
-    RACY_WINDOW_NS,
-    StatCache,
-    filesystem_now_ns,
-    is_racy,
-)
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey
+from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns, is_racy
 
 KEY = StatKey(1, 2, 0o100644, 10, 1_000 * RACY_WINDOW_NS, 1_000 * RACY_WINDOW_NS)
 

@@ -120,10 +120,11 @@ def test_racy_entry_is_rehashed_even_when_the_whole_stat_key_matches(tree: Path)
     tracker = FreshnessTracker(tree)
     tracker.capture({"n": ["docs/spec.md"]})
     path.write_text("spec v9\n")
-    record = tracker.snapshotter.cache.records["docs/spec.md"]
+    assert "docs/spec.md" not in tracker.snapshotter.cache.records  # racily clean: not kept
+    record = tracker.baselines["n"].files["docs/spec.md"]
     now_key = type(record.stat).of(os.stat(path))
     forged = record._replace(stat=now_key)
-    tracker.snapshotter.cache.records["docs/spec.md"] = forged
+    tracker.snapshotter.cache.store("docs/spec.md", forged, tracker.baselines["n"].fs_time_ns)
     tracker.baselines["n"].files["docs/spec.md"] = forged
     assert labels(tracker.check("n")) == {"docs/spec.md": "stale_changed"}
 
@@ -220,6 +221,25 @@ def test_permission_denied_is_compared_by_stat(shared_tree: Path) -> None:
     assert after[:2] == ("stale_changed", "stat")
 
 
+def test_glob_into_an_unreadable_folder_is_unknown(shared_tree: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("needs root to make a folder another user (nobody) cannot list")
+    write(shared_tree, "locked/inner.md")
+    os.chmod(shared_tree / "locked", 0o700)  # owned by root: nobody may not list it
+
+    def scenario() -> tuple[dict[str, str], dict[str, str]]:
+        tracker = FreshnessTracker(shared_tree, git=False)
+        tracker.capture({"n": ["**/*.md"]})
+        report = tracker.check("n")
+        notes = {f.path: f.note for f in report.files}
+        return labels(report), notes
+
+    found, notes = _unprivileged(scenario)
+    assert found["locked"] == "unknown"
+    assert notes["locked"] == "folder unreadable: Permission denied"
+    assert found["docs/spec.md"] == "fresh"
+
+
 def test_readable_file_turning_into_a_folder_is_unknown(tree: Path) -> None:
     tracker = FreshnessTracker(tree)
     tracker.capture({"n": ["docs/spec.md"]})
@@ -298,6 +318,9 @@ def test_file_deleted_between_resolving_and_hashing_at_capture(tree: Path) -> No
 
 
 def test_checkpoint_round_trip_keeps_everything_and_seeds_the_cache(tree: Path) -> None:
+    old = time.time_ns() - 10 * 1_000_000_000
+    for rel in ("src/a.py", "src/b.py", "docs/spec.md"):
+        os.utime(tree / rel, ns=(old, old))  # older than the racy window: cacheable
     tracker = FreshnessTracker(tree)
     tracker.capture({"n": ["src/*.py", "docs/spec.md", "/elsewhere/x"]})
     tracker.snapshot_run("n")
@@ -383,3 +406,38 @@ def test_snapshots_leave_the_cycle_collector_as_they_found_it(tree: Path) -> Non
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_symlink_to_outside_is_unknown_and_its_content_never_stored(tmp_path: Path) -> None:
+    work = tmp_path / "work"
+    write(tmp_path, "outside/secret.txt", "secret")
+    write(work, "a.txt", "a")
+    os.symlink("../outside/secret.txt", work / "notes.txt")
+    os.symlink("/", work / "r")
+    tracker = FreshnessTracker(work, git=False)
+    tracker.capture({"n": ["notes.txt", "**"]})
+    baseline = tracker.baselines["n"]
+    assert list(baseline.files) == ["a.txt"]
+    assert "secret" not in str(tracker.to_dict())
+    report = tracker.check("n")
+    assert labels(report) == {"a.txt": "fresh", "notes.txt": "unknown", "r": "unknown"}
+    assert {f.note for f in report.files} == {"symlink to outside the work tree"}
+
+
+def test_freshness_works_without_fcntl(tmp_path: Path) -> None:
+    """Issue 13: importing and snapshotting must not need fcntl (absent on Windows)."""
+    import subprocess
+    import sys
+
+    write(tmp_path, "a.txt")
+    script = (
+        "import sys; sys.modules['fcntl'] = None\n"
+        "from freshness_magic.freshness.check import FreshnessTracker\n"
+        "import freshness_magic.freshness.extension\n"
+        f"t = FreshnessTracker({str(tmp_path)!r}, git=False)\n"
+        "t.capture({'n': ['*.txt']})\n"
+        "print(t.check('n').fresh)\n"
+    )
+    done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "('a.txt',)"

@@ -1,0 +1,289 @@
+"""Walking folders for ``source_files`` globs: folder listings and the matcher of one glob.
+
+:class:`Listing` lists each folder once per resolution pass (and remembers which folders are
+unchanged between passes); :class:`Walker` matches one glob's segments against the listings and
+reports what it must not or cannot look into: symlinks whose real path is outside the working
+directory (never read, never followed) and folders it cannot list.
+"""
+
+from __future__ import annotations
+
+import errno
+import fnmatch
+import os
+import re
+from collections.abc import Callable, Iterable, Iterator
+
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS
+
+_MAGIC = re.compile(r"[*?[]")
+_MAX_DEPTH = 64
+"""Backstop against pathological symlink structures the ancestor check cannot see."""
+OUTSIDE_LINK = "symlink to outside the work tree"
+
+
+def is_glob(entry: str) -> bool:
+    """Whether ``entry`` contains glob syntax (``*``, ``?``, ``[``)."""
+    return _MAGIC.search(entry) is not None
+
+
+DirKey = tuple[int, int, int, int, int]
+Entries = tuple[list[str], list[tuple[str, bool, int]], frozenset[str]]
+_NO_LINKS: frozenset[str] = frozenset()
+
+
+class Listing:
+    """Folder listings for one resolution pass (one ``scandir`` per folder and pass).
+
+    A listing is (file names, sub-folders as (name, is_symlink, inode), the names of the files
+    that are symlinks); files include symlinks to regular files, folders include symlinks to
+    folders; other entries are left out. A folder that cannot be listed (other than missing) is
+    empty, with its error in ``errors``. With a ``persist`` dict (kept by the resolver between
+    passes) the stat key of every listed folder is remembered, so that :meth:`unchanged` can
+    tell that a folder still has the entries it had: adding, removing or renaming an entry
+    always changes the folder's mtime, unless inside the racy window. Only keys are kept, not
+    the names (they would cost memory per file): a pass that finds a folder changed lists
+    every folder again. Folders holding symlinks, or that cannot be listed, are never
+    remembered (a link's target can change kind without touching the folder).
+    """
+
+    def __init__(
+        self, persist: dict[str, tuple[DirKey, int]] | None = None, fs_now_ns: int = 0
+    ) -> None:
+        self._cache: dict[str, Entries] = {}
+        self._persist = persist
+        self._fs_now_ns = fs_now_ns
+        self._same: set[str] = set()
+        self.errors: dict[str, str] = {}
+        """Folder -> why it could not be listed (permission denied, ...)."""
+        self.track: set[str] | None = None
+        """When set, every folder consulted is added (what a resolution depends on)."""
+
+    @property
+    def persistent(self) -> bool:
+        return self._persist is not None
+
+    def unchanged(self, folders: Iterable[str]) -> bool:
+        """Whether every folder provably has the entries it had at an earlier pass."""
+        if self._persist is None:
+            return False
+        persist, racy, same = self._persist, RACY_WINDOW_NS, self._same
+        for folder in folders:
+            if folder in same:
+                continue
+            hit = persist.get(folder)
+            if hit is None:
+                return False
+            key = _folder_key(folder)
+            if key is None or key != hit[0] or key[2] >= hit[1] - racy:
+                return False
+            same.add(folder)  # one stat per folder and pass, however many nodes share it
+        return True
+
+    def entries(self, folder: str) -> Entries:
+        if self.track is not None:
+            self.track.add(folder)
+        cached = self._cache.get(folder)
+        if cached is not None:
+            return cached
+        key = _folder_key(folder) if self._persist is not None else None
+        files: list[str] = []
+        dirs: list[tuple[str, bool, int]] = []
+        linked: list[str] = []
+        links = False
+        try:
+            with os.scandir(folder) as it:
+                for entry in it:
+                    try:
+                        if entry.is_file():
+                            files.append(entry.name)
+                            if entry.is_symlink():
+                                linked.append(entry.name)
+                        elif entry.is_dir():
+                            link = entry.is_symlink()
+                            links = links or link
+                            dirs.append((entry.name, link, entry.inode()))
+                        elif entry.is_symlink():
+                            links = True
+                    except OSError:
+                        continue
+        except OSError as exc:
+            if exc.errno not in (errno.ENOENT, errno.ENOTDIR):
+                self.errors[folder] = exc.strerror or str(exc)
+                key = None
+        result = (files, dirs, frozenset(linked) if linked else _NO_LINKS)
+        self._cache[folder] = result
+        if self._persist is not None:
+            if links or linked or key is None:
+                self._persist.pop(folder, None)
+            else:
+                self._persist[folder] = (key, self._fs_now_ns)
+        return result
+
+
+def _collapse(segments: list[str]) -> list[str]:
+    """The segments with each run of ``**`` made one (same matches, a fraction of the cost)."""
+    out: list[str] = []
+    for segment in segments:
+        if segment == "**" and out and out[-1] == "**":
+            continue
+        out.append(segment)
+    return out
+
+
+def _folder_key(folder: str) -> DirKey | None:
+    """What changes when a folder's entries change: (dev, inode, mtime, ctime, size)."""
+    try:
+        st = os.stat(folder)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
+
+
+def _dir_key(path: str) -> tuple[int, int] | None:
+    try:
+        st = os.stat(path)
+    except OSError:
+        return None
+    return (st.st_dev, st.st_ino)
+
+
+_Chain = list[tuple[int, int]]
+
+
+class Walker:
+    """One glob's walk below ``base``: the files it matches and what it could not look into.
+
+    ``problems`` collects (relative path, reason) for symlinks whose real path is outside (never
+    read, never followed) and for folders that cannot be listed; both are reported ``unknown``.
+    """
+
+    def __init__(
+        self, listing: Listing, base: str, segments: list[str], inside: Callable[[str], bool]
+    ) -> None:
+        self.listing = listing
+        self.base = base
+        self.segments = _collapse(segments)
+        self.matchers: list[re.Pattern[str] | None] = [
+            None if s == "**" or not is_glob(s) else re.compile(fnmatch.translate(s))
+            for s in self.segments
+        ]
+        self.inside = inside
+        self.problems: list[tuple[str, str]] = []
+
+    def files(self) -> Iterator[str]:
+        """Relative paths of the regular files under ``base`` matching the pattern."""
+        base_key = _dir_key(self.base)
+        yield from self._walk("", 0, [base_key] if base_key else [])
+
+    def _entries(self, folder: str, rel: str) -> Entries:
+        entries = self.listing.entries(folder)
+        error = self.listing.errors.get(folder)
+        if error is not None:
+            self.problems.append((rel or ".", f"folder unreadable: {error}"))
+        return entries
+
+    def _escapes(self, path: str, rel: str) -> bool:
+        """Whether the symlink ``path`` points outside (then it is reported, never read)."""
+        if self.inside(os.path.realpath(path)):
+            return False
+        self.problems.append((rel, OUTSIDE_LINK))
+        return True
+
+    def _walk(self, rel: str, index: int, ancestors: _Chain) -> Iterator[str]:
+        folder = os.path.join(self.base, rel) if rel else self.base
+        segment = self.segments[index]
+        last = index == len(self.segments) - 1
+        prefix = f"{rel}/" if rel else ""
+        if segment == "**":
+            if last:
+                yield from self._all_files(folder, prefix, ancestors)
+                return
+            yield from self._walk(rel, index + 1, ancestors)
+            for name, link, inode in self._entries(folder, rel)[1]:
+                if name[0] == ".":
+                    continue
+                key = self._child_key(folder, prefix + name, link, inode, ancestors)
+                if key is None:
+                    continue
+                ancestors.append(key)
+                yield from self._walk(prefix + name, index, ancestors)
+                ancestors.pop()
+            return
+        matcher = self.matchers[index]
+        if matcher is None:
+            self._entries(folder, rel)  # the child's existence and kind show in this folder's key
+            path = os.path.join(folder, segment)
+            if os.path.islink(path) and self._escapes(path, prefix + segment):
+                return
+            if last:
+                if os.path.isfile(path):
+                    yield prefix + segment
+            elif os.path.isdir(path):
+                key = _dir_key(path)
+                if key is not None and key not in ancestors and len(ancestors) < _MAX_DEPTH:
+                    ancestors.append(key)
+                    yield from self._walk(prefix + segment, index + 1, ancestors)
+                    ancestors.pop()
+            return
+        hidden_ok = segment.startswith(".")
+        files, dirs, linked = self._entries(folder, rel)
+        if last:
+            for name in files:
+                if (name[0] != "." or hidden_ok) and matcher.match(name):
+                    if (
+                        linked
+                        and name in linked
+                        and self._escapes(folder + "/" + name, prefix + name)
+                    ):
+                        continue
+                    yield prefix + name
+            return
+        for name, link, inode in dirs:
+            if (name[0] == "." and not hidden_ok) or not matcher.match(name):
+                continue
+            key = self._child_key(folder, prefix + name, link, inode, ancestors)
+            if key is None:
+                continue
+            ancestors.append(key)
+            yield from self._walk(prefix + name, index + 1, ancestors)
+            ancestors.pop()
+
+    def _child_key(
+        self, folder: str, rel: str, link: bool, inode: int, ancestors: _Chain
+    ) -> tuple[int, int] | None:
+        """The (dev, inode) of a subfolder; None when entering it would escape, loop or go deep."""
+        if len(ancestors) >= _MAX_DEPTH:
+            return None
+        if link:
+            path = folder + "/" + rel.rpartition("/")[2]
+            if self._escapes(path, rel):
+                return None
+            key = _dir_key(path)
+            if key is None or key in ancestors:
+                return None
+            return key
+        dev = ancestors[-1][0] if ancestors else 0
+        return (dev, inode)
+
+    def _all_files(self, folder: str, prefix: str, ancestors: _Chain) -> list[str]:
+        """Every regular file below ``folder`` (hidden names skipped), for a trailing ``**``."""
+        found: list[str] = []
+        stack: list[tuple[str, str, _Chain]] = [(folder, prefix, ancestors)]
+        while stack:
+            current, pre, chain = stack.pop()
+            files, dirs, linked = self._entries(current, pre.rstrip("/"))
+            if linked:
+                files = [
+                    name
+                    for name in files
+                    if name not in linked or not self._escapes(current + "/" + name, pre + name)
+                ]
+            found.extend([pre + name for name in files if name[0] != "."])
+            for name, link, inode in dirs:
+                if name[0] == ".":
+                    continue
+                key = self._child_key(current, pre + name, link, inode, chain)
+                if key is not None:
+                    stack.append((current + "/" + name, f"{pre}{name}/", [*chain, key]))
+        return found

@@ -1,0 +1,1 @@
+"""Version control: the one git runner (:mod:`freshness_magic.vcs.git`)."""

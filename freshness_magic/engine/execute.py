@@ -26,7 +26,6 @@ branch's hooks see the branch's context as ``run.context`` (see ``Run.context_sc
 
 from __future__ import annotations
 
-import json
 import logging
 import random
 import threading
@@ -35,7 +34,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.atomicio import write_json_atomic
+from freshness_magic.atomicio import loads_bounded, write_json_atomic
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.edges import EdgeStep
 from freshness_magic.engine.events import EventType
@@ -346,7 +345,7 @@ class NodeExecutor:
         """A handler returned no Outcome: use a status.json it wrote, or ``auto_status``."""
         if status_file.exists() and status_file.stat().st_mtime_ns != before:
             try:
-                data = json.loads(status_file.read_text(encoding="utf-8"))
+                data = loads_bounded(status_file.read_text(encoding="utf-8"))
                 return Outcome.from_dict(data)
             except (OSError, ValueError, TypeError, KeyError) as exc:
                 return failed(f"status file {status_file} is not valid: {exc}")

@@ -23,7 +23,6 @@ import argparse
 import contextlib
 import functools
 import importlib.util
-import json
 import os
 import queue
 import signal
@@ -37,7 +36,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from freshness_magic.atomicio import write_json_atomic
+from freshness_magic.atomicio import loads_bounded, write_json_atomic
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.skipped import SKIPPED_DIRS
 from freshness_magic.hub.ignore import IgnoreRules
@@ -114,7 +113,7 @@ def lock_held(workdir: str | Path) -> bool:
 
 def read_pid(workdir: str | Path) -> int | None:
     try:
-        data = json.loads((state_dir(workdir) / PID_NAME).read_text(encoding="utf-8"))
+        data = loads_bounded((state_dir(workdir) / PID_NAME).read_text(encoding="utf-8"))
         return int(data["pid"])
     except (OSError, ValueError, KeyError, TypeError):
         return None

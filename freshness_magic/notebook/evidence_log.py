@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Any
+
+from freshness_magic.atomicio import loads_bounded
 
 
 class EvidenceTail:
@@ -37,7 +38,7 @@ class EvidenceTail:
         end = chunk.rfind(b"\n") + 1
         for raw in chunk[:end].splitlines():
             try:
-                data = json.loads(raw)
+                data = loads_bounded(raw)
             except ValueError:
                 continue
             node_id = data.get("nodeId") if isinstance(data, dict) else None

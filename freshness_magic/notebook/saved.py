@@ -6,18 +6,18 @@ run that waits at a gate instead of silently starting a new one.
 
 from __future__ import annotations
 
-import json
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from freshness_magic.atomicio import loads_bounded
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.run import follow_restarts, source_hash
 
 
 def _json(path: Path) -> dict[str, Any] | None:
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_bounded(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None

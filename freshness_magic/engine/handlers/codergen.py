@@ -25,7 +25,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from freshness_magic.atomicio import write_atomic, write_json_atomic
+from freshness_magic.atomicio import loads_bounded, write_atomic, write_json_atomic
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import CodergenBackend, StepEnv
 from freshness_magic.engine.handlers.llm import (
@@ -313,7 +313,7 @@ class CodergenHandler:
     def _read_status_file(status_path: Path) -> Outcome:
         """The outcome an agent wrote; a file that does not parse is a FAIL naming it."""
         try:
-            data = json.loads(status_path.read_text(encoding="utf-8"))
+            data = loads_bounded(status_path.read_text(encoding="utf-8"))
             if not isinstance(data, dict):
                 raise ValueError("expected a JSON object")
             return Outcome.from_dict(data)

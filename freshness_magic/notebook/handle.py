@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
 import threading
 import time
 import traceback
@@ -242,11 +241,9 @@ class NotebookPipeline:
         return self._widget
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """The widget for rich frontends; the node-state table as ``text/plain`` everywhere.
-
-        With ``FRESHNESS_MAGIC_STATIC_HTML=1`` (the headless demo) a static SVG snapshot is
-        added as ``text/html`` so an HTML export shows the graph without a widget runtime.
-        """
+        """The widget for rich frontends, the graph with its states as static ``text/html`` for
+        front ends without a widget runtime, and the node-state table as ``text/plain``."""
+        from freshness_magic.notebook.render import RenderError, static_html
         from freshness_magic.notebook.widget import in_kernel
 
         bundle: dict[str, Any] = {}
@@ -254,9 +251,11 @@ class NotebookPipeline:
             widget_bundle = self.widget._repr_mimebundle_()
             if isinstance(widget_bundle, dict):
                 bundle.update(widget_bundle)
+        if "text/html" not in bundle:
+            with contextlib.suppress(RenderError):
+                layout = self.layout_cache.get(self.graph)
+                bundle["text/html"] = static_html(layout, self.views(), self.status_line())
         bundle["text/plain"] = self.status_text()
-        if os.environ.get("FRESHNESS_MAGIC_STATIC_HTML") == "1" and self._widget is not None:
-            bundle["text/html"] = self.widget.static_html()
         return bundle
 
     # --- the run -------------------------------------------------------------------------------

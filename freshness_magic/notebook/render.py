@@ -1,9 +1,10 @@
-"""Graph rendering for the notebook: one ``dot`` layout per pipeline structure, states as CSS.
+"""Graph rendering for the notebook: one ``dot`` layout per pipeline structure, states apart.
 
-The layout is the expensive part (running ``dot -Tsvg``), so it is computed once per
-``Graph.structure_key()`` and cached. Node states never touch the layout: they are expressed as a
-small CSS block scoped to one widget instance that maps each node's short class (``fm-n<i>``) to
-a state colour. A step therefore sends a few hundred bytes, not the SVG.
+The layout is the expensive part (running ``dot -Tsvg``), so it is computed once per pipeline
+structure and cached. Node states never touch the layout: the live widget sets each node group's
+``data-state`` attribute and the palette CSS (``viewstate.palette_css``) colours it, so a step
+sends one character per node, not the SVG. :func:`static_html` writes the states into a copy of
+the SVG (attributes and classes) for front ends without a widget runtime.
 
 Every piece of pipeline text (ids, labels, tooltips) reaches the page only as escaped text inside
 SVG/HTML elements; the SVG from ``dot`` is parsed and cleaned of scripts, event handlers and
@@ -19,65 +20,46 @@ import xml.etree.ElementTree as ET
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
 
-from freshness_magic.engine.model import Graph
+from freshness_magic.engine.model import Edge, Graph
 from freshness_magic.errors import FreshnessMagicError
+from freshness_magic.notebook.viewstate import (
+    STALE_DASH,
+    STATE_STYLES,
+    NodeState,
+    NodeView,
+    RunBanner,
+    StaleKind,
+    legend_items,
+    palette_css,
+    possible_states,
+)
+
+__all__ = [
+    "STALE_DASH",
+    "STATE_STYLES",
+    "Layout",
+    "LayoutCache",
+    "NodeState",
+    "NodeView",
+    "RenderError",
+    "StaleKind",
+    "build_layout",
+    "edge_text",
+    "layout_dot",
+    "node_groups",
+    "run_dot",
+    "sanitize_svg",
+    "snapshot_svg",
+    "state_table",
+    "static_html",
+]
 
 SVG_NS = "http://www.w3.org/2000/svg"
 XLINK_NS = "http://www.w3.org/1999/xlink"
 ET.register_namespace("", SVG_NS)
 ET.register_namespace("xlink", XLINK_NS)
 
-
-class NodeState(StrEnum):
-    """What the user sees for a node (DESIGN.md §7)."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    PARTIAL = "partial"
-    FAILED = "failed"
-    RETRYING = "retrying"
-    WAITING = "waiting"
-    BLOCKED = "blocked"
-    SKIPPED = "skipped"
-    STALE = "stale"
-
-
-class StaleKind(StrEnum):
-    """Since when a stale node's inputs differ: the run-start baseline, or its own completion."""
-
-    NONE = ""
-    BASELINE = "baseline"
-    RUN = "run"
-
-
-@dataclass(frozen=True)
-class StateStyle:
-    """Fixed colours of one state; ``dash`` is an SVG stroke-dasharray ('' = solid)."""
-
-    fill: str
-    stroke: str
-    width: float = 1.5
-    dash: str = ""
-    description: str = ""
-
-
-STATE_STYLES: Mapping[NodeState, StateStyle] = {
-    NodeState.PENDING: StateStyle("#ffffff", "#9e9e9e", 1.0, "", "not run yet"),
-    NodeState.RUNNING: StateStyle("#bbdefb", "#0d47a1", 3.0, "", "next / running"),
-    NodeState.SUCCEEDED: StateStyle("#c8e6c9", "#2e7d32", 1.5, "", "succeeded"),
-    NodeState.PARTIAL: StateStyle("#fff59d", "#9e9d24", 1.5, "", "partial success"),
-    NodeState.FAILED: StateStyle("#ffcdd2", "#b71c1c", 2.5, "", "failed"),
-    NodeState.RETRYING: StateStyle("#ffe0b2", "#e65100", 2.0, "", "retrying"),
-    NodeState.WAITING: StateStyle("#e1bee7", "#6a1b9a", 3.0, "", "waiting for a human"),
-    NodeState.BLOCKED: StateStyle("#d7ccc8", "#3e2723", 2.5, "", "blocked by stale input"),
-    NodeState.SKIPPED: StateStyle("#eeeeee", "#757575", 1.0, "2,2", "skipped"),
-    NodeState.STALE: StateStyle("#ffecb3", "#ff6f00", 2.5, "", "inputs changed"),
-}
-STALE_DASH: Mapping[StaleKind, str] = {StaleKind.BASELINE: "8,4", StaleKind.RUN: "2,3"}
-"""Stale since baseline is dashed, stale since the node ran is dotted."""
 
 _SHAPES = frozenset(
     {
@@ -91,24 +73,12 @@ _SHAPES = frozenset(
 )  # fmt: skip
 _RANKDIRS = frozenset({"TB", "LR", "BT", "RL"})
 _UNSAFE_ELEMENTS = frozenset({"script", "foreignObject", "iframe", "object", "embed", "use"})
-_SHAPE_PARTS = ":is(polygon,ellipse,path)"
+EDGE_LABEL_CHARS = 32
+"""Edge labels longer than this are cut with an ellipsis on the graph (whole in the tooltip)."""
 
 
 class RenderError(FreshnessMagicError):
     """``dot`` is missing or failed; the message says how to install it."""
-
-
-@dataclass(frozen=True)
-class NodeView:
-    """A node's visible state and the tooltip text that explains it."""
-
-    state: NodeState = NodeState.PENDING
-    stale: StaleKind = StaleKind.NONE
-    why: str = ""
-
-    def __post_init__(self) -> None:
-        if self.state is NodeState.RUNNING and self.stale is not StaleKind.NONE:
-            object.__setattr__(self, "stale", StaleKind.NONE)
 
 
 @dataclass(frozen=True)
@@ -119,10 +89,15 @@ class Layout:
     index: Mapping[str, int]
     titles: Mapping[str, str] = field(default_factory=dict)
     """The static tooltip of each node (id, label, handler type, inputs)."""
-    boxes: Mapping[str, tuple[float, float, float, float]] = field(default_factory=dict)
-    """Each node's bounding box ``(x, y, width, height)`` in the graph group's coordinates."""
     frame: Mapping[str, str] = field(default_factory=dict)
     """The root ``width``, ``height``, ``viewBox`` and the graph group's ``transform``."""
+    states: tuple[NodeState, ...] = ()
+    """The states this pipeline can show (its legend)."""
+
+    @property
+    def nodes(self) -> list[str]:
+        """Node ids in index order (the order of the widget's state string)."""
+        return sorted(self.index, key=self.index.__getitem__)
 
 
 def _dot_string(text: str) -> str:
@@ -131,28 +106,85 @@ def _dot_string(text: str) -> str:
     return '"' + escaped.replace("\r\n", "\\n").replace("\n", "\\n").replace("\r", "\\n") + '"'
 
 
+def edge_text(edge: Edge, limit: int = EDGE_LABEL_CHARS) -> str:
+    """What an edge shows on the graph: its label and condition, cut to ``limit`` characters."""
+    text = edge.label
+    if edge.condition:
+        text = f"{text} if {edge.condition}" if text else f"if {edge.condition}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _drawn_subgraphs(graph: Graph) -> dict[int, int | None]:
+    """Subgraphs drawn as clusters (named ``cluster*`` or labelled) -> nearest drawn parent."""
+    drawn = {
+        i for i, sub in enumerate(graph.subgraphs)
+        if sub.nodes and (sub.name.startswith("cluster") or sub.label)
+    }  # fmt: skip
+    parents: dict[int, int | None] = {}
+    for i in sorted(drawn):
+        parent = graph.subgraphs[i].parent
+        while parent is not None and parent not in drawn:
+            parent = graph.subgraphs[parent].parent
+        parents[i] = parent
+    return parents
+
+
 def layout_dot(graph: Graph) -> str:
-    """The DOT text given to ``dot``: nodes renamed ``n<i>``, SVG ids and classes attached."""
+    """The DOT text given to ``dot``: nodes renamed ``n<i>``, clusters ``cluster_<i>``, SVG ids."""
     index = {node_id: i for i, node_id in enumerate(graph.nodes)}
     rankdir = graph.attrs.get("rankdir", "TB").upper()
-    lines = [
-        "digraph fm {",
-        f"  graph [rankdir={rankdir if rankdir in _RANKDIRS else 'TB'}, bgcolor=transparent];",
-        '  node [fontname="Helvetica", fontsize=11, style=filled, fillcolor=white];',
-        '  edge [fontname="Helvetica", fontsize=9];',
-    ]
-    for node_id, node in graph.nodes.items():
+    parents = _drawn_subgraphs(graph)
+    depth = {}
+    for i, parent in parents.items():
+        depth[i] = 0 if parent is None else depth[parent] + 1
+    home: dict[str, int] = {}
+    for i in parents:
+        for node_id in graph.subgraphs[i].nodes:
+            if node_id in index and depth[i] >= depth.get(home.get(node_id, -1), -1):
+                home[node_id] = i
+    children: dict[int | None, list[int]] = {}
+    for i, parent in parents.items():
+        children.setdefault(parent, []).append(i)
+    members: dict[int | None, list[str]] = {}
+    for node_id in graph.nodes:
+        members.setdefault(home.get(node_id), []).append(node_id)
+
+    def node_line(node_id: str) -> str:
+        node = graph.nodes[node_id]
         shape = node.shape if node.shape in _SHAPES else "box"
-        lines.append(
-            f"  n{index[node_id]} [id={_dot_string('fm-node-' + node_id)}, "
+        return (
+            f"n{index[node_id]} [id={_dot_string('fm-node-' + node_id)}, "
             f"label={_dot_string(node.label)}, shape={shape}];"
         )
+
+    def block(owner: int | None, indent: str) -> list[str]:
+        out = [indent + node_line(node_id) for node_id in members.get(owner, ())]
+        for i in children.get(owner, ()):
+            sub = graph.subgraphs[i]
+            out.append(f"{indent}subgraph cluster_{i} {{")
+            out.append(
+                f'{indent}  graph [id="fm-cluster-{i}", label={_dot_string(sub.label or sub.name)}];'
+            )
+            out.extend(block(i, indent + "  "))
+            out.append(f"{indent}}}")
+        return out
+
+    lines = [
+        "digraph fm {",
+        f"  graph [rankdir={rankdir if rankdir in _RANKDIRS else 'TB'}, bgcolor=transparent, "
+        'fontname="Helvetica", fontsize=12, style="rounded", color="#8a8a8a", '
+        "labeljust=l];",
+        '  node [fontname="Helvetica", fontsize=11, style=filled, fillcolor=white];',
+        '  edge [fontname="Helvetica", fontsize=9];',
+        *block(None, "  "),
+    ]
     for edge in graph.edges:
         if edge.source not in index or edge.target not in index:
             continue
         attrs = [f"id={_dot_string(f'fm-edge-{edge.index}')}"]
-        if edge.label:
-            attrs.append(f"label={_dot_string(edge.label)}")
+        text = edge_text(edge)
+        if text:
+            attrs.append(f"label={_dot_string(text)}")
         lines.append(f"  n{index[edge.source]} -> n{index[edge.target]} [{', '.join(attrs)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -222,6 +254,17 @@ def static_title(graph: Graph, node_id: str) -> str:
     return "\n".join(parts)
 
 
+def _follow_text_colour(group: ET.Element) -> None:
+    """Strokes, arrowheads and labels drawn black by ``dot`` take the text colour instead, so
+    they stay visible on a dark background even where no stylesheet applies."""
+    for part in group.iter():
+        for key in ("fill", "stroke"):
+            if part.get(key) == "black":
+                part.set(key, "currentColor")
+        if _local(part.tag) == "text" and part.get("fill") is None:
+            part.set("fill", "currentColor")
+
+
 def build_layout(graph: Graph) -> Layout:
     """Lay ``graph`` out with ``dot`` and return the cleaned, annotated SVG (no states)."""
     raw = run_dot(layout_dot(graph))
@@ -239,58 +282,40 @@ def build_layout(graph: Graph) -> Layout:
                 continue
             group.set("class", f"node fm-node fm-n{index[node_id]}")
             group.set("data-node", node_id)
+            group.set("data-state", NodeState.PENDING.value)
             _set_title(group, titles[node_id])
         elif "edge" in classes and gid in edges:
             edge = edges[gid]
             group.set("class", "edge fm-edge")
             group.set("data-source", edge.source)
             group.set("data-target", edge.target)
+            group.set("data-index", str(edge.index))
             arrow = f"{edge.source} → {edge.target}"
-            cond = f" if {edge.condition}" if edge.condition else ""
-            _set_title(group, arrow + (f" [{edge.label}]" if edge.label else "") + cond)
+            cond = f"\ncondition: {edge.condition}" if edge.condition else ""
+            _set_title(group, arrow + (f"\nlabel: {edge.label}" if edge.label else "") + cond)
+            _follow_text_colour(group)
+        elif "cluster" in classes and gid.startswith("fm-cluster-"):
+            sub = graph.subgraphs[int(gid[len("fm-cluster-") :])]
+            group.set("class", "cluster fm-cluster")
+            _set_title(group, f"subgraph {sub.name or '(unnamed)'}: {sub.label}".rstrip(": "))
+            for part in group:
+                if _local(part.tag) == "polygon":
+                    part.set("fill", "none")
+                    part.set("stroke", "#8a8a8a")
+                    part.set("stroke-dasharray", "4,3")
+            _follow_text_colour(group)
         elif "graph" in classes:
             _set_title(group, graph.name)
     root.set("class", "fm-graph-svg")
     root.set("role", "img")
     root.set("aria-label", f"pipeline {graph.name}")
     svg = ET.tostring(root, encoding="unicode")
-    boxes = {}
-    for group in root.iter(f"{{{SVG_NS}}}g"):
-        owner = group.get("data-node")
-        box = _bbox(group) if owner is not None else None
-        if owner is not None and box is not None:
-            boxes[owner] = box
     graph_group = root.find(f"{{{SVG_NS}}}g")
     frame = {key: root.get(key) or "" for key in ("width", "height", "viewBox")}
     frame["transform"] = (graph_group.get("transform") or "") if graph_group is not None else ""
-    return Layout(svg=svg, index=index, titles=titles, boxes=boxes, frame=frame)
-
-
-def _bbox(group: ET.Element) -> tuple[float, float, float, float] | None:
-    """The bounding box of a node group's shapes (polygon points, ellipses)."""
-    xs: list[float] = []
-    ys: list[float] = []
-    for part in group:
-        tag = _local(part.tag)
-        if tag in ("polygon", "polyline"):
-            for pair in part.get("points", "").split():
-                x, _, y = pair.partition(",")
-                try:
-                    xs.append(float(x))
-                    ys.append(float(y))
-                except ValueError:
-                    continue
-        elif tag == "ellipse":
-            try:
-                cx, cy = float(part.get("cx", "0")), float(part.get("cy", "0"))
-                rx, ry = float(part.get("rx", "0")), float(part.get("ry", "0"))
-            except ValueError:
-                continue
-            xs += [cx - rx, cx + rx]
-            ys += [cy - ry, cy + ry]
-    if not xs or not ys:
-        return None
-    return (min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys))
+    return Layout(
+        svg=svg, index=index, titles=titles, frame=frame, states=possible_states(graph)
+    )
 
 
 class LayoutCache:
@@ -307,7 +332,12 @@ class LayoutCache:
 
     @staticmethod
     def key(graph: Graph) -> tuple[object, ...]:
-        return (graph.structure_key(), tuple(static_title(graph, n) for n in graph.nodes))
+        return (
+            graph.structure_key(),
+            tuple(static_title(graph, n) for n in graph.nodes),
+            tuple(e.condition for e in graph.edges),
+            tuple((s.name, s.label, s.parent, s.nodes) for s in graph.subgraphs),
+        )
 
     def get(self, graph: Graph) -> Layout:
         """The layout of ``graph``'s structure, laid out now if not seen before."""
@@ -328,160 +358,12 @@ class LayoutCache:
         self._entries.clear()
 
 
-def base_css(scope: str) -> str:
-    """CSS sent once with the layout: fonts, pending look, the stale outlines and the legend."""
-    pending = STATE_STYLES[NodeState.PENDING]
-    rules = [
-        f".{scope} .fm-graph-box{{position:relative;display:block}}",
-        f".{scope} .fm-graph-box>.fm-graph,.{scope} .fm-graph-box>.fm-state{{margin:0;padding:0}}",
-        f".{scope} .fm-graph-box>.fm-graph{{width:100%;min-width:0;flex:1 1 auto}}",
-        f".{scope} .fm-graph-box>.fm-state{{position:absolute;top:0;left:0;right:0;"
-        "pointer-events:none}",
-        f".{scope} .fm-graph-svg,.{scope} .fm-overlay{{display:block;max-width:100%;height:auto}}",
-        f".{scope} .fm-tip{{fill:transparent;stroke:none;pointer-events:all}}",
-        f".{scope} .fm-node>{_SHAPE_PARTS}{{fill:{pending.fill};stroke:{pending.stroke}}}",
-        f".{scope} .fm-legend{{display:flex;flex-wrap:wrap;gap:4px 12px;font:12px sans-serif}}",
-        f".{scope} .fm-legend-item{{display:inline-flex;align-items:center;gap:4px}}",
-        f".{scope} .fm-swatch{{display:inline-block;width:14px;height:10px;border:2px solid}}",
-        f".{scope} .fm-why{{font:12px sans-serif;margin:2px 0;padding-left:18px}}",
-        f".{scope} .fm-evidence-rows{{border-collapse:collapse;font:12px sans-serif}}",
-        f".{scope} .fm-evidence-rows :is(th,td){{text-align:left;padding:1px 8px 1px 0;"
-        "vertical-align:top}",
-        f".{scope} .fm-evidence-rows th{{border-bottom:1px solid #bbb}}",
-    ]
-    return "\n".join(rules)
-
-
-def _state_declarations(state: NodeState, stale: StaleKind) -> str:
-    style = STATE_STYLES[state]
-    dash = STALE_DASH.get(stale, "") if state is NodeState.STALE else style.dash
-    decl = f"fill:{style.fill};stroke:{style.stroke};stroke-width:{style.width}"
-    return decl + (f";stroke-dasharray:{dash}" if dash else "")
-
-
-def state_css(scope: str, layout: Layout, views: Mapping[str, NodeView]) -> str:
-    """The per-step style block: one grouped rule per (state, stale kind) present.
-
-    Pending nodes need no rule (the base CSS draws them), so a fresh run costs almost nothing and
-    a finished 200-node run is about one short selector per node.
-    """
-    groups: dict[tuple[NodeState, StaleKind], list[int]] = {}
-    for node_id, view in views.items():
-        if view.state is NodeState.PENDING or node_id not in layout.index:
-            continue
-        groups.setdefault((view.state, view.stale), []).append(layout.index[node_id])
-    rules = []
-    for (state, stale), indices in sorted(groups.items()):
-        selector = ",".join(f".fm-n{i}" for i in sorted(indices))
-        rules.append(
-            f".{scope} :is({selector})>{_SHAPE_PARTS}{{{_state_declarations(state, stale)}}}"
-        )
-    return "<style>" + "\n".join(rules) + "</style>"
-
-
-def parse_state_css(css: str, layout: Layout) -> dict[str, tuple[NodeState, StaleKind]]:
-    """Read back which state each node gets from :func:`state_css` output (tests, exports)."""
-    by_index = {i: node_id for node_id, i in layout.index.items()}
-    result: dict[str, tuple[NodeState, StaleKind]] = {
-        node_id: (NodeState.PENDING, StaleKind.NONE) for node_id in layout.index
-    }
-    lookup: dict[str, tuple[NodeState, StaleKind]] = {}
-    for state in NodeState:
-        for stale in (StaleKind.NONE, StaleKind.BASELINE, StaleKind.RUN):
-            lookup.setdefault(_state_declarations(state, stale), (state, stale))
-    for match in re.finditer(r":is\(([^)]*)\)>:is\([^)]*\)\{([^}]*)\}", css):
-        state_stale = lookup[match.group(2)]
-        for cls in match.group(1).split(","):
-            result[by_index[int(cls.strip()[len(".fm-n") :])]] = state_stale
-    return result
-
-
-def legend_html() -> str:
-    """A legend of every state with its colours (HTML, no pipeline text)."""
-    items = []
-    for state, style in STATE_STYLES.items():
-        items.append(
-            f'<span class="fm-legend-item" data-state="{state.value}">'
-            f'<span class="fm-swatch" style="background:{style.fill};border-color:{style.stroke}">'
-            f"</span>{state.value}</span>"
-        )
-    for kind, dash in STALE_DASH.items():
-        style = STATE_STYLES[NodeState.STALE]
-        border = "dashed" if kind is StaleKind.BASELINE else "dotted"
-        label = "stale since baseline" if kind is StaleKind.BASELINE else "stale since run"
-        items.append(
-            f'<span class="fm-legend-item" data-state="stale" data-stale="{kind.value}" '
-            f'title="stroke-dasharray {dash}">'
-            f'<span class="fm-swatch" style="background:{style.fill};border-color:{style.stroke};'
-            f'border-style:{border}"></span>{label}</span>'
-        )
-    return '<div class="fm-legend">' + "".join(items) + "</div>"
-
-
-def why_html(views: Mapping[str, NodeView], limit: int = 12) -> str:
-    """The nodes that need attention (anything but pending/succeeded), with why, escaped."""
-    quiet = {NodeState.PENDING, NodeState.SUCCEEDED, NodeState.SKIPPED}
-    rows = [(n, v) for n, v in views.items() if v.state not in quiet and v.why]
-    if not rows:
-        return ""
-    items = []
-    for node_id, view in rows[:limit]:
-        stale = f' data-stale="{view.stale.value}"' if view.stale is not StaleKind.NONE else ""
-        items.append(
-            f'<li class="fm-why-item" data-node="{html.escape(node_id)}" '
-            f'data-state="{view.state.value}"{stale}><b>{html.escape(node_id)}</b> '
-            f"({view.state.value}): {html.escape(view.why)}</li>"
-        )
-    more = f"<li>… and {len(rows) - limit} more</li>" if len(rows) > limit else ""
-    return '<ul class="fm-why">' + "".join(items) + more + "</ul>"
-
-
-TIP_STATES = frozenset(
-    {
-        NodeState.RUNNING, NodeState.PARTIAL, NodeState.FAILED, NodeState.RETRYING,
-        NodeState.WAITING, NodeState.BLOCKED, NodeState.STALE,
-    }
-)  # fmt: skip
-"""States whose live tooltip says why (others keep the static tooltip of the layout)."""
-
-
-def overlay_svg(layout: Layout, views: Mapping[str, NodeView], limit: int = 60) -> str:
-    """Transparent boxes over the nodes that need attention, each with a ``<title>`` saying why.
-
-    Sent with the state CSS (the layout SVG stays as it is); drawn exactly over the graph because
-    it has the same size, viewBox and transform. Only nodes in :data:`TIP_STATES` get one.
-    """
-    frame = layout.frame
-    tips = []
-    for node_id, view in views.items():
-        box = layout.boxes.get(node_id)
-        if box is None or view.state not in TIP_STATES:
-            continue
-        x, y, width, height = box
-        title = html.escape(
-            f"{layout.titles.get(node_id, node_id)}\n{view.state.value}: {view.why}"
-        )
-        stale = f' data-stale="{view.stale.value}"' if view.stale is not StaleKind.NONE else ""
-        tips.append(
-            f'<rect class="fm-tip" data-node="{html.escape(node_id)}" '
-            f'data-state="{view.state.value}"{stale} x="{x:.1f}" y="{y:.1f}" '
-            f'width="{width:.1f}" height="{height:.1f}"><title>{title}</title></rect>'
-        )
-        if len(tips) >= limit:
-            break
-    return (
-        f'<svg xmlns="{SVG_NS}" class="fm-overlay" width="{html.escape(frame.get("width", ""))}" '
-        f'height="{html.escape(frame.get("height", ""))}" '
-        f'viewBox="{html.escape(frame.get("viewBox", ""))}">'
-        f'<g transform="{html.escape(frame.get("transform", ""))}">{"".join(tips)}</g></svg>'
-    )
-
-
 def snapshot_svg(layout: Layout, views: Mapping[str, NodeView]) -> str:
-    """The SVG with each node's state written as classes, data attributes and tooltip.
+    """The SVG with each node's state written in: ``data-state``, classes, tooltip and the
+    light palette as presentation attributes (what shows where no stylesheet applies).
 
-    Used for static exports (no widget runtime) and to check states in tests; the live widget
-    keeps the layout SVG fixed and restyles it with :func:`state_css` instead.
+    Used for the static HTML fallback and to check states in tests; the live widget keeps the
+    layout SVG and sets ``data-state`` in the page instead.
     """
     root = ET.fromstring(layout.svg)
     for group in root.iter(f"{{{SVG_NS}}}g"):
@@ -496,24 +378,89 @@ def snapshot_svg(layout: Layout, views: Mapping[str, NodeView]) -> str:
         group.set("class", classes)
         group.set("data-state", view.state.value)
         why = f"\n{view.state.value}: {view.why}" if view.why else f"\n{view.state.value}"
-        _set_title(group, layout.titles.get(node_id, node_id) + why)
+        extra = f"\n{view.title}" if view.title else ""
+        _set_title(group, layout.titles.get(node_id, node_id) + why + extra)
         style = STATE_STYLES[view.state]
         dash = STALE_DASH.get(view.stale, "") if view.state is NodeState.STALE else style.dash
         for part in group:
-            if _local(part.tag) in ("polygon", "ellipse", "path"):
+            tag = _local(part.tag)
+            if tag in ("polygon", "ellipse", "path"):
                 part.set("fill", style.fill)
                 part.set("stroke", style.stroke)
                 part.set("stroke-width", str(style.width))
                 if dash:
                     part.set("stroke-dasharray", dash)
+            elif tag == "polyline":
+                part.set("stroke", style.stroke)
+            elif tag == "text":
+                part.set("fill", "#1a1a1a")
     return ET.tostring(root, encoding="unicode")
+
+
+STATIC_CSS = """
+.fm-root.fm-static{margin:4px 0;color:var(--jp-ui-font-color1,inherit);font:13px sans-serif}
+.fm-root.fm-static .fm-static-view{max-height:640px;overflow:auto;border:1px solid
+var(--jp-border-color2,#ccc);border-radius:4px;background:var(--jp-layout-color0,transparent)}
+.fm-root.fm-static svg.fm-graph-svg{max-width:none;height:auto;display:block}
+.fm-root g.fm-node text{fill:var(--jp-ui-font-color1,#1a1a1a)}
+.fm-root g.fm-edge path{stroke:var(--jp-ui-font-color2,#616161)}
+.fm-root g.fm-edge polygon{fill:var(--jp-ui-font-color2,#616161);stroke:var(--jp-ui-font-color2,#616161)}
+.fm-root g.fm-edge text,.fm-root g.fm-cluster text{fill:var(--jp-ui-font-color1,#1a1a1a)}
+.fm-root .fm-legend{display:flex;flex-wrap:wrap;gap:4px 12px;margin:4px 0;font-size:12px}
+.fm-root .fm-legend-item{display:inline-flex;align-items:center;gap:4px}
+.fm-root .fm-swatch{display:inline-block;width:16px;height:11px;border:2px solid;border-radius:2px}
+.fm-root .fm-banner{padding:4px 8px;margin:4px 0;border-left:4px solid
+var(--fm-failed-stroke);background:var(--jp-layout-color2,#f3f3f3)}
+"""
+
+
+def _legend(states: Iterable[NodeState]) -> str:
+    items = []
+    for item in legend_items(states):
+        name = item["state"]
+        style = STATE_STYLES[NodeState(name)]
+        border = "dashed" if item["dash"] else "solid"
+        items.append(
+            f'<span class="fm-legend-item" data-state="{name}" title="{html.escape(item["text"])}">'
+            f'<span class="fm-swatch" style="background:var(--fm-{name}-fill,{style.fill});'
+            f'border-color:var(--fm-{name}-stroke,{style.stroke});border-style:{border}"></span>'
+            f"{name}</span>"
+        )
+    return '<div class="fm-legend">' + "".join(items) + "</div>"
+
+
+def static_html(
+    layout: Layout,
+    views: Mapping[str, NodeView],
+    status: str = "",
+    banner: RunBanner | None = None,
+) -> str:
+    """The graph with its states as one HTML block: the text/html of every display bundle, so
+    exports, GitHub and front ends without a widget manager show the real graph.
+
+    Colours come from the palette CSS (light or dark theme) with the light palette written
+    into the SVG as the fallback where the stylesheet is stripped. No pipeline text is markup.
+    """
+    present = {view.state for view in views.values()}
+    states = [s for s in NodeState if s in set(layout.states) | present]
+    head = f'<div class="fm-static-status">{html.escape(status)}</div>' if status else ""
+    if banner is not None:
+        node = f' data-node="{html.escape(banner.node)}"' if banner.node else ""
+        head += (
+            f'<div class="fm-banner" data-kind="{banner.kind.value}"{node}>'
+            f"{html.escape(banner.text)}</div>"
+        )
+    return (
+        f'<div class="fm-root fm-static"><style>{palette_css()}{STATIC_CSS}</style>{head}'
+        f'<div class="fm-static-view">{snapshot_svg(layout, views)}</div>'
+        f"{_legend(states)}</div>"
+    )
 
 
 def node_groups(svg: str) -> list[ET.Element]:
     """The node ``<g>`` elements of an SVG produced here (tests and exports)."""
     root = ET.fromstring(svg)
     return [g for g in root.iter(f"{{{SVG_NS}}}g") if g.get("data-node") is not None]
-
 
 def state_table(rows: Iterable[tuple[str, str, str]]) -> str:
     """A plain-text table ``node  state  detail`` with aligned columns."""

@@ -85,18 +85,23 @@ def explain_on_live_context(
 
     The outcome used is the last outcome of ``from_node`` (or of the last executed node).
     """
-    text, explanation, _ = _explain(pipeline, expr, from_node)
+    text, explanation, _ = _explain(pipeline, expr, from_node, infer_node=False)
     return text, explanation
 
 
-def _explain(pipeline: NotebookPipeline, expr: str, from_node: str | None) -> tuple[str, Any, Any]:
+def _explain(
+    pipeline: NotebookPipeline, expr: str, from_node: str | None, infer_node: bool = True
+) -> tuple[str, Any, Any]:
+    """The explanation text, the explanation and the edge routing would take from the node
+    (``from_node``, or with ``infer_node`` the last executed node)."""
     context: dict[str, Any] = dict(pipeline.run.context) if pipeline.has_run else {}
     outcomes = pipeline.outcomes()
     outcome: Outcome | None = None
     if from_node is not None:
         outcome = outcomes.get(from_node)
     elif outcomes:
-        from_node, outcome = list(outcomes.items())[-1]
+        last, outcome = list(outcomes.items())[-1]
+        from_node = last if infer_node else None
     if outcome is None:
         outcome = Outcome(StageStatus.SUCCESS)
     explanation = explain_condition(

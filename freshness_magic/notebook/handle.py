@@ -243,7 +243,8 @@ class NotebookPipeline:
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
         """The widget for rich frontends, the graph with its states as static ``text/html`` for
         front ends without a widget runtime, and the node-state table as ``text/plain``."""
-        from freshness_magic.notebook.render import RenderError, static_html
+        from freshness_magic.notebook.render import RenderError
+        from freshness_magic.notebook.snapshot import static_html
         from freshness_magic.notebook.widget import in_kernel
 
         bundle: dict[str, Any] = {}

@@ -3,8 +3,8 @@
 The layout is the expensive part (running ``dot -Tsvg``), so it is computed once per pipeline
 structure and cached. Node states never touch the layout: the live widget sets each node group's
 ``data-state`` attribute and the palette CSS (``viewstate.palette_css``) colours it, so a step
-sends one character per node, not the SVG. :func:`static_html` writes the states into a copy of
-the SVG (attributes and classes) for front ends without a widget runtime.
+sends one character per node, not the SVG. ``snapshot.static_html`` writes the states into a copy
+of the SVG for front ends without a widget runtime.
 
 Every piece of pipeline text (ids, labels, tooltips) reaches the page only as escaped text inside
 SVG/HTML elements; the SVG from ``dot`` is parsed and cleaned of scripts, event handlers and
@@ -13,8 +13,6 @@ SVG/HTML elements; the SVG from ``dot`` is parsed and cleaned of scripts, event 
 
 from __future__ import annotations
 
-import html
-import re
 import subprocess
 import xml.etree.ElementTree as ET
 from collections import OrderedDict
@@ -28,15 +26,13 @@ from freshness_magic.notebook.viewstate import (
     STATE_STYLES,
     NodeState,
     NodeView,
-    RunBanner,
     StaleKind,
-    legend_items,
-    palette_css,
     possible_states,
 )
 
 __all__ = [
     "STALE_DASH",
+    "SVG_NS",
     "STATE_STYLES",
     "Layout",
     "LayoutCache",
@@ -47,12 +43,12 @@ __all__ = [
     "build_layout",
     "edge_text",
     "layout_dot",
+    "local_name",
     "node_groups",
     "run_dot",
     "sanitize_svg",
-    "snapshot_svg",
+    "set_title",
     "state_table",
-    "static_html",
 ]
 
 SVG_NS = "http://www.w3.org/2000/svg"
@@ -134,7 +130,7 @@ def layout_dot(graph: Graph) -> str:
     index = {node_id: i for i, node_id in enumerate(graph.nodes)}
     rankdir = graph.attrs.get("rankdir", "TB").upper()
     parents = _drawn_subgraphs(graph)
-    depth = {}
+    depth: dict[int, int] = {}
     for i, parent in parents.items():
         depth[i] = 0 if parent is None else depth[parent] + 1
     home: dict[str, int] = {}
@@ -162,9 +158,8 @@ def layout_dot(graph: Graph) -> str:
         for i in children.get(owner, ()):
             sub = graph.subgraphs[i]
             out.append(f"{indent}subgraph cluster_{i} {{")
-            out.append(
-                f'{indent}  graph [id="fm-cluster-{i}", label={_dot_string(sub.label or sub.name)}];'
-            )
+            label = _dot_string(sub.label or sub.name)
+            out.append(f'{indent}  graph [id="fm-cluster-{i}", label={label}];')
             out.extend(block(i, indent + "  "))
             out.append(f"{indent}}}")
         return out
@@ -212,7 +207,7 @@ def run_dot(dot_text: str, timeout: float = 60.0) -> str:
     return proc.stdout.decode("utf-8")
 
 
-def _local(tag: str) -> str:
+def local_name(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
@@ -220,10 +215,10 @@ def _sanitize(element: ET.Element) -> None:
     """Drop executable parts anywhere below ``element`` (defence in depth; dot emits none)."""
     for parent in element.iter():
         for child in list(parent):
-            if _local(child.tag) in _UNSAFE_ELEMENTS:
+            if local_name(child.tag) in _UNSAFE_ELEMENTS:
                 parent.remove(child)
         for key in list(parent.attrib):
-            name = _local(key).lower()
+            name = local_name(key).lower()
             value = parent.attrib[key].strip().lower()
             if name.startswith("on") or (name == "href" and value.startswith("javascript:")):
                 del parent.attrib[key]
@@ -236,7 +231,7 @@ def sanitize_svg(svg: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
-def _set_title(group: ET.Element, text: str) -> None:
+def set_title(group: ET.Element, text: str) -> None:
     title = group.find(f"{{{SVG_NS}}}title")
     if title is None:
         title = ET.Element(f"{{{SVG_NS}}}title")
@@ -261,7 +256,7 @@ def _follow_text_colour(group: ET.Element) -> None:
         for key in ("fill", "stroke"):
             if part.get(key) == "black":
                 part.set(key, "currentColor")
-        if _local(part.tag) == "text" and part.get("fill") is None:
+        if local_name(part.tag) == "text" and part.get("fill") is None:
             part.set("fill", "currentColor")
 
 
@@ -283,7 +278,7 @@ def build_layout(graph: Graph) -> Layout:
             group.set("class", f"node fm-node fm-n{index[node_id]}")
             group.set("data-node", node_id)
             group.set("data-state", NodeState.PENDING.value)
-            _set_title(group, titles[node_id])
+            set_title(group, titles[node_id])
         elif "edge" in classes and gid in edges:
             edge = edges[gid]
             group.set("class", "edge fm-edge")
@@ -292,20 +287,20 @@ def build_layout(graph: Graph) -> Layout:
             group.set("data-index", str(edge.index))
             arrow = f"{edge.source} → {edge.target}"
             cond = f"\ncondition: {edge.condition}" if edge.condition else ""
-            _set_title(group, arrow + (f"\nlabel: {edge.label}" if edge.label else "") + cond)
+            set_title(group, arrow + (f"\nlabel: {edge.label}" if edge.label else "") + cond)
             _follow_text_colour(group)
         elif "cluster" in classes and gid.startswith("fm-cluster-"):
             sub = graph.subgraphs[int(gid[len("fm-cluster-") :])]
             group.set("class", "cluster fm-cluster")
-            _set_title(group, f"subgraph {sub.name or '(unnamed)'}: {sub.label}".rstrip(": "))
+            set_title(group, f"subgraph {sub.name or '(unnamed)'}: {sub.label}".rstrip(": "))
             for part in group:
-                if _local(part.tag) == "polygon":
+                if local_name(part.tag) == "polygon":
                     part.set("fill", "none")
                     part.set("stroke", "#8a8a8a")
                     part.set("stroke-dasharray", "4,3")
             _follow_text_colour(group)
         elif "graph" in classes:
-            _set_title(group, graph.name)
+            set_title(group, graph.name)
     root.set("class", "fm-graph-svg")
     root.set("role", "img")
     root.set("aria-label", f"pipeline {graph.name}")
@@ -313,9 +308,7 @@ def build_layout(graph: Graph) -> Layout:
     graph_group = root.find(f"{{{SVG_NS}}}g")
     frame = {key: root.get(key) or "" for key in ("width", "height", "viewBox")}
     frame["transform"] = (graph_group.get("transform") or "") if graph_group is not None else ""
-    return Layout(
-        svg=svg, index=index, titles=titles, frame=frame, states=possible_states(graph)
-    )
+    return Layout(svg=svg, index=index, titles=titles, frame=frame, states=possible_states(graph))
 
 
 class LayoutCache:
@@ -358,109 +351,11 @@ class LayoutCache:
         self._entries.clear()
 
 
-def snapshot_svg(layout: Layout, views: Mapping[str, NodeView]) -> str:
-    """The SVG with each node's state written in: ``data-state``, classes, tooltip and the
-    light palette as presentation attributes (what shows where no stylesheet applies).
-
-    Used for the static HTML fallback and to check states in tests; the live widget keeps the
-    layout SVG and sets ``data-state`` in the page instead.
-    """
-    root = ET.fromstring(layout.svg)
-    for group in root.iter(f"{{{SVG_NS}}}g"):
-        node_id = group.get("data-node")
-        if node_id is None:
-            continue
-        view = views.get(node_id, NodeView())
-        classes = f"node fm-node fm-n{layout.index[node_id]} fm-state-{view.state.value}"
-        if view.stale is not StaleKind.NONE:
-            classes += f" fm-stale-{view.stale.value}"
-            group.set("data-stale", view.stale.value)
-        group.set("class", classes)
-        group.set("data-state", view.state.value)
-        why = f"\n{view.state.value}: {view.why}" if view.why else f"\n{view.state.value}"
-        extra = f"\n{view.title}" if view.title else ""
-        _set_title(group, layout.titles.get(node_id, node_id) + why + extra)
-        style = STATE_STYLES[view.state]
-        dash = STALE_DASH.get(view.stale, "") if view.state is NodeState.STALE else style.dash
-        for part in group:
-            tag = _local(part.tag)
-            if tag in ("polygon", "ellipse", "path"):
-                part.set("fill", style.fill)
-                part.set("stroke", style.stroke)
-                part.set("stroke-width", str(style.width))
-                if dash:
-                    part.set("stroke-dasharray", dash)
-            elif tag == "polyline":
-                part.set("stroke", style.stroke)
-            elif tag == "text":
-                part.set("fill", "#1a1a1a")
-    return ET.tostring(root, encoding="unicode")
-
-
-STATIC_CSS = """
-.fm-root.fm-static{margin:4px 0;color:var(--jp-ui-font-color1,inherit);font:13px sans-serif}
-.fm-root.fm-static .fm-static-view{max-height:640px;overflow:auto;border:1px solid
-var(--jp-border-color2,#ccc);border-radius:4px;background:var(--jp-layout-color0,transparent)}
-.fm-root.fm-static svg.fm-graph-svg{max-width:none;height:auto;display:block}
-.fm-root g.fm-node text{fill:var(--jp-ui-font-color1,#1a1a1a)}
-.fm-root g.fm-edge path{stroke:var(--jp-ui-font-color2,#616161)}
-.fm-root g.fm-edge polygon{fill:var(--jp-ui-font-color2,#616161);stroke:var(--jp-ui-font-color2,#616161)}
-.fm-root g.fm-edge text,.fm-root g.fm-cluster text{fill:var(--jp-ui-font-color1,#1a1a1a)}
-.fm-root .fm-legend{display:flex;flex-wrap:wrap;gap:4px 12px;margin:4px 0;font-size:12px}
-.fm-root .fm-legend-item{display:inline-flex;align-items:center;gap:4px}
-.fm-root .fm-swatch{display:inline-block;width:16px;height:11px;border:2px solid;border-radius:2px}
-.fm-root .fm-banner{padding:4px 8px;margin:4px 0;border-left:4px solid
-var(--fm-failed-stroke);background:var(--jp-layout-color2,#f3f3f3)}
-"""
-
-
-def _legend(states: Iterable[NodeState]) -> str:
-    items = []
-    for item in legend_items(states):
-        name = item["state"]
-        style = STATE_STYLES[NodeState(name)]
-        border = "dashed" if item["dash"] else "solid"
-        items.append(
-            f'<span class="fm-legend-item" data-state="{name}" title="{html.escape(item["text"])}">'
-            f'<span class="fm-swatch" style="background:var(--fm-{name}-fill,{style.fill});'
-            f'border-color:var(--fm-{name}-stroke,{style.stroke});border-style:{border}"></span>'
-            f"{name}</span>"
-        )
-    return '<div class="fm-legend">' + "".join(items) + "</div>"
-
-
-def static_html(
-    layout: Layout,
-    views: Mapping[str, NodeView],
-    status: str = "",
-    banner: RunBanner | None = None,
-) -> str:
-    """The graph with its states as one HTML block: the text/html of every display bundle, so
-    exports, GitHub and front ends without a widget manager show the real graph.
-
-    Colours come from the palette CSS (light or dark theme) with the light palette written
-    into the SVG as the fallback where the stylesheet is stripped. No pipeline text is markup.
-    """
-    present = {view.state for view in views.values()}
-    states = [s for s in NodeState if s in set(layout.states) | present]
-    head = f'<div class="fm-static-status">{html.escape(status)}</div>' if status else ""
-    if banner is not None:
-        node = f' data-node="{html.escape(banner.node)}"' if banner.node else ""
-        head += (
-            f'<div class="fm-banner" data-kind="{banner.kind.value}"{node}>'
-            f"{html.escape(banner.text)}</div>"
-        )
-    return (
-        f'<div class="fm-root fm-static"><style>{palette_css()}{STATIC_CSS}</style>{head}'
-        f'<div class="fm-static-view">{snapshot_svg(layout, views)}</div>'
-        f"{_legend(states)}</div>"
-    )
-
-
 def node_groups(svg: str) -> list[ET.Element]:
     """The node ``<g>`` elements of an SVG produced here (tests and exports)."""
     root = ET.fromstring(svg)
     return [g for g in root.iter(f"{{{SVG_NS}}}g") if g.get("data-node") is not None]
+
 
 def state_table(rows: Iterable[tuple[str, str, str]]) -> str:
     """A plain-text table ``node  state  detail`` with aligned columns."""

@@ -101,21 +101,37 @@ class StateStyle:
     description: str = ""
 
 
-STATE_STYLES: Mapping[NodeState, StateStyle] = {
-    NodeState.PENDING: StateStyle("#f7f7f7", "#767676", "#262626", "#9e9e9e", 1.2, "", "not run yet"),
-    NodeState.NEXT: StateStyle("#e3f2fd", "#1565c0", "#10263d", "#64b5f6", 2.5, "6,3", "runs next"),
-    NodeState.RUNNING: StateStyle("#90caf9", "#0d47a1", "#1e4a80", "#90caf9", 3.5, "", "running"),
-    NodeState.SUCCEEDED: StateStyle("#c8e6c9", "#2e7d32", "#1b3a1e", "#66bb6a", 1.8, "", "succeeded"),
-    NodeState.PARTIAL: StateStyle("#f0f4c3", "#6b6b00", "#33330d", "#d4e157", 2.0, "", "partial success"),
-    NodeState.FAILED: StateStyle("#ffcdd2", "#c62828", "#4a1414", "#ef5350", 3.0, "", "failed"),
-    NodeState.RETRYING: StateStyle("#ffe0b2", "#bf4500", "#45280a", "#ffa726", 2.5, "", "retrying"),
-    NodeState.WAITING: StateStyle("#e1bee7", "#6a1b9a", "#371643", "#ce93d8", 3.0, "", "waiting for a human"),
-    NodeState.BLOCKED: StateStyle("#d7ccc8", "#4e342e", "#3a2c27", "#bcaaa4", 3.0, "", "blocked by stale input"),
-    NodeState.SKIPPED: StateStyle("#ececec", "#858585", "#1c1c1c", "#8a8a8a", 1.2, "2,3", "branch not taken"),
-    NodeState.INTERRUPTED: StateStyle("#f8bbd0", "#ad1457", "#451228", "#f48fb1", 3.0, "", "stopped; resumable"),
-    NodeState.STALE: StateStyle("#ffecb3", "#a35200", "#3f300a", "#ffca28", 2.5, "", "inputs changed"),
-    NodeState.OUTDATED: StateStyle("#fff8e1", "#8a6d00", "#2e2a1a", "#e0c46c", 2.0, "8,3", "may be outdated (upstream inputs changed)"),
-}  # fmt: skip
+_PALETTE = """
+state       light fill/stroke  dark fill/stroke   width dash meaning
+pending     #f7f7f7 #767676    #262626 #9e9e9e    1.2   -    not run yet
+next        #e3f2fd #1565c0    #10263d #64b5f6    2.5   6,3  runs next
+running     #90caf9 #0d47a1    #1e4a80 #90caf9    3.5   -    running
+succeeded   #c8e6c9 #2e7d32    #1b3a1e #66bb6a    1.8   -    succeeded
+partial     #f0f4c3 #6b6b00    #33330d #d4e157    2.0   -    partial success
+failed      #ffcdd2 #c62828    #4a1414 #ef5350    3.0   -    failed
+retrying    #ffe0b2 #bf4500    #45280a #ffa726    2.5   -    retrying
+waiting     #e1bee7 #6a1b9a    #371643 #ce93d8    3.0   -    waiting for a human
+blocked     #d7ccc8 #4e342e    #3a2c27 #bcaaa4    3.0   -    blocked by stale input
+skipped     #ececec #858585    #1c1c1c #8a8a8a    1.2   2,3  branch not taken
+interrupted #f8bbd0 #ad1457    #451228 #f48fb1    3.0   -    stopped; resumable
+stale       #ffecb3 #a35200    #3f300a #ffca28    2.5   -    inputs changed
+outdated    #fff8e1 #8a6d00    #2e2a1a #e0c46c    2.0   8,3  upstream inputs changed
+"""
+
+
+def _palette(table: str) -> dict[NodeState, StateStyle]:
+    """The palette table above as styles (one row per state, columns split on blanks)."""
+    styles = {}
+    for row in table.strip().splitlines()[1:]:
+        name, fill, stroke, dark_fill, dark_stroke, width, dash, *words = row.split()
+        styles[NodeState(name)] = StateStyle(
+            fill, stroke, dark_fill, dark_stroke, float(width), dash.strip("-"), " ".join(words)
+        )
+    return styles
+
+
+STATE_STYLES: Mapping[NodeState, StateStyle] = _palette(_PALETTE)
+"""Fixed colours per state; outlines keep 3:1 against the light and the dark background."""
 STALE_DASH: Mapping[StaleKind, str] = {StaleKind.BASELINE: "8,4", StaleKind.RUN: "2,3"}
 """Stale since baseline is dashed, stale since the node ran is dotted."""
 

@@ -36,12 +36,23 @@ from typing import Any
 import anywidget
 import traitlets
 
-from freshness_magic.engine.conditions import explain_condition
-from freshness_magic.engine.edges import select_edge
-from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.errors import RunError
-from freshness_magic.notebook.handle import NotebookPipeline, choice_text, evidence_row
-from freshness_magic.notebook.render import Layout, snapshot_svg, static_html
+from freshness_magic.notebook.handle import NotebookPipeline, choice_text
+from freshness_magic.notebook.render import Layout
+from freshness_magic.notebook.snapshot import snapshot_svg, static_html
+from freshness_magic.notebook.viewdata import (
+    approving,
+    context_keys,
+    cut,
+    evidence_detail,
+    evidence_summary_row,
+    explain,
+    explain_on_live_context,
+    node_details,
+    short,
+    to_json,
+)
 from freshness_magic.notebook.viewstate import (
     STATE_STYLES,
     BannerKind,
@@ -52,6 +63,8 @@ from freshness_magic.notebook.viewstate import (
     palette_css,
     state_code,
 )
+
+__all__ = ["PipelineWidget", "explain_on_live_context", "in_kernel"]
 
 STATIC = Path(__file__).with_name("static")
 EVIDENCE_ROWS = 8
@@ -78,100 +91,7 @@ def in_kernel() -> bool:
     return getattr(get_ipython(), "kernel", None) is not None
 
 
-def explain_on_live_context(
-    pipeline: NotebookPipeline, expr: str, from_node: str | None
-) -> tuple[str, Any]:
-    """Explain ``expr`` against the run's context and (with a node) the edge that would be taken.
-
-    The outcome used is the last outcome of ``from_node`` (or of the last executed node).
-    """
-    text, explanation, _ = _explain(pipeline, expr, from_node, infer_node=False)
-    return text, explanation
-
-
-def _explain(
-    pipeline: NotebookPipeline, expr: str, from_node: str | None, infer_node: bool = True
-) -> tuple[str, Any, Any]:
-    """The explanation text, the explanation and the edge routing would take from the node
-    (``from_node``, or with ``infer_node`` the last executed node)."""
-    context: dict[str, Any] = dict(pipeline.run.context) if pipeline.has_run else {}
-    outcomes = pipeline.outcomes()
-    outcome: Outcome | None = None
-    if from_node is not None:
-        outcome = outcomes.get(from_node)
-    elif outcomes:
-        last, outcome = list(outcomes.items())[-1]
-        from_node = last if infer_node else None
-    if outcome is None:
-        outcome = Outcome(StageStatus.SUCCESS)
-    explanation = explain_condition(
-        expr, outcome=outcome.status.value, preferred_label=outcome.preferred_label, context=context
-    )
-    lines = []
-    if explanation.error is not None:
-        err = explanation.error
-        lines.append(f"syntax error at column {err.column}: {err.message}")
-        lines.append(f"  {expr}")
-        lines.append("  " + " " * max(err.column - 1, 0) + "^")
-    else:
-        lines.append(f"result: {'true' if explanation.result else 'false'}")
-        lines.append(
-            f"  (outcome={outcome.status.value}, preferred_label={outcome.preferred_label!r})"
-        )
-        for clause in explanation.clauses:
-            found = clause.resolved_key if clause.resolved_key is not None else "(not set)"
-            want = "truthy" if clause.expected is None else f"{clause.operator} {clause.expected}"
-            mark = "held" if clause.held else "failed"
-            lines.append(f"  {clause.text:<30} {found} = {clause.actual!r} (wanted {want}): {mark}")
-    edge = None
-    if from_node is not None and from_node in pipeline.graph.nodes:
-        selection = select_edge(pipeline.graph, from_node, outcome, context)
-        edge = selection.edge
-        target = edge.target if edge is not None else "(none)"
-        lines.append(f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})")
-    return "\n".join(lines), explanation, edge
-
-
-def _short(text: str, limit: int) -> str:
-    flat = " ".join(str(text).split())
-    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def _clock_time(timestamp: str) -> str:
-    """``HH:MM:SS`` of an ISO timestamp (the full one is in the record)."""
-    return timestamp[11:19] if len(timestamp) >= 19 and timestamp[10] in "T " else timestamp
-
-
-def evidence_detail(record: Mapping[str, Any]) -> dict[str, Any]:
-    """What an expanded evidence row shows: summary, method, files changed, commit, tails."""
-    found = record.get("outcome")
-    outcome: Mapping[str, Any] = found if isinstance(found, dict) else {}
-    facts = outcome.get("engine")
-    engine: Mapping[str, Any] = facts if isinstance(facts, dict) else {}
-    files = engine.get("files") if isinstance(engine.get("files"), dict) else {}
-    changed = [
-        f"{path} ({kind})"
-        for kind in ("added", "modified", "deleted")
-        for path in (files or {}).get(kind, [])
-    ]
-    detail: dict[str, Any] = {
-        "summary": record.get("summary", ""),
-        "status": engine.get("status") or outcome.get("status", ""),
-        "method": engine.get("evidence_method") or record.get("type", ""),
-        "files changed": changed,
-        "commit": engine.get("commit") or "",
-        "stale files": engine.get("stale_files") or [],
-        "failure reason": engine.get("failure_reason", ""),
-        "attempt": engine.get("attempt", ""),
-        "time": record.get("timestamp", ""),
-    }
-    for key, value in engine.items():
-        if "tail" in key or key in ("stdout", "stderr", "response"):
-            detail[key.replace("_", " ")] = value
-    return {k: v for k, v in detail.items() if v not in ("", None, [])}
-
-
-class PipelineWidget(anywidget.AnyWidget):  # type: ignore[misc]
+class PipelineWidget(anywidget.AnyWidget):
     """The notebook view of a pipeline object; refreshes on its events, acts on clicks."""
 
     _esm = STATIC / "graph.js"
@@ -298,29 +218,8 @@ class PipelineWidget(anywidget.AnyWidget):  # type: ignore[misc]
             "node": gate.node_id,
             "question": gate.text,
             "choices": choices,
-            "approving": self._approving(gate.node_id),
+            "approving": approving(self.pipeline, gate.node_id),
         }
-
-    def _approving(self, gate_node: str) -> dict[str, str]:
-        """What the gate approves: the response or changed files of the node that ran before it."""
-        records = [r for r in self.pipeline.evidence_records() if r.get("nodeId") != gate_node]
-        if not records:
-            return {}
-        last = records[-1]
-        node = str(last.get("nodeId", ""))
-        details = getattr(self.pipeline, "details", None)
-        if callable(details):
-            found = details(node)
-            if isinstance(found, dict):
-                response = found.get("response") or ""
-                if response:
-                    return {"title": f"response of {node}", "text": _cut(str(response), 2000)}
-        detail = evidence_detail(last)
-        lines = [str(detail.get("summary", ""))]
-        files = detail.get("files changed") or []
-        if files:
-            lines.append("files changed: " + ", ".join(files))
-        return {"title": f"result of {node}", "text": "\n".join(lines)}
 
     def _evidence_value(self) -> dict[str, Any] | None:
         records = self.pipeline.evidence_records()
@@ -329,19 +228,7 @@ class PipelineWidget(anywidget.AnyWidget):  # type: ignore[misc]
         self._evidence_count = len(records)
         self._records = records
         newest = list(enumerate(records))[-EVIDENCE_ROWS:][::-1]
-        return {"total": len(records), "rows": [self._row(i, r) for i, r in newest]}
-
-    @staticmethod
-    def _row(seq: int, record: Mapping[str, Any]) -> list[Any]:
-        row = evidence_row(record)
-        return [
-            seq,
-            _clock_time(row["time"]),
-            row["node"],
-            row["status"],
-            row["method"],
-            _short(row["summary"], 90),
-        ]
+        return {"total": len(records), "rows": [evidence_summary_row(i, r) for i, r in newest]}
 
     def refresh(self) -> None:
         """Bring the page up to date: only changed values, all in one model update."""
@@ -364,7 +251,7 @@ class PipelineWidget(anywidget.AnyWidget):  # type: ignore[misc]
             codes[i] = state_code(view)
             text = view.why or view.title
             if view.state not in _QUIET and text:
-                notes[node_id] = _short(text, NOTE_CHARS)
+                notes[node_id] = short(text, NOTE_CHARS)
         values["states"] = "".join(codes)
         values["notes"] = notes
         values["run"] = self._run_value(views)
@@ -374,7 +261,7 @@ class PipelineWidget(anywidget.AnyWidget):  # type: ignore[misc]
             if banner is None
             else {
                 "kind": banner.kind.value,
-                "text": _cut(banner.text, 1500),
+                "text": cut(banner.text, 1500),
                 "node": banner.node,
                 "edge": list(banner.edge) if banner.edge else None,
             }
@@ -389,7 +276,7 @@ class PipelineWidget(anywidget.AnyWidget):  # type: ignore[misc]
         with self.hold_sync():
             for name, value in changed.items():
                 setattr(self, name, value)
-        size = sum(len(_json(v)) for v in changed.values())
+        size = sum(len(to_json(v)) for v in changed.values())
         self.update_stats.append((time.perf_counter() - started, size))
 
     def _on_pipeline_event(self, event: Any) -> None:
@@ -432,7 +319,7 @@ class PipelineWidget(anywidget.AnyWidget):  # type: ignore[misc]
         if action == "details":
             self.send({"reply": "details", "node": node, "data": self.node_details(str(node))})
         elif action == "playground":
-            text, _, edge = _explain(pipeline, str(msg.get("expr", "")), node)
+            text, _, edge = explain(pipeline, str(msg.get("expr", "")), node)
             if not str(msg.get("expr", "")).strip():
                 text = "type a condition, e.g. outcome=success && context.tests.passed=true"
             self.send(
@@ -442,18 +329,24 @@ class PipelineWidget(anywidget.AnyWidget):  # type: ignore[misc]
                     "edge": None
                     if edge is None
                     else {"source": edge.source, "target": edge.target, "index": edge.index},
-                    "keys": self.context_keys(),
+                    "keys": context_keys(self.pipeline),
                 }
             )
         elif action == "evidence_all":
-            rows = [self._row(i, r) for i, r in enumerate(pipeline.evidence_records())][::-1]
+            rows = [evidence_summary_row(i, r) for i, r in enumerate(pipeline.evidence_records())][
+                ::-1
+            ]
             self.send({"reply": "evidence_all", "rows": rows})
         elif action == "evidence_detail":
             seq = int(msg.get("seq", -1))
             records = pipeline.evidence_records()
             if 0 <= seq < len(records):
                 self.send(
-                    {"reply": "evidence_detail", "seq": seq, "record": evidence_detail(records[seq])}
+                    {
+                        "reply": "evidence_detail",
+                        "seq": seq,
+                        "record": evidence_detail(records[seq]),
+                    }
                 )
         elif action == "stop":
             self._call("stop")
@@ -469,7 +362,7 @@ class PipelineWidget(anywidget.AnyWidget):  # type: ignore[misc]
         return method(*args, **kwargs)
 
     def _answer(self, node: str | None, choice: str, comment: str) -> Callable[[], Any]:
-        resume = self.pipeline.resume
+        resume: Callable[..., Any] = self.pipeline.resume
         if comment.strip() and "comment" in inspect.signature(resume).parameters:
             return lambda: resume(node, choice, comment=comment)
         if comment.strip():
@@ -508,36 +401,9 @@ class PipelineWidget(anywidget.AnyWidget):  # type: ignore[misc]
 
     def node_details(self, node_id: str) -> dict[str, Any]:
         """A node's details: the pipeline's ``details(node)`` plus its attributes and state."""
-        node = self.pipeline.require_node(node_id)
-        view = self.views().get(node_id, NodeView())
-        data: dict[str, Any] = {"state": view.state.value, "why": view.why}
-        own = getattr(self.pipeline, "details", None)
-        if callable(own):
-            found = own(node_id)
-            if isinstance(found, dict):
-                data.update(found)
-        else:
-            outcome = self.pipeline.outcomes().get(node_id)
-            if outcome is not None:
-                data["failure_reason"] = outcome.failure_reason
-                data["notes"] = outcome.notes
-            stale = getattr(self.pipeline, "stale", {}).get(node_id)
-            if stale is not None:
-                data["stale_files"] = [f"{f.path} ({f.label})" for f in stale.files]
-            records = self.pipeline.evidence_records(node_id)
-            data["evidence"] = [evidence_detail(r) for r in records[-3:]][::-1]
-        data.setdefault("attributes", dict(node.attrs))
-        return data
+        return node_details(self.pipeline, node_id, self.views().get(node_id, NodeView()))
 
-    def context_keys(self, limit: int = 200) -> list[list[str]]:
-        """The run context's keys with short values (the playground lists and completes them)."""
-        keys = [["outcome", ""], ["preferred_label", ""]]
-        if self.pipeline.has_run:
-            for key, value in sorted(self.pipeline.run.context.items())[:limit]:
-                keys.append([f"context.{key}", _short(repr(value), 60)])
-        return keys
-
-    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:
+    def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
         """The widget view, the static graph as ``text/html`` and the state table as text."""
         found = super()._repr_mimebundle_(**kwargs)
         data = dict(found[0] if isinstance(found, tuple) else found or {})
@@ -546,23 +412,13 @@ class PipelineWidget(anywidget.AnyWidget):  # type: ignore[misc]
         return data
 
 
-def _cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
-def _json(value: Any) -> str:
-    import json
-
-    return json.dumps(value, separators=(",", ":"), default=str)
-
-
 _Factory = Callable[[PipelineWidget, Mapping[str, Any], Any], Callable[[], Any]]
 _ACTIONS: dict[str, _Factory] = {
     "step": lambda w, _m, _n: w.pipeline.step,
     "run": lambda w, _m, _n: w.pipeline.run_to,
-    "run_to": lambda w, _m, n: (lambda: w.pipeline.run_to(to=n)),
-    "retry": lambda w, _m, n: (lambda: w._call("retry", n)),
-    "accept": lambda w, _m, n: (lambda: w.pipeline.accept(n)),
+    "run_to": lambda w, _m, n: lambda: w.pipeline.run_to(to=n),
+    "retry": lambda w, _m, n: lambda: w._call("retry", n),
+    "accept": lambda w, _m, n: lambda: w.pipeline.accept(n),
     "reset": lambda w, _m, _n: w.pipeline.reset,
     "answer": lambda w, m, n: w._answer(n, str(m.get("choice", "")), str(m.get("comment", ""))),
 }

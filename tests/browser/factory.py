@@ -118,7 +118,9 @@ FACTORY_NODES = 42
 """40 stages plus start and exit."""
 
 
-def write_factory(folder: Path, name: str = "factory.ipynb", extra: list[str] | None = None) -> Path:
+def write_factory(
+    folder: Path, name: str = "factory.ipynb", extra: list[str] | None = None
+) -> Path:
     """The factory pipeline as a notebook in ``folder``, with the files its nodes watch."""
     (folder / "docs").mkdir(parents=True, exist_ok=True)
     (folder / "src").mkdir(parents=True, exist_ok=True)

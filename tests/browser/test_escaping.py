@@ -107,8 +107,7 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
     assert SVG in question
     buttons = page.locator(f"{WIDGET} .fm-gate-choice").all_inner_texts()
     assert [b.strip() for b in buttons] == ["[Y] " + IMG, "[N] " + SVG]
-    why = page.locator(f"{WIDGET} .fm-why-item[data-node='gate']").inner_text()
-    assert SVG in why
+    assert SVG in wait_tooltip(page, "gate", "waiting")
     page.locator(f"{WIDGET} .fm-playground-input input").fill(f"context.x={SCRIPT}")
     page.wait_for_function(
         "(s) => document.querySelector(s + ' .fm-playground-result').textContent.length > 0",
@@ -121,15 +120,17 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
     run_cell(page, 2)
     wait_node_states(page, {"work": NodeState.STALE.value})
     assert f"{FILE_NAME} (added)" in wait_tooltip(page, "work", FILE_NAME)
-    assert FILE_NAME in page.locator(f"{WIDGET} .fm-why-item[data-node='work']").inner_text()
+    page.locator(f"{WIDGET} svg g.fm-node[data-node='work']").click()
+    page.locator(f"{WIDGET} .fm-details-stale_files").wait_for(timeout=WAIT_MS)
+    assert FILE_NAME in page.locator(f"{WIDGET} .fm-details").inner_text()
     save_screenshot(
         page,
         "s6_escaping_gate",
         page.locator(WIDGET),
         'hostile pipeline waiting at its gate: <script>, <img onerror>, "><svg onload> shown as'
-        " text in node and edge labels, gate question, choice buttons, attention list, evidence"
-        " rows and the playground, and an added input file named like an <img onerror> tag in"
-        " the tooltip and attention line of the stale node; nothing ran",
+        " text in node and edge labels, gate question, choice buttons, evidence rows and the"
+        " playground, and an added input file named like an <img onerror> tag in the tooltip"
+        " and the details of the stale node; nothing ran",
     )
 
     assert pwned(page) == "undefined"

@@ -110,13 +110,14 @@ def test_factory_graph_is_readable_and_contrasting(
             assert ratios["text_on_fill"] >= 4.5, (state, ratios)
     assert found["edge"] >= 3 and found["edge_label"] >= 4.5 and found["cluster_label"] >= 3
     assert_clean(page)
+    ratios = sorted((s, round(r["stroke"], 1)) for s, r in found["states"].items())
     save_screenshot(
         page,
         f"view_factory_{ui}_{theme}",
         page.locator(WIDGET),
         f"{UI_NAMES[ui]}, {theme} theme: the 42-node factory pipeline after `%pipeline run`"
         " (waiting at design_ok): clusters with labels, readable labels, scrollable graph,"
-        f" contrast ratios {sorted((s, round(r['stroke'], 1)) for s, r in found['states'].items())}",
+        f" contrast ratios {ratios}",
     )
 
 
@@ -279,8 +280,7 @@ def test_gate_with_comment_routes(lab_server: Any, page: Any) -> None:
         page,
         "view_gate_waiting",
         gate,
-        "the gate panel: question, the result being approved, a comment box, one button per"
-        " choice",
+        "the gate panel: question, the result being approved, a comment box, one button per choice",
     )
     newest = page.locator(f"{WIDGET} .fm-evidence-row").first.get_attribute("data-seq")
     page.locator(f"{WIDGET} .fm-gate-comment").fill("API first, UI later")

@@ -29,13 +29,16 @@ _CONTRAST_JS = """(s) => {
         return m ? [+m[1], +m[2], +m[3], m[4] === undefined ? 1 : +m[4]] : null;
     };
     const lum = ([r, g, b]) => {
-        const f = (v) => { v /= 255; return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4; };
+        const f = (v) => {
+            v /= 255;
+            return v <= 0.03928 ? v / 12.92 : ((v + 0.055) / 1.055) ** 2.4;
+        };
         return 0.2126 * f(r) + 0.7152 * f(g) + 0.0722 * f(b);
     };
     const ratio = (a, b) => { const [x, y] = [lum(a), lum(b)].sort((p, q) => q - p);
                               return (x + 0.05) / (y + 0.05); };
     const root = document.querySelector(s);
-    const viewport = root.querySelector('.fm-viewport');
+    const viewport = root.querySelector('.fm-viewport, .fm-static-view');
     let bgEl = viewport, bg = parse(getComputedStyle(bgEl).backgroundColor);
     while (bg && bg[3] === 0 && bgEl.parentElement) {
         bgEl = bgEl.parentElement; bg = parse(getComputedStyle(bgEl).backgroundColor);
@@ -112,9 +115,7 @@ def viewport_state(page: Any, scope: str) -> dict[str, float]:
 
 def wait_attr(page: Any, selector: str, timeout: int = WAIT_MS) -> None:
     """Wait until ``selector`` matches an element (attribute selectors included)."""
-    page.wait_for_function(
-        "(sel) => !!document.querySelector(sel)", arg=selector, timeout=timeout
-    )
+    page.wait_for_function("(sel) => !!document.querySelector(sel)", arg=selector, timeout=timeout)
 
 
 def in_window(page: Any, selector: str) -> bool:

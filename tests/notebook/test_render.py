@@ -12,9 +12,8 @@ from freshness_magic.notebook.render import (
     node_groups,
     run_dot,
     sanitize_svg,
-    snapshot_svg,
-    static_html,
 )
+from freshness_magic.notebook.snapshot import snapshot_svg, static_html
 from freshness_magic.notebook.viewstate import (
     DARK_BACKGROUND,
     LIGHT_BACKGROUND,
@@ -124,9 +123,7 @@ def test_legend_lists_only_the_states_a_pipeline_can_show():
             " done [shape=Msquare]; start -> ask; ask -> a; ask -> done; a -> done }"
         )
     )
-    assert {NodeState.WAITING, NodeState.SKIPPED, NodeState.STALE, NodeState.OUTDATED} <= set(
-        gated
-    )
+    assert {NodeState.WAITING, NodeState.SKIPPED, NodeState.STALE, NodeState.OUTDATED} <= set(gated)
     assert NodeState.BLOCKED not in gated
 
 
@@ -151,7 +148,7 @@ def test_subgraphs_become_labelled_nested_clusters():
     svg = LayoutCache().get(graph).svg
     assert svg.count('class="cluster fm-cluster"') == 2
     assert ">Outer</text>" in svg and ">Inner</text>" in svg
-    assert "subgraph cluster_1 {\n      graph [id=\"fm-cluster-1\", label=\"Inner\"];\n      n2" in dot
+    assert 'subgraph cluster_1 {\n      graph [id="fm-cluster-1", label="Inner"];\n      n2' in dot
     raw = run_dot(dot).replace("&#45;", "-")
     assert raw.index('id="fm-cluster-1"') < raw.index('id="fm-node-b"')
 

@@ -133,9 +133,7 @@ def test_details_on_request(shell: InteractiveShell, workdir: Path):
     assert data["evidence"][0]["method"] == "external_effect"
 
 
-def test_evidence_rows_newest_first_bounded_and_expandable(
-    shell: InteractiveShell, workdir: Path
-):
+def test_evidence_rows_newest_first_bounded_and_expandable(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     widget = pipeline.widget
     replies = Replies(widget)
@@ -146,7 +144,9 @@ def test_evidence_rows_newest_first_bounded_and_expandable(
         json.loads(x) for x in (pipeline.run.run_dir / "evidence.jsonl").read_text().splitlines()
     ]
     rows = widget.evidence["rows"]
-    assert [r[2] for r in rows] == [r["nodeId"] for r in reversed(log)] == ["draft", "lint", "start"]
+    assert (
+        [r[2] for r in rows] == [r["nodeId"] for r in reversed(log)] == ["draft", "lint", "start"]
+    )
     assert [r[0] for r in rows] == [2, 1, 0]
     widget.handle({"action": "evidence_detail", "seq": 1})
     record = replies.last("evidence_detail")
@@ -216,7 +216,9 @@ def test_static_html_carries_the_states(shell: InteractiveShell, workdir: Path):
     assert "application/vnd.jupyter.widget-view+json" in bundle
     html = bundle["text/html"]
     assert html == widget.static_html()
-    groups = {g.get("data-node"): g for g in node_groups(html[html.index("<svg") :].split("</div>")[0])}
+    groups = {
+        g.get("data-node"): g for g in node_groups(html[html.index("<svg") :].split("</div>")[0])
+    }
     assert groups["approve"].get("data-state") == "waiting"
     assert groups["lint"].get("data-state") == "succeeded"
     shape = next(p for p in groups["lint"] if p.tag.endswith("polygon"))

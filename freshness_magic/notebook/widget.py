@@ -204,6 +204,7 @@ class PipelineWidget(anywidget.AnyWidget):
             "busy": busy,
             "backend": str(getattr(pipeline, "backend_name", "simulated")),
             "can_stop": callable(getattr(pipeline, "stop", None)),
+            "can_retry": callable(getattr(pipeline, "retry", None)),
         }
 
     def _gate_value(self) -> dict[str, Any]:
@@ -319,19 +320,7 @@ class PipelineWidget(anywidget.AnyWidget):
         if action == "details":
             self.send({"reply": "details", "node": node, "data": self.node_details(str(node))})
         elif action == "playground":
-            text, _, edge = explain(pipeline, str(msg.get("expr", "")), node)
-            if not str(msg.get("expr", "")).strip():
-                text = "type a condition, e.g. outcome=success && context.tests.passed=true"
-            self.send(
-                {
-                    "reply": "playground",
-                    "text": text,
-                    "edge": None
-                    if edge is None
-                    else {"source": edge.source, "target": edge.target, "index": edge.index},
-                    "keys": context_keys(self.pipeline),
-                }
-            )
+            self.send(self.playground(str(msg.get("expr", "")), node))
         elif action == "evidence_all":
             rows = [evidence_summary_row(i, r) for i, r in enumerate(pipeline.evidence_records())][
                 ::-1
@@ -398,6 +387,20 @@ class PipelineWidget(anywidget.AnyWidget):
         worker = self._worker
         if worker is not None:
             worker.join(timeout)
+
+    def playground(self, expr: str, node: str | None = None) -> dict[str, Any]:
+        """The condition playground's answer: the explanation text, the edge routing would take
+        from ``node`` (default: the last executed node) and the context keys for completion."""
+        text, _, edge = explain(self.pipeline, expr, node)
+        if not expr.strip():
+            text = "type a condition, e.g. outcome=success && context.tests.passed=true"
+        found = None if edge is None else {"source": edge.source, "target": edge.target}
+        return {
+            "reply": "playground",
+            "text": text,
+            "edge": found if edge is None else {**found, "index": edge.index},
+            "keys": context_keys(self.pipeline),
+        }
 
     def node_details(self, node_id: str) -> dict[str, Any]:
         """A node's details: the pipeline's ``details(node)`` plus its attributes and state."""

@@ -98,18 +98,17 @@ def stale_dash(kind: StaleKind) -> str:
     return ", ".join(f"{part}px" for part in STALE_DASH[kind].split(","))
 
 
-def wait_node_states(
-    page: Any, expected: dict[str, str], scope: str = WIDGET, dark: bool = False
-) -> None:
-    """Wait until every node in ``expected`` is painted in its state's colours."""
-    palette = DARK_PAINT if dark else PAINT
-    want = {node: list(palette[state]) for node, state in expected.items()}
+def wait_node_states(page: Any, expected: dict[str, str], scope: str = WIDGET) -> None:
+    """Wait until every node in ``expected`` is painted in its state's colours (of the light
+    or the dark palette, whichever theme the page shows)."""
+    want = {node: [*PAINT[state], *DARK_PAINT[state]] for node, state in expected.items()}
     try:
         page.wait_for_function(
             f"""([scope, want]) => {{
                 const paint = ({_NODE_PAINT_JS})(scope);
-                return Object.entries(want).every(([node, [fill, stroke]]) =>
-                    paint[node] && paint[node][0] === fill && paint[node][1] === stroke);
+                return Object.entries(want).every(([node, [fill, stroke, dfill, dstroke]]) =>
+                    paint[node] && ((paint[node][0] === fill && paint[node][1] === stroke)
+                    || (paint[node][0] === dfill && paint[node][1] === dstroke)));
             }}""",
             arg=[scope, want],
             timeout=WAIT_MS,

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from freshness_magic.notebook.render import NodeState
+from freshness_magic.engine.model import Edge
+from freshness_magic.notebook.render import NodeState, edge_text
 from tests.browser.fm import (
     WIDGET,
     click,
@@ -55,6 +56,11 @@ HOSTILE_DOT = f"""digraph hostile {{
 """
 
 
+def edge_text_of(label: str) -> str:
+    """What the graph shows for an edge labelled ``label`` (cut to size; whole in the title)."""
+    return edge_text(Edge("a", "b", {"label": label}))
+
+
 def pwned(page: Any) -> str:
     return str(page.evaluate("() => typeof window.__pwned"))
 
@@ -98,7 +104,15 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
         "(s) => [...document.querySelectorAll(s + ' svg g.fm-edge text')].map(t => t.textContent)",
         WIDGET,
     )
-    assert sorted(edge_text) == sorted(["[Y] " + IMG, "[N] " + SVG])
+    assert sorted(edge_text) == sorted(
+        edge_text_of(label) for label in ("[Y] " + IMG, "[N] " + SVG)
+    )
+    edge_titles = page.evaluate(
+        "(s) => [...document.querySelectorAll(s + ' svg g.fm-edge > title')]"
+        ".map(t => t.textContent)",
+        WIDGET,
+    )
+    assert any(("[N] " + SVG) in title for title in edge_titles)
 
     click(page, "fm-run")
     wait_node_states(page, {"gate": NodeState.WAITING.value})

@@ -10,7 +10,15 @@ from typing import Any
 import pytest
 
 from tests.browser.factory import FACTORY_NODES, write_factory
-from tests.browser.fm import WIDGET, node_states, wait_node_states, widget_log_errors
+from tests.browser.fm import (
+    DARK_PAINT,
+    PAINT,
+    WIDGET,
+    node_paint,
+    node_states,
+    wait_node_states,
+    widget_log_errors,
+)
 from tests.browser.lab import (
     WAIT_MS,
     error_outputs,
@@ -73,9 +81,16 @@ def test_factory_graph_is_readable_and_contrasting(
     background, edges and labels readable; in both themes."""
     start_factory(page, lab_server, f"view_{ui}_{theme}", ui, [RUN_TO_GATE])
     set_theme(page, theme)
-    wait_node_states(
-        page, {"read_issue": "succeeded", "design_ok": "waiting"}, dark=theme == "dark"
-    )
+    try:
+        check_readable_and_contrasting(page, ui, theme)
+    finally:
+        set_theme(page, "light")  # the theme is a server-side setting: later tests expect light
+
+
+def check_readable_and_contrasting(page: Any, ui: str, theme: str) -> None:
+    painted = DARK_PAINT if theme == "dark" else PAINT
+    wait_node_states(page, {"read_issue": "succeeded", "design_ok": "waiting"})
+    assert node_paint(page)["design_ok"][:2] == list(painted["waiting"])  # type: ignore[index]
     clusters = svg_texts(page, "g.fm-cluster text")
     assert {"Intake", "Design", "Build", "Backend", "Frontend", "Verify", "Docs", "Release"} <= set(
         clusters

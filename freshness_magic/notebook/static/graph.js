@@ -181,7 +181,7 @@ function render({ model, el }) {
   // --- the graph ---------------------------------------------------------------------------------
   function loadGraph() {
     const g = model.get("graph") || {};
-    title.textContent = g.name ? `pipeline ${g.name}` : "";
+    title.hidden = true; // the status line starts with "pipeline <name>:"
     canvas.innerHTML = g.svg || "";
     const svg = canvas.querySelector("svg");
     view.svg = svg;
@@ -271,6 +271,9 @@ function render({ model, el }) {
     for (const b of actionButtons) b.disabled = busy || !!model.get("note");
     stopB.disabled = !run.running && !busy;
     stopB.hidden = run.can_stop === false;
+    const current = run.running || (model.get("gate") || {}).node || "";
+    if (current && current !== view.followed && !drag) requestAnimationFrame(() => scrollToNode(current, false));
+    view.followed = current;
     tick();
   }
   function tick() {
@@ -286,6 +289,18 @@ function render({ model, el }) {
     }
   }
   const ticker = setInterval(tick, 500);
+
+  function scrollToNode(id, always) {
+    const i = view.nodes.indexOf(id);
+    const grp = i >= 0 ? view.groups[i] : null;
+    if (!grp) return;
+    const v = viewport.getBoundingClientRect();
+    const r = grp.getBoundingClientRect();
+    const inside = r.left >= v.left && r.right <= v.right && r.top >= v.top && r.bottom <= v.bottom;
+    if (inside && !always) return;
+    viewport.scrollLeft += r.left + r.width / 2 - (v.left + v.width / 2);
+    viewport.scrollTop += r.top + r.height / 2 - (v.top + v.height / 2);
+  }
 
   function highlightFocus(node, edge) {
     for (const g of canvas.querySelectorAll(".fm-focus")) g.classList.remove("fm-focus");
@@ -320,12 +335,14 @@ function render({ model, el }) {
       go.onclick = () => select(b.node);
       banner.append(go);
     }
-    if (b.kind === "failed" || b.kind === "interrupted") {
+    if ((b.kind === "failed" || b.kind === "interrupted") && (model.get("run") || {}).can_retry) {
       const retry = btn("Retry", "fm-banner-retry", "Retry from the failed or stopped node");
       retry.onclick = () => send({ action: "retry", node: b.node || null });
       banner.append(retry);
     }
     highlightFocus(b.node, b.edge);
+    if (b.node && b.node !== view.bannerNode) requestAnimationFrame(() => scrollToNode(b.node, false));
+    view.bannerNode = b.node;
   }
 
   function applyNote() {
@@ -365,6 +382,7 @@ function render({ model, el }) {
   }
   function select(id) {
     setSelected(id);
+    scrollToNode(id, false);
     details.hidden = false;
     details.dataset.node = id;
     detailsTitle.textContent = id;
@@ -380,6 +398,7 @@ function render({ model, el }) {
     detailsState.replaceChildren(h("span", "fm-state-chip", state));
     detailsState.firstChild.dataset.state = state;
     if (notes[view.selected]) detailsState.append(h("span", "fm-details-why", notes[view.selected]));
+    retryB.hidden = !(model.get("run") || {}).can_retry;
     retryB.disabled = !["failed", "interrupted", "succeeded", "partial", "stale", "outdated", "blocked"].includes(state);
     acceptHereB.disabled = !["stale", "blocked", "outdated"].includes(state);
   }

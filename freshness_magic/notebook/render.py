@@ -32,8 +32,8 @@ from freshness_magic.notebook.viewstate import (
 
 __all__ = [
     "STALE_DASH",
-    "SVG_NS",
     "STATE_STYLES",
+    "SVG_NS",
     "Layout",
     "LayoutCache",
     "NodeState",

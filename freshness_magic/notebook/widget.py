@@ -116,6 +116,7 @@ class PipelineWidget(anywidget.AnyWidget):
         self.background = in_kernel()
         """Run actions on a worker thread (True inside a Jupyter kernel: the kernel stays free)."""
         self._worker: threading.Thread | None = None
+        self._refresh_lock = threading.Lock()
         self._layout: Layout | None = None
         self._layout_key: tuple[object, ...] | None = None
         self._running_since: dict[str, float] = {}
@@ -232,7 +233,15 @@ class PipelineWidget(anywidget.AnyWidget):
         return {"total": len(records), "rows": [evidence_summary_row(i, r) for i, r in newest]}
 
     def refresh(self) -> None:
-        """Bring the page up to date: only changed values, all in one model update."""
+        """Bring the page up to date: only changed values, all in one model update.
+
+        Runs on the kernel thread and on the action's worker thread; one at a time, so a slower
+        refresh never overwrites a newer one with older values.
+        """
+        with self._refresh_lock:
+            self._refresh()
+
+    def _refresh(self) -> None:
         started = time.perf_counter()
         pipeline = self.pipeline
         values: dict[str, Any] = {}

@@ -193,7 +193,7 @@ def test_node_details_open_on_click(lab_server: Any, page: Any) -> None:
     assert "docs/*.md" in text  # source_files
     assert "succeeded" in page.locator(f"{WIDGET} .fm-details .fm-state-chip").inner_text()
     assert "Tool completed" in page.locator(f"{WIDGET} .fm-details-evidence").inner_text()
-    for action in ("fm-act-run-to", "fm-act-retry", "fm-act-accept"):
+    for action in ("fm-act-run-to", "fm-act-accept"):  # Retry shows where the pipeline has retry()
         assert page.locator(f"{WIDGET} .fm-details .{action}").is_visible()
     assert page.locator(f"{WIDGET} svg g.fm-node.fm-selected").get_attribute("data-node") == (
         "gather"

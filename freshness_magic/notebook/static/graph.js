@@ -621,6 +621,8 @@ function render({ model, el }) {
     if (reply.edge) {
       const e = view.edges.find((x) => x.dataset.index === String(reply.edge.index));
       if (e) e.classList.add("fm-chosen");
+      if (reply.edge.source !== view.playedFrom) scrollToNode(reply.edge.source, false);
+      view.playedFrom = reply.edge.source;
       playResult.dataset.edge = `${reply.edge.source}->${reply.edge.target}`;
     }
     if (document.activeElement === playInput) showSuggestions();

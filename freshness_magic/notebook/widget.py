@@ -403,11 +403,13 @@ class PipelineWidget(anywidget.AnyWidget):
         text, _, edge = explain(self.pipeline, expr, node)
         if not expr.strip():
             text = "type a condition, e.g. outcome=success && context.tests.passed=true"
-        found = None if edge is None else {"source": edge.source, "target": edge.target}
+        found = None
+        if edge is not None:
+            found = {"source": edge.source, "target": edge.target, "index": edge.index}
         return {
             "reply": "playground",
             "text": text,
-            "edge": found if edge is None else {**found, "index": edge.index},
+            "edge": found,
             "keys": context_keys(self.pipeline),
         }
 

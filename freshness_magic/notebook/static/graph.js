@@ -395,8 +395,11 @@ function render({ model, el }) {
     const code = (model.get("states") || "")[i] || "p";
     const state = CODES[code];
     const notes = model.get("notes") || {};
-    detailsState.replaceChildren(h("span", "fm-state-chip", state));
-    detailsState.firstChild.dataset.state = state;
+    const chip = h("span", "fm-state-chip", state);
+    chip.dataset.state = state;
+    chip.style.background = `var(--fm-${state}-fill)`;
+    chip.style.borderColor = `var(--fm-${state}-stroke)`;
+    detailsState.replaceChildren(chip);
     if (notes[view.selected]) detailsState.append(h("span", "fm-details-why", notes[view.selected]));
     retryB.hidden = !(model.get("run") || {}).can_retry;
     retryB.disabled = !["failed", "interrupted", "succeeded", "partial", "stale", "outdated", "blocked"].includes(state);
@@ -421,7 +424,9 @@ function render({ model, el }) {
   function showDetails(node, data) {
     if (node !== view.selected) return;
     const parts = [];
+    const shown = (data || {}).why;
     for (const [key, v] of Object.entries(data || {})) {
+      if (key === "state" || key === "why" || (key === "notes" && v === shown)) continue;
       if (v === "" || v === null || v === undefined || (Array.isArray(v) && !v.length)) continue;
       const sec = h("section", `fm-details-section fm-details-${key.replace(/[^a-z0-9_-]/gi, "")}`);
       sec.append(h("h4", "", key.replace(/_/g, " ")), value(v));

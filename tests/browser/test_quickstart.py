@@ -305,6 +305,11 @@ def test_gate_buttons_route_the_run(lab_server: Any, page: Any) -> None:
     status = wait_status(page, "completed")
     assert status_counts(status) == (5, 5)
     assert progress_percent(page) == pytest.approx(100, abs=1.0)
+    page.wait_for_function(  # the exit's record comes with the step's last update
+        "(s) => document.querySelector(s + ' .fm-evidence-row').dataset.node === 'done'",
+        arg=WIDGET,
+        timeout=WAIT_MS,
+    )
     rows = evidence_rows(page)
     assert rows[0] == "done"
     assert rows.count("draft") == 2

@@ -27,6 +27,7 @@ from tests.browser.lab import (
     page_errors,
     run_all_cells,
     save_screenshot,
+    write_notebook,
 )
 from tests.browser.view import (
     contrast,
@@ -321,3 +322,51 @@ def test_gate_with_comment_routes(lab_server: Any, page: Any) -> None:
         page.locator(WIDGET),
         "after [R] (key r, with a comment) the design loop ran again; after [A] the build ran",
     )
+
+
+SLOW_DOT = """digraph slow {
+  start [shape=Mdiamond]
+  work  [label="Slow work"]
+  done  [shape=Msquare]
+  start -> work -> done
+}
+"""
+
+
+def test_running_node_shows_a_live_timer(lab_server: Any, page: Any) -> None:
+    """While a node runs (Run on the kernel's worker thread), the header names it with an
+    elapsed time that keeps counting; the node is drawn running; afterwards the timer is gone."""
+    write_notebook(
+        lab_server.root / "view_timer" / "slow.ipynb",
+        [
+            "%load_ext freshness_magic",
+            "%%pipeline slow\n" + SLOW_DOT,
+            "%%node work\nimport time\ntime.sleep(4)",
+        ],
+    )
+    open_lab_notebook(page, lab_server, "view_timer/slow.ipynb")
+    run_all_cells(page)
+    page.locator(f"{WIDGET} svg g.fm-node").nth(2).wait_for(timeout=WAIT_MS)
+    page.locator(f"{WIDGET} .fm-run").click()
+    timer = page.locator(f"{WIDGET} .fm-timer[data-node='work']")
+    timer.wait_for(state="visible", timeout=WAIT_MS)
+    first = timer.inner_text()
+    assert first.startswith("running work · ")
+    page.wait_for_function(
+        "([s, t]) => { const e = document.querySelector(s + ' .fm-timer');"
+        " return !!e && !e.hidden && e.textContent !== t; }",
+        arg=[WIDGET, first],
+        timeout=WAIT_MS,
+    )
+    assert node_states(page)["work"] == "running"
+    assert page.locator(f"{WIDGET} .fm-step").is_disabled()  # busy: one action at a time
+    save_screenshot(
+        page,
+        "view_running_timer",
+        page.locator(WIDGET),
+        "a 4-second %%node cell running after Run: the header says 'running work' with a"
+        " counting elapsed time, the node drawn running (pulsing blue), Step disabled",
+    )
+    wait_node_states(page, {"work": "succeeded", "done": "succeeded"})
+    timer.wait_for(state="hidden", timeout=WAIT_MS)
+    assert_clean(page)

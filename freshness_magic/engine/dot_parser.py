@@ -49,7 +49,7 @@ from freshness_magic.engine.dot_lexer import (
     string_value,
     tokenize,
 )
-from freshness_magic.engine.model import NODE_ID_RE, Edge, Graph, Node, Position
+from freshness_magic.engine.model import NODE_ID_RE, Edge, Graph, Node, Position, Subgraph
 from freshness_magic.errors import ParseError
 from freshness_magic.gcpause import cyclic_gc_paused
 
@@ -99,15 +99,21 @@ class _Scope:
         "attrs",
         "edge_positions",
         "edge_values",
+        "name",
         "node_positions",
         "node_values",
         "number",
         "open_offset",
+        "parent",
     )
 
-    def __init__(self, number: int, open_offset: int, parent: _Scope | None) -> None:
+    def __init__(
+        self, number: int, open_offset: int, parent: _Scope | None, name: str = ""
+    ) -> None:
         self.number = number
         self.open_offset = open_offset
+        self.parent = parent
+        self.name = name
         self.attrs: dict[str, str] = {}
         self.attr_positions: dict[str, Position] = {}
         if parent is None:
@@ -293,8 +299,8 @@ class _Parser:
             raise self._error("'=' needs an attribute name before it: write key=value")
         raise self._error(f"unexpected {self._describe(self.i)} at the start of a statement")
 
-    def _open_subgraph(self, offset: int) -> None:
-        scope = _Scope(len(self.subgraphs) + 1, offset, self.scopes[-1])
+    def _open_subgraph(self, offset: int, name: str = "") -> None:
+        scope = _Scope(len(self.subgraphs) + 1, offset, self.scopes[-1], name)
         self.subgraphs.append(scope)
         self.scopes.append(scope)
 
@@ -341,13 +347,15 @@ class _Parser:
             return
         if keyword == "subgraph":
             j = i + 1
+            name = ""
             if self.kinds[j] == WORD or self.kinds[j] == STRING:
+                name = self.values[j]
                 j += 1
             if self.kinds[j] != "{":
                 raise self._error(
                     f"expected '{{' to open the subgraph, found {self._describe(j)}", j
                 )
-            self._open_subgraph(self.offsets[j])
+            self._open_subgraph(self.offsets[j], name)
             self.i = j + 1
             return
         raise self._error(
@@ -602,6 +610,20 @@ class _Parser:
         nodes = self.graph.nodes
         if not self.memberships:
             return
+        members: dict[int, list[str]] = {}
+        for node_id, numbers in self.memberships.items():
+            for number in numbers:
+                members.setdefault(number, []).append(node_id)
+        self.graph.subgraphs = [
+            Subgraph(
+                name=scope.name,
+                label=scope.attrs.get("label", ""),
+                parent=None if scope.parent is None or scope.parent.number == 0
+                else scope.parent.number - 1,
+                nodes=tuple(members.get(scope.number, ())),
+            )
+            for scope in self.subgraphs
+        ]  # fmt: skip
         classes_of = {
             scope.number: subgraph_class(scope.attrs.get("label", "")) for scope in self.subgraphs
         }

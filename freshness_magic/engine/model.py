@@ -267,6 +267,22 @@ class Edge:
         return (self.source, self.target)
 
 
+@dataclass(frozen=True, slots=True)
+class Subgraph:
+    """A subgraph as written: its name, label, enclosing subgraph and the nodes in it.
+
+    Kept for views (the notebook draws subgraphs as labelled clusters); the engine's semantics
+    use only the classes derived from labels (``Node.subgraph_classes``).
+    """
+
+    name: str
+    label: str
+    parent: int | None
+    """Index of the enclosing subgraph in ``Graph.subgraphs`` (None at the top level)."""
+    nodes: tuple[str, ...]
+    """Nodes declared or mentioned inside it, nested subgraphs included, in order of appearance."""
+
+
 @dataclass
 class Graph:
     """A parsed pipeline: graph attributes, nodes in order of first appearance, edges in order."""
@@ -278,6 +294,8 @@ class Graph:
     attr_positions: dict[str, Position] = field(default_factory=dict)
     path: str | None = None
     source: str = ""
+    subgraphs: list[Subgraph] = field(default_factory=list)
+    """Every subgraph in order of opening (views only; see :class:`Subgraph`)."""
     _index: tuple[int, dict[str, list[Edge]], dict[str, list[Edge]]] | None = field(
         default=None, init=False, repr=False, compare=False
     )

@@ -8,8 +8,8 @@ The quickstart ships inside the package (``notebook/data/quickstart.ipynb``, the
 copies that notebook into the output folder and executes it there. ``--refresh-all`` (a checkout
 only) also rewrites the packaged copy, and a test keeps the two in step.
 
-The kernel gets ``FRESHNESS_MAGIC_STATIC_HTML=1`` so every pipeline output also carries a static
-SVG snapshot: the HTML export shows the graph with its states without a widget runtime or network.
+Every pipeline output carries a static SVG of the graph with its states as ``text/html``, so the
+HTML export shows the graph without a widget runtime or network.
 ``--refresh-all`` stores fresh, real outputs in the example notebooks (run it after changing what
 they print; ``pytest --nbval notebooks/`` then checks them).
 """
@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import copy
 import importlib.util
-import os
 import sys
 from importlib import resources
 from pathlib import Path
@@ -56,33 +55,22 @@ def repo_root() -> Path:
     return Path(__file__).resolve().parents[2]
 
 
-def execute(path: Path, *, static_html: bool, widget_state: bool, timeout: int = 300) -> Any:
+def execute(path: Path, *, widget_state: bool, timeout: int = 300) -> Any:
     """Execute the notebook at ``path`` in a fresh ``python3`` kernel; returns the notebook."""
     import nbformat
     from nbclient import NotebookClient
 
     notebook = nbformat.read(path, as_version=4)
-    previous = os.environ.get("FRESHNESS_MAGIC_STATIC_HTML")
-    if static_html:
-        os.environ["FRESHNESS_MAGIC_STATIC_HTML"] = "1"
-    else:
-        os.environ.pop("FRESHNESS_MAGIC_STATIC_HTML", None)
-    try:
-        client = NotebookClient(
-            notebook,
-            timeout=timeout,
-            kernel_name="python3",
-            resources={"metadata": {"path": str(path.parent)}},
-            store_widget_state=widget_state,
-            # A local, short-lived kernel: its start-up notice about TCP transport is noise here.
-            extra_arguments=["--IPKernelApp.log_level=ERROR"],
-        )
-        client.execute()
-    finally:
-        if previous is None:
-            os.environ.pop("FRESHNESS_MAGIC_STATIC_HTML", None)
-        else:
-            os.environ["FRESHNESS_MAGIC_STATIC_HTML"] = previous
+    client = NotebookClient(
+        notebook,
+        timeout=timeout,
+        kernel_name="python3",
+        resources={"metadata": {"path": str(path.parent)}},
+        store_widget_state=widget_state,
+        # A local, short-lived kernel: its start-up notice about TCP transport is noise here.
+        extra_arguments=["--IPKernelApp.log_level=ERROR"],
+    )
+    client.execute()
     return notebook
 
 
@@ -103,7 +91,7 @@ def build_quickstart(out_dir: Path, source: Path) -> tuple[Path, Path]:
     import nbformat
     from nbconvert import HTMLExporter
 
-    notebook = execute(source, static_html=True, widget_state=True)
+    notebook = execute(source, widget_state=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     ipynb = out_dir / source.name
     nbformat.write(notebook, ipynb)
@@ -122,7 +110,7 @@ def refresh(paths: list[Path]) -> None:
     import nbformat
 
     for path in paths:
-        notebook = execute(path, static_html=False, widget_state=False)
+        notebook = execute(path, widget_state=False)
         notebook.metadata.pop("widgets", None)
         nbformat.write(notebook, path)
         print(f"refreshed {path}")

@@ -6,7 +6,6 @@ comes from :mod:`~freshness_magic.notebook.text`.
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -17,6 +16,7 @@ from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_OUTPUT_FILE
 from freshness_magic.notebook.render import NodeState
+from freshness_magic.notebook.viewstate import BannerKind, RunBanner
 
 if TYPE_CHECKING:
     from freshness_magic.notebook.readout import PipelineReadout
@@ -83,16 +83,9 @@ def details_dict(pipeline: PipelineReadout, node_id: str) -> dict[str, Any]:
     return data
 
 
-def banner(pipeline: PipelineReadout) -> Any:
-    """The run-level message for the view (failed, dead end, interrupted, superseded) or None.
-
-    Built with the view's ``RunBanner`` when this install has it (``viewstate``).
-    """
-    try:
-        view = importlib.import_module("freshness_magic.notebook.viewstate")
-    except ImportError:
-        return None
-    kinds, make = view.BannerKind, view.RunBanner
+def banner(pipeline: PipelineReadout) -> RunBanner | None:
+    """The run-level message for the view (failed, dead end, interrupted, superseded) or None."""
+    kinds, make = BannerKind, RunBanner
     model = pipeline.model
     if pipeline.superseded:
         return make(kinds.SUPERSEDED, f"this view was replaced by a newer load of {pipeline.name}")

@@ -8,7 +8,6 @@ disk. The actions and the run lifecycle are in ``pipeline.py``.
 
 from __future__ import annotations
 
-import os
 import threading
 import time
 from collections.abc import Callable, Mapping
@@ -25,6 +24,7 @@ from freshness_magic.notebook.render import LayoutCache, LayoutUnavailable, Node
 from freshness_magic.notebook.saved import ResumeOffer, find_unfinished, latest_run_dir
 from freshness_magic.notebook.text import TextResult
 from freshness_magic.notebook.viewmodel import NodeStale, ViewModel
+from freshness_magic.notebook.viewstate import RunBanner
 from freshness_magic.notebook.watch import InputWatcher
 
 if TYPE_CHECKING:
@@ -76,26 +76,29 @@ class PipelineReadout:
         return self._widget
 
     def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
-        """The widget for rich frontends; the node-state table as ``text/plain`` everywhere.
-
-        With ``FRESHNESS_MAGIC_STATIC_HTML=1`` (the headless demo) a static SVG snapshot is
-        added as ``text/html`` so an HTML export shows the graph without a widget runtime.
-        """
+        """The widget for rich frontends, the graph with its states as static ``text/html`` for
+        front ends without a widget runtime (nbconvert, GitHub, VS Code without widgets), and
+        the node-state table as ``text/plain`` (with a one-line note when no layout engine is
+        installed)."""
+        from freshness_magic.notebook.render import RenderError
+        from freshness_magic.notebook.snapshot import static_html
         from freshness_magic.notebook.widget import in_kernel
 
         bundle: dict[str, Any] = {}
-        note = ""
+        try:
+            layout = self.layout_cache.get(self.graph)  # cached; fails before any widget exists
+        except LayoutUnavailable as exc:  # no Graphviz anywhere: the text view, one note
+            bundle["text/plain"] = f"{exc}\n" + self.status_text()
+            return bundle
+        except RenderError:
+            layout = None
         if in_kernel() or self._widget is not None:
-            try:
-                self.layout_cache.get(self.graph)  # cached; fails before any widget exists
-                widget_bundle = self.widget._repr_mimebundle_()
-            except LayoutUnavailable as exc:  # no Graphviz anywhere: the text view, one note
-                widget_bundle, note = None, f"{exc}\n"
+            widget_bundle = self.widget._repr_mimebundle_()
             if isinstance(widget_bundle, dict):
                 bundle.update(widget_bundle)
-        bundle["text/plain"] = note + self.status_text()
-        if os.environ.get("FRESHNESS_MAGIC_STATIC_HTML") == "1" and self._widget is not None:
-            bundle["text/html"] = self.widget.static_html()
+        if "text/html" not in bundle and layout is not None:
+            bundle["text/html"] = static_html(layout, self.views(), self.status_line())
+        bundle["text/plain"] = self.status_text()
         return bundle
 
     @property
@@ -242,7 +245,7 @@ class PipelineReadout:
 
         return details_dict(self, node_id)
 
-    def banner(self) -> Any:
+    def banner(self) -> RunBanner | None:
         """The run-level message the view shows above the graph (None when there is none)."""
         from freshness_magic.notebook.details import banner
 

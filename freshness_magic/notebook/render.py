@@ -1,9 +1,10 @@
-"""Graph rendering for the notebook: one ``dot`` layout per pipeline structure, states as CSS.
+"""Graph rendering for the notebook: one ``dot`` layout per pipeline structure, states apart.
 
-The layout is the expensive part (running ``dot -Tsvg``), so it is computed once per
-``Graph.structure_key()`` and cached. Node states never touch the layout: they are expressed as a
-small CSS block scoped to one widget instance that maps each node's short class (``fm-n<i>``) to
-a state colour. A step therefore sends a few hundred bytes, not the SVG.
+The layout is the expensive part (running ``dot -Tsvg``), so it is computed once per pipeline
+structure and cached. Node states never touch the layout: the live widget sets each node group's
+``data-state`` attribute and the palette CSS (``viewstate.palette_css``) colours it, so a step
+sends one character per node, not the SVG. ``snapshot.static_html`` writes the states into a copy
+of the SVG for front ends without a widget runtime.
 
 Every piece of pipeline text (ids, labels, tooltips) reaches the page only as escaped text inside
 SVG/HTML elements; the SVG from ``dot`` is parsed and cleaned of scripts, event handlers and
@@ -16,80 +17,50 @@ without either, :class:`LayoutUnavailable` says in one line how to get one.
 
 from __future__ import annotations
 
-import html
-import re
 import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from enum import StrEnum
-from typing import Any
 
-from freshness_magic.engine.model import Graph
+from freshness_magic.engine.model import Edge, Graph
 from freshness_magic.errors import FreshnessMagicError
+from freshness_magic.notebook.viewstate import (
+    STALE_DASH,
+    STATE_STYLES,
+    NodeState,
+    NodeView,
+    StaleKind,
+    possible_states,
+)
+
+__all__ = [
+    "STALE_DASH",
+    "STATE_STYLES",
+    "SVG_NS",
+    "Layout",
+    "LayoutCache",
+    "NodeState",
+    "NodeView",
+    "RenderError",
+    "StaleKind",
+    "build_layout",
+    "edge_text",
+    "layout_dot",
+    "local_name",
+    "node_groups",
+    "run_dot",
+    "sanitize_svg",
+    "set_title",
+    "state_table",
+]
 
 SVG_NS = "http://www.w3.org/2000/svg"
 XLINK_NS = "http://www.w3.org/1999/xlink"
 ET.register_namespace("", SVG_NS)
 ET.register_namespace("xlink", XLINK_NS)
 
-
-class NodeState(StrEnum):
-    """What the user sees for a node (DESIGN.md §7)."""
-
-    PENDING = "pending"
-    NEXT = "next"
-    RUNNING = "running"
-    SUCCEEDED = "succeeded"
-    PARTIAL = "partial"
-    FAILED = "failed"
-    RETRYING = "retrying"
-    WAITING = "waiting"
-    BLOCKED = "blocked"
-    SKIPPED = "skipped"
-    INTERRUPTED = "interrupted"
-    STALE = "stale"
-    OUTDATED = "outdated"
-
-
-class StaleKind(StrEnum):
-    """Since when a stale node's inputs differ: the run-start baseline, or its own completion."""
-
-    NONE = ""
-    BASELINE = "baseline"
-    RUN = "run"
-
-
-@dataclass(frozen=True)
-class StateStyle:
-    """Fixed colours of one state; ``dash`` is an SVG stroke-dasharray ('' = solid)."""
-
-    fill: str
-    stroke: str
-    width: float = 1.5
-    dash: str = ""
-    description: str = ""
-
-
-STATE_STYLES: Mapping[NodeState, StateStyle] = {
-    NodeState.PENDING: StateStyle("#ffffff", "#9e9e9e", 1.0, "", "not run yet"),
-    NodeState.NEXT: StateStyle("#e3f2fd", "#1565c0", 2.0, "6,3", "next to run"),
-    NodeState.RUNNING: StateStyle("#bbdefb", "#0d47a1", 3.0, "", "running"),
-    NodeState.SUCCEEDED: StateStyle("#c8e6c9", "#2e7d32", 1.5, "", "succeeded"),
-    NodeState.PARTIAL: StateStyle("#fff59d", "#9e9d24", 1.5, "", "partial success"),
-    NodeState.FAILED: StateStyle("#ffcdd2", "#b71c1c", 2.5, "", "failed"),
-    NodeState.RETRYING: StateStyle("#ffe0b2", "#e65100", 2.0, "", "retrying"),
-    NodeState.WAITING: StateStyle("#e1bee7", "#6a1b9a", 3.0, "", "waiting for a human"),
-    NodeState.BLOCKED: StateStyle("#d7ccc8", "#3e2723", 2.5, "", "blocked by stale input"),
-    NodeState.SKIPPED: StateStyle("#eeeeee", "#757575", 1.0, "2,2", "skipped"),
-    NodeState.INTERRUPTED: StateStyle("#f8bbd0", "#880e4f", 2.5, "", "interrupted"),
-    NodeState.STALE: StateStyle("#ffecb3", "#ff6f00", 2.5, "", "inputs changed"),
-    NodeState.OUTDATED: StateStyle("#fff8e1", "#ff8f00", 1.5, "4,2", "upstream inputs changed"),
-}
-STALE_DASH: Mapping[StaleKind, str] = {StaleKind.BASELINE: "8,4", StaleKind.RUN: "2,3"}
-"""Stale since baseline is dashed, stale since the node ran is dotted."""
 
 _SHAPES = frozenset(
     {
@@ -103,7 +74,8 @@ _SHAPES = frozenset(
 )  # fmt: skip
 _RANKDIRS = frozenset({"TB", "LR", "BT", "RL"})
 _UNSAFE_ELEMENTS = frozenset({"script", "foreignObject", "iframe", "object", "embed", "use"})
-_SHAPE_PARTS = ":is(polygon,ellipse,path)"
+EDGE_LABEL_CHARS = 32
+"""Edge labels longer than this are cut with an ellipsis on the graph (whole in the tooltip)."""
 
 
 class RenderError(FreshnessMagicError):
@@ -121,23 +93,6 @@ LAYOUT_INSTALL_HINT = (
 
 
 @dataclass(frozen=True)
-class NodeView:
-    """A node's visible state and the tooltip text that explains it."""
-
-    state: NodeState = NodeState.PENDING
-    stale: StaleKind = StaleKind.NONE
-    why: str = ""
-    title: str = ""
-    details: Mapping[str, Any] = field(default_factory=dict)
-    """Cheap facts for the view: ``started_at`` (wall-clock seconds of a running node),
-    ``attempt`` (retry count), ``upstream`` (the changed node behind ``outdated``)."""
-
-    def __post_init__(self) -> None:
-        if self.state is NodeState.RUNNING and self.stale is not StaleKind.NONE:
-            object.__setattr__(self, "stale", StaleKind.NONE)
-
-
-@dataclass(frozen=True)
 class Layout:
     """A laid-out graph: the cleaned SVG (no states) and each node's short index."""
 
@@ -145,10 +100,15 @@ class Layout:
     index: Mapping[str, int]
     titles: Mapping[str, str] = field(default_factory=dict)
     """The static tooltip of each node (id, label, handler type, inputs)."""
-    boxes: Mapping[str, tuple[float, float, float, float]] = field(default_factory=dict)
-    """Each node's bounding box ``(x, y, width, height)`` in the graph group's coordinates."""
     frame: Mapping[str, str] = field(default_factory=dict)
     """The root ``width``, ``height``, ``viewBox`` and the graph group's ``transform``."""
+    states: tuple[NodeState, ...] = ()
+    """The states this pipeline can show (its legend)."""
+
+    @property
+    def nodes(self) -> list[str]:
+        """Node ids in index order (the order of the widget's state string)."""
+        return sorted(self.index, key=self.index.__getitem__)
 
 
 _CONTROL_PICTURES = {code: chr(0x2400 + code) for code in range(0x20) if chr(code) not in "\n\r"}
@@ -168,28 +128,84 @@ def _dot_string(text: str) -> str:
     return '"' + lines.translate(_CONTROL_PICTURES) + '"'
 
 
+def edge_text(edge: Edge, limit: int = EDGE_LABEL_CHARS) -> str:
+    """What an edge shows on the graph: its label and condition, cut to ``limit`` characters."""
+    text = edge.label
+    if edge.condition:
+        text = f"{text} if {edge.condition}" if text else f"if {edge.condition}"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def _drawn_subgraphs(graph: Graph) -> dict[int, int | None]:
+    """Subgraphs drawn as clusters (named ``cluster*`` or labelled) -> nearest drawn parent."""
+    drawn = {
+        i for i, sub in enumerate(graph.subgraphs)
+        if sub.nodes and (sub.name.startswith("cluster") or sub.label)
+    }  # fmt: skip
+    parents: dict[int, int | None] = {}
+    for i in sorted(drawn):
+        parent = graph.subgraphs[i].parent
+        while parent is not None and parent not in drawn:
+            parent = graph.subgraphs[parent].parent
+        parents[i] = parent
+    return parents
+
+
 def layout_dot(graph: Graph) -> str:
-    """The DOT text given to ``dot``: nodes renamed ``n<i>``, SVG ids and classes attached."""
+    """The DOT text given to ``dot``: nodes renamed ``n<i>``, clusters ``cluster_<i>``, SVG ids."""
     index = {node_id: i for i, node_id in enumerate(graph.nodes)}
     rankdir = graph.attrs.get("rankdir", "TB").upper()
-    lines = [
-        "digraph fm {",
-        f"  graph [rankdir={rankdir if rankdir in _RANKDIRS else 'TB'}, bgcolor=transparent];",
-        '  node [fontname="Helvetica", fontsize=11, style=filled, fillcolor=white];',
-        '  edge [fontname="Helvetica", fontsize=9];',
-    ]
-    for node_id, node in graph.nodes.items():
+    parents = _drawn_subgraphs(graph)
+    depth: dict[int, int] = {}
+    for i, parent in parents.items():
+        depth[i] = 0 if parent is None else depth[parent] + 1
+    home: dict[str, int] = {}
+    for i in parents:
+        for node_id in graph.subgraphs[i].nodes:
+            if node_id in index and depth[i] >= depth.get(home.get(node_id, -1), -1):
+                home[node_id] = i
+    children: dict[int | None, list[int]] = {}
+    for i, parent in parents.items():
+        children.setdefault(parent, []).append(i)
+    members: dict[int | None, list[str]] = {}
+    for node_id in graph.nodes:
+        members.setdefault(home.get(node_id), []).append(node_id)
+
+    def node_line(node_id: str) -> str:
+        node = graph.nodes[node_id]
         shape = node.shape if node.shape in _SHAPES else "box"
-        lines.append(
-            f"  n{index[node_id]} [id={_dot_string('fm-node-' + node_id)}, "
+        return (
+            f"n{index[node_id]} [id={_dot_string('fm-node-' + node_id)}, "
             f"label={_dot_string(node.label)}, shape={shape}];"
         )
+
+    def block(owner: int | None, indent: str) -> list[str]:
+        out = [indent + node_line(node_id) for node_id in members.get(owner, ())]
+        for i in children.get(owner, ()):
+            sub = graph.subgraphs[i]
+            out.append(f"{indent}subgraph cluster_{i} {{")
+            label = _dot_string(sub.label or sub.name)
+            out.append(f'{indent}  graph [id="fm-cluster-{i}", label={label}];')
+            out.extend(block(i, indent + "  "))
+            out.append(f"{indent}}}")
+        return out
+
+    lines = [
+        "digraph fm {",
+        f"  graph [rankdir={rankdir if rankdir in _RANKDIRS else 'TB'}, bgcolor=transparent, "
+        'fontname="Helvetica", fontsize=12, style="rounded", color="#8a8a8a", '
+        "labeljust=l];",
+        '  node [fontname="Helvetica", fontsize=11, style=filled, fillcolor=white];',
+        '  edge [fontname="Helvetica", fontsize=9];',
+        *block(None, "  "),
+    ]
     for edge in graph.edges:
         if edge.source not in index or edge.target not in index:
             continue
         attrs = [f"id={_dot_string(f'fm-edge-{edge.index}')}"]
-        if edge.label:
-            attrs.append(f"label={_dot_string(edge.label)}")
+        text = edge_text(edge)
+        if text:
+            attrs.append(f"label={_dot_string(text)}")
         lines.append(f"  n{index[edge.source]} -> n{index[edge.target]} [{', '.join(attrs)}];")
     lines.append("}")
     return "\n".join(lines) + "\n"
@@ -237,7 +253,7 @@ def _layout_in_process(dot_text: str) -> str:
     return bytes(svg).decode("utf-8")
 
 
-def _local(tag: str) -> str:
+def local_name(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
@@ -245,10 +261,10 @@ def _sanitize(element: ET.Element) -> None:
     """Drop executable parts anywhere below ``element`` (defence in depth; dot emits none)."""
     for parent in element.iter():
         for child in list(parent):
-            if _local(child.tag) in _UNSAFE_ELEMENTS:
+            if local_name(child.tag) in _UNSAFE_ELEMENTS:
                 parent.remove(child)
         for key in list(parent.attrib):
-            name = _local(key).lower()
+            name = local_name(key).lower()
             value = parent.attrib[key].strip().lower()
             if name.startswith("on") or (name == "href" and value.startswith("javascript:")):
                 del parent.attrib[key]
@@ -261,7 +277,7 @@ def sanitize_svg(svg: str) -> str:
     return ET.tostring(root, encoding="unicode")
 
 
-def _set_title(group: ET.Element, text: str) -> None:
+def set_title(group: ET.Element, text: str) -> None:
     title = group.find(f"{{{SVG_NS}}}title")
     if title is None:
         title = ET.Element(f"{{{SVG_NS}}}title")
@@ -277,6 +293,17 @@ def static_title(graph: Graph, node_id: str) -> str:
     if node.source_files:
         parts.append(f"inputs: {', '.join(node.source_files)} (freshness={node.freshness})")
     return "\n".join(parts)
+
+
+def _follow_text_colour(group: ET.Element) -> None:
+    """Strokes, arrowheads and labels drawn black by ``dot`` take the text colour instead, so
+    they stay visible on a dark background even where no stylesheet applies."""
+    for part in group.iter():
+        for key in ("fill", "stroke"):
+            if part.get(key) == "black":
+                part.set(key, "currentColor")
+        if local_name(part.tag) == "text" and part.get("fill") is None:
+            part.set("fill", "currentColor")
 
 
 def build_layout(graph: Graph) -> Layout:
@@ -296,58 +323,38 @@ def build_layout(graph: Graph) -> Layout:
                 continue
             group.set("class", f"node fm-node fm-n{index[node_id]}")
             group.set("data-node", node_id)
-            _set_title(group, titles[node_id])
+            group.set("data-state", NodeState.PENDING.value)
+            set_title(group, titles[node_id])
         elif "edge" in classes and gid in edges:
             edge = edges[gid]
             group.set("class", "edge fm-edge")
             group.set("data-source", edge.source)
             group.set("data-target", edge.target)
+            group.set("data-index", str(edge.index))
             arrow = f"{edge.source} → {edge.target}"
-            cond = f" if {edge.condition}" if edge.condition else ""
-            _set_title(group, arrow + (f" [{edge.label}]" if edge.label else "") + cond)
+            cond = f"\ncondition: {edge.condition}" if edge.condition else ""
+            set_title(group, arrow + (f"\nlabel: {edge.label}" if edge.label else "") + cond)
+            _follow_text_colour(group)
+        elif "cluster" in classes and gid.startswith("fm-cluster-"):
+            sub = graph.subgraphs[int(gid[len("fm-cluster-") :])]
+            group.set("class", "cluster fm-cluster")
+            set_title(group, f"subgraph {sub.name or '(unnamed)'}: {sub.label}".rstrip(": "))
+            for part in group:
+                if local_name(part.tag) == "polygon":
+                    part.set("fill", "none")
+                    part.set("stroke", "#8a8a8a")
+                    part.set("stroke-dasharray", "4,3")
+            _follow_text_colour(group)
         elif "graph" in classes:
-            _set_title(group, graph.name)
+            set_title(group, graph.name)
     root.set("class", "fm-graph-svg")
     root.set("role", "img")
     root.set("aria-label", f"pipeline {graph.name}")
     svg = ET.tostring(root, encoding="unicode")
-    boxes = {}
-    for group in root.iter(f"{{{SVG_NS}}}g"):
-        owner = group.get("data-node")
-        box = _bbox(group) if owner is not None else None
-        if owner is not None and box is not None:
-            boxes[owner] = box
     graph_group = root.find(f"{{{SVG_NS}}}g")
     frame = {key: root.get(key) or "" for key in ("width", "height", "viewBox")}
     frame["transform"] = (graph_group.get("transform") or "") if graph_group is not None else ""
-    return Layout(svg=svg, index=index, titles=titles, boxes=boxes, frame=frame)
-
-
-def _bbox(group: ET.Element) -> tuple[float, float, float, float] | None:
-    """The bounding box of a node group's shapes (polygon points, ellipses)."""
-    xs: list[float] = []
-    ys: list[float] = []
-    for part in group:
-        tag = _local(part.tag)
-        if tag in ("polygon", "polyline"):
-            for pair in part.get("points", "").split():
-                x, _, y = pair.partition(",")
-                try:
-                    xs.append(float(x))
-                    ys.append(float(y))
-                except ValueError:
-                    continue
-        elif tag == "ellipse":
-            try:
-                cx, cy = float(part.get("cx", "0")), float(part.get("cy", "0"))
-                rx, ry = float(part.get("rx", "0")), float(part.get("ry", "0"))
-            except ValueError:
-                continue
-            xs += [cx - rx, cx + rx]
-            ys += [cy - ry, cy + ry]
-    if not xs or not ys:
-        return None
-    return (min(xs), min(ys), max(xs) - min(xs), max(ys) - min(ys))
+    return Layout(svg=svg, index=index, titles=titles, frame=frame, states=possible_states(graph))
 
 
 class LayoutCache:
@@ -364,7 +371,12 @@ class LayoutCache:
 
     @staticmethod
     def key(graph: Graph) -> tuple[object, ...]:
-        return (graph.structure_key(), tuple(static_title(graph, n) for n in graph.nodes))
+        return (
+            graph.structure_key(),
+            tuple(static_title(graph, n) for n in graph.nodes),
+            tuple(e.condition for e in graph.edges),
+            tuple((s.name, s.label, s.parent, s.nodes) for s in graph.subgraphs),
+        )
 
     def get(self, graph: Graph) -> Layout:
         """The layout of ``graph``'s structure, laid out now if not seen before."""
@@ -383,187 +395,6 @@ class LayoutCache:
 
     def clear(self) -> None:
         self._entries.clear()
-
-
-def base_css(scope: str) -> str:
-    """CSS sent once with the layout: fonts, pending look, the stale outlines and the legend."""
-    pending = STATE_STYLES[NodeState.PENDING]
-    rules = [
-        f".{scope} .fm-graph-box{{position:relative;display:block}}",
-        f".{scope} .fm-graph-box>.fm-graph,.{scope} .fm-graph-box>.fm-state{{margin:0;padding:0}}",
-        f".{scope} .fm-graph-box>.fm-graph{{width:100%;min-width:0;flex:1 1 auto}}",
-        f".{scope} .fm-graph-box>.fm-state{{position:absolute;top:0;left:0;right:0;"
-        "pointer-events:none}",
-        f".{scope} .fm-graph-svg,.{scope} .fm-overlay{{display:block;max-width:100%;height:auto}}",
-        f".{scope} .fm-tip{{fill:transparent;stroke:none;pointer-events:all}}",
-        f".{scope} .fm-node>{_SHAPE_PARTS}{{fill:{pending.fill};stroke:{pending.stroke}}}",
-        f".{scope} .fm-legend{{display:flex;flex-wrap:wrap;gap:4px 12px;font:12px sans-serif}}",
-        f".{scope} .fm-legend-item{{display:inline-flex;align-items:center;gap:4px}}",
-        f".{scope} .fm-swatch{{display:inline-block;width:14px;height:10px;border:2px solid}}",
-        f".{scope} .fm-why{{font:12px sans-serif;margin:2px 0;padding-left:18px}}",
-        f".{scope} .fm-evidence-rows{{border-collapse:collapse;font:12px sans-serif}}",
-        f".{scope} .fm-evidence-rows :is(th,td){{text-align:left;padding:1px 8px 1px 0;"
-        "vertical-align:top}",
-        f".{scope} .fm-evidence-rows th{{border-bottom:1px solid #bbb}}",
-    ]
-    return "\n".join(rules)
-
-
-def _state_declarations(state: NodeState, stale: StaleKind) -> str:
-    style = STATE_STYLES[state]
-    dash = STALE_DASH.get(stale, "") if state is NodeState.STALE else style.dash
-    decl = f"fill:{style.fill};stroke:{style.stroke};stroke-width:{style.width}"
-    return decl + (f";stroke-dasharray:{dash}" if dash else "")
-
-
-def state_css(scope: str, layout: Layout, views: Mapping[str, NodeView]) -> str:
-    """The per-step style block: one grouped rule per (state, stale kind) present.
-
-    Pending nodes need no rule (the base CSS draws them), so a fresh run costs almost nothing and
-    a finished 200-node run is about one short selector per node.
-    """
-    groups: dict[tuple[NodeState, StaleKind], list[int]] = {}
-    for node_id, view in views.items():
-        if view.state is NodeState.PENDING or node_id not in layout.index:
-            continue
-        groups.setdefault((view.state, view.stale), []).append(layout.index[node_id])
-    rules = []
-    for (state, stale), indices in sorted(groups.items()):
-        selector = ",".join(f".fm-n{i}" for i in sorted(indices))
-        rules.append(
-            f".{scope} :is({selector})>{_SHAPE_PARTS}{{{_state_declarations(state, stale)}}}"
-        )
-    return "<style>" + "\n".join(rules) + "</style>"
-
-
-def parse_state_css(css: str, layout: Layout) -> dict[str, tuple[NodeState, StaleKind]]:
-    """Read back which state each node gets from :func:`state_css` output (tests, exports)."""
-    by_index = {i: node_id for node_id, i in layout.index.items()}
-    result: dict[str, tuple[NodeState, StaleKind]] = {
-        node_id: (NodeState.PENDING, StaleKind.NONE) for node_id in layout.index
-    }
-    lookup: dict[str, tuple[NodeState, StaleKind]] = {}
-    for state in NodeState:
-        for stale in (StaleKind.NONE, StaleKind.BASELINE, StaleKind.RUN):
-            lookup.setdefault(_state_declarations(state, stale), (state, stale))
-    for match in re.finditer(r":is\(([^)]*)\)>:is\([^)]*\)\{([^}]*)\}", css):
-        state_stale = lookup[match.group(2)]
-        for cls in match.group(1).split(","):
-            result[by_index[int(cls.strip()[len(".fm-n") :])]] = state_stale
-    return result
-
-
-def legend_html() -> str:
-    """A legend of every state with its colours (HTML, no pipeline text)."""
-    items = []
-    for state, style in STATE_STYLES.items():
-        items.append(
-            f'<span class="fm-legend-item" data-state="{state.value}">'
-            f'<span class="fm-swatch" style="background:{style.fill};border-color:{style.stroke}">'
-            f"</span>{state.value}</span>"
-        )
-    for kind, dash in STALE_DASH.items():
-        style = STATE_STYLES[NodeState.STALE]
-        border = "dashed" if kind is StaleKind.BASELINE else "dotted"
-        label = "stale since baseline" if kind is StaleKind.BASELINE else "stale since run"
-        items.append(
-            f'<span class="fm-legend-item" data-state="stale" data-stale="{kind.value}" '
-            f'title="stroke-dasharray {dash}">'
-            f'<span class="fm-swatch" style="background:{style.fill};border-color:{style.stroke};'
-            f'border-style:{border}"></span>{label}</span>'
-        )
-    return '<div class="fm-legend">' + "".join(items) + "</div>"
-
-
-def why_html(views: Mapping[str, NodeView], limit: int = 12) -> str:
-    """The nodes that need attention (anything but pending/succeeded), with why, escaped."""
-    quiet = {NodeState.PENDING, NodeState.SUCCEEDED, NodeState.SKIPPED}
-    rows = [(n, v) for n, v in views.items() if v.state not in quiet and v.why]
-    if not rows:
-        return ""
-    items = []
-    for node_id, view in rows[:limit]:
-        stale = f' data-stale="{view.stale.value}"' if view.stale is not StaleKind.NONE else ""
-        items.append(
-            f'<li class="fm-why-item" data-node="{html.escape(node_id)}" '
-            f'data-state="{view.state.value}"{stale}><b>{html.escape(node_id)}</b> '
-            f"({view.state.value}): {html.escape(view.why)}</li>"
-        )
-    more = f"<li>… and {len(rows) - limit} more</li>" if len(rows) > limit else ""
-    return '<ul class="fm-why">' + "".join(items) + more + "</ul>"
-
-
-TIP_STATES = frozenset(
-    {
-        NodeState.RUNNING, NodeState.PARTIAL, NodeState.FAILED, NodeState.RETRYING,
-        NodeState.WAITING, NodeState.BLOCKED, NodeState.STALE,
-    }
-)  # fmt: skip
-"""States whose live tooltip says why (others keep the static tooltip of the layout)."""
-
-
-def overlay_svg(layout: Layout, views: Mapping[str, NodeView], limit: int = 60) -> str:
-    """Transparent boxes over the nodes that need attention, each with a ``<title>`` saying why.
-
-    Sent with the state CSS (the layout SVG stays as it is); drawn exactly over the graph because
-    it has the same size, viewBox and transform. Only nodes in :data:`TIP_STATES` get one.
-    """
-    frame = layout.frame
-    tips = []
-    for node_id, view in views.items():
-        box = layout.boxes.get(node_id)
-        if box is None or view.state not in TIP_STATES:
-            continue
-        x, y, width, height = box
-        title = html.escape(
-            f"{layout.titles.get(node_id, node_id)}\n{view.state.value}: {view.why}"
-        )
-        stale = f' data-stale="{view.stale.value}"' if view.stale is not StaleKind.NONE else ""
-        tips.append(
-            f'<rect class="fm-tip" data-node="{html.escape(node_id)}" '
-            f'data-state="{view.state.value}"{stale} x="{x:.1f}" y="{y:.1f}" '
-            f'width="{width:.1f}" height="{height:.1f}"><title>{title}</title></rect>'
-        )
-        if len(tips) >= limit:
-            break
-    return (
-        f'<svg xmlns="{SVG_NS}" class="fm-overlay" width="{html.escape(frame.get("width", ""))}" '
-        f'height="{html.escape(frame.get("height", ""))}" '
-        f'viewBox="{html.escape(frame.get("viewBox", ""))}">'
-        f'<g transform="{html.escape(frame.get("transform", ""))}">{"".join(tips)}</g></svg>'
-    )
-
-
-def snapshot_svg(layout: Layout, views: Mapping[str, NodeView]) -> str:
-    """The SVG with each node's state written as classes, data attributes and tooltip.
-
-    Used for static exports (no widget runtime) and to check states in tests; the live widget
-    keeps the layout SVG fixed and restyles it with :func:`state_css` instead.
-    """
-    root = ET.fromstring(layout.svg)
-    for group in root.iter(f"{{{SVG_NS}}}g"):
-        node_id = group.get("data-node")
-        if node_id is None:
-            continue
-        view = views.get(node_id, NodeView())
-        classes = f"node fm-node fm-n{layout.index[node_id]} fm-state-{view.state.value}"
-        if view.stale is not StaleKind.NONE:
-            classes += f" fm-stale-{view.stale.value}"
-            group.set("data-stale", view.stale.value)
-        group.set("class", classes)
-        group.set("data-state", view.state.value)
-        why = f"\n{view.state.value}: {view.why}" if view.why else f"\n{view.state.value}"
-        _set_title(group, layout.titles.get(node_id, node_id) + why)
-        style = STATE_STYLES[view.state]
-        dash = STALE_DASH.get(view.stale, "") if view.state is NodeState.STALE else style.dash
-        for part in group:
-            if _local(part.tag) in ("polygon", "ellipse", "path"):
-                part.set("fill", style.fill)
-                part.set("stroke", style.stroke)
-                part.set("stroke-width", str(style.width))
-                if dash:
-                    part.set("stroke-dasharray", dash)
-    return ET.tostring(root, encoding="unicode")
 
 
 def node_groups(svg: str) -> list[ET.Element]:

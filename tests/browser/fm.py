@@ -2,8 +2,9 @@
 the panels read from the DOM, and the quickstart notebook of DESIGN.md §2 with its files.
 
 Node states are recovered from what the browser actually paints (the computed ``fill`` and
-``stroke`` of each node's shape) and mapped back through the fixed palette of DESIGN.md §7, so
-a wrong CSS rule, a rule for the wrong node or a rule that does not apply all show up here.
+``stroke`` of each node's shape) and mapped back through the fixed palette of DESIGN.md §7 (light
+or dark theme), so a wrong CSS rule, a rule for the wrong node or a rule that does not apply all
+show up here.
 """
 
 from __future__ import annotations
@@ -59,9 +60,13 @@ def _rgb(colour: str) -> str:
 PAINT: dict[str, tuple[str, str]] = {
     state.value: (_rgb(style.fill), _rgb(style.stroke)) for state, style in STATE_STYLES.items()
 }
-"""Each state's (fill, stroke) as computed styles; all pairs differ, so a pair names a state."""
-STATE_OF_PAINT = {paint: state for state, paint in PAINT.items()}
-assert len(STATE_OF_PAINT) == len(PAINT)
+"""Each state's (fill, stroke) as computed styles in the light theme; all pairs differ."""
+DARK_PAINT: dict[str, tuple[str, str]] = {
+    state.value: (_rgb(style.dark_fill), _rgb(style.dark_stroke))
+    for state, style in STATE_STYLES.items()
+}
+STATE_OF_PAINT = {paint: state for state, paint in [*PAINT.items(), *DARK_PAINT.items()]}
+assert len(STATE_OF_PAINT) == 2 * len(PAINT)
 
 _NODE_PAINT_JS = """(scope) => {
     const out = {};
@@ -94,14 +99,16 @@ def stale_dash(kind: StaleKind) -> str:
 
 
 def wait_node_states(page: Any, expected: dict[str, str], scope: str = WIDGET) -> None:
-    """Wait until every node in ``expected`` is painted in its state's colours."""
-    want = {node: list(PAINT[state]) for node, state in expected.items()}
+    """Wait until every node in ``expected`` is painted in its state's colours (of the light
+    or the dark palette, whichever theme the page shows)."""
+    want = {node: [*PAINT[state], *DARK_PAINT[state]] for node, state in expected.items()}
     try:
         page.wait_for_function(
             f"""([scope, want]) => {{
                 const paint = ({_NODE_PAINT_JS})(scope);
-                return Object.entries(want).every(([node, [fill, stroke]]) =>
-                    paint[node] && paint[node][0] === fill && paint[node][1] === stroke);
+                return Object.entries(want).every(([node, [fill, stroke, dfill, dstroke]]) =>
+                    paint[node] && ((paint[node][0] === fill && paint[node][1] === stroke)
+                    || (paint[node][0] === dfill && paint[node][1] === dstroke)));
             }}""",
             arg=[scope, want],
             timeout=WAIT_MS,
@@ -173,28 +180,15 @@ def status_counts(text: str) -> tuple[int, int]:
     return int(match.group(1)), int(match.group(2))
 
 
-def why_items(page: Any, scope: str = WIDGET) -> dict[str, str]:
-    """The attention list under the graph: node -> its explanation text."""
-    return dict(
-        page.evaluate(
-            "(s) => Object.fromEntries([...document.querySelectorAll(s + ' .fm-why-item')]"
-            ".map(e => [e.dataset.node, e.textContent]))",
-            scope,
-        )
-    )
-
-
 _TOOLTIP_JS = """([s, n]) => {
-    const tip = document.querySelector(`${s} svg.fm-overlay rect.fm-tip[data-node="${n}"]`);
     const group = document.querySelector(`${s} svg g.fm-node[data-node="${n}"]`);
-    const title = (tip || group).querySelector(':scope > title');
+    const title = group && group.querySelector(':scope > title');
     return title ? title.textContent : null;
 }"""
 
 
 def node_tooltip(page: Any, node: str, scope: str = WIDGET) -> str:
-    """What hovering ``node`` shows: the ``<title>`` of its hover box (nodes needing
-    attention), else the ``<title>`` of its group in the graph."""
+    """What hovering ``node`` shows: the ``<title>`` of its group in the graph."""
     return str(page.evaluate(_TOOLTIP_JS, [scope, node]))
 
 
@@ -246,11 +240,11 @@ def mark_views(page: Any) -> list[str]:
 
 
 def widget_log_errors(page: Any, scope: str = WIDGET) -> list[str]:
-    """stderr text the widget's callbacks wrote into its log area."""
+    """Errors the widget's actions reported into its log area."""
     return list(
         page.evaluate(
-            "(s) => [...document.querySelectorAll(s + ' .fm-log "
-            '[data-mime-type="application/vnd.jupyter.stderr"]\')].map(e => e.textContent)',
+            "(s) => [...document.querySelectorAll(s + ' .fm-log .fm-error')]"
+            ".map(e => e.textContent)",
             scope,
         )
     )

@@ -6,7 +6,8 @@ from typing import Any
 
 import pytest
 
-from freshness_magic.notebook.render import NodeState
+from freshness_magic.engine.model import Edge
+from freshness_magic.notebook.render import NodeState, edge_text
 from tests.browser.fm import (
     WIDGET,
     click,
@@ -55,6 +56,11 @@ HOSTILE_DOT = f"""digraph hostile {{
 """
 
 
+def edge_text_of(label: str) -> str:
+    """What the graph shows for an edge labelled ``label`` (cut to size; whole in the title)."""
+    return edge_text(Edge("a", "b", {"label": label}))
+
+
 def pwned(page: Any) -> str:
     return str(page.evaluate("() => typeof window.__pwned"))
 
@@ -98,7 +104,15 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
         "(s) => [...document.querySelectorAll(s + ' svg g.fm-edge text')].map(t => t.textContent)",
         WIDGET,
     )
-    assert sorted(edge_text) == sorted(["[Y] " + IMG, "[N] " + SVG])
+    assert sorted(edge_text) == sorted(
+        edge_text_of(label) for label in ("[Y] " + IMG, "[N] " + SVG)
+    )
+    edge_titles = page.evaluate(
+        "(s) => [...document.querySelectorAll(s + ' svg g.fm-edge > title')]"
+        ".map(t => t.textContent)",
+        WIDGET,
+    )
+    assert any(("[N] " + SVG) in title for title in edge_titles)
 
     click(page, "fm-run")
     wait_node_states(page, {"gate": NodeState.WAITING.value})
@@ -107,8 +121,7 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
     assert SVG in question
     buttons = page.locator(f"{WIDGET} .fm-gate-choice").all_inner_texts()
     assert [b.strip() for b in buttons] == ["[Y] " + IMG, "[N] " + SVG]
-    why = page.locator(f"{WIDGET} .fm-why-item[data-node='gate']").inner_text()
-    assert SVG in why
+    assert SVG in wait_tooltip(page, "gate", "waiting")
     page.locator(f"{WIDGET} .fm-playground-input input").fill(f"context.x={SCRIPT}")
     page.wait_for_function(
         "(s) => document.querySelector(s + ' .fm-playground-result').textContent.length > 0",
@@ -121,15 +134,17 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
     run_cell(page, 2)
     wait_node_states(page, {"work": NodeState.STALE.value})
     assert f"{FILE_NAME} (added)" in wait_tooltip(page, "work", FILE_NAME)
-    assert FILE_NAME in page.locator(f"{WIDGET} .fm-why-item[data-node='work']").inner_text()
+    page.locator(f"{WIDGET} svg g.fm-node[data-node='work']").click()
+    page.locator(f"{WIDGET} .fm-details-stale_files").wait_for(timeout=WAIT_MS)
+    assert FILE_NAME in page.locator(f"{WIDGET} .fm-details").inner_text()
     save_screenshot(
         page,
         "s6_escaping_gate",
         page.locator(WIDGET),
         'hostile pipeline waiting at its gate: <script>, <img onerror>, "><svg onload> shown as'
-        " text in node and edge labels, gate question, choice buttons, attention list, evidence"
-        " rows and the playground, and an added input file named like an <img onerror> tag in"
-        " the tooltip and attention line of the stale node; nothing ran",
+        " text in node and edge labels, gate question, choice buttons, evidence rows and the"
+        " playground, and an added input file named like an <img onerror> tag in the tooltip"
+        " and the details of the stale node; nothing ran",
     )
 
     assert pwned(page) == "undefined"

@@ -359,6 +359,19 @@ def test_nested_subgraphs_label_set_late_graph_block_and_anonymous_braces() -> N
     assert graph.attrs == {}
 
 
+def test_subgraphs_are_kept_with_name_label_parent_and_nodes() -> None:
+    graph = parse_dot(
+        'digraph G { a  subgraph cluster_outer { label="Outer" b '
+        'subgraph cluster_in { label="In" c -> d } }  { e }  f }'
+    )
+    assert [(s.name, s.label, s.parent, s.nodes) for s in graph.subgraphs] == [
+        ("cluster_outer", "Outer", None, ("b", "c", "d")),
+        ("cluster_in", "In", 0, ("c", "d")),
+        ("", "", None, ("e",)),
+    ]
+    assert parse_dot("digraph G { a -> b }").subgraphs == []
+
+
 def test_edge_mention_of_an_existing_node_inside_a_subgraph_adds_no_class() -> None:
     graph = parse_dot('digraph G { a  subgraph s { label="S" a -> b } }')
     assert graph.nodes["a"].subgraph_classes == ()

@@ -4,19 +4,26 @@ from __future__ import annotations
 
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.notebook.render import (
-    STATE_STYLES,
     LayoutCache,
     NodeState,
     NodeView,
     StaleKind,
-    legend_html,
+    layout_dot,
     node_groups,
-    overlay_svg,
-    parse_state_css,
+    run_dot,
     sanitize_svg,
-    snapshot_svg,
-    state_css,
-    why_html,
+)
+from freshness_magic.notebook.snapshot import snapshot_svg, static_html
+from freshness_magic.notebook.viewstate import (
+    DARK_BACKGROUND,
+    LIGHT_BACKGROUND,
+    STATE_STYLES,
+    BannerKind,
+    RunBanner,
+    contrast_ratio,
+    palette_css,
+    possible_states,
+    state_code,
 )
 
 XSS = "<img src=x onerror=alert(1)>"
@@ -81,33 +88,96 @@ def test_sanitize_drops_scripts_handlers_and_js_links():
     assert ">ok<" in clean
 
 
-def test_state_css_groups_nodes_and_reads_back():
-    graph = load_pipeline(chain(4))
-    layout = LayoutCache().get(graph)
-    views = {
-        "start": NodeView(NodeState.SUCCEEDED, why="ok"),
-        "n0": NodeView(NodeState.SUCCEEDED),
-        "n1": NodeView(NodeState.STALE, StaleKind.BASELINE, "inputs changed"),
-        "n2": NodeView(NodeState.STALE, StaleKind.RUN, "inputs changed since it ran"),
-        "n3": NodeView(NodeState.RUNNING, StaleKind.RUN),
-    }
-    css = state_css("fm-w-x", layout, views)
-    read = parse_state_css(css, layout)
-    assert read["start"] == (NodeState.SUCCEEDED, StaleKind.NONE)
-    assert read["n1"] == (NodeState.STALE, StaleKind.BASELINE)
-    assert read["n2"] == (NodeState.STALE, StaleKind.RUN)
-    assert read["n3"] == (NodeState.RUNNING, StaleKind.NONE)  # running is never stale
-    assert read["done"] == (NodeState.PENDING, StaleKind.NONE)
-    assert css.count("{") == 4  # one rule per (state, stale kind)
-    assert "stroke-dasharray:8,4" in css and "stroke-dasharray:2,3" in css
-    assert all(rule.startswith(".fm-w-x ") for rule in css[7:-8].split("\n"))
+def test_every_state_outline_contrasts_with_both_backgrounds():
+    for state, style in STATE_STYLES.items():
+        assert contrast_ratio(style.stroke, LIGHT_BACKGROUND) >= 3, state
+        assert contrast_ratio(style.dark_stroke, DARK_BACKGROUND) >= 3, state
+        assert contrast_ratio(style.fill, "#1a1a1a") >= 4.5, state  # label on the fill
+        assert contrast_ratio(style.dark_fill, "#e0e0e0") >= 4.5, state
+    pairs = {(s.fill, s.stroke) for s in STATE_STYLES.values()}
+    assert len(pairs) == len(STATE_STYLES) == len(NodeState)
 
 
-def test_state_css_is_small_for_200_nodes():
+def test_palette_css_colours_states_by_attribute_in_both_themes():
+    css = palette_css()
+    assert '.fm-root g.fm-node[data-state="failed"]>:is(polygon,ellipse,path)' in css
+    assert "--fm-failed-stroke:#c62828" in css and "--fm-failed-stroke:#ef5350" in css
+    assert 'body[data-jp-theme-light="false"] .fm-root' in css
+    assert '[data-stale="run"]' in css and "stroke-dasharray:2,3" in css
+
+
+def test_state_codes_are_one_character_and_distinct():
+    codes = [state_code(NodeView(s)) for s in NodeState]
+    assert all(len(c) == 1 for c in codes) and len(set(codes)) == len(codes)
+    assert state_code(NodeView(NodeState.STALE, StaleKind.RUN)) == "T"
+    assert NodeView(NodeState.NEXT, StaleKind.RUN).stale is StaleKind.NONE
+
+
+def test_legend_lists_only_the_states_a_pipeline_can_show():
+    plain = possible_states(load_pipeline(chain(2)))
+    assert NodeState.WAITING not in plain and NodeState.STALE not in plain
+    assert NodeState.SKIPPED not in plain and NodeState.SUCCEEDED in plain
+    gated = possible_states(
+        load_pipeline(
+            'digraph g { start [shape=Mdiamond]; ask [shape=hexagon]; a [source_files="x.py"];'
+            " done [shape=Msquare]; start -> ask; ask -> a; ask -> done; a -> done }"
+        )
+    )
+    assert {NodeState.WAITING, NodeState.SKIPPED, NodeState.STALE, NodeState.OUTDATED} <= set(gated)
+    assert NodeState.BLOCKED not in gated
+
+
+CLUSTERED = """digraph c {
+  start [shape=Mdiamond]
+  subgraph cluster_outer { label="Outer"
+    a
+    subgraph cluster_inner { label="Inner" b; c }
+  }
+  subgraph { rank=same; d }
+  done [shape=Msquare]
+  start -> a -> b -> c -> d -> done
+  c -> a [condition="context.again=true"]
+}
+"""
+
+
+def test_subgraphs_become_labelled_nested_clusters():
+    graph = load_pipeline(CLUSTERED)
+    dot = layout_dot(graph)
+    assert dot.count("subgraph cluster_") == 2  # the unnamed, unlabelled one is not drawn
+    svg = LayoutCache().get(graph).svg
+    assert svg.count('class="cluster fm-cluster"') == 2
+    assert ">Outer</text>" in svg and ">Inner</text>" in svg
+    assert 'subgraph cluster_1 {\n      graph [id="fm-cluster-1", label="Inner"];\n      n2' in dot
+    raw = run_dot(dot).replace("&#45;", "-")
+    assert raw.index('id="fm-cluster-1"') < raw.index('id="fm-node-b"')
+
+
+def test_edge_conditions_show_cut_with_the_whole_in_the_tooltip():
+    graph = load_pipeline(
+        CLUSTERED.replace("context.again=true", "context.review.needs_another_pass=true")
+    )
+    svg = LayoutCache().get(graph).svg
+    assert ">if context.review.needs_another…</text>" in svg
+    assert "condition: context.review.needs_another_pass=true</title>" in svg
+    edges = svg.split('class="edge fm-edge"')[1:]
+    assert edges and all('"black"' not in e.split("</g>")[0] for e in edges)
+    assert all('stroke="currentColor"' in e.split("</g>")[0] for e in edges)
+
+
+def test_layout_cache_sees_conditions_and_subgraphs():
+    cache = LayoutCache()
+    cache.get(load_pipeline(CLUSTERED))
+    cache.get(load_pipeline(CLUSTERED.replace("again=true", "again=false")))
+    cache.get(load_pipeline(CLUSTERED.replace('label="Inner"', 'label="Core"')))
+    assert cache.misses == 3
+
+
+def test_state_string_is_small_for_200_nodes():
     graph = load_pipeline(chain(198))
     layout = LayoutCache().get(graph)
-    views = {n: NodeView(NodeState.SUCCEEDED) for n in graph.nodes}
-    assert len(state_css("fm-w-0123456789", layout, views).encode()) < 5000
+    codes = "".join(state_code(NodeView(NodeState.SUCCEEDED)) for _ in layout.nodes)
+    assert len(codes) == 200 and layout.nodes[0] == "start"
 
 
 def test_snapshot_writes_state_classes_data_and_tooltips():
@@ -128,36 +198,19 @@ def test_snapshot_writes_state_classes_data_and_tooltips():
     assert groups["n1"].get("class", "").endswith("fm-state-waiting")
 
 
-def test_legend_and_why_list():
-    legend = legend_html()
-    for state in STATE_STYLES:
-        assert f'data-state="{state.value}"' in legend
-    assert "stale since baseline" in legend and "stale since run" in legend
-    why = why_html({"a": NodeView(NodeState.FAILED, why=XSS), "b": NodeView(NodeState.SUCCEEDED)})
-    assert 'data-node="a" data-state="failed"' in why
-    assert "&lt;img" in why and "<img" not in why
-    assert 'data-node="b"' not in why
-
-
-def test_overlay_tips_sit_on_the_nodes_that_need_attention():
-    graph = load_pipeline(chain(3))
+def test_static_html_shows_states_banner_and_legend():
+    graph = load_pipeline(chain(2))
     layout = LayoutCache().get(graph)
     views = {
-        "start": NodeView(NodeState.SUCCEEDED, why="ok"),
-        "n0": NodeView(
-            NodeState.STALE, StaleKind.RUN, "inputs changed since it ran: a.py (modified)"
-        ),
-        "n1": NodeView(NodeState.FAILED, why=XSS),
+        "start": NodeView(NodeState.SUCCEEDED),
+        "n0": NodeView(NodeState.FAILED, why=XSS),
     }
-    overlay = overlay_svg(layout, views)
-    assert overlay.count('class="fm-tip"') == 2
-    assert 'data-node="n0" data-state="stale" data-stale="run"' in overlay
-    assert "a.py (modified)</title>" in overlay
-    assert "&lt;img src=x onerror=alert(1)&gt;" in overlay and "<img" not in overlay
-    assert f'viewBox="{layout.frame["viewBox"]}"' in overlay
-    assert f'transform="{layout.frame["transform"]}"' in overlay
-    x, y, width, height = layout.boxes["n0"]
-    assert f'x="{x:.1f}" y="{y:.1f}" width="{width:.1f}" height="{height:.1f}"' in overlay
-    polygon = next(g for g in node_groups(layout.svg) if g.get("data-node") == "n0")[1]
-    points = [tuple(map(float, p.split(","))) for p in polygon.get("points", "").split()]
-    assert min(p[0] for p in points) == x and min(p[1] for p in points) == y
+    banner = RunBanner(BannerKind.FAILED, "n0: exit code 3 " + XSS, "n0")
+    html = static_html(layout, views, "pipeline chain: failed", banner)
+    assert 'class="fm-banner" data-kind="failed" data-node="n0"' in html
+    assert "<img" not in html and "&lt;img" in html
+    style = html[: html.index("</style>")]
+    assert ".fm-node>" not in style  # the old rule painted every node white over its state
+    assert 'fill="#ffcdd2"' in html  # the failed fill as an attribute where CSS is stripped
+    assert 'data-state="failed"' in html.split('<div class="fm-legend">')[1]
+    assert 'data-state="waiting"' not in html.split('<div class="fm-legend">')[1]

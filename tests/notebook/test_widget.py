@@ -1,31 +1,52 @@
-"""The widget at model level: graph elements, state styles per step, gate, evidence, playground."""
+"""The widget at model level: what it syncs per step, the actions its messages trigger, the
+replies (details, evidence, playground), the static fallback and escaping."""
 
 from __future__ import annotations
 
 import json
-import re
+import threading
 from pathlib import Path
+from typing import Any
 
+import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import NodeState, node_groups, parse_state_css
+from freshness_magic.notebook.render import NodeState, node_groups
+from freshness_magic.notebook.viewstate import STATE_CODES
 from freshness_magic.notebook.widget import PipelineWidget
 from tests.notebook.conftest import load_review
 
+STATE_OF_CODE = {code: state.value for state, code in STATE_CODES.items()} | {"T": "stale"}
+
 
 def states(widget: PipelineWidget) -> dict[str, str]:
-    css = widget.state_html.value.split("</style>")[0] + "</style>"
-    return {n: s.value for n, (s, _) in parse_state_css(css, widget.layout).items()}
+    """Each node's state as the page receives it (one character per node, layout order)."""
+    return {
+        node: STATE_OF_CODE[code]
+        for node, code in zip(widget.graph["nodes"], widget.states, strict=True)
+    }
 
 
-def test_one_svg_element_per_node_and_state_classes_after_each_step(
-    shell: InteractiveShell, workdir: Path
-):
+class Replies:
+    """The custom messages the widget sends to the page (its comm's ``send``)."""
+
+    def __init__(self, widget: PipelineWidget) -> None:
+        self.sent: list[dict[str, Any]] = []
+        widget.send = self.sent.append  # type: ignore[method-assign]
+
+    def last(self, kind: str) -> dict[str, Any]:
+        found = [m for m in self.sent if m.get("reply") == kind]
+        assert found, f"no {kind!r} reply in {self.sent}"
+        return found[-1]
+
+
+def test_graph_sent_once_and_states_per_step(shell: InteractiveShell, workdir: Path):
     pipeline: NotebookPipeline = load_review(shell, workdir)
     widget = pipeline.widget
-    svg = widget.graph_html.value
+    svg = widget.graph["svg"]
     assert [g.get("data-node") for g in node_groups(svg)] == list(pipeline.graph.nodes)
+    assert widget.graph["nodes"] == list(pipeline.graph.nodes)
     assert set(states(widget).values()) == {"pending"}
     expected = [
         {"start": "succeeded", "lint": "next", "draft": "pending"},
@@ -35,100 +56,132 @@ def test_one_svg_element_per_node_and_state_classes_after_each_step(
     ]
     misses = pipeline.layout_cache.misses
     for want in expected:
-        widget.step_button.click()
+        widget.update_stats.clear()
+        widget.handle({"action": "step"})
         got = states(widget)
         assert {k: got[k] for k in want} == want
-        assert widget.graph_html.value == svg  # the layout is never re-sent
-        snapshot = {g.get("data-node"): g.get("class") for g in node_groups(widget.snapshot())}
-        for node_id, state in want.items():
-            assert f"fm-state-{state}" in (snapshot[node_id] or "")
-        assert widget.bytes_last_update < 5000
+        assert widget.graph["svg"] == svg
+        assert all(size < 2000 for _, size in widget.update_stats), widget.update_stats
     assert pipeline.layout_cache.misses == misses
     assert widget.errors == []
 
 
-def test_status_and_progress_follow_the_run(shell: InteractiveShell, workdir: Path):
+def test_run_line_and_progress_follow_the_run(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     widget = pipeline.widget
-    assert "ready" in widget.status.value and widget.progress.value == 0
-    widget.run_to_select.value = "draft"
-    widget.run_to_button.click()
-    assert 'data-state="paused"' in widget.status.value
-    assert "next: draft" in widget.status.value
-    assert widget.progress.value == 2
-    widget.run_button.click()
-    assert 'data-state="waiting"' in widget.status.value
-    assert widget.progress.value == 3
+    assert widget.run["state"] == "ready" and widget.run["done"] == 0
+    assert widget.run["backend"] == "simulated"
+    widget.handle({"action": "run_to", "node": "draft"})
+    assert widget.run["state"] == "paused" and "next: draft" in widget.run["line"]
+    assert widget.run["done"] == 2
+    widget.handle({"action": "run"})
+    assert widget.run["state"] == "waiting" and widget.run["done"] == 3
 
 
-def test_gate_buttons_match_choices_and_click_continues(shell: InteractiveShell, workdir: Path):
+def test_gate_value_and_answer_routes(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     widget = pipeline.widget
-    assert widget.gate_panel.layout.display == "none"
-    widget.run_button.click()
-    assert widget.gate_panel.layout.display == "flex"
-    buttons = list(widget.gate_buttons.children)
-    gate = pipeline.pending_gate()
-    assert gate is not None
-    assert [b.description for b in buttons] == ["[Y] Yes", "[N] No, redo"]
-    assert [c.key for c in gate.choices] == ["Y", "N"]
-    assert all("fm-gate-choice" in b._dom_classes for b in buttons)
-    assert "fm-gate-choice-Y" in buttons[0]._dom_classes
-    assert 'data-node="approve"' in widget.gate_question.value
-    buttons[1].click()  # No, redo: back to draft, then the gate asks again
+    assert widget.gate == {}
+    widget.handle({"action": "run"})
+    gate = widget.gate
+    assert gate["node"] == "approve" and gate["question"] == "Ship it?"
+    assert [c["text"] for c in gate["choices"]] == ["[Y] Yes", "[N] No, redo"]
+    assert [c["target"] for c in gate["choices"]] == ["done", "draft"]
+    assert "draft" in gate["approving"]["title"]
+    widget.handle({"action": "answer", "node": "approve", "choice": "N", "comment": ""})
     assert pipeline.state_name == "waiting"
     assert pipeline.outcomes()["approve"].preferred_label == "[N] No, redo"
-    widget.gate_buttons.children[0].click()
+    widget.handle({"action": "answer", "node": "approve", "choice": "Y", "comment": ""})
     assert pipeline.state_name == "completed"
-    assert widget.gate_panel.layout.display == "none"
+    assert widget.gate == {}
     assert states(widget)["done"] == "succeeded"
 
 
-def test_callback_errors_show_in_the_log_area(shell: InteractiveShell, workdir: Path):
+def test_a_gate_comment_from_the_view_reaches_the_context(
+    shell: InteractiveShell, workdir: Path
+) -> None:
     pipeline = load_review(shell, workdir)
     widget = pipeline.widget
-    widget.run_button.click()
-    stale_button = widget.gate_buttons.children[0]
-    shell.run_line_magic("pipeline", "resume approve --choice Y")
-    stale_button.click()  # the gate was already answered from a magic
-    assert len(widget.errors) == 1
-    text = "".join(o.get("text", "") for o in widget.log_area.outputs)
-    assert "no human gate is waiting" in text
-    assert "Traceback" in text
+    widget.handle({"action": "run"})
+    widget.handle({"action": "answer", "node": "approve", "choice": "Y", "comment": "ok by me"})
+    assert pipeline.state_name == "completed"
+    assert pipeline.run.context.get("human.gate.comment") == "ok by me"
 
 
-def test_evidence_rows_match_the_log_newest_first(shell: InteractiveShell, workdir: Path):
+def test_action_errors_are_replied_not_raised(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     widget = pipeline.widget
-    assert "no evidence records yet" in widget.evidence_table.value
+    replies = Replies(widget)
+    widget._on_msg(widget, {"action": "answer", "node": "approve", "choice": "Y"}, [])
+    assert "no human gate is waiting" in replies.last("error")["text"]
+    widget._on_msg(widget, {"action": "details", "node": "nope"}, [])
+    assert "no node 'nope'" in replies.last("error")["text"]
+    widget._on_msg(widget, {"action": "fly"}, [])
+    assert "unknown action 'fly'" in replies.last("error")["text"]
+    assert len(widget.errors) == 3
+
+
+def test_details_on_request(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    replies = Replies(widget)
+    widget.handle({"action": "run_to", "node": "draft"})
+    widget.handle({"action": "details", "node": "lint"})
+    data = replies.last("details")["data"]
+    assert replies.last("details")["node"] == "lint"
+    assert data["state"] == "succeeded"
+    assert data["attributes"]["tool_command"] == "true"
+    assert data["evidence"][0]["method"] == "external_effect"
+
+
+def test_evidence_rows_newest_first_bounded_and_expandable(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    replies = Replies(widget)
+    assert widget.evidence == {"total": 0, "rows": []}
     for _ in range(3):
-        widget.step_button.click()
+        widget.handle({"action": "step"})
     log = [
         json.loads(x) for x in (pipeline.run.run_dir / "evidence.jsonl").read_text().splitlines()
     ]
-    rows = re.findall(
-        r'<tr class="fm-evidence-row" data-node="([^"]+)"', widget.evidence_table.value
+    rows = widget.evidence["rows"]
+    assert (
+        [r[2] for r in rows] == [r["nodeId"] for r in reversed(log)] == ["draft", "lint", "start"]
     )
-    assert rows == [r["nodeId"] for r in reversed(log)] == ["draft", "lint", "start"]
-    assert len(widget.evidence_select.options) == 3
-    widget.evidence_select.value = 1
-    shown = widget.evidence_detail.value
-    assert shown.startswith('<pre class="fm-evidence-json">')
-    assert "&quot;nodeId&quot;: &quot;lint&quot;" in shown
+    assert [r[0] for r in rows] == [2, 1, 0]
+    widget.handle({"action": "evidence_detail", "seq": 1})
+    record = replies.last("evidence_detail")
+    assert record["seq"] == 1 and "tool node 'lint' success" in record["record"]["summary"]
+    assert record["record"]["method"] == "external_effect"
+    widget.handle({"action": "evidence_all"})
+    assert [r[2] for r in replies.last("evidence_all")["rows"]] == ["draft", "lint", "start"]
 
 
-def test_playground_explains_clauses_and_errors(shell: InteractiveShell, workdir: Path):
+def test_evidence_panel_sends_only_the_newest_rows(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     widget = pipeline.widget
-    widget.step_button.click()
-    widget.playground_input.value = "outcome=success && context.missing=1"
-    result = widget.playground_result.value
-    assert "result: false" in result
-    assert "outcome=success" in result and "held" in result and "failed" in result
-    widget.playground_node.value = "approve"
-    assert "edge from approve" in widget.playground_result.value
-    widget.playground_input.value = "outcome == success"
-    assert re.search(r"syntax error at column \d+", widget.playground_result.value)
+    widget.handle({"action": "run"})
+    for _ in range(4):
+        widget.handle({"action": "answer", "node": "approve", "choice": "N", "comment": ""})
+    assert widget.evidence["total"] > 8
+    assert len(widget.evidence["rows"]) == 8
+
+
+def test_playground_replies_text_edge_and_keys(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    replies = Replies(widget)
+    widget.handle({"action": "step"})
+    widget.handle({"action": "playground", "expr": "outcome=success && context.x=1", "node": None})
+    reply = replies.last("playground")
+    assert "result: false" in reply["text"] and "held" in reply["text"]
+    assert reply["edge"] == {"source": "start", "target": "lint", "index": 0}
+    assert ["outcome", ""] in reply["keys"]
+    assert any(key.startswith("context.") for key, _ in reply["keys"])
+    widget.handle({"action": "playground", "expr": "outcome == success", "node": "approve"})
+    reply = replies.last("playground")
+    assert "syntax error at column" in reply["text"]
+    assert reply["edge"]["source"] == "approve"
     assert widget.errors == []
 
 
@@ -142,81 +195,85 @@ XSS_DOT = """digraph xss {
 """
 
 
-def test_pipeline_text_is_escaped_everywhere(shell: InteractiveShell, workdir: Path):
+def test_pipeline_text_is_escaped_in_the_svg_and_static_html(
+    shell: InteractiveShell, workdir: Path
+):
     pipeline = shell.run_cell_magic("pipeline", f"xss --workdir {workdir}", XSS_DOT)
     widget = pipeline.widget
-    widget.run_button.click()
+    widget.handle({"action": "run"})
     assert pipeline.state_name == "waiting"
-    html_values = [
-        widget.graph_html.value, widget.state_html.value, widget.gate_question.value,
-        widget.evidence_table.value, widget.status.value, widget.static_html(),
-    ]  # fmt: skip
-    for value in html_values:
-        assert "<img" not in value
-        assert "<script" not in value
-        assert "<svg onload" not in value
-        assert "<b onmouseover" not in value
-    assert "&lt;img src=x onerror=alert(1)&gt;" in widget.graph_html.value
-    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in widget.gate_question.value
-    assert widget.gate_buttons.children[0].description == "[Y] <b onmouseover=alert(4)>yes</b>"
+    for value in (widget.graph["svg"], widget.static_html()):
+        assert "<img" not in value and "<script" not in value
+        assert "<svg onload" not in value and "<b onmouseover" not in value
+    assert "&lt;img src=x onerror=alert(1)&gt;" in widget.graph["svg"]
+    assert widget.gate["question"] == "<script>alert(2)</script>"  # the page sets it as text
 
 
-def test_views_states_are_all_known(shell: InteractiveShell, workdir: Path):
-    pipeline = load_review(shell, workdir)
-    pipeline.run_to()
-    assert {v.state for v in pipeline.views().values()} <= set(NodeState)
-
-
-def test_accept_and_reset_buttons(shell: InteractiveShell, workdir: Path):
+def test_static_html_carries_the_states(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     widget = pipeline.widget
-    widget.run_to_select.value = "approve"
-    widget.run_to_button.click()
+    widget.handle({"action": "run"})
+    bundle = pipeline._repr_mimebundle_()
+    assert "application/vnd.jupyter.widget-view+json" in bundle
+    html = bundle["text/html"]
+    assert html == widget.static_html()
+    groups = {
+        g.get("data-node"): g for g in node_groups(html[html.index("<svg") :].split("</div>")[0])
+    }
+    assert groups["approve"].get("data-state") == "waiting"
+    assert groups["lint"].get("data-state") == "succeeded"
+    shape = next(p for p in groups["lint"] if p.tag.endswith("polygon"))
+    assert shape.get("fill") == "#c8e6c9"
+    assert "fm-node>" not in html.split("<svg")[0]  # no rule that paints every node one colour
+    legend = html.split('<div class="fm-legend">')[1]
+    assert 'data-state="waiting"' in legend and 'data-state="blocked"' in legend
+    assert 'data-state="partial"' in legend  # freshness=block retries can end partial
+
+
+def test_superseded_view_refuses_actions(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    replies = Replies(widget)
+    widget.supersede("a newer %%pipeline review replaced this one")
+    widget._on_msg(widget, {"action": "step"}, [])
+    assert "no longer drives a run" in replies.last("error")["text"]
+    assert pipeline.state_name == "ready"
+
+
+def test_accept_and_reset(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    widget.handle({"action": "run_to", "node": "approve"})
     (workdir / "src" / "login.py").write_text("changed = True\n")
     shell.run_cell("x = 1")
     assert states(widget)["lint"] == "stale"
-    assert 'data-node="lint" data-state="stale" data-stale="run"' in widget.state_html.value
-    pipeline.accept("lint")
+    assert widget.states[widget.graph["nodes"].index("lint")] == "T"  # stale since it ran
+    assert "src/login.py (modified)" in widget.notes["lint"]
+    widget.handle({"action": "accept", "node": "lint"})
     assert states(widget)["lint"] == "succeeded"
     first_dir = pipeline.run.run_dir
-    widget.reset_button.click()
+    widget.handle({"action": "reset"})
     assert pipeline.run.run_dir != first_dir
     assert set(states(widget).values()) == {"pending"}
-    assert "no evidence records yet" in widget.evidence_table.value
+    assert widget.evidence["total"] == 0
     assert widget.errors == []
 
 
-def test_accept_button_accepts_nodes_not_run_yet(shell: InteractiveShell, workdir: Path):
+def test_node_cell_changes_the_layout_once(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     widget = pipeline.widget
-    widget.step_button.click()
-    (workdir / "docs" / "spec.md").write_text("# v2\n")
-    shell.run_cell("x = 1")
-    assert states(widget)["draft"] == "stale"
-    widget.accept_button.click()
-    assert states(widget)["draft"] == "pending"
-    log = "".join(o.get("text", "") for o in widget.log_area.outputs)
-    assert "accepted current inputs of all stale nodes and nodes not run yet: docs/spec.md" in log
-
-
-def test_node_cell_changes_the_tooltip_layout_once(shell: InteractiveShell, workdir: Path):
-    pipeline = load_review(shell, workdir)
-    widget = pipeline.widget
-    before = widget.graph_html.value
+    before = widget.graph["svg"]
     assert "type: codergen" in before
     shell.run_cell_magic("node", "draft", "pass\n")
-    after = widget.graph_html.value
+    after = widget.graph["svg"]
     assert after != before and "type: notebook.cell" in after
-    widget.step_button.click()
-    assert widget.graph_html.value == after
+    widget.handle({"action": "step"})
+    assert widget.graph["svg"] == after
 
 
 def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
     shell: InteractiveShell, workdir: Path
 ):
-    import threading
-
-    import pytest
     from IPython.core.error import UsageError
 
     dot = (
@@ -228,16 +285,24 @@ def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
     shell.user_ns.update(entered=entered, release=release)
     shell.run_cell_magic("node", "work", "entered.set()\nassert release.wait(30)\n")
     widget = pipeline.widget
+    replies = Replies(widget)
     widget.background = True
-    widget.run_button.click()
+    widget.handle({"action": "run"})
     assert entered.wait(30)
-    assert widget.step_button.disabled and widget.run_button.disabled
+    assert widget.run["busy"] is True
+    assert widget.run["running"] == "work"
     with pytest.raises(UsageError, match="busy"):
         shell.run_line_magic("pipeline", "step")
-    widget.step_button.click()
-    assert "still running" in "".join(o.get("text", "") for o in widget.log_area.outputs)
+    widget._on_msg(widget, {"action": "step"}, [])
+    assert "still running" in replies.last("error")["text"]
     release.set()
     widget.wait(30)
     assert pipeline.state_name == "completed"
-    assert not widget.step_button.disabled
+    assert widget.run["busy"] is False
     assert states(widget)["done"] == "succeeded"
+
+
+def test_views_states_are_all_known(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    pipeline.run_to()
+    assert {v.state for v in pipeline.views().values()} <= set(NodeState)

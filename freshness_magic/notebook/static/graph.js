@@ -1,0 +1,680 @@
+// The freshness_magic pipeline view: an anywidget ES module shipped with the package (no network).
+//
+// The model carries the laid-out SVG once per pipeline structure (`graph`), every node's state as
+// one character per node (`states`), short explanations of the nodes that need attention (`notes`),
+// the run line (`run`), a banner, the waiting gate and the newest evidence rows. States change by
+// setting `data-state` on node groups; the palette CSS colours them. Everything from the pipeline
+// is inserted as text (the SVG is sanitised and escaped by the kernel side). Actions go back as
+// `{action, ...}` messages; details, evidence records and playground answers come back as replies.
+
+const CODES = {
+  p: "pending", n: "next", r: "running", s: "succeeded", a: "partial", f: "failed",
+  y: "retrying", w: "waiting", b: "blocked", k: "skipped", i: "interrupted", t: "stale",
+  T: "stale", o: "outdated",
+};
+const STALE = { t: "baseline", T: "run" };
+const MIN_LABEL_PX = 9.5; // smallest node label on screen at the default zoom
+const LABEL_PT = 11; // node font size given to dot (points; 1pt = 4/3 px)
+const MAX_SCALE = 3;
+const ABS_MIN_SCALE = 0.2;
+
+function h(tag, cls, text) {
+  const e = document.createElement(tag);
+  if (cls) e.className = cls;
+  if (text !== undefined && text !== null) e.textContent = String(text);
+  return e;
+}
+
+function btn(label, cls, title) {
+  const b = h("button", `fm-btn ${cls}`, label);
+  b.type = "button";
+  if (title) b.title = title;
+  return b;
+}
+
+function fmtSeconds(s) {
+  if (!isFinite(s) || s < 0) return "";
+  if (s < 60) return `${s.toFixed(s < 10 ? 1 : 0)}s`;
+  const m = Math.floor(s / 60);
+  return `${m}m ${String(Math.floor(s % 60)).padStart(2, "0")}s`;
+}
+
+function render({ model, el }) {
+  const root = h("div", "fm-root fm-widget");
+  root.setAttribute("data-lm-suppress-shortcuts", "true");
+  root.tabIndex = -1;
+  el.appendChild(root);
+
+  // --- header, toolbar, banner, progress -------------------------------------------------------
+  const header = h("div", "fm-header");
+  const title = h("span", "fm-title");
+  const status = h("span", "fm-status");
+  const timer = h("span", "fm-timer");
+  const badge = h("span", "fm-badge", "simulated LLM");
+  badge.title = "codergen nodes use the simulated backend (no model is called)";
+  const note = h("div", "fm-note");
+  header.append(title, status, timer, badge);
+
+  const toolbar = h("div", "fm-toolbar fm-controls");
+  const stepB = btn("Step", "fm-step", "Run the next node");
+  const runB = btn("Run", "fm-run", "Run to the exit, a gate or a failure");
+  const runToB = btn("Run to", "fm-run-to", "Run until the chosen node is next");
+  const runToSel = h("select", "fm-run-to-node");
+  runToSel.title = "node to run to";
+  const stopB = btn("Stop", "fm-stop", "Stop the running node (the run can go on later)");
+  const acceptB = btn("Accept changes", "fm-accept", "Accept changed inputs as the new baseline");
+  const resetB = btn("Reset", "fm-reset", "Discard this run; the next action starts a new one");
+  const spacer = h("span", "fm-spacer");
+  const zoomOutB = btn("−", "fm-zoom-out", "Zoom out (Ctrl + wheel)");
+  const scaleLabel = h("span", "fm-scale");
+  const zoomInB = btn("+", "fm-zoom-in", "Zoom in (Ctrl + wheel)");
+  const fitB = btn("Fit", "fm-fit", "Fit the width (never below a readable size)");
+  const actualB = btn("1:1", "fm-zoom-reset", "Natural size");
+  toolbar.append(stepB, runB, runToB, runToSel, stopB, acceptB, resetB, spacer,
+    zoomOutB, scaleLabel, zoomInB, fitB, actualB);
+  const actionButtons = [stepB, runB, runToB, acceptB, resetB];
+
+  const progress = h("div", "fm-progress");
+  const bar = h("div", "progress-bar fm-progress-bar");
+  progress.append(bar);
+
+  const banner = h("div", "fm-banner");
+  banner.hidden = true;
+
+  // --- graph and details -----------------------------------------------------------------------
+  const main = h("div", "fm-main");
+  const viewport = h("div", "fm-viewport fm-graph");
+  const canvas = h("div", "fm-canvas");
+  viewport.append(canvas);
+  const details = h("aside", "fm-details");
+  details.hidden = true;
+  main.append(viewport, details);
+  const legend = h("div", "fm-legend");
+
+  // --- gate, evidence, playground, log ---------------------------------------------------------
+  const gate = h("section", "fm-gate");
+  gate.hidden = true;
+  const evidence = h("section", "fm-evidence");
+  const playground = h("section", "fm-playground");
+  const log = h("div", "fm-log");
+
+  root.append(header, note, toolbar, progress, banner, main, legend, gate, evidence, playground, log);
+
+  const view = { scale: 1, natural: [0, 0], svg: null, groups: [], edges: [], titles: [],
+    nodes: [], selected: null, userZoomed: false, chosenEdge: null, focus: null };
+
+  function send(msg) {
+    if (model.get("note")) return;
+    model.send(msg);
+  }
+  function showError(text) {
+    const pre = h("pre", "fm-error", text);
+    log.append(pre);
+    while (log.children.length > 5) log.firstChild.remove();
+  }
+
+  // --- zoom and pan ----------------------------------------------------------------------------
+  function minScale() {
+    return MIN_LABEL_PX / (LABEL_PT * 4 / 3);
+  }
+  function applyScale(scale, anchor) {
+    if (!view.svg) return;
+    const old = view.scale;
+    scale = Math.max(ABS_MIN_SCALE, Math.min(MAX_SCALE, scale));
+    const ax = anchor ? anchor[0] : viewport.clientWidth / 2;
+    const ay = anchor ? anchor[1] : viewport.clientHeight / 2;
+    const gx = (viewport.scrollLeft + ax) / old;
+    const gy = (viewport.scrollTop + ay) / old;
+    view.scale = scale;
+    view.svg.setAttribute("width", String(view.natural[0] * scale));
+    view.svg.setAttribute("height", String(view.natural[1] * scale));
+    viewport.scrollLeft = gx * scale - ax;
+    viewport.scrollTop = gy * scale - ay;
+    scaleLabel.textContent = `${Math.round(scale * 100)}%`;
+    root.style.setProperty("--fm-scale", String(scale));
+  }
+  function fit() {
+    if (!view.svg || !view.natural[0]) return;
+    const width = viewport.clientWidth - 8;
+    const wanted = width > 0 ? width / view.natural[0] : 1;
+    applyScale(Math.max(minScale(), Math.min(1.25, wanted)));
+    viewport.scrollLeft = 0;
+    viewport.scrollTop = 0;
+  }
+  zoomInB.onclick = () => { view.userZoomed = true; applyScale(view.scale * 1.25); };
+  zoomOutB.onclick = () => { view.userZoomed = true; applyScale(view.scale / 1.25); };
+  fitB.onclick = () => { view.userZoomed = false; fit(); };
+  actualB.onclick = () => { view.userZoomed = true; applyScale(1); };
+  viewport.addEventListener("wheel", (ev) => {
+    if (!(ev.ctrlKey || ev.metaKey)) return;
+    ev.preventDefault();
+    const r = viewport.getBoundingClientRect();
+    view.userZoomed = true;
+    applyScale(view.scale * Math.exp(-ev.deltaY * 0.0015), [ev.clientX - r.left, ev.clientY - r.top]);
+  }, { passive: false });
+  let drag = null;
+  viewport.addEventListener("pointerdown", (ev) => {
+    if (ev.button !== 0) return;
+    drag = { x: ev.clientX, y: ev.clientY, left: viewport.scrollLeft, top: viewport.scrollTop, moved: false };
+  });
+  function onPointerMove(ev) {
+    if (!drag) return;
+    const dx = ev.clientX - drag.x;
+    const dy = ev.clientY - drag.y;
+    if (!drag.moved && Math.abs(dx) + Math.abs(dy) < 4) return;
+    drag.moved = true;
+    viewport.classList.add("fm-dragging");
+    viewport.scrollLeft = drag.left - dx;
+    viewport.scrollTop = drag.top - dy;
+  }
+  function onPointerUp() {
+    if (drag && drag.moved) view.justDragged = true;
+    drag = null;
+    viewport.classList.remove("fm-dragging");
+    setTimeout(() => { view.justDragged = false; }, 0);
+  }
+  window.addEventListener("pointermove", onPointerMove);
+  window.addEventListener("pointerup", onPointerUp);
+  const resize = new ResizeObserver(() => { if (!view.userZoomed) fit(); });
+  resize.observe(viewport);
+
+  // --- the graph ---------------------------------------------------------------------------------
+  function loadGraph() {
+    const g = model.get("graph") || {};
+    title.hidden = true; // the status line starts with "pipeline <name>:"
+    canvas.innerHTML = g.svg || "";
+    const svg = canvas.querySelector("svg");
+    view.svg = svg;
+    view.nodes = g.nodes || [];
+    view.groups = [];
+    view.titles = [];
+    if (!svg) return;
+    const box = (svg.getAttribute("viewBox") || "0 0 0 0").split(/\s+/).map(Number);
+    view.natural = [box[2] * 4 / 3, box[3] * 4 / 3];
+    svg.removeAttribute("style");
+    const byId = new Map();
+    for (const grp of svg.querySelectorAll("g.fm-node")) byId.set(grp.dataset.node, grp);
+    for (const id of view.nodes) {
+      const grp = byId.get(id) || null;
+      view.groups.push(grp);
+      const t = grp && grp.querySelector(":scope > title");
+      view.titles.push(t ? t.textContent : id);
+    }
+    view.edges = [...svg.querySelectorAll("g.fm-edge")];
+    runToSel.replaceChildren(...view.nodes.map((id) => { const o = h("option", "", id); o.value = id; return o; }));
+    playNode.replaceChildren(h("option", "", "(last node)"),
+      ...view.nodes.map((id) => { const o = h("option", "", id); o.value = id; return o; }));
+    playNode.firstChild.value = "";
+    view.scale = 1;
+    if (view.userZoomed) applyScale(view.scale); else requestAnimationFrame(fit);
+    applyStates();
+    drawLegend();
+  }
+
+  canvas.addEventListener("click", (ev) => {
+    if (view.justDragged) return;
+    const grp = ev.target.closest && ev.target.closest("g.fm-node");
+    if (!grp) return;
+    select(grp.dataset.node);
+  });
+
+  function applyStates() {
+    const codes = model.get("states") || "";
+    const notes = model.get("notes") || {};
+    view.groups.forEach((grp, i) => {
+      if (!grp) return;
+      const code = codes[i] || "p";
+      const state = CODES[code] || "pending";
+      if (grp.dataset.state !== state) grp.dataset.state = state;
+      if (STALE[code]) grp.dataset.stale = STALE[code]; else delete grp.dataset.stale;
+      const id = view.nodes[i];
+      const t = grp.querySelector(":scope > title");
+      const extra = notes[id] ? `\n${state}: ${notes[id]}` : `\n${state}`;
+      if (t) t.textContent = view.titles[i] + extra;
+    });
+    drawLegend();
+    if (view.selected) updateDetailsState();
+  }
+
+  function drawLegend() {
+    const g = model.get("graph") || {};
+    const codes = model.get("states") || "";
+    const present = new Set([...codes].map((c) => CODES[c]));
+    const items = (g.legend || []).slice();
+    const known = new Set(items.map((x) => x.state));
+    for (const s of present) if (s && !known.has(s) && g.describe && g.describe[s]) items.push(g.describe[s]);
+    legend.replaceChildren(...items.map((item) => {
+      const span = h("span", "fm-legend-item");
+      span.dataset.state = item.state;
+      span.title = item.text;
+      const sw = h("span", "fm-swatch");
+      sw.style.background = `var(--fm-${item.state}-fill)`;
+      sw.style.borderColor = `var(--fm-${item.state}-stroke)`;
+      if (item.dash) sw.style.borderStyle = "dashed";
+      span.append(sw, h("span", "fm-legend-text", item.state));
+      return span;
+    }));
+  }
+
+  // --- run line, timer, banner -------------------------------------------------------------------
+  let runReceived = performance.now();
+  function applyRun() {
+    const run = model.get("run") || {};
+    runReceived = performance.now();
+    const span = h("span", "", `${run.line || ""}${run.elapsed !== undefined ? ` · ${fmtSeconds(run.elapsed)}` : ""}`);
+    span.dataset.state = run.state || "";
+    status.replaceChildren(span);
+    const total = run.total || 1;
+    bar.style.width = `${Math.min(100, 100 * (run.done || 0) / total)}%`;
+    badge.hidden = run.backend !== "simulated";
+    const busy = !!run.busy;
+    for (const b of actionButtons) b.disabled = busy || !!model.get("note");
+    stopB.disabled = !run.running && !busy;
+    stopB.hidden = run.can_stop === false;
+    const current = run.running || (model.get("gate") || {}).node || "";
+    if (current && current !== view.followed && !drag) requestAnimationFrame(() => scrollToNode(current, false));
+    view.followed = current;
+    tick();
+  }
+  function tick() {
+    const run = model.get("run") || {};
+    if (run.running) {
+      const s = (run.running_for || 0) + (performance.now() - runReceived) / 1000;
+      timer.textContent = `running ${run.running} · ${fmtSeconds(s)}`;
+      timer.dataset.node = run.running;
+      timer.hidden = false;
+    } else {
+      timer.textContent = "";
+      timer.hidden = true;
+    }
+  }
+  const ticker = setInterval(tick, 500);
+
+  function scrollToNode(id, always) {
+    const i = view.nodes.indexOf(id);
+    const grp = i >= 0 ? view.groups[i] : null;
+    if (!grp) return;
+    const v = viewport.getBoundingClientRect();
+    const r = grp.getBoundingClientRect();
+    const inside = r.left >= v.left && r.right <= v.right && r.top >= v.top && r.bottom <= v.bottom;
+    if (inside && !always) return;
+    viewport.scrollLeft += r.left + r.width / 2 - (v.left + v.width / 2);
+    viewport.scrollTop += r.top + r.height / 2 - (v.top + v.height / 2);
+  }
+
+  function highlightFocus(node, edge) {
+    for (const g of canvas.querySelectorAll(".fm-focus")) g.classList.remove("fm-focus");
+    if (node) {
+      const i = view.nodes.indexOf(node);
+      if (i >= 0 && view.groups[i]) view.groups[i].classList.add("fm-focus");
+    }
+    if (edge) {
+      for (const e of view.edges) {
+        if (e.dataset.source === edge[0] && e.dataset.target === edge[1]) e.classList.add("fm-focus");
+      }
+    }
+  }
+  function applyBanner() {
+    const b = model.get("banner") || {};
+    if (!b.kind) {
+      banner.hidden = true;
+      banner.replaceChildren();
+      highlightFocus(null, null);
+      return;
+    }
+    banner.hidden = false;
+    banner.dataset.kind = b.kind;
+    if (b.node) banner.dataset.node = b.node; else delete banner.dataset.node;
+    const label = { failed: "Run failed", dead_end: "Dead end", interrupted: "Stopped",
+      superseded: "Superseded", info: "Note" }[b.kind] || b.kind;
+    const head = h("strong", "fm-banner-kind", label);
+    const text = h("span", "fm-banner-text", b.text || "");
+    banner.replaceChildren(head, text);
+    if (b.node) {
+      const go = btn(`show ${b.node}`, "fm-banner-node", "Open this node's details");
+      go.onclick = () => select(b.node);
+      banner.append(go);
+    }
+    if ((b.kind === "failed" || b.kind === "interrupted") && (model.get("run") || {}).can_retry) {
+      const retry = btn("Retry", "fm-banner-retry", "Retry from the failed or stopped node");
+      retry.onclick = () => send({ action: "retry", node: b.node || null });
+      banner.append(retry);
+    }
+    highlightFocus(b.node, b.edge);
+    if (b.node && b.node !== view.bannerNode) requestAnimationFrame(() => scrollToNode(b.node, false));
+    view.bannerNode = b.node;
+  }
+
+  function applyNote() {
+    const text = model.get("note") || "";
+    note.textContent = text;
+    note.hidden = !text;
+    root.classList.toggle("fm-superseded", !!text);
+    for (const b of root.querySelectorAll("button, input, select, textarea")) {
+      if (text && !b.classList.contains("fm-zoom-in") && !b.classList.contains("fm-zoom-out")
+          && !b.classList.contains("fm-fit") && !b.classList.contains("fm-zoom-reset")) b.disabled = true;
+    }
+  }
+
+  // --- details panel -----------------------------------------------------------------------------
+  const detailsHead = h("div", "fm-details-head");
+  const detailsTitle = h("strong", "fm-details-title");
+  const closeB = btn("×", "fm-details-close", "Close");
+  closeB.onclick = () => { details.hidden = true; setSelected(null); };
+  detailsHead.append(detailsTitle, closeB);
+  const detailsState = h("div", "fm-details-state");
+  const detailsActions = h("div", "fm-details-actions");
+  const runHereB = btn("Run to here", "fm-act-run-to", "Run until this node is next");
+  const retryB = btn("Retry from here", "fm-act-retry", "Re-run the run from this node");
+  const acceptHereB = btn("Accept changes", "fm-act-accept", "Accept this node's changed inputs");
+  runHereB.onclick = () => send({ action: "run_to", node: view.selected });
+  retryB.onclick = () => send({ action: "retry", node: view.selected });
+  acceptHereB.onclick = () => send({ action: "accept", node: view.selected });
+  detailsActions.append(runHereB, retryB, acceptHereB);
+  const detailsBody = h("div", "fm-details-body");
+  details.append(detailsHead, detailsState, detailsActions, detailsBody);
+
+  function setSelected(id) {
+    for (const g of canvas.querySelectorAll("g.fm-selected")) g.classList.remove("fm-selected");
+    view.selected = id;
+    const i = view.nodes.indexOf(id);
+    if (i >= 0 && view.groups[i]) view.groups[i].classList.add("fm-selected");
+  }
+  function select(id) {
+    setSelected(id);
+    scrollToNode(id, false);
+    details.hidden = false;
+    details.dataset.node = id;
+    detailsTitle.textContent = id;
+    detailsBody.replaceChildren(h("div", "fm-muted", "loading…"));
+    updateDetailsState();
+    send({ action: "details", node: id });
+  }
+  function updateDetailsState() {
+    const i = view.nodes.indexOf(view.selected);
+    const code = (model.get("states") || "")[i] || "p";
+    const state = CODES[code];
+    const notes = model.get("notes") || {};
+    const chip = h("span", "fm-state-chip", state);
+    chip.dataset.state = state;
+    chip.style.background = `var(--fm-${state}-fill)`;
+    chip.style.borderColor = `var(--fm-${state}-stroke)`;
+    detailsState.replaceChildren(chip);
+    if (notes[view.selected]) detailsState.append(h("span", "fm-details-why", notes[view.selected]));
+    retryB.hidden = !(model.get("run") || {}).can_retry;
+    retryB.disabled = !["failed", "interrupted", "succeeded", "partial", "stale", "outdated", "blocked"].includes(state);
+    acceptHereB.disabled = !["stale", "blocked", "outdated"].includes(state);
+  }
+  function value(v) {
+    if (v === null || v === undefined) return h("span", "fm-muted", "—");
+    if (typeof v === "string") {
+      return v.includes("\n") || v.length > 80 ? h("pre", "fm-pre", v) : h("span", "", v);
+    }
+    if (typeof v !== "object") return h("span", "", String(v));
+    if (Array.isArray(v)) {
+      if (!v.length) return h("span", "fm-muted", "none");
+      const ul = h("ul", "fm-list");
+      for (const item of v) { const li = h("li"); li.append(value(item)); ul.append(li); }
+      return ul;
+    }
+    const dl = h("dl", "fm-dl");
+    for (const [k, x] of Object.entries(v)) { dl.append(h("dt", "", k)); const dd = h("dd"); dd.append(value(x)); dl.append(dd); }
+    return dl;
+  }
+  function showDetails(node, data) {
+    if (node !== view.selected) return;
+    const parts = [];
+    const shown = (data || {}).why;
+    for (const [key, v] of Object.entries(data || {})) {
+      if (key === "state" || key === "why" || (key === "notes" && v === shown)) continue;
+      if (v === "" || v === null || v === undefined || (Array.isArray(v) && !v.length)) continue;
+      const sec = h("section", `fm-details-section fm-details-${key.replace(/[^a-z0-9_-]/gi, "")}`);
+      sec.append(h("h4", "", key.replace(/_/g, " ")), value(v));
+      parts.push(sec);
+    }
+    detailsBody.replaceChildren(...(parts.length ? parts : [h("div", "fm-muted", "nothing recorded yet")]));
+  }
+
+  // --- gate --------------------------------------------------------------------------------------
+  function applyGate() {
+    const g = model.get("gate") || {};
+    if (!g.node) { gate.hidden = true; gate.replaceChildren(); return; }
+    gate.hidden = false;
+    const q = h("div", "fm-gate-question");
+    const inner = h("div");
+    inner.dataset.node = g.node;
+    inner.append(h("strong", "", g.node), document.createTextNode(`: ${g.question || ""}`));
+    q.append(inner);
+    const parts = [h("h3", "fm-section-title", "Approval needed"), q];
+    if (g.approving && g.approving.text) {
+      const ap = h("div", "fm-gate-approving");
+      ap.append(h("div", "fm-muted", g.approving.title || "what is being approved"), h("pre", "fm-pre", g.approving.text));
+      parts.push(ap);
+    }
+    const comment = h("textarea", "fm-gate-comment");
+    comment.placeholder = "optional comment (stored with the answer)";
+    comment.rows = 2;
+    const row = h("div", "fm-gate-choices");
+    for (const c of g.choices || []) {
+      const b = btn(c.text, "fm-gate-choice", `→ ${c.target}${c.key ? ` (key ${c.key})` : ""}`);
+      const safe = (c.key || "").replace(/[^A-Za-z0-9_-]/g, "");
+      if (safe) b.classList.add(`fm-gate-choice-${safe}`);
+      b.dataset.key = c.key || "";
+      b.dataset.target = c.target;
+      b.onclick = () => send({ action: "answer", node: g.node, choice: c.key || c.target, comment: comment.value });
+      row.append(b);
+    }
+    parts.push(comment, row);
+    gate.replaceChildren(...parts);
+  }
+  root.addEventListener("keydown", (ev) => {
+    if (gate.hidden || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const tag = (ev.target.tagName || "").toLowerCase();
+    if (tag === "textarea" || tag === "input" || tag === "select") return;
+    for (const b of gate.querySelectorAll(".fm-gate-choice")) {
+      if (b.dataset.key && b.dataset.key.toLowerCase() === ev.key.toLowerCase() && !b.disabled) {
+        ev.preventDefault();
+        b.click();
+        return;
+      }
+    }
+  });
+
+  // --- evidence ----------------------------------------------------------------------------------
+  const evTitle = h("h3", "fm-section-title", "Evidence");
+  const evList = h("div", "fm-evidence-list fm-evidence-table");
+  const evMore = h("div", "fm-evidence-more");
+  evidence.append(evTitle, evList, evMore);
+  let showAll = false;
+  const open = new Set();
+  function evidenceRow(r) {
+    const [seq, time, node, st, method, summary] = r;
+    const row = h("div", "fm-evidence-row");
+    row.dataset.node = node;
+    row.dataset.seq = String(seq);
+    const line = h("button", "fm-evidence-line");
+    line.type = "button";
+    line.append(h("span", "fm-ev-time", time), h("span", "fm-ev-node", node),
+      h("span", "fm-ev-status", st), h("span", "fm-ev-method", method), h("span", "fm-ev-summary", summary));
+    line.querySelector(".fm-ev-status").dataset.status = st;
+    const body = h("div", "fm-evidence-detail");
+    body.hidden = true;
+    line.onclick = () => {
+      if (body.hidden) {
+        open.add(seq);
+        body.hidden = false;
+        row.classList.add("fm-open");
+        if (!body.firstChild) { body.append(h("div", "fm-muted", "loading…")); send({ action: "evidence_detail", seq }); }
+      } else {
+        open.delete(seq);
+        body.hidden = true;
+        row.classList.remove("fm-open");
+      }
+    };
+    row.append(line, body);
+    if (open.has(seq)) { body.hidden = false; row.classList.add("fm-open"); send({ action: "evidence_detail", seq }); }
+    return row;
+  }
+  function drawEvidence(rows, total) {
+    if (!rows.length) {
+      evList.replaceChildren(h("div", "fm-evidence-empty fm-muted", "no evidence records yet"));
+      evMore.replaceChildren();
+      return;
+    }
+    evList.replaceChildren(...rows.map(evidenceRow));
+    if (total > rows.length) {
+      const more = btn(`show all ${total}`, "fm-evidence-all", "List every record of this run");
+      more.onclick = () => { showAll = true; send({ action: "evidence_all" }); };
+      evMore.replaceChildren(h("span", "fm-muted", `newest ${rows.length} of ${total} `), more);
+    } else if (showAll && total > 8) {
+      const less = btn("show fewer", "fm-evidence-fewer");
+      less.onclick = () => { showAll = false; applyEvidence(); };
+      evMore.replaceChildren(less);
+    } else {
+      evMore.replaceChildren();
+    }
+  }
+  function applyEvidence() {
+    const ev = model.get("evidence") || {};
+    if (showAll && (ev.total || 0) > (ev.rows || []).length) { send({ action: "evidence_all" }); return; }
+    drawEvidence(ev.rows || [], ev.total || 0);
+  }
+
+  // --- condition playground ----------------------------------------------------------------------
+  const playTitle = h("h3", "fm-section-title", "Condition playground");
+  const playRow = h("div", "fm-playground-row");
+  const playInputBox = h("span", "fm-playground-input");
+  const playInput = h("input", "fm-input");
+  playInput.placeholder = "outcome=success && context.tests.passed=true";
+  playInput.spellcheck = false;
+  playInput.autocomplete = "off";
+  playInputBox.append(playInput);
+  const playNodeBox = h("span", "fm-playground-node");
+  const playNode = h("select");
+  playNode.title = "the node whose outgoing edge is chosen";
+  playNodeBox.append(playNode);
+  playRow.append(playInputBox, h("span", "fm-muted", "from"), playNodeBox);
+  const suggest = h("ul", "fm-suggest");
+  suggest.hidden = true;
+  const playResult = h("div", "fm-playground-result");
+  const keysBox = h("details", "fm-context-keys");
+  const keysSummary = h("summary", "", "context keys");
+  const keysTable = h("table", "fm-keys");
+  keysBox.append(keysSummary, keysTable);
+  playground.append(playTitle, playRow, suggest, playResult, keysBox);
+  let keys = [];
+  let playTimer = null;
+  function askPlayground() {
+    clearTimeout(playTimer);
+    playTimer = setTimeout(() => send({ action: "playground", expr: playInput.value, node: playNode.value || null }), 120);
+  }
+  function currentToken() {
+    const pos = playInput.selectionStart ?? playInput.value.length;
+    const before = playInput.value.slice(0, pos);
+    const m = /([A-Za-z0-9_.]*)$/.exec(before);
+    return { start: pos - m[1].length, end: pos, text: m[1] };
+  }
+  function showSuggestions() {
+    const tok = currentToken();
+    const items = tok.text.length ? keys.filter(([k]) => k.startsWith(tok.text) && k !== tok.text).slice(0, 8) : [];
+    suggest.replaceChildren(...items.map(([k, v], i) => {
+      const li = h("li", i === 0 ? "fm-suggest-item fm-active" : "fm-suggest-item");
+      li.dataset.key = k;
+      li.append(h("span", "fm-suggest-key", k), h("span", "fm-suggest-value", v));
+      li.onmousedown = (ev) => { ev.preventDefault(); complete(k); };
+      return li;
+    }));
+    suggest.hidden = !items.length;
+  }
+  function complete(key) {
+    const tok = currentToken();
+    const v = playInput.value;
+    playInput.value = v.slice(0, tok.start) + key + v.slice(tok.end);
+    const pos = tok.start + key.length;
+    playInput.setSelectionRange(pos, pos);
+    suggest.hidden = true;
+    askPlayground();
+  }
+  playInput.addEventListener("input", () => { showSuggestions(); askPlayground(); });
+  playInput.addEventListener("keydown", (ev) => {
+    if (suggest.hidden) return;
+    const items = [...suggest.children];
+    const active = items.findIndex((x) => x.classList.contains("fm-active"));
+    if (ev.key === "Tab" || ev.key === "Enter") {
+      if (active >= 0) { ev.preventDefault(); complete(items[active].dataset.key); }
+    } else if (ev.key === "ArrowDown" || ev.key === "ArrowUp") {
+      ev.preventDefault();
+      const next = (active + (ev.key === "ArrowDown" ? 1 : -1) + items.length) % items.length;
+      items.forEach((x, i) => x.classList.toggle("fm-active", i === next));
+    } else if (ev.key === "Escape") {
+      suggest.hidden = true;
+    }
+  });
+  playInput.addEventListener("blur", () => { suggest.hidden = true; });
+  playNode.addEventListener("change", askPlayground);
+  function showPlayground(reply) {
+    playResult.replaceChildren(h("pre", "fm-playground-text", reply.text || ""));
+    keys = reply.keys || [];
+    keysTable.replaceChildren(...keys.map(([k, v]) => {
+      const tr = h("tr");
+      tr.append(h("td", "fm-key", k), h("td", "fm-val", v));
+      return tr;
+    }));
+    keysSummary.textContent = `context keys (${keys.length})`;
+    for (const e of view.edges) e.classList.remove("fm-chosen");
+    playResult.dataset.edge = "";
+    if (reply.edge) {
+      const e = view.edges.find((x) => x.dataset.index === String(reply.edge.index));
+      if (e) e.classList.add("fm-chosen");
+      if (reply.edge.source !== view.playedFrom) scrollToNode(reply.edge.source, false);
+      view.playedFrom = reply.edge.source;
+      playResult.dataset.edge = `${reply.edge.source}->${reply.edge.target}`;
+    }
+    if (document.activeElement === playInput) showSuggestions();
+  }
+
+  // --- messages from the kernel ------------------------------------------------------------------
+  function onCustom(msg) {
+    if (!msg || typeof msg !== "object") return;
+    if (msg.reply === "details") showDetails(msg.node, msg.data);
+    else if (msg.reply === "playground") showPlayground(msg);
+    else if (msg.reply === "evidence_all") drawEvidence(msg.rows || [], (msg.rows || []).length);
+    else if (msg.reply === "evidence_detail") {
+      const body = evList.querySelector(`.fm-evidence-row[data-seq="${CSS.escape(String(msg.seq))}"] .fm-evidence-detail`);
+      if (body) body.replaceChildren(value(msg.record));
+    } else if (msg.reply === "error") showError(msg.text || "error");
+    else if (msg.reply === "refresh_details" && view.selected) send({ action: "details", node: view.selected });
+  }
+  model.on("msg:custom", onCustom);
+
+  stepB.onclick = () => send({ action: "step" });
+  runB.onclick = () => send({ action: "run" });
+  runToB.onclick = () => send({ action: "run_to", node: runToSel.value });
+  stopB.onclick = () => send({ action: "stop" });
+  acceptB.onclick = () => send({ action: "accept", node: null });
+  resetB.onclick = () => send({ action: "reset" });
+
+  const handlers = [
+    ["change:graph", loadGraph], ["change:states", applyStates], ["change:notes", applyStates],
+    ["change:run", applyRun], ["change:banner", applyBanner], ["change:gate", applyGate],
+    ["change:evidence", applyEvidence], ["change:note", applyNote],
+  ];
+  for (const [name, fn] of handlers) model.on(name, fn);
+  loadGraph();
+  applyRun();
+  applyBanner();
+  applyGate();
+  applyEvidence();
+  applyNote();
+
+  return () => {
+    clearInterval(ticker);
+    resize.disconnect();
+    window.removeEventListener("pointermove", onPointerMove);
+    window.removeEventListener("pointerup", onPointerUp);
+    model.off("msg:custom", onCustom);
+    for (const [name, fn] of handlers) model.off(name, fn);
+  };
+}
+
+export default { render };

@@ -1,0 +1,185 @@
+"""What the pipeline view asks for and shows beside the graph: playground explanations, evidence
+rows and their expanded records, text cut to size. Pure functions of the pipeline object's state.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+from freshness_magic.engine.conditions import explain_condition
+from freshness_magic.engine.edges import select_edge
+from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.notebook.pipeline import NotebookPipeline
+from freshness_magic.notebook.text import evidence_row
+from freshness_magic.notebook.viewstate import NodeView
+
+
+def explain_on_live_context(
+    pipeline: NotebookPipeline, expr: str, from_node: str | None
+) -> tuple[str, Any]:
+    """Explain ``expr`` against the run's context and (with a node) the edge that would be taken.
+
+    The outcome used is the last outcome of ``from_node`` (or of the last executed node).
+    """
+    text, explanation, _ = explain(pipeline, expr, from_node, infer_node=False)
+    return text, explanation
+
+
+def explain(
+    pipeline: NotebookPipeline, expr: str, from_node: str | None, infer_node: bool = True
+) -> tuple[str, Any, Any]:
+    """The explanation text, the explanation and the edge routing would take from the node
+    (``from_node``, or with ``infer_node`` the last executed node)."""
+    context: dict[str, Any] = dict(pipeline.run.context) if pipeline.has_run else {}
+    outcomes = pipeline.outcomes()
+    outcome: Outcome | None = None
+    if from_node is not None:
+        outcome = outcomes.get(from_node)
+    elif outcomes:
+        last, outcome = list(outcomes.items())[-1]
+        from_node = last if infer_node else None
+    if outcome is None:
+        outcome = Outcome(StageStatus.SUCCESS)
+    explanation = explain_condition(
+        expr, outcome=outcome.status.value, preferred_label=outcome.preferred_label, context=context
+    )
+    lines = []
+    if explanation.error is not None:
+        err = explanation.error
+        lines.append(f"syntax error at column {err.column}: {err.message}")
+        lines.append(f"  {expr}")
+        lines.append("  " + " " * max(err.column - 1, 0) + "^")
+    else:
+        lines.append(f"result: {'true' if explanation.result else 'false'}")
+        lines.append(
+            f"  (outcome={outcome.status.value}, preferred_label={outcome.preferred_label!r})"
+        )
+        for clause in explanation.clauses:
+            found = clause.resolved_key if clause.resolved_key is not None else "(not set)"
+            want = "truthy" if clause.expected is None else f"{clause.operator} {clause.expected}"
+            mark = "held" if clause.held else "failed"
+            lines.append(f"  {clause.text:<30} {found} = {clause.actual!r} (wanted {want}): {mark}")
+    edge = None
+    if from_node is not None and from_node in pipeline.graph.nodes:
+        selection = select_edge(pipeline.graph, from_node, outcome, context)
+        edge = selection.edge
+        target = edge.target if edge is not None else "(none)"
+        lines.append(f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})")
+    return "\n".join(lines), explanation, edge
+
+
+def short(text: str, limit: int) -> str:
+    flat = " ".join(str(text).split())
+    return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def clock_time(timestamp: str) -> str:
+    """``HH:MM:SS`` of an ISO timestamp (the full one is in the record)."""
+    return timestamp[11:19] if len(timestamp) >= 19 and timestamp[10] in "T " else timestamp
+
+
+def evidence_detail(record: Mapping[str, Any]) -> dict[str, Any]:
+    """What an expanded evidence row shows: summary, method, files changed, commit, tails."""
+    found = record.get("outcome")
+    outcome: Mapping[str, Any] = found if isinstance(found, dict) else {}
+    facts = outcome.get("engine")
+    engine: Mapping[str, Any] = facts if isinstance(facts, dict) else {}
+    files = engine.get("files") if isinstance(engine.get("files"), dict) else {}
+    changed = [
+        f"{path} ({kind})"
+        for kind in ("added", "modified", "deleted")
+        for path in (files or {}).get(kind, [])
+    ]
+    detail: dict[str, Any] = {
+        "summary": record.get("summary", ""),
+        "status": engine.get("status") or outcome.get("status", ""),
+        "method": engine.get("evidence_method") or record.get("type", ""),
+        "files changed": changed,
+        "commit": engine.get("commit") or "",
+        "stale files": engine.get("stale_files") or [],
+        "failure reason": engine.get("failure_reason", ""),
+        "attempt": engine.get("attempt", ""),
+        "time": record.get("timestamp", ""),
+    }
+    for key, value in engine.items():
+        if "tail" in key or key in ("stdout", "stderr", "response"):
+            detail[key.replace("_", " ")] = value
+    return {k: v for k, v in detail.items() if v not in ("", None, [])}
+
+
+def evidence_summary_row(seq: int, record: Mapping[str, Any]) -> list[Any]:
+    """One compact evidence row: sequence number, clock time, node, status, method, summary."""
+    row = evidence_row(record)
+    return [
+        seq,
+        clock_time(row["time"]),
+        row["node"],
+        row["status"],
+        row["method"],
+        short(row["summary"], 64),
+    ]
+
+
+def cut(text: str, limit: int) -> str:
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
+def to_json(value: Any) -> str:
+    return json.dumps(value, separators=(",", ":"), default=str)
+
+
+def approving(pipeline: NotebookPipeline, gate_node: str) -> dict[str, str]:
+    """What the gate approves: the response or changed files of the node that ran before it."""
+    records = [r for r in pipeline.evidence_records() if r.get("nodeId") != gate_node]
+    if not records:
+        return {}
+    last = records[-1]
+    node = str(last.get("nodeId", ""))
+    details = getattr(pipeline, "details", None)
+    if callable(details):
+        found = details(node)
+        if isinstance(found, dict):
+            response = found.get("response") or ""
+            if response:
+                return {"title": f"response of {node}", "text": cut(str(response), 2000)}
+    detail = evidence_detail(last)
+    lines = [str(detail.get("summary", ""))]
+    files = detail.get("files changed") or []
+    if files:
+        lines.append("files changed: " + ", ".join(files))
+    return {"title": f"result of {node}", "text": "\n".join(lines)}
+
+
+def node_details(pipeline: NotebookPipeline, node_id: str, view: NodeView) -> dict[str, Any]:
+    """A node's details: the pipeline's ``details(node)`` (or what the view can find on disk
+    without it: outcome, stale files, evidence) plus its state and attributes."""
+    node = pipeline.require_node(node_id)
+    data: dict[str, Any] = {"state": view.state.value, "why": view.why}
+    own = getattr(pipeline, "details", None)
+    if callable(own):
+        found = own(node_id)
+        if isinstance(found, dict):
+            data.update(found)
+    else:
+        outcome = pipeline.outcomes().get(node_id)
+        if outcome is not None:
+            data["failure_reason"] = outcome.failure_reason
+            data["notes"] = outcome.notes
+        stale = pipeline.stale.get(node_id)
+        if stale is not None:
+            data["stale_files"] = [f"{f.path} ({f.label})" for f in stale.files]
+        records = pipeline.evidence_records(node_id)
+        data["evidence"] = [evidence_detail(r) for r in records[-3:]][::-1]
+    data.setdefault("attributes", dict(node.attrs))
+    return data
+
+
+def context_keys(pipeline: NotebookPipeline, limit: int = 200) -> list[list[str]]:
+    """The run context's keys with short values (the playground lists and completes them)."""
+    keys = [["outcome", ""], ["preferred_label", ""]]
+    if pipeline.has_run:
+        for key, value in sorted(pipeline.run.context.items())[:limit]:
+            keys.append([f"context.{key}", short(repr(value), 60)])
+    return keys

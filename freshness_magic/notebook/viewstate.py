@@ -1,0 +1,250 @@
+"""What the pipeline view shows: node states, their colours in both themes, and the run banner.
+
+The view model (filled from the run's events once per step) hands the widget one
+:class:`NodeView` per node and at most one :class:`RunBanner`; the widget and the static HTML
+fallback draw them with the fixed palette :data:`STATE_STYLES`. Every state has a light and a dark
+pair of colours; the outline (stroke) of each keeps a contrast ratio of at least 3:1 against the
+theme's background (checked in :func:`contrast_ratio` tests and in the browser).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from enum import StrEnum
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.model import Graph
+
+
+class NodeState(StrEnum):
+    """What the user sees for a node (DESIGN.md §7; start and exit are shapes, not states)."""
+
+    PENDING = "pending"
+    NEXT = "next"
+    RUNNING = "running"
+    SUCCEEDED = "succeeded"
+    PARTIAL = "partial"
+    FAILED = "failed"
+    RETRYING = "retrying"
+    WAITING = "waiting"
+    BLOCKED = "blocked"
+    SKIPPED = "skipped"
+    INTERRUPTED = "interrupted"
+    STALE = "stale"
+    OUTDATED = "outdated"
+    """Not stale itself, but an upstream node's inputs changed after this node used its output."""
+
+
+class StaleKind(StrEnum):
+    """Since when a stale node's inputs differ: the run-start baseline, or its own completion."""
+
+    NONE = ""
+    BASELINE = "baseline"
+    RUN = "run"
+
+
+@dataclass(frozen=True)
+class NodeView:
+    """A node's visible state, the line that explains it, and cheap facts for the view.
+
+    ``details`` keys the widget reads (all optional): ``started_at`` (wall-clock seconds when a
+    running node started; drives the live timer), ``attempt`` (retry count), ``upstream`` (the
+    node whose inputs changed, for ``outdated``). The full details of a node (prompt, output
+    tails, evidence) are not here: the widget asks the pipeline for them on click.
+    """
+
+    state: NodeState = NodeState.PENDING
+    stale: StaleKind = StaleKind.NONE
+    why: str = ""
+    title: str = ""
+    """Extra tooltip text (the layout's tooltip already names the node, its type and inputs)."""
+    details: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        if self.state in (NodeState.RUNNING, NodeState.NEXT) and self.stale is not StaleKind.NONE:
+            object.__setattr__(self, "stale", StaleKind.NONE)
+
+
+class BannerKind(StrEnum):
+    """Run-level news shown above the graph."""
+
+    FAILED = "failed"
+    DEAD_END = "dead_end"
+    INTERRUPTED = "interrupted"
+    SUPERSEDED = "superseded"
+    INFO = "info"
+
+
+@dataclass(frozen=True)
+class RunBanner:
+    """One run-level message: why the run failed, stopped or ended, and the node it is about."""
+
+    kind: BannerKind
+    text: str
+    node: str = ""
+    edge: tuple[str, str] | None = None
+    """An edge to highlight (a failed route), as (source, target)."""
+
+
+@dataclass(frozen=True)
+class StateStyle:
+    """Colours of one state: fill and stroke in the light and the dark theme, width and dash."""
+
+    fill: str
+    stroke: str
+    dark_fill: str
+    dark_stroke: str
+    width: float = 1.5
+    dash: str = ""
+    description: str = ""
+
+
+_PALETTE = """
+state       light fill/stroke  dark fill/stroke   width dash meaning
+pending     #f7f7f7 #767676    #262626 #9e9e9e    1.2   -    not run yet
+next        #e3f2fd #1565c0    #10263d #64b5f6    2.5   6,3  runs next
+running     #90caf9 #0d47a1    #1e4a80 #90caf9    3.5   -    running
+succeeded   #c8e6c9 #2e7d32    #1b3a1e #66bb6a    1.8   -    succeeded
+partial     #f0f4c3 #6b6b00    #33330d #d4e157    2.0   -    partial success
+failed      #ffcdd2 #c62828    #4a1414 #ef5350    3.0   -    failed
+retrying    #ffe0b2 #bf4500    #45280a #ffa726    2.5   -    retrying
+waiting     #e1bee7 #6a1b9a    #371643 #ce93d8    3.0   -    waiting for a human
+blocked     #d7ccc8 #4e342e    #3a2c27 #bcaaa4    3.0   -    blocked by stale input
+skipped     #ececec #858585    #1c1c1c #8a8a8a    1.2   2,3  branch not taken
+interrupted #f8bbd0 #ad1457    #451228 #f48fb1    3.0   -    stopped; resumable
+stale       #ffecb3 #a35200    #3f300a #ffca28    2.5   -    inputs changed
+outdated    #fff8e1 #8a6d00    #2e2a1a #e0c46c    2.0   8,3  upstream inputs changed
+"""
+
+
+def _palette(table: str) -> dict[NodeState, StateStyle]:
+    """The palette table above as styles (one row per state, columns split on blanks)."""
+    styles = {}
+    for row in table.strip().splitlines()[1:]:
+        name, fill, stroke, dark_fill, dark_stroke, width, dash, *words = row.split()
+        styles[NodeState(name)] = StateStyle(
+            fill, stroke, dark_fill, dark_stroke, float(width), dash.strip("-"), " ".join(words)
+        )
+    return styles
+
+
+STATE_STYLES: Mapping[NodeState, StateStyle] = _palette(_PALETTE)
+"""Fixed colours per state; outlines keep 3:1 against the light and the dark background."""
+STALE_DASH: Mapping[StaleKind, str] = {StaleKind.BASELINE: "8,4", StaleKind.RUN: "2,3"}
+"""Stale since baseline is dashed, stale since the node ran is dotted."""
+
+STATE_CODES: Mapping[NodeState, str] = {
+    NodeState.PENDING: "p", NodeState.NEXT: "n", NodeState.RUNNING: "r",
+    NodeState.SUCCEEDED: "s", NodeState.PARTIAL: "a", NodeState.FAILED: "f",
+    NodeState.RETRYING: "y", NodeState.WAITING: "w", NodeState.BLOCKED: "b",
+    NodeState.SKIPPED: "k", NodeState.INTERRUPTED: "i", NodeState.STALE: "t",
+    NodeState.OUTDATED: "o",
+}  # fmt: skip
+"""One character per state: the widget receives all node states as one short string."""
+STALE_CODES: Mapping[StaleKind, str] = {StaleKind.BASELINE: "t", StaleKind.RUN: "T"}
+
+LIGHT_BACKGROUND = "#ffffff"
+DARK_BACKGROUND = "#111111"
+"""JupyterLab's ``--jp-layout-color0`` in its light and dark themes."""
+
+DARK_SELECTORS = (
+    'body[data-jp-theme-light="false"]',
+    "body.vscode-dark",
+    "body.vscode-high-contrast:not(.vscode-high-contrast-light)",
+    ".fm-dark",
+)
+"""Where the dark palette applies: JupyterLab/Notebook 7 dark themes, VS Code, or forced."""
+
+
+def state_code(view: NodeView) -> str:
+    """The character the widget receives for ``view`` (stale kinds have their own)."""
+    if view.state is NodeState.STALE and view.stale in STALE_CODES:
+        return STALE_CODES[view.stale]
+    return STATE_CODES[view.state]
+
+
+def _channel(value: int) -> float:
+    c = value / 255
+    return c / 12.92 if c <= 0.03928 else ((c + 0.055) / 1.055) ** 2.4
+
+
+def luminance(colour: str) -> float:
+    """Relative luminance (WCAG 2) of ``#rrggbb``."""
+    red, green, blue = (int(colour[i : i + 2], 16) for i in (1, 3, 5))
+    return 0.2126 * _channel(red) + 0.7152 * _channel(green) + 0.0722 * _channel(blue)
+
+
+def contrast_ratio(first: str, second: str) -> float:
+    """WCAG contrast ratio of two ``#rrggbb`` colours (1 to 21)."""
+    high, low = sorted((luminance(first), luminance(second)), reverse=True)
+    return (high + 0.05) / (low + 0.05)
+
+
+_SHAPE = ":is(polygon,ellipse,path)"
+
+
+def palette_css(root: str = ".fm-root") -> str:
+    """The state colours as CSS variables on ``root`` (dark ones under a dark theme) and one rule
+    per state keyed by the node group's ``data-state``: states change by attribute, not by CSS."""
+    light = []
+    dark = []
+    rules = []
+    for state, style in STATE_STYLES.items():
+        name = state.value
+        light.append(f"--fm-{name}-fill:{style.fill};--fm-{name}-stroke:{style.stroke}")
+        dark.append(f"--fm-{name}-fill:{style.dark_fill};--fm-{name}-stroke:{style.dark_stroke}")
+        decl = (
+            f"fill:var(--fm-{name}-fill);stroke:var(--fm-{name}-stroke);"
+            f"stroke-width:{style.width}px"
+        )
+        dash = f";stroke-dasharray:{style.dash}" if style.dash else ";stroke-dasharray:none"
+        rules.append(f'{root} g.fm-node[data-state="{name}"]>{_SHAPE}{{{decl}{dash}}}')
+        rules.append(
+            f'{root} g.fm-node[data-state="{name}"]>polyline{{stroke:var(--fm-{name}-stroke)}}'
+        )
+    for kind, dash in STALE_DASH.items():
+        rules.append(
+            f'{root} g.fm-node[data-state="stale"][data-stale="{kind.value}"]>{_SHAPE}'
+            f"{{stroke-dasharray:{dash}}}"
+        )
+    dark_scope = ",".join(f"{sel} {root}" for sel in DARK_SELECTORS[:-1])
+    dark_scope += f",{root}{DARK_SELECTORS[-1]}"
+    return "\n".join(
+        [
+            f"{root}{{{';'.join(light)}}}",
+            f"{dark_scope}{{{';'.join(dark)}}}",
+            *rules,
+        ]
+    )
+
+
+def possible_states(graph: Graph) -> tuple[NodeState, ...]:
+    """The states this pipeline can show (the legend lists only these), in palette order."""
+    nodes = list(graph.nodes.values())
+    work = [n for n in nodes if n.handler_type not in ("start", "exit")]
+    can: set[NodeState] = {NodeState.PENDING, NodeState.NEXT, NodeState.SUCCEEDED}
+    if work:
+        can |= {NodeState.RUNNING, NodeState.FAILED, NodeState.INTERRUPTED}
+    if any(n.handler_type == "wait.human" for n in nodes):
+        can.add(NodeState.WAITING)
+    if any(n.source_files for n in nodes):
+        can |= {NodeState.STALE, NodeState.OUTDATED}
+    if any(n.freshness == "block" for n in nodes):
+        can |= {NodeState.BLOCKED, NodeState.RETRYING}
+    if graph.default_max_retries > 0 or any((n.max_retries or 0) > 0 for n in nodes):
+        can.add(NodeState.RETRYING)
+    if any(n.allow_partial for n in nodes) or NodeState.RETRYING in can:
+        can.add(NodeState.PARTIAL)
+    if any(len(graph.outgoing(n.id)) > 1 for n in nodes):
+        can.add(NodeState.SKIPPED)
+    return tuple(state for state in NodeState if state in can)
+
+
+def legend_items(states: Iterable[NodeState]) -> list[dict[str, str]]:
+    """Legend entries (state, description, dash) for the widget and the static HTML."""
+    return [
+        {"state": s.value, "text": STATE_STYLES[s].description, "dash": STATE_STYLES[s].dash}
+        for s in states
+    ]

@@ -1,0 +1,372 @@
+"""The pipeline view on a 40-stage pipeline (clusters, fan-outs, a rework loop) in a real browser:
+readable at the default zoom, pan and zoom, contrast in light and dark, node details, the failure
+banner, the condition playground and the gate with a comment.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from tests.browser.factory import FACTORY_NODES, write_factory
+from tests.browser.fm import (
+    DARK_PAINT,
+    PAINT,
+    WIDGET,
+    node_paint,
+    node_states,
+    wait_node_states,
+    widget_log_errors,
+)
+from tests.browser.lab import (
+    WAIT_MS,
+    error_outputs,
+    open_lab_notebook,
+    open_nb7_notebook,
+    page_errors,
+    run_all_cells,
+    save_screenshot,
+    write_notebook,
+)
+from tests.browser.view import (
+    contrast,
+    in_window,
+    label_font_px,
+    set_theme,
+    viewport_state,
+    wait_attr,
+)
+
+pytestmark = pytest.mark.browser
+
+OPENERS = {"lab": open_lab_notebook, "nb7": open_nb7_notebook}
+UI_NAMES = {"lab": "JupyterLab", "nb7": "Notebook 7"}
+RUN_TO_GATE = "%pipeline run"
+
+
+def start_factory(
+    page: Any, server: Any, folder: str, ui: str = "lab", extra: list[str] | None = None
+) -> None:
+    """Write the factory notebook, open it, run every cell and wait for the whole graph."""
+    write_factory(server.root / folder, extra=extra)
+    OPENERS[ui](page, server, f"{folder}/factory.ipynb")
+    run_all_cells(page)
+    page.locator(f"{WIDGET} svg g.fm-node").nth(FACTORY_NODES - 1).wait_for(timeout=WAIT_MS)
+
+
+def svg_texts(page: Any, selector: str) -> list[str]:
+    """The text content of the SVG elements matching ``selector`` in the widget's graph."""
+    return list(
+        page.evaluate(
+            "([s, q]) => [...document.querySelectorAll(s + ' svg ' + q)].map(t => t.textContent)",
+            [WIDGET, selector],
+        )
+    )
+
+
+def assert_clean(page: Any) -> None:
+    assert error_outputs(page) == []
+    assert widget_log_errors(page) == []
+    assert page.dialogs == []
+    assert page_errors(page) == []
+
+
+@pytest.mark.parametrize("theme", ["light", "dark"])
+@pytest.mark.parametrize("ui", ["lab", "nb7"])
+def test_factory_graph_is_readable_and_contrasting(
+    lab_server: Any, page: Any, ui: str, theme: str
+) -> None:
+    """42 nodes in 8 labelled clusters: labels at least 9 px on screen (the graph scrolls instead
+    of shrinking), controls in the window, every state's outline at least 3:1 against the
+    background, edges and labels readable; in both themes."""
+    start_factory(page, lab_server, f"view_{ui}_{theme}", ui, [RUN_TO_GATE])
+    set_theme(page, theme)
+    try:
+        check_readable_and_contrasting(page, ui, theme)
+    finally:
+        set_theme(page, "light")  # the theme is a server-side setting: later tests expect light
+
+
+def check_readable_and_contrasting(page: Any, ui: str, theme: str) -> None:
+    painted = DARK_PAINT if theme == "dark" else PAINT
+    wait_node_states(page, {"read_issue": "succeeded", "design_ok": "waiting"})
+    assert node_paint(page)["design_ok"][:2] == list(painted["waiting"])  # type: ignore[index]
+    clusters = svg_texts(page, "g.fm-cluster text")
+    assert {"Intake", "Design", "Build", "Backend", "Frontend", "Verify", "Docs", "Release"} <= set(
+        clusters
+    )
+    fonts = label_font_px(page, WIDGET)
+    assert fonts["min"] >= 9, fonts
+    box = viewport_state(page, WIDGET)
+    assert box["scrollWidth"] > box["clientWidth"]  # wider than the cell: it scrolls
+    assert box["clientHeight"] <= 600
+    page.locator(f"{WIDGET} .fm-toolbar").scroll_into_view_if_needed()
+    for control in (".fm-step", ".fm-run", ".fm-zoom-in", ".fm-fit", ".fm-viewport"):
+        assert in_window(page, f"{WIDGET} {control}"), control
+    edge_texts = svg_texts(page, "g.fm-edge text")
+    assert "tests pass if outcome=success" in edge_texts
+    assert any(t.startswith("if context.release.rehear") and t.endswith("…") for t in edge_texts)
+    title = page.evaluate(
+        "(s) => document.querySelector(s + ' g.fm-edge[data-source=deploy][data-target=retro]"
+        " > title').textContent",
+        WIDGET,
+    )
+    assert "condition: context.release.rehearsal=true" in title
+
+    found = contrast(page, WIDGET)
+    legend = page.locator(f"{WIDGET} .fm-legend-item").evaluate_all(
+        "items => items.map(i => i.dataset.state)"
+    )
+    assert "waiting" in legend and "stale" in legend and "blocked" not in legend
+    for state, ratios in found["states"].items():
+        assert ratios["stroke"] >= 3, (state, ratios, found["background"])
+        if "painted_stroke" in ratios:
+            assert ratios["painted_stroke"] >= 3, (state, ratios)
+            assert ratios["text_on_fill"] >= 4.5, (state, ratios)
+    assert found["edge"] >= 3 and found["edge_label"] >= 4.5 and found["cluster_label"] >= 3
+    assert_clean(page)
+    ratios = sorted((s, round(r["stroke"], 1)) for s, r in found["states"].items())
+    save_screenshot(
+        page,
+        f"view_factory_{ui}_{theme}",
+        page.locator(WIDGET),
+        f"{UI_NAMES[ui]}, {theme} theme: the 42-node factory pipeline after `%pipeline run`"
+        " (waiting at design_ok): clusters with labels, readable labels, scrollable graph,"
+        f" contrast ratios {ratios}",
+    )
+
+
+def test_pan_and_zoom(lab_server: Any, page: Any) -> None:
+    """Dragging pans the graph; the buttons and Ctrl+wheel zoom; Fit comes back to the width
+    or the readable minimum."""
+    start_factory(page, lab_server, "view_zoom")
+    viewport = page.locator(f"{WIDGET} .fm-viewport")
+    page.locator(f"{WIDGET} .fm-toolbar").scroll_into_view_if_needed()
+    before = viewport_state(page, WIDGET)
+    scale = page.locator(f"{WIDGET} .fm-scale")
+    first_scale = scale.inner_text()
+    box = viewport.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] * 0.7, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] * 0.2, box["y"] + box["height"] / 2, steps=8)
+    page.mouse.up()
+    panned = viewport_state(page, WIDGET)
+    assert panned["left"] > before["left"] + 100
+    assert page.locator(f"{WIDGET} .fm-details").is_hidden()  # a drag is not a click
+
+    page.locator(f"{WIDGET} .fm-zoom-in").click()
+    zoomed = viewport_state(page, WIDGET)
+    assert zoomed["svgWidth"] == pytest.approx(before["svgWidth"] * 1.25, rel=0.02)
+    assert scale.inner_text() != first_scale
+    page.mouse.move(box["x"] + 200, box["y"] + 60)
+    page.keyboard.down("Control")
+    page.mouse.wheel(0, 300)
+    page.keyboard.up("Control")
+    page.wait_for_function(
+        "([s, w]) => document.querySelector(s + ' .fm-viewport svg')"
+        ".getBoundingClientRect().width < w * 0.9",
+        arg=[WIDGET, zoomed["svgWidth"]],
+        timeout=WAIT_MS,
+    )
+    page.locator(f"{WIDGET} .fm-fit").click()
+    assert viewport_state(page, WIDGET)["svgWidth"] == pytest.approx(before["svgWidth"], rel=0.02)
+    assert label_font_px(page, WIDGET)["min"] >= 9
+    assert_clean(page)
+    save_screenshot(
+        page,
+        "view_pan_zoom",
+        page.locator(WIDGET),
+        "after dragging, zooming in, Ctrl+wheel zooming out and Fit: back to the readable scale",
+    )
+
+
+def test_node_details_open_on_click(lab_server: Any, page: Any) -> None:
+    """A click on a node opens its details: state, attributes, evidence; the actions."""
+    start_factory(page, lab_server, "view_details", extra=[RUN_TO_GATE])
+    page.locator(f"{WIDGET} svg g.fm-node[data-node='gather']").click()
+    details = page.locator(f"{WIDGET} .fm-details[data-node='gather']")
+    details.wait_for(state="visible", timeout=WAIT_MS)
+    page.locator(f"{WIDGET} .fm-details-attributes").wait_for(timeout=WAIT_MS)
+    text = details.inner_text()
+    assert "echo notes" in text  # tool_command attribute
+    assert "docs/*.md" in text  # source_files
+    assert "succeeded" in page.locator(f"{WIDGET} .fm-details .fm-state-chip").inner_text()
+    assert "Tool completed" in page.locator(f"{WIDGET} .fm-details-evidence").inner_text()
+    for action in ("fm-act-run-to", "fm-act-accept"):  # Retry shows where the pipeline has retry()
+        assert page.locator(f"{WIDGET} .fm-details .{action}").is_visible()
+    assert page.locator(f"{WIDGET} svg g.fm-node.fm-selected").get_attribute("data-node") == (
+        "gather"
+    )
+    assert_clean(page)
+    save_screenshot(
+        page,
+        "view_node_details",
+        page.locator(WIDGET),
+        "a click on 'Gather notes': the side panel with its state, attributes (tool_command,"
+        " source_files) and evidence, and Run to here / Retry from here / Accept changes",
+    )
+    page.locator(f"{WIDGET} .fm-details-close").click()
+    assert details.is_hidden()
+
+
+def test_failed_run_shows_its_banner(lab_server: Any, page: Any) -> None:
+    """The security scan fails: a banner names the node and the reason; the node is drawn
+    failed and highlighted; the details say why."""
+    folder = lab_server.root / "view_failed"
+    folder.mkdir()
+    (folder / "fail.flag").write_text("fail\n")
+    start_factory(
+        page,
+        lab_server,
+        "view_failed",
+        extra=[RUN_TO_GATE, "%pipeline resume design_ok --choice A"],
+    )
+    banner = page.locator(f"{WIDGET} .fm-banner[data-kind='failed']")
+    banner.wait_for(state="visible", timeout=WAIT_MS)
+    assert banner.get_attribute("data-node") == "security"
+    assert "security" in banner.inner_text()
+    assert "exit" in banner.inner_text().lower()
+    wait_node_states(page, {"security": "failed", "perf": "succeeded"})
+    assert page.locator(f"{WIDGET} svg g.fm-node.fm-focus").get_attribute("data-node") == (
+        "security"
+    )
+    assert node_states(page)["verify_ok"] == "pending"
+    save_screenshot(
+        page,
+        "view_failed_banner",
+        page.locator(WIDGET),
+        "the run failed at the security scan: the banner with the reason, the failed node red"
+        " and highlighted (Retry appears where the pipeline has retry())",
+    )
+    page.locator(f"{WIDGET} .fm-banner-node").click()
+    page.locator(f"{WIDGET} .fm-details[data-node='security']").wait_for(timeout=WAIT_MS)
+    page.locator(f"{WIDGET} .fm-details-failure_reason").wait_for(timeout=WAIT_MS)
+
+
+def test_playground_highlights_the_chosen_edge(lab_server: Any, page: Any) -> None:
+    """With a node chosen, the edge routing would take is drawn highlighted; the context keys
+    are listed and completed while typing."""
+    start_factory(page, lab_server, "view_playground", extra=[RUN_TO_GATE])
+    page.locator(f"{WIDGET} .fm-playground-node select").select_option("unit")
+    field = page.locator(f"{WIDGET} .fm-playground-input input")
+    field.fill("outcome=success")
+    chosen = f"{WIDGET} svg g.fm-edge.fm-chosen"
+    wait_attr(page, f"{chosen}[data-source='unit'][data-target='e2e']")
+    assert page.locator(chosen).count() == 1
+    result = page.locator(f"{WIDGET} .fm-playground-result")
+    assert result.get_attribute("data-edge") == "unit->e2e"
+    assert "result: true" in result.inner_text()
+
+    page.locator(f"{WIDGET} .fm-playground-node select").select_option("design_ok")
+    wait_attr(page, f"{chosen}[data-source='design_ok']")
+    field.fill("")
+    field.press_sequentially("cont")
+    page.locator(f"{WIDGET} .fm-suggest-item").first.wait_for(timeout=WAIT_MS)
+    keys = page.locator(f"{WIDGET} .fm-suggest-item").evaluate_all(
+        "items => items.map(i => i.dataset.key)"
+    )
+    assert keys and all(k.startswith("context.") for k in keys)
+    field.press("Tab")
+    assert field.input_value() == keys[0]
+    page.locator(f"{WIDGET} .fm-context-keys summary").click()
+    assert page.locator(f"{WIDGET} .fm-keys tr").count() >= len(keys)
+    assert_clean(page)
+    save_screenshot(
+        page,
+        "view_playground",
+        page.locator(WIDGET),
+        "condition playground: unit's edge to e2e highlighted for outcome=success, then a"
+        " context key completed with Tab and the key list open",
+    )
+
+
+def test_gate_with_comment_routes(lab_server: Any, page: Any) -> None:
+    """The gate shows the question, what is approved and one button per choice; a comment goes
+    with the answer and the accelerator key answers."""
+    start_factory(page, lab_server, "view_gate", extra=[RUN_TO_GATE])
+    gate = page.locator(f"{WIDGET} .fm-gate")
+    gate.wait_for(state="visible", timeout=WAIT_MS)
+    assert "Design OK?" in page.locator(f"{WIDGET} .fm-gate-question").inner_text()
+    assert "merge_design" in page.locator(f"{WIDGET} .fm-gate-approving").inner_text()
+    buttons = page.locator(f"{WIDGET} .fm-gate-choice").all_inner_texts()
+    assert buttons == ["[A] Approve", "[R] Rework"]
+    save_screenshot(
+        page,
+        "view_gate_waiting",
+        gate,
+        "the gate panel: question, the result being approved, a comment box, one button per choice",
+    )
+    newest = page.locator(f"{WIDGET} .fm-evidence-row").first.get_attribute("data-seq")
+    page.locator(f"{WIDGET} .fm-gate-comment").fill("API first, UI later")
+    page.locator(f"{WIDGET} .fm-gate-question").click()
+    page.keyboard.press("r")
+    page.wait_for_function(
+        "([s, n]) => { const r = document.querySelector(s + ' .fm-evidence-row');"
+        " return !!r && Number(r.dataset.seq) >= Number(n) + 4; }",
+        arg=[WIDGET, newest],
+        timeout=WAIT_MS,
+    )
+    wait_node_states(page, {"design_ok": "waiting", "triage": "succeeded"})
+    rows = page.locator(f"{WIDGET} .fm-evidence-row").evaluate_all(
+        "rows => rows.map(r => r.dataset.node)"
+    )
+    assert "triage" in rows and "be_model" not in rows
+    page.locator(f"{WIDGET} .fm-gate-choice-A").click()
+    wait_node_states(page, {"design_ok": "succeeded", "be_model": "succeeded"})
+    wait_node_states(page, {"verify_ok": "waiting"})
+    save_screenshot(
+        page,
+        "view_gate_answered",
+        page.locator(WIDGET),
+        "after [R] (key r, with a comment) the design loop ran again; after [A] the build ran",
+    )
+
+
+SLOW_DOT = """digraph slow {
+  start [shape=Mdiamond]
+  work  [label="Slow work"]
+  done  [shape=Msquare]
+  start -> work -> done
+}
+"""
+
+
+def test_running_node_shows_a_live_timer(lab_server: Any, page: Any) -> None:
+    """While a node runs (Run on the kernel's worker thread), the header names it with an
+    elapsed time that keeps counting; the node is drawn running; afterwards the timer is gone."""
+    write_notebook(
+        lab_server.root / "view_timer" / "slow.ipynb",
+        [
+            "%load_ext freshness_magic",
+            "%%pipeline slow\n" + SLOW_DOT,
+            "%%node work\nimport time\ntime.sleep(4)",
+        ],
+    )
+    open_lab_notebook(page, lab_server, "view_timer/slow.ipynb")
+    run_all_cells(page)
+    page.locator(f"{WIDGET} svg g.fm-node").nth(2).wait_for(timeout=WAIT_MS)
+    page.locator(f"{WIDGET} .fm-run").click()
+    timer = page.locator(f"{WIDGET} .fm-timer[data-node='work']")
+    timer.wait_for(state="visible", timeout=WAIT_MS)
+    first = timer.inner_text()
+    assert first.startswith("running work · ")
+    page.wait_for_function(
+        "([s, t]) => { const e = document.querySelector(s + ' .fm-timer');"
+        " return !!e && !e.hidden && e.textContent !== t; }",
+        arg=[WIDGET, first],
+        timeout=WAIT_MS,
+    )
+    assert node_states(page)["work"] == "running"
+    assert page.locator(f"{WIDGET} .fm-step").is_disabled()  # busy: one action at a time
+    save_screenshot(
+        page,
+        "view_running_timer",
+        page.locator(WIDGET),
+        "a 4-second %%node cell running after Run: the header says 'running work' with a"
+        " counting elapsed time, the node drawn running (pulsing blue), Step disabled",
+    )
+    wait_node_states(page, {"work": "succeeded", "done": "succeeded"})
+    timer.wait_for(state="hidden", timeout=WAIT_MS)
+    assert_clean(page)

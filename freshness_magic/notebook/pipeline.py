@@ -91,9 +91,8 @@ class NotebookPipeline(PipelineReadout):
         self._detach()
         self._run = run
         self._model = ViewModel(self.graph)
-        registry = getattr(run, "registry", None)
-        if registry is not None and self.cells:
-            registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+        if self.cells:
+            run.registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
         run.events.subscribe(self._on_event)
         self.publish()
         self.start_watching()
@@ -144,9 +143,8 @@ class NotebookPipeline(PipelineReadout):
         """A newer load of the same name replaced this object: stop and refuse every action."""
         self.superseded = True
         self._detach()
-        grey_out = getattr(self._widget, "supersede", None)
-        if callable(grey_out):
-            grey_out(f"this view was replaced by a newer load of {self.name}")
+        if self._widget is not None:
+            self._widget.supersede(f"this view was replaced by a newer load of {self.name}")
         self._notify()
 
     def close(self) -> None:
@@ -178,9 +176,8 @@ class NotebookPipeline(PipelineReadout):
         self.cells[node_id] = code
         self.structure_version += 1
         self._install_cells()
-        registry = getattr(self._run, "registry", None) if self._run is not None else None
-        if registry is not None:
-            registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+        if self._run is not None:
+            self._run.registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
         self._notify()
 
     def _install_cells(self) -> None:
@@ -279,16 +276,13 @@ class NotebookPipeline(PipelineReadout):
         with self.exclusive():
             if node_id is not None:
                 self.require_node(node_id)
-            retry = getattr(self.run, "retry", None)
-            if not callable(retry):
-                raise RunError("this engine cannot retry a run (no Run.retry); use reset")
-            retry(node_id)
+            self.run.retry(node_id)
             self.publish()
             return self._advance()
 
     def stop(self) -> TextResult:
-        """Ask the running action to stop: the running node is interrupted (where the engine can)
-        or finishes, and no further node starts; the run stays resumable."""
+        """Ask the running action to stop: the running node is interrupted (a tool's process
+        group is killed) and no further node starts; the run stays resumable."""
         self._check_current()
         self._stop.set()
         self._cancel_running()
@@ -298,9 +292,8 @@ class NotebookPipeline(PipelineReadout):
 
     def _cancel_running(self) -> None:
         """The one place that asks the engine to stop the running node."""
-        interrupt = getattr(self._run, "interrupt", None)
-        if callable(interrupt):
-            interrupt()
+        if self._run is not None:
+            self._run.interrupt()
 
     def _advance(
         self, to: str | None = None, max_steps: int | None = None, single: bool = False

@@ -60,7 +60,7 @@ def step_loop(
             done.interrupted = True
             done.lines.append(f"interrupted at {node_id}; %pipeline run or step goes on from there")
             break
-        if getattr(result, "interrupted", False):  # the engine stopped the node itself
+        if result.interrupted:  # the engine stopped the node (Stop, a kernel interrupt)
             after_step()
             done.interrupted = True
             why = "stopped" if stop.is_set() else "interrupted"

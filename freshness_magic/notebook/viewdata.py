@@ -137,13 +137,9 @@ def approving(pipeline: NotebookPipeline, gate_node: str) -> dict[str, str]:
         return {}
     last = records[-1]
     node = str(last.get("nodeId", ""))
-    details = getattr(pipeline, "details", None)
-    if callable(details):
-        found = details(node)
-        if isinstance(found, dict):
-            response = found.get("response") or ""
-            if response:
-                return {"title": f"response of {node}", "text": cut(str(response), 2000)}
+    response = pipeline.details(node).get("response") or ""
+    if response:
+        return {"title": f"response of {node}", "text": cut(str(response), 2000)}
     detail = evidence_detail(last)
     lines = [str(detail.get("summary", ""))]
     files = detail.get("files changed") or []
@@ -153,25 +149,10 @@ def approving(pipeline: NotebookPipeline, gate_node: str) -> dict[str, str]:
 
 
 def node_details(pipeline: NotebookPipeline, node_id: str, view: NodeView) -> dict[str, Any]:
-    """A node's details: the pipeline's ``details(node)`` (or what the view can find on disk
-    without it: outcome, stale files, evidence) plus its state and attributes."""
+    """A node's details: the pipeline's ``details(node)`` plus its state and attributes."""
     node = pipeline.require_node(node_id)
     data: dict[str, Any] = {"state": view.state.value, "why": view.why}
-    own = getattr(pipeline, "details", None)
-    if callable(own):
-        found = own(node_id)
-        if isinstance(found, dict):
-            data.update(found)
-    else:
-        outcome = pipeline.outcomes().get(node_id)
-        if outcome is not None:
-            data["failure_reason"] = outcome.failure_reason
-            data["notes"] = outcome.notes
-        stale = pipeline.stale.get(node_id)
-        if stale is not None:
-            data["stale_files"] = [f"{f.path} ({f.label})" for f in stale.files]
-        records = pipeline.evidence_records(node_id)
-        data["evidence"] = [evidence_detail(r) for r in records[-3:]][::-1]
+    data.update(pipeline.details(node_id))
     data.setdefault("attributes", dict(node.attrs))
     return data
 

@@ -8,10 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
-from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.engine.run import Run
 from freshness_magic.errors import RunError
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import NodeState
@@ -94,21 +92,13 @@ def test_stop_from_another_thread_pauses_before_the_next_node(
     release.set()
     worker.join(30)
     text = answers[0].text
-    if hasattr(Run, "interrupt"):  # the engine stops the running node itself
-        assert "stopped at work; %pipeline run or step goes on from there" in text
-        assert text.splitlines()[-1] == "run: 1 step(s); paused"
-        assert pipeline.views()["work"].state is NodeState.INTERRUPTED
-        rest = 3
-    else:  # the running node finishes, no further node starts
-        assert "step: work -> success; next: after" in text
-        assert "stopped; the run is paused (next: after)" in text
-        assert text.splitlines()[-1] == "run: 2 step(s); paused"
-        rest = 2
+    assert "stopped at work; %pipeline run or step goes on from there" in text
+    assert text.splitlines()[-1] == "run: 1 step(s); paused"
+    assert pipeline.views()["work"].state is NodeState.INTERRUPTED
     assert "after" not in pipeline.outcomes()
-    assert line(shell, "run").text.splitlines()[-1] == f"run: {rest} step(s); completed"
+    assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
 
 
-@pytest.mark.skipif(not hasattr(Run, "retry"), reason="Run.retry comes with the engine branch")
 def test_retry_after_a_failed_node(shell: InteractiveShell, workdir: Path):
     pipeline = load_cells(shell, workdir)
     shell.run_cell_magic("node", "work", "outcome = 'fail'\n")
@@ -117,13 +107,6 @@ def test_retry_after_a_failed_node(shell: InteractiveShell, workdir: Path):
     shell.run_cell_magic("node", "work", "outcome = 'success'\n")
     out = line(shell, "retry work").text
     assert out.splitlines()[-1] == "run: 3 step(s); completed"
-
-
-@pytest.mark.skipif(hasattr(Run, "retry"), reason="the engine has Run.retry")
-def test_retry_without_engine_support_says_so(shell: InteractiveShell, workdir: Path):
-    load_cells(shell, workdir)
-    with pytest.raises(UsageError, match=r"cannot retry a run \(no Run.retry\)"):
-        shell.run_line_magic("pipeline", "retry")
 
 
 def test_gate_comment_goes_to_context_and_evidence(shell: InteractiveShell, workdir: Path):

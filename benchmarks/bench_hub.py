@@ -6,7 +6,9 @@ without ``site-packages``):
 * **Cold index** (walk, read, hash, parse, extract symbols, rules, SQLite, one transaction; the
   indexer in this process, as the hub runs it) against the reference: reading and ``ast.parse``
   of every ``.py`` file the hub parses. Repetitions are interleaved (reference, index, index,
-  reference, ...) and the ratio is of the medians. Goal: at most 1.5x.
+  reference, ...) and the ratio is of the medians, both of wall-clock time and of this process's
+  CPU time (both sides are single-threaded and in-process; on a shared machine the CPU ratio is
+  the steadier one). Goal: at most 1.5x by both.
 * **Queries** through :class:`HubClient` against a running hub: one median and p99 per query
   kind, the kinds' calls interleaved round-robin. Goal: every kind under 1 ms (median).
   ``symbol`` and ``path`` targets are drawn from the symbols table, so a file is picked in
@@ -67,31 +69,31 @@ def remove_store(lib: Path) -> None:
         Path(str(db_path(lib)) + suffix).unlink(missing_ok=True)
 
 
-def parse_reference(lib: Path, py_files: list[str]) -> float:
-    """Read and ``ast.parse`` every file the hub parses; seconds."""
-    started = time.perf_counter()
+def parse_reference(lib: Path, py_files: list[str]) -> tuple[float, float]:
+    """Read and ``ast.parse`` every file the hub parses; (wall, CPU) seconds."""
+    started, cpu = time.perf_counter(), time.process_time()
     for rel in py_files:
         data = (lib / rel).read_bytes()
         with contextlib.suppress(SyntaxError, ValueError):
             ast.parse(data)
-    return time.perf_counter() - started
+    return time.perf_counter() - started, time.process_time() - cpu
 
 
-def cold_index(lib: Path) -> tuple[float, int]:
-    """A first index into a new store; (seconds, symbols)."""
+def cold_index(lib: Path) -> tuple[float, float, int]:
+    """A first index into a new store; (wall, CPU) seconds and the number of symbols."""
     remove_store(lib)
-    started = time.perf_counter()
+    started, cpu = time.perf_counter(), time.process_time()
     conn = connect_writer(lib)
     Indexer(lib, conn, IgnoreRules(lib)).sweep()
-    elapsed = time.perf_counter() - started
+    elapsed, used = time.perf_counter() - started, time.process_time() - cpu
     symbols = int(conn.execute("SELECT count(*) FROM symbols").fetchone()[0])
     conn.close()
-    return elapsed, symbols
+    return elapsed, used, symbols
 
 
 def bench_index(lib: Path, py_files: list[str], reps: int) -> bool:
-    refs: list[float] = []
-    ours: list[float] = []
+    refs: list[tuple[float, float]] = []
+    ours: list[tuple[float, float]] = []
     symbols = 0
     for rep in range(reps):
         # ABBA order: drift on a shared machine hits both sides alike.
@@ -100,20 +102,21 @@ def bench_index(lib: Path, py_files: list[str], reps: int) -> bool:
             if side == "ref":
                 refs.append(parse_reference(lib, py_files))
             else:
-                elapsed, symbols = cold_index(lib)
-                ours.append(elapsed)
-    ref, index = statistics.median(refs), statistics.median(ours)
-    ratio = index / ref
-    print(
-        f"reference: read + ast.parse of {len(py_files)} files: median {ref:7.3f} s  "
-        f"(runs: {', '.join(f'{t:.2f}' for t in refs)})"
-    )
-    print(
-        f"hub cold index ({symbols} symbols):            median {index:7.3f} s  "
-        f"(runs: {', '.join(f'{t:.2f}' for t in ours)})"
-    )
-    met = ratio <= INDEX_GOAL
-    print(f"cold index / ast.parse: {ratio:.2f}x (goal <= {INDEX_GOAL}x)")
+                wall, cpu, symbols = cold_index(lib)
+                ours.append((wall, cpu))
+    met = True
+    for n, clock in enumerate(("wall", "CPU")):
+        ref = statistics.median(r[n] for r in refs)
+        index = statistics.median(o[n] for o in ours)
+        ratio = index / ref
+        met = met and ratio <= INDEX_GOAL
+        print(
+            f"{clock:>4}: read + ast.parse of {len(py_files)} files median {ref:6.2f} s "
+            f"({', '.join(f'{r[n]:.2f}' for r in refs)}); hub cold index ({symbols} symbols) "
+            f"median {index:6.2f} s ({', '.join(f'{o[n]:.2f}' for o in ours)}); "
+            f"ratio {ratio:.2f}x"
+        )
+    print(f"cold index / ast.parse goal: <= {INDEX_GOAL}x by wall and by CPU time")
     remove_store(lib)
     return met
 

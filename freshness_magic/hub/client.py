@@ -160,6 +160,11 @@ class ContextPacket:
     paths: tuple[str, ...] = field(default_factory=tuple)
 
 
+def _node_list(stored: str) -> tuple[str, ...]:
+    """A stored JSON list of node ids; most are empty, which needs no JSON parsing."""
+    return () if stored == "[]" else tuple(json.loads(stored))
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -286,8 +291,8 @@ class HubClient:
                 r[6],
                 r[7],
                 r[8],
-                tuple(json.loads(r[9])),
-                tuple(json.loads(r[10])),
+                _node_list(r[9]),
+                _node_list(r[10]),
                 bool(r[11]),
             )
             for r in rows

@@ -93,9 +93,8 @@ def parse_python(
     except (ValueError, UnicodeDecodeError) as exc:
         return SyntaxProblem(1, 0, str(exc))
     text = _decode(source)
-    offsets = [0]
-    for line in text.splitlines(keepends=True):
-        offsets.append(offsets[-1] + len(line))
+    # Only "\n" ends a line for ``ast`` (str.splitlines would also split at form feeds).
+    offsets = [0, *(found.end() for found in _NEWLINE.finditer(text))]
     extractor = _Extractor(text, offsets)
     top = Acc()
     scratch: list[object] = []
@@ -212,6 +211,7 @@ def _char_col(text: str, line_start: int, byte_col: int) -> int:
     return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
 
 
+_NEWLINE = re.compile("\n")
 _HEADER_STOPS = re.compile(r"""[][(){}:#'"]""")
 
 

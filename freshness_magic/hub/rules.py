@@ -21,7 +21,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, KeysView, Set
 from dataclasses import dataclass, field
 
 from freshness_magic.hub.symbols import module_suffixes
@@ -80,7 +80,7 @@ class _Resolver:
             self._sites[key] = found
         return found
 
-    def importers(self, def_path: str, among: Iterable[str]) -> frozenset[str]:
+    def importers(self, def_path: str, among: KeysView[str]) -> Set[str]:
         """Those of the paths ``among`` that import the module at ``def_path``.
 
         A file imports it when it imports any dotted tail of its module name.
@@ -92,7 +92,7 @@ class _Resolver:
                 for suffix in module_suffixes(def_path):
                     collected |= self._importers.get(suffix, set())
                 found = self._visible[def_path] = frozenset(collected)
-            return found.intersection(among)
+            return among & found  # iterates the smaller of the two
         suffixes = module_suffixes(def_path)
         return frozenset(path for path in among if not self._imports_of(path).isdisjoint(suffixes))
 

@@ -43,6 +43,7 @@ from freshness_magic.errors import HubError
 from freshness_magic.freshness.skipped import SKIPPED_DIRS
 from freshness_magic.hub.ignore import IgnoreRules
 from freshness_magic.hub.indexer import Indexer
+from freshness_magic.hub.owner import Owner
 from freshness_magic.hub.store import (
     connect_reader,
     connect_writer,
@@ -507,43 +508,6 @@ class Hub:
         with contextlib.suppress(Exception):
             self._set_caught_up(False)
         self.conn.close()
-
-
-@dataclass(frozen=True, slots=True)
-class Owner:
-    """The process whose end stops the hub: its pid and, where ``/proc`` tells, start time."""
-
-    pid: int
-    started: str | None
-
-    @classmethod
-    def of(cls, pid: int) -> Owner:
-        return cls(pid, _proc_stat(pid)[1])
-
-    def alive(self) -> bool:
-        """Running (not a zombie) and still the same process (the pid was not reused)."""
-        try:
-            os.kill(self.pid, 0)
-        except ProcessLookupError:
-            return False
-        except PermissionError:
-            pass
-        state, started = _proc_stat(self.pid)
-        if state in ("Z", "X"):
-            return False
-        return self.started is None or started is None or started == self.started
-
-
-def _proc_stat(pid: int) -> tuple[str | None, str | None]:
-    """(state, start time in clock ticks) from ``/proc/PID/stat``; (None, None) without it."""
-    try:
-        text = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return None, None
-    fields = text[text.rfind(")") + 2 :].split()
-    if len(fields) < 20:
-        return None, None
-    return fields[0], fields[19]
 
 
 def _acquire_lock(folder: Path) -> int | None:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import signal
 import sqlite3
 import subprocess
@@ -124,4 +123,3 @@ def test_store_of_another_schema_is_rebuilt_keeping_the_change_log(tmp_path: Pat
     assert dict(check.execute("SELECT key, value FROM meta").fetchall())["schema"] == SCHEMA_VERSION
     assert "indexed" not in dict(check.execute("SELECT key, value FROM meta").fetchall())
     check.close()
-    assert os.path.exists(db_path(tmp_path))

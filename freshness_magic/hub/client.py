@@ -20,9 +20,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 from freshness_magic.errors import HubError
-from freshness_magic.freshness.hashing import StatKey
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey
 from freshness_magic.hub.daemon import lock_held
-from freshness_magic.hub.indexer import INITIAL_INDEX, RACY_WINDOW_NS
+from freshness_magic.hub.indexer import INITIAL_INDEX
 from freshness_magic.hub.store import (
     FILE_COLUMNS,
     FileRow,
@@ -160,6 +160,11 @@ class ContextPacket:
     paths: tuple[str, ...] = field(default_factory=tuple)
 
 
+def _node_list(stored: str) -> tuple[str, ...]:
+    """A stored JSON list of node ids; most are empty, which needs no JSON parsing."""
+    return () if stored == "[]" else tuple(json.loads(stored))
+
+
 def _one_line(text: str) -> str:
     return " ".join(text.split())
 
@@ -286,8 +291,8 @@ class HubClient:
                 r[6],
                 r[7],
                 r[8],
-                tuple(json.loads(r[9])),
-                tuple(json.loads(r[10])),
+                _node_list(r[9]),
+                _node_list(r[10]),
                 bool(r[11]),
             )
             for r in rows

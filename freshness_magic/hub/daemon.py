@@ -15,6 +15,10 @@ on ``SIGUSR1``. ``SIGTERM``/``SIGINT`` end it after the current transaction.
 
 POSIX only (``fcntl.flock``, signals): where ``fcntl`` is missing no hub can run, ``status`` says
 so and ``start`` raises :class:`HubError`; importing this module still works.
+
+A hub started with ``--owner-pid`` (the notebook passes its kernel's pid) also ends, within a
+fraction of a second, once that process has exited: a hub never outlives the kernel that
+started it. The owner is identified by pid and start time, so a reused pid does not keep it.
 """
 
 from __future__ import annotations
@@ -36,11 +40,12 @@ from collections.abc import Callable, Sequence
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from freshness_magic.atomicio import loads_bounded, write_json_atomic
+from freshness_magic.atomicio import ensure_ignored_dir, loads_bounded, write_json_atomic
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.skipped import SKIPPED_DIRS
 from freshness_magic.hub.ignore import IgnoreRules
 from freshness_magic.hub.indexer import Indexer
+from freshness_magic.hub.owner import Owner
 from freshness_magic.hub.store import (
     connect_reader,
     connect_writer,
@@ -54,6 +59,7 @@ LOCK_NAME = "hub.lock"
 PID_NAME = "hub.pid"
 LOG_NAME = "hub.log"
 EXIT_ALREADY_RUNNING = 3
+EXIT_OWNER_GONE = 4
 _WATCH_ERROR = "error"
 
 
@@ -181,11 +187,17 @@ def status(workdir: str | Path) -> HubStatus:
 
 
 def start(
-    workdir: str | Path, *, timeout: float = 600.0, extra_args: Sequence[str] = ()
+    workdir: str | Path,
+    *,
+    timeout: float = 600.0,
+    extra_args: Sequence[str] = (),
+    owner_pid: int | None = None,
 ) -> HubStatus:
     """Start the hub for ``workdir`` in the background and wait until it has caught up.
 
-    A hub that already runs is reported (``already_running=True``), not started twice.
+    A hub that already runs is reported (``already_running=True``), not started twice (and
+    keeps the lifetime it was started with). With ``owner_pid`` the hub stops when that
+    process ends.
     """
     root = Path(workdir).resolve()
     if not root.is_dir():
@@ -195,9 +207,9 @@ def start(
     current = status(root)
     if current.running:
         return HubStatus(**{**current.to_dict(), "already_running": True})  # type: ignore[arg-type]
-    folder = state_dir(root)
-    folder.mkdir(parents=True, exist_ok=True)
+    folder = ensure_ignored_dir(state_dir(root))
     log_path = folder / LOG_NAME
+    owner = ["--owner-pid", str(owner_pid)] if owner_pid is not None else []
     with open(log_path, "ab") as log:
         proc = subprocess.Popen(
             [
@@ -206,6 +218,7 @@ def start(
                 "freshness_magic.hub.daemon",
                 "--workdir",
                 str(root),
+                *owner,
                 *extra_args,
             ],
             stdin=subprocess.DEVNULL,
@@ -331,8 +344,10 @@ class Hub:
         sweep_interval: float = 300.0,
         overflow_threshold: int = 10_000,
         step_ms: int = 20,
+        owner: Owner | None = None,
     ) -> None:
         self.root = root
+        self.owner = owner
         self.conn = connect_writer(root)
         self.ignore = IgnoreRules(root)
         self.indexer = Indexer(root, self.conn, self.ignore)
@@ -470,6 +485,9 @@ class Hub:
         self.full_sweep("start-up", mark=True)
         next_sweep = time.monotonic() + self.sweep_interval
         while not self.stop_event.is_set():
+            if self.owner is not None and not self.owner.alive():
+                self.log(f"owner process {self.owner.pid} ended; stopping")
+                break
             try:
                 first = self.events.get(timeout=0.2)
             except queue.Empty:
@@ -521,10 +539,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--sweep-interval", type=float, default=300.0)
     parser.add_argument("--overflow-threshold", type=int, default=10_000)
     parser.add_argument("--step-ms", type=int, default=20)
+    parser.add_argument(
+        "--owner-pid", type=int, default=None, help="stop when this process has ended"
+    )
     args = parser.parse_args(argv)
     root = Path(args.workdir).resolve()
-    folder = state_dir(root)
-    folder.mkdir(parents=True, exist_ok=True)
+    owner = Owner.of(args.owner_pid) if args.owner_pid is not None else None
+    if owner is not None and not owner.alive():
+        print(f"owner process {owner.pid} is not running; not starting", file=sys.stderr)
+        return EXIT_OWNER_GONE
+    folder = ensure_ignored_dir(state_dir(root))
     lock_fd = _acquire_lock(folder)
     if lock_fd is None:
         print(f"hub already running for {root} (pid {read_pid(root)})", file=sys.stderr)
@@ -532,13 +556,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     pid_file = folder / PID_NAME
     try:
         write_json_atomic(
-            pid_file, {"pid": os.getpid(), "workdir": str(root), "started_at": time.time()}
+            pid_file,
+            {
+                "pid": os.getpid(),
+                "workdir": str(root),
+                "started_at": time.time(),
+                "owner_pid": args.owner_pid,
+            },
         )
         hub = Hub(
             root,
             sweep_interval=args.sweep_interval,
             overflow_threshold=args.overflow_threshold,
             step_ms=args.step_ms,
+            owner=owner,
         )
         signal.signal(signal.SIGTERM, lambda *_: hub.stop_event.set())
         signal.signal(signal.SIGINT, lambda *_: hub.stop_event.set())

@@ -14,18 +14,20 @@ import json
 import os
 import sqlite3
 import time
+from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from freshness_magic.freshness.hashing import StatKey, hash_bytes, hash_file
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey, hash_bytes, hash_file
+from freshness_magic.gcpause import cyclic_gc_paused
 from freshness_magic.hub import rules
 from freshness_magic.hub.ignore import IgnoreRules
 from freshness_magic.hub.store import (
     FILE_COLUMNS,
     FileRow,
+    WriteBatch,
     get_meta,
-    log_change,
     set_meta,
     write_transaction,
 )
@@ -41,7 +43,7 @@ from freshness_magic.hub.symbols import (
 INITIAL_INDEX = "initial index"
 """Detail of the ``file_added`` rows of a first (cold) index: seen, not necessarily new."""
 
-RACY_WINDOW_NS = 2_000_000_000
+
 """A stored stat key whose mtime is this close to its indexing time is not trusted."""
 
 LANGUAGES = {
@@ -176,12 +178,13 @@ class Indexer:
             if row is None or row.stat != StatKey.of(st) or racy(row):
                 todo.append(rel)
         removed = [rel for rel in stored if rel not in on_disk]
-        scans = [self.scan(rel) for rel in todo]
         cold = get_meta(self.conn, "indexed") != "1"
-        with write_transaction(self.conn):
-            count = self._apply(scans, removed, cold=cold)
-            set_meta(self.conn, "indexed", "1")
-            set_meta(self.conn, "last_sweep", repr(time.time()))
+        with cyclic_gc_paused():
+            scans = [self.scan(rel) for rel in todo]
+            with write_transaction(self.conn):
+                count = self._apply(scans, removed, cold=cold, stored=stored)
+                set_meta(self.conn, "indexed", "1")
+                set_meta(self.conn, "last_sweep", repr(time.time()))
         return count
 
     def update(self, rels: Iterable[str]) -> int:
@@ -208,9 +211,10 @@ class Indexer:
                 removed.update(
                     p for p in stored_paths if (p == rel or p.startswith(prefix)) and p not in files
                 )
-        scans = [self.scan(rel) for rel in sorted(files)]
-        with write_transaction(self.conn):
-            return self._apply(scans, sorted(removed), cold=False)
+        with cyclic_gc_paused():
+            scans = [self.scan(rel) for rel in sorted(files)]
+            with write_transaction(self.conn):
+                return self._apply(scans, sorted(removed), cold=False)
 
     # -- applying -----------------------------------------------------------------------------
 
@@ -223,34 +227,53 @@ class Indexer:
     def _has(self, rel: str) -> bool:
         return self.conn.execute("SELECT 1 FROM files WHERE path=?", (rel,)).fetchone() is not None
 
-    def _apply(self, scans: list[Scan], removed: Iterable[str], *, cold: bool) -> int:
+    def _apply(
+        self,
+        scans: list[Scan],
+        removed: Iterable[str],
+        *,
+        cold: bool,
+        stored: dict[str, FileRow] | None = None,
+    ) -> int:
+        """Queue every write of one update, flush them, then run the rules; returns changes.
+
+        ``stored`` is the ``files`` table as the caller already read it (a sweep does), so each
+        scan does not look its old row up again.
+        """
         affected = rules.Affected(everything=cold)
-        before = int(get_meta(self.conn, "last_seq", "0"))
+        batch = WriteBatch()
         for rel in removed:
-            self._remove(rel, affected)
+            self._remove(rel, affected, batch)
         now = time.time()
         for scan in scans:
-            old_row = self.conn.execute(
-                f"SELECT {FILE_COLUMNS} FROM files WHERE path=?", (scan.rel,)
-            ).fetchone()
-            old = FileRow.from_row(old_row) if old_row else None
+            if stored is not None:
+                old = stored.get(scan.rel)
+            else:
+                row = self.conn.execute(
+                    f"SELECT {FILE_COLUMNS} FROM files WHERE path=?", (scan.rel,)
+                ).fetchone()
+                old = FileRow.from_row(row) if row else None
             if scan.stat is None:
                 if old is not None:
-                    self._remove(scan.rel, affected)
+                    self._remove(scan.rel, affected, batch)
                 continue
             if old is not None and old.hash == scan.digest:
-                self.conn.execute(
-                    "UPDATE files SET dev=?, ino=?, mode=?, size=?, mtime_ns=?, ctime_ns=?, "
-                    "indexed_at=? WHERE path=?",
-                    (*scan.stat, now, scan.rel),
-                )
+                batch.stats.append((*scan.stat, now, scan.rel))
                 continue
-            self._store_file(scan, old, now, affected, cold=cold)
+            self._store_file(scan, old, now, affected, batch, cold=cold)
+        count = batch.flush(self.conn)
         rules.apply_rules(self.conn, affected)
-        return int(get_meta(self.conn, "last_seq", "0")) - before
+        return count
 
     def _store_file(
-        self, scan: Scan, old: FileRow | None, now: float, affected: rules.Affected, *, cold: bool
+        self,
+        scan: Scan,
+        old: FileRow | None,
+        now: float,
+        affected: rules.Affected,
+        batch: WriteBatch,
+        *,
+        cold: bool,
     ) -> None:
         rel = scan.rel
         assert scan.stat is not None
@@ -263,35 +286,42 @@ class Indexer:
             detail = f"syntax error at line {parsed.line}, column {parsed.column}: {parsed.message}"
         elif isinstance(parsed, ModuleInfo):
             imports = json.dumps(list(parsed.imports))
-        self.conn.execute(
-            f"INSERT OR REPLACE INTO files({FILE_COLUMNS}) "
-            "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-            (rel, *scan.stat, scan.digest, language_of(rel), now, imports, *syntax),
-        )
+        batch.files.append((rel, *scan.stat, scan.digest, language_of(rel), now, imports, *syntax))
         if old is None and cold:
             detail = INITIAL_INDEX
-        log_change(self.conn, rel, "file_modified" if old else "file_added", None, detail)
+        batch.log(rel, "file_modified" if old else "file_added", None, detail)
         if isinstance(parsed, ModuleInfo):
             if old is not None and old.imports != imports:
                 affected.call_names.update(self._ref_names(rel, "call"))
                 affected.mention_names.update(self._ref_names(rel, "mention"))
-            self._store_symbols(rel, parsed, affected, cold=cold)
+            self._store_symbols(rel, parsed, affected, batch, known=old is not None, cold=cold)
 
     def _store_symbols(
-        self, rel: str, info: ModuleInfo, affected: rules.Affected, *, cold: bool
+        self,
+        rel: str,
+        info: ModuleInfo,
+        affected: rules.Affected,
+        batch: WriteBatch,
+        *,
+        known: bool,
+        cold: bool,
     ) -> None:
-        old = {
-            row[0]: row
-            for row in self.conn.execute(
-                "SELECT qualname, node_id, sig_hash, body_hash, doc_hash FROM symbols WHERE path=?",
-                (rel,),
-            )
-        }
+        """Queue the symbol rows of one file; ``known``: the store had the file before."""
+        old = {}
+        if known:
+            old = {
+                row[0]: row
+                for row in self.conn.execute(
+                    "SELECT qualname, node_id, sig_hash, body_hash, doc_hash FROM symbols "
+                    "WHERE path=?",
+                    (rel,),
+                )
+            }
         new: dict[str, Symbol] = {s.qualname: s for s in info.symbols}
         for qualname, row in old.items():
             if qualname not in new:
-                self.conn.execute("DELETE FROM symbols WHERE node_id=?", (row[1],))
-                log_change(self.conn, rel, "symbol_removed", qualname)
+                batch.delete_symbols.append((row[1],))
+                batch.log(rel, "symbol_removed", qualname)
         for qualname, sym in new.items():
             node_id = f"node:{rel}:{qualname}"
             values = (
@@ -307,58 +337,64 @@ class Indexer:
             )
             prev = old.get(qualname)
             if prev is None:
-                self.conn.execute(
-                    "INSERT OR REPLACE INTO symbols(node_id, path, qualname, name, kind, "
-                    "signature, sig_hash, body_hash, ast_hash, doc_hash, line_start, line_end, "
-                    "complexity) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                    (node_id, rel, qualname, qualname.rsplit(".", 1)[-1], *values),
-                )
+                name = qualname.rsplit(".", 1)[-1]
+                batch.new_symbols.append((node_id, rel, qualname, name, *values))
                 affected.added.add(node_id)
                 if not cold:
-                    log_change(self.conn, rel, "symbol_added", qualname, sym.signature)
+                    batch.log(rel, "symbol_added", qualname, sym.signature)
                 continue
-            self.conn.execute(
-                "UPDATE symbols SET kind=?, signature=?, sig_hash=?, body_hash=?, ast_hash=?, "
-                "doc_hash=?, line_start=?, line_end=?, complexity=? WHERE node_id=?",
-                (*values, node_id),
-            )
+            batch.changed_symbols.append((*values, node_id))
             if prev[2] != sym.sig_hash:
                 affected.signature_changed.add(node_id)
-                log_change(self.conn, rel, "signature_changed", qualname, sym.signature)
+                batch.log(rel, "signature_changed", qualname, sym.signature)
             if prev[3] != sym.body_hash:
-                log_change(self.conn, rel, "body_changed", qualname)
+                batch.log(rel, "body_changed", qualname)
             if prev[4] != sym.doc_hash:
                 affected.docstring_changed.add(node_id)
-                log_change(self.conn, rel, "docstring_changed", qualname)
-        self._store_refs(rel, info, affected)
+                batch.log(rel, "docstring_changed", qualname)
+        self._store_refs(rel, info, affected, batch, known=known)
 
-    def _store_refs(self, rel: str, info: ModuleInfo, affected: rules.Affected) -> None:
+    def _store_refs(
+        self,
+        rel: str,
+        info: ModuleInfo,
+        affected: rules.Affected,
+        batch: WriteBatch,
+        *,
+        known: bool,
+    ) -> None:
+        """Queue the file's refs rows; names whose callers or tests may change -> ``affected``."""
         test = is_test_file(rel)
-        module_node = f"node:{rel}"
-        rows: set[tuple[str, str, str]] = {(module_node, n, "call") for n in info.module_calls}
+        grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
+        for name in info.module_calls:
+            grouped[(name, "call")].append("")
         if test:
-            rows.update((module_node, n, "mention") for n in info.module_mentions)
+            for name in info.module_mentions:
+                grouped[(name, "mention")].append("")
         for sym in info.symbols:
-            node_id = f"node:{rel}:{sym.qualname}"
-            rows.update((node_id, n, "call") for n in sym.calls)
+            qualname = sym.qualname
+            for name in sym.calls:
+                grouped[(name, "call")].append(qualname)
             if test:
-                rows.update((node_id, n, "mention") for n in sym.mentions)
-        old = {
-            (str(n), str(name), str(k))
-            for n, name, k in self.conn.execute(
-                "SELECT node_id, name, kind FROM refs WHERE path=?", (rel,)
-            )
-        }
+                for name in sym.mentions:
+                    grouped[(name, "mention")].append(qualname)
+        rows = {key: rules.join_nodes(qualnames) for key, qualnames in grouped.items()}
+        old: dict[tuple[str, str], str] = {}
+        if known:
+            old = {
+                (str(name), str(kind)): str(nodes)
+                for name, kind, nodes in self.conn.execute(
+                    "SELECT name, kind, nodes FROM refs WHERE path=?", (rel,)
+                )
+            }
         if old == rows:
             return
-        for node_id, name, kind in old ^ rows:
-            del node_id
-            (affected.call_names if kind == "call" else affected.mention_names).add(name)
-        self.conn.execute("DELETE FROM refs WHERE path=?", (rel,))
-        self.conn.executemany(
-            "INSERT INTO refs(path, node_id, name, kind) VALUES (?, ?, ?, ?)",
-            [(rel, *row) for row in sorted(rows, key=lambda r: (r[1], r[2]))],
-        )
+        for key in old.keys() | rows.keys():
+            if old.get(key) != rows.get(key):
+                (affected.call_names if key[1] == "call" else affected.mention_names).add(key[0])
+        if old:
+            batch.delete_refs.append((rel,))
+        batch.refs.extend((name, kind, rel, nodes) for (name, kind), nodes in rows.items())
 
     def _ref_names(self, rel: str, kind: str) -> set[str]:
         return {
@@ -368,7 +404,7 @@ class Indexer:
             )
         }
 
-    def _remove(self, rel: str, affected: rules.Affected) -> None:
+    def _remove(self, rel: str, affected: rules.Affected, batch: WriteBatch) -> None:
         if not self._has(rel):
             return
         affected.call_names.update(self._ref_names(rel, "call"))
@@ -376,8 +412,6 @@ class Indexer:
         for (qualname,) in self.conn.execute(
             "SELECT qualname FROM symbols WHERE path=? ORDER BY line_start", (rel,)
         ).fetchall():
-            log_change(self.conn, rel, "symbol_removed", qualname)
-        self.conn.execute("DELETE FROM symbols WHERE path=?", (rel,))
-        self.conn.execute("DELETE FROM refs WHERE path=?", (rel,))
-        self.conn.execute("DELETE FROM files WHERE path=?", (rel,))
-        log_change(self.conn, rel, "file_removed")
+            batch.log(rel, "symbol_removed", qualname)
+        batch.delete_paths.append((rel,))
+        batch.log(rel, "file_removed")

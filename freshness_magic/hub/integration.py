@@ -10,6 +10,7 @@
 
 from __future__ import annotations
 
+import os
 import re
 import threading
 import time
@@ -131,17 +132,22 @@ def context_packet_for(workdir: str | Path, patterns: Sequence[str]) -> ContextP
         client.close()
 
 
-def hub_command(workdir: str | Path, argv: Sequence[str]) -> str:
+def hub_command(
+    workdir: str | Path, argv: Sequence[str], *, stop_with_this_process: bool = False
+) -> str:
     """``start``, ``stop``, ``status`` or ``query TARGET...``: what the notebook magic prints.
 
-    Raises :class:`HubError` with a usage line for anything else.
+    With ``stop_with_this_process`` a hub that ``start`` launches ends when the calling process
+    does (the notebook: a hub never outlives its kernel). Raises :class:`HubError` with a usage
+    line for anything else.
     """
     usage = "usage: %pipeline hub start|stop|status|query PATH[:QUALNAME] ..."
     if not argv:
         raise HubError(usage)
     action, rest = argv[0], list(argv[1:])
     if action == "start" and not rest:
-        return daemon.start(workdir).render()
+        owner = os.getpid() if stop_with_this_process else None
+        return daemon.start(workdir, owner_pid=owner).render()
     if action == "stop" and not rest:
         before = daemon.status(workdir)
         daemon.stop(workdir)

@@ -21,6 +21,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import defaultdict
+from collections.abc import Iterable, KeysView, Set
 from dataclasses import dataclass, field
 
 from freshness_magic.hub.symbols import module_suffixes
@@ -50,78 +51,102 @@ class _Resolver:
     def __init__(self, conn: sqlite3.Connection, preload: bool) -> None:
         self.conn = conn
         self._preloaded = preload
-        self._imports: dict[str, frozenset[str]] = {}
-        self._sites: dict[tuple[str, str], dict[str, list[str]]] = {}
         self._importers: dict[str, set[str]] = defaultdict(set)
-        self._visible: dict[str, set[str]] = {}
+        self._sites: dict[tuple[str, str], dict[str, str]] = {}
+        self._visible: dict[str, frozenset[str]] = {}
+        self._imports: dict[str, frozenset[str]] = {}
         if preload:
             for path, imports in conn.execute("SELECT path, imports FROM files"):
-                for imported in json.loads(imports):
-                    self._importers[imported].add(path)
-            grouped: dict[tuple[str, str], dict[str, list[str]]] = defaultdict(dict)
-            for name, kind, path, node_id in conn.execute(
-                "SELECT name, kind, path, node_id FROM refs"
+                if imports != "[]":
+                    for imported in json.loads(imports):
+                        self._importers[imported].add(path)
+            grouped: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+            for name, kind, path, nodes in conn.execute(
+                "SELECT name, kind, path, nodes FROM refs WHERE name IN (SELECT name FROM symbols)"
             ):
-                grouped[(name, kind)].setdefault(path, []).append(node_id)
+                grouped[(name, kind)][path] = nodes
             self._sites = dict(grouped)
 
-    def _imports_of(self, path: str) -> frozenset[str]:
-        found = self._imports.get(path)
-        if found is None:
-            row = self.conn.execute("SELECT imports FROM files WHERE path=?", (path,)).fetchone()
-            found = frozenset(json.loads(row[0])) if row else frozenset()
-            self._imports[path] = found
-        return found
-
-    def sites(self, name: str, kind: str) -> dict[str, list[str]]:
-        """Tree paths -> node ids that call (or, in test files, mention) ``name``."""
+    def sites(self, name: str, kind: str) -> dict[str, str]:
+        """Tree paths -> packed qualnames (:func:`join_nodes`) that call or mention ``name``."""
         key = (name, kind)
         found = self._sites.get(key)
         if found is None:
             found = {}
             if not self._preloaded:
-                for path, node_id in self.conn.execute(
-                    "SELECT path, node_id FROM refs WHERE name=? AND kind=?", key
-                ):
-                    found.setdefault(path, []).append(node_id)
+                found = dict(
+                    self.conn.execute("SELECT path, nodes FROM refs WHERE name=? AND kind=?", key)
+                )
             self._sites[key] = found
         return found
 
-    def importers(self, def_path: str) -> set[str]:
-        """Files that import the module at ``def_path`` (by any dotted tail of its name)."""
-        found = self._visible.get(def_path)
+    def importers(self, def_path: str, among: KeysView[str]) -> Set[str]:
+        """Those of the paths ``among`` that import the module at ``def_path``.
+
+        A file imports it when it imports any dotted tail of its module name.
+        """
+        if self._preloaded:
+            found = self._visible.get(def_path)
+            if found is None:
+                collected: set[str] = set()
+                for suffix in module_suffixes(def_path):
+                    collected |= self._importers.get(suffix, set())
+                found = self._visible[def_path] = frozenset(collected)
+            return among & found  # iterates the smaller of the two
+        suffixes = module_suffixes(def_path)
+        return frozenset(path for path in among if not self._imports_of(path).isdisjoint(suffixes))
+
+    def _imports_of(self, path: str) -> frozenset[str]:
+        found = self._imports.get(path)
         if found is None:
-            found = set()
-            for suffix in module_suffixes(def_path):
-                found |= self._importers.get(suffix, set())
-            self._visible[def_path] = found
+            row = self.conn.execute("SELECT imports FROM files WHERE path=?", (path,)).fetchone()
+            found = self._imports[path] = frozenset(json.loads(row[0])) if row else frozenset()
         return found
 
-    def imports_module(self, site_path: str, def_path: str) -> bool:
-        if self._preloaded:
-            return site_path in self.importers(def_path)
-        return not self._imports_of(site_path).isdisjoint(module_suffixes(def_path))
+
+def join_nodes(qualnames: Iterable[str]) -> str:
+    """How ``refs.nodes`` packs the qualnames of one file ("" is the module's own code)."""
+    return "\n".join(sorted(set(qualnames)))
+
+
+def node_ids(path: str, nodes: str) -> list[str]:
+    """The node ids of a ``refs.nodes`` value of ``path``."""
+    return [f"node:{path}:{q}" if q else f"node:{path}" for q in nodes.split("\n")]
 
 
 def callers_of(resolver: _Resolver, node_id: str, path: str, name: str) -> list[str]:
+    sites = resolver.sites(name, "call")
+    if not sites:
+        return []
     found: set[str] = set()
-    for site_path, nodes in resolver.sites(name, "call").items():
-        if site_path == path or resolver.imports_module(site_path, path):
-            found.update(nodes)
+    for site_path in resolver.importers(path, sites.keys()):
+        found.update(node_ids(site_path, sites[site_path]))
+    if path in sites:
+        found.update(node_ids(path, sites[path]))
     found.discard(node_id)
     return sorted(found)[:MAX_LIST]
 
 
 def tests_of(resolver: _Resolver, path: str, name: str) -> list[str]:
+    sites = resolver.sites(name, "mention")
+    if not sites:
+        return []
     found: set[str] = set()
-    for site_path, nodes in resolver.sites(name, "mention").items():
-        if site_path != path and resolver.imports_module(site_path, path):
-            found.update(nodes)
+    for site_path in resolver.importers(path, sites.keys()):
+        if site_path != path:
+            found.update(node_ids(site_path, sites[site_path]))
     return sorted(found)[:MAX_LIST]
 
 
+def _as_json(items: list[str]) -> str:
+    return json.dumps(items) if items else "[]"
+
+
 def apply_rules(conn: sqlite3.Connection, affected: Affected) -> None:
-    """Run every rule whose trigger is in ``affected`` (inside the caller's transaction)."""
+    """Run every rule whose trigger is in ``affected`` (inside the caller's transaction).
+
+    Only rows whose lists actually change are written.
+    """
     for node_id in affected.signature_changed:
         outdated = 0 if node_id in affected.docstring_changed else 1
         conn.execute("UPDATE symbols SET docstring_outdated=? WHERE node_id=?", (outdated, node_id))
@@ -130,7 +155,7 @@ def apply_rules(conn: sqlite3.Connection, affected: Affected) -> None:
 
     resolver = _Resolver(conn, preload=affected.everything)
     if affected.everything:
-        rows = conn.execute("SELECT node_id, path, name FROM symbols").fetchall()
+        rows = conn.execute(f"SELECT {_ROW} FROM symbols").fetchall()
         caller_rows = test_rows = rows
     else:
         caller_rows = _select(
@@ -138,25 +163,30 @@ def apply_rules(conn: sqlite3.Connection, affected: Affected) -> None:
         )
         test_rows = _select(conn, affected.added, affected.mention_names)
     updates = []
-    for node_id, path, name in caller_rows:
-        updates.append((json.dumps(callers_of(resolver, node_id, path, name)), node_id))
+    for node_id, path, name, callers, _tests in caller_rows:
+        value = _as_json(callers_of(resolver, node_id, path, name))
+        if value != callers:
+            updates.append((value, node_id))
     conn.executemany("UPDATE symbols SET callers=? WHERE node_id=?", updates)
     updates = []
-    for node_id, path, name in test_rows:
-        updates.append((json.dumps(tests_of(resolver, path, name)), node_id))
+    for node_id, path, name, _callers, tests in test_rows:
+        value = _as_json(tests_of(resolver, path, name))
+        if value != tests:
+            updates.append((value, node_id))
     conn.executemany("UPDATE symbols SET related_tests=? WHERE node_id=?", updates)
+
+
+_ROW = "node_id, path, name, callers, related_tests"
 
 
 def _select(
     conn: sqlite3.Connection, node_ids: set[str], names: set[str]
-) -> list[tuple[str, str, str]]:
-    rows: dict[str, tuple[str, str, str]] = {}
+) -> list[tuple[str, str, str, str, str]]:
+    rows: dict[str, tuple[str, str, str, str, str]] = {}
     for node_id in node_ids:
-        for row in conn.execute(
-            "SELECT node_id, path, name FROM symbols WHERE node_id=?", (node_id,)
-        ):
+        for row in conn.execute(f"SELECT {_ROW} FROM symbols WHERE node_id=?", (node_id,)):
             rows[row[0]] = row
     for name in names:
-        for row in conn.execute("SELECT node_id, path, name FROM symbols WHERE name=?", (name,)):
+        for row in conn.execute(f"SELECT {_ROW} FROM symbols WHERE name=?", (name,)):
             rows[row[0]] = row
     return list(rows.values())

@@ -10,10 +10,16 @@ Tables:
 * ``files``: one row per indexed file (stat key, xxh3_128 hash, size, language, module imports,
   last syntax error).
 * ``symbols``: one row per Python function/class/method, keyed ``node:{path}:{qualname}``.
-* ``refs``: names each symbol calls (all Python files) and mentions (test files only); the input
-  of the callers and related-tests rules.
+* ``refs``: one row per (name, kind, file): the qualnames of the file's symbols that call the name
+  (all Python files) or mention it (test files only), ``""`` for module-level code; the input of
+  the callers and related-tests rules. One row per name and file, not per symbol: a cold index
+  of the standard library writes ~150k rows instead of ~500k.
 * ``changes``: the change log, one row per change with a growing ``seq``.
-* ``meta``: ``last_seq``, ``caught_up``, ``last_sweep``, ``pid``, ``schema``.
+* ``meta``: ``last_seq``, ``caught_up``, ``last_sweep``, ``pid``, ``schema``, ``indexed``.
+
+The store is a cache of the tree: a store written by another :data:`SCHEMA_VERSION` has its
+``files``, ``symbols`` and ``refs`` dropped and is rebuilt by the next sweep (the change log and
+its sequence numbers are kept, so clients' ``since_seq`` stays meaningful).
 """
 
 from __future__ import annotations
@@ -22,14 +28,16 @@ import sqlite3
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from freshness_magic.atomicio import ensure_ignored_dir
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.hashing import StatKey
 
-SCHEMA_VERSION = "1"
+SCHEMA_VERSION = "2"
+"""2: symbol hashes over type-coded tokens; refs grouped per file; symbols indexed by line."""
 STATE_DIR = ".freshness"
 DB_NAME = "hub.sqlite"
 BUSY_TIMEOUT_MS = 5000
@@ -63,14 +71,14 @@ CREATE TABLE IF NOT EXISTS symbols (
     callers TEXT NOT NULL DEFAULT '[]',
     docstring_outdated INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS symbols_path ON symbols(path);
+CREATE INDEX IF NOT EXISTS symbols_path_line ON symbols(path, line_start);
 CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
 CREATE TABLE IF NOT EXISTS refs (
     name TEXT NOT NULL,
     kind TEXT NOT NULL,
     path TEXT NOT NULL,
-    node_id TEXT NOT NULL,
-    PRIMARY KEY (name, kind, path, node_id)
+    nodes TEXT NOT NULL,
+    PRIMARY KEY (name, kind, path)
 ) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS refs_path ON refs(path);
 CREATE TABLE IF NOT EXISTS changes (
@@ -157,16 +165,23 @@ FILE_COLUMNS = (
 )
 
 
+_CACHE_TABLES = ("files", "symbols", "refs")
+
+
 def connect_writer(workdir: str | Path) -> sqlite3.Connection:
-    """Open (creating if needed) the store for the one writer; WAL, busy timeout, schema."""
+    """Open (creating if needed) the store for the one writer; WAL, busy timeout, schema.
+
+    The state folder gets its ``.gitignore`` even when the hub is the only user of it.
+    """
     path = db_path(workdir)
-    path.parent.mkdir(parents=True, exist_ok=True)
+    ensure_ignored_dir(path.parent)
     try:
         conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA cache_size=-32768")
+        _drop_other_version(conn)
         conn.executescript(_SCHEMA)
         conn.execute(
             "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), ('last_seq', '0'), "
@@ -179,6 +194,23 @@ def connect_writer(workdir: str | Path) -> sqlite3.Connection:
             "and start it again to rebuild the index"
         ) from exc
     return conn
+
+
+def _drop_other_version(conn: sqlite3.Connection) -> None:
+    """Drop the cache tables of a store written by another schema version (see module doc)."""
+    has_meta = conn.execute(
+        "SELECT 1 FROM sqlite_master WHERE type='table' AND name='meta'"
+    ).fetchone()
+    if not has_meta:
+        return
+    row = conn.execute("SELECT value FROM meta WHERE key='schema'").fetchone()
+    if row is not None and row[0] == SCHEMA_VERSION:
+        return
+    with write_transaction(conn):
+        for table in _CACHE_TABLES:
+            conn.execute(f"DROP TABLE IF EXISTS {table}")
+        conn.execute("DELETE FROM meta WHERE key IN ('indexed', 'caught_up')")
+        set_meta(conn, "schema", SCHEMA_VERSION)
 
 
 def connect_reader(workdir: str | Path) -> sqlite3.Connection:
@@ -236,14 +268,70 @@ def set_meta(conn: sqlite3.Connection, key: str, value: str) -> None:
     )
 
 
-def log_change(
-    conn: sqlite3.Connection, path: str, kind: str, symbol: str | None = None, detail: str = ""
-) -> int:
-    """Append one change-log row and move ``meta.last_seq`` to it (same transaction)."""
-    cur = conn.execute(
-        "INSERT INTO changes(time, path, symbol, kind, detail) VALUES (?, ?, ?, ?, ?)",
-        (time.time(), path, symbol, kind, detail),
-    )
-    seq = int(cur.lastrowid or 0)
-    set_meta(conn, "last_seq", str(seq))
-    return seq
+_SYMBOL_VALUES = (
+    "kind, signature, sig_hash, body_hash, ast_hash, doc_hash, line_start, line_end, complexity"
+)
+
+
+@dataclass(slots=True)
+class WriteBatch:
+    """The rows of one update, written with one ``executemany`` per statement kind.
+
+    The indexer reads what it needs first and queues every write here; :meth:`flush` then runs
+    all deletes before all inserts (each path's rows are deleted or replaced as a whole, so the
+    order between paths does not matter), and appends the change log in the order it was
+    queued. A cold index of the standard library is ~60k symbol rows and ~150k refs rows: one
+    statement per row cost seconds, one prepared statement per kind costs a fraction.
+    """
+
+    delete_paths: list[tuple[str]] = field(default_factory=list)
+    delete_symbols: list[tuple[str]] = field(default_factory=list)
+    delete_refs: list[tuple[str]] = field(default_factory=list)
+    files: list[tuple[Any, ...]] = field(default_factory=list)
+    stats: list[tuple[Any, ...]] = field(default_factory=list)
+    new_symbols: list[tuple[Any, ...]] = field(default_factory=list)
+    changed_symbols: list[tuple[Any, ...]] = field(default_factory=list)
+    refs: list[tuple[str, str, str, str]] = field(default_factory=list)
+    changes: list[tuple[float, str, str | None, str, str]] = field(default_factory=list)
+
+    def log(self, path: str, kind: str, symbol: str | None = None, detail: str = "") -> None:
+        self.changes.append((time.time(), path, symbol, kind, detail))
+
+    def flush(self, conn: sqlite3.Connection) -> int:
+        """Write everything queued (inside the caller's transaction); returns change rows."""
+        run = conn.executemany
+        run("DELETE FROM symbols WHERE node_id=?", self.delete_symbols)
+        run("DELETE FROM symbols WHERE path=?", self.delete_paths)
+        run("DELETE FROM refs WHERE path=?", self.delete_paths + self.delete_refs)
+        run("DELETE FROM files WHERE path=?", self.delete_paths)
+        run(f"INSERT OR REPLACE INTO files({FILE_COLUMNS}) VALUES ({_marks(14)})", self.files)
+        run(
+            "UPDATE files SET dev=?, ino=?, mode=?, size=?, mtime_ns=?, ctime_ns=?, "
+            "indexed_at=? WHERE path=?",
+            self.stats,
+        )
+        run(
+            f"INSERT OR REPLACE INTO symbols(node_id, path, qualname, name, {_SYMBOL_VALUES}) "
+            f"VALUES ({_marks(13)})",
+            self.new_symbols,
+        )
+        run(
+            "UPDATE symbols SET kind=?, signature=?, sig_hash=?, body_hash=?, ast_hash=?, "
+            "doc_hash=?, line_start=?, line_end=?, complexity=? WHERE node_id=?",
+            self.changed_symbols,
+        )
+        # In key order the refs B-tree only ever appends.
+        self.refs.sort()
+        run("INSERT INTO refs(name, kind, path, nodes) VALUES (?, ?, ?, ?)", self.refs)
+        if self.changes:
+            run(
+                "INSERT INTO changes(time, path, symbol, kind, detail) VALUES (?, ?, ?, ?, ?)",
+                self.changes,
+            )
+            last = conn.execute("SELECT max(seq) FROM changes").fetchone()[0]
+            set_meta(conn, "last_seq", str(last))
+        return len(self.changes)
+
+
+def _marks(count: int) -> str:
+    return ", ".join("?" * count)

@@ -19,23 +19,24 @@ from __future__ import annotations
 
 import ast
 import io
+import marshal
+import re
 import tokenize
 from dataclasses import dataclass, field
 
 from freshness_magic.freshness.hashing import hash_bytes
+from freshness_magic.hub.astform import (
+    CODE,
+    DEFS,
+    MARSHAL_VERSION,
+    NESTED,
+    Acc,
+    emit,
+    emit_value,
+    strip_docstring,
+)
 
 DefNode = ast.FunctionDef | ast.AsyncFunctionDef | ast.ClassDef
-
-_BRANCHES = (
-    ast.If,
-    ast.For,
-    ast.AsyncFor,
-    ast.While,
-    ast.IfExp,
-    ast.ExceptHandler,
-    ast.Assert,
-    ast.match_case,
-)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,16 +93,18 @@ def parse_python(
     except (ValueError, UnicodeDecodeError) as exc:
         return SyntaxProblem(1, 0, str(exc))
     text = _decode(source)
-    offsets = [0]
-    for line in text.splitlines(keepends=True):
-        offsets.append(offsets[-1] + len(line))
+    # Only "\n" ends a line for ``ast`` (str.splitlines would also split at form feeds).
+    offsets = [0, *(found.end() for found in _NEWLINE.finditer(text))]
     extractor = _Extractor(text, offsets)
-    top = _Acc()
+    top = Acc()
+    scratch: list[object] = []
     for stmt in tree.body:
-        if isinstance(stmt, _DEFS):
-            extractor.definition(stmt, "")
+        cls = type(stmt)
+        if cls in DEFS:
+            extractor.definition(stmt, "")  # type: ignore[arg-type]
         else:
-            _visit(stmt, top, False)
+            emit(stmt, cls, scratch, top, False)
+            scratch.clear()
     imports: set[str] = set()
     for acc_imports in (top.imports, *extractor.imports):
         imports |= _resolve_imports(acc_imports, module if is_package else _parent(module))
@@ -121,22 +124,6 @@ def _decode(source: bytes) -> str:
     return source.decode(encoding, errors="replace")
 
 
-_DEFS = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
-_FUNCS = (ast.FunctionDef, ast.AsyncFunctionDef)
-
-
-class _Acc:
-    """What one pass over a symbol's nodes collects."""
-
-    __slots__ = ("branches", "calls", "imports", "mentions")
-
-    def __init__(self) -> None:
-        self.branches = 0
-        self.calls: set[str] = set()
-        self.mentions: set[str] = set()
-        self.imports: list[ast.Import | ast.ImportFrom] = []
-
-
 class _Extractor:
     def __init__(self, text: str, offsets: list[int]) -> None:
         self.text = text
@@ -147,45 +134,51 @@ class _Extractor:
     def definition(self, node: DefNode, prefix: str) -> Symbol:
         """Add the symbol for ``node`` (and, for a class, its nested ones); returns it.
 
-        ``prefix`` is the enclosing class's qualname plus a dot, empty at module level.
+        ``prefix`` is the enclosing class's qualname plus a dot, empty at module level. The
+        nodes of a class's nested definitions are visited by their own symbols only; a class's
+        body tokens name them (``NESTED``, type code, name) without their content.
         """
         qualname = prefix + node.name
-        acc = _Acc()
+        acc = Acc()
         index = len(self.symbols)
         self.symbols.append(_PLACEHOLDER)
+        sig: list[object] = [CODE[type(node)]]
+        body: list[object] = []
         if isinstance(node, ast.ClassDef):
             kind = "class"
-            header = [node.bases, node.keywords, node.decorator_list]
-            sig_norm = "class " + _visit(header, acc, False)
-            parts = []
+            for part in (node.bases, node.keywords, node.decorator_list):
+                emit_value(part, sig, acc, False)
             complexity = 0
-            for stmt in _strip_docstring(node.body):
-                if isinstance(stmt, _DEFS):
-                    child = self.definition(stmt, qualname + ".")
-                    parts.append(f"<{type(stmt).__name__} {stmt.name}>")
+            statements = strip_docstring(node.body)
+            body.append(len(statements))
+            for stmt in statements:
+                cls = type(stmt)
+                if cls in DEFS:
+                    child = self.definition(stmt, qualname + ".")  # type: ignore[arg-type]
+                    body += (NESTED, CODE[cls], stmt.name)  # type: ignore[attr-defined]
                     if child.kind == "method":
                         complexity += child.complexity
                 else:
-                    parts.append(_visit(stmt, acc, False))
-            body_norm = "[" + ",".join(parts) + "]"
+                    emit(stmt, cls, body, acc, False)
             complexity = max(complexity, 1)
         else:
             kind = "method" if prefix else "function"
-            sig_norm = f"{type(node).__name__} " + _visit(
-                [node.args, node.returns, node.decorator_list], acc, False
-            )
-            body_norm = _visit(_strip_docstring(node.body), acc, False)
+            for value in (node.args, node.returns, node.decorator_list):
+                emit_value(value, sig, acc, False)
+            emit_value(strip_docstring(node.body), body, acc, False)
             complexity = 1 + acc.branches
         self.imports.append(acc.imports)
         doc = ast.get_docstring(node, clean=True)
+        sig_hash = hash_bytes(marshal.dumps(sig, MARSHAL_VERSION))
+        body_hash = hash_bytes(marshal.dumps(body, MARSHAL_VERSION))
         symbol = Symbol(
             qualname=qualname,
             kind=kind,
             signature=_signature_text(node, self.text, self.offsets),
-            sig_hash=hash_bytes(sig_norm.encode()),
-            body_hash=hash_bytes(body_norm.encode()),
-            ast_hash=hash_bytes((sig_norm + "\n" + body_norm).encode()),
-            doc_hash=hash_bytes(doc.encode()) if doc is not None else "",
+            sig_hash=sig_hash,
+            body_hash=body_hash,
+            ast_hash=hash_bytes(f"{sig_hash} {body_hash}".encode()),
+            doc_hash=hash_bytes(doc.encode(errors="surrogatepass")) if doc is not None else "",
             line_start=node.lineno,
             line_end=node.end_lineno or node.lineno,
             complexity=complexity,
@@ -196,75 +189,7 @@ class _Extractor:
         return symbol
 
 
-def _strip_docstring(body: list[ast.stmt]) -> list[ast.stmt]:
-    if (
-        body
-        and isinstance(body[0], ast.Expr)
-        and isinstance(body[0].value, ast.Constant)
-        and isinstance(body[0].value.value, str)
-    ):
-        return body[1:]
-    return body
-
-
-_BRANCH_TYPES = frozenset(_BRANCHES)
 _PLACEHOLDER = Symbol("", "", "", "", "", "", "", 0, 0, 0, frozenset(), frozenset())
-
-
-def _visit(value: object, acc: _Acc, nested: bool) -> str:
-    """Canonical text of an AST (no positions, ``ctx`` or docstrings), collecting into ``acc``.
-
-    ``nested`` is true inside a function nested in the symbol: its branches do not count toward
-    the symbol's complexity (McCabe counts functions separately), its names still do. Dunder
-    names are not recorded as calls or mentions (``super().__init__()`` says nothing useful).
-    """
-    cls = type(value)
-    if cls is list:
-        if not value:
-            return "[]"
-        return "[" + ",".join([_visit(item, acc, nested) for item in value]) + "]"  # type: ignore[attr-defined]
-    if cls is ast.Name:
-        name = value.id  # type: ignore[attr-defined]
-        if name[:2] != "__":
-            acc.mentions.add(name)
-        return "(N " + name + ")"
-    if cls is ast.Constant:
-        return "(C " + repr(value.value) + ")"  # type: ignore[attr-defined]
-    if not isinstance(value, ast.AST):
-        return repr(value)
-    if cls is ast.Call:
-        func = value.func  # type: ignore[attr-defined]
-        if type(func) is ast.Name:
-            if func.id[:2] != "__":
-                acc.calls.add(func.id)
-        elif type(func) is ast.Attribute and func.attr[:2] != "__":
-            acc.calls.add(func.attr)
-    elif cls is ast.Attribute:
-        if value.attr[:2] != "__":  # type: ignore[attr-defined]
-            acc.mentions.add(value.attr)  # type: ignore[attr-defined]
-    elif cls is ast.Import or cls is ast.ImportFrom:
-        acc.imports.append(value)  # type: ignore[arg-type]
-    elif cls is ast.BoolOp:
-        if not nested:
-            acc.branches += len(value.values) - 1  # type: ignore[attr-defined]
-    elif cls is ast.comprehension:
-        if not nested:
-            acc.branches += 1 + len(value.ifs)  # type: ignore[attr-defined]
-    elif cls in _BRANCH_TYPES and not nested:
-        acc.branches += 1
-    inner = nested or cls in _DEFS or cls is ast.Lambda
-    parts = [cls.__name__]
-    for name in value._fields:
-        if name == "ctx" or name == "type_comment":
-            continue
-        item = getattr(value, name, None)
-        if item is None:
-            parts.append("-")
-        elif name == "body" and cls in _DEFS:
-            parts.append(_visit(_strip_docstring(item), acc, inner))
-        else:
-            parts.append(_visit(item, acc, inner))
-    return "(" + " ".join(parts) + ")"
 
 
 def _signature_text(node: DefNode, text: str, offsets: list[int]) -> str:
@@ -286,31 +211,41 @@ def _char_col(text: str, line_start: int, byte_col: int) -> int:
     return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
 
 
+_NEWLINE = re.compile("\n")
+_HEADER_STOPS = re.compile(r"""[][(){}:#'"]""")
+
+
 def _header_colon(segment: str) -> int:
-    """Index of the first ``:`` at bracket depth 0 outside strings and comments, or -1."""
+    """Index of the first ``:`` at bracket depth 0 outside strings and comments, or -1.
+
+    A regex jumps to the next bracket, colon, comment or quote, so plain text costs nothing.
+    """
     depth = 0
-    i = 0
     n = len(segment)
-    while i < n:
+    search = _HEADER_STOPS.search
+    found = search(segment)
+    while found is not None:
+        i = found.start()
         ch = segment[i]
         if ch in "([{":
             depth += 1
         elif ch in ")]}":
             depth -= 1
+        elif ch == ":":
+            if depth == 0:
+                return i
         elif ch == "#":
             newline = segment.find("\n", i)
-            i = n if newline < 0 else newline
-            continue
-        elif ch in "'\"":
+            if newline < 0:
+                return -1
+            i = newline - 1
+        else:
             quote = segment[i : i + 3] if segment[i : i + 3] in ("'''", '"""') else ch
             i += len(quote)
             while i < n and not segment.startswith(quote, i):
                 i += 2 if segment[i] == "\\" else 1
-            i += len(quote)
-            continue
-        elif ch == ":" and depth == 0:
-            return i
-        i += 1
+            i += len(quote) - 1
+        found = search(segment, i + 1)
     return -1
 
 

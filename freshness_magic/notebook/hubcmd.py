@@ -47,7 +47,7 @@ class NotebookHub:
             del args[at : at + 2]
         root = workdir or self.default_workdir(magics)
         try:
-            text = hub_command(root, args)
+            text = hub_command(root, args, stop_with_this_process=True)
         except HubError as exc:
             raise UsageError(str(exc)) from None
         if args and args[0] == "stop":

@@ -149,3 +149,10 @@ def test_ignore_rules(tmp_path: Path) -> None:
     for folder in (".git", ".venv", "venv", "node_modules", "x/__pycache__", ".ipynb_checkpoints"):
         assert rules.skip_path(f"{folder}/f.py")
     assert not rules.skip_path("src/app.py")
+
+
+def test_form_feed_does_not_shift_signatures() -> None:
+    source = b"def a():\n    return 1\n\x0c\ndef b(x, y):\n    return x\n\x0c\nclass C:\n    pass\n"
+    info = parse_python(source)
+    assert isinstance(info, ModuleInfo)
+    assert [s.signature for s in info.symbols] == ["def a():", "def b(x, y):", "class C:"]

@@ -53,7 +53,7 @@ pytestmark = pytest.mark.browser
 OPENERS = {"lab": open_lab_notebook, "nb7": open_nb7_notebook}
 UI_NAMES = {"lab": "JupyterLab", "nb7": "Notebook 7"}
 PENDING = NodeState.PENDING.value
-RUNNING = NodeState.RUNNING.value
+NEXT = NodeState.NEXT.value
 SUCCEEDED = NodeState.SUCCEEDED.value
 WAITING = NodeState.WAITING.value
 STALE = NodeState.STALE.value
@@ -97,7 +97,7 @@ def test_quickstart_notebook_runs_top_to_bottom(lab_server: Any, page: Any, ui: 
     assert len(views) == 2
     final = {
         "start": SUCCEEDED, "lint": SUCCEEDED, "draft": SUCCEEDED,
-        "approve": RUNNING, "done": PENDING,
+        "approve": NEXT, "done": PENDING,
     }  # fmt: skip
     for view in views:
         wait_node_states(page, final, view)
@@ -170,7 +170,7 @@ def test_step_three_times(lab_server: Any, page: Any, ui: str) -> None:
     for count in (1, 2, 3):
         click(page, "fm-step")
         ran, nxt = order[count - 1], order[count]
-        wait_node_states(page, {ran: SUCCEEDED, nxt: RUNNING})
+        wait_node_states(page, {ran: SUCCEEDED, nxt: NEXT})
         rows = wait_evidence_rows(page, count)
         assert rows == list(reversed(order[:count]))
         assert highlighted(page) == [nxt]
@@ -181,7 +181,7 @@ def test_step_three_times(lab_server: Any, page: Any, ui: str) -> None:
     states = node_states(page)
     assert states == {
         "start": SUCCEEDED, "lint": SUCCEEDED, "draft": SUCCEEDED,
-        "approve": RUNNING, "done": PENDING,
+        "approve": NEXT, "done": PENDING,
     }  # fmt: skip
     statuses = page.locator(f"{WIDGET} .fm-evidence-row .fm-ev-status").all_inner_texts()
     assert statuses == ["success"] * 3
@@ -201,13 +201,13 @@ def test_changed_source_file_shows_stale_until_accepted(lab_server: Any, page: A
     folder = lab_server.root / "s3_stale"
     start_quickstart(page, lab_server, "s3_stale")
     click(page, "fm-step")
-    wait_node_states(page, {"start": SUCCEEDED, "lint": RUNNING, "draft": PENDING})
+    wait_node_states(page, {"start": SUCCEEDED, "lint": NEXT, "draft": PENDING})
     assert "inputs changed" not in node_tooltip(page, "draft")
 
     (folder / "docs" / "spec.md").write_text("# Login\n\nUsers log in with an e-mail address.\n")
     run_cell(page, STATUS_CELL)
 
-    wait_node_states(page, {"draft": STALE, "lint": RUNNING, "start": SUCCEEDED})
+    wait_node_states(page, {"draft": STALE, "lint": NEXT, "start": SUCCEEDED})
     assert node_paint(page)["draft"][2] == stale_dash(StaleKind.BASELINE)  # type: ignore[index]
     tooltip = wait_tooltip(page, "draft", "docs/spec.md (modified)")
     assert "inputs changed since baseline" in tooltip
@@ -222,7 +222,7 @@ def test_changed_source_file_shows_stale_until_accepted(lab_server: Any, page: A
     )
 
     click(page, "fm-accept")
-    wait_node_states(page, {"draft": PENDING, "lint": RUNNING, "start": SUCCEEDED})
+    wait_node_states(page, {"draft": PENDING, "lint": NEXT, "start": SUCCEEDED})
     page.wait_for_function(
         '(s) => !document.querySelector(s + \' [data-node="draft"][data-state="stale"]\')',
         arg=WIDGET,
@@ -240,10 +240,10 @@ def test_changed_source_file_shows_stale_until_accepted(lab_server: Any, page: A
     for count in (2, 3):
         click(page, "fm-step")
         wait_evidence_rows(page, count)
-    wait_node_states(page, {"lint": SUCCEEDED, "draft": SUCCEEDED, "approve": RUNNING})
+    wait_node_states(page, {"lint": SUCCEEDED, "draft": SUCCEEDED, "approve": NEXT})
     (folder / "src" / "login.py").write_text("def login(email: str) -> str:\n    return email\n")
     run_cell(page, STATUS_CELL)
-    wait_node_states(page, {"lint": STALE, "draft": SUCCEEDED, "approve": RUNNING})
+    wait_node_states(page, {"lint": STALE, "draft": SUCCEEDED, "approve": NEXT})
     assert node_paint(page)["lint"][2] == stale_dash(StaleKind.RUN)  # type: ignore[index]
     tooltip = wait_tooltip(page, "lint", "src/login.py (modified)")
     assert "inputs changed since it ran" in tooltip
@@ -258,7 +258,7 @@ def test_changed_source_file_shows_stale_until_accepted(lab_server: Any, page: A
     )
 
     click(page, "fm-accept")
-    wait_node_states(page, {"lint": SUCCEEDED, "draft": SUCCEEDED, "approve": RUNNING})
+    wait_node_states(page, {"lint": SUCCEEDED, "draft": SUCCEEDED, "approve": NEXT})
     assert node_paint(page)["lint"][2] == "none"  # type: ignore[index]
     assert "inputs changed" not in node_tooltip(page, "lint")
     assert_no_errors(page)

@@ -1,0 +1,163 @@
+"""Run control in a real browser: Stop interrupts a running tool, a superseded view can no longer
+drive a run, and a file saved while no cell runs turns its node stale on screen.
+"""
+
+from __future__ import annotations
+
+import subprocess
+from typing import Any
+
+import pytest
+
+from tests.browser.fm import WIDGET, wait_node_states, widget_log_errors
+from tests.browser.lab import (
+    WAIT_MS,
+    error_outputs,
+    open_lab_notebook,
+    run_all_cells,
+    save_screenshot,
+    wait_kernel_idle,
+    write_notebook,
+)
+from tests.waiting import wait_until
+
+pytestmark = pytest.mark.browser
+
+SLEEP = "sleep 31.7"
+"""A tool command no other process on the machine runs, so ``pgrep -f`` finds only ours."""
+
+STOPPABLE = f"""digraph stoppable {{
+  start [shape=Mdiamond]
+  work  [shape=parallelogram, tool_command="{SLEEP}; touch late.txt"]
+  done  [shape=Msquare]
+  start -> work -> done
+}}
+"""
+
+
+def sleeping() -> bool:
+    found = subprocess.run(["pgrep", "-f", SLEEP], capture_output=True, text=True)
+    return bool(found.stdout.strip())
+
+
+def test_stop_interrupts_a_running_tool(lab_server: Any, page: Any) -> None:
+    """Run, then Stop while the tool sleeps: its process group is killed, the node is drawn
+    interrupted and the run can go on."""
+    folder = lab_server.root / "control_stop"
+    write_notebook(
+        folder / "stop.ipynb", ["%load_ext freshness_magic", "%%pipeline stoppable\n" + STOPPABLE]
+    )
+    open_lab_notebook(page, lab_server, "control_stop/stop.ipynb")
+    run_all_cells(page)
+    page.locator(f"{WIDGET} svg g.fm-node").nth(2).wait_for(timeout=WAIT_MS)
+    page.locator(f"{WIDGET} .fm-run").click()
+    wait_node_states(page, {"work": "running"})
+    wait_until(sleeping, f"the tool `{SLEEP}` started")
+    page.locator(f"{WIDGET} .fm-stop").click()
+    wait_node_states(page, {"work": "interrupted", "done": "pending"})
+    wait_until(lambda: not sleeping(), f"the tool `{SLEEP}` was killed")
+    assert not (folder / "late.txt").exists()
+    save_screenshot(
+        page,
+        "control_stopped",
+        page.locator(WIDGET),
+        f"Stop while the tool `{SLEEP}` ran: its process group killed, the node drawn"
+        " interrupted, the run paused there",
+    )
+    assert error_outputs(page) == []
+    assert widget_log_errors(page) == []
+
+
+SIMPLE = """digraph again {
+  start [shape=Mdiamond]
+  a     [prompt="step a"]
+  done  [shape=Msquare]
+  start -> a -> done
+}
+"""
+
+
+def test_a_superseded_view_cannot_drive_a_run(lab_server: Any, page: Any) -> None:
+    """Loading the same name again replaces the first view: it is greyed out with a note and
+    its buttons are disabled, while the new view drives the new run."""
+    write_notebook(
+        lab_server.root / "control_supersede" / "twice.ipynb",
+        ["%load_ext freshness_magic", "%%pipeline again\n" + SIMPLE, "%%pipeline again\n" + SIMPLE],
+    )
+    open_lab_notebook(page, lab_server, "control_supersede/twice.ipynb")
+    run_all_cells(page)
+    page.wait_for_function(
+        "s => document.querySelectorAll(s).length === 2", arg=WIDGET, timeout=WAIT_MS
+    )
+    page.wait_for_function(
+        "s => document.querySelectorAll(s)[0].classList.contains('fm-superseded')",
+        arg=".fm-root",
+        timeout=WAIT_MS,
+    )
+    old = page.evaluate(
+        """() => {
+            const root = document.querySelectorAll('.fm-root')[0];
+            return {
+                note: root.querySelector('.fm-note').textContent,
+                step: root.querySelector('.fm-step').disabled,
+                run: root.querySelector('.fm-run').disabled,
+            };
+        }"""
+    )
+    assert "replaced by a newer load of again" in old["note"]
+    assert old["step"] and old["run"]
+    page.evaluate(
+        "s => document.querySelectorAll(s)[1].setAttribute('data-test', 'second')", WIDGET
+    )
+    second = f"{WIDGET}[data-test='second']"
+    page.locator(f"{second} .fm-step").click()
+    wait_node_states(page, {"start": "succeeded"}, scope=second)
+    first = page.evaluate(
+        "s => [...document.querySelectorAll(s + ' svg g.fm-node')].length", ".fm-superseded"
+    )
+    assert first == 3  # the old view still shows its graph, greyed out
+    save_screenshot(
+        page,
+        "control_superseded",
+        page.locator(WIDGET).first,
+        "the first view of `again` after the same name was loaded again: greyed out, a note,"
+        " every run button disabled",
+    )
+
+
+WATCHED = """digraph watched {
+  start [shape=Mdiamond]
+  draft [prompt="draft", source_files="notes.md", freshness="warn"]
+  done  [shape=Msquare]
+  start -> draft -> done
+}
+"""
+
+
+def test_a_file_saved_while_idle_turns_its_node_stale(lab_server: Any, page: Any) -> None:
+    """No cell runs: saving an input file marks its node stale on screen (the input watcher)."""
+    folder = lab_server.root / "control_watch"
+    folder.mkdir()
+    (folder / "notes.md").write_text("v1\n")
+    write_notebook(
+        folder / "watch.ipynb",
+        [
+            "%load_ext freshness_magic",
+            "%%pipeline watched\n" + WATCHED,
+            "%pipeline step",
+        ],
+    )
+    open_lab_notebook(page, lab_server, "control_watch/watch.ipynb")
+    run_all_cells(page)
+    wait_node_states(page, {"start": "succeeded"})
+    wait_kernel_idle(page)
+    (folder / "notes.md").write_text("v2: edited outside the notebook\n")
+    wait_node_states(page, {"draft": "stale"})
+    save_screenshot(
+        page,
+        "control_live_stale",
+        page.locator(WIDGET),
+        "notes.md saved by another program while no cell ran: `draft` drawn stale within a"
+        " moment, without running a cell",
+    )
+    assert error_outputs(page) == []

@@ -28,6 +28,7 @@ from freshness_magic.evidence.record import (
     write_evidence,
 )
 from freshness_magic.session import open_run, resume_run
+from tests.waiting import wait_until
 
 DEEP = 200_000
 
@@ -245,10 +246,12 @@ def test_resume_stops_a_tool_that_outlived_its_killed_driver(tmp_path: Path) -> 
         stderr=subprocess.DEVNULL,
     )
     runs = tmp_path / ".freshness" / "runs"
-    deadline = time.monotonic() + 60
-    while not list(runs.glob("*/nodes/work/pgid")):
-        assert time.monotonic() < deadline and driver.poll() is None
-        time.sleep(0.05)
+    wait_until(
+        lambda: list(runs.glob("*/nodes/work/pgid")) or driver.poll() is not None,
+        "the driver started the tool",
+        timeout=60,
+    )
+    assert driver.poll() is None, "the driver ended before its tool started"
     pgid_file = next(runs.glob("*/nodes/work/pgid"))
     pgid = json.loads(pgid_file.read_text())["pgid"]
     os.kill(driver.pid, signal.SIGKILL)

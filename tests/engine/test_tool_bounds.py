@@ -8,7 +8,6 @@ import signal
 import subprocess
 import sys
 import threading
-import time
 from pathlib import Path
 from typing import Any
 
@@ -20,6 +19,7 @@ from freshness_magic.engine.handlers.tool import PGID_FILE, ToolHandler, reap_su
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.errors import RunError
+from tests.waiting import wait_until
 
 PEAK_RSS_SCRIPT = """
 import resource, sys
@@ -53,15 +53,6 @@ def group_gone(pgid: int) -> bool:
     except ProcessLookupError:
         return True
     return False
-
-
-def wait_until(predicate: Any, seconds: float = 10.0) -> bool:
-    end = time.monotonic() + seconds
-    while time.monotonic() < end:
-        if predicate():
-            return True
-        time.sleep(0.02)
-    return predicate()
 
 
 def test_a_tool_printing_200_mb_keeps_the_driver_small(tmp_path: Path) -> None:
@@ -103,7 +94,7 @@ def test_cancel_stops_the_tool_group_and_reports_interrupted(tmp_path: Path) -> 
     worker = threading.Thread(target=lambda: result.append(handler.execute(node, Context(), env)))
     worker.start()
     pgid_file = tmp_path / "run/nodes/t" / PGID_FILE
-    assert wait_until(lambda: (tmp_path / "child.pid").exists() and pgid_file.exists())
+    wait_until(lambda: (tmp_path / "child.pid").exists() and pgid_file.exists(), "the tool started")
     pgid = json.loads(pgid_file.read_text())["pgid"]
     env.cancel.set()
     worker.join(30)
@@ -111,7 +102,7 @@ def test_cancel_stops_the_tool_group_and_reports_interrupted(tmp_path: Path) -> 
     outcome = result[0]
     assert outcome.status is StageStatus.FAIL
     assert outcome.failure_reason == "interrupted"
-    assert wait_until(lambda: group_gone(pgid))
+    wait_until(lambda: group_gone(pgid), "the tool's process group is gone")
     assert not pgid_file.exists()
 
 
@@ -126,14 +117,14 @@ def test_reap_survivor_stops_a_group_left_by_a_killed_driver(tmp_path: Path) -> 
         ]
     )
     pgid_file = tmp_path / "run/nodes/loud" / PGID_FILE
-    assert wait_until(lambda: pgid_file.exists(), 30)
+    wait_until(pgid_file.exists, "the tool recorded its process group")
     pgid = json.loads(pgid_file.read_text())["pgid"]
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
     assert not group_gone(pgid)
     message = reap_survivor(tmp_path / "run/nodes/loud", grace=0.5)
     assert message is not None and f"process group {pgid}" in message
-    assert wait_until(lambda: group_gone(pgid))
+    wait_until(lambda: group_gone(pgid), "the tool's process group is gone")
     assert not pgid_file.exists()
     assert reap_survivor(tmp_path / "run/nodes/loud") is None
 

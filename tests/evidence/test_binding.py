@@ -5,12 +5,12 @@ from __future__ import annotations
 import json
 import shutil
 import threading
-import time
 from pathlib import Path
 
 from freshness_magic.engine.run import RunState
 from freshness_magic.evidence.record import evidence_path, read_evidence_log
 from freshness_magic.session import open_run, resume_run
+from tests.waiting import wait_until
 
 SEED = {
     "version": 1,
@@ -69,10 +69,10 @@ def run_beside_a_sleeping_run(tmp_path: Path, writer_doc: dict[str, object]) -> 
     worker = threading.Thread(target=lambda: states.update(a=sleeper.run().state.value))
     worker.start()
     markers = tmp_path / ".orchestrator" / "evidence"
-    deadline = time.monotonic() + 30
-    while not list(markers.glob(f"work.running.{sleeper.run_id}")):
-        assert time.monotonic() < deadline, "run A never started its work node"
-        time.sleep(0.02)
+    wait_until(
+        lambda: list(markers.glob(f"work.running.{sleeper.run_id}")),
+        "run A started its work node",
+    )
     writer = open_run(tool_pipeline(write_file_command(writer_doc), "b"), workdir=tmp_path)
     states["b"] = writer.run().state.value
     worker.join(60)

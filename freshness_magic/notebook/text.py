@@ -186,6 +186,7 @@ def condition_text(
             want = "truthy" if clause.expected is None else f"{clause.operator} {clause.expected}"
             mark = "held" if clause.held else "failed"
             lines.append(f"  {clause.text:<30} {found} = {clause.actual!r} (wanted {want}): {mark}")
+        lines.extend(f"warning: {warning}" for warning in explanation.warnings)
     if edge is not None:
         lines.append(edge)
     return "\n".join(lines)

@@ -12,7 +12,7 @@ from freshness_magic.engine.conditions import explain_condition
 from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.text import evidence_row
+from freshness_magic.notebook.text import condition_text, evidence_row
 from freshness_magic.notebook.viewstate import NodeView
 
 
@@ -45,29 +45,21 @@ def explain(
     explanation = explain_condition(
         expr, outcome=outcome.status.value, preferred_label=outcome.preferred_label, context=context
     )
-    lines = []
-    if explanation.error is not None:
-        err = explanation.error
-        lines.append(f"syntax error at column {err.column}: {err.message}")
-        lines.append(f"  {expr}")
-        lines.append("  " + " " * max(err.column - 1, 0) + "^")
-    else:
-        lines.append(f"result: {'true' if explanation.result else 'false'}")
-        lines.append(
-            f"  (outcome={outcome.status.value}, preferred_label={outcome.preferred_label!r})"
-        )
-        for clause in explanation.clauses:
-            found = clause.resolved_key if clause.resolved_key is not None else "(not set)"
-            want = "truthy" if clause.expected is None else f"{clause.operator} {clause.expected}"
-            mark = "held" if clause.held else "failed"
-            lines.append(f"  {clause.text:<30} {found} = {clause.actual!r} (wanted {want}): {mark}")
     edge = None
+    edge_line = None
     if from_node is not None and from_node in pipeline.graph.nodes:
         selection = select_edge(pipeline.graph, from_node, outcome, context)
         edge = selection.edge
         target = edge.target if edge is not None else "(none)"
-        lines.append(f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})")
-    return "\n".join(lines), explanation, edge
+        edge_line = f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})"
+    text = condition_text(
+        expr,
+        explanation,
+        outcome=outcome.status.value,
+        preferred_label=outcome.preferred_label,
+        edge=edge_line,
+    )
+    return text, explanation, edge
 
 
 def short(text: str, limit: int) -> str:

@@ -121,7 +121,8 @@ def wait_node_states(page: Any, expected: dict[str, str], scope: str = WIDGET) -
 
 def highlighted(page: Any, scope: str = WIDGET) -> list[str]:
     """The nodes painted as next/running (the highlighted position of the run)."""
-    return [n for n, s in node_states(page, scope).items() if s == NodeState.RUNNING.value]
+    marked = {NodeState.NEXT.value, NodeState.RUNNING.value}
+    return [n for n, s in node_states(page, scope).items() if s in marked]
 
 
 def evidence_rows(page: Any, scope: str = WIDGET) -> list[str]:

@@ -127,9 +127,10 @@ def test_a_superseded_view_cannot_drive_a_run(lab_server: Any, page: Any) -> Non
 
 WATCHED = """digraph watched {
   start [shape=Mdiamond]
+  plan  [prompt="plan"]
   draft [prompt="draft", source_files="notes.md", freshness="warn"]
   done  [shape=Msquare]
-  start -> draft -> done
+  start -> plan -> draft -> done
 }
 """
 
@@ -149,7 +150,7 @@ def test_a_file_saved_while_idle_turns_its_node_stale(lab_server: Any, page: Any
     )
     open_lab_notebook(page, lab_server, "control_watch/watch.ipynb")
     run_all_cells(page)
-    wait_node_states(page, {"start": "succeeded"})
+    wait_node_states(page, {"start": "succeeded", "plan": "next", "draft": "pending"})
     wait_kernel_idle(page)
     (folder / "notes.md").write_text("v2: edited outside the notebook\n")
     wait_node_states(page, {"draft": "stale"})

@@ -338,16 +338,20 @@ class Validator:
         return diagnostics
 
 
+def _validator(extra_rules: Iterable[LintRule], known_types: Iterable[str] | None) -> Validator:
+    validator = Validator(known_types=known_types)
+    for rule in extra_rules:
+        validator.register_rule(rule)
+    return validator
+
+
 def validate(
     graph: Graph,
     extra_rules: Iterable[LintRule] = (),
     known_types: Iterable[str] | None = None,
 ) -> list[Diagnostic]:
     """Run the built-in rules and then ``extra_rules`` on ``graph`` (§7.3)."""
-    validator = Validator(known_types=known_types)
-    for rule in extra_rules:
-        validator.register_rule(rule)
-    return validator.validate(graph)
+    return _validator(extra_rules, known_types).validate(graph)
 
 
 def validate_or_raise(
@@ -356,10 +360,7 @@ def validate_or_raise(
     known_types: Iterable[str] | None = None,
 ) -> list[Diagnostic]:
     """Like :func:`validate`, but raise :class:`ValidationError` when there is an error."""
-    validator = Validator(known_types=known_types)
-    for rule in extra_rules:
-        validator.register_rule(rule)
-    return validator.validate_or_raise(graph)
+    return _validator(extra_rules, known_types).validate_or_raise(graph)
 
 
 def has_errors(diagnostics: Iterable[Diagnostic]) -> bool:

@@ -1,8 +1,10 @@
 """The run directory: what a run remembers, its checkpoint payload, restore, and loop restarts.
 
 A run's state between steps is one :class:`RunMemory`. :func:`checkpoint_payload` turns it into
-the checkpoint (the §5.3 field names plus the engine's own: ``node_outcomes``, ``next_node``,
-``pending_gate``, the failure, the extensions' state) and :func:`restore_memory` reads it back.
+the whole checkpoint (the §5.3 field names plus the engine's own: ``node_outcomes``,
+``next_node``, ``pending_gate``, the failure, the extensions' state), :func:`step_record` into one
+journal record of what changed since the last record (see :mod:`.checkpoint`), and
+:func:`restore_memory` reads the checkpoint back.
 The pipeline text is kept once per run directory as ``pipeline.dot`` (:func:`stored_pipeline`
 rebuilds the Graph on resume), and ``loop_restart`` continues in ``<run_id>-r<N>`` linked from
 the old directory by ``restarted_as.json`` (:func:`follow_restarts`).
@@ -118,26 +120,13 @@ def checkpoint_payload(
     """Everything a resume needs (§5.3 fields plus the engine's own), ready to encode."""
     return {
         "format": CHECKPOINT_FORMAT,
-        "timestamp": datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds"),
+        **_scalar_fields(memory, event_seq=event_seq, now=now),
         "run_id": run_id,
-        "state": memory.state.value,
-        "current_node": memory.current_node,
-        "next_node": memory.next_node,
         "completed_nodes": list(memory.completed),
-        "node_retries": dict(memory.retries),
         "node_outcomes": memory.records,
         "context": context.snapshot(),
         "logs": context.logs,
-        "pending_gate": memory.pending_gate.to_dict() if memory.pending_gate else None,
-        "goal_gate_redirects": memory.redirects,
-        "failure_reason": memory.failure_reason,
-        "failed_node": memory.failed_node,
-        "dead_end": memory.dead_end.to_dict() if memory.dead_end else None,
-        "interrupted_node": memory.interrupted_node,
-        "restarts": memory.restarts,
-        "restarted_from": memory.restarted_from,
         "workdir": str(workdir),
-        "event_seq": event_seq,
         "pipeline": {
             "name": graph.name,
             "path": graph.path,
@@ -146,6 +135,113 @@ def checkpoint_payload(
         },
         "extensions": extensions,
     }
+
+
+def _scalar_fields(memory: RunMemory, *, event_seq: int, now: float) -> dict[str, Any]:
+    return {
+        "timestamp": datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds"),
+        "state": memory.state.value,
+        "current_node": memory.current_node,
+        "next_node": memory.next_node,
+        "node_retries": dict(memory.retries),
+        "pending_gate": memory.pending_gate.to_dict() if memory.pending_gate else None,
+        "goal_gate_redirects": memory.redirects,
+        "failure_reason": memory.failure_reason,
+        "failed_node": memory.failed_node,
+        "dead_end": memory.dead_end.to_dict() if memory.dead_end else None,
+        "interrupted_node": memory.interrupted_node,
+        "restarts": memory.restarts,
+        "restarted_from": memory.restarted_from,
+        "event_seq": event_seq,
+    }
+
+
+def state_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """What turns ``old`` into ``new``: ``set`` keys, ``unset`` keys, ``sub`` patches of dicts.
+
+    Extension state (a freshness tracker's hashes, an evidence index) is large and changes a
+    little per step; the journal stores this patch, not the whole state.
+    """
+    patch: dict[str, Any] = {}
+    sets: dict[str, Any] = {}
+    subs: dict[str, Any] = {}
+    for key, value in new.items():
+        before = old.get(key, _ABSENT)
+        if before is _ABSENT:
+            sets[key] = value
+        elif before != value:
+            if isinstance(before, dict) and isinstance(value, dict):
+                subs[key] = state_patch(before, value)
+            else:
+                sets[key] = value
+    unset = [key for key in old if key not in new]
+    if sets:
+        patch["set"] = sets
+    if subs:
+        patch["sub"] = subs
+    if unset:
+        patch["unset"] = unset
+    return patch
+
+
+_ABSENT = object()
+
+
+@dataclass
+class JournalMarks:
+    """What the journal already holds: completed nodes and log lines written, extension state."""
+
+    completed: int = 0
+    logs: int = 0
+    extensions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def reset(self, memory: RunMemory, context: Context, extensions: dict[str, Any]) -> None:
+        """After a whole-state record: everything so far is written."""
+        self.completed = len(memory.completed)
+        self.logs = context.log_count()
+        self.extensions = dict(extensions)
+        context.take_changes()
+
+
+def step_record(
+    memory: RunMemory,
+    context: Context,
+    marks: JournalMarks,
+    *,
+    event_seq: int,
+    now: float,
+    extensions: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """One journal record: what changed since ``marks`` (which it advances)."""
+    record: dict[str, Any] = {
+        "kind": "step",
+        "fields": _scalar_fields(memory, event_seq=event_seq, now=now),
+    }
+    completed = memory.completed[marks.completed :]
+    if completed:
+        record["completed"] = completed
+        record["outcomes"] = memory.records.subset(list(dict.fromkeys(completed)))
+    changed, deleted = context.take_changes()
+    if changed:
+        record["set"] = changed
+    if deleted:
+        record["unset"] = deleted
+    logs = context.logs_since(marks.logs)
+    if logs:
+        record["logs"] = logs
+    patches = {}
+    for name, state in extensions.items():
+        before = marks.extensions.get(name)
+        if before is None:
+            patches[name] = state_patch({}, state)
+        elif before != state:
+            patches[name] = state_patch(before, state)
+    if patches:
+        record["extensions"] = patches
+    marks.completed = len(memory.completed)
+    marks.logs += len(logs)
+    marks.extensions = dict(extensions)
+    return record
 
 
 def _dead_end(data: Any) -> DeadEnd | None:
@@ -196,12 +292,24 @@ def restore_memory(data: dict[str, Any], run_dir: Path) -> tuple[RunMemory, Cont
     return memory, context
 
 
+def write_pipeline(run_dir: Path, graph: Graph) -> None:
+    """``pipeline.dot``: the pipeline text a resume rebuilds the Graph from."""
+    if graph.source:
+        write_atomic(run_dir / PIPELINE_FILE, graph.source)
+
+
 def write_run_files(
     run_dir: Path, graph: Graph, run_id: str, workdir: Path, memory: RunMemory
 ) -> None:
     """``pipeline.dot`` and ``manifest.json`` of a new run directory."""
-    if graph.source:
-        write_atomic(run_dir / PIPELINE_FILE, graph.source)
+    write_pipeline(run_dir, graph)
+    write_manifest_file(run_dir, graph, run_id, workdir, memory)
+
+
+def write_manifest_file(
+    run_dir: Path, graph: Graph, run_id: str, workdir: Path, memory: RunMemory
+) -> None:
+    """``manifest.json`` of a run directory."""
     write_manifest(
         run_dir,
         {

@@ -140,6 +140,8 @@ def test_every_file_of_a_real_run_matches_its_schema(workdir: Path) -> None:
     assert not unknown, f"files without an entry in freshness_magic/schemas tables: {unknown}"
     assert set(checked) == {
         "checkpoint.schema.json",
+        "journal-record.schema.json",
+        "driver-lock.schema.json",
         "event.schema.json",
         "evidence-record.schema.json",
         "manifest.schema.json",

@@ -207,3 +207,33 @@ def test_the_first_record_is_written_before_the_run_starts_anything(tmp_path: Pa
 
     Run(graph(linear(1)), workdir=tmp_path, extensions=[Probe()]).start()  # type: ignore[list-item]
     assert seen == [True]
+
+
+def test_state_patches_turn_the_old_state_into_the_new_one() -> None:
+    import copy
+    import random
+
+    from freshness_magic.engine.checkpoint import apply_patch
+    from freshness_magic.engine.persistence import state_patch
+
+    rng = random.Random(15)
+    old: dict[str, object] = {"index": {f"n{i}": f"t{i}" for i in range(100)}, "n": 1}
+    for _ in range(300):
+        new = copy.deepcopy(old)
+        index = new["index"]
+        assert isinstance(index, dict)
+        choice = rng.randrange(5)
+        if choice == 0:
+            index[f"n{rng.randrange(1000)}"] = f"t{rng.random()}"
+        elif choice == 1 and index:
+            del index[rng.choice(sorted(index))]
+        elif choice == 2:
+            new["n"] = rng.randrange(3)
+        elif choice == 3:
+            new[f"k{rng.randrange(5)}"] = {"deep": {"x": rng.randrange(3)}}
+        elif choice == 4 and len(new) > 2:
+            del new[rng.choice(sorted(k for k in new if k.startswith("k")) or ["n"])]
+        patched = copy.deepcopy(old)
+        apply_patch(patched, json.loads(json.dumps(state_patch(old, new))))
+        assert patched == new
+        old = new

@@ -117,7 +117,9 @@ def _wchar() -> int:
 
 
 def run_case(src: Path, case: str, size: int) -> dict[str, Any]:
-    with tempfile.TemporaryDirectory(prefix="bench-engine-", dir=os.environ.get("BENCH_TMP")) as tmp:
+    with tempfile.TemporaryDirectory(
+        prefix="bench-engine-", dir=os.environ.get("BENCH_TMP")
+    ) as tmp:
         proc = subprocess.run(
             [sys.executable, __file__, "--worker", case, str(size), tmp],
             env={**os.environ, "PYTHONPATH": str(src)},
@@ -159,8 +161,9 @@ def report(label: str, case: str, size: int, s: dict[str, float], *, goal: bool)
     bytes_ratio = s["last_bytes"] / s["first_bytes"] if s["first_bytes"] else 0.0
     print(
         f"{label:<9} {case} {size}: per step first {WINDOW} {s['first_ms']:.2f} ms, last "
-        f"{WINDOW} {s['last_ms']:.2f} ms, ratio {ratio:.2f}; bytes/step median {s['first_bytes']:.0f}"
-        f" -> {s['last_bytes']:.0f} (x{bytes_ratio:.2f}), mean {s['first_mean_bytes']:.0f} -> "
+        f"{WINDOW} {s['last_ms']:.2f} ms, ratio {ratio:.2f}; bytes/step median "
+        f"{s['first_bytes']:.0f} -> {s['last_bytes']:.0f} (x{bytes_ratio:.2f}), mean "
+        f"{s['first_mean_bytes']:.0f} -> "
         f"{s['last_mean_bytes']:.0f} (whole run {s['all_bytes']:.0f}, snapshots included); "
         f"fsyncs/step {s['first_fsyncs']:.2f} -> {s['last_fsyncs']:.2f} (whole run "
         f"{s['all_fsyncs']:.2f})"

@@ -108,7 +108,7 @@ def _encode_object(data: dict[str, Any]) -> str:
 def journal_line(record: dict[str, Any]) -> bytes:
     """``{"c":"<crc32 of the record bytes>","r":<record>}`` and a newline."""
     body = _encode_object(record).encode("utf-8")
-    return b"%s%08x\",\"r\":%s}\n" % (_LINE_HEAD, zlib.crc32(body), body)
+    return b'%s%08x","r":%s}\n' % (_LINE_HEAD, zlib.crc32(body), body)
 
 
 def parse_journal_line(raw: bytes) -> dict[str, Any] | None:
@@ -313,7 +313,9 @@ def _replay(
             record = parse_journal_line(raw)
             if record is None:
                 if raw.endswith(b"\n"):
-                    log.warning("journal %s has a damaged record at byte %d; stopped there", journal, end)
+                    log.warning(
+                        "journal %s has a damaged record at byte %d; stopped there", journal, end
+                    )
                 break
             if state is None and record.get("kind") != "full":
                 break
@@ -398,4 +400,3 @@ def has_state(run_dir: Path) -> bool:
 def write_manifest(run_dir: Path, data: dict[str, Any]) -> None:
     """``manifest.json`` (§5.6): pipeline name, goal, start time, run id, paths."""
     write_json_atomic(run_dir / MANIFEST_FILE, data)
-

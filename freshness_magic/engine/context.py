@@ -11,7 +11,6 @@ import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
 
-
 _MISSING = object()
 
 

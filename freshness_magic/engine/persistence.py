@@ -17,10 +17,10 @@ import json
 import re
 import uuid
 from collections.abc import Iterable
-from itertools import compress, islice, repeat
-from operator import is_not
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import compress, islice, repeat
+from operator import is_not
 from pathlib import Path
 from typing import Any
 
@@ -203,7 +203,9 @@ def _changed_keys(old: dict[str, Any], new: dict[str, Any]) -> Iterable[str]:
         tail = list(islice(reversed(new.keys()), extra))
         if not any(key in old for key in tail):
             return reversed(tail)
-    return compress(new.keys(), map(is_not, new.values(), map(old.get, new.keys(), repeat(_ABSENT))))
+    return compress(
+        new.keys(), map(is_not, new.values(), map(old.get, new.keys(), repeat(_ABSENT)))
+    )
 
 
 @dataclass

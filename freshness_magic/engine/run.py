@@ -747,9 +747,7 @@ class Run:
             **kwargs,
         )
         run._store = store
-        store.open(
-            run._run_dir, keep=tuple(p for p, _ in damaged), valid_end=loaded.journal_end
-        )
+        store.open(run._run_dir, keep=tuple(p for p, _ in damaged), valid_end=loaded.journal_end)
         for path, why in damaged:
             run.events.emit(EventType.CHECKPOINT_CORRUPT, None, {"path": str(path), "why": why})
         run.events.emit(

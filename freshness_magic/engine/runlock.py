@@ -117,7 +117,8 @@ def _lock_fd(path: Path) -> int:
         fd = _create_exclusive(path)
     info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
     os.ftruncate(fd, 0)
-    os.pwrite(fd, (json.dumps(info, sort_keys=True) + "\n").encode("utf-8"), 0)
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, (json.dumps(info, sort_keys=True) + "\n").encode("utf-8"))
     return fd
 
 

@@ -22,18 +22,19 @@ from tests.waiting import wait_until
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
-GATED = """digraph g {
+WAIT_FOR_GO = "touch started; while [ ! -f go ]; do sleep 0.05; done"
+GATED = f"""digraph g {{
   start [shape=Mdiamond]
   gate [shape=hexagon, label="Go?"]
-  yes [shape=parallelogram, tool_command="touch started; while [ ! -f go ]; do sleep 0.05; done; echo yes >> ran.txt"]
-  no [shape=parallelogram, tool_command="touch started; while [ ! -f go ]; do sleep 0.05; done; echo no >> ran.txt"]
+  yes [shape=parallelogram, tool_command="{WAIT_FOR_GO}; echo yes >> ran.txt"]
+  no [shape=parallelogram, tool_command="{WAIT_FOR_GO}; echo no >> ran.txt"]
   done [shape=Msquare]
   start -> gate
   gate -> yes [label="[Y] Yes"]
   gate -> no [label="[N] No"]
   yes -> done
   no -> done
-}"""
+}}"""
 
 
 def cli(*args: str, cwd: Path) -> subprocess.Popen[str]:
@@ -151,7 +152,8 @@ class Spawner:
 
 reg = default_registry()
 reg.register("spawn", Spawner())
-dot = 'digraph g { start [shape=Mdiamond] work [type="spawn"] done [shape=Msquare] start -> work -> done }'
+dot = ('digraph g { start [shape=Mdiamond] work [type="spawn"] done [shape=Msquare] '
+       'start -> work -> done }')
 Run(load_pipeline(dot), workdir=sys.argv[1], run_id="r", registry=reg).run()
 """
 
@@ -168,7 +170,9 @@ def gone(pid: int) -> bool:
 def test_resume_stops_the_tool_a_killed_driver_left_running(tmp_path: Path) -> None:
     driver = subprocess.Popen([sys.executable, "-c", SPAWNER, str(tmp_path)], env=ENV)
     pgid_file = tmp_path / ".freshness" / "runs" / "r" / "nodes" / "work" / "pgid"
-    wait_until(lambda: pgid_file.exists() and pgid_file.read_text(), "the tool to start", timeout=60)
+    wait_until(
+        lambda: pgid_file.exists() and pgid_file.read_text(), "the tool to start", timeout=60
+    )
     sleeper = int(pgid_file.read_text())
     driver.kill()
     driver.wait(timeout=60)

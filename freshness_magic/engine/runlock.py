@@ -26,7 +26,7 @@ from freshness_magic.errors import RunError
 
 try:
     import fcntl
-except ImportError:  # pragma: no cover - Windows
+except ImportError:
     fcntl = None  # type: ignore[assignment]
 
 LOCK_FILE = "driver.lock"
@@ -113,7 +113,7 @@ def _lock_fd(path: Path) -> int:
         except OSError:
             os.close(fd)
             raise _busy(path) from None
-    else:  # pragma: no cover - exercised where fcntl is missing
+    else:
         fd = _create_exclusive(path)
     info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
     os.ftruncate(fd, 0)
@@ -122,7 +122,7 @@ def _lock_fd(path: Path) -> int:
     return fd
 
 
-def _create_exclusive(path: Path) -> int:  # pragma: no cover - where fcntl is missing
+def _create_exclusive(path: Path) -> int:
     for _ in range(2):
         try:
             return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)

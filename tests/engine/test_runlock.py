@@ -197,3 +197,48 @@ def test_resume_stops_the_tool_a_killed_driver_left_running(tmp_path: Path) -> N
         if r["type"] == "stage_output"
     ]
     assert any(f"stopped process group {sleeper}" in n for n in notes), notes
+
+
+NO_FCNTL = "import sys\nsys.modules['fcntl'] = None  # as on a system without fcntl\n"
+TRY_RESUME = r"""
+import sys
+from freshness_magic.engine.run import Run
+from freshness_magic.errors import RunError
+try:
+    Run.resume(sys.argv[1])
+except RunError as exc:
+    print(exc)
+    sys.exit(5)
+print("resumed")
+"""
+
+
+def test_without_fcntl_the_lock_file_itself_excludes_and_a_dead_holder_is_taken_over(
+    tmp_path: Path,
+) -> None:
+    run_dir = waiting_run(tmp_path)
+
+    def python(code: str) -> subprocess.Popen[str]:
+        return subprocess.Popen(
+            [sys.executable, "-c", NO_FCNTL + code, str(run_dir)],
+            env=ENV,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
+
+    holder = python(HOLDER)
+    try:
+        assert holder.stdout is not None
+        assert holder.stdout.readline().strip() == "locked"
+        second = python(TRY_RESUME)
+        out, err = second.communicate(timeout=60)
+        assert second.returncode == 5, err
+        assert f"pid {holder.pid} on host {socket.gethostname()}" in out
+    finally:
+        holder.kill()
+        holder.communicate(timeout=60)
+    third = python(TRY_RESUME)
+    out, err = third.communicate(timeout=60)
+    assert third.returncode == 0 and out.strip() == "resumed", out + err
+    assert not (run_dir / "driver.lock").exists(), "released when the holder ended"

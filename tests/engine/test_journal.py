@@ -237,3 +237,31 @@ def test_state_patches_turn_the_old_state_into_the_new_one() -> None:
         apply_patch(patched, json.loads(json.dumps(state_patch(old, new))))
         assert patched == new
         old = new
+
+
+def test_a_step_with_freshness_and_evidence_makes_one_fsync_in_durable_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("a\n")
+    run = open_run(linear(30, 'prompt="x", source_files="src/*.txt"'), workdir=tmp_path)
+    run.start()
+    calls = [0]
+    real = os.fsync
+
+    def counting(fd: int) -> None:
+        calls[0] += 1
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    per_step = []
+    while not run.state.finished:
+        before = calls[0]
+        run.step()
+        per_step.append(calls[0] - before)
+    assert per_step and set(per_step) == {1}, per_step
+    strict = open_run(linear(3), workdir=tmp_path / "strict", durability="strict")
+    before = calls[0]
+    strict.step()
+    strict.step()
+    assert calls[0] - before > 2, "strict mode fsyncs every file"

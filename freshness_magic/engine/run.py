@@ -131,7 +131,7 @@ class Run:
             )
         self._run_dir = base.resolve() / self._run_id
         self._wall_clock = wall_clock
-        self._store = RunStore(history=checkpoint_history, durability=Durability(durability))
+        self._store = RunStore(history=checkpoint_history, durability=durability)
         self.child_runs = _ChildRuns(self.registry, sleep)
         start = graph.start_node()
         if start is None:
@@ -723,7 +723,7 @@ class Run:
         damaged: list[tuple[Path, str]] = []
         store = RunStore(
             history=int(kwargs.pop("checkpoint_history", 50)),
-            durability=Durability(kwargs.pop("durability", Durability.DURABLE)),
+            durability=kwargs.pop("durability", Durability.DURABLE),
         )
         fresh = store.lock(folder) if folder.is_dir() else False
         loaded = load_state(folder, on_corrupt=lambda p, why: damaged.append((p, why)))

@@ -18,14 +18,19 @@ from freshness_magic.engine.context import Context
 from freshness_magic.engine.persistence import JournalMarks, RunMemory, step_record
 from freshness_magic.engine.runlock import PROCESS_LOCKS
 from freshness_magic.engine.state import Durability
+from freshness_magic.errors import RunError
 
 
 class RunStore:
     """A run's journal writer and driver lock (one per Run; re-pointed by ``loop_restart``)."""
 
-    def __init__(self, *, history: int, durability: Durability) -> None:
+    def __init__(self, *, history: int, durability: Durability | str) -> None:
         self.history = history
-        self.durability = Durability(durability)
+        try:
+            self.durability = Durability(durability)
+        except ValueError:
+            choices = ", ".join(repr(d.value) for d in Durability)
+            raise RunError(f"durability {durability!r} is not one of {choices}") from None
         self.writer: CheckpointWriter | None = None
         self.marks = JournalMarks()
         self._lock: object | None = None

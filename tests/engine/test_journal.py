@@ -21,7 +21,7 @@ from freshness_magic.engine.checkpoint import (
     parse_journal_line,
 )
 from freshness_magic.engine.run import Run, RunState
-from freshness_magic.errors import CheckpointError
+from freshness_magic.errors import CheckpointError, RunError
 from freshness_magic.session import open_run
 from tests.engine.runkit import graph, make_run
 
@@ -265,3 +265,5 @@ def test_a_step_with_freshness_and_evidence_makes_one_fsync_in_durable_mode(
     strict.step()
     strict.step()
     assert calls[0] - before > 2, "strict mode fsyncs every file"
+    with pytest.raises(RunError, match="durability 'sometimes' is not one of"):
+        open_run(linear(3), workdir=tmp_path / "bad", durability="sometimes")

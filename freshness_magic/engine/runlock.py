@@ -96,7 +96,15 @@ def _holder(path: Path) -> dict[str, Any]:
 
 
 def _busy(path: Path) -> RunError:
+    """The refusal, naming the holder (which may take a moment to write its name after locking;
+    until then the file holds nothing or a previous, dead holder)."""
     who = _holder(path)
+    for _ in range(40):
+        pid = who.get("pid")
+        if isinstance(pid, int) and (who.get("host") != socket.gethostname() or _alive(pid)):
+            break
+        time.sleep(0.025)
+        who = _holder(path)
     return RunError(
         f"run directory {path.parent} is driven by another process (pid {who.get('pid', '?')} "
         f"on host {who.get('host', '?')}); wait for it to finish or stop it — status, evidence "
@@ -116,9 +124,10 @@ def _lock_fd(path: Path) -> int:
     else:
         fd = _create_exclusive(path)
     info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
-    os.ftruncate(fd, 0)
+    data = (json.dumps(info, sort_keys=True) + "\n").encode("utf-8")
     os.lseek(fd, 0, os.SEEK_SET)
-    os.write(fd, (json.dumps(info, sort_keys=True) + "\n").encode("utf-8"))
+    os.write(fd, data)
+    os.ftruncate(fd, len(data))
     return fd
 
 

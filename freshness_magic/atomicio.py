@@ -10,11 +10,16 @@ Every writer goes through :mod:`freshness_magic.pathsafety` (no writing through 
 inside a state folder). Every reader decodes with :func:`loads_bounded`, which refuses JSON nested
 deeper than :data:`MAX_JSON_DEPTH` before the decoder can hit Python's recursion limit.
 :func:`remove_stale_temp_files` removes the temporary files a crash left behind.
+
+Inside :func:`journaled_writes` (the run's step in its default durable mode) these writes stay
+atomic but skip their fsyncs: the run journal's one fsync per step is the durability point, and
+a killed process loses nothing the kernel already has.
 """
 
 from __future__ import annotations
 
 import contextlib
+import contextvars
 import json
 import logging
 import os
@@ -41,9 +46,23 @@ _STRING_RE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _PAIR_RE = re.compile(rb"\[\]|\{\}")
 _NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
 
+_SKIP_FSYNC: contextvars.ContextVar[bool] = contextvars.ContextVar("skip_fsync", default=False)
+
+
+@contextlib.contextmanager
+def journaled_writes() -> Iterator[None]:
+    """Writes in this block (this thread) skip their fsyncs; a journal record made durable."""
+    token = _SKIP_FSYNC.set(True)
+    try:
+        yield
+    finally:
+        _SKIP_FSYNC.reset(token)
+
 
 def fsync_dir(folder: Path) -> None:
     """Make a rename or a new file in ``folder`` durable."""
+    if _SKIP_FSYNC.get():
+        return
     try:
         fd = os.open(folder, os.O_RDONLY)
     except OSError:
@@ -56,8 +75,12 @@ def fsync_dir(folder: Path) -> None:
         os.close(fd)
 
 
-def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
-    """Replace ``path`` with ``data``: readers see the old or the new content, never a mix."""
+def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool = True) -> None:
+    """Replace ``path`` with ``data``: readers see the old or the new content, never a mix.
+
+    ``fsync=False`` (a cache such as a snapshot of a journal) skips the fsyncs.
+    """
+    fsync = fsync and not _SKIP_FSYNC.get()
     target = pathsafety.check_state_path(path)
     pathsafety.make_state_dir(target.parent)
     payload = data.encode("utf-8") if isinstance(data, str) else data
@@ -73,13 +96,15 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str) -> None:
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
             handle.flush()
-            os.fsync(handle.fileno())
+            if fsync:
+                os.fsync(handle.fileno())
         os.replace(tmp_name, target)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp_name)
         raise
-    fsync_dir(target.parent)
+    if fsync:
+        fsync_dir(target.parent)
 
 
 def dumps(obj: Any) -> str:
@@ -120,7 +145,7 @@ def append_jsonl(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) 
         if size and os.pread(fd, 1, size - 1) != b"\n":
             _truncate_after_last_newline(fd, size)
         os.write(fd, line)
-        if fsync:
+        if fsync and not _SKIP_FSYNC.get():
             os.fsync(fd)
     finally:
         os.close(fd)

@@ -1,4 +1,8 @@
-"""The run context (spec §5.1): a thread-safe key-value store shared by the stages of a run."""
+"""The run context (spec §5.1): a thread-safe key-value store shared by the stages of a run.
+
+The context remembers which keys were set or deleted since :meth:`Context.take_changes` was last
+called, so the run journal records only what a step changed (constant bytes per step).
+"""
 
 from __future__ import annotations
 
@@ -6,6 +10,8 @@ import copy
 import threading
 from collections.abc import Iterator, Mapping
 from typing import Any
+
+_MISSING = object()
 
 
 class Context(Mapping[str, Any]):
@@ -15,6 +21,8 @@ class Context(Mapping[str, Any]):
         self._values: dict[str, Any] = dict(values or {})
         self._logs: list[str] = list(logs or [])
         self._lock = threading.RLock()
+        self._changed: set[str] = set()
+        self._deleted: set[str] = set()
 
     def __getitem__(self, key: str) -> Any:
         with self._lock:
@@ -37,11 +45,15 @@ class Context(Mapping[str, Any]):
     def set(self, key: str, value: Any) -> None:
         with self._lock:
             self._values[key] = value
+            self._changed.add(key)
+            self._deleted.discard(key)
 
     def delete(self, key: str) -> None:
         """Remove ``key`` if present (used for keys that must be unset, e.g. no stale files)."""
         with self._lock:
-            self._values.pop(key, None)
+            if self._values.pop(key, _MISSING) is not _MISSING:
+                self._deleted.add(key)
+                self._changed.discard(key)
 
     def get_string(self, key: str, default: str = "") -> str:
         value = self.get(key)
@@ -50,10 +62,30 @@ class Context(Mapping[str, Any]):
     def apply_updates(self, updates: Mapping[str, Any]) -> None:
         with self._lock:
             self._values.update(updates)
+            self._changed.update(updates)
+            self._deleted.difference_update(updates)
 
     def append_log(self, entry: str) -> None:
         with self._lock:
             self._logs.append(entry)
+
+    def logs_since(self, start: int) -> list[str]:
+        """The log entries from index ``start`` on (what a journal record adds)."""
+        with self._lock:
+            return self._logs[start:]
+
+    def log_count(self) -> int:
+        with self._lock:
+            return len(self._logs)
+
+    def take_changes(self) -> tuple[dict[str, Any], list[str]]:
+        """``(keys set with their values, keys deleted)`` since the last call; resets both."""
+        with self._lock:
+            changed = {k: copy.deepcopy(self._values[k]) for k in sorted(self._changed)}
+            deleted = sorted(self._deleted)
+            self._changed.clear()
+            self._deleted.clear()
+            return changed, deleted
 
     @property
     def logs(self) -> list[str]:

@@ -1,8 +1,10 @@
 """The run directory: what a run remembers, its checkpoint payload, restore, and loop restarts.
 
 A run's state between steps is one :class:`RunMemory`. :func:`checkpoint_payload` turns it into
-the checkpoint (the §5.3 field names plus the engine's own: ``node_outcomes``, ``next_node``,
-``pending_gate``, the failure, the extensions' state) and :func:`restore_memory` reads it back.
+the whole checkpoint (the §5.3 field names plus the engine's own: ``node_outcomes``,
+``next_node``, ``pending_gate``, the failure, the extensions' state), :func:`step_record` into one
+journal record of what changed since the last record (see :mod:`.checkpoint`), and
+:func:`restore_memory` reads the checkpoint back.
 The pipeline text is kept once per run directory as ``pipeline.dot`` (:func:`stored_pipeline`
 rebuilds the Graph on resume), and ``loop_restart`` continues in ``<run_id>-r<N>`` linked from
 the old directory by ``restarted_as.json`` (:func:`follow_restarts`).
@@ -11,15 +13,17 @@ the old directory by ``restarted_as.json`` (:func:`follow_restarts`).
 from __future__ import annotations
 
 import hashlib
-import json
 import re
 import uuid
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
+from itertools import compress, islice, repeat
+from operator import is_not
 from pathlib import Path
 from typing import Any
 
-from freshness_magic.atomicio import write_atomic, write_json_atomic
+from freshness_magic.atomicio import loads_bounded, write_atomic, write_json_atomic
 from freshness_magic.engine.checkpoint import CHECKPOINT_FORMAT, EncodedMap, write_manifest
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import utc_now_iso
@@ -118,26 +122,13 @@ def checkpoint_payload(
     """Everything a resume needs (§5.3 fields plus the engine's own), ready to encode."""
     return {
         "format": CHECKPOINT_FORMAT,
-        "timestamp": datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds"),
+        **_scalar_fields(memory, event_seq=event_seq, now=now),
         "run_id": run_id,
-        "state": memory.state.value,
-        "current_node": memory.current_node,
-        "next_node": memory.next_node,
         "completed_nodes": list(memory.completed),
-        "node_retries": dict(memory.retries),
         "node_outcomes": memory.records,
         "context": context.snapshot(),
         "logs": context.logs,
-        "pending_gate": memory.pending_gate.to_dict() if memory.pending_gate else None,
-        "goal_gate_redirects": memory.redirects,
-        "failure_reason": memory.failure_reason,
-        "failed_node": memory.failed_node,
-        "dead_end": memory.dead_end.to_dict() if memory.dead_end else None,
-        "interrupted_node": memory.interrupted_node,
-        "restarts": memory.restarts,
-        "restarted_from": memory.restarted_from,
         "workdir": str(workdir),
-        "event_seq": event_seq,
         "pipeline": {
             "name": graph.name,
             "path": graph.path,
@@ -146,6 +137,131 @@ def checkpoint_payload(
         },
         "extensions": extensions,
     }
+
+
+def _scalar_fields(memory: RunMemory, *, event_seq: int, now: float) -> dict[str, Any]:
+    return {
+        "timestamp": datetime.fromtimestamp(now, UTC).isoformat(timespec="milliseconds"),
+        "state": memory.state.value,
+        "current_node": memory.current_node,
+        "next_node": memory.next_node,
+        "node_retries": dict(memory.retries),
+        "pending_gate": memory.pending_gate.to_dict() if memory.pending_gate else None,
+        "goal_gate_redirects": memory.redirects,
+        "failure_reason": memory.failure_reason,
+        "failed_node": memory.failed_node,
+        "dead_end": memory.dead_end.to_dict() if memory.dead_end else None,
+        "interrupted_node": memory.interrupted_node,
+        "restarts": memory.restarts,
+        "restarted_from": memory.restarted_from,
+        "event_seq": event_seq,
+    }
+
+
+def state_patch(old: dict[str, Any], new: dict[str, Any]) -> dict[str, Any]:
+    """What turns ``old`` into ``new``: ``set`` keys, ``unset`` keys, ``sub`` patches of dicts.
+
+    Extension state (a freshness tracker's hashes, an evidence index) is large and changes a
+    little per step; the journal stores this patch, not the whole state. Values that are the
+    same objects are skipped at C speed before any comparison.
+    """
+    patch: dict[str, Any] = {}
+    sets: dict[str, Any] = {}
+    subs: dict[str, Any] = {}
+    for key in _changed_keys(old, new):
+        value = new[key]
+        before = old.get(key, _ABSENT)
+        if before is _ABSENT:
+            sets[key] = value
+        elif before != value:
+            if isinstance(before, dict) and isinstance(value, dict):
+                subs[key] = state_patch(before, value)
+            else:
+                sets[key] = value
+    unset = sorted(old.keys() - new.keys())
+    if sets:
+        patch["set"] = sets
+    if subs:
+        patch["sub"] = subs
+    if unset:
+        patch["unset"] = unset
+    return patch
+
+
+_ABSENT = object()
+
+
+def _changed_keys(old: dict[str, Any], new: dict[str, Any]) -> Iterable[str]:
+    """Keys of ``new`` whose value may differ from ``old``'s, found at C speed.
+
+    A map that only grew by appends (an index of nodes) is recognised by a subset test and its
+    new keys read from the end; anything else skips the values that are the same objects.
+    """
+    extra = len(new) - len(old)
+    if 0 <= extra <= 64 and old.items() <= new.items():
+        tail = list(islice(reversed(new.keys()), extra))
+        if not any(key in old for key in tail):
+            return reversed(tail)
+    return compress(
+        new.keys(), map(is_not, new.values(), map(old.get, new.keys(), repeat(_ABSENT)))
+    )
+
+
+@dataclass
+class JournalMarks:
+    """What the journal already holds: completed nodes and log lines written, extension state."""
+
+    completed: int = 0
+    logs: int = 0
+    extensions: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    def reset(self, memory: RunMemory, context: Context, extensions: dict[str, Any]) -> None:
+        """After a whole-state record: everything so far is written."""
+        self.completed = len(memory.completed)
+        self.logs = context.log_count()
+        self.extensions = dict(extensions)
+        context.take_changes()
+
+
+def step_record(
+    memory: RunMemory,
+    context: Context,
+    marks: JournalMarks,
+    *,
+    event_seq: int,
+    now: float,
+    extensions: dict[str, dict[str, Any]],
+) -> dict[str, Any]:
+    """One journal record: what changed since ``marks`` (which it advances)."""
+    record: dict[str, Any] = {
+        "kind": "step",
+        "fields": _scalar_fields(memory, event_seq=event_seq, now=now),
+    }
+    completed = memory.completed[marks.completed :]
+    if completed:
+        record["completed"] = completed
+        record["outcomes"] = memory.records.subset(list(dict.fromkeys(completed)))
+    changed, deleted = context.take_changes()
+    if changed:
+        record["set"] = changed
+    if deleted:
+        record["unset"] = deleted
+    logs = context.logs_since(marks.logs)
+    if logs:
+        record["logs"] = logs
+    patches = {}
+    for name, state in extensions.items():
+        before = marks.extensions.get(name)
+        if before is None:
+            patches[name] = state_patch({}, state)
+        elif before != state:
+            patches[name] = state_patch(before, state)
+    if patches:
+        record["extensions"] = patches
+    marks.completed = len(memory.completed)
+    marks.logs += len(logs)
+    marks.extensions = dict(extensions)
+    return record
 
 
 def _dead_end(data: Any) -> DeadEnd | None:
@@ -196,12 +312,24 @@ def restore_memory(data: dict[str, Any], run_dir: Path) -> tuple[RunMemory, Cont
     return memory, context
 
 
+def write_pipeline(run_dir: Path, graph: Graph) -> None:
+    """``pipeline.dot``: the pipeline text a resume rebuilds the Graph from."""
+    if graph.source:
+        write_atomic(run_dir / PIPELINE_FILE, graph.source)
+
+
 def write_run_files(
     run_dir: Path, graph: Graph, run_id: str, workdir: Path, memory: RunMemory
 ) -> None:
     """``pipeline.dot`` and ``manifest.json`` of a new run directory."""
-    if graph.source:
-        write_atomic(run_dir / PIPELINE_FILE, graph.source)
+    write_pipeline(run_dir, graph)
+    write_manifest_file(run_dir, graph, run_id, workdir, memory)
+
+
+def write_manifest_file(
+    run_dir: Path, graph: Graph, run_id: str, workdir: Path, memory: RunMemory
+) -> None:
+    """``manifest.json`` of a run directory."""
     write_manifest(
         run_dir,
         {
@@ -261,7 +389,7 @@ def follow_restarts(run_dir: Path) -> Path:
     while (current / RESTART_LINK).exists() and current not in seen:
         seen.add(current)
         try:
-            link = json.loads((current / RESTART_LINK).read_text(encoding="utf-8"))
+            link = loads_bounded((current / RESTART_LINK).read_text(encoding="utf-8"))
             current = Path(str(link["run_dir"]))
         except (OSError, ValueError, KeyError, TypeError):
             break

@@ -27,7 +27,7 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.atomicio import ensure_ignored_dir, read_jsonl
-from freshness_magic.engine.checkpoint import CheckpointWriter, load_checkpoint
+from freshness_magic.engine.checkpoint import has_state, load_state
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.edges import EdgeStep
 from freshness_magic.engine.events import EventBus, EventType
@@ -49,11 +49,14 @@ from freshness_magic.engine.persistence import (
     restore_memory,
     source_hash,
     stored_pipeline,
+    write_manifest_file,
+    write_pipeline,
     write_run_files,
 )
 from freshness_magic.engine.retry import BackoffConfig
 from freshness_magic.engine.routing import route
-from freshness_magic.engine.state import RunResult, RunState, StepResult
+from freshness_magic.engine.state import Durability, RunResult, RunState, StepResult
+from freshness_magic.engine.store import RunStore
 from freshness_magic.errors import CheckpointError, GateAnswerError, RunError
 
 log = logging.getLogger(__name__)
@@ -83,7 +86,9 @@ class Run:
     ``registry`` maps handler types to handlers (None: the built-in handlers with the simulated
     codergen backend; :func:`freshness_magic.session.open_run` builds one from a backend and an
     interviewer). ``clock``, ``wall_clock``, ``sleep`` and ``rng`` are injectable so tests run
-    instantly and deterministically. ``checkpoint_history`` bounds the ``checkpoints/`` folder.
+    instantly and deterministically. ``checkpoint_history`` bounds the ``checkpoints/`` folder;
+    ``durability`` says what is fsynced (:class:`~.state.Durability`). A started or resumed run
+    holds its run directory's driver lock until :meth:`close` (or the object is collected).
     The run directory is ``runs_dir/run_id`` (default ``workdir/.freshness/runs/<stamp>-<hex>``).
     """
 
@@ -102,6 +107,7 @@ class Run:
         rng: random.Random | None = None,
         checkpoint_history: int = 50,
         backoff: BackoffConfig | None = None,
+        durability: Durability | str = Durability.DURABLE,
         _restore: dict[str, Any] | None = None,
     ) -> None:
         from freshness_magic.engine.validation import validate_or_raise
@@ -124,7 +130,7 @@ class Run:
             )
         self._run_dir = base.resolve() / self._run_id
         self._wall_clock = wall_clock
-        self._history_size = checkpoint_history
+        self._store = RunStore(history=checkpoint_history, durability=durability)
         self.child_runs = _ChildRuns(self.registry, sleep)
         start = graph.start_node()
         if start is None:
@@ -138,7 +144,6 @@ class Run:
         self._started = False
         self._history: list[StepResult] = []
         self.events = EventBus(self._run_id, self._run_dir / EVENTS_FILE)
-        self._writer: CheckpointWriter | None = None
         timing = Timing(clock, sleep, rng or random.Random(), backoff or BackoffConfig())
         self._executor = NodeExecutor(self, timing)
         if _restore is not None:
@@ -148,7 +153,7 @@ class Run:
                     f"checkpoint of {self._run_dir} continues at node '{self.next_node}', which "
                     "the pipeline does not have; resume with the pipeline the run was started with"
                 )
-            self._started = True
+            self._started = _restore.get("state") != RunState.READY.value
             last_seq = int(_restore.get("event_seq", 0))
             for record in read_jsonl(self._run_dir / EVENTS_FILE):
                 last_seq = max(last_seq, int(record.get("seq", 0)))
@@ -259,16 +264,28 @@ class Run:
         """
         if self._started:
             return
-        if (self._run_dir / "checkpoint.json").exists():
+        resuming = self._store.writer is not None
+        if not resuming and has_state(self._run_dir):
             raise RunError(
                 f"run directory {self._run_dir} already holds a run; resume it with "
                 "Run.resume(run_dir) or start with another run_id"
             )
-        self._started = True
         if self._run_dir.parent == self.workdir / ".freshness" / "runs":
             ensure_ignored_dir(self.workdir / ".freshness")
         self._run_dir.mkdir(parents=True, exist_ok=True)
-        write_run_files(self._run_dir, self.graph, self._run_id, self.workdir, self._memory)
+        if not resuming:
+            self._store.lock(self._run_dir)
+            if has_state(self._run_dir):
+                self._store.release()
+                raise RunError(
+                    f"run directory {self._run_dir} already holds a run; resume it with "
+                    "Run.resume(run_dir) or start with another run_id"
+                )
+            write_pipeline(self._run_dir, self.graph)
+            self._store.open(self._run_dir)
+        self._started = True
+        self._save(rest=True, announce=False)
+        write_manifest_file(self._run_dir, self.graph, self._run_id, self.workdir, self._memory)
         self._context.set("graph.goal", self.graph.goal)
         for key, value in self.graph.attrs.items():
             self._context.set(f"graph.{key}", value)
@@ -304,12 +321,13 @@ class Run:
         memory.interrupted_node = None
         self._context.set("current_node", node_id)
         self._executor.rearm()
-        result = self._executor.execute(node, self._context)
-        if result.interrupted:
-            return self._interrupted(result)
-        if result.outcome.status is StageStatus.WAITING:
-            return self._enter_waiting(result)
-        return self._complete(result)
+        with self._store.writes():
+            result = self._executor.execute(node, self._context)
+            if result.interrupted:
+                return self._interrupted(result)
+            if result.outcome.status is StageStatus.WAITING:
+                return self._enter_waiting(result)
+            return self._complete(result)
 
     def run(self, to: str | None = None, max_steps: int | None = None) -> RunResult:
         """Step until the exit, a failure, a waiting gate, an interrupt, ``to`` (not executed)
@@ -393,7 +411,8 @@ class Run:
             outcome.context_updates["human.gate.comment"] = comment
             outcome.notes = f"{outcome.notes}; comment: {comment}"
         node = self.graph.nodes[node_id]
-        return self._complete(NodeRun(node, outcome, 1, 0.0))
+        with self._store.writes():
+            return self._complete(NodeRun(node, outcome, 1, 0.0))
 
     def retry(self, node_id: str | None = None) -> str:
         """Re-arm a failed, interrupted or paused run at ``node_id`` (default: the failed or
@@ -590,7 +609,8 @@ class Run:
     def _finish_step(self, result: StepResult) -> StepResult:
         self._history.append(result)
         self._executor.node_finished(result)
-        self.save_checkpoint()
+        state = self._memory.state
+        self._save(rest=state.finished or state is RunState.WAITING)
         return result
 
     def _loop_restart(self, target: str, reason: str) -> str:
@@ -609,9 +629,10 @@ class Run:
         memory.restarted_from = str(old_dir)
         with self._lock:
             memory.forget_nodes()
-        self._writer = None
         self.events.rebind(new_id, new_dir / EVENTS_FILE)
         new_dir.mkdir(parents=True, exist_ok=True)
+        self._store.lock(new_dir)
+        self._store.open(new_dir)
         write_run_files(new_dir, self.graph, new_id, self.workdir, memory)
         self.events.emit(
             EventType.PIPELINE_RESTARTED,
@@ -623,29 +644,55 @@ class Run:
     # ----------------------------------------------------------------- persistence
 
     def save_checkpoint(self) -> None:
-        """Write the current state as the latest checkpoint now.
+        """Record the current state now and write a snapshot (``checkpoint.json``).
 
         Steps do this themselves; extensions call it after changing their own state between
         steps (an accepted baseline must survive a crash). Does nothing before the run starts.
         """
+        self._save(rest=True)
+
+    def _save(self, *, rest: bool, announce: bool = True) -> None:
+        """Append the step's journal record; a snapshot too when ``rest`` or compaction is due.
+
+        ``announce``: emit CHECKPOINT_SAVED (not for the first record, written before the run's
+        first event so that a run killed at once is still resumable).
+        """
         if not self._started:
             return
-        if self._writer is None:
-            self._writer = CheckpointWriter(self._run_dir, history=self._history_size)
+        now = self._wall_clock()
         with self._lock:
-            payload = checkpoint_payload(
+            seq = self.events.seq
+            path = self._store.save(
                 self._memory,
                 self._context,
-                run_id=self._run_id,
-                graph=self.graph,
-                pipeline_hash=self._source_hash,
-                workdir=self.workdir,
-                event_seq=self.events.seq,
-                now=self._wall_clock(),
+                lambda exts: checkpoint_payload(
+                    self._memory,
+                    self._context,
+                    run_id=self._run_id,
+                    graph=self.graph,
+                    pipeline_hash=self._source_hash,
+                    workdir=self.workdir,
+                    event_seq=seq,
+                    now=now,
+                    extensions=exts,
+                ),
                 extensions={ext.name: self._ext_state(ext) for ext in self.extensions},
+                event_seq=seq,
+                now=now,
+                rest=rest,
             )
-            path = self._writer.save(payload)
-        self.events.emit(EventType.CHECKPOINT_SAVED, self.current_node, {"path": str(path)})
+        if announce:
+            self.events.emit(EventType.CHECKPOINT_SAVED, self.current_node, {"path": str(path)})
+
+    def close(self) -> None:
+        """Release the run directory's driver lock (another process may then drive the run)."""
+        self._store.release()
+
+    def __enter__(self) -> Run:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
     @staticmethod
     def _ext_state(ext: RunExtension) -> dict[str, Any]:
@@ -674,7 +721,13 @@ class Run:
         """
         folder = follow_restarts(Path(run_dir))
         damaged: list[tuple[Path, str]] = []
-        data, used = load_checkpoint(folder, on_corrupt=lambda p, why: damaged.append((p, why)))
+        store = RunStore(
+            history=int(kwargs.pop("checkpoint_history", 50)),
+            durability=kwargs.pop("durability", Durability.DURABLE),
+        )
+        fresh = store.lock(folder) if folder.is_dir() else False
+        loaded = load_state(folder, on_corrupt=lambda p, why: damaged.append((p, why)))
+        data, used = loaded.data, loaded.path
         pipeline = data.get("pipeline") or {}
         stored_hash = str(pipeline.get("sha256") or "")
         if graph is None:
@@ -693,9 +746,8 @@ class Run:
             _restore=data,
             **kwargs,
         )
-        run._writer = CheckpointWriter(
-            run._run_dir, history=run._history_size, keep=tuple(p for p, _ in damaged)
-        )
+        run._store = store
+        store.open(run._run_dir, keep=tuple(p for p, _ in damaged), valid_end=loaded.journal_end)
         for path, why in damaged:
             run.events.emit(EventType.CHECKPOINT_CORRUPT, None, {"path": str(path), "why": why})
         run.events.emit(
@@ -707,4 +759,14 @@ class Run:
         for ext in run.extensions:
             state = saved.get(ext.name) if isinstance(saved, dict) else None
             cls.call_extension(ext, "on_resume", run, state if isinstance(state, dict) else None)
+        if fresh:
+            run._reap_survivors()
         return run
+
+    def _reap_survivors(self) -> None:
+        """Stop tool process groups a dead driver left running (branch nodes included)."""
+        from freshness_magic.engine.handlers.tool import reap_survivors
+
+        for message in reap_survivors(self._run_dir):
+            log.warning("%s", message)
+            self.events.emit(EventType.STAGE_OUTPUT, None, {"stream": "stderr", "text": message})

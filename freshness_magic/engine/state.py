@@ -31,6 +31,20 @@ class RunState(StrEnum):
         return self in (RunState.COMPLETED, RunState.FAILED)
 
 
+class Durability(StrEnum):
+    """How a run's writes reach the disk.
+
+    DURABLE (default): each step's journal record is fsynced (one fsync per step); the step's
+    other files (events, node status, evidence) are written atomically without their own fsync,
+    so a killed process loses nothing and a power loss can lose only those files' last seconds.
+    STRICT: every file is fsynced as it is written. NONE: nothing is fsynced (tests, scratch).
+    """
+
+    DURABLE = "durable"
+    STRICT = "strict"
+    NONE = "none"
+
+
 @dataclass
 class StepResult:
     """What one ``step()`` (or ``answer()``) did; also the record of one branch node."""

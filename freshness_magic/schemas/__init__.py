@@ -19,6 +19,8 @@ BASE_URI = "https://freshness-magic.invalid/schemas/"
 RUN_DIR_FILES: tuple[tuple[str, str | None], ...] = (
     ("checkpoint.json", "checkpoint.schema.json"),
     ("checkpoints/checkpoint_*.json", "checkpoint.schema.json"),
+    ("journal.jsonl", "journal-record.schema.json"),
+    ("driver.lock", "driver-lock.schema.json"),
     ("events.jsonl", "event.schema.json"),
     ("evidence.jsonl", "evidence-record.schema.json"),
     ("manifest.json", "manifest.schema.json"),
@@ -29,6 +31,7 @@ RUN_DIR_FILES: tuple[tuple[str, str | None], ...] = (
     ("nodes/*/response.md", None),
     ("nodes/*/stdout*.txt", None),
     ("nodes/*/stderr*.txt", None),
+    ("nodes/*/pgid", None),
 )
 """Paths inside ``.freshness/runs/<run_id>/`` and their schema (None: free text, not JSON).
 ``.jsonl`` files are validated line by line."""

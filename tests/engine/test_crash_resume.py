@@ -1,5 +1,6 @@
 """Crash safety: SIGKILL a running pipeline at many points, resume in a new process, and get
-exactly what an uninterrupted run gets; every checkpoint left on disk parses."""
+exactly what an uninterrupted run gets; every snapshot left on disk parses, every journal line
+but a torn last one passes its checksum, and the state read equals the state resumed from."""
 
 from __future__ import annotations
 
@@ -13,7 +14,12 @@ from pathlib import Path
 
 import pytest
 
-from freshness_magic.engine.checkpoint import history_files
+from freshness_magic.engine.checkpoint import (
+    JOURNAL_FILE,
+    history_files,
+    load_checkpoint,
+    parse_journal_line,
+)
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -122,6 +128,12 @@ def assert_checkpoints_parse(run_dir: Path) -> None:
         if path.exists():
             data = json.loads(path.read_text(encoding="utf-8"))
             assert isinstance(data, dict) and "completed_nodes" in data, path
+            assert data["format"] == 2 and data["journal_offset"] >= 0, path
+    lines = (run_dir / JOURNAL_FILE).read_bytes().splitlines(keepends=True)
+    assert lines and parse_journal_line(lines[0]) is not None
+    assert parse_journal_line(lines[0])["kind"] == "full"  # type: ignore[index]
+    for line in lines[:-1]:
+        assert parse_journal_line(line) is not None, line
 
 
 @pytest.mark.slow
@@ -156,7 +168,7 @@ def test_sigkill_at_many_points_then_resume_matches_an_uninterrupted_run(
         root = tmp_path / f"crash{attempt}"
         run_dir = root / ".freshness" / "runs" / "crash"
         proc = python([str(driver), "start", str(root)])
-        checkpoint = run_dir / "checkpoint.json"
+        checkpoint = run_dir / JOURNAL_FILE
         wait_until(
             lambda c=checkpoint, p=proc: c.exists() or p.poll() is not None,
             "the run to write its first checkpoint",
@@ -169,7 +181,7 @@ def test_sigkill_at_many_points_then_resume_matches_an_uninterrupted_run(
             killed_mid_run += 1
         proc.communicate(timeout=60)
         assert_checkpoints_parse(run_dir)
-        saved = json.loads((run_dir / "checkpoint.json").read_text(encoding="utf-8"))
+        saved, _ = load_checkpoint(run_dir)
         resumed_from.add(len(saved["completed_nodes"]))
         resumed = finish(python([str(driver), "resume", str(root)]))
         resumed.pop("elapsed")

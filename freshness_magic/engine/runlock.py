@@ -1,0 +1,152 @@
+"""One driver per run directory: an exclusive lock (a dead driver's tool is reaped by
+:func:`freshness_magic.engine.handlers.tool.reap_survivors`, called under this lock).
+
+Whoever drives a run (CLI, notebook, Python API) holds ``driver.lock`` in its run directory with
+an OS lock (``fcntl.flock`` where it exists, else an exclusive-create file with the holder's pid);
+the file names the holder's pid and host so a second driver's error can say who it is. The kernel
+drops an flock when its process dies, so a dead driver's lock is taken over without a step; the
+fallback takes over a lock whose pid is no longer alive on this host. Within one process the lock
+is shared: resuming a run again in the same process (a notebook cell, a script) does not block on
+itself. Readers (``status``, ``evidence``, ``check``) never take it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import socket
+import threading
+import time
+import weakref
+from pathlib import Path
+from typing import Any
+
+from freshness_magic.atomicio import loads_bounded
+from freshness_magic.errors import RunError
+
+try:
+    import fcntl
+except ImportError:
+    fcntl = None  # type: ignore[assignment]
+
+LOCK_FILE = "driver.lock"
+PGID_FILE = "pgid"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+class _Held:
+    """An open, locked lock file; closing the descriptor releases the lock."""
+
+    def __init__(self, fd: int, path: Path) -> None:
+        self.fd = fd
+        self.path = path
+        self._finalizer = weakref.finalize(self, _release, fd, path, fcntl is None)
+
+    def release(self) -> None:
+        self._finalizer()
+
+
+def _release(fd: int, path: Path, by_file: bool) -> None:
+    with contextlib.suppress(OSError):
+        os.close(fd)
+    if by_file:
+        with contextlib.suppress(OSError):
+            path.unlink()
+
+
+class RunLocks:
+    """The run directory locks this process holds, shared by every Run object on one folder."""
+
+    def __init__(self) -> None:
+        self._held: weakref.WeakValueDictionary[Path, _Held] = weakref.WeakValueDictionary()
+        self._guard = threading.Lock()
+
+    def acquire(self, run_dir: Path) -> tuple[_Held, bool]:
+        """The lock of ``run_dir`` and whether it was taken now (False: shared with another
+        Run object of this process).
+
+        RunError naming the holder's pid and host when another live process drives the run.
+        """
+        path = run_dir.resolve() / LOCK_FILE
+        with self._guard:
+            held = self._held.get(path)
+            if held is not None:
+                return held, False
+            path.parent.mkdir(parents=True, exist_ok=True)
+            held = _Held(_lock_fd(path), path)
+            self._held[path] = held
+            return held, True
+
+
+def _holder(path: Path) -> dict[str, Any]:
+    try:
+        data = loads_bounded(path.read_text(encoding="utf-8") or "{}")
+    except (OSError, ValueError):
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _busy(path: Path) -> RunError:
+    """The refusal, naming the holder (which may take a moment to write its name after locking;
+    until then the file holds nothing or a previous, dead holder)."""
+    who = _holder(path)
+    for _ in range(40):
+        pid = who.get("pid")
+        if isinstance(pid, int) and (who.get("host") != socket.gethostname() or _alive(pid)):
+            break
+        time.sleep(0.025)
+        who = _holder(path)
+    return RunError(
+        f"run directory {path.parent} is driven by another process (pid {who.get('pid', '?')} "
+        f"on host {who.get('host', '?')}); wait for it to finish or stop it — status, evidence "
+        "and check still work"
+    )
+
+
+def _lock_fd(path: Path) -> int:
+    """Open and lock ``path`` and write the holder's pid and host into it."""
+    if fcntl is not None:
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except OSError:
+            os.close(fd)
+            raise _busy(path) from None
+    else:
+        fd = _create_exclusive(path)
+    info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+    data = (json.dumps(info, sort_keys=True) + "\n").encode("utf-8")
+    os.lseek(fd, 0, os.SEEK_SET)
+    os.write(fd, data)
+    os.ftruncate(fd, len(data))
+    return fd
+
+
+def _create_exclusive(path: Path) -> int:
+    for _ in range(2):
+        try:
+            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+        except FileExistsError:
+            who = _holder(path)
+            pid = who.get("pid")
+            same_host = who.get("host") == socket.gethostname()
+            if isinstance(pid, int) and same_host and not _alive(pid):
+                with contextlib.suppress(FileNotFoundError):
+                    path.unlink()
+                continue
+            raise _busy(path) from None
+    raise _busy(path)
+
+
+PROCESS_LOCKS = RunLocks()
+"""This process's run directory locks (a lock is per process, so its table is too)."""

@@ -1,0 +1,93 @@
+"""Where a :class:`~.run.Run` keeps its state: journal writer, what the journal holds, the lock.
+
+:class:`RunStore` decides per save whether to append a whole-state record (a new journal, after
+a resume) or a step record, and when to write a snapshot (compaction due, or the run at rest);
+see :mod:`.checkpoint` for the format and :mod:`.runlock` for the driver lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+from freshness_magic.atomicio import journaled_writes
+from freshness_magic.engine.checkpoint import CheckpointWriter
+from freshness_magic.engine.context import Context
+from freshness_magic.engine.persistence import JournalMarks, RunMemory, step_record
+from freshness_magic.engine.runlock import PROCESS_LOCKS
+from freshness_magic.engine.state import Durability
+from freshness_magic.errors import RunError
+
+
+class RunStore:
+    """A run's journal writer and driver lock (one per Run; re-pointed by ``loop_restart``)."""
+
+    def __init__(self, *, history: int, durability: Durability | str) -> None:
+        self.history = history
+        try:
+            self.durability = Durability(durability)
+        except ValueError:
+            choices = ", ".join(repr(d.value) for d in Durability)
+            raise RunError(f"durability {durability!r} is not one of {choices}") from None
+        self.writer: CheckpointWriter | None = None
+        self.marks = JournalMarks()
+        self._lock: object | None = None
+
+    def lock(self, run_dir: Path) -> bool:
+        """Hold ``run_dir``'s driver lock (RunError when another process holds it); True when
+        it was taken now rather than shared with another Run object of this process."""
+        held, fresh = PROCESS_LOCKS.acquire(run_dir)
+        self._lock = held
+        return fresh
+
+    def release(self) -> None:
+        """Let go of the driver lock (the last Run object of this process releases it)."""
+        self._lock = None
+
+    def open(
+        self, run_dir: Path, *, keep: tuple[Path, ...] = (), valid_end: int | None = None
+    ) -> None:
+        """Start writing to ``run_dir`` (its first save writes the whole state)."""
+        self.writer = CheckpointWriter(
+            run_dir,
+            history=self.history,
+            keep=keep,
+            durable=self.durability is not Durability.NONE,
+            valid_end=valid_end,
+        )
+        self.marks = JournalMarks()
+
+    def writes(self) -> contextlib.AbstractContextManager[None]:
+        """The context a step's writes run in: journaled unless STRICT."""
+        if self.durability is Durability.STRICT:
+            return contextlib.nullcontext()
+        return journaled_writes()
+
+    def save(
+        self,
+        memory: RunMemory,
+        context: Context,
+        payload: Callable[[dict[str, Any]], dict[str, Any]],
+        *,
+        extensions: dict[str, dict[str, Any]],
+        event_seq: int,
+        now: float,
+        rest: bool,
+    ) -> Path:
+        """Record the run's state; returns the snapshot written or the journal."""
+        writer = self.writer
+        assert writer is not None, "RunStore.open() first"
+        if writer.needs_snapshot:
+            data = payload(extensions)
+            writer.append({"kind": "full", **data})
+            self.marks.reset(memory, context, extensions)
+            return writer.snapshot(data)
+        record = step_record(
+            memory, context, self.marks, event_seq=event_seq, now=now, extensions=extensions
+        )
+        writer.append(record)
+        if rest or writer.compaction_due:
+            return writer.snapshot(payload(extensions))
+        return writer.journal

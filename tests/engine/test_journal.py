@@ -1,0 +1,269 @@
+"""The run directory's journal (format 2): constant bytes per step, amortised snapshots, torn
+lines dropped, the format version checked, a run killed at once still resumable."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.engine.checkpoint import (
+    CHECKPOINT_FILE,
+    JOURNAL_FILE,
+    MANIFEST_FILE,
+    load_checkpoint,
+    load_state,
+    parse_journal_line,
+)
+from freshness_magic.engine.run import Run, RunState
+from freshness_magic.errors import CheckpointError, RunError
+from freshness_magic.session import open_run
+from tests.engine.runkit import graph, make_run
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def linear(count: int, attrs: str = 'prompt="x"') -> str:
+    nodes = [f"n{i:05d}" for i in range(count)]
+    return (
+        "digraph g { start [shape=Mdiamond] "
+        + " ".join(f"{n} [{attrs}]" for n in nodes)
+        + " done [shape=Msquare] start -> "
+        + " -> ".join(nodes)
+        + " -> done }"
+    )
+
+
+def records(run_dir: Path) -> list[tuple[int, dict[str, object]]]:
+    """(line size, record) of every journal line."""
+    out = []
+    for line in (run_dir / JOURNAL_FILE).read_bytes().splitlines(keepends=True):
+        record = parse_journal_line(line)
+        assert record is not None, line
+        out.append((len(line), record))
+    return out
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    return subprocess.run(
+        [sys.executable, "-m", "freshness_magic", *args],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def test_step_records_do_not_grow_with_the_run_with_freshness_and_evidence(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "src").mkdir()
+    for i in range(20):
+        (tmp_path / "src" / f"f{i}.txt").write_text(f"file {i}\n")
+    count = 300
+    run = open_run(
+        linear(count, 'prompt="x", source_files="src/*.txt"'),
+        workdir=tmp_path,
+        durability="none",
+    )
+    assert run.run().state is RunState.COMPLETED
+    steps = [size for size, record in records(run.run_dir) if record["kind"] == "step"]
+    assert len(steps) > count
+    first, last = steps[5:55], steps[-60:-10]
+    assert max(last) <= max(first) * 1.05 + 16, (max(first), max(last))
+    full = [record for _, record in records(run.run_dir) if record["kind"] == "full"]
+    assert len(full) == 1 and full[0]["extensions"] is not None
+    data, _ = load_checkpoint(run.run_dir)
+    result = run.result()
+    assert data["completed_nodes"] == result.completed_nodes
+    assert data["context"] == json.loads(json.dumps(result.context, default=str))
+    assert data["extensions"]["evidence"]["records"] >= count
+
+
+def test_status_reads_a_5000_step_run_without_replaying_every_record(tmp_path: Path) -> None:
+    run = make_run(linear(5000), tmp_path, durability="none", checkpoint_history=1000)
+    for _ in range(4600):
+        run.step()
+    loaded = load_state(run.run_dir)
+    assert loaded.data["completed_nodes"] == run.completed_nodes
+    assert len(loaded.data["completed_nodes"]) == 4600
+    assert loaded.path == run.run_dir / CHECKPOINT_FILE
+    assert loaded.replayed < 4600 // 2, loaded.replayed
+    snapshots = len(list((run.run_dir / "checkpoints").iterdir()))
+    assert snapshots < 4600 // 50, "snapshots are rare: amortised O(1) bytes per step"
+    status = cli("status", str(run.run_dir), "--json", cwd=tmp_path)
+    assert status.returncode == 3, status.stderr
+    assert len(json.loads(status.stdout)["completed_nodes"]) == 4600
+
+
+def test_a_run_directory_of_the_old_format_gets_a_one_line_error(tmp_path: Path) -> None:
+    run = make_run(linear(3), tmp_path)
+    run.run(max_steps=2)
+    data = json.loads((run.run_dir / CHECKPOINT_FILE).read_text())
+    data["format"] = 1
+    del data["journal_offset"]
+    (run.run_dir / CHECKPOINT_FILE).write_text(json.dumps(data) + "\n")
+    (run.run_dir / JOURNAL_FILE).unlink()
+    for old in (run.run_dir / "checkpoints").iterdir():
+        old.unlink()
+    with pytest.raises(CheckpointError) as info:
+        Run.resume(run.run_dir)
+    message = str(info.value)
+    assert "format 1" in message and "format 2" in message and "\n" not in message
+    status = cli("status", str(run.run_dir), cwd=tmp_path)
+    assert status.returncode != 0
+    assert status.stderr.strip().count("\n") == 0 and "format 1" in status.stderr
+
+
+def test_a_torn_or_damaged_last_record_is_dropped_and_cut_on_resume(tmp_path: Path) -> None:
+    reference = make_run(linear(6), tmp_path / "ref").run()
+    run = make_run(linear(6), tmp_path / "w")
+    run.run(max_steps=2)
+    run.step()
+    journal = run.run_dir / JOURNAL_FILE
+    good = journal.read_bytes()
+    *_, last = good.splitlines(keepends=True)
+    assert load_checkpoint(run.run_dir)[0]["completed_nodes"] == run.completed_nodes
+    journal.write_bytes(good + last[: len(last) // 2])
+    assert load_checkpoint(run.run_dir)[0]["completed_nodes"] == run.completed_nodes
+    damaged = good[: -len(last)] + last.replace(b'"kind":"step"', b'"kind":"stop"')
+    assert damaged != good
+    journal.write_bytes(damaged + last[:10])
+    assert load_checkpoint(run.run_dir)[0]["completed_nodes"] == run.completed_nodes[:-1]
+    del run
+    again = Run.resume(journal.parent)
+    assert journal.read_bytes() == good[: -len(last)]
+    result = again.run()
+    assert result.completed_nodes == reference.completed_nodes
+    assert result.context == reference.context
+
+
+KILLED_AT_ONCE = r"""
+import os, signal, sys
+from pathlib import Path
+from freshness_magic.engine.pipeline import load_pipeline
+from freshness_magic.engine.run import Run
+
+class Die:
+    name = "die"
+    def on_run_start(self, run):
+        os.kill(os.getpid(), signal.SIGKILL)
+    def checkpoint_state(self):
+        return {}
+
+dot = "digraph g { start [shape=Mdiamond] a [prompt=x] done [shape=Msquare] start -> a -> done }"
+Run(load_pipeline(dot), workdir=sys.argv[1], run_id="r", extensions=[Die()]).run()
+"""
+
+
+def test_a_run_killed_in_its_first_milliseconds_resumes(tmp_path: Path) -> None:
+    proc = subprocess.run(
+        [sys.executable, "-c", KILLED_AT_ONCE, str(tmp_path)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert proc.returncode == -signal.SIGKILL, proc.stderr
+    run_dir = tmp_path / ".freshness" / "runs" / "r"
+    again = Run.resume(run_dir)
+    result = again.run()
+    assert result.state is RunState.COMPLETED
+    assert result.completed_nodes == ["start", "a", "done"]
+    assert result.context["graph.goal"] == ""
+
+
+def test_a_run_directory_with_a_manifest_but_no_state_says_how_to_start_over(
+    tmp_path: Path,
+) -> None:
+    folder = tmp_path / "early"
+    folder.mkdir()
+    (folder / MANIFEST_FILE).write_text('{"run_id": "early"}\n')
+    with pytest.raises(CheckpointError, match="stopped before its first checkpoint") as info:
+        Run.resume(folder)
+    assert "start the pipeline again with `run`" in str(info.value)
+    status = cli("status", str(folder), cwd=tmp_path)
+    assert status.returncode == 2 and "before its first checkpoint" in status.stderr
+
+
+def test_the_first_record_is_written_before_the_run_starts_anything(tmp_path: Path) -> None:
+    seen: list[bool] = []
+
+    class Probe:
+        name = "probe"
+
+        def on_run_start(self, run: Run) -> None:
+            seen.append((run.run_dir / JOURNAL_FILE).exists())
+
+        def checkpoint_state(self) -> dict[str, object]:
+            return {}
+
+    Run(graph(linear(1)), workdir=tmp_path, extensions=[Probe()]).start()  # type: ignore[list-item]
+    assert seen == [True]
+
+
+def test_state_patches_turn_the_old_state_into_the_new_one() -> None:
+    import copy
+    import random
+
+    from freshness_magic.engine.checkpoint import apply_patch
+    from freshness_magic.engine.persistence import state_patch
+
+    rng = random.Random(15)
+    old: dict[str, object] = {"index": {f"n{i}": f"t{i}" for i in range(100)}, "n": 1}
+    for _ in range(300):
+        new = copy.deepcopy(old)
+        index = new["index"]
+        assert isinstance(index, dict)
+        choice = rng.randrange(5)
+        if choice == 0:
+            index[f"n{rng.randrange(1000)}"] = f"t{rng.random()}"
+        elif choice == 1 and index:
+            del index[rng.choice(sorted(index))]
+        elif choice == 2:
+            new["n"] = rng.randrange(3)
+        elif choice == 3:
+            new[f"k{rng.randrange(5)}"] = {"deep": {"x": rng.randrange(3)}}
+        elif choice == 4 and len(new) > 2:
+            del new[rng.choice(sorted(k for k in new if k.startswith("k")) or ["n"])]
+        patched = copy.deepcopy(old)
+        apply_patch(patched, json.loads(json.dumps(state_patch(old, new))))
+        assert patched == new
+        old = new
+
+
+def test_a_step_with_freshness_and_evidence_makes_one_fsync_in_durable_mode(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "a.txt").write_text("a\n")
+    run = open_run(linear(30, 'prompt="x", source_files="src/*.txt"'), workdir=tmp_path)
+    run.start()
+    calls = [0]
+    real = os.fsync
+
+    def counting(fd: int) -> None:
+        calls[0] += 1
+        real(fd)
+
+    monkeypatch.setattr(os, "fsync", counting)
+    per_step = []
+    while not run.state.finished:
+        before = calls[0]
+        run.step()
+        per_step.append(calls[0] - before)
+    assert per_step and set(per_step) == {1}, per_step
+    strict = open_run(linear(3), workdir=tmp_path / "strict", durability="strict")
+    before = calls[0]
+    strict.step()
+    strict.step()
+    assert calls[0] - before > 2, "strict mode fsyncs every file"
+    with pytest.raises(RunError, match="durability 'sometimes' is not one of"):
+        open_run(linear(3), workdir=tmp_path / "bad", durability="sometimes")

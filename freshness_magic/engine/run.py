@@ -552,14 +552,12 @@ class Run:
 
     def _route(self, node: Node, outcome: Outcome) -> tuple[str, EdgeStep, Any]:
         memory = self._memory
-        with self._lock:
-            outcomes = dict(memory.outcomes)
         decision = route(
             self.graph,
             node,
             outcome,
             self._context,
-            outcomes=outcomes,
+            outcomes=memory.outcomes,  # no branch runs while the main path routes
             redirects=memory.redirects,
             exit_ids=self._exit_ids,
         )

@@ -155,7 +155,6 @@ class EvidenceExtension:
         self.validator: EvidenceValidator = validator or DefaultEvidenceValidator()
         self._facts: dict[str, _StepFacts] = {}
         self._records = 0
-        self._latest: dict[str, str] = {}
 
     # ----------------------------------------------------------------- run lifecycle
 
@@ -167,15 +166,14 @@ class EvidenceExtension:
         of its step, so the log is the more recent of the two)."""
         records = read_evidence_log(run.run_dir)
         self._records = len(records)
-        self._latest = {record.node_id: record.timestamp for record in records}
 
     def lint_rules(self) -> list[LintRule]:
         """The rules for this extension's attributes (see :mod:`freshness_magic.evidence.lint`)."""
         return evidence_rules()
 
     def checkpoint_state(self) -> dict[str, Any]:
-        """The evidence index: how many records were written and each node's latest timestamp."""
-        return {"records": self._records, "latest": dict(self._latest), "log": EVIDENCE_LOG}
+        """The evidence index: how many records the run log holds, and where it is."""
+        return {"records": self._records, "log": EVIDENCE_LOG}
 
     # ----------------------------------------------------------------- per attempt
 
@@ -323,7 +321,6 @@ class EvidenceExtension:
                 binding.end_step(run.workdir, node_id, run.run_id)
         if appended:
             self._records += 1
-        self._latest[node_id] = record.timestamp
         run.events.emit(
             EventType.EVIDENCE_RECORDED,
             node_id,

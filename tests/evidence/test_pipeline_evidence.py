@@ -456,7 +456,6 @@ def test_resume_in_a_new_process_keeps_one_log(repo: Path) -> None:
     assert checkpoint["extensions"]["evidence"]["records"] >= 3
     ext = next(e for e in resumed.extensions if isinstance(e, EvidenceExtension))
     assert ext.checkpoint_state()["records"] == 4
-    assert set(ext.checkpoint_state()["latest"]) == {"start", "ask", "done"}
 
 
 def test_work_summary_without_a_repository(plain_dir: Path) -> None:

@@ -89,6 +89,9 @@ def banner(pipeline: PipelineReadout) -> RunBanner | None:
     model = pipeline.model
     if pipeline.superseded:
         return make(kinds.SUPERSEDED, f"this view was replaced by a newer load of {pipeline.name}")
+    offer = pipeline.resume_offer
+    if offer is not None and not pipeline.has_run:
+        return make(kinds.RESUME, offer.describe(pipeline.name), offer.where or "")
     if model.dead_end is not None and model.snapshot.state in ("completed", "failed"):
         node = str(model.dead_end.get("node", ""))
         return make(kinds.DEAD_END, text.dead_end_text(model.dead_end), node)

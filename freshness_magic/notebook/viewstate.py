@@ -74,6 +74,8 @@ class BannerKind(StrEnum):
     DEAD_END = "dead_end"
     INTERRUPTED = "interrupted"
     SUPERSEDED = "superseded"
+    RESUME = "resume"
+    """An unfinished run of the same pipeline waits on disk (after a kernel restart)."""
     INFO = "info"
 
 

@@ -416,6 +416,8 @@ _ACTIONS: dict[str, _Factory] = {
     "retry": lambda w, _m, n: lambda: w._call("retry", n),
     "accept": lambda w, _m, n: lambda: w.pipeline.accept(n),
     "reset": lambda w, _m, _n: w.pipeline.reset,
+    "resume_offered": lambda w, _m, _n: w.pipeline.resume,
+    "start_new": lambda w, _m, _n: w.pipeline.start_new,
     "answer": lambda w, m, n: w._answer(n, str(m.get("choice", "")), str(m.get("comment", ""))),
 }
 """Actions that change the run: each gives the call to make (on a worker thread in a kernel)."""

@@ -306,3 +306,36 @@ def test_views_states_are_all_known(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     pipeline.run_to()
     assert {v.state for v in pipeline.views().values()} <= set(NodeState)
+
+
+def test_the_view_offers_an_unfinished_run_and_resumes_it(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """After a kernel restart the view shows a Resume / Start new banner; Resume reopens the run
+    at its gate, so the gate's buttons answer the run that waited on disk."""
+    first = load_review(shell, workdir)
+    first.run_to()
+    run_id = first.run.run_id
+    del shell.user_ns["review"]  # what a kernel restart leaves: nothing in memory
+    again = load_review(shell, workdir)
+    widget = again.widget
+    assert widget.banner["kind"] == "resume"
+    assert run_id in widget.banner["text"] and widget.banner["node"] == "approve"
+    widget.handle({"action": "resume_offered"})
+    assert again.run.run_id == run_id and again.resume_offer is None
+    assert widget.banner.get("kind") is None
+    assert states(widget)["approve"] == "waiting"
+    widget.handle({"action": "answer", "node": "approve", "choice": "Y"})
+    assert again.state_name == "completed"
+
+
+def test_the_view_can_decline_the_offer(shell: InteractiveShell, workdir: Path) -> None:
+    first = load_review(shell, workdir)
+    first.run_to()
+    old = first.run.run_dir
+    del shell.user_ns["review"]
+    again = load_review(shell, workdir)
+    again.widget.handle({"action": "start_new"})
+    assert again.resume_offer is None
+    assert again.widget.banner.get("kind") is None
+    assert again.run.run_dir != old

@@ -326,7 +326,7 @@ function render({ model, el }) {
     banner.dataset.kind = b.kind;
     if (b.node) banner.dataset.node = b.node; else delete banner.dataset.node;
     const label = { failed: "Run failed", dead_end: "Dead end", interrupted: "Stopped",
-      superseded: "Superseded", info: "Note" }[b.kind] || b.kind;
+      superseded: "Superseded", resume: "Unfinished run", info: "Note" }[b.kind] || b.kind;
     const head = h("strong", "fm-banner-kind", label);
     const text = h("span", "fm-banner-text", b.text || "");
     banner.replaceChildren(head, text);
@@ -334,6 +334,13 @@ function render({ model, el }) {
       const go = btn(`show ${b.node}`, "fm-banner-node", "Open this node's details");
       go.onclick = () => select(b.node);
       banner.append(go);
+    }
+    if (b.kind === "resume") {
+      const again = btn("Resume", "fm-banner-resume", "Reopen the unfinished run and go on");
+      again.onclick = () => send({ action: "resume_offered" });
+      const fresh = btn("Start new", "fm-banner-start-new", "Leave it on disk; start a new run");
+      fresh.onclick = () => send({ action: "start_new" });
+      banner.append(again, fresh);
     }
     if ((b.kind === "failed" || b.kind === "interrupted") && (model.get("run") || {}).can_retry) {
       const retry = btn("Retry", "fm-banner-retry", "Retry from the failed or stopped node");

@@ -4,7 +4,9 @@ drive a run, and a file saved while no cell runs turns its node stale on screen.
 
 from __future__ import annotations
 
+import json
 import subprocess
+import urllib.request
 from typing import Any
 
 import pytest
@@ -15,6 +17,7 @@ from tests.browser.lab import (
     error_outputs,
     open_lab_notebook,
     run_all_cells,
+    run_cell,
     save_screenshot,
     wait_kernel_idle,
     write_notebook,
@@ -161,4 +164,70 @@ def test_a_file_saved_while_idle_turns_its_node_stale(lab_server: Any, page: Any
         "notes.md saved by another program while no cell ran: `draft` drawn stale within a"
         " moment, without running a cell",
     )
+    assert error_outputs(page) == []
+
+
+GATED = """digraph gated {
+  start   [shape=Mdiamond]
+  draft   [prompt="draft"]
+  approve [shape=hexagon, label="Ship it?"]
+  done    [shape=Msquare]
+  start -> draft -> approve
+  approve -> done  [label="[Y] Yes"]
+  approve -> draft [label="[N] No"]
+}
+"""
+
+
+def restart_kernels(server: Any) -> None:
+    """Restart every running kernel through the server's REST API (as Kernel > Restart does)."""
+    with urllib.request.urlopen(server.page_url("/api/kernels"), timeout=30) as reply:
+        kernels = json.load(reply)
+    for kernel in kernels:
+        request = urllib.request.Request(
+            server.page_url(f"/api/kernels/{kernel['id']}/restart"), method="POST", data=b""
+        )
+        with urllib.request.urlopen(request, timeout=60):
+            pass
+
+
+def test_a_kernel_restart_offers_resume_and_it_resumes_at_the_gate(
+    lab_server: Any, page: Any
+) -> None:
+    """Run to the gate, restart the kernel, load the pipeline again: the view offers the run that
+    waits on disk; Resume reopens it at the gate and the answer finishes that run."""
+    write_notebook(
+        lab_server.root / "control_restart" / "gate.ipynb",
+        # the first cell shifts the execution counts, so each re-run after the restart gets a
+        # count its cell did not have before (what run_cell waits for)
+        [
+            "pass",
+            "%load_ext freshness_magic",
+            "%%pipeline gated\n" + GATED,
+            "%pipeline run",
+            "%pipeline resume approve --choice Y",
+        ],
+    )
+    open_lab_notebook(page, lab_server, "control_restart/gate.ipynb")
+    for index in range(4):
+        run_cell(page, index)
+    wait_node_states(page, {"approve": "waiting"})
+    restart_kernels(lab_server)
+    wait_kernel_idle(page)
+    run_cell(page, 1)
+    run_cell(page, 2)  # load again, do not run: the unfinished run is offered
+    offer = page.locator(f"{WIDGET} .fm-banner[data-kind='resume']")
+    offer.wait_for(state="visible", timeout=WAIT_MS)
+    assert "waits at approve" in offer.inner_text()
+    save_screenshot(
+        page,
+        "control_restart_offer",
+        page.locator(WIDGET),
+        "after a kernel restart, loading the pipeline again offers the run that waits at its"
+        " gate on disk: Resume or Start new",
+    )
+    page.locator(f"{WIDGET} .fm-banner-resume").click()
+    wait_node_states(page, {"approve": "waiting", "draft": "succeeded"})
+    run_cell(page, 4)  # the answer goes to the run that waited on disk
+    wait_node_states(page, {"approve": "succeeded", "done": "succeeded"})
     assert error_outputs(page) == []

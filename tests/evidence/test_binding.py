@@ -109,9 +109,14 @@ def test_resume_after_a_kill_between_record_and_checkpoint_keeps_one_record(
     run.step()  # start
     saved = tmp_path / "checkpoint-before-work.json"
     shutil.copy(run.run_dir / "checkpoint.json", saved)
+    journal = run.run_dir / "journal.jsonl"
+    journal_before = journal.stat().st_size
     history = set((run.run_dir / "checkpoints").iterdir())
-    run.step()  # work: its record is appended, then the checkpoint is written
-    # The disk as a kill right after the record (before the checkpoint) leaves it.
+    run.step()  # work: its evidence record is appended, then its journal record
+    run.close()
+    # The disk as a kill right after the evidence record (before the journal record) leaves it.
+    with journal.open("r+b") as handle:
+        handle.truncate(journal_before)
     shutil.copy(saved, run.run_dir / "checkpoint.json")
     for newer in set((run.run_dir / "checkpoints").iterdir()) - history:
         newer.unlink()

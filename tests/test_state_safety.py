@@ -17,6 +17,7 @@ from hypothesis import strategies as st
 
 from freshness_magic import atomicio
 from freshness_magic.engine.model import Edge, Graph, Node
+from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.run import Run, RunState
 from freshness_magic.errors import EvidenceError, StateFileError, UnsafePathError
 from freshness_magic.evidence.record import (
@@ -264,3 +265,11 @@ def test_resume_stops_a_tool_that_outlived_its_killed_driver(tmp_path: Path) -> 
         for _ in range(200):
             os.killpg(pgid, 0)
             time.sleep(0.05)
+
+
+def test_a_run_built_directly_refuses_a_linked_freshness_folder(tmp_path: Path) -> None:
+    """Not only the session: the engine's Run checks its run directory's path itself."""
+    work, outside = outside_link(tmp_path, ".freshness")
+    with pytest.raises(UnsafePathError, match="is a symbolic link"):
+        Run(load_pipeline(PIPELINE), workdir=work)
+    assert list(outside.iterdir()) == []

@@ -58,6 +58,7 @@ from freshness_magic.engine.routing import route
 from freshness_magic.engine.state import Durability, RunResult, RunState, StepResult
 from freshness_magic.engine.store import RunStore
 from freshness_magic.errors import CheckpointError, GateAnswerError, RunError
+from freshness_magic.pathsafety import check_state_path
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +123,7 @@ class Run:
         self.graph = graph
         self.workdir = Path(workdir).resolve()
         base = Path(runs_dir) if runs_dir is not None else self.workdir / ".freshness" / "runs"
+        check_state_path(base)  # a linked .freshness must not move the run out of the tree
         self._run_id = run_id or new_run_id()
         if not RUN_ID_RE.match(self._run_id):
             raise RunError(

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.engine.extensions import RunExtension
+from freshness_magic.engine.handlers.base import HandlerRegistry
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.run import Run
 from freshness_magic.evidence.validator import EvidenceValidator
@@ -119,14 +120,23 @@ def _load(pipeline: object) -> Graph:
     return load_pipeline(pipeline)
 
 
+def builtin_registry(backend: Any = None, interviewer: Any = None) -> HandlerRegistry:
+    """The built-in handlers with ``backend`` (a spec string, a callable, None: simulated)
+    resolved for codergen and ``interviewer`` answering gates (None: gates wait)."""
+    from freshness_magic.backends import is_simulated, resolve_backend
+    from freshness_magic.engine.handlers.builtin import default_registry
+
+    resolved = resolve_backend(backend)
+    chosen: Any = None if is_simulated(resolved) else resolved
+    return default_registry(backend=chosen, interviewer=interviewer)
+
+
 def _with_registry(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` with ``backend``/``interviewer`` turned into a built-in handler registry."""
     backend = kwargs.pop("backend", None)
     interviewer = kwargs.pop("interviewer", None)
     if kwargs.get("registry") is None and (backend is not None or interviewer is not None):
-        from freshness_magic.engine.handlers.builtin import default_registry
-
-        kwargs["registry"] = default_registry(backend=backend, interviewer=interviewer)
+        kwargs["registry"] = builtin_registry(backend, interviewer)
     return kwargs
 
 

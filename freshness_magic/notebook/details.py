@@ -37,6 +37,29 @@ class NodeDetails:
     retries: int
 
 
+NODE_FILES = (
+    ("prompt", "prompt.md"),
+    ("response", "response.md"),
+    ("stdout", "stdout.txt"),
+    ("stderr", "stderr.txt"),
+)
+"""Files of a node's folder the details panel shows (their tails)."""
+FILE_TAIL_BYTES = 4000
+
+
+def _tail(path: Path) -> str:
+    """The last ``FILE_TAIL_BYTES`` of a text file ('' when missing), never the whole file."""
+    try:
+        with path.open("rb") as handle:
+            handle.seek(0, 2)
+            size = handle.tell()
+            handle.seek(max(size - FILE_TAIL_BYTES, 0))
+            text = handle.read().decode("utf-8", "replace")
+    except OSError:
+        return ""
+    return text if size <= FILE_TAIL_BYTES else "…" + text
+
+
 def node_details(pipeline: PipelineReadout, node_id: str) -> NodeDetails:
     """The details of ``node_id`` from the last published views and the run folder on disk."""
     node = pipeline.require_node(node_id)
@@ -76,6 +99,13 @@ def details_dict(pipeline: PipelineReadout, node_id: str) -> dict[str, Any]:
     stale = pipeline.stale.get(node_id)
     if stale is not None:
         data["stale_files"] = [f"{f.path} ({f.label})" for f in stale.files]
+    run = pipeline.live_run
+    if run is not None:
+        folder = Path(run.run_dir) / "nodes" / node_id
+        for key, name in NODE_FILES:
+            tail = _tail(folder / name)
+            if tail:
+                data[key] = tail
     records = pipeline.evidence_records(node_id)
     if records:
         data["evidence"] = [text.evidence_row(r) for r in records[-3:]][::-1]

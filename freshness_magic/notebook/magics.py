@@ -164,6 +164,9 @@ class PipelineMagics(Magics):
             layout_cache=self.layout_cache,
             cells={k: v for k, v in cells.items() if k in graph.nodes},
         )
+        for key in ("backend", "executor"):  # the configured specs, so every action uses them
+            if getattr(self, key):
+                pipeline.run_options[key] = getattr(self, key)
         if resume and not self._call(pipeline.resume_latest):
             raise UsageError(
                 f"--resume: no saved run of {graph.name!r} under {workdir}/.freshness/runs"

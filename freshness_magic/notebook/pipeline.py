@@ -187,10 +187,9 @@ class NotebookPipeline(PipelineReadout):
             return
         registry = self.run_options.get("registry")
         if registry is None:
-            from freshness_magic.engine.handlers.builtin import default_registry
+            from freshness_magic.session import builtin_registry
 
-            backend = self.run_options.get("backend")
-            registry = default_registry(backend=None if isinstance(backend, str) else backend)
+            registry = builtin_registry(self.run_options.get("backend"))
             self.run_options["registry"] = registry
         registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
 

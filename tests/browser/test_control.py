@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+import sys
 import urllib.request
 from typing import Any
 
@@ -53,6 +54,7 @@ def test_stop_interrupts_a_running_tool(lab_server: Any, page: Any) -> None:
     open_lab_notebook(page, lab_server, "control_stop/stop.ipynb")
     run_all_cells(page)
     page.locator(f"{WIDGET} svg g.fm-node").nth(2).wait_for(timeout=WAIT_MS)
+    assert page.locator(f"{WIDGET} .fm-badge").inner_text() == "simulated LLM"
     page.locator(f"{WIDGET} .fm-run").click()
     wait_node_states(page, {"work": "running"})
     wait_until(sleeping, f"the tool `{SLEEP}` started")
@@ -230,4 +232,54 @@ def test_a_kernel_restart_offers_resume_and_it_resumes_at_the_gate(
     wait_node_states(page, {"approve": "waiting", "draft": "succeeded"})
     run_cell(page, 4)  # the answer goes to the run that waited on disk
     wait_node_states(page, {"approve": "succeeded", "done": "succeeded"})
+    assert error_outputs(page) == []
+
+
+AGENT = """import sys, time
+sys.stdin.read()
+for part in ("reviewed: ", "the login fix ", "looks right"):
+    print(part, end="", flush=True)
+    time.sleep(0.3)
+"""
+
+DRAFTING = """digraph drafting {
+  graph [goal="Ship the login fix"]
+  start [shape=Mdiamond]
+  draft [prompt="Summarise the change for $goal"]
+  done  [shape=Msquare]
+  start -> draft -> done
+}
+"""
+
+
+def test_the_backend_badge_and_a_streamed_response(lab_server: Any, page: Any) -> None:
+    """With an agent CLI chosen by %config the "simulated LLM" badge is gone and the agent's
+    streamed answer is in the node's details (the badge itself: the Stop test)."""
+    folder = lab_server.root / "control_backend"
+    folder.mkdir()
+    (folder / "agent.py").write_text(AGENT)
+    write_notebook(
+        folder / "agent.ipynb",
+        [
+            "%load_ext freshness_magic",
+            f"%config PipelineMagics.backend = 'command:{sys.executable} agent.py'",
+            "%%pipeline drafting\n" + DRAFTING,
+            "%pipeline run",
+        ],
+    )
+    open_lab_notebook(page, lab_server, "control_backend/agent.ipynb")
+    run_all_cells(page)
+    wait_node_states(page, {"draft": "succeeded", "done": "succeeded"})
+    assert page.locator(f"{WIDGET} .fm-badge").is_hidden()
+    page.locator(f"{WIDGET} svg g.fm-node[data-node='draft']").click()
+    response = page.locator(f"{WIDGET} .fm-details-response")
+    response.wait_for(state="visible", timeout=WAIT_MS)
+    assert "reviewed: the login fix looks right" in response.inner_text()
+    save_screenshot(
+        page,
+        "control_agent_response",
+        page.locator(WIDGET),
+        "an agent CLI chosen with %config PipelineMagics.backend: no 'simulated LLM' badge, and"
+        " the streamed answer in the draft node's details",
+    )
     assert error_outputs(page) == []

@@ -106,8 +106,8 @@ def details_dict(pipeline: PipelineReadout, node_id: str) -> dict[str, Any]:
             tail = _tail(folder / name)
             if tail:
                 data[key] = tail
-        if data.get("output") in (data.get("response"), data.get("stdout")):
-            data.pop("output")  # the streamed output is the response (or stdout) shown below
+        if "output" in data and data["output"] in (data.get("response"), data.get("stdout")):
+            del data["output"]  # the streamed output is the response (or stdout) shown below
     records = pipeline.evidence_records(node_id)
     if records:
         data["evidence"] = [text.evidence_row(r) for r in records[-3:]][::-1]

@@ -129,6 +129,15 @@ def reachable(succ: Mapping[str, set[str]], roots: Iterable[str]) -> set[str]:
     return seen
 
 
+def _running_why(output: str) -> str:
+    """A running node's tooltip: its latest streamed output line, if it printed any."""
+    lines = [line for line in output.splitlines() if line.strip()]
+    if not lines:
+        return "running"
+    last = lines[-1].strip()
+    return "running: " + (last if len(last) <= 160 else "…" + last[-159:])
+
+
 class ViewModel:
     """Node views of one pipeline: events folded in as they come, views published per step."""
 
@@ -179,7 +188,8 @@ class ViewModel:
             elif kind is EventType.STAGE_OUTPUT and node is not None:
                 text = self.outputs.get(node, "") + str(event.data.get("text", ""))
                 self.outputs[node] = text[-OUTPUT_TAIL:]
-                return False
+                if self.running is None or self.running[0] != node:
+                    return False  # shown live only on the running node (its tooltip)
             elif kind is EventType.DEAD_END:
                 self.dead_end = dict(event.data)
             elif kind in (EventType.PIPELINE_COMPLETED, EventType.PIPELINE_FAILED):
@@ -257,7 +267,9 @@ class ViewModel:
                 retry = self.retrying.get(node_id)
                 state = NodeState.RETRYING if retry else NodeState.RUNNING
                 view = NodeView(
-                    state, why=retry or "running", details={"started_at": self.running_since}
+                    state,
+                    why=retry or _running_why(self.outputs.get(node_id, "")),
+                    details={"started_at": self.running_since},
                 )
             elif node_id in self.interrupted and (node_id == nxt or node_id not in snap.outcomes):
                 view = NodeView(NodeState.INTERRUPTED, why=self.interrupted[node_id])

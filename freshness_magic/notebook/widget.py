@@ -71,8 +71,9 @@ EVIDENCE_ROWS = 8
 NOTE_CHARS = 240
 """An explanation sent with the states is cut here; the node's details have the whole text."""
 _QUIET = frozenset({NodeState.PENDING, NodeState.SUCCEEDED, NodeState.SKIPPED, NodeState.NEXT})
-_LIVE = frozenset({"stage_started", "stage_retrying", "stage_interrupted"})
-"""Mid-step events the view shows at once (a node starts, retries or stops)."""
+_LIVE = frozenset({"stage_started", "stage_retrying", "stage_interrupted", "stage_output"})
+"""Mid-step events the view shows at once (a node starts, retries, stops or prints; output
+events come at most every 0.1-0.2 s from their handlers)."""
 _STEP_END = frozenset(
     {
         "checkpoint_saved", "gate_waiting", "gate_answered", "pipeline_started",

@@ -43,3 +43,32 @@ def test_next_then_untaken_branch_skipped(shell: InteractiveShell, workdir: Path
     shell.run_line_magic("pipeline", "run")
     assert states(pipeline)["fix"] == "skipped" and states(pipeline)["done"] == "succeeded"
     assert NodeState.SKIPPED.value in shell.run_line_magic("pipeline", "status").text
+
+
+STREAMING_DOT = """digraph streaming {
+  start [shape=Mdiamond]
+  work  [shape=parallelogram, tool_command="printf 'building...\\\\n'; sleep 1; echo built"]
+  done  [shape=Msquare]
+  start -> work -> done
+}
+"""
+
+
+def test_a_running_nodes_tooltip_shows_its_latest_output(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """Issue 16: streamed output reaches the running node's tooltip while it runs."""
+    pipeline: NotebookPipeline = shell.run_cell_magic(
+        "pipeline", f"streaming --workdir {workdir}", STREAMING_DOT
+    )
+    seen: list[str] = []
+
+    def watch(_event: object = None) -> None:
+        view = pipeline.views()["work"]
+        if view.state is NodeState.RUNNING:
+            seen.append(view.why)
+
+    pipeline.subscribe(watch)
+    shell.run_line_magic("pipeline", "run")
+    assert "running: building..." in seen
+    assert pipeline.views()["work"].state is NodeState.SUCCEEDED

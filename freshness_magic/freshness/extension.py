@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.extensions import BaseRunExtension
-from freshness_magic.engine.handlers.codergen import prompt_input_entry
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.prompts import prompt_input_entry
 from freshness_magic.engine.validation import LintRule
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.check import FreshnessTracker

@@ -39,6 +39,7 @@ from freshness_magic.engine.handlers.llm import (
 )
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path
 
 STAGE_DIR_KEY = "internal.stage_dir"
 PROMPT_SUFFIX_KEY = "internal.prompt_suffix.{node_id}"
@@ -47,7 +48,6 @@ LLM_KEY = "llm.{node_id}"
 """Context key of the backend facts of a node's last call (backend, model, usage)."""
 
 _PLACEHOLDER = re.compile(r"\$goal\b|\{([A-Za-z_][A-Za-z0-9_.\-]*)\}")
-_PROMPT_FILE = re.compile(r"@(\S+)\Z")
 
 
 class PromptFileError(OSError):
@@ -68,36 +68,6 @@ def describe_backend(backend: object) -> str:
         return "simulated"
     name = getattr(backend, "__qualname__", type(backend).__qualname__)
     return f"python:{getattr(backend, '__module__', '?')}.{name}"
-
-
-def prompt_file_name(node: Node) -> str | None:
-    """The file named by ``prompt="@path"``, as written; None for an inline prompt."""
-    match = _PROMPT_FILE.match(node.prompt.strip())
-    return match.group(1) if match else None
-
-
-def prompt_file_path(node: Node, graph: Graph, workdir: Path | None = None) -> Path | None:
-    """Where the node's prompt file is: relative to the pipeline file's folder, else to
-    ``workdir`` (None when neither is known, or the prompt is inline)."""
-    name = prompt_file_name(node)
-    if name is None:
-        return None
-    given = Path(name).expanduser()
-    if given.is_absolute():
-        return given
-    if graph.path:
-        return Path(graph.path).resolve().parent / given
-    return None if workdir is None else Path(workdir) / given
-
-
-def prompt_input_entry(node: Node, graph: Graph) -> str | None:
-    """The prompt file as a freshness input entry: absolute for a pipeline with a path, else
-    relative to the working directory (where a pipeline without a path resolves it)."""
-    name = prompt_file_name(node)
-    if name is None:
-        return None
-    path = prompt_file_path(node, graph)
-    return os.fspath(path) if path is not None else name
 
 
 def _as_text(value: Any) -> str:

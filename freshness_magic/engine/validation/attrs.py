@@ -2,12 +2,10 @@
 
 from __future__ import annotations
 
-import difflib
 from collections.abc import Callable, Iterable
 from functools import lru_cache
 
 from freshness_magic.engine.gates import gate_question, match_choice, parse_accelerator
-from freshness_magic.engine.handlers.codergen import prompt_file_name, prompt_file_path
 from freshness_magic.engine.model import (
     SHAPE_TO_TYPE,
     Edge,
@@ -17,6 +15,7 @@ from freshness_magic.engine.model import (
     parse_duration,
     parse_int,
 )
+from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path
 from freshness_magic.engine.stylesheet import STYLE_PROPERTIES, parse_stylesheet
 from freshness_magic.engine.validation.core import (
     ERROR,
@@ -251,6 +250,8 @@ GRAPHVIZ_SHAPES = frozenset(
 
 def closest(value: str, choices: Iterable[str]) -> str | None:
     """The choice nearest to ``value`` (for "did you mean" hints), or None."""
+    import difflib  # only when a hint is needed: validation runs at every CLI start
+
     found = difflib.get_close_matches(value, sorted(choices), n=1, cutoff=0.5)
     return found[0] if found else None
 

@@ -1,0 +1,42 @@
+"""Prompt files: ``prompt="@path"`` names a file read at run time (a light module: validation
+and freshness use it without importing the codergen handler)."""
+
+from __future__ import annotations
+
+import os
+import re
+from pathlib import Path
+
+from freshness_magic.engine.model import Graph, Node
+
+_PROMPT_FILE = re.compile(r"@(\S+)\Z")
+
+
+def prompt_file_name(node: Node) -> str | None:
+    """The file named by ``prompt="@path"``, as written; None for an inline prompt."""
+    match = _PROMPT_FILE.match(node.prompt.strip())
+    return match.group(1) if match else None
+
+
+def prompt_file_path(node: Node, graph: Graph, workdir: Path | None = None) -> Path | None:
+    """Where the node's prompt file is: relative to the pipeline file's folder, else to
+    ``workdir`` (None when neither is known, or the prompt is inline)."""
+    name = prompt_file_name(node)
+    if name is None:
+        return None
+    given = Path(name).expanduser()
+    if given.is_absolute():
+        return given
+    if graph.path:
+        return Path(graph.path).resolve().parent / given
+    return None if workdir is None else Path(workdir) / given
+
+
+def prompt_input_entry(node: Node, graph: Graph) -> str | None:
+    """The prompt file as a freshness input entry: absolute for a pipeline with a path, else
+    relative to the working directory (where a pipeline without a path resolves it)."""
+    name = prompt_file_name(node)
+    if name is None:
+        return None
+    path = prompt_file_path(node, graph)
+    return os.fspath(path) if path is not None else name

@@ -310,25 +310,39 @@ LOG_TAIL_BYTES = 4 * MAX_EVIDENCE_BYTES
 
 
 def last_log_record(run_dir: str | os.PathLike[str]) -> EvidenceRecord | None:
-    """The last whole, valid record of the run's evidence log (reads only the log's tail)."""
+    """The last whole, valid record of the run's evidence log.
+
+    Reads only the log's tail, starting small and growing up to :data:`LOG_TAIL_BYTES`: the
+    check runs at every step, so its cost must not grow with the log.
+    """
     path = Path(run_dir) / EVIDENCE_LOG
     try:
         with path.open("rb") as handle:
             size = handle.seek(0, os.SEEK_END)
-            handle.seek(max(0, size - LOG_TAIL_BYTES))
-            tail = handle.read()
+            window = 16 * 1024
+            while True:
+                start = max(0, size - window)
+                handle.seek(start)
+                tail = handle.read()
+                lines = tail.split(b"\n")
+                complete = lines[1:-1] if start > 0 else lines[:-1]
+                found = _last_valid(complete)
+                if found is not None or start == 0 or window >= LOG_TAIL_BYTES:
+                    return found
+                window *= 4
     except OSError:
         return None
-    for raw in reversed(
-        tail.split(b"\n")[1:-1] if size > LOG_TAIL_BYTES else tail.split(b"\n")[:-1]
-    ):
+
+
+def _last_valid(lines: list[bytes]) -> EvidenceRecord | None:
+    for raw in reversed(lines):
         try:
             data = atomicio.loads_bounded(raw)
         except (ValueError, UnicodeDecodeError):
             continue
         if isinstance(data, dict):
-            found = data.get("nodeId")
-            return validate_evidence(data, found if isinstance(found, str) else "").record
+            node = data.get("nodeId")
+            return validate_evidence(data, node if isinstance(node, str) else "").record
     return None
 
 

@@ -62,18 +62,16 @@ class NotebookPipeline(PipelineReadout):
         self._install_cells()
         self.workdir.mkdir(parents=True, exist_ok=True)
         options = {k: v for k, v in self.run_options.items() if v not in (None, "")}
-        try:
-            if resume is not None:
-                run = session.resume_run(resume, **self._resume_options(resume))
-            else:
-                run = session.open_run(self.graph, workdir=self.workdir, **options)
-        except TypeError as exc:
-            asked = ", ".join(
-                f"{k}={options[k]!r}" for k in ("backend", "executor") if k in options
+        executor = options.pop("executor", None)
+        if executor is not None:
+            raise RunError(
+                f"executor {executor!r}: running nodes on another executor (Dask) is not "
+                "available yet; unset PipelineMagics.executor / drop --executor"
             )
-            if not asked:
-                raise
-            raise RunError(f"this install cannot open a run with {asked}: {exc}") from None
+        if resume is not None:
+            run = session.resume_run(resume, **self._resume_options(resume))
+        else:
+            run = session.open_run(self.graph, workdir=self.workdir, **options)
         self.resume_offer = None
         self._attach(run)
         return run
@@ -81,7 +79,7 @@ class NotebookPipeline(PipelineReadout):
     def _resume_options(self, run_dir: Path) -> dict[str, Any]:
         """Options of a resume: the loaded graph (it carries the ``%%node`` handlers) when the
         run was started from the same text, else the run's stored pipeline."""
-        keep = ("registry", "backend", "executor")
+        keep = ("registry", "backend")
         options = {k: v for k, v in self.run_options.items() if k in keep and v not in (None, "")}
         if run_dir_hash(run_dir) == source_hash(self.graph.source):
             options["graph"] = self.graph

@@ -14,8 +14,8 @@ from typing import Any
 from freshness_magic.backends.base import (
     ModelBackend,
     RetryableCallError,
+    client_module,
     http_error_text,
-    missing_extra,
     reply_from_text,
     retry_after_seconds,
 )
@@ -27,22 +27,13 @@ MAX_TOKENS = 4096
 THINKING_BUDGET = {"low": 1024, "medium": 4096, "high": 16384}
 
 
-def require_client() -> Any:
-    """The ``anthropic`` module, or the one-line error naming the extra."""
-    try:
-        import anthropic
-    except ImportError:
-        raise missing_extra("anthropic") from None
-    return anthropic
-
-
 class AnthropicBackend(ModelBackend):
     """``anthropic:MODEL[@BASE_URL]``."""
 
     name = "anthropic"
 
     def _client_for(self, base_url: str | None) -> Any:
-        anthropic = require_client()
+        anthropic = client_module("anthropic")
         try:
             return anthropic.Anthropic(base_url=base_url, max_retries=0)
         except anthropic.AnthropicError as exc:
@@ -51,7 +42,7 @@ class AnthropicBackend(ModelBackend):
             ) from None
 
     def _classify(self, exc: Exception) -> Exception:
-        anthropic = require_client()
+        anthropic = client_module("anthropic")
         if isinstance(exc, anthropic.APIStatusError):
             text = http_error_text(exc.status_code, exc.body, exc.message)
             if exc.status_code == 429 or exc.status_code >= 500:

@@ -10,6 +10,7 @@ text has been streamed (a retry would repeat it).
 
 from __future__ import annotations
 
+import importlib
 import os
 import random
 import time
@@ -55,6 +56,15 @@ def missing_extra(package: str) -> BackendError:
         f"the {package} backend needs the {package!r} package: "
         f"pip install 'freshness_magic[{package}]'"
     )
+
+
+def client_module(package: str) -> Any:
+    """The optional client library ``package`` (the extra of the same name), imported, or the
+    one-line error naming the extra."""
+    try:
+        return importlib.import_module(package)
+    except ImportError:
+        raise missing_extra(package) from None
 
 
 @dataclass(frozen=True)

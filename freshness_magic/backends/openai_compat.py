@@ -16,8 +16,8 @@ from typing import Any
 from freshness_magic.backends.base import (
     ModelBackend,
     RetryableCallError,
+    client_module,
     http_error_text,
-    missing_extra,
     reply_from_text,
     retry_after_seconds,
 )
@@ -28,22 +28,13 @@ from freshness_magic.errors import BackendError
 LOCAL_PLACEHOLDER_KEY = "not-needed"
 
 
-def require_client() -> Any:
-    """The ``openai`` module, or the one-line error naming the extra."""
-    try:
-        import openai
-    except ImportError:
-        raise missing_extra("openai") from None
-    return openai
-
-
 class OpenAIBackend(ModelBackend):
     """``openai:MODEL[@BASE_URL]``."""
 
     name = "openai"
 
     def _client_for(self, base_url: str | None) -> Any:
-        openai = require_client()
+        openai = client_module("openai")
         api_key = None
         if base_url and not os.environ.get("OPENAI_API_KEY"):
             api_key = LOCAL_PLACEHOLDER_KEY
@@ -56,7 +47,7 @@ class OpenAIBackend(ModelBackend):
             ) from None
 
     def _classify(self, exc: Exception) -> Exception:
-        openai = require_client()
+        openai = client_module("openai")
         if isinstance(exc, openai.APIStatusError):
             text = http_error_text(exc.status_code, exc.body, exc.message)
             if exc.status_code == 429 or exc.status_code >= 500:

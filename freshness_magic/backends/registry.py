@@ -32,15 +32,16 @@ def _build(spec: BackendSpec) -> StreamingBackend:
 
         return SimulatedBackend()
     if spec.kind == "openai":
-        from freshness_magic.backends.openai_compat import OpenAIBackend, require_client
+        from freshness_magic.backends.base import client_module
+        from freshness_magic.backends.openai_compat import OpenAIBackend
 
-        require_client()
+        client_module("openai")
         return OpenAIBackend(ModelSettings("openai", spec.model, spec.base_url))
     if spec.kind == "anthropic":
         from freshness_magic.backends.anthropic_api import AnthropicBackend
-        from freshness_magic.backends.anthropic_api import require_client as need_anthropic
+        from freshness_magic.backends.base import client_module
 
-        need_anthropic()
+        client_module("anthropic")
         return AnthropicBackend(ModelSettings("anthropic", spec.model, spec.base_url))
     if spec.kind == "command":
         from freshness_magic.backends.command import CommandBackend

@@ -101,7 +101,7 @@ def test_run_with_answers_completes_with_exit_0_and_progress_lines(tmp_path: Pat
     lines = proc.stdout.splitlines()
     progress = [line.split()[1] for line in lines if line.startswith("  ok")]
     assert progress == ["start", "draft", "approve", "draft", "approve", "done"]
-    assert lines[-1].startswith("completed: 6 step(s); run dir ")
+    assert lines[-1].startswith("completed: 6 node(s) run; run dir ")
 
 
 def test_auto_approve_takes_the_first_choice(tmp_path: Path) -> None:

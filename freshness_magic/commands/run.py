@@ -136,7 +136,10 @@ class Progress:
             self._print(f"  {'...':<7} {node}", end="\r")
         elif event.type in (EventType.STAGE_COMPLETED, EventType.STAGE_FAILED):
             status = str(data.get("status", ""))
-            note = str(data.get("failure_reason") or data.get("notes") or "")
+            # one line per node: the whole reason (stderr tail) is in the summary and status
+            note = (
+                str(data.get("failure_reason") or data.get("notes") or "").splitlines() or [""]
+            )[0]
             if branch_of:
                 note = f"[branch of {branch_of}] {note}"
             duration = float(data.get("duration") or 0.0)
@@ -236,7 +239,7 @@ def print_summary(result: RunResult, out: IO[str]) -> None:
 
     run_dir = result.run_dir
     if result.status == "completed":
-        print(f"completed: {len(result.completed_nodes)} step(s); run dir {run_dir}", file=out)
+        print(f"completed: {len(result.completed_nodes)} node(s) run; run dir {run_dir}", file=out)
         if result.dead_end is not None:
             print(f"note: the run {result.dead_end.describe()}", file=out)
     elif result.status == "failed":

@@ -125,3 +125,8 @@ class StateFileError(FreshnessMagicError, ValueError):
     It is a ``ValueError`` too, so every reader that already treats undecodable JSON as damaged
     (skip the line, fall back to an older checkpoint) treats these files the same way.
     """
+
+
+class ClusterError(FreshnessMagicError):
+    """An executor spec that cannot be used (unknown form, the ``distributed`` extra missing, no
+    scheduler at the address) or a cluster whose workers cannot see the work directory."""

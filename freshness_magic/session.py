@@ -10,6 +10,7 @@ import logging
 from pathlib import Path
 from typing import Any
 
+from freshness_magic.cluster import Cluster
 from freshness_magic.engine.extensions import RunExtension
 from freshness_magic.engine.handlers.base import HandlerRegistry
 from freshness_magic.engine.model import Graph
@@ -140,10 +141,34 @@ def _with_registry(kwargs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+def _open_executor(
+    graph: Graph, workdir: str | Path, executor: str | Cluster | None
+) -> tuple[Cluster | None, bool]:
+    """The cluster ``executor`` names (else the graph's ``executor`` attribute), its workers
+    checked to see ``workdir``, and whether it was started here (then it closes with the run)."""
+    from freshness_magic.cluster import open_cluster
+
+    if executor is None:
+        executor = graph.attrs.get("executor", "")
+    if not isinstance(executor, str):
+        executor.check_workdir(Path(workdir))
+        return executor, False
+    cluster = open_cluster(executor)
+    if cluster is None:
+        return None, False
+    try:
+        cluster.check_workdir(Path(workdir))
+    except BaseException:
+        cluster.close()
+        raise
+    return cluster, True
+
+
 def open_run(
     pipeline: Graph | str | Path | object,
     *,
     workdir: str | Path = ".",
+    executor: str | Cluster | None = None,
     extensions: list[RunExtension] | None = None,
     extension_options: dict[str, Any] | None = None,
     evidence_validator: EvidenceValidator | None = None,
@@ -157,8 +182,10 @@ def open_run(
     ``backend`` is a spec string (``openai:gpt-4o-mini``, see ``freshness_magic.backends``), a
     callable or None (simulated); a spec string is remembered in the run directory for resume.
     ``backend`` and ``interviewer`` (human gates) configure the built-in handler registry when
-    no ``registry`` is given. Other ``kwargs`` go to :class:`Run` (``runs_dir``, ``run_id``,
-    ``registry``, ``clock``, ``sleep``, ...).
+    no ``registry`` is given. ``executor`` says where tool commands run: a spec (``"dask"``,
+    ``"dask://HOST:PORT"``, ``"local"``) or a :class:`~freshness_magic.cluster.Cluster`; None
+    takes the graph's ``executor`` attribute. Other ``kwargs`` go to :class:`Run`
+    (``runs_dir``, ``run_id``, ``registry``, ``clock``, ``sleep``, ...).
     """
     graph = _load(pipeline)
     spec = _resolved_backend(kwargs)
@@ -169,7 +196,16 @@ def open_run(
             options["evidence_validator"] = evidence_validator
         extensions = default_extensions(workdir, **options)
     check_state_dirs(workdir, kwargs.get("runs_dir"))
-    run = Run(graph, workdir=workdir, extensions=extensions, **kwargs)
+    cluster, owned = _open_executor(graph, workdir, executor)
+    dispatch = cluster.dispatch if cluster is not None else None
+    try:
+        run = Run(graph, workdir=workdir, extensions=extensions, dispatch=dispatch, **kwargs)
+    except BaseException:
+        if owned and cluster is not None:
+            cluster.close()
+        raise
+    if owned and cluster is not None:
+        run.close_with(cluster.close)
     clean_stale_temp_files(run.run_dir, run.workdir)
     _remember_backend(run, spec)
     return run
@@ -182,11 +218,13 @@ def resume_run(
     extension_options: dict[str, Any] | None = None,
     workdir: str | Path | None = None,
     evidence_validator: EvidenceValidator | None = None,
+    executor: str | Cluster | None = None,
     **kwargs: Any,
 ) -> Run:
     """Restore the run in ``run_dir`` (newest valid checkpoint) with the default extensions.
 
     Without ``backend`` the run gets the backend it was opened with (when that was a spec).
+    ``executor`` is as for :func:`open_run` (None: the pipeline's ``executor`` attribute).
     """
     if kwargs.get("backend") is None:
         kwargs["backend"] = remembered_backend(run_dir)
@@ -208,4 +246,13 @@ def resume_run(
 
     for message in reap_survivors(run.run_dir):
         log.warning("%s: %s", run.run_dir, message)
+    try:
+        cluster, owned = _open_executor(run.graph, run.workdir, executor)
+    except BaseException:
+        run.close()
+        raise
+    if cluster is not None:
+        run.dispatch = cluster.dispatch
+        if owned:
+            run.close_with(cluster.close)
     return run

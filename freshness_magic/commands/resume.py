@@ -44,12 +44,13 @@ def register(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import resume_run
 
-    run = resume_run(args.run_dir, backend=args.backend)
-    if args.accept:
-        from freshness_magic.freshness.extension import accept_changes
+    run = resume_run(args.run_dir, backend=args.backend, executor=args.executor)
+    with run:
+        if args.accept:
+            from freshness_magic.freshness.extension import accept_changes
 
-        for node_id in args.accept:
-            accept_changes(run, node_id)
-    if args.retry is not None:
-        run.retry(args.retry or None)
-    return drive(run, args, every_answer=True)
+            for node_id in args.accept:
+                accept_changes(run, node_id)
+        if args.retry is not None:
+            run.retry(args.retry or None)
+        return drive(run, args, every_answer=True)

@@ -78,6 +78,12 @@ def add_drive_options(parser: argparse.ArgumentParser) -> None:
         help="codergen backend: simulated (default), openai:MODEL[@BASE_URL], anthropic:MODEL, "
         "command:COMMAND LINE, python:MODULE:FUNCTION (resume: the run's own by default)",
     )
+    parser.add_argument(
+        "--executor",
+        metavar="SPEC",
+        help="where tool commands run: local, dask (a Dask cluster on this machine) or "
+        "dask://HOST:PORT (default: the pipeline's executor attribute, else local)",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
 
 
@@ -179,6 +185,8 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     auto = AutoApproveInterviewer() if args.auto_approve else None
     out = sys.stderr if args.json else sys.stdout
     print_backend(run, out)
+    if run.dispatch is not None:
+        print(f"executor: {run.dispatch.label}", file=out, flush=True)
     listener = run.events.subscribe(Progress(out))
     try:
         while True:
@@ -286,5 +294,12 @@ def main(args: argparse.Namespace) -> int:
     workdir = _usable_dir(Path(args.workdir), "--workdir")
     if args.runs_dir is not None:
         _usable_dir(Path(args.runs_dir), "--runs-dir", probe=True)
-    run = open_run(pipeline, workdir=workdir, runs_dir=args.runs_dir, backend=args.backend)
-    return drive(run, args)
+    run = open_run(
+        pipeline,
+        workdir=workdir,
+        runs_dir=args.runs_dir,
+        backend=args.backend,
+        executor=args.executor,
+    )
+    with run:
+        return drive(run, args)

@@ -20,6 +20,9 @@ Errors, each turned into an outcome rather than raised:
 - (c) ``interrupt()`` or a KeyboardInterrupt while the node runs: the node is *interrupted*: no
   outcome is recorded, STAGE_INTERRUPTED is emitted and the caller pauses the run there.
 
+The handler call of a portable handler goes to the run's :class:`~.dispatch.Dispatch` when it
+has one (a cluster); everything else in this list stays on the driver.
+
 Extension hooks run under one lock, so branches running in threads call them one at a time; a
 branch's hooks see the branch's context as ``run.context`` (see ``Run.context_scope``).
 """
@@ -36,6 +39,7 @@ from typing import TYPE_CHECKING, Any
 
 from freshness_magic.atomicio import loads_bounded, write_json_atomic
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.dispatch import call_remote, ships
 from freshness_magic.engine.edges import EdgeStep
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import BranchStep, StepEnv
@@ -313,13 +317,18 @@ class NodeExecutor:
             self._active.add(cancel)
             if self._stop.is_set():
                 cancel.set()
+        work = handler.execute
+        dispatch = run.dispatch
+        if dispatch is not None and ships(dispatch, node, handler):
+
+            def work(node: Node, context: Context, env: StepEnv) -> Outcome:
+                return call_remote(dispatch, handler, node, context, env, timeout)
+
         try:
             if timeout:
-                result: object = self._call_with_timeout(
-                    handler.execute, node, context, env, timeout
-                )
+                result: object = self._call_with_timeout(work, node, context, env, timeout)
             else:
-                result = handler.execute(node, context, env)
+                result = work(node, context, env)
         except _TimedOut:
             cancel.set()
             return failed(f"timed out after {timeout:g}s")

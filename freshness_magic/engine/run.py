@@ -29,6 +29,7 @@ from typing import Any
 from freshness_magic.atomicio import ensure_ignored_dir, read_jsonl
 from freshness_magic.engine.checkpoint import has_state, load_state
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.dispatch import Dispatch
 from freshness_magic.engine.edges import EdgeStep
 from freshness_magic.engine.events import EventBus, EventType
 from freshness_magic.engine.execute import NodeExecutor, NodeRun, Timing
@@ -88,8 +89,10 @@ class Run:
     codergen backend; :func:`freshness_magic.session.open_run` builds one from a backend and an
     interviewer). ``clock``, ``wall_clock``, ``sleep`` and ``rng`` are injectable so tests run
     instantly and deterministically. ``checkpoint_history`` bounds the ``checkpoints/`` folder;
-    ``durability`` says what is fsynced (:class:`~.state.Durability`). A started or resumed run
-    holds its run directory's driver lock until :meth:`close` (or the object is collected).
+    ``durability`` says what is fsynced (:class:`~.state.Durability`). ``dispatch`` sends the
+    work of portable nodes (tool commands) to an executor such as a Dask cluster
+    (:mod:`.dispatch`). A started or resumed run holds its run directory's driver lock until
+    :meth:`close` (or the object is collected).
     The run directory is ``runs_dir/run_id`` (default ``workdir/.freshness/runs/<stamp>-<hex>``).
     """
 
@@ -109,12 +112,16 @@ class Run:
         checkpoint_history: int = 50,
         backoff: BackoffConfig | None = None,
         durability: Durability | str = Durability.DURABLE,
+        dispatch: Dispatch | None = None,
         _restore: dict[str, Any] | None = None,
     ) -> None:
         from freshness_magic.engine.validation import validate_or_raise
 
         self.registry = registry if registry is not None else default_registry()
         self.extensions: list[RunExtension] = list(extensions)
+        self.dispatch = dispatch
+        """Where portable node work runs (a cluster); None: in this process."""
+        self._closers: list[Callable[[], None]] = []
         validate_or_raise(
             graph,
             extra_rules=[rule for ext in self.extensions for rule in extension_rules(ext)],
@@ -685,8 +692,15 @@ class Run:
             self.events.emit(EventType.CHECKPOINT_SAVED, self.current_node, {"path": str(path)})
 
     def close(self) -> None:
-        """Release the run directory's driver lock (another process may then drive the run)."""
+        """Release the run directory's driver lock (another process may then drive the run)
+        and what the run was given to close with it (:meth:`close_with`)."""
         self._store.release()
+        while self._closers:
+            self._closers.pop()()
+
+    def close_with(self, closer: Callable[[], None]) -> None:
+        """Call ``closer`` when the run closes (e.g. a cluster started for this run)."""
+        self._closers.append(closer)
 
     def __enter__(self) -> Run:
         return self

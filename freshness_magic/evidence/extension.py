@@ -24,7 +24,8 @@ node_record (whether the node wrote its own record), node_timestamp (the timesta
 wrote), node_file_digest (the content digest of the node's file that counted), step (the step's
 index in the run: with run_id, node and attempt the record's identity), invalid_node_record (the
 text of an invalid file the node wrote), evidence_file, next_node; for codergen nodes llm
-(backend, model, usage).
+(backend, model, usage); for a node run on a cluster worker (executor, worker, address, host,
+pid, seconds).
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from freshness_magic.engine.dispatch import WORKER_KEY
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.codergen import LLM_KEY, PROMPT_SUFFIX_KEY
 from freshness_magic.engine.model import NON_WORK_HANDLER_TYPES, Node, is_work_type
@@ -396,6 +398,9 @@ class EvidenceExtension:
         llm = outcome.context_updates.get(LLM_KEY.format(node_id=node.id))
         if llm:
             engine_facts["llm"] = llm
+        worker = outcome.context_updates.get(WORKER_KEY.format(node_id=node.id))
+        if worker:
+            engine_facts["worker"] = worker
         hub_seq = run.context.get_string(f"hub.{node.id}.seq")
         if hub_seq:
             engine_facts["hub_seq"] = int(hub_seq)

@@ -190,6 +190,9 @@ class _Follower:
 class ToolHandler:
     """Runs a node's ``tool_command``; non-zero exit, timeout or a stop is FAIL with the details."""
 
+    portable = True
+    """The command can run on any worker that sees the work directory (see engine/dispatch.py)."""
+
     def __init__(
         self,
         output_chars: int = OUTPUT_CONTEXT_CHARS,

@@ -1,0 +1,85 @@
+"""Where node work runs: executor specs (``dask``, ``dask://host:8786``) turned into a cluster.
+
+:func:`open_cluster` reads a spec; the result gives the engine a
+:class:`~freshness_magic.engine.dispatch.Dispatch` and checks that every worker sees the work
+directory at the same path. The engine itself knows only ``concurrent.futures``; Dask is loaded
+here, and only when a spec asks for it (the ``distributed`` extra).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Protocol
+
+from freshness_magic.engine.dispatch import Dispatch
+from freshness_magic.errors import ClusterError
+
+__all__ = ["Cluster", "ExecutorSpec", "open_cluster", "parse_executor"]
+
+LOCAL_SPECS = ("", "local")
+SPEC_HELP = (
+    'use "local" (run node work in this process), "dask" (a Dask LocalCluster on this machine) '
+    'or "dask://HOST:PORT" (an existing Dask scheduler)'
+)
+
+
+class Cluster(Protocol):
+    """A running cluster the driver sends node work to."""
+
+    @property
+    def dispatch(self) -> Dispatch: ...
+
+    def check_workdir(self, workdir: Path) -> None:
+        """Raise ClusterError naming each worker that cannot see ``workdir``."""
+
+    def describe(self) -> str: ...
+
+    def close(self) -> None: ...
+
+
+@dataclass(frozen=True)
+class ExecutorSpec:
+    """A parsed executor spec: ``kind`` is ``local`` or ``dask``; ``address`` a scheduler's."""
+
+    kind: str
+    address: str = ""
+
+    @property
+    def local(self) -> bool:
+        return self.kind == "local"
+
+    def text(self) -> str:
+        if self.address:
+            return self.address
+        return self.kind
+
+
+def parse_executor(spec: str) -> ExecutorSpec:
+    """Parse ``spec`` (see :data:`SPEC_HELP`); ClusterError on anything else."""
+    text = spec.strip()
+    if text in LOCAL_SPECS:
+        return ExecutorSpec("local")
+    if text == "dask":
+        return ExecutorSpec("dask")
+    if text.startswith(("dask://", "tcp://", "tls://")):
+        rest = text.split("://", 1)[1]
+        host, _, port = rest.rpartition(":")
+        if not host or not port.isdigit():
+            raise ClusterError(
+                f"executor {spec!r}: the scheduler address needs a host and a port "
+                "(dask://HOST:PORT, e.g. dask://127.0.0.1:8786)"
+            )
+        scheme = "tcp" if text.startswith("dask://") else text.split("://", 1)[0]
+        return ExecutorSpec("dask", f"{scheme}://{rest}")
+    raise ClusterError(f"executor {spec!r} is not known; {SPEC_HELP}")
+
+
+def open_cluster(spec: str) -> Cluster | None:
+    """The cluster ``spec`` names, started or connected (None for local execution)."""
+    parsed = parse_executor(spec)
+    if parsed.local:
+        return None
+    from freshness_magic.cluster.daskcluster import DaskCluster
+
+    return DaskCluster.open(parsed)

@@ -15,7 +15,7 @@ from typing import Protocol
 from freshness_magic.engine.dispatch import Dispatch
 from freshness_magic.errors import ClusterError
 
-__all__ = ["Cluster", "ExecutorSpec", "open_cluster", "parse_executor"]
+__all__ = ["Cluster", "ClusterPool", "ExecutorSpec", "open_cluster", "parse_executor"]
 
 LOCAL_SPECS = ("", "local")
 SPEC_HELP = (
@@ -83,3 +83,27 @@ def open_cluster(spec: str) -> Cluster | None:
     from freshness_magic.cluster.daskcluster import DaskCluster
 
     return DaskCluster.open(parsed)
+
+
+class ClusterPool:
+    """Clusters kept open for a long-lived driver (a kernel), one per spec, shared by its runs."""
+
+    def __init__(self) -> None:
+        self._open: dict[str, Cluster] = {}
+
+    def get(self, spec: str) -> Cluster | None:
+        """The open cluster for ``spec``, started or connected on first use (None: local)."""
+        parsed = parse_executor(spec)
+        if parsed.local:
+            return None
+        cluster = self._open.get(parsed.text())
+        if cluster is None:
+            cluster = open_cluster(spec)
+            assert cluster is not None
+            self._open[parsed.text()] = cluster
+        return cluster
+
+    def close(self) -> None:
+        """Close every cluster (a later :meth:`get` opens a new one)."""
+        while self._open:
+            self._open.popitem()[1].close()

@@ -134,6 +134,9 @@ def run_remote(call: RemoteCall) -> RemoteResult:
         if reaped:
             reason += f"; {reaped}"
         return RemoteResult(Outcome(status=StageStatus.FAIL, failure_reason=reason), [], worker)
+    if call.stop_file.exists():
+        outcome = Outcome(status=StageStatus.FAIL, failure_reason="interrupted before it started")
+        return RemoteResult(outcome, [], worker)
     atomicio.write_json_atomic(call.marker, worker)
     cancel = threading.Event()
     done = threading.Event()
@@ -185,8 +188,9 @@ def call_remote(
 ) -> Outcome:
     """Ship one attempt of ``node`` to ``dispatch`` and wait for it (on the driver).
 
-    ``env.cancel`` (Stop, or the executor's own timeout) writes the stop file and cancels the
-    future; the worker then ends the work and reports. A call that fails to come back (a lost
+    ``env.cancel`` (Stop, or the executor's own timeout) writes the stop file; the worker then
+    ends the work (a call not started yet does not start it) and reports. Only a worker that
+    does not report within :data:`STOP_GRACE_SECONDS` has its future cancelled. A call that fails to come back (a lost
     worker, an executor error) is a FAIL with the reason, never a hang.
     """
     why_not = dispatch.unshippable(handler)
@@ -230,8 +234,8 @@ def call_remote(
         if env.cancel.is_set() and stopped_at is None:
             stopped_at = time.monotonic()
             atomicio.write_atomic(call.stop_file, "stop\n")
-            future.cancel()
         if stopped_at is not None and time.monotonic() - stopped_at > STOP_GRACE_SECONDS:
+            future.cancel()
             return _lost(node, dispatch, "the worker did not report back after the stop")
     for kind, data in result.events:
         env.emit(kind, data)

@@ -24,6 +24,7 @@ from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
 from traitlets import Bool, Unicode
 
+from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine.model import Graph
 from freshness_magic.errors import FreshnessMagicError, ParseError, ValidationError
 from freshness_magic.notebook.arguments import (
@@ -63,6 +64,7 @@ class PipelineMagics(Magics):
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)
         self.layout_cache = LayoutCache()
+        self.clusters = ClusterPool()
         self.hub_handler: HubHandler | None = None
         self._pipeline_parser = build_pipeline_parser()
         self._cell_parser = build_cell_parser()
@@ -162,6 +164,7 @@ class PipelineMagics(Magics):
             workdir=workdir,
             namespace=namespace,
             layout_cache=self.layout_cache,
+            clusters=self.clusters,
             cells={k: v for k, v in cells.items() if k in graph.nodes},
         )
         for key in ("backend", "executor"):  # the configured specs, so every action uses them
@@ -332,6 +335,7 @@ class PipelineMagics(Magics):
             close()
         for pipeline in self.pipelines().values():
             pipeline.close()
+        self.clusters.close()
 
     @no_var_expand
     @cell_magic

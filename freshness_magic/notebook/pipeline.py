@@ -62,16 +62,13 @@ class NotebookPipeline(PipelineReadout):
         self._install_cells()
         self.workdir.mkdir(parents=True, exist_ok=True)
         options = {k: v for k, v in self.run_options.items() if v not in (None, "")}
-        executor = options.pop("executor", None)
-        if executor is not None:
-            raise RunError(
-                f"executor {executor!r}: running nodes on another executor (Dask) is not "
-                "available yet; unset PipelineMagics.executor / drop --executor"
-            )
+        spec = options.pop("executor", None) or self.graph.attrs.get("executor", "")
+        executor = self.clusters.get(spec) or "local"
         if resume is not None:
-            run = session.resume_run(resume, **self._resume_options(resume))
+            options = self._resume_options(resume)
+            run = session.resume_run(resume, executor=executor, **options)
         else:
-            run = session.open_run(self.graph, workdir=self.workdir, **options)
+            run = session.open_run(self.graph, workdir=self.workdir, executor=executor, **options)
         self.resume_offer = None
         self._attach(run)
         return run

@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
+from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.errors import RunError
@@ -41,6 +42,8 @@ class PipelineReadout:
     workdir: Path
     namespace: dict[str, Any] = field(default_factory=dict)
     layout_cache: LayoutCache = field(default_factory=LayoutCache)
+    clusters: ClusterPool = field(default_factory=ClusterPool)
+    """The kernel's open clusters (``executor`` specs), shared by every pipeline's runs."""
     run_options: dict[str, Any] = field(default_factory=dict)
     cells: dict[str, str] = field(default_factory=dict)
     loaded_at: int = field(default_factory=time.monotonic_ns)

@@ -1,0 +1,246 @@
+"""Node work on a real Dask cluster (2 worker processes on 127.0.0.1), the run on the driver."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.cluster import parse_executor
+from freshness_magic.cluster.daskcluster import DaskCluster
+from freshness_magic.engine import RunState
+from freshness_magic.errors import ClusterError
+from freshness_magic.session import open_run, resume_run
+from tests.waiting import wait_until
+
+
+def fan_out(branches: int, command: str, *, extra: str = "", after: str = "done") -> str:
+    """A pipeline: start -> fan (parallel) -> b0..bN (tool) -> join -> AFTER -> done."""
+    nodes = "\n".join(
+        f'  b{i} [shape=parallelogram, tool_command="{command.format(i=i)}"{extra}]'
+        for i in range(branches)
+    )
+    edges = "\n".join(f"  fan -> b{i}; b{i} -> join" for i in range(branches))
+    gate = ""
+    if after != "done":
+        gate = (
+            f'  {after} [shape=hexagon, label="Ship it?"]\n'
+            f'  {after} -> done [label="[Y] Yes"]\n  {after} -> fan [label="[N] No"]\n'
+        )
+    return (
+        "digraph fan {\n  start [shape=Mdiamond]\n  done [shape=Msquare]\n"
+        f"  fan [shape=component, max_parallel={branches}]\n  join [shape=tripleoctagon]\n"
+        f"{nodes}\n{gate}  start -> fan\n{edges}\n  join -> {after}\n}}\n"
+    )
+
+
+def evidence_log(run_dir: Path) -> list[dict]:
+    lines = (run_dir / "evidence.jsonl").read_text(encoding="utf-8").splitlines()
+    return [json.loads(line) for line in lines if line.strip()]
+
+
+def worker_pids(cluster: DaskCluster) -> dict[str, int]:
+    return cluster.client.run(os.getpid)
+
+
+def group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    return True
+
+
+def test_eight_branch_fan_out_runs_on_the_workers(
+    tmp_path: Path, dask_cluster: DaskCluster
+) -> None:
+    dot = fan_out(8, "echo $PPID > ppid{i}.txt")
+    with open_run(dot, workdir=tmp_path, executor=dask_cluster) as run:
+        result = run.run()
+        assert result.state is RunState.COMPLETED, result.summary()
+        run_dir = run.run_dir
+    pids = set(worker_pids(dask_cluster).values())
+    parents = {int((tmp_path / f"ppid{i}.txt").read_text()) for i in range(8)}
+    assert os.getpid() not in parents
+    assert parents <= pids  # every tool's parent is a worker process
+    names = set(dask_cluster.workers().values())
+    records = {r["nodeId"]: r["outcome"]["engine"] for r in evidence_log(run_dir)}
+    for i in range(8):
+        worker = records[f"b{i}"]["worker"]
+        assert worker["worker"] in names
+        assert worker["pid"] in pids
+        assert worker["executor"] == dask_cluster.label
+        status = json.loads((run_dir / "nodes" / f"b{i}" / "status.json").read_text())
+        assert status["context_updates"][f"worker.b{i}"]["worker"] == worker["worker"]
+        assert status["context_updates"]["tool.exit_code"] == 0
+    assert "worker" not in records["join"]  # fan-in and the rest stay on the driver
+
+
+def test_a_node_marked_local_runs_on_the_driver(tmp_path: Path, dask_cluster: DaskCluster) -> None:
+    dot = fan_out(2, "echo $PPID > ppid{i}.txt", extra=', executor="local"')
+    with open_run(dot, workdir=tmp_path, executor=dask_cluster) as run:
+        assert run.run().state is RunState.COMPLETED
+    assert {int((tmp_path / f"ppid{i}.txt").read_text()) for i in range(2)} == {os.getpid()}
+
+
+def test_a_branch_that_times_out_is_killed_on_the_worker(
+    tmp_path: Path, dask_cluster: DaskCluster
+) -> None:
+    dot = fan_out(2, "echo $$ > pgid{i}.txt; exec sleep 60", extra=', timeout="2s"')
+    with open_run(dot, workdir=tmp_path, executor=dask_cluster) as run:
+        result = run.run()
+    assert result.state is RunState.FAILED
+    for i in range(2):
+        outcome = run.node_outcomes[f"b{i}"]
+        assert "timed out after 2s" in outcome.failure_reason
+        pgid = int((tmp_path / f"pgid{i}.txt").read_text())
+        wait_until(lambda pgid=pgid: not group_alive(pgid), f"tool group {pgid} killed")
+
+
+def test_stop_cancels_in_flight_branches(tmp_path: Path, dask_cluster: DaskCluster) -> None:
+    dot = fan_out(4, "echo $$ > pgid{i}.txt; exec sleep 60")
+    run = open_run(dot, workdir=tmp_path, executor=dask_cluster)
+    done: list[object] = []
+    driver = threading.Thread(target=lambda: done.append(run.run()))
+    driver.start()
+    files = [tmp_path / f"pgid{i}.txt" for i in range(4)]
+    wait_until(lambda: all(f.exists() and f.read_text().strip() for f in files), "4 tools started")
+    groups = [int(f.read_text()) for f in files]
+    run.interrupt()
+    driver.join(timeout=60)
+    assert not driver.is_alive()
+    assert run.state is RunState.PAUSED
+    for pgid in groups:
+        assert not group_alive(pgid)
+    events = [json.loads(line) for line in (run.run_dir / "events.jsonl").read_text().splitlines()]
+    stopped = {e["node_id"] for e in events if e["type"] == "stage_interrupted"}
+    assert {f"b{i}" for i in range(4)} <= stopped
+    run.close()
+
+
+def test_run_paused_at_a_gate_after_a_fan_out_resumes_in_a_new_process(
+    tmp_path: Path, dask_cluster: DaskCluster
+) -> None:
+    dot = fan_out(4, "echo $PPID > ppid{i}.txt", after="ship")
+    (tmp_path / "p.dot").write_text(dot)
+    with open_run(tmp_path / "p.dot", workdir=tmp_path, executor=dask_cluster) as run:
+        assert run.run().state is RunState.WAITING
+        run_dir = run.run_dir
+    address = dask_cluster.client.scheduler.address
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "freshness_magic",
+            "resume",
+            str(run_dir),
+            "--answer",
+            "ship=Y",
+            "--executor",
+            address.replace("tcp://", "dask://"),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr + done.stdout
+    assert f"executor: dask scheduler {address}" in done.stdout
+    with resume_run(run_dir, executor="local") as again:
+        assert again.state is RunState.COMPLETED
+        assert again.completed_nodes[-2:] == ["ship", "done"]
+
+
+def test_a_worker_killed_mid_node_fails_the_node_with_the_reason(tmp_path: Path) -> None:
+    from tests.cluster.conftest import start_cluster
+
+    local, client = start_cluster()
+    try:
+        cluster = DaskCluster.attach(client)
+        dot = fan_out(1, "echo $$ > pgid{i}.txt; echo $PPID > ppid{i}.txt; exec sleep 60")
+        run = open_run(dot, workdir=tmp_path, executor=cluster)
+        done: list[object] = []
+        driver = threading.Thread(target=lambda: done.append(run.run()))
+        driver.start()
+        ppid = tmp_path / "ppid0.txt"
+        wait_until(lambda: ppid.exists() and ppid.read_text().strip(), "the tool started")
+        os.kill(int(ppid.read_text()), 9)
+        driver.join(timeout=120)
+        assert not driver.is_alive(), "the run hung after its worker died"
+        outcome = run.node_outcomes["b0"]
+        assert outcome.status.value == "fail"
+        assert "b0" in outcome.failure_reason
+        assert "worker" in outcome.failure_reason and "died" in outcome.failure_reason
+        assert run.state is RunState.FAILED
+        pgid = int((tmp_path / "pgid0.txt").read_text())
+        wait_until(
+            lambda: not group_alive(pgid),
+            f"the orphaned tool group reaped (reason: {outcome.failure_reason})",
+        )
+        run.close()
+    finally:
+        client.close()
+        local.close()
+
+
+def test_workers_that_cannot_see_the_workdir_are_named(tmp_path: Path) -> None:
+    """A worker in its own mount namespace sees an empty folder at the work directory's path."""
+    import distributed
+
+    scheduler = distributed.LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=":0")
+    address = scheduler.scheduler_address
+    workdir = tmp_path / "work"
+    workdir.mkdir()
+    worker = subprocess.Popen(
+        [
+            "unshare",
+            "-m",
+            "sh",
+            "-c",
+            f"mount -t tmpfs none {workdir} && exec {sys.executable} -m distributed.cli.dask_worker "
+            f"{address} --name blind --nthreads 1 --no-nanny --host 127.0.0.1 --no-dashboard",
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = distributed.Client(address)
+    try:
+        client.wait_for_workers(1, timeout=60)
+        cluster = DaskCluster.attach(client)
+        with pytest.raises(ClusterError) as caught:
+            open_run(fan_out(1, "true"), workdir=workdir, executor=cluster)
+        message = str(caught.value)
+        assert "blind" in message and str(workdir) in message
+        assert "same path" in message
+        assert not (workdir / ".freshness" / "runs").exists() or not any(
+            (workdir / ".freshness" / "runs").iterdir()
+        )
+    finally:
+        client.close()
+        worker.terminate()
+        worker.wait(timeout=30)
+        scheduler.close()
+
+
+@pytest.mark.parametrize(
+    ("spec", "kind", "address"),
+    [
+        ("", "local", ""),
+        ("local", "local", ""),
+        ("dask", "dask", ""),
+        ("dask://10.0.0.5:8786", "dask", "tcp://10.0.0.5:8786"),
+    ],
+)
+def test_executor_specs(spec: str, kind: str, address: str) -> None:
+    parsed = parse_executor(spec)
+    assert (parsed.kind, parsed.address) == (kind, address)
+
+
+@pytest.mark.parametrize("spec", ["spark", "dask://nohost", "dask://host:port"])
+def test_bad_executor_specs_say_what_to_write(spec: str) -> None:
+    with pytest.raises(ClusterError, match="dask"):
+        parse_executor(spec)

@@ -1,8 +1,8 @@
 """The executor seam: a node's work submitted to a ``concurrent.futures.Executor`` (a cluster).
 
 The driver (kernel or CLI) keeps the run: state, routing, checkpoints, extensions (freshness,
-evidence) and events. Only the handler call of a *portable* handler (``portable = True``, e.g.
-the tool handler) is shipped: :func:`call_remote` submits a :class:`RemoteCall` and waits for
+evidence) and events. Only the handler call of a *portable* handler (``portable = True``: the
+tool and codergen handlers) is shipped: :func:`call_remote` submits a :class:`RemoteCall` and waits for
 it, and :func:`run_remote` runs it on a worker against the same work directory (which every
 worker must see at the same path).
 
@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import logging
 import os
 import socket
 import threading
@@ -37,6 +38,8 @@ from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import Handler, StepEnv
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+
+log = logging.getLogger(__name__)
 
 WORKER_KEY = "worker.{node_id}"
 """Context key of where a shipped node ran: ``{executor, worker, host, pid, seconds}``."""
@@ -67,10 +70,18 @@ class Dispatch:
 
 
 def ships(dispatch: Dispatch | None, node: Node, handler: Handler) -> bool:
-    """Whether this node's handler call goes to ``dispatch`` (portable and not kept local)."""
+    """Whether this node's handler call goes to ``dispatch``: the handler is portable and can be
+    sent, and the node is not kept on the driver (``executor="local"``). A handler that cannot
+    be sent (a model client holding a connection, say) runs on the driver, with a log line."""
     if dispatch is None or node.get("executor", "").strip() == LOCAL:
         return False
-    return getattr(handler, "portable", False) is True
+    if getattr(handler, "portable", False) is not True:
+        return False
+    why_not = dispatch.unshippable(handler)
+    if why_not is not None:
+        log.info("node %s runs on the driver, not on %s: %s", node.id, dispatch.label, why_not)
+        return False
+    return True
 
 
 @dataclass(frozen=True)
@@ -193,13 +204,6 @@ def call_remote(
     does not report within :data:`STOP_GRACE_SECONDS` has its future cancelled. A call that fails to come back (a lost
     worker, an executor error) is a FAIL with the reason, never a hang.
     """
-    why_not = dispatch.unshippable(handler)
-    if why_not is not None:
-        return Outcome(
-            status=StageStatus.FAIL,
-            failure_reason=f"node '{node.id}' cannot be sent to {dispatch.label}: {why_not}; "
-            'set executor="local" on the node to run it on the driver',
-        )
     call = RemoteCall(
         handler=handler,
         node=node,

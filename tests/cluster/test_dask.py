@@ -201,7 +201,8 @@ def test_workers_that_cannot_see_the_workdir_are_named(tmp_path: Path) -> None:
             "-m",
             "sh",
             "-c",
-            f"mount -t tmpfs none {workdir} && exec {sys.executable} -m distributed.cli.dask_worker "
+            f"mount -t tmpfs none {workdir} && exec {sys.executable} "
+            "-m distributed.cli.dask_worker "
             f"{address} --name blind --nthreads 1 --no-nanny --host 127.0.0.1 --no-dashboard",
         ],
         stdout=subprocess.DEVNULL,
@@ -244,3 +245,43 @@ def test_executor_specs(spec: str, kind: str, address: str) -> None:
 def test_bad_executor_specs_say_what_to_write(spec: str) -> None:
     with pytest.raises(ClusterError, match="dask"):
         parse_executor(spec)
+
+
+CODERGEN_FAN = """digraph llm {
+  start [shape=Mdiamond]  done [shape=Msquare]
+  fan [shape=component]  join [shape=tripleoctagon]
+  ask1 [shape=box, prompt="Summarise the change"]
+  ask2 [shape=box, prompt="List the risks"]
+  start -> fan; fan -> ask1; fan -> ask2; ask1 -> join; ask2 -> join; join -> done
+}
+"""
+
+
+def test_codergen_calls_run_on_the_workers(tmp_path: Path, dask_cluster: DaskCluster) -> None:
+    with open_run(CODERGEN_FAN, workdir=tmp_path, executor=dask_cluster) as run:
+        assert run.run().state is RunState.COMPLETED
+        records = {r["nodeId"]: r["outcome"]["engine"] for r in evidence_log(run.run_dir)}
+        response = (run.run_dir / "nodes" / "ask1" / "response.md").read_text()
+    names = set(dask_cluster.workers().values())
+    assert {records["ask1"]["worker"]["worker"], records["ask2"]["worker"]["worker"]} <= names
+    assert response.strip()
+
+
+def test_a_handler_that_cannot_be_sent_runs_on_the_driver(
+    tmp_path: Path, dask_cluster: DaskCluster
+) -> None:
+    from freshness_magic.engine import default_registry
+
+    lock = threading.Lock()  # cannot be pickled: the backend stays in this process
+
+    def backend(node: object, prompt: str, context: object) -> str:
+        with lock:
+            return f"answered in {os.getpid()}"
+
+    registry = default_registry(backend=backend)
+    with open_run(CODERGEN_FAN, workdir=tmp_path, executor=dask_cluster, registry=registry) as run:
+        assert run.run().state is RunState.COMPLETED
+        records = {r["nodeId"]: r["outcome"]["engine"] for r in evidence_log(run.run_dir)}
+        response = (run.run_dir / "nodes" / "ask1" / "response.md").read_text()
+    assert "worker" not in records["ask1"]
+    assert f"answered in {os.getpid()}" in response

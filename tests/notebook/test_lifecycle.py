@@ -153,7 +153,7 @@ def test_backend_and_executor_options_reach_the_run_opened_next(
     shell.run_line_magic("config", 'PipelineMagics.executor = "local-test"')
     assert magics.executor == "local-test"
     pipeline = load_review(shell, workdir)
-    with pytest.raises(UsageError, match="executor 'local-test': running nodes on another"):
+    with pytest.raises(UsageError, match="executor 'local-test' is not known"):
         shell.run_line_magic("pipeline", "step --backend simulated")
     assert pipeline.run_options["executor"] == "local-test"
     assert pipeline.run_options["backend"] == "simulated"

@@ -152,6 +152,9 @@ class CallableBackend:
 class CodergenHandler:
     """Builds the prompt, calls the backend, records prompt, response and status."""
 
+    portable = True
+    """A call can run on a cluster worker when the backend can be pickled (else on the driver)."""
+
     def __init__(self, backend: CodergenBackend | StreamingBackend | None = None) -> None:
         self.backend: CodergenBackend | StreamingBackend = backend or simulated_backend
 

@@ -16,9 +16,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from freshness_magic import atomicio
+from freshness_magic.engine import Run, RunState
 from freshness_magic.engine.model import Edge, Graph, Node
 from freshness_magic.engine.pipeline import load_pipeline
-from freshness_magic.engine.run import Run, RunState
 from freshness_magic.errors import EvidenceError, StateFileError, UnsafePathError
 from freshness_magic.evidence.record import (
     MAX_EVIDENCE_BYTES,

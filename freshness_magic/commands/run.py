@@ -30,8 +30,8 @@ from typing import IO, TYPE_CHECKING, Any
 from freshness_magic.errors import RunError
 
 if TYPE_CHECKING:
+    from freshness_magic.engine import Run, RunResult
     from freshness_magic.engine.events import Event
-    from freshness_magic.engine.run import Run, RunResult
 
 EXIT_CODES = {"completed": 0, "failed": 1, "waiting": 3, "paused": 3}
 
@@ -171,8 +171,8 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     With ``every_answer`` (``resume``) an ``--answer`` no waiting gate took is a RunError after
     the summary, never silently dropped.
     """
+    from freshness_magic.engine import RunState
     from freshness_magic.engine.interviewers import AutoApproveInterviewer
-    from freshness_magic.engine.run import RunState
 
     answers: dict[str, deque[str]] = {}
     for node_id, choice in args.answer:

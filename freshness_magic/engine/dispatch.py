@@ -2,9 +2,9 @@
 
 The driver (kernel or CLI) keeps the run: state, routing, checkpoints, extensions (freshness,
 evidence) and events. Only the handler call of a *portable* handler (``portable = True``: the
-tool and codergen handlers) is shipped: :func:`call_remote` submits a :class:`RemoteCall` and waits for
-it, and :func:`run_remote` runs it on a worker against the same work directory (which every
-worker must see at the same path).
+tool and codergen handlers) is shipped: :func:`call_remote` submits a :class:`RemoteCall` and
+waits for it, and :func:`run_remote` runs it on a worker against the same work directory (which
+every worker must see at the same path).
 
 Over the shared run directory the two sides agree on two files in the node's folder:
 
@@ -201,8 +201,9 @@ def call_remote(
 
     ``env.cancel`` (Stop, or the executor's own timeout) writes the stop file; the worker then
     ends the work (a call not started yet does not start it) and reports. Only a worker that
-    does not report within :data:`STOP_GRACE_SECONDS` has its future cancelled. A call that fails to come back (a lost
-    worker, an executor error) is a FAIL with the reason, never a hang.
+    does not report within :data:`STOP_GRACE_SECONDS` has its future cancelled. A call that
+    fails to come back (a lost worker, an executor error) is a FAIL with the reason, never a
+    hang.
     """
     call = RemoteCall(
         handler=handler,

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from freshness_magic.engine.dot_parser import KEY_RE
+from freshness_magic.engine.dot_attrs import KEY_RE
 from freshness_magic.engine.model import NODE_ID_RE, Graph, Node
 from freshness_magic.errors import FreshnessMagicError
 

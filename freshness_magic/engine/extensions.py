@@ -33,7 +33,8 @@ from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome
 
 if TYPE_CHECKING:
-    from freshness_magic.engine.run import Run, StepResult
+    from freshness_magic.engine.run import Run
+    from freshness_magic.engine.state import StepResult
     from freshness_magic.engine.validation import LintRule
 
 

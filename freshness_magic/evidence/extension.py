@@ -77,7 +77,7 @@ from freshness_magic.evidence.validator import (
 )
 
 if TYPE_CHECKING:
-    from freshness_magic.engine.run import Run, StepResult
+    from freshness_magic.engine import Run, StepResult
 
 
 MAX_KEPT_INVALID_BYTES = 65536

@@ -35,7 +35,7 @@ from freshness_magic.freshness.lint import freshness_rules
 from freshness_magic.freshness.report import FreshnessReport, NodeReport
 
 if TYPE_CHECKING:
-    from freshness_magic.engine.run import Run, StepResult
+    from freshness_magic.engine import Run, StepResult
 
 NAME = "freshness"
 ACCEPT_KEY = "freshness.accept"

@@ -18,8 +18,9 @@ from typing import TYPE_CHECKING, Any
 
 from IPython.core.error import UsageError
 
+from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.run import RunState, source_hash
+from freshness_magic.engine.persistence import source_hash
 from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler

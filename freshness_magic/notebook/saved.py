@@ -12,7 +12,7 @@ from typing import Any
 
 from freshness_magic.atomicio import loads_bounded
 from freshness_magic.engine.model import Graph
-from freshness_magic.engine.run import follow_restarts, source_hash
+from freshness_magic.engine.persistence import follow_restarts, source_hash
 
 
 def _json(path: Path) -> dict[str, Any] | None:

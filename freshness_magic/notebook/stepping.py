@@ -12,7 +12,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from freshness_magic.engine.run import RunState
+from freshness_magic.engine import RunState
 from freshness_magic.notebook import text
 
 if TYPE_CHECKING:

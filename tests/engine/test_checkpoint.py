@@ -12,10 +12,10 @@ from pathlib import Path
 
 import pytest
 
+from freshness_magic.engine import Run, RunResult, RunState
 from freshness_magic.engine.checkpoint import JOURNAL_FILE, history_files, load_checkpoint
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.engine.run import Run, RunResult, RunState
 from freshness_magic.errors import CheckpointError
 from tests.engine.runkit import Scripted, graph, make_run
 

@@ -8,7 +8,8 @@ import textwrap
 
 import pytest
 
-from freshness_magic.engine.dot_parser import parse_dot, subgraph_class
+from freshness_magic.engine.dot_graph import subgraph_class
+from freshness_magic.engine.dot_parser import parse_dot
 from freshness_magic.engine.dot_writer import quote, to_dot
 from freshness_magic.engine.model import Graph, Position
 from freshness_magic.errors import ParseError

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from freshness_magic.engine import Run, RunState
 from freshness_magic.engine.checkpoint import (
     CHECKPOINT_FILE,
     JOURNAL_FILE,
@@ -20,7 +21,6 @@ from freshness_magic.engine.checkpoint import (
     load_state,
     parse_journal_line,
 )
-from freshness_magic.engine.run import Run, RunState
 from freshness_magic.errors import CheckpointError, RunError
 from freshness_magic.session import open_run
 from tests.engine.runkit import graph, make_run

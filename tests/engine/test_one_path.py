@@ -15,10 +15,10 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.atomicio import read_jsonl
+from freshness_magic.engine import Run, RunState
 from freshness_magic.engine.extensions import BaseRunExtension
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.engine.run import Run, RunState
 from freshness_magic.freshness.extension import accept_changes
 from freshness_magic.session import default_extensions, open_run
 

@@ -11,11 +11,11 @@ from typing import Any
 import pytest
 
 from freshness_magic.atomicio import read_jsonl
+from freshness_magic.engine import Run, RunState, StepResult
 from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.extensions import BaseRunExtension, RunExtension
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.engine.run import Run, RunState, StepResult
 from freshness_magic.errors import RunError, ValidationError
 from tests.engine.runkit import Scripted, graph, make_run
 

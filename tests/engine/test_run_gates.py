@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
+from freshness_magic.engine import Run, RunState
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.builtin import default_registry
 from freshness_magic.engine.interviewers import QueueInterviewer
-from freshness_magic.engine.run import Run, RunState
 from freshness_magic.errors import GateAnswerError, RunError
 from tests.engine.runkit import graph, make_run
 

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.outcome import StageStatus
-from freshness_magic.engine.run import RunState
 from tests.engine.runkit import Scripted, make_run
 
 

@@ -9,13 +9,13 @@ from pathlib import Path
 
 import pytest
 
+from freshness_magic.engine import RunState
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
-from freshness_magic.engine.run import RunState
 from tests.engine.runkit import FakeClock, Scripted, graph, make_run
 
 LINEAR = """digraph g {{

@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.atomicio import read_jsonl
-from freshness_magic.engine.run import Run, RunState
+from freshness_magic.engine import Run, RunState
 from freshness_magic.errors import RunError
 from tests.waiting import wait_until
 

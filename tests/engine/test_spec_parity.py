@@ -12,13 +12,13 @@ from typing import Any
 
 import pytest
 
+from freshness_magic.engine import Run, RunResult, RunState
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.builtin import default_registry
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.pipeline import load_pipeline
-from freshness_magic.engine.run import Run, RunResult, RunState
 from freshness_magic.engine.validation import Severity, validate
 from freshness_magic.errors import ValidationError
 from tests.engine.runkit import FakeClock, Scripted, make_run

@@ -7,7 +7,7 @@ import shutil
 import threading
 from pathlib import Path
 
-from freshness_magic.engine.run import RunState
+from freshness_magic.engine import RunState
 from freshness_magic.evidence.record import evidence_path, read_evidence_log
 from freshness_magic.session import open_run, resume_run
 from tests.waiting import wait_until

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.cli import main
-from freshness_magic.engine.run import Run, RunState
+from freshness_magic.engine import Run, RunState
 from freshness_magic.evidence.record import EVIDENCE_LOG
 from freshness_magic.session import open_run
 

@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
+from freshness_magic.engine import Run, RunState
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.builtin import default_registry
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.engine.run import Run, RunState
 from freshness_magic.evidence.extension import EvidenceExtension
 from freshness_magic.evidence.record import (
     EVIDENCE_LOG,

@@ -1,0 +1,134 @@
+"""What a :class:`~.run.Run` records: the executor's reports, journal records and snapshots.
+
+:class:`RunJournal` is the bottom layer of ``Run``: it declares the run's fields (``Run.__init__``
+sets them) and is the only code that turns them into the run's saved state, through
+:class:`~.store.RunStore` (a journal record per step, a snapshot when the run rests or the
+journal outgrew the last one). The executor reports finished nodes and retry counts here, from
+any branch thread, under the run's lock.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from freshness_magic.engine.events import EventType
+from freshness_magic.engine.persistence import checkpoint_payload
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.context import Context
+    from freshness_magic.engine.dispatch import Dispatch
+    from freshness_magic.engine.events import EventBus
+    from freshness_magic.engine.execute import NodeExecutor
+    from freshness_magic.engine.extensions import RunExtension
+    from freshness_magic.engine.handlers.base import HandlerRegistry
+    from freshness_magic.engine.model import Graph
+    from freshness_magic.engine.outcome import Outcome
+    from freshness_magic.engine.persistence import RunMemory
+    from freshness_magic.engine.state import StepResult
+    from freshness_magic.engine.store import RunStore
+
+log = logging.getLogger(__name__)
+
+
+class RunJournal:
+    """The run's fields and its record; see the module docstring."""
+
+    graph: Graph
+    workdir: Path
+    registry: HandlerRegistry
+    extensions: list[RunExtension]
+    dispatch: Dispatch | None
+    events: EventBus
+    _run_id: str
+    _run_dir: Path
+    _wall_clock: Callable[[], float]
+    _store: RunStore
+    _context: Context
+    _scoped: threading.local
+    _lock: threading.Lock
+    _memory: RunMemory
+    _source_hash: str
+    _exit_ids: frozenset[str]
+    _started: bool
+    _history: list[StepResult]
+    _executor: NodeExecutor
+    _closers: list[Callable[[], None]]
+
+    # ----------------------------------------------------------------- the executor's record
+
+    def record_outcome(self, node_id: str, outcome: Outcome) -> int:
+        """Remember a finished node's outcome (thread-safe); its index in ``completed_nodes``."""
+        with self._lock:
+            return self._memory.record(node_id, outcome)
+
+    def set_retries(self, node_id: str, retries: int) -> None:
+        with self._lock:
+            if retries:
+                self._memory.retries[node_id] = retries
+            else:
+                self._memory.retries.pop(node_id, None)
+
+    @staticmethod
+    def call_extension(ext: RunExtension, hook: str, *args: Any) -> None:
+        """Call ``ext.hook(*args)``; an exception is logged and skipped, never raised."""
+        try:
+            getattr(ext, hook)(*args)
+        except Exception:
+            log.exception("run extension %r raised in %s; skipped", getattr(ext, "name", ext), hook)
+
+    # ----------------------------------------------------------------- journal and snapshots
+
+    def save_checkpoint(self) -> None:
+        """Record the current state now and write a snapshot (``checkpoint.json``).
+
+        Steps do this themselves; extensions call it after changing their own state between
+        steps (an accepted baseline must survive a crash). Does nothing before the run starts.
+        """
+        self._save(rest=True)
+
+    def _save(self, *, rest: bool, announce: bool = True) -> None:
+        """Append the step's journal record; a snapshot too when ``rest`` or compaction is due.
+
+        ``announce``: emit CHECKPOINT_SAVED (not for the first record, written before the run's
+        first event so that a run killed at once is still resumable).
+        """
+        if not self._started:
+            return
+        now = self._wall_clock()
+        with self._lock:
+            seq = self.events.seq
+            path = self._store.save(
+                self._memory,
+                self._context,
+                lambda exts: checkpoint_payload(
+                    self._memory,
+                    self._context,
+                    run_id=self._run_id,
+                    graph=self.graph,
+                    pipeline_hash=self._source_hash,
+                    workdir=self.workdir,
+                    event_seq=seq,
+                    now=now,
+                    extensions=exts,
+                ),
+                extensions={ext.name: self._ext_state(ext) for ext in self.extensions},
+                event_seq=seq,
+                now=now,
+                rest=rest,
+            )
+        if announce:
+            self.events.emit(
+                EventType.CHECKPOINT_SAVED, self._memory.current_node, {"path": str(path)}
+            )
+
+    @staticmethod
+    def _ext_state(ext: RunExtension) -> dict[str, Any]:
+        try:
+            return dict(ext.checkpoint_state())
+        except Exception:
+            log.exception("run extension %r failed in checkpoint_state; stored empty", ext.name)
+            return {}

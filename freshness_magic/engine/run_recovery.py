@@ -1,0 +1,139 @@
+"""How a :class:`~.run.Run` goes on after it stopped short: interrupt, gate answers, retry.
+
+- :meth:`RunRecovery.interrupt` stops the running node from any thread; the step that ran it
+  ends in :meth:`RunRecovery._interrupted`: the run pauses at that node and runs it again next.
+- :meth:`RunRecovery.answer` checks an answer to the waiting gate, turns it into the gate's
+  outcome and ends the step with it like any other node's (:mod:`.run_endings`).
+- :meth:`RunRecovery.retry` re-arms a failed, interrupted or paused run at a node, keeping the
+  context, the outcomes and the evidence so far.
+
+Each is an event (PIPELINE_PAUSED, GATE_ANSWERED, RUN_RETRIED) and ends in the run's record.
+"""
+
+from __future__ import annotations
+
+from freshness_magic.engine.events import EventType
+from freshness_magic.engine.execute import NodeRun
+from freshness_magic.engine.gates import answer_outcome, match_choice
+from freshness_magic.engine.run_endings import RunEndings
+from freshness_magic.engine.state import RunState, StepResult
+from freshness_magic.errors import GateAnswerError, RunError
+
+
+class RunRecovery(RunEndings):
+    """Interrupt, answer and retry; see the module docstring."""
+
+    def interrupt(self) -> None:
+        """Stop the running node (thread-safe; Stop button, signal handler).
+
+        A tool's process group is killed, a model call is closed; the node is recorded as
+        interrupted, the run pauses there, and the next ``step()`` runs it again.
+        """
+        self._executor.interrupt()
+
+    def _interrupted(self, result: NodeRun) -> StepResult:
+        memory = self._memory
+        memory.state = RunState.PAUSED
+        memory.interrupted_node = result.node.id
+        memory.next_node = result.node.id
+        self.events.emit(
+            EventType.PIPELINE_PAUSED,
+            result.node.id,
+            {"reason": f"'{result.node.id}' was interrupted", "next_node": result.node.id},
+        )
+        step = StepResult(
+            node_id=result.node.id,
+            outcome=result.outcome,
+            attempts=result.attempts,
+            duration=result.duration,
+            next_node=result.node.id,
+            reason=f"'{result.node.id}' was interrupted; step or run to execute it again",
+            state=memory.state,
+            interrupted=True,
+        )
+        self._history.append(step)
+        self.save_checkpoint()
+        return step
+
+    def answer(
+        self, node_id: str, choice: str | None = None, comment: str | None = None
+    ) -> StepResult:
+        """Answer the waiting gate ``node_id`` by key, label or target id (None: its default).
+
+        ``comment`` is kept in the context as ``human.gate.comment`` (and so in the evidence).
+        Raises RunError when no gate or another gate waits, GateAnswerError when the answer
+        matches no choice (the gate keeps waiting).
+        """
+        memory = self._memory
+        gate = memory.pending_gate
+        if memory.state is not RunState.WAITING or gate is None:
+            raise RunError(
+                f"no human gate is waiting (the run is {memory.state.value}); "
+                "answer a gate only when the run waits at it"
+            )
+        if node_id != gate.node_id:
+            raise RunError(f"gate '{node_id}' is not waiting; the waiting gate is '{gate.node_id}'")
+        valid = ", ".join(f"{c.key} ({c.label} -> {c.target})" for c in gate.choices) or "(none)"
+        wanted = choice if choice is not None and choice.strip() else gate.default
+        if wanted is None:
+            raise GateAnswerError(
+                f"gate '{node_id}' has no default choice (human.default_choice); "
+                f"answer with one of: {valid}"
+            )
+        picked = match_choice(gate, wanted)
+        if picked is None:
+            raise GateAnswerError(
+                f"{wanted!r} is not a choice of gate '{node_id}'; answer with a key, label or "
+                f"target id of one of: {valid}"
+            )
+        memory.pending_gate = None
+        memory.state = RunState.RUNNING
+        self.events.emit(
+            EventType.GATE_ANSWERED,
+            node_id,
+            {"answer": wanted, "choice": picked.to_dict(), "comment": comment},
+        )
+        outcome = answer_outcome(gate, picked)
+        if comment:
+            outcome.context_updates["human.gate.comment"] = comment
+            outcome.notes = f"{outcome.notes}; comment: {comment}"
+        node = self.graph.nodes[node_id]
+        with self._store.writes():
+            return self._complete(NodeRun(node, outcome, 1, 0.0))
+
+    def retry(self, node_id: str | None = None) -> str:
+        """Re-arm a failed, interrupted or paused run at ``node_id`` (default: the failed or
+        interrupted node); returns that node. Context, outcomes and evidence so far are kept;
+        the next ``step()``/``run()`` executes it. Emits RUN_RETRIED.
+        """
+        memory = self._memory
+        if memory.state is RunState.WAITING:
+            raise RunError(
+                f"the run waits at gate '{memory.next_node}'; answer it instead of retrying"
+            )
+        target = node_id or memory.interrupted_node or memory.failed_node
+        if target is None and memory.state is RunState.FAILED:
+            target = memory.current_node
+        if target is None:
+            raise RunError(
+                "nothing to retry: the run did not fail at a node; name the node to run again "
+                "(retry(node_id))"
+            )
+        if target not in self.graph.nodes:
+            raise RunError(
+                f"cannot retry node '{target}': it is not in the pipeline; nodes: "
+                + ", ".join(self.graph.nodes)
+            )
+        self.start()
+        previous = memory.state
+        memory.state = RunState.PAUSED
+        memory.next_node = target
+        memory.failure_reason = ""
+        memory.failed_node = None
+        memory.dead_end = None
+        memory.interrupted_node = None
+        self.events.emit(
+            EventType.RUN_RETRIED, target, {"from_state": previous.value, "node": target}
+        )
+        self.save_checkpoint()
+        return target

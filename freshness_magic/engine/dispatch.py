@@ -10,11 +10,14 @@ Over the shared run directory the two sides agree on two files in the node's fol
 
 - ``worker-<attempt>.json``: written by the worker as it starts (its name, host, pid). A call
   that finds it already there was started before by a worker that died mid-node (a scheduler
-  reschedules such tasks): it fails with that reason instead of running the work twice.
+  reschedules such tasks): it returns RETRY with that reason instead of running the work
+  twice, so the node's retry policy decides (no retries left: FAIL with the reason).
 - ``stop-<attempt>``: written by the driver on Stop or timeout; the worker sets the handler's
   cancel event, so a tool kills its process group *on the worker*.
 
-Events the handler emits on the worker come back with the result and are replayed in order.
+- ``events-<attempt>.jsonl``: the events the handler emits on the worker (its live output),
+  emitted on the driver as they arrive; the result carries them all as well, for whatever the
+  driver had not seen when the call returned.
 The worker's identity and timing reach the outcome's context as ``worker.<node_id>``, so the
 node's ``status.json`` and its evidence record name where it ran.
 """
@@ -23,6 +26,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import json
 import logging
 import os
 import socket
@@ -111,6 +115,10 @@ class RemoteCall:
     def stop_file(self) -> Path:
         return self.node_dir / f"stop-{self.attempt}"
 
+    @property
+    def events_file(self) -> Path:
+        return self.node_dir / f"events-{self.attempt}.jsonl"
+
 
 @dataclass
 class RemoteResult:
@@ -144,7 +152,7 @@ def run_remote(call: RemoteCall) -> RemoteResult:
         reaped = reap_survivor(call.node_dir)
         if reaped:
             reason += f"; {reaped}"
-        return RemoteResult(Outcome(status=StageStatus.FAIL, failure_reason=reason), [], worker)
+        return RemoteResult(Outcome(status=StageStatus.RETRY, failure_reason=reason), [], worker)
     if call.stop_file.exists():
         outcome = Outcome(status=StageStatus.FAIL, failure_reason="interrupted before it started")
         return RemoteResult(outcome, [], worker)
@@ -160,12 +168,20 @@ def run_remote(call: RemoteCall) -> RemoteResult:
 
     watcher = threading.Thread(target=watch_stop, name=f"stop-{call.node.id}", daemon=True)
     watcher.start()
+    live = call.events_file.open("a", encoding="utf-8")
+
+    def emit(kind: str, data: dict[str, Any]) -> None:
+        events.append((kind, data))
+        with contextlib.suppress(OSError, TypeError, ValueError):
+            live.write(json.dumps([len(events), kind, data]) + "\n")
+            live.flush()
+
     env = StepEnv(
         graph=call.graph,
         run_dir=call.run_dir,
         workdir=call.workdir,
         attempt=call.attempt,
-        emit=lambda kind, data: events.append((kind, data)),
+        emit=emit,
         deadline=time.monotonic() + call.timeout if call.timeout else None,
         cancel=cancel,
     )
@@ -185,6 +201,7 @@ def run_remote(call: RemoteCall) -> RemoteResult:
         )
     finally:
         done.set()
+        live.close()
     worker["seconds"] = round(time.monotonic() - started, 6)
     return RemoteResult(outcome, events, worker)
 
@@ -218,9 +235,20 @@ def call_remote(
         identify=dispatch.identify,
     )
     env.node_dir(node.id)
-    for stale in (call.marker, call.stop_file):
+    for stale in (call.marker, call.stop_file, call.events_file):
         with contextlib.suppress(FileNotFoundError):
             stale.unlink()
+    follower = _EventFollower(call.events_file, env)
+    try:
+        return _wait_for(dispatch, call, node, env, follower)
+    finally:
+        with contextlib.suppress(OSError):
+            call.events_file.unlink()
+
+
+def _wait_for(
+    dispatch: Dispatch, call: RemoteCall, node: Node, env: StepEnv, follower: _EventFollower
+) -> Outcome:
     try:
         future = dispatch.executor.submit(run_remote, call)
     except Exception as exc:
@@ -231,7 +259,7 @@ def call_remote(
             result = future.result(timeout=POLL_SECONDS)
             break
         except concurrent.futures.TimeoutError:
-            pass
+            follower.poll()
         except concurrent.futures.CancelledError:
             return _lost(node, dispatch, "the call was cancelled before it started")
         except Exception as exc:
@@ -242,15 +270,45 @@ def call_remote(
         if stopped_at is not None and time.monotonic() - stopped_at > STOP_GRACE_SECONDS:
             future.cancel()
             return _lost(node, dispatch, "the worker did not report back after the stop")
-    for kind, data in result.events:
+    follower.poll()
+    for kind, data in result.events[follower.seen :]:
         env.emit(kind, data)
     outcome = result.outcome
     outcome.context_updates[WORKER_KEY.format(node_id=node.id)] = result.worker
     return outcome
 
 
+class _EventFollower:
+    """Emits, on the driver, the events a worker appends to the call's events file (live
+    output); whatever it has not seen when the call returns comes from the result."""
+
+    def __init__(self, path: Path, env: StepEnv) -> None:
+        self.path, self.env = path, env
+        self.offset = 0
+        self.seen = 0
+        """How many of the call's events were emitted (each line carries its count)."""
+
+    def poll(self) -> None:
+        try:
+            with self.path.open("rb") as handle:
+                handle.seek(self.offset)
+                chunk = handle.read()
+        except OSError:
+            return
+        complete = chunk[: chunk.rfind(b"\n") + 1]
+        self.offset += len(complete)
+        for line in complete.splitlines():
+            try:
+                count, kind, data = atomicio.loads_bounded(line, what=str(self.path))
+            except (ValueError, TypeError):
+                continue
+            self.seen = int(count)
+            self.env.emit(str(kind), dict(data))
+
+
 def _lost(node: Node, dispatch: Dispatch, detail: str) -> Outcome:
+    """A call the cluster lost: RETRY, so the node's retry policy decides (FAIL when spent)."""
     return Outcome(
-        status=StageStatus.FAIL,
+        status=StageStatus.RETRY,
         failure_reason=f"node '{node.id}' did not come back from {dispatch.label}: {detail}",
     )

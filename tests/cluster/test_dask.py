@@ -155,28 +155,44 @@ def test_run_paused_at_a_gate_after_a_fan_out_resumes_in_a_new_process(
         assert again.completed_nodes[-2:] == ["ship", "done"]
 
 
-def test_a_worker_killed_mid_node_fails_the_node_with_the_reason(tmp_path: Path) -> None:
+@pytest.mark.parametrize("retries", [0, 1])
+def test_a_worker_killed_mid_node_fails_or_retries_the_node(tmp_path: Path, retries: int) -> None:
+    """The first attempt's worker is killed; with ``max_retries=1`` a second attempt runs."""
     from tests.cluster.conftest import start_cluster
 
     local, client = start_cluster()
     try:
         cluster = DaskCluster.attach(client)
-        dot = fan_out(1, "echo $$ > pgid{i}.txt; echo $PPID > ppid{i}.txt; exec sleep 60")
+        command = (
+            "if [ -f tried ]; then exit 0; fi; touch tried; "
+            "echo $$ > pgid{i}.txt; echo $PPID > ppid{i}.txt; exec sleep 60"
+        )
+        dot = fan_out(1, command, extra=f", max_retries={retries}")
         run = open_run(dot, workdir=tmp_path, executor=cluster)
         done: list[object] = []
         driver = threading.Thread(target=lambda: done.append(run.run()))
         driver.start()
         ppid = tmp_path / "ppid0.txt"
-        wait_until(lambda: ppid.exists() and ppid.read_text().strip(), "the tool started")
+        recorded = run.run_dir / "nodes" / "b0" / "pgid"  # the group is on record: reapable
+        wait_until(
+            lambda: ppid.exists() and ppid.read_text().strip() and recorded.exists(),
+            "the tool started",
+        )
         os.kill(int(ppid.read_text()), 9)
         driver.join(timeout=120)
         assert not driver.is_alive(), "the run hung after its worker died"
         outcome = run.node_outcomes["b0"]
-        assert outcome.status.value == "fail"
-        assert "b0" in outcome.failure_reason
-        assert "worker" in outcome.failure_reason and "died" in outcome.failure_reason
-        assert run.state is RunState.FAILED
         pgid = int((tmp_path / "pgid0.txt").read_text())
+        if retries:
+            assert outcome.status.value == "success", outcome.failure_reason
+            assert run.state is RunState.COMPLETED
+            events = (run.run_dir / "events.jsonl").read_text()
+            assert '"stage_retrying"' in events and "died or was lost" in events
+        else:
+            assert outcome.status.value == "fail"
+            assert "b0" in outcome.failure_reason
+            assert "worker" in outcome.failure_reason and "died" in outcome.failure_reason
+            assert run.state is RunState.FAILED
         wait_until(
             lambda: not group_alive(pgid),
             f"the orphaned tool group reaped (reason: {outcome.failure_reason})",
@@ -285,3 +301,29 @@ def test_a_handler_that_cannot_be_sent_runs_on_the_driver(
         response = (run.run_dir / "nodes" / "ask1" / "response.md").read_text()
     assert "worker" not in records["ask1"]
     assert f"answered in {os.getpid()}" in response
+
+
+def test_output_of_a_node_on_a_worker_arrives_while_it_runs(
+    tmp_path: Path, dask_cluster: DaskCluster
+) -> None:
+    dot = fan_out(1, "echo first line; while [ ! -f go ]; do sleep 0.05; done; echo second line")
+    run = open_run(dot, workdir=tmp_path, executor=dask_cluster)
+    seen: list[tuple[str, str]] = []
+    run.events.subscribe(
+        lambda e: (
+            seen.append((e.node_id, e.data.get("text", "")))
+            if e.type.value == "stage_output"
+            else None
+        )
+    )
+    driver = threading.Thread(target=run.run)
+    driver.start()
+    wait_until(lambda: any("first line" in text for _, text in seen), "live output on the driver")
+    assert not any("second line" in text for _, text in seen)
+    (tmp_path / "go").write_text("")
+    driver.join(timeout=60)
+    outputs = [text for node, text in seen if node == "b0"]
+    assert "".join(outputs).count("first line") == 1  # not replayed a second time
+    assert any("second line" in text for text in outputs)
+    assert not list((run.run_dir / "nodes" / "b0").glob("events-*.jsonl"))
+    run.close()

@@ -18,7 +18,14 @@ import pytest
 
 from freshness_magic import session
 from freshness_magic.engine.pipeline import load_pipeline
-from freshness_magic.engine.validation import default_rules, validate
+from freshness_magic.engine.validation import (
+    BOOL,
+    DURATION,
+    Validator,
+    attr_type_rule,
+    default_rules,
+    validate,
+)
 from freshness_magic.errors import ValidationError
 from freshness_magic.lint import session_validator
 
@@ -116,3 +123,22 @@ def test_a_session_run_refuses_the_same_errors(tmp_path: Path) -> None:
     expected = [d for d in session_validator().validate(graph) if d.severity.value == "error"]
     assert info.value.diagnostics == expected
     assert not (tmp_path / ".freshness").exists()  # refused before a run directory exists
+
+
+def test_attr_type_rule_checks_a_package_s_own_attributes_like_the_engine_s() -> None:
+    validator = Validator()
+    validator.register_rule(attr_type_rule(node_typed={"my_flag": BOOL, "my_wait": DURATION}))
+    graph = load_pipeline(
+        BAD.replace("  b [prompt=", '  b [my_flag=sometimes, my_wait=10s, max_retries=x, prompt=')
+    )
+    found = [d for d in validator.validate(graph) if d.node == "b"]
+    assert [(d.rule, d.message, d.column) for d in found] == [
+        ("attr_type", "node `b`: my_flag='sometimes' is not true or false", 6),
+        ("attr_type", "node `b`: max_retries='x' is not a whole number >= 0, e.g. 3", 38),
+    ]
+    assert found[0].fix == "write my_flag as true or false"
+
+
+def test_attr_type_rule_refuses_an_unknown_kind() -> None:
+    with pytest.raises(ValueError, match="unknown kind"):
+        attr_type_rule(node_typed={"my_flag": "yes or no"})

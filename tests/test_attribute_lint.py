@@ -129,7 +129,7 @@ def test_attr_type_rule_checks_a_package_s_own_attributes_like_the_engine_s() ->
     validator = Validator()
     validator.register_rule(attr_type_rule(node_typed={"my_flag": BOOL, "my_wait": DURATION}))
     graph = load_pipeline(
-        BAD.replace("  b [prompt=", '  b [my_flag=sometimes, my_wait=10s, max_retries=x, prompt=')
+        BAD.replace("  b [prompt=", "  b [my_flag=sometimes, my_wait=10s, max_retries=x, prompt=")
     )
     found = [d for d in validator.validate(graph) if d.node == "b"]
     assert [(d.rule, d.message, d.column) for d in found] == [

@@ -121,6 +121,7 @@ def _is_duration(value: str) -> bool:
     return parsed is not None and parsed > 0
 
 
+# The kinds of value attr_type_rule checks; each is also how the message names what to write.
 COUNT = "a whole number >= 0, e.g. 3"
 INT = "a whole number, e.g. 10"
 BOOL = "true or false"
@@ -168,7 +169,9 @@ def attr_type_rule(
     """
     unknown = {v for t in (graph_typed, node_typed, edge_typed) for v in t.values()} - set(_CHECKS)
     if unknown:
-        raise ValueError(f"attr_type_rule: unknown kind(s) {sorted(unknown)}; use COUNT, INT, ...")
+        raise ValueError(
+            f"attr_type_rule: unknown kind(s) {sorted(unknown)}; use COUNT, INT, BOOL or DURATION"
+        )
     graph_items = tuple(graph_typed.items())
     node_items = tuple(node_typed.items())
     edge_items = tuple(edge_typed.items())

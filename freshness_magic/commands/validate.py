@@ -32,12 +32,11 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from freshness_magic.engine.validation import Severity, validate
-    from freshness_magic.evidence.lint import evidence_rules
-    from freshness_magic.freshness.lint import freshness_rules
+    from freshness_magic.engine.validation import Severity
+    from freshness_magic.lint import session_validator
 
     graph = load_for_command(args.pipeline)
-    diagnostics = validate(graph, extra_rules=[*freshness_rules(), *evidence_rules()])
+    diagnostics = session_validator().validate(graph)
     counts = {severity: 0 for severity in Severity}
     for diagnostic in diagnostics:
         counts[diagnostic.severity] += 1

@@ -1,4 +1,5 @@
-"""Run extensions: how freshness and evidence join a run without the engine knowing them.
+"""Run extensions: how features outside the engine (freshness checks, evidence records, the hub)
+join a run without the engine knowing them.
 
 A run calls its extensions at fixed points of its life:
 
@@ -6,15 +7,15 @@ A run calls its extensions at fixed points of its life:
 - ``on_resume(run, saved_state)`` when a run is restored from a checkpoint; ``saved_state`` is
   what ``checkpoint_state()`` returned when that checkpoint was written (None if nothing was);
 - ``before_execute(run, node, attempt)`` before each attempt; returning an Outcome replaces the
-  handler call for that attempt (a stale ``freshness=block`` input returns RETRY);
+  handler call for that attempt (an extension that finds a node's inputs stale returns RETRY);
 - ``after_execute(run, node, outcome, attempt, started_at)`` after each attempt; returns the
-  outcome to use (evidence validation may turn SUCCESS into FAIL);
+  outcome to use (an extension that judges the work may turn SUCCESS into FAIL);
 - ``on_step_finished(run, step_result)`` after the step's routing, before its checkpoint (so
   the state an extension records there is in that checkpoint);
 - ``checkpoint_state()`` is stored in every checkpoint under ``extensions[<name>]``;
 - ``lint_rules()`` (optional) adds validation rules for the attributes the extension reads, so a
-  run refuses a pipeline whose freshness or evidence attributes are wrong without the engine
-  knowing those attributes.
+  run refuses a pipeline whose extension attributes are wrong without the engine knowing those
+  attributes (validation outside a run registers the same rules: :mod:`freshness_magic.lint`).
 
 ``on_step_finished`` is called once per executed node: for the node of a step, and for every node
 of a parallel branch (``step_result.branch_of`` names the parallel node). Hooks are called one at

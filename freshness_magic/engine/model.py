@@ -4,6 +4,10 @@ Attribute values are kept exactly as written (after unescaping) in ``attrs``; ty
 properties that coerce on read and fall back to the spec default when a value does not coerce
 (the validator reports such values with their position). Keeping one store means transforms such
 as the stylesheet only ever write strings, and nothing can get out of step.
+
+Only the engine's attributes have properties here. Attributes that run extensions read keep to
+the same store and get their typed readers in the package that reads them (``parse_bool`` and
+``split_list`` are for that), so the model stays the engine's.
 """
 
 from __future__ import annotations
@@ -30,10 +34,6 @@ SHAPE_TO_TYPE: Mapping[str, str] = {
 
 BUILTIN_HANDLER_TYPES: frozenset[str] = frozenset(SHAPE_TO_TYPE.values())
 
-NON_WORK_HANDLER_TYPES: frozenset[str] = frozenset({"start", "exit", "conditional", "wait.human"})
-
-FRESHNESS_MODES: tuple[str, ...] = ("ignore", "warn", "block")
-EVIDENCE_MODES: tuple[str, ...] = ("record", "require")
 FIDELITY_MODES: tuple[str, ...] = (
     "full",
     "truncate",
@@ -45,11 +45,6 @@ FIDELITY_MODES: tuple[str, ...] = (
 
 _DURATION_RE = re.compile(r"\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*\Z")
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
-
-
-def is_work_type(handler_type: str) -> bool:
-    """Whether nodes of this handler type must show evidence of work under ``evidence=require``."""
-    return handler_type not in NON_WORK_HANDLER_TYPES
 
 
 def parse_bool(value: str) -> bool | None:
@@ -79,7 +74,7 @@ def parse_duration(value: str) -> float | None:
 
 
 def split_list(value: str) -> tuple[str, ...]:
-    """Comma-separated items, trimmed, empties dropped (``class``, ``source_files``)."""
+    """Comma-separated items, trimmed, empties dropped (``class``, ``manager.actions``)."""
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
@@ -193,31 +188,6 @@ class Node:
     @property
     def allow_partial(self) -> bool:
         return self._bool("allow_partial")
-
-    @property
-    def source_files(self) -> tuple[str, ...]:
-        """REQ-IF-001: paths or globs, comma-separated, relative to the working directory."""
-        return split_list(self.attrs.get("source_files", ""))
-
-    @property
-    def freshness(self) -> str:
-        """``ignore`` (also when unset), ``warn`` or ``block``."""
-        return self.attrs.get("freshness") or "ignore"
-
-    @property
-    def expects_no_changes(self) -> bool:
-        return self._bool("expects_no_changes")
-
-    @property
-    def evidence(self) -> str:
-        """The node's own ``evidence`` mode; empty means inherit from the graph."""
-        return self.attrs.get("evidence", "")
-
-    @property
-    def commit(self) -> bool | None:
-        """The node's own ``commit`` flag; None means inherit from the graph."""
-        raw = self.attrs.get("commit")
-        return parse_bool(raw) if raw is not None else None
 
     @property
     def tool_command(self) -> str:
@@ -392,24 +362,6 @@ class Graph:
         raw = self.attrs.get("max_goal_gate_redirects")
         parsed = parse_int(raw) if raw is not None else None
         return 10 if parsed is None else max(parsed, 0)
-
-    @property
-    def evidence(self) -> str:
-        return self.attrs.get("evidence") or "record"
-
-    @property
-    def commit(self) -> bool:
-        raw = self.attrs.get("commit")
-        return bool(raw is not None and parse_bool(raw))
-
-    def evidence_mode(self, node: Node) -> str:
-        """The node's ``evidence`` mode, inheriting the graph's (default ``record``)."""
-        return node.evidence or self.evidence
-
-    def commit_enabled(self, node: Node) -> bool:
-        """The node's ``commit`` flag, inheriting the graph's (default off)."""
-        own = node.commit
-        return self.commit if own is None else own
 
     def structure_key(self) -> tuple[object, ...]:
         """What the layout depends on: node ids, labels, shapes and edges (not states)."""

@@ -1,9 +1,8 @@
 """Prompt files: ``prompt="@path"`` names a file read at run time (a light module: validation
-and freshness use it without importing the codergen handler)."""
+and run extensions use it without importing the codergen handler)."""
 
 from __future__ import annotations
 
-import os
 import re
 from pathlib import Path
 
@@ -30,13 +29,3 @@ def prompt_file_path(node: Node, graph: Graph, workdir: Path | None = None) -> P
     if graph.path:
         return Path(graph.path).resolve().parent / given
     return None if workdir is None else Path(workdir) / given
-
-
-def prompt_input_entry(node: Node, graph: Graph) -> str | None:
-    """The prompt file as a freshness input entry: absolute for a pipeline with a path, else
-    relative to the working directory (where a pipeline without a path resolves it)."""
-    name = prompt_file_name(node)
-    if name is None:
-        return None
-    path = prompt_file_path(node, graph)
-    return os.fspath(path) if path is not None else name

@@ -38,11 +38,18 @@ from typing import TYPE_CHECKING, Any
 from freshness_magic.engine.dispatch import WORKER_KEY
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.codergen import LLM_KEY, PROMPT_SUFFIX_KEY
-from freshness_magic.engine.model import NON_WORK_HANDLER_TYPES, Node, is_work_type
+from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.validation import LintRule
 from freshness_magic.errors import EvidenceError
 from freshness_magic.evidence import binding
+from freshness_magic.evidence.attrs import (
+    NON_WORK_HANDLER_TYPES,
+    commit_enabled,
+    evidence_mode,
+    is_work_type,
+    requires_work_evidence,
+)
 from freshness_magic.evidence.commit import commit_node_changes
 from freshness_magic.evidence.lint import evidence_rules
 from freshness_magic.evidence.prompt import work_evidence_prompt
@@ -181,10 +188,7 @@ class EvidenceExtension:
 
     @staticmethod
     def _needs_snapshot(run: Run, node: Node) -> bool:
-        graph = run.graph
-        return graph.commit_enabled(node) or (
-            is_work_type(node.handler_type) and graph.evidence_mode(node) == "require"
-        )
+        return commit_enabled(run.graph, node) or requires_work_evidence(run.graph, node)
 
     def before_execute(self, run: Run, node: Node, attempt: int) -> Outcome | None:
         """Fingerprint the evidence file and, when needed, snapshot the work tree (once a step).
@@ -206,7 +210,7 @@ class EvidenceExtension:
                 binding.begin_step(workdir, node.id, run.run_id)
                 facts.marked = True
             self._facts[node.id] = facts
-        if node.handler_type == "codergen" and run.graph.evidence_mode(node) == "require":
+        if node.handler_type == "codergen" and evidence_mode(run.graph, node) == "require":
             run.context.set(prompt_suffix_key(node.id), work_evidence_prompt(node.id, run.run_id))
         return None
 
@@ -221,7 +225,7 @@ class EvidenceExtension:
         graph = run.graph
         changes: WorkChanges | None = None
         own_record_written = False
-        if is_work_type(node.handler_type) and graph.evidence_mode(node) == "require":
+        if requires_work_evidence(graph, node):
             result = self.validator.validate(node, graph, run.workdir, facts.snapshot)
             if result.method == "evidence_file":
                 foreign = self._foreign(run, node.id, result.record)
@@ -244,7 +248,7 @@ class EvidenceExtension:
         if changes is None:
             changes = changes_since(facts.snapshot)
         self._note_changes(facts, changes)
-        if graph.commit_enabled(node):
+        if commit_enabled(graph, node):
             if not own_record_written:
                 read = read_evidence(evidence_path(run.workdir, node.id), node.id)
                 own_record_written = (
@@ -370,7 +374,7 @@ class EvidenceExtension:
         outcome = step_result.outcome or Outcome()
         own = self._own_record(run, node.id, facts)
         own_digest = evidence_digest(run.workdir, node.id) if own is not None else None
-        mode = run.graph.evidence_mode(node)
+        mode = evidence_mode(run.graph, node)
         engine_facts: dict[str, Any] = {
             "run_id": run.run_id,
             "status": outcome.status.value,

@@ -1,12 +1,25 @@
-"""The evidence attribute's lint rule (``evidence_valid``).
+"""The evidence attributes' lint rules: ``evidence_valid``, and ``attr_type`` for ``commit`` and
+``expects_no_changes``.
 
-It reaches validation through :meth:`EvidenceExtension.lint_rules`; the engine knows nothing of it.
+The layer that composes a session registers them with its Validator
+(:mod:`freshness_magic.lint`; a run gets them through :meth:`EvidenceExtension.lint_rules`);
+the engine knows nothing of them.
 """
 
 from __future__ import annotations
 
-from freshness_magic.engine.model import EVIDENCE_MODES, Graph, Node
-from freshness_magic.engine.validation import ERROR, LintRule, Out, ScanRule, graph_diag, node_diag
+from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.validation import (
+    BOOL,
+    ERROR,
+    LintRule,
+    Out,
+    ScanRule,
+    attr_type_rule,
+    graph_diag,
+    node_diag,
+)
+from freshness_magic.evidence.attrs import EVIDENCE_MODES
 
 _EVIDENCE_FIX = 'write evidence="record" or evidence="require"'
 
@@ -42,5 +55,11 @@ def _evidence_node(graph: Graph, node: Node, out: Out) -> None:
 
 
 def evidence_rules() -> list[LintRule]:
-    """The evidence attribute's rules, to register with a Validator."""
-    return [ScanRule("evidence_valid", _evidence_graph, _evidence_node)]
+    """The evidence attributes' rules, to register with a Validator."""
+    return [
+        ScanRule("evidence_valid", _evidence_graph, _evidence_node),
+        attr_type_rule(
+            graph_typed={"commit": BOOL},
+            node_typed={"expects_no_changes": BOOL, "commit": BOOL},
+        ),
+    ]

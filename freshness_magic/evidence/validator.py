@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
 
 from freshness_magic.engine.model import Graph, Node
+from freshness_magic.evidence.attrs import expects_no_changes
 from freshness_magic.evidence.record import (
     EvidenceReadResult,
     EvidenceRecord,
@@ -167,7 +168,7 @@ class DefaultEvidenceValidator:
                 "evidence_file",
                 **common,
             )
-        if node.expects_no_changes:
+        if expects_no_changes(node):
             return ValidationResult(
                 True,
                 "Node declared expects_no_changes",
@@ -184,7 +185,7 @@ def without_node_file(
 ) -> ValidationResult:
     """``result`` judged again without the node's evidence file (it is another run's: ``why``)."""
     problems = [*result.problems, why]
-    if node.expects_no_changes:
+    if expects_no_changes(node):
         return ValidationResult(
             True,
             "Node declared expects_no_changes",

@@ -25,11 +25,11 @@ from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.extensions import BaseRunExtension
-from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.engine.prompts import prompt_input_entry
 from freshness_magic.engine.validation import LintRule
 from freshness_magic.errors import FreshnessError
+from freshness_magic.freshness.attrs import freshness_mode, node_inputs, tracked_nodes
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.lint import freshness_rules
 from freshness_magic.freshness.report import FreshnessReport, NodeReport
@@ -46,17 +46,6 @@ MAX_EVENT_FILES = 200
 def stale_key(node_id: str) -> str:
     """The context key that lists a node's stale files (AC-004.1)."""
     return f"freshness.{node_id}.stale_files"
-
-
-def node_inputs(node: Node, graph: Graph) -> tuple[str, ...]:
-    """A node's input entries: its ``source_files`` plus its ``prompt="@file"``, if any."""
-    prompt_file = prompt_input_entry(node, graph)
-    return (*node.source_files, prompt_file) if prompt_file else node.source_files
-
-
-def tracked_nodes(graph: Graph) -> dict[str, tuple[str, ...]]:
-    """Node id -> input entries (:func:`node_inputs`) for every node that has any."""
-    return {n.id: entries for n in graph.iter_nodes() if (entries := node_inputs(n, graph))}
 
 
 def _details(report: NodeReport) -> list[dict[str, Any]]:
@@ -130,7 +119,7 @@ class FreshnessExtension(BaseRunExtension):
     # -- per attempt -----------------------------------------------------------------------
 
     def before_execute(self, run: Run, node: Node, attempt: int) -> Outcome | None:
-        mode = node.freshness
+        mode = freshness_mode(node)
         entries = node_inputs(node, run.graph)
         if mode not in ("warn", "block") or not entries:
             return None

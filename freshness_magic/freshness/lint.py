@@ -1,15 +1,17 @@
 """Freshness lint rules (``freshness_valid``, ``freshness_sources``, ``source_files_path``).
 
-They reach validation through :meth:`FreshnessExtension.lint_rules`; the engine knows
-nothing of them.
+The layer that composes a session registers them with its Validator
+(:mod:`freshness_magic.lint`; a run gets them through :meth:`FreshnessExtension.lint_rules`);
+the engine knows nothing of them.
 """
 
 from __future__ import annotations
 
 import re
 
-from freshness_magic.engine.model import FRESHNESS_MODES, Graph, Node
+from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.validation import ERROR, WARNING, LintRule, Out, ScanRule, node_diag
+from freshness_magic.freshness.attrs import FRESHNESS_MODES, source_files
 
 
 def _freshness_valid(graph: Graph, node: Node, out: Out) -> None:
@@ -54,7 +56,7 @@ def _source_files_path(graph: Graph, node: Node, out: Out) -> None:
     raw = node.attrs.get("source_files")
     if not raw or not _MAYBE_OUTSIDE_RE.search(raw):
         return
-    for entry in node.source_files:
+    for entry in source_files(node):
         normal = entry.replace("\\", "/")
         if normal.startswith("~"):
             problem = (

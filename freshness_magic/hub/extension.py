@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from freshness_magic.engine.extensions import BaseRunExtension
 from freshness_magic.errors import HubError
+from freshness_magic.freshness.attrs import source_files
 from freshness_magic.hub.integration import context_packet_for
 
 if TYPE_CHECKING:
@@ -48,7 +49,7 @@ class HubContextExtension(BaseRunExtension):
     def before_execute(self, run: Run, node: Node, attempt: int) -> Outcome | None:
         if node.handler_type != "codergen" or not wants_hub_context(node):
             return None
-        patterns = list(node.source_files)
+        patterns = list(source_files(node))
         try:
             packet = context_packet_for(run.workdir, patterns) if patterns else None
         except HubError:

@@ -121,11 +121,11 @@ class PipelineMagics(Magics):
     def _load_graph(self, text: str, path: str | None, cell: str | None = None) -> Graph:
         """Parse and validate; in a cell (``cell`` names it) lines count from the magic line."""
         from freshness_magic.engine.pipeline import load_pipeline
-        from freshness_magic.engine.validation import validate_or_raise
+        from freshness_magic.lint import session_validator
 
         try:
             graph = load_pipeline(text, path=path)
-            validate_or_raise(graph)
+            session_validator().validate_or_raise(graph)
         except ParseError as exc:
             if cell is None:
                 raise UsageError(str(exc)) from None

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 from freshness_magic.engine.model import Edge, Graph
 from freshness_magic.errors import FreshnessMagicError
+from freshness_magic.freshness.attrs import freshness_mode, source_files
 from freshness_magic.notebook.viewstate import (
     STALE_DASH,
     STATE_STYLES,
@@ -290,8 +291,8 @@ def static_title(graph: Graph, node_id: str) -> str:
     node = graph.nodes[node_id]
     parts = [node_id if node.label == node_id else f"{node_id}: {node.label}"]
     parts.append(f"type: {node.handler_type}")
-    if node.source_files:
-        parts.append(f"inputs: {', '.join(node.source_files)} (freshness={node.freshness})")
+    if inputs := source_files(node):
+        parts.append(f"inputs: {', '.join(inputs)} (freshness={freshness_mode(node)})")
     return "\n".join(parts)
 
 

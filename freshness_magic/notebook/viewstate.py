@@ -224,6 +224,8 @@ def palette_css(root: str = ".fm-root") -> str:
 
 def possible_states(graph: Graph) -> tuple[NodeState, ...]:
     """The states this pipeline can show (the legend lists only these), in palette order."""
+    from freshness_magic.freshness.attrs import freshness_mode, source_files
+
     nodes = list(graph.nodes.values())
     work = [n for n in nodes if n.handler_type not in ("start", "exit")]
     can: set[NodeState] = {NodeState.PENDING, NodeState.NEXT, NodeState.SUCCEEDED}
@@ -231,9 +233,9 @@ def possible_states(graph: Graph) -> tuple[NodeState, ...]:
         can |= {NodeState.RUNNING, NodeState.FAILED, NodeState.INTERRUPTED}
     if any(n.handler_type == "wait.human" for n in nodes):
         can.add(NodeState.WAITING)
-    if any(n.source_files for n in nodes):
+    if any(source_files(n) for n in nodes):
         can |= {NodeState.STALE, NodeState.OUTDATED}
-    if any(n.freshness == "block" for n in nodes):
+    if any(freshness_mode(n) == "block" for n in nodes):
         can |= {NodeState.BLOCKED, NodeState.RETRYING}
     if graph.default_max_retries > 0 or any((n.max_retries or 0) > 0 for n in nodes):
         can.add(NodeState.RETRYING)

@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable
 from pathlib import Path
 
 from freshness_magic.engine.model import Graph
+from freshness_magic.freshness.attrs import source_files
 
 log = logging.getLogger(__name__)
 _WILDCARDS = frozenset("*?[{")
@@ -29,7 +30,7 @@ def input_folders(graph: Graph, workdir: Path) -> list[Path]:
     """The existing folders that hold the nodes' inputs, outermost only, inside ``workdir``."""
     found: set[Path] = set()
     for node in graph.nodes.values():
-        for pattern in node.source_files:
+        for pattern in source_files(node):
             parts = Path(pattern).parts
             fixed: list[str] = []
             for part in parts:

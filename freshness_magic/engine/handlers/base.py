@@ -22,9 +22,9 @@ class StepEnv:
 
     graph: Graph
     run_dir: Path
-    """The run's log root (``.freshness/runs/<run_id>``)."""
+    """The run's log root (``<runs_dir>/<run_id>``)."""
     workdir: Path
-    """Where commands run and where ``source_files`` resolve."""
+    """Where commands run and where relative paths in attributes resolve."""
     attempt: int = 1
     emit: Callable[[str, dict[str, Any]], None] = field(default=lambda _type, _data: None)
     """Report an event (type name, payload) to the run's event bus."""
@@ -67,8 +67,8 @@ class BranchStep:
 
 
 class BranchRunner(Protocol):
-    """Executes one node of a branch exactly as the main path does (extensions, retries, events,
-    evidence, status) in the branch's own context, then routes it within the branch."""
+    """Executes one node of a branch exactly as the main path does (run extensions, retries,
+    events, status) in the branch's own context, then routes it within the branch."""
 
     def run_node(self, node: Node, context: Context, branch_of: str) -> BranchStep: ...
 

@@ -1,10 +1,14 @@
 """Pipeline validation (spec §7): lint rules that turn a Graph into diagnostics.
 
-:mod:`.core` is the plumbing (diagnostics, rules, the Validator); :mod:`.rules` and
-:mod:`.attrs` are the engine's rules. Freshness and evidence contribute their own rules (their
-run extensions' ``lint_rules``).
+:mod:`.core` is the plumbing (diagnostics, rules, the Validator and its rule registry);
+:mod:`.rules`, :mod:`.attrs` and :mod:`.flow` are the engine's rules, about the engine's own
+attributes only. A package that reads attributes of its own contributes rules for them, and the
+layer that composes the packages registers those with a :class:`Validator`
+(``Validator.register_rule``, or ``extra_rules``; a run takes its extensions' ``lint_rules``).
+:func:`attr_type_rule` builds the ``attr_type`` check for such attributes.
 """
 
+from freshness_magic.engine.validation.attrs import BOOL, COUNT, DURATION, INT, attr_type_rule
 from freshness_magic.engine.validation.core import (
     ERROR,
     INFO,
@@ -28,8 +32,12 @@ from freshness_magic.engine.validation.core import (
 from freshness_magic.engine.validation.rules import default_rules
 
 __all__ = [
+    "BOOL",
+    "COUNT",
+    "DURATION",
     "ERROR",
     "INFO",
+    "INT",
     "WARNING",
     "Diagnostic",
     "EdgeCheck",
@@ -40,6 +48,7 @@ __all__ = [
     "ScanRule",
     "Severity",
     "Validator",
+    "attr_type_rule",
     "default_rules",
     "edge_diag",
     "graph_diag",

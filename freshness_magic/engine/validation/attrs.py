@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
+from types import MappingProxyType
 
 from freshness_magic.engine.gates import gate_question, match_choice, parse_accelerator
 from freshness_magic.engine.model import (
@@ -23,6 +24,7 @@ from freshness_magic.engine.validation.core import (
     WARNING,
     Diagnostic,
     Out,
+    ScanRule,
     edge_diag,
     graph_diag,
     node_diag,
@@ -119,31 +121,29 @@ def _is_duration(value: str) -> bool:
     return parsed is not None and parsed > 0
 
 
-_COUNT = "a whole number >= 0, e.g. 3"
-_INT = "a whole number, e.g. 10"
-_BOOL = "true or false"
-_DURATION = "a positive duration, e.g. 900s, 250ms, 15m, 2h"
+# The kinds of value attr_type_rule checks; each is also how the message names what to write.
+COUNT = "a whole number >= 0, e.g. 3"
+INT = "a whole number, e.g. 10"
+BOOL = "true or false"
+DURATION = "a positive duration, e.g. 900s, 250ms, 15m, 2h"
 _CHECKS: dict[str, Callable[[str], bool]] = {
-    _COUNT: _is_count,
-    _INT: lambda value: parse_int(value) is not None,
-    _BOOL: lambda value: parse_bool(value) is not None,
-    _DURATION: _is_duration,
+    COUNT: _is_count,
+    INT: lambda value: parse_int(value) is not None,
+    BOOL: lambda value: parse_bool(value) is not None,
+    DURATION: _is_duration,
 }
 _NODE_TYPED = {
-    "max_retries": _COUNT,
-    "goal_gate": _BOOL,
-    "auto_status": _BOOL,
-    "allow_partial": _BOOL,
-    "expects_no_changes": _BOOL,
-    "commit": _BOOL,
-    "timeout": _DURATION,
+    "max_retries": COUNT,
+    "goal_gate": BOOL,
+    "auto_status": BOOL,
+    "allow_partial": BOOL,
+    "timeout": DURATION,
 }
-_EDGE_TYPED = {"weight": _INT, "loop_restart": _BOOL}
+_EDGE_TYPED = {"weight": INT, "loop_restart": BOOL}
 _GRAPH_TYPED = {
-    "default_max_retries": _COUNT,
-    "default_max_retry": _COUNT,
-    "max_goal_gate_redirects": _COUNT,
-    "commit": _BOOL,
+    "default_max_retries": COUNT,
+    "default_max_retry": COUNT,
+    "max_goal_gate_redirects": COUNT,
 }
 
 
@@ -156,31 +156,61 @@ def _type_message(owner: str, key: str, value: str, expected: str) -> tuple[str,
     return (f"{owner}: {key}={value!r} is not {expected}", f"write {key} as {expected}")
 
 
-def attr_type_graph(graph: Graph, out: Out) -> None:
-    for key, expected in _GRAPH_TYPED.items():
-        value = graph.attrs.get(key)
-        if value is not None and not _coerces(expected, value):
-            text, fix = _type_message("graph", key, value, expected)
-            out.append(graph_diag("attr_type", ERROR, graph, text, fix, key))
+def attr_type_rule(
+    graph_typed: Mapping[str, str] = MappingProxyType({}),
+    node_typed: Mapping[str, str] = MappingProxyType({}),
+    edge_typed: Mapping[str, str] = MappingProxyType({}),
+) -> ScanRule:
+    """An ``attr_type`` rule: each named attribute must coerce to its kind (:data:`COUNT`,
+    :data:`INT`, :data:`BOOL` or :data:`DURATION`), else an ERROR at the attribute.
+
+    The engine's rule covers the engine's attributes; a package that reads attributes of its own
+    registers one more rule made here for them, so every typed value is checked the same way.
+    """
+    unknown = {v for t in (graph_typed, node_typed, edge_typed) for v in t.values()} - set(_CHECKS)
+    if unknown:
+        raise ValueError(
+            f"attr_type_rule: unknown kind(s) {sorted(unknown)}; use COUNT, INT, BOOL or DURATION"
+        )
+    graph_items = tuple(graph_typed.items())
+    node_items = tuple(node_typed.items())
+    edge_items = tuple(edge_typed.items())
+
+    def graph_check(graph: Graph, out: Out) -> None:
+        for key, expected in graph_items:
+            value = graph.attrs.get(key)
+            if value is not None and not _coerces(expected, value):
+                text, fix = _type_message("graph", key, value, expected)
+                out.append(graph_diag("attr_type", ERROR, graph, text, fix, key))
+
+    def node_check(graph: Graph, node: Node, out: Out) -> None:
+        attrs = node.attrs
+        for key, expected in node_items:
+            value = attrs.get(key)
+            if value is not None and not _coerces(expected, value):
+                text, fix = _type_message(f"node `{node.id}`", key, value, expected)
+                out.append(node_diag("attr_type", ERROR, node, text, fix, key))
+
+    def edge_check(graph: Graph, edge: Edge, out: Out) -> None:
+        attrs = edge.attrs
+        for key, expected in edge_items:
+            value = attrs.get(key)
+            if value is not None and not _coerces(expected, value):
+                owner = f"edge {edge.source} -> {edge.target}"
+                text, fix = _type_message(owner, key, value, expected)
+                out.append(edge_diag("attr_type", ERROR, edge, text, fix, key))
+
+    return ScanRule(
+        "attr_type",
+        graph_check if graph_items else None,
+        node_check if node_items else None,
+        edge_check if edge_items else None,
+    )
 
 
-def attr_type_node(graph: Graph, node: Node, out: Out) -> None:
-    attrs = node.attrs
-    for key, expected in _NODE_TYPED.items():
-        value = attrs.get(key)
-        if value is not None and not _coerces(expected, value):
-            text, fix = _type_message(f"node `{node.id}`", key, value, expected)
-            out.append(node_diag("attr_type", ERROR, node, text, fix, key))
-
-
-def attr_type_edge(graph: Graph, edge: Edge, out: Out) -> None:
-    attrs = edge.attrs
-    for key, expected in _EDGE_TYPED.items():
-        value = attrs.get(key)
-        if value is not None and not _coerces(expected, value):
-            owner = f"edge {edge.source} -> {edge.target}"
-            text, fix = _type_message(owner, key, value, expected)
-            out.append(edge_diag("attr_type", ERROR, edge, text, fix, key))
+def engine_attr_types() -> ScanRule:
+    """The ``attr_type`` rule for the engine's own typed attributes."""
+    return attr_type_rule(_GRAPH_TYPED, _NODE_TYPED, _EDGE_TYPED)
 
 
 GRAPHVIZ_SHAPES = frozenset(

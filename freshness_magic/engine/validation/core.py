@@ -1,8 +1,9 @@
 """Validation plumbing (spec §7.3–§7.4): diagnostics, rules, and the Validator that runs them.
 
-Rules are objects with a ``name`` and ``apply(graph)``. A :class:`Validator` holds the rules for
-one use (no global registry): the engine's (:mod:`.rules`, :mod:`.attrs`) plus any registered,
-such as the rules freshness and evidence contribute through their run extensions. Structural
+Rules are objects with a ``name`` and ``apply(graph)``. A :class:`Validator` is the rule
+registry of one use (no global registry): the engine's rules (:mod:`.rules`) plus any registered
+with :meth:`Validator.register_rule`, such as the rules of attributes that packages outside the
+engine read, which the layer composing those packages registers. Structural
 rules walk the graph once; the per-node and per-edge parts of the other rules
 (:class:`ScanRule`) run together in a single pass over the nodes and one over the edges, so
 validation is O(nodes + edges). Each diagnostic carries the line and column of the node, edge or

@@ -386,5 +386,5 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         ScanRule("dead_end_possible", node_check=flow.dead_end_possible),
         ScanRule("condition_values", edge_check=flow.condition_values),
         ScanRule("edge_attr_known", edge_check=attrs.edge_attr_known),
-        ScanRule("attr_type", attrs.attr_type_graph, attrs.attr_type_node, attrs.attr_type_edge),
+        attrs.engine_attr_types(),
     ]

@@ -1,0 +1,33 @@
+"""The validator of a session: the engine's rules plus the rules of the attributes that freshness
+and evidence read, registered through :meth:`Validator.register_rule`.
+
+The engine validates only its own attributes. This module composes the others' rules for
+validation outside a run (``freshness-magic validate``, loading a pipeline in the notebook); a run
+gets the same rules from its extensions' ``lint_rules`` (:func:`freshness_magic.session.
+default_extensions`), in the same order, so both report the same diagnostics. It stays light (no
+run, no handlers), so ``validate`` starts quickly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from freshness_magic.engine.validation import LintRule, Validator
+from freshness_magic.evidence.lint import evidence_rules
+from freshness_magic.freshness.lint import freshness_rules
+
+__all__ = ["attribute_rules", "session_validator"]
+
+
+def attribute_rules() -> list[LintRule]:
+    """The freshness and evidence attributes' rules, in the order a session run registers them."""
+    return [*freshness_rules(), *evidence_rules()]
+
+
+def session_validator(known_types: Iterable[str] | None = None) -> Validator:
+    """A Validator with the engine's rules (``known_types`` feeds ``type_known``) and then
+    :func:`attribute_rules`."""
+    validator = Validator(known_types=known_types)
+    for rule in attribute_rules():
+        validator.register_rule(rule)
+    return validator

@@ -1,0 +1,144 @@
+"""Freshness and evidence lint rules reach validation through the Validator's rule registry.
+
+The engine alone checks none of their attributes; ``freshness_magic.lint.session_validator``
+registers their rules for ``freshness-magic validate`` (and the notebook, see
+``tests/notebook/test_attribute_lint.py``), and a session run gets the same rules from its
+extensions. The expected lines are what ``validate`` printed while the engine still held these
+rules: names, messages, severities and positions are unchanged.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from freshness_magic import session
+from freshness_magic.engine.pipeline import load_pipeline
+from freshness_magic.engine.validation import (
+    BOOL,
+    DURATION,
+    Validator,
+    attr_type_rule,
+    default_rules,
+    validate,
+)
+from freshness_magic.errors import ValidationError
+from freshness_magic.lint import session_validator
+
+BAD = """digraph bad {
+  commit=sure
+  evidence=maybe
+  start [shape=Mdiamond]
+  a [prompt="x", freshness=blok, evidence=strict, commit=perhaps,
+     expects_no_changes=kinda, source_files="../up"]
+  b [prompt="y", freshness=warn]
+  done [shape=Msquare]
+  start -> a -> b -> done
+}
+"""
+
+EXPECTED = [
+    "2:3: error attr_type: graph: commit='sure' is not true or false "
+    "(fix: write commit as true or false)",
+    "3:3: error evidence_valid: graph evidence='maybe' is not one of record|require "
+    '(fix: write evidence="record" or evidence="require")',
+    "5:18: error freshness_valid: node `a`: freshness 'blok' is not one of ignore|warn|block "
+    '(fix: write freshness="ignore", "warn" or "block")',
+    "5:34: error evidence_valid: node `a`: evidence='strict' is not one of record|require "
+    '(fix: write evidence="record" or evidence="require")',
+    "5:51: error attr_type: node `a`: commit='perhaps' is not true or false "
+    "(fix: write commit as true or false)",
+    "6:6: error attr_type: node `a`: expects_no_changes='kinda' is not true or false "
+    "(fix: write expects_no_changes as true or false)",
+    "6:32: warning source_files_path: node `a`: source_files entry '../up' climbs out of the "
+    "working directory with `..`; files outside the working directory are reported as unknown "
+    "(fix: use a path relative to the working directory)",
+    "7:18: warning freshness_sources: node `b` has freshness='warn' but no source_files, so "
+    'there is nothing to check (fix: add source_files="path/or/*.glob" to `b`, or remove '
+    "freshness)",
+]
+
+ATTRIBUTE_RULES = [
+    "freshness_valid",
+    "freshness_sources",
+    "source_files_path",
+    "evidence_valid",
+    "attr_type",
+]
+
+
+def test_the_engine_alone_checks_none_of_their_attributes() -> None:
+    assert validate(load_pipeline(BAD)) == []
+
+
+def test_session_validator_registers_their_rules_after_the_engine_rules() -> None:
+    names = [rule.name for rule in session_validator().rules]
+    assert names == [rule.name for rule in default_rules()] + ATTRIBUTE_RULES
+
+
+def test_cli_validate_reports_them_as_before(tmp_path: Path) -> None:
+    path = tmp_path / "bad.dot"
+    path.write_text(BAD, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert result.returncode == 1
+    assert result.stdout.splitlines() == [f"{path}:{line}" for line in EXPECTED]
+    assert result.stderr.strip() == f"{path}: 6 error(s), 2 warning(s), 0 info"
+
+
+def test_cli_validate_json_names_the_rules(tmp_path: Path) -> None:
+    path = tmp_path / "bad.dot"
+    path.write_text(BAD, encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "validate", str(path), "--json"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    found = [(d["rule"], d["severity"], d["node"]) for d in json.loads(result.stdout)]
+    assert found == [
+        ("attr_type", "error", None),
+        ("evidence_valid", "error", None),
+        ("freshness_valid", "error", "a"),
+        ("evidence_valid", "error", "a"),
+        ("attr_type", "error", "a"),
+        ("attr_type", "error", "a"),
+        ("source_files_path", "warning", "a"),
+        ("freshness_sources", "warning", "b"),
+    ]
+
+
+def test_a_session_run_refuses_the_same_errors(tmp_path: Path) -> None:
+    with pytest.raises(ValidationError) as info:
+        session.open_run(BAD, workdir=tmp_path)
+    graph = load_pipeline(BAD)
+    expected = [d for d in session_validator().validate(graph) if d.severity.value == "error"]
+    assert info.value.diagnostics == expected
+    assert not (tmp_path / ".freshness").exists()  # refused before a run directory exists
+
+
+def test_attr_type_rule_checks_a_package_s_own_attributes_like_the_engine_s() -> None:
+    validator = Validator()
+    validator.register_rule(attr_type_rule(node_typed={"my_flag": BOOL, "my_wait": DURATION}))
+    graph = load_pipeline(
+        BAD.replace("  b [prompt=", "  b [my_flag=sometimes, my_wait=10s, max_retries=x, prompt=")
+    )
+    found = [d for d in validator.validate(graph) if d.node == "b"]
+    assert [(d.rule, d.message, d.column) for d in found] == [
+        ("attr_type", "node `b`: my_flag='sometimes' is not true or false", 6),
+        ("attr_type", "node `b`: max_retries='x' is not a whole number >= 0, e.g. 3", 38),
+    ]
+    assert found[0].fix == "write my_flag as true or false"
+
+
+def test_attr_type_rule_refuses_an_unknown_kind() -> None:
+    with pytest.raises(ValueError, match="unknown kind"):
+        attr_type_rule(node_typed={"my_flag": "yes or no"})

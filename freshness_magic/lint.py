@@ -1,5 +1,5 @@
-"""The validator of a session: the engine's rules plus the rules of the attributes that freshness
-and evidence read, registered through :meth:`Validator.register_rule`.
+"""The validator of a session: the engine's rules plus the rules of the attributes that freshness,
+evidence and the cluster layer read, registered through :meth:`Validator.register_rule`.
 
 The engine validates only its own attributes. This module composes the others' rules for
 validation outside a run (``freshness-magic validate``, loading a pipeline in the notebook); a run
@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from freshness_magic.cluster.lint import executor_rules
 from freshness_magic.engine.validation import LintRule, Validator
 from freshness_magic.evidence.lint import evidence_rules
 from freshness_magic.freshness.lint import freshness_rules
@@ -20,8 +21,9 @@ __all__ = ["attribute_rules", "session_validator"]
 
 
 def attribute_rules() -> list[LintRule]:
-    """The freshness and evidence attributes' rules, in the order a session run registers them."""
-    return [*freshness_rules(), *evidence_rules()]
+    """The freshness and evidence attributes' rules, in the order a session run registers them,
+    then the ``executor`` attribute's."""
+    return [*freshness_rules(), *evidence_rules(), *executor_rules()]
 
 
 def session_validator(known_types: Iterable[str] | None = None) -> Validator:

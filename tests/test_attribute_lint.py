@@ -68,6 +68,7 @@ ATTRIBUTE_RULES = [
     "source_files_path",
     "evidence_valid",
     "attr_type",
+    "executor_valid",
 ]
 
 

@@ -10,10 +10,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
-from freshness_magic.engine.dispatch import Dispatch
 from freshness_magic.errors import ClusterError
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.dispatch import Dispatch
 
 __all__ = ["Cluster", "ClusterPool", "ExecutorSpec", "open_cluster", "parse_executor"]
 

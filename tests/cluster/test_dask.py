@@ -327,3 +327,24 @@ def test_output_of_a_node_on_a_worker_arrives_while_it_runs(
     assert any("second line" in text for text in outputs)
     assert not list((run.run_dir / "nodes" / "b0").glob("events-*.jsonl"))
     run.close()
+
+
+def test_validate_checks_the_executor_attribute(tmp_path: Path) -> None:
+    path = tmp_path / "bad.dot"
+    path.write_text(
+        'digraph g { executor="spark"\n start [shape=Mdiamond]\n'
+        ' t [shape=parallelogram, tool_command="true", executor="dask"]\n'
+        " done [shape=Msquare]\n start -> t -> done }\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 1
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith(f"{path}:1:13: error executor_valid: graph executor='spark'")
+    assert "dask://HOST:PORT" in lines[0]
+    assert lines[1].startswith(f"{path}:3:47: warning executor_valid: node `t`")
+    assert 'executor="local"' in lines[1]

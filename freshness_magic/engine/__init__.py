@@ -47,7 +47,7 @@ _WHERE = {
     "ScanRule": "validation",
     "parse_condition": "conditions",
     "evaluate_condition": "conditions",
-    "explain_condition": "conditions",
+    "explain_condition": "condition_explain",
     "Run": "run",
     "RunState": "state",
     "StepResult": "state",
@@ -137,11 +137,8 @@ def __dir__() -> list[str]:
 
 
 if TYPE_CHECKING:
-    from freshness_magic.engine.conditions import (
-        evaluate_condition,
-        explain_condition,
-        parse_condition,
-    )
+    from freshness_magic.engine.condition_explain import explain_condition
+    from freshness_magic.engine.conditions import evaluate_condition, parse_condition
     from freshness_magic.engine.context import Context
     from freshness_magic.engine.dot_parser import parse_dot
     from freshness_magic.engine.edges import EdgeStep

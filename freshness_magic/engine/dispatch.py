@@ -156,7 +156,8 @@ def run_remote(call: RemoteCall) -> RemoteResult:
     if call.stop_file.exists():
         outcome = Outcome(status=StageStatus.FAIL, failure_reason="interrupted before it started")
         return RemoteResult(outcome, [], worker)
-    atomicio.write_json_atomic(call.marker, worker)
+    # No fsync: the marker only has to outlive the worker process, not the machine.
+    atomicio.write_atomic(call.marker, json.dumps(worker) + "\n", fsync=False)
     cancel = threading.Event()
     done = threading.Event()
 
@@ -217,8 +218,9 @@ def call_remote(
     """Ship one attempt of ``node`` to ``dispatch`` and wait for it (on the driver).
 
     ``env.cancel`` (Stop, or the executor's own timeout) writes the stop file; the worker then
-    ends the work (a call not started yet does not start it) and reports. Only a worker that
-    does not report within :data:`STOP_GRACE_SECONDS` has its future cancelled. A call that
+    ends the work and reports; a call not started yet is cancelled (and would not start the
+    work anyway). A worker that does not report within :data:`STOP_GRACE_SECONDS` has its
+    future cancelled too. A call that
     fails to come back (a lost worker, an executor error) is a FAIL with the reason, never a
     hang.
     """
@@ -267,6 +269,8 @@ def _wait_for(
         if env.cancel.is_set() and stopped_at is None:
             stopped_at = time.monotonic()
             atomicio.write_atomic(call.stop_file, "stop\n")
+            if not call.marker.exists():
+                future.cancel()  # not started: it never will (if it does, it sees the stop)
         if stopped_at is not None and time.monotonic() - stopped_at > STOP_GRACE_SECONDS:
             future.cancel()
             return _lost(node, dispatch, "the worker did not report back after the stop")

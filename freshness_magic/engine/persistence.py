@@ -3,7 +3,7 @@
 A run's state between steps is one :class:`RunMemory`. :func:`checkpoint_payload` turns it into
 the whole checkpoint (the §5.3 field names plus the engine's own: ``node_outcomes``,
 ``next_node``, ``pending_gate``, the failure, the extensions' state), :func:`step_record` into one
-journal record of what changed since the last record (see :mod:`.checkpoint`), and
+journal record of what changed since the last record (see :mod:`.checkpoint_format`), and
 :func:`restore_memory` reads the checkpoint back.
 The pipeline text is kept once per run directory as ``pipeline.dot`` (:func:`stored_pipeline`
 rebuilds the Graph on resume), and ``loop_restart`` continues in ``<run_id>-r<N>`` linked from
@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.atomicio import loads_bounded, write_atomic, write_json_atomic
-from freshness_magic.engine.checkpoint import CHECKPOINT_FORMAT, EncodedMap, write_manifest
+from freshness_magic.engine.checkpoint_format import CHECKPOINT_FORMAT, EncodedMap
+from freshness_magic.engine.checkpoint_writer import write_manifest
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import utc_now_iso
 from freshness_magic.engine.model import Graph

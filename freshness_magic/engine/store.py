@@ -2,7 +2,7 @@
 
 :class:`RunStore` decides per save whether to append a whole-state record (a new journal, after
 a resume) or a step record, and when to write a snapshot (compaction due, or the run at rest);
-see :mod:`.checkpoint` for the format and :mod:`.runlock` for the driver lock.
+see :mod:`.checkpoint_format` for the format and :mod:`.runlock` for the driver lock.
 """
 
 from __future__ import annotations
@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.atomicio import journaled_writes
-from freshness_magic.engine.checkpoint import CheckpointWriter
+from freshness_magic.engine.checkpoint_writer import CheckpointWriter
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.persistence import JournalMarks, RunMemory, step_record
 from freshness_magic.engine.runlock import PROCESS_LOCKS

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.engine.conditions import ConditionExplanation, explain_condition
+from freshness_magic.engine.condition_explain import ConditionExplanation, explain_condition
 from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.freshness.attrs import freshness_mode, source_files

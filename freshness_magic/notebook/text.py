@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from freshness_magic.engine.conditions import ConditionExplanation
+from freshness_magic.engine.condition_explain import ConditionExplanation
 from freshness_magic.engine.outcome import Choice, Question
 from freshness_magic.notebook.render import NodeState, NodeView, state_table
 

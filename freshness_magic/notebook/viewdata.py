@@ -8,7 +8,7 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from freshness_magic.engine.conditions import explain_condition
+from freshness_magic.engine import explain_condition
 from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.notebook.pipeline import NotebookPipeline

@@ -13,7 +13,8 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.engine import Run, RunResult, RunState
-from freshness_magic.engine.checkpoint import JOURNAL_FILE, history_files, load_checkpoint
+from freshness_magic.engine.checkpoint import load_checkpoint
+from freshness_magic.engine.checkpoint_format import JOURNAL_FILE, history_files
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.errors import CheckpointError
@@ -267,7 +268,7 @@ def test_tampered_stored_pipeline_is_refused(tmp_path: Path) -> None:
 
 
 def test_encoded_map_is_spliced_as_valid_sorted_json() -> None:
-    from freshness_magic.engine.checkpoint import EncodedMap, encode_checkpoint
+    from freshness_magic.engine.checkpoint_format import EncodedMap, encode_checkpoint
 
     outcomes = EncodedMap()
     outcomes.set("b", {"outcome": "fail", "notes": 'quote " and ünïcode'})

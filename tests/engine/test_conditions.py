@@ -6,14 +6,13 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from freshness_magic.engine.condition_explain import explain_condition
+from freshness_magic.engine.condition_syntax import Operator, split_fix
 from freshness_magic.engine.conditions import (
     Condition,
-    Operator,
     check_condition,
     evaluate_condition,
-    explain_condition,
     parse_condition,
-    split_fix,
     stringify,
 )
 from freshness_magic.engine.context import Context

@@ -14,10 +14,10 @@ from pathlib import Path
 
 import pytest
 
-from freshness_magic.engine.checkpoint import (
+from freshness_magic.engine.checkpoint import load_checkpoint
+from freshness_magic.engine.checkpoint_format import (
     JOURNAL_FILE,
     history_files,
-    load_checkpoint,
     parse_journal_line,
 )
 from tests.waiting import wait_until

@@ -13,12 +13,11 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.engine import Run, RunState
-from freshness_magic.engine.checkpoint import (
+from freshness_magic.engine.checkpoint import load_checkpoint, load_state
+from freshness_magic.engine.checkpoint_format import (
     CHECKPOINT_FILE,
     JOURNAL_FILE,
     MANIFEST_FILE,
-    load_checkpoint,
-    load_state,
     parse_journal_line,
 )
 from freshness_magic.errors import CheckpointError, RunError
@@ -213,7 +212,7 @@ def test_state_patches_turn_the_old_state_into_the_new_one() -> None:
     import copy
     import random
 
-    from freshness_magic.engine.checkpoint import apply_patch
+    from freshness_magic.engine.checkpoint_format import apply_patch
     from freshness_magic.engine.persistence import state_patch
 
     rng = random.Random(15)

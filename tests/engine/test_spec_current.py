@@ -11,8 +11,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.atomicio import read_jsonl
-from freshness_magic.engine import RunState
-from freshness_magic.engine.conditions import evaluate_condition, explain_condition
+from freshness_magic.engine import RunState, evaluate_condition, explain_condition
 from freshness_magic.engine.outcome import Outcome
 from freshness_magic.engine.validation import Severity, validate
 from freshness_magic.errors import ValidationError

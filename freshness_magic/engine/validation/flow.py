@@ -2,13 +2,9 @@
 
 from __future__ import annotations
 
-from freshness_magic.engine.conditions import (
-    Operator,
-    bare_key_warning,
-    check_condition,
-    falsy_looking,
-    parse_condition,
-)
+from freshness_magic.engine.condition_explain import bare_key_warning, falsy_looking
+from freshness_magic.engine.condition_syntax import Operator
+from freshness_magic.engine.conditions import check_condition, parse_condition
 from freshness_magic.engine.model import Edge, Graph, Node
 from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.engine.validation.attrs import closest

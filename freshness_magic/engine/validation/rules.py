@@ -12,7 +12,8 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from freshness_magic.engine.conditions import check_condition, split_fix
+from freshness_magic.engine.condition_syntax import split_fix
+from freshness_magic.engine.conditions import check_condition
 from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, FIDELITY_MODES, Edge, Graph, Node
 from freshness_magic.engine.stylesheet import parse_stylesheet
 from freshness_magic.engine.validation import attrs, flow

@@ -107,7 +107,7 @@ class Resolver:
             walker = Walker(listing, located.base, located.rel.split("/"), self.tree)
             for found in walker.files():
                 files[self.tree.key(located, found)] = None
-            for found, reason in walker.problems:
+            for found, reason in walker.problems.items():
                 key = self.tree.key(located, found)
                 unresolved.setdefault(key, Unresolved(key, reason))
         return Resolution(sorted(files), frozenset(literal), list(unresolved.values()))

@@ -164,7 +164,7 @@ _Chain = list[tuple[int, int]]
 class Walker:
     """One glob's walk below ``base``: the files it matches and what it could not look into.
 
-    ``problems`` collects (relative path, reason) for symlinks whose real path is outside (never
+    ``problems`` maps relative paths to reasons for symlinks whose real path is outside (never
     read, never followed) and for folders that cannot be listed; both are reported ``unknown``.
     """
 
@@ -177,7 +177,8 @@ class Walker:
             for s in self.segments
         ]
         self.tree = tree
-        self.problems: list[tuple[str, str]] = []
+        self.problems: dict[str, str] = {}
+        """Relative path -> why it was not read (each path once)."""
 
     def files(self) -> Iterator[str]:
         """Relative paths of the regular files under ``base`` matching the pattern."""
@@ -188,14 +189,14 @@ class Walker:
         entries = self.listing.entries(folder)
         error = self.listing.errors.get(folder)
         if error is not None:
-            self.problems.append((rel or ".", f"{UNREADABLE}: {error}"))
+            self.problems.setdefault(rel or ".", f"{UNREADABLE}: {error}")
         return entries
 
     def _escapes(self, path: str, rel: str) -> bool:
         """Whether the symlink ``path`` points outside (then it is reported, never read)."""
         if not self.tree.escapes(path):
             return False
-        self.problems.append((rel, OUTSIDE_LINK))
+        self.problems.setdefault(rel, OUTSIDE_LINK)
         return True
 
     def _walk(self, rel: str, index: int, ancestors: _Chain) -> Iterator[str]:

@@ -85,7 +85,7 @@ def remembering(dirs: StateDirs) -> Iterator[StateDirs]:
         _DIRS.reset(token)
 
 
-def _link_message(link: str | Path) -> str:
+def _link_message(link: str | os.PathLike[str]) -> str:
     try:
         target = os.readlink(link)
     except OSError:

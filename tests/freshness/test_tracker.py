@@ -3,12 +3,10 @@
 from __future__ import annotations
 
 import os
-import pickle
 import shutil
 import tempfile
 import time
-import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 from freshness_magic.freshness.report import NodeReport
 from freshness_magic.freshness.resolve import Resolution
+from tests.unprivileged import NOBODY, unprivileged
 
 from .conftest import write
 
@@ -156,38 +155,6 @@ def test_unreadable_file_falls_back_to_stat_and_says_so(tree: Path) -> None:
     assert entry.note
 
 
-NOBODY = 65534
-
-
-def _unprivileged(fn: Callable[[], object]) -> object:
-    """Run ``fn`` in a forked child that gave up root (uid/gid nobody); return its result.
-
-    Root reads files of mode 000, so the permission-denied case needs a real unprivileged
-    process; forking keeps the already imported code, which nobody could not load from /root.
-    """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            outcome: tuple[str, object] = ("ok", fn())
-        except BaseException:
-            outcome = ("error", traceback.format_exc())
-        with os.fdopen(write_end, "wb") as handle:
-            pickle.dump(outcome, handle)
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as handle:
-        data = handle.read()
-    os.waitpid(pid, 0)
-    status, value = pickle.loads(data)
-    assert status == "ok", value
-    return value
-
-
 @pytest.fixture
 def shared_tree() -> Iterator[Path]:
     """A tree an unprivileged user works in, with a file its owner may write but not read."""
@@ -216,7 +183,7 @@ def test_permission_denied_is_compared_by_stat(shared_tree: Path) -> None:
         (after,) = tracker.check("n").files
         return [(e.label.value, e.method, e.note) for e in (before, after)]
 
-    before, after = _unprivileged(scenario) if os.geteuid() == 0 else scenario()
+    before, after = unprivileged(scenario) if os.geteuid() == 0 else scenario()
     assert before[:2] == ("unknown", "stat") and "unreadable" in before[2]
     assert after[:2] == ("stale_changed", "stat")
 
@@ -235,7 +202,7 @@ def test_glob_into_an_unreadable_folder_is_unknown(shared_tree: Path) -> None:
         return labels(report), notes
 
     try:
-        found, notes = _unprivileged(scenario) if root else scenario()
+        found, notes = unprivileged(scenario) if root else scenario()
     finally:
         os.chmod(shared_tree / "locked", 0o700)
     assert found["locked"] == "unknown"

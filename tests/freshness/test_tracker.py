@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import tempfile
@@ -13,6 +14,7 @@ import pytest
 
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.hashing import hash_file
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 from freshness_magic.freshness.report import NodeReport
 from freshness_magic.freshness.resolve import Resolution
@@ -411,3 +413,29 @@ def test_freshness_works_without_fcntl(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "('a.txt',)"
+
+
+def test_a_link_turned_outside_between_resolving_and_hashing_is_never_read(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    write(work, "docs/spec.md", "spec")
+    write(tmp_path, "outside/secret.md", "secret")
+    os.symlink("docs/spec.md", work / "link.md")
+    state = {"armed": False}
+
+    def turn_outside(resolutions: Mapping[str, Resolution]) -> None:
+        if state["armed"]:
+            assert "link.md" in resolutions["n"].files
+            (work / "link.md").unlink()
+            os.symlink("../outside/secret.md", work / "link.md")
+            state["armed"] = False
+
+    tracker = FreshnessTracker(work, git=False, after_resolve=turn_outside)
+    tracker.capture({"n": ["*.md"]})
+    assert labels(tracker.check("n")) == {"link.md": "fresh"}
+    state["armed"] = True
+    (entry,) = tracker.check("n").files
+    assert (entry.label, entry.note) == (FileLabel.UNKNOWN, "symlink to outside the work tree")
+    secret = hash_file(tmp_path / "outside/secret.md").digest
+    assert secret not in json.dumps(tracker.to_dict())

@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic import atomicio, pathsafety
-from freshness_magic.engine.model import NODE_ID_RE
 from freshness_magic.errors import EvidenceError, UnsafePathError
 
 EVIDENCE_VERSION = 1
@@ -229,12 +228,13 @@ def evidence_dir(workdir: str | os.PathLike[str]) -> Path:
 
 def check_node_id(node_id: str) -> str:
     """Refuse any node id that could not be a DOT identifier (and so could leave its folder)."""
-    if not isinstance(node_id, str) or not NODE_ID_RE.match(node_id):
+    try:
+        return pathsafety.check_component(node_id)
+    except UnsafePathError:
         raise EvidenceError(
             f"node id {node_id!r} cannot name an evidence file: node ids must match "
             "[A-Za-z_][A-Za-z0-9_]*"
-        )
-    return node_id
+        ) from None
 
 
 def evidence_path(workdir: str | os.PathLike[str], node_id: str) -> Path:

@@ -16,7 +16,6 @@ Two halves, one rule: nothing is reached through a symbolic link that leads wher
 
 from freshness_magic.pathsafety.globs import DirKey, Listing, Walker, collapse, is_glob
 from freshness_magic.pathsafety.state import (
-    NOFOLLOW,
     SAFE_COMPONENT_RE,
     STATE_DIR_NAMES,
     StateDirs,
@@ -41,7 +40,6 @@ from freshness_magic.pathsafety.tree import (
 )
 
 __all__ = [
-    "NOFOLLOW",
     "OUTSIDE_ENTRY",
     "OUTSIDE_LINK",
     "SAFE_COMPONENT_RE",

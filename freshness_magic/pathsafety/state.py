@@ -33,8 +33,8 @@ STATE_DIR_NAMES: frozenset[str] = frozenset({".freshness", ".orchestrator"})
 SAFE_COMPONENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 """A node id as the parser accepts it: one plain folder or file name, never ``..`` or ``/``."""
 
-NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
-_READ_FLAGS = os.O_RDONLY | NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 """O_NONBLOCK: a FIFO planted where a state file should be must not block the reader."""
 
 
@@ -68,7 +68,7 @@ class StateDirs:
             info = None
         if info is not None and stat.S_ISDIR(info.st_mode) and (info.st_dev, info.st_ino) == known:
             return True
-        del self.verified[folder]
+        self.verified.pop(folder, None)
         return False
 
 
@@ -191,7 +191,7 @@ def open_for_write(path: str | os.PathLike[str], flags: int, mode: int = 0o644) 
     """``os.open`` of a state file in a checked folder, refusing a link as the file itself."""
     target = state_file(path)
     try:
-        return os.open(target, flags | NOFOLLOW, mode)
+        return os.open(target, flags | _NOFOLLOW, mode)
     except OSError as exc:
         if os.path.islink(target):
             raise UnsafePathError(_link_message(target)) from exc

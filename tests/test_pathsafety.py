@@ -38,6 +38,12 @@ def glob(root: Path, pattern: str, listing: Listing | None = None) -> tuple[list
 
 # -- state: no write through a link ---------------------------------------------------------
 
+PIPELINE = """digraph p {
+  start [shape=Mdiamond]
+  work [shape=parallelogram, tool_command="echo hi"]
+  done [shape=Msquare]
+  start -> work -> done
+}"""
 LINKED = [".freshness", ".freshness/runs", ".freshness/runs/r1", ".freshness/runs/r1/nodes"]
 
 
@@ -100,6 +106,16 @@ def test_node_ids_that_would_leave_their_folder_are_refused() -> None:
         with pytest.raises(UnsafePathError, match="cannot name a file or folder"):
             pathsafety.check_component(bad)
     assert pathsafety.check_component("node_1") == "node_1"
+
+
+def test_a_linked_driver_lock_is_refused_and_its_target_untouched(tmp_path: Path) -> None:
+    work, outside = tmp_path / "work", write(tmp_path, "precious.txt", "keep me\n")
+    run_dir = work / ".freshness/runs/r1"
+    run_dir.mkdir(parents=True)
+    (run_dir / "driver.lock").symlink_to(outside)
+    with pytest.raises(UnsafePathError, match="driver.lock is a symbolic link"):
+        open_run(PIPELINE, workdir=work, run_id="r1").step()
+    assert outside.read_text() == "keep me\n"
 
 
 # -- state: verified folders are remembered ---------------------------------------------------

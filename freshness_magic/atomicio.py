@@ -7,7 +7,8 @@ killed process leaves either the whole line or nothing; readers still tolerate a
 (power loss) by reporting and skipping it.
 
 Every writer goes through :mod:`freshness_magic.pathsafety` (no writing through a symbolic link
-inside a state folder). Every reader decodes with :func:`loads_bounded`, which refuses JSON nested
+inside a state folder; within a run's step, folders checked once are confirmed with one
+``lstat``). Every reader decodes with :func:`loads_bounded`, which refuses JSON nested
 deeper than :data:`MAX_JSON_DEPTH` before the decoder can hit Python's recursion limit.
 :func:`remove_stale_temp_files` removes the temporary files a crash left behind.
 
@@ -81,17 +82,14 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool
     ``fsync=False`` (a cache such as a snapshot of a journal) skips the fsyncs.
     """
     fsync = fsync and not _SKIP_FSYNC.get()
-    target = pathsafety.check_state_path(path)
-    pathsafety.make_state_dir(target.parent)
+    target = pathsafety.state_file(path)
+    existing = pathsafety.refuse_link(target)
+    mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o644
     payload = data.encode("utf-8") if isinstance(data, str) else data
     fd, tmp_name = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent
     )
     try:
-        try:
-            mode = stat.S_IMODE(os.stat(target).st_mode)
-        except FileNotFoundError:
-            mode = 0o644
         os.fchmod(fd, mode)
         with os.fdopen(fd, "wb") as handle:
             handle.write(payload)
@@ -134,12 +132,10 @@ def write_json_atomic(path: str | os.PathLike[str], obj: Any) -> None:
 
 def append_jsonl(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) -> None:
     """Append one JSON record as one line, first cutting a torn last line left by a crash."""
-    target = pathsafety.check_state_path(path)
-    pathsafety.make_state_dir(target.parent)
     line = (
         json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str) + "\n"
     ).encode("utf-8")
-    fd = pathsafety.open_for_write(target, os.O_RDWR | os.O_APPEND | os.O_CREAT)
+    fd = pathsafety.open_for_write(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         size = os.fstat(fd).st_size
         if size and os.pread(fd, 1, size - 1) != b"\n":

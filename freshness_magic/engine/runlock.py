@@ -22,6 +22,7 @@ import weakref
 from pathlib import Path
 from typing import Any
 
+from freshness_magic import pathsafety
 from freshness_magic.atomicio import loads_bounded
 from freshness_magic.errors import RunError
 
@@ -116,7 +117,7 @@ def _busy(path: Path) -> RunError:
 def _lock_fd(path: Path) -> int:
     """Open and lock ``path`` and write the holder's pid and host into it."""
     if fcntl is not None:
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        fd = pathsafety.open_for_write(path, os.O_RDWR | os.O_CREAT)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except OSError:
@@ -135,7 +136,7 @@ def _lock_fd(path: Path) -> int:
 def _create_exclusive(path: Path) -> int:
     for _ in range(2):
         try:
-            return os.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o644)
+            return pathsafety.open_for_write(path, os.O_RDWR | os.O_CREAT | os.O_EXCL)
         except FileExistsError:
             who = _holder(path)
             pid = who.get("pid")

@@ -8,7 +8,7 @@ see :mod:`.checkpoint_format` for the format and :mod:`.runlock` for the driver 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from freshness_magic.engine.persistence import JournalMarks, RunMemory, step_rec
 from freshness_magic.engine.runlock import PROCESS_LOCKS
 from freshness_magic.engine.state import Durability
 from freshness_magic.errors import RunError
+from freshness_magic.pathsafety import StateDirs, remembering
 
 
 class RunStore:
@@ -34,6 +35,8 @@ class RunStore:
         self.writer: CheckpointWriter | None = None
         self.marks = JournalMarks()
         self._lock: object | None = None
+        self.state_dirs = StateDirs()
+        """State folders verified during this run (re-checked with one lstat each)."""
 
     def lock(self, run_dir: Path) -> bool:
         """Hold ``run_dir``'s driver lock (RunError when another process holds it); True when
@@ -59,11 +62,16 @@ class RunStore:
         )
         self.marks = JournalMarks()
 
-    def writes(self) -> contextlib.AbstractContextManager[None]:
-        """The context a step's writes run in: journaled unless STRICT."""
-        if self.durability is Durability.STRICT:
-            return contextlib.nullcontext()
-        return journaled_writes()
+    @contextlib.contextmanager
+    def writes(self) -> Iterator[None]:
+        """The context a step's writes run in: journaled unless STRICT; the run's checked state
+        folders remembered (:class:`~freshness_magic.pathsafety.StateDirs`)."""
+        with remembering(self.state_dirs):
+            if self.durability is Durability.STRICT:
+                yield
+            else:
+                with journaled_writes():
+                    yield
 
     def save(
         self,

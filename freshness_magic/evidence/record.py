@@ -31,7 +31,6 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic import atomicio, pathsafety
-from freshness_magic.engine.model import NODE_ID_RE
 from freshness_magic.errors import EvidenceError, UnsafePathError
 
 EVIDENCE_VERSION = 1
@@ -201,18 +200,9 @@ def read_limited(path: Path, limit: int = MAX_EVIDENCE_BYTES) -> bytes:
     file, or larger than ``limit`` (checked before reading it whole).
     """
     try:
-        pathsafety.check_state_path(path)
-        fd = os.open(
-            path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-        )
+        fd = pathsafety.open_for_read(path)
     except UnsafePathError as exc:
         raise EvidenceError(f"{path}: not read: {exc}") from exc
-    except OSError as exc:
-        if os.path.islink(path):
-            raise EvidenceError(
-                f"{path}: is a symbolic link; an evidence file must be a real file"
-            ) from exc
-        raise
     with os.fdopen(fd, "rb") as handle:
         info = os.fstat(handle.fileno())
         if not stat.S_ISREG(info.st_mode):
@@ -238,26 +228,23 @@ def evidence_dir(workdir: str | os.PathLike[str]) -> Path:
 
 def check_node_id(node_id: str) -> str:
     """Refuse any node id that could not be a DOT identifier (and so could leave its folder)."""
-    if not isinstance(node_id, str) or not NODE_ID_RE.match(node_id):
+    try:
+        return pathsafety.check_component(node_id)
+    except UnsafePathError:
         raise EvidenceError(
             f"node id {node_id!r} cannot name an evidence file: node ids must match "
             "[A-Za-z_][A-Za-z0-9_]*"
-        )
-    return node_id
+        ) from None
 
 
 def evidence_path(workdir: str | os.PathLike[str], node_id: str) -> Path:
-    """``<workdir>/.orchestrator/evidence/<node_id>.json``, checked to stay inside that folder."""
+    """``<workdir>/.orchestrator/evidence/<node_id>.json``, reached through no symbolic link."""
     check_node_id(node_id)
-    folder = evidence_dir(workdir)
-    path = folder / f"{node_id}.json"
-    resolved_folder = folder.resolve()
-    resolved = path.resolve()
-    if resolved.parent != resolved_folder:
-        raise EvidenceError(
-            f"evidence file for node {node_id!r} resolves to {resolved}, outside "
-            f"{resolved_folder}; remove the symbolic link that leads there"
-        )
+    path = evidence_dir(workdir) / f"{node_id}.json"
+    try:
+        pathsafety.check_state_path(path)
+    except UnsafePathError as exc:
+        raise EvidenceError(f"evidence file for node {node_id!r}: {exc}") from exc
     return path
 
 

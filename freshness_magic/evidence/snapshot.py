@@ -25,14 +25,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
 from freshness_magic.errors import EvidenceError, GitError
-from freshness_magic.evidence.record import ORCHESTRATOR_DIR, evidence_path
+from freshness_magic.evidence.record import evidence_path
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey, hash_bytes, hash_file
 from freshness_magic.freshness.skipped import SKIPPED_DIRS, is_venv
+from freshness_magic.pathsafety import STATE_DIR_NAMES
 from freshness_magic.vcs import git as vcs
 from freshness_magic.vcs.git import porcelain_records
-
-ENGINE_DIRS: frozenset[str] = frozenset({ORCHESTRATOR_DIR, ".freshness"})
-"""Folders of the engine's own state; a path with one of these components is never a change."""
 
 if TYPE_CHECKING:
     import subprocess
@@ -220,7 +218,7 @@ class WorkChanges:
 
 def is_engine_path(path: str, excluded: Iterable[str] = ()) -> bool:
     """Whether a relative POSIX path lies in the engine's own folders (never a user change)."""
-    if any(part in ENGINE_DIRS for part in path.split("/")):
+    if any(part in STATE_DIR_NAMES for part in path.split("/")):
         return True
     return any(path == prefix or path.startswith(prefix + "/") for prefix in excluded)
 

@@ -20,7 +20,7 @@ from typing import Protocol
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS, HashingError, StatKey, hash_file_at
-from freshness_magic.freshness.resolve import Resolution, Resolver
+from freshness_magic.freshness.resolve import OUTSIDE_LINK, Resolution, Resolver
 from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
 from freshness_magic.gcpause import cyclic_gc_paused
 
@@ -282,7 +282,7 @@ class Snapshotter:
                         records[key] = record
                         continue
             try:
-                digest, skey = hash_file_at(name, dir_fd, like=like)
+                digest, skey = hash_file_at(name, dir_fd, follow_symlinks=False, like=like)
             except FileNotFoundError:
                 forget(key, None)
                 records[key] = _MISSING
@@ -291,7 +291,11 @@ class Snapshotter:
                 records[key] = self._not_hashable(name, dir_fd, str(exc))
                 continue
             except OSError as exc:
-                records[key] = self._unreadable(name, dir_fd, exc)
+                if exc.errno == errno.ELOOP:  # a link (O_NOFOLLOW): never cached
+                    forget(key, None)
+                    records[key] = self._through_link(key, name, dir_fd)
+                else:
+                    records[key] = self._unreadable(name, dir_fd, exc)
                 continue
             like = skey
             record = tuple.__new__(FileRecord, (True, skey, digest, HASH, "", True))
@@ -300,6 +304,24 @@ class Snapshotter:
             else:  # racily clean: hashed again at the next look
                 forget(key, None)
             records[key] = record
+
+    def _through_link(self, key: str, name: str, dir_fd: int) -> FileRecord:
+        """A file reached through a symbolic link, read only if its real path is still inside.
+
+        Resolving already left out links leading outside; this catches one changed between
+        resolving and hashing, so an outside file's content is never read.
+        """
+        if self.resolver.tree.escapes(self.resolver.absolute(key)):
+            return FileRecord(existed=True, method=NONE, note=OUTSIDE_LINK)
+        try:
+            digest, skey = hash_file_at(name, dir_fd)
+        except FileNotFoundError:
+            return _MISSING
+        except HashingError as exc:
+            return self._not_hashable(name, dir_fd, str(exc))
+        except OSError as exc:
+            return self._unreadable(name, dir_fd, exc)
+        return FileRecord(True, skey, digest, HASH)
 
     def _folder_failed(self, exc: OSError) -> FileRecord:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):

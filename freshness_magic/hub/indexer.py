@@ -39,6 +39,7 @@ from freshness_magic.hub.symbols import (
     module_name,
     parse_python,
 )
+from freshness_magic.pathsafety import WorkTree
 
 INITIAL_INDEX = "initial index"
 """Detail of the ``file_added`` rows of a first (cold) index: seen, not necessarily new."""
@@ -113,6 +114,8 @@ class Indexer:
         self.root = root
         self.conn = conn
         self.ignore = ignore
+        self.tree = WorkTree(root)
+        """Decides which links may be read: none whose real path is outside the tree."""
 
     # -- reading the tree ---------------------------------------------------------------------
 
@@ -135,6 +138,8 @@ class Indexer:
                         if not self.ignore.skip_dir(rel):
                             stack.append(rel)
                     elif entry.is_file() and not self.ignore.skip_file(rel):
+                        if entry.is_symlink() and self.tree.escapes(entry.path):
+                            continue
                         found[rel] = entry.stat()
                 except OSError:
                     continue
@@ -196,15 +201,16 @@ class Indexer:
             if not _storable(rel):
                 continue
             full = self.root / rel
-            if full.is_dir() and not full.is_symlink():
+            present = full.exists() and not self.tree.escapes(os.fspath(full))
+            if present and full.is_dir() and not full.is_symlink():
                 if not self.ignore.skip_path(rel, is_dir=True):
                     files.update(self.walk(rel))
-            elif full.exists():
+            elif present:
                 if not self.ignore.skip_path(rel):
                     files.add(rel)
                 elif self._has(rel):
                     removed.add(rel)
-            if not full.exists() or full.is_dir():
+            if not present or full.is_dir():
                 if stored_paths is None:
                     stored_paths = list(self._stored())
                 prefix = rel + "/"

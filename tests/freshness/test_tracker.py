@@ -2,22 +2,23 @@
 
 from __future__ import annotations
 
+import json
 import os
-import pickle
 import shutil
 import tempfile
 import time
-import traceback
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 
 import pytest
 
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.hashing import hash_file
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 from freshness_magic.freshness.report import NodeReport
 from freshness_magic.freshness.resolve import Resolution
+from tests.unprivileged import NOBODY, unprivileged
 
 from .conftest import write
 
@@ -156,38 +157,6 @@ def test_unreadable_file_falls_back_to_stat_and_says_so(tree: Path) -> None:
     assert entry.note
 
 
-NOBODY = 65534
-
-
-def _unprivileged(fn: Callable[[], object]) -> object:
-    """Run ``fn`` in a forked child that gave up root (uid/gid nobody); return its result.
-
-    Root reads files of mode 000, so the permission-denied case needs a real unprivileged
-    process; forking keeps the already imported code, which nobody could not load from /root.
-    """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        try:
-            os.close(read_end)
-            os.setgroups([])
-            os.setgid(NOBODY)
-            os.setuid(NOBODY)
-            outcome: tuple[str, object] = ("ok", fn())
-        except BaseException:
-            outcome = ("error", traceback.format_exc())
-        with os.fdopen(write_end, "wb") as handle:
-            pickle.dump(outcome, handle)
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as handle:
-        data = handle.read()
-    os.waitpid(pid, 0)
-    status, value = pickle.loads(data)
-    assert status == "ok", value
-    return value
-
-
 @pytest.fixture
 def shared_tree() -> Iterator[Path]:
     """A tree an unprivileged user works in, with a file its owner may write but not read."""
@@ -216,7 +185,7 @@ def test_permission_denied_is_compared_by_stat(shared_tree: Path) -> None:
         (after,) = tracker.check("n").files
         return [(e.label.value, e.method, e.note) for e in (before, after)]
 
-    before, after = _unprivileged(scenario) if os.geteuid() == 0 else scenario()
+    before, after = unprivileged(scenario) if os.geteuid() == 0 else scenario()
     assert before[:2] == ("unknown", "stat") and "unreadable" in before[2]
     assert after[:2] == ("stale_changed", "stat")
 
@@ -235,7 +204,7 @@ def test_glob_into_an_unreadable_folder_is_unknown(shared_tree: Path) -> None:
         return labels(report), notes
 
     try:
-        found, notes = _unprivileged(scenario) if root else scenario()
+        found, notes = unprivileged(scenario) if root else scenario()
     finally:
         os.chmod(shared_tree / "locked", 0o700)
     assert found["locked"] == "unknown"
@@ -444,3 +413,29 @@ def test_freshness_works_without_fcntl(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "('a.txt',)"
+
+
+def test_a_link_turned_outside_between_resolving_and_hashing_is_never_read(
+    tmp_path: Path,
+) -> None:
+    work = tmp_path / "work"
+    write(work, "docs/spec.md", "spec")
+    write(tmp_path, "outside/secret.md", "secret")
+    os.symlink("docs/spec.md", work / "link.md")
+    state = {"armed": False}
+
+    def turn_outside(resolutions: Mapping[str, Resolution]) -> None:
+        if state["armed"]:
+            assert "link.md" in resolutions["n"].files
+            (work / "link.md").unlink()
+            os.symlink("../outside/secret.md", work / "link.md")
+            state["armed"] = False
+
+    tracker = FreshnessTracker(work, git=False, after_resolve=turn_outside)
+    tracker.capture({"n": ["*.md"]})
+    assert labels(tracker.check("n")) == {"link.md": "fresh"}
+    state["armed"] = True
+    (entry,) = tracker.check("n").files
+    assert (entry.label, entry.note) == (FileLabel.UNKNOWN, "symlink to outside the work tree")
+    secret = hash_file(tmp_path / "outside/secret.md").digest
+    assert secret not in json.dumps(tracker.to_dict())

@@ -253,3 +253,18 @@ def test_odd_names_symlinked_folders_and_huge_files(indexer: Indexer, project: P
     assert rows(indexer.conn, "SELECT count(*) FROM symbols WHERE path='gen.py'") == [(0,)]
     indexer.update(["linked", os.fsdecode(b"src/bad\xff.py")])
     assert {str(r[0]) for r in rows(indexer.conn, "SELECT path FROM files")} == paths
+
+
+def test_a_link_to_a_file_outside_the_tree_is_never_indexed(
+    indexer: Indexer, project: Path
+) -> None:
+    secret = project.parent / "secret.py"
+    secret.write_text("def hidden():\n    pass\n")
+    os.symlink(secret, project / "src" / "leak.py")
+    os.symlink(project / "src" / "auth.py", project / "near.py")
+    indexer.sweep()
+    paths = {str(r[0]) for r in rows(indexer.conn, "SELECT path FROM files")}
+    assert "near.py" in paths and "src/leak.py" not in paths
+    assert rows(indexer.conn, "SELECT count(*) FROM symbols WHERE name='hidden'") == [(0,)]
+    indexer.update(["src/leak.py"])
+    assert "src/leak.py" not in {str(r[0]) for r in rows(indexer.conn, "SELECT path FROM files")}

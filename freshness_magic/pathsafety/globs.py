@@ -1,9 +1,15 @@
-"""Walking folders for ``source_files`` globs: folder listings and the matcher of one glob.
+"""Walking folders for input globs: folder listings and the matcher of one glob.
 
 :class:`Listing` lists each folder once per resolution pass (and remembers which folders are
 unchanged between passes); :class:`Walker` matches one glob's segments against the listings and
-reports what it must not or cannot look into: symlinks whose real path is outside the working
-directory (never read, never followed) and folders it cannot list.
+reports what it must not or cannot look into, each reported ``unknown`` with its reason:
+
+- a symbolic link (file or folder) whose real path is outside the work tree is never read and
+  never followed (``src/r -> /`` is one line of report, not a walk of ``/proc``);
+- a symlinked folder inside is followed, except into a folder already on the current path
+  (compared by device and inode), so loops end; a depth bound backs this up;
+- a folder that cannot be listed (permission denied) is ``folder unreadable: <why>``;
+- a run of ``**`` segments is one ``**`` (same matches; each extra one multiplied the work).
 """
 
 from __future__ import annotations
@@ -12,14 +18,13 @@ import errno
 import fnmatch
 import os
 import re
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Iterable, Iterator
 
-from freshness_magic.freshness.hashing import RACY_WINDOW_NS
+from freshness_magic.pathsafety.tree import OUTSIDE_LINK, UNREADABLE, WorkTree
 
 _MAGIC = re.compile(r"[*?[]")
 _MAX_DEPTH = 64
 """Backstop against pathological symlink structures the ancestor check cannot see."""
-OUTSIDE_LINK = "symlink to outside the work tree"
 
 
 def is_glob(entry: str) -> bool:
@@ -41,18 +46,23 @@ class Listing:
     empty, with its error in ``errors``. With a ``persist`` dict (kept by the resolver between
     passes) the stat key of every listed folder is remembered, so that :meth:`unchanged` can
     tell that a folder still has the entries it had: adding, removing or renaming an entry
-    always changes the folder's mtime, unless inside the racy window. Only keys are kept, not
+    always changes the folder's mtime, unless inside the racy window (``racy_ns`` before the
+    pass's filesystem time ``fs_now_ns``, given by the caller). Only keys are kept, not
     the names (they would cost memory per file): a pass that finds a folder changed lists
     every folder again. Folders holding symlinks, or that cannot be listed, are never
     remembered (a link's target can change kind without touching the folder).
     """
 
     def __init__(
-        self, persist: dict[str, tuple[DirKey, int]] | None = None, fs_now_ns: int = 0
+        self,
+        persist: dict[str, tuple[DirKey, int]] | None = None,
+        fs_now_ns: int = 0,
+        racy_ns: int = 0,
     ) -> None:
         self._cache: dict[str, Entries] = {}
         self._persist = persist
         self._fs_now_ns = fs_now_ns
+        self._racy_ns = racy_ns
         self._same: set[str] = set()
         self.errors: dict[str, str] = {}
         """Folder -> why it could not be listed (permission denied, ...)."""
@@ -67,7 +77,7 @@ class Listing:
         """Whether every folder provably has the entries it had at an earlier pass."""
         if self._persist is None:
             return False
-        persist, racy, same = self._persist, RACY_WINDOW_NS, self._same
+        persist, racy, same = self._persist, self._racy_ns, self._same
         for folder in folders:
             if folder in same:
                 continue
@@ -121,7 +131,7 @@ class Listing:
         return result
 
 
-def _collapse(segments: list[str]) -> list[str]:
+def collapse(segments: list[str]) -> list[str]:
     """The segments with each run of ``**`` made one (same matches, a fraction of the cost)."""
     out: list[str] = []
     for segment in segments:
@@ -154,22 +164,21 @@ _Chain = list[tuple[int, int]]
 class Walker:
     """One glob's walk below ``base``: the files it matches and what it could not look into.
 
-    ``problems`` collects (relative path, reason) for symlinks whose real path is outside (never
+    ``problems`` maps relative paths to reasons for symlinks whose real path is outside (never
     read, never followed) and for folders that cannot be listed; both are reported ``unknown``.
     """
 
-    def __init__(
-        self, listing: Listing, base: str, segments: list[str], inside: Callable[[str], bool]
-    ) -> None:
+    def __init__(self, listing: Listing, base: str, segments: list[str], tree: WorkTree) -> None:
         self.listing = listing
         self.base = base
-        self.segments = _collapse(segments)
+        self.segments = collapse(segments)
         self.matchers: list[re.Pattern[str] | None] = [
             None if s == "**" or not is_glob(s) else re.compile(fnmatch.translate(s))
             for s in self.segments
         ]
-        self.inside = inside
-        self.problems: list[tuple[str, str]] = []
+        self.tree = tree
+        self.problems: dict[str, str] = {}
+        """Relative path -> why it was not read (each path once)."""
 
     def files(self) -> Iterator[str]:
         """Relative paths of the regular files under ``base`` matching the pattern."""
@@ -180,14 +189,14 @@ class Walker:
         entries = self.listing.entries(folder)
         error = self.listing.errors.get(folder)
         if error is not None:
-            self.problems.append((rel or ".", f"folder unreadable: {error}"))
+            self.problems.setdefault(rel or ".", f"{UNREADABLE}: {error}")
         return entries
 
     def _escapes(self, path: str, rel: str) -> bool:
         """Whether the symlink ``path`` points outside (then it is reported, never read)."""
-        if self.inside(os.path.realpath(path)):
+        if not self.tree.escapes(path):
             return False
-        self.problems.append((rel, OUTSIDE_LINK))
+        self.problems.setdefault(rel, OUTSIDE_LINK)
         return True
 
     def _walk(self, rel: str, index: int, ancestors: _Chain) -> Iterator[str]:

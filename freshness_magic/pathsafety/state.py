@@ -1,0 +1,222 @@
+"""State paths: nothing of ours is written, or read back, through a symbolic link.
+
+The state folders ``.freshness/`` and ``.orchestrator/`` live inside the user's work tree, where
+anyone (or anything) can replace a folder with a link to somewhere else. Every writer of state
+checks the path first: from the state folder down to the file, no component may be a symbolic
+link (``lstat`` per component; missing folders are created one at a time and checked again), and
+files are opened with ``O_NOFOLLOW``. A link is a one-line
+:class:`~freshness_magic.errors.UnsafePathError` and nothing is written outside. A path outside
+any state folder (a ``--runs-dir`` elsewhere) has only its last component checked.
+
+Within a run's step the checks are remembered (:class:`StateDirs`, installed by
+:func:`remembering`): a folder verified once is confirmed by one ``lstat`` of the folder itself,
+so a step's dozens of writes do not re-walk every component each time.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import contextvars
+import errno
+import os
+import re
+import stat
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from freshness_magic.errors import UnsafePathError
+
+STATE_DIR_NAMES: frozenset[str] = frozenset({".freshness", ".orchestrator"})
+"""Folder names whose whole subtree is the project's state (never written through a link)."""
+
+SAFE_COMPONENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+"""A node id as the parser accepts it: one plain folder or file name, never ``..`` or ``/``."""
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
+"""O_NONBLOCK: a FIFO planted where a state file should be must not block the reader."""
+
+
+@dataclass
+class StateDirs:
+    """The state folders verified during one run, each re-checked later with one ``lstat``.
+
+    A folder is remembered by (device, inode) once every component from its state folder down was
+    found a real folder. One ``lstat`` of its path giving the same (device, inode) shows the path
+    still leads to that very folder: a component replaced by a link leads elsewhere (another
+    inode). A verified folder moved away and linked back is not seen, but then writes still land
+    in the folder we checked, never in one somebody else chose. ``walked`` and ``confirmed``
+    count the two kinds of ``lstat`` (the cost the cache saves).
+    """
+
+    verified: dict[str, tuple[int, int]] = field(default_factory=dict)
+    walked: int = 0
+    """Components lstat'ed by a walk (first use of a folder, or a failed confirmation)."""
+    confirmed: int = 0
+    """Remembered folders confirmed (or refuted) by one lstat."""
+
+    def confirm(self, folder: str) -> bool:
+        """Whether ``folder`` is remembered and its path still leads to the same real folder."""
+        known = self.verified.get(folder)
+        if known is None:
+            return False
+        self.confirmed += 1
+        try:
+            info = os.lstat(folder)
+        except OSError:
+            info = None
+        if info is not None and stat.S_ISDIR(info.st_mode) and (info.st_dev, info.st_ino) == known:
+            return True
+        self.verified.pop(folder, None)
+        return False
+
+
+_DIRS: contextvars.ContextVar[StateDirs | None] = contextvars.ContextVar("state_dirs", default=None)
+
+
+@contextlib.contextmanager
+def remembering(dirs: StateDirs) -> Iterator[StateDirs]:
+    """State paths checked in this block (this thread) are remembered in ``dirs`` (one per run)."""
+    token = _DIRS.set(dirs)
+    try:
+        yield dirs
+    finally:
+        _DIRS.reset(token)
+
+
+def _link_message(link: str | os.PathLike[str]) -> str:
+    try:
+        target = os.readlink(link)
+    except OSError:
+        target = "?"
+    return (
+        f"{link} is a symbolic link (to {target}), which could lead outside the work tree; "
+        "freshness_magic keeps its state only in real folders inside the work tree: remove "
+        "the link and run again"
+    )
+
+
+def _first_checked(parts: tuple[str, ...]) -> int:
+    """Index of the first component to check: the first state folder, else the last name."""
+    for index, name in enumerate(parts):
+        if name in STATE_DIR_NAMES:
+            return index
+    return len(parts) - 1
+
+
+def _verify(path: str, *, create: bool) -> None:
+    """Check (with ``create``: make) every component of ``path`` from its state folder down.
+
+    Without ``create`` a missing component ends the check (it will be created as a folder), and
+    the last component may be a file. With ``create`` every component must become a folder.
+    """
+    dirs = _DIRS.get()
+    parts = Path(path).parts
+    start = _first_checked(parts)
+    index = len(parts)
+    if dirs is not None:
+        while index > start and not dirs.confirm(os.path.join(*parts[:index])):
+            index -= 1
+        if index == len(parts):
+            return
+    else:
+        index = start
+    if create and index == start and start > 0:
+        os.makedirs(os.path.join(*parts[:start]), exist_ok=True)
+    for position in range(index, len(parts)):
+        current = os.path.join(*parts[: position + 1])
+        if dirs is not None:
+            dirs.walked += 1
+        try:
+            info = os.lstat(current)
+        except (FileNotFoundError, NotADirectoryError):
+            if not create:
+                return
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(current)
+            info = os.lstat(current)
+        if stat.S_ISLNK(info.st_mode):
+            raise UnsafePathError(_link_message(current))
+        if stat.S_ISDIR(info.st_mode):
+            if dirs is not None:
+                dirs.verified[current] = (info.st_dev, info.st_ino)
+        elif create:
+            raise FileExistsError(errno.EEXIST, "exists and is not a folder", current)
+        elif position < len(parts) - 1:
+            return
+
+
+def check_state_path(path: str | os.PathLike[str]) -> Path:
+    """``path`` made absolute, after checking it reaches no symbolic link inside a state folder.
+
+    Components from the first ``.freshness``/``.orchestrator`` down to ``path`` itself are
+    checked with ``lstat``; missing ones are fine (they are created as folders).
+    """
+    target = os.path.abspath(path)
+    _verify(target, create=False)
+    return Path(target)
+
+
+def make_state_dir(folder: str | os.PathLike[str]) -> Path:
+    """Create ``folder`` (and parents), each new component checked to be a real folder."""
+    target = os.path.abspath(folder)
+    _verify(target, create=True)
+    return Path(target)
+
+
+def state_file(path: str | os.PathLike[str]) -> Path:
+    """A state file's absolute path with its folder made (and checked); the file not yet.
+
+    The caller opens the file itself with ``O_NOFOLLOW`` (:func:`open_for_write`) or replaces
+    it by a rename (a rename replaces a link, it never writes through one).
+    """
+    target = os.path.abspath(path)
+    _verify(os.path.dirname(target), create=True)
+    return Path(target)
+
+
+def refuse_link(path: str | os.PathLike[str]) -> os.stat_result | None:
+    """``lstat`` of a state file (None when absent); UnsafePathError when it is a link."""
+    try:
+        info = os.lstat(path)
+    except (FileNotFoundError, NotADirectoryError):
+        return None
+    if stat.S_ISLNK(info.st_mode):
+        raise UnsafePathError(_link_message(path))
+    return info
+
+
+def open_for_write(path: str | os.PathLike[str], flags: int, mode: int = 0o644) -> int:
+    """``os.open`` of a state file in a checked folder, refusing a link as the file itself."""
+    target = state_file(path)
+    try:
+        return os.open(target, flags | _NOFOLLOW, mode)
+    except OSError as exc:
+        if os.path.islink(target):
+            raise UnsafePathError(_link_message(target)) from exc
+        raise
+
+
+def open_for_read(path: str | os.PathLike[str]) -> int:
+    """``os.open`` (read-only) of a state file reached through no link; never blocks on a FIFO.
+
+    Raises FileNotFoundError when absent, UnsafePathError when a component is a link.
+    """
+    target = check_state_path(path)
+    try:
+        return os.open(target, _READ_FLAGS)
+    except OSError as exc:
+        if os.path.islink(target):
+            raise UnsafePathError(_link_message(target)) from exc
+        raise
+
+
+def check_component(name: str, what: str = "node id") -> str:
+    """``name`` when it can be one path component of a state folder; else UnsafePathError."""
+    if not isinstance(name, str) or not SAFE_COMPONENT_RE.match(name):
+        raise UnsafePathError(
+            f"{what} {name!r} cannot name a file or folder of the run: it must match "
+            "[A-Za-z_][A-Za-z0-9_]* (no '/', '.' or '..'); rename it"
+        )
+    return name

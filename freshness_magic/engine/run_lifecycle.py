@@ -36,6 +36,7 @@ from freshness_magic.engine.run_journal import RunJournal
 from freshness_magic.engine.state import Durability, RunState
 from freshness_magic.engine.store import RunStore
 from freshness_magic.errors import CheckpointError, RunError
+from freshness_magic.pathsafety import make_state_dir
 
 log = logging.getLogger(__name__)
 
@@ -97,7 +98,7 @@ class RunLifecycle(RunJournal):
             )
         if self._run_dir.parent == self.workdir / ".freshness" / "runs":
             ensure_ignored_dir(self.workdir / ".freshness")
-        self._run_dir.mkdir(parents=True, exist_ok=True)
+        make_state_dir(self._run_dir)
         if not resuming:
             self._store.lock(self._run_dir)
             if has_state(self._run_dir):
@@ -201,7 +202,7 @@ class RunLifecycle(RunJournal):
         with self._lock:
             memory.forget_nodes()
         self.events.rebind(new_id, new_dir / EVENTS_FILE)
-        new_dir.mkdir(parents=True, exist_ok=True)
+        make_state_dir(new_dir)
         self._store.lock(new_dir)
         self._store.open(new_dir)
         write_run_files(new_dir, self.graph, new_id, self.workdir, memory)

@@ -348,3 +348,43 @@ def test_validate_checks_the_executor_attribute(tmp_path: Path) -> None:
     assert "dask://HOST:PORT" in lines[0]
     assert lines[1].startswith(f"{path}:3:47: warning executor_valid: node `t`")
     assert 'executor="local"' in lines[1]
+
+
+def test_max_parallel_bounds_branches_in_flight_on_the_cluster(
+    tmp_path: Path, dask_cluster: DaskCluster
+) -> None:
+    (tmp_path / "running").mkdir()
+    command = "mkdir running/{i}; ls running | wc -l >> counts; sleep 0.3; rmdir running/{i}"
+    dot = fan_out(6, command).replace("max_parallel=6", "max_parallel=2")
+    with open_run(dot, workdir=tmp_path, executor=dask_cluster) as run:
+        assert run.run().state is RunState.COMPLETED
+    counts = [int(n) for n in (tmp_path / "counts").read_text().split()]
+    assert len(counts) == 6 and max(counts) <= 2
+
+
+def test_the_graph_attribute_chooses_the_executor(
+    tmp_path: Path, dask_cluster: DaskCluster
+) -> None:
+    address = dask_cluster.client.scheduler.address.replace("tcp://", "dask://")
+    dot = fan_out(2, "echo $PPID > ppid{i}.txt").replace(
+        "digraph fan {", f'digraph fan {{\n  executor="{address}"', 1
+    )
+    (tmp_path / "p.dot").write_text(dot)
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "freshness_magic",
+            "run",
+            str(tmp_path / "p.dot"),
+            "--workdir",
+            str(tmp_path),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 0, done.stderr
+    assert f"executor: dask scheduler {address.replace('dask://', 'tcp://')}" in done.stdout
+    parents = {int((tmp_path / f"ppid{i}.txt").read_text()) for i in range(2)}
+    assert parents <= set(worker_pids(dask_cluster).values())

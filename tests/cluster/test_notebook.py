@@ -60,3 +60,23 @@ def test_dask_executor_from_config_then_resume_in_a_new_kernel(
         if json.loads(line)["type"] == "stage_completed"
     ]
     assert checkpoint_nodes[-2:] == ["ship", "done"]
+
+
+def test_run_with_the_executor_option(
+    shell: InteractiveShell,  # noqa: F811
+    tmp_path: Path,
+    dask_cluster: object,
+) -> None:
+    from freshness_magic.cluster.daskcluster import DaskCluster
+
+    assert isinstance(dask_cluster, DaskCluster)
+    workdir = tmp_path / "work"
+    address = dask_cluster.client.scheduler.address.replace("tcp://", "dask://")
+    pipeline = shell.run_cell_magic(
+        "pipeline", f"fan --workdir {workdir}", fan_out(2, "echo $PPID > ppid{i}.txt")
+    )
+    text = str(shell.run_line_magic("pipeline", f"run --executor {address}"))
+    assert "completed" in text.lower(), text
+    parents = {int((workdir / f"ppid{i}.txt").read_text()) for i in range(2)}
+    assert parents <= set(dask_cluster.client.run(os.getpid).values())
+    pipeline.run.close()

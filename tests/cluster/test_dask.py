@@ -388,3 +388,37 @@ def test_the_graph_attribute_chooses_the_executor(
     assert f"executor: dask scheduler {address.replace('dask://', 'tcp://')}" in done.stdout
     parents = {int((tmp_path / f"ppid{i}.txt").read_text()) for i in range(2)}
     assert parents <= set(worker_pids(dask_cluster).values())
+
+
+@pytest.mark.parametrize("where", ["local", "cluster"])
+def test_ctrl_c_in_the_cli_stops_every_branch(
+    tmp_path: Path, dask_cluster: DaskCluster, where: str
+) -> None:
+    """SIGINT while branches run: each branch node is interrupted (its group killed), the run
+    pauses resumable, and the command ends (it used to wait for every branch to finish)."""
+    import signal
+
+    dot = fan_out(2, "echo $$ > pgid{i}.txt; exec sleep 60")
+    (tmp_path / "p.dot").write_text(dot)
+    executor = "local"
+    if where == "cluster":
+        executor = dask_cluster.client.scheduler.address.replace("tcp://", "dask://")
+    command = [sys.executable, "-m", "freshness_magic", "run", str(tmp_path / "p.dot")]
+    process = subprocess.Popen(
+        [*command, "--workdir", str(tmp_path), "--executor", executor],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    files = [tmp_path / f"pgid{i}.txt" for i in range(2)]
+    wait_until(lambda: all(f.exists() and f.read_text().strip() for f in files), "tools started")
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    assert process.returncode == 3, out + err  # paused, resumable
+    for f in files:
+        assert not group_alive(int(f.read_text()))
+    run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
+    events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
+    interrupted = {e["node_id"] for e in events if e["type"] == "stage_interrupted"}
+    assert {"b0", "b1"} <= interrupted
+    assert not any(e["type"] == "stage_completed" and e["node_id"] in ("b0", "b1") for e in events)

@@ -72,6 +72,9 @@ class BranchRunner(Protocol):
 
     def run_node(self, node: Node, context: Context, branch_of: str) -> BranchStep: ...
 
+    def interrupt(self) -> None:
+        """Stop every running node (thread-safe): a Ctrl-C while branches run stops them all."""
+
 
 class ChildRun(Protocol):
     """What a supervisor sees of a child run (a :class:`~freshness_magic.engine.run.Run`)."""

@@ -156,17 +156,24 @@ class ParallelHandler:
                     )
                     running[future] = index
 
-            launch()
-            while running:
-                done, _ = wait(running, return_when=FIRST_COMPLETED)
-                for future in done:
-                    result = future.result()
-                    results[running.pop(future)] = result
-                    if (join_policy == "first_success" and result.status.is_success) or (
-                        error_policy == "fail_fast" and result.status is StageStatus.FAIL
-                    ):
-                        stop.set()
+            try:
                 launch()
+                while running:
+                    done, _ = wait(running, return_when=FIRST_COMPLETED)
+                    for future in done:
+                        result = future.result()
+                        results[running.pop(future)] = result
+                        if (join_policy == "first_success" and result.status.is_success) or (
+                            error_policy == "fail_fast" and result.status is StageStatus.FAIL
+                        ):
+                            stop.set()
+                    launch()
+            except KeyboardInterrupt:
+                # Leaving the pool waits for its threads: stop their nodes first.
+                stop.set()
+                assert env.branches is not None
+                env.branches.interrupt()
+                raise
         for index, edge in enumerate(branches):
             if index not in results:
                 results[index] = BranchResult(

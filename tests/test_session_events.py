@@ -7,7 +7,7 @@ import subprocess
 from pathlib import Path
 
 from freshness_magic import session
-from freshness_magic.engine import Run
+from freshness_magic.engine import Run, load_pipeline
 from freshness_magic.engine.events import ENGINE_EVENTS, EventType
 from freshness_magic.events import session_event_kinds
 from freshness_magic.evidence.events import EvidenceEvent
@@ -32,7 +32,7 @@ def test_a_session_run_knows_the_same_vocabularies_as_a_session_reader(tmp_path:
 
 
 def test_an_engine_run_knows_only_the_engine_s_events(tmp_path: Path) -> None:
-    run = Run(session._load(PIPELINE), workdir=tmp_path)
+    run = Run(load_pipeline(PIPELINE), workdir=tmp_path)
     try:
         assert run.events.kinds == ENGINE_EVENTS
     finally:

@@ -130,3 +130,9 @@ class StateFileError(FreshnessMagicError, ValueError):
 class ClusterError(FreshnessMagicError):
     """An executor spec that cannot be used (unknown form, the ``distributed`` extra missing, no
     scheduler at the address) or a cluster whose workers cannot see the work directory."""
+
+
+class EventKindError(FreshnessMagicError):
+    """An event vocabulary that clashes with another (two members stored under one name), or an
+    event emitted on a bus that does not know its vocabulary (an extension that emits it without
+    listing it in ``event_kinds()``)."""

@@ -17,7 +17,7 @@ Names (loaded on first use, so ``import freshness_magic.engine`` stays cheap):
   ``Severity``, ``LintRule``, ``FunctionRule``, ``ScanRule``;
 - conditions: ``parse_condition``, ``evaluate_condition``, ``explain_condition``;
 - runs and their states: ``Run``, ``RunState``, ``StepResult``, ``RunResult``, ``DeadEnd``,
-  ``EdgeStep``, events (``Event``, ``EventType``, ``EventBus``);
+  ``EdgeStep``, events (``Event``, ``EventType``, ``EventBus``, ``EventKinds``);
 - outcomes: ``Outcome``, ``StageStatus``, ``Question``, ``Choice``;
 - handlers: ``Handler``, ``HandlerRegistry``, ``default_registry``, ``StepEnv``,
   ``CodergenBackend``, ``RunExtension``, ``BaseRunExtension``;
@@ -57,6 +57,7 @@ _WHERE = {
     "Event": "events",
     "EventType": "events",
     "EventBus": "events",
+    "EventKinds": "events",
     "Outcome": "outcome",
     "StageStatus": "outcome",
     "Question": "outcome",
@@ -90,6 +91,7 @@ __all__ = [
     "EdgeStep",
     "Event",
     "EventBus",
+    "EventKinds",
     "EventType",
     "FunctionRule",
     "Graph",
@@ -142,7 +144,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine.context import Context
     from freshness_magic.engine.dot_parser import parse_dot
     from freshness_magic.engine.edges import EdgeStep
-    from freshness_magic.engine.events import Event, EventBus, EventType
+    from freshness_magic.engine.events import Event, EventBus, EventKinds, EventType
     from freshness_magic.engine.extensions import BaseRunExtension, RunExtension
     from freshness_magic.engine.handlers.base import (
         CodergenBackend,

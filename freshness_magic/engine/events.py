@@ -1,23 +1,31 @@
-"""Typed run events (spec §9.6 plus gate, checkpoint and freshness events) and the event bus.
+"""Typed run events (spec §9.6 plus gate and checkpoint events), their vocabularies and the bus.
 
 Every state change of a run is an :class:`Event`. Listeners (the widget, the CLI progress display,
 the evidence writer) subscribe to the run's :class:`EventBus`; a listener that raises is logged and
 skipped so a broken display can never break a run. When the bus has a log path every event is also
 appended to ``events.jsonl`` (one JSON object per line, crash-safe appends).
+
+The vocabulary is open but typed. The engine's own events are :class:`EventType`; a package outside
+the engine (freshness, evidence) defines its own ``StrEnum`` and a run's extensions declare it
+(``event_kinds()``), so the run's bus knows it. :class:`EventKinds` is the set one bus or reader
+knows: it maps a stored ``type`` string back to its member, so every comparison stays an enum
+comparison. It is immutable and composed by whoever composes a session, never a global registry.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from enum import StrEnum
 from pathlib import Path
-from typing import Any
+from types import MappingProxyType
+from typing import Any, cast
 
-from freshness_magic.atomicio import append_jsonl
+from freshness_magic.atomicio import append_jsonl, read_jsonl
+from freshness_magic.errors import EventKindError, StateFileError
 
 log = logging.getLogger(__name__)
 
@@ -59,23 +67,108 @@ class EventType(StrEnum):
     PARALLEL_BRANCH_STARTED = "parallel_branch_started"
     PARALLEL_BRANCH_COMPLETED = "parallel_branch_completed"
     PARALLEL_COMPLETED = "parallel_completed"
-    STALE_INPUT = "stale_input"
-    INPUT_DRIFT = "input_drift"
-    BASELINE_ACCEPTED = "baseline_accepted"
-    EVIDENCE_RECORDED = "evidence_recorded"
     HANDLER_EVENT = "handler_event"
-    """A handler reported an event whose name is not one of the above (kept in ``data.name``)."""
+    """A reported name that no known vocabulary has (the name is kept in ``data.name``)."""
 
     @classmethod
     def coerce(cls, name: str | EventType) -> EventType:
         """Accept a member, its value or its name (any case); unknown names -> HANDLER_EVENT."""
-        if isinstance(name, EventType):
-            return name
-        lowered = str(name).strip().lower()
-        for member in cls:
-            if lowered in (member.value, member.name.lower()):
-                return member
-        return cls.HANDLER_EVENT
+        return cast(EventType, ENGINE_EVENTS.coerce(name))
+
+
+EventKind = StrEnum
+"""The type of ``Event.type``: a member of :class:`EventType` or of a registered vocabulary."""
+
+
+class EventKinds:
+    """The event vocabularies a bus or a reader knows: :class:`EventType` first, then ``enums``.
+
+    Immutable (compose a new one for more vocabularies). Two vocabularies may not share a stored
+    name (the ``type`` string must map back to one member), so that raises
+    :class:`~freshness_magic.errors.EventKindError` when the set is composed, not when a run is
+    half way through.
+    """
+
+    __slots__ = ("_by_name", "enums")
+
+    def __init__(self, *enums: type[StrEnum]) -> None:
+        vocabularies: tuple[type[StrEnum], ...] = tuple(dict.fromkeys((EventType, *enums)))
+        by_name: dict[str, StrEnum] = {}
+        for enum in vocabularies:
+            for member in enum:
+                for key in (member.value, member.name.lower()):
+                    other = by_name.setdefault(key, member)
+                    if other is not member:
+                        raise EventKindError(
+                            f"event name {key!r} is both {type(other).__name__}.{other.name} and "
+                            f"{enum.__name__}.{member.name}; rename one of them so events.jsonl "
+                            "can tell them apart"
+                        )
+        self.enums: tuple[type[StrEnum], ...] = vocabularies
+        self._by_name: Mapping[str, StrEnum] = MappingProxyType(by_name)
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, EventKinds) and other.enums == self.enums
+
+    def __hash__(self) -> int:
+        return hash(self.enums)
+
+    def __repr__(self) -> str:
+        return f"EventKinds({', '.join(e.__name__ for e in self.enums)})"
+
+    def coerce(self, name: str | StrEnum) -> EventKind:
+        """The member ``name`` stands for: a member of a known vocabulary as is; a string by value
+        or member name (any case); a string nobody knows -> ``EventType.HANDLER_EVENT``.
+
+        A member of a vocabulary this set does not hold raises :class:`EventKindError`: it was
+        meant as that event, and reading the log back would not know it.
+        """
+        if isinstance(name, StrEnum):
+            if type(name) in self.enums:
+                return name
+            raise EventKindError(
+                f"event type {type(name).__name__}.{name.name} is not known to this run "
+                f"({self!r}); have the extension that emits it list {type(name).__name__} in its "
+                "event_kinds()"
+            )
+        return self._by_name.get(str(name).strip().lower(), EventType.HANDLER_EVENT)
+
+    def event_from_dict(self, data: Mapping[str, Any]) -> Event:
+        """The :class:`Event` of one ``events.jsonl`` line; an unknown ``type`` becomes
+        ``HANDLER_EVENT`` with the stored name in ``data.name`` (as :meth:`EventBus.emit` does)."""
+        stored = str(data.get("type", ""))
+        kind = self.coerce(stored)
+        raw = data.get("data")
+        payload = dict(raw) if isinstance(raw, Mapping) else {}
+        if kind is EventType.HANDLER_EVENT and stored != EventType.HANDLER_EVENT.value:
+            payload.setdefault("name", stored)
+        try:
+            seq = int(data.get("seq", 0))
+        except (TypeError, ValueError):
+            raise StateFileError(
+                f"event {stored!r}: seq {data.get('seq')!r} is not a whole number"
+            ) from None
+        return Event(
+            type=kind,
+            run_id=str(data.get("run_id", "")),
+            seq=seq,
+            timestamp=str(data.get("timestamp", "")),
+            node_id=None if data.get("node_id") is None else str(data["node_id"]),
+            data=payload,
+        )
+
+    def read(self, path: Path) -> Iterator[Event]:
+        """The events of an ``events.jsonl`` file, in order; a torn or damaged line is skipped
+        with a warning (as :func:`~freshness_magic.atomicio.read_jsonl` does)."""
+        for record in read_jsonl(path):
+            try:
+                yield self.event_from_dict(record)
+            except StateFileError as exc:
+                log.warning("%s: damaged event skipped (%s)", path, exc)
+
+
+ENGINE_EVENTS = EventKinds()
+"""The engine's vocabulary alone (what a bus knows when no extension adds one)."""
 
 
 def utc_now_iso() -> str:
@@ -87,7 +180,7 @@ def utc_now_iso() -> str:
 class Event:
     """One thing that happened in a run; ``seq`` orders the events of a run from 1."""
 
-    type: EventType
+    type: EventKind
     run_id: str
     seq: int
     timestamp: str
@@ -105,26 +198,26 @@ class Event:
             "data": dict(self.data),
         }
 
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Event:
-        return cls(
-            type=EventType.coerce(str(data.get("type", ""))),
-            run_id=str(data.get("run_id", "")),
-            seq=int(data.get("seq", 0)),
-            timestamp=str(data.get("timestamp", "")),
-            node_id=data.get("node_id"),
-            data=dict(data.get("data") or {}),
-        )
-
 
 Listener = Callable[[Event], None]
 
 
 class EventBus:
-    """Delivers events to listeners in subscription order and logs them to ``events.jsonl``."""
+    """Delivers events to listeners in subscription order and logs them to ``events.jsonl``.
 
-    def __init__(self, run_id: str, log_path: Path | None = None, *, seq: int = 0) -> None:
+    ``kinds`` are the vocabularies it accepts (default: the engine's alone).
+    """
+
+    def __init__(
+        self,
+        run_id: str,
+        log_path: Path | None = None,
+        *,
+        seq: int = 0,
+        kinds: EventKinds = ENGINE_EVENTS,
+    ) -> None:
         self.run_id = run_id
+        self.kinds = kinds
         self.log_path = log_path
         self._seq = seq
         self._listeners: list[Listener] = []
@@ -157,17 +250,21 @@ class EventBus:
 
     def emit(
         self,
-        event_type: EventType | str,
+        event_type: EventKind | str,
         node_id: str | None = None,
         data: dict[str, Any] | None = None,
     ) -> Event:
-        """Create the next event, append it to the log, then deliver it to every listener."""
+        """Create the next event, append it to the log, then deliver it to every listener.
+
+        ``event_type`` is a member of one of :attr:`kinds` or a name (a handler's report: see
+        :meth:`EventKinds.coerce`); a member of another vocabulary raises EventKindError.
+        """
+        kind = self.kinds.coerce(event_type)
+        payload = dict(data or {})
+        if kind is EventType.HANDLER_EVENT and not isinstance(event_type, StrEnum):
+            payload.setdefault("name", str(event_type))
         with self._lock:
             self._seq += 1
-            kind = EventType.coerce(event_type)
-            payload = dict(data or {})
-            if kind is EventType.HANDLER_EVENT and not isinstance(event_type, EventType):
-                payload.setdefault("name", str(event_type))
             event = Event(kind, self.run_id, self._seq, utc_now_iso(), node_id, payload)
             if self.log_path is not None:
                 append_jsonl(self.log_path, event.to_dict(), fsync=False)

@@ -15,7 +15,10 @@ A run calls its extensions at fixed points of its life:
 - ``checkpoint_state()`` is stored in every checkpoint under ``extensions[<name>]``;
 - ``lint_rules()`` (optional) adds validation rules for the attributes the extension reads, so a
   run refuses a pipeline whose extension attributes are wrong without the engine knowing those
-  attributes (validation outside a run registers the same rules: :mod:`freshness_magic.lint`).
+  attributes (validation outside a run registers the same rules: :mod:`freshness_magic.lint`);
+- ``event_kinds()`` (optional) lists the ``StrEnum`` vocabularies of the events the extension
+  emits; the run's bus accepts them and maps their stored names back (readers outside a run use
+  :func:`freshness_magic.events.session_event_kinds`).
 
 ``on_step_finished`` is called once per executed node: for the node of a step, and for every node
 of a parallel branch (``step_result.branch_of`` names the parallel node). Hooks are called one at
@@ -27,9 +30,11 @@ error text; one that raises elsewhere is logged and skipped.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
+from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
+from freshness_magic.engine.events import EventKinds
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome
 
@@ -43,6 +48,16 @@ def extension_rules(ext: RunExtension) -> Sequence[LintRule]:
     """The lint rules an extension contributes (none when it has no ``lint_rules``)."""
     rules = getattr(ext, "lint_rules", None)
     return tuple(rules()) if callable(rules) else ()
+
+
+def extension_event_kinds(extensions: Iterable[RunExtension]) -> EventKinds:
+    """The engine's events and every vocabulary ``extensions`` list in ``event_kinds()``."""
+    enums: list[type[StrEnum]] = []
+    for ext in extensions:
+        kinds = getattr(ext, "event_kinds", None)
+        if callable(kinds):
+            enums.extend(kinds())
+    return EventKinds(*enums)
 
 
 @runtime_checkable
@@ -92,4 +107,7 @@ class BaseRunExtension:
         return {}
 
     def lint_rules(self) -> Sequence[LintRule]:
+        return ()
+
+    def event_kinds(self) -> Sequence[type[StrEnum]]:
         return ()

@@ -34,7 +34,11 @@ from freshness_magic.engine.context import Context
 from freshness_magic.engine.dispatch import Dispatch
 from freshness_magic.engine.events import EventBus, EventType
 from freshness_magic.engine.execute import NodeExecutor, Timing
-from freshness_magic.engine.extensions import RunExtension, extension_rules
+from freshness_magic.engine.extensions import (
+    RunExtension,
+    extension_event_kinds,
+    extension_rules,
+)
 from freshness_magic.engine.handlers.base import ChildRun, HandlerRegistry
 from freshness_magic.engine.handlers.builtin import default_registry
 from freshness_magic.engine.model import Graph
@@ -143,7 +147,9 @@ class Run(RunRecovery):
         self._exit_ids = frozenset(n.id for n in graph.exit_candidates())
         self._started = False
         self._history = []
-        self.events = EventBus(self._run_id, self._run_dir / EVENTS_FILE)
+        self.events = EventBus(
+            self._run_id, self._run_dir / EVENTS_FILE, kinds=extension_event_kinds(self.extensions)
+        )
         timing = Timing(clock, sleep, rng or random.Random(), backoff or BackoffConfig())
         self._executor = NodeExecutor(self, timing)
         if _restore is not None:

@@ -36,7 +36,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.dispatch import WORKER_KEY
-from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.codergen import LLM_KEY, PROMPT_SUFFIX_KEY
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
@@ -51,6 +50,7 @@ from freshness_magic.evidence.attrs import (
     requires_work_evidence,
 )
 from freshness_magic.evidence.commit import commit_node_changes
+from freshness_magic.evidence.events import EvidenceEvent
 from freshness_magic.evidence.lint import evidence_rules
 from freshness_magic.evidence.prompt import work_evidence_prompt
 from freshness_magic.evidence.record import (
@@ -179,6 +179,10 @@ class EvidenceExtension:
     def lint_rules(self) -> list[LintRule]:
         """The rules for this extension's attributes (see :mod:`freshness_magic.evidence.lint`)."""
         return evidence_rules()
+
+    def event_kinds(self) -> tuple[type[EvidenceEvent]]:
+        """The events this extension emits (the run's bus must know them)."""
+        return (EvidenceEvent,)
 
     def checkpoint_state(self) -> dict[str, Any]:
         """The evidence index: how many records the run log holds, and where it is."""
@@ -328,7 +332,7 @@ class EvidenceExtension:
         if appended:
             self._records += 1
         run.events.emit(
-            EventType.EVIDENCE_RECORDED,
+            EvidenceEvent.EVIDENCE_RECORDED,
             node_id,
             {
                 "path": os.fspath(evidence_path(run.workdir, node_id)),

@@ -23,7 +23,6 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.engine.events import EventType
 from freshness_magic.engine.extensions import BaseRunExtension
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
@@ -31,6 +30,7 @@ from freshness_magic.engine.validation import LintRule
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.attrs import freshness_mode, node_inputs, tracked_nodes
 from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.freshness.lint import freshness_rules
 from freshness_magic.freshness.report import FreshnessReport, NodeReport
 
@@ -101,7 +101,7 @@ class FreshnessExtension(BaseRunExtension):
             changed = {n: r for n, r in drift.items() if r.stale_files}
             if changed:
                 run.events.emit(
-                    EventType.INPUT_DRIFT,
+                    FreshnessEvent.INPUT_DRIFT,
                     None,
                     {
                         "nodes": {n: r.stale_files for n, r in changed.items()},
@@ -133,7 +133,7 @@ class FreshnessExtension(BaseRunExtension):
             return None
         run.context.set(stale_key(node.id), list(stale))
         run.events.emit(
-            EventType.STALE_INPUT,
+            FreshnessEvent.STALE_INPUT,
             node.id,
             {
                 "mode": mode,
@@ -181,6 +181,10 @@ class FreshnessExtension(BaseRunExtension):
         """The rules for this extension's attributes (see :mod:`freshness_magic.freshness.lint`)."""
         return freshness_rules()
 
+    def event_kinds(self) -> tuple[type[FreshnessEvent]]:
+        """The events this extension emits (the run's bus must know them)."""
+        return (FreshnessEvent,)
+
     def checkpoint_state(self) -> dict[str, Any]:
         if self.tracker is None:
             return {}
@@ -225,7 +229,7 @@ def accept(run: Run, node_ids: Iterable[str], *, source: str = "api") -> dict[st
         ext.blocked.discard(node_id)
         run.context.delete(stale_key(node_id))
     run.events.emit(
-        EventType.BASELINE_ACCEPTED,
+        FreshnessEvent.BASELINE_ACCEPTED,
         ids[0] if len(ids) == 1 else None,
         {
             "nodes": changed,

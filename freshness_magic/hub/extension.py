@@ -16,6 +16,7 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from freshness_magic.engine.extensions import BaseRunExtension
+from freshness_magic.engine.handlers.codergen import PROMPT_SUFFIX_KEY
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.attrs import source_files
 from freshness_magic.hub.integration import context_packet_for
@@ -26,8 +27,6 @@ if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
 
 NAME = "hub"
-PROMPT_SUFFIX_KEY = "internal.prompt_suffix.{node_id}"
-"""The codergen handler's prompt-suffix key (``engine/handlers/codergen.py``)."""
 
 TRUE_WORDS = frozenset({"true", "1", "yes", "on"})
 

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 from typing import Any, TextIO
 
 from freshness_magic.atomicio import write_atomic
+from freshness_magic.engine.events import EventType
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 
@@ -130,4 +131,4 @@ class CellHandler:
         write_atomic(env.node_dir(node.id) / CELL_OUTPUT_FILE, text)
         for stream in ("stdout", "stderr"):
             if printed.get(stream):
-                env.emit("stage_output", {"stream": stream, "text": printed[stream]})
+                env.emit(EventType.STAGE_OUTPUT, {"stream": stream, "text": printed[stream]})

@@ -13,10 +13,9 @@ from typing import TYPE_CHECKING, Any
 from freshness_magic.engine.condition_explain import ConditionExplanation, explain_condition
 from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.freshness.attrs import freshness_mode, source_files
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_OUTPUT_FILE
-from freshness_magic.notebook.render import NodeState
+from freshness_magic.notebook.render import NodeState, inputs_text
 from freshness_magic.notebook.viewstate import BannerKind, RunBanner
 
 if TYPE_CHECKING:
@@ -161,8 +160,8 @@ def why_text(pipeline: PipelineReadout, node_id: str) -> str:
         from freshness_magic.notebook.hubcmd import why_lines
 
         lines.extend(text.indented(why_lines(run, node_id)))
-    if inputs := source_files(node):
-        lines.append(f"  inputs: {', '.join(inputs)} (freshness={freshness_mode(node)})")
+    if inputs := inputs_text(node):
+        lines.append(f"  {inputs}")
     output = node_details(pipeline, node_id).output
     if output:
         lines.append(f"  output: {text.one_line(output, 200)}")

@@ -24,7 +24,7 @@ from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
-from freshness_magic.engine.model import Edge, Graph
+from freshness_magic.engine.model import Edge, Graph, Node
 from freshness_magic.errors import FreshnessMagicError
 from freshness_magic.freshness.attrs import freshness_mode, source_files
 from freshness_magic.notebook.viewstate import (
@@ -291,9 +291,15 @@ def static_title(graph: Graph, node_id: str) -> str:
     node = graph.nodes[node_id]
     parts = [node_id if node.label == node_id else f"{node_id}: {node.label}"]
     parts.append(f"type: {node.handler_type}")
-    if inputs := source_files(node):
-        parts.append(f"inputs: {', '.join(inputs)} (freshness={freshness_mode(node)})")
+    if inputs := inputs_text(node):
+        parts.append(inputs)
     return "\n".join(parts)
+
+
+def inputs_text(node: Node) -> str:
+    """``inputs: <patterns> (freshness=<mode>)`` for a node with ``source_files``, else ""."""
+    inputs = source_files(node)
+    return f"inputs: {', '.join(inputs)} (freshness={freshness_mode(node)})" if inputs else ""
 
 
 def _follow_text_colour(group: ET.Element) -> None:

@@ -35,8 +35,10 @@ from typing import Any
 import anywidget
 import traitlets
 
+from freshness_magic.engine.events import Event, EventKind, EventType
 from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.errors import RunError
+from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import Layout
 from freshness_magic.notebook.snapshot import snapshot_svg, static_html
@@ -71,14 +73,23 @@ EVIDENCE_ROWS = 8
 NOTE_CHARS = 240
 """An explanation sent with the states is cut here; the node's details have the whole text."""
 _QUIET = frozenset({NodeState.PENDING, NodeState.SUCCEEDED, NodeState.SKIPPED, NodeState.NEXT})
-_LIVE = frozenset({"stage_started", "stage_retrying", "stage_interrupted", "stage_output"})
+_LIVE: frozenset[EventKind] = frozenset(
+    {
+        EventType.STAGE_STARTED,
+        EventType.STAGE_RETRYING,
+        EventType.STAGE_INTERRUPTED,
+        EventType.STAGE_OUTPUT,
+    }
+)
 """Mid-step events the view shows at once (a node starts, retries, stops or prints; output
 events come at most every 0.1-0.2 s from their handlers)."""
-_STEP_END = frozenset(
+_STEP_END: frozenset[EventKind] = frozenset(
     {
-        "checkpoint_saved", "gate_waiting", "gate_answered", "pipeline_started",
-        "pipeline_completed", "pipeline_failed", "pipeline_paused", "pipeline_resumed",
-        "stale_input", "baseline_accepted", "dead_end", "run_retried", "stage_skipped",
+        EventType.CHECKPOINT_SAVED, EventType.GATE_WAITING, EventType.GATE_ANSWERED,
+        EventType.PIPELINE_STARTED, EventType.PIPELINE_COMPLETED, EventType.PIPELINE_FAILED,
+        EventType.PIPELINE_PAUSED, EventType.PIPELINE_RESUMED, EventType.DEAD_END,
+        EventType.RUN_RETRIED, EventType.STAGE_SKIPPED,
+        FreshnessEvent.STALE_INPUT, FreshnessEvent.BASELINE_ACCEPTED,
     }
 )  # fmt: skip
 """Events after which the whole view is brought up to date (one update per step)."""
@@ -279,9 +290,8 @@ class PipelineWidget(anywidget.AnyWidget):
         size = sum(len(to_json(v)) for v in changed.values())
         self.update_stats.append((time.perf_counter() - started, size))
 
-    def _on_pipeline_event(self, event: Any) -> None:
-        kind = str(getattr(getattr(event, "type", None), "value", ""))
-        if event is None or kind in _STEP_END or kind in _LIVE:
+    def _on_pipeline_event(self, event: Event | None) -> None:
+        if event is None or event.type in _STEP_END or event.type in _LIVE:
             try:
                 self.refresh()
             except Exception as exc:  # a view error must never break the run

@@ -1,6 +1,7 @@
 """The engine knows nothing of freshness or evidence (issue 12 §5): no engine module imports them,
-importing every engine module loads none of them, and no engine code names their attributes or
-their typed readers (those live in ``freshness/attrs.py`` and ``evidence/attrs.py``)."""
+importing every engine module loads none of them, and no engine code names their attributes,
+their typed readers (those live in ``freshness/attrs.py`` and ``evidence/attrs.py``) or their
+event types (``freshness/events.py``, ``evidence/events.py``)."""
 
 from __future__ import annotations
 
@@ -37,6 +38,19 @@ READERS = frozenset(
     }
 )
 """The typed readers that moved out of ``engine/model.py``."""
+EVENT_NAMES = frozenset(
+    {
+        "FreshnessEvent",
+        "EvidenceEvent",
+        "STALE_INPUT",
+        "INPUT_DRIFT",
+        "BASELINE_ACCEPTED",
+        "EVIDENCE_RECORDED",
+    }
+)
+"""The freshness and evidence event vocabularies and their members (moved out of ``EventType``)."""
+EVENT_VALUES = frozenset({"stale_input", "input_drift", "baseline_accepted", "evidence_recorded"})
+"""What those events store in ``events.jsonl``."""
 
 
 def imported_modules(tree: ast.AST) -> list[str]:
@@ -52,22 +66,25 @@ def imported_modules(tree: ast.AST) -> list[str]:
 
 
 def knowledge(tree: ast.AST) -> list[str]:
-    """Names and string values that encode freshness or evidence attributes.
+    """Names and string values that encode freshness or evidence attributes or event types.
 
     A string that is a whole statement is documentation and is not counted; any other string
-    equal to an attribute key is (``attrs.get("source_files")``), and so is any identifier that
-    is an attribute key or a moved reader (``node.freshness``, ``def evidence_mode``).
+    equal to an attribute key or a stored event type is (``attrs.get("source_files")``,
+    ``emit("stale_input")``), and so is any identifier that is an attribute key, a moved reader
+    or an event vocabulary or member (``node.freshness``, ``def evidence_mode``,
+    ``EventType.STALE_INPUT``).
     """
     docs = {
         id(node.value)
         for node in ast.walk(tree)
         if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant)
     }
-    names = ATTRIBUTES | READERS
+    names = ATTRIBUTES | READERS | EVENT_NAMES
+    strings = ATTRIBUTES | EVENT_VALUES
     found: list[str] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Constant) and isinstance(node.value, str):
-            if id(node) not in docs and node.value in ATTRIBUTES:
+            if id(node) not in docs and node.value in strings:
                 found.append(f"{node.lineno}: string {node.value!r}")
         elif isinstance(node, ast.Name) and node.id in names:
             found.append(f"{node.lineno}: name {node.id}")
@@ -93,6 +110,10 @@ def test_the_checks_find_what_they_look_for() -> None:
         "def f(node):\n"
         "    from freshness_magic import freshness\n"
         '    return node.attrs.get("source_files"), node.freshness, evidence_mode\n'
+        "class EventType:\n"
+        '    STALE_INPUT = "stale_input"\n'
+        "def g(bus):\n"
+        '    bus.emit(EventType.EVIDENCE_RECORDED), bus.emit("input_drift")\n'
     )
     assert imported_modules(sample) == [
         "freshness_magic.evidence.attrs",
@@ -104,6 +125,10 @@ def test_the_checks_find_what_they_look_for() -> None:
         "5: attribute .freshness",
         "5: name evidence_mode",
         "5: string 'source_files'",
+        "7: name STALE_INPUT",
+        "7: string 'stale_input'",
+        "9: attribute .EVIDENCE_RECORDED",
+        "9: string 'input_drift'",
     ]
 
 
@@ -119,7 +144,7 @@ def test_no_engine_module_imports_freshness_evidence_notebook_or_hub() -> None:
     assert {path: hits for path, hits in found.items() if hits} == {}
 
 
-def test_no_engine_module_names_freshness_or_evidence_attributes() -> None:
+def test_no_engine_module_names_freshness_or_evidence_attributes_or_events() -> None:
     found = {str(path.relative_to(ENGINE)): knowledge(parse(path)) for path in MODULES}
     assert {path: hits for path, hits in found.items() if hits} == {}
 

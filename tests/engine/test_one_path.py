@@ -19,6 +19,7 @@ from freshness_magic.engine import Run, RunState
 from freshness_magic.engine.extensions import BaseRunExtension
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.freshness.extension import accept_changes
 from freshness_magic.session import default_extensions, open_run
 
@@ -117,8 +118,9 @@ def test_a_blocked_branch_node_blocks_that_branch(tmp_path: Path) -> None:
     c = result.node_outcomes["c"]
     assert c.status is StageStatus.FAIL
     assert "stale input: spec.md" in c.failure_reason
-    stale = [e for e in events(run) if e["type"] == "stale_input" and e["node_id"] == "c"]
-    assert stale and stale[0]["data"]["mode"] == "block"
+    logged = run.events.kinds.read(run.run_dir / "events.jsonl")
+    stale = [e for e in logged if e.type is FreshnessEvent.STALE_INPUT and e.node_id == "c"]
+    assert stale and stale[0].data["mode"] == "block"
     assert result.node_outcomes["a"].status is StageStatus.SUCCESS
     assert_branch_node_recorded(run, "c", "fail")
 

@@ -14,6 +14,7 @@ from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.builtin import default_registry
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.evidence.events import EvidenceEvent
 from freshness_magic.evidence.extension import EvidenceExtension
 from freshness_magic.evidence.record import (
     EVIDENCE_LOG,
@@ -289,7 +290,7 @@ def test_evidence_recorded_events_and_checkpoint_index(repo: Path) -> None:
     run = start_run(repo, single())
     seen: list[str] = []
     run.events.subscribe(
-        lambda e: seen.append(str(e.node_id)) if e.type == "evidence_recorded" else None
+        lambda e: seen.append(str(e.node_id)) if e.type is EvidenceEvent.EVIDENCE_RECORDED else None
     )
     run.run()
     assert seen == ["start", "implement", "done"]

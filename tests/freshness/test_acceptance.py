@@ -6,13 +6,15 @@ import os
 from pathlib import Path
 from typing import Any
 
-from freshness_magic.atomicio import read_jsonl
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.events import Event, EventKind, EventType
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.builtin import default_registry
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.run import Run
+from freshness_magic.events import session_event_kinds
+from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.freshness.extension import FreshnessExtension, extension_of
 from freshness_magic.freshness.hashing import hash_file
 from freshness_magic.session import open_run, resume_run
@@ -50,9 +52,10 @@ def make_run(workdir: Path, body: str, **kw: Any) -> tuple[Run, Recorder]:
     return run, recorder
 
 
-def events(run: Run, kind: str | None = None) -> list[dict[str, Any]]:
-    found = list(read_jsonl(run.run_dir / "events.jsonl"))
-    return [e for e in found if kind is None or e["type"] == kind]
+def events(run: Run, kind: EventKind | None = None) -> list[Event]:
+    """The run's events read back from ``events.jsonl`` (with the session's vocabularies)."""
+    found = session_event_kinds().read(run.run_dir / "events.jsonl")
+    return [e for e in found if kind is None or e.type is kind]
 
 
 def tracker_of(run: Run) -> Any:
@@ -88,7 +91,7 @@ def test_ac_if_001_2_no_source_files_means_no_checking(tmp_path: Path) -> None:
     assert set(tracker_of(run).baselines) == {"b"}
     result = run.run()
     assert result.status == "completed" and rec.ran == ["a", "b"]
-    assert not events(run, "stale_input")
+    assert not events(run, FreshnessEvent.STALE_INPUT)
 
 
 def test_ac_if_001_3_globs_resolve_against_the_working_directory(
@@ -168,9 +171,9 @@ def test_ac_if_003_1_files_are_rehashed_before_the_node_executes(tmp_path: Path)
     )
     rec.edits["edit"] = ("in.txt", "v2")
     run.run()
-    (stale,) = events(run, "stale_input")
-    assert stale["node_id"] == "a" and stale["data"]["files"] == ["in.txt"]
-    detail = stale["data"]["details"][0]
+    (stale,) = events(run, FreshnessEvent.STALE_INPUT)
+    assert stale.node_id == "a" and stale.data["files"] == ["in.txt"]
+    detail = stale.data["details"][0]
     assert detail["new_hash"] == hash_file(tmp_path / "in.txt").digest[:12]
     assert detail["old_hash"] != detail["new_hash"]
 
@@ -181,7 +184,7 @@ def test_ac_if_003_2_all_match_execution_proceeds(tmp_path: Path) -> None:
         tmp_path, 'a [source_files="in.txt", freshness="block"]\n start -> a -> done'
     )
     assert run.run().status == "completed"
-    assert rec.ran == ["a"] and not events(run, "stale_input")
+    assert rec.ran == ["a"] and not events(run, FreshnessEvent.STALE_INPUT)
 
 
 def test_ac_if_003_3_warn_emits_stale_input_and_proceeds(tmp_path: Path) -> None:
@@ -193,8 +196,8 @@ def test_ac_if_003_3_warn_emits_stale_input_and_proceeds(tmp_path: Path) -> None
     rec.edits["edit"] = ("in.txt", "v2")
     assert run.run().status == "completed"
     assert rec.ran == ["edit", "a"]
-    (stale,) = events(run, "stale_input")
-    assert stale["data"]["mode"] == "warn"
+    (stale,) = events(run, FreshnessEvent.STALE_INPUT)
+    assert stale.data["mode"] == "warn"
 
 
 def test_ac_if_003_4_block_returns_retry(tmp_path: Path) -> None:
@@ -213,8 +216,8 @@ def test_ac_if_003_4_block_returns_retry(tmp_path: Path) -> None:
     assert outcome.failure_reason == "stale input: in.txt"
     run.run()
     assert "a" not in rec.ran
-    retries = events(run, "stage_retrying")
-    assert [e["data"]["failure_reason"] for e in retries] == ["stale input: in.txt"] * 2
+    retries = events(run, EventType.STAGE_RETRYING)
+    assert [e.data["failure_reason"] for e in retries] == ["stale input: in.txt"] * 2
     assert "stale input: in.txt" in run.node_outcomes["a"].failure_reason
     assert run.node_outcomes["a"].status is StageStatus.FAIL
 
@@ -229,7 +232,7 @@ def test_ac_if_003_5_unset_or_ignore_means_no_check(tmp_path: Path) -> None:
     rec.edits["edit"] = ("in.txt", "v2")
     assert run.run().status == "completed"
     assert rec.ran == ["edit", "a", "b"]
-    assert not events(run, "stale_input")
+    assert not events(run, FreshnessEvent.STALE_INPUT)
     assert not any(k.startswith("freshness.") for k in run.context)
     assert set(tracker_of(run).baselines) == {"a", "b"}  # recorded, never checked
 
@@ -329,8 +332,8 @@ def test_accept_changes_unblocks_and_is_checkpointed(tmp_path: Path) -> None:
     run.start()
     write(tmp_path, "in.txt", "v2")
     assert accept_changes(run, "a") == {"a": ["in.txt"]}
-    (accepted,) = events(run, "baseline_accepted")
-    assert accepted["data"]["files"] == ["in.txt"]
+    (accepted,) = events(run, FreshnessEvent.BASELINE_ACCEPTED)
+    assert accepted.data["files"] == ["in.txt"]
     state = (run.run_dir / "checkpoint.json").read_text()
     assert hash_file(tmp_path / "in.txt").digest in state
     assert run.run().status == "completed" and rec.ran == ["a"]
@@ -346,7 +349,7 @@ def test_handler_requests_accept_through_the_context(tmp_path: Path) -> None:
     rec.updates["edit"] = {"freshness.accept": ["a"]}
     assert run.run().status == "completed"
     assert rec.ran == ["edit", "a"]
-    assert events(run, "baseline_accepted")[0]["data"]["source"] == "context"
+    assert events(run, FreshnessEvent.BASELINE_ACCEPTED)[0].data["source"] == "context"
     assert "freshness.accept" not in run.context
 
 
@@ -379,12 +382,12 @@ def test_loop_revisit_compares_with_the_last_completion(tmp_path: Path) -> None:
     run.run(to="edit")
     run.step()  # edit (v2)
     run.step()  # a: stale since baseline
-    assert len(events(run, "stale_input")) == 1
+    assert len(events(run, FreshnessEvent.STALE_INPUT)) == 1
     run.context.set("round", "2")
     rec.edits["edit"] = ("in.txt", "v2")  # same content again
     run.step()  # edit rewrites identical content
     run.step()  # a: fresh since its last completion
-    assert len(events(run, "stale_input")) == 1
+    assert len(events(run, FreshnessEvent.STALE_INPUT)) == 1
     report = extension_of(run).report(run)
     assert report.nodes["a"].since_baseline.stale_files == ["in.txt"]
     assert report.nodes["a"].since_run is not None

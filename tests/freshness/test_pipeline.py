@@ -6,9 +6,10 @@ import json
 import subprocess
 import sys
 from pathlib import Path
-from typing import Any
 
-from freshness_magic.atomicio import read_jsonl
+from freshness_magic.engine.events import Event, EventType
+from freshness_magic.events import session_event_kinds
+from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.session import open_run
 
 from .conftest import git, write
@@ -28,8 +29,9 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def events_of(run_dir: Path) -> list[dict[str, Any]]:
-    return list(read_jsonl(run_dir / "events.jsonl"))
+def events_of(run_dir: Path) -> list[Event]:
+    """The run's events read back from ``events.jsonl`` (with the session's vocabularies)."""
+    return list(session_event_kinds().read(run_dir / "events.jsonl"))
 
 
 def only_run_dir(workdir: Path) -> Path:
@@ -63,12 +65,12 @@ def test_tool_editing_a_later_block_node_takes_its_failure_routing(tmp_path: Pat
     outcome = run.node_outcomes["guarded"]
     assert "stale input: docs/spec.md" in outcome.failure_reason
     log = events_of(run.run_dir)
-    kinds = [(e["type"], e["node_id"]) for e in log]
-    assert ("stale_input", "guarded") in kinds
-    failed = next(e for e in log if e["type"] == "stage_failed" and e["node_id"] == "guarded")
-    assert "stale input: docs/spec.md" in failed["data"]["failure_reason"]
-    routed = next(e for e in log if e["type"] == "edge_selected" and e["node_id"] == "guarded")
-    assert routed["data"]["target"] == "recover"
+    kinds = [(e.type, e.node_id) for e in log]
+    assert (FreshnessEvent.STALE_INPUT, "guarded") in kinds
+    failed = next(e for e in log if e.type is EventType.STAGE_FAILED and e.node_id == "guarded")
+    assert "stale input: docs/spec.md" in failed.data["failure_reason"]
+    routed = next(e for e in log if e.type is EventType.EDGE_SELECTED and e.node_id == "guarded")
+    assert routed.data["target"] == "recover"
 
 
 WARN_PIPELINE = """
@@ -93,10 +95,10 @@ def test_warn_emits_stale_input_and_routes_on_the_context_key(tmp_path: Path) ->
     assert run.run().status == "completed"
     assert (tmp_path / "drafted.txt").exists() and (tmp_path / "reviewed.txt").exists()
     log = events_of(run.run_dir)
-    stale = [e for e in log if e["type"] == "stale_input"]
-    assert [(e["node_id"], e["data"]["files"]) for e in stale] == [("draft", ["notes.md"])]
-    routed = next(e for e in log if e["type"] == "edge_selected" and e["node_id"] == "draft")
-    assert routed["data"]["target"] == "review"
+    stale = [e for e in log if e.type is FreshnessEvent.STALE_INPUT]
+    assert [(e.node_id, e.data["files"]) for e in stale] == [("draft", ["notes.md"])]
+    routed = next(e for e in log if e.type is EventType.EDGE_SELECTED and e.node_id == "draft")
+    assert routed.data["target"] == "review"
     assert run.context["freshness.draft.stale_files"] == ["notes.md"]
 
 
@@ -128,24 +130,26 @@ def test_change_between_run_to_and_resume_in_a_new_process_is_input_drift(repo: 
     second = cli("resume", str(run_dir), cwd=repo)
     assert second.returncode == 0, second.stderr + second.stdout
     log = events_of(run_dir)
-    drift_at = next(i for i, e in enumerate(log) if e["type"] == "input_drift")
-    resumed_at = next(i for i, e in enumerate(log) if e["type"] == "pipeline_resumed")
+    drift_at = next(i for i, e in enumerate(log) if e.type is FreshnessEvent.INPUT_DRIFT)
+    resumed_at = next(i for i, e in enumerate(log) if e.type is EventType.PIPELINE_RESUMED)
     later_at = (
         next(
-            i for i, e in enumerate(log) if e["type"] == "stage_started" and e["node_id"] == "later"
+            i
+            for i, e in enumerate(log)
+            if e.type is EventType.STAGE_STARTED and e.node_id == "later"
         )
-        if any(e["type"] == "stage_started" for e in log)
+        if any(e.type is EventType.STAGE_STARTED for e in log)
         else len(log)
     )
     assert resumed_at < drift_at < later_at
-    drift = log[drift_at]["data"]
+    drift = log[drift_at].data
     assert drift["nodes"] == {"first": ["src/a.py"], "later": ["docs/spec.md"]}
     assert drift["since"] == {"first": "run", "later": "baseline"}
     details = {d["path"]: d for d in drift["details"]["later"]}
     assert details["docs/spec.md"]["git_change"] == "uncommitted"
     # The baseline of `later` (not executed before the pause) was re-captured after the drift
     # report, so its warn check saw no change and nothing was stale when it ran.
-    assert not [e for e in log if e["type"] == "stale_input"]
+    assert not [e for e in log if e.type is FreshnessEvent.STALE_INPUT]
     assert (repo / "ran.txt").exists()
 
 
@@ -182,8 +186,8 @@ def test_resume_accept_unblocks_a_blocked_node(tmp_path: Path) -> None:
     done = cli("resume", str(run_dir), "--accept", "guarded", "--answer", "ask=R", cwd=tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
     assert (tmp_path / "ran.txt").read_text() == "ran"
-    accepted = [e for e in events_of(run_dir) if e["type"] == "baseline_accepted"]
-    assert [e["data"]["nodes"] for e in accepted] == [{"guarded": ["docs/spec.md"]}]
+    accepted = [e for e in events_of(run_dir) if e.type is FreshnessEvent.BASELINE_ACCEPTED]
+    assert [e.data["nodes"] for e in accepted] == [{"guarded": ["docs/spec.md"]}]
     assert cli("check", str(run_dir), cwd=tmp_path).returncode == 0
 
 

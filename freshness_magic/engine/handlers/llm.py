@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import IO, Any, Protocol, runtime_checkable
 
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.events import EventType
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome
 
@@ -225,7 +226,7 @@ class ResponseSink:
         text = "".join(self._pending)
         self._pending, self._pending_chars, self._last_emit = [], 0, now
         with contextlib.suppress(Exception):
-            self._emit("stage_output", {"stream": "response", "text": text})
+            self._emit(EventType.STAGE_OUTPUT, {"stream": "response", "text": text})
 
     def close(self, create: bool = False) -> None:
         """Emit what is pending and close the file (``create``: even an empty one); later

@@ -1,0 +1,59 @@
+"""The event vocabularies of a session (issue 12 §5): the engine's ``EventType`` plus the enums
+freshness and evidence define, composed by the session layer and never by the engine."""
+
+from __future__ import annotations
+
+import subprocess
+from pathlib import Path
+
+from freshness_magic import session
+from freshness_magic.engine import Run, load_pipeline
+from freshness_magic.engine.events import ENGINE_EVENTS, EventType
+from freshness_magic.events import session_event_kinds
+from freshness_magic.evidence.events import EvidenceEvent
+from freshness_magic.freshness.events import FreshnessEvent
+
+PIPELINE = """digraph p {
+  start [shape=Mdiamond]
+  done [shape=Msquare]
+  lint [shape=parallelogram, tool_command="true", source_files="spec.md", freshness="warn"]
+  start -> lint -> done
+}
+"""
+
+
+def test_a_session_run_knows_the_same_vocabularies_as_a_session_reader(tmp_path: Path) -> None:
+    run = session.open_run(PIPELINE, workdir=tmp_path)
+    try:
+        assert run.events.kinds == session_event_kinds()
+        assert session_event_kinds().enums == (EventType, FreshnessEvent, EvidenceEvent)
+    finally:
+        run.close()
+
+
+def test_an_engine_run_knows_only_the_engine_s_events(tmp_path: Path) -> None:
+    run = Run(load_pipeline(PIPELINE), workdir=tmp_path)
+    try:
+        assert run.events.kinds == ENGINE_EVENTS
+    finally:
+        run.close()
+
+
+def test_freshness_and_evidence_events_are_read_back_as_their_own_members(tmp_path: Path) -> None:
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "spec.md").write_text("v1\n")
+    run = session.open_run(PIPELINE, workdir=tmp_path)
+    try:
+        run.start()
+        (tmp_path / "spec.md").write_text("v2\n")
+        assert run.run().status == "completed"
+        log = run.run_dir / "events.jsonl"
+    finally:
+        run.close()
+    kinds = {e.type for e in session_event_kinds().read(log)}
+    assert {FreshnessEvent.STALE_INPUT, EvidenceEvent.EVIDENCE_RECORDED} <= kinds
+    assert EventType.STAGE_COMPLETED in kinds and EventType.HANDLER_EVENT not in kinds
+    # The wire format is unchanged: the same type strings, v 1.
+    text = log.read_text()
+    assert '"type": "stale_input"' in text and '"type": "evidence_recorded"' in text
+    assert '"v": 1' in text

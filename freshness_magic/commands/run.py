@@ -243,19 +243,20 @@ def _gates(run: Run) -> list[str]:
 
 def print_summary(result: RunResult, out: IO[str]) -> None:
     """The last lines of the human output: the final state and what to do next."""
+    from freshness_magic.engine import RunState
     from freshness_magic.engine.gates import parse_accelerator
 
     run_dir = result.run_dir
-    if result.status == "completed":
+    if result.state is RunState.COMPLETED:
         print(f"completed: {len(result.completed_nodes)} node(s) run; run dir {run_dir}", file=out)
         if result.dead_end is not None:
             print(f"note: the run {result.dead_end.describe()}", file=out)
-    elif result.status == "failed":
+    elif result.state is RunState.FAILED:
         print(f"{result.summary()}", file=out)
         print(f"run dir {run_dir}", file=out)
         if result.failed_node:
             print(f"retry with: freshness-magic resume {run_dir} --retry", file=out)
-    elif result.status == "waiting" and result.pending_gate is not None:
+    elif result.state is RunState.WAITING and result.pending_gate is not None:
         gate = result.pending_gate
         print(f"waiting at gate '{gate.node_id}': {gate.text}", file=out)
         for choice in gate.choices:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from freshness_magic.engine.condition_explain import ConditionExplanation, explain_condition
 from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.state import RunState
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_OUTPUT_FILE
 from freshness_magic.notebook.render import NodeState, inputs_text
@@ -124,10 +125,10 @@ def banner(pipeline: PipelineReadout) -> RunBanner | None:
     offer = pipeline.resume_offer
     if offer is not None and not pipeline.has_run:
         return make(kinds.RESUME, offer.describe(pipeline.name), offer.where or "")
-    if model.dead_end is not None and model.snapshot.state in ("completed", "failed"):
+    if model.dead_end is not None and model.snapshot.state in (RunState.COMPLETED, RunState.FAILED):
         node = str(model.dead_end.get("node", ""))
         return make(kinds.DEAD_END, text.dead_end_text(model.dead_end), node)
-    if model.snapshot.state == "failed":
+    if model.snapshot.state is RunState.FAILED:
         failed = [n for n, o in model.snapshot.outcomes.items() if o.status is StageStatus.FAIL]
         node = failed[-1] if failed else ""
         return make(kinds.FAILED, model.snapshot.failure_reason or "the run failed", node)

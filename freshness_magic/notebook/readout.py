@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question
+from freshness_magic.engine.state import RunState
 from freshness_magic.errors import RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.evidence_log import EvidenceTail
@@ -165,7 +166,7 @@ class PipelineReadout:
             return "ready"
         if self.model.running is not None:
             return "running"
-        return self.model.snapshot.state
+        return self.model.snapshot.state.value
 
     @property
     def elapsed(self) -> float:
@@ -207,7 +208,7 @@ class PipelineReadout:
         """The status line, the node-state table, and the resume offer or superseded note."""
         lines = [self.status_line(), text.status_table(self.views())]
         snapshot = self.model.snapshot
-        if snapshot.state == "failed" and snapshot.failure_reason:
+        if snapshot.state is RunState.FAILED and snapshot.failure_reason:
             lines.append(f"failed: {text.one_line(snapshot.failure_reason, 300)}")
         if self.model.dead_end is not None:
             lines.append(text.dead_end_text(self.model.dead_end))

@@ -13,6 +13,7 @@ from typing import Any
 from freshness_magic.atomicio import loads_bounded
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.persistence import follow_restarts, source_hash
+from freshness_magic.engine.state import RunState
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -52,13 +53,13 @@ class ResumeOffer:
     """An unfinished run of the same pipeline (same text, same work directory) found on disk."""
 
     run_dir: Path
-    state: str
+    state: RunState
     where: str | None
     """The waiting gate, else the node it would run next."""
 
     def describe(self, name: str) -> str:
         at = f" at {self.where}" if self.where else ""
-        verb = "waits" if self.state == "waiting" else "is paused"
+        verb = "waits" if self.state is RunState.WAITING else "is paused"
         return (
             f"an unfinished run of {name} ({self.run_dir.name}) {verb}{at}: "
             "%pipeline resume reopens it, %pipeline reset starts a new one"
@@ -85,8 +86,11 @@ def find_unfinished(graph: Graph, workdir: Path) -> ResumeOffer | None:
             continue
         if manifest.get("pipeline_hash") != wanted or manifest.get("workdir") != str(workdir):
             continue
-        state = str(data.get("state", ""))
-        if state in ("completed", "failed") or not data.get("completed_nodes"):
+        try:
+            state = RunState(str(data.get("state", "")))
+        except ValueError:
+            continue
+        if state in (RunState.COMPLETED, RunState.FAILED) or not data.get("completed_nodes"):
             continue
         gate = data.get("pending_gate")
         where = gate.get("node") if isinstance(gate, dict) else data.get("next_node")

@@ -12,7 +12,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from freshness_magic.engine.condition_explain import ConditionExplanation
-from freshness_magic.engine.outcome import Choice, Question
+from freshness_magic.engine.outcome import Choice, Question, StageStatus
 from freshness_magic.notebook.render import NodeState, NodeView, state_table
 
 
@@ -91,7 +91,7 @@ def step_line(result: Any) -> str:
     line = f"step: {result.node_id} -> {result.outcome.status.value}"
     if result.outcome.failure_reason and not result.outcome.status.is_success:
         line += f" ({one_line(result.outcome.failure_reason, 120)})"
-    waiting = result.next_node == result.node_id and result.outcome.status.value == "waiting"
+    waiting = result.next_node == result.node_id and result.outcome.status is StageStatus.WAITING
     if result.next_node and not waiting:
         line += f"; next: {result.next_node}"
     return line

@@ -18,6 +18,7 @@ from typing import Any
 from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
+from freshness_magic.engine.state import RunState
 from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.report import FreshnessReport
 from freshness_magic.notebook.render import NodeState, NodeView, StaleKind
@@ -25,7 +26,7 @@ from freshness_magic.notebook.text import choice_text
 
 OUTPUT_TAIL = 4000
 """Characters of a node's streamed output kept for its details."""
-_FINISHED = ("completed", "failed")
+_FINISHED = (RunState.COMPLETED, RunState.FAILED)
 
 
 @dataclass(frozen=True)
@@ -85,7 +86,7 @@ def freshness_of(run: Any) -> tuple[dict[str, NodeStale], frozenset[str]]:
 class RunSnapshot:
     """The run's state at a step boundary (what the views are computed from)."""
 
-    state: str = "ready"
+    state: RunState = RunState.READY
     outcomes: Mapping[str, Outcome] = field(default_factory=dict)
     completed: tuple[str, ...] = ()
     gate: Question | None = None
@@ -94,9 +95,8 @@ class RunSnapshot:
 
     @classmethod
     def of(cls, run: Any) -> RunSnapshot:
-        state = run.state
         return cls(
-            state=str(getattr(state, "value", state)).lower(),
+            state=RunState(run.state),
             outcomes=dict(run.node_outcomes),
             completed=tuple(run.completed_nodes),
             gate=run.pending_gate,
@@ -246,8 +246,8 @@ class ViewModel:
 
     def _compute(self) -> dict[str, NodeView]:
         snap = self.snapshot
-        live = snap.state not in _FINISHED and snap.state != "ready"
-        nxt = snap.next_node if live and snap.state != "waiting" else None
+        live = snap.state not in _FINISHED and snap.state is not RunState.READY
+        nxt = snap.next_node if live and snap.state is not RunState.WAITING else None
         ahead = reachable(self._succ, [nxt]) | {nxt} if nxt is not None else set()
         if snap.gate is not None:
             ahead |= reachable(self._succ, [snap.gate.node_id]) | {snap.gate.node_id}
@@ -291,9 +291,9 @@ class ViewModel:
 
     def _never_reached(self, node_id: str, snap: RunSnapshot, ahead: set[str]) -> bool:
         """A node the run can no longer reach: it finished without it, or it is not ahead."""
-        if snap.state == "completed":
+        if snap.state is RunState.COMPLETED:
             return True
-        if snap.state in ("ready", "failed") or not snap.completed:
+        if snap.state in (RunState.READY, RunState.FAILED) or not snap.completed:
             return False
         return node_id not in ahead
 

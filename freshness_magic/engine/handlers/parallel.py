@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.model import Edge, Graph, Node, parse_int
 from freshness_magic.engine.outcome import Outcome, StageStatus
@@ -121,7 +122,7 @@ class ParallelHandler:
 
         started = time.monotonic()
         env.emit(
-            "parallel_started",
+            EventType.PARALLEL_STARTED,
             {"node": node.id, "branch_count": len(branches), "join_policy": join_policy},
         )
         results = self._run_branches(
@@ -201,7 +202,8 @@ class ParallelHandler:
             result.notes = "not started: the join was already decided"
             return result
         env.emit(
-            "parallel_branch_started", {"node": parent.id, "branch": edge.target, "index": index}
+            EventType.PARALLEL_BRANCH_STARTED,
+            {"node": parent.id, "branch": edge.target, "index": index},
         )
         started = time.monotonic()
         before = context.snapshot()
@@ -255,7 +257,7 @@ class ParallelHandler:
         result.score = _score(context)
         result.duration = time.monotonic() - started
         env.emit(
-            "parallel_branch_completed",
+            EventType.PARALLEL_BRANCH_COMPLETED,
             {
                 "node": parent.id,
                 "branch": edge.target,
@@ -298,7 +300,7 @@ class ParallelHandler:
         suggested = [fan_in] if fan_in is not None else []
         duration = time.monotonic() - started
         env.emit(
-            "parallel_completed",
+            EventType.PARALLEL_COMPLETED,
             {
                 "node": node.id,
                 "duration": duration,

@@ -189,7 +189,7 @@ class _Follower:
         if start > self.sent:
             text = f"[... {start - self.sent} bytes not shown ...]\n{text}"
         self.sent, self.last = size, now
-        self.env.emit(EventType.STAGE_OUTPUT.value, {"stream": self.stream, "text": text})
+        self.env.emit(EventType.STAGE_OUTPUT, {"stream": self.stream, "text": text})
 
 
 class ToolHandler:

@@ -2,11 +2,16 @@
 
 The model carries the laid-out SVG once per pipeline structure and, per step, the node states as
 one character per node plus the few lines that explain nodes needing attention, so a step at 200
-nodes sends a few hundred bytes in one update. Clicks come back as ``{"action": ...}`` messages
-and call the pipeline object (``step``, ``run_to``, ``retry``, ``accept``, ``resume``, ``stop``,
-``reset``); node details, evidence records and playground answers are asked for when needed and
-answered with a custom message. Every bundle also carries ``text/html``: the graph with its
-states as static SVG (:func:`render.static_html`) for front ends without a widget runtime.
+nodes sends a few hundred bytes in one update. Events inside a step (a node starts, prints,
+retries) only arm a timer: a node still running after :data:`LIVE_DELAY` is shown running (its
+timer, its latest output) with at most one more update per :data:`LIVE_DELAY`, and a step that
+ends sooner sends nothing but its one update at the end.
+
+Clicks come back as ``{"action": ...}`` messages and call the pipeline object (``step``,
+``run_to``, ``retry``, ``accept``, ``resume``, ``stop``, ``reset``); node details, evidence
+records and playground answers are asked for when needed and answered with a custom message.
+Every bundle also carries ``text/html``: the graph with its states as static SVG
+(:func:`render.static_html`) for front ends without a widget runtime.
 
 The page contract (what browser tests may rely on): root ``.fm-root.fm-widget``; node groups
 ``svg g.fm-node[data-node][data-state]`` (``data-stale`` for stale kinds), edges ``g.fm-edge
@@ -71,17 +76,10 @@ EVIDENCE_ROWS = 8
 NOTE_CHARS = 240
 """An explanation sent with the states is cut here; the node's details have the whole text."""
 _QUIET = frozenset({NodeState.PENDING, NodeState.SUCCEEDED, NodeState.SKIPPED, NodeState.NEXT})
-_LIVE = frozenset({"stage_started", "stage_retrying", "stage_interrupted", "stage_output"})
-"""Mid-step events the view shows at once (a node starts, retries, stops or prints; output
-events come at most every 0.1-0.2 s from their handlers)."""
-_STEP_END = frozenset(
-    {
-        "checkpoint_saved", "gate_waiting", "gate_answered", "pipeline_started",
-        "pipeline_completed", "pipeline_failed", "pipeline_paused", "pipeline_resumed",
-        "stale_input", "baseline_accepted", "dead_end", "run_retried", "stage_skipped",
-    }
-)  # fmt: skip
-"""Events after which the whole view is brought up to date (one update per step)."""
+LIVE_DELAY = 0.4
+"""Seconds a node runs before the view shows it running, and between two live updates while it
+runs (its output, a retry). Short enough to see a slow node start at once; long enough that a
+step that takes less sends one update, at its end."""
 
 
 def in_kernel() -> bool:
@@ -117,6 +115,9 @@ class PipelineWidget(anywidget.AnyWidget):
         """Run actions on a worker thread (True inside a Jupyter kernel: the kernel stays free)."""
         self._worker: threading.Thread | None = None
         self._refresh_lock = threading.Lock()
+        self.live_delay = LIVE_DELAY
+        self._live_lock = threading.Lock()
+        self._live: threading.Timer | None = None
         self._layout: Layout | None = None
         self._layout_key: tuple[object, ...] | None = None
         self._running_since: dict[str, float] = {}
@@ -280,12 +281,37 @@ class PipelineWidget(anywidget.AnyWidget):
         self.update_stats.append((time.perf_counter() - started, size))
 
     def _on_pipeline_event(self, event: Any) -> None:
-        kind = str(getattr(getattr(event, "type", None), "value", ""))
-        if event is None or kind in _STEP_END or kind in _LIVE:
-            try:
-                self.refresh()
-            except Exception as exc:  # a view error must never break the run
-                self._report(exc)
+        """A published step boundary (``None``) is sent at once, in one update; an event inside a
+        step only arms the live timer (see :data:`LIVE_DELAY`)."""
+        if event is not None:
+            self._arm_live()
+            return
+        self._disarm_live()
+        self._safe_refresh()
+
+    def _arm_live(self) -> None:
+        with self._live_lock:
+            if self._live is None:
+                self._live = threading.Timer(self.live_delay, self._live_refresh)
+                self._live.daemon = True
+                self._live.start()
+
+    def _disarm_live(self) -> None:
+        with self._live_lock:
+            timer, self._live = self._live, None
+        if timer is not None:
+            timer.cancel()
+
+    def _live_refresh(self) -> None:
+        with self._live_lock:
+            self._live = None
+        self._safe_refresh()
+
+    def _safe_refresh(self) -> None:
+        try:
+            self.refresh()
+        except Exception as exc:  # a view error must never break the run
+            self._report(exc)
 
     def supersede(self, note: str) -> None:
         """Grey this view out with ``note``; it refuses every action from now on."""

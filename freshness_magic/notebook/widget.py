@@ -25,7 +25,8 @@ the banner's), clusters ``g.fm-cluster``; ``.fm-viewport`` (scrolls) with ``.fm-
 ``.fm-gate-question [data-node]``, ``textarea.fm-gate-comment``, ``.fm-gate-choice-<key>``;
 ``.fm-evidence-row[data-node][data-seq]`` newest first, ``.fm-evidence-all``; playground
 ``.fm-playground-input input``, ``.fm-playground-node select``, ``.fm-playground-result``
-(``data-edge``), ``.fm-suggest-item[data-key]``; errors ``.fm-log .fm-error``.
+(``data-edge``), ``.fm-suggest-item[data-key]``; errors ``.fm-log .fm-error``; a click the
+kernel has not answered ``.fm-notice``.
 """
 
 from __future__ import annotations
@@ -184,7 +185,6 @@ class PipelineWidget(anywidget.AnyWidget):
             since = since or self._running_since.setdefault(running, now)
             running_for = max(now - since, 0.0)
         self._running_since = {running: now - running_for} if running else {}
-        busy = bool(self._worker is not None and self._worker.is_alive())
         return {
             "state": pipeline.state_name,
             "line": pipeline.status_line(),
@@ -193,7 +193,6 @@ class PipelineWidget(anywidget.AnyWidget):
             "total": total,
             "running": running,
             "running_for": round(running_for, 1),
-            "busy": busy,
             "backend": pipeline.backend_name,
             "can_stop": True,
             "can_retry": True,
@@ -365,7 +364,7 @@ class PipelineWidget(anywidget.AnyWidget):
         elif action == "stop":
             self._call("stop")
         elif action in _ACTIONS:
-            self._act(_ACTIONS[action](self, msg, node))
+            self._act(action, _ACTIONS[action](self, msg, node))
         else:
             raise RunError(f"the view sent an unknown action {action!r}")
 
@@ -377,13 +376,24 @@ class PipelineWidget(anywidget.AnyWidget):
             raise RunError("the view sent an answer without a gate")
         return lambda: self.pipeline.resume(node, choice, comment=comment.strip() or None)
 
-    def _act(self, action: Callable[[], Any]) -> None:
-        """Run a pipeline action; in a kernel on a worker thread so the kernel stays free."""
+    @property
+    def busy(self) -> bool:
+        """Whether an action from the page still runs on the worker thread."""
+        worker = self._worker
+        return worker is not None and worker.is_alive()
+
+    def _act(self, name: str, action: Callable[[], Any]) -> None:
+        """Run a pipeline action; in a kernel on a worker thread so the kernel stays free.
+
+        On the worker the action's steps send their own updates; at its end whatever else
+        changed goes in one more update (often nothing) and the page gets ``{"reply": "done"}``,
+        which re-enables its buttons (the page disables them itself when it sends an action).
+        """
         if not self.background:
             action()
             self.refresh()
             return
-        if self._worker is not None and self._worker.is_alive():
+        if self.busy:
             raise RunError("an action is still running; wait until it finishes or press Stop")
 
         def work() -> None:
@@ -393,12 +403,12 @@ class PipelineWidget(anywidget.AnyWidget):
                 self._report(exc)
             finally:
                 self._worker = None
-                self.refresh()
-                self.send({"reply": "refresh_details"})
+                self._disarm_live()
+                self._safe_refresh()
+                self.send({"reply": "done", "action": name})
 
         self._worker = threading.Thread(target=work, name="fm-widget", daemon=True)
         self._worker.start()
-        self.refresh()
 
     def wait(self, timeout: float | None = None) -> None:
         """Wait for a background action to finish (scripts and tests)."""

@@ -290,7 +290,7 @@ def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
     widget.background = True
     widget.handle({"action": "run"})
     assert entered.wait(30)
-    assert widget.run["busy"] is True
+    assert widget.busy
     wait_until(lambda: widget.run["running"] == "work", "the view to show `work` running")
     with pytest.raises(UsageError, match="busy"):
         shell.run_line_magic("pipeline", "step")
@@ -299,7 +299,8 @@ def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
     release.set()
     widget.wait(30)
     assert pipeline.state_name == "completed"
-    assert widget.run["busy"] is False
+    assert not widget.busy
+    assert replies.last("done")["action"] == "run"
     assert states(widget)["done"] == "succeeded"
 
 

@@ -35,6 +35,14 @@ class Wire:
             if kind == "comm_msg" and data.get("method") == "update"
         ]
 
+    def replies(self) -> list[dict[str, Any]]:
+        """The custom messages (``comm_msg`` with method ``custom``), each as its content."""
+        return [
+            data["content"]
+            for kind, data in self.messages
+            if kind == "comm_msg" and data.get("method") == "custom"
+        ]
+
     def clear(self) -> None:
         self.messages.clear()
 
@@ -79,6 +87,24 @@ def test_a_step_sends_one_update_with_everything_that_changed(
         assert "graph" not in updates[0]  # the layout goes once per structure
         assert updates[0]["states"] == widget.states
     assert widget.states[nodes.index("approve")] == STATE_CODES[NodeState.WAITING]
+    assert widget.errors == []
+
+
+def test_a_step_from_the_button_in_a_kernel_sends_one_update_and_its_end(
+    shell: InteractiveShell, workdir: Path, wire: Wire
+) -> None:
+    """In a kernel the button's action runs on a worker thread: the step's one update, then
+    the reply that ends the action (the page re-enables its buttons on it)."""
+    pipeline: NotebookPipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    widget.background = True
+    widget.live_delay = 3600
+    for _ in range(3):
+        wire.clear()
+        widget.handle({"action": "step"})
+        widget.wait(30)
+        assert len(wire.updates()) == 1, wire.updates()
+        assert wire.replies() == [{"reply": "done", "action": "step"}]
     assert widget.errors == []
 
 

@@ -41,30 +41,28 @@ from typing import Any
 import anywidget
 import traitlets
 
-from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.errors import RunError
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import Layout
 from freshness_magic.notebook.snapshot import snapshot_svg, static_html
-from freshness_magic.notebook.text import choice_text
 from freshness_magic.notebook.viewdata import (
-    approving,
     context_keys,
     cut,
     evidence_detail,
     evidence_summary_row,
     explain,
     explain_on_live_context,
+    gate_value,
+    graph_value,
     node_details,
+    run_value,
     short,
     to_json,
 )
 from freshness_magic.notebook.viewstate import (
-    STATE_STYLES,
     NodeState,
     NodeView,
     RunBanner,
-    legend_items,
     palette_css,
     state_code,
 )
@@ -121,7 +119,6 @@ class PipelineWidget(anywidget.AnyWidget):
         self._live: threading.Timer | None = None
         self._layout: Layout | None = None
         self._layout_key: tuple[object, ...] | None = None
-        self._running_since: dict[str, float] = {}
         self._evidence_count = -1
         self._records: list[dict[str, Any]] = []
         self.errors: list[BaseException] = []
@@ -160,59 +157,6 @@ class PipelineWidget(anywidget.AnyWidget):
 
     # --- state sent to the page ------------------------------------------------------------------
 
-    def _graph_value(self) -> dict[str, Any]:
-        layout = self.layout
-        return {
-            "svg": layout.svg,
-            "nodes": layout.nodes,
-            "name": self.pipeline.graph.name,
-            "legend": legend_items(layout.states),
-            "describe": {item["state"]: item for item in legend_items(STATE_STYLES)},
-        }
-
-    def _run_value(self, views: Mapping[str, NodeView]) -> dict[str, Any]:
-        pipeline = self.pipeline
-        done = sum(1 for o in pipeline.outcomes().values() if o.status is not StageStatus.WAITING)
-        total = max(len(pipeline.graph.nodes), 1)
-        if pipeline.state_name == "completed":
-            done = total
-        running = next((n for n, v in views.items() if v.state is NodeState.RUNNING), "")
-        running_for = 0.0
-        now = time.time()
-        if running:
-            started = views[running].details.get("started_at")
-            since = float(started) if isinstance(started, int | float) else None
-            since = since or self._running_since.setdefault(running, now)
-            running_for = max(now - since, 0.0)
-        self._running_since = {running: now - running_for} if running else {}
-        return {
-            "state": pipeline.state_name,
-            "line": pipeline.status_line(),
-            "elapsed": round(pipeline.elapsed, 1),
-            "done": min(done, total),
-            "total": total,
-            "running": running,
-            "running_for": round(running_for, 1),
-            "backend": pipeline.backend_name,
-            "can_stop": True,
-            "can_retry": True,
-        }
-
-    def _gate_value(self) -> dict[str, Any]:
-        gate = self.pipeline.pending_gate()
-        if gate is None:
-            return {}
-        choices = [
-            {"key": c.key, "label": c.label, "target": c.target, "text": choice_text(c)}
-            for c in gate.choices
-        ]
-        return {
-            "node": gate.node_id,
-            "question": gate.text,
-            "choices": choices,
-            "approving": approving(self.pipeline, gate.node_id),
-        }
-
     def _evidence_value(self) -> dict[str, Any] | None:
         records = self.pipeline.evidence_records()
         if len(records) == self._evidence_count:
@@ -239,7 +183,7 @@ class PipelineWidget(anywidget.AnyWidget):
         if key != self._layout_key:
             self._layout = pipeline.layout_cache.get(pipeline.graph)
             self._layout_key = key
-            values["graph"] = self._graph_value()
+            values["graph"] = graph_value(self.pipeline, self.layout)
         views = self.views()
         layout = self.layout
         codes = ["p"] * len(layout.index)
@@ -254,7 +198,7 @@ class PipelineWidget(anywidget.AnyWidget):
                 notes[node_id] = short(text, NOTE_CHARS)
         values["states"] = "".join(codes)
         values["notes"] = notes
-        values["run"] = self._run_value(views)
+        values["run"] = run_value(self.pipeline, views, time.time())
         banner = self.current_banner()
         values["banner"] = (
             {}
@@ -266,7 +210,7 @@ class PipelineWidget(anywidget.AnyWidget):
                 "edge": list(banner.edge) if banner.edge else None,
             }
         )
-        values["gate"] = self._gate_value()
+        values["gate"] = gate_value(self.pipeline)
         found = self._evidence_value()
         if found is not None:
             values["evidence"] = found

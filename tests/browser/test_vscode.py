@@ -3,9 +3,10 @@
 What VS Code's Jupyter extension gives an output, as its documentation states it: a webview
 whose ``body`` has the class ``vscode-light``, ``vscode-dark`` or ``vscode-high-contrast`` and
 whose theme colours are ``--vscode-*`` CSS variables (no ``--jp-*`` ones); widget scripts are
-loaded from the kernel environment's ``share/jupyter/nbextensions`` (anywidget ships its own
-there), and an anywidget ES module is imported from its text and called as
-``render({model, el})`` with a model offering ``get``/``set``/``on``/``off``/``send``.
+loaded from the kernel environment's ``share/jupyter/nbextensions`` (anywidget ships its
+``index.js`` there: no CDN), and that script imports a widget's ES module from its text through a
+``Blob`` URL and calls ``render({model, el})`` with a model proxy offering ``get``, ``set``,
+``save_changes``, ``send``, ``on`` and ``off``.
 
 These tests build such a page: the ``text/html`` bundle (what VS Code shows without a widget
 manager) and the widget's own ES module and CSS driven through that model contract, with the

@@ -1,5 +1,5 @@
 """What the pipeline view costs and sends, measured on the wire, for pipelines of 20, 200 and
-1,000 nodes.
+1,000 nodes; and how long Stop takes to show a killed ``sleep 30`` tool as interrupted.
 
 The widget's comm is replaced by one that records every message ipywidgets publishes (the comm
 package's documented hook, ``comm.create_comm``), so the bytes are those of the real JSON
@@ -7,9 +7,15 @@ messages: the ``comm_open`` carrying the first render, and per step the ``update
 (state sync) and any custom replies. Prints per size: first render time (``dot`` layout + widget
 build, cold layout cache) and bytes; per step (mean and max over the steps in the middle of the
 run): messages, bytes, the widget's own refresh time and, for reference, the engine's step time
-measured in the same run. Goal (issue 14): under 2 KB per step at 200 nodes.
+measured in the same run. Goal (issue 14): ONE message and under 2 KB per step at 200 nodes.
 
-    .venv/bin/python benchmarks/bench_widget.py [--sizes 20,200,1000] [--steps 20]
+Stop: a pipeline whose tool runs ``sleep 30`` is run from the view's Run button (on the view's
+worker thread, as in a kernel); once the view shows the node running, Stop is pressed and the
+time until the view's state says ``interrupted`` (its process group killed and reaped) is
+measured, against a reference measured in the same run: starting ``sleep 30`` in its own process
+group and killing that group directly. Goal (issue 14): Stop interrupts it within 2 s.
+
+    .venv/bin/python benchmarks/bench_widget.py [--sizes 20,200,1000] [--steps 20] [--stops 3]
 """
 
 from __future__ import annotations
@@ -17,7 +23,10 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import os
+import signal
 import statistics
+import subprocess
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +41,15 @@ from freshness_magic.notebook.render import LayoutCache
 from freshness_magic.notebook.widget import PipelineWidget
 
 GOAL_BYTES = 2048
+GOAL_MESSAGES = 1
+GOAL_STOP_SECONDS = 2.0
+STOP_DOT = """digraph stop {
+  start [shape=Mdiamond]
+  work  [shape=parallelogram, tool_command="sleep 30"]
+  done  [shape=Msquare]
+  start -> work -> done
+}
+"""
 
 
 class RecordingComm(BaseComm):  # type: ignore[misc]
@@ -98,6 +116,7 @@ def measure(n: int, root: Path, steps: int) -> dict[str, float]:
         "first": first,
         "first_bytes": first_bytes,
         "msgs": statistics.mean(s[0] for s in per_step),
+        "max_msgs": max(s[0] for s in per_step),
         "bytes": statistics.mean(s[1] for s in per_step),
         "max_bytes": max(s[1] for s in per_step),
         "view": statistics.mean(s[2] for s in per_step),
@@ -105,10 +124,46 @@ def measure(n: int, root: Path, steps: int) -> dict[str, float]:
     }
 
 
+def wait_for(condition: Any, what: str, timeout: float = 60.0) -> None:
+    give_up = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > give_up:
+            raise SystemExit(f"gave up waiting for {what}")
+        time.sleep(0.002)
+
+
+def bare_kill() -> float:
+    """Seconds to kill a ``sleep 30`` process group directly and reap it (the reference)."""
+    process = subprocess.Popen(["sh", "-c", "sleep 30; true"], start_new_session=True)
+    time.sleep(0.05)
+    started = time.perf_counter()
+    os.killpg(process.pid, signal.SIGTERM)
+    process.wait()
+    return time.perf_counter() - started
+
+
+def measure_stop(root: Path) -> float:
+    """Seconds from pressing Stop to the view's state showing the tool node interrupted."""
+    graph = load_pipeline(STOP_DOT)
+    pipeline = NotebookPipeline(name="stop", graph=graph, workdir=root, layout_cache=LayoutCache())
+    widget = PipelineWidget(pipeline)
+    widget.background = True  # as in a kernel: the run goes on the view's worker thread
+    work = widget.graph["nodes"].index("work")
+    widget.handle({"action": "run"})
+    wait_for(lambda: widget.states[work] == "r", "the view to show the tool running")
+    started = time.perf_counter()
+    widget.handle({"action": "stop"})
+    wait_for(lambda: widget.states[work] == "i", "the view to show the tool interrupted")
+    seconds = time.perf_counter() - started
+    widget.wait(60)
+    return seconds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="20,200,1000")
     parser.add_argument("--steps", type=int, default=20)
+    parser.add_argument("--stops", type=int, default=3, help="Stop measurements (0: none)")
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     comm.create_comm = RecordingComm
@@ -127,13 +182,25 @@ def main() -> None:
                 f"{r['view'] * 1000:>7.2f} ms {r['engine'] * 1000:>9.2f} ms {ratio:>6.0f}x"
             )
             if n == 200:
-                met = r["max_bytes"] < GOAL_BYTES
+                met = r["max_bytes"] < GOAL_BYTES and r["max_msgs"] == GOAL_MESSAGES
                 print(
-                    f"       at 200 nodes: largest step sent {int(r['max_bytes'])} bytes in"
-                    f" {r['msgs']:.1f} messages (goal < {GOAL_BYTES}); view refresh is"
+                    f"       at 200 nodes: {r['msgs']:.1f} messages per step (most"
+                    f" {int(r['max_msgs'])}; goal {GOAL_MESSAGES}), {r['bytes']:.0f} bytes per"
+                    f" step (most {int(r['max_bytes'])}; goal < {GOAL_BYTES}); view refresh is"
                     f" {r['view'] / r['engine']:.2f}x the engine's step time;"
                     f" goal met: {'yes' if met else 'no'}"
                 )
+        if args.stops > 0:
+            stops = [measure_stop(Path(tmp) / f"stop{i}") for i in range(args.stops)]
+            reference = statistics.median(bare_kill() for _ in range(args.stops))
+            worst = max(stops)
+            print(
+                f"Stop on a running `sleep 30` tool -> view shows interrupted: median"
+                f" {statistics.median(stops):.3f} s, worst {worst:.3f} s over {args.stops};"
+                f" a bare process-group kill takes {reference * 1000:.1f} ms"
+                f" ({worst / reference:.0f}x); goal < {GOAL_STOP_SECONDS:g} s;"
+                f" goal met: {'yes' if worst < GOAL_STOP_SECONDS else 'no'}"
+            )
 
 
 if __name__ == "__main__":

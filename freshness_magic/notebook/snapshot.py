@@ -63,20 +63,19 @@ def snapshot_svg(layout: Layout, views: Mapping[str, NodeView]) -> str:
 
 
 STATIC_CSS = """
-.fm-root.fm-static{margin:4px 0;color:var(--jp-ui-font-color1,inherit);font:13px sans-serif}
+.fm-root.fm-static{margin:4px 0;color:var(--fm-text);font:13px sans-serif}
 .fm-root.fm-static .fm-static-view{max-height:640px;overflow:auto;border:1px solid
-var(--jp-border-color2,#ccc);border-radius:4px;background:var(--jp-layout-color0,transparent)}
+var(--fm-border-soft);border-radius:4px;background:var(--fm-bg)}
 .fm-root.fm-static svg.fm-graph-svg{max-width:none;height:auto;display:block}
-.fm-root g.fm-node text{fill:var(--jp-ui-font-color1,#1a1a1a)}
-.fm-root g.fm-edge path{stroke:var(--jp-ui-font-color2,#616161)}
-.fm-root g.fm-edge polygon{fill:var(--jp-ui-font-color2,#616161);
-stroke:var(--jp-ui-font-color2,#616161)}
-.fm-root g.fm-edge text,.fm-root g.fm-cluster text{fill:var(--jp-ui-font-color1,#1a1a1a)}
+.fm-root g.fm-node text{fill:var(--fm-text)}
+.fm-root g.fm-edge path{stroke:var(--fm-edge)}
+.fm-root g.fm-edge polygon{fill:var(--fm-edge);stroke:var(--fm-edge)}
+.fm-root g.fm-edge text,.fm-root g.fm-cluster text{fill:var(--fm-text)}
 .fm-root .fm-legend{display:flex;flex-wrap:wrap;gap:4px 12px;margin:4px 0;font-size:12px}
 .fm-root .fm-legend-item{display:inline-flex;align-items:center;gap:4px}
 .fm-root .fm-swatch{display:inline-block;width:16px;height:11px;border:2px solid;border-radius:2px}
 .fm-root .fm-banner{padding:4px 8px;margin:4px 0;border-left:4px solid
-var(--fm-failed-stroke);background:var(--jp-layout-color2,#f3f3f3)}
+var(--fm-failed-stroke);background:var(--fm-bg-3)}
 """
 
 

@@ -1,5 +1,6 @@
-"""What the pipeline view asks for and shows beside the graph: playground explanations, evidence
-rows and their expanded records, text cut to size. Pure functions of the pipeline object's state.
+"""What the pipeline view asks for and shows beside the graph: the graph and gate values it is
+sent, playground explanations, evidence rows and their expanded records, text cut to size. Pure
+functions of the pipeline object's state.
 """
 
 from __future__ import annotations
@@ -12,8 +13,9 @@ from freshness_magic.engine import explain_condition
 from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.text import condition_text, evidence_row
-from freshness_magic.notebook.viewstate import NodeView
+from freshness_magic.notebook.render import Layout
+from freshness_magic.notebook.text import choice_text, condition_text, evidence_row
+from freshness_magic.notebook.viewstate import STATE_STYLES, NodeState, NodeView, legend_items
 
 
 def explain_on_live_context(
@@ -156,3 +158,58 @@ def context_keys(pipeline: NotebookPipeline, limit: int = 200) -> list[list[str]
         for key, value in sorted(pipeline.run.context.items())[:limit]:
             keys.append([f"context.{key}", short(repr(value), 60)])
     return keys
+
+
+def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
+    """What the page gets once per structure: the SVG, the nodes in index order, the legend of
+    the states this pipeline can show and the description of every state."""
+    return {
+        "svg": layout.svg,
+        "nodes": layout.nodes,
+        "name": pipeline.graph.name,
+        "legend": legend_items(layout.states),
+        "describe": {item["state"]: item for item in legend_items(STATE_STYLES)},
+    }
+
+
+def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
+    """The waiting gate for the gate panel: question, one entry per choice, what it approves."""
+    gate = pipeline.pending_gate()
+    if gate is None:
+        return {}
+    choices = [
+        {"key": c.key, "label": c.label, "target": c.target, "text": choice_text(c)}
+        for c in gate.choices
+    ]
+    return {
+        "node": gate.node_id,
+        "question": gate.text,
+        "choices": choices,
+        "approving": approving(pipeline, gate.node_id),
+    }
+
+
+def run_value(
+    pipeline: NotebookPipeline, views: Mapping[str, NodeView], now: float
+) -> dict[str, Any]:
+    """The run line above the graph: state, progress, and the running node with how long it has
+    run at ``now`` (wall clock; the page counts on from there)."""
+    done = sum(1 for o in pipeline.outcomes().values() if o.status is not StageStatus.WAITING)
+    total = max(len(pipeline.graph.nodes), 1)
+    if pipeline.state_name == "completed":
+        done = total
+    running = next((n for n, v in views.items() if v.state is NodeState.RUNNING), "")
+    started = views[running].details.get("started_at") if running else None
+    running_for = max(now - started, 0.0) if isinstance(started, int | float) else 0.0
+    return {
+        "state": pipeline.state_name,
+        "line": pipeline.status_line(),
+        "elapsed": round(pipeline.elapsed, 1),
+        "done": min(done, total),
+        "total": total,
+        "running": running,
+        "running_for": round(running_for, 1),
+        "backend": pipeline.backend_name,
+        "can_stop": True,
+        "can_retry": True,
+    }

@@ -157,7 +157,8 @@ DARK_SELECTORS = (
     "body.vscode-high-contrast:not(.vscode-high-contrast-light)",
     ".fm-dark",
 )
-"""Where the dark palette applies: JupyterLab/Notebook 7 dark themes, VS Code, or forced."""
+"""Where the dark palette applies: JupyterLab/Notebook 7 dark themes, VS Code's dark and high
+contrast themes (classes on a webview's body), or forced."""
 
 
 def state_code(view: NodeView) -> str:
@@ -186,12 +187,37 @@ def contrast_ratio(first: str, second: str) -> float:
 
 _SHAPE = ":is(polygon,ellipse,path)"
 
+_THEME = """
+variable     jupyterlab            vs-code                       light    dark
+text         ui-font-color1        editor-foreground             #1f1f1f  #e6e6e6
+text-muted   ui-font-color2        descriptionForeground         #5f5f5f  #b0b0b0
+bg           layout-color0         editor-background             #ffffff  #111111
+bg-2         layout-color1         editor-background             #ffffff  #1a1a1a
+bg-3         layout-color2         editorWidget-background       #eeeeee  #2b2b2b
+border       border-color1         panel-border                  #bdbdbd  #5a5a5a
+border-soft  border-color2         widget-border                 #e0e0e0  #3c3c3c
+accent       brand-color1          focusBorder                   #1976d2  #64b5f6
+edge         ui-font-color2        editor-foreground             #616161  #b0b0b0
+"""
+"""The view's theme colours: JupyterLab's variable, else VS Code's (a webview defines
+``--vscode-*`` and no ``--jp-*``), else a default for the light or the dark page."""
+
+
+def _theme_vars(dark: bool) -> str:
+    found = []
+    for row in _THEME.strip().splitlines()[1:]:
+        name, lab, code, light, dark_default = row.split()
+        default = dark_default if dark else light
+        found.append(f"--fm-{name}:var(--jp-{lab},var(--vscode-{code},{default}))")
+    return ";".join(found)
+
 
 def palette_css(root: str = ".fm-root") -> str:
-    """The state colours as CSS variables on ``root`` (dark ones under a dark theme) and one rule
-    per state keyed by the node group's ``data-state``: states change by attribute, not by CSS."""
-    light = []
-    dark = []
+    """The theme and state colours as CSS variables on ``root`` (dark ones under a dark theme)
+    and one rule per state keyed by the node group's ``data-state``: states change by attribute,
+    not by CSS. The widget and the static HTML both use it."""
+    light = [_theme_vars(dark=False)]
+    dark = [_theme_vars(dark=True)]
     rules = []
     for state, style in STATE_STYLES.items():
         name = state.value

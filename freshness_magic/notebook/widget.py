@@ -2,11 +2,16 @@
 
 The model carries the laid-out SVG once per pipeline structure and, per step, the node states as
 one character per node plus the few lines that explain nodes needing attention, so a step at 200
-nodes sends a few hundred bytes in one update. Clicks come back as ``{"action": ...}`` messages
-and call the pipeline object (``step``, ``run_to``, ``retry``, ``accept``, ``resume``, ``stop``,
-``reset``); node details, evidence records and playground answers are asked for when needed and
-answered with a custom message. Every bundle also carries ``text/html``: the graph with its
-states as static SVG (:func:`render.static_html`) for front ends without a widget runtime.
+nodes sends a few hundred bytes in one update. Events inside a step (a node starts, prints,
+retries) only arm a timer: a node still running after :data:`LIVE_DELAY` is shown running (its
+timer, its latest output) with at most one more update per :data:`LIVE_DELAY`, and a step that
+ends sooner sends nothing but its one update at the end.
+
+Clicks come back as ``{"action": ...}`` messages and call the pipeline object (``step``,
+``run_to``, ``retry``, ``accept``, ``resume``, ``stop``, ``reset``); node details, evidence
+records and playground answers are asked for when needed and answered with a custom message.
+Every bundle also carries ``text/html``: the graph with its states as static SVG
+(:func:`render.static_html`) for front ends without a widget runtime.
 
 The page contract (what browser tests may rely on): root ``.fm-root.fm-widget``; node groups
 ``svg g.fm-node[data-node][data-state]`` (``data-stale`` for stale kinds), edges ``g.fm-edge
@@ -20,7 +25,8 @@ the banner's), clusters ``g.fm-cluster``; ``.fm-viewport`` (scrolls) with ``.fm-
 ``.fm-gate-question [data-node]``, ``textarea.fm-gate-comment``, ``.fm-gate-choice-<key>``;
 ``.fm-evidence-row[data-node][data-seq]`` newest first, ``.fm-evidence-all``; playground
 ``.fm-playground-input input``, ``.fm-playground-node select``, ``.fm-playground-result``
-(``data-edge``), ``.fm-suggest-item[data-key]``; errors ``.fm-log .fm-error``.
+(``data-edge``), ``.fm-suggest-item[data-key]``; errors ``.fm-log .fm-error``; a click the
+kernel has not answered ``.fm-notice``.
 """
 
 from __future__ import annotations
@@ -35,32 +41,28 @@ from typing import Any
 import anywidget
 import traitlets
 
-from freshness_magic.engine.events import Event, EventKind, EventType
-from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.errors import RunError
-from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import Layout
 from freshness_magic.notebook.snapshot import snapshot_svg, static_html
-from freshness_magic.notebook.text import choice_text
 from freshness_magic.notebook.viewdata import (
-    approving,
     context_keys,
     cut,
     evidence_detail,
     evidence_summary_row,
     explain,
     explain_on_live_context,
+    gate_value,
+    graph_value,
     node_details,
+    run_value,
     short,
     to_json,
 )
 from freshness_magic.notebook.viewstate import (
-    STATE_STYLES,
     NodeState,
     NodeView,
     RunBanner,
-    legend_items,
     palette_css,
     state_code,
 )
@@ -73,26 +75,10 @@ EVIDENCE_ROWS = 8
 NOTE_CHARS = 240
 """An explanation sent with the states is cut here; the node's details have the whole text."""
 _QUIET = frozenset({NodeState.PENDING, NodeState.SUCCEEDED, NodeState.SKIPPED, NodeState.NEXT})
-_LIVE: frozenset[EventKind] = frozenset(
-    {
-        EventType.STAGE_STARTED,
-        EventType.STAGE_RETRYING,
-        EventType.STAGE_INTERRUPTED,
-        EventType.STAGE_OUTPUT,
-    }
-)
-"""Mid-step events the view shows at once (a node starts, retries, stops or prints; output
-events come at most every 0.1-0.2 s from their handlers)."""
-_STEP_END: frozenset[EventKind] = frozenset(
-    {
-        EventType.CHECKPOINT_SAVED, EventType.GATE_WAITING, EventType.GATE_ANSWERED,
-        EventType.PIPELINE_STARTED, EventType.PIPELINE_COMPLETED, EventType.PIPELINE_FAILED,
-        EventType.PIPELINE_PAUSED, EventType.PIPELINE_RESUMED, EventType.DEAD_END,
-        EventType.RUN_RETRIED, EventType.STAGE_SKIPPED,
-        FreshnessEvent.STALE_INPUT, FreshnessEvent.BASELINE_ACCEPTED,
-    }
-)  # fmt: skip
-"""Events after which the whole view is brought up to date (one update per step)."""
+LIVE_DELAY = 0.4
+"""Seconds a node runs before the view shows it running, and between two live updates while it
+runs (its output, a retry). Short enough to see a slow node start at once; long enough that a
+step that takes less sends one update, at its end."""
 
 
 def in_kernel() -> bool:
@@ -128,9 +114,11 @@ class PipelineWidget(anywidget.AnyWidget):
         """Run actions on a worker thread (True inside a Jupyter kernel: the kernel stays free)."""
         self._worker: threading.Thread | None = None
         self._refresh_lock = threading.Lock()
+        self.live_delay = LIVE_DELAY
+        self._live_lock = threading.Lock()
+        self._live: threading.Timer | None = None
         self._layout: Layout | None = None
         self._layout_key: tuple[object, ...] | None = None
-        self._running_since: dict[str, float] = {}
         self._evidence_count = -1
         self._records: list[dict[str, Any]] = []
         self.errors: list[BaseException] = []
@@ -169,61 +157,6 @@ class PipelineWidget(anywidget.AnyWidget):
 
     # --- state sent to the page ------------------------------------------------------------------
 
-    def _graph_value(self) -> dict[str, Any]:
-        layout = self.layout
-        return {
-            "svg": layout.svg,
-            "nodes": layout.nodes,
-            "name": self.pipeline.graph.name,
-            "legend": legend_items(layout.states),
-            "describe": {item["state"]: item for item in legend_items(STATE_STYLES)},
-        }
-
-    def _run_value(self, views: Mapping[str, NodeView]) -> dict[str, Any]:
-        pipeline = self.pipeline
-        done = sum(1 for o in pipeline.outcomes().values() if o.status is not StageStatus.WAITING)
-        total = max(len(pipeline.graph.nodes), 1)
-        if pipeline.state_name == "completed":
-            done = total
-        running = next((n for n, v in views.items() if v.state is NodeState.RUNNING), "")
-        running_for = 0.0
-        now = time.time()
-        if running:
-            started = views[running].details.get("started_at")
-            since = float(started) if isinstance(started, int | float) else None
-            since = since or self._running_since.setdefault(running, now)
-            running_for = max(now - since, 0.0)
-        self._running_since = {running: now - running_for} if running else {}
-        busy = bool(self._worker is not None and self._worker.is_alive())
-        return {
-            "state": pipeline.state_name,
-            "line": pipeline.status_line(),
-            "elapsed": round(pipeline.elapsed, 1),
-            "done": min(done, total),
-            "total": total,
-            "running": running,
-            "running_for": round(running_for, 1),
-            "busy": busy,
-            "backend": pipeline.backend_name,
-            "can_stop": True,
-            "can_retry": True,
-        }
-
-    def _gate_value(self) -> dict[str, Any]:
-        gate = self.pipeline.pending_gate()
-        if gate is None:
-            return {}
-        choices = [
-            {"key": c.key, "label": c.label, "target": c.target, "text": choice_text(c)}
-            for c in gate.choices
-        ]
-        return {
-            "node": gate.node_id,
-            "question": gate.text,
-            "choices": choices,
-            "approving": approving(self.pipeline, gate.node_id),
-        }
-
     def _evidence_value(self) -> dict[str, Any] | None:
         records = self.pipeline.evidence_records()
         if len(records) == self._evidence_count:
@@ -250,7 +183,7 @@ class PipelineWidget(anywidget.AnyWidget):
         if key != self._layout_key:
             self._layout = pipeline.layout_cache.get(pipeline.graph)
             self._layout_key = key
-            values["graph"] = self._graph_value()
+            values["graph"] = graph_value(self.pipeline, self.layout)
         views = self.views()
         layout = self.layout
         codes = ["p"] * len(layout.index)
@@ -265,7 +198,7 @@ class PipelineWidget(anywidget.AnyWidget):
                 notes[node_id] = short(text, NOTE_CHARS)
         values["states"] = "".join(codes)
         values["notes"] = notes
-        values["run"] = self._run_value(views)
+        values["run"] = run_value(self.pipeline, views, time.time())
         banner = self.current_banner()
         values["banner"] = (
             {}
@@ -277,7 +210,7 @@ class PipelineWidget(anywidget.AnyWidget):
                 "edge": list(banner.edge) if banner.edge else None,
             }
         )
-        values["gate"] = self._gate_value()
+        values["gate"] = gate_value(self.pipeline)
         found = self._evidence_value()
         if found is not None:
             values["evidence"] = found
@@ -290,12 +223,38 @@ class PipelineWidget(anywidget.AnyWidget):
         size = sum(len(to_json(v)) for v in changed.values())
         self.update_stats.append((time.perf_counter() - started, size))
 
-    def _on_pipeline_event(self, event: Event | None) -> None:
-        if event is None or event.type in _STEP_END or event.type in _LIVE:
-            try:
-                self.refresh()
-            except Exception as exc:  # a view error must never break the run
-                self._report(exc)
+    def _on_pipeline_event(self, event: Any) -> None:
+        """A published step boundary (``None``) is sent at once, in one update; an event inside a
+        step only arms the live timer (see :data:`LIVE_DELAY`)."""
+        if event is not None:
+            self._arm_live()
+            return
+        self._disarm_live()
+        self._safe_refresh()
+
+    def _arm_live(self) -> None:
+        with self._live_lock:
+            if self._live is None:
+                self._live = threading.Timer(self.live_delay, self._live_refresh)
+                self._live.daemon = True
+                self._live.start()
+
+    def _disarm_live(self) -> None:
+        with self._live_lock:
+            timer, self._live = self._live, None
+        if timer is not None:
+            timer.cancel()
+
+    def _live_refresh(self) -> None:
+        with self._live_lock:
+            self._live = None
+        self._safe_refresh()
+
+    def _safe_refresh(self) -> None:
+        try:
+            self.refresh()
+        except Exception as exc:  # a view error must never break the run
+            self._report(exc)
 
     def supersede(self, note: str) -> None:
         """Grey this view out with ``note``; it refuses every action from now on."""
@@ -349,7 +308,7 @@ class PipelineWidget(anywidget.AnyWidget):
         elif action == "stop":
             self._call("stop")
         elif action in _ACTIONS:
-            self._act(_ACTIONS[action](self, msg, node))
+            self._act(action, _ACTIONS[action](self, msg, node))
         else:
             raise RunError(f"the view sent an unknown action {action!r}")
 
@@ -361,13 +320,24 @@ class PipelineWidget(anywidget.AnyWidget):
             raise RunError("the view sent an answer without a gate")
         return lambda: self.pipeline.resume(node, choice, comment=comment.strip() or None)
 
-    def _act(self, action: Callable[[], Any]) -> None:
-        """Run a pipeline action; in a kernel on a worker thread so the kernel stays free."""
+    @property
+    def busy(self) -> bool:
+        """Whether an action from the page still runs on the worker thread."""
+        worker = self._worker
+        return worker is not None and worker.is_alive()
+
+    def _act(self, name: str, action: Callable[[], Any]) -> None:
+        """Run a pipeline action; in a kernel on a worker thread so the kernel stays free.
+
+        On the worker the action's steps send their own updates; at its end whatever else
+        changed goes in one more update (often nothing) and the page gets ``{"reply": "done"}``,
+        which re-enables its buttons (the page disables them itself when it sends an action).
+        """
         if not self.background:
             action()
             self.refresh()
             return
-        if self._worker is not None and self._worker.is_alive():
+        if self.busy:
             raise RunError("an action is still running; wait until it finishes or press Stop")
 
         def work() -> None:
@@ -377,12 +347,12 @@ class PipelineWidget(anywidget.AnyWidget):
                 self._report(exc)
             finally:
                 self._worker = None
-                self.refresh()
-                self.send({"reply": "refresh_details"})
+                self._disarm_live()
+                self._safe_refresh()
+                self.send({"reply": "done", "action": name})
 
         self._worker = threading.Thread(target=work, name="fm-widget", daemon=True)
         self._worker.start()
-        self.refresh()
 
     def wait(self, timeout: float | None = None) -> None:
         """Wait for a background action to finish (scripts and tests)."""

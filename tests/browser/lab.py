@@ -128,6 +128,17 @@ def run_cell(page: Any, index: int) -> None:
     wait_kernel_idle(page)
 
 
+def cell_text(page: Any, index: int) -> str:
+    """The text shown in the outputs of code cell ``index``."""
+    return str(
+        page.evaluate(
+            "(i) => document.querySelectorAll('.jp-CodeCell')[i]"
+            ".querySelector('.jp-OutputArea').innerText",
+            index,
+        )
+    )
+
+
 def error_outputs(page: Any) -> list[str]:
     """Texts of error outputs shown in the notebook (tracebacks, stderr of errors)."""
     return list(

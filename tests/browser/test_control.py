@@ -4,10 +4,9 @@ drive a run, and a file saved while no cell runs turns its node stale on screen.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import sys
-import urllib.request
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -15,6 +14,7 @@ import pytest
 from tests.browser.fm import WIDGET, wait_node_states, widget_log_errors
 from tests.browser.lab import (
     WAIT_MS,
+    cell_text,
     error_outputs,
     open_lab_notebook,
     run_all_cells,
@@ -39,14 +39,43 @@ STOPPABLE = f"""digraph stoppable {{
 """
 
 
-def sleeping() -> bool:
+def sleeping() -> list[int]:
+    """The pids of our tool's ``sleep`` (``pgrep -f`` skips zombies: their command line is gone)."""
     found = subprocess.run(["pgrep", "-f", SLEEP], capture_output=True, text=True)
-    return bool(found.stdout.strip())
+    return [int(pid) for pid in found.stdout.split()]
+
+
+def alive(pid: int) -> bool:
+    """Whether ``pid`` still runs (a zombie has exited: only its parent has not reaped it)."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    return stat.rsplit(")", 1)[1].split()[0] != "Z"
+
+
+TIME_STOP_JS = """([scope, node]) => {
+    const grp = document.querySelector(`${scope} svg g.fm-node[data-node="${node}"]`);
+    const stop = document.querySelector(`${scope} .fm-stop`);
+    window.fmStop = {};
+    stop.addEventListener('click', () => { window.fmStop.clicked = performance.now(); },
+                          { capture: true, once: true });
+    new MutationObserver((changes, observer) => {
+        if (grp.dataset.state === 'interrupted') {
+            window.fmStop.shown = performance.now();
+            observer.disconnect();
+        }
+    }).observe(grp, { attributes: true, attributeFilter: ['data-state'] });
+}"""
+"""Record, in the page, when Stop is clicked and when the node's drawn state turns interrupted."""
 
 
 def test_stop_interrupts_a_running_tool(lab_server: Any, page: Any) -> None:
-    """Run, then Stop while the tool sleeps: its process group is killed, the node is drawn
-    interrupted and the run can go on."""
+    """Run, then Stop while the tool sleeps: by the time the node is drawn interrupted its process
+    group is killed (the ``sleep`` pid is gone, the command after it never ran), and the run can
+    go on. The issue's "within 2 s" is a time, so it is measured, not asserted: the latency from
+    the click to the interrupted drawing goes into the screenshot index, and
+    ``benchmarks/bench_widget.py`` prints it against the 2 s goal."""
     folder = lab_server.root / "control_stop"
     write_notebook(
         folder / "stop.ipynb", ["%load_ext freshness_magic", "%%pipeline stoppable\n" + STOPPABLE]
@@ -58,16 +87,21 @@ def test_stop_interrupts_a_running_tool(lab_server: Any, page: Any) -> None:
     page.locator(f"{WIDGET} .fm-run").click()
     wait_node_states(page, {"work": "running"})
     wait_until(sleeping, f"the tool `{SLEEP}` started")
+    pids = sleeping()
+    page.evaluate(TIME_STOP_JS, [WIDGET, "work"])
     page.locator(f"{WIDGET} .fm-stop").click()
     wait_node_states(page, {"work": "interrupted", "done": "pending"})
-    wait_until(lambda: not sleeping(), f"the tool `{SLEEP}` was killed")
+    assert [pid for pid in pids if alive(pid)] == []
     assert not (folder / "late.txt").exists()
+    stop = page.evaluate("() => window.fmStop")
+    seconds = (stop["shown"] - stop["clicked"]) / 1000
     save_screenshot(
         page,
         "control_stopped",
         page.locator(WIDGET),
         f"Stop while the tool `{SLEEP}` ran: its process group killed, the node drawn"
-        " interrupted, the run paused there",
+        f" interrupted {seconds:.2f} s after the click (issue goal: within 2 s; measured here,"
+        " not asserted), the run paused there",
     )
     assert error_outputs(page) == []
     assert widget_log_errors(page) == []
@@ -181,23 +215,28 @@ GATED = """digraph gated {
 """
 
 
-def restart_kernels(server: Any) -> None:
-    """Restart every running kernel through the server's REST API (as Kernel > Restart does)."""
-    with urllib.request.urlopen(server.page_url("/api/kernels"), timeout=30) as reply:
-        kernels = json.load(reply)
-    for kernel in kernels:
-        request = urllib.request.Request(
-            server.page_url(f"/api/kernels/{kernel['id']}/restart"), method="POST", data=b""
-        )
-        with urllib.request.urlopen(request, timeout=60):
-            pass
+def restart_kernel_from_menu(page: Any) -> None:
+    """Kernel > Restart Kernel…: the front end's command, its dialog accepted, awaited to the end.
+
+    Not the server's REST call behind the front end's back: JupyterLab 4.6 sends widget messages
+    on a per-comm-target kernel subshell and forgets its cached subshell only when it restarts
+    the kernel itself; after an outside restart it keeps sending on a subshell the new kernel
+    process does not have, and ipykernel 7.4 drops every widget message routed there.
+    """
+    page.evaluate(
+        "() => { window.fmRestart = window.jupyterapp.commands.execute("
+        "'notebook:restart-kernel'); }"
+    )
+    page.locator(".jp-Dialog .jp-mod-accept").click(timeout=WAIT_MS)
+    page.evaluate("() => window.fmRestart")
+    wait_kernel_idle(page)
 
 
 def test_a_kernel_restart_offers_resume_and_it_resumes_at_the_gate(
     lab_server: Any, page: Any
 ) -> None:
     """Run to the gate, restart the kernel, load the pipeline again: the view offers the run that
-    waits on disk; Resume reopens it at the gate and the answer finishes that run."""
+    waits on disk; Resume reopens it at the gate and the gate's Yes button finishes that run."""
     write_notebook(
         lab_server.root / "control_restart" / "gate.ipynb",
         # the first cell shifts the execution counts, so each re-run after the restart gets a
@@ -207,15 +246,15 @@ def test_a_kernel_restart_offers_resume_and_it_resumes_at_the_gate(
             "%load_ext freshness_magic",
             "%%pipeline gated\n" + GATED,
             "%pipeline run",
-            "%pipeline resume approve --choice Y",
+            "print(gated.run.run_id, gated.state_name)",
         ],
     )
     open_lab_notebook(page, lab_server, "control_restart/gate.ipynb")
-    for index in range(4):
+    for index in range(5):
         run_cell(page, index)
     wait_node_states(page, {"approve": "waiting"})
-    restart_kernels(lab_server)
-    wait_kernel_idle(page)
+    waiting_run = cell_text(page, 4).split()[0]
+    restart_kernel_from_menu(page)
     run_cell(page, 1)
     run_cell(page, 2)  # load again, do not run: the unfinished run is offered
     offer = page.locator(f"{WIDGET} .fm-banner[data-kind='resume']")
@@ -230,9 +269,20 @@ def test_a_kernel_restart_offers_resume_and_it_resumes_at_the_gate(
     )
     page.locator(f"{WIDGET} .fm-banner-resume").click()
     wait_node_states(page, {"approve": "waiting", "draft": "succeeded"})
-    run_cell(page, 4)  # the answer goes to the run that waited on disk
+    page.locator(f"{WIDGET} .fm-gate-question [data-node='approve']").wait_for(timeout=WAIT_MS)
+    page.locator(f"{WIDGET} .fm-gate-choice-Y").click()
     wait_node_states(page, {"approve": "succeeded", "done": "succeeded"})
+    run_cell(page, 4)  # the run the button finished is the one that waited on disk
+    assert cell_text(page, 4).split() == [waiting_run, "completed"]
+    save_screenshot(
+        page,
+        "control_restart_resumed",
+        page.locator(WIDGET),
+        "after Resume, the gate's [Y] Yes button answered the run that waited on disk: it routed"
+        " to done and completed",
+    )
     assert error_outputs(page) == []
+    assert widget_log_errors(page) == []
 
 
 AGENT = """import sys, time

@@ -16,6 +16,7 @@ from freshness_magic.notebook.render import NodeState, node_groups
 from freshness_magic.notebook.viewstate import STATE_CODES
 from freshness_magic.notebook.widget import PipelineWidget
 from tests.notebook.conftest import load_review
+from tests.waiting import wait_until
 
 STATE_OF_CODE = {code: state.value for state, code in STATE_CODES.items()} | {"T": "stale"}
 
@@ -289,8 +290,8 @@ def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
     widget.background = True
     widget.handle({"action": "run"})
     assert entered.wait(30)
-    assert widget.run["busy"] is True
-    assert widget.run["running"] == "work"
+    assert widget.busy
+    wait_until(lambda: widget.run["running"] == "work", "the view to show `work` running")
     with pytest.raises(UsageError, match="busy"):
         shell.run_line_magic("pipeline", "step")
     widget._on_msg(widget, {"action": "step"}, [])
@@ -298,7 +299,8 @@ def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
     release.set()
     widget.wait(30)
     assert pipeline.state_name == "completed"
-    assert widget.run["busy"] is False
+    assert not widget.busy
+    assert replies.last("done")["action"] == "run"
     assert states(widget)["done"] == "succeeded"
 
 

@@ -17,6 +17,9 @@ const MIN_LABEL_PX = 9.5; // smallest node label on screen at the default zoom
 const LABEL_PT = 11; // node font size given to dot (points; 1pt = 4/3 px)
 const MAX_SCALE = 3;
 const ABS_MIN_SCALE = 0.2;
+const NO_ANSWER_MS = 5000; // a click the kernel has not answered by then gets a notice
+const WORKER_ACTIONS = new Set(["step", "run", "run_to", "retry", "accept", "reset",
+  "resume_offered", "start_new", "answer"]); // run on the kernel's worker; end with "done"
 
 function h(tag, cls, text) {
   const e = document.createElement(tag);
@@ -80,6 +83,8 @@ function render({ model, el }) {
 
   const banner = h("div", "fm-banner");
   banner.hidden = true;
+  const notice = h("div", "fm-notice");
+  notice.hidden = true;
 
   // --- graph and details -----------------------------------------------------------------------
   const main = h("div", "fm-main");
@@ -98,14 +103,39 @@ function render({ model, el }) {
   const playground = h("section", "fm-playground");
   const log = h("div", "fm-log");
 
-  root.append(header, note, toolbar, progress, banner, main, legend, gate, evidence, playground, log);
+  root.append(header, note, toolbar, notice, progress, banner, main, legend, gate, evidence,
+    playground, log);
 
   const view = { scale: 1, natural: [0, 0], svg: null, groups: [], edges: [], titles: [],
-    nodes: [], selected: null, userZoomed: false, chosenEdge: null, focus: null };
+    nodes: [], selected: null, userZoomed: false, chosenEdge: null, focus: null,
+    acting: false, waiting: null };
 
+  // A click is answered by the kernel: a reply, or a state update (a longer action is shown
+  // running within a moment). Without an answer the page says so instead of doing nothing: the
+  // kernel may be busy with a cell, or it was restarted behind this page and JupyterLab sends
+  // this view's messages on a kernel subshell the new kernel does not have (a view created
+  // after reloading the page works).
   function send(msg) {
     if (model.get("note")) return;
     model.send(msg);
+    if (WORKER_ACTIONS.has(msg.action)) {
+      view.acting = true;
+      applyRun();
+    }
+    if (msg.action !== "stop") {
+      clearTimeout(view.waiting);
+      view.waiting = setTimeout(() => {
+        notice.textContent = `The kernel has not answered "${msg.action}" yet. It may be busy`
+          + " running a cell. If it was restarted outside this page, reload the page and run"
+          + " this cell again.";
+        notice.hidden = false;
+      }, NO_ANSWER_MS);
+    }
+  }
+  function answered() {
+    clearTimeout(view.waiting);
+    view.waiting = null;
+    notice.hidden = true;
   }
   function showError(text) {
     const pre = h("pre", "fm-error", text);
@@ -267,7 +297,7 @@ function render({ model, el }) {
     const total = run.total || 1;
     bar.style.width = `${Math.min(100, 100 * (run.done || 0) / total)}%`;
     badge.hidden = run.backend !== "simulated";
-    const busy = !!run.busy;
+    const busy = view.acting;
     for (const b of actionButtons) b.disabled = busy || !!model.get("note");
     stopB.disabled = !run.running && !busy;
     stopB.hidden = run.can_stop === false;
@@ -643,6 +673,11 @@ function render({ model, el }) {
   // --- messages from the kernel ------------------------------------------------------------------
   function onCustom(msg) {
     if (!msg || typeof msg !== "object") return;
+    answered();
+    if (msg.reply === "done" || msg.reply === "error") {
+      view.acting = false;
+      applyRun();
+    }
     if (msg.reply === "details") showDetails(msg.node, msg.data);
     else if (msg.reply === "playground") showPlayground(msg);
     else if (msg.reply === "evidence_all") drawEvidence(msg.rows || [], (msg.rows || []).length);
@@ -650,7 +685,7 @@ function render({ model, el }) {
       const body = evList.querySelector(`.fm-evidence-row[data-seq="${CSS.escape(String(msg.seq))}"] .fm-evidence-detail`);
       if (body) body.replaceChildren(value(msg.record));
     } else if (msg.reply === "error") showError(msg.text || "error");
-    else if (msg.reply === "refresh_details" && view.selected) send({ action: "details", node: view.selected });
+    else if (msg.reply === "done" && view.selected) send({ action: "details", node: view.selected });
   }
   model.on("msg:custom", onCustom);
 
@@ -666,6 +701,10 @@ function render({ model, el }) {
     ["change:run", applyRun], ["change:banner", applyBanner], ["change:gate", applyGate],
     ["change:evidence", applyEvidence], ["change:note", applyNote],
   ];
+  for (const entry of handlers) {
+    const fn = entry[1];
+    entry[1] = () => { answered(); fn(); };
+  }
   for (const [name, fn] of handlers) model.on(name, fn);
   loadGraph();
   applyRun();
@@ -676,6 +715,7 @@ function render({ model, el }) {
 
   return () => {
     clearInterval(ticker);
+    clearTimeout(view.waiting);
     resize.disconnect();
     window.removeEventListener("pointermove", onPointerMove);
     window.removeEventListener("pointerup", onPointerUp);

@@ -6,11 +6,12 @@ freshness and evidence join every run the same way. The engine itself never impo
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 from pathlib import Path
 from typing import Any
 
-from freshness_magic.cluster import Cluster
+from freshness_magic.cluster import Cluster, PlainExecutor
 from freshness_magic.engine.extensions import RunExtension
 from freshness_magic.engine.handlers.base import HandlerRegistry
 from freshness_magic.engine.model import Graph
@@ -20,6 +21,9 @@ from freshness_magic.evidence.validator import EvidenceValidator
 __all__ = ["default_extensions", "open_run", "resume_run"]
 
 log = logging.getLogger(__name__)
+
+ExecutorChoice = str | Cluster | concurrent.futures.Executor | None
+"""Where a session run's portable node work runs (see :func:`open_run`)."""
 
 
 def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension]:
@@ -142,7 +146,7 @@ def _with_registry(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _open_executor(
-    graph: Graph, workdir: str | Path, executor: str | Cluster | None
+    graph: Graph, workdir: str | Path, executor: ExecutorChoice
 ) -> tuple[Cluster | None, bool]:
     """The cluster ``executor`` names (else the graph's ``executor`` attribute), its workers
     checked to see ``workdir``, and whether it was started here (then it closes with the run)."""
@@ -150,6 +154,8 @@ def _open_executor(
 
     if executor is None:
         executor = graph.attrs.get("executor", "")
+    if isinstance(executor, concurrent.futures.Executor):
+        return PlainExecutor(executor), False
     if not isinstance(executor, str):
         executor.check_workdir(Path(workdir))
         return executor, False
@@ -168,7 +174,7 @@ def open_run(
     pipeline: Graph | str | Path | object,
     *,
     workdir: str | Path = ".",
-    executor: str | Cluster | None = None,
+    executor: ExecutorChoice = None,
     extensions: list[RunExtension] | None = None,
     extension_options: dict[str, Any] | None = None,
     evidence_validator: EvidenceValidator | None = None,
@@ -183,8 +189,9 @@ def open_run(
     callable or None (simulated); a spec string is remembered in the run directory for resume.
     ``backend`` and ``interviewer`` (human gates) configure the built-in handler registry when
     no ``registry`` is given. ``executor`` says where tool commands run: a spec (``"dask"``,
-    ``"dask://HOST:PORT"``, ``"local"``) or a :class:`~freshness_magic.cluster.Cluster`; None
-    takes the graph's ``executor`` attribute. Other ``kwargs`` go to :class:`Run`
+    ``"dask://HOST:PORT"``, ``"local"``), a :class:`~freshness_magic.cluster.Cluster`, or any
+    ``concurrent.futures.Executor`` on this machine; None takes the graph's ``executor``
+    attribute. Other ``kwargs`` go to :class:`Run`
     (``runs_dir``, ``run_id``, ``registry``, ``clock``, ``sleep``, ...).
     """
     graph = _load(pipeline)
@@ -218,7 +225,7 @@ def resume_run(
     extension_options: dict[str, Any] | None = None,
     workdir: str | Path | None = None,
     evidence_validator: EvidenceValidator | None = None,
-    executor: str | Cluster | None = None,
+    executor: ExecutorChoice = None,
     **kwargs: Any,
 ) -> Run:
     """Restore the run in ``run_dir`` (newest valid checkpoint) with the default extensions.

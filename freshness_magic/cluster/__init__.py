@@ -8,6 +8,7 @@ here, and only when a spec asks for it (the ``distributed`` extra).
 
 from __future__ import annotations
 
+import concurrent.futures
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Protocol
@@ -17,7 +18,14 @@ from freshness_magic.errors import ClusterError
 if TYPE_CHECKING:
     from freshness_magic.engine.dispatch import Dispatch
 
-__all__ = ["Cluster", "ClusterPool", "ExecutorSpec", "open_cluster", "parse_executor"]
+__all__ = [
+    "Cluster",
+    "ClusterPool",
+    "ExecutorSpec",
+    "PlainExecutor",
+    "open_cluster",
+    "parse_executor",
+]
 
 LOCAL_SPECS = ("", "local")
 SPEC_HELP = (
@@ -85,6 +93,29 @@ def open_cluster(spec: str) -> Cluster | None:
     from freshness_magic.cluster.daskcluster import DaskCluster
 
     return DaskCluster.open(parsed)
+
+
+@dataclass(frozen=True)
+class PlainExecutor:
+    """Any ``concurrent.futures.Executor`` on this machine (a process pool, say) as a cluster:
+    its workers share this file system, so there is nothing to check."""
+
+    executor: concurrent.futures.Executor
+
+    @property
+    def dispatch(self) -> Dispatch:
+        from freshness_magic.engine.dispatch import Dispatch
+
+        return Dispatch(self.executor, type(self.executor).__name__)
+
+    def check_workdir(self, workdir: Path) -> None:
+        return None
+
+    def describe(self) -> str:
+        return self.dispatch.label
+
+    def close(self) -> None:
+        return None
 
 
 class ClusterPool:

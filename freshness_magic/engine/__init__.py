@@ -22,7 +22,8 @@ Names (loaded on first use, so ``import freshness_magic.engine`` stays cheap):
 - handlers: ``Handler``, ``HandlerRegistry``, ``default_registry``, ``StepEnv``,
   ``CodergenBackend``, ``RunExtension``, ``BaseRunExtension``;
 - interviewers: ``Interviewer``, ``Answer``, ``AutoApproveInterviewer``, ``QueueInterviewer``,
-  ``ConsoleInterviewer``; context: ``Context``.
+  ``ConsoleInterviewer``; context: ``Context``;
+- scale-out: ``Dispatch`` (where portable node work runs: any ``concurrent.futures.Executor``).
 """
 
 from __future__ import annotations
@@ -75,6 +76,7 @@ _WHERE = {
     "QueueInterviewer": "interviewers",
     "ConsoleInterviewer": "interviewers",
     "Context": "context",
+    "Dispatch": "dispatch",
 }
 
 __all__ = [
@@ -87,6 +89,7 @@ __all__ = [
     "Context",
     "DeadEnd",
     "Diagnostic",
+    "Dispatch",
     "Edge",
     "EdgeStep",
     "Event",
@@ -142,6 +145,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine.condition_explain import explain_condition
     from freshness_magic.engine.conditions import evaluate_condition, parse_condition
     from freshness_magic.engine.context import Context
+    from freshness_magic.engine.dispatch import Dispatch
     from freshness_magic.engine.dot_parser import parse_dot
     from freshness_magic.engine.edges import EdgeStep
     from freshness_magic.engine.events import Event, EventBus, EventKinds, EventType

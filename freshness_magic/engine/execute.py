@@ -5,7 +5,8 @@ For one node, :meth:`NodeExecutor.execute`:
 1. emits STAGE_STARTED (with ``branch_of`` for a branch node);
 2. per attempt: the run extensions' ``before_execute`` (one may replace the handler call, e.g. a
    ``freshness="block"`` input returns RETRY), the handler with the node's ``timeout`` and the
-   attempt's cancel event, the extensions' ``after_execute``;
+   attempt's cancel event (a portable handler's call on the run's :class:`~.dispatch.Dispatch`,
+   when it has one), the extensions' ``after_execute``;
 3. RETRY outcomes consume attempts with the §3.6 backoff; exhausted retries give
    PARTIAL_SUCCESS with ``allow_partial=true``, else FAIL (DESIGN §4.3);
 4. :meth:`NodeExecutor.finish` then applies the outcome: the node's ``status.json``, the context
@@ -19,9 +20,6 @@ Errors, each turned into an outcome rather than raised:
   its process group) and the attempt FAILs with "timed out after Ns";
 - (c) ``interrupt()`` or a KeyboardInterrupt while the node runs: the node is *interrupted*: no
   outcome is recorded, STAGE_INTERRUPTED is emitted and the caller pauses the run there.
-
-The handler call of a portable handler goes to the run's :class:`~.dispatch.Dispatch` when it
-has one (a cluster); everything else in this list stays on the driver.
 
 Extension hooks run under one lock, so branches running in threads call them one at a time; a
 branch's hooks see the branch's context as ``run.context`` (see ``Run.context_scope``).

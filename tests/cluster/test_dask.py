@@ -16,6 +16,7 @@ from freshness_magic.cluster.daskcluster import DaskCluster
 from freshness_magic.engine import RunState
 from freshness_magic.errors import ClusterError
 from freshness_magic.session import open_run, resume_run
+from tests.processes import group_alive
 from tests.waiting import wait_until
 
 
@@ -46,14 +47,6 @@ def evidence_log(run_dir: Path) -> list[dict]:
 
 def worker_pids(cluster: DaskCluster) -> dict[str, int]:
     return cluster.client.run(os.getpid)
-
-
-def group_alive(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    return True
 
 
 def test_eight_branch_fan_out_runs_on_the_workers(

@@ -19,6 +19,7 @@ from freshness_magic.engine.handlers.tool import PGID_FILE, ToolHandler, reap_su
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.errors import RunError
+from tests.processes import group_alive
 from tests.waiting import wait_until
 
 PEAK_RSS_SCRIPT = """
@@ -45,14 +46,6 @@ print(peak[0] if peak else resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
 def step_env(tmp_path: Path, node: Node, **kwargs: Any) -> StepEnv:
     graph = Graph(name="g", nodes={node.id: node})
     return StepEnv(graph=graph, run_dir=tmp_path / "run", workdir=tmp_path, **kwargs)
-
-
-def group_gone(pgid: int) -> bool:
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return True
-    return False
 
 
 def test_a_tool_printing_200_mb_keeps_the_driver_small(tmp_path: Path) -> None:
@@ -102,7 +95,7 @@ def test_cancel_stops_the_tool_group_and_reports_interrupted(tmp_path: Path) -> 
     outcome = result[0]
     assert outcome.status is StageStatus.FAIL
     assert outcome.failure_reason == "interrupted"
-    wait_until(lambda: group_gone(pgid), "the tool's process group is gone")
+    wait_until(lambda: not group_alive(pgid), "the tool's process group is gone")
     assert not pgid_file.exists()
 
 
@@ -121,10 +114,10 @@ def test_reap_survivor_stops_a_group_left_by_a_killed_driver(tmp_path: Path) -> 
     pgid = json.loads(pgid_file.read_text())["pgid"]
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
-    assert not group_gone(pgid)
+    assert group_alive(pgid)
     message = reap_survivor(tmp_path / "run/nodes/loud", grace=0.5)
     assert message is not None and f"process group {pgid}" in message
-    wait_until(lambda: group_gone(pgid), "the tool's process group is gone")
+    wait_until(lambda: not group_alive(pgid), "the tool's process group is gone")
     assert not pgid_file.exists()
     assert reap_survivor(tmp_path / "run/nodes/loud") is None
 

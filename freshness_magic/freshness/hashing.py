@@ -163,6 +163,45 @@ def hash_file_at(
     raise HashingError(f"{os.fspath(path)}: changed while being read {MAX_REREADS} times")
 
 
+def read_hashed(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes | None, str, StatKey]:
+    """(content, digest, stat key) of a regular file; the content only up to ``max_bytes``.
+
+    For a reader that needs the bytes too (the hub parses what it hashes): one open and one
+    read instead of hashing and then reading again. The content of a larger file is None (it
+    is hashed in chunks). Same rules and errors as :func:`hash_file`.
+    """
+    for _ in range(MAX_REREADS):
+        fd = os.open(path, _OPEN_FLAGS)
+        try:
+            before = os.fstat(fd)
+            if before.st_mode & _S_IFMT != _S_IFREG:
+                raise HashingError(f"{os.fspath(path)}: not a regular file")
+            size = before.st_size
+            data: bytes | None = None
+            if size > max_bytes:
+                digest = _digest_fd(fd, size)
+            else:
+                data = os.read(fd, size + 1)
+                if len(data) <= size:  # one read to end of file: one version (module doc)
+                    return data, xxhash.xxh3_128_hexdigest(data), _stat_key(before, None)
+                chunks = [data]
+                while chunk := os.read(fd, CHUNK_BYTES):
+                    chunks.append(chunk)
+                data = b"".join(chunks)
+                digest = xxhash.xxh3_128_hexdigest(data)
+            after = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if (
+            before.st_mtime_ns == after.st_mtime_ns
+            and before.st_ctime_ns == after.st_ctime_ns
+            and before.st_size == after.st_size
+            and before.st_ino == after.st_ino
+        ):
+            return data, digest, _stat_key(after, None)
+    raise HashingError(f"{os.fspath(path)}: changed while being read {MAX_REREADS} times")
+
+
 def hash_file(
     path: str | os.PathLike[str], *, follow_symlinks: bool = True, dir_fd: int | None = None
 ) -> FileHash:

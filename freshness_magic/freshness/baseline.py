@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.hashing import StatKey
@@ -21,31 +21,96 @@ HASH, STAT, NONE = "hash", "stat", "none"
 """How a file was fingerprinted: content hash, stat only (too large or unreadable), nothing."""
 
 
-class FileRecord(NamedTuple):
+_NO_STAT = (None,) * len(StatKey._fields)
+_HASHED = (True, HASH, "", True)
+"""The (existed, method, note, regular) of a hashed file: one tuple all such records share."""
+
+
+class FileRecord(tuple):
     """One file at one moment. ``digest`` is None when only the stat (or nothing) is known.
 
-    A tuple (not a dataclass) because a snapshot of 20,000 files makes 20,000 of them.
+    Built like a named tuple, ``FileRecord(existed, stat=None, digest=None, method=HASH,
+    note="", regular=True)``, and read through the same attribute names, but stored compact: a
+    snapshot keeps one record per file (100,000 of them), so the record is one flat tuple of
+    the stat key's six values, the digest's 16 bytes (``digest`` gives the hex text) and the
+    (existed, method, note, regular) tuple that every hashed file shares. That is half the
+    memory of a record holding a stat key tuple and a hex string.
     """
 
-    existed: bool
-    stat: StatKey | None = None
-    digest: str | None = None
-    method: str = HASH
-    note: str = ""
-    regular: bool = True
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        existed: bool,
+        stat: StatKey | None = None,
+        digest: str | None = None,
+        method: str = HASH,
+        note: str = "",
+        regular: bool = True,
+    ) -> FileRecord:
+        info = (existed, method, note, regular)
+        return tuple.__new__(
+            cls,
+            (
+                *(stat if stat is not None else _NO_STAT),
+                None if digest is None else bytes.fromhex(digest),
+                _HASHED if info == _HASHED else info,
+            ),
+        )
+
+    @classmethod
+    def hashed(cls, stat: StatKey, raw_digest: bytes) -> FileRecord:
+        """The record of a hashed regular file (the snapshot's hot path: no argument parsing)."""
+        return tuple.__new__(cls, (*stat, raw_digest, _HASHED))
+
+    def __getnewargs__(self) -> tuple[Any, ...]:
+        return (self.existed, self.stat, self.digest, self.method, self.note, self.regular)
+
+    def __repr__(self) -> str:
+        return (
+            f"FileRecord(existed={self.existed!r}, stat={self.stat!r}, digest={self.digest!r}, "
+            f"method={self.method!r}, note={self.note!r}, regular={self.regular!r})"
+        )
+
+    @property
+    def stat(self) -> StatKey | None:
+        if self[0] is None:
+            return None
+        return tuple.__new__(StatKey, self[:6])
+
+    @property
+    def digest(self) -> str | None:
+        raw = self[6]
+        return None if raw is None else raw.hex()
+
+    @property
+    def existed(self) -> bool:
+        return self[7][0]
+
+    @property
+    def method(self) -> str:
+        return self[7][1]
+
+    @property
+    def note(self) -> str:
+        return self[7][2]
+
+    @property
+    def regular(self) -> bool:
+        return self[7][3]
 
     @property
     def size(self) -> int | None:
-        return self.stat.size if self.stat is not None else None
+        return self[3]
 
     @property
     def mtime_ns(self) -> int | None:
-        return self.stat.mtime_ns if self.stat is not None else None
+        return self[4]
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"existed": self.existed}
-        if self.stat is not None:
-            data["stat"] = list(self.stat)
+        if self[0] is not None:
+            data["stat"] = list(self[:6])
         if self.digest is not None:
             data["digest"] = self.digest
         if self.method != HASH:

@@ -17,9 +17,9 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
+from freshness_magic.freshness.baseline import NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier
-from freshness_magic.freshness.hashing import RACY_WINDOW_NS, HashingError, StatKey, hash_file_at
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS, HashingError, StatKey, digest_file_at
 from freshness_magic.freshness.resolve import Resolution, Resolver
 from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
 from freshness_magic.gcpause import cyclic_gc_paused
@@ -83,7 +83,7 @@ class Snapshotter:
     def seed(self, baseline: Baseline) -> None:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
         for key, rec in baseline.files.items():
-            if rec.digest is not None and rec.stat is not None:
+            if rec.digest is not None and rec.mtime_ns is not None:
                 self.cache.store(key, rec, baseline.fs_time_ns)
 
     def take(
@@ -231,6 +231,7 @@ class Snapshotter:
         plain = limit is None and source is None
         get = cached_records.get
         cut = 1 if folder == "/" else len(folder) + 1 if folder else 0
+        hashed = FileRecord.hashed
         like: StatKey | None = None
         for key in members:
             name = key[cut:]
@@ -247,18 +248,18 @@ class Snapshotter:
                         True, None, None, NONE, f"cannot stat: {exc.strerror}"
                     )
                     continue
-                if cached is not None:
-                    known = cached.stat
-                    if (
-                        st.st_mtime_ns == known[4]
-                        and st.st_ctime_ns == known[5]
-                        and st.st_size == known[3]
-                        and st.st_ino == known[1]
-                        and st.st_mode == known[2]
-                        and st.st_dev == known[0]
-                    ):
-                        records[key] = cached
-                        continue
+                # A record starts with its stat key: dev, ino, mode, size, mtime, ctime.
+                if (
+                    cached is not None
+                    and st.st_mtime_ns == cached[4]
+                    and st.st_ctime_ns == cached[5]
+                    and st.st_size == cached[3]
+                    and st.st_ino == cached[1]
+                    and st.st_mode == cached[2]
+                    and st.st_dev == cached[0]
+                ):
+                    records[key] = cached
+                    continue
                 skey = StatKey.of(st)
                 if not skey.is_regular_file:
                     records[key] = FileRecord(
@@ -282,7 +283,7 @@ class Snapshotter:
                         records[key] = record
                         continue
             try:
-                digest, skey = hash_file_at(name, dir_fd, like=like)
+                digest, skey = digest_file_at(name, dir_fd, like=like)
             except FileNotFoundError:
                 forget(key, None)
                 records[key] = _MISSING
@@ -294,7 +295,7 @@ class Snapshotter:
                 records[key] = self._unreadable(name, dir_fd, exc)
                 continue
             like = skey
-            record = tuple.__new__(FileRecord, (True, skey, digest, HASH, "", True))
+            record = hashed(skey, digest)
             if skey[4] < horizon:
                 cached_records[key] = record
             else:  # racily clean: hashed again at the next look

@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.errors import FreshnessError
+from freshness_magic.freshness.baseline import FileRecord
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 from freshness_magic.freshness.report import NodeReport
@@ -123,7 +124,7 @@ def test_racy_entry_is_rehashed_even_when_the_whole_stat_key_matches(tree: Path)
     assert "docs/spec.md" not in tracker.snapshotter.cache.records  # racily clean: not kept
     record = tracker.baselines["n"].files["docs/spec.md"]
     now_key = type(record.stat).of(os.stat(path))
-    forged = record._replace(stat=now_key)
+    forged = FileRecord(record.existed, now_key, record.digest)
     tracker.snapshotter.cache.store("docs/spec.md", forged, tracker.baselines["n"].fs_time_ns)
     tracker.baselines["n"].files["docs/spec.md"] = forged
     assert labels(tracker.check("n")) == {"docs/spec.md": "stale_changed"}

@@ -10,6 +10,7 @@ snapshot the filesystem time (for the racy rule) and HEAD.
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -21,7 +22,11 @@ HASH, STAT, NONE = "hash", "stat", "none"
 """How a file was fingerprinted: content hash, stat only (too large or unreadable), nothing."""
 
 
-_NO_STAT = (None,) * len(StatKey._fields)
+STAT_LAYOUT = struct.Struct("<QQQQqq")
+"""How a record packs its stat key: dev, ino, mode, size, mtime_ns, ctime_ns (48 bytes)."""
+HASHED_LAYOUT = struct.Struct("<QQQQqq16s")
+"""A hashed file's packed stat key followed by its 16-byte digest."""
+_MTIME, _MTIME_AT = struct.Struct("<q"), 32
 _HASHED = (True, HASH, "", True)
 """The (existed, method, note, regular) of a hashed file: one tuple all such records share."""
 
@@ -31,10 +36,10 @@ class FileRecord(tuple):
 
     Built like a named tuple, ``FileRecord(existed, stat=None, digest=None, method=HASH,
     note="", regular=True)``, and read through the same attribute names, but stored compact: a
-    snapshot keeps one record per file (100,000 of them), so the record is one flat tuple of
-    the stat key's six values, the digest's 16 bytes (``digest`` gives the hex text) and the
-    (existed, method, note, regular) tuple that every hashed file shares. That is half the
-    memory of a record holding a stat key tuple and a hex string.
+    snapshot keeps one record per file (100,000 of them), so a record is a pair of one bytes
+    object (the stat key packed by :data:`STAT_LAYOUT`, then the digest's 16 bytes; None
+    without a stat) and the (existed, method, note, regular) tuple every hashed file shares.
+    That is a third of the memory of a record holding a stat key tuple and a hex digest.
     """
 
     __slots__ = ()
@@ -48,20 +53,21 @@ class FileRecord(tuple):
         note: str = "",
         regular: bool = True,
     ) -> FileRecord:
+        packed = None
+        if stat is not None:
+            try:
+                packed = STAT_LAYOUT.pack(*stat)
+            except struct.error as exc:
+                raise ValueError(f"not a stat key: {stat!r} ({exc})") from None
+            if digest is not None:
+                packed += bytes.fromhex(digest)
         info = (existed, method, note, regular)
-        return tuple.__new__(
-            cls,
-            (
-                *(stat if stat is not None else _NO_STAT),
-                None if digest is None else bytes.fromhex(digest),
-                _HASHED if info == _HASHED else info,
-            ),
-        )
+        return tuple.__new__(cls, (packed, _HASHED if info == _HASHED else info))
 
     @classmethod
-    def hashed(cls, stat: StatKey, raw_digest: bytes) -> FileRecord:
-        """The record of a hashed regular file (the snapshot's hot path: no argument parsing)."""
-        return tuple.__new__(cls, (*stat, raw_digest, _HASHED))
+    def hashed(cls, packed: bytes) -> FileRecord:
+        """The record of a hashed regular file from its packed stat key and raw digest."""
+        return tuple.__new__(cls, (packed, _HASHED))
 
     def __getnewargs__(self) -> tuple[Any, ...]:
         return (self.existed, self.stat, self.digest, self.method, self.note, self.regular)
@@ -74,43 +80,49 @@ class FileRecord(tuple):
 
     @property
     def stat(self) -> StatKey | None:
-        if self[0] is None:
+        packed = self[0]
+        if packed is None:
             return None
-        return tuple.__new__(StatKey, self[:6])
+        return tuple.__new__(StatKey, STAT_LAYOUT.unpack_from(packed))
 
     @property
     def digest(self) -> str | None:
-        raw = self[6]
-        return None if raw is None else raw.hex()
+        packed = self[0]
+        if packed is None or len(packed) == STAT_LAYOUT.size:
+            return None
+        return packed[STAT_LAYOUT.size :].hex()
 
     @property
     def existed(self) -> bool:
-        return self[7][0]
+        return self[1][0]
 
     @property
     def method(self) -> str:
-        return self[7][1]
+        return self[1][1]
 
     @property
     def note(self) -> str:
-        return self[7][2]
+        return self[1][2]
 
     @property
     def regular(self) -> bool:
-        return self[7][3]
+        return self[1][3]
 
     @property
     def size(self) -> int | None:
-        return self[3]
+        stat = self.stat
+        return None if stat is None else stat.size
 
     @property
     def mtime_ns(self) -> int | None:
-        return self[4]
+        packed = self[0]
+        return None if packed is None else _MTIME.unpack_from(packed, _MTIME_AT)[0]
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"existed": self.existed}
-        if self[0] is not None:
-            data["stat"] = list(self[:6])
+        stat = self.stat
+        if stat is not None:
+            data["stat"] = list(stat)
         if self.digest is not None:
             data["digest"] = self.digest
         if self.method != HASH:

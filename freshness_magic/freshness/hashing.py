@@ -103,55 +103,25 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _S_IFMT, _S_IFREG = 0o170000, 0o100000
 
 
-def _stat_key(st: os.stat_result, like: StatKey | None) -> StatKey:
-    """The stat key of ``st``, sharing ``like``'s int objects for equal device, mode and size.
-
-    A snapshot keeps a key per file; files of one folder mostly share these three values, and
-    one shared int instead of three new ones saves about 80 bytes per file. A file whose
-    ctime equals its mtime (not chmod-ed or renamed since written) keeps one int for both.
-    """
-    mtime, ctime = st.st_mtime_ns, st.st_ctime_ns
-    if ctime == mtime:
-        ctime = mtime
-    dev, mode, size = st.st_dev, st.st_mode, st.st_size
-    if like is not None:
-        if dev == like[0]:
-            dev = like[0]
-        if mode == like[2]:
-            mode = like[2]
-        if size == like[3]:
-            size = like[3]
-    # tuple.__new__ skips the generated keyword-parsing __new__ (hot loop: 100,000 files).
-    return tuple.__new__(StatKey, (dev, st.st_ino, mode, size, mtime, ctime))
-
-
 def hash_file_at(
-    path: str | os.PathLike[str],
-    dir_fd: int | None = None,
-    *,
-    follow_symlinks: bool = True,
-    like: StatKey | None = None,
+    path: str | os.PathLike[str], dir_fd: int | None = None, *, follow_symlinks: bool = True
 ) -> tuple[str, StatKey]:
     """(digest, stat key) of a regular file: :func:`hash_file` without the result object.
 
     ``dir_fd`` makes ``path`` relative to an open folder, which saves the path lookup per
     file. Same rules and errors as ``hash_file``.
     """
-    raw, key = digest_file_at(path, dir_fd, follow_symlinks=follow_symlinks, like=like)
-    return raw.hex(), key
+    raw, st = digest_file_at(path, dir_fd, follow_symlinks=follow_symlinks)
+    return raw.hex(), StatKey.of(st)
 
 
 def digest_file_at(
-    path: str | os.PathLike[str],
-    dir_fd: int | None = None,
-    *,
-    follow_symlinks: bool = True,
-    like: StatKey | None = None,
-) -> tuple[bytes, StatKey]:
-    """(16-byte digest, stat key) of a regular file: :func:`hash_file_at` for hot loops.
+    path: str | os.PathLike[str], dir_fd: int | None = None, *, follow_symlinks: bool = True
+) -> tuple[bytes, os.stat_result]:
+    """(16-byte digest, stat of the hashed version) of a regular file, for hot loops.
 
-    A snapshot hashes 100,000 files and keeps the raw digest (half the memory of its hex
-    text); ``like`` (the previous file's key) lets the new key share its equal int objects.
+    A snapshot hashes 100,000 files and keeps each digest and stat key packed in one bytes
+    object, so it takes them raw. Same rules and errors as :func:`hash_file`.
     """
     flags = _OPEN_FLAGS if follow_symlinks else _OPEN_FLAGS | _NOFOLLOW
     open_, fstat, read, close = os.open, os.fstat, os.read, os.close
@@ -165,7 +135,7 @@ def digest_file_at(
             if size <= SMALL_FILE_BYTES:
                 data = read(fd, size + 1)
                 if len(data) <= size:
-                    return xxhash.xxh3_128_digest(data), _stat_key(before, like)
+                    return xxhash.xxh3_128_digest(data), before
                 digest = _digest_rest(fd, data)
             else:
                 digest = _digest_fd(fd, size)
@@ -178,7 +148,7 @@ def digest_file_at(
             and before.st_size == after.st_size
             and before.st_ino == after.st_ino
         ):
-            return digest, _stat_key(after, like)
+            return digest, after
     raise HashingError(f"{os.fspath(path)}: changed while being read {MAX_REREADS} times")
 
 
@@ -202,7 +172,7 @@ def read_hashed(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes | N
             else:
                 data = os.read(fd, size + 1)
                 if len(data) <= size:  # one read to end of file: one version (module doc)
-                    return data, xxhash.xxh3_128_hexdigest(data), _stat_key(before, None)
+                    return data, xxhash.xxh3_128_hexdigest(data), StatKey.of(before)
                 chunks = [data]
                 while chunk := os.read(fd, CHUNK_BYTES):
                     chunks.append(chunk)
@@ -217,7 +187,7 @@ def read_hashed(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes | N
             and before.st_size == after.st_size
             and before.st_ino == after.st_ino
         ):
-            return data, digest, _stat_key(after, None)
+            return data, digest, StatKey.of(after)
     raise HashingError(f"{os.fspath(path)}: changed while being read {MAX_REREADS} times")
 
 

@@ -17,7 +17,14 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from freshness_magic.freshness.baseline import NONE, STAT, Baseline, FileRecord
+from freshness_magic.freshness.baseline import (
+    HASHED_LAYOUT,
+    NONE,
+    STAT,
+    STAT_LAYOUT,
+    Baseline,
+    FileRecord,
+)
 from freshness_magic.freshness.git import GitStatus, GitTier
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS, HashingError, StatKey, digest_file_at
 from freshness_magic.freshness.resolve import Resolution, Resolver
@@ -232,7 +239,7 @@ class Snapshotter:
         get = cached_records.get
         cut = 1 if folder == "/" else len(folder) + 1 if folder else 0
         hashed = FileRecord.hashed
-        like: StatKey | None = None
+        pack_stat, pack_hashed = STAT_LAYOUT.pack, HASHED_LAYOUT.pack
         for key in members:
             name = key[cut:]
             cached = get(key)
@@ -248,15 +255,11 @@ class Snapshotter:
                         True, None, None, NONE, f"cannot stat: {exc.strerror}"
                     )
                     continue
-                # A record starts with its stat key: dev, ino, mode, size, mtime, ctime.
-                if (
-                    cached is not None
-                    and st.st_mtime_ns == cached[4]
-                    and st.st_ctime_ns == cached[5]
-                    and st.st_size == cached[3]
-                    and st.st_ino == cached[1]
-                    and st.st_mode == cached[2]
-                    and st.st_dev == cached[0]
+                # A record starts with its packed stat key.
+                if cached is not None and cached[0].startswith(
+                    pack_stat(
+                        st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+                    )
                 ):
                     records[key] = cached
                     continue
@@ -283,7 +286,7 @@ class Snapshotter:
                         records[key] = record
                         continue
             try:
-                digest, skey = digest_file_at(name, dir_fd, like=like)
+                digest, st = digest_file_at(name, dir_fd)
             except FileNotFoundError:
                 forget(key, None)
                 records[key] = _MISSING
@@ -294,9 +297,13 @@ class Snapshotter:
             except OSError as exc:
                 records[key] = self._unreadable(name, dir_fd, exc)
                 continue
-            like = skey
-            record = hashed(skey, digest)
-            if skey[4] < horizon:
+            mtime = st.st_mtime_ns
+            record = hashed(
+                pack_hashed(
+                    st.st_dev, st.st_ino, st.st_mode, st.st_size, mtime, st.st_ctime_ns, digest
+                )
+            )
+            if mtime < horizon:
                 cached_records[key] = record
             else:  # racily clean: hashed again at the next look
                 forget(key, None)

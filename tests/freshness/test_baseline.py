@@ -7,7 +7,14 @@ import pickle
 import pytest
 
 from freshness_magic.errors import FreshnessError
-from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
+from freshness_magic.freshness.baseline import (
+    HASH,
+    HASHED_LAYOUT,
+    NONE,
+    STAT,
+    Baseline,
+    FileRecord,
+)
 from freshness_magic.freshness.hashing import StatKey, hash_bytes
 
 KEY = StatKey(1, 2, 0o100644, 10, 5_000, 6_000)
@@ -34,7 +41,7 @@ def test_a_record_reads_back_what_it_was_built_with_and_round_trips(record: File
 
 
 def test_hashed_record_matches_the_general_constructor() -> None:
-    built = FileRecord.hashed(KEY, bytes.fromhex(DIGEST))
+    built = FileRecord.hashed(HASHED_LAYOUT.pack(*KEY, bytes.fromhex(DIGEST)))
     assert built == FileRecord(True, KEY, DIGEST)
     assert (built.existed, built.stat, built.digest, built.method, built.note, built.regular) == (
         True,
@@ -49,5 +56,12 @@ def test_hashed_record_matches_the_general_constructor() -> None:
 def test_a_checkpointed_digest_that_is_not_hex_is_a_malformed_baseline() -> None:
     data = Baseline("n", ("a",), "baseline", 0.0, 0, {"a": FileRecord(True, KEY, DIGEST)}).to_dict()
     data["files"]["a"]["digest"] = "not hex"
+    with pytest.raises(FreshnessError, match="malformed"):
+        Baseline.from_dict(data)
+
+
+def test_a_checkpointed_stat_key_out_of_range_is_a_malformed_baseline() -> None:
+    data = Baseline("n", ("a",), "baseline", 0.0, 0, {"a": FileRecord(True, KEY, DIGEST)}).to_dict()
+    data["files"]["a"]["stat"][1] = -1
     with pytest.raises(FreshnessError, match="malformed"):
         Baseline.from_dict(data)

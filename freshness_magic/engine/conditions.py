@@ -148,6 +148,8 @@ class ConditionExplanation:
 
 @dataclass
 class _Scanner:
+    """The condition parser's position in ``text`` and the clauses read so far."""
+
     text: str
     pos: int = 0
     clauses: list[Clause] = field(default_factory=list)

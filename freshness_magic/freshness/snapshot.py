@@ -63,6 +63,20 @@ def _kind_name(mode: int) -> str:
     return "not a regular file"
 
 
+def _known(source: HashSource, key: str, stat_key: StatKey) -> FileRecord | None:
+    """The record of a file whose digest ``source`` knows; None: hash it here.
+
+    A digest that is not hex text (a damaged store) counts as unknown.
+    """
+    digest = source.file_hash(key, stat_key)
+    if digest is None:
+        return None
+    try:
+        return FileRecord(True, stat_key, digest)
+    except ValueError:
+        return None
+
+
 class Snapshotter:
     """Observes files for one working directory; keeps the stat cache between snapshots."""
 
@@ -279,9 +293,8 @@ class Snapshotter:
                     )
                     continue
                 if source is not None and not key.startswith("/"):
-                    known_digest = source.file_hash(key, skey)
-                    if known_digest is not None:
-                        record = FileRecord(True, skey, known_digest)
+                    record = _known(source, key, skey)
+                    if record is not None:
                         cache.store(key, record, fs_now)
                         records[key] = record
                         continue

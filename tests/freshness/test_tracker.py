@@ -16,6 +16,7 @@ import pytest
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.baseline import FileRecord
 from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.hashing import StatKey, hash_file
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 from freshness_magic.freshness.report import NodeReport
 from freshness_magic.freshness.resolve import Resolution
@@ -445,3 +446,22 @@ def test_freshness_works_without_fcntl(tmp_path: Path) -> None:
     done = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "('a.txt',)"
+
+
+class _DamagedHashSource:
+    """A hash source (the hub's role) whose store hands out a digest that is not hex."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def file_hash(self, path: str, stat_key: StatKey) -> str | None:
+        self.asked.append(path)
+        return "not a digest"
+
+
+def test_a_digest_from_the_hash_source_that_is_not_hex_is_hashed_here(tree: Path) -> None:
+    source = _DamagedHashSource()
+    tracker = FreshnessTracker(tree, git=False, hash_source=source)
+    baseline = tracker.capture({"n": ["docs/spec.md"]})["n"]
+    assert source.asked == ["docs/spec.md"]
+    assert baseline.files["docs/spec.md"].digest == hash_file(tree / "docs/spec.md").digest

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import io
 import json
+import os
 import shutil
 import subprocess
 import sys
@@ -210,3 +211,19 @@ def test_building_the_parser_loads_no_engine_hub_or_evidence_code(argv: list[str
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY []"
+
+
+def test_help_is_wrapped_to_the_columns_the_environment_names() -> None:
+    for columns in (50, 120):
+        proc = subprocess.run(
+            [*CLI, "validate", "--help"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            check=True,
+            env={**os.environ, "COLUMNS": str(columns)},
+        )
+        widths = [len(line) for line in proc.stdout.splitlines()]
+        assert max(widths) <= columns - 2
+        if columns == 120:
+            assert max(widths) > 50  # the wide terminal is used, not a fixed width

@@ -44,6 +44,8 @@ class Clause:
 
 @dataclass
 class _Scanner:
+    """The place in a condition's text while its clauses are read."""
+
     text: str
     pos: int = 0
     clauses: list[Clause] = field(default_factory=list)

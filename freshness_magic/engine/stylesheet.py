@@ -48,6 +48,8 @@ class SelectorKind(enum.IntEnum):
 
 @dataclass(frozen=True, slots=True)
 class Selector:
+    """One selector: ``*``, a shape name, ``.class`` or ``#id``."""
+
     kind: SelectorKind
     value: str = ""
 
@@ -67,6 +69,8 @@ class Selector:
 
 @dataclass(frozen=True, slots=True)
 class Declaration:
+    """One ``property: value;`` and where it was written."""
+
     property: str
     value: str
     line: int
@@ -75,6 +79,8 @@ class Declaration:
 
 @dataclass(frozen=True, slots=True)
 class Rule:
+    """Selectors and declarations of one ``{ }`` block; ``order`` breaks specificity ties."""
+
     selectors: tuple[Selector, ...]
     declarations: tuple[Declaration, ...]
     order: int
@@ -82,6 +88,8 @@ class Rule:
 
 @dataclass(frozen=True, slots=True)
 class Stylesheet:
+    """The parsed ``model_stylesheet`` of a graph: its rules in source order."""
+
     rules: tuple[Rule, ...] = ()
 
     def properties_for(self, node: Node) -> dict[str, str]:

@@ -10,8 +10,9 @@ snapshot the filesystem time (for the racy rule) and HEAD.
 from __future__ import annotations
 
 import os
+import struct
 from dataclasses import dataclass, field
-from typing import Any, NamedTuple
+from typing import Any
 
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.hashing import StatKey
@@ -21,31 +22,107 @@ HASH, STAT, NONE = "hash", "stat", "none"
 """How a file was fingerprinted: content hash, stat only (too large or unreadable), nothing."""
 
 
-class FileRecord(NamedTuple):
+STAT_LAYOUT = struct.Struct("<QQQQqq")
+"""How a record packs its stat key: dev, ino, mode, size, mtime_ns, ctime_ns (48 bytes)."""
+HASHED_LAYOUT = struct.Struct("<QQQQqq16s")
+"""A hashed file's packed stat key followed by its 16-byte digest."""
+_MTIME, _MTIME_AT = struct.Struct("<q"), 32
+_HASHED = (True, HASH, "", True)
+"""The (existed, method, note, regular) of a hashed file: one tuple all such records share."""
+
+
+class FileRecord(tuple):
     """One file at one moment. ``digest`` is None when only the stat (or nothing) is known.
 
-    A tuple (not a dataclass) because a snapshot of 20,000 files makes 20,000 of them.
+    Built like a named tuple, ``FileRecord(existed, stat=None, digest=None, method=HASH,
+    note="", regular=True)``, and read through the same attribute names, but stored compact: a
+    snapshot keeps one record per file (100,000 of them), so a record is a pair of one bytes
+    object (the stat key packed by :data:`STAT_LAYOUT`, then the digest's 16 bytes; None
+    without a stat) and the (existed, method, note, regular) tuple every hashed file shares.
+    That is a third of the memory of a record holding a stat key tuple and a hex digest.
     """
 
-    existed: bool
-    stat: StatKey | None = None
-    digest: str | None = None
-    method: str = HASH
-    note: str = ""
-    regular: bool = True
+    __slots__ = ()
+
+    def __new__(
+        cls,
+        existed: bool,
+        stat: StatKey | None = None,
+        digest: str | None = None,
+        method: str = HASH,
+        note: str = "",
+        regular: bool = True,
+    ) -> FileRecord:
+        packed = None
+        if stat is not None:
+            try:
+                packed = STAT_LAYOUT.pack(*stat)
+            except struct.error as exc:
+                raise ValueError(f"not a stat key: {stat!r} ({exc})") from None
+            if digest is not None:
+                packed += bytes.fromhex(digest)
+        info = (existed, method, note, regular)
+        return tuple.__new__(cls, (packed, _HASHED if info == _HASHED else info))
+
+    @classmethod
+    def hashed(cls, packed: bytes) -> FileRecord:
+        """The record of a hashed regular file from its packed stat key and raw digest."""
+        return tuple.__new__(cls, (packed, _HASHED))
+
+    def __getnewargs__(self) -> tuple[Any, ...]:
+        return (self.existed, self.stat, self.digest, self.method, self.note, self.regular)
+
+    def __repr__(self) -> str:
+        return (
+            f"FileRecord(existed={self.existed!r}, stat={self.stat!r}, digest={self.digest!r}, "
+            f"method={self.method!r}, note={self.note!r}, regular={self.regular!r})"
+        )
+
+    @property
+    def stat(self) -> StatKey | None:
+        packed = self[0]
+        if packed is None:
+            return None
+        return tuple.__new__(StatKey, STAT_LAYOUT.unpack_from(packed))
+
+    @property
+    def digest(self) -> str | None:
+        packed = self[0]
+        if packed is None or len(packed) == STAT_LAYOUT.size:
+            return None
+        return packed[STAT_LAYOUT.size :].hex()
+
+    @property
+    def existed(self) -> bool:
+        return self[1][0]
+
+    @property
+    def method(self) -> str:
+        return self[1][1]
+
+    @property
+    def note(self) -> str:
+        return self[1][2]
+
+    @property
+    def regular(self) -> bool:
+        return self[1][3]
 
     @property
     def size(self) -> int | None:
-        return self.stat.size if self.stat is not None else None
+        stat = self.stat
+        return None if stat is None else stat.size
 
     @property
     def mtime_ns(self) -> int | None:
-        return self.stat.mtime_ns if self.stat is not None else None
+        packed = self[0]
+        return None if packed is None else _MTIME.unpack_from(packed, _MTIME_AT)[0]
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {"existed": self.existed}
-        if self.stat is not None:
-            data["stat"] = list(self.stat)
+        stat = self.stat
+        if stat is not None:
+            data["stat"] = list(stat)
         if self.digest is not None:
             data["digest"] = self.digest
         if self.method != HASH:

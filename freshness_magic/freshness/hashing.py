@@ -68,7 +68,7 @@ def hash_bytes(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
-def _digest_rest(fd: int, first: bytes) -> str:
+def _digest_rest(fd: int, first: bytes) -> bytes:
     """Digest of ``first`` followed by the rest of the file (it grew after its fstat)."""
     chunks = [first]
     while True:
@@ -76,15 +76,15 @@ def _digest_rest(fd: int, first: bytes) -> str:
         if not chunk:
             break
         chunks.append(chunk)
-    return xxhash.xxh3_128_hexdigest(b"".join(chunks))
+    return xxhash.xxh3_128_digest(b"".join(chunks))
 
 
-def _digest_fd(fd: int, size: int) -> str:
+def _digest_fd(fd: int, size: int) -> bytes:
     if size <= SMALL_FILE_BYTES:
         # One read of size + 1 bytes: a short read of a regular file means end of file.
         data = os.read(fd, size + 1)
         if len(data) <= size:
-            return xxhash.xxh3_128_hexdigest(data)
+            return xxhash.xxh3_128_digest(data)
         return _digest_rest(fd, data)
     hasher = xxhash.xxh3_128()
     while True:
@@ -92,7 +92,7 @@ def _digest_fd(fd: int, size: int) -> str:
         if not chunk:
             break
         hasher.update(chunk)
-    return hasher.hexdigest()
+    return hasher.digest()
 
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -103,36 +103,25 @@ _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _S_IFMT, _S_IFREG = 0o170000, 0o100000
 
 
-def _stat_key(st: os.stat_result, like: StatKey | None) -> StatKey:
-    """The stat key of ``st``, sharing ``like``'s int objects for equal device, mode and size.
-
-    A snapshot keeps a key per file; files of one folder mostly share these three values, and
-    one shared int instead of three new ones saves about 80 bytes per file.
-    """
-    dev, mode, size = st.st_dev, st.st_mode, st.st_size
-    if like is not None:
-        if dev == like[0]:
-            dev = like[0]
-        if mode == like[2]:
-            mode = like[2]
-        if size == like[3]:
-            size = like[3]
-    # tuple.__new__ skips the generated keyword-parsing __new__ (hot loop: 100,000 files).
-    return tuple.__new__(StatKey, (dev, st.st_ino, mode, size, st.st_mtime_ns, st.st_ctime_ns))
-
-
 def hash_file_at(
-    path: str | os.PathLike[str],
-    dir_fd: int | None = None,
-    *,
-    follow_symlinks: bool = True,
-    like: StatKey | None = None,
+    path: str | os.PathLike[str], dir_fd: int | None = None, *, follow_symlinks: bool = True
 ) -> tuple[str, StatKey]:
     """(digest, stat key) of a regular file: :func:`hash_file` without the result object.
 
-    For hot loops (a snapshot hashes 100,000 files): ``dir_fd`` makes ``path`` relative to an
-    open folder, which saves the path lookup per file; ``like`` (the previous file's key) lets
-    the new key share its equal int objects. Same rules and errors as ``hash_file``.
+    ``dir_fd`` makes ``path`` relative to an open folder, which saves the path lookup per
+    file. Same rules and errors as ``hash_file``.
+    """
+    raw, st = digest_file_at(path, dir_fd, follow_symlinks=follow_symlinks)
+    return raw.hex(), StatKey.of(st)
+
+
+def digest_file_at(
+    path: str | os.PathLike[str], dir_fd: int | None = None, *, follow_symlinks: bool = True
+) -> tuple[bytes, os.stat_result]:
+    """(16-byte digest, stat of the hashed version) of a regular file, for hot loops.
+
+    A snapshot hashes 100,000 files and keeps each digest and stat key packed in one bytes
+    object, so it takes them raw. Same rules and errors as :func:`hash_file`.
     """
     flags = _OPEN_FLAGS if follow_symlinks else _OPEN_FLAGS | _NOFOLLOW
     open_, fstat, read, close = os.open, os.fstat, os.read, os.close
@@ -146,7 +135,7 @@ def hash_file_at(
             if size <= SMALL_FILE_BYTES:
                 data = read(fd, size + 1)
                 if len(data) <= size:
-                    return xxhash.xxh3_128_hexdigest(data), _stat_key(before, like)
+                    return xxhash.xxh3_128_digest(data), before
                 digest = _digest_rest(fd, data)
             else:
                 digest = _digest_fd(fd, size)
@@ -159,7 +148,46 @@ def hash_file_at(
             and before.st_size == after.st_size
             and before.st_ino == after.st_ino
         ):
-            return digest, _stat_key(after, like)
+            return digest, after
+    raise HashingError(f"{os.fspath(path)}: changed while being read {MAX_REREADS} times")
+
+
+def read_hashed(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes | None, str, StatKey]:
+    """(content, digest, stat key) of a regular file; the content only up to ``max_bytes``.
+
+    For a reader that needs the bytes too (the hub parses what it hashes): one open and one
+    read instead of hashing and then reading again. The content of a larger file is None (it
+    is hashed in chunks). Same rules and errors as :func:`hash_file`.
+    """
+    for _ in range(MAX_REREADS):
+        fd = os.open(path, _OPEN_FLAGS)
+        try:
+            before = os.fstat(fd)
+            if before.st_mode & _S_IFMT != _S_IFREG:
+                raise HashingError(f"{os.fspath(path)}: not a regular file")
+            size = before.st_size
+            data: bytes | None = None
+            if size > max_bytes:
+                digest = _digest_fd(fd, size).hex()
+            else:
+                data = os.read(fd, size + 1)
+                if len(data) <= size:  # one read to end of file: one version (module doc)
+                    return data, xxhash.xxh3_128_hexdigest(data), StatKey.of(before)
+                chunks = [data]
+                while chunk := os.read(fd, CHUNK_BYTES):
+                    chunks.append(chunk)
+                data = b"".join(chunks)
+                digest = xxhash.xxh3_128_hexdigest(data)
+            after = os.fstat(fd)
+        finally:
+            os.close(fd)
+        if (
+            before.st_mtime_ns == after.st_mtime_ns
+            and before.st_ctime_ns == after.st_ctime_ns
+            and before.st_size == after.st_size
+            and before.st_ino == after.st_ino
+        ):
+            return data, digest, StatKey.of(after)
     raise HashingError(f"{os.fspath(path)}: changed while being read {MAX_REREADS} times")
 
 

@@ -17,9 +17,16 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
-from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
+from freshness_magic.freshness.baseline import (
+    HASHED_LAYOUT,
+    NONE,
+    STAT,
+    STAT_LAYOUT,
+    Baseline,
+    FileRecord,
+)
 from freshness_magic.freshness.git import GitStatus, GitTier
-from freshness_magic.freshness.hashing import RACY_WINDOW_NS, HashingError, StatKey, hash_file_at
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS, HashingError, StatKey, digest_file_at
 from freshness_magic.freshness.resolve import OUTSIDE_LINK, Resolution, Resolver
 from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
 from freshness_magic.gcpause import cyclic_gc_paused
@@ -56,6 +63,20 @@ def _kind_name(mode: int) -> str:
     return "not a regular file"
 
 
+def _known(source: HashSource, key: str, stat_key: StatKey) -> FileRecord | None:
+    """The record of a file whose digest ``source`` knows; None: hash it here.
+
+    A digest that is not hex text (a damaged store) counts as unknown.
+    """
+    digest = source.file_hash(key, stat_key)
+    if digest is None:
+        return None
+    try:
+        return FileRecord(True, stat_key, digest)
+    except ValueError:
+        return None
+
+
 class Snapshotter:
     """Observes files for one working directory; keeps the stat cache between snapshots."""
 
@@ -83,7 +104,7 @@ class Snapshotter:
     def seed(self, baseline: Baseline) -> None:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
         for key, rec in baseline.files.items():
-            if rec.digest is not None and rec.stat is not None:
+            if rec.digest is not None and rec.mtime_ns is not None:
                 self.cache.store(key, rec, baseline.fs_time_ns)
 
     def take(
@@ -231,7 +252,8 @@ class Snapshotter:
         plain = limit is None and source is None
         get = cached_records.get
         cut = 1 if folder == "/" else len(folder) + 1 if folder else 0
-        like: StatKey | None = None
+        hashed = FileRecord.hashed
+        pack_stat, pack_hashed = STAT_LAYOUT.pack, HASHED_LAYOUT.pack
         for key in members:
             name = key[cut:]
             cached = get(key)
@@ -247,18 +269,14 @@ class Snapshotter:
                         True, None, None, NONE, f"cannot stat: {exc.strerror}"
                     )
                     continue
-                if cached is not None:
-                    known = cached.stat
-                    if (
-                        st.st_mtime_ns == known[4]
-                        and st.st_ctime_ns == known[5]
-                        and st.st_size == known[3]
-                        and st.st_ino == known[1]
-                        and st.st_mode == known[2]
-                        and st.st_dev == known[0]
-                    ):
-                        records[key] = cached
-                        continue
+                # A record starts with its packed stat key.
+                if cached is not None and cached[0].startswith(
+                    pack_stat(
+                        st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+                    )
+                ):
+                    records[key] = cached
+                    continue
                 skey = StatKey.of(st)
                 if not skey.is_regular_file:
                     records[key] = FileRecord(
@@ -275,14 +293,13 @@ class Snapshotter:
                     )
                     continue
                 if source is not None and not key.startswith("/"):
-                    known_digest = source.file_hash(key, skey)
-                    if known_digest is not None:
-                        record = FileRecord(True, skey, known_digest)
+                    record = _known(source, key, skey)
+                    if record is not None:
                         cache.store(key, record, fs_now)
                         records[key] = record
                         continue
             try:
-                digest, skey = hash_file_at(name, dir_fd, follow_symlinks=False, like=like)
+                digest, st = digest_file_at(name, dir_fd, follow_symlinks=False)
             except FileNotFoundError:
                 forget(key, None)
                 records[key] = _MISSING
@@ -297,9 +314,13 @@ class Snapshotter:
                 else:
                     records[key] = self._unreadable(name, dir_fd, exc)
                 continue
-            like = skey
-            record = tuple.__new__(FileRecord, (True, skey, digest, HASH, "", True))
-            if skey[4] < horizon:
+            mtime = st.st_mtime_ns
+            record = hashed(
+                pack_hashed(
+                    st.st_dev, st.st_ino, st.st_mode, st.st_size, mtime, st.st_ctime_ns, digest
+                )
+            )
+            if mtime < horizon:
                 cached_records[key] = record
             else:  # racily clean: hashed again at the next look
                 forget(key, None)
@@ -314,14 +335,18 @@ class Snapshotter:
         if self.resolver.tree.escapes(self.resolver.absolute(key)):
             return FileRecord(existed=True, method=NONE, note=OUTSIDE_LINK)
         try:
-            digest, skey = hash_file_at(name, dir_fd)
+            digest, st = digest_file_at(name, dir_fd)
         except FileNotFoundError:
             return _MISSING
         except HashingError as exc:
             return self._not_hashable(name, dir_fd, str(exc))
         except OSError as exc:
             return self._unreadable(name, dir_fd, exc)
-        return FileRecord(True, skey, digest, HASH)
+        return FileRecord.hashed(
+            HASHED_LAYOUT.pack(
+                st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, digest
+            )
+        )
 
     def _folder_failed(self, exc: OSError) -> FileRecord:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):

@@ -25,7 +25,8 @@ def is_racy(mtime_ns: int, verified_ns: int) -> bool:
 class StatCache:
     """Key -> record of files whose hash may be trusted while their stat key is unchanged.
 
-    The record is any object with a ``stat`` attribute (a baseline ``FileRecord``); returning
+    The record is any object with ``stat`` and ``mtime_ns`` attributes (a baseline
+    ``FileRecord``); returning
     the very same object for an unchanged file lets a comparison stop at an identity check.
     The racy rule is decided when a record is stored (its verification time never changes
     afterwards): a record that is racily clean at that time is not kept, so the file is hashed
@@ -49,7 +50,8 @@ class StatCache:
 
     def store(self, path: str, record: Any, verified_ns: int) -> None:
         """Keep ``record``, verified at filesystem time ``verified_ns``, unless racily clean."""
-        if record.stat is None or is_racy(record.stat.mtime_ns, verified_ns):
+        mtime_ns = record.mtime_ns
+        if mtime_ns is None or is_racy(mtime_ns, verified_ns):
             self.records.pop(path, None)
         else:
             self.records[path] = record

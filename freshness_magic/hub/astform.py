@@ -36,14 +36,18 @@ INNER = frozenset((*DEFS, ast.Lambda))
 
 
 class Acc:
-    """What one pass over a symbol's nodes collects."""
+    """What one pass over a symbol's nodes collects.
+
+    ``mentions`` is None when they are not wanted: only test files' mentions are used (related
+    tests), and collecting them is an eighth of the pass.
+    """
 
     __slots__ = ("branches", "calls", "imports", "mentions")
 
-    def __init__(self) -> None:
+    def __init__(self, mentions: bool = True) -> None:
         self.branches = 0
         self.calls: set[str] = set()
-        self.mentions: set[str] = set()
+        self.mentions: set[str] | None = set() if mentions else None
         self.imports: list[ast.Import | ast.ImportFrom] = []
 
 
@@ -86,11 +90,26 @@ CONSTANT = -1000
 NESTED = -1001
 """Token of a definition nested in a class body, followed by its type code and name."""
 
+SPEC: Mapping[type, tuple[int, tuple[str, ...], bool, bool]] = MappingProxyType(
+    {cls: (CODE[cls], FIELDS[cls], cls in DEFS, cls in INNER) for cls in FIELDS}
+)
+"""Per node class, what :func:`emit` needs in one lookup: code, fields, is a def, opens a scope."""
+
 NOTABLE = frozenset(
     (ast.Call, ast.Attribute, ast.Import, ast.ImportFrom, ast.BoolOp, ast.comprehension, *BRANCHES)
 )
 """Node classes the single pass records something for (calls, names, imports, branches)."""
 BRANCH_TYPES = frozenset(BRANCHES)
+
+
+# Module-level names for the classes the walk tests by identity: one lookup instead of two.
+_Name, _Constant, _Attribute, _Call = ast.Name, ast.Constant, ast.Attribute, ast.Call
+_Import, _ImportFrom, _BoolOp, _comprehension = (
+    ast.Import,
+    ast.ImportFrom,
+    ast.BoolOp,
+    ast.comprehension,
+)
 
 
 def emit_value(value: object, out: list[object], acc: Acc, nested: bool) -> None:
@@ -100,14 +119,14 @@ def emit_value(value: object, out: list[object], acc: Acc, nested: bool) -> None
         out.append(len(value))  # type: ignore[arg-type]
         for item in value:  # type: ignore[attr-defined]
             emit_value(item, out, acc, nested)
-    elif cls is ast.Name:
+    elif cls is _Name:
         name = value.id  # type: ignore[attr-defined]
-        if name[:2] != "__":
+        if acc.mentions is not None and name[:2] != "__":
             acc.mentions.add(name)
         out.append(name)
-    elif cls is ast.Constant:
+    elif cls is _Constant:
         out += (CONSTANT, value.value)  # type: ignore[attr-defined]
-    elif cls in CODE:
+    elif cls in SPEC:
         emit(value, cls, out, acc, nested)  # type: ignore[arg-type]
     else:
         out.append(value)
@@ -126,58 +145,60 @@ def emit(node: ast.AST, cls: type, out: list[object], acc: Acc, nested: bool) ->
     do. Dunder names are not recorded as calls or mentions (``super().__init__()`` says nothing
     useful). Names and constants are handled inline: they are half of all nodes.
     """
+    mentions = acc.mentions
     if cls in NOTABLE:
-        if cls is ast.Call:
+        if cls is _Call:
             func = node.func  # type: ignore[attr-defined]
-            if type(func) is ast.Name:
+            if type(func) is _Name:
                 if func.id[:2] != "__":
                     acc.calls.add(func.id)
-            elif type(func) is ast.Attribute and func.attr[:2] != "__":
+            elif type(func) is _Attribute and func.attr[:2] != "__":
                 acc.calls.add(func.attr)
-        elif cls is ast.Attribute:
-            if node.attr[:2] != "__":  # type: ignore[attr-defined]
-                acc.mentions.add(node.attr)  # type: ignore[attr-defined]
-        elif cls is ast.Import or cls is ast.ImportFrom:
+        elif cls is _Attribute:
+            if mentions is not None and node.attr[:2] != "__":  # type: ignore[attr-defined]
+                mentions.add(node.attr)  # type: ignore[attr-defined]
+        elif cls is _Import or cls is _ImportFrom:
             acc.imports.append(node)  # type: ignore[arg-type]
         elif nested:
             pass
-        elif cls is ast.BoolOp:
+        elif cls is _BoolOp:
             acc.branches += len(node.values) - 1  # type: ignore[attr-defined]
-        elif cls is ast.comprehension:
+        elif cls is _comprehension:
             acc.branches += 1 + len(node.ifs)  # type: ignore[attr-defined]
         else:
             acc.branches += 1
-    inner = nested or cls in INNER
+    code, fields, is_def, inner = SPEC[cls]
+    inner = nested or inner
     append = out.append
-    append(CODE[cls])
-    for field_name in FIELDS[cls]:
+    append(code)
+    for field_name in fields:
         item: Any = getattr(node, field_name, None)
         kind = type(item)
         if kind is list:
-            if field_name == "body" and cls in DEFS:
+            if is_def and field_name == "body":
                 item = strip_docstring(item)
             append(len(item))
             for sub in item:
                 kind = type(sub)
-                if kind is ast.Name:
+                if kind is _Name:
                     name = sub.id
-                    if name[:2] != "__":
-                        acc.mentions.add(name)
+                    if mentions is not None and name[:2] != "__":
+                        mentions.add(name)
                     append(name)
-                elif kind is ast.Constant:
+                elif kind is _Constant:
                     out += (CONSTANT, sub.value)
-                elif kind in CODE:
+                elif kind in SPEC:
                     emit(sub, kind, out, acc, inner)
                 else:
                     append(sub)
-        elif kind is ast.Name:
+        elif kind is _Name:
             name = item.id
-            if name[:2] != "__":
-                acc.mentions.add(name)
+            if mentions is not None and name[:2] != "__":
+                mentions.add(name)
             append(name)
-        elif kind is ast.Constant:
+        elif kind is _Constant:
             out += (CONSTANT, item.value)
-        elif kind in CODE:
+        elif kind in SPEC:
             emit(item, kind, out, acc, inner)
         else:
             append(item)

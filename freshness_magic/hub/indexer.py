@@ -19,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey, hash_bytes, hash_file
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey, read_hashed
 from freshness_magic.gcpause import cyclic_gc_paused
 from freshness_magic.hub import rules
 from freshness_magic.hub.ignore import IgnoreRules
@@ -148,27 +148,20 @@ class Indexer:
     def scan(self, rel: str) -> Scan:
         """Hash (and for Python, parse) one file; the parse is of the exact hashed bytes."""
         path = self.root / rel
-        for _ in range(3):
-            try:
-                fingerprint = hash_file(path)
-            except OSError:
-                return Scan(rel, None)
-            if language_of(rel) != "python" or fingerprint.stat.size > MAX_PARSE_BYTES:
-                return Scan(rel, fingerprint.stat, fingerprint.digest)
-            try:
-                data = path.read_bytes()
-            except OSError:
-                return Scan(rel, None)
-            if hash_bytes(data) == fingerprint.digest:
-                return Scan(
-                    rel,
-                    fingerprint.stat,
-                    fingerprint.digest,
-                    parse_python(
-                        data, module=module_name(rel), is_package=rel.endswith("__init__.py")
-                    ),
-                )
-        return Scan(rel, fingerprint.stat, fingerprint.digest, None)
+        python = language_of(rel) == "python"
+        try:
+            data, digest, stat = read_hashed(path, MAX_PARSE_BYTES if python else -1)
+        except OSError:
+            return Scan(rel, None)
+        if data is None:
+            return Scan(rel, stat, digest)
+        parsed = parse_python(
+            data,
+            module=module_name(rel),
+            is_package=rel.endswith("__init__.py"),
+            mentions=is_test_file(rel),
+        )
+        return Scan(rel, stat, digest, parsed)
 
     # -- public entry points ------------------------------------------------------------------
 
@@ -185,9 +178,9 @@ class Indexer:
         removed = [rel for rel in stored if rel not in on_disk]
         cold = get_meta(self.conn, "indexed") != "1"
         with cyclic_gc_paused():
-            scans = [self.scan(rel) for rel in todo]
+            batch, affected = self._queue(map(self.scan, todo), removed, cold=cold, stored=stored)
             with write_transaction(self.conn):
-                count = self._apply(scans, removed, cold=cold, stored=stored)
+                count = self._write(batch, affected, bulk=cold and not stored)
                 set_meta(self.conn, "indexed", "1")
                 set_meta(self.conn, "last_sweep", repr(time.time()))
         return count
@@ -218,9 +211,9 @@ class Indexer:
                     p for p in stored_paths if (p == rel or p.startswith(prefix)) and p not in files
                 )
         with cyclic_gc_paused():
-            scans = [self.scan(rel) for rel in sorted(files)]
+            batch, affected = self._queue(map(self.scan, sorted(files)), sorted(removed))
             with write_transaction(self.conn):
-                return self._apply(scans, sorted(removed), cold=False)
+                return self._write(batch, affected, bulk=False)
 
     # -- applying -----------------------------------------------------------------------------
 
@@ -233,24 +226,26 @@ class Indexer:
     def _has(self, rel: str) -> bool:
         return self.conn.execute("SELECT 1 FROM files WHERE path=?", (rel,)).fetchone() is not None
 
-    def _apply(
+    def _queue(
         self,
-        scans: list[Scan],
+        scans: Iterable[Scan],
         removed: Iterable[str],
         *,
-        cold: bool,
+        cold: bool = False,
         stored: dict[str, FileRow] | None = None,
-    ) -> int:
-        """Queue every write of one update, flush them, then run the rules; returns changes.
+    ) -> tuple[WriteBatch, rules.Affected]:
+        """Queue every write of one update and collect what the rules must look at.
 
-        ``stored`` is the ``files`` table as the caller already read it (a sweep does), so each
-        scan does not look its old row up again.
+        ``scans`` is consumed one file at a time (files are scanned as they are queued, so no
+        parse result outlives its file). Only reads happen here, outside the write transaction:
+        the hub is the store's one writer. ``stored`` is the ``files`` table as the caller
+        already read it (a sweep does), so each scan does not look its old row up again.
         """
         affected = rules.Affected(everything=cold)
         batch = WriteBatch()
         for rel in removed:
             self._remove(rel, affected, batch)
-        now = time.time()
+        now = time.time()  # before the files are read: their racy window is judged safely
         for scan in scans:
             if stored is not None:
                 old = stored.get(scan.rel)
@@ -267,6 +262,17 @@ class Indexer:
                 batch.stats.append((*scan.stat, now, scan.rel))
                 continue
             self._store_file(scan, old, now, affected, batch, cold=cold)
+        return batch, affected
+
+    def _write(self, batch: WriteBatch, affected: rules.Affected, *, bulk: bool) -> int:
+        """Flush ``batch`` and run the rules (inside the write transaction); returns changes.
+
+        ``bulk``: a first index into an empty store. The rules' lists are computed from the
+        queued rows and written with them, instead of reading every row back to update it.
+        """
+        if bulk:
+            batch.new_symbols = rules.link_new(batch.new_symbols, batch.files, batch.refs)
+            return batch.flush(self.conn, bulk=True)
         count = batch.flush(self.conn)
         rules.apply_rules(self.conn, affected)
         return count
@@ -344,7 +350,7 @@ class Indexer:
             prev = old.get(qualname)
             if prev is None:
                 name = qualname.rsplit(".", 1)[-1]
-                batch.new_symbols.append((node_id, rel, qualname, name, *values))
+                batch.new_symbols.append((node_id, rel, qualname, name, *values, "[]", "[]"))
                 affected.added.add(node_id)
                 if not cold:
                     batch.log(rel, "symbol_added", qualname, sym.signature)

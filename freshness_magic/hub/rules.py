@@ -23,7 +23,9 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, KeysView, Set
 from dataclasses import dataclass, field
+from typing import Any
 
+from freshness_magic.hub.store import FILE_IMPORTS
 from freshness_magic.hub.symbols import module_suffixes
 
 MAX_LIST = 100
@@ -48,24 +50,48 @@ class _Resolver:
     name -> files importing it) answers visibility; otherwise rows are fetched per name.
     """
 
-    def __init__(self, conn: sqlite3.Connection, preload: bool) -> None:
+    def __init__(self, conn: sqlite3.Connection | None, preload: bool) -> None:
         self.conn = conn
         self._preloaded = preload
         self._importers: dict[str, set[str]] = defaultdict(set)
         self._sites: dict[tuple[str, str], dict[str, str]] = {}
         self._visible: dict[str, frozenset[str]] = {}
         self._imports: dict[str, frozenset[str]] = {}
-        if preload:
-            for path, imports in conn.execute("SELECT path, imports FROM files"):
-                if imports != "[]":
-                    for imported in json.loads(imports):
-                        self._importers[imported].add(path)
-            grouped: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
-            for name, kind, path, nodes in conn.execute(
-                "SELECT name, kind, path, nodes FROM refs WHERE name IN (SELECT name FROM symbols)"
-            ):
-                grouped[(name, kind)][path] = nodes
-            self._sites = dict(grouped)
+        if preload and conn is not None:
+            self._load(
+                conn.execute("SELECT path, imports FROM files"),
+                conn.execute(
+                    "SELECT name, kind, path, nodes FROM refs "
+                    "WHERE name IN (SELECT name FROM symbols)"
+                ),
+            )
+
+    @classmethod
+    def of_rows(
+        cls,
+        imports: Iterable[tuple[str, str]],
+        refs: Iterable[tuple[str, str, str, str]],
+        names: Set[str],
+    ) -> _Resolver:
+        """A preloaded resolver over rows not written yet: (path, imports), refs rows.
+
+        Only the refs of ``names`` (the names symbols have) are kept, as a preload keeps them.
+        """
+        resolver = cls(None, preload=True)
+        resolver._load(imports, (row for row in refs if row[0] in names))
+        return resolver
+
+    def _load(
+        self, imports: Iterable[tuple[str, str]], refs: Iterable[tuple[str, str, str, str]]
+    ) -> None:
+        for path, imported_json in imports:
+            if imported_json != "[]":
+                for imported in json.loads(imported_json):
+                    self._importers[imported].add(path)
+        grouped: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+        for name, kind, path, nodes in refs:
+            grouped[(name, kind)][path] = nodes
+        self._sites = dict(grouped)
 
     def sites(self, name: str, kind: str) -> dict[str, str]:
         """Tree paths -> packed qualnames (:func:`join_nodes`) that call or mention ``name``."""
@@ -73,7 +99,7 @@ class _Resolver:
         found = self._sites.get(key)
         if found is None:
             found = {}
-            if not self._preloaded:
+            if not self._preloaded and self.conn is not None:
                 found = dict(
                     self.conn.execute("SELECT path, nodes FROM refs WHERE name=? AND kind=?", key)
                 )
@@ -99,6 +125,7 @@ class _Resolver:
     def _imports_of(self, path: str) -> frozenset[str]:
         found = self._imports.get(path)
         if found is None:
+            assert self.conn is not None  # a resolver without a connection is preloaded
             row = self.conn.execute("SELECT imports FROM files WHERE path=?", (path,)).fetchone()
             found = self._imports[path] = frozenset(json.loads(row[0])) if row else frozenset()
         return found
@@ -140,6 +167,30 @@ def tests_of(resolver: _Resolver, path: str, name: str) -> list[str]:
 
 def _as_json(items: list[str]) -> str:
     return json.dumps(items) if items else "[]"
+
+
+def link_new(
+    symbols: list[tuple[Any, ...]],
+    files: Iterable[tuple[Any, ...]],
+    refs: list[tuple[str, str, str, str]],
+) -> list[tuple[Any, ...]]:
+    """The ``new_symbols`` rows of a first index with their callers and related tests filled.
+
+    The same lists :func:`apply_rules` computes with ``everything`` set, taken from the rows
+    before they are written: a first index writes each symbol row once instead of reading
+    every row back and updating it.
+    """
+    resolver = _Resolver.of_rows(
+        ((row[0], row[FILE_IMPORTS]) for row in files), refs, {row[3] for row in symbols}
+    )
+    return [
+        (
+            *row[:-2],
+            _as_json(callers_of(resolver, row[0], row[1], row[3])),
+            _as_json(tests_of(resolver, row[1], row[3])),
+        )
+        for row in symbols
+    ]
 
 
 def apply_rules(conn: sqlite3.Connection, affected: Affected) -> None:

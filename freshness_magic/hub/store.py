@@ -36,11 +36,13 @@ from freshness_magic.atomicio import ensure_ignored_dir
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.hashing import StatKey
 
-SCHEMA_VERSION = "2"
-"""2: symbol hashes over type-coded tokens; refs grouped per file; symbols indexed by line."""
+SCHEMA_VERSION = "3"
+"""2: symbol hashes over type-coded tokens; refs grouped per file; symbols indexed by line.
+3: ``refs`` is a rowid table with two indexes (a bulk load appends and indexes afterwards)."""
 STATE_DIR = ".freshness"
 DB_NAME = "hub.sqlite"
 BUSY_TIMEOUT_MS = 5000
+PAGE_BYTES = 16384
 
 _SCHEMA = """
 CREATE TABLE IF NOT EXISTS files (
@@ -71,16 +73,12 @@ CREATE TABLE IF NOT EXISTS symbols (
     callers TEXT NOT NULL DEFAULT '[]',
     docstring_outdated INTEGER NOT NULL DEFAULT 0
 );
-CREATE INDEX IF NOT EXISTS symbols_path_line ON symbols(path, line_start);
-CREATE INDEX IF NOT EXISTS symbols_name ON symbols(name);
 CREATE TABLE IF NOT EXISTS refs (
     name TEXT NOT NULL,
     kind TEXT NOT NULL,
     path TEXT NOT NULL,
-    nodes TEXT NOT NULL,
-    PRIMARY KEY (name, kind, path)
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS refs_path ON refs(path);
+    nodes TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS changes (
     seq INTEGER PRIMARY KEY AUTOINCREMENT,
     time REAL NOT NULL,
@@ -92,6 +90,14 @@ CREATE TABLE IF NOT EXISTS changes (
 CREATE INDEX IF NOT EXISTS changes_path ON changes(path, seq);
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
+
+_INDEXES = {
+    "symbols_path_line": "symbols(path, line_start)",
+    "symbols_name": "symbols(name)",
+    "refs_name": "refs(name, kind)",
+    "refs_path": "refs(path)",
+}
+"""The secondary indexes of the cache tables; a bulk load drops them and builds them after."""
 
 CHANGE_KINDS = (
     "file_added",
@@ -163,6 +169,8 @@ FILE_COLUMNS = (
     "path, dev, ino, mode, size, mtime_ns, ctime_ns, hash, language, indexed_at, imports, "
     "syntax_line, syntax_col, syntax_msg"
 )
+FILE_IMPORTS = FILE_COLUMNS.split(", ").index("imports")
+"""Where ``imports`` is in a ``files`` row."""
 
 
 _CACHE_TABLES = ("files", "symbols", "refs")
@@ -178,11 +186,15 @@ def connect_writer(workdir: str | Path) -> sqlite3.Connection:
     try:
         conn = sqlite3.connect(path, isolation_level=None, timeout=BUSY_TIMEOUT_MS / 1000)
         conn.execute(f"PRAGMA busy_timeout={BUSY_TIMEOUT_MS}")
+        # Only a new store takes it (before WAL): 16 KiB pages made a cold index's inserts and
+        # commit a quarter cheaper than 4 KiB ones (bench_hub.py); an old store keeps its size.
+        conn.execute(f"PRAGMA page_size={PAGE_BYTES}")
         conn.execute("PRAGMA journal_mode=WAL")
         conn.execute("PRAGMA synchronous=NORMAL")
         conn.execute("PRAGMA cache_size=-32768")
         _drop_other_version(conn)
         conn.executescript(_SCHEMA)
+        _create_indexes(conn)
         conn.execute(
             "INSERT OR IGNORE INTO meta(key, value) VALUES ('schema', ?), ('last_seq', '0'), "
             "('caught_up', '0'), ('last_sweep', '0')",
@@ -211,6 +223,11 @@ def _drop_other_version(conn: sqlite3.Connection) -> None:
             conn.execute(f"DROP TABLE IF EXISTS {table}")
         conn.execute("DELETE FROM meta WHERE key IN ('indexed', 'caught_up')")
         set_meta(conn, "schema", SCHEMA_VERSION)
+
+
+def _create_indexes(conn: sqlite3.Connection) -> None:
+    for name, target in _INDEXES.items():
+        conn.execute(f"CREATE INDEX IF NOT EXISTS {name} ON {target}")
 
 
 def connect_reader(workdir: str | Path) -> sqlite3.Connection:
@@ -282,6 +299,10 @@ class WriteBatch:
     order between paths does not matter), and appends the change log in the order it was
     queued. A cold index of the standard library is ~60k symbol rows and ~150k refs rows: one
     statement per row cost seconds, one prepared statement per kind costs a fraction.
+
+    ``new_symbols`` rows end with the symbol's ``callers`` and ``related_tests`` (JSON lists):
+    a first index fills them before writing (:func:`freshness_magic.hub.rules.link_new`), an
+    update writes ``[]`` and lets the rules update the rows.
     """
 
     delete_paths: list[tuple[str]] = field(default_factory=list)
@@ -297,8 +318,15 @@ class WriteBatch:
     def log(self, path: str, kind: str, symbol: str | None = None, detail: str = "") -> None:
         self.changes.append((time.time(), path, symbol, kind, detail))
 
-    def flush(self, conn: sqlite3.Connection) -> int:
-        """Write everything queued (inside the caller's transaction); returns change rows."""
+    def flush(self, conn: sqlite3.Connection, *, bulk: bool = False) -> int:
+        """Write everything queued (inside the caller's transaction); returns change rows.
+
+        ``bulk``: a first index into empty tables. The secondary indexes are dropped and built
+        again after the inserts: one sort per index instead of a B-tree insert per row.
+        """
+        if bulk:
+            for name in _INDEXES:
+                conn.execute(f"DROP INDEX IF EXISTS {name}")
         run = conn.executemany
         run("DELETE FROM symbols WHERE node_id=?", self.delete_symbols)
         run("DELETE FROM symbols WHERE path=?", self.delete_paths)
@@ -311,8 +339,8 @@ class WriteBatch:
             self.stats,
         )
         run(
-            f"INSERT OR REPLACE INTO symbols(node_id, path, qualname, name, {_SYMBOL_VALUES}) "
-            f"VALUES ({_marks(13)})",
+            f"INSERT OR REPLACE INTO symbols(node_id, path, qualname, name, {_SYMBOL_VALUES}, "
+            f"callers, related_tests) VALUES ({_marks(15)})",
             self.new_symbols,
         )
         run(
@@ -320,9 +348,9 @@ class WriteBatch:
             "doc_hash=?, line_start=?, line_end=?, complexity=? WHERE node_id=?",
             self.changed_symbols,
         )
-        # In key order the refs B-tree only ever appends.
-        self.refs.sort()
         run("INSERT INTO refs(name, kind, path, nodes) VALUES (?, ?, ?, ?)", self.refs)
+        if bulk:
+            _create_indexes(conn)
         if self.changes:
             run(
                 "INSERT INTO changes(time, path, symbol, kind, detail) VALUES (?, ?, ?, ?, ?)",

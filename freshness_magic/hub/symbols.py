@@ -77,12 +77,14 @@ class ModuleInfo:
 
 
 def parse_python(
-    source: bytes, *, module: str = "", is_package: bool = False
+    source: bytes, *, module: str = "", is_package: bool = False, mentions: bool = True
 ) -> ModuleInfo | SyntaxProblem:
     """Extract symbols from ``source``; a file that does not parse gives a :class:`SyntaxProblem`.
 
     ``module`` is the file's dotted module name inside the tree and ``is_package`` says whether
-    it is a package's ``__init__``; both resolve relative imports.
+    it is a package's ``__init__``; both resolve relative imports. Without ``mentions`` the
+    mentioned names are not collected (``mentions`` and ``module_mentions`` stay empty): the
+    hub uses them for test files only.
     Each AST node is visited once: the same pass builds the normalised text, the branch count,
     the called and mentioned names and the imports.
     """
@@ -92,11 +94,9 @@ def parse_python(
         return SyntaxProblem(exc.lineno or 1, max((exc.offset or 1) - 1, 0), exc.msg)
     except (ValueError, UnicodeDecodeError) as exc:
         return SyntaxProblem(1, 0, str(exc))
-    text = _decode(source)
     # Only "\n" ends a line for ``ast`` (str.splitlines would also split at form feeds).
-    offsets = [0, *(found.end() for found in _NEWLINE.finditer(text))]
-    extractor = _Extractor(text, offsets)
-    top = Acc()
+    extractor = _Extractor(_decode(source).split("\n"), mentions)
+    top = Acc(mentions)
     scratch: list[object] = []
     for stmt in tree.body:
         cls = type(stmt)
@@ -106,14 +106,20 @@ def parse_python(
             emit(stmt, cls, scratch, top, False)
             scratch.clear()
     imports: set[str] = set()
+    package = module if is_package else _parent(module)
     for acc_imports in (top.imports, *extractor.imports):
-        imports |= _resolve_imports(acc_imports, module if is_package else _parent(module))
+        if acc_imports:
+            imports |= _resolve_imports(acc_imports, package)
     return ModuleInfo(
         symbols=tuple(extractor.symbols),
         imports=tuple(sorted(imports)),
         module_calls=frozenset(top.calls),
-        module_mentions=frozenset(top.mentions | top.calls),
+        module_mentions=_mentioned(top),
     )
+
+
+def _mentioned(acc: Acc) -> frozenset[str]:
+    return frozenset() if acc.mentions is None else frozenset(acc.mentions | acc.calls)
 
 
 def _decode(source: bytes) -> str:
@@ -125,9 +131,9 @@ def _decode(source: bytes) -> str:
 
 
 class _Extractor:
-    def __init__(self, text: str, offsets: list[int]) -> None:
-        self.text = text
-        self.offsets = offsets
+    def __init__(self, lines: list[str], mentions: bool) -> None:
+        self.lines = lines
+        self.mentions = mentions
         self.symbols: list[Symbol] = []
         self.imports: list[list[ast.Import | ast.ImportFrom]] = []
 
@@ -139,7 +145,7 @@ class _Extractor:
         body tokens name them (``NESTED``, type code, name) without their content.
         """
         qualname = prefix + node.name
-        acc = Acc()
+        acc = Acc(self.mentions)
         index = len(self.symbols)
         self.symbols.append(_PLACEHOLDER)
         sig: list[object] = [CODE[type(node)]]
@@ -174,7 +180,7 @@ class _Extractor:
         symbol = Symbol(
             qualname=qualname,
             kind=kind,
-            signature=_signature_text(node, self.text, self.offsets),
+            signature=_signature_text(node, self.lines),
             sig_hash=sig_hash,
             body_hash=body_hash,
             ast_hash=hash_bytes(f"{sig_hash} {body_hash}".encode()),
@@ -183,7 +189,7 @@ class _Extractor:
             line_end=node.end_lineno or node.lineno,
             complexity=complexity,
             calls=frozenset(acc.calls),
-            mentions=frozenset(acc.mentions | acc.calls),
+            mentions=_mentioned(acc),
         )
         self.symbols[index] = symbol
         return symbol
@@ -192,26 +198,30 @@ class _Extractor:
 _PLACEHOLDER = Symbol("", "", "", "", "", "", "", 0, 0, 0, frozenset(), frozenset())
 
 
-def _signature_text(node: DefNode, text: str, offsets: list[int]) -> str:
+def _signature_text(node: DefNode, lines: list[str]) -> str:
     """The header as written: from ``def``/``class`` to its colon (decorators excluded)."""
-    start = offsets[node.lineno - 1] + _char_col(text, offsets[node.lineno - 1], node.col_offset)
     first = node.body[0]
-    end = offsets[first.lineno - 1] + _char_col(text, offsets[first.lineno - 1], first.col_offset)
-    segment = text[start:end]
+    start, end = node.lineno - 1, first.lineno - 1
+    last = lines[end]
+    end_col = _char_col(last, first.col_offset)
+    if start == end:
+        segment = last[_char_col(last, node.col_offset) : end_col]
+    else:
+        head = lines[start]
+        segment = "\n".join(
+            (head[_char_col(head, node.col_offset) :], *lines[start + 1 : end], last[:end_col])
+        )
     cut = _header_colon(segment)
     return segment[: cut + 1] if cut >= 0 else segment.rstrip()
 
 
-def _char_col(text: str, line_start: int, byte_col: int) -> int:
+def _char_col(line: str, byte_col: int) -> int:
     """Convert a UTF-8 byte column (what ``ast`` reports) to a character column."""
-    line_end = text.find("\n", line_start)
-    line = text[line_start : line_end if line_end >= 0 else len(text)]
     if line.isascii():
         return byte_col
     return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
 
 
-_NEWLINE = re.compile("\n")
 _HEADER_STOPS = re.compile(r"""[][(){}:#'"]""")
 
 

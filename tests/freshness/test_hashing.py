@@ -14,6 +14,7 @@ from freshness_magic.freshness.hashing import (
     hash_bytes,
     hash_file,
     hash_file_at,
+    read_hashed,
 )
 
 
@@ -27,6 +28,18 @@ def test_digest_equals_hash_of_the_bytes(tmp_path: Path, size: int) -> None:
     result = hash_file(path)
     assert result.digest == hash_bytes(data)
     assert result.stat == StatKey.of(os.stat(path))
+
+
+@pytest.mark.parametrize("size", [0, 10, 4096, 3 * hashing.CHUNK_BYTES + 7])
+def test_read_hashed_returns_the_hashed_bytes_up_to_the_limit(tmp_path: Path, size: int) -> None:
+    data = os.urandom(size)
+    path = tmp_path / "f.bin"
+    path.write_bytes(data)
+    content, digest, key = read_hashed(path, max_bytes=4096)
+    assert digest == hash_bytes(data) and key == StatKey.of(os.stat(path))
+    assert content == (data if size <= 4096 else None)
+    with pytest.raises(HashingError):
+        read_hashed(tmp_path, max_bytes=4096)
 
 
 def test_hash_file_at_relative_to_a_folder_descriptor(tmp_path: Path) -> None:

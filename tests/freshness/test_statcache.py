@@ -6,22 +6,23 @@ import time
 from pathlib import Path
 
 from freshness_magic.freshness.baseline import FileRecord
-from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey
+from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey, hash_bytes
 from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns, is_racy
 
 KEY = StatKey(1, 2, 0o100644, 10, 1_000 * RACY_WINDOW_NS, 1_000 * RACY_WINDOW_NS)
+DIGEST = hash_bytes(b"d")
 
 
 def test_unchanged_key_outside_the_racy_window_is_trusted() -> None:
     cache = StatCache()
-    record = FileRecord(True, KEY, "d")
+    record = FileRecord(True, KEY, DIGEST)
     cache.store("a", record, KEY.mtime_ns + RACY_WINDOW_NS + 1)
     assert cache.lookup("a", KEY) is record
 
 
 def test_entry_with_mtime_inside_the_window_is_always_rehashed() -> None:
     cache = StatCache()
-    cache.store("a", FileRecord(True, KEY, "d"), KEY.mtime_ns + RACY_WINDOW_NS - 1)
+    cache.store("a", FileRecord(True, KEY, DIGEST), KEY.mtime_ns + RACY_WINDOW_NS - 1)
     assert cache.lookup("a", KEY) is None
     assert is_racy(KEY.mtime_ns, KEY.mtime_ns + 1)
     assert is_racy(KEY.mtime_ns + 5, KEY.mtime_ns)  # mtime in the future of the snapshot
@@ -29,7 +30,7 @@ def test_entry_with_mtime_inside_the_window_is_always_rehashed() -> None:
 
 def test_any_field_of_the_key_differing_is_a_miss() -> None:
     cache = StatCache()
-    cache.store("a", FileRecord(True, KEY, "d"), KEY.mtime_ns + 10 * RACY_WINDOW_NS)
+    cache.store("a", FileRecord(True, KEY, DIGEST), KEY.mtime_ns + 10 * RACY_WINDOW_NS)
     for index in range(len(KEY)):
         changed = list(KEY)
         changed[index] += 1

@@ -13,8 +13,9 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.errors import FreshnessError
+from freshness_magic.freshness.baseline import FileRecord
 from freshness_magic.freshness.check import FreshnessTracker
-from freshness_magic.freshness.hashing import hash_file
+from freshness_magic.freshness.hashing import StatKey, hash_file
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 from freshness_magic.freshness.report import NodeReport
 from freshness_magic.freshness.resolve import Resolution
@@ -124,7 +125,7 @@ def test_racy_entry_is_rehashed_even_when_the_whole_stat_key_matches(tree: Path)
     assert "docs/spec.md" not in tracker.snapshotter.cache.records  # racily clean: not kept
     record = tracker.baselines["n"].files["docs/spec.md"]
     now_key = type(record.stat).of(os.stat(path))
-    forged = record._replace(stat=now_key)
+    forged = FileRecord(record.existed, now_key, record.digest)
     tracker.snapshotter.cache.store("docs/spec.md", forged, tracker.baselines["n"].fs_time_ns)
     tracker.baselines["n"].files["docs/spec.md"] = forged
     assert labels(tracker.check("n")) == {"docs/spec.md": "stale_changed"}
@@ -439,3 +440,22 @@ def test_a_link_turned_outside_between_resolving_and_hashing_is_never_read(
     assert (entry.label, entry.note) == (FileLabel.UNKNOWN, "symlink to outside the work tree")
     secret = hash_file(tmp_path / "outside/secret.md").digest
     assert secret not in json.dumps(tracker.to_dict())
+
+
+class _DamagedHashSource:
+    """A hash source (the hub's role) whose store hands out a digest that is not hex."""
+
+    def __init__(self) -> None:
+        self.asked: list[str] = []
+
+    def file_hash(self, path: str, stat_key: StatKey) -> str | None:
+        self.asked.append(path)
+        return "not a digest"
+
+
+def test_a_digest_from_the_hash_source_that_is_not_hex_is_hashed_here(tree: Path) -> None:
+    source = _DamagedHashSource()
+    tracker = FreshnessTracker(tree, git=False, hash_source=source)
+    baseline = tracker.capture({"n": ["docs/spec.md"]})["n"]
+    assert source.asked == ["docs/spec.md"]
+    assert baseline.files["docs/spec.md"].digest == hash_file(tree / "docs/spec.md").digest

@@ -204,9 +204,11 @@ def loads_bounded(raw: bytes | str, *, max_depth: int = MAX_JSON_DEPTH, what: st
 def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
     """Yield the records of a JSONL log, skipping (with a warning) a torn or damaged line."""
     target = Path(path)
-    if not target.exists():
+    try:
+        handle = pathsafety.open_state(target)
+    except FileNotFoundError:
         return
-    with target.open("rb") as handle:
+    with handle:
         for number, raw in enumerate(handle, start=1):
             if not raw.endswith(b"\n"):
                 break

@@ -299,3 +299,38 @@ def test_an_unreadable_folder_is_reported_with_its_reason(shared_tree: Path) -> 
     files, problems = unprivileged(scenario) if root else scenario()
     assert files == ["open/a.md"]
     assert problems == [("locked", f"{pathsafety.UNREADABLE}: Permission denied")]
+
+
+LINEAR = """digraph l {
+  start [shape=Mdiamond]  done [shape=Msquare]
+  t [shape=parallelogram, tool_command="true"]
+  start -> t -> done
+}
+"""
+
+
+@pytest.mark.parametrize(
+    "name", ["events.jsonl", "journal.jsonl", "checkpoint.json", "pipeline.dot"]
+)
+def test_the_run_s_own_files_are_not_read_through_a_link(tmp_path: Path, name: str) -> None:
+    """A state file replaced by a link to a file outside is refused when read, never followed."""
+    from freshness_magic.atomicio import read_jsonl
+    from freshness_magic.engine import Run, load_pipeline
+    from freshness_magic.errors import FreshnessMagicError
+
+    work = tmp_path / "work"
+    work.mkdir()
+    with Run(load_pipeline(LINEAR), workdir=work) as run:
+        run.run()
+        run_dir = run.run_dir
+    outside = tmp_path / "outside.txt"
+    outside.write_bytes((run_dir / name).read_bytes())
+    (run_dir / name).unlink()
+    (run_dir / name).symlink_to(outside)
+    if name == "events.jsonl":
+        with pytest.raises(UnsafePathError, match="link"):
+            list(read_jsonl(run_dir / name))
+        return
+    with pytest.raises(FreshnessMagicError) as caught:
+        Run.resume(run_dir)
+    assert "link" in str(caught.value), str(caught.value)

@@ -26,6 +26,7 @@ from freshness_magic.engine.checkpoint_format import (
     parse_journal_line,
 )
 from freshness_magic.errors import CheckpointError
+from freshness_magic.pathsafety import open_state, read_state
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +59,7 @@ def _format_error(run_dir: Path, found: Any) -> FormatMismatch:
 
 def _read_snapshot(path: Path, run_dir: Path) -> dict[str, Any]:
     """Parse one snapshot; ValueError says why it is unusable, FormatMismatch for old formats."""
-    raw = path.read_bytes()
+    raw = read_state(path)
     if not raw.endswith(b"\n"):
         raise ValueError("truncated (no final newline)")
     try:
@@ -82,7 +83,7 @@ def _replay(
     count = 0
     end = offset
     try:
-        handle = journal.open("rb")
+        handle = open_state(journal)
     except FileNotFoundError:
         return state, end, 0
     with handle:

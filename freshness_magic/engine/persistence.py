@@ -33,6 +33,7 @@ from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.engine.routing import ConditionTrial, DeadEnd
 from freshness_magic.engine.state import RunResult, RunState
 from freshness_magic.errors import CheckpointError
+from freshness_magic.pathsafety import read_state
 
 RESTART_LINK = "restarted_as.json"
 PIPELINE_FILE = "pipeline.dot"
@@ -368,7 +369,7 @@ def stored_pipeline(folder: Path, pipeline: dict[str, Any], used: Path) -> Graph
         )
     stored = folder / str(pipeline["source_file"])
     try:
-        source = stored.read_text(encoding="utf-8")
+        source = read_state(stored).decode("utf-8")
     except OSError as exc:
         raise CheckpointError(
             f"cannot read the run's stored pipeline {stored} ({exc.strerror or exc}); pass graph= "
@@ -390,7 +391,7 @@ def follow_restarts(run_dir: Path) -> Path:
     while (current / RESTART_LINK).exists() and current not in seen:
         seen.add(current)
         try:
-            link = loads_bounded((current / RESTART_LINK).read_text(encoding="utf-8"))
+            link = loads_bounded(read_state(current / RESTART_LINK))
             current = Path(str(link["run_dir"]))
         except (OSError, ValueError, KeyError, TypeError):
             break

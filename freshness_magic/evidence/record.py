@@ -304,7 +304,7 @@ def last_log_record(run_dir: str | os.PathLike[str]) -> EvidenceRecord | None:
     """
     path = Path(run_dir) / EVIDENCE_LOG
     try:
-        with path.open("rb") as handle:
+        with pathsafety.open_state(path) as handle:
             size = handle.seek(0, os.SEEK_END)
             window = 16 * 1024
             while True:

@@ -4,8 +4,10 @@ Two halves, one rule: nothing is reached through a symbolic link that leads wher
 
 - **State** (:mod:`.state`): every writer of ``.freshness/`` and ``.orchestrator/`` (atomicio,
   the run directory, evidence, tool output) checks that no component from the state folder down
-  is a link and opens files with ``O_NOFOLLOW``; verified folders are remembered per run
-  (:class:`StateDirs`) and re-checked with one ``lstat``. Names that become path components
+  is a link and opens files with ``O_NOFOLLOW``, and the readers of the run's own files
+  (snapshots, journal, events and evidence logs, the stored pipeline) open them the same way;
+  verified folders are remembered per run (:class:`StateDirs`) and re-checked with one
+  ``lstat``. Names that become path components
   (node ids) are checked with :func:`check_component`.
 - **Inputs** (:mod:`.tree`, :mod:`.globs`): entries are resolved to real paths; what lies outside
   the work tree (by its entry or through a link) is refused with the reason and labelled
@@ -24,6 +26,8 @@ from freshness_magic.pathsafety.state import (
     make_state_dir,
     open_for_read,
     open_for_write,
+    open_state,
+    read_state,
     refuse_link,
     remembering,
     state_file,
@@ -61,6 +65,8 @@ __all__ = [
     "make_state_dir",
     "open_for_read",
     "open_for_write",
+    "open_state",
+    "read_state",
     "refuse_link",
     "remembering",
     "state_file",

@@ -24,6 +24,7 @@ import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import BinaryIO
 
 from freshness_magic.errors import UnsafePathError
 
@@ -210,6 +211,17 @@ def open_for_read(path: str | os.PathLike[str]) -> int:
         if os.path.islink(target):
             raise UnsafePathError(_link_message(target)) from exc
         raise
+
+
+def open_state(path: str | os.PathLike[str]) -> BinaryIO:
+    """A state file opened for binary reading, reached through no link (:func:`open_for_read`)."""
+    return os.fdopen(open_for_read(path), "rb")
+
+
+def read_state(path: str | os.PathLike[str]) -> bytes:
+    """The whole content of a state file reached through no link (:func:`open_for_read`)."""
+    with open_state(path) as handle:
+        return handle.read()
 
 
 def check_component(name: str, what: str = "node id") -> str:

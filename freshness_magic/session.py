@@ -7,7 +7,6 @@ freshness and evidence join every run the same way. The engine itself never impo
 from __future__ import annotations
 
 import concurrent.futures
-import logging
 from pathlib import Path
 from typing import Any
 
@@ -20,7 +19,6 @@ from freshness_magic.evidence.validator import EvidenceValidator
 
 __all__ = ["default_extensions", "open_run", "resume_run"]
 
-log = logging.getLogger(__name__)
 
 ExecutorChoice = str | Cluster | concurrent.futures.Executor | None
 """Where a session run's portable node work runs (see :func:`open_run`)."""
@@ -46,8 +44,9 @@ def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension
     return extensions
 
 
-BACKEND_FILE = "backend.json"
-"""The spec string a run was opened with (in its run directory), so a resume uses it again."""
+REMEMBERED = {"backend": "backend.json", "executor": "executor.json"}
+"""The spec strings a run was opened with (files in its run directory), so a resume uses them
+again: the codergen backend and where node work runs."""
 
 
 def _resolved_backend(kwargs: dict[str, Any]) -> str | None:
@@ -67,25 +66,26 @@ def _resolved_backend(kwargs: dict[str, Any]) -> str | None:
     return None
 
 
-def _remember_backend(run: Run, spec: str | None) -> None:
+def _remember(run: Run, option: str, spec: str | None) -> None:
     from freshness_magic.atomicio import write_json_atomic
 
     if spec is not None:
-        run.run_dir.mkdir(parents=True, exist_ok=True)
-        write_json_atomic(run.run_dir / BACKEND_FILE, {"backend": spec})
+        write_json_atomic(run.run_dir / REMEMBERED[option], {option: spec})
 
 
-def remembered_backend(run_dir: str | Path) -> str | None:
-    """The backend spec a run was opened with (None: not recorded, e.g. a Python callable)."""
+def remembered(run_dir: str | Path, option: str) -> str | None:
+    """The ``option`` spec (``backend``, ``executor``) a run was opened with (None: not
+    recorded, e.g. a Python callable or the default)."""
     import json
 
     from freshness_magic.engine.persistence import follow_restarts
 
     for folder in dict.fromkeys([Path(run_dir), follow_restarts(Path(run_dir))]):
         try:
-            spec = json.loads((folder / BACKEND_FILE).read_text(encoding="utf-8")).get("backend")
-        except (OSError, ValueError, AttributeError):
+            data = json.loads((folder / REMEMBERED[option]).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
             continue
+        spec = data.get(option) if isinstance(data, dict) else None
         if isinstance(spec, str):
             return spec
     return None
@@ -145,6 +145,20 @@ def _with_registry(kwargs: dict[str, Any]) -> dict[str, Any]:
     return kwargs
 
 
+def _check_graph_executor(graph: Graph, spec: str) -> None:
+    """A ClusterError naming the pipeline's ``executor`` attribute and where it is written."""
+    from freshness_magic.cluster import parse_executor
+    from freshness_magic.engine.validation.core import graph_at
+    from freshness_magic.errors import ClusterError
+
+    try:
+        parse_executor(spec)
+    except ClusterError as exc:
+        line, column = graph_at(graph, "executor")
+        where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path or graph.name
+        raise ClusterError(f"{where}: the pipeline's executor attribute: {exc}") from None
+
+
 def _open_executor(
     graph: Graph, workdir: str | Path, executor: ExecutorChoice
 ) -> tuple[Cluster | None, bool]:
@@ -154,6 +168,7 @@ def _open_executor(
 
     if executor is None:
         executor = graph.attrs.get("executor", "")
+        _check_graph_executor(graph, executor)
     if isinstance(executor, concurrent.futures.Executor):
         return PlainExecutor(executor), False
     if not isinstance(executor, str):
@@ -214,7 +229,9 @@ def open_run(
     if owned and cluster is not None:
         run.close_with(cluster.close)
     clean_stale_temp_files(run.run_dir, run.workdir)
-    _remember_backend(run, spec)
+    _remember(run, "backend", spec)
+    if isinstance(executor, str):
+        _remember(run, "executor", executor)
     return run
 
 
@@ -230,11 +247,11 @@ def resume_run(
 ) -> Run:
     """Restore the run in ``run_dir`` (newest valid checkpoint) with the default extensions.
 
-    Without ``backend`` the run gets the backend it was opened with (when that was a spec).
-    ``executor`` is as for :func:`open_run` (None: the pipeline's ``executor`` attribute).
+    Without ``backend`` the run gets the backend it was opened with (when that was a spec), and
+    without ``executor`` the executor spec it was opened with (else the pipeline's attribute).
     """
     if kwargs.get("backend") is None:
-        kwargs["backend"] = remembered_backend(run_dir)
+        kwargs["backend"] = remembered(run_dir, "backend")
     _resolved_backend(kwargs)
     kwargs = _with_registry(kwargs)
     if evidence_validator is not None:
@@ -249,11 +266,9 @@ def resume_run(
     run = Run.resume(run_dir, extensions=extensions, workdir=workdir, **kwargs)
     check_state_dirs(run.workdir, run.run_dir.parent)
     clean_stale_temp_files(run.run_dir, run.workdir)
-    from freshness_magic.engine.handlers.tool import reap_survivors
-
-    for message in reap_survivors(run.run_dir):
-        log.warning("%s: %s", run.run_dir, message)
     try:
+        if executor is None:
+            executor = remembered(run.run_dir, "executor")
         cluster, owned = _open_executor(run.graph, run.workdir, executor)
     except BaseException:
         run.close()

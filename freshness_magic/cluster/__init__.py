@@ -43,6 +43,9 @@ class Cluster(Protocol):
     def check_workdir(self, workdir: Path) -> None:
         """Raise ClusterError naming each worker that cannot see ``workdir``."""
 
+    def unavailable(self) -> str | None:
+        """Why the cluster cannot run work now (None when it can)."""
+
     def describe(self) -> str: ...
 
     def close(self) -> None: ...
@@ -75,7 +78,7 @@ def parse_executor(spec: str) -> ExecutorSpec:
     if text.startswith(("dask://", "tcp://", "tls://")):
         rest = text.split("://", 1)[1]
         host, _, port = rest.rpartition(":")
-        if not host or not port.isdigit():
+        if not host or not port.isdigit() or not 0 < int(port) < 65536:
             raise ClusterError(
                 f"executor {spec!r}: the scheduler address needs a host and a port "
                 "(dask://HOST:PORT, e.g. dask://127.0.0.1:8786)"
@@ -111,6 +114,9 @@ class PlainExecutor:
     def check_workdir(self, workdir: Path) -> None:
         return None
 
+    def unavailable(self) -> str | None:
+        return None
+
     def describe(self) -> str:
         return self.dispatch.label
 
@@ -125,11 +131,16 @@ class ClusterPool:
         self._open: dict[str, Cluster] = {}
 
     def get(self, spec: str) -> Cluster | None:
-        """The open cluster for ``spec``, started or connected on first use (None: local)."""
+        """The open cluster for ``spec``, started or connected on first use, and again when the
+        one kept can no longer run work (None: local)."""
         parsed = parse_executor(spec)
         if parsed.local:
             return None
         cluster = self._open.get(parsed.text())
+        if cluster is not None and cluster.unavailable() is not None:
+            self._open.pop(parsed.text())  # lost (its workers died, say): start or connect anew
+            cluster.close()
+            cluster = None
         if cluster is None:
             cluster = open_cluster(spec)
             assert cluster is not None

@@ -10,19 +10,23 @@ from __future__ import annotations
 
 import os
 import secrets
+import socket
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from freshness_magic.backends.base import client_module
 from freshness_magic.cluster import ExecutorSpec
-from freshness_magic.engine.dispatch import Dispatch, local_identity
+from freshness_magic.engine.dispatch import Dispatch
+from freshness_magic.engine.remote import local_identity
 from freshness_magic.errors import ClusterError
 from freshness_magic.pathsafety import make_state_dir
 
 THREADS_PER_WORKER = 4
 CONNECT_TIMEOUT = "10s"
 PROBE_FILE = "cluster-probe"
+WORKER_SETUP = "freshness_magic.cluster.workerprocess"
+"""The module each worker process of a LocalCluster started here loads (its own process group)."""
 
 
 def worker_identity() -> dict[str, Any]:
@@ -45,6 +49,18 @@ def unshippable(obj: object) -> str | None:
     except Exception as exc:
         return f"its handler cannot be pickled ({type(exc).__name__}: {exc})"
     return None
+
+
+def _reachable(address: str) -> None:
+    """ClusterError at once (not after the client's connect timeout) when nothing listens."""
+    host, _, port = address.split("://", 1)[1].rpartition(":")
+    try:
+        socket.create_connection((host.strip("[]"), int(port)), timeout=5).close()
+    except OSError as exc:
+        raise ClusterError(
+            f"no Dask scheduler at {address}: {exc.strerror or exc}; start one with "
+            "`dask scheduler` and workers with `dask worker ADDRESS`, or use executor=\"dask\""
+        ) from None
 
 
 def _probe(path: str, token: str) -> str | None:
@@ -73,6 +89,7 @@ class DaskCluster:
             label=self.label,
             identify=worker_identity,
             unshippable=unshippable,
+            unavailable=self.unavailable,
         )
 
     @classmethod
@@ -80,6 +97,7 @@ class DaskCluster:
         """Start a LocalCluster (``spec.address`` empty) or connect to the scheduler."""
         distributed = client_module("distributed")
         if spec.address:
+            _reachable(spec.address)
             try:
                 client = distributed.Client(spec.address, timeout=CONNECT_TIMEOUT)
             except (OSError, TimeoutError) as exc:
@@ -95,6 +113,7 @@ class DaskCluster:
             processes=True,
             host="127.0.0.1",
             dashboard_address=":0",
+            preload=[WORKER_SETUP],
         )
         client = distributed.Client(local)
         return cls(client, f"dask LocalCluster {local.scheduler_address}", owned=local)
@@ -103,6 +122,16 @@ class DaskCluster:
     def attach(cls, client: Any) -> DaskCluster:
         """Use a ``distributed.Client`` the caller made (and closes)."""
         return cls(client, f"dask scheduler {client.scheduler.address}")
+
+    def unavailable(self) -> str | None:
+        """Why the cluster cannot run work now: the scheduler is gone, or no worker is left."""
+        if self.client.status not in ("running", "connecting"):
+            return f"lost the connection to the scheduler (client {self.client.status})"
+        try:
+            count = int(self.client.scheduler_info(n_workers=0).get("n_workers", 0))
+        except Exception as exc:
+            return f"the scheduler does not answer ({type(exc).__name__}: {exc})"
+        return None if count else "the cluster has no workers left"
 
     def workers(self) -> dict[str, str]:
         """Address -> name of each worker the scheduler knows now."""

@@ -317,13 +317,14 @@ class NodeExecutor:
                 cancel.set()
         work = handler.execute
         dispatch = run.dispatch
-        if dispatch is not None and ships(dispatch, node, handler):
+        shipped = dispatch is not None and ships(dispatch, node, handler)
+        if dispatch is not None and shipped:  # its timeout counts from the start on a worker
 
             def work(node: Node, context: Context, env: StepEnv) -> Outcome:
                 return call_remote(dispatch, handler, node, context, env, timeout)
 
         try:
-            if timeout:
+            if timeout and not shipped:
                 result: object = self._call_with_timeout(work, node, context, env, timeout)
             else:
                 result = work(node, context, env)

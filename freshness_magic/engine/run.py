@@ -40,7 +40,6 @@ from freshness_magic.engine.extensions import (
     extension_rules,
 )
 from freshness_magic.engine.handlers.base import ChildRun, HandlerRegistry
-from freshness_magic.engine.handlers.builtin import default_registry
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.persistence import (
@@ -112,7 +111,11 @@ class Run(RunRecovery):
     ) -> None:
         from freshness_magic.engine.validation import validate_or_raise
 
-        self.registry = registry if registry is not None else default_registry()
+        if registry is None:  # the built-ins, imported only when no registry is given
+            from freshness_magic.engine.handlers.builtin import default_registry
+
+            registry = default_registry()
+        self.registry = registry
         self.dispatch = dispatch
         """Where portable node work runs (a cluster); None: in this process."""
         self._closers: list[Callable[[], None]] = []

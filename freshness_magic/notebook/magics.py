@@ -22,11 +22,11 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
-from traitlets import Bool, Unicode
+from traitlets import Bool, TraitError, Unicode, validate
 
-from freshness_magic.cluster import ClusterPool
+from freshness_magic.cluster import ClusterPool, parse_executor
 from freshness_magic.engine.model import Graph
-from freshness_magic.errors import FreshnessMagicError, ParseError, ValidationError
+from freshness_magic.errors import ClusterError, FreshnessMagicError, ParseError, ValidationError
 from freshness_magic.notebook.arguments import (
     HelpShown,
     MagicArgumentParser,
@@ -58,8 +58,19 @@ class PipelineMagics(Magics):
         "", help="codergen backend spec of new runs (e.g. 'simulated'); '' is the default"
     ).tag(config=True)
     executor = Unicode(
-        "", help="executor spec of new runs (e.g. 'dask'); '' runs node work in the kernel"
+        "",
+        help="where tool commands of new runs run: 'local', 'dask' (a cluster on this machine) "
+        "or 'dask://HOST:PORT'; '' takes the pipeline's executor attribute",
     ).tag(config=True)
+
+    @validate("executor")
+    def _known_executor(self, proposal: Any) -> str:
+        """Refuse an unknown spec when it is set, not at the first run."""
+        try:
+            parse_executor(proposal["value"])
+        except ClusterError as exc:
+            raise TraitError(str(exc)) from None
+        return str(proposal["value"])
 
     def __init__(self, shell: Any = None, **kwargs: Any) -> None:
         super().__init__(shell=shell, **kwargs)

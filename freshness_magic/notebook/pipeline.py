@@ -63,7 +63,8 @@ class NotebookPipeline(PipelineReadout):
         self._install_cells()
         self.workdir.mkdir(parents=True, exist_ok=True)
         options = {k: v for k, v in self.run_options.items() if v not in (None, "")}
-        spec = options.pop("executor", None) or self.graph.attrs.get("executor", "")
+        remembered = session.remembered(resume, "executor") if resume is not None else None
+        spec = options.pop("executor", None) or remembered or self.graph.attrs.get("executor", "")
         executor = self.clusters.get(spec) or "local"
         if resume is not None:
             options = self._resume_options(resume)

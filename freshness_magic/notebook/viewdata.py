@@ -12,6 +12,7 @@ from typing import Any
 from freshness_magic.engine import explain_condition
 from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.state import RunState
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import Layout
 from freshness_magic.notebook.text import choice_text, condition_text, evidence_row
@@ -196,7 +197,7 @@ def run_value(
     run at ``now`` (wall clock; the page counts on from there)."""
     done = sum(1 for o in pipeline.outcomes().values() if o.status is not StageStatus.WAITING)
     total = max(len(pipeline.graph.nodes), 1)
-    if pipeline.state_name == "completed":
+    if pipeline.model.snapshot.state is RunState.COMPLETED:
         done = total
     running = next((n for n, v in views.items() if v.state is NodeState.RUNNING), "")
     started = views[running].details.get("started_at") if running else None

@@ -415,3 +415,131 @@ def test_ctrl_c_in_the_cli_stops_every_branch(
     interrupted = {e["node_id"] for e in events if e["type"] == "stage_interrupted"}
     assert {"b0", "b1"} <= interrupted
     assert not any(e["type"] == "stage_completed" and e["node_id"] in ("b0", "b1") for e in events)
+
+
+def _scheduler_with_one_worker(threads: int = 1, nanny: bool = False) -> tuple[object, object]:
+    """A scheduler and one plain ``dask worker`` process (returned to be killed by the test)."""
+    import distributed
+
+    scheduler = distributed.LocalCluster(n_workers=0, host="127.0.0.1", dashboard_address=":0")
+    address = scheduler.scheduler_address
+    worker = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "distributed.cli.dask_worker",
+            address,
+            "--nthreads",
+            str(threads),
+            "--host",
+            "127.0.0.1",
+            "--no-dashboard",
+            *([] if nanny else ["--no-nanny"]),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    return scheduler, worker
+
+
+def test_a_run_whose_last_worker_dies_fails_instead_of_hanging(tmp_path: Path) -> None:
+    import distributed
+
+    scheduler, worker = _scheduler_with_one_worker()
+    client = distributed.Client(scheduler.scheduler_address)  # type: ignore[attr-defined]
+    try:
+        client.wait_for_workers(1, timeout=60)
+        cluster = DaskCluster.attach(client)
+        run = open_run(
+            fan_out(1, "echo started > s{i}.txt; exec sleep 60"), workdir=tmp_path, executor=cluster
+        )
+        driver = threading.Thread(target=run.run)
+        driver.start()
+        wait_until(lambda: (tmp_path / "s0.txt").exists(), "the tool started")
+        worker.kill()  # type: ignore[attr-defined]
+        driver.join(timeout=120)
+        assert not driver.is_alive(), "the run hung after the cluster lost its last worker"
+        reason = run.node_outcomes["b0"].failure_reason
+        assert "no workers left" in reason and "b0" in reason
+        assert run.state is RunState.FAILED
+        run.close()
+    finally:
+        client.close()
+        worker.kill()  # type: ignore[attr-defined]
+        scheduler.close()  # type: ignore[attr-defined]
+
+
+def test_a_timeout_counts_from_the_start_on_a_worker_not_the_queue(tmp_path: Path) -> None:
+    """One worker thread: the quick node waits behind a 3 s one; its 1 s timeout is not spent
+    waiting."""
+    import distributed
+
+    scheduler, worker = _scheduler_with_one_worker(threads=1)
+    client = distributed.Client(scheduler.scheduler_address)  # type: ignore[attr-defined]
+    try:
+        client.wait_for_workers(1, timeout=60)
+        dot = (
+            "digraph q {\n  start [shape=Mdiamond]  done [shape=Msquare]\n"
+            "  fan [shape=component]  join [shape=tripleoctagon]\n"
+            '  slow [shape=parallelogram, tool_command="sleep 3"]\n'
+            '  quick [shape=parallelogram, tool_command="echo hi", timeout="1s"]\n'
+            "  start -> fan; fan -> slow; fan -> quick; slow -> join; quick -> join\n"
+            "  join -> done\n}\n"
+        )
+        with open_run(dot, workdir=tmp_path, executor=DaskCluster.attach(client)) as run:
+            assert run.run().state is RunState.COMPLETED, run.failure_reason
+            assert run.node_outcomes["quick"].context_updates["tool.exit_code"] == 0
+    finally:
+        client.close()
+        worker.kill()  # type: ignore[attr-defined]
+        scheduler.close()  # type: ignore[attr-defined]
+
+
+def test_resume_uses_the_executor_the_run_was_opened_with(
+    tmp_path: Path, dask_cluster: DaskCluster
+) -> None:
+    address = dask_cluster.client.scheduler.address.replace("tcp://", "dask://")
+    with open_run(fan_out(1, "true", after="ship"), workdir=tmp_path, executor=address) as run:
+        assert run.run().state is RunState.WAITING
+        run_dir = run.run_dir
+    with resume_run(run_dir) as again:
+        assert again.dispatch is not None
+        assert again.dispatch.label == f"dask scheduler {address.replace('dask://', 'tcp://')}"
+
+
+def test_a_cluster_started_here_keeps_its_workers_out_of_the_terminal_s_group() -> None:
+    """Ctrl-C in a terminal signals its foreground process group: the workers are not in it."""
+    from freshness_magic.cluster import ClusterPool
+
+    pool = ClusterPool()
+    try:
+        cluster = pool.get("dask")
+        assert isinstance(cluster, DaskCluster)
+        groups = cluster.client.run(os.getpgid, 0)
+        pids = cluster.client.run(os.getpid)
+        assert groups and all(groups[a] == pids[a] != os.getpgid(0) for a in groups)
+        cluster.client.close()  # lost: the pool opens a new one on the next use
+        again = pool.get("dask")
+        assert again is not cluster and again is not None and again.unavailable() is None
+    finally:
+        pool.close()
+
+
+def test_an_unreachable_scheduler_is_named_with_the_reason(tmp_path: Path) -> None:
+    with pytest.raises(
+        ClusterError, match=r"no Dask scheduler at tcp://127\.0\.0\.1:1: Connection"
+    ):
+        open_run(fan_out(1, "true"), workdir=tmp_path, executor="dask://127.0.0.1:1")
+
+
+def test_a_bad_graph_executor_is_reported_at_its_line(tmp_path: Path) -> None:
+    path = tmp_path / "p.dot"
+    path.write_text(fan_out(1, "true").replace("digraph fan {", 'digraph fan { executor="spark"'))
+    done = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "run", str(path), "--workdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2
+    assert f"{path}:1:15: the pipeline's executor attribute: executor 'spark'" in done.stderr

@@ -80,3 +80,13 @@ def test_run_with_the_executor_option(
     parents = {int((workdir / f"ppid{i}.txt").read_text()) for i in range(2)}
     assert parents <= set(dask_cluster.client.run(os.getpid).values())
     pipeline.run.close()
+
+
+def test_an_unknown_executor_is_refused_when_configured(
+    shell: InteractiveShell,  # noqa: F811
+    magics: object,  # noqa: F811
+) -> None:
+    shell.run_line_magic("config", 'PipelineMagics.executor = "spark"')
+    assert magics.executor == ""  # refused: the old value stays
+    shell.run_line_magic("config", 'PipelineMagics.executor = "local"')
+    assert magics.executor == "local"

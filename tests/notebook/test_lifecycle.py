@@ -150,11 +150,12 @@ def test_load_expands_the_path_and_loads_from_variables(
 def test_backend_and_executor_options_reach_the_run_opened_next(
     shell: InteractiveShell, magics: PipelineMagics, workdir: Path
 ):
-    shell.run_line_magic("config", 'PipelineMagics.executor = "local-test"')
-    assert magics.executor == "local-test"
+    shell.run_line_magic("config", 'PipelineMagics.executor = "local"')
+    assert magics.executor == "local"
     pipeline = load_review(shell, workdir)
+    assert pipeline.run_options["executor"] == "local"
     with pytest.raises(UsageError, match="executor 'local-test' is not known"):
-        shell.run_line_magic("pipeline", "step --backend simulated")
+        shell.run_line_magic("pipeline", "step --backend simulated --executor local-test")
     assert pipeline.run_options["executor"] == "local-test"
     assert pipeline.run_options["backend"] == "simulated"
     shell.run_line_magic("config", 'PipelineMagics.executor = ""')

@@ -59,7 +59,7 @@ def _reachable(address: str) -> None:
     except OSError as exc:
         raise ClusterError(
             f"no Dask scheduler at {address}: {exc.strerror or exc}; start one with "
-            "`dask scheduler` and workers with `dask worker ADDRESS`, or use executor=\"dask\""
+            '`dask scheduler` and workers with `dask worker ADDRESS`, or use executor="dask"'
         ) from None
 
 

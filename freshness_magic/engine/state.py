@@ -149,7 +149,8 @@ class RunResult:
         if self.state is RunState.WAITING and self.pending_gate is not None:
             return f"waiting at gate '{self.pending_gate.node_id}': {self.pending_gate.text}"
         if self.interrupted_node is not None:
-            return f"paused: '{self.interrupted_node}' was interrupted; step or run to go on"
+            node = self.interrupted_node
+            return f"paused: '{node}' was interrupted; it runs again when the run goes on"
         return f"paused before '{self.next_node}'" if self.next_node else "paused"
 
     def to_dict(self) -> dict[str, Any]:

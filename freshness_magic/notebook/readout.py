@@ -207,6 +207,9 @@ class PipelineReadout:
     def status_text(self) -> str:
         """The status line, the node-state table, and the resume offer or superseded note."""
         lines = [self.status_line(), text.status_table(self.views())]
+        dispatch = self._run.dispatch if self._run is not None else None
+        if dispatch is not None:
+            lines.append(f"tool and codergen nodes run on {dispatch.label}")
         snapshot = self.model.snapshot
         if snapshot.state is RunState.FAILED and snapshot.failure_reason:
             lines.append(f"failed: {text.one_line(snapshot.failure_reason, 300)}")

@@ -77,6 +77,8 @@ def test_run_with_the_executor_option(
     )
     text = str(shell.run_line_magic("pipeline", f"run --executor {address}"))
     assert "completed" in text.lower(), text
+    status = str(shell.run_line_magic("pipeline", "status"))
+    assert f"run on dask scheduler {dask_cluster.client.scheduler.address}" in status
     parents = {int((workdir / f"ppid{i}.txt").read_text()) for i in range(2)}
     assert parents <= set(dask_cluster.client.run(os.getpid).values())
     pipeline.run.close()

@@ -153,6 +153,10 @@ class ViewModel:
         self.running_since = 0.0
         """Wall-clock start of the running node (what a view's timer counts from)."""
         self.retrying: dict[str, str] = {}
+        self.branches_running: set[str] = set()
+        """Nodes of parallel branches executing now (inside the parallel node's step)."""
+        self.branches_done: dict[str, Outcome] = {}
+        """Branch nodes finished inside the current step (the snapshot has them after it)."""
         self.interrupted: dict[str, str] = {}
         self.skipped: dict[str, str] = {}
         self.outputs: dict[str, str] = {}
@@ -170,8 +174,11 @@ class ViewModel:
         """Fold one run event in; True when the views changed and should be shown now."""
         kind, node = event.type, event.node_id
         with self._lock:
+            branch = event.data.get("branch_of") is not None
             if kind is EventType.STAGE_STARTED and node is not None:
-                if event.data.get("branch_of") is None:
+                if branch:
+                    self.branches_running.add(node)
+                else:
                     self.running = (node, time.monotonic())
                     self.running_since = time.time()
                 self.interrupted.pop(node, None)
@@ -180,16 +187,27 @@ class ViewModel:
                     self.started = time.monotonic()
             elif kind is EventType.STAGE_RETRYING and node is not None:
                 self.retrying[node] = str(event.data.get("failure_reason") or "retry requested")
+            elif kind in (EventType.STAGE_COMPLETED, EventType.STAGE_FAILED) and branch:
+                self.branches_running.discard(str(node))
+                self.branches_done[str(node)] = Outcome(
+                    status=StageStatus.parse(str(event.data.get("status", "fail"))),
+                    failure_reason=str(event.data.get("failure_reason") or ""),
+                    notes=str(event.data.get("notes") or ""),
+                )
             elif kind is EventType.STAGE_INTERRUPTED and node is not None:
                 self.interrupted[node] = str(event.data.get("reason") or "interrupted")
-                self.running = None
+                self.branches_running.discard(node)
+                if not branch:
+                    self.running = None
             elif kind is EventType.STAGE_SKIPPED and node is not None:
                 self.skipped[node] = str(event.data.get("notes") or "skipped")
             elif kind is EventType.STAGE_OUTPUT and node is not None:
                 text = self.outputs.get(node, "") + str(event.data.get("text", ""))
                 self.outputs[node] = text[-OUTPUT_TAIL:]
-                if self.running is None or self.running[0] != node:
-                    return False  # shown live only on the running node (its tooltip)
+                if node not in self.branches_running and (
+                    self.running is None or self.running[0] != node
+                ):
+                    return False  # shown live only on a running node (its tooltip)
             elif kind is EventType.DEAD_END:
                 self.dead_end = dict(event.data)
             elif kind in (EventType.PIPELINE_COMPLETED, EventType.PIPELINE_FAILED):
@@ -217,6 +235,8 @@ class ViewModel:
         """Take the run's state at a step boundary (and the freshness) and recompute the views."""
         with self._lock:
             self.running = None
+            self.branches_running.clear()
+            self.branches_done.clear()
             if stale is not None:
                 self.stale = dict(stale)
             if blocked is not None:
@@ -271,6 +291,10 @@ class ViewModel:
                     why=retry or _running_why(self.outputs.get(node_id, "")),
                     details={"started_at": self.running_since},
                 )
+            elif node_id in self.branches_running:
+                view = NodeView(NodeState.RUNNING, why=_running_why(self.outputs.get(node_id, "")))
+            elif node_id in self.branches_done and node_id not in snap.outcomes:
+                view = self._outcome_view(node_id, self.branches_done[node_id])
             elif node_id in self.interrupted and (node_id == nxt or node_id not in snap.outcomes):
                 view = NodeView(NodeState.INTERRUPTED, why=self.interrupted[node_id])
             elif node_id == nxt and view.state not in (NodeState.RETRYING, NodeState.BLOCKED):

@@ -72,3 +72,40 @@ def test_a_running_nodes_tooltip_shows_its_latest_output(
     shell.run_line_magic("pipeline", "run")
     assert "running: building..." in seen
     assert pipeline.views()["work"].state is NodeState.SUCCEEDED
+
+
+FAN_DOT = """digraph fan {
+  start [shape=Mdiamond]  done [shape=Msquare]
+  fan [shape=component]  join [shape=tripleoctagon]
+  quick [shape=parallelogram, tool_command="true"]
+  slow [shape=parallelogram, tool_command="while [ ! -f go ]; do sleep 0.05; done"]
+  start -> fan; fan -> quick; fan -> slow; quick -> join; slow -> join; join -> done
+}
+"""
+
+
+def test_branch_nodes_show_their_state_while_the_fan_out_runs(
+    shell: InteractiveShell, workdir: Path
+):
+    """Inside the parallel node's step: a finished branch shows succeeded, a busy one running."""
+    import threading
+
+    from tests.waiting import wait_until
+
+    pipeline = shell.run_cell_magic("pipeline", f"fan --workdir {workdir}", FAN_DOT)
+    run = pipeline.run
+    driver = threading.Thread(target=run.run)
+    driver.start()
+    try:
+        wait_until(
+            lambda: (
+                states(pipeline)["quick"] == "succeeded" and states(pipeline)["slow"] == "running"
+            ),
+            "the branches' live states",
+        )
+        assert states(pipeline)["join"] == "pending"
+    finally:
+        (workdir / "go").write_text("")
+        driver.join(timeout=60)
+    pipeline.publish()
+    assert states(pipeline)["slow"] == "succeeded" and states(pipeline)["done"] == "succeeded"

@@ -8,6 +8,7 @@ Workers import ``freshness_magic`` to run a call, so it must be installed where 
 
 from __future__ import annotations
 
+import logging
 import os
 import secrets
 import socket
@@ -27,6 +28,15 @@ CONNECT_TIMEOUT = "10s"
 PROBE_FILE = "cluster-probe"
 WORKER_SETUP = "freshness_magic.cluster.workerprocess"
 """The module each worker process of a LocalCluster started here loads (its own process group)."""
+
+
+def quiet_logs(level: int = logging.CRITICAL) -> None:
+    """Set every ``distributed`` logger to ``level`` (several keep their own level and handler,
+    so setting the parent is not enough): the run reports lost workers and calls itself, in
+    the CLI's summary and the notebook's text, so Dask's own lines would only be noise."""
+    for name in list(logging.root.manager.loggerDict):
+        if name == "distributed" or name.startswith("distributed."):
+            logging.getLogger(name).setLevel(level)
 
 
 def worker_identity() -> dict[str, Any]:
@@ -96,6 +106,7 @@ class DaskCluster:
     def open(cls, spec: ExecutorSpec) -> DaskCluster:
         """Start a LocalCluster (``spec.address`` empty) or connect to the scheduler."""
         distributed = client_module("distributed")
+        quiet_logs()
         if spec.address:
             _reachable(spec.address)
             try:

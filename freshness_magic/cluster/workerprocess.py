@@ -9,7 +9,6 @@ cancelled that way are kept out of the terminal.
 from __future__ import annotations
 
 import contextlib
-import logging
 import os
 from typing import Any
 
@@ -18,4 +17,6 @@ def dask_setup(worker: Any) -> None:
     """Called by Dask in the worker process before it starts work."""
     with contextlib.suppress(OSError):
         os.setpgid(0, 0)
-    logging.getLogger("distributed").setLevel(logging.ERROR)
+    from freshness_magic.cluster.daskcluster import quiet_logs
+
+    quiet_logs()

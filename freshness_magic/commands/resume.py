@@ -5,7 +5,7 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from freshness_magic.commands.run import add_drive_options, drive, quiet_cluster_logs
+from freshness_magic.commands.run import add_drive_options, drive
 
 
 def register(subparsers: Any) -> None:
@@ -44,7 +44,6 @@ def register(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import resume_run
 
-    quiet_cluster_logs()
     run = resume_run(args.run_dir, backend=args.backend, executor=args.executor)
     with run:
         if args.accept:

@@ -288,18 +288,9 @@ def _usable_dir(path: Path, option: str, probe: bool = False) -> Path:
     return path
 
 
-def quiet_cluster_logs() -> None:
-    """Keep Dask's own log lines out of the terminal: the command reports what went wrong
-    with a node or a worker itself, in its summary."""
-    import logging
-
-    logging.getLogger("distributed").setLevel(logging.CRITICAL)
-
-
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import open_run
 
-    quiet_cluster_logs()
     pipeline = Path(args.pipeline)
     workdir = _usable_dir(Path(args.workdir), "--workdir")
     if args.runs_dir is not None:

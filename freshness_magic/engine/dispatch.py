@@ -204,6 +204,11 @@ class _Waiting:
             with contextlib.suppress(OSError):
                 atomicio.write_atomic(call.stop_file, "stop\n", fsync=False)
             detail += "; the call had started on a worker and was asked to stop"
+            from freshness_magic.engine.handlers.tool import reap_survivor
+
+            reaped = reap_survivor(call.node_dir)  # its worker is dead: the stop file is unread
+            if reaped is not None and reaped.startswith("stopped"):
+                detail += f"; {reaped}"
         return Outcome(
             status=StageStatus.RETRY,
             failure_reason=f"node '{call.node.id}' did not come back from "

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import logging
 import os
 import subprocess
 import sys
@@ -451,17 +452,23 @@ def test_a_run_whose_last_worker_dies_fails_instead_of_hanging(tmp_path: Path) -
         client.wait_for_workers(1, timeout=60)
         cluster = DaskCluster.attach(client)
         run = open_run(
-            fan_out(1, "echo started > s{i}.txt; exec sleep 60"), workdir=tmp_path, executor=cluster
+            fan_out(1, "echo $$ > pgid{i}.txt; exec sleep 60"), workdir=tmp_path, executor=cluster
         )
         driver = threading.Thread(target=run.run)
         driver.start()
-        wait_until(lambda: (tmp_path / "s0.txt").exists(), "the tool started")
+        recorded = run.run_dir / "nodes" / "b0" / "pgid"
+        pgid_file = tmp_path / "pgid0.txt"
+        wait_until(
+            lambda: recorded.exists() and pgid_file.exists() and pgid_file.read_text().strip(),
+            "the tool started",
+        )
         worker.kill()  # type: ignore[attr-defined]
         driver.join(timeout=120)
         assert not driver.is_alive(), "the run hung after the cluster lost its last worker"
         reason = run.node_outcomes["b0"].failure_reason
         assert "no workers left" in reason and "b0" in reason
         assert run.state is RunState.FAILED
+        assert not group_alive(int(pgid_file.read_text()))  # the dead worker's command is stopped
         run.close()
     finally:
         client.close()
@@ -515,6 +522,8 @@ def test_a_cluster_started_here_keeps_its_workers_out_of_the_terminal_s_group() 
     try:
         cluster = pool.get("dask")
         assert isinstance(cluster, DaskCluster)
+        assert not logging.getLogger("distributed.client").isEnabledFor(logging.ERROR)
+        assert not logging.getLogger("distributed.scheduler").isEnabledFor(logging.ERROR)
         groups = cluster.client.run(os.getpgid, 0)
         pids = cluster.client.run(os.getpid)
         assert groups and all(groups[a] == pids[a] != os.getpgid(0) for a in groups)

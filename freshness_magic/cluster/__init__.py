@@ -46,8 +46,6 @@ class Cluster(Protocol):
     def unavailable(self) -> str | None:
         """Why the cluster cannot run work now (None when it can)."""
 
-    def describe(self) -> str: ...
-
     def close(self) -> None: ...
 
 
@@ -116,9 +114,6 @@ class PlainExecutor:
 
     def unavailable(self) -> str | None:
         return None
-
-    def describe(self) -> str:
-        return self.dispatch.label
 
     def close(self) -> None:
         return None

@@ -170,10 +170,6 @@ class DaskCluster:
                 "(a shared file system mounted at the same place)"
             )
 
-    def describe(self) -> str:
-        count = len(self.workers())
-        return f"{self.label} ({count} worker{'s' if count != 1 else ''})"
-
     def close(self) -> None:
         self.client.close()
         if self.owned is not None:

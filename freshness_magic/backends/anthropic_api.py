@@ -13,11 +13,8 @@ from typing import Any
 
 from freshness_magic.backends.base import (
     ModelBackend,
-    RetryableCallError,
     client_module,
-    http_error_text,
     reply_from_text,
-    retry_after_seconds,
 )
 from freshness_magic.engine.handlers.llm import BackendReply, BackendRequest
 from freshness_magic.engine.model import Node
@@ -40,20 +37,6 @@ class AnthropicBackend(ModelBackend):
             raise BackendError(
                 f"anthropic: {' '.join(str(exc).split())} (set ANTHROPIC_API_KEY)"
             ) from None
-
-    def _classify(self, exc: Exception) -> Exception:
-        anthropic = client_module("anthropic")
-        if isinstance(exc, anthropic.APIStatusError):
-            text = http_error_text(exc.status_code, exc.body, exc.message)
-            if exc.status_code == 429 or exc.status_code >= 500:
-                return RetryableCallError(text, retry_after_seconds(exc.response.headers))
-            return BackendError(text)
-        if isinstance(exc, anthropic.APITimeoutError):
-            return RetryableCallError("the request timed out")
-        if isinstance(exc, anthropic.APIConnectionError):
-            cause = exc.__cause__ or exc
-            return RetryableCallError(f"cannot connect to {self.describe()}: {cause}")
-        return exc
 
     def _options(self, model: str, prompt: str) -> dict[str, Any]:
         options: dict[str, Any] = {

@@ -219,7 +219,21 @@ class ModelBackend:
         raise NotImplementedError
 
     def _classify(self, exc: Exception) -> Exception:
-        raise NotImplementedError
+        """A client error as what the retry loop needs: RetryableCallError (429, 5xx, timeout,
+        no connection) or BackendError. The OpenAI and Anthropic clients (the package named
+        ``name``) share these exception classes' names."""
+        sdk = client_module(self.name)
+        if isinstance(exc, sdk.APIStatusError):
+            text = http_error_text(exc.status_code, exc.body, exc.message)
+            if exc.status_code == 429 or exc.status_code >= 500:
+                return RetryableCallError(text, retry_after_seconds(exc.response.headers))
+            return BackendError(text)
+        if isinstance(exc, sdk.APITimeoutError):
+            return RetryableCallError("the request timed out")
+        if isinstance(exc, sdk.APIConnectionError):
+            cause = exc.__cause__ or exc
+            return RetryableCallError(f"cannot connect to {self.describe()}: {cause}")
+        return exc
 
     def _stream(self, request: BackendRequest, model: str, sink: Callable[[str], None]) -> Any:
         """Stream one answer into ``sink``; return (model, usage)."""

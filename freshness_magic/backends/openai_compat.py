@@ -15,11 +15,8 @@ from typing import Any
 
 from freshness_magic.backends.base import (
     ModelBackend,
-    RetryableCallError,
     client_module,
-    http_error_text,
     reply_from_text,
-    retry_after_seconds,
 )
 from freshness_magic.engine.handlers.llm import BackendReply, BackendRequest
 from freshness_magic.engine.model import Node
@@ -45,20 +42,6 @@ class OpenAIBackend(ModelBackend):
                 f"openai: {' '.join(str(exc).split())} (set OPENAI_API_KEY, or give a local "
                 "server as openai:MODEL@http://127.0.0.1:PORT/v1)"
             ) from None
-
-    def _classify(self, exc: Exception) -> Exception:
-        openai = client_module("openai")
-        if isinstance(exc, openai.APIStatusError):
-            text = http_error_text(exc.status_code, exc.body, exc.message)
-            if exc.status_code == 429 or exc.status_code >= 500:
-                return RetryableCallError(text, retry_after_seconds(exc.response.headers))
-            return BackendError(text)
-        if isinstance(exc, openai.APITimeoutError):
-            return RetryableCallError("the request timed out")
-        if isinstance(exc, openai.APIConnectionError):
-            cause = exc.__cause__ or exc
-            return RetryableCallError(f"cannot connect to {self.describe()}: {cause}")
-        return exc
 
     def _options(self, node: Node, model: str, prompt: str) -> dict[str, Any]:
         options: dict[str, Any] = {

@@ -80,17 +80,21 @@ def test_plain_call_uses_one_json_response(tmp_path: Path, kind: str) -> None:
     assert "stream" not in server.requests[0].body
 
 
-def test_rate_limit_is_retried_then_succeeds(tmp_path: Path) -> None:
-    with serve("openai") as server:
-        run, _ = run_one(tmp_path, f"openai:flaky-model@{server.url}")
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_rate_limit_is_retried_then_succeeds(tmp_path: Path, kind: str) -> None:
+    with serve(kind) as server:
+        run, _ = run_one(tmp_path, f"{kind}:flaky-model@{server.url}")
     assert run.result().status == "completed"
     assert server.models() == ["flaky-model", "flaky-model"]
     assert (run.run_dir / "nodes/draft/response.md").read_text() == ANSWER
 
 
-def test_server_error_fails_with_the_providers_message_in_one_line(tmp_path: Path) -> None:
-    with serve("openai") as server:
-        run, _ = run_one(tmp_path, f"openai:broken-model@{server.url}", ', timeout="2s"')
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_server_error_fails_with_the_providers_message_in_one_line(
+    tmp_path: Path, kind: str
+) -> None:
+    with serve(kind) as server:
+        run, _ = run_one(tmp_path, f"{kind}:broken-model@{server.url}", ', timeout="2s"')
     result = run.result()
     assert result.status == "failed"
     assert "HTTP 500: the model is on fire" in result.failure_reason

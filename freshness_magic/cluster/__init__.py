@@ -8,14 +8,14 @@ here, and only when a spec asks for it (the ``distributed`` extra).
 
 from __future__ import annotations
 
-import concurrent.futures
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
 from freshness_magic.errors import ClusterError
 
 if TYPE_CHECKING:
+    import concurrent.futures
+
     from freshness_magic.engine.dispatch import Dispatch
 
 __all__ = [
@@ -49,9 +49,11 @@ class Cluster(Protocol):
     def close(self) -> None: ...
 
 
-@dataclass(frozen=True)
-class ExecutorSpec:
-    """A parsed executor spec: ``kind`` is ``local`` or ``dask``; ``address`` a scheduler's."""
+class ExecutorSpec(NamedTuple):
+    """A parsed executor spec: ``kind`` is ``local`` or ``dask``; ``address`` a scheduler's.
+
+    A named tuple, not a frozen dataclass, for start-up time (see ``engine.model.Position``).
+    """
 
     kind: str
     address: str = ""
@@ -96,12 +98,12 @@ def open_cluster(spec: str) -> Cluster | None:
     return DaskCluster.open(parsed)
 
 
-@dataclass(frozen=True)
 class PlainExecutor:
     """Any ``concurrent.futures.Executor`` on this machine (a process pool, say) as a cluster:
     its workers share this file system, so there is nothing to check."""
 
-    executor: concurrent.futures.Executor
+    def __init__(self, executor: concurrent.futures.Executor) -> None:
+        self.executor = executor
 
     @property
     def dispatch(self) -> Dispatch:

@@ -13,6 +13,7 @@ import sys
 from typing import Any
 
 from freshness_magic.commands.parse import load_for_command
+from freshness_magic.gcpause import cyclic_gc_paused
 
 
 def register(subparsers: Any) -> None:
@@ -32,11 +33,14 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from freshness_magic.engine.validation import Severity
-    from freshness_magic.lint import session_validator
+    # The engine's modules load and the pipeline is checked with the cycle collector paused:
+    # both create many objects and no garbage cycles, and collections were 4% of the command.
+    with cyclic_gc_paused():
+        from freshness_magic.engine.validation import Severity
+        from freshness_magic.lint import session_validator
 
-    graph = load_for_command(args.pipeline)
-    diagnostics = session_validator().validate(graph)
+        graph = load_for_command(args.pipeline)
+        diagnostics = session_validator().validate(graph)
     counts = {severity: 0 for severity in Severity}
     for diagnostic in diagnostics:
         counts[diagnostic.severity] += 1

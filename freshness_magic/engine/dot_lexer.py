@@ -15,10 +15,9 @@ Token kinds: ``word`` (identifiers, numbers, durations, dotted and hyphenated wo
 from __future__ import annotations
 
 import re
-import string
 from bisect import bisect_right
-from dataclasses import dataclass
 from itertools import accumulate, islice
+from typing import NamedTuple
 
 from freshness_magic.engine.model import Position
 from freshness_magic.errors import ParseError
@@ -52,7 +51,8 @@ BAD = "bad"
 """Kind of the first token that is not allowed; the token lists end right after it."""
 _EXACT_KIND = {p: p for p in "{}[]=;,+:"} | {ARROW: ARROW, "--": BAD, "-": BAD}
 _STRING_RE = re.compile(r'"[^"\\]*(?:\\.[^"\\]*)*"', re.DOTALL)
-_FIRST_KIND = dict.fromkeys(string.ascii_letters + string.digits + "_.-", WORD) | {'"': STRING}
+_WORD_START = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-"
+_FIRST_KIND = dict.fromkeys(_WORD_START, WORD) | {'"': STRING}
 
 _ESCAPE_RE = re.compile(r"\\(\r\n|.)", re.DOTALL)
 _ESCAPES = {'"': '"', "n": "\n", "t": "\t", "\\": "\\", "\n": "", "\r\n": ""}
@@ -121,14 +121,14 @@ class SourceMap:
         )
 
 
-@dataclass(slots=True)
-class Tokens:
+class Tokens(NamedTuple):
     """Parallel token lists; the last token is always ``eof`` at ``len(text)``.
 
     When the text holds something that is no token (``--``, ``<``, an unclosed string or
     comment, a stray character) the lists stop at that token, whose kind is ``bad``, and
     ``error`` says what is wrong with it. The parser raises ``error`` when it reaches the bad
     token, so a mistake earlier in the file (``graph`` instead of ``digraph``) is reported first.
+    A named tuple for start-up time (see ``engine.model.Position``).
     """
 
     kinds: list[str]

@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 NODE_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 
@@ -78,12 +78,20 @@ def split_list(value: str) -> tuple[str, ...]:
     return tuple(item.strip() for item in value.split(",") if item.strip())
 
 
-@dataclass(frozen=True, slots=True)
-class Position:
-    """1-based line and column in the DOT source."""
+class Position(NamedTuple):
+    """1-based line and column in the DOT source.
+
+    Value records of the model that are never changed are named tuples rather than frozen
+    dataclasses: they are as immutable and a fifth as costly to define, which every command's
+    start-up pays (``benchmarks/bench_cli.py``).
+    """
 
     line: int
     column: int
+
+
+NOWHERE = Position(0, 0)
+"""The position of what was not written in a file (a node made by code)."""
 
 
 @dataclass
@@ -92,7 +100,7 @@ class Node:
 
     id: str
     attrs: dict[str, str] = field(default_factory=dict)
-    position: Position = Position(0, 0)
+    position: Position = NOWHERE
     attr_positions: dict[str, Position] = field(default_factory=dict)
     explicit: frozenset[str] = frozenset()
     """Keys written on the node statement itself (not from defaults or the stylesheet)."""
@@ -201,7 +209,7 @@ class Edge:
     source: str
     target: str
     attrs: dict[str, str] = field(default_factory=dict)
-    position: Position = Position(0, 0)
+    position: Position = NOWHERE
     attr_positions: dict[str, Position] = field(default_factory=dict)
     index: int = 0
 
@@ -237,8 +245,7 @@ class Edge:
         return (self.source, self.target)
 
 
-@dataclass(frozen=True, slots=True)
-class Subgraph:
+class Subgraph(NamedTuple):
     """A subgraph as written: its name, label, enclosing subgraph and the nodes in it.
 
     Kept for views (the notebook draws subgraphs as labelled clusters); the engine's semantics

@@ -35,6 +35,10 @@ class StageStatus(StrEnum):
         )
 
 
+OUTCOME_VALUES = tuple(s.value for s in StageStatus if s is not StageStatus.WAITING)
+"""The statuses a condition's ``outcome=`` can name."""
+
+
 @dataclass(frozen=True)
 class Choice:
     """One answer of a human gate, derived from an outgoing edge."""

@@ -12,7 +12,6 @@ from dataclasses import replace
 from typing import Protocol, runtime_checkable
 
 from freshness_magic.engine.model import Graph, Node
-from freshness_magic.engine.stylesheet import apply_stylesheet, parse_stylesheet
 from freshness_magic.errors import StylesheetError
 
 
@@ -33,6 +32,9 @@ class StylesheetTransform:
         text = graph.model_stylesheet
         if not text.strip():
             return graph
+        # Imported only for a graph with a stylesheet: loading runs at every CLI start.
+        from freshness_magic.engine.stylesheet import apply_stylesheet, parse_stylesheet
+
         try:
             stylesheet = parse_stylesheet(text)
         except StylesheetError:

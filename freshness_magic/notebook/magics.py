@@ -12,7 +12,6 @@ path of ``%pipeline load`` is.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import os
 import shlex
 import sys
@@ -392,10 +391,7 @@ def _cell_validation_text(exc: ValidationError, cell: str) -> str:
     if not isinstance(diagnostics, list) or not diagnostics:
         return str(exc)
     head = str(exc).split("\n", 1)[0]
-    lines = [
-        "  " + dataclasses.replace(d, line=d.line + 1 if d.line else 0).format(cell)
-        for d in diagnostics
-    ]
+    lines = ["  " + d._replace(line=d.line + 1 if d.line else 0).format(cell) for d in diagnostics]
     return "\n".join([head, *lines])
 
 

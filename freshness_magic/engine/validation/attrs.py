@@ -6,7 +6,6 @@ from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from types import MappingProxyType
 
-from freshness_magic.engine.gates import gate_question, match_choice, parse_accelerator
 from freshness_magic.engine.model import (
     SHAPE_TO_TYPE,
     Edge,
@@ -17,7 +16,6 @@ from freshness_magic.engine.model import (
     parse_int,
 )
 from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path
-from freshness_magic.engine.stylesheet import STYLE_PROPERTIES, parse_stylesheet
 from freshness_magic.engine.validation.core import (
     ERROR,
     INFO,
@@ -35,6 +33,8 @@ from freshness_magic.errors import StylesheetError
 @lru_cache(maxsize=1024)
 def _choice_names(label: str, target: str) -> tuple[str, ...]:
     """What a default choice may name for one edge: accelerator key, target, label, text."""
+    from freshness_magic.engine.gates import parse_accelerator
+
     key, text = parse_accelerator(label)
     return tuple(name.strip().casefold() for name in (key, target, label, text))
 
@@ -57,6 +57,10 @@ def default_choice_matches(graph: Graph, node: Node, out: Out) -> None:
             )
         )
         return
+    # Gates and the stylesheet are imported where used: validation runs at every CLI start, and
+    # most pipelines need neither rule, while their modules take time to build.
+    from freshness_magic.engine.gates import gate_question, match_choice, parse_accelerator
+
     folded = wanted.casefold()
     edges = graph.outgoing(node.id)
     if any(folded in _choice_names(e.label or e.target, e.target) for e in edges):
@@ -312,6 +316,8 @@ def stylesheet_property(graph: Graph) -> list[Diagnostic]:
     text = graph.model_stylesheet
     if not text.strip():
         return []
+    from freshness_magic.engine.stylesheet import STYLE_PROPERTIES, parse_stylesheet
+
     try:
         sheet = parse_stylesheet(text)
     except StylesheetError:

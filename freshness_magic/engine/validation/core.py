@@ -15,8 +15,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Protocol, runtime_checkable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from freshness_magic.engine.model import Edge, Graph, Node, Position
 from freshness_magic.errors import ValidationError
@@ -34,9 +33,12 @@ class Severity(enum.Enum):
         return self.value
 
 
-@dataclass(frozen=True, slots=True)
-class Diagnostic:
-    """One finding. ``line``/``column`` are 1-based; 0 means the position is unknown."""
+class Diagnostic(NamedTuple):
+    """One finding. ``line``/``column`` are 1-based; 0 means the position is unknown.
+
+    A named tuple (immutable, like the rule records below) for start-up time: see
+    ``engine.model.Position``.
+    """
 
     rule: str
     severity: Severity
@@ -173,8 +175,7 @@ NodeCheck = Callable[[Graph, Node, Out], None]
 EdgeCheck = Callable[[Graph, Edge, Out], None]
 
 
-@dataclass(frozen=True)
-class FunctionRule:
+class FunctionRule(NamedTuple):
     """A lint rule made of a name and a function of the whole graph."""
 
     name: str
@@ -184,8 +185,7 @@ class FunctionRule:
         return self.check(graph)
 
 
-@dataclass(frozen=True)
-class ScanRule:
+class ScanRule(NamedTuple):
     """A rule with a graph part and per-node and per-edge parts.
 
     :class:`Validator` runs the per-node parts of all scan rules in one pass over the nodes

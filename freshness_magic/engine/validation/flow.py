@@ -2,17 +2,10 @@
 
 from __future__ import annotations
 
-from freshness_magic.engine.condition_explain import bare_key_warning, falsy_looking
-from freshness_magic.engine.condition_syntax import Operator
-from freshness_magic.engine.conditions import check_condition, parse_condition
 from freshness_magic.engine.model import Edge, Graph, Node
-from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.engine.validation.attrs import closest
 from freshness_magic.engine.validation.core import WARNING, Out, edge_diag, node_diag
 from freshness_magic.errors import ConditionError
-
-OUTCOME_VALUES = tuple(s.value for s in StageStatus if s is not StageStatus.WAITING)
-
 
 _SUCCESS_ROUTES = frozenset({"outcome=success", "outcome!=fail"})
 """Conditions after which a plain success always has somewhere to go."""
@@ -31,6 +24,8 @@ def dead_end_possible(graph: Graph, node: Node, out: Out) -> None:
         return
     if any(e.condition.replace(" ", "") in _SUCCESS_ROUTES for e in edges):
         return
+    from freshness_magic.engine.conditions import check_condition  # see condition_values
+
     if any(check_condition(e.condition) is not None for e in edges):
         return  # condition_syntax reports those; what they would route is unknown
     tried = ", ".join(f"`{e.condition}`" for e in edges)
@@ -51,6 +46,13 @@ def condition_values(graph: Graph, edge: Edge, out: Out) -> None:
     raw = edge.attrs.get("condition")
     if not raw or raw.isspace():
         return
+    # Imported here, not at the top: validation runs at every CLI start, many pipelines have no
+    # condition, and these modules define classes that take time to build.
+    from freshness_magic.engine.condition_explain import bare_key_warning, falsy_looking
+    from freshness_magic.engine.condition_syntax import Operator
+    from freshness_magic.engine.conditions import parse_condition
+    from freshness_magic.engine.outcome import OUTCOME_VALUES
+
     try:
         condition = parse_condition(raw)
     except ConditionError:

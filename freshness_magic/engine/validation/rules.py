@@ -12,10 +12,7 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterable
 
-from freshness_magic.engine.condition_syntax import split_fix
-from freshness_magic.engine.conditions import check_condition
 from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, FIDELITY_MODES, Edge, Graph, Node
-from freshness_magic.engine.stylesheet import parse_stylesheet
 from freshness_magic.engine.validation import attrs, flow
 from freshness_magic.engine.validation.core import (
     ERROR,
@@ -155,6 +152,8 @@ def _stylesheet_syntax(graph: Graph) -> list[Diagnostic]:
     text = graph.model_stylesheet
     if not text.strip():
         return []
+    from freshness_magic.engine.stylesheet import parse_stylesheet  # see attrs.stylesheet_property
+
     try:
         parse_stylesheet(text)
     except StylesheetError as exc:
@@ -200,6 +199,10 @@ def _condition_syntax(graph: Graph, edge: Edge, out: Out) -> None:
     raw = edge.attrs.get("condition")
     if not raw or raw.isspace():
         return
+    # The condition modules are loaded by the first condition met (see validation.flow).
+    from freshness_magic.engine.condition_syntax import split_fix
+    from freshness_magic.engine.conditions import check_condition
+
     error = check_condition(raw)
     if error is None:
         return

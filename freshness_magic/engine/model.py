@@ -43,7 +43,8 @@ FIDELITY_MODES: tuple[str, ...] = (
     "summary:high",
 )
 
-_DURATION_RE = re.compile(r"\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*\Z")
+_DURATION = r"\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*\Z"
+"""Compiled on first use (``re`` caches it), not at import: not every command needs it."""
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}
 
 
@@ -67,7 +68,7 @@ def parse_int(value: str) -> int | None:
 
 def parse_duration(value: str) -> float | None:
     """Seconds from ``900s``, ``250ms``, ``15m``, ``2h``, ``1d`` or a bare number of seconds."""
-    match = _DURATION_RE.match(value)
+    match = re.match(_DURATION, value)
     if not match:
         return None
     return float(match.group(1)) * _DURATION_UNITS[match.group(2)]

@@ -48,13 +48,13 @@ def _freshness_sources(graph: Graph, node: Node, out: Out) -> None:
     )
 
 
-_MAYBE_OUTSIDE_RE = re.compile(r"\.\.|(?:^|,)\s*[/\\~]|:")
+_MAYBE_OUTSIDE = r"\.\.|(?:^|,)\s*[/\\~]|:"  # compiled on first use, as model._DURATION
 """A cheap pre-filter: only entries that may be absolute or use ``..`` are examined."""
 
 
 def _source_files_path(graph: Graph, node: Node, out: Out) -> None:
     raw = node.attrs.get("source_files")
-    if not raw or not _MAYBE_OUTSIDE_RE.search(raw):
+    if not raw or not re.search(_MAYBE_OUTSIDE, raw):
         return
     for entry in source_files(node):
         normal = entry.replace("\\", "/")

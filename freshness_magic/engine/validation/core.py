@@ -99,14 +99,14 @@ def edge_at(edge: Edge, key: str | None = None) -> tuple[int, int]:
     return _at(edge.position)
 
 
-_HEADER_RE = re.compile(r"\bdigraph\b")
+_HEADER = r"\bdigraph\b"  # compiled on first use, as model._DURATION
 
 
 def graph_at(graph: Graph, key: str | None = None) -> tuple[int, int]:
     """A graph attribute's position, else the ``digraph`` keyword's, else unknown."""
     if key is not None and key in graph.attr_positions:
         return _at(graph.attr_positions[key])
-    match = _HEADER_RE.search(graph.source)
+    match = re.search(_HEADER, graph.source)
     if match is None:
         return (1, 1) if graph.source else (0, 0)
     line = graph.source.count("\n", 0, match.start()) + 1

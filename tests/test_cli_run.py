@@ -202,3 +202,43 @@ def test_usage_and_input_errors_exit_2(tmp_path: Path) -> None:
     assert "no usable checkpoint" in proc.stderr
     proc = cli("run", str(tmp_path / "missing.dot"), cwd=tmp_path)
     assert proc.returncode == 2
+
+
+SLOW = """digraph slow {
+  start [shape=Mdiamond]
+  wait  [shape=parallelogram, tool_command="echo $$ > pgid.txt; exec sleep 60"]
+  done  [shape=Msquare]
+  start -> wait -> done
+}
+"""
+
+
+def test_sigterm_stops_the_tool_and_leaves_the_run_resumable(tmp_path: Path) -> None:
+    """SIGTERM (what `timeout`, systemd and CI send) is handled as Ctrl-C is: the running tool's
+    process group is stopped, the run pauses, and `resume` runs the node again."""
+    import signal
+
+    from tests.processes import group_alive
+    from tests.waiting import wait_until
+
+    dot = write(tmp_path, "slow.dot", SLOW)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "run", str(dot), "--workdir", str(tmp_path)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pgid_file = tmp_path / "pgid.txt"
+    wait_until(lambda: pgid_file.exists() and pgid_file.read_text().strip(), "the tool started")
+    process.send_signal(signal.SIGTERM)
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 3, out + err  # paused, resumable
+    assert "Traceback" not in err
+    assert "terminated" in out + err
+    assert not group_alive(int(pgid_file.read_text()))
+    run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
+    status = cli("status", str(run_dir), "--json", cwd=tmp_path)
+    info = json.loads(status.stdout)
+    assert (info["status"], info["next_node"]) == ("paused", "wait"), info

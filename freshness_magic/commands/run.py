@@ -21,9 +21,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 import tempfile
 from collections import deque
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
@@ -32,6 +35,7 @@ from freshness_magic.errors import RunError
 if TYPE_CHECKING:
     from freshness_magic.engine import Run, RunResult
     from freshness_magic.engine.events import Event
+    from freshness_magic.engine.interviewers import AutoApproveInterviewer
 
 EXIT_CODES = {"completed": 0, "failed": 1, "waiting": 3, "paused": 3}
 
@@ -171,7 +175,6 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     With ``every_answer`` (``resume``) an ``--answer`` no waiting gate took is a RunError after
     the summary, never silently dropped.
     """
-    from freshness_magic.engine import RunState
     from freshness_magic.engine.interviewers import AutoApproveInterviewer
 
     answers: dict[str, deque[str]] = {}
@@ -188,24 +191,14 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     if run.dispatch is not None:
         print(f"executor: {run.dispatch.label}", file=out, flush=True)
     listener = run.events.subscribe(Progress(out))
+    terminated: list[int] = []
     try:
-        while True:
-            result = run.run(to=args.to)
-            gate = run.pending_gate
-            if result.state is not RunState.WAITING or gate is None:
-                break
-            queued = answers.get(gate.node_id)
-            if queued:
-                run.answer(gate.node_id, queued.popleft())
-                continue
-            if auto is not None:
-                reply = auto.ask(gate)
-                if reply is not None and not reply.is_skipped:
-                    run.answer(gate.node_id, str(reply.value))
-                    continue
-            break
+        with _sigterm_as_interrupt(terminated):
+            _drive_until_stop(run, args, answers, auto)
     finally:
         run.events.unsubscribe(listener)
+    if terminated:
+        print("terminated (SIGTERM): the running node was stopped", file=out)
     result = run.result()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
@@ -219,6 +212,49 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
             f"{result.status}, {waiting} waiting); answer the gate the run waits at"
         )
     return EXIT_CODES[result.status]
+
+
+def _drive_until_stop(
+    run: Run,
+    args: argparse.Namespace,
+    answers: dict[str, deque[str]],
+    auto: AutoApproveInterviewer | None,
+) -> None:
+    """Run, answering each gate from ``answers`` or ``auto`` while one has an answer."""
+    from freshness_magic.engine import RunState
+
+    while True:
+        result = run.run(to=args.to)
+        gate = run.pending_gate
+        if result.state is not RunState.WAITING or gate is None:
+            break
+        queued = answers.get(gate.node_id)
+        if queued:
+            run.answer(gate.node_id, queued.popleft())
+            continue
+        if auto is not None:
+            reply = auto.ask(gate)
+            if reply is not None and not reply.is_skipped:
+                run.answer(gate.node_id, str(reply.value))
+                continue
+        break
+
+
+@contextmanager
+def _sigterm_as_interrupt(received: list[int]) -> Iterator[None]:
+    """Handle SIGTERM (sent by ``timeout``, systemd, CI runners) as Ctrl-C: the engine stops the
+    running node's processes and pauses the run, resumable, instead of dying with them left
+    behind. ``received`` gets the signal number so the command can say why it stopped."""
+
+    def interrupt(signum: int, frame: object) -> None:
+        received.append(signum)
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGTERM, interrupt)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def print_backend(run: Run, out: IO[str]) -> None:

@@ -214,8 +214,9 @@ SLOW = """digraph slow {
 
 
 def test_sigterm_stops_the_tool_and_leaves_the_run_resumable(tmp_path: Path) -> None:
-    """SIGTERM (what `timeout`, systemd and CI send) is handled as Ctrl-C is: the running tool's
-    process group is stopped, the run pauses, and `resume` runs the node again."""
+    """`status` names the process driving a run while it runs. SIGTERM (what `timeout`,
+    systemd and CI send) is handled as Ctrl-C is: the running tool's process group is stopped,
+    the run pauses, and `resume` would run the node again."""
     import signal
 
     from tests.processes import group_alive
@@ -232,13 +233,20 @@ def test_sigterm_stops_the_tool_and_leaves_the_run_resumable(tmp_path: Path) -> 
     )
     pgid_file = tmp_path / "pgid.txt"
     wait_until(lambda: pgid_file.exists() and pgid_file.read_text().strip(), "the tool started")
+    run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
+    during = cli("status", str(run_dir), cwd=tmp_path)
+    assert f"driven now by pid {process.pid}" in during.stdout.splitlines()[0], during.stdout
+    assert (
+        json.loads(cli("status", str(run_dir), "--json", cwd=tmp_path).stdout)["driver"]["pid"]
+        == process.pid
+    )
     process.send_signal(signal.SIGTERM)
     out, err = process.communicate(timeout=60)
     assert process.returncode == 3, out + err  # paused, resumable
     assert "Traceback" not in err
     assert "terminated" in out + err
     assert not group_alive(int(pgid_file.read_text()))
-    run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
     status = cli("status", str(run_dir), "--json", cwd=tmp_path)
     info = json.loads(status.stdout)
     assert (info["status"], info["next_node"]) == ("paused", "wait"), info
+    assert "driver" not in info  # nobody drives it now

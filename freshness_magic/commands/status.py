@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,15 +39,25 @@ def main(args: argparse.Namespace) -> int:
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.gates import parse_accelerator
     from freshness_magic.engine.persistence import follow_restarts
+    from freshness_magic.engine.runlock import live_driver
 
     run_dir = follow_restarts(Path(args.run_dir))
     data, _ = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)
+    driver = live_driver(run_dir)
+    if driver is not None:
+        info["driver"] = driver
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False, default=str))
         return EXIT_CODES[info["status"]]
     out = sys.stdout
-    print(f"run {data.get('run_id', run_dir.name)}: {info['status']}", file=out)
+    state = info["status"]
+    if driver is not None:
+        since = time.strftime("%H:%M:%S", time.localtime(float(driver.get("since") or 0)))
+        state = (
+            f"driven now by pid {driver['pid']} (since {since}); its last checkpoint says {state}"
+        )
+    print(f"run {data.get('run_id', run_dir.name)}: {state}", file=out)
     print(f"pipeline: {(data.get('pipeline') or {}).get('path') or '(from code)'}", file=out)
     for node in dict.fromkeys(info["completed_nodes"]):
         outcome = info["node_outcomes"].get(node, {})

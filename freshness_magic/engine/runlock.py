@@ -151,3 +151,19 @@ def _create_exclusive(path: Path) -> int:
 
 PROCESS_LOCKS = RunLocks()
 """This process's run directory locks (a lock is per process, so its table is too)."""
+
+
+def live_driver(run_dir: Path) -> dict[str, Any] | None:
+    """Who drives ``run_dir`` right now, read without taking the lock: the holder's pid, host and
+    ``since`` (epoch seconds) when its process is alive on this host, else None.
+
+    A released lock file keeps its last holder's name, so the pid is checked; a holder on
+    another host cannot be checked from here and counts as not driving.
+    """
+    who = _holder(run_dir / LOCK_FILE)
+    pid = who.get("pid")
+    if not isinstance(pid, int) or who.get("host") != socket.gethostname():
+        return None
+    if pid == os.getpid() or not _alive(pid):
+        return None
+    return who

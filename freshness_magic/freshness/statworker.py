@@ -1,0 +1,165 @@
+"""A second process that stats half of a large re-check's files, so a check uses both cores.
+
+A re-check of an unchanged tree is one ``stat`` per file, and in Python that call costs about
+2 µs (it builds a stat result of a dozen objects): on 100,000 files the calls alone take 1.3x
+``git status``, which stats on several threads in C. Threads do not help here (the GIL changes
+hands around every call and costs more than it saves), so a worker process stats the second half
+of the folders while this process does the first, and answers with one packed stat key per file.
+The snapshot compares those keys with its cache and looks at any file whose key differs itself,
+through the same path as every other file, so the worker only ever saves time.
+
+Used only where it wins (``benchmarks/bench_freshness.py``): two or more cores, and a look at
+:data:`MIN_FILES` files or more that the stat cache mostly knows (a first capture hashes every
+file and gains nothing). A worker that fails or dies is closed and the snapshot does its half
+itself; the snapshotter then works without one.
+
+The protocol, over the worker's stdin and stdout: a request is an 8-byte little-endian length,
+then groups joined by two NUL bytes, each a folder's path and its file names joined by one NUL
+(names are never empty, so two NULs only part groups). The answer is an 8-byte length, then
+:data:`KEY_SIZE` bytes per name in order: the packed stat key, or zeros when the stat failed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import struct
+import subprocess
+import sys
+from collections.abc import Sequence
+from typing import IO
+
+from freshness_magic.freshness.baseline import STAT_LAYOUT
+
+MIN_FILES = 10_000
+"""Fewest files a look hands half of to the worker (below, starting the request costs more)."""
+KEY_SIZE = STAT_LAYOUT.size
+FAILED = bytes(KEY_SIZE)
+"""The key of a file the worker could not stat (no real file has inode and mode 0)."""
+_LENGTH = struct.Struct("<Q")
+_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def encode_request(groups: Sequence[tuple[str, Sequence[str]]]) -> bytes:
+    """The request for ``groups`` of (folder path, file names)."""
+    fsencode = os.fsencode
+    return b"\0\0".join(b"\0".join(map(fsencode, (folder, *names))) for folder, names in groups)
+
+
+def stat_keys(request: bytes) -> bytes:
+    """The answer to ``request``: each name's packed stat key (followed links), in order."""
+    pack, stat = STAT_LAYOUT.pack, os.stat
+    out = bytearray()
+    for group in request.split(b"\0\0") if request else ():
+        folder, *names = group.split(b"\0")
+        try:
+            dir_fd = os.open(folder, _DIR_FLAGS)
+        except OSError:
+            out += FAILED * len(names)
+            continue
+        try:
+            for name in names:
+                try:
+                    st = stat(name, dir_fd=dir_fd)
+                except OSError:
+                    out += FAILED
+                    continue
+                out += pack(
+                    st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+                )
+        finally:
+            os.close(dir_fd)
+    return bytes(out)
+
+
+def _read_exactly(stream: IO[bytes], size: int) -> bytes | None:
+    data = stream.read(size)
+    return data if data is not None and len(data) == size else None
+
+
+def serve(requests: IO[bytes], answers: IO[bytes]) -> None:
+    """Answer requests until the other end closes the pipe."""
+    while True:
+        header = _read_exactly(requests, _LENGTH.size)
+        if header is None:
+            return
+        request = _read_exactly(requests, _LENGTH.unpack(header)[0])
+        if request is None:
+            return
+        answer = stat_keys(request)
+        answers.write(_LENGTH.pack(len(answer)) + answer)
+        answers.flush()
+
+
+def worth_a_worker() -> bool:
+    """Whether this process may use two cores."""
+    try:
+        return len(os.sched_getaffinity(0)) >= 2
+    except AttributeError:  # no sched_getaffinity (macOS)
+        return (os.cpu_count() or 1) >= 2
+
+
+class StatWorker:
+    """The worker process of one snapshotter, started on first use."""
+
+    def __init__(self) -> None:
+        self._process: subprocess.Popen[bytes] | None = None
+        self.broken = False
+
+    def send(self, request: bytes) -> bool:
+        """Hand ``request`` to the worker (started if needed); False when it cannot take it."""
+        if self.broken:
+            return False
+        try:
+            if self._process is None:
+                self._process = subprocess.Popen(
+                    [sys.executable, "-m", __name__],
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    stderr=subprocess.DEVNULL,
+                )
+            stdin = self._process.stdin
+            assert stdin is not None
+            stdin.write(_LENGTH.pack(len(request)) + request)
+            stdin.flush()
+        except OSError:
+            self.close()
+            return False
+        return True
+
+    def receive(self, expected_keys: int) -> bytes | None:
+        """The answer to the request sent; None (and the worker closed) when it fails."""
+        process = self._process
+        if process is None or process.stdout is None:
+            return None
+        try:
+            header = _read_exactly(process.stdout, _LENGTH.size)
+            answer = None
+            if header is not None and _LENGTH.unpack(header)[0] == expected_keys * KEY_SIZE:
+                answer = _read_exactly(process.stdout, expected_keys * KEY_SIZE)
+        except OSError:
+            answer = None
+        if answer is None:
+            self.close()
+        return answer
+
+    def close(self) -> None:
+        """Stop the worker; the snapshotter goes on without one."""
+        self.broken = True
+        process, self._process = self._process, None
+        if process is None:
+            return
+        for stream in (process.stdin, process.stdout):
+            if stream is not None:
+                with contextlib.suppress(OSError):
+                    stream.close()
+        process.kill()
+        process.wait()
+
+    @property
+    def pid(self) -> int | None:
+        return self._process.pid if self._process is not None else None
+
+
+if __name__ == "__main__":
+    serve(sys.stdin.buffer, sys.stdout.buffer)

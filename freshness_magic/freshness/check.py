@@ -28,8 +28,10 @@ from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Snapshot
 from freshness_magic.vcs.git import MAX_PATHSPECS
 
 STATE_VERSION = 1
-MAX_EXPLAINED = MAX_PATHSPECS
-"""Stale files a check before a node asks git about (see the module docstring)."""
+MAX_EXPLAINED = 16
+"""Stale files a check before a node asks git about (see the module docstring). git matches every
+index entry against every path asked: on 100,000 files 16 paths took 46 ms and 64 took 113 ms,
+against 41 ms for one."""
 
 
 def _same_stat(old: FileRecord, new: FileRecord) -> bool:

@@ -174,6 +174,20 @@ def test_failed_run_exits_1_with_reason(tmp_path: Path) -> None:
     assert data["failure_reason"].startswith("node 'boom' failed")
 
 
+def test_status_keeps_each_node_on_one_row(tmp_path: Path) -> None:
+    """A reason with a stderr tail takes one row of the status table, saying what is left out."""
+    dot = write(
+        tmp_path, "tail.dot", FAILING.replace('"exit 7"', '"echo a >&2; echo b >&2; exit 7"')
+    )
+    data = json.loads(
+        cli("run", str(dot), "--workdir", str(tmp_path), "--json", cwd=tmp_path).stdout
+    )
+    status = cli("status", data["run_dir"], cwd=tmp_path).stdout.splitlines()
+    (row,) = [line for line in status if line.split()[:2] == ["fail", "boom"]]
+    assert row.endswith("exit code 7: echo a >&2; echo b >&2; exit 7 (+3 lines: status --json)")
+    assert status[status.index(row) + 1].startswith("failure at 'boom'")
+
+
 def test_usage_and_input_errors_exit_2(tmp_path: Path) -> None:
     broken = write(tmp_path, "broken.dot", "digraph g {\n  start [shape=Mdiamond]\n  a -- b\n}\n")
     proc = cli("run", str(broken), cwd=tmp_path)

@@ -61,7 +61,7 @@ def main(args: argparse.Namespace) -> int:
     print(f"pipeline: {(data.get('pipeline') or {}).get('path') or '(from code)'}", file=out)
     for node in dict.fromkeys(info["completed_nodes"]):
         outcome = info["node_outcomes"].get(node, {})
-        note = outcome.get("failure_reason") or outcome.get("notes") or ""
+        note = _first_line(outcome.get("failure_reason") or outcome.get("notes") or "")
         print(f"  {outcome.get('status', ''):<16} {node:<24} {note}".rstrip(), file=out)
     if info["failure_reason"]:
         where = f" at '{info['failed_node']}'" if info["failed_node"] else ""
@@ -82,3 +82,10 @@ def main(args: argparse.Namespace) -> int:
     elif info["next_node"]:
         print(f"next node: {info['next_node']}", file=out)
     return EXIT_CODES[info["status"]]
+
+
+def _first_line(text: str) -> str:
+    """A table cell: the first line of a reason (a stderr tail follows a tool's exit code)."""
+    first, _, rest = text.strip().partition("\n")
+    more = rest.count("\n") + 1 if rest.strip() else 0
+    return f"{first} (+{more} lines: status --json)" if more else first

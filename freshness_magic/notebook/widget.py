@@ -295,16 +295,19 @@ class PipelineWidget(anywidget.AnyWidget):
             ]
             self.send({"reply": "evidence_all", "rows": rows})
         elif action == "evidence_detail":
-            seq = int(msg.get("seq", -1))
+            seq = msg.get("seq")
+            if not isinstance(seq, int):
+                raise RunError(f"the view asked for evidence record {seq!r}, not a number")
             records = pipeline.evidence_records()
+            reply: dict[str, Any] = {"reply": "evidence_detail", "seq": seq, "record": None}
             if 0 <= seq < len(records):
-                self.send(
-                    {
-                        "reply": "evidence_detail",
-                        "seq": seq,
-                        "record": evidence_detail(records[seq]),
-                    }
+                reply["record"] = evidence_detail(records[seq])
+            else:  # the log changed under the page (a new run, a restart): say so in the row
+                reply["note"] = (
+                    f"record {seq} is not in this run's evidence log ({len(records)} records); "
+                    "show the list again"
                 )
+            self.send(reply)
         elif action == "stop":
             self._call("stop")
         elif action in _ACTIONS:

@@ -154,6 +154,10 @@ def test_evidence_rows_newest_first_bounded_and_expandable(shell: InteractiveShe
     record = replies.last("evidence_detail")
     assert record["seq"] == 1 and "tool node 'lint' success" in record["record"]["summary"]
     assert record["record"]["method"] == "external_effect"
+    widget.handle({"action": "evidence_detail", "seq": 7})  # the log changed under the page
+    missing = replies.last("evidence_detail")
+    assert missing["seq"] == 7 and missing["record"] is None
+    assert "record 7 is not in this run's evidence log (3 records)" in missing["note"]
     widget.handle({"action": "evidence_all"})
     assert [r[2] for r in replies.last("evidence_all")["rows"]] == ["draft", "lint", "start"]
 

@@ -683,7 +683,7 @@ function render({ model, el }) {
     else if (msg.reply === "evidence_all") drawEvidence(msg.rows || [], (msg.rows || []).length);
     else if (msg.reply === "evidence_detail") {
       const body = evList.querySelector(`.fm-evidence-row[data-seq="${CSS.escape(String(msg.seq))}"] .fm-evidence-detail`);
-      if (body) body.replaceChildren(value(msg.record));
+      if (body) body.replaceChildren(msg.record ? value(msg.record) : h("div", "fm-muted", msg.note || "not available"));
     } else if (msg.reply === "error") showError(msg.text || "error");
     else if (msg.reply === "done" && view.selected) send({ action: "details", node: view.selected });
   }

@@ -1,5 +1,5 @@
 """``python -m freshness_magic``: the command line."""
 
-from freshness_magic.cli import main
+from freshness_magic.cli import program
 
-raise SystemExit(main())
+raise SystemExit(program())

@@ -264,3 +264,30 @@ def test_sigterm_stops_the_tool_and_leaves_the_run_resumable(tmp_path: Path) -> 
     info = json.loads(status.stdout)
     assert (info["status"], info["next_node"]) == ("paused", "wait"), info
     assert "driver" not in info  # nobody drives it now
+
+
+def test_run_prints_the_pipelines_warnings_before_it_starts(tmp_path: Path) -> None:
+    """Warnings (not notes) go to stderr, as `validate` prints them; the run still goes ahead
+    and `--json` keeps stdout one JSON document."""
+    dot = write(
+        tmp_path,
+        "warn.dot",
+        """digraph w {
+  start [shape=Mdiamond]
+  a [shape=parallelogram, tool_command="true"]
+  done [shape=Msquare]
+  start -> a
+  a -> done [condition="outcome=succes"]
+  a -> done
+}
+""",
+    )
+    for extra in ([], ["--json"]):
+        proc = cli("run", str(dot), "--workdir", str(tmp_path), *extra, cwd=tmp_path)
+        assert proc.returncode == 0, proc.stderr
+        assert (
+            f"{dot}:6:14: warning condition_values: edge a -> done: `outcome=succes` can never "
+            "hold" in proc.stderr
+        )
+        if extra:
+            assert json.loads(proc.stdout)["status"] == "completed"

@@ -325,14 +325,20 @@ def _usable_dir(path: Path, option: str, probe: bool = False) -> Path:
 
 
 def main(args: argparse.Namespace) -> int:
+    from freshness_magic.commands.parse import load_for_command
+    from freshness_magic.engine.validation import Severity
+    from freshness_magic.lint import session_validator
     from freshness_magic.session import open_run
 
-    pipeline = Path(args.pipeline)
+    graph = load_for_command(args.pipeline)
+    for diagnostic in session_validator().validate_or_raise(graph):
+        if diagnostic.severity is Severity.WARNING:  # errors raised above; notes stay quiet
+            print(diagnostic.format(args.pipeline), file=sys.stderr)
     workdir = _usable_dir(Path(args.workdir), "--workdir")
     if args.runs_dir is not None:
         _usable_dir(Path(args.runs_dir), "--runs-dir", probe=True)
     run = open_run(
-        pipeline,
+        graph,
         workdir=workdir,
         runs_dir=args.runs_dir,
         backend=args.backend,

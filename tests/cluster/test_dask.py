@@ -551,4 +551,4 @@ def test_a_bad_graph_executor_is_reported_at_its_line(tmp_path: Path) -> None:
         timeout=120,
     )
     assert done.returncode == 2
-    assert f"{path}:1:15: the pipeline's executor attribute: executor 'spark'" in done.stderr
+    assert f"{path}:1:15: error executor_valid: graph executor='spark' is not known" in done.stderr

@@ -25,6 +25,7 @@ from traitlets import Bool, TraitError, Unicode, validate
 
 from freshness_magic.cluster import ClusterPool, parse_executor
 from freshness_magic.engine.model import Graph
+from freshness_magic.engine.validation import Diagnostic
 from freshness_magic.errors import ClusterError, FreshnessMagicError, ParseError, ValidationError
 from freshness_magic.notebook.arguments import (
     HelpShown,
@@ -129,13 +130,17 @@ class PipelineMagics(Magics):
         return Path(os.path.expanduser(raw)).resolve()
 
     def _load_graph(self, text: str, path: str | None, cell: str | None = None) -> Graph:
-        """Parse and validate; in a cell (``cell`` names it) lines count from the magic line."""
+        """Parse and validate; in a cell (``cell`` names it) lines count from the magic line.
+
+        Warnings are printed on stderr (notes are not), as ``freshness-magic run`` prints them.
+        """
         from freshness_magic.engine.pipeline import load_pipeline
+        from freshness_magic.engine.validation import Severity
         from freshness_magic.lint import session_validator
 
         try:
             graph = load_pipeline(text, path=path)
-            session_validator().validate_or_raise(graph)
+            diagnostics = session_validator().validate_or_raise(graph)
         except ParseError as exc:
             if cell is None:
                 raise UsageError(str(exc)) from None
@@ -153,6 +158,9 @@ class PipelineMagics(Magics):
             raise UsageError(_cell_validation_text(exc, cell)) from None
         except FreshnessMagicError as exc:
             raise UsageError(str(exc)) from None
+        for diagnostic in diagnostics:
+            if diagnostic.severity is Severity.WARNING:
+                print(_located(diagnostic, cell, path), file=sys.stderr)
         return graph
 
     def _register(
@@ -391,8 +399,14 @@ def _cell_validation_text(exc: ValidationError, cell: str) -> str:
     if not isinstance(diagnostics, list) or not diagnostics:
         return str(exc)
     head = str(exc).split("\n", 1)[0]
-    lines = ["  " + d._replace(line=d.line + 1 if d.line else 0).format(cell) for d in diagnostics]
-    return "\n".join([head, *lines])
+    return "\n".join([head, *("  " + _located(d, cell, None) for d in diagnostics)])
+
+
+def _located(diagnostic: Diagnostic, cell: str | None, path: str | None) -> str:
+    """``diagnostic`` as one line; in a cell its line counts from the magic line."""
+    if cell is None:
+        return diagnostic.format(path)
+    return diagnostic._replace(line=diagnostic.line + 1 if diagnostic.line else 0).format(cell)
 
 
 def _set_docs() -> None:

@@ -163,6 +163,25 @@ def test_a_dead_end_completes_the_run_and_says_so_3_2(tmp_path: Path) -> None:
     assert [(s, "check") for s, m, _ in found if "`check`" in m] == [(Severity.WARNING, "check")]
 
 
+def test_a_key_and_its_negation_leave_no_dead_end() -> None:
+    routed = """digraph p {
+      start [shape=Mdiamond]
+      route [shape=diamond]
+      fix [prompt=fix]
+      later [prompt=later]
+      done [shape=Msquare]
+      start -> route
+      route -> fix [condition="context.severity=high"]
+      route -> later [condition="context.severity!=high"]
+      fix -> done
+      later -> done
+    }"""
+    assert diagnostics(routed, "dead_end_possible") == []
+    other = routed.replace("context.severity!=high", "context.severity!=low")
+    (found,) = diagnostics(other, "dead_end_possible")
+    assert found[0] is Severity.WARNING and "node `route`" in found[1]
+
+
 def test_a_bare_key_is_true_for_the_string_false_10_5() -> None:
     assert evaluate_condition("flag", outcome="success", context={"flag": "false"})
     assert not evaluate_condition("flag", outcome="success", context={"flag": ""})

@@ -41,8 +41,14 @@ def test_load_from_a_file_runs_them_too(shell: InteractiveShell, workdir: Path) 
         shell.run_line_magic("pipeline", f"load {path} --workdir {workdir}")
 
 
-def test_their_warnings_do_not_stop_a_load(shell: InteractiveShell, workdir: Path) -> None:
+def test_their_warnings_do_not_stop_a_load_and_are_shown(
+    shell: InteractiveShell, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
     warned = BAD.replace(", freshness=blok, evidence=strict, commit=perhaps", ", freshness=warn")
+    warned = warned.replace("start -> a -> done", 'start -> a -> done [condition="outcome=succes"]')
     pipeline = shell.run_cell_magic("pipeline", f"warned --workdir {workdir}", warned)
     assert isinstance(pipeline, NotebookPipeline)
     assert pipeline.graph.nodes["a"].attrs["freshness"] == "warn"
+    err = capsys.readouterr().err
+    assert "%%pipeline warned cell:6:23: warning condition_values: edge a -> done:" in err
+    assert "%%pipeline warned cell:4:18: warning freshness_sources: node `a`" in err

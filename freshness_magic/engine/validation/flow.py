@@ -15,7 +15,8 @@ def dead_end_possible(graph: Graph, node: Node, out: Out) -> None:
     """A non-exit node whose outgoing edges are all conditional can end the run (§3.2 step 6).
 
     Not reported when one edge takes every plain success (``outcome=success``), the common
-    success/fail pair, nor for human gates (their edges are choices).
+    success/fail pair, a pair ``key=value`` / ``key!=value`` (one of them always holds), nor for
+    human gates (their edges are choices).
     """
     edges = graph.outgoing(node.id)
     if not edges or graph.is_exit(node.id) or any(not e.condition for e in edges):
@@ -28,6 +29,8 @@ def dead_end_possible(graph: Graph, node: Node, out: Out) -> None:
 
     if any(check_condition(e.condition) is not None for e in edges):
         return  # condition_syntax reports those; what they would route is unknown
+    if _complementary_pair(edges):
+        return
     tried = ", ".join(f"`{e.condition}`" for e in edges)
     out.append(
         node_diag(
@@ -38,6 +41,21 @@ def dead_end_possible(graph: Graph, node: Node, out: Out) -> None:
             "after a success the run ends at this node",
             f"add an unconditional fallback edge from `{node.id}`",
         )
+    )
+
+
+def _complementary_pair(edges: list[Edge]) -> bool:
+    """Whether two edges hold the one-clause conditions ``k=v`` and ``k!=v`` (as written)."""
+    from freshness_magic.engine.condition_syntax import Operator
+    from freshness_magic.engine.conditions import parse_condition
+
+    single = set()
+    for edge in edges:
+        clauses = parse_condition(edge.condition).clauses
+        if len(clauses) == 1 and clauses[0].operator is not Operator.TRUTHY:
+            single.add((clauses[0].key, clauses[0].operator, clauses[0].value))
+    return any(
+        (key, Operator.NE, value) in single for key, op, value in single if op is Operator.EQ
     )
 
 

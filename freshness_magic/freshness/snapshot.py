@@ -17,7 +17,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import NamedTuple, Protocol
+from typing import Protocol
 
 from freshness_magic.freshness.baseline import (
     HASHED_LAYOUT,
@@ -32,10 +32,13 @@ from freshness_magic.freshness.hashing import RACY_WINDOW_NS, HashingError, Stat
 from freshness_magic.freshness.resolve import OUTSIDE_LINK, Resolution, Resolver
 from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
 from freshness_magic.freshness.statworker import (
-    KEY_SIZE,
+    DIR_FLAGS,
     MIN_FILES,
+    Share,
     StatWorker,
-    encode_request,
+    name_start,
+    share,
+    take_unchanged,
     worth_a_worker,
 )
 from freshness_magic.gcpause import cyclic_gc_paused
@@ -56,31 +59,6 @@ class HashSource(Protocol):
 
 _MISSING = FileRecord(existed=False, method=NONE)
 _Members = list[str]
-
-
-class _WorkerPlan(NamedTuple):
-    """Folders this process looks at, folders the stat worker stats, and the request."""
-
-    mine: list[tuple[str, _Members]]
-    theirs: list[tuple[str, _Members]]
-    offsets: dict[str, int]
-    """Where each of their folders' keys start in the answer."""
-    their_files: int
-    request: bytes
-
-
-def _name_start(folder: str) -> int:
-    """Where a file's name starts in its key (keys are ``folder/name``; '' is the workdir)."""
-    return 1 if folder == "/" else len(folder) + 1 if folder else 0
-
-
-def _names(folder: str, members: _Members) -> list[str]:
-    cut = _name_start(folder)
-    return [key[cut:] for key in members]
-
-
-"""The keys of the files of one folder (a file's name in the folder is the key's tail)."""
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def _kind_name(mode: int) -> str:
@@ -135,7 +113,7 @@ class Snapshotter:
         """The process that stats half of a large re-check (None with one core)."""
         if self.worker is not None:
             weakref.finalize(self, self.worker.close)
-        self._plan: tuple[dict[str, _Members], _WorkerPlan] | None = None
+        self._plan: tuple[dict[str, _Members], Share] | None = None
         self._lock = threading.RLock()
 
     def seed(self, baseline: Baseline) -> None:
@@ -227,57 +205,22 @@ class Snapshotter:
             if answer is None:
                 self._observe_members(folder, members, fs_now, records, source)
                 continue
-            changed = self._take_answer(members, answer, plan.offsets[folder], records)
+            changed = take_unchanged(
+                members, answer, plan.offsets[folder], self.cache.records, records
+            )
             if changed:
                 self._observe_members(folder, changed, fs_now, records, source)
         return records
 
-    def _worker_plan(self, groups: dict[str, _Members], count: int) -> _WorkerPlan | None:
+    def _worker_plan(self, groups: dict[str, _Members], count: int) -> Share | None:
         """How a look at ``groups`` is shared with the stat worker; None: not worth it (see
         :mod:`.statworker`). Kept while the groups stay the same, as they do between checks."""
         worker = self.worker
         if worker is None or worker.broken or count < MIN_FILES or 2 * len(self.cache) < count:
             return None
-        if self._plan is not None and self._plan[0] is groups:
-            return self._plan[1]
-        folders = list(groups.items())
-        half, seen, split = count // 2, 0, len(folders)
-        for index, (_, members) in enumerate(folders):
-            if seen >= half:
-                split = index
-                break
-            seen += len(members)
-        theirs = folders[split:]
-        offsets, offset = {}, 0
-        for folder, members in theirs:
-            offsets[folder] = offset
-            offset += len(members) * KEY_SIZE
-        request = encode_request(
-            [(self._folder_path(f), _names(f, members)) for f, members in theirs]
-        )
-        plan = _WorkerPlan(folders[:split], theirs, offsets, count - seen, request)
-        self._plan = (groups, plan)
-        return plan
-
-    def _take_answer(
-        self, members: _Members, answer: bytes, offset: int, records: dict[str, FileRecord]
-    ) -> _Members:
-        """Take the cached records whose stat key the worker saw unchanged; return the others."""
-        get = self.cache.records.get
-        changed: _Members = []
-        for key in members:
-            cached = get(key)
-            end = offset + KEY_SIZE
-            if (
-                cached is not None
-                and cached[0] is not None
-                and cached[0].startswith(answer[offset:end])
-            ):
-                records[key] = cached
-            else:
-                changed.append(key)
-            offset = end
-        return changed
+        if self._plan is None or self._plan[0] is not groups:
+            self._plan = (groups, share(groups, count, self._folder_path))
+        return self._plan[1]
 
     def _observe_members(
         self,
@@ -288,7 +231,7 @@ class Snapshotter:
         source: HashSource | None,
     ) -> None:
         try:
-            dir_fd = os.open(self._folder_path(folder), _DIR_FLAGS)
+            dir_fd = os.open(self._folder_path(folder), DIR_FLAGS)
         except OSError as exc:
             failed = self._folder_failed(exc)
             for key in members:
@@ -348,7 +291,7 @@ class Snapshotter:
         horizon = fs_now - RACY_WINDOW_NS
         plain = limit is None and source is None
         get = cached_records.get
-        cut = _name_start(folder)
+        cut = name_start(folder)
         hashed = FileRecord.hashed
         pack_stat, pack_hashed = STAT_LAYOUT.pack, HASHED_LAYOUT.pack
         for key in members:

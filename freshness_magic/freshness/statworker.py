@@ -26,8 +26,8 @@ import os
 import struct
 import subprocess
 import sys
-from collections.abc import Sequence
-from typing import IO
+from collections.abc import Callable, Mapping, Sequence
+from typing import IO, Any, NamedTuple
 
 from freshness_magic.freshness.baseline import STAT_LAYOUT
 
@@ -37,7 +37,7 @@ KEY_SIZE = STAT_LAYOUT.size
 FAILED = bytes(KEY_SIZE)
 """The key of a file the worker could not stat (no real file has inode and mode 0)."""
 _LENGTH = struct.Struct("<Q")
-_DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
 
 
 def encode_request(groups: Sequence[tuple[str, Sequence[str]]]) -> bytes:
@@ -53,7 +53,7 @@ def stat_keys(request: bytes) -> bytes:
     for group in request.split(b"\0\0") if request else ():
         folder, *names = group.split(b"\0")
         try:
-            dir_fd = os.open(folder, _DIR_FLAGS)
+            dir_fd = os.open(folder, DIR_FLAGS)
         except OSError:
             out += FAILED * len(names)
             continue
@@ -70,6 +70,73 @@ def stat_keys(request: bytes) -> bytes:
         finally:
             os.close(dir_fd)
     return bytes(out)
+
+
+def name_start(folder: str) -> int:
+    """Where a file's name starts in its snapshot key (``folder/name``; '' is the workdir)."""
+    return 1 if folder == "/" else len(folder) + 1 if folder else 0
+
+
+class Share(NamedTuple):
+    """One look shared with the worker: folders this process looks at, folders the worker
+    stats, where each of theirs starts in the answer, how many files it has, and the request."""
+
+    mine: list[tuple[str, list[str]]]
+    theirs: list[tuple[str, list[str]]]
+    offsets: dict[str, int]
+    their_files: int
+    request: bytes
+
+
+def share(groups: Mapping[str, list[str]], count: int, folder_path: Callable[[str], str]) -> Share:
+    """Split ``groups`` (folder -> keys, ``count`` keys in all) in two halves by files: the
+    second half of the folders goes to the worker (``folder_path`` gives a folder's path)."""
+    folders = list(groups.items())
+    half, seen, split = count // 2, 0, len(folders)
+    for index, (_, members) in enumerate(folders):
+        if seen >= half:
+            split = index
+            break
+        seen += len(members)
+    theirs = folders[split:]
+    offsets, offset = {}, 0
+    for folder, members in theirs:
+        offsets[folder] = offset
+        offset += len(members) * KEY_SIZE
+    cuts = [name_start(folder) for folder, _ in theirs]
+    request = encode_request(
+        [
+            (folder_path(folder), [key[cut:] for key in members])
+            for (folder, members), cut in zip(theirs, cuts, strict=True)
+        ]
+    )
+    return Share(folders[:split], theirs, offsets, count - seen, request)
+
+
+def take_unchanged(
+    members: list[str],
+    answer: bytes,
+    offset: int,
+    cache: Mapping[str, Any],
+    records: dict[str, Any],
+) -> list[str]:
+    """Put in ``records`` each cached record whose stat key the worker saw unchanged (its key is
+    at ``offset`` in ``answer``); return the other keys, which the snapshot looks at itself."""
+    get = cache.get
+    changed: list[str] = []
+    for key in members:
+        cached = get(key)
+        end = offset + KEY_SIZE
+        if (
+            cached is not None
+            and cached[0] is not None
+            and cached[0].startswith(answer[offset:end])
+        ):
+            records[key] = cached
+        else:
+            changed.append(key)
+        offset = end
+    return changed
 
 
 def _read_exactly(stream: IO[bytes], size: int) -> bytes | None:

@@ -54,6 +54,7 @@ def main() -> int:
             f"{check * 1000:>12.2f} {parse * 1000:>9.2f} {check / parse:>6.2f}"
         )
     print(f"growth 1,000 -> 5,000 nodes: {medians[5000] / medians[1000]:.2f}x (linear: 5x)")
+    print("(for information: the load goals, validation included, are bench_load.py's)")
     return 0
 
 

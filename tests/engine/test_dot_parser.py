@@ -109,6 +109,17 @@ def test_smoke_pipeline() -> None:
     assert graph.is_exit("done")
 
 
+def test_is_exit_agrees_with_the_exit_candidates() -> None:
+    shaped = parse_dot("digraph g { start [shape=Mdiamond] fin [shape=Msquare] end; start -> end }")
+    named = parse_dot("digraph g { start [shape=Mdiamond] End; Exit; other; start -> End }")
+    for graph in (shaped, named):
+        exits = {n.id for n in graph.exit_candidates()}
+        assert {n for n in graph.nodes if graph.is_exit(n)} == exits
+        assert not graph.is_exit("nowhere")
+    assert {n.id for n in shaped.exit_candidates()} == {"fin"}  # a shape wins over a name
+    assert {n.id for n in named.exit_candidates()} == {"End", "Exit"}
+
+
 # -- graph attributes, names, statements -----------------------------------------------------
 
 

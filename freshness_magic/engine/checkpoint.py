@@ -174,3 +174,16 @@ def load_checkpoint(
 def has_state(run_dir: Path) -> bool:
     """True when ``run_dir`` holds a run's saved state (of any format)."""
     return (run_dir / JOURNAL_FILE).exists() or (run_dir / CHECKPOINT_FILE).exists()
+
+
+def last_written_ns(run_dir: Path) -> int | None:
+    """When the run's state last changed (its journal or snapshot, whichever is newer); None
+    without saved state. ``checkpoint.json`` alone lags: between snapshots only the journal
+    grows, so "the newest run" must be judged by both."""
+    stamps = []
+    for name in (JOURNAL_FILE, CHECKPOINT_FILE):
+        try:
+            stamps.append((run_dir / name).stat().st_mtime_ns)
+        except OSError:
+            continue
+    return max(stamps, default=None)

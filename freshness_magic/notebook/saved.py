@@ -11,9 +11,11 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.atomicio import loads_bounded
+from freshness_magic.engine.checkpoint import last_written_ns, load_checkpoint
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.persistence import follow_restarts, source_hash
 from freshness_magic.engine.state import RunState
+from freshness_magic.errors import FreshnessMagicError
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -38,14 +40,12 @@ def latest_run_dir(graph: Graph, workdir: Path) -> Path | None:
     if not root.is_dir():
         return None
     mine = [
-        p
+        (stamp, p)
         for p in root.iterdir()
-        if (p / "checkpoint.json").is_file()
+        if (stamp := last_written_ns(p)) is not None
         and (_json(p / "manifest.json") or {}).get("name") == graph.name
     ]
-    if not mine:
-        return None
-    return max(mine, key=lambda p: (p / "checkpoint.json").stat().st_mtime_ns)
+    return max(mine, default=(0, None))[1]
 
 
 @dataclass(frozen=True)
@@ -72,29 +72,25 @@ def find_unfinished(graph: Graph, workdir: Path) -> ResumeOffer | None:
     if not root.is_dir():
         return None
     wanted = source_hash(graph.source)
-    best: tuple[int, ResumeOffer] | None = None
+    candidates = []
     for folder in root.iterdir():
-        checkpoint = folder / "checkpoint.json"
-        if follow_restarts(folder) != folder or not checkpoint.is_file():
-            continue  # a loop restart continued this run in another folder
-        manifest, data = _json(folder / "manifest.json"), _json(checkpoint)
-        if manifest is None or data is None:
+        stamp = last_written_ns(folder)
+        if stamp is None or follow_restarts(folder) != folder:
+            continue  # no state, or a loop restart continued this run in another folder
+        manifest = _json(folder / "manifest.json")
+        if manifest is None or manifest.get("pipeline_hash") != wanted:
             continue
+        if manifest.get("workdir") == str(workdir):
+            candidates.append((stamp, folder))
+    for _, folder in sorted(candidates, reverse=True):  # newest first: the first one found wins
         try:
-            stamp = checkpoint.stat().st_mtime_ns
-        except OSError:
-            continue
-        if manifest.get("pipeline_hash") != wanted or manifest.get("workdir") != str(workdir):
-            continue
-        try:
+            data, _ = load_checkpoint(folder)  # the snapshot and the journal after it
             state = RunState(str(data.get("state", "")))
-        except ValueError:
+        except (FreshnessMagicError, ValueError):
             continue
         if state in (RunState.COMPLETED, RunState.FAILED) or not data.get("completed_nodes"):
             continue
         gate = data.get("pending_gate")
         where = gate.get("node") if isinstance(gate, dict) else data.get("next_node")
-        offer = ResumeOffer(folder, state, str(where) if where else None)
-        if best is None or stamp > best[0]:
-            best = (stamp, offer)
-    return best[1] if best is not None else None
+        return ResumeOffer(folder, state, str(where) if where else None)
+    return None

@@ -3,6 +3,7 @@ loading from variables and expanded paths; run options; the live input watcher."
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 from typing import Any
 
@@ -65,6 +66,41 @@ def test_start_new_declines_the_offer(shell: InteractiveShell, workdir: Path):
     again.start_new()
     assert again.resume_offer is None and again.run.run_dir != old_dir
     assert again.state_name == "paused" or again.state_name == "ready"
+
+
+WIDE_DOT = """digraph wide {
+  start [shape=Mdiamond]
+  a [shape=parallelogram, tool_command="true", source_files="tree/**", freshness=warn]
+  b [shape=parallelogram, tool_command="true", source_files="tree/**", freshness=warn]
+  c [shape=parallelogram, tool_command="true", source_files="tree/**", freshness=warn]
+  done [shape=Msquare]
+  start -> a -> b -> c -> done
+}"""
+
+
+def test_the_offer_is_the_newest_run_as_its_journal_says(shell: InteractiveShell, workdir: Path):
+    """Between snapshots only a run's journal grows (with 400 tracked files, three steps are not
+    enough for a new ``checkpoint.json``): the offer must read the journal, or it skips the
+    newest run and offers an older one."""
+    for i in range(400):
+        folder = workdir / "tree" / f"d{i // 50}"
+        folder.mkdir(parents=True, exist_ok=True)
+        (folder / f"f{i}.txt").write_text(f"{i}\n")
+    older = shell.run_cell_magic("pipeline", f"wide --workdir {workdir}", WIDE_DOT)
+    line(shell, "step")
+    del shell.user_ns["wide"]
+    newer = shell.run_cell_magic("pipeline", f"wide --workdir {workdir}", WIDE_DOT)
+    assert newer.resume_offer is not None and newer.resume_offer.run_dir == older.run.run_dir
+    newer.start_new()
+    for _ in range(3):
+        line(shell, "step")
+    snapshot = json.loads((newer.run.run_dir / "checkpoint.json").read_text())
+    assert snapshot["completed_nodes"] == []  # the snapshot lags; the journal has the steps
+    del shell.user_ns["wide"]
+    again = shell.run_cell_magic("pipeline", f"wide --workdir {workdir}", WIDE_DOT)
+    assert again.resume_offer is not None
+    assert (again.resume_offer.run_dir, again.resume_offer.where) == (newer.run.run_dir, "c")
+    assert line(shell, "resume").text.startswith(f"resumed run {newer.run.run_id}")
 
 
 def test_resume_without_an_offer_hints(shell: InteractiveShell, workdir: Path):

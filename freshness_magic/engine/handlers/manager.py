@@ -28,6 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.atomicio import write_json_atomic
+from freshness_magic.engine.checkpoint import last_written_ns
 from freshness_magic.engine.conditions import evaluate_condition, parse_condition
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import ChildRun, StepEnv
@@ -70,15 +71,12 @@ def unfinished_child(children: Path) -> Path | None:
     if not children.is_dir():
         return None
     interrupted = [
-        folder
+        (stamp, folder)
         for folder in children.iterdir()
-        if (folder / "checkpoint.json").is_file() and not (folder / SUPERVISION_FILE).exists()
+        if (stamp := last_written_ns(folder)) is not None
+        and not (folder / SUPERVISION_FILE).exists()
     ]
-    return max(
-        interrupted,
-        key=lambda folder: (folder / "checkpoint.json").stat().st_mtime_ns,
-        default=None,
-    )
+    return max(interrupted, default=(0, None))[1]
 
 
 def _fail(reason: str, updates: dict[str, Any] | None = None) -> Outcome:

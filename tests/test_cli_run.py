@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[1]
 
 REVIEW = """digraph review {
@@ -227,10 +229,13 @@ SLOW = """digraph slow {
 """
 
 
-def test_sigterm_stops_the_tool_and_leaves_the_run_resumable(tmp_path: Path) -> None:
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
+def test_a_stop_signal_stops_the_tool_and_leaves_the_run_resumable(
+    tmp_path: Path, signame: str
+) -> None:
     """`status` names the process driving a run while it runs. SIGTERM (what `timeout`,
-    systemd and CI send) is handled as Ctrl-C is: the running tool's process group is stopped,
-    the run pauses, and `resume` would run the node again."""
+    systemd and CI send) and SIGHUP (a closed terminal) are handled as Ctrl-C is: the running
+    tool's process group is stopped, the run pauses, and `resume` would run the node again."""
     import signal
 
     from tests.processes import group_alive
@@ -254,11 +259,12 @@ def test_sigterm_stops_the_tool_and_leaves_the_run_resumable(tmp_path: Path) -> 
         json.loads(cli("status", str(run_dir), "--json", cwd=tmp_path).stdout)["driver"]["pid"]
         == process.pid
     )
-    process.send_signal(signal.SIGTERM)
+    process.send_signal(getattr(signal, signame))
     out, err = process.communicate(timeout=60)
     assert process.returncode == 3, out + err  # paused, resumable
     assert "Traceback" not in err
-    assert "terminated" in out + err
+    said = {"SIGTERM": "SIGTERM", "SIGHUP": "the terminal hung up"}[signame]
+    assert f"stopped by {said}: the running node was interrupted" in out
     assert not group_alive(int(pgid_file.read_text()))
     status = cli("status", str(run_dir), "--json", cwd=tmp_path)
     info = json.loads(status.stdout)

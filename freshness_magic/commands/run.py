@@ -19,6 +19,7 @@ exits 141. The engine is imported when a command runs, not when the parser is bu
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -191,14 +192,14 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     if run.dispatch is not None:
         print(f"executor: {run.dispatch.label}", file=out, flush=True)
     listener = run.events.subscribe(Progress(out))
-    terminated: list[int] = []
+    received: list[int] = []
     try:
-        with _sigterm_as_interrupt(terminated):
+        with _signals_as_interrupt(received):
             _drive_until_stop(run, args, answers, auto)
     finally:
         run.events.unsubscribe(listener)
-    if terminated:
-        print("terminated (SIGTERM): the running node was stopped", file=out)
+    if received:
+        _say_stopped(received[0], out)
     result = run.result()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
@@ -240,21 +241,36 @@ def _drive_until_stop(
         break
 
 
+_STOP_SIGNALS = {"SIGINT": "Ctrl-C", "SIGTERM": "SIGTERM", "SIGHUP": "the terminal hung up"}
+"""Signals that stop a run as Ctrl-C does, and how the command names each."""
+
+
 @contextmanager
-def _sigterm_as_interrupt(received: list[int]) -> Iterator[None]:
-    """Handle SIGTERM (sent by ``timeout``, systemd, CI runners) as Ctrl-C: the engine stops the
-    running node's processes and pauses the run, resumable, instead of dying with them left
-    behind. ``received`` gets the signal number so the command can say why it stopped."""
+def _signals_as_interrupt(received: list[int]) -> Iterator[None]:
+    """Handle SIGTERM (sent by ``timeout``, systemd, CI runners) and SIGHUP (a closed terminal or
+    ssh session) as Ctrl-C: the engine stops the running node's processes and pauses the run,
+    resumable, instead of dying with them left behind. ``received`` gets each signal's number
+    so the command can say why it stopped."""
 
     def interrupt(signum: int, frame: object) -> None:
         received.append(signum)
         raise KeyboardInterrupt
 
-    previous = signal.signal(signal.SIGTERM, interrupt)
+    numbers = [getattr(signal, name) for name in _STOP_SIGNALS if hasattr(signal, name)]
+    previous = {number: signal.signal(number, interrupt) for number in numbers}
     try:
         yield
     finally:
-        signal.signal(signal.SIGTERM, previous)
+        for number, handler in previous.items():
+            signal.signal(number, handler)
+
+
+def _say_stopped(signum: int, out: IO[str]) -> None:
+    """One line naming what stopped the run (after the terminal's ``^C``, on a line of its own)."""
+    name = signal.Signals(signum).name
+    lead = "\n" if name == "SIGINT" and out.isatty() else ""
+    with contextlib.suppress(OSError):  # the terminal is gone (SIGHUP): the run dir says it all
+        print(f"{lead}stopped by {_STOP_SIGNALS[name]}: the running node was interrupted", file=out)
 
 
 def print_backend(run: Run, out: IO[str]) -> None:

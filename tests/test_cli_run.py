@@ -297,3 +297,28 @@ def test_run_prints_the_pipelines_warnings_before_it_starts(tmp_path: Path) -> N
         )
         if extra:
             assert json.loads(proc.stdout)["status"] == "completed"
+
+
+def test_progress_says_when_a_node_runs_or_is_held_with_changed_inputs(tmp_path: Path) -> None:
+    (tmp_path / "in.txt").write_text("1\n")
+    dot = write(
+        tmp_path,
+        "s.dot",
+        """digraph s {
+  start [shape=Mdiamond]
+  touch [shape=parallelogram, tool_command="echo 2 >> in.txt"]
+  use   [shape=parallelogram, tool_command="true", source_files="in.txt", freshness=warn]
+  hold  [shape=parallelogram, tool_command="true", source_files="in.txt", freshness=block]
+  done  [shape=Msquare]
+  start -> touch -> use -> hold -> done
+}
+""",
+    )
+    proc = cli("run", str(dot), "--workdir", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    stale = [line.split() for line in proc.stdout.splitlines() if line.split()[:1] == ["stale"]]
+    assert [" ".join(words[1:]) for words in stale] == [
+        "use inputs changed since its baseline: in.txt; ran anyway (freshness=warn)",
+        "hold inputs changed since its baseline: in.txt; held back (freshness=block): accept "
+        "the change or restore the files",
+    ]

@@ -138,6 +138,7 @@ class Progress:
 
     def _show(self, event: Event) -> None:
         from freshness_magic.engine.events import EventType
+        from freshness_magic.freshness.events import FreshnessEvent, describe_stale_input
 
         data = event.data
         branch_of = data.get("branch_of")
@@ -163,6 +164,9 @@ class Progress:
                 f"failed ({data.get('failure_reason') or 'retry requested'}); "
                 f"waiting {float(data.get('delay') or 0):.2f}s"
             )
+        elif event.type == FreshnessEvent.STALE_INPUT:
+            clear = "\x1b[2K" if self.live else ""
+            self._print(f"{clear}  {'stale':<7} {node:<24} {'':8}  {describe_stale_input(data)}")
         elif event.type is EventType.GOAL_GATE_REDIRECT:
             self._print(
                 f"  {'goal':<7} {node:<24} unsatisfied goal gate; "

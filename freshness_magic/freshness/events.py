@@ -7,7 +7,9 @@ this vocabulary in ``event_kinds()``; readers outside a run get it from
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from enum import StrEnum
+from typing import Any
 
 
 class FreshnessEvent(StrEnum):
@@ -19,3 +21,16 @@ class FreshnessEvent(StrEnum):
     """Inputs changed while the run was stopped (found on resume)."""
     BASELINE_ACCEPTED = "baseline_accepted"
     """Changed inputs were accepted as the new baseline (``%pipeline accept``, the context)."""
+
+
+def describe_stale_input(data: Mapping[str, Any], shown: int = 3) -> str:
+    """A ``STALE_INPUT`` event's data in words, for progress lines (CLI and notebook alike)."""
+    files = [str(f) for f in data.get("files") or ()]
+    listed = ", ".join(files[:shown]) + (
+        f" (+{len(files) - shown} more)" if len(files) > shown else ""
+    )
+    if data.get("mode") == "block":
+        action = "held back (freshness=block): accept the change or restore the files"
+    else:
+        action = "ran anyway (freshness=warn)"
+    return f"inputs changed since its {data.get('since') or 'baseline'}: {listed}; {action}"

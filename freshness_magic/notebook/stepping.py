@@ -13,9 +13,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from freshness_magic.engine import RunState
+from freshness_magic.freshness.events import FreshnessEvent, describe_stale_input
 from freshness_magic.notebook import text
 
 if TYPE_CHECKING:
+    from freshness_magic.engine.events import Event
     from freshness_magic.engine.run import Run
 
 
@@ -46,6 +48,30 @@ def step_loop(
     caught) ends the loop too: the run is paused at that node.
     """
     done = Stepped(run)
+    stale: list[str] = []  # what a step's STALE_INPUT events said, shown under its line
+
+    def note_stale(event: Event) -> None:
+        if event.type == FreshnessEvent.STALE_INPUT:
+            stale.append(f"  {event.node_id}: {describe_stale_input(event.data)}")
+
+    listener = run.events.subscribe(note_stale)
+    try:
+        _loop(done, stale, stop, after_step, on_interrupt, to, max_steps)
+    finally:
+        run.events.unsubscribe(listener)
+    return done
+
+
+def _loop(
+    done: Stepped,
+    stale: list[str],
+    stop: threading.Event,
+    after_step: Callable[[], None],
+    on_interrupt: Callable[[str], Run],
+    to: str | None,
+    max_steps: int | None,
+) -> None:
+    run = done.run
     while not run.state.finished and run.state is not RunState.WAITING:
         if to is not None and run.next_node == to:
             run.run(to=to)
@@ -70,7 +96,8 @@ def step_loop(
         done.steps += 1
         after_step()
         done.lines.append(text.step_line(result))
+        done.lines.extend(stale)
+        stale.clear()
     if stop.is_set():
         done.lines.append(f"stopped; the run is paused (next: {run.next_node})")
         stop.clear()
-    return done

@@ -434,6 +434,17 @@ def test_pending_node_stale_since_baseline(shell: InteractiveShell, workdir: Pat
     )
 
 
+def test_a_step_says_when_a_warn_node_ran_with_stale_inputs(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    line(shell, "step")  # start: the baselines are taken
+    (workdir / "docs" / "spec.md").write_text("# Spec v2\n")
+    assert line(shell, "step").text == "step: lint -> success; next: draft"
+    assert line(shell, "step").text.splitlines() == [
+        "step: draft -> success; next: approve",
+        "  draft: inputs changed since its baseline: docs/spec.md; ran anyway (freshness=warn)",
+    ]
+
+
 def test_resume_from_checkpoint_on_disk(shell: InteractiveShell, workdir: Path):
     with pytest.raises(UsageError, match="no saved run of 'review'"):
         shell.run_cell_magic("pipeline", f"review --workdir {workdir} --resume", REVIEW_DOT)

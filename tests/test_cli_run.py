@@ -187,7 +187,7 @@ def test_status_keeps_each_node_on_one_row(tmp_path: Path) -> None:
     status = cli("status", data["run_dir"], cwd=tmp_path).stdout.splitlines()
     (row,) = [line for line in status if line.split()[:2] == ["fail", "boom"]]
     assert row.endswith("exit code 7: echo a >&2; echo b >&2; exit 7 (+3 lines: status --json)")
-    assert status[status.index(row) + 1].startswith("failure at 'boom'")
+    assert status[status.index(row) + 1].startswith("failed at 'boom': node 'boom' failed")
 
 
 def test_usage_and_input_errors_exit_2(tmp_path: Path) -> None:

@@ -65,7 +65,7 @@ def main(args: argparse.Namespace) -> int:
         print(f"  {outcome.get('status', ''):<16} {node:<24} {note}".rstrip(), file=out)
     if info["failure_reason"]:
         where = f" at '{info['failed_node']}'" if info["failed_node"] else ""
-        print(f"failure{where}: {info['failure_reason']}", file=out)
+        print(f"failed{where}: {info['failure_reason']}", file=out)
     if info["dead_end"]:
         print(info["summary"], file=out)
     if info["interrupted_node"]:

@@ -177,6 +177,8 @@ def test_a_key_and_its_negation_leave_no_dead_end() -> None:
       later -> done
     }"""
     assert diagnostics(routed, "dead_end_possible") == []
+    mixed = routed.replace("context.severity!=high", "severity!=high")
+    assert diagnostics(mixed, "dead_end_possible") == []
     other = routed.replace("context.severity!=high", "context.severity!=low")
     (found,) = diagnostics(other, "dead_end_possible")
     assert found[0] is Severity.WARNING and "node `route`" in found[1]

@@ -45,7 +45,8 @@ def dead_end_possible(graph: Graph, node: Node, out: Out) -> None:
 
 
 def _complementary_pair(edges: list[Edge]) -> bool:
-    """Whether two edges hold the one-clause conditions ``k=v`` and ``k!=v`` (as written)."""
+    """Whether two edges hold the one-clause conditions ``k=v`` and ``k!=v`` (``context.k`` is
+    ``k``)."""
     from freshness_magic.engine.condition_syntax import Operator
     from freshness_magic.engine.conditions import parse_condition
 
@@ -53,7 +54,8 @@ def _complementary_pair(edges: list[Edge]) -> bool:
     for edge in edges:
         clauses = parse_condition(edge.condition).clauses
         if len(clauses) == 1 and clauses[0].operator is not Operator.TRUTHY:
-            single.add((clauses[0].key, clauses[0].operator, clauses[0].value))
+            key = clauses[0].key.removeprefix("context.")  # `context.x` falls back to `x`
+            single.add((key, clauses[0].operator, clauses[0].value))
     return any(
         (key, Operator.NE, value) in single for key, op, value in single if op is Operator.EQ
     )

@@ -295,6 +295,7 @@ def test_run_prints_the_pipelines_warnings_before_it_starts(tmp_path: Path) -> N
             f"{dot}:6:14: warning condition_values: edge a -> done: `outcome=succes` can never "
             "hold" in proc.stderr
         )
+        assert f"{dot}: 1 warning(s); running anyway" in proc.stderr
         if extra:
             assert json.loads(proc.stdout)["status"] == "completed"
 

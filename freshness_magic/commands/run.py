@@ -351,9 +351,12 @@ def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import open_run
 
     graph = load_for_command(args.pipeline)
-    for diagnostic in session_validator().validate_or_raise(graph):
-        if diagnostic.severity is Severity.WARNING:  # errors raised above; notes stay quiet
-            print(diagnostic.format(args.pipeline), file=sys.stderr)
+    diagnostics = session_validator().validate_or_raise(graph)  # errors raise; notes stay quiet
+    warnings = [d for d in diagnostics if d.severity is Severity.WARNING]
+    for diagnostic in warnings:
+        print(diagnostic.format(args.pipeline), file=sys.stderr)
+    if warnings:
+        print(f"{args.pipeline}: {len(warnings)} warning(s); running anyway\n", file=sys.stderr)
     workdir = _usable_dir(Path(args.workdir), "--workdir")
     if args.runs_dir is not None:
         _usable_dir(Path(args.runs_dir), "--runs-dir", probe=True)

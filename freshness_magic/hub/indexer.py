@@ -14,7 +14,6 @@ import json
 import os
 import sqlite3
 import time
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -336,26 +335,15 @@ class Indexer:
                 batch.log(rel, "symbol_removed", qualname)
         for qualname, sym in new.items():
             node_id = f"node:{rel}:{qualname}"
-            values = (
-                sym.kind,
-                sym.signature,
-                sym.sig_hash,
-                sym.body_hash,
-                sym.ast_hash,
-                sym.doc_hash,
-                sym.line_start,
-                sym.line_end,
-                sym.complexity,
-            )
             prev = old.get(qualname)
             if prev is None:
-                name = qualname.rsplit(".", 1)[-1]
-                batch.new_symbols.append((node_id, rel, qualname, name, *values, "[]", "[]"))
-                affected.added.add(node_id)
+                name = qualname.rpartition(".")[2]
+                batch.new_symbols.append((node_id, rel, qualname, name, *sym.columns(), "[]", "[]"))
                 if not cold:
+                    affected.added.add(node_id)
                     batch.log(rel, "symbol_added", qualname, sym.signature)
                 continue
-            batch.changed_symbols.append((*values, node_id))
+            batch.changed_symbols.append((*sym.columns(), node_id))
             if prev[2] != sym.sig_hash:
                 affected.signature_changed.add(node_id)
                 batch.log(rel, "signature_changed", qualname, sym.signature)
@@ -364,7 +352,7 @@ class Indexer:
             if prev[4] != sym.doc_hash:
                 affected.docstring_changed.add(node_id)
                 batch.log(rel, "docstring_changed", qualname)
-        self._store_refs(rel, info, affected, batch, known=known)
+        self._store_refs(rel, info, affected, batch, known=known, cold=cold)
 
     def _store_refs(
         self,
@@ -374,39 +362,34 @@ class Indexer:
         batch: WriteBatch,
         *,
         known: bool,
+        cold: bool,
     ) -> None:
-        """Queue the file's refs rows; names whose callers or tests may change -> ``affected``."""
-        test = is_test_file(rel)
-        grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for name in info.module_calls:
-            grouped[(name, "call")].append("")
-        if test:
-            for name in info.module_mentions:
-                grouped[(name, "mention")].append("")
-        for sym in info.symbols:
-            qualname = sym.qualname
-            for name in sym.calls:
-                grouped[(name, "call")].append(qualname)
-            if test:
-                for name in sym.mentions:
-                    grouped[(name, "mention")].append(qualname)
-        rows = {key: rules.join_nodes(qualnames) for key, qualnames in grouped.items()}
-        old: dict[tuple[str, str], str] = {}
-        if known:
-            old = {
-                (str(name), str(kind)): str(nodes)
-                for name, kind, nodes in self.conn.execute(
-                    "SELECT name, kind, nodes FROM refs WHERE path=?", (rel,)
-                )
-            }
-        if old == rows:
+        """Queue the file's refs rows; names whose callers or tests may change -> ``affected``.
+
+        ``cold``: a first index, whose rules look at every name anyway.
+        """
+        rows = rules.ref_rows(rel, info, mentions=is_test_file(rel))
+        if not known:
+            if not cold:
+                for name, kind, _, _ in rows:
+                    (affected.call_names if kind == "call" else affected.mention_names).add(name)
+            batch.refs += rows
             return
-        for key in old.keys() | rows.keys():
-            if old.get(key) != rows.get(key):
+        new = {(name, kind): nodes for name, kind, _, nodes in rows}
+        old = {
+            (str(name), str(kind)): str(nodes)
+            for name, kind, nodes in self.conn.execute(
+                "SELECT name, kind, nodes FROM refs WHERE path=?", (rel,)
+            )
+        }
+        if old == new:
+            return
+        for key in old.keys() | new.keys():
+            if old.get(key) != new.get(key):
                 (affected.call_names if key[1] == "call" else affected.mention_names).add(key[0])
         if old:
             batch.delete_refs.append((rel,))
-        batch.refs.extend((name, kind, rel, nodes) for (name, kind), nodes in rows.items())
+        batch.refs += rows
 
     def _ref_names(self, rel: str, kind: str) -> set[str]:
         return {

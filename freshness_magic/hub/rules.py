@@ -23,10 +23,11 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, KeysView, Set
 from dataclasses import dataclass, field
+from operator import attrgetter
 from typing import Any
 
 from freshness_magic.hub.store import FILE_IMPORTS
-from freshness_magic.hub.symbols import module_suffixes
+from freshness_magic.hub.symbols import ModuleInfo, module_suffixes
 
 MAX_LIST = 100
 
@@ -134,6 +135,29 @@ class _Resolver:
 def join_nodes(qualnames: Iterable[str]) -> str:
     """How ``refs.nodes`` packs the qualnames of one file ("" is the module's own code)."""
     return "\n".join(sorted(set(qualnames)))
+
+
+def ref_rows(path: str, info: ModuleInfo, *, mentions: bool) -> list[tuple[str, str, str, str]]:
+    """The ``refs`` rows of the Python file at ``path``: (name, kind, path, packed qualnames).
+
+    A row per name the file calls, and with ``mentions`` (test files) per name it mentions.
+    """
+    rows: list[tuple[str, str, str, str]] = []
+    kinds = (
+        ("call", info.module_calls, attrgetter("calls")),
+        ("mention", info.module_mentions, attrgetter("mentions")),
+    )
+    for kind, module_names, names_of in kinds if mentions else kinds[:1]:
+        sites: defaultdict[str, list[str]] = defaultdict(list)
+        for name in module_names:
+            sites[name].append("")
+        for symbol in info.symbols:
+            qualname = symbol.qualname
+            for name in names_of(symbol):
+                sites[name].append(qualname)
+        for name, found in sites.items():
+            rows.append((name, kind, path, found[0] if len(found) == 1 else join_nodes(found)))
+    return rows
 
 
 def node_ids(path: str, nodes: str) -> list[str]:

@@ -57,7 +57,7 @@ class Symbol(NamedTuple):
     """One function, class or method with the fingerprints the rules compare.
 
     A named tuple: a cold index makes one per definition (57k for the standard library), and
-    the indexer takes the stored columns as one slice (:data:`STORED`).
+    the indexer takes the stored columns as one slice (:meth:`columns`).
     """
 
     qualname: str
@@ -73,9 +73,9 @@ class Symbol(NamedTuple):
     calls: frozenset[str]
     mentions: frozenset[str]
 
-
-STORED = slice(1, 10)
-"""The :class:`Symbol` fields the ``symbols`` table stores as they are (kind ... complexity)."""
+    def columns(self) -> tuple[str | int, ...]:
+        """The fields the ``symbols`` table stores as they are, ``kind`` to ``complexity``."""
+        return self[1:10]
 
 
 @dataclass(frozen=True, slots=True)

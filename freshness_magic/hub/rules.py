@@ -23,6 +23,7 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, KeysView, Set
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
 from operator import attrgetter
 from typing import Any
 
@@ -58,6 +59,7 @@ class _Resolver:
         self._sites: dict[tuple[str, str], dict[str, str]] = {}
         self._visible: dict[str, frozenset[str]] = {}
         self._imports: dict[str, frozenset[str]] = {}
+        self._nodes: dict[tuple[str, str], list[str]] = {}
         if preload and conn is not None:
             self._load(
                 conn.execute("SELECT path, imports FROM files"),
@@ -93,6 +95,10 @@ class _Resolver:
         for name, kind, path, nodes in refs:
             grouped[(name, kind)][path] = nodes
         self._sites = dict(grouped)
+
+    def named(self) -> set[str]:
+        """The names some loaded refs row calls or mentions (of a preloaded resolver)."""
+        return {name for name, _ in self._sites}
 
     def sites(self, name: str, kind: str) -> dict[str, str]:
         """Tree paths -> packed qualnames (:func:`join_nodes`) that call or mention ``name``."""
@@ -165,15 +171,24 @@ def node_ids(path: str, nodes: str) -> list[str]:
     return [f"node:{path}:{q}" if q else f"node:{path}" for q in nodes.split("\n")]
 
 
+def _node_ids(resolver: _Resolver, path: str, nodes: str) -> list[str]:
+    """:func:`node_ids`, once per refs row in a rules pass (a row serves every name's symbols)."""
+    key = (path, nodes)
+    found = resolver._nodes.get(key)
+    if found is None:
+        found = resolver._nodes[key] = node_ids(path, nodes)
+    return found
+
+
 def callers_of(resolver: _Resolver, node_id: str, path: str, name: str) -> list[str]:
     sites = resolver.sites(name, "call")
     if not sites:
         return []
     found: set[str] = set()
     for site_path in resolver.importers(path, sites.keys()):
-        found.update(node_ids(site_path, sites[site_path]))
+        found.update(_node_ids(resolver, site_path, sites[site_path]))
     if path in sites:
-        found.update(node_ids(path, sites[path]))
+        found.update(_node_ids(resolver, path, sites[path]))
     found.discard(node_id)
     return sorted(found)[:MAX_LIST]
 
@@ -185,12 +200,15 @@ def tests_of(resolver: _Resolver, path: str, name: str) -> list[str]:
     found: set[str] = set()
     for site_path in resolver.importers(path, sites.keys()):
         if site_path != path:
-            found.update(node_ids(site_path, sites[site_path]))
+            found.update(_node_ids(resolver, site_path, sites[site_path]))
     return sorted(found)[:MAX_LIST]
 
 
 def _as_json(items: list[str]) -> str:
-    return json.dumps(items) if items else "[]"
+    """``json.dumps(items)`` for a list of strings, without the encoder's per-call set-up."""
+    if not items:
+        return "[]"
+    return "[" + ", ".join(map(encode_basestring_ascii, items)) + "]"
 
 
 def link_new(
@@ -200,6 +218,8 @@ def link_new(
 ) -> list[tuple[Any, ...]]:
     """The ``new_symbols`` rows of a first index with their callers and related tests filled.
 
+    ``symbols`` rows end with the two lists empty (``"[]"``), as the indexer queues them.
+
     The same lists :func:`apply_rules` computes with ``everything`` set, taken from the rows
     before they are written: a first index writes each symbol row once instead of reading
     every row back and updating it.
@@ -207,14 +227,16 @@ def link_new(
     resolver = _Resolver.of_rows(
         ((row[0], row[FILE_IMPORTS]) for row in files), refs, {row[3] for row in symbols}
     )
-    return [
-        (
-            *row[:-2],
-            _as_json(callers_of(resolver, row[0], row[1], row[3])),
-            _as_json(tests_of(resolver, row[1], row[3])),
-        )
-        for row in symbols
-    ]
+    named = resolver.named()
+    linked = []
+    for row in symbols:
+        node_id, path, _, name = row[:4]
+        if name not in named:  # nothing calls or mentions the name: the lists stay empty
+            linked.append(row)
+            continue
+        callers = _as_json(callers_of(resolver, node_id, path, name))
+        linked.append((*row[:-2], callers, _as_json(tests_of(resolver, path, name))))
+    return linked
 
 
 def apply_rules(conn: sqlite3.Connection, affected: Affected) -> None:

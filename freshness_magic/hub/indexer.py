@@ -177,12 +177,7 @@ class Indexer:
         removed = [rel for rel in stored if rel not in on_disk]
         cold = get_meta(self.conn, "indexed") != "1"
         with cyclic_gc_paused():
-            batch, affected = self._queue(map(self.scan, todo), removed, cold=cold, stored=stored)
-            with write_transaction(self.conn):
-                count = self._write(batch, affected, bulk=cold and not stored)
-                set_meta(self.conn, "indexed", "1")
-                set_meta(self.conn, "last_sweep", repr(time.time()))
-        return count
+            return self._apply(todo, removed, cold=cold, stored=stored)
 
     def update(self, rels: Iterable[str]) -> int:
         """Re-check the given tree-relative paths (files or folders, present or gone)."""
@@ -210,11 +205,30 @@ class Indexer:
                     p for p in stored_paths if (p == rel or p.startswith(prefix)) and p not in files
                 )
         with cyclic_gc_paused():
-            batch, affected = self._queue(map(self.scan, sorted(files)), sorted(removed))
-            with write_transaction(self.conn):
-                return self._write(batch, affected, bulk=False)
+            return self._apply(sorted(files), sorted(removed))
 
     # -- applying -----------------------------------------------------------------------------
+
+    def _apply(
+        self,
+        todo: list[str],
+        removed: list[str],
+        *,
+        cold: bool = False,
+        stored: dict[str, FileRow] | None = None,
+    ) -> int:
+        """Scan ``todo``, queue and write one update (a sweep when ``stored`` is given).
+
+        Called with the cycle collector paused: the update's rows are freed when this returns,
+        before the collector runs again, so it never scans them (65 ms after a cold index).
+        """
+        batch, affected = self._queue(map(self.scan, todo), removed, cold=cold, stored=stored)
+        with write_transaction(self.conn):
+            count = self._write(batch, affected, bulk=cold and not stored)
+            if stored is not None:
+                set_meta(self.conn, "indexed", "1")
+                set_meta(self.conn, "last_sweep", repr(time.time()))
+        return count
 
     def _stored(self) -> dict[str, FileRow]:
         return {

@@ -146,7 +146,7 @@ def _utf8_lines(source: bytes) -> list[bytes]:
         source = source[len(codecs.BOM_UTF8) :]
     first = source.find(b"\n")
     second = source.find(b"\n", first + 1) if first >= 0 else -1
-    if b"coding" in (source if second < 0 else source[:second]):
+    if source.find(b"coding", 0, len(source) if second < 0 else second) >= 0:
         try:
             encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
         except SyntaxError:
@@ -239,6 +239,21 @@ def _signature_text(node: DefNode, lines: list[bytes]) -> str:
     """The header as written: from ``def``/``class`` to its colon (decorators excluded)."""
     first = node.body[0]
     start, end = node.lineno - 1, first.lineno - 1
+    if start < end:
+        # The usual header, a line ending in its only colon with no strings or comments: the
+        # colon ends it when the brackets before it are balanced (what the scan would find).
+        text = lines[start][node.col_offset :].rstrip().decode("utf-8", errors="replace")
+        if (
+            text[-1:] == ":"
+            and text.count(":") == 1
+            and "'" not in text
+            and '"' not in text
+            and "#" not in text
+            and text.count("(") == text.count(")")
+            and text.count("[") == text.count("]")
+            and text.count("{") == text.count("}")
+        ):
+            return text
     if start == end:
         raw = lines[end][node.col_offset : first.col_offset]
     else:

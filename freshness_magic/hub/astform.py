@@ -18,6 +18,7 @@ the tokens of a symbol are serialised once (``marshal`` version 2).
 from __future__ import annotations
 
 import ast
+import functools
 import re
 from collections.abc import Callable, Mapping
 from types import MappingProxyType
@@ -256,15 +257,18 @@ def _emitters(mentions: bool) -> Mapping[type, Emitter]:
     return MappingProxyType(table)
 
 
-EMITTERS: Mapping[type, Emitter] = _emitters(mentions=False)
-"""Every node class's emitter; mentioned names are not collected (``acc.mentions`` is None)."""
-EMITTERS_MENTIONS: Mapping[type, Emitter] = _emitters(mentions=True)
-"""The same, also collecting mentioned names and attributes into ``acc.mentions``."""
+@functools.cache
+def emitter_table(mentions: bool) -> Mapping[type, Emitter]:
+    """Every node class's emitter, collecting mentioned names and attributes into
+    ``acc.mentions`` or not; generated on first use (about 13 ms each), so importing the hub's
+    client or daemon modules does not pay for it.
+    """
+    return _emitters(mentions)
 
 
 def emitters(acc: Acc) -> Mapping[type, Emitter]:
     """The table for ``acc``: with mention collection exactly when it wants mentions."""
-    return EMITTERS if acc.mentions is None else EMITTERS_MENTIONS
+    return emitter_table(acc.mentions is not None)
 
 
 def emit_value(value: object, append: Append, acc: Acc) -> None:
@@ -286,7 +290,7 @@ def emit_value(value: object, append: Append, acc: Acc) -> None:
     elif kind is ast.Constant:
         append(CONSTANT)
         append(value.value)  # type: ignore[attr-defined]
-    elif kind in EMITTERS:
+    elif kind in FIELDS:
         emitters(acc)[kind](value, append, acc, False)  # type: ignore[arg-type]
     else:
         append(value)

@@ -31,12 +31,11 @@ from freshness_magic.freshness.hashing import hash_bytes
 from freshness_magic.hub.astform import (
     CODE,
     DEFS,
-    EMITTERS,
-    EMITTERS_MENTIONS,
     MARSHAL_VERSION,
     NESTED,
     Acc,
     emit_value,
+    emitter_table,
     emitters,
     strip_docstring,
 )
@@ -160,7 +159,7 @@ class _Extractor:
     def __init__(self, lines: list[bytes], mentions: bool) -> None:
         self.lines = lines
         self.mentions = mentions
-        self.table = EMITTERS_MENTIONS if mentions else EMITTERS
+        self.table = emitter_table(mentions)
         self.symbols: list[Symbol] = []
         self.imports: list[list[ast.Import | ast.ImportFrom]] = []
 

@@ -113,6 +113,14 @@ class _Resolver:
             self._sites[key] = found
         return found
 
+    def node_ids(self, path: str, nodes: str) -> list[str]:
+        """:func:`node_ids`, once per refs row in a rules pass (a row serves many symbols)."""
+        key = (path, nodes)
+        found = self._nodes.get(key)
+        if found is None:
+            found = self._nodes[key] = node_ids(path, nodes)
+        return found
+
     def importers(self, def_path: str, among: KeysView[str]) -> Set[str]:
         """Those of the paths ``among`` that import the module at ``def_path``.
 
@@ -171,24 +179,15 @@ def node_ids(path: str, nodes: str) -> list[str]:
     return [f"node:{path}:{q}" if q else f"node:{path}" for q in nodes.split("\n")]
 
 
-def _node_ids(resolver: _Resolver, path: str, nodes: str) -> list[str]:
-    """:func:`node_ids`, once per refs row in a rules pass (a row serves every name's symbols)."""
-    key = (path, nodes)
-    found = resolver._nodes.get(key)
-    if found is None:
-        found = resolver._nodes[key] = node_ids(path, nodes)
-    return found
-
-
 def callers_of(resolver: _Resolver, node_id: str, path: str, name: str) -> list[str]:
     sites = resolver.sites(name, "call")
     if not sites:
         return []
     found: set[str] = set()
     for site_path in resolver.importers(path, sites.keys()):
-        found.update(_node_ids(resolver, site_path, sites[site_path]))
+        found.update(resolver.node_ids(site_path, sites[site_path]))
     if path in sites:
-        found.update(_node_ids(resolver, path, sites[path]))
+        found.update(resolver.node_ids(path, sites[path]))
     found.discard(node_id)
     return sorted(found)[:MAX_LIST]
 
@@ -200,7 +199,7 @@ def tests_of(resolver: _Resolver, path: str, name: str) -> list[str]:
     found: set[str] = set()
     for site_path in resolver.importers(path, sites.keys()):
         if site_path != path:
-            found.update(_node_ids(resolver, site_path, sites[site_path]))
+            found.update(resolver.node_ids(site_path, sites[site_path]))
     return sorted(found)[:MAX_LIST]
 
 

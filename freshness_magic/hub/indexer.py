@@ -102,6 +102,15 @@ class Scan:
     parsed: ModuleInfo | SyntaxProblem | None = None
 
 
+def _affect(affected: rules.Affected, name: str, kind: str, test: bool) -> None:
+    """A refs row of ``name`` changed: its callers, and its tests when the file is a test file
+    (whose calls count as mentions) or the row is a mention, may change."""
+    if kind == "call":
+        affected.call_names.add(name)
+    if kind == "mention" or test:
+        affected.mention_names.add(name)
+
+
 def racy(row: FileRow) -> bool:
     return int(row.indexed_at * 1e9) - row.stat.mtime_ns < RACY_WINDOW_NS
 
@@ -317,8 +326,7 @@ class Indexer:
         batch.log(rel, "file_modified" if old else "file_added", None, detail)
         if isinstance(parsed, ModuleInfo):
             if old is not None and old.imports != imports:
-                affected.call_names.update(self._ref_names(rel, "call"))
-                affected.mention_names.update(self._ref_names(rel, "mention"))
+                self._affect_refs(rel, affected)
             self._store_symbols(rel, parsed, affected, batch, known=old is not None, cold=cold)
 
     def _store_symbols(
@@ -382,11 +390,12 @@ class Indexer:
 
         ``cold``: a first index, whose rules look at every name anyway.
         """
-        rows = rules.ref_rows(rel, info, mentions=is_test_file(rel))
+        test = is_test_file(rel)
+        rows = rules.ref_rows(rel, info, mentions=test)
         if not known:
             if not cold:
                 for name, kind, _, _ in rows:
-                    (affected.call_names if kind == "call" else affected.mention_names).add(name)
+                    _affect(affected, name, kind, test)
             batch.refs += rows
             return
         new = {(name, kind): nodes for name, kind, _, nodes in rows}
@@ -400,24 +409,23 @@ class Indexer:
             return
         for key in old.keys() | new.keys():
             if old.get(key) != new.get(key):
-                (affected.call_names if key[1] == "call" else affected.mention_names).add(key[0])
+                _affect(affected, key[0], key[1], test)
         if old:
             batch.delete_refs.append((rel,))
         batch.refs += rows
 
-    def _ref_names(self, rel: str, kind: str) -> set[str]:
-        return {
-            str(r[0])
-            for r in self.conn.execute(
-                "SELECT DISTINCT name FROM refs WHERE path=? AND kind=?", (rel, kind)
-            )
-        }
+    def _affect_refs(self, rel: str, affected: rules.Affected) -> None:
+        """Every name ``rel``'s refs rows call or mention -> ``affected`` (its rows will change)."""
+        test = is_test_file(rel)
+        for name, kind in self.conn.execute(
+            "SELECT DISTINCT name, kind FROM refs WHERE path=?", (rel,)
+        ).fetchall():
+            _affect(affected, str(name), str(kind), test)
 
     def _remove(self, rel: str, affected: rules.Affected, batch: WriteBatch) -> None:
         if not self._has(rel):
             return
-        affected.call_names.update(self._ref_names(rel, "call"))
-        affected.mention_names.update(self._ref_names(rel, "mention"))
+        self._affect_refs(rel, affected)
         for (qualname,) in self.conn.execute(
             "SELECT qualname FROM symbols WHERE path=? ORDER BY line_start", (rel,)
         ).fetchall():

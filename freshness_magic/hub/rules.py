@@ -28,7 +28,7 @@ from operator import attrgetter
 from typing import Any
 
 from freshness_magic.hub.store import FILE_IMPORTS
-from freshness_magic.hub.symbols import ModuleInfo, module_suffixes
+from freshness_magic.hub.symbols import ModuleInfo, Symbol, is_test_file, module_suffixes
 
 MAX_LIST = 100
 
@@ -91,26 +91,31 @@ class _Resolver:
             if imported_json != "[]":
                 for imported in json.loads(imported_json):
                     self._importers[imported].add(path)
-        grouped: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
-        for name, kind, path, nodes in refs:
-            grouped[(name, kind)][path] = nodes
-        self._sites = dict(grouped)
+        self._sites = _grouped(refs)
 
     def named(self) -> set[str]:
         """The names some loaded refs row calls or mentions (of a preloaded resolver)."""
         return {name for name, _ in self._sites}
 
     def sites(self, name: str, kind: str) -> dict[str, str]:
-        """Tree paths -> packed qualnames (:func:`join_nodes`) that call or mention ``name``."""
+        """Tree paths -> packed qualnames (:func:`join_nodes`) that call or mention ``name``.
+
+        A test file's calls are mentions too (its ``mention`` rows hold only the rest).
+        """
         key = (name, kind)
         found = self._sites.get(key)
         if found is None:
             found = {}
             if not self._preloaded and self.conn is not None:
-                found = dict(
-                    self.conn.execute("SELECT path, nodes FROM refs WHERE name=? AND kind=?", key)
+                rows = self.conn.execute(
+                    "SELECT name, kind, path, nodes FROM refs WHERE name=?", (name,)
                 )
-            self._sites[key] = found
+                fetched = _grouped(rows)
+                for other in ("call", "mention"):
+                    self._sites[(name, other)] = fetched.get((name, other), {})
+                found = self._sites[key]
+            else:
+                self._sites[key] = found
         return found
 
     def node_ids(self, path: str, nodes: str) -> list[str]:
@@ -154,12 +159,14 @@ def join_nodes(qualnames: Iterable[str]) -> str:
 def ref_rows(path: str, info: ModuleInfo, *, mentions: bool) -> list[tuple[str, str, str, str]]:
     """The ``refs`` rows of the Python file at ``path``: (name, kind, path, packed qualnames).
 
-    A row per name the file calls, and with ``mentions`` (test files) per name it mentions.
+    A row per name the file calls, and with ``mentions`` (test files) per name some of its code
+    mentions without calling: the rules count a test file's calls as mentions too
+    (:meth:`_Resolver.sites`), so they are not stored twice.
     """
     rows: list[tuple[str, str, str, str]] = []
     kinds = (
         ("call", info.module_calls, attrgetter("calls")),
-        ("mention", info.module_mentions, attrgetter("mentions")),
+        ("mention", info.module_mentions - info.module_calls, _mentioned_only),
     )
     for kind, module_names, names_of in kinds if mentions else kinds[:1]:
         sites: defaultdict[str, list[str]] = defaultdict(list)
@@ -172,6 +179,30 @@ def ref_rows(path: str, info: ModuleInfo, *, mentions: bool) -> list[tuple[str, 
         for name, found in sites.items():
             rows.append((name, kind, path, found[0] if len(found) == 1 else join_nodes(found)))
     return rows
+
+
+def _grouped(refs: Iterable[tuple[str, str, str, str]]) -> dict[tuple[str, str], dict[str, str]]:
+    """refs rows as (name, kind) -> {path: packed qualnames}; a test file's calls also count
+    as its mentions (merged into its ``mention`` row of the name, see :func:`ref_rows`)."""
+    grouped: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+    for name, kind, path, nodes in refs:
+        sites = grouped[(name, kind)]
+        known = sites.get(path)
+        sites[path] = nodes if known is None else _merged(known, nodes)
+        if kind == "call" and is_test_file(path):
+            mentioned = grouped[(name, "mention")]
+            known = mentioned.get(path)
+            mentioned[path] = nodes if known is None else _merged(known, nodes)
+    return dict(grouped)
+
+
+def _mentioned_only(symbol: Symbol) -> frozenset[str]:
+    return symbol.mentions - symbol.calls
+
+
+def _merged(first: str, second: str) -> str:
+    """Two packed qualname lists of one file as one."""
+    return join_nodes((*first.split("\n"), *second.split("\n")))
 
 
 def node_ids(path: str, nodes: str) -> list[str]:

@@ -340,3 +340,28 @@ def test_a_sweep_frees_its_rows_before_the_cycle_collector_runs_again(tmp_path: 
     conn.close()
     assert isinstance(refs, int) and refs > 300
     assert scanned and scanned[0] < refs // 2
+
+
+def test_a_test_files_calls_count_as_mentions_for_related_tests(
+    indexer: Indexer, project: Path
+) -> None:
+    indexer.sweep()
+    login, helper = "node:src/auth.py:login", "node:src/auth.py:helper"
+    assert _symbol(indexer, login)["related_tests"] == ["node:tests/test_auth.py:test_login"]
+    assert _symbol(indexer, helper)["related_tests"] == []
+    mention_rows = rows(indexer.conn, "SELECT name FROM refs WHERE kind='mention'")
+    assert ("login",) not in mention_rows  # the test only calls it: its call row says so
+    write(
+        project,
+        "tests/test_auth.py",
+        "from src.auth import helper, login\n\n\n"
+        "def test_login():\n    assert helper('a') == 'a'\n\n\n"
+        "def test_table():\n    assert callable(login)\n",
+    )
+    indexer.update(["tests/test_auth.py"])
+    assert _symbol(indexer, login)["related_tests"] == ["node:tests/test_auth.py:test_table"]
+    assert _symbol(indexer, helper)["related_tests"] == ["node:tests/test_auth.py:test_login"]
+    (project / "tests/test_auth.py").unlink()
+    indexer.update(["tests/test_auth.py"])
+    assert _symbol(indexer, login)["related_tests"] == []
+    assert _symbol(indexer, helper)["related_tests"] == []

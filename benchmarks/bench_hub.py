@@ -74,6 +74,12 @@ def remove_store(lib: Path) -> None:
         Path(str(db_path(lib)) + suffix).unlink(missing_ok=True)
 
 
+def store_bytes(lib: Path) -> int:
+    """Bytes of the store's files (database, WAL and shared memory) as they are on disk."""
+    paths = (Path(str(db_path(lib)) + suffix) for suffix in ("", "-wal", "-shm"))
+    return sum(path.stat().st_size for path in paths if path.exists())
+
+
 def parse_reference(lib: Path, py_files: list[str]) -> tuple[float, float]:
     """Read and ``ast.parse`` every file the hub parses; (wall, CPU) seconds."""
     started, cpu = time.perf_counter(), time.process_time()
@@ -144,6 +150,7 @@ def bench_index(lib: Path, py_files: list[str], reps: int) -> bool:
         f"{walked:.2f} s CPU = {walked / ref_cpu:.2f}x; hashing, SQLite and rules: "
         f"{index_cpu - walked:.2f} s = {(index_cpu - walked) / ref_cpu:.2f}x"
     )
+    print(f"  store after a cold index: {store_bytes(lib) / 1e6:.1f} MB")
     remove_store(lib)
     return met
 

@@ -14,7 +14,6 @@ import json
 import os
 import sqlite3
 import time
-from collections import defaultdict
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -103,6 +102,15 @@ class Scan:
     parsed: ModuleInfo | SyntaxProblem | None = None
 
 
+def _affect(affected: rules.Affected, name: str, kind: str, test: bool) -> None:
+    """A refs row of ``name`` changed: its callers, and its tests when the file is a test file
+    (whose calls count as mentions) or the row is a mention, may change."""
+    if kind == "call":
+        affected.call_names.add(name)
+    if kind == "mention" or test:
+        affected.mention_names.add(name)
+
+
 def racy(row: FileRow) -> bool:
     return int(row.indexed_at * 1e9) - row.stat.mtime_ns < RACY_WINDOW_NS
 
@@ -178,12 +186,7 @@ class Indexer:
         removed = [rel for rel in stored if rel not in on_disk]
         cold = get_meta(self.conn, "indexed") != "1"
         with cyclic_gc_paused():
-            batch, affected = self._queue(map(self.scan, todo), removed, cold=cold, stored=stored)
-            with write_transaction(self.conn):
-                count = self._write(batch, affected, bulk=cold and not stored)
-                set_meta(self.conn, "indexed", "1")
-                set_meta(self.conn, "last_sweep", repr(time.time()))
-        return count
+            return self._apply(todo, removed, cold=cold, stored=stored)
 
     def update(self, rels: Iterable[str]) -> int:
         """Re-check the given tree-relative paths (files or folders, present or gone)."""
@@ -211,11 +214,30 @@ class Indexer:
                     p for p in stored_paths if (p == rel or p.startswith(prefix)) and p not in files
                 )
         with cyclic_gc_paused():
-            batch, affected = self._queue(map(self.scan, sorted(files)), sorted(removed))
-            with write_transaction(self.conn):
-                return self._write(batch, affected, bulk=False)
+            return self._apply(sorted(files), sorted(removed))
 
     # -- applying -----------------------------------------------------------------------------
+
+    def _apply(
+        self,
+        todo: list[str],
+        removed: list[str],
+        *,
+        cold: bool = False,
+        stored: dict[str, FileRow] | None = None,
+    ) -> int:
+        """Scan ``todo``, queue and write one update (a sweep when ``stored`` is given).
+
+        Called with the cycle collector paused: the update's rows are freed when this returns,
+        before the collector runs again, so it never scans them (65 ms after a cold index).
+        """
+        batch, affected = self._queue(map(self.scan, todo), removed, cold=cold, stored=stored)
+        with write_transaction(self.conn):
+            count = self._write(batch, affected, bulk=cold and not stored)
+            if stored is not None:
+                set_meta(self.conn, "indexed", "1")
+                set_meta(self.conn, "last_sweep", repr(time.time()))
+        return count
 
     def _stored(self) -> dict[str, FileRow]:
         return {
@@ -304,8 +326,7 @@ class Indexer:
         batch.log(rel, "file_modified" if old else "file_added", None, detail)
         if isinstance(parsed, ModuleInfo):
             if old is not None and old.imports != imports:
-                affected.call_names.update(self._ref_names(rel, "call"))
-                affected.mention_names.update(self._ref_names(rel, "mention"))
+                self._affect_refs(rel, affected)
             self._store_symbols(rel, parsed, affected, batch, known=old is not None, cold=cold)
 
     def _store_symbols(
@@ -336,26 +357,15 @@ class Indexer:
                 batch.log(rel, "symbol_removed", qualname)
         for qualname, sym in new.items():
             node_id = f"node:{rel}:{qualname}"
-            values = (
-                sym.kind,
-                sym.signature,
-                sym.sig_hash,
-                sym.body_hash,
-                sym.ast_hash,
-                sym.doc_hash,
-                sym.line_start,
-                sym.line_end,
-                sym.complexity,
-            )
             prev = old.get(qualname)
             if prev is None:
-                name = qualname.rsplit(".", 1)[-1]
-                batch.new_symbols.append((node_id, rel, qualname, name, *values, "[]", "[]"))
-                affected.added.add(node_id)
+                name = qualname.rpartition(".")[2]
+                batch.new_symbols.append((node_id, rel, qualname, name, *sym.columns(), "[]", "[]"))
                 if not cold:
+                    affected.added.add(node_id)
                     batch.log(rel, "symbol_added", qualname, sym.signature)
                 continue
-            batch.changed_symbols.append((*values, node_id))
+            batch.changed_symbols.append((*sym.columns(), node_id))
             if prev[2] != sym.sig_hash:
                 affected.signature_changed.add(node_id)
                 batch.log(rel, "signature_changed", qualname, sym.signature)
@@ -364,7 +374,7 @@ class Indexer:
             if prev[4] != sym.doc_hash:
                 affected.docstring_changed.add(node_id)
                 batch.log(rel, "docstring_changed", qualname)
-        self._store_refs(rel, info, affected, batch, known=known)
+        self._store_refs(rel, info, affected, batch, known=known, cold=cold)
 
     def _store_refs(
         self,
@@ -374,53 +384,48 @@ class Indexer:
         batch: WriteBatch,
         *,
         known: bool,
+        cold: bool,
     ) -> None:
-        """Queue the file's refs rows; names whose callers or tests may change -> ``affected``."""
-        test = is_test_file(rel)
-        grouped: dict[tuple[str, str], list[str]] = defaultdict(list)
-        for name in info.module_calls:
-            grouped[(name, "call")].append("")
-        if test:
-            for name in info.module_mentions:
-                grouped[(name, "mention")].append("")
-        for sym in info.symbols:
-            qualname = sym.qualname
-            for name in sym.calls:
-                grouped[(name, "call")].append(qualname)
-            if test:
-                for name in sym.mentions:
-                    grouped[(name, "mention")].append(qualname)
-        rows = {key: rules.join_nodes(qualnames) for key, qualnames in grouped.items()}
-        old: dict[tuple[str, str], str] = {}
-        if known:
-            old = {
-                (str(name), str(kind)): str(nodes)
-                for name, kind, nodes in self.conn.execute(
-                    "SELECT name, kind, nodes FROM refs WHERE path=?", (rel,)
-                )
-            }
-        if old == rows:
-            return
-        for key in old.keys() | rows.keys():
-            if old.get(key) != rows.get(key):
-                (affected.call_names if key[1] == "call" else affected.mention_names).add(key[0])
-        if old:
-            batch.delete_refs.append((rel,))
-        batch.refs.extend((name, kind, rel, nodes) for (name, kind), nodes in rows.items())
+        """Queue the file's refs rows; names whose callers or tests may change -> ``affected``.
 
-    def _ref_names(self, rel: str, kind: str) -> set[str]:
-        return {
-            str(r[0])
-            for r in self.conn.execute(
-                "SELECT DISTINCT name FROM refs WHERE path=? AND kind=?", (rel, kind)
+        ``cold``: a first index, whose rules look at every name anyway.
+        """
+        test = is_test_file(rel)
+        rows = rules.ref_rows(rel, info, mentions=test)
+        if not known:
+            if not cold:
+                for name, kind, _, _ in rows:
+                    _affect(affected, name, kind, test)
+            batch.refs += rows
+            return
+        new = {(name, kind): nodes for name, kind, _, nodes in rows}
+        old = {
+            (str(name), str(kind)): str(nodes)
+            for name, kind, nodes in self.conn.execute(
+                "SELECT name, kind, nodes FROM refs WHERE path=?", (rel,)
             )
         }
+        if old == new:
+            return
+        for key in old.keys() | new.keys():
+            if old.get(key) != new.get(key):
+                _affect(affected, key[0], key[1], test)
+        if old:
+            batch.delete_refs.append((rel,))
+        batch.refs += rows
+
+    def _affect_refs(self, rel: str, affected: rules.Affected) -> None:
+        """Every name ``rel``'s refs rows call or mention -> ``affected`` (its rows will change)."""
+        test = is_test_file(rel)
+        for name, kind in self.conn.execute(
+            "SELECT DISTINCT name, kind FROM refs WHERE path=?", (rel,)
+        ).fetchall():
+            _affect(affected, str(name), str(kind), test)
 
     def _remove(self, rel: str, affected: rules.Affected, batch: WriteBatch) -> None:
         if not self._has(rel):
             return
-        affected.call_names.update(self._ref_names(rel, "call"))
-        affected.mention_names.update(self._ref_names(rel, "mention"))
+        self._affect_refs(rel, affected)
         for (qualname,) in self.conn.execute(
             "SELECT qualname FROM symbols WHERE path=? ORDER BY line_start", (rel,)
         ).fetchall():

@@ -23,10 +23,12 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, KeysView, Set
 from dataclasses import dataclass, field
+from json.encoder import encode_basestring_ascii
+from operator import attrgetter
 from typing import Any
 
 from freshness_magic.hub.store import FILE_IMPORTS
-from freshness_magic.hub.symbols import module_suffixes
+from freshness_magic.hub.symbols import ModuleInfo, Symbol, is_test_file, module_suffixes
 
 MAX_LIST = 100
 
@@ -57,6 +59,7 @@ class _Resolver:
         self._sites: dict[tuple[str, str], dict[str, str]] = {}
         self._visible: dict[str, frozenset[str]] = {}
         self._imports: dict[str, frozenset[str]] = {}
+        self._nodes: dict[tuple[str, str], list[str]] = {}
         if preload and conn is not None:
             self._load(
                 conn.execute("SELECT path, imports FROM files"),
@@ -88,22 +91,39 @@ class _Resolver:
             if imported_json != "[]":
                 for imported in json.loads(imported_json):
                     self._importers[imported].add(path)
-        grouped: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
-        for name, kind, path, nodes in refs:
-            grouped[(name, kind)][path] = nodes
-        self._sites = dict(grouped)
+        self._sites = _grouped(refs)
+
+    def named(self) -> set[str]:
+        """The names some loaded refs row calls or mentions (of a preloaded resolver)."""
+        return {name for name, _ in self._sites}
 
     def sites(self, name: str, kind: str) -> dict[str, str]:
-        """Tree paths -> packed qualnames (:func:`join_nodes`) that call or mention ``name``."""
+        """Tree paths -> packed qualnames (:func:`join_nodes`) that call or mention ``name``.
+
+        A test file's calls are mentions too (its ``mention`` rows hold only the rest).
+        """
         key = (name, kind)
         found = self._sites.get(key)
         if found is None:
             found = {}
             if not self._preloaded and self.conn is not None:
-                found = dict(
-                    self.conn.execute("SELECT path, nodes FROM refs WHERE name=? AND kind=?", key)
+                rows = self.conn.execute(
+                    "SELECT name, kind, path, nodes FROM refs WHERE name=?", (name,)
                 )
-            self._sites[key] = found
+                fetched = _grouped(rows)
+                for other in ("call", "mention"):
+                    self._sites[(name, other)] = fetched.get((name, other), {})
+                found = self._sites[key]
+            else:
+                self._sites[key] = found
+        return found
+
+    def node_ids(self, path: str, nodes: str) -> list[str]:
+        """:func:`node_ids`, once per refs row in a rules pass (a row serves many symbols)."""
+        key = (path, nodes)
+        found = self._nodes.get(key)
+        if found is None:
+            found = self._nodes[key] = node_ids(path, nodes)
         return found
 
     def importers(self, def_path: str, among: KeysView[str]) -> Set[str]:
@@ -136,6 +156,55 @@ def join_nodes(qualnames: Iterable[str]) -> str:
     return "\n".join(sorted(set(qualnames)))
 
 
+def ref_rows(path: str, info: ModuleInfo, *, mentions: bool) -> list[tuple[str, str, str, str]]:
+    """The ``refs`` rows of the Python file at ``path``: (name, kind, path, packed qualnames).
+
+    A row per name the file calls, and with ``mentions`` (test files) per name some of its code
+    mentions without calling: the rules count a test file's calls as mentions too
+    (:meth:`_Resolver.sites`), so they are not stored twice.
+    """
+    rows: list[tuple[str, str, str, str]] = []
+    kinds = (
+        ("call", info.module_calls, attrgetter("calls")),
+        ("mention", info.module_mentions - info.module_calls, _mentioned_only),
+    )
+    for kind, module_names, names_of in kinds if mentions else kinds[:1]:
+        sites: defaultdict[str, list[str]] = defaultdict(list)
+        for name in module_names:
+            sites[name].append("")
+        for symbol in info.symbols:
+            qualname = symbol.qualname
+            for name in names_of(symbol):
+                sites[name].append(qualname)
+        for name, found in sites.items():
+            rows.append((name, kind, path, found[0] if len(found) == 1 else join_nodes(found)))
+    return rows
+
+
+def _grouped(refs: Iterable[tuple[str, str, str, str]]) -> dict[tuple[str, str], dict[str, str]]:
+    """refs rows as (name, kind) -> {path: packed qualnames}; a test file's calls also count
+    as its mentions (merged into its ``mention`` row of the name, see :func:`ref_rows`)."""
+    grouped: dict[tuple[str, str], dict[str, str]] = defaultdict(dict)
+    for name, kind, path, nodes in refs:
+        sites = grouped[(name, kind)]
+        known = sites.get(path)
+        sites[path] = nodes if known is None else _merged(known, nodes)
+        if kind == "call" and is_test_file(path):
+            mentioned = grouped[(name, "mention")]
+            known = mentioned.get(path)
+            mentioned[path] = nodes if known is None else _merged(known, nodes)
+    return dict(grouped)
+
+
+def _mentioned_only(symbol: Symbol) -> frozenset[str]:
+    return symbol.mentions - symbol.calls
+
+
+def _merged(first: str, second: str) -> str:
+    """Two packed qualname lists of one file as one."""
+    return join_nodes((*first.split("\n"), *second.split("\n")))
+
+
 def node_ids(path: str, nodes: str) -> list[str]:
     """The node ids of a ``refs.nodes`` value of ``path``."""
     return [f"node:{path}:{q}" if q else f"node:{path}" for q in nodes.split("\n")]
@@ -147,9 +216,9 @@ def callers_of(resolver: _Resolver, node_id: str, path: str, name: str) -> list[
         return []
     found: set[str] = set()
     for site_path in resolver.importers(path, sites.keys()):
-        found.update(node_ids(site_path, sites[site_path]))
+        found.update(resolver.node_ids(site_path, sites[site_path]))
     if path in sites:
-        found.update(node_ids(path, sites[path]))
+        found.update(resolver.node_ids(path, sites[path]))
     found.discard(node_id)
     return sorted(found)[:MAX_LIST]
 
@@ -161,12 +230,15 @@ def tests_of(resolver: _Resolver, path: str, name: str) -> list[str]:
     found: set[str] = set()
     for site_path in resolver.importers(path, sites.keys()):
         if site_path != path:
-            found.update(node_ids(site_path, sites[site_path]))
+            found.update(resolver.node_ids(site_path, sites[site_path]))
     return sorted(found)[:MAX_LIST]
 
 
 def _as_json(items: list[str]) -> str:
-    return json.dumps(items) if items else "[]"
+    """``json.dumps(items)`` for a list of strings, without the encoder's per-call set-up."""
+    if not items:
+        return "[]"
+    return "[" + ", ".join(map(encode_basestring_ascii, items)) + "]"
 
 
 def link_new(
@@ -176,6 +248,8 @@ def link_new(
 ) -> list[tuple[Any, ...]]:
     """The ``new_symbols`` rows of a first index with their callers and related tests filled.
 
+    ``symbols`` rows end with the two lists empty (``"[]"``), as the indexer queues them.
+
     The same lists :func:`apply_rules` computes with ``everything`` set, taken from the rows
     before they are written: a first index writes each symbol row once instead of reading
     every row back and updating it.
@@ -183,14 +257,16 @@ def link_new(
     resolver = _Resolver.of_rows(
         ((row[0], row[FILE_IMPORTS]) for row in files), refs, {row[3] for row in symbols}
     )
-    return [
-        (
-            *row[:-2],
-            _as_json(callers_of(resolver, row[0], row[1], row[3])),
-            _as_json(tests_of(resolver, row[1], row[3])),
-        )
-        for row in symbols
-    ]
+    named = resolver.named()
+    linked = []
+    for row in symbols:
+        node_id, path, _, name = row[:4]
+        if name not in named:  # nothing calls or mentions the name: the lists stay empty
+            linked.append(row)
+            continue
+        callers = _as_json(callers_of(resolver, node_id, path, name))
+        linked.append((*row[:-2], callers, _as_json(tests_of(resolver, path, name))))
+    return linked
 
 
 def apply_rules(conn: sqlite3.Connection, affected: Affected) -> None:

@@ -11,9 +11,10 @@ Tables:
   last syntax error).
 * ``symbols``: one row per Python function/class/method, keyed ``node:{path}:{qualname}``.
 * ``refs``: one row per (name, kind, file): the qualnames of the file's symbols that call the name
-  (all Python files) or mention it (test files only), ``""`` for module-level code; the input of
-  the callers and related-tests rules. One row per name and file, not per symbol: a cold index
-  of the standard library writes ~150k rows instead of ~500k.
+  (all Python files) or mention it without calling it (test files only; the rules count a test
+  file's calls as mentions), ``""`` for module-level code; the input of the callers and
+  related-tests rules. One row per name and file, not per symbol: a cold index of the standard
+  library writes ~118k rows instead of ~500k.
 * ``changes``: the change log, one row per change with a growing ``seq``.
 * ``meta``: ``last_seq``, ``caught_up``, ``last_sweep``, ``pid``, ``schema``, ``indexed``.
 
@@ -36,9 +37,10 @@ from freshness_magic.atomicio import ensure_ignored_dir
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.hashing import StatKey
 
-SCHEMA_VERSION = "3"
+SCHEMA_VERSION = "4"
 """2: symbol hashes over type-coded tokens; refs grouped per file; symbols indexed by line.
-3: ``refs`` is a rowid table with two indexes (a bulk load appends and indexes afterwards)."""
+3: ``refs`` is a rowid table with two indexes (a bulk load appends and indexes afterwards).
+4: a test file's ``mention`` rows leave out the qualnames its ``call`` rows of the name hold."""
 STATE_DIR = ".freshness"
 DB_NAME = "hub.sqlite"
 BUSY_TIMEOUT_MS = 5000

@@ -18,11 +18,14 @@ Scope and limits (documented, deliberate):
 from __future__ import annotations
 
 import ast
+import codecs
 import io
 import marshal
 import re
 import tokenize
 from dataclasses import dataclass, field
+from inspect import cleandoc
+from typing import NamedTuple
 
 from freshness_magic.freshness.hashing import hash_bytes
 from freshness_magic.hub.astform import (
@@ -31,8 +34,9 @@ from freshness_magic.hub.astform import (
     MARSHAL_VERSION,
     NESTED,
     Acc,
-    emit,
     emit_value,
+    emitter_table,
+    emitters,
     strip_docstring,
 )
 
@@ -48,9 +52,12 @@ class SyntaxProblem:
     message: str
 
 
-@dataclass(frozen=True, slots=True)
-class Symbol:
-    """One function, class or method with the fingerprints the rules compare."""
+class Symbol(NamedTuple):
+    """One function, class or method with the fingerprints the rules compare.
+
+    A named tuple: a cold index makes one per definition (57k for the standard library), and
+    the indexer takes the stored columns as one slice (:meth:`columns`).
+    """
 
     qualname: str
     kind: str
@@ -64,6 +71,10 @@ class Symbol:
     complexity: int
     calls: frozenset[str]
     mentions: frozenset[str]
+
+    def columns(self) -> tuple[str | int, ...]:
+        """The fields the ``symbols`` table stores as they are, ``kind`` to ``complexity``."""
+        return self[1:10]
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,16 +105,17 @@ def parse_python(
         return SyntaxProblem(exc.lineno or 1, max((exc.offset or 1) - 1, 0), exc.msg)
     except (ValueError, UnicodeDecodeError) as exc:
         return SyntaxProblem(1, 0, str(exc))
-    # Only "\n" ends a line for ``ast`` (str.splitlines would also split at form feeds).
-    extractor = _Extractor(_decode(source).split("\n"), mentions)
+    extractor = _Extractor(_utf8_lines(source), mentions)
     top = Acc(mentions)
+    table = emitters(top)
     scratch: list[object] = []
+    append = scratch.append
     for stmt in tree.body:
         cls = type(stmt)
         if cls in DEFS:
             extractor.definition(stmt, "")  # type: ignore[arg-type]
         else:
-            emit(stmt, cls, scratch, top, False)
+            table[cls](stmt, append, top, False)
             scratch.clear()
     imports: set[str] = set()
     package = module if is_package else _parent(module)
@@ -122,18 +134,32 @@ def _mentioned(acc: Acc) -> frozenset[str]:
     return frozenset() if acc.mentions is None else frozenset(acc.mentions | acc.calls)
 
 
-def _decode(source: bytes) -> str:
-    try:
-        encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
-    except SyntaxError:
-        encoding = "utf-8"
-    return source.decode(encoding, errors="replace")
+def _utf8_lines(source: bytes) -> list[bytes]:
+    """The source's lines as UTF-8 bytes: the byte columns ``ast`` reports index them directly.
+
+    Split at ``\n`` only, as ``ast`` counts lines (``splitlines`` would also split at form
+    feeds). A file in another encoding (a PEP 263 cookie in its first two lines) is re-encoded;
+    the others, already UTF-8 because they parsed, are only split.
+    """
+    if source.startswith(codecs.BOM_UTF8):
+        source = source[len(codecs.BOM_UTF8) :]
+    first = source.find(b"\n")
+    second = source.find(b"\n", first + 1) if first >= 0 else -1
+    if source.find(b"coding", 0, len(source) if second < 0 else second) >= 0:
+        try:
+            encoding, _ = tokenize.detect_encoding(io.BytesIO(source).readline)
+        except SyntaxError:
+            encoding = "utf-8"
+        if codecs.lookup(encoding).name != "utf-8":
+            source = source.decode(encoding, errors="replace").encode("utf-8")
+    return source.split(b"\n")
 
 
 class _Extractor:
-    def __init__(self, lines: list[str], mentions: bool) -> None:
+    def __init__(self, lines: list[bytes], mentions: bool) -> None:
         self.lines = lines
         self.mentions = mentions
+        self.table = emitter_table(mentions)
         self.symbols: list[Symbol] = []
         self.imports: list[list[ast.Import | ast.ImportFrom]] = []
 
@@ -146,50 +172,60 @@ class _Extractor:
         """
         qualname = prefix + node.name
         acc = Acc(self.mentions)
+        table = self.table
         index = len(self.symbols)
         self.symbols.append(_PLACEHOLDER)
-        sig: list[object] = [CODE[type(node)]]
+        cls = type(node)
+        sig: list[object] = [CODE[cls]]
+        put = sig.append
         body: list[object] = []
-        if isinstance(node, ast.ClassDef):
+        add = body.append
+        statements = strip_docstring(node.body)
+        add(len(statements))
+        if cls is ast.ClassDef:
             kind = "class"
-            for part in (node.bases, node.keywords, node.decorator_list):
-                emit_value(part, sig, acc, False)
+            for part in (node.bases, node.keywords, node.decorator_list):  # type: ignore[union-attr]
+                emit_value(part, put, acc)
             complexity = 0
-            statements = strip_docstring(node.body)
-            body.append(len(statements))
             for stmt in statements:
-                cls = type(stmt)
-                if cls in DEFS:
+                stmt_cls = type(stmt)
+                if stmt_cls in DEFS:
                     child = self.definition(stmt, qualname + ".")  # type: ignore[arg-type]
-                    body += (NESTED, CODE[cls], stmt.name)  # type: ignore[attr-defined]
+                    body += (NESTED, CODE[stmt_cls], stmt.name)  # type: ignore[attr-defined]
                     if child.kind == "method":
                         complexity += child.complexity
                 else:
-                    emit(stmt, cls, body, acc, False)
+                    table[stmt_cls](stmt, add, acc, False)
             complexity = max(complexity, 1)
         else:
             kind = "method" if prefix else "function"
-            for value in (node.args, node.returns, node.decorator_list):
-                emit_value(value, sig, acc, False)
-            emit_value(strip_docstring(node.body), body, acc, False)
+            table[ast.arguments](node.args, put, acc, False)  # type: ignore[union-attr]
+            emit_value(node.returns, put, acc)  # type: ignore[union-attr]
+            emit_value(node.decorator_list, put, acc)
+            for stmt in statements:
+                table[type(stmt)](stmt, add, acc, False)
             complexity = 1 + acc.branches
-        self.imports.append(acc.imports)
-        doc = ast.get_docstring(node, clean=True)
+        if acc.imports:
+            self.imports.append(acc.imports)
+        doc_hash = ""
+        if len(statements) < len(node.body):  # the first statement was the docstring
+            doc = cleandoc(node.body[0].value.value)  # type: ignore[attr-defined]
+            doc_hash = hash_bytes(doc.encode(errors="surrogatepass"))
         sig_hash = hash_bytes(marshal.dumps(sig, MARSHAL_VERSION))
         body_hash = hash_bytes(marshal.dumps(body, MARSHAL_VERSION))
         symbol = Symbol(
-            qualname=qualname,
-            kind=kind,
-            signature=_signature_text(node, self.lines),
-            sig_hash=sig_hash,
-            body_hash=body_hash,
-            ast_hash=hash_bytes(f"{sig_hash} {body_hash}".encode()),
-            doc_hash=hash_bytes(doc.encode(errors="surrogatepass")) if doc is not None else "",
-            line_start=node.lineno,
-            line_end=node.end_lineno or node.lineno,
-            complexity=complexity,
-            calls=frozenset(acc.calls),
-            mentions=_mentioned(acc),
+            qualname,
+            kind,
+            _signature_text(node, self.lines),
+            sig_hash,
+            body_hash,
+            hash_bytes(f"{sig_hash} {body_hash}".encode()),
+            doc_hash,
+            node.lineno,
+            node.end_lineno or node.lineno,
+            complexity,
+            frozenset(acc.calls),
+            _mentioned(acc),
         )
         self.symbols[index] = symbol
         return symbol
@@ -198,28 +234,33 @@ class _Extractor:
 _PLACEHOLDER = Symbol("", "", "", "", "", "", "", 0, 0, 0, frozenset(), frozenset())
 
 
-def _signature_text(node: DefNode, lines: list[str]) -> str:
+def _signature_text(node: DefNode, lines: list[bytes]) -> str:
     """The header as written: from ``def``/``class`` to its colon (decorators excluded)."""
     first = node.body[0]
     start, end = node.lineno - 1, first.lineno - 1
-    last = lines[end]
-    end_col = _char_col(last, first.col_offset)
+    if start < end:
+        # The usual header, a line ending in its only colon with no strings or comments: the
+        # colon ends it when the brackets before it are balanced (what the scan would find).
+        text = lines[start][node.col_offset :].rstrip().decode("utf-8", errors="replace")
+        if (
+            text[-1:] == ":"
+            and text.count(":") == 1
+            and "'" not in text
+            and '"' not in text
+            and "#" not in text
+            and text.count("(") == text.count(")")
+            and text.count("[") == text.count("]")
+            and text.count("{") == text.count("}")
+        ):
+            return text
     if start == end:
-        segment = last[_char_col(last, node.col_offset) : end_col]
+        raw = lines[end][node.col_offset : first.col_offset]
     else:
-        head = lines[start]
-        segment = "\n".join(
-            (head[_char_col(head, node.col_offset) :], *lines[start + 1 : end], last[:end_col])
-        )
+        head, tail = lines[start][node.col_offset :], lines[end][: first.col_offset]
+        raw = b"\n".join((head, *lines[start + 1 : end], tail))
+    segment = raw.decode("utf-8", errors="replace")
     cut = _header_colon(segment)
     return segment[: cut + 1] if cut >= 0 else segment.rstrip()
-
-
-def _char_col(line: str, byte_col: int) -> int:
-    """Convert a UTF-8 byte column (what ``ast`` reports) to a character column."""
-    if line.isascii():
-        return byte_col
-    return len(line.encode("utf-8")[:byte_col].decode("utf-8", errors="ignore"))
 
 
 _HEADER_STOPS = re.compile(r"""[][(){}:#'"]""")

@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import gc
 import json
 import os
+import shutil
 from pathlib import Path
 
 from freshness_magic.freshness.hashing import hash_file
+from freshness_magic.hub.ignore import IgnoreRules
 from freshness_magic.hub.indexer import Indexer
+from freshness_magic.hub.store import connect_writer
 
-from .conftest import rows, write
+from .conftest import STDLIB, rows, write
 
 
 def _changes(ix: Indexer, after: int = 0) -> list[tuple[object, ...]]:
@@ -268,3 +272,96 @@ def test_a_link_to_a_file_outside_the_tree_is_never_indexed(
     assert rows(indexer.conn, "SELECT count(*) FROM symbols WHERE name='hidden'") == [(0,)]
     indexer.update(["src/leak.py"])
     assert "src/leak.py" not in {str(r[0]) for r in rows(indexer.conn, "SELECT path FROM files")}
+
+
+def test_cold_index_equals_an_index_built_one_batch_at_a_time(tmp_path: Path) -> None:
+    """The bulk first index (rows and rules computed before writing) matches the update path."""
+    sources = [STDLIB / "json"] + [p for p in [STDLIB / "test" / "test_json"] if p.is_dir()]
+    cold, grown = tmp_path / "cold", tmp_path / "grown"
+    for source in sources:
+        shutil.copytree(source, cold / source.name, ignore=shutil.ignore_patterns("__pycache__"))
+    write(
+        cold,
+        "test_app.py",
+        "from json import decoder\n\n\ndef test_it():\n    decoder.JSONDecoder().decode('1')\n",
+    )
+    grown.mkdir()
+    conn = connect_writer(cold)
+    Indexer(cold, conn, IgnoreRules(cold)).sweep()
+    grown_conn = connect_writer(grown)
+    grown_ix = Indexer(grown, grown_conn, IgnoreRules(grown))
+    grown_ix.sweep()
+    files = sorted(str(p.relative_to(cold)) for p in cold.rglob("*.py"))
+    for batch in (files[::3], files[1::3], files[2::3]):  # callers arrive before their callees
+        for rel in batch:
+            target = grown / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(cold / rel, target)
+        grown_ix.update(batch)
+    columns = (
+        "node_id, kind, signature, sig_hash, body_hash, ast_hash, doc_hash, line_start, "
+        "line_end, complexity, callers, related_tests"
+    )
+    for sql in (
+        f"SELECT {columns} FROM symbols ORDER BY node_id",
+        "SELECT name, kind, path, nodes FROM refs ORDER BY name, kind, path",
+        "SELECT path, hash, imports FROM files ORDER BY path",
+    ):
+        assert rows(conn, sql) == rows(grown_conn, sql), sql
+    linked = rows(conn, "SELECT count(*) FROM symbols WHERE callers != '[]'")[0][0]
+    tested = rows(conn, "SELECT count(*) FROM symbols WHERE related_tests != '[]'")[0][0]
+    assert isinstance(linked, int) and isinstance(tested, int) and linked > 10 and tested > 0
+    conn.close()
+    grown_conn.close()
+
+
+def test_a_sweep_frees_its_rows_before_the_cycle_collector_runs_again(tmp_path: Path) -> None:
+    """The first collection after a cold index does not scan the rows the index wrote."""
+    for source in (STDLIB / "json", STDLIB / "test" / "test_json"):
+        if source.is_dir():
+            shutil.copytree(source, tmp_path / source.name)
+    conn = connect_writer(tmp_path)
+    indexer = Indexer(tmp_path, conn, IgnoreRules(tmp_path))
+    scanned: list[int] = []
+
+    def record(phase: str, info: dict[str, int]) -> None:
+        if phase == "start":
+            scanned.append(len(gc.get_objects(generation=info["generation"])))
+
+    assert gc.isenabled()
+    gc.collect()
+    gc.callbacks.append(record)
+    try:
+        indexer.sweep()
+        [[] for _ in range(2000)]  # allocations enough to start a collection
+    finally:
+        gc.callbacks.remove(record)
+    refs = rows(conn, "SELECT count(*) FROM refs")[0][0]
+    conn.close()
+    assert isinstance(refs, int) and refs > 300
+    assert scanned and scanned[0] < refs // 2
+
+
+def test_a_test_files_calls_count_as_mentions_for_related_tests(
+    indexer: Indexer, project: Path
+) -> None:
+    indexer.sweep()
+    login, helper = "node:src/auth.py:login", "node:src/auth.py:helper"
+    assert _symbol(indexer, login)["related_tests"] == ["node:tests/test_auth.py:test_login"]
+    assert _symbol(indexer, helper)["related_tests"] == []
+    mention_rows = rows(indexer.conn, "SELECT name FROM refs WHERE kind='mention'")
+    assert ("login",) not in mention_rows  # the test only calls it: its call row says so
+    write(
+        project,
+        "tests/test_auth.py",
+        "from src.auth import helper, login\n\n\n"
+        "def test_login():\n    assert helper('a') == 'a'\n\n\n"
+        "def test_table():\n    assert callable(login)\n",
+    )
+    indexer.update(["tests/test_auth.py"])
+    assert _symbol(indexer, login)["related_tests"] == ["node:tests/test_auth.py:test_table"]
+    assert _symbol(indexer, helper)["related_tests"] == ["node:tests/test_auth.py:test_login"]
+    (project / "tests/test_auth.py").unlink()
+    indexer.update(["tests/test_auth.py"])
+    assert _symbol(indexer, login)["related_tests"] == []
+    assert _symbol(indexer, helper)["related_tests"] == []

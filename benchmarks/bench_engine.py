@@ -230,7 +230,7 @@ def main() -> None:
     parser.add_argument("--baseline-src", type=Path, default=None)
     parser.add_argument("--cases", default="linear,loop", help="comma-separated: linear, loop")
     parser.add_argument(
-        "--reps", type=int, default=5, help="interleaved first/last window runs per case and tree"
+        "--reps", type=int, default=11, help="interleaved first/last window runs per case and tree"
     )
     args = parser.parse_args()
     trees = [("current", REPO)]

@@ -255,6 +255,7 @@ def test_a_stop_signal_stops_the_tool_and_leaves_the_run_resumable(
     run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
     during = cli("status", str(run_dir), cwd=tmp_path)
     assert f"driven now by pid {process.pid}" in during.stdout.splitlines()[0], during.stdout
+    assert ", running wait); its last checkpoint says paused" in during.stdout.splitlines()[0]
     assert (
         json.loads(cli("status", str(run_dir), "--json", cwd=tmp_path).stdout)["driver"]["pid"]
         == process.pid

@@ -54,8 +54,11 @@ def main(args: argparse.Namespace) -> int:
     state = info["status"]
     if driver is not None:
         since = time.strftime("%H:%M:%S", time.localtime(float(driver.get("since") or 0)))
+        running = running_nodes(run_dir)
+        doing = f", running {', '.join(running)}" if running else ""
         state = (
-            f"driven now by pid {driver['pid']} (since {since}); its last checkpoint says {state}"
+            f"driven now by pid {driver['pid']} (since {since}{doing}); its last checkpoint "
+            f"says {state}"
         )
     print(f"run {data.get('run_id', run_dir.name)}: {state}", file=out)
     print(f"pipeline: {(data.get('pipeline') or {}).get('path') or '(from code)'}", file=out)
@@ -89,3 +92,34 @@ def _first_line(text: str) -> str:
     first, _, rest = text.strip().partition("\n")
     more = rest.count("\n") + 1 if rest.strip() else 0
     return f"{first} (+{more} lines: status --json)" if more else first
+
+
+EVENTS_TAIL_BYTES = 256 * 1024
+"""How much of the end of ``events.jsonl`` :func:`running_nodes` reads (a run's events file
+grows with it; the nodes running now started near its end)."""
+
+
+def running_nodes(run_dir: Path) -> list[str]:
+    """Nodes started and not yet ended, from the tail of the run's ``events.jsonl``."""
+    from freshness_magic.engine.events import EventType
+
+    ended = {EventType.STAGE_COMPLETED, EventType.STAGE_FAILED, EventType.STAGE_INTERRUPTED}
+    try:
+        with open(run_dir / "events.jsonl", "rb") as handle:
+            size = handle.seek(0, 2)
+            handle.seek(max(size - EVENTS_TAIL_BYTES, 0))
+            lines = handle.read().split(b"\n")[1 if size > EVENTS_TAIL_BYTES else 0 :]
+    except OSError:
+        return []
+    running: dict[str, None] = {}
+    for raw in lines:
+        try:
+            event = json.loads(raw)
+            kind, node = EventType(event.get("type")), event.get("node_id")
+        except (ValueError, AttributeError):
+            continue  # a torn last line, another package's event type, a non-object line
+        if kind is EventType.STAGE_STARTED and isinstance(node, str):
+            running[node] = None
+        elif kind in ended and node in running:
+            del running[node]
+    return list(running)

@@ -101,7 +101,9 @@ grows with it; the nodes running now started near its end)."""
 
 def running_nodes(run_dir: Path) -> list[str]:
     """Nodes started and not yet ended, from the tail of the run's ``events.jsonl``."""
-    from freshness_magic.engine.events import EventType
+    from freshness_magic.atomicio import loads_bounded
+    from freshness_magic.engine.events import ENGINE_EVENTS, EventType
+    from freshness_magic.errors import StateFileError
 
     ended = {EventType.STAGE_COMPLETED, EventType.STAGE_FAILED, EventType.STAGE_INTERRUPTED}
     try:
@@ -114,12 +116,14 @@ def running_nodes(run_dir: Path) -> list[str]:
     running: dict[str, None] = {}
     for raw in lines:
         try:
-            event = json.loads(raw)
-            kind, node = EventType(event.get("type")), event.get("node_id")
-        except (ValueError, AttributeError):
-            continue  # a torn last line, another package's event type, a non-object line
-        if kind is EventType.STAGE_STARTED and isinstance(node, str):
-            running[node] = None
-        elif kind in ended and node in running:
-            del running[node]
+            record = loads_bounded(raw)
+            event = ENGINE_EVENTS.event_from_dict(record) if isinstance(record, dict) else None
+        except (ValueError, StateFileError):
+            continue  # a torn last line
+        if event is None or event.node_id is None:
+            continue
+        if event.type is EventType.STAGE_STARTED:
+            running[event.node_id] = None
+        elif event.type in ended:
+            running.pop(event.node_id, None)
     return list(running)

@@ -173,7 +173,7 @@ def load_checkpoint(
 
 def has_state(run_dir: Path) -> bool:
     """True when ``run_dir`` holds a run's saved state (of any format)."""
-    return (run_dir / JOURNAL_FILE).exists() or (run_dir / CHECKPOINT_FILE).exists()
+    return last_written_ns(run_dir) is not None
 
 
 def last_written_ns(run_dir: Path) -> int | None:

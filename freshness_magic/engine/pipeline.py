@@ -16,6 +16,7 @@ from freshness_magic.engine.model import Graph
 from freshness_magic.engine.transforms import Transform, apply_transforms
 from freshness_magic.engine.validation import Diagnostic, LintRule, validate
 from freshness_magic.errors import PipelineFileError, PipelineSourceError
+from freshness_magic.gcpause import cyclic_gc_paused
 
 ACCEPTED_SOURCES = "DOT text, a pydot.Dot, or a graphviz.Digraph / graphviz.Source"
 
@@ -54,7 +55,9 @@ def load_pipeline(
     location names its kind), :class:`PipelineSourceError` for any other object.
     """
     source, name = dot_source(text)
-    return apply_transforms(parse_dot(source, path=path or name), transforms)
+    # The built-in transforms copy every node a stylesheet touches: bulk work without cycles.
+    with cyclic_gc_paused():
+        return apply_transforms(parse_dot(source, path=path or name), transforms)
 
 
 MAX_PIPELINE_BYTES = 16 * 1024 * 1024

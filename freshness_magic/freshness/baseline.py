@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -166,7 +167,10 @@ class Baseline:
     """Whether the working directory was in a git work tree with git usable."""
     git_states: dict[str, str] = field(default_factory=dict)
     """git's status of the files that were not clean at the snapshot (see ``git_state``)."""
-    _dict: dict[str, Any] | None = field(default=None, repr=False, compare=False)
+    _encoded: list[tuple[Baseline | None, str, dict[str, Any]]] = field(
+        default_factory=list, repr=False, compare=False
+    )
+    """Memo of :meth:`to_dict` per base (baselines never change once taken)."""
 
     def git_state(self, path: str) -> str | None:
         """git's status of ``path`` at the snapshot; None outside a work tree."""
@@ -174,27 +178,51 @@ class Baseline:
             return None
         return self.git_states.get(path, "clean")
 
-    def to_dict(self) -> dict[str, Any]:
-        """A JSON-able dict (memoised: baselines never change once taken)."""
-        if self._dict is None:
-            self._dict = {
-                "node_id": self.node_id,
-                "entries": list(self.entries),
-                "kind": self.kind,
-                "taken_at": self.taken_at,
-                "fs_time_ns": self.fs_time_ns,
-                "files": {path: rec.to_dict() for path, rec in self.files.items()},
-                "literal": sorted(self.literal),
-                "unresolved": [{"entry": u.entry, "reason": u.reason} for u in self.unresolved],
-                "head": self.head,
-                "git": self.git,
-                "git_states": dict(self.git_states),
-            }
-        return self._dict
+    def to_dict(self, base: Baseline | None = None, base_id: str = "") -> dict[str, Any]:
+        """A JSON-able dict; with ``base`` (the baseline of node ``base_id``) only the files
+        that differ from it are listed (``files_from``). Memoised per base, so a checkpoint's
+        unchanged baselines are the same objects from step to step.
+
+        A node's completion snapshot mostly repeats its baseline, and nodes tracking the same
+        entries share their files: written whole, a 20,000-file tree cost each step 3 MB of
+        journal. A delta larger than half of the files is not worth it; the files are written
+        whole then.
+        """
+        for memo_base, memo_id, encoded in self._encoded:
+            if memo_base is base and memo_id == base_id:
+                return encoded
+        data: dict[str, Any] = {
+            "node_id": self.node_id,
+            "entries": list(self.entries),
+            "kind": self.kind,
+            "taken_at": self.taken_at,
+            "fs_time_ns": self.fs_time_ns,
+        }
+        delta = _files_delta(self.files, base.files) if base is not None else None
+        if delta is None:
+            data["files"] = {path: rec.to_dict() for path, rec in self.files.items()}
+        else:
+            data["files_from"] = base_id
+            data["files_changed"], data["files_removed"] = delta
+        data.update(
+            literal=sorted(self.literal),
+            unresolved=[{"entry": u.entry, "reason": u.reason} for u in self.unresolved],
+            head=self.head,
+            git=self.git,
+            git_states=dict(self.git_states),
+        )
+        self._encoded[:] = [*self._encoded[-1:], (base, base_id, data)]
+        return data
 
     @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> Baseline:
-        """Rebuild a baseline from :meth:`to_dict` output; FreshnessError when malformed."""
+    def from_dict(
+        cls, data: dict[str, Any], bases: Mapping[str, Baseline] | None = None
+    ) -> Baseline:
+        """Rebuild a baseline from :meth:`to_dict` output; FreshnessError when malformed.
+
+        ``bases``: the baselines (by node) a ``files_from`` delta may name; the rebuilt
+        baseline shares the records of the files it has in common with its base.
+        """
         try:
             return cls(
                 node_id=str(data["node_id"]),
@@ -202,10 +230,7 @@ class Baseline:
                 kind=str(data.get("kind", "baseline")),
                 taken_at=float(data.get("taken_at", 0.0)),
                 fs_time_ns=int(data.get("fs_time_ns", 0)),
-                files={
-                    str(path): FileRecord.from_dict(rec)
-                    for path, rec in dict(data.get("files", {})).items()
-                },
+                files=_files_of(data, bases or {}),
                 literal=frozenset(str(p) for p in data.get("literal", ())),
                 unresolved=[
                     Unresolved(str(u["entry"]), str(u["reason"]))
@@ -215,9 +240,47 @@ class Baseline:
                 git=bool(data.get("git", False)),
                 git_states={str(k): str(v) for k, v in dict(data.get("git_states", {})).items()},
             )
-        except (KeyError, TypeError, ValueError) as exc:
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
             node = data.get("node_id", "?") if isinstance(data, dict) else "?"
             raise FreshnessError(
                 f"checkpointed baseline of node {node!r} is malformed ({exc!r}); "
                 "re-capture it with accept_changes or start a new run"
             ) from exc
+
+
+def _files_delta(
+    files: dict[str, FileRecord], base: dict[str, FileRecord]
+) -> tuple[dict[str, Any], list[str]] | None:
+    """(changed or added records, removed paths) of ``files`` against ``base``; None when the
+    delta would list more than half of ``files``."""
+    if files is base:
+        return {}, []
+    limit = len(files) // 2
+    get = base.get
+    changed: dict[str, Any] = {}
+    for path, rec in files.items():
+        old = get(path)
+        if old is not rec and old != rec:
+            changed[path] = rec.to_dict()
+            if len(changed) > limit:
+                return None
+    removed = [path for path in base if path not in files]
+    if len(changed) + len(removed) > limit:
+        return None
+    return changed, removed
+
+
+def _files_of(data: dict[str, Any], bases: Mapping[str, Baseline]) -> dict[str, FileRecord]:
+    """The file records of a baseline's dict, whole or as a delta of one of ``bases``."""
+    if "files_from" not in data:
+        return {str(path): FileRecord.from_dict(rec) for path, rec in dict(data["files"]).items()}
+    base_id = str(data["files_from"])
+    base = bases.get(base_id)
+    if base is None:
+        raise KeyError(f"files_from names {base_id!r}, which has no baseline")
+    files = dict(base.files)
+    for path in data.get("files_removed", ()):
+        files.pop(str(path), None)
+    for path, rec in dict(data.get("files_changed", {})).items():
+        files[str(path)] = FileRecord.from_dict(rec)
+    return files

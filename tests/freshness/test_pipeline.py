@@ -204,3 +204,34 @@ def test_check_cli_exit_codes(tmp_path: Path) -> None:
     assert stale.returncode == 1 and "docs/spec.md" in stale.stdout
     missing = cli("check", str(tmp_path / "nope"), cwd=tmp_path)
     assert missing.returncode == 2 and "not a run directory" in missing.stderr
+
+
+WIDE_PIPELINE = """
+digraph p {
+  start [shape=Mdiamond]
+  a [shape=parallelogram, tool_command="printf a > out/a.txt", source_files="data/**"]
+  b [shape=parallelogram, tool_command="printf b >> data/f000.txt", source_files="data/**"]
+  c [shape=parallelogram, tool_command="printf c > out/c.txt", source_files="data/**"]
+  done [shape=Msquare]
+  start -> a -> b -> c -> done
+}
+"""
+
+
+def test_a_step_records_what_changed_not_every_tracked_file(tmp_path: Path) -> None:
+    """Three nodes tracking 600 files: the files are written once, in the first record."""
+    for i in range(600):
+        write(tmp_path, f"data/f{i:03d}.txt", f"file {i}\n")
+    (tmp_path / "out").mkdir()
+    run = open_run(WIDE_PIPELINE, workdir=tmp_path)
+    assert run.run().status == "completed"
+    lines = (run.run_dir / "journal.jsonl").read_bytes().splitlines()
+    sizes = sorted(len(line) for line in lines)
+    assert sizes[-1] > 600 * 60  # the record with the baselines lists every file once
+    assert sizes[-2] < 600 * 10, sizes  # each other record: a few files, not 600
+    checkpoint = (run.run_dir / "checkpoint.json").read_bytes()
+    assert checkpoint.count(b'"data/f001.txt"') == 1
+    report = cli("check", str(run.run_dir), cwd=tmp_path)
+    assert report.returncode == 1, report.stderr  # 1: stale
+    assert "stale_changed  data/f000.txt" in report.stdout  # b changed it after a ran
+    assert report.stdout.rstrip().endswith("stale: a")  # b and c ran on the changed file

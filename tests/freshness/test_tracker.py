@@ -306,6 +306,78 @@ def test_checkpoint_round_trip_keeps_everything_and_seeds_the_cache(tree: Path) 
     assert again.check("n").stale_files == ["src/a.py"]
 
 
+def _old(tree: Path, count: int) -> None:
+    old = time.time_ns() - 10 * 1_000_000_000
+    for i in range(count):
+        write(tree, f"data/f{i:03d}.txt", f"file {i}\n")
+        os.utime(tree / f"data/f{i:03d}.txt", ns=(old, old))  # cacheable: outside the racy window
+
+
+def test_checkpoint_lists_shared_and_unchanged_files_once(tree: Path) -> None:
+    _old(tree, 40)
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"a": ["data/**"], "b": ["data/**"], "c": ["src/*.py"]})
+    write(tree, "data/f007.txt", "changed by a\n")
+    (tree / "data/f008.txt").unlink()
+    tracker.snapshot_run("a")
+    state = json.loads(json.dumps(tracker.to_dict()))
+    saved = state["baselines"]
+    assert len(saved["a"]["files"]) == 40 and "files_from" not in saved["a"]
+    assert saved["b"]["files_from"] == "a" and "files" not in saved["b"]
+    assert saved["b"]["files_changed"] == {} and saved["b"]["files_removed"] == []
+    assert "files" in saved["c"]  # other entries: whole
+    run = state["run_snapshots"]["a"]
+    assert run["files_from"] == "a" and set(run["files_changed"]) == {"data/f007.txt"}
+    assert run["files_removed"] == ["data/f008.txt"]
+
+    again = FreshnessTracker(tree)
+    again.load(state)
+    assert again.baselines == tracker.baselines
+    assert again.run_snapshots == tracker.run_snapshots
+    assert (
+        again.baselines["b"].files["data/f001.txt"] is again.baselines["a"].files["data/f001.txt"]
+    )
+    assert again.to_dict() == state
+    assert again.check("a").stale_files == [] and again.check("b").stale_files == [
+        "data/f007.txt",
+        "data/f008.txt",
+    ]
+
+
+def test_a_delta_larger_than_half_the_files_is_written_whole(tree: Path) -> None:
+    _old(tree, 10)
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"a": ["data/**"]})
+    for i in range(6):
+        write(tree, f"data/f{i:03d}.txt", "rewritten\n")
+    tracker.snapshot_run("a")
+    run = tracker.to_dict()["run_snapshots"]["a"]
+    assert "files_from" not in run and len(run["files"]) == 10
+
+
+def test_a_version_1_checkpoint_state_still_loads(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"a": ["src/*.py"], "b": ["src/*.py"]})
+    tracker.snapshot_run("a")
+    whole = {
+        "version": 1,
+        "baselines": {k: b.to_dict() for k, b in tracker.baselines.items()},
+        "run_snapshots": {k: b.to_dict() for k, b in tracker.run_snapshots.items()},
+    }
+    again = FreshnessTracker(tree)
+    again.load(json.loads(json.dumps(whole)))
+    assert again.baselines == tracker.baselines and again.run_snapshots == tracker.run_snapshots
+
+
+def test_a_delta_naming_a_missing_baseline_is_a_freshness_error(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"a": ["src/*.py"], "b": ["src/*.py"]})
+    state = json.loads(json.dumps(tracker.to_dict()))
+    state["baselines"]["b"]["files_from"] = "ghost"
+    with pytest.raises(FreshnessError, match=r"baseline of node .b. is malformed.*ghost"):
+        FreshnessTracker(tree).load(state)
+
+
 def test_malformed_checkpoint_state_is_a_freshness_error(tree: Path) -> None:
     with pytest.raises(FreshnessError, match="unknown format"):
         FreshnessTracker(tree).load({"version": 99})

@@ -40,7 +40,7 @@ from freshness_magic.engine.context import Context
 from freshness_magic.engine.dispatch import call_remote, ships
 from freshness_magic.engine.edges import EdgeStep
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.handlers.base import BranchStep, StepEnv
+from freshness_magic.engine.handlers.base import BranchStep, StepEnv, stop_slack
 from freshness_magic.engine.model import NODE_ID_RE, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
@@ -304,6 +304,7 @@ class NodeExecutor:
             attempt=attempt,
             emit=lambda kind, data: self._emit(kind, node.id, data),
             deadline=self._timing.clock() + timeout if timeout else None,
+            slack=stop_slack(timeout) if timeout else 0.0,
             sleep=self._timing.sleep,
             cancel=cancel,
             branches=self,
@@ -325,7 +326,8 @@ class NodeExecutor:
 
         try:
             if timeout and not shipped:
-                result: object = self._call_with_timeout(work, node, context, env, timeout)
+                limit = timeout + env.slack
+                result: object = self._call_with_timeout(work, node, context, env, limit)
             else:
                 result = work(node, context, env)
         except _TimedOut:

@@ -30,7 +30,7 @@ from typing import Any
 
 from freshness_magic import atomicio
 from freshness_magic.engine.context import Context
-from freshness_magic.engine.handlers.base import Handler, StepEnv
+from freshness_magic.engine.handlers.base import Handler, StepEnv, stop_slack
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 
@@ -128,6 +128,7 @@ def run_remote(call: RemoteCall) -> RemoteResult:
             attempt=call.attempt,
             emit=emit,
             deadline=time.monotonic() + call.timeout if call.timeout else None,
+            slack=stop_slack(call.timeout) if call.timeout else 0.0,
             cancel=cancel,
         )
         try:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,7 @@ import pytest
 from freshness_magic.engine import RunState
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.handlers.base import StepEnv
+from freshness_magic.engine.handlers.base import StepEnv, stop_slack
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
@@ -194,6 +195,32 @@ def test_timeout_is_passed_as_deadline_and_enforced(tmp_path: Path) -> None:
     assert work.status is StageStatus.FAIL
     assert work.failure_reason == "timed out after 0.05s"
     assert run.state is RunState.COMPLETED
+
+
+class Overrunner:
+    """Reports its own timeout a little after the node's deadline, inside the run's slack."""
+
+    def __init__(self) -> None:
+        self.slack: list[float] = []
+
+    def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
+        self.slack.append(env.slack)
+        time.sleep((node.timeout or 0) + env.slack / 4)
+        return Outcome(status=StageStatus.FAIL, failure_reason="stopped by the handler itself")
+
+
+def test_a_handler_gets_its_whole_timeout_and_reports_inside_the_slack(tmp_path: Path) -> None:
+    """The work runs for the whole timeout; the run waits a slack past it (10 %, at most 1 s)
+    for the handler's own report before it gives up on the handler."""
+    dot = """digraph g { start [shape=Mdiamond] work [type="over", timeout="3s"]
+             done [shape=Msquare] start -> work -> done
+             work -> done [condition="outcome=fail", label="late"] }"""
+    over = Overrunner()
+    run = make_run(dot, tmp_path, extra={"over": over})
+    run.run()
+    assert over.slack == [pytest.approx(0.3)]
+    assert run.node_outcomes["work"].failure_reason == "stopped by the handler itself"
+    assert stop_slack(100) == 1.0 and stop_slack(0.05) == pytest.approx(0.005)
 
 
 def test_status_given_as_text_is_accepted_and_bad_status_fails(tmp_path: Path) -> None:

@@ -16,6 +16,13 @@ from freshness_magic.errors import RunError
 from freshness_magic.pathsafety import make_state_dir
 
 
+def stop_slack(timeout: float) -> float:
+    """How long past a node's deadline its handler may take to stop its work and report the
+    timeout itself (10 % of the timeout, at most 1 s): the work gets the whole timeout, and the
+    run abandons a handler that has not returned after this slack."""
+    return min(1.0, max(timeout, 0.0) * 0.1)
+
+
 @dataclass
 class StepEnv:
     """Everything a handler may use besides the node and the context, for one attempt."""
@@ -34,6 +41,9 @@ class StepEnv:
     """Starts and resumes child runs with the run's registry (the manager loop handler)."""
     deadline: float | None = None
     """``time.monotonic()`` value by which the node must finish (from its ``timeout``)."""
+    slack: float = 0.0
+    """Seconds past ``deadline`` a handler has to stop what it started and return; the run
+    abandons it after that (:func:`stop_slack`)."""
     sleep: Callable[[float], None] = time.sleep
     """The run's sleep, for handlers that wait between polls (injectable so tests run instantly)."""
     cancel: threading.Event = field(default_factory=threading.Event)

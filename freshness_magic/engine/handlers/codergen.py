@@ -202,14 +202,14 @@ class CodergenHandler:
             stage_dir=stage_dir,
             prompt_file=stage_dir / "prompt.md",
             on_text=sink,
-            deadline=self._stop_at(env),
+            deadline=env.deadline,
         )
         started = time.monotonic()
         context.set(STAGE_DIR_KEY, str(stage_dir))
         try:
             grace = STOP_GRACE_SECONDS
-            if env.deadline is not None and request.deadline is not None:
-                grace = min(grace, (env.deadline - request.deadline) / 2)
+            if env.deadline is not None:
+                grace = min(grace, env.slack / 2)
             reply = invoke(backend, request, env.cancel, request.deadline, grace)
         except Stopped as stop:
             sink.close()
@@ -267,15 +267,6 @@ class CodergenHandler:
             context_updates=updates,
         )
         return self._finish(status_path, outcome)
-
-    @staticmethod
-    def _stop_at(env: StepEnv) -> float | None:
-        """When the call must stop: a little before the node's deadline (10 %, at most 1 s),
-        so the handler reports the timeout itself, with what it knows."""
-        if env.deadline is None:
-            return None
-        remaining = max(env.deadline - time.monotonic(), 0.0)
-        return env.deadline - min(1.0, remaining * 0.1)
 
     @staticmethod
     def _finish(status_path: Path, outcome: Outcome) -> Outcome:

@@ -25,15 +25,15 @@ from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 
 
 def _within_deadline(question: Question, deadline: float | None) -> Question:
-    """The question with a timeout that ends a little before the node's deadline.
+    """The question with a timeout that ends at the node's deadline.
 
-    The run abandons a handler at its deadline; answering the timeout (default choice) just
-    before it keeps ``human.default_choice`` meaningful for gates with a ``timeout``.
+    The run abandons a handler a little after its deadline; answering the timeout (default
+    choice) at the deadline keeps ``human.default_choice`` meaningful for gates with a
+    ``timeout``.
     """
     if deadline is None:
         return question
-    remaining = max(deadline - time.monotonic(), 0.0)
-    limit = remaining - min(1.0, remaining * 0.1)
+    limit = max(deadline - time.monotonic(), 0.0)
     if question.timeout_seconds is not None and question.timeout_seconds <= limit:
         return question
     return dataclasses.replace(question, timeout_seconds=limit)

@@ -211,16 +211,15 @@ class ToolHandler:
     def _limits(self, node: Node, env: StepEnv) -> tuple[float | None, float | None, float]:
         """(timeout to report, time to wait for the command, SIGTERM grace).
 
-        Under a run deadline the command is stopped a little early (10 %, at most 1 s) and the
-        grace fits in that margin, so this handler reports the timeout with the command's output
-        before the run gives up on it.
+        Under a run deadline the command runs until the deadline, and the SIGTERM grace fits in
+        half of the run's slack past it, so this handler reports the timeout with the command's
+        output before the run gives up on it.
         """
         if env.deadline is None:
             return node.timeout, node.timeout, self.kill_grace
         remaining = max(env.deadline - time.monotonic(), 0.0)
-        margin = min(1.0, remaining * 0.1)
         reported = node.timeout if node.timeout is not None else remaining
-        return reported, remaining - margin, min(self.kill_grace, margin / 2)
+        return reported, remaining, min(self.kill_grace, env.slack / 2)
 
     def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
         command = node.tool_command.strip()

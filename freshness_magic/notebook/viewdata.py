@@ -162,12 +162,15 @@ def context_keys(pipeline: NotebookPipeline, limit: int = 200) -> list[list[str]
 
 
 def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
-    """What the page gets once per structure: the SVG, the nodes in index order, the legend of
-    the states this pipeline can show and the description of every state."""
+    """What the page gets once per structure: the SVG, the nodes in index order, the exit nodes
+    (the Run to list starts at one), the legend of the states this pipeline can show and the
+    description of every state."""
+    graph = pipeline.graph
     return {
         "svg": layout.svg,
         "nodes": layout.nodes,
-        "name": pipeline.graph.name,
+        "exits": [node_id for node_id in layout.nodes if graph.is_exit(node_id)],
+        "name": graph.name,
         "legend": legend_items(layout.states),
         "describe": {item["state"]: item for item in legend_items(STATE_STYLES)},
     }

@@ -185,6 +185,8 @@ def test_pan_and_zoom(lab_server: Any, page: Any) -> None:
 def test_node_details_open_on_click(lab_server: Any, page: Any) -> None:
     """A click on a node opens its details: state, attributes, evidence; the actions."""
     start_factory(page, lab_server, "view_details", extra=[RUN_TO_GATE])
+    run_to = page.locator(f"{WIDGET} select.fm-run-to-node")
+    assert run_to.input_value() == "done"  # the Run to list starts at the exit
     page.locator(f"{WIDGET} svg g.fm-node[data-node='gather']").click()
     details = page.locator(f"{WIDGET} .fm-details[data-node='gather']")
     details.wait_for(state="visible", timeout=WAIT_MS)
@@ -199,6 +201,7 @@ def test_node_details_open_on_click(lab_server: Any, page: Any) -> None:
     assert page.locator(f"{WIDGET} svg g.fm-node.fm-selected").get_attribute("data-node") == (
         "gather"
     )
+    assert run_to.input_value() == "gather"  # a clicked node becomes the one to run to
     assert_clean(page)
     save_screenshot(
         page,

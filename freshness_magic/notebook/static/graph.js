@@ -231,7 +231,12 @@ function render({ model, el }) {
       view.titles.push(t ? t.textContent : id);
     }
     view.edges = [...svg.querySelectorAll("g.fm-edge")];
+    // The Run to list keeps the user's choice across redraws; it starts at the exit.
+    const chosen = runToSel.value;
     runToSel.replaceChildren(...view.nodes.map((id) => { const o = h("option", "", id); o.value = id; return o; }));
+    const exits = g.exits || [];
+    const keep = view.nodes.includes(chosen) ? chosen : exits[0];
+    if (keep) runToSel.value = keep;
     playNode.replaceChildren(h("option", "", "(last node)"),
       ...view.nodes.map((id) => { const o = h("option", "", id); o.value = id; return o; }));
     playNode.firstChild.value = "";
@@ -414,6 +419,7 @@ function render({ model, el }) {
   function setSelected(id) {
     for (const g of canvas.querySelectorAll("g.fm-selected")) g.classList.remove("fm-selected");
     view.selected = id;
+    if (id && view.nodes.includes(id)) runToSel.value = id;  // a clicked node is the one to run to
     const i = view.nodes.indexOf(id);
     if (i >= 0 && view.groups[i]) view.groups[i].classList.add("fm-selected");
   }

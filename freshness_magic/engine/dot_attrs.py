@@ -35,21 +35,23 @@ class AttrReader(TokenCursor):
 
     def __init__(self, text: str, source: SourceMap) -> None:
         super().__init__(text, source)
-        self.known_keys: set[str] = set()
-        """Attribute names already checked against KEY_RE (names repeat on every node)."""
+        self.known_keys: dict[str, str] = {}
+        """Attribute names already checked against KEY_RE (names repeat on every node), each
+        mapped to its first occurrence: every node's dicts then share one string per name."""
 
     def _key(self, i: int) -> str:
         """The attribute name at token ``i``: a word, or a quoted string holding a valid name."""
         key = self.values[i] if self.kinds[i] == WORD else string_value(self.values[i])
-        if key not in self.known_keys:
+        known = self.known_keys.get(key)
+        if known is None:
             if not KEY_RE.match(key):
                 raise self._error(
                     f"invalid attribute name '{key}': names are identifiers, optionally dotted "
                     "(e.g. timeout, human.default_choice)",
                     i,
                 )
-            self.known_keys.add(key)
-        return key
+            known = self.known_keys[key] = key
+        return known
 
     def _value(self, j: int, key: str) -> tuple[str, int]:
         """The value at token ``j`` (after ``key =``); returns it and the next token index."""
@@ -99,8 +101,8 @@ class AttrReader(TokenCursor):
                 if kind == WORD or (kind == STRING and kinds[i + 1] == "="):
                     if kinds[i + 1] != "=":
                         self._missing_equals(i, open_index)
-                    key = values[i]
-                    if kind != WORD or key not in known_keys:
+                    key = known_keys.get(values[i]) if kind == WORD else None
+                    if key is None:
                         key = self._key(i)
                     value_kind = kinds[i + 2]
                     if value_kind == WORD:  # fast paths of _value for the common cases

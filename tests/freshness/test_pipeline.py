@@ -3,14 +3,20 @@
 from __future__ import annotations
 
 import json
+import random
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
+
+import pytest
 
 from freshness_magic.engine.events import Event, EventType
 from freshness_magic.events import session_event_kinds
 from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.session import open_run
+from tests.waiting import wait_until
 
 from .conftest import git, write
 
@@ -235,3 +241,79 @@ def test_a_step_records_what_changed_not_every_tracked_file(tmp_path: Path) -> N
     assert report.returncode == 1, report.stderr  # 1: stale
     assert "stale_changed  data/f000.txt" in report.stdout  # b changed it after a ran
     assert report.stdout.rstrip().endswith("stale: a")  # b and c ran on the changed file
+
+
+CHAIN = "\n".join(
+    f'  n{i} [shape=parallelogram, source_files="data/**", '
+    f'tool_command="sleep 0.05; printf x >> data/f{i:03d}.txt"]'
+    for i in range(6)
+)
+CRASH_PIPELINE = f"""
+digraph p {{
+  start [shape=Mdiamond]
+{CHAIN}
+  done [shape=Msquare]
+  start -> n0 -> n1 -> n2 -> n3 -> n4 -> n5 -> done
+}}
+"""
+
+
+def _stale_by_node(run_dir: Path, cwd: Path) -> dict[str, tuple[list[str], list[str]]]:
+    done = cli("check", "--json", str(run_dir), cwd=cwd)
+    assert done.returncode in (0, 1), done.stderr
+    nodes = json.loads(done.stdout)["nodes"]
+    return {
+        node_id: (
+            entry["since_baseline"]["stale_files"],
+            (entry.get("since_run") or {}).get("stale_files", []),
+        )
+        for node_id, entry in nodes.items()
+    }
+
+
+def _tree(root: Path) -> Path:
+    for i in range(300):
+        write(root, f"data/f{i:03d}.txt", f"file {i}\n")
+    (root / "p.dot").write_text(CRASH_PIPELINE)
+    return root
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_a_run_killed_at_a_random_instant_resumes_to_the_same_freshness(
+    tmp_path: Path, seed: int
+) -> None:
+    """SIGKILL `run` after a random number of steps (the freshness state is in the journal as
+    deltas of one whole baseline), `resume` in a new process: `check` says what an
+    uninterrupted run's `check` says."""
+    reference = _tree(tmp_path / "reference")
+    assert cli("run", "p.dot", cwd=reference).returncode == 0
+    expected = _stale_by_node(only_run_dir(reference), reference)
+    assert expected["n0"][1] == [f"data/f{i:03d}.txt" for i in range(1, 6)]
+
+    work = _tree(tmp_path / "work")
+    rng = random.Random(seed)
+    steps = rng.randint(1, 5)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
+        cwd=work,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
+    )
+    try:
+
+        def journal_lines() -> int:
+            runs = work / ".freshness" / "runs"
+            found = list(runs.glob("*/journal.jsonl")) if runs.is_dir() else []
+            return len(found[0].read_bytes().splitlines()) if found else 0
+
+        wait_until(lambda: journal_lines() > steps or driver.poll() is not None, "steps done")
+        time.sleep(rng.uniform(0, 0.05))
+        driver.send_signal(signal.SIGKILL)
+    finally:
+        driver.wait(timeout=30)
+    assert driver.returncode == -signal.SIGKILL  # killed mid-run, not finished
+    run_dir = only_run_dir(work)
+    resumed = cli("resume", str(run_dir), cwd=work)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert _stale_by_node(run_dir, work) == expected

@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS
 from freshness_magic.pathsafety import (
     OUTSIDE_LINK,
-    DirKey,
+    FolderMemo,
     Listing,
     Refused,
     Walker,
@@ -58,7 +58,7 @@ class Resolver:
     ):
         self.tree = WorkTree(workdir, allow_outside)
         self.workdir = self.tree.workdir
-        self._folders: dict[str, tuple[DirKey, int]] = {}
+        self._folders: dict[str, FolderMemo] = {}
         self._resolved: dict[tuple[str, ...], tuple[Resolution, tuple[str, ...]]] = {}
 
     def resolve(self, entries: Sequence[str], listing: Listing | None = None) -> Resolution:

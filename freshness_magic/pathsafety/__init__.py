@@ -16,7 +16,14 @@ Two halves, one rule: nothing is reached through a symbolic link that leads wher
   Freshness resolves ``source_files`` with these, and the hub indexes no link leading outside.
 """
 
-from freshness_magic.pathsafety.globs import DirKey, Listing, Walker, collapse, is_glob
+from freshness_magic.pathsafety.globs import (
+    DirKey,
+    FolderMemo,
+    Listing,
+    Walker,
+    collapse,
+    is_glob,
+)
 from freshness_magic.pathsafety.state import (
     SAFE_COMPONENT_RE,
     STATE_DIR_NAMES,
@@ -52,6 +59,7 @@ __all__ = [
     "UNREADABLE",
     "WHOLE_TREE",
     "DirKey",
+    "FolderMemo",
     "Listing",
     "Located",
     "Refused",

@@ -19,6 +19,7 @@ import fnmatch
 import os
 import re
 from collections.abc import Iterable, Iterator
+from typing import NamedTuple
 
 from freshness_magic.pathsafety.tree import OUTSIDE_LINK, UNREADABLE, WorkTree
 
@@ -37,6 +38,16 @@ Entries = tuple[list[str], list[tuple[str, bool, int]], frozenset[str]]
 _NO_LINKS: frozenset[str] = frozenset()
 
 
+class FolderMemo(NamedTuple):
+    """A folder as an earlier pass listed it: its key, that pass's filesystem time, its file
+    names (joined by NUL: one string per folder, not one per file) and its sub-folders."""
+
+    key: DirKey
+    listed_at: int
+    files: str
+    dirs: list[tuple[str, bool, int]]
+
+
 class Listing:
     """Folder listings for one resolution pass (one ``scandir`` per folder and pass).
 
@@ -47,15 +58,16 @@ class Listing:
     passes) the stat key of every listed folder is remembered, so that :meth:`unchanged` can
     tell that a folder still has the entries it had: adding, removing or renaming an entry
     always changes the folder's mtime, unless inside the racy window (``racy_ns`` before the
-    pass's filesystem time ``fs_now_ns``, given by the caller). Only keys are kept, not
-    the names (they would cost memory per file): a pass that finds a folder changed lists
-    every folder again. Folders holding symlinks, or that cannot be listed, are never
+    pass's filesystem time ``fs_now_ns``, given by the caller). The names are remembered too
+    (one string per folder), so a pass that finds some folders changed lists only those and
+    takes the others from memory: a tool writing one output file no longer makes every folder
+    of a ``**`` be listed again. Folders holding symlinks, or that cannot be listed, are never
     remembered (a link's target can change kind without touching the folder).
     """
 
     def __init__(
         self,
-        persist: dict[str, tuple[DirKey, int]] | None = None,
+        persist: dict[str, FolderMemo] | None = None,
         fs_now_ns: int = 0,
         racy_ns: int = 0,
     ) -> None:
@@ -77,18 +89,20 @@ class Listing:
         """Whether every folder provably has the entries it had at an earlier pass."""
         if self._persist is None:
             return False
-        persist, racy, same = self._persist, self._racy_ns, self._same
-        for folder in folders:
-            if folder in same:
-                continue
-            hit = persist.get(folder)
-            if hit is None:
-                return False
+        return all(self._remembered(folder) is not None for folder in folders)
+
+    def _remembered(self, folder: str) -> FolderMemo | None:
+        """The memo of ``folder`` when the folder provably has not changed since (one stat per
+        folder and pass, however many nodes share it); None when it must be listed."""
+        memo = self._persist.get(folder) if self._persist is not None else None
+        if memo is None:
+            return None
+        if folder not in self._same:
             key = _folder_key(folder)
-            if key is None or key != hit[0] or key[2] >= hit[1] - racy:
-                return False
-            same.add(folder)  # one stat per folder and pass, however many nodes share it
-        return True
+            if key is None or key != memo.key or key[2] >= memo.listed_at - self._racy_ns:
+                return None
+            self._same.add(folder)
+        return memo
 
     def entries(self, folder: str) -> Entries:
         if self.track is not None:
@@ -96,6 +110,12 @@ class Listing:
         cached = self._cache.get(folder)
         if cached is not None:
             return cached
+        memo = self._remembered(folder)
+        if memo is not None:
+            names = memo.files.split("\0") if memo.files else []
+            remembered = (names, memo.dirs, _NO_LINKS)
+            self._cache[folder] = remembered
+            return remembered
         key = _folder_key(folder) if self._persist is not None else None
         files: list[str] = []
         dirs: list[tuple[str, bool, int]] = []
@@ -127,7 +147,7 @@ class Listing:
             if links or linked or key is None:
                 self._persist.pop(folder, None)
             else:
-                self._persist[folder] = (key, self._fs_now_ns)
+                self._persist[folder] = FolderMemo(key, self._fs_now_ns, "\0".join(files), dirs)
         return result
 
 

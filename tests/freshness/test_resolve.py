@@ -154,12 +154,46 @@ def test_folder_listing_inside_the_racy_window_is_always_reread(tmp_path: Path) 
     write(tmp_path, "src/c.py")
     st = os.stat(folder)
     key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-    resolver._folders[folder] = (key, now)  # mtime inside the window
+    forged = resolver._folders[folder]._replace(key=key, listed_at=now)
+    resolver._folders[folder] = forged  # mtime inside the window
     assert resolver.resolve_many({"n": ["src/*"]}, now)["n"].files == ["src/a.py", "src/c.py"]
     write(tmp_path, "src/d.py")
     later = time.time_ns() + 10_000_000_000
     for consulted in list(resolver._folders):  # the folder and its parent, forged as old
         st = os.stat(consulted)
         key = (st.st_dev, st.st_ino, st.st_mtime_ns, st.st_ctime_ns, st.st_size)
-        resolver._folders[consulted] = (key, later)  # outside: the earlier resolution is trusted
+        memo = resolver._folders[consulted]._replace(key=key, listed_at=later)
+        resolver._folders[consulted] = memo  # outside the window: what it remembers is trusted
     assert resolver.resolve_many({"n": ["src/*"]}, later)["n"].files == ["src/a.py", "src/c.py"]
+
+
+def test_a_pass_lists_only_the_folders_that_changed(tmp_path: Path) -> None:
+    """A tool adding a file to one folder makes only that folder be listed again; the others
+    come from what the previous pass remembered (shown by forging a remembered name)."""
+    import time
+
+    write(tmp_path, "a/one.txt")
+    write(tmp_path, "b/two.txt")
+    old = time.time_ns() - 10_000_000_000
+    for folder in ("a", "b", "."):
+        os.utime(tmp_path / folder, ns=(old, old))  # outside the racy window: rememberable
+    resolver = Resolver(tmp_path)
+    assert resolver.resolve_many({"n": ["**"]}, time.time_ns())["n"].files == [
+        "a/one.txt",
+        "b/two.txt",
+    ]
+    b = str(tmp_path / "b")
+    resolver._folders[b] = resolver._folders[b]._replace(files="two.txt\0forged.txt")
+    write(tmp_path, "a/new.txt")  # a changes, b does not
+    assert resolver.resolve_many({"n": ["**"]}, time.time_ns())["n"].files == [
+        "a/new.txt",
+        "a/one.txt",
+        "b/forged.txt",
+        "b/two.txt",
+    ]
+    os.utime(tmp_path / "b", ns=(old + 1, old + 1))  # b's key changes: listed again
+    assert resolver.resolve_many({"n": ["**"]}, time.time_ns())["n"].files == [
+        "a/new.txt",
+        "a/one.txt",
+        "b/two.txt",
+    ]

@@ -21,10 +21,10 @@ from pathlib import Path
 
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey
-from freshness_magic.hub.daemon import lock_held
-from freshness_magic.hub.indexer import INITIAL_INDEX
+from freshness_magic.hub.lock import lock_held
 from freshness_magic.hub.store import (
     FILE_COLUMNS,
+    INITIAL_INDEX,
     FileRow,
     connect_reader,
     db_path,

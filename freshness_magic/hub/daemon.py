@@ -45,6 +45,7 @@ from freshness_magic.errors import HubError
 from freshness_magic.freshness.skipped import SKIPPED_DIRS
 from freshness_magic.hub.ignore import IgnoreRules
 from freshness_magic.hub.indexer import Indexer
+from freshness_magic.hub.lock import LOCK_NAME, lock_held
 from freshness_magic.hub.owner import Owner
 from freshness_magic.hub.store import (
     connect_reader,
@@ -55,7 +56,6 @@ from freshness_magic.hub.store import (
     state_dir,
 )
 
-LOCK_NAME = "hub.lock"
 PID_NAME = "hub.pid"
 LOG_NAME = "hub.log"
 EXIT_ALREADY_RUNNING = 3
@@ -95,26 +95,6 @@ class HubStatus:
 
 
 # -- lock and pid file ---------------------------------------------------------------------------
-
-
-def lock_held(workdir: str | Path) -> bool:
-    """Whether some process holds the hub lock of ``workdir`` (probe with a shared lock)."""
-    try:
-        import fcntl
-    except ImportError:  # no POSIX file locks here, so no hub can hold one
-        return False
-    path = state_dir(workdir) / LOCK_NAME
-    try:
-        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
-    except OSError:
-        return False
-    try:
-        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
-    except BlockingIOError:
-        return True
-    finally:
-        os.close(fd)
-    return False
 
 
 def read_pid(workdir: str | Path) -> int | None:

@@ -24,6 +24,7 @@ from freshness_magic.hub import rules
 from freshness_magic.hub.ignore import IgnoreRules
 from freshness_magic.hub.store import (
     FILE_COLUMNS,
+    INITIAL_INDEX,
     FileRow,
     WriteBatch,
     get_meta,
@@ -40,7 +41,6 @@ from freshness_magic.hub.symbols import (
 )
 from freshness_magic.pathsafety import WorkTree
 
-INITIAL_INDEX = "initial index"
 """Detail of the ``file_added`` rows of a first (cold) index: seen, not necessarily new."""
 
 

@@ -20,7 +20,6 @@ from typing import Any
 
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.hashing import StatKey
-from freshness_magic.hub import daemon
 from freshness_magic.hub.client import Change, ContextPacket, HubClient, Subscription
 from freshness_magic.hub.ignore import glob_to_regex
 from freshness_magic.hub.store import connect_reader, read_snapshot
@@ -141,6 +140,8 @@ def hub_command(
     does (the notebook: a hub never outlives its kernel). Raises :class:`HubError` with a usage
     line for anything else.
     """
+    from freshness_magic.hub import daemon  # the hub process's code, only for these commands
+
     usage = "usage: %pipeline hub start|stop|status|query PATH[:QUALNAME] ..."
     if not argv:
         raise HubError(usage)

@@ -37,6 +37,9 @@ from freshness_magic.atomicio import ensure_ignored_dir
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.hashing import StatKey
 
+INITIAL_INDEX = "initial index"
+"""The ``detail`` of the ``file_added`` changes a first sweep of the tree records."""
+
 SCHEMA_VERSION = "4"
 """2: symbol hashes over type-coded tokens; refs grouped per file; symbols indexed by line.
 3: ``refs`` is a rowid table with two indexes (a bulk load appends and indexes afterwards).

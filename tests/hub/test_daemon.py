@@ -19,6 +19,7 @@ from freshness_magic.errors import HubError
 from freshness_magic.freshness.hashing import StatKey, hash_file
 from freshness_magic.hub import daemon
 from freshness_magic.hub.client import HubClient, HubNotRunning
+from freshness_magic.hub.lock import lock_held
 from freshness_magic.hub.store import db_path
 from tests.waiting import wait_until
 
@@ -236,7 +237,7 @@ def test_sigkill_during_writes_leaves_a_consistent_store(hub_dir: Path) -> None:
     os.kill(status.pid, signal.SIGKILL)
     stop_writing.set()
     writer.join()
-    wait_until(lambda: not daemon.lock_held(hub_dir), "the killed hub's lock to be released")
+    wait_until(lambda: not lock_held(hub_dir), "the killed hub's lock to be released")
     conn = sqlite3.connect(db_path(hub_dir))
     assert conn.execute("PRAGMA integrity_check").fetchone() == ("ok",)
     orphans = conn.execute(

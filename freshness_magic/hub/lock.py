@@ -1,0 +1,34 @@
+"""Whether a hub serves a working directory: its lock file, probed without taking it.
+
+A module of its own so that readers (the freshness check's hash source, the notebook) learn it
+without importing the hub process's code (the daemon, the indexer and its parsers).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from freshness_magic.hub.store import state_dir
+
+LOCK_NAME = "hub.lock"
+
+
+def lock_held(workdir: str | Path) -> bool:
+    """Whether some process holds the hub lock of ``workdir`` (probe with a shared lock)."""
+    try:
+        import fcntl
+    except ImportError:  # no POSIX file locks here, so no hub can hold one
+        return False
+    path = state_dir(workdir) / LOCK_NAME
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return False
+    try:
+        fcntl.flock(fd, fcntl.LOCK_SH | fcntl.LOCK_NB)
+    except BlockingIOError:
+        return True
+    finally:
+        os.close(fd)
+    return False

@@ -389,6 +389,17 @@ def test_post_execute_refreshes_stale_markers_and_accept_clears(
     assert "stale" not in line(shell, "status").text
 
 
+def test_accept_names_the_first_files_and_counts_the_rest(shell: InteractiveShell, workdir: Path):
+    """Accepting a big change stays one short line (it listed every file: 190 KB at 15,000)."""
+    load_review(shell, workdir)
+    line(shell, "run --to approve")
+    for i in range(25):
+        (workdir / "src" / f"gen{i:02d}.py").write_text(f"x = {i}\n")
+    out = line(shell, "accept lint").text
+    first = ", ".join(f"src/gen{i:02d}.py" for i in range(10))
+    assert out == f"accepted current inputs of lint: {first} (+15 more)"
+
+
 def test_auto_refresh_off_skips_the_post_execute_check(shell: InteractiveShell, workdir: Path):
     load_review(shell, workdir)
     line(shell, "run --to approve")

@@ -207,6 +207,21 @@ def test_why_cond_evidence(shell: InteractiveShell, workdir: Path):
     assert line(shell, "evidence done").text == "no evidence records for done yet"
 
 
+def test_evidence_names_three_stale_files_and_counts_the_rest(
+    shell: InteractiveShell, workdir: Path
+):
+    """A record's stale files in ``%pipeline evidence`` stay short (every file listed made one
+    190 KB line for a 10,000-file change)."""
+    load_review(shell, workdir, REVIEW_DOT.replace('freshness="block"', 'freshness="warn"'))
+    line(shell, "step")
+    for i in range(5):
+        (workdir / "src" / f"added{i}.py").write_text(f"x = {i}\n")
+    line(shell, "run --to approve")
+    out = line(shell, "evidence lint").text
+    stale = "src/added0.py, src/added1.py, src/added2.py (+2 more)"
+    assert out.splitlines()[1].endswith(f"  [stale: {stale}]")
+
+
 def test_cond_line_is_not_variable_expanded(shell: InteractiveShell, workdir: Path):
     load_review(shell, workdir)
     shell.user_ns["x"] = "EXPANDED"

@@ -57,10 +57,11 @@ def _duration(value: Any) -> str:
 def row(record: EvidenceRecord) -> list[str]:
     """The table cells of one record."""
     from freshness_magic.evidence.record import one_line
+    from freshness_magic.freshness.events import some_files
 
     facts = record.engine
     stale = facts.get("stale_files")
-    stale_text = ", ".join(str(s) for s in stale) if isinstance(stale, list) else ""
+    stale_text = some_files([str(s) for s in stale], 3) if isinstance(stale, list) else ""
     return [
         _time(record.timestamp),
         record.node_id,

@@ -35,14 +35,20 @@ LOCK_FILE = "driver.lock"
 PGID_FILE = "pgid"
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether ``pid`` runs (a zombie, killed and not yet reaped by its parent, does not: the
+    kernel already dropped its locks)."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except OSError:
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat", "rb") as handle:
+            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
+    except (OSError, IndexError):
+        return True
 
 
 class _Held:
@@ -103,7 +109,7 @@ def _busy(path: Path) -> RunError:
     who = _holder(path)
     for _ in range(40):
         pid = who.get("pid")
-        if isinstance(pid, int) and (who.get("host") != socket.gethostname() or _alive(pid)):
+        if isinstance(pid, int) and (who.get("host") != socket.gethostname() or pid_alive(pid)):
             break
         time.sleep(0.025)
         who = _holder(path)
@@ -141,7 +147,7 @@ def _create_exclusive(path: Path) -> int:
             who = _holder(path)
             pid = who.get("pid")
             same_host = who.get("host") == socket.gethostname()
-            if isinstance(pid, int) and same_host and not _alive(pid):
+            if isinstance(pid, int) and same_host and not pid_alive(pid):
                 with contextlib.suppress(FileNotFoundError):
                     path.unlink()
                 continue
@@ -164,6 +170,6 @@ def live_driver(run_dir: Path) -> dict[str, Any] | None:
     pid = who.get("pid")
     if not isinstance(pid, int) or who.get("host") != socket.gethostname():
         return None
-    if pid == os.getpid() or not _alive(pid):
+    if pid == os.getpid() or not pid_alive(pid):
         return None
     return who

@@ -7,7 +7,7 @@ this vocabulary in ``event_kinds()``; readers outside a run get it from
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from enum import StrEnum
 from typing import Any
 
@@ -23,12 +23,16 @@ class FreshnessEvent(StrEnum):
     """Changed inputs were accepted as the new baseline (``%pipeline accept``, the context)."""
 
 
+def some_files(files: Sequence[str], shown: int) -> str:
+    """The first ``shown`` of ``files``, then how many more: a change of thousands of files
+    stays one short line."""
+    listed = ", ".join(files[:shown])
+    return listed + (f" (+{len(files) - shown} more)" if len(files) > shown else "")
+
+
 def describe_stale_input(data: Mapping[str, Any], shown: int = 3) -> str:
     """A ``STALE_INPUT`` event's data in words, for progress lines (CLI and notebook alike)."""
-    files = [str(f) for f in data.get("files") or ()]
-    listed = ", ".join(files[:shown]) + (
-        f" (+{len(files) - shown} more)" if len(files) > shown else ""
-    )
+    listed = some_files([str(f) for f in data.get("files") or ()], shown)
     if data.get("mode") == "block":
         action = "held back (freshness=block): accept the change or restore the files"
     else:

@@ -37,6 +37,8 @@ if TYPE_CHECKING:
 
 _RUN_SPECS = ("backend", "executor")
 """Run options given as spec strings (``--backend``, ``--executor``), set only when asked."""
+ACCEPTED_SHOWN = 10
+"""Files ``accept`` names before it counts the rest."""
 
 
 class SupersededError(FreshnessMagicError, UsageError):
@@ -351,6 +353,7 @@ class NotebookPipeline(PipelineReadout):
         not run yet or is shown stale now (also nodes whose inputs changed after they ran)."""
         if node_id is not None:
             self.require_node(node_id)
+        from freshness_magic.freshness.events import some_files
         from freshness_magic.freshness.extension import accept_changes
 
         with self.exclusive():
@@ -362,7 +365,7 @@ class NotebookPipeline(PipelineReadout):
             self.publish()
         target = node_id or "all stale nodes and nodes not run yet"
         files = sorted({f for changed in accepted.values() for f in changed})
-        what = f": {', '.join(files)}" if files else ": no changed files"
+        what = f": {some_files(files, ACCEPTED_SHOWN)}" if files else ": no changed files"
         return TextResult(f"accepted current inputs of {target}{what}")
 
     def reset(self) -> TextResult:

@@ -13,6 +13,7 @@ from typing import Any
 
 from freshness_magic.engine.condition_explain import ConditionExplanation
 from freshness_magic.engine.outcome import Choice, Question, StageStatus
+from freshness_magic.freshness.events import some_files
 from freshness_magic.notebook.render import NodeState, NodeView, state_table
 
 
@@ -118,9 +119,8 @@ def evidence_row(record: Mapping[str, Any]) -> dict[str, str]:
     method = engine.get("evidence_method") or record.get("type") or ""
     stale = engine.get("stale_files") or []
     if isinstance(stale, list):
-        stale_text = ", ".join(
-            str(s.get("path", s)) if isinstance(s, dict) else str(s) for s in stale
-        )
+        paths = [str(s.get("path", s)) if isinstance(s, dict) else str(s) for s in stale]
+        stale_text = some_files(paths, 3)
     else:
         stale_text = str(stale)
     seconds = engine.get("duration_seconds")

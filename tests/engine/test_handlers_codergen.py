@@ -184,3 +184,22 @@ def test_backend_past_the_deadline_fails(tmp_path: Path) -> None:
     assert outcome.status is StageStatus.FAIL
     assert "timed out" in outcome.failure_reason
     assert not (tmp_path / "run/nodes/n/response.md").exists()
+
+
+def test_a_timed_out_call_names_the_nodes_timeout(tmp_path: Path) -> None:
+    """The reason says the timeout the node set (as tool nodes do), not the time measured until
+    the call was given up, which includes the stop grace (and read 1.2e+03s for timeout=20m)."""
+    graph = make_graph({"n": {"prompt": "p", "timeout": "0.2s"}})
+    release = threading.Event()
+
+    def stuck(node: Node, prompt: str, context: Context) -> str:
+        release.wait(30)
+        return "late"
+
+    env = make_env(graph, tmp_path, deadline=time.monotonic() + 0.2, slack=0.02)
+    try:
+        outcome = CodergenHandler(stuck).execute(graph.nodes["n"], Context(), env)
+    finally:
+        release.set()
+    assert outcome.status is StageStatus.FAIL
+    assert outcome.failure_reason.startswith("timed out after 0.2s waiting for ")

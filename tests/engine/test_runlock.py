@@ -177,3 +177,27 @@ def test_without_fcntl_the_lock_file_itself_excludes_and_a_dead_holder_is_taken_
     out, err = third.communicate(timeout=60)
     assert third.returncode == 0 and out.strip() == "resumed", out + err
     assert not (run_dir / "driver.lock").exists(), "released when the holder ended"
+
+
+def _state(pid: int) -> str:
+    """The process state letter of ``pid`` from /proc (Z: ended, not yet reaped)."""
+    return (Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split() or ["?"])[0]
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_status_does_not_name_a_killed_driver_its_parent_has_not_reaped(tmp_path: Path) -> None:
+    """A driver killed with SIGKILL stays a zombie until its parent waits for it; it drives
+    nothing (the kernel dropped its lock), so status must not say it does."""
+    run_dir = waiting_run(tmp_path)
+    driver = cli("resume", str(run_dir), "--answer", "gate=Y", cwd=tmp_path)
+    try:
+        wait_until(lambda: (tmp_path / "started").exists(), "the tool of node 'yes' to start")
+        os.kill(driver.pid, signal.SIGKILL)
+        wait_until(lambda: _state(driver.pid) == "Z", "the killed driver to be a zombie")
+        status = cli("status", str(run_dir), cwd=tmp_path)
+        out, _ = status.communicate(timeout=60)
+        assert out.startswith(f"run {run_dir.name}: ") and "driven now" not in out, out
+        assert _state(driver.pid) == "Z"  # still not reaped while status looked
+    finally:
+        (tmp_path / "go").touch()
+        driver.communicate(timeout=60)

@@ -96,3 +96,23 @@ def test_module_entry_point(finished_run: Run) -> None:
     )
     assert result.returncode == 0, result.stderr
     assert "expects_no_changes" in result.stdout
+
+
+def test_a_step_that_ran_on_many_stale_files_stays_a_short_row(
+    repo: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The stale files column names three files and counts the rest: with every file listed, a
+    15,000-file change made each row (all padded to the widest) 289 KB long."""
+    dot = """digraph many {
+      start [shape=Mdiamond]
+      make [shape=parallelogram, tool_command="for i in $(seq 8); do echo $i > gen$i.txt; done"]
+      use [shape=parallelogram, tool_command="true", source_files="*.txt", freshness=warn]
+      done [shape=Msquare]
+      start -> make -> use -> done
+    }"""
+    run = open_run(dot, workdir=repo)
+    assert run.run().state is RunState.COMPLETED
+    assert main(["evidence", str(run.run_dir), "use"]) == 0
+    row = capsys.readouterr().out.splitlines()[1]
+    assert "gen1.txt, gen2.txt, gen3.txt (+5 more)" in row
+    assert "gen4.txt" not in row

@@ -344,6 +344,26 @@ def test_checkpoint_lists_shared_and_unchanged_files_once(tree: Path) -> None:
     ]
 
 
+def test_a_completion_snapshot_of_a_node_whose_baseline_is_a_delta_round_trips(
+    tree: Path,
+) -> None:
+    """docs/FORMATS.md: a completion snapshot's ``files_from`` is its own node, whose baseline may
+    itself be a delta of another node's; the loader rebuilds the baselines first."""
+    _old(tree, 20)
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"a": ["data/**"], "b": ["data/**"]})
+    write(tree, "data/f003.txt", "changed by b\n")
+    tracker.snapshot_run("b")
+    state = json.loads(json.dumps(tracker.to_dict()))
+    assert state["baselines"]["b"]["files_from"] == "a"
+    assert state["run_snapshots"]["b"]["files_from"] == "b"
+    again = FreshnessTracker(tree)
+    again.load(state)
+    assert again.baselines == tracker.baselines
+    assert again.run_snapshots == tracker.run_snapshots
+    assert again.check("a").stale_files == ["data/f003.txt"]
+
+
 def test_a_delta_larger_than_half_the_files_is_written_whole(tree: Path) -> None:
     _old(tree, 10)
     tracker = FreshnessTracker(tree)

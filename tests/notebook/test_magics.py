@@ -207,6 +207,21 @@ def test_why_cond_evidence(shell: InteractiveShell, workdir: Path):
     assert line(shell, "evidence done").text == "no evidence records for done yet"
 
 
+def test_evidence_names_three_stale_files_and_counts_the_rest(
+    shell: InteractiveShell, workdir: Path
+):
+    """A record's stale files in ``%pipeline evidence`` stay short (every file listed made one
+    190 KB line for a 10,000-file change)."""
+    load_review(shell, workdir, REVIEW_DOT.replace('freshness="block"', 'freshness="warn"'))
+    line(shell, "step")
+    for i in range(5):
+        (workdir / "src" / f"added{i}.py").write_text(f"x = {i}\n")
+    line(shell, "run --to approve")
+    out = line(shell, "evidence lint").text
+    stale = "src/added0.py, src/added1.py, src/added2.py (+2 more)"
+    assert out.splitlines()[1].endswith(f"  [stale: {stale}]")
+
+
 def test_cond_line_is_not_variable_expanded(shell: InteractiveShell, workdir: Path):
     load_review(shell, workdir)
     shell.user_ns["x"] = "EXPANDED"
@@ -387,6 +402,17 @@ def test_post_execute_refreshes_stale_markers_and_accept_clears(
     out = line(shell, "accept lint").text
     assert out.startswith("accepted current inputs of lint: src/login.py, src/new.py")
     assert "stale" not in line(shell, "status").text
+
+
+def test_accept_names_the_first_files_and_counts_the_rest(shell: InteractiveShell, workdir: Path):
+    """Accepting a big change stays one short line (it listed every file: 190 KB at 15,000)."""
+    load_review(shell, workdir)
+    line(shell, "run --to approve")
+    for i in range(25):
+        (workdir / "src" / f"gen{i:02d}.py").write_text(f"x = {i}\n")
+    out = line(shell, "accept lint").text
+    first = ", ".join(f"src/gen{i:02d}.py" for i in range(10))
+    assert out == f"accepted current inputs of lint: {first} (+15 more)"
 
 
 def test_auto_refresh_off_skips_the_post_execute_check(shell: InteractiveShell, workdir: Path):

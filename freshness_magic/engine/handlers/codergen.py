@@ -216,10 +216,8 @@ class CodergenHandler:
             if stop.reason == "interrupted":
                 reason = "interrupted"
             else:
-                reason = (
-                    f"timed out after {time.monotonic() - started:.3g}s waiting for "
-                    f"{backend.describe()}"
-                )
+                waited = node.timeout or round(time.monotonic() - started, 2)
+                reason = f"timed out after {waited:g}s waiting for {backend.describe()}"
                 if request.last_error:
                     reason += f" (last error: {request.last_error})"
             return self._finish(

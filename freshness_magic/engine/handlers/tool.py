@@ -31,6 +31,7 @@ from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.runlock import pid_alive
 
 OUTPUT_CONTEXT_CHARS = 4000
 STDERR_TAIL_LINES = 20
@@ -97,21 +98,6 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
-def _pid_alive(pid: int) -> bool:
-    """Whether ``pid`` runs (a zombie, killed and not yet reaped by its parent, does not)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    try:
-        with open(f"/proc/{pid}/stat", "rb") as handle:
-            return handle.read().rsplit(b")", 1)[1].split()[0] != b"Z"
-    except (OSError, IndexError):
-        return True
-
-
 def reap_survivor(
     node_dir: str | os.PathLike[str], grace: float = KILL_GRACE_SECONDS
 ) -> str | None:
@@ -134,7 +120,7 @@ def reap_survivor(
             path.unlink()
         return f"removed unreadable {path} ({exc}); no process group stopped"
     same_host = host == socket.gethostname()
-    if same_host and driver != os.getpid() and _pid_alive(driver):
+    if same_host and driver != os.getpid() and pid_alive(driver):
         return (
             f"the tool of {path.parent.name} (process group {pgid}) is still driven by pid "
             f"{driver}; not stopped"

@@ -142,6 +142,7 @@ _NODE_TYPED = {
     "auto_status": BOOL,
     "allow_partial": BOOL,
     "timeout": DURATION,
+    "human.timeout": DURATION,
 }
 _EDGE_TYPED = {"weight": INT, "loop_restart": BOOL}
 _GRAPH_TYPED = {

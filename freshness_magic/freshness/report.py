@@ -126,11 +126,16 @@ class NodeReport:
         }
 
     def __str__(self) -> str:
-        lines = [f"{self.node_id}: {self.label.value} (since {self.since})"]
-        lines.extend(f"  {f}" for f in self.files if f.label is not FileLabel.FRESH)
+        return "\n".join(
+            [f"{self.node_id}: {self.label.value} (since {self.since})", *self.details()]
+        )
+
+    def details(self) -> list[str]:
+        """The indented lines under the headline: files not fresh, and HEAD when it moved."""
+        lines = [f"  {f}" for f in self.files if f.label is not FileLabel.FRESH]
         if self.head_moved:
             lines.append(f"  HEAD moved: {self.head_at_snapshot} -> {self.head_now}")
-        return "\n".join(lines)
+        return lines
 
 
 @dataclass(frozen=True)
@@ -191,8 +196,16 @@ class FreshnessReport:
             return "no nodes with source_files"
         lines = []
         for entry in self.nodes.values():
-            lines.append(str(entry.since_baseline))
-            if entry.since_run is not None and entry.since_run.is_stale:
-                lines.append(str(entry.since_run))
+            base, run = entry.since_baseline, entry.since_run
+            if run is not None and not run.is_stale and base.is_stale:
+                # It ran after these changes: fresh where it counts, the changes still shown.
+                lines.append(
+                    f"{entry.node_id}: fresh (since run); {base.label.value} since baseline"
+                )
+                lines.extend(base.details())
+                continue
+            lines.append(str(base))
+            if run is not None and run.is_stale:
+                lines.append(str(run))
         lines.append("all fresh" if self.all_fresh else f"stale: {', '.join(self.stale_nodes)}")
         return "\n".join(lines)

@@ -372,6 +372,7 @@ def test_unknown_edge_attribute_is_info() -> None:
         ("  w [prompt=p, max_retries=-1]\n  work -> w\n", "max_retries"),
         ("  w [prompt=p, goal_gate=maybe, retry_target=work]\n  work -> w\n", "goal_gate"),
         ("  w [prompt=p, timeout=soon]\n  work -> w\n", "timeout"),
+        ('  w [prompt=p, timeout="999999d"]\n  work -> w\n', "timeout"),
         ('  w [shape=hexagon, "human.timeout"=soon]\n  work -> w\n', "human.timeout"),
         ("  w [prompt=p, allow_partial=2]\n  work -> w\n", "allow_partial"),
         ("  w [prompt=p, expects_no_changes=perhaps]\n  work -> w\n", "expects_no_changes"),

@@ -551,3 +551,19 @@ def test_a_digest_from_the_hash_source_that_is_not_hex_is_hashed_here(tree: Path
     baseline = tracker.capture({"n": ["docs/spec.md"]})["n"]
     assert source.asked == ["docs/spec.md"]
     assert baseline.files["docs/spec.md"].digest == hash_file(tree / "docs/spec.md").digest
+
+
+def test_the_text_report_says_a_node_that_ran_after_a_change_is_fresh(tree: Path) -> None:
+    """Stale since its baseline, fresh since it ran: one headline says both, and 'all fresh'."""
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["src/*.py"]})
+    (tree / "src/a.py").unlink()
+    tracker.snapshot_run("n")
+    text = str(tracker.report()).splitlines()
+    assert text[0] == "n: fresh (since run); stale_deleted since baseline"
+    assert text[1].startswith("  stale_deleted  src/a.py")
+    assert text[-1] == "all fresh"
+    write(tree, "src/b.py", "b2\n")
+    text = str(tracker.report()).splitlines()
+    assert text[0] == "n: stale_deleted (since baseline)"
+    assert "n: stale_changed (since run)" in text and text[-1] == "stale: n"

@@ -120,16 +120,20 @@ def _is_count(value: str) -> bool:
     return parsed is not None and parsed >= 0
 
 
+MAX_DURATION_DAYS = 365
+"""Longest duration accepted: ``timeout="999999d"`` overflowed the platform's waits at run time."""
+
+
 def _is_duration(value: str) -> bool:
     parsed = parse_duration(value)
-    return parsed is not None and parsed > 0
+    return parsed is not None and 0 < parsed <= MAX_DURATION_DAYS * 86400
 
 
 # The kinds of value attr_type_rule checks; each is also how the message names what to write.
 COUNT = "a whole number >= 0, e.g. 3"
 INT = "a whole number, e.g. 10"
 BOOL = "true or false"
-DURATION = "a positive duration, e.g. 900s, 250ms, 15m, 2h"
+DURATION = f"a positive duration up to {MAX_DURATION_DAYS}d, e.g. 900s, 250ms, 15m, 2h"
 _CHECKS: dict[str, Callable[[str], bool]] = {
     COUNT: _is_count,
     INT: lambda value: parse_int(value) is not None,

@@ -33,6 +33,7 @@ from freshness_magic.notebook.watch import InputWatcher, input_folders
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
+    from freshness_magic.engine.state import StepResult
 
 
 _RUN_SPECS = ("backend", "executor")
@@ -248,11 +249,11 @@ class NotebookPipeline(PipelineReadout):
                 )
             run = self.run
             if comment:
-                run.answer(node_id, choice, comment=comment)
+                answered = run.answer(node_id, choice, comment=comment)
             else:
-                run.answer(node_id, choice)
+                answered = run.answer(node_id, choice)
             self.publish()
-            return self._advance()
+            return self._advance(answered=answered)
 
     def _resume_offered(self) -> TextResult:
         offer = self.resume_offer
@@ -294,19 +295,24 @@ class NotebookPipeline(PipelineReadout):
             self._run.interrupt()
 
     def _advance(
-        self, to: str | None = None, max_steps: int | None = None, single: bool = False
+        self,
+        to: str | None = None,
+        max_steps: int | None = None,
+        single: bool = False,
+        answered: StepResult | None = None,
     ) -> TextResult:
         """Step until ``to``, ``max_steps``, a gate, the end, a stop or an interrupt.
 
-        One line per executed step, then (for ``run``) a summary line.
+        One line per executed step (the ``answered`` gate's first, counted as one), then (for
+        ``run``) a summary line.
         """
         fresh = self._run is None
         offer = self.resume_offer
         run = self.run
-        lines: list[str] = []
+        lines: list[str] = [text.step_line(answered)] if answered is not None else []
         if fresh and offer is not None:
             lines.append(f"note: started a new run; {offer.run_dir.name} stays on disk")
-        if run.state.finished:
+        if run.state.finished and answered is None:
             state = run.state.value
             return TextResult(f"run {state}; nothing to do (use reset to start again)")
         self._stop.clear()
@@ -318,7 +324,7 @@ class NotebookPipeline(PipelineReadout):
             to=to,
             max_steps=max_steps,
         )
-        run, steps = done.run, done.steps
+        run, steps = done.run, done.steps + (answered is not None)
         lines.extend(done.lines)
         self._settle(republish=steps == 0)
         if run.state is RunState.WAITING:

@@ -51,7 +51,7 @@ def test_reload_offers_the_unfinished_run_and_resume_reopens_it(
     assert line(shell, "resume").text.startswith(f"resumed run {run_id}\npipeline review: waiting")
     assert again.resume_offer is None and again.run.run_id == run_id
     out = line(shell, "resume approve --choice Y").text
-    assert out.splitlines()[-1] == "run: 1 step(s); completed"
+    assert out.splitlines()[-1] == "run: 2 step(s); completed"
     del shell.user_ns["review"]
     assert load_review(shell, workdir).resume_offer is None  # finished runs are not offered
 

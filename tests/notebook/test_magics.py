@@ -115,7 +115,11 @@ def test_step_run_resume_status_flow(shell: InteractiveShell, workdir: Path):
     out = line(shell, "step").text
     assert out.startswith("waiting at approve")
     out = line(shell, "resume approve --choice Y").text
-    assert out.splitlines() == ["step: done -> success", "run: 1 step(s); completed"]
+    assert out.splitlines() == [
+        "step: approve -> success; next: done",  # the answered gate, as run's progress says
+        "step: done -> success",
+        "run: 2 step(s); completed",
+    ]
     status = line(shell, "status").text
     assert status.splitlines()[0] == "pipeline review: completed · 5/5 nodes run"
     assert "done     succeeded" in status
@@ -483,4 +487,4 @@ def test_resume_from_checkpoint_on_disk(shell: InteractiveShell, workdir: Path):
     assert restored.state_name == "waiting"
     assert plain(restored).splitlines()[0].startswith("pipeline review: waiting · waiting at")
     out = line(shell, "resume approve --choice Yes").text
-    assert out.splitlines()[-1] == "run: 1 step(s); completed"
+    assert out.splitlines()[-1] == "run: 2 step(s); completed"

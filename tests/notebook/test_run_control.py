@@ -113,7 +113,7 @@ def test_gate_comment_goes_to_context_and_evidence(shell: InteractiveShell, work
     pipeline = load_review(shell, workdir)
     line(shell, "run")
     out = line(shell, 'resume approve --choice Y --comment "checked the login path"').text
-    assert out.splitlines()[-1] == "run: 1 step(s); completed"
+    assert out.splitlines()[-1] == "run: 2 step(s); completed"
     assert pipeline.run.context["human.gate.comment"] == "checked the login path"
     records = [r for r in pipeline.evidence_records("approve")]
     assert "comment: checked the login path" in records[-1]["outcome"]["engine"]["notes"]

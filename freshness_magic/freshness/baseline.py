@@ -170,7 +170,7 @@ class Baseline:
     _encoded: list[tuple[Baseline | None, str, dict[str, Any]]] = field(
         default_factory=list, repr=False, compare=False
     )
-    """Memo of :meth:`to_dict` per base (baselines never change once taken)."""
+    """Memo of :meth:`to_dict` for the last two bases asked (baselines never change once taken)."""
 
     def git_state(self, path: str) -> str | None:
         """git's status of ``path`` at the snapshot; None outside a work tree."""

@@ -23,11 +23,12 @@ class FreshnessEvent(StrEnum):
     """Changed inputs were accepted as the new baseline (``%pipeline accept``, the context)."""
 
 
-def some_files(files: Sequence[str], shown: int) -> str:
-    """The first ``shown`` of ``files``, then how many more: a change of thousands of files
-    stays one short line."""
+def some_files(files: Sequence[str], shown: int, total: int | None = None) -> str:
+    """The first ``shown`` of ``files``, then how many more of ``total`` (default: all of
+    ``files``): a change of thousands of files stays one short line."""
+    count = len(files) if total is None else total
     listed = ", ".join(files[:shown])
-    return listed + (f" (+{len(files) - shown} more)" if len(files) > shown else "")
+    return listed + (f" (+{count - shown} more)" if count > shown else "")
 
 
 def describe_stale_input(data: Mapping[str, Any], shown: int = 3) -> str:

@@ -99,7 +99,8 @@ def details_dict(pipeline: PipelineReadout, node_id: str) -> dict[str, Any]:
         data["retries"] = found.retries
     stale = pipeline.stale.get(node_id)
     if stale is not None:
-        data["stale_files"] = [f"{f.path} ({f.label})" for f in stale.files]
+        listed = [f"{f.path} ({f.label})" for f in stale.files]
+        data["stale_files"] = text.first_items(listed, "all of them: freshness-magic check RUN_DIR")
     run = pipeline.live_run
     if run is not None:
         folder = Path(run.run_dir) / "nodes" / node_id

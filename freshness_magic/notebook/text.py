@@ -40,6 +40,17 @@ def one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+MAX_LISTED = 100
+"""Most items a details or evidence panel lists (a change of 10,000 files would be 10,000 rows)."""
+
+
+def first_items(items: list[str], where: str, limit: int = MAX_LISTED) -> list[str]:
+    """``items`` up to ``limit``, then one item saying how many more and ``where`` they are."""
+    if len(items) <= limit:
+        return items
+    return [*items[:limit], f"… and {len(items) - limit} more ({where})"]
+
+
 def choice_text(choice: Choice) -> str:
     """A gate choice as shown to people: ``[K] label`` (the key not repeated)."""
     label = choice.label or choice.target

@@ -15,7 +15,7 @@ from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.state import RunState
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import Layout
-from freshness_magic.notebook.text import choice_text, condition_text, evidence_row
+from freshness_magic.notebook.text import choice_text, condition_text, evidence_row, first_items
 from freshness_magic.notebook.viewstate import STATE_STYLES, NodeState, NodeView, legend_items
 
 
@@ -91,9 +91,11 @@ def evidence_detail(record: Mapping[str, Any]) -> dict[str, Any]:
         "summary": record.get("summary", ""),
         "status": engine.get("status") or outcome.get("status", ""),
         "method": engine.get("evidence_method") or record.get("type", ""),
-        "files changed": changed,
+        "files changed": first_items(changed, "all of them: the record in evidence.jsonl"),
         "commit": engine.get("commit") or "",
-        "stale files": engine.get("stale_files") or [],
+        "stale files": first_items(
+            [str(f) for f in engine.get("stale_files") or []], "all of them: evidence.jsonl"
+        ),
         "failure reason": engine.get("failure_reason", ""),
         "attempt": engine.get("attempt", ""),
         "time": record.get("timestamp", ""),

@@ -19,6 +19,7 @@ from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.state import RunState
+from freshness_magic.freshness.events import some_files
 from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.report import FreshnessReport
 from freshness_magic.notebook.render import NodeState, NodeView, StaleKind
@@ -46,8 +47,12 @@ class NodeStale:
 
     def describe(self) -> str:
         since = "baseline" if self.kind is StaleKind.BASELINE else "it ran"
-        files = ", ".join(f"{f.path} ({f.label})" for f in self.files)
-        return f"inputs changed since {since}: {files}"
+        shown = [f"{f.path} ({f.label})" for f in self.files[:WHY_FILES]]
+        return f"inputs changed since {since}: {some_files(shown, WHY_FILES, len(self.files))}"
+
+
+WHY_FILES = 10
+"""Stale files a node's "why" (tooltip, ``%pipeline why``) names before counting the rest."""
 
 
 _LABELS = {"stale_changed": "modified", "stale_deleted": "deleted", "stale_added": "added"}

@@ -226,6 +226,24 @@ def test_evidence_names_three_stale_files_and_counts_the_rest(
     assert out.splitlines()[1].endswith(f"  [stale: {stale}]")
 
 
+def test_a_big_change_is_named_briefly_in_why_and_the_details_panel(
+    shell: InteractiveShell, workdir: Path
+):
+    """150 changed inputs: the tooltip and ``why`` name 10 and count the rest; the details
+    panel lists 100 and says where the rest are (each view listed all of them)."""
+    pipeline = load_review(shell, workdir)
+    line(shell, "run --to approve")
+    for i in range(150):
+        (workdir / "src" / f"gen{i:03d}.py").write_text(f"x = {i}\n")
+    shell.run_cell("edited = True")  # the post_execute hook re-checks
+    why = pipeline.views()["lint"].why
+    first = ", ".join(f"src/gen{i:03d}.py (added)" for i in range(10))
+    assert why == f"inputs changed since it ran: {first} (+140 more)"
+    listed = pipeline.details("lint")["stale_files"]
+    assert len(listed) == 101 and listed[99] == "src/gen099.py (added)"
+    assert listed[100] == "… and 50 more (all of them: freshness-magic check RUN_DIR)"
+
+
 def test_cond_line_is_not_variable_expanded(shell: InteractiveShell, workdir: Path):
     load_review(shell, workdir)
     shell.user_ns["x"] = "EXPANDED"

@@ -13,6 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import NodeState, node_groups
+from freshness_magic.notebook.viewdata import evidence_detail
 from freshness_magic.notebook.viewstate import STATE_CODES
 from freshness_magic.notebook.widget import PipelineWidget
 from tests.notebook.conftest import load_review
@@ -345,3 +346,23 @@ def test_the_view_can_decline_the_offer(shell: InteractiveShell, workdir: Path) 
     assert again.resume_offer is None
     assert again.widget.banner.get("kind") is None
     assert again.run.run_dir != old
+
+
+def test_an_evidence_row_lists_at_most_100_files_and_says_where_the_rest_are() -> None:
+    record = {
+        "summary": "s",
+        "outcome": {
+            "engine": {
+                "files": {"added": [f"gen/f{i:03d}.py" for i in range(130)]},
+                "stale_files": [f"src/s{i:03d}.py" for i in range(101)],
+            }
+        },
+    }
+    detail = evidence_detail(record)
+    assert len(detail["files changed"]) == 101 and detail["files changed"][99] == (
+        "gen/f099.py (added)"
+    )
+    assert detail["files changed"][100] == (
+        "… and 30 more (all of them: the record in evidence.jsonl)"
+    )
+    assert detail["stale files"][-1] == "… and 1 more (all of them: evidence.jsonl)"

@@ -112,7 +112,8 @@ def details_dict(pipeline: PipelineReadout, node_id: str) -> dict[str, Any]:
             del data["output"]  # the streamed output is the response (or stdout) shown below
     records = pipeline.evidence_records(node_id)
     if records:
-        data["evidence"] = [text.evidence_row(r) for r in records[-3:]][::-1]
+        rows = [text.evidence_row(r) for r in records[-3:]][::-1]
+        data["evidence"] = [{k: v for k, v in row.items() if v} for row in rows]  # no empty fields
     data["attributes"] = found.attrs
     return data
 

@@ -134,6 +134,7 @@ def test_details_on_request(shell: InteractiveShell, workdir: Path):
     assert data["state"] == "succeeded"
     assert data["attributes"]["tool_command"] == "true"
     assert data["evidence"][0]["method"] == "external_effect"
+    assert "stale" not in data["evidence"][0]  # no empty field: its inputs were fresh
 
 
 def test_evidence_rows_newest_first_bounded_and_expandable(shell: InteractiveShell, workdir: Path):

@@ -136,24 +136,23 @@ def digest_file_at(
     parameters bind the system calls once, not at every call: 100,000 calls per snapshot.)
     """
     flags = _OPEN_FLAGS if follow_symlinks else _NOFOLLOW_FLAGS
-    open_, fstat, read, close = _open, _fstat, _read, _close
     for _ in range(MAX_REREADS):
-        fd = open_(path, flags, dir_fd=dir_fd)
+        fd = _open(path, flags, dir_fd=dir_fd)
         try:
-            before = fstat(fd)
+            before = _fstat(fd)
             if before.st_mode & _S_IFMT != _S_IFREG:
                 raise HashingError(f"{os.fspath(path)}: not a regular file")
             size = before.st_size
             if size <= SMALL_FILE_BYTES:
-                data = read(fd, size + 1)
+                data = _read(fd, size + 1)
                 if len(data) <= size:
                     return _digest(data), before
                 digest = _digest_rest(fd, data)
             else:
                 digest = _digest_fd(fd, size)
-            after = fstat(fd)
+            after = _fstat(fd)
         finally:
-            close(fd)
+            _close(fd)
         if (
             before.st_mtime_ns == after.st_mtime_ns
             and before.st_ctime_ns == after.st_ctime_ns

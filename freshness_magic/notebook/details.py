@@ -97,11 +97,13 @@ def details_dict(pipeline: PipelineReadout, node_id: str) -> dict[str, Any]:
             data[key] = value
     if found.retries:
         data["retries"] = found.retries
+    run = pipeline.live_run
     stale = pipeline.stale.get(node_id)
     if stale is not None:
         listed = [f"{f.path} ({f.label})" for f in stale.files]
-        data["stale_files"] = text.first_items(listed, "all of them: freshness-magic check RUN_DIR")
-    run = pipeline.live_run
+        run_dir = run.run_dir if run is not None else "RUN_DIR"
+        where = f"all of them: freshness-magic check {run_dir}"
+        data["stale_files"] = text.first_items(listed, where)
     if run is not None:
         folder = Path(run.run_dir) / "nodes" / node_id
         for key, name in NODE_FILES:

@@ -94,7 +94,8 @@ def evidence_detail(record: Mapping[str, Any]) -> dict[str, Any]:
         "files changed": first_items(changed, "all of them: the record in evidence.jsonl"),
         "commit": engine.get("commit") or "",
         "stale files": first_items(
-            [str(f) for f in engine.get("stale_files") or []], "all of them: evidence.jsonl"
+            [str(f) for f in engine.get("stale_files") or []],
+            "all of them: the record in evidence.jsonl",
         ),
         "failure reason": engine.get("failure_reason", ""),
         "attempt": engine.get("attempt", ""),

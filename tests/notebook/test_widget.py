@@ -366,4 +366,4 @@ def test_an_evidence_row_lists_at_most_100_files_and_says_where_the_rest_are() -
     assert detail["files changed"][100] == (
         "… and 30 more (all of them: the record in evidence.jsonl)"
     )
-    assert detail["stale files"][-1] == "… and 1 more (all of them: evidence.jsonl)"
+    assert detail["stale files"][-1] == "… and 1 more (all of them: the record in evidence.jsonl)"

@@ -2,7 +2,8 @@
 
 A :class:`Baseline` is taken for every node at run start (kind ``baseline``), again when a node
 completes (kind ``run``) and when a change is accepted (kind ``accepted``). Per file it records
-whether the file existed, its size and stat key, its content hash (xxh3_128) and, in a git work
+whether the file existed, its size and stat key, its content hash (xxh3_128, or git's blob id
+for a clean tracked file whose stat matched git's index) and, in a git work
 tree, git's status of the file (kept per snapshot for the files that were not clean); per
 snapshot the filesystem time (for the racy rule) and HEAD.
 """
@@ -16,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from freshness_magic.errors import FreshnessError
-from freshness_magic.freshness.hashing import StatKey
+from freshness_magic.freshness.hashing import BLOB_ID_BYTES, StatKey
 from freshness_magic.freshness.resolve import Unresolved
 
 HASH, STAT, NONE = "hash", "stat", "none"
@@ -27,6 +28,10 @@ STAT_LAYOUT = struct.Struct("<QQQQqq")
 """How a record packs its stat key: dev, ino, mode, size, mtime_ns, ctime_ns (48 bytes)."""
 HASHED_LAYOUT = struct.Struct("<QQQQqq16s")
 """A hashed file's packed stat key followed by its 16-byte digest."""
+BLOB_LAYOUT = struct.Struct(f"<QQQQqq{BLOB_ID_BYTES}s")
+"""A packed stat key followed by a git blob id."""
+_DIGEST_BYTES = (16, BLOB_ID_BYTES)
+"""An xxh3_128 digest, or the git blob id of a clean tracked file (:mod:`.gitindex`)."""
 _MTIME, _MTIME_AT = struct.Struct("<q"), 32
 _HASHED = (True, HASH, "", True)
 """The (existed, method, note, regular) of a hashed file: one tuple all such records share."""
@@ -61,7 +66,10 @@ class FileRecord(tuple):
             except struct.error as exc:
                 raise ValueError(f"not a stat key: {stat!r} ({exc})") from None
             if digest is not None:
-                packed += bytes.fromhex(digest)
+                raw = bytes.fromhex(digest)
+                if len(raw) not in _DIGEST_BYTES:
+                    raise ValueError(f"not a digest: {digest!r}")
+                packed += raw
         info = (existed, method, note, regular)
         return tuple.__new__(cls, (packed, _HASHED if info == _HASHED else info))
 
@@ -92,6 +100,12 @@ class FileRecord(tuple):
         if packed is None or len(packed) == STAT_LAYOUT.size:
             return None
         return packed[STAT_LAYOUT.size :].hex()
+
+    @property
+    def blob(self) -> bool:
+        """Whether the digest is a git blob id (from git's index) rather than xxh3_128."""
+        packed = self[0]
+        return packed is not None and len(packed) == STAT_LAYOUT.size + BLOB_ID_BYTES
 
     @property
     def existed(self) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 import dataclasses
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from freshness_magic.errors import FreshnessError
@@ -27,11 +27,13 @@ from freshness_magic.freshness.resolve import Resolver
 from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Snapshotter
 from freshness_magic.vcs.git import MAX_PATHSPECS
 
-STATE_VERSION = 2
+STATE_VERSION = 3
 """The tracker's checkpoint state: baselines by node, then completion snapshots by node. Since
 version 2 a baseline may list only its differences from another node's whole baseline, and a
-completion snapshot only its differences from its node's baseline (``files_from``)."""
-READABLE_VERSIONS = (1, STATE_VERSION)
+completion snapshot only its differences from its node's baseline (``files_from``); since
+version 3 a digest may be git's blob id (:mod:`.gitindex`), which older readers would take for a
+changed file."""
+READABLE_VERSIONS = (1, 2, STATE_VERSION)
 MAX_EXPLAINED = 16
 """Stale files a check before a node asks git about (see the module docstring). git matches every
 index entry against every path asked: on 100,000 files 16 paths took 46 ms and 64 took 113 ms,
@@ -84,11 +86,19 @@ def compare_file(
     return FileReport(path, FileLabel.FRESH, method=STAT, note=note, **details)
 
 
-def compare(reference: Baseline, current: Baseline, since: str) -> NodeReport:
+Relook = Callable[[str, bool], FileRecord | None]
+"""The file at a key now, digested as a git blob id (True) or as xxh3_128; None: not readable."""
+
+
+def compare(
+    reference: Baseline, current: Baseline, since: str, relook: Relook | None = None
+) -> NodeReport:
     """Label every file of a node; unresolved entries (outside the workdir) are ``unknown``.
 
     Files whose record is unchanged (the stat cache hands back the same record, or the digests
     match) only have their path listed in ``fresh``; everything else gets a :class:`FileReport`.
+    A file whose digest is not of the reference's kind (a blob id from git's index against a
+    hash, or the other way) is digested again like the reference by ``relook``.
     """
     files: list[FileReport] = []
     ref_files, cur_files = reference.files, current.files
@@ -103,6 +113,14 @@ def compare(reference: Baseline, current: Baseline, since: str) -> NodeReport:
         for path in differing:
             old = ref_files[path]
             new = cur_get(path)
+            if (
+                relook is not None
+                and new is not None
+                and new.digest is not None
+                and old.digest is not None
+                and new.blob != old.blob
+            ):
+                new = relook(path, old.blob) or new
             if (
                 new is not None
                 and old.digest is not None
@@ -234,7 +252,9 @@ class FreshnessTracker:
         for node_id in node_ids:
             ref = self.run_snapshots.get(node_id)
             since = "run" if ref is not None else "baseline"
-            reports[node_id] = compare(ref or self.baselines[node_id], current[node_id], since)
+            reports[node_id] = compare(
+                ref or self.baselines[node_id], current[node_id], since, self.snapshotter.relook
+            )
         return self._explain(reports, always=False)
 
     def report(self, node_ids: Sequence[str] | None = None) -> FreshnessReport:
@@ -243,10 +263,13 @@ class FreshnessTracker:
         current = self._current(ids)
         flat: dict[str, NodeReport] = {}
         for node_id in ids:
-            flat[f"b:{node_id}"] = compare(self.baselines[node_id], current[node_id], "baseline")
+            flat[f"b:{node_id}"] = compare(
+                self.baselines[node_id], current[node_id], "baseline", self.snapshotter.relook
+            )
             run = self.run_snapshots.get(node_id)
             if run is not None:
-                flat[f"r:{node_id}"] = compare(run, current[node_id], "run")
+                relook = self.snapshotter.relook
+                flat[f"r:{node_id}"] = compare(run, current[node_id], "run", relook)
         flat = self._explain(flat, always=True)
         nodes = {
             node_id: NodeFreshness(node_id, flat[f"b:{node_id}"], flat.get(f"r:{node_id}"))
@@ -284,7 +307,7 @@ class FreshnessTracker:
         taken = self.snapshotter.take(nodes, "accepted")
         changed: dict[str, list[str]] = {}
         for node_id in ids:
-            report = compare(before[node_id], taken[node_id], "accept")
+            report = compare(before[node_id], taken[node_id], "accept", self.snapshotter.relook)
             changed[node_id] = [f.path for f in report.files if f.label.is_stale]
             self.baselines[node_id] = taken[node_id]
             if node_id in self.run_snapshots:

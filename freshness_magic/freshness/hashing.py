@@ -1,8 +1,10 @@
 """Content hashes and stat keys: the one place files are fingerprinted (freshness and the hub).
 
-Hashes are xxh3_128 hex digests. A file is read with a single ``read`` when small and streamed in
-chunks when large; when the file's stat key changes while a large file is being read the read is
-repeated, so a hash always belongs to one consistent version of the file.
+Hashes are xxh3_128 hex digests, or a git blob id (SHA-1) for a file whose snapshot record came
+from git's index (:mod:`.gitindex`), so that it is hashed again the same way. A file is read
+with a single ``read`` when small and streamed in chunks when large; when the file's stat key
+changes while a large file is being read the read is repeated, so a hash always belongs to one
+consistent version of the file.
 
 A small file read whole by one ``read`` is not stat-ed again afterwards: there is no window in
 which half of it could be old. A write racing that read leaves the file's mtime inside the racy
@@ -12,6 +14,7 @@ evidence snapshot, hub) re-hashes such racily clean entries on the next look.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import stat as stat_module
 from dataclasses import dataclass
@@ -27,6 +30,8 @@ racy window of freshness and evidence."""
 SMALL_FILE_BYTES = 1 << 20
 CHUNK_BYTES = 1 << 20
 MAX_REREADS = 3
+BLOB_ID_BYTES = 20
+"""A git blob id (SHA-1); an xxh3_128 digest has 16 bytes."""
 
 
 class StatKey(NamedTuple):
@@ -68,7 +73,12 @@ def hash_bytes(data: bytes) -> str:
     return xxhash.xxh3_128_hexdigest(data)
 
 
-def _digest_rest(fd: int, first: bytes) -> bytes:
+def blob_id(data: bytes) -> bytes:
+    """git's blob id of ``data``: SHA-1 of a ``blob <size>`` header and the content."""
+    return hashlib.sha1(b"blob %d\0%b" % (len(data), data), usedforsecurity=False).digest()
+
+
+def _digest_rest(fd: int, first: bytes, digest: Any = xxhash.xxh3_128_digest) -> bytes:
     """Digest of ``first`` followed by the rest of the file (it grew after its fstat)."""
     chunks = [first]
     while True:
@@ -76,7 +86,7 @@ def _digest_rest(fd: int, first: bytes) -> bytes:
         if not chunk:
             break
         chunks.append(chunk)
-    return xxhash.xxh3_128_digest(b"".join(chunks))
+    return digest(b"".join(chunks))
 
 
 def _digest_fd(fd: int, size: int) -> bytes:
@@ -93,6 +103,17 @@ def _digest_fd(fd: int, size: int) -> bytes:
             break
         hasher.update(chunk)
     return hasher.digest()
+
+
+def _blob_fd(fd: int, size: int) -> bytes | None:
+    """Blob id of a large open file of ``size`` bytes, streamed; None when the size in its
+    header would lie (the file changed size while read: read it again)."""
+    hasher = hashlib.sha1(b"blob %d\0" % size, usedforsecurity=False)
+    read = 0
+    while chunk := os.read(fd, CHUNK_BYTES):
+        read += len(chunk)
+        hasher.update(chunk)
+    return hasher.digest() if read == size else None
 
 
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
@@ -123,6 +144,7 @@ def digest_file_at(
     dir_fd: int | None = None,
     *,
     follow_symlinks: bool = True,
+    blob: bool = False,
     _open: Any = os.open,
     _fstat: Any = os.fstat,
     _read: Any = os.read,
@@ -134,8 +156,11 @@ def digest_file_at(
     A snapshot hashes 100,000 files and keeps each digest and stat key packed in one bytes
     object, so it takes them raw. Same rules and errors as :func:`hash_file`. (The underscored
     parameters bind the system calls once, not at every call: 100,000 calls per snapshot.)
+    ``blob``: the digest is git's blob id (:func:`blob_id`) instead of xxh3_128.
     """
     flags = _OPEN_FLAGS if follow_symlinks else _NOFOLLOW_FLAGS
+    if blob:
+        _digest = blob_id
     for _ in range(MAX_REREADS):
         fd = _open(path, flags, dir_fd=dir_fd)
         try:
@@ -147,14 +172,15 @@ def digest_file_at(
                 data = _read(fd, size + 1)
                 if len(data) <= size:
                     return _digest(data), before
-                digest = _digest_rest(fd, data)
+                digest: bytes | None = _digest_rest(fd, data, _digest)
             else:
-                digest = _digest_fd(fd, size)
+                digest = _blob_fd(fd, size) if blob else _digest_fd(fd, size)
             after = _fstat(fd)
         finally:
             _close(fd)
         if (
-            before.st_mtime_ns == after.st_mtime_ns
+            digest is not None
+            and before.st_mtime_ns == after.st_mtime_ns
             and before.st_ctime_ns == after.st_ctime_ns
             and before.st_size == after.st_size
             and before.st_ino == after.st_ino

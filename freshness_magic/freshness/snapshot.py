@@ -2,7 +2,9 @@
 
 One snapshot covers any number of nodes: folders are listed once, each file is looked at once
 (grouped by folder and opened relative to the folder's descriptor, which saves a path lookup
-per file), and git runs once, in the background while files are hashed. Hashing stays in this
+per file), and git runs once, in the background while files are hashed. A first look in a git
+work tree takes the blob ids git's index holds for clean tracked files instead of reading them
+(:mod:`.gitindex`). Hashing stays in this
 process: a helper process that hashed part of the files on the second core was measured slower
 than none at 20,000 and 100,000 files on a 2-core machine (``benchmarks/bench_freshness.py``).
 A large re-check shares its stat calls with a worker process instead (:mod:`.statworker`).
@@ -20,6 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from freshness_magic.freshness.baseline import (
+    BLOB_LAYOUT,
     HASHED_LAYOUT,
     NONE,
     STAT,
@@ -28,6 +31,7 @@ from freshness_magic.freshness.baseline import (
     FileRecord,
 )
 from freshness_magic.freshness.git import GitStatus, GitTier
+from freshness_magic.freshness.gitindex import GitIndex
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS, HashingError, StatKey, digest_file_at
 from freshness_magic.freshness.resolve import OUTSIDE_LINK, Resolution, Resolver
 from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
@@ -59,6 +63,7 @@ class HashSource(Protocol):
 
 _MISSING = FileRecord(existed=False, method=NONE)
 _Members = list[str]
+_S_IFMT, _S_IFREG = 0o170000, 0o100000
 
 
 def _kind_name(mode: int) -> str:
@@ -115,12 +120,16 @@ class Snapshotter:
             weakref.finalize(self, self.worker.close)
         self._plan: tuple[dict[str, _Members], Share] | None = None
         self._lock = threading.RLock()
+        self.blob_ids = False
+        """Whether files are hashed as git blob ids: once records came from git's index, so
+        that a file is compared with its earlier record like with like."""
 
     def seed(self, baseline: Baseline) -> None:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
         for key, rec in baseline.files.items():
             if rec.digest is not None and rec.mtime_ns is not None:
                 self.cache.store(key, rec, baseline.fs_time_ns)
+                self.blob_ids = self.blob_ids or rec.blob
 
     def take(
         self, nodes: Mapping[str, Sequence[str]], kind: str, *, with_git: bool = True
@@ -150,7 +159,7 @@ class Snapshotter:
                 for res in resolutions.values():
                     union.update(dict.fromkeys(res.files))
                 keys = list(union)
-            records = self.observe(keys, fs_now)
+            records = self.observe(keys, fs_now, index=pending is not None)
         except BaseException:
             if pending is not None:
                 pending.cancel()
@@ -180,11 +189,14 @@ class Snapshotter:
             )
         return baselines
 
-    def observe(self, keys: Sequence[str], fs_now: int) -> dict[str, FileRecord]:
+    def observe(
+        self, keys: Sequence[str], fs_now: int, *, index: bool = False
+    ) -> dict[str, FileRecord]:
         """A record per key, grouped by folder so each file is opened relative to its folder.
 
         The hot loop of every check: a cached record whose stat key is unchanged (and not racily
-        clean) is returned as is, without reading the file.
+        clean) is returned as is, without reading the file. ``index``: a look at many files the
+        stat cache does not know (a first capture) takes blob ids from git's index.
         """
         groups = self._groups(keys)
         source = self.hash_source
@@ -192,25 +204,33 @@ class Snapshotter:
             available = getattr(source, "available", None)
             if callable(available) and not available():
                 source = None  # asked once per snapshot, not once per file
+        unknown = len(keys) - len(self.cache)
+        git_index = self._index(unknown) if index and unknown > 0 else None
+        self.blob_ids = self.blob_ids or git_index is not None
         records: dict[str, FileRecord] = {}
         plan = self._worker_plan(groups, len(keys))
         if plan is None or self.worker is None or not self.worker.send(plan.request):
             for folder, members in groups.items():
-                self._observe_members(folder, members, fs_now, records, source)
+                self._observe_members(folder, members, fs_now, records, source, git_index)
             return records
         for folder, members in plan.mine:
-            self._observe_members(folder, members, fs_now, records, source)
+            self._observe_members(folder, members, fs_now, records, source, git_index)
         answer = self.worker.receive(plan.their_files)
         for folder, members in plan.theirs:
             if answer is None:
-                self._observe_members(folder, members, fs_now, records, source)
+                self._observe_members(folder, members, fs_now, records, source, git_index)
                 continue
             changed = take_unchanged(
                 members, answer, plan.offsets[folder], self.cache.records, records
             )
             if changed:
-                self._observe_members(folder, changed, fs_now, records, source)
+                self._observe_members(folder, changed, fs_now, records, source, git_index)
         return records
+
+    def _index(self, unknown: int) -> GitIndex | None:
+        if not self.git.available:
+            return None
+        return GitIndex.read(self.git.top_level, self.git.prefix, unknown)
 
     def _worker_plan(self, groups: dict[str, _Members], count: int) -> Share | None:
         """How a look at ``groups`` is shared with the stat worker; None: not worth it (see
@@ -229,7 +249,10 @@ class Snapshotter:
         fs_now: int,
         records: dict[str, FileRecord],
         source: HashSource | None,
+        index: GitIndex | None,
     ) -> None:
+        if index is not None and (folder.startswith("/") or not index.folder_usable(folder)):
+            index = None
         try:
             dir_fd = os.open(self._folder_path(folder), DIR_FLAGS)
         except OSError as exc:
@@ -238,7 +261,7 @@ class Snapshotter:
                 records[key] = failed
             return
         try:
-            self._observe_folder(folder, members, dir_fd, fs_now, records, source)
+            self._observe_folder(folder, members, dir_fd, fs_now, records, source, index)
         finally:
             os.close(dir_fd)
 
@@ -281,6 +304,7 @@ class Snapshotter:
         fs_now: int,
         records: dict[str, FileRecord],
         source: HashSource | None,
+        index: GitIndex | None,
     ) -> None:
         """Records of one folder's files; new hashes enter the cache unless racily clean."""
         cache = self.cache
@@ -289,11 +313,15 @@ class Snapshotter:
         limit = self.hash_size_limit
         stat = os.stat
         horizon = fs_now - RACY_WINDOW_NS
-        plain = limit is None and source is None
+        plain = limit is None and source is None and index is None
+        blob_ids = self.blob_ids
+        index_blob = index.blob if index is not None else None
         get = cached_records.get
         cut = name_start(folder)
         hashed = FileRecord.hashed
-        pack_stat, pack_hashed = STAT_LAYOUT.pack, HASHED_LAYOUT.pack
+        pack_stat = STAT_LAYOUT.pack
+        pack_blob = BLOB_LAYOUT.pack
+        pack_hashed = pack_blob if blob_ids else HASHED_LAYOUT.pack
         for key in members:
             name = key[cut:]
             cached = get(key)
@@ -317,6 +345,31 @@ class Snapshotter:
                 ):
                     records[key] = cached
                     continue
+                if (
+                    index_blob is not None
+                    and st.st_mode & _S_IFMT == _S_IFREG
+                    and (limit is None or st.st_size <= limit)
+                ):
+                    blob = index_blob(key, st)
+                    if blob is not None:
+                        mtime = st.st_mtime_ns
+                        indexed = hashed(
+                            pack_blob(
+                                st.st_dev,
+                                st.st_ino,
+                                st.st_mode,
+                                st.st_size,
+                                mtime,
+                                st.st_ctime_ns,
+                                blob,
+                            )
+                        )
+                        if mtime < horizon:
+                            cached_records[key] = indexed
+                        else:
+                            forget(key, None)
+                        records[key] = indexed
+                        continue
                 skey = StatKey.of(st)
                 if not skey.is_regular_file:
                     records[key] = FileRecord(
@@ -339,7 +392,7 @@ class Snapshotter:
                         records[key] = record
                         continue
             try:
-                digest, st = digest_file_at(name, dir_fd, follow_symlinks=False)
+                digest, st = digest_file_at(name, dir_fd, follow_symlinks=False, blob=blob_ids)
             except FileNotFoundError:
                 forget(key, None)
                 records[key] = _MISSING
@@ -375,15 +428,32 @@ class Snapshotter:
         if self.resolver.tree.escapes(self.resolver.absolute(key)):
             return FileRecord(existed=True, method=NONE, note=OUTSIDE_LINK)
         try:
-            digest, st = digest_file_at(name, dir_fd)
+            digest, st = digest_file_at(name, dir_fd, blob=self.blob_ids)
         except FileNotFoundError:
             return _MISSING
         except HashingError as exc:
             return self._not_hashable(name, dir_fd, str(exc))
         except OSError as exc:
             return self._unreadable(name, dir_fd, exc)
+        layout = BLOB_LAYOUT if self.blob_ids else HASHED_LAYOUT
         return FileRecord.hashed(
-            HASHED_LAYOUT.pack(
+            layout.pack(
+                st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, digest
+            )
+        )
+
+    def relook(self, key: str, blob: bool) -> FileRecord | None:
+        """The file at ``key`` now, digested as git's blob id (``blob``) or as xxh3_128, so a
+        record from git's index is compared like with like; None when it cannot be read (the
+        comparison then sees two kinds of digest and calls the file changed). Links are not
+        followed here: a blob id never came from one."""
+        try:
+            digest, st = digest_file_at(self._folder_path(key), follow_symlinks=False, blob=blob)
+        except OSError:
+            return None
+        layout = BLOB_LAYOUT if blob else HASHED_LAYOUT
+        return FileRecord.hashed(
+            layout.pack(
                 st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, digest
             )
         )

@@ -1,0 +1,200 @@
+"""Blob ids from git's index: a first capture stats clean tracked files instead of reading them."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.freshness import snapshot
+from freshness_magic.freshness.baseline import Baseline, FileRecord
+from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.gitindex import INDEX_BYTES_PER_FILE, GitIndex
+from freshness_magic.freshness.hashing import StatKey, digest_file_at
+from freshness_magic.freshness.labels import FileLabel, NodeLabel
+
+from .conftest import git, write
+
+
+@pytest.fixture(autouse=True)
+def plain_git_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The machine's own git config and attributes files stay out of these tests."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+
+
+@pytest.fixture
+def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The names of the files a snapshot reads (hashes) itself."""
+    seen: list[str] = []
+
+    def counting(path: str, *args: object, **kwargs: object) -> object:
+        seen.append(os.fspath(path))
+        return digest_file_at(path, *args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(snapshot, "digest_file_at", counting)
+    return seen
+
+
+def hash_object(repo: Path, rel: str) -> str:
+    return git(repo, "hash-object", rel).strip()
+
+
+def blob_paths(baseline: Baseline) -> set[str]:
+    return {path for path, record in baseline.files.items() if record.blob}
+
+
+def test_clean_tracked_files_are_not_read(repo: Path, reads: list[str]) -> None:
+    write(repo, "src/a.py", "dirty\n")  # tracked, modified: read
+    write(repo, "src/new.py", "new\n")  # untracked: read
+    baseline = FreshnessTracker(repo).capture({"n": ["**"]})["n"]
+    assert set(baseline.files) == {"src/a.py", "src/b.py", "src/new.py", "docs/spec.md"}
+    assert sorted(reads) == ["a.py", "new.py"]
+    for rel in baseline.files:  # read or not, each digest is git's blob id: one kind per tree
+        assert baseline.files[rel].digest == hash_object(repo, rel)
+
+
+def test_a_touched_file_stays_fresh_and_an_edited_one_is_stale(repo: Path) -> None:
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/*.py"]})
+    path = repo / "src/b.py"
+    later = path.stat().st_mtime_ns + 5_000_000_000
+    os.utime(path, ns=(later, later))
+    assert tracker.check("n").label is NodeLabel.FRESH
+
+    write(repo, "src/b.py", "b = 2\n")
+    (changed,) = tracker.check("n").files
+    assert changed.label is FileLabel.STALE_CHANGED
+    assert changed.new_digest == hash_object(repo, "src/b.py")
+
+    write(repo, "src/b.py", "b = 1\n")
+    assert tracker.check("n").label is NodeLabel.FRESH
+
+
+def test_a_run_snapshot_of_hashed_files_compares_with_blob_ids(repo: Path) -> None:
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/b.py"]})
+    path = repo / "src/b.py"
+    later = path.stat().st_mtime_ns + 5_000_000_000
+    os.utime(path, ns=(later, later))
+    tracker.snapshot_run("n")  # hashed (xxh3): the stat differs from the index now
+    report = tracker.report(["n"]).nodes["n"]
+    assert report.since_baseline.label is NodeLabel.FRESH
+    assert report.since_run is not None and report.since_run.label is NodeLabel.FRESH
+
+
+@pytest.mark.parametrize("place", ["src/.gitattributes", ".gitattributes"])
+def test_an_attributes_file_keeps_the_index_out_of_its_folders(
+    repo: Path, place: str, reads: list[str]
+) -> None:
+    write(repo, place, "*.py text eol=crlf\n")
+    FreshnessTracker(repo).capture({"n": ["src/*.py", "docs/*"]})
+    expected = ["a.py", "b.py"] + (["spec.md"] if place == ".gitattributes" else [])
+    assert sorted(reads) == expected
+
+
+def test_a_tracked_attributes_file_keeps_the_index_out(repo: Path) -> None:
+    write(repo, "docs/.gitattributes", "*.md -text\n")
+    git(repo, "add", "docs/.gitattributes")
+    (repo / "docs/.gitattributes").unlink()  # git still reads it from the index
+    baseline = FreshnessTracker(repo).capture({"n": ["src/*.py"]})["n"]
+    assert blob_paths(baseline) == set()
+
+
+def test_attributes_above_a_workdir_inside_the_tree(repo: Path, reads: list[str]) -> None:
+    baseline = FreshnessTracker(repo / "src").capture({"n": ["*.py"]})["n"]
+    assert blob_paths(baseline) == {"a.py", "b.py"} and reads == []
+    write(repo, ".gitattributes", "* text=auto\n")
+    FreshnessTracker(repo / "src").capture({"n": ["*.py"]})
+    assert sorted(reads) == ["a.py", "b.py"]
+
+
+@pytest.mark.parametrize("setting", ["core.autocrlf", "core.attributesFile"])
+def test_filter_settings_in_git_config_keep_the_index_out(repo: Path, setting: str) -> None:
+    git(repo, "config", setting, "input")
+    assert blob_paths(FreshnessTracker(repo).capture({"n": ["src/*.py"]})["n"]) == set()
+
+
+def test_global_attributes_and_environment_keep_the_index_out(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    write(tmp_path, "xdg/git/attributes", "* text\n")
+    assert blob_paths(FreshnessTracker(repo).capture({"n": ["src/*.py"]})["n"]) == set()
+    (tmp_path / "xdg/git/attributes").unlink()
+    monkeypatch.setenv("GIT_INDEX_FILE", str(repo / ".git" / "index"))
+    assert blob_paths(FreshnessTracker(repo).capture({"n": ["src/*.py"]})["n"]) == set()
+
+
+def test_racily_clean_entries_are_read(repo: Path, reads: list[str]) -> None:
+    index = repo / ".git" / "index"
+    oldest = min(p.stat().st_mtime_ns for p in (repo / "src").iterdir())
+    os.utime(index, ns=(oldest, oldest))  # git's rule: an entry as new as its index is racy
+    FreshnessTracker(repo).capture({"n": ["src/*.py"]})
+    assert sorted(reads) == ["a.py", "b.py"]
+
+
+def test_index_versions_and_entry_flags(repo: Path, reads: list[str]) -> None:
+    git(repo, "update-index", "--index-version", "4")
+    baseline = FreshnessTracker(repo).capture({"n": ["**"]})["n"]
+    assert blob_paths(baseline) == {"src/a.py", "src/b.py", "docs/spec.md"} and reads == []
+    git(repo, "update-index", "--index-version", "3")
+    git(repo, "update-index", "--skip-worktree", "src/b.py")
+    write(repo, "src/c.py", "c\n")
+    git(repo, "add", "-N", "src/c.py")  # intent to add: the entry holds no content yet
+    FreshnessTracker(repo).capture({"n": ["src/*.py"]})
+    assert sorted(reads) == ["b.py", "c.py"]
+
+
+def test_a_split_index_is_not_used(repo: Path) -> None:
+    git(repo, "update-index", "--split-index")
+    assert GitIndex.read(str(repo.resolve()), "") is None
+    assert blob_paths(FreshnessTracker(repo).capture({"n": ["src/*.py"]})["n"]) == set()
+
+
+def test_a_damaged_index_is_not_used(repo: Path) -> None:
+    index = repo / ".git" / "index"
+    index.write_bytes(index.read_bytes()[:100])
+    assert GitIndex.read(str(repo.resolve()), "") is None
+    baseline = FreshnessTracker(repo, git=True).capture({"n": ["src/*.py"]})["n"]
+    assert blob_paths(baseline) == set() and len(baseline.files) == 2
+
+
+def test_blob_ids_match_git_for_small_and_streamed_files(repo: Path) -> None:
+    big = repo / "big.bin"
+    big.write_bytes(os.urandom(3 << 20))  # streamed in chunks
+    for rel in ("src/a.py", "big.bin"):
+        digest, _ = digest_file_at(repo / rel, blob=True)
+        assert digest.hex() == hash_object(repo, rel)
+
+
+def test_a_checkpoint_keeps_blob_ids(repo: Path) -> None:
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/*.py"]})
+    state = tracker.to_dict()
+    again = FreshnessTracker(repo)
+    again.load(state)
+    assert blob_paths(again.baselines["n"]) == {"src/a.py", "src/b.py"}
+    write(repo, "src/a.py", "a = 2\n")
+    assert [f.path for f in again.check("n").files] == ["src/a.py"]
+
+
+def test_a_digest_of_another_length_is_refused() -> None:
+    with pytest.raises(ValueError, match="not a digest"):
+        FileRecord(True, StatKey(1, 2, 0o100644, 3, 4, 5), "ab" * 5)
+
+
+def test_the_index_is_read_only_for_a_look_at_enough_files(repo: Path, reads: list[str]) -> None:
+    for i in range(60):
+        write(repo, f"data/f{i:02d}.txt", f"{i}\n")
+    git(repo, "add", "-A")
+    top, size = str(repo.resolve()), (repo / ".git" / "index").stat().st_size
+    assert size > INDEX_BYTES_PER_FILE  # a capture of one file would parse all of it
+    assert GitIndex.read(top, "", files=1) is None
+    index = GitIndex.read(top, "", files=size // INDEX_BYTES_PER_FILE + 1)
+    assert index is not None and len(index) == 64
+    one = FreshnessTracker(repo).capture({"n": ["data/f00.txt"]})["n"]
+    assert blob_paths(one) == set() and reads == ["f00.txt"]  # xxh3: no blob ids in this tracker
+    FreshnessTracker(repo).capture({"n": ["data/*"]})
+    assert reads == ["f00.txt"]

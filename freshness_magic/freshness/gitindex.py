@@ -119,7 +119,7 @@ class GitIndex:
     def blob(self, key: str, st: os.stat_result) -> bytes | None:
         """The blob id of the workdir-relative ``key`` if its entry matches ``st`` exactly and
         is not racily clean; None: read the file."""
-        offset = self._offsets.get(self._prefix + os.fsencode(key))
+        offset = self._offsets.get(self._prefix + key.encode("utf-8", "surrogateescape"))
         if offset is None:
             return None
         cs, cns, ms, mns, ino, mode, size, blob, flags = _ENTRY.unpack_from(self._data, offset)

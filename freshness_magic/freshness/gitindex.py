@@ -98,7 +98,9 @@ class GitIndex:
             path == b".gitattributes" or path.endswith(b"/.gitattributes") for path in offsets
         ):
             return None
-        return cls(data, offsets, written_ns, top, prefix)
+        index = cls(data, offsets, written_ns, top, prefix)
+        # Attributes over the whole workdir: no blob id is usable, so none is taken at all.
+        return index if index.folder_usable("") else None
 
     def __len__(self) -> int:
         return len(self._offsets)

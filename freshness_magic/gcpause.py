@@ -16,6 +16,13 @@ def cyclic_gc_paused() -> Iterator[None]:
     10-15% of the time and made large inputs slower than linear. Reference counting still frees
     everything as usual. The collector is re-enabled afterwards only if it was enabled before,
     so nested or concurrent users leave it as they found it.
+
+    What the operation built is then moved to the oldest generation at once (``freeze`` and
+    ``unfreeze``, two list splices): otherwise the first young collection after the pause
+    traverses every object just allocated, which on a 5,000-node pipeline cost 10x what it costs
+    on 1,000 nodes (the objects no longer fit in the caches). Cycles among them, if any, are
+    found by the next full collection. A process that froze objects itself (the CLI) is left
+    alone: ``unfreeze`` would release its frozen objects too.
     """
     was_enabled = gc.isenabled()
     gc.disable()
@@ -23,4 +30,7 @@ def cyclic_gc_paused() -> Iterator[None]:
         yield
     finally:
         if was_enabled:
+            if gc.get_freeze_count() == 0:
+                gc.freeze()
+                gc.unfreeze()
             gc.enable()

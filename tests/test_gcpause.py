@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from freshness_magic.gcpause import cyclic_gc_paused
+from freshness_magic.gcpause import PROMOTE_AT, cyclic_gc_paused
 
 
 class Node:
@@ -46,11 +46,19 @@ def test_the_pause_restores_the_collector_as_it_found_it() -> None:
 
 
 @pytest.mark.usefixtures("collector_on")
-def test_what_the_pause_built_goes_to_the_oldest_generation() -> None:
+def test_what_a_big_pause_built_goes_to_the_oldest_generation() -> None:
     with cyclic_gc_paused():
-        built = [Node() for _ in range(1000)]
+        built = [Node() for _ in range(PROMOTE_AT)]
     assert in_generation(built[-1], 2) and not in_generation(built[-1], 0)
     assert gc.get_freeze_count() == 0
+
+
+@pytest.mark.usefixtures("collector_on")
+def test_a_small_pause_leaves_its_objects_young() -> None:
+    gc.collect()
+    with cyclic_gc_paused():
+        built = [Node() for _ in range(100)]
+    assert in_generation(built[-1], 0)
 
 
 @pytest.mark.usefixtures("collector_on")
@@ -70,7 +78,7 @@ def test_objects_someone_froze_stay_frozen() -> None:
     try:
         frozen = gc.get_freeze_count()
         with cyclic_gc_paused():
-            built = Node()
-        assert gc.get_freeze_count() == frozen and not in_generation(built, 2)
+            built = [Node() for _ in range(PROMOTE_AT)]
+        assert gc.get_freeze_count() == frozen and not in_generation(built[-1], 2)
     finally:
         gc.unfreeze()

@@ -11,9 +11,9 @@ A blob id names the content after git's clean filters (line endings, LFS, ``iden
 so the index is used only where no filter can apply: no attributes file git would read (the
 index, the files' folders and their parents, ``info/attributes``, the global and system files)
 and no ``core.autocrlf``, ``core.attributesFile`` or ``include`` in any git config. Anything
-else unusual (a ``.git`` file, ``GIT_DIR`` and friends or config in the environment, a split or
-sparse index, another object format, an unknown index version) means no index at all, and every
-file is hashed as before.
+else unusual (``GIT_DIR`` and friends or config in the environment, a split or sparse index,
+another object format, an unknown index version) means no index at all, and every file is
+hashed as before. A ``.git`` file (a linked worktree, a submodule) is followed to its folder.
 
 A record's digest is then 20 bytes (a blob id) instead of 16 (xxh3_128); a check hashes a file
 whose stat changed the same way (:func:`.hashing.blob_id`), so it compares like with like.
@@ -79,15 +79,16 @@ class GitIndex:
         (see :data:`INDEX_BYTES_PER_FILE`; None: read it anyway)."""
         if any(name in os.environ for name in _ENVIRONMENT):
             return None
-        git_dir = os.path.join(top, ".git")
         try:
-            if not os.path.isdir(git_dir):
+            folders = _git_folders(os.path.join(top, ".git"))
+            if folders is None:
                 return None
+            git_dir, common_dir = folders
             with open(os.path.join(git_dir, "index"), "rb") as handle:
                 st = os.fstat(handle.fileno())
                 if files is not None and files * INDEX_BYTES_PER_FILE < st.st_size:
                     return None
-                if _filters_configured(git_dir):
+                if _filters_configured(common_dir):
                     return None
                 written_ns = st.st_mtime_ns
                 data = handle.read()
@@ -210,6 +211,24 @@ def _user_config() -> str:
     """git's folder in the user's config home (``$XDG_CONFIG_HOME/git``)."""
     xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
     return os.path.join(xdg, "git")
+
+
+def _git_folders(dot_git: str) -> tuple[str, str] | None:
+    """(git folder, common folder) of a work tree's ``.git``: a folder, or a file naming one
+    (``gitdir:``, as in linked worktrees and submodules); None when neither."""
+    if os.path.isdir(dot_git):
+        return dot_git, dot_git
+    with open(dot_git, "rb") as handle:
+        line = handle.read(4096).strip()
+    if not line.startswith(b"gitdir:"):
+        return None
+    git_dir = os.path.join(os.path.dirname(dot_git), os.fsdecode(line[7:].strip()))
+    try:
+        with open(os.path.join(git_dir, "commondir"), "rb") as handle:
+            common = os.path.join(git_dir, os.fsdecode(handle.read().strip()))
+    except FileNotFoundError:
+        common = git_dir
+    return os.path.normpath(git_dir), os.path.normpath(common)
 
 
 def _config_files(git_dir: str) -> Iterable[str]:

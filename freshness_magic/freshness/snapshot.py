@@ -204,8 +204,12 @@ class Snapshotter:
             available = getattr(source, "available", None)
             if callable(available) and not available():
                 source = None  # asked once per snapshot, not once per file
-        unknown = len(keys) - len(self.cache)
-        git_index = self._index(unknown) if index and unknown > 0 else None
+        git_index = None
+        if index and self.git.available:
+            known = self.cache.records
+            unknown = sum(1 for key in keys if key not in known)  # a stat per file costs more
+            if unknown:
+                git_index = GitIndex.read(self.git.top_level, self.git.prefix, unknown)
         self.blob_ids = self.blob_ids or git_index is not None
         records: dict[str, FileRecord] = {}
         plan = self._worker_plan(groups, len(keys))
@@ -226,11 +230,6 @@ class Snapshotter:
             if changed:
                 self._observe_members(folder, changed, fs_now, records, source, git_index)
         return records
-
-    def _index(self, unknown: int) -> GitIndex | None:
-        if not self.git.available:
-            return None
-        return GitIndex.read(self.git.top_level, self.git.prefix, unknown)
 
     def _worker_plan(self, groups: dict[str, _Members], count: int) -> Share | None:
         """How a look at ``groups`` is shared with the stat worker; None: not worth it (see

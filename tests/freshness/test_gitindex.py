@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -36,6 +37,24 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
 
     monkeypatch.setattr(snapshot, "digest_file_at", counting)
     return seen
+
+
+def settle(root: Path) -> None:
+    """Take the tracked files out of git's racy window (file timestamps have the kernel's tick
+    as resolution, so a file written just before the index can share its mtime): their mtimes
+    go back ten seconds and git records the new stat data in an index written after them."""
+    back = time.time_ns() - 10_000_000_000
+    for rel in git(root, "ls-files", "-z").split("\0"):
+        if rel and (root / rel).is_file():
+            os.utime(root / rel, ns=(back, back))
+    git(root, "update-index", "-q", "--refresh")
+
+
+@pytest.fixture
+def repo(repo: Path) -> Path:
+    """The shared repository, settled (see :func:`settle`)."""
+    settle(repo)
+    return repo
 
 
 def hash_object(repo: Path, rel: str) -> str:
@@ -210,3 +229,23 @@ def test_the_index_is_read_only_for_a_look_at_enough_files(repo: Path, reads: li
     assert blob_paths(one) == set() and reads == ["f00.txt"]  # xxh3: no blob ids in this tracker
     FreshnessTracker(repo).capture({"n": ["data/*"]})
     assert reads == ["f00.txt"]
+
+
+def test_a_linked_worktree_and_a_submodule_use_their_own_index(
+    repo: Path, tmp_path: Path, reads: list[str]
+) -> None:
+    linked = tmp_path / "linked"
+    git(repo, "worktree", "add", "-q", "-b", "other", str(linked))
+    settle(linked)
+    baseline = FreshnessTracker(linked).capture({"n": ["src/*.py"]})["n"]
+    assert blob_paths(baseline) == {"src/a.py", "src/b.py"} and reads == []
+
+    git(repo, "-c", "protocol.file.allow=always", "submodule", "add", "-q", str(linked), "sub")
+    inner = repo / "sub"
+    assert (inner / ".git").is_file()
+    settle(inner)
+    baseline = FreshnessTracker(inner).capture({"n": ["src/*.py"]})["n"]
+    assert blob_paths(baseline) == {"src/a.py", "src/b.py"} and reads == []
+    write(inner, "src/a.py", "changed\n")
+    FreshnessTracker(inner).capture({"n": ["src/*.py"]})
+    assert reads == ["a.py"]

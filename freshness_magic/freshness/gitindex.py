@@ -119,23 +119,22 @@ class GitIndex:
             self._folders[folder] = known
         return known
 
-    def blob(self, key: str, st: os.stat_result) -> bytes | None:
-        """The blob id of the workdir-relative ``key`` if its entry matches ``st`` exactly and
-        is not racily clean; None: read the file."""
+    def blob(self, key: str, size: int, mtime_ns: int, ctime_ns: int, ino: int) -> bytes | None:
+        """The blob id of the workdir-relative ``key`` if its entry matches this stat data
+        exactly and is not racily clean; None: read the file."""
         offset = self._offsets.get(self._prefix + key.encode("utf-8", "surrogateescape"))
         if offset is None:
             return None
-        cs, cns, ms, mns, ino, mode, size, blob, flags = _ENTRY.unpack_from(self._data, offset)
-        mtime = st.st_mtime_ns
+        cs, cns, ms, mns, e_ino, mode, e_size, blob, flags = _ENTRY.unpack_from(self._data, offset)
         if (
             flags & _UNTRUSTED_FLAGS
             or mode & _FORMAT_MASK != _REGULAR
-            or size == 0  # an empty file, or an entry git smudged to be checked again
-            or size != st.st_size & 0xFFFFFFFF
-            or ms * _SECOND + mns != mtime
-            or cs * _SECOND + cns != st.st_ctime_ns
-            or ino != st.st_ino & 0xFFFFFFFF
-            or mtime >= self._written_ns
+            or e_size == 0  # an empty file, or an entry git smudged to be checked again
+            or e_size != size & 0xFFFFFFFF
+            or ms * _SECOND + mns != mtime_ns
+            or cs * _SECOND + cns != ctime_ns
+            or e_ino != ino & 0xFFFFFFFF
+            or mtime_ns >= self._written_ns
         ):
             return None
         return blob

@@ -38,10 +38,12 @@ from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
 from freshness_magic.freshness.statworker import (
     DIR_FLAGS,
     MIN_FILES,
+    MIN_INDEXED_FILES,
     Share,
     StatWorker,
     name_start,
     share,
+    take_indexed,
     take_unchanged,
     worth_a_worker,
 )
@@ -212,7 +214,7 @@ class Snapshotter:
                 git_index = GitIndex.read(self.git.top_level, self.git.prefix, unknown)
         self.blob_ids = self.blob_ids or git_index is not None
         records: dict[str, FileRecord] = {}
-        plan = self._worker_plan(groups, len(keys))
+        plan = self._worker_plan(groups, len(keys), indexed=git_index is not None)
         if plan is None or self.worker is None or not self.worker.send(plan.request):
             for folder, members in groups.items():
                 self._observe_members(folder, members, fs_now, records, source, git_index)
@@ -224,18 +226,39 @@ class Snapshotter:
             if answer is None:
                 self._observe_members(folder, members, fs_now, records, source, git_index)
                 continue
-            changed = take_unchanged(
-                members, answer, plan.offsets[folder], self.cache.records, records
-            )
+            if (
+                git_index is not None
+                and not folder.startswith("/")
+                and git_index.folder_usable(folder)
+            ):
+                changed = take_indexed(
+                    members,
+                    answer,
+                    plan.offsets[folder],
+                    git_index.blob,
+                    fs_now - RACY_WINDOW_NS,
+                    self.cache.records,
+                    records,
+                    self.hash_size_limit,
+                )
+            else:
+                changed = take_unchanged(
+                    members, answer, plan.offsets[folder], self.cache.records, records
+                )
             if changed:
                 self._observe_members(folder, changed, fs_now, records, source, git_index)
         return records
 
-    def _worker_plan(self, groups: dict[str, _Members], count: int) -> Share | None:
+    def _worker_plan(
+        self, groups: dict[str, _Members], count: int, *, indexed: bool
+    ) -> Share | None:
         """How a look at ``groups`` is shared with the stat worker; None: not worth it (see
-        :mod:`.statworker`). Kept while the groups stay the same, as they do between checks."""
+        :mod:`.statworker`): a look the stat cache mostly knows, or a large one through git's
+        index. Kept while the groups stay the same, as they do between checks."""
         worker = self.worker
-        if worker is None or worker.broken or count < MIN_FILES or 2 * len(self.cache) < count:
+        if worker is None or worker.broken or count < MIN_FILES:
+            return None
+        if 2 * len(self.cache) < count and not (indexed and count >= MIN_INDEXED_FILES):
             return None
         if self._plan is None or self._plan[0] is not groups:
             self._plan = (groups, share(groups, count, self._folder_path))
@@ -349,7 +372,7 @@ class Snapshotter:
                     and st.st_mode & _S_IFMT == _S_IFREG
                     and (limit is None or st.st_size <= limit)
                 ):
-                    blob = index_blob(key, st)
+                    blob = index_blob(key, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                     if blob is not None:
                         mtime = st.st_mtime_ns
                         indexed = hashed(

@@ -14,6 +14,7 @@ from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.gitindex import INDEX_BYTES_PER_FILE, GitIndex
 from freshness_magic.freshness.hashing import StatKey, digest_file_at
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
+from freshness_magic.freshness.statworker import worth_a_worker
 
 from .conftest import git, write
 
@@ -249,3 +250,27 @@ def test_a_linked_worktree_and_a_submodule_use_their_own_index(
     write(inner, "src/a.py", "changed\n")
     FreshnessTracker(inner).capture({"n": ["src/*.py"]})
     assert reads == ["a.py"]
+
+
+@pytest.mark.skipif(
+    not worth_a_worker(), reason="the stat worker is used only with two or more cores"
+)
+def test_a_large_first_look_shares_its_stats_with_the_worker(
+    repo: Path, reads: list[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for folder in range(4):
+        for i in range(10):
+            write(repo, f"data/d{folder}/f{i}.txt", f"{folder}.{i}\n")
+    git(repo, "add", "-A")
+    settle(repo)
+    monkeypatch.setattr(snapshot, "MIN_FILES", 10)  # the real sizes take 50,000 files
+    monkeypatch.setattr(snapshot, "MIN_INDEXED_FILES", 10)
+    write(repo, "data/d3/f9.txt", "changed\n")  # in the worker's half: it reports a new stat
+    tracker = FreshnessTracker(repo)
+    baseline = tracker.capture({"n": ["data/**"]})["n"]
+    worker = tracker.snapshotter.worker
+    assert worker is not None and worker.pid is not None  # the worker took its half
+    assert reads == ["f9.txt"]
+    assert len(blob_paths(baseline)) == 40
+    assert baseline.files["data/d3/f9.txt"].digest == hash_object(repo, "data/d3/f9.txt")
+    assert baseline.files["data/d2/f0.txt"].digest == hash_object(repo, "data/d2/f0.txt")

@@ -78,6 +78,16 @@ class FileRecord(tuple):
         """The record of a hashed regular file from its packed stat key and raw digest."""
         return tuple.__new__(cls, (packed, _HASHED))
 
+    @classmethod
+    def of_stat(cls, st: os.stat_result, digest: bytes) -> FileRecord:
+        """The record of a regular file hashed at ``st`` (``digest``: xxh3_128 or blob id)."""
+        return cls.hashed(
+            STAT_LAYOUT.pack(
+                st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns
+            )
+            + digest
+        )
+
     def __getnewargs__(self) -> tuple[Any, ...]:
         return (self.existed, self.stat, self.digest, self.method, self.note, self.regular)
 

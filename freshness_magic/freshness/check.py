@@ -262,13 +262,13 @@ class FreshnessTracker:
         ids = list(self.baselines) if node_ids is None else list(node_ids)
         current = self._current(ids)
         flat: dict[str, NodeReport] = {}
+        relook = self.snapshotter.relook
         for node_id in ids:
             flat[f"b:{node_id}"] = compare(
-                self.baselines[node_id], current[node_id], "baseline", self.snapshotter.relook
+                self.baselines[node_id], current[node_id], "baseline", relook
             )
             run = self.run_snapshots.get(node_id)
             if run is not None:
-                relook = self.snapshotter.relook
                 flat[f"r:{node_id}"] = compare(run, current[node_id], "run", relook)
         flat = self._explain(flat, always=True)
         nodes = {

@@ -107,7 +107,11 @@ class GitIndex:
         return len(self._offsets)
 
     def folder_usable(self, folder: str) -> bool:
-        """False when an attributes file in ``folder`` (workdir-relative) or above may apply."""
+        """Whether blob ids may be taken for the files of ``folder`` (a snapshot's group:
+        workdir-relative, or absolute outside the workdir, which the index never covers): False
+        too when an attributes file in it or above may apply."""
+        if folder.startswith("/"):
+            return False
         known = self._folders.get(folder)
         if known is None:
             here = os.path.join(self._workdir, folder) if folder else self._workdir

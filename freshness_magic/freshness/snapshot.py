@@ -226,11 +226,7 @@ class Snapshotter:
             if answer is None:
                 self._observe_members(folder, members, fs_now, records, source, git_index)
                 continue
-            if (
-                git_index is not None
-                and not folder.startswith("/")
-                and git_index.folder_usable(folder)
-            ):
+            if git_index is not None and git_index.folder_usable(folder):
                 changed = take_indexed(
                     members,
                     answer,
@@ -273,7 +269,7 @@ class Snapshotter:
         source: HashSource | None,
         index: GitIndex | None,
     ) -> None:
-        if index is not None and (folder.startswith("/") or not index.folder_usable(folder)):
+        if index is not None and not index.folder_usable(folder):
             index = None
         try:
             dir_fd = os.open(self._folder_path(folder), DIR_FLAGS)
@@ -457,12 +453,7 @@ class Snapshotter:
             return self._not_hashable(name, dir_fd, str(exc))
         except OSError as exc:
             return self._unreadable(name, dir_fd, exc)
-        layout = BLOB_LAYOUT if self.blob_ids else HASHED_LAYOUT
-        return FileRecord.hashed(
-            layout.pack(
-                st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, digest
-            )
-        )
+        return FileRecord.of_stat(st, digest)
 
     def relook(self, key: str, blob: bool) -> FileRecord | None:
         """The file at ``key`` now, digested as git's blob id (``blob``) or as xxh3_128, so a
@@ -470,15 +461,12 @@ class Snapshotter:
         comparison then sees two kinds of digest and calls the file changed). Links are not
         followed here: a blob id never came from one."""
         try:
-            digest, st = digest_file_at(self._folder_path(key), follow_symlinks=False, blob=blob)
+            digest, st = digest_file_at(
+                self.resolver.absolute(key), follow_symlinks=False, blob=blob
+            )
         except OSError:
             return None
-        layout = BLOB_LAYOUT if blob else HASHED_LAYOUT
-        return FileRecord.hashed(
-            layout.pack(
-                st.st_dev, st.st_ino, st.st_mode, st.st_size, st.st_mtime_ns, st.st_ctime_ns, digest
-            )
-        )
+        return FileRecord.of_stat(st, digest)
 
     def _folder_failed(self, exc: OSError) -> FileRecord:
         if exc.errno in (errno.ENOENT, errno.ENOTDIR):

@@ -17,6 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 import stat as stat_module
+import struct
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
@@ -187,6 +188,78 @@ def digest_file_at(
         ):
             return digest, after
     raise HashingError(f"{os.fspath(path)}: changed while being read {MAX_REREADS} times")
+
+
+class Packed(NamedTuple):
+    """What :func:`pack_files_at` found in one folder."""
+
+    results: list[bytes | OSError]
+    """Per name, in order: the packed stat key and digest, or the error it raised."""
+    failed: int
+    """How many of the results are errors."""
+    newest_mtime_ns: int
+    """The latest mtime among the packed files (0 when none): whether any is racily clean."""
+
+
+def pack_files_at(
+    names: list[str], dir_fd: int, layout: struct.Struct, *, blob: bool = False
+) -> Packed:
+    """:func:`digest_file_at` of each of ``names`` in the open folder ``dir_fd``, links not
+    followed, each packed by ``layout`` as (dev, ino, mode, size, mtime_ns, ctime_ns, digest).
+
+    The loop of a first snapshot (100,000 files): a small regular file costs its four system
+    calls and one ``pack``, and every other file goes through :func:`digest_file_at`.
+    """
+    results: list[bytes | OSError] = []
+    append = results.append
+    pack = layout.pack
+    open_, fstat, read, close = os.open, os.fstat, os.read, os.close
+    digest = blob_id if blob else xxhash.xxh3_128_digest
+    failed = newest = 0
+    for name in names:
+        try:
+            fd = open_(name, _NOFOLLOW_FLAGS, dir_fd=dir_fd)
+        except OSError as exc:
+            append(exc)
+            failed += 1
+            continue
+        try:
+            st = fstat(fd)
+            size = st.st_size
+            if st.st_mode & _S_IFMT == _S_IFREG and size <= SMALL_FILE_BYTES:
+                data = read(fd, size + 1)
+                if len(data) <= size:  # one read to end of file: one version (module doc)
+                    mtime = st.st_mtime_ns
+                    if mtime > newest:
+                        newest = mtime
+                    append(
+                        pack(
+                            st.st_dev,
+                            st.st_ino,
+                            st.st_mode,
+                            size,
+                            mtime,
+                            st.st_ctime_ns,
+                            digest(data),
+                        )
+                    )
+                    continue
+        except OSError as exc:
+            append(exc)
+            failed += 1
+            continue
+        finally:
+            close(fd)
+        try:
+            raw, st = digest_file_at(name, dir_fd, follow_symlinks=False, blob=blob)
+        except OSError as exc:
+            append(exc)
+            failed += 1
+            continue
+        mtime = st.st_mtime_ns
+        newest = max(newest, mtime)
+        append(pack(st.st_dev, st.st_ino, st.st_mode, st.st_size, mtime, st.st_ctime_ns, raw))
+    return Packed(results, failed, newest)
 
 
 def read_hashed(path: str | os.PathLike[str], max_bytes: int) -> tuple[bytes | None, str, StatKey]:

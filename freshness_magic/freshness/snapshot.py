@@ -19,7 +19,7 @@ import threading
 import time
 import weakref
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol
+from typing import Protocol, cast
 
 from freshness_magic.freshness.baseline import (
     BLOB_LAYOUT,
@@ -29,10 +29,17 @@ from freshness_magic.freshness.baseline import (
     STAT_LAYOUT,
     Baseline,
     FileRecord,
+    hashed_records,
 )
 from freshness_magic.freshness.git import GitStatus, GitTier
 from freshness_magic.freshness.gitindex import GitIndex
-from freshness_magic.freshness.hashing import RACY_WINDOW_NS, HashingError, StatKey, digest_file_at
+from freshness_magic.freshness.hashing import (
+    RACY_WINDOW_NS,
+    HashingError,
+    StatKey,
+    digest_file_at,
+    pack_files_at,
+)
 from freshness_magic.freshness.resolve import OUTSIDE_LINK, Resolution, Resolver
 from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
 from freshness_magic.freshness.statworker import (
@@ -325,6 +332,48 @@ class Snapshotter:
         index: GitIndex | None,
     ) -> None:
         """Records of one folder's files; new hashes enter the cache unless racily clean."""
+        cached_records = self.cache.records
+        cut = name_start(folder)
+        plain = self.hash_size_limit is None and source is None and index is None
+        if plain and not any(map(cached_records.__contains__, members)):
+            hashing, names = members, [key[cut:] for key in members]  # a first look: hash all
+        else:
+            hashing, names = self._triage(members, cut, dir_fd, fs_now, records, source, index)
+        if not hashing:
+            return
+        layout = BLOB_LAYOUT if self.blob_ids else HASHED_LAYOUT
+        found = pack_files_at(names, dir_fd, layout, blob=self.blob_ids)
+        horizon = fs_now - RACY_WINDOW_NS
+        if not found.failed and found.newest_mtime_ns < horizon:  # the common case, in bulk
+            made = hashed_records(cast(list[bytes], found.results))
+            records.update(zip(hashing, made, strict=True))
+            cached_records.update(zip(hashing, made, strict=True))
+            return
+        forget = cached_records.pop
+        for key, name, result in zip(hashing, names, found.results, strict=True):
+            if isinstance(result, OSError):
+                records[key] = self._failed(key, name, dir_fd, result)
+                continue
+            record = FileRecord.hashed(result)
+            if cast(int, record.mtime_ns) < horizon:
+                cached_records[key] = record
+            else:  # racily clean: hashed again at the next look
+                forget(key, None)
+            records[key] = record
+
+    def _triage(
+        self,
+        members: _Members,
+        cut: int,
+        dir_fd: int,
+        fs_now: int,
+        records: dict[str, FileRecord],
+        source: HashSource | None,
+        index: GitIndex | None,
+    ) -> tuple[list[str], list[str]]:
+        """Record the files a stat settles (unchanged, in git's index, not hashable, known to
+        ``source``); return the keys and names of those left to hash, their places in
+        ``records`` held in order."""
         cache = self.cache
         cached_records = cache.records
         forget = cached_records.pop
@@ -332,14 +381,12 @@ class Snapshotter:
         stat = os.stat
         horizon = fs_now - RACY_WINDOW_NS
         plain = limit is None and source is None and index is None
-        blob_ids = self.blob_ids
         index_blob = index.blob if index is not None else None
         get = cached_records.get
-        cut = name_start(folder)
-        hashed = FileRecord.hashed
         pack_stat = STAT_LAYOUT.pack
         pack_blob = BLOB_LAYOUT.pack
-        pack_hashed = pack_blob if blob_ids else HASHED_LAYOUT.pack
+        hashing: list[str] = []
+        names: list[str] = []
         for key in members:
             name = key[cut:]
             cached = get(key)
@@ -371,7 +418,7 @@ class Snapshotter:
                     blob = index_blob(key, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
                     if blob is not None:
                         mtime = st.st_mtime_ns
-                        indexed = hashed(
+                        indexed = FileRecord.hashed(
                             pack_blob(
                                 st.st_dev,
                                 st.st_ino,
@@ -409,33 +456,21 @@ class Snapshotter:
                         cache.store(key, record, fs_now)
                         records[key] = record
                         continue
-            try:
-                digest, st = digest_file_at(name, dir_fd, follow_symlinks=False, blob=blob_ids)
-            except FileNotFoundError:
-                forget(key, None)
-                records[key] = _MISSING
-                continue
-            except HashingError as exc:
-                records[key] = self._not_hashable(name, dir_fd, str(exc))
-                continue
-            except OSError as exc:
-                if exc.errno == errno.ELOOP:  # a link (O_NOFOLLOW): never cached
-                    forget(key, None)
-                    records[key] = self._through_link(key, name, dir_fd)
-                else:
-                    records[key] = self._unreadable(name, dir_fd, exc)
-                continue
-            mtime = st.st_mtime_ns
-            record = hashed(
-                pack_hashed(
-                    st.st_dev, st.st_ino, st.st_mode, st.st_size, mtime, st.st_ctime_ns, digest
-                )
-            )
-            if mtime < horizon:
-                cached_records[key] = record
-            else:  # racily clean: hashed again at the next look
-                forget(key, None)
-            records[key] = record
+            hashing.append(key)
+            names.append(name)
+            records[key] = _MISSING  # holds the key's place in the order until it is hashed
+        return hashing, names
+
+    def _failed(self, key: str, name: str, dir_fd: int, exc: OSError) -> FileRecord:
+        """The record of a file that could not be hashed; it leaves the stat cache."""
+        if isinstance(exc, HashingError):
+            return self._not_hashable(name, dir_fd, str(exc))
+        self.cache.records.pop(key, None)
+        if isinstance(exc, FileNotFoundError):
+            return _MISSING
+        if exc.errno == errno.ELOOP:  # a link (O_NOFOLLOW): never cached
+            return self._through_link(key, name, dir_fd)
+        return self._unreadable(name, dir_fd, exc)
 
     def _through_link(self, key: str, name: str, dir_fd: int) -> FileRecord:
         """A file reached through a symbolic link, read only if its real path is still inside.

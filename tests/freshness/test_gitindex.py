@@ -12,7 +12,7 @@ from freshness_magic.freshness import snapshot
 from freshness_magic.freshness.baseline import Baseline, FileRecord
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.gitindex import INDEX_BYTES_PER_FILE, GitIndex
-from freshness_magic.freshness.hashing import StatKey, digest_file_at
+from freshness_magic.freshness.hashing import StatKey, digest_file_at, pack_files_at
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 from freshness_magic.freshness.statworker import worth_a_worker
 
@@ -36,7 +36,12 @@ def reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
         seen.append(os.fspath(path))
         return digest_file_at(path, *args, **kwargs)  # type: ignore[arg-type]
 
+    def counting_many(names: list[str], *args: object, **kwargs: object) -> object:
+        seen.extend(names)
+        return pack_files_at(names, *args, **kwargs)  # type: ignore[arg-type]
+
     monkeypatch.setattr(snapshot, "digest_file_at", counting)
+    monkeypatch.setattr(snapshot, "pack_files_at", counting_many)
     return seen
 
 

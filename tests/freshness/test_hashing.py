@@ -2,12 +2,14 @@
 
 from __future__ import annotations
 
+import errno
 import os
 from pathlib import Path
 
 import pytest
 
 from freshness_magic.freshness import hashing
+from freshness_magic.freshness.baseline import BLOB_LAYOUT, HASHED_LAYOUT
 from freshness_magic.freshness.hashing import (
     HashingError,
     StatKey,
@@ -99,3 +101,41 @@ def test_file_changing_on_every_read_is_reread_then_refused(tmp_path: Path) -> N
     finally:
         writer.kill()
         writer.wait()
+
+
+@pytest.mark.parametrize("blob", [False, True])
+def test_pack_files_at_packs_each_file_or_its_error_in_order(tmp_path: Path, blob: bool) -> None:
+    small, big = os.urandom(4096), os.urandom(hashing.SMALL_FILE_BYTES + 5)
+    (tmp_path / "small").write_bytes(small)
+    (tmp_path / "big").write_bytes(big)
+    (tmp_path / "empty").write_bytes(b"")
+    (tmp_path / "folder").mkdir()
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "link").symlink_to(tmp_path / "small")
+    os.utime(tmp_path / "big", ns=(2 * 10**18, 2 * 10**18))
+    layout = BLOB_LAYOUT if blob else HASHED_LAYOUT
+    names = ["small", "gone", "big", "folder", "empty", "pipe", "link"]
+    fd = os.open(tmp_path, os.O_RDONLY)
+    try:
+        found = hashing.pack_files_at(names, fd, layout, blob=blob)
+    finally:
+        os.close(fd)
+    digest = hashing.blob_id if blob else (lambda data: bytes.fromhex(hash_bytes(data)))
+    for name, data in (("small", small), ("big", big), ("empty", b"")):
+        st = os.stat(tmp_path / name)
+        packed = found.results[names.index(name)]
+        assert packed == layout.pack(
+            st.st_dev,
+            st.st_ino,
+            st.st_mode,
+            st.st_size,
+            st.st_mtime_ns,
+            st.st_ctime_ns,
+            digest(data),
+        )
+    errors = {name: found.results[names.index(name)] for name in ("gone", "folder", "pipe", "link")}
+    assert isinstance(errors["gone"], FileNotFoundError)
+    assert isinstance(errors["folder"], HashingError) and isinstance(errors["pipe"], HashingError)
+    assert isinstance(errors["link"], OSError) and errors["link"].errno == errno.ELOOP
+    assert found.failed == 4
+    assert found.newest_mtime_ns == 2 * 10**18  # the large file (streamed) is the newest

@@ -15,6 +15,15 @@ else unusual (``GIT_DIR`` and friends or config in the environment, a split or s
 another object format, an unknown index version) means no index at all, and every file is
 hashed as before. A ``.git`` file (a linked worktree, a submodule) is followed to its folder.
 
+When the index also holds exactly HEAD's tree (the root tree id git caches in the index, which
+stays valid from a commit, checkout or reset until an entry changes, equals the tree of HEAD's
+commit, :mod:`.githead`), a file that matches its entry is clean in git's eyes, and one hashed to
+another blob id is modified: a first capture then needs no ``git status`` for its tracked files
+(:meth:`GitIndex.states`). git is still asked about untracked files (only git reads the ignore
+rules), links, mode changes and entries git flags. git compares whole seconds unless built
+otherwise; this compares nanoseconds, so a same-size rewrite within a second is seen here even
+where git misses it.
+
 A record's digest is then 20 bytes (a blob id) instead of 16 (xxh3_128); a check hashes a file
 whose stat changed the same way (:func:`.hashing.blob_id`), so it compares like with like.
 """
@@ -23,8 +32,10 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 
+from freshness_magic.freshness.baseline import BLOB_LAYOUT, STAT_LAYOUT, FileRecord
+from freshness_magic.freshness.githead import commit_tree, head_commit
 from freshness_magic.freshness.hashing import BLOB_ID_BYTES
 
 _HEADER = struct.Struct(">4sII")
@@ -35,7 +46,7 @@ _FLAGS_AT = 60
 _ENTRY_BYTES = 62
 _EXTENDED, _UNTRUSTED_FLAGS, _NAME_MASK = 0x4000, 0xF000, 0x0FFF
 """Assume-valid, extended (skip-worktree, intent-to-add) and merge stages are never trusted."""
-_REGULAR, _FORMAT_MASK = 0o100000, 0o170000
+_REGULAR, _FORMAT_MASK, _EXECUTABLE = 0o100000, 0o170000, 0o100
 _SECOND = 1_000_000_000
 _REFUSED_EXTENSIONS = (b"link", b"sdir")
 """A split index (entries live in a shared file) and a sparse one (folders for files)."""
@@ -62,8 +73,20 @@ class GitIndex:
     """The entries of one index, looked up by workdir-relative path (see the module doc)."""
 
     def __init__(
-        self, data: bytes, offsets: dict[bytes, int], written_ns: int, top: str, prefix: str
+        self,
+        data: bytes,
+        offsets: dict[bytes, int],
+        written_ns: int,
+        top: str,
+        prefix: str,
+        head: str | None = None,
     ):
+        self.head = head
+        """HEAD's commit when the index holds exactly HEAD's tree (git keeps the root's tree id
+        in the index while no entry changed since a commit, checkout or reset): a file that
+        matches its entry is then clean in git's eyes. None: git is asked (:meth:`states`)."""
+        self.matched: set[str] = set()
+        """The keys whose stat matched their entry (:meth:`blob` gave their blob id)."""
         self._data = data
         self._offsets = offsets
         self._written_ns = written_ns
@@ -94,12 +117,18 @@ class GitIndex:
                 data = handle.read()
         except OSError:
             return None
-        offsets = _entries(data)
-        if offsets is None or any(
-            path == b".gitattributes" or path.endswith(b"/.gitattributes") for path in offsets
-        ):
+        parsed = _entries(data)
+        if parsed is None:
             return None
-        index = cls(data, offsets, written_ns, top, prefix)
+        offsets, root_tree = parsed
+        if any(path == b".gitattributes" or path.endswith(b"/.gitattributes") for path in offsets):
+            return None
+        head = None
+        if root_tree is not None:
+            commit = head_commit(git_dir, common_dir)
+            if commit is not None and commit_tree(common_dir, commit) == root_tree:
+                head = commit
+        index = cls(data, offsets, written_ns, top, prefix, head)
         # Attributes over the whole workdir: no blob id is usable, so none is taken at all.
         return index if index.folder_usable("") else None
 
@@ -141,11 +170,51 @@ class GitIndex:
             or mtime_ns >= self._written_ns
         ):
             return None
+        self.matched.add(key)
         return blob
 
+    def states(self, records: Mapping[str, FileRecord]) -> tuple[dict[str, str], list[str]]:
+        """git's status of the files of a snapshot taken through this index, as far as it can
+        be told here (:attr:`head` is set): (the states of the files git would list, the keys
+        only git can tell). A file whose stat matched its entry is clean; one hashed to another
+        blob id is ``modified``; a missing tracked file is ``deleted``. Untracked or ignored
+        files, links, mode changes, entries git flags and files hashed another way are for git.
+        """
+        states: dict[str, str] = {}
+        ask: list[str] = []
+        if self.head is None:
+            return states, [key for key in records if not key.startswith("/")]
+        matched = self.matched
+        for key, record in records.items():
+            if key in matched or key.startswith("/"):
+                continue
+            offset = self._offsets.get(self._prefix + key.encode("utf-8", "surrogateescape"))
+            if offset is None:
+                if record.existed:
+                    ask.append(key)  # untracked or ignored: git reads the ignore rules
+                continue
+            entry = _ENTRY.unpack_from(self._data, offset)
+            mode, blob, flags = entry[5], entry[7], entry[8]
+            packed = record[0]
+            if flags & _UNTRUSTED_FLAGS or mode & _FORMAT_MASK != _REGULAR:
+                ask.append(key)
+            elif not record.existed:
+                states[key] = "deleted"
+            elif (
+                packed is None
+                or len(packed) != BLOB_LAYOUT.size
+                or not self.folder_usable(key.rpartition("/")[0])
+                or (BLOB_LAYOUT.unpack_from(packed)[2] ^ mode) & _EXECUTABLE
+            ):
+                ask.append(key)
+            elif packed[STAT_LAYOUT.size :] != blob:
+                states[key] = "modified"
+        return states, ask
 
-def _entries(data: bytes) -> dict[bytes, int] | None:
-    """Path -> entry offset of an index file; None for a format not read here."""
+
+def _entries(data: bytes) -> tuple[dict[bytes, int], bytes | None] | None:
+    """(path -> entry offset, the cached root tree id or None) of an index file; None for a
+    format not read here."""
     if len(data) < _HEADER.size + BLOB_ID_BYTES:
         return None
     signature, version, count = _HEADER.unpack_from(data)
@@ -154,11 +223,12 @@ def _entries(data: bytes) -> dict[bytes, int] | None:
     offsets: dict[bytes, int] = {}
     try:
         end = _read_v4(data, count, offsets) if version == 4 else _read_v2(data, count, offsets)
+        extensions = _extensions(data, end) if end is not None else None
     except (struct.error, IndexError, ValueError):
         return None
-    if end is None or not _extensions_allowed(data, end):
+    if extensions is None:
         return None
-    return offsets
+    return offsets, extensions.get(b"TREE")
 
 
 def _read_v2(data: bytes, count: int, offsets: dict[bytes, int]) -> int | None:
@@ -199,15 +269,30 @@ def _read_v4(data: bytes, count: int, offsets: dict[bytes, int]) -> int | None:
     return offset
 
 
-def _extensions_allowed(data: bytes, offset: int) -> bool:
-    """Whether no extension makes the entries incomplete (see ``_REFUSED_EXTENSIONS``)."""
+def _extensions(data: bytes, offset: int) -> dict[bytes, bytes | None] | None:
+    """The extensions after the entries (the cache tree's: its root tree id when valid); None
+    when one makes the entries incomplete (see ``_REFUSED_EXTENSIONS``) or they are damaged."""
     end = len(data) - BLOB_ID_BYTES
+    found: dict[bytes, bytes | None] = {}
     while offset + 8 <= end:
         signature, size = data[offset : offset + 4], int.from_bytes(data[offset + 4 : offset + 8])
         if signature in _REFUSED_EXTENSIONS:
-            return False
+            return None
+        found[signature] = _root_tree(data, offset + 8) if signature == b"TREE" else None
         offset += 8 + size
-    return offset == end
+    return found if offset == end else None
+
+
+def _root_tree(data: bytes, at: int) -> bytes | None:
+    """The root's tree id in a cache tree extension at ``at`` (``\0<entries> <subtrees>\n``
+    and the id when the entry count is not -1); None when git marked the root invalid."""
+    if data[at] != 0:
+        return None
+    line_end = data.index(b"\n", at)
+    entries = data[at + 1 : line_end].split(b" ")[0]
+    if entries.startswith(b"-"):
+        return None
+    return data[line_end + 1 : line_end + 1 + BLOB_ID_BYTES]
 
 
 def _user_config() -> str:

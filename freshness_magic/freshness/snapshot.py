@@ -4,10 +4,12 @@ One snapshot covers any number of nodes: folders are listed once, each file is l
 (grouped by folder and opened relative to the folder's descriptor, which saves a path lookup
 per file), and git runs once, in the background while files are hashed. A first look in a git
 work tree takes the blob ids git's index holds for clean tracked files instead of reading them
-(:mod:`.gitindex`). Hashing stays in this
-process: a helper process that hashed part of the files on the second core was measured slower
-than none at 20,000 and 100,000 files on a 2-core machine (``benchmarks/bench_freshness.py``).
-A large re-check shares its stat calls with a worker process instead (:mod:`.statworker`).
+(:mod:`.gitindex`), and while the index holds HEAD's tree it tells their git status as well, so
+no git process runs unless some files are untracked or otherwise beyond the index. Hashing
+stays in this process: a helper process that hashed part of the files on the second core was
+measured slower than none at 20,000 and 100,000 files on a 2-core machine
+(``benchmarks/bench_freshness.py``). A large re-check shares its stat calls with a worker
+process instead (:mod:`.statworker`).
 """
 
 from __future__ import annotations
@@ -45,12 +47,10 @@ from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
 from freshness_magic.freshness.statworker import (
     DIR_FLAGS,
     MIN_FILES,
-    MIN_INDEXED_FILES,
     Share,
     StatWorker,
     name_start,
     share,
-    take_indexed,
     take_unchanged,
     worth_a_worker,
 )
@@ -156,7 +156,8 @@ class Snapshotter:
     ) -> dict[str, Baseline]:
         fs_now = filesystem_now_ns(self.state_dir)
         taken_at = time.time()
-        pending = self.git.start_status() if with_git and self.git.available else None
+        asks_git = with_git and self.git.available
+        pending = None
         try:
             resolutions = self.resolver.resolve_many(nodes, fs_now)
             if self.after_resolve is not None:
@@ -168,12 +169,19 @@ class Snapshotter:
                 for res in resolutions.values():
                     union.update(dict.fromkeys(res.files))
                 keys = list(union)
-            records = self.observe(keys, fs_now, index=pending is not None)
+            git_index = self._git_index(keys) if asks_git else None
+            if asks_git and (git_index is None or git_index.head is None):
+                pending = self.git.start_status()  # runs on the other core while files are read
+            records = self.observe(keys, fs_now, git_index)
         except BaseException:
             if pending is not None:
                 pending.cancel()
             raise
-        status: GitStatus | None = pending.result() if pending is not None else None
+        status: GitStatus | None = None
+        if pending is not None:
+            status = pending.result()
+        elif git_index is not None:
+            status = self._status_through(git_index, records)
         baselines = {}
         for node_id, res in resolutions.items():
             if len(resolutions) == 1 and list(records) == res.files:
@@ -199,13 +207,13 @@ class Snapshotter:
         return baselines
 
     def observe(
-        self, keys: Sequence[str], fs_now: int, *, index: bool = False
+        self, keys: Sequence[str], fs_now: int, git_index: GitIndex | None = None
     ) -> dict[str, FileRecord]:
         """A record per key, grouped by folder so each file is opened relative to its folder.
 
         The hot loop of every check: a cached record whose stat key is unchanged (and not racily
-        clean) is returned as is, without reading the file. ``index``: a look at many files the
-        stat cache does not know (a first capture) takes blob ids from git's index.
+        clean) is returned as is, without reading the file. With ``git_index`` (a first capture)
+        clean tracked files take their blob ids from git's index.
         """
         groups = self._groups(keys)
         source = self.hash_source
@@ -213,15 +221,9 @@ class Snapshotter:
             available = getattr(source, "available", None)
             if callable(available) and not available():
                 source = None  # asked once per snapshot, not once per file
-        git_index = None
-        if index and self.git.available:
-            known = self.cache.records
-            unknown = sum(1 for key in keys if key not in known)  # a stat per file costs more
-            if unknown:
-                git_index = GitIndex.read(self.git.top_level, self.git.prefix, unknown)
         self.blob_ids = self.blob_ids or git_index is not None
         records: dict[str, FileRecord] = {}
-        plan = self._worker_plan(groups, len(keys), indexed=git_index is not None)
+        plan = self._worker_plan(groups, len(keys))
         if plan is None or self.worker is None or not self.worker.send(plan.request):
             for folder, members in groups.items():
                 self._observe_members(folder, members, fs_now, records, source, git_index)
@@ -233,35 +235,41 @@ class Snapshotter:
             if answer is None:
                 self._observe_members(folder, members, fs_now, records, source, git_index)
                 continue
-            if git_index is not None and git_index.folder_usable(folder):
-                changed = take_indexed(
-                    members,
-                    answer,
-                    plan.offsets[folder],
-                    git_index.blob,
-                    fs_now - RACY_WINDOW_NS,
-                    self.cache.records,
-                    records,
-                    self.hash_size_limit,
-                )
-            else:
-                changed = take_unchanged(
-                    members, answer, plan.offsets[folder], self.cache.records, records
-                )
+            changed = take_unchanged(
+                members, answer, plan.offsets[folder], self.cache.records, records
+            )
             if changed:
                 self._observe_members(folder, changed, fs_now, records, source, git_index)
         return records
 
-    def _worker_plan(
-        self, groups: dict[str, _Members], count: int, *, indexed: bool
-    ) -> Share | None:
+    def _git_index(self, keys: Sequence[str]) -> GitIndex | None:
+        """git's index, when a look at ``keys`` has enough files the stat cache does not know
+        to pay for reading it (a stat per file costs more than the count)."""
+        known = self.cache.records
+        unknown = sum(1 for key in keys if key not in known)
+        return GitIndex.read(self.git.top_level, self.git.prefix, unknown) if unknown else None
+
+    def _status_through(
+        self, index: GitIndex, records: Mapping[str, FileRecord]
+    ) -> GitStatus | None:
+        """git's status of ``records`` as the index tells it (:meth:`GitIndex.states`), with
+        one git call for the files only git can tell about, if any (None: that call failed)."""
+        states, ask = index.states(records)
+        if ask:
+            asked = self.git.status(ask)
+            if asked is None:
+                return None
+            states.update((key, asked.entries[key]) for key in ask if key in asked.entries)
+        return GitStatus(index.head, states)
+
+    def _worker_plan(self, groups: dict[str, _Members], count: int) -> Share | None:
         """How a look at ``groups`` is shared with the stat worker; None: not worth it (see
-        :mod:`.statworker`): a look the stat cache mostly knows, or a large one through git's
-        index. Kept while the groups stay the same, as they do between checks."""
+        :mod:`.statworker`): only a large look the stat cache mostly knows is. Kept while the
+        groups stay the same, as they do between checks."""
         worker = self.worker
         if worker is None or worker.broken or count < MIN_FILES:
             return None
-        if 2 * len(self.cache) < count and not (indexed and count >= MIN_INDEXED_FILES):
+        if 2 * len(self.cache) < count:
             return None
         if self._plan is None or self._plan[0] is not groups:
             self._plan = (groups, share(groups, count, self._folder_path))

@@ -10,10 +10,10 @@ through the same path as every other file, so the worker only ever saves time.
 
 Used only where it wins (``benchmarks/bench_freshness.py``): two or more cores, and a look at
 :data:`MIN_FILES` files or more that the stat cache mostly knows (a first capture hashes every
-file and gains nothing), or a first look at :data:`MIN_INDEXED_FILES` or more through git's
-index, whose clean files need only their stat key matched with their entry (100,000 files: 740
-against 680 ms). A worker that fails or dies is closed and the snapshot does its half itself;
-the snapshotter then works without one.
+file and gains nothing). A first look through git's index stays on one core: it needs only a
+stat per clean file, and with no git process either it is within the one-core goal (sharing it
+saved 10% at 100,000 files but made the capture a two-core one). A worker that fails or dies
+is closed and the snapshot does its half itself; the snapshotter then works without one.
 
 The protocol, over the worker's stdin and stdout: a request is an 8-byte little-endian length,
 then groups joined by two NUL bytes, each a folder's path and its file names joined by one NUL
@@ -31,13 +31,10 @@ import sys
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO, Any, NamedTuple
 
-from freshness_magic.freshness.baseline import STAT_LAYOUT, FileRecord
+from freshness_magic.freshness.baseline import STAT_LAYOUT
 
 MIN_FILES = 10_000
 """Fewest files a look hands half of to the worker (below, starting the request costs more)."""
-MIN_INDEXED_FILES = 50_000
-"""Fewest files a first look through git's index hands half of to the worker: there the worker
-is often started for it, and git status shares its core."""
 _S_IFMT, _S_IFREG = 0o170000, 0o100000
 KEY_SIZE = STAT_LAYOUT.size
 FAILED = bytes(KEY_SIZE)
@@ -141,39 +138,6 @@ def take_unchanged(
             records[key] = cached
         else:
             changed.append(key)
-        offset = end
-    return changed
-
-
-def take_indexed(
-    members: list[str],
-    answer: bytes,
-    offset: int,
-    blob_of: Callable[[str, int, int, int, int], bytes | None],
-    horizon: int,
-    cache: dict[str, Any],
-    records: dict[str, Any],
-    limit: int | None,
-) -> list[str]:
-    """Put in ``records`` (and, outside the racy ``horizon``, in ``cache``) the record of each
-    regular file whose stat key the worker saw matching git's index (``blob_of``: a
-    :meth:`.gitindex.GitIndex.blob`); return the other keys, which the snapshot looks at itself."""
-    unpack = STAT_LAYOUT.unpack_from
-    hashed = FileRecord.hashed
-    changed: list[str] = []
-    for key in members:
-        end = offset + KEY_SIZE
-        _, ino, mode, size, mtime, ctime = unpack(answer, offset)
-        blob = None
-        if mode & _S_IFMT == _S_IFREG and (limit is None or size <= limit):
-            blob = blob_of(key, size, mtime, ctime, ino)
-        if blob is None:
-            changed.append(key)
-        else:
-            record = hashed(answer[offset:end] + blob)
-            records[key] = record
-            if mtime < horizon:
-                cache[key] = record
         offset = end
     return changed
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 import time
 from pathlib import Path
 
@@ -11,10 +12,11 @@ import pytest
 from freshness_magic.freshness import snapshot
 from freshness_magic.freshness.baseline import Baseline, FileRecord
 from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.git import GitTier
 from freshness_magic.freshness.gitindex import INDEX_BYTES_PER_FILE, GitIndex
 from freshness_magic.freshness.hashing import StatKey, digest_file_at, pack_files_at
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
-from freshness_magic.freshness.statworker import worth_a_worker
+from freshness_magic.vcs import git as vcs
 
 from .conftest import git, write
 
@@ -257,25 +259,122 @@ def test_a_linked_worktree_and_a_submodule_use_their_own_index(
     assert reads == ["a.py"]
 
 
-@pytest.mark.skipif(
-    not worth_a_worker(), reason="the stat worker is used only with two or more cores"
-)
-def test_a_large_first_look_shares_its_stats_with_the_worker(
+def test_a_large_first_look_through_the_index_stays_on_one_core(
     repo: Path, reads: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """No stat worker and no git process: the index tells both the blob ids and git's status."""
     for folder in range(4):
         for i in range(10):
             write(repo, f"data/d{folder}/f{i}.txt", f"{folder}.{i}\n")
     git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "data")
     settle(repo)
-    monkeypatch.setattr(snapshot, "MIN_FILES", 10)  # the real sizes take 50,000 files
-    monkeypatch.setattr(snapshot, "MIN_INDEXED_FILES", 10)
-    write(repo, "data/d3/f9.txt", "changed\n")  # in the worker's half: it reports a new stat
+    monkeypatch.setattr(snapshot, "MIN_FILES", 10)  # the real size is 10,000 files
+    started: list[object] = []
+    monkeypatch.setattr(vcs, "start", lambda *args: started.append(args))
+    write(repo, "data/d3/f9.txt", "changed\n")
     tracker = FreshnessTracker(repo)
     baseline = tracker.capture({"n": ["data/**"]})["n"]
     worker = tracker.snapshotter.worker
-    assert worker is not None and worker.pid is not None  # the worker took its half
+    assert worker is None or worker.pid is None
+    assert started == []
     assert reads == ["f9.txt"]
     assert len(blob_paths(baseline)) == 40
-    assert baseline.files["data/d3/f9.txt"].digest == hash_object(repo, "data/d3/f9.txt")
-    assert baseline.files["data/d2/f0.txt"].digest == hash_object(repo, "data/d2/f0.txt")
+    assert baseline.git_states == {"data/d3/f9.txt": "modified"}
+    assert baseline.head == git(repo, "rev-parse", "HEAD").strip()
+
+
+@pytest.fixture
+def git_calls(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The arguments of every git process freshness starts (they still run)."""
+    calls: list[list[str]] = []
+    start = vcs.start
+
+    def counting(args: list[str], cwd: str) -> vcs.Pending:
+        calls.append(list(args))
+        return start(args, cwd)
+
+    monkeypatch.setattr(vcs, "start", counting)
+    return calls
+
+
+def git_view(repo: Path, baseline: Baseline) -> tuple[str | None, dict[str, str]]:
+    """HEAD and the states a whole-tree ``git status`` gives the baseline's files."""
+    status = GitTier(repo).status()
+    assert status is not None
+    return status.head, {k: v for k, v in status.entries.items() if k in baseline.files}
+
+
+def every_kind_of_file(repo: Path) -> dict[str, list[str]]:
+    """A tree with a file of each kind git tells apart, and the entries that name them all."""
+    write(repo, ".gitignore", ".freshness/\n*.log\n")
+    write(repo, "run.sh", "echo\n")
+    write(repo, "attr/data.txt", "text\n")
+    (repo / "link.py").symlink_to("src/b.py")
+    write(repo, "gone.txt", "soon deleted\n")
+    git(repo, "add", "-A")
+    git(repo, "commit", "-q", "-m", "kinds")
+    settle(repo)
+    write(repo, "src/a.py", "a = 2\n")  # modified
+    touch(repo / "src/b.py")  # same content, new mtime: clean
+    (repo / "gone.txt").unlink()  # deleted
+    write(repo, "src/new.py", "new\n")  # untracked
+    write(repo, "src/debug.log", "ignored\n")  # ignored
+    (repo / "run.sh").chmod(0o755)  # mode change
+    write(repo, "attr/.gitattributes", "*.txt text\n")  # not tracked: the index is still read
+    write(repo, "attr/data.txt", "other text\n")  # under an attributes file
+    return {"n": ["src/*", "docs/**", "gone.txt", "run.sh", "attr/*.txt", "link.py"]}
+
+
+def test_git_status_told_by_the_index_is_the_one_git_gives(
+    repo: Path, git_calls: list[list[str]]
+) -> None:
+    nodes = every_kind_of_file(repo)
+    baseline = FreshnessTracker(repo).capture(nodes)["n"]
+    # git is asked about the files the index cannot tell about, by name, after the hashing
+    assert len(git_calls) == 1
+    asked = git_calls[0][git_calls[0].index("--") + 1 :]
+    assert sorted(asked) == ["attr/data.txt", "link.py", "run.sh", "src/debug.log", "src/new.py"]
+    head, states = git_view(repo, baseline)
+    assert states == {
+        "src/a.py": "modified",
+        "gone.txt": "deleted",
+        "src/new.py": "untracked",
+        "run.sh": "modified",
+        "attr/data.txt": "modified",
+    }
+    assert (baseline.head, baseline.git_states) == (head, states)
+    assert baseline.git_state("src/debug.log") == baseline.git_state("src/b.py") == "clean"
+
+
+@pytest.mark.parametrize("change", ["packed", "detached", "staged", "unborn", "reverted"])
+def test_git_status_agrees_whatever_the_repository_state(
+    repo: Path, change: str, git_calls: list[list[str]]
+) -> None:
+    """Packed objects and refs, a detached HEAD, a staged change (the index no longer holds
+    HEAD's tree: git is asked), no commit yet, and an edit taken back."""
+    if change == "unborn":
+        shutil.rmtree(repo / ".git")
+        git(repo, "init", "-q", "-b", "main")
+        git(repo, "add", "src")
+    elif change == "packed":
+        write(repo, "src/b.py", "b = 2\n")
+        git(repo, "commit", "-q", "-am", "two")
+        git(repo, "gc", "-q")
+        assert not (repo / ".git/refs/heads/main").exists()
+    elif change == "detached":
+        git(repo, "checkout", "-q", "--detach")
+    elif change == "staged":
+        write(repo, "src/b.py", "b = 2\n")
+        git(repo, "add", "src/b.py")
+    # Edits after the settling: git compares whole seconds, and settling moves mtimes.
+    settle(repo)
+    write(repo, "src/a.py", "a = 9\n")
+    write(repo, "src/b.py", "b = 3\n")
+    if change == "reverted":
+        write(repo, "src/b.py", "b = 1\n")
+    baseline = FreshnessTracker(repo).capture({"n": ["src/*.py", "docs/*"]})["n"]
+    # without HEAD's tree in the index (staged, no commit) git runs, in the background
+    assert len(git_calls) == (1 if change in ("staged", "unborn") else 0)
+    assert (baseline.head, baseline.git_states) == git_view(repo, baseline)
+    assert baseline.git_states["src/a.py"] in ("modified", "added")

@@ -4,9 +4,9 @@ Builds two git work trees of 4 KiB files (20,000 and 100,000 files; on tmpfs ``/
 exists, so the disk does not decide) once, then measures, as medians of interleaved repetitions
 (ours, reference, ours, reference, ...) and as the median of the per-pair ratios:
 
-- baseline capture, one core (``git=False``: no background git)  vs  ``xxhsum`` on one core
-- baseline capture as a run takes it (git status in the background: two processes)
-                                                                  vs  ``xargs -P2 xxhsum``
+- baseline capture, one core (``git=False``: no git at all)      vs  ``xxhsum`` on one core
+- baseline capture as a run takes it, in the git work tree        vs  ``xxhsum`` on one core
+  when it ran on one core (no git process, no stat worker: checked), else ``xargs -P2 xxhsum``
 - re-check with 0, 1 and 1,000 files changed                      vs  ``git status --porcelain``
 - memory kept per tracked file after a capture (tracemalloc, one core capture)
 
@@ -17,13 +17,15 @@ was measured slower than one as well (20k files: about 210 vs 150 ms): most of a
 cost is its four syscalls, and the GIL changes hands around each.
 
 The capture "as a run takes it" is in a git work tree, so it takes the blob ids of the clean
-tracked files from git's index and only stats them (``freshness/gitindex.py``), while git status
-(which the baseline records, issue 4) runs on the other core. That goal stays out of reach for
-this pure-Python snapshot: it spends about 5 µs per file on one core (a ``stat`` of about 2 µs,
-the index lookup and the record) plus the folder listing, about 0.85x one-core ``xxhsum`` for
-4 KiB files on tmpfs, while ``xxhsum`` on two cores takes half of one core's time (1.5-1.9x). The
-index pays off where files are larger: 800 MB of tracked data files are captured in 3 ms instead
-of 145 ms.
+tracked files from git's index and only stats them (``freshness/gitindex.py``), and, as the
+committed tree's index holds HEAD's tree, it tells git's status of the files (which the
+baseline records, issue 4) from the index too: no git process runs, and no stat worker either,
+so it uses one core and is held to the one-core line. Both ratios are printed. Until this
+session git status ran on the second core and the capture was held to ``xargs -P2 xxhsum``,
+which a pure-Python snapshot cannot reach: about 5 µs per file (a ``stat`` of about 2 µs, the
+index lookup and the record) plus the folder listing, while ``xxhsum`` on two cores takes half
+of one core's time. The index pays off most where files are larger: 800 MB of tracked data
+files are captured in 3 ms instead of 145 ms.
 
 A re-check is a stat per file, and there two cores do help: with 10,000 files or more a stat
 worker process stats half of the folders (``freshness/statworker.py``).
@@ -39,6 +41,7 @@ from __future__ import annotations
 import argparse
 import gc
 import os
+import resource
 import shutil
 import statistics
 import subprocess
@@ -146,6 +149,17 @@ def capture(root: str, *, with_git: bool) -> FreshnessTracker:
     return tracker
 
 
+def cores_used(root: str) -> int:
+    """How many cores a capture as a run takes it kept busy: two when it started a process (git,
+    whose CPU time shows in the children's usage) or handed stats to the stat worker."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    tracker = capture(root, with_git=True)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    children = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    worker = tracker.snapshotter.worker
+    return 2 if children > 0 or (worker is not None and worker.pid is not None) else 1
+
+
 def row(name: str, result: tuple[float, float, float], ref_name: str) -> float:
     ours, ref, ratio = result
     print(
@@ -182,14 +196,24 @@ def bench_size(root: str, paths: list[str], repeat: int) -> None:
         "xxhsum (1 core)",
     )
     goal(f"{count:,} files: one-core capture <= 1.0x xxhsum ({one:.2f}x)", one <= 1.0)
+    cores = cores_used(root)
+    as_run = row(
+        "capture as a run takes it (git tree)",
+        paired(lambda: capture(root, with_git=True), lambda: xxhsum(root, 1), repeat),
+        "xxhsum (1 core)",
+    )
     two = row(
-        "capture with git in the background",
+        "capture as a run takes it (git tree)",
         paired(lambda: capture(root, with_git=True), lambda: xxhsum(root, 2), repeat),
         "xargs -P2 xxhsum",
     )
-    goal(f"{count:,} files: capture with git <= 1.0x xargs -P2 xxhsum ({two:.2f}x)", two <= 1.0)
-    print("  (bound: a stat and a lookup per file on one core, git status on the other; see the")
-    print("   module docstring)")
+    print(f"  the capture as a run takes it used {cores} core{'s' if cores > 1 else ''}")
+    if cores == 1:
+        text = f"{count:,} files: capture as a run takes it, one core: <= 1.0x xxhsum"
+        goal(f"{text} ({as_run:.2f}x)", as_run <= 1.0)
+    else:
+        text = f"{count:,} files: capture as a run takes it, two cores: <= 1.0x xargs -P2 xxhsum"
+        goal(f"{text} ({two:.2f}x)", two <= 1.0)
     tracker = capture(root, with_git=True)
     time.sleep(RACY_WAIT_S)
     tracker.check("all")  # the first check re-hashes files captured inside the racy window

@@ -146,39 +146,30 @@ def digest_file_at(
     *,
     follow_symlinks: bool = True,
     blob: bool = False,
-    _open: Any = os.open,
-    _fstat: Any = os.fstat,
-    _read: Any = os.read,
-    _close: Any = os.close,
-    _digest: Any = xxhash.xxh3_128_digest,
 ) -> tuple[bytes, os.stat_result]:
-    """(16-byte digest, stat of the hashed version) of a regular file, for hot loops.
-
-    A snapshot hashes 100,000 files and keeps each digest and stat key packed in one bytes
-    object, so it takes them raw. Same rules and errors as :func:`hash_file`. (The underscored
-    parameters bind the system calls once, not at every call: 100,000 calls per snapshot.)
+    """(raw digest, stat of the hashed version) of a regular file: :func:`hash_file` for a
+    caller that keeps digests packed (a snapshot). Same rules and errors as :func:`hash_file`.
     ``blob``: the digest is git's blob id (:func:`blob_id`) instead of xxh3_128.
     """
     flags = _OPEN_FLAGS if follow_symlinks else _NOFOLLOW_FLAGS
-    if blob:
-        _digest = blob_id
+    digest_of = blob_id if blob else xxhash.xxh3_128_digest
     for _ in range(MAX_REREADS):
-        fd = _open(path, flags, dir_fd=dir_fd)
+        fd = os.open(path, flags, dir_fd=dir_fd)
         try:
-            before = _fstat(fd)
+            before = os.fstat(fd)
             if before.st_mode & _S_IFMT != _S_IFREG:
                 raise HashingError(f"{os.fspath(path)}: not a regular file")
             size = before.st_size
             if size <= SMALL_FILE_BYTES:
-                data = _read(fd, size + 1)
+                data = os.read(fd, size + 1)
                 if len(data) <= size:
-                    return _digest(data), before
-                digest: bytes | None = _digest_rest(fd, data, _digest)
+                    return digest_of(data), before
+                digest: bytes | None = _digest_rest(fd, data, digest_of)
             else:
                 digest = _blob_fd(fd, size) if blob else _digest_fd(fd, size)
-            after = _fstat(fd)
+            after = os.fstat(fd)
         finally:
-            _close(fd)
+            os.close(fd)
         if (
             digest is not None
             and before.st_mtime_ns == after.st_mtime_ns

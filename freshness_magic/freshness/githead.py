@@ -53,7 +53,7 @@ def commit_tree(common_dir: str, commit: str) -> bytes | None:
         head = _loose_start(objects, commit)
         if head is None:
             head = _packed_start(objects, bytes.fromhex(commit))
-    except (OSError, ValueError, zlib.error):
+    except (OSError, ValueError, IndexError, zlib.error):  # damaged: git is asked instead
         return None
     if head is None:
         return None

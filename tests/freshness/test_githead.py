@@ -62,3 +62,16 @@ def test_what_is_not_read_here_is_none(repo: Path) -> None:
     assert head_commit(str(repo / ".git"), str(repo / ".git")) is None
     shutil.rmtree(repo / ".git/refs")
     assert head_commit(str(repo / ".git"), str(repo / ".git")) is None
+
+
+def test_a_damaged_pack_is_none(repo: Path) -> None:
+    git(repo, "gc", "-q")
+    commit, _ = by_git(repo)
+    for pack in (repo / ".git/objects/pack").glob("*.pack"):
+        pack.chmod(0o644)
+        pack.write_bytes(b"")
+    assert commit_tree(str(repo / ".git"), commit) is None
+    for idx in (repo / ".git/objects/pack").glob("*.idx"):
+        idx.chmod(0o644)
+        idx.write_bytes(b"\377tOc\0\0\0\2" + b"\xff" * 2000)
+    assert commit_tree(str(repo / ".git"), commit) is None

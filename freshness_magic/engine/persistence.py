@@ -47,6 +47,16 @@ def source_hash(source: str) -> str:
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
+def same_pipeline(source: str, stored_hash: str | None) -> bool:
+    """Whether a run started from text hashed ``stored_hash`` ran the pipeline ``source`` holds:
+    the same text, give or take its final newlines (a ``%%pipeline`` cell's body ends with one,
+    a file may not), so a run started from the cell is found from the file and the other way."""
+    if not stored_hash:
+        return False
+    body = source.rstrip("\n")
+    return stored_hash in {source_hash(source), source_hash(body), source_hash(body + "\n")}
+
+
 def new_run_id() -> str:
     """``20260122T101500-1a2b3c``: sortable by start time, unique."""
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%S")

@@ -26,7 +26,7 @@ from freshness_magic.engine.persistence import (
     follow_restarts,
     restart_dir,
     restore_memory,
-    source_hash,
+    same_pipeline,
     stored_pipeline,
     write_manifest_file,
     write_pipeline,
@@ -72,7 +72,7 @@ def reopen(
     stored_hash = str(pipeline.get("sha256") or "")
     if graph is None:
         graph = stored_pipeline(folder, pipeline, loaded.path)
-    elif graph.source and stored_hash and source_hash(graph.source) != stored_hash:
+    elif graph.source and stored_hash and not same_pipeline(graph.source, stored_hash):
         raise CheckpointError(
             f"checkpoint {loaded.path} belongs to another pipeline (source hash differs from "
             f"{graph.path or 'the given graph'}); resume with the pipeline the run used"

@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 
 from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.persistence import source_hash
+from freshness_magic.engine.persistence import same_pipeline
 from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
@@ -83,7 +83,7 @@ class NotebookPipeline(PipelineReadout):
         run was started from the same text, else the run's stored pipeline."""
         keep = ("registry", "backend")
         options = {k: v for k, v in self.run_options.items() if k in keep and v not in (None, "")}
-        if run_dir_hash(run_dir) == source_hash(self.graph.source):
+        if same_pipeline(self.graph.source, run_dir_hash(run_dir)):
             options["graph"] = self.graph
         return options
 

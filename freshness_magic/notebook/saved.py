@@ -13,7 +13,7 @@ from typing import Any
 from freshness_magic.atomicio import loads_bounded
 from freshness_magic.engine.checkpoint import last_written_ns, load_checkpoint
 from freshness_magic.engine.model import Graph
-from freshness_magic.engine.persistence import follow_restarts, source_hash
+from freshness_magic.engine.persistence import follow_restarts, same_pipeline
 from freshness_magic.engine.state import RunState
 from freshness_magic.errors import FreshnessMagicError
 
@@ -71,14 +71,13 @@ def find_unfinished(graph: Graph, workdir: Path) -> ResumeOffer | None:
     root = workdir / ".freshness" / "runs"
     if not root.is_dir():
         return None
-    wanted = source_hash(graph.source)
     candidates = []
     for folder in root.iterdir():
         stamp = last_written_ns(folder)
         if stamp is None or follow_restarts(folder) != folder:
             continue  # no state, or a loop restart continued this run in another folder
         manifest = _json(folder / "manifest.json")
-        if manifest is None or manifest.get("pipeline_hash") != wanted:
+        if manifest is None or not same_pipeline(graph.source, manifest.get("pipeline_hash")):
             continue
         if manifest.get("workdir") == str(workdir):
             candidates.append((stamp, folder))

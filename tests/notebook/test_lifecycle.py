@@ -56,6 +56,26 @@ def test_reload_offers_the_unfinished_run_and_resume_reopens_it(
     assert load_review(shell, workdir).resume_offer is None  # finished runs are not offered
 
 
+def test_a_run_of_a_cell_is_offered_from_a_file_without_the_final_newline(
+    shell: InteractiveShell, workdir: Path
+):
+    """IPython hands a cell's body with a final newline; a file may end without one. The run
+    started from the cell belongs to the file's pipeline all the same, and resumes from it."""
+    body = REVIEW_DOT.rstrip("\n")
+    first = load_review(shell, workdir, body + "\n")
+    line(shell, "run")
+    run_id = first.run.run_id
+    del shell.user_ns["review"]
+    path = workdir / "review.dot"
+    path.write_text(body)
+    again = shell.run_line_magic("pipeline", f"load {path} --workdir {workdir}")
+    assert again.resume_offer is not None and again.resume_offer.run_dir.name == run_id
+    assert line(shell, "resume").text.startswith(f"resumed run {run_id}\npipeline review: waiting")
+    path.write_text(REVIEW_DOT.replace("Ship the login fix", "Ship the logout fix"))
+    del shell.user_ns["review"]
+    assert shell.run_line_magic("pipeline", f"load {path} --workdir {workdir}").resume_offer is None
+
+
 def test_start_new_declines_the_offer(shell: InteractiveShell, workdir: Path):
     first = load_review(shell, workdir)
     line(shell, "run")

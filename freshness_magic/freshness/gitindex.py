@@ -284,8 +284,9 @@ def _extensions(data: bytes, offset: int) -> dict[bytes, bytes | None] | None:
 
 
 def _root_tree(data: bytes, at: int) -> bytes | None:
-    """The root's tree id in a cache tree extension at ``at`` (``\0<entries> <subtrees>\n``
-    and the id when the entry count is not -1); None when git marked the root invalid."""
+    """The root's tree id in a cache tree extension at ``at``: its first entry is the root's
+    (an empty path, its entry count, -1 when git marked it invalid, and its subtree count on one
+    line, then the id); None when the root is invalid."""
     if data[at] != 0:
         return None
     line_end = data.index(b"\n", at)

@@ -2,7 +2,9 @@
 
 The work tree is found by looking for ``.git`` upwards from the working directory (no process
 is started for that). A snapshot runs ``git status --porcelain=v2 -z --branch`` once (never once
-per file), in the background while files are hashed, unless git's index can tell (a first
+per file), in the background while files are hashed, for the snapshot's files by name when they
+are few (:data:`~freshness_magic.vcs.git.MAX_PATHSPECS`; a step's snapshot: 30 ms instead of
+200 ms for the whole of a 100,000-file tree), unless git's index can tell (a first
 capture while the index holds HEAD's tree, :mod:`.gitindex`: then git is asked only about the
 files the index cannot tell about, if any); a check asks only about its stale paths.
 HEAD comes from the ``# branch.oid`` header. :mod:`freshness_magic.vcs.git` runs the processes.

@@ -171,7 +171,8 @@ class Snapshotter:
                 keys = list(union)
             git_index = self._git_index(keys) if asks_git else None
             if asks_git and (git_index is None or git_index.head is None):
-                pending = self.git.start_status()  # runs on the other core while files are read
+                # on the other core while files are read; by name for a few files (a step's)
+                pending = self.git.start_status(keys)
             records = self.observe(keys, fs_now, git_index)
         except BaseException:
             if pending is not None:

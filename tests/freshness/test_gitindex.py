@@ -378,3 +378,23 @@ def test_git_status_agrees_whatever_the_repository_state(
     assert len(git_calls) == (1 if change in ("staged", "unborn") else 0)
     assert (baseline.head, baseline.git_states) == git_view(repo, baseline)
     assert baseline.git_states["src/a.py"] in ("modified", "added")
+
+
+def test_a_look_the_stat_cache_knows_asks_git_about_its_files_by_name(
+    repo: Path, git_calls: list[list[str]]
+) -> None:
+    """A step's snapshot (the stat cache knows its files: the index is not read) asks git about
+    those files only, not the whole tree; many files go to one whole-tree status."""
+    back = time.time_ns() - 20_000_000_000  # not racy, and not the second settle() gave git
+    os.utime(write(repo, "src/a.py", "a = 2\n"), ns=(back, back))
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/*.py"]})
+    assert git_calls == []  # the first look: the index told it all
+    again = tracker.capture({"n": ["src/*.py"]})["n"]
+    assert [call[call.index("--") + 1 :] for call in git_calls] == [["src/a.py", "src/b.py"]]
+    assert again.git_states == {"src/a.py": "modified"}
+    for i in range(70):
+        os.utime(write(repo, f"many/f{i}.txt", f"{i}\n"), ns=(back, back))
+    tracker.capture({"m": ["many/*"]})  # untracked: asked for by name, 70 of them: whole tree
+    tracker.capture({"m": ["many/*"]})
+    assert git_calls[-1][git_calls[-1].index("--") + 1 :] == ["."]

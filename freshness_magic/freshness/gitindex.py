@@ -175,15 +175,15 @@ class GitIndex:
 
     def states(self, records: Mapping[str, FileRecord]) -> tuple[dict[str, str], list[str]]:
         """git's status of the files of a snapshot taken through this index, as far as it can
-        be told here (:attr:`head` is set): (the states of the files git would list, the keys
-        only git can tell). A file whose stat matched its entry is clean; one hashed to another
-        blob id is ``modified``; a missing tracked file is ``deleted``. Untracked or ignored
-        files, links, mode changes, entries git flags and files hashed another way are for git.
+        be told here, only while :attr:`head` is set: (the states of the files git would list,
+        the keys only git can tell). A file whose stat matched its entry is clean; one hashed to
+        another blob id is ``modified``; a missing tracked file is ``deleted``. Untracked or
+        ignored files, links, mode changes, flagged entries and files hashed another way are
+        for git.
         """
+        assert self.head is not None, "without HEAD's tree in the index, git tells the states"
         states: dict[str, str] = {}
         ask: list[str] = []
-        if self.head is None:
-            return states, [key for key in records if not key.startswith("/")]
         matched = self.matched
         for key, record in records.items():
             if key in matched or key.startswith("/"):

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import argparse
-from typing import Any
+import sys
+from typing import Any, TextIO
 
 from freshness_magic.commands.run import add_drive_options, drive
 
@@ -41,11 +42,20 @@ def register(subparsers: Any) -> None:
     parser.set_defaults(handler=main)
 
 
+def say_drift(run: Any, out: TextIO) -> None:
+    """One line per node whose inputs changed while the run was stopped."""
+    from freshness_magic.freshness.extension import resume_drift
+
+    for node_id, words in resume_drift(run):
+        print(f"  {'drift':<7} {node_id:<24} {'':8}  {words}", file=out, flush=True)
+
+
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import resume_run
 
     run = resume_run(args.run_dir, backend=args.backend, executor=args.executor)
     with run:
+        say_drift(run, sys.stderr if args.json else sys.stdout)
         if args.accept:
             from freshness_magic.freshness.extension import accept_changes
 

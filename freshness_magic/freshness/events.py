@@ -39,3 +39,23 @@ def describe_stale_input(data: Mapping[str, Any], shown: int = 3) -> str:
     else:
         action = "ran anyway (freshness=warn)"
     return f"inputs changed since its {data.get('since') or 'baseline'}: {listed}; {action}"
+
+
+def describe_input_drift(data: Mapping[str, Any], shown: int = 3) -> list[tuple[str, str]]:
+    """An ``INPUT_DRIFT`` event's data in words: (node id, what changed and what happens now)
+    per node, for the lines a resume prints (CLI and notebook alike).
+
+    A node that already ran may have outputs built on the old inputs. A node that has not run
+    takes its baseline again on resume (REQ-IF-002.2), so it runs on the new content: that is
+    said here, because its ``block`` or ``warn`` check will not report this change again.
+    """
+    since = data.get("since") or {}
+    lines = []
+    for node_id, files in (data.get("nodes") or {}).items():
+        listed = some_files([str(f) for f in files], shown)
+        if since.get(node_id) == "run":
+            after = "it ran before the stop, so its results may be outdated"
+        else:
+            after = "it has not run yet and will use them (its baseline is taken again now)"
+        lines.append((str(node_id), f"inputs changed while the run was stopped: {listed}; {after}"))
+    return lines

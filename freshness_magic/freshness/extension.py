@@ -12,7 +12,8 @@
 - ``accept_changes(run, node_id=None)`` (and the context key ``freshness.accept``, a list of node
   ids a handler may set) re-captures baselines and emits ``BASELINE_ACCEPTED``.
 - Resume: the checkpointed snapshots are compared with the disk first and every change is
-  reported in one ``INPUT_DRIFT`` event; then baselines of nodes whose handler has not run are
+  reported in one ``INPUT_DRIFT`` event (kept for :func:`resume_drift`: the CLI's ``resume``
+  and the notebook print it, since the checks will not see it again); then baselines of nodes whose handler has not run are
   re-captured (AC-002.2) — except nodes that a ``block`` stopped, which keep theirs until the
   change is accepted, so a pause never silently unblocks a node.
 """
@@ -30,7 +31,7 @@ from freshness_magic.engine.validation import LintRule
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.attrs import freshness_mode, node_inputs, tracked_nodes
 from freshness_magic.freshness.check import FreshnessTracker
-from freshness_magic.freshness.events import FreshnessEvent
+from freshness_magic.freshness.events import FreshnessEvent, describe_input_drift
 from freshness_magic.freshness.lint import freshness_rules
 from freshness_magic.freshness.report import FreshnessReport, NodeReport
 
@@ -71,6 +72,8 @@ class FreshnessExtension(BaseRunExtension):
         self.blocked: set[str] = set()
         """Nodes a ``block`` stopped whose change has not been accepted since."""
         self._blocked_now: set[str] = set()
+        self.drift: dict[str, Any] | None = None
+        """The ``INPUT_DRIFT`` data this resume found (None: no resume, or nothing changed)."""
 
     # -- setup -----------------------------------------------------------------------------
 
@@ -100,15 +103,12 @@ class FreshnessExtension(BaseRunExtension):
             drift = tracker.check_many(known) if known else {}
             changed = {n: r for n, r in drift.items() if r.stale_files}
             if changed:
-                run.events.emit(
-                    FreshnessEvent.INPUT_DRIFT,
-                    None,
-                    {
-                        "nodes": {n: r.stale_files for n, r in changed.items()},
-                        "details": {n: _details(r) for n, r in changed.items()},
-                        "since": {n: r.since for n, r in changed.items()},
-                    },
-                )
+                self.drift = {
+                    "nodes": {n: r.stale_files for n, r in changed.items()},
+                    "details": {n: _details(r) for n, r in changed.items()},
+                    "since": {n: r.since for n, r in changed.items()},
+                }
+                run.events.emit(FreshnessEvent.INPUT_DRIFT, None, self.drift)
         recapture = {
             n: entries
             for n, entries in nodes.items()
@@ -206,6 +206,16 @@ def extension_of(run: Any) -> FreshnessExtension:
         "this run has no freshness extension; open it with freshness_magic.session.open_run "
         "(or pass FreshnessExtension() in extensions=)"
     )
+
+
+def resume_drift(run: Any) -> list[tuple[str, str]]:
+    """What changed while ``run`` was stopped, found when it was resumed: (node id, words) per
+    node (:func:`~freshness_magic.freshness.events.describe_input_drift`); empty when nothing
+    did or the run has no freshness extension."""
+    for ext in getattr(run, "extensions", ()):
+        if isinstance(ext, FreshnessExtension) and ext.drift is not None:
+            return describe_input_drift(ext.drift)
+    return []
 
 
 def accept(run: Run, node_ids: Iterable[str], *, source: str = "api") -> dict[str, list[str]]:

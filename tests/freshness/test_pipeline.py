@@ -157,6 +157,13 @@ def test_change_between_run_to_and_resume_in_a_new_process_is_input_drift(repo: 
     # report, so its warn check saw no change and nothing was stale when it ran.
     assert not [e for e in log if e.type is FreshnessEvent.STALE_INPUT]
     assert (repo / "ran.txt").exists()
+    # The resume says so before it goes on: its block/warn check will not report it again.
+    drift_lines = [line.split() for line in second.stdout.splitlines() if "drift" in line]
+    assert [words[:2] for words in drift_lines] == [["drift", "first"], ["drift", "later"]]
+    said = second.stdout
+    assert "inputs changed while the run was stopped: src/a.py; it ran before the stop" in said
+    assert "docs/spec.md; it has not run yet and will use them" in said
+    assert said.index("drift") < said.index("later ") < said.rindex("ok")
 
 
 ACCEPT_PIPELINE = """

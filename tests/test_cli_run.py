@@ -273,6 +273,63 @@ def test_a_stop_signal_stops_the_tool_and_leaves_the_run_resumable(
     assert "driver" not in info  # nobody drives it now
 
 
+LOOP = """digraph loop {
+  start [shape=Mdiamond]
+  a [shape=parallelogram, tool_command="true"]
+  b [shape=parallelogram, tool_command="true"]
+  done [shape=Msquare]
+  start -> a -> b
+  b -> a [condition="outcome=success"]
+  b -> done [condition="outcome=fail"]
+}
+"""
+
+
+def _blocked_writing_a_pipe(pid: int) -> bool:
+    """Whether the main thread of ``pid`` sleeps in a pipe write (Linux's ``wchan``)."""
+    return "pipe_write" in Path(f"/proc/{pid}/wchan").read_text()
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_stop_signal_between_nodes_pauses_the_run_with_the_resume_hint(
+    tmp_path: Path, signame: str
+) -> None:
+    """A signal that lands between nodes (here: while a progress line waits for a full output
+    pipe, after one node finished and before the next starts) pauses the run as one during a
+    node does: exit 3, the `continue with:` hint, and `resume` goes on from the checkpoint."""
+    import signal
+
+    from tests.waiting import wait_until
+
+    dot = write(tmp_path, "loop.dot", LOOP)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "run", str(dot), "--workdir", str(tmp_path)],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,  # not read until the signal: the progress lines fill it
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: _blocked_writing_a_pipe(process.pid), "progress output blocked")
+        process.send_signal(getattr(signal, signame))
+        out, err = process.communicate(timeout=60)
+    finally:
+        process.kill()
+    assert process.returncode == 3, err
+    assert "Traceback" not in err and "interrupted" not in err, err
+    said = {"SIGINT": "Ctrl-C", "SIGTERM": "SIGTERM"}[signame]
+    assert f"stopped by {said}: the run paused between nodes, at its last checkpoint" in out
+    run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
+    assert out.splitlines()[-1] == f"continue with: freshness-magic resume {run_dir}", out
+    info = json.loads(cli("status", str(run_dir), "--json", cwd=tmp_path).stdout)
+    assert info["status"] == "paused" and "driver" not in info, info
+    following = {"a": "b", "b": "a"}[info["next_node"]]
+    again = cli("resume", str(run_dir), "--to", following, cwd=tmp_path)
+    assert again.returncode == 3, again.stderr
+    assert f"paused before '{following}'" in again.stdout
+
+
 def test_run_prints_the_pipelines_warnings_before_it_starts(tmp_path: Path) -> None:
     """Warnings (not notes) go to stderr, as `validate` prints them; the run still goes ahead
     and `--json` keeps stdout one JSON document."""

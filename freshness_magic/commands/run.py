@@ -195,22 +195,31 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     print_backend(run, out)
     if run.dispatch is not None:
         print(f"executor: {run.dispatch.label}", file=out, flush=True)
-    listener = run.events.subscribe(Progress(out))
-    received: list[int] = []
+    progress = Progress(out)
+    listener = run.events.subscribe(progress)
+    stops = _Stops()
+    between = False
     try:
-        with _signals_as_interrupt(received):
-            _drive_until_stop(run, args, answers, auto)
+        with _signals_as_interrupt(stops):
+            try:
+                _drive_until_stop(run, args, answers, auto)
+            except KeyboardInterrupt:
+                # (b) below: the signal came between nodes, outside the engine's handling
+                between = True
+                run.events.unsubscribe(listener)
+                run = _reopened(run)
+            stops.armed = False
     finally:
         run.events.unsubscribe(listener)
-    if received:
-        _say_stopped(received[0], out)
+    if stops.received:
+        _say_stopped(stops.received[0], out, between=between)
     result = run.result()
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
         print_summary(result, sys.stdout)
     unused = [f"{node}={choice}" for node, queued in answers.items() for choice in queued]
-    if every_answer and unused:
+    if every_answer and unused and not stops.received:
         waiting = f"gate '{run.pending_gate.node_id}'" if run.pending_gate else "no gate"
         raise RunError(
             f"--answer {' '.join(unused)} not used: that gate was not waiting (the run is "
@@ -249,16 +258,31 @@ _STOP_SIGNALS = {"SIGINT": "Ctrl-C", "SIGTERM": "SIGTERM", "SIGHUP": "the termin
 """Signals that stop a run as Ctrl-C does, and how the command names each."""
 
 
+class _Stops:
+    """The stop signals a command received; ``armed`` while one should stop the run."""
+
+    def __init__(self) -> None:
+        self.received: list[int] = []
+        self.armed = True
+
+
 @contextmanager
-def _signals_as_interrupt(received: list[int]) -> Iterator[None]:
+def _signals_as_interrupt(stops: _Stops) -> Iterator[None]:
     """Handle SIGTERM (sent by ``timeout``, systemd, CI runners) and SIGHUP (a closed terminal or
-    ssh session) as Ctrl-C: the engine stops the running node's processes and pauses the run,
-    resumable, instead of dying with them left behind. ``received`` gets each signal's number
-    so the command can say why it stopped."""
+    ssh session) as Ctrl-C, and make every one pause the run, resumable, instead of killing the
+    command with tool processes left behind. A signal arrives (a) while a node runs: the engine
+    stops the node's processes and pauses the run at it; or (b) between nodes (routing, a
+    checkpoint, a progress line): the KeyboardInterrupt leaves ``Run.run`` and :func:`drive`
+    reopens the run from its last checkpoint. Only the first signal raises: a second Ctrl-C
+    while the first is being handled is recorded, not a second interrupt of the clean-up, and
+    one after the loop ended leaves the summary alone. ``stops.received`` gets each signal's
+    number so the command can say why it stopped."""
 
     def interrupt(signum: int, frame: object) -> None:
-        received.append(signum)
-        raise KeyboardInterrupt
+        stops.received.append(signum)
+        if stops.armed:
+            stops.armed = False
+            raise KeyboardInterrupt
 
     numbers = [getattr(signal, name) for name in _STOP_SIGNALS if hasattr(signal, name)]
     previous = {number: signal.signal(number, interrupt) for number in numbers}
@@ -269,12 +293,28 @@ def _signals_as_interrupt(received: list[int]) -> Iterator[None]:
             signal.signal(number, handler)
 
 
-def _say_stopped(signum: int, out: IO[str]) -> None:
+def _reopened(run: Run) -> Run:
+    """The run as its last checkpoint has it, after an interrupt between nodes left the object
+    mid-step (the checkpoint is the step boundary before; ``resume`` goes on from there). It
+    closes with the caller's run; no executor is opened for it (nothing more runs)."""
+    from freshness_magic.session import resume_run
+
+    reopened = resume_run(run.run_dir, executor="local")
+    run.close_with(reopened.close)
+    return reopened
+
+
+def _say_stopped(signum: int, out: IO[str], *, between: bool = False) -> None:
     """One line naming what stopped the run (after the terminal's ``^C``, on a line of its own)."""
     name = signal.Signals(signum).name
     lead = "\n" if name == "SIGINT" and out.isatty() else ""
+    what = (
+        "the run paused between nodes, at its last checkpoint"
+        if between
+        else "the running node was interrupted"
+    )
     with contextlib.suppress(OSError):  # the terminal is gone (SIGHUP): the run dir says it all
-        print(f"{lead}stopped by {_STOP_SIGNALS[name]}: the running node was interrupted", file=out)
+        print(f"{lead}stopped by {_STOP_SIGNALS[name]}: {what}", file=out)
 
 
 def print_backend(run: Run, out: IO[str]) -> None:

@@ -55,14 +55,20 @@ class CheckpointWriter:
             self._last_ms = int(match.group(1)) if match else 0
         self.journal = run_dir / JOURNAL_FILE
         self._end = self.journal.stat().st_size if self.journal.exists() else 0
-        if valid_end is not None and valid_end < self._end:
-            with open(self.journal, "r+b") as handle:
-                handle.truncate(valid_end)
-            self._end = valid_end
+        if valid_end is not None and (valid_end < self._end or self._end < valid_end):
+            # A tail after the valid records is cut; a journal shorter than its snapshot says
+            # (bytes the snapshot already holds were lost) is cut to its last whole line, so
+            # the next record never continues a torn one.
+            self._cut(valid_end if valid_end < self._end else _last_line_end(self.journal))
         self._since_snapshot = 0
         self._snapshot_size = 0
         self.needs_snapshot = True
         """True until this writer has written a snapshot (the first save compacts)."""
+
+    def _cut(self, end: int) -> None:
+        with open(self.journal, "r+b") as handle:
+            handle.truncate(end)
+        self._end = end
 
     def append(self, record: dict[str, Any]) -> int:
         """Append one record (fsynced when durable); returns the journal's new end."""
@@ -111,6 +117,20 @@ class CheckpointWriter:
         now_ms = time.time_ns() // 1_000_000
         self._last_ms = max(now_ms, self._last_ms + 1)
         return self.run_dir / HISTORY_DIR / f"checkpoint_{self._last_ms}.json"
+
+
+def _last_line_end(path: Path, chunk: int = 1 << 16) -> int:
+    """The size of ``path`` up to and including its last newline (0 when it has none)."""
+    with open(path, "rb") as handle:
+        end = handle.seek(0, os.SEEK_END)
+        while end > 0:
+            start = max(end - chunk, 0)
+            handle.seek(start)
+            found = handle.read(end - start).rfind(b"\n")
+            if found >= 0:
+                return start + found + 1
+            end = start
+    return 0
 
 
 def write_manifest(run_dir: Path, data: dict[str, Any]) -> None:

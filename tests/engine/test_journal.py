@@ -162,6 +162,31 @@ Run(load_pipeline(dot), workdir=sys.argv[1], run_id="r", extensions=[Die()]).run
 """
 
 
+def test_a_journal_cut_inside_what_its_snapshot_holds_gets_whole_lines_after_resume(
+    tmp_path: Path,
+) -> None:
+    """Bytes lost from the end of a journal whose snapshot covers them: the snapshot is used,
+    and the partial line left is cut before the first new record, not continued by it."""
+    reference = make_run(linear(6), tmp_path / "ref").run()
+    run = make_run(linear(6), tmp_path / "w")
+    run.run(max_steps=3)
+    run.save_checkpoint()
+    journal = run.run_dir / JOURNAL_FILE
+    good = journal.read_bytes()
+    *_, last = good.splitlines(keepends=True)
+    journal.write_bytes(good[:-40])
+    assert load_checkpoint(run.run_dir)[0]["completed_nodes"] == run.completed_nodes
+    del run
+    again = Run.resume(journal.parent)
+    assert journal.read_bytes() == good[: -len(last)]
+    result = again.run()
+    assert result.completed_nodes == reference.completed_nodes
+    records(journal.parent)  # every line is one whole record
+    for snapshot in (journal.parent / CHECKPOINT_FILE, *journal.parent.glob("checkpoints/*")):
+        snapshot.unlink()
+    assert load_state(journal.parent).data["completed_nodes"] == reference.completed_nodes
+
+
 def test_a_run_killed_in_its_first_milliseconds_resumes(tmp_path: Path) -> None:
     proc = subprocess.run(
         [sys.executable, "-c", KILLED_AT_ONCE, str(tmp_path)],

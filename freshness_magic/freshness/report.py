@@ -204,8 +204,22 @@ class FreshnessReport:
                 )
                 lines.extend(base.details())
                 continue
+            same = run is not None and (run.label, run.details()) == (base.label, base.details())
+            if same and base.is_stale:  # the same change since both: said once
+                lines.append(f"{entry.node_id}: {base.label.value} (since baseline and run)")
+                lines.extend(base.details())
+                continue
             lines.append(str(base))
             if run is not None and run.is_stale:
                 lines.append(str(run))
-        lines.append("all fresh" if self.all_fresh else f"stale: {', '.join(self.stale_nodes)}")
+        lines.append(self._verdict())
         return "\n".join(lines)
+
+    def _verdict(self) -> str:
+        """The last line: which nodes are stale; else whether every file could be checked."""
+        if not self.all_fresh:
+            return f"stale: {', '.join(self.stale_nodes)}"
+        unsure = [n for n, v in self.nodes.items() if v.effective.label is NodeLabel.UNKNOWN]
+        if unsure:
+            return f"nothing stale; inputs that could not be checked (unknown): {', '.join(unsure)}"
+        return "all fresh"

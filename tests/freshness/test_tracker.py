@@ -567,3 +567,27 @@ def test_the_text_report_says_a_node_that_ran_after_a_change_is_fresh(tree: Path
     text = str(tracker.report()).splitlines()
     assert text[0] == "n: stale_deleted (since baseline)"
     assert "n: stale_changed (since run)" in text and text[-1] == "stale: n"
+
+
+def test_the_text_report_says_a_change_since_baseline_and_run_once(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["src/*.py"]})
+    tracker.snapshot_run("n")
+    write(tree, "src/a.py", "a2\n")
+    text = str(tracker.report()).splitlines()
+    assert text[0] == "n: stale_changed (since baseline and run)"
+    assert [line.split()[:2] for line in text[1:-1]] == [["stale_changed", "src/a.py"]]
+    assert text[-1] == "stale: n"
+
+
+def test_the_text_report_does_not_call_inputs_it_could_not_check_fresh(
+    tree: Path, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    outside = tmp_path_factory.mktemp("outside") / "secret.txt"
+    outside.write_text("x\n")
+    (tree / "link.txt").symlink_to(outside)
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["link.txt"], "m": ["src/*.py"]})
+    text = str(tracker.report()).splitlines()
+    assert text[0].startswith("n: unknown")
+    assert text[-1] == "nothing stale; inputs that could not be checked (unknown): n"

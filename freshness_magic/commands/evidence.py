@@ -66,7 +66,7 @@ def row(record: EvidenceRecord) -> list[str]:
         _time(record.timestamp),
         record.node_id,
         str(facts.get("status") or ""),
-        str(facts.get("evidence_method") or "-"),
+        record.method or "-",
         stale_text or "-",
         one_line(record.summary, 60),
         _duration(facts.get("duration_seconds")),

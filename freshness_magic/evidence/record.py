@@ -100,6 +100,12 @@ class EvidenceRecord:
         facts = self.outcome.get(ENGINE_KEY)
         return facts if isinstance(facts, dict) else {}
 
+    @property
+    def method(self) -> str:
+        """How the work was shown: the engine's evidence method, else the record's type (the
+        "method" column of the CLI's and the notebook's evidence tables)."""
+        return str(self.engine.get("evidence_method") or self.type)
+
 
 @dataclass
 class EvidenceReadResult:

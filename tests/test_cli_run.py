@@ -297,23 +297,31 @@ def test_a_stop_signal_between_nodes_pauses_the_run_with_the_resume_hint(
     """A signal that lands between nodes (here: while a progress line waits for a full output
     pipe, after one node finished and before the next starts) pauses the run as one during a
     node does: exit 3, the `continue with:` hint, and `resume` goes on from the checkpoint."""
+    import fcntl
     import signal
 
     from tests.waiting import wait_until
 
     dot = write(tmp_path, "loop.dot", LOOP)
+    reader, writer = os.pipe()  # not read until the signal: the progress lines fill it
+    fcntl.fcntl(writer, fcntl.F_SETPIPE_SZ, 4096)  # after some 60 lines, not 900
     process = subprocess.Popen(
         [sys.executable, "-m", "freshness_magic", "run", str(dot), "--workdir", str(tmp_path)],
         cwd=tmp_path,
         env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE,  # not read until the signal: the progress lines fill it
+        stdout=writer,
         stderr=subprocess.PIPE,
         text=True,
     )
+    os.close(writer)
     try:
-        wait_until(lambda: _blocked_writing_a_pipe(process.pid), "progress output blocked")
+        wait_until(
+            lambda: _blocked_writing_a_pipe(process.pid), "progress output blocked", timeout=90
+        )
         process.send_signal(getattr(signal, signame))
-        out, err = process.communicate(timeout=60)
+        with os.fdopen(reader) as output:
+            out = output.read()
+        err = process.communicate(timeout=60)[1]
     finally:
         process.kill()
     assert process.returncode == 3, err
@@ -381,3 +389,50 @@ def test_progress_says_when_a_node_runs_or_is_held_with_changed_inputs(tmp_path:
         "hold inputs changed since its baseline: in.txt; held back (freshness=block): accept "
         "the change or restore the files",
     ]
+
+
+def test_a_block_failure_says_so_and_its_hint_is_the_command_that_goes_on(tmp_path: Path) -> None:
+    """A node `freshness=block` held back did not run: the progress line and the summary say it
+    was blocked by changed inputs (not "max retries exceeded"), and the printed command, run
+    as printed, accepts the change and goes on; a bare `--retry` would be blocked again."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "input.txt").write_text("one\n")
+    dot = write(
+        tmp_path,
+        "blk.dot",
+        """digraph blk {
+  start [shape=Mdiamond]
+  edit  [shape=parallelogram, tool_command="echo two > data/input.txt"]
+  prep  [shape=parallelogram, tool_command="cat data/input.txt", source_files="data/*.txt",
+         freshness="block"]
+  done  [shape=Msquare]
+  start -> edit -> prep -> done
+}
+""",
+    )
+    proc = cli("run", str(dot), "--workdir", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 1, proc.stderr
+    run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
+    lines = proc.stdout.splitlines()
+    fail = next(line.split(None, 2) for line in lines if line.startswith("  FAIL"))
+    assert fail[1] == "prep"
+    assert fail[2].endswith("blocked by changed inputs (freshness=block): data/input.txt")
+    assert "max retries" not in proc.stdout
+    assert (
+        "failed at 'prep': blocked by changed inputs (freshness=block): data/input.txt; "
+        "the node did not run"
+    ) in lines
+    hint = "accept the change and retry with: "
+    command = next(line for line in lines if line.startswith(hint))[len(hint) :]
+    command = command.split(" (or restore")[0]
+    assert command == f"freshness-magic resume {run_dir} --accept prep --retry"
+
+    again = cli("resume", str(run_dir), "--retry", cwd=tmp_path)  # the change is not accepted
+    assert again.returncode == 1 and "blocked by changed inputs" in again.stdout, again.stdout
+
+    words = command.split()
+    assert words[0] == "freshness-magic"
+    done = cli(*words[1:], cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  ok      prep" in done.stdout
+    assert done.stdout.splitlines()[-1].startswith("completed:")

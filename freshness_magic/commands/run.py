@@ -124,6 +124,8 @@ class Progress:
         """On a terminal the running node is shown until its result line replaces it."""
         self.closed = False
         """The output pipe was closed: print nothing more (the run itself goes on)."""
+        self.held: dict[str, list[str]] = {}
+        """Nodes a ``freshness=block`` held back, with the changed files, since they last ran."""
 
     def __call__(self, event: Event) -> None:
         if self.closed:
@@ -138,7 +140,11 @@ class Progress:
 
     def _show(self, event: Event) -> None:
         from freshness_magic.engine.events import EventType
-        from freshness_magic.freshness.events import FreshnessEvent, describe_stale_input
+        from freshness_magic.freshness.events import (
+            FreshnessEvent,
+            describe_stale_input,
+            some_files,
+        )
 
         data = event.data
         branch_of = data.get("branch_of")
@@ -152,6 +158,9 @@ class Progress:
             note = (
                 str(data.get("failure_reason") or data.get("notes") or "").splitlines() or [""]
             )[0]
+            held = self.held.pop(event.node_id or "", None)
+            if held is not None and status == "fail":  # the handler never ran: say why
+                note = f"blocked by changed inputs (freshness=block): {some_files(held, 3)}"
             if branch_of:
                 note = f"[branch of {branch_of}] {note}"
             duration = float(data.get("duration") or 0.0)
@@ -165,6 +174,8 @@ class Progress:
                 f"waiting {float(data.get('delay') or 0):.2f}s"
             )
         elif event.type == FreshnessEvent.STALE_INPUT:
+            if data.get("mode") == "block":
+                self.held[event.node_id or ""] = [str(f) for f in data.get("files") or ()]
             clear = "\x1b[2K" if self.live else ""
             self._print(f"{clear}  {'stale':<7} {node:<24} {'':8}  {describe_stale_input(data)}")
         elif event.type is EventType.GOAL_GATE_REDIRECT:
@@ -217,7 +228,7 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
-        print_summary(result, sys.stdout)
+        print_summary(result, sys.stdout, blocked=_blocked_files(run, result.failed_node))
     unused = [f"{node}={choice}" for node, queued in answers.items() for choice in queued]
     if every_answer and unused and not stops.received:
         waiting = f"gate '{run.pending_gate.node_id}'" if run.pending_gate else "no gate"
@@ -337,16 +348,44 @@ def _gates(run: Run) -> list[str]:
     return [n.id for n in run.graph.iter_nodes() if n.handler_type == "wait.human"]
 
 
-def print_summary(result: RunResult, out: IO[str]) -> None:
-    """The last lines of the human output: the final state and what to do next."""
+def _blocked_files(run: Run, node_id: str | None) -> list[str] | None:
+    """The changed inputs a ``freshness=block`` held ``node_id`` back for (None: it was not)."""
+    from freshness_magic.freshness.extension import FreshnessExtension, stale_key
+
+    for ext in run.extensions:
+        if isinstance(ext, FreshnessExtension) and node_id is not None and node_id in ext.blocked:
+            files = run.context.get(stale_key(node_id)) or []
+            return [str(f) for f in files]
+    return None
+
+
+def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None = None) -> None:
+    """The last lines of the human output: the final state and what to do next.
+
+    ``blocked``: the files whose change held the failed node back (``freshness=block``); then
+    the handler never ran, and the way on is to accept the change (or restore the files)."""
     from freshness_magic.engine import RunState
     from freshness_magic.engine.gates import parse_accelerator
+    from freshness_magic.freshness.events import some_files
 
     run_dir = result.run_dir
     if result.state is RunState.COMPLETED:
         print(f"completed: {len(result.completed_nodes)} node(s) run; run dir {run_dir}", file=out)
         if result.dead_end is not None:
             print(f"note: the run {result.dead_end.describe()}", file=out)
+    elif result.state is RunState.FAILED and result.failed_node and blocked is not None:
+        node = result.failed_node
+        print(
+            f"failed at '{node}': blocked by changed inputs (freshness=block): "
+            f"{some_files(blocked, 3) or 'its source_files'}; the node did not run",
+            file=out,
+        )
+        print(f"run dir {run_dir}", file=out)
+        print(
+            f"accept the change and retry with: freshness-magic resume {run_dir} "
+            f"--accept {node} --retry (or restore the files, then: --retry)",
+            file=out,
+        )
     elif result.state is RunState.FAILED:
         print(f"{result.summary()}", file=out)
         print(f"run dir {run_dir}", file=out)

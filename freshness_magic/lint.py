@@ -1,35 +1,46 @@
 """The validator of a session: the engine's rules plus the rules of the attributes that freshness,
-evidence and the cluster layer read, registered through :meth:`Validator.register_rule`.
+evidence, the hub and the cluster layer read, registered through :meth:`Validator.register_rule`.
 
 The engine validates only its own attributes. This module composes the others' rules for
 validation outside a run (``freshness-magic validate``, loading a pipeline in the notebook); a run
 gets the same rules from its extensions' ``lint_rules`` (:func:`freshness_magic.session.
 default_extensions`), in the same order, so both report the same diagnostics. It stays light (no
 run, no handlers), so ``validate`` starts quickly.
+
+Every rule declares the node attributes its package reads, so ``node_attr_known`` (an engine rule
+that sees the whole registry) knows them all without a list of its own.
+
+With a ``workdir`` (where the run will work: ``freshness-magic validate`` passes the current
+folder, the default of ``run --workdir``), the freshness rules also check that each literal
+``source_files`` path exists there (``source_files_exist``); without one they cannot.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from freshness_magic.cluster.lint import executor_rules
 from freshness_magic.engine.validation import LintRule, Validator
 from freshness_magic.evidence.lint import evidence_rules
 from freshness_magic.freshness.lint import freshness_rules
+from freshness_magic.hub.lint import hub_rules
 
 __all__ = ["attribute_rules", "session_validator"]
 
 
-def attribute_rules() -> list[LintRule]:
-    """The freshness and evidence attributes' rules, in the order a session run registers them,
-    then the ``executor`` attribute's."""
-    return [*freshness_rules(), *evidence_rules(), *executor_rules()]
+def attribute_rules(workdir: str | Path | None = None) -> list[LintRule]:
+    """The freshness, evidence and hub attributes' rules, in the order a session run registers
+    them, then the ``executor`` attribute's."""
+    return [*freshness_rules(workdir), *evidence_rules(), *hub_rules(), *executor_rules()]
 
 
-def session_validator(known_types: Iterable[str] | None = None) -> Validator:
+def session_validator(
+    known_types: Iterable[str] | None = None, workdir: str | Path | None = None
+) -> Validator:
     """A Validator with the engine's rules (``known_types`` feeds ``type_known``) and then
-    :func:`attribute_rules`."""
+    :func:`attribute_rules` (``workdir``: see the module docstring)."""
     validator = Validator(known_types=known_types)
-    for rule in attribute_rules():
+    for rule in attribute_rules(workdir):
         validator.register_rule(rule)
     return validator

@@ -68,12 +68,17 @@ ATTRIBUTE_RULES = [
     "source_files_path",
     "evidence_valid",
     "attr_type",
+    "attr_type",
     "executor_valid",
 ]
 
 
 def test_the_engine_alone_checks_none_of_their_attributes() -> None:
-    assert validate(load_pipeline(BAD)) == []
+    # It only notes that nothing it knows reads them (their rules are not registered).
+    found = validate(load_pipeline(BAD))
+    assert {(d.rule, d.severity.value) for d in found} == {("node_attr_known", "info")}
+    named = {d.message.split("`")[3] for d in found}
+    assert named == {"freshness", "evidence", "commit", "expects_no_changes", "source_files"}
 
 
 def test_session_validator_registers_their_rules_after_the_engine_rules() -> None:
@@ -133,13 +138,64 @@ def test_attr_type_rule_checks_a_package_s_own_attributes_like_the_engine_s() ->
         BAD.replace("  b [prompt=", "  b [my_flag=sometimes, my_wait=10s, max_retries=x, prompt=")
     )
     found = [d for d in validator.validate(graph) if d.node == "b"]
-    assert [(d.rule, d.message, d.column) for d in found] == [
+    assert [(d.rule, d.message, d.column) for d in found if d.rule == "attr_type"] == [
         ("attr_type", "node `b`: my_flag='sometimes' is not true or false", 6),
         ("attr_type", "node `b`: max_retries='x' is not a whole number >= 0, e.g. 3", 38),
     ]
     assert found[0].fix == "write my_flag as true or false"
+    # The rule declares its attributes: node_attr_known notes only `freshness` (whose rules
+    # this validator lacks), not my_flag or my_wait.
+    unknown = [d.message.split("`")[3] for d in found if d.rule == "node_attr_known"]
+    assert unknown == ["freshness"]
 
 
 def test_attr_type_rule_refuses_an_unknown_kind() -> None:
     with pytest.raises(ValueError, match="unknown kind"):
         attr_type_rule(node_typed={"my_flag": "yes or no"})
+
+
+MISSING_INPUT = """digraph g {
+  start [shape=Mdiamond]
+  a [prompt="a", source_files="nope.txt,data/*.txt, present.txt,../up", freshness=warn]
+  done [shape=Msquare]
+  start -> a -> done
+}
+"""
+
+
+def test_a_literal_source_file_missing_from_the_workdir_is_a_warning(tmp_path: Path) -> None:
+    (tmp_path / "present.txt").write_text("here\n", encoding="utf-8")
+    graph = load_pipeline(MISSING_INPUT)
+    found = [
+        d for d in session_validator(workdir=tmp_path).validate(graph)
+        if d.rule == "source_files_exist"
+    ]  # fmt: skip
+    assert len(found) == 1, found  # not the glob, not present.txt, not ../up (outside)
+    d = found[0]
+    assert (d.severity.value, d.node, d.line, d.column) == ("warning", "a", 3, 32)
+    assert d.message == (
+        f"node `a`: source_files entry 'nope.txt' does not exist under the working directory "
+        f"{tmp_path.resolve()}; freshness has nothing to track for it"
+    )
+    assert "write a glob if the file comes later" in d.fix
+    # Without a working directory the validator cannot know, and says nothing.
+    assert not [d for d in session_validator().validate(graph) if d.rule == "source_files_exist"]
+
+
+def test_cli_validate_checks_source_files_in_the_current_folder(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from freshness_magic import cli
+
+    path = tmp_path / "p.dot"
+    path.write_text(MISSING_INPUT, encoding="utf-8")
+    (tmp_path / "present.txt").write_text("here\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    assert cli.main(["validate", str(path), "--strict"]) == 1
+    out = capsys.readouterr().out
+    assert (
+        f"{path}:3:32: warning source_files_exist: node `a`: source_files entry 'nope.txt'" in out
+    )
+    (tmp_path / "nope.txt").write_text("now\n", encoding="utf-8")
+    assert cli.main(["validate", str(path)]) == 0
+    assert "source_files_exist" not in capsys.readouterr().out

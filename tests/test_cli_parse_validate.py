@@ -208,8 +208,19 @@ def test_validate_unreadable_file_exit_2(
     assert "is a directory" in capsys.readouterr().err
 
 
-def test_validate_quickstart_via_subprocess() -> None:
-    result = run_module("validate", str(QUICKSTART), "--strict")
+def test_validate_quickstart_via_subprocess(tmp_path: Path) -> None:
+    # `validate` checks literal source_files paths against the current folder (the folder a
+    # `run` without --workdir works in): the quickstart's `draft` reads docs/spec.md.
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "spec.md").write_text("spec\n", encoding="utf-8")
+    result = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "validate", str(QUICKSTART), "--strict"],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
     assert result.returncode == 0, result.stdout + result.stderr
 
 

@@ -54,4 +54,4 @@ def _node(graph: Graph, node: Node, out: Out) -> None:
 
 def executor_rules() -> list[LintRule]:
     """The ``executor`` attribute's rule, to register with a Validator."""
-    return [ScanRule("executor_valid", _graph, _node)]
+    return [ScanRule("executor_valid", _graph, _node, node_attributes=frozenset({"executor"}))]

@@ -40,7 +40,8 @@ def run(args: argparse.Namespace) -> int:
         from freshness_magic.lint import session_validator
 
         graph = load_for_command(args.pipeline)
-        diagnostics = session_validator().validate(graph)
+        # The working directory a `run` without --workdir uses, for `source_files_exist`.
+        diagnostics = session_validator(workdir=".").validate(graph)
     counts = {severity: 0 for severity in Severity}
     for diagnostic in diagnostics:
         counts[diagnostic.severity] += 1

@@ -57,7 +57,12 @@ def _evidence_node(graph: Graph, node: Node, out: Out) -> None:
 def evidence_rules() -> list[LintRule]:
     """The evidence attributes' rules, to register with a Validator."""
     return [
-        ScanRule("evidence_valid", _evidence_graph, _evidence_node),
+        ScanRule(
+            "evidence_valid",
+            _evidence_graph,
+            _evidence_node,
+            node_attributes=frozenset({"evidence"}),
+        ),
         attr_type_rule(
             graph_typed={"commit": BOOL},
             node_typed={"expects_no_changes": BOOL, "commit": BOOL},

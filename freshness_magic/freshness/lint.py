@@ -1,4 +1,5 @@
-"""Freshness lint rules (``freshness_valid``, ``freshness_sources``, ``source_files_path``).
+"""Freshness lint rules (``freshness_valid``, ``freshness_sources``, ``source_files_path``, and
+``source_files_exist`` when the working directory is known).
 
 The layer that composes a session registers them with its Validator
 (:mod:`freshness_magic.lint`; a run gets them through :meth:`FreshnessExtension.lint_rules`);
@@ -7,10 +8,21 @@ the engine knows nothing of them.
 
 from __future__ import annotations
 
+import os
 import re
+from pathlib import Path
 
 from freshness_magic.engine.model import Graph, Node
-from freshness_magic.engine.validation import ERROR, WARNING, LintRule, Out, ScanRule, node_diag
+from freshness_magic.engine.validation import (
+    ERROR,
+    WARNING,
+    Diagnostic,
+    LintRule,
+    Out,
+    ScanRule,
+    node_diag,
+)
+from freshness_magic.engine.validation.core import node_at, position_in_value
 from freshness_magic.freshness.attrs import FRESHNESS_MODES, source_files
 
 
@@ -82,10 +94,72 @@ def _source_files_path(graph: Graph, node: Node, out: Out) -> None:
         )
 
 
-def freshness_rules() -> list[LintRule]:
-    """The freshness attributes' rules, to register with a Validator."""
-    return [
-        ScanRule("freshness_valid", node_check=_freshness_valid),
+_GLOB_CHARS = frozenset("*?[")
+
+
+def _outside(entry: str) -> bool:
+    normal = entry.replace("\\", "/")
+    return (
+        normal.startswith(("~", "/"))
+        or re.match(r"[A-Za-z]:/", normal) is not None
+        or ".." in normal.split("/")
+    )
+
+
+def _source_files_exist(workdir: Path) -> ScanRule:
+    """A literal ``source_files`` path (no ``*``, ``?`` or ``[``) that does not exist under
+    ``workdir`` is a WARNING: freshness tracks nothing for it, so a typo there silently turns the
+    check off. A glob that matches nothing is not reported (the files may come later), nor an
+    entry ``source_files_path`` reports (outside the working directory)."""
+
+    def check(graph: Graph, node: Node, out: Out) -> None:
+        raw = node.attrs.get("source_files")
+        if not raw:
+            return
+        offset = 0
+        for piece in raw.split(","):
+            entry = piece.strip()
+            index = offset + len(piece) - len(piece.lstrip())
+            offset += len(piece) + 1
+            if not entry or _GLOB_CHARS.intersection(entry) or _outside(entry):
+                continue
+            if os.path.lexists(workdir / entry):
+                continue
+            out.append(_missing(graph, node, entry, index, workdir))
+
+    return ScanRule("source_files_exist", node_check=check)
+
+
+def _missing(graph: Graph, node: Node, entry: str, index: int, workdir: Path) -> Diagnostic:
+    key = "source_files"
+    where = position_in_value(graph, node.attr_positions.get(key), key, index)
+    line, column = where if where is not None else node_at(node, key)
+    return Diagnostic(
+        "source_files_exist",
+        WARNING,
+        f"node `{node.id}`: source_files entry {entry!r} does not exist under the working "
+        f"directory {workdir}; freshness has nothing to track for it",
+        node.id,
+        None,
+        line,
+        column,
+        "fix the path (relative to the working directory), create the file, or write a glob "
+        "if the file comes later (a glob matching nothing is not reported)",
+    )
+
+
+def freshness_rules(workdir: str | Path | None = None) -> list[LintRule]:
+    """The freshness attributes' rules, to register with a Validator; with ``workdir`` (where
+    the run works), ``source_files_exist`` too."""
+    rules: list[LintRule] = [
+        ScanRule(
+            "freshness_valid",
+            node_check=_freshness_valid,
+            node_attributes=frozenset({"freshness", "source_files"}),
+        ),
         ScanRule("freshness_sources", node_check=_freshness_sources),
         ScanRule("source_files_path", node_check=_source_files_path),
     ]
+    if workdir is not None:
+        rules.append(_source_files_exist(Path(workdir).resolve()))
+    return rules

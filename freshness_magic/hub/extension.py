@@ -25,6 +25,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine.model import Node
     from freshness_magic.engine.outcome import Outcome
     from freshness_magic.engine.run import Run
+    from freshness_magic.engine.validation import LintRule
 
 NAME = "hub"
 
@@ -73,3 +74,9 @@ class HubContextExtension(BaseRunExtension):
         if node.handler_type == "codergen" and wants_hub_context(node):
             run.context.delete(PROMPT_SUFFIX_KEY.format(node_id=node.id))
         return outcome
+
+    def lint_rules(self) -> list[LintRule]:
+        """The rule for ``hub_context`` (see :mod:`freshness_magic.hub.lint`)."""
+        from freshness_magic.hub.lint import hub_rules
+
+        return hub_rules()

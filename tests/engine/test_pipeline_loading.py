@@ -24,6 +24,7 @@ from freshness_magic.engine.transforms import (
 )
 from freshness_magic.engine.validation import Diagnostic, Severity
 from freshness_magic.errors import FreshnessMagicError, ParseError, PipelineFileError
+from freshness_magic.lint import attribute_rules
 
 QUICKSTART = Path(__file__).resolve().parents[2] / "examples" / "quickstart.dot"
 
@@ -146,7 +147,11 @@ def test_load_pipeline_file(tmp_path: Path) -> None:
 def test_quickstart_example_loads_clean() -> None:
     graph = load_pipeline_file(QUICKSTART)
     assert graph.nodes["draft"].prompt == "Summarise the change for Ship the login fix"
-    assert prepare_pipeline(QUICKSTART.read_text(), path=str(QUICKSTART))[1] == []
+    # The quickstart uses freshness attributes: the session's rules declare them.
+    rules = attribute_rules()
+    assert (
+        prepare_pipeline(QUICKSTART.read_text(), path=str(QUICKSTART), extra_rules=rules)[1] == []
+    )
 
 
 def test_missing_file(tmp_path: Path) -> None:

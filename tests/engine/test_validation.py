@@ -491,7 +491,7 @@ class NoToolsRule:
         ]
 
 
-TOOLS = pipeline('  t [shape=parallelogram, tool_command="true"]\n  work -> t\n')
+TOOLS = pipeline('  t [shape=parallelogram, tool_command="true"]\n  work -> t -> done\n')
 
 
 def test_custom_rule_per_call_and_registered() -> None:

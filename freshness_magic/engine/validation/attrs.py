@@ -98,21 +98,30 @@ KNOWN_EDGE_ATTRIBUTES: frozenset[str] = frozenset({
 """Edge attributes of §2.7 plus common Graphviz drawing attributes."""
 
 
+ENGINE_EDGE_ATTRIBUTES = ("label", "condition", "weight", "fidelity", "thread_id", "loop_restart")
+
+
 def edge_attr_known(graph: Graph, edge: Edge, out: Out) -> None:
+    """An unknown edge attribute is INFO, but a near miss of an engine one (``condtion=``) is a
+    WARNING: the edge then behaves differently (an unconditional edge, say)."""
     for key in edge.attrs:
-        if key not in KNOWN_EDGE_ATTRIBUTES:
-            out.append(
-                edge_diag(
-                    "edge_attr_known",
-                    INFO,
-                    edge,
-                    f"edge {edge.source} -> {edge.target}: attribute `{key}` is not an edge "
-                    "attribute the engine uses; it is kept but ignored",
-                    "check the spelling (label, condition, weight, fidelity, thread_id, "
-                    "loop_restart)",
-                    key,
-                )
+        if key in KNOWN_EDGE_ATTRIBUTES:
+            continue
+        near = closest(key, KNOWN_EDGE_ATTRIBUTES, cutoff=0.75)
+        fix = "check the spelling (" + ", ".join(ENGINE_EDGE_ATTRIBUTES) + ")"
+        if near is not None:
+            fix = f"did you mean `{near}`? rename `{key}` to `{near}`"
+        out.append(
+            edge_diag(
+                "edge_attr_known",
+                WARNING if near in ENGINE_EDGE_ATTRIBUTES else INFO,
+                edge,
+                f"edge {edge.source} -> {edge.target}: attribute `{key}` is not an edge "
+                "attribute the engine uses; it is kept but ignored",
+                fix,
+                key,
             )
+        )
 
 
 def _is_count(value: str) -> bool:
@@ -214,6 +223,7 @@ def attr_type_rule(
         graph_check if graph_items else None,
         node_check if node_items else None,
         edge_check if edge_items else None,
+        node_attributes=frozenset(node_typed),
     )
 
 
@@ -287,11 +297,11 @@ GRAPHVIZ_SHAPES = frozenset(
 )
 
 
-def closest(value: str, choices: Iterable[str]) -> str | None:
+def closest(value: str, choices: Iterable[str], cutoff: float = 0.5) -> str | None:
     """The choice nearest to ``value`` (for "did you mean" hints), or None."""
     import difflib  # only when a hint is needed: validation runs at every CLI start
 
-    found = difflib.get_close_matches(value, sorted(choices), n=1, cutoff=0.5)
+    found = difflib.get_close_matches(value, sorted(choices), n=1, cutoff=cutoff)
     return found[0] if found else None
 
 

@@ -180,6 +180,8 @@ class FunctionRule(NamedTuple):
 
     name: str
     check: Callable[[Graph], list[Diagnostic]]
+    node_attributes: frozenset[str] = frozenset()
+    """Node attributes the rule's package reads (see :meth:`Validator.node_attributes`)."""
 
     def apply(self, graph: Graph) -> list[Diagnostic]:
         return self.check(graph)
@@ -196,6 +198,8 @@ class ScanRule(NamedTuple):
     graph_check: Callable[[Graph, Out], None] | None = None
     node_check: NodeCheck | None = None
     edge_check: EdgeCheck | None = None
+    node_attributes: frozenset[str] = frozenset()
+    """Node attributes the rule's package reads (see :meth:`Validator.node_attributes`)."""
 
     def apply(self, graph: Graph) -> list[Diagnostic]:
         out: list[Diagnostic] = []
@@ -207,6 +211,25 @@ class ScanRule(NamedTuple):
         if self.edge_check is not None:
             for edge in graph.edges:
                 self.edge_check(graph, edge, out)
+        return out
+
+
+class AttributeRule(NamedTuple):
+    """A rule about attribute names: ``check(graph, known, out)`` gets every node attribute the
+    rules of its validator declare (their ``node_attributes``), its own included.
+
+    So the list of known attributes is kept by the rules of the packages that read them, and an
+    attribute a package adds is known wherever that package's rules are registered. Applied on
+    its own (outside a :class:`Validator`) it knows only its own ``node_attributes``.
+    """
+
+    name: str
+    check: Callable[[Graph, frozenset[str], Out], None]
+    node_attributes: frozenset[str] = frozenset()
+
+    def apply(self, graph: Graph) -> list[Diagnostic]:
+        out: list[Diagnostic] = []
+        self.check(graph, self.node_attributes, out)
         return out
 
 
@@ -263,6 +286,13 @@ class Validator:
             raise TypeError(f"{rule!r} is not a lint rule: it needs `name` and `apply(graph)`")
         self._rules.append(rule)
 
+    def node_attributes(self) -> frozenset[str]:
+        """Every node attribute a registered rule declares (its ``node_attributes``)."""
+        known: set[str] = set()
+        for rule in self._rules:
+            known.update(getattr(rule, "node_attributes", ()))
+        return frozenset(known)
+
     def validate(self, graph: Graph) -> list[Diagnostic]:
         """All diagnostics, ordered by source position (stable within a position).
 
@@ -288,6 +318,8 @@ class Validator:
                         node_checks.append((name, rule.node_check))
                     if rule.edge_check is not None:
                         edge_checks.append((name, rule.edge_check))
+                elif isinstance(rule, AttributeRule):
+                    rule.check(graph, self.node_attributes(), out)
                 else:
                     out.extend(rule.apply(graph))
             except Exception as exc:  # a broken rule must not hide the other findings

@@ -9,11 +9,10 @@ before every node is connected. ``--strict`` turns it into a failure for CI.
 
 from __future__ import annotations
 
-from collections import deque
 from collections.abc import Iterable
 
 from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, FIDELITY_MODES, Edge, Graph, Node
-from freshness_magic.engine.validation import attrs, flow
+from freshness_magic.engine.validation import attrs, flow, names, paths
 from freshness_magic.engine.validation.core import (
     ERROR,
     WARNING,
@@ -87,34 +86,6 @@ def _terminal_node(graph: Graph) -> list[Diagnostic]:
             "pipeline has no exit node",
             "add `done [shape=Msquare]` and an edge from the last stage to it",
         )
-    ]
-
-
-def _reachability(graph: Graph) -> list[Diagnostic]:
-    start = graph.start_node()
-    if start is None:
-        return []
-    seen = {start.id}
-    queue = deque([start.id])
-    while queue:
-        for edge in graph.outgoing(queue.popleft()):
-            target = edge.target
-            if target not in seen and target in graph.nodes:
-                seen.add(target)
-                queue.append(target)
-    if len(seen) == len(graph.nodes):
-        return []
-    return [
-        node_diag(
-            "reachability",
-            WARNING,
-            node,
-            f"node `{node.id}` cannot be reached from the start node `{start.id}`; "
-            "it will never run",
-            f"add an edge to `{node.id}` from a reachable node, or remove it",
-        )
-        for node in graph.nodes.values()
-        if node.id not in seen
     ]
 
 
@@ -366,13 +337,32 @@ def _prompt_on_llm_nodes(graph: Graph, node: Node, out: Out) -> None:
         )
 
 
+def _tool_command_present(graph: Graph, node: Node, out: Out) -> None:
+    if node.handler_type != "tool" or node.tool_command.strip():
+        return
+    out.append(
+        node_diag(
+            "tool_command_present",
+            ERROR,
+            node,
+            f"node `{node.id}` runs the tool handler (shape=parallelogram) but has no "
+            "tool_command, so it would fail when it runs",
+            f'add tool_command="..." to `{node.id}`, or give it another shape',
+            "shape" if "shape" in node.attrs else None,
+        )
+    )
+
+
 def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
     """The built-in rules in the order they run; ``known_types`` feeds ``type_known``."""
     known = frozenset(BUILTIN_HANDLER_TYPES if known_types is None else known_types)
     return [
         FunctionRule("start_node", _start_node),
         FunctionRule("terminal_node", _terminal_node),
-        FunctionRule("reachability", _reachability),
+        FunctionRule("reachability", paths.reachability),
+        FunctionRule("exit_reachable", paths.exit_reachable),
+        FunctionRule("dead_end_node", paths.dead_end_node),
+        FunctionRule("node_id_typo", paths.node_id_typo),
         ScanRule("edge_target_exists", edge_check=_edge_target_exists),
         FunctionRule("start_no_incoming", _start_no_incoming),
         FunctionRule("exit_no_outgoing", _exit_no_outgoing),
@@ -383,6 +373,7 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         ScanRule("retry_target_exists", _retry_target_graph, _retry_target_node),
         ScanRule("goal_gate_has_retry", node_check=_goal_gate_has_retry),
         ScanRule("prompt_on_llm_nodes", node_check=_prompt_on_llm_nodes),
+        ScanRule("tool_command_present", node_check=_tool_command_present),
         FunctionRule("prompt_file_exists", attrs.prompt_file_exists),
         ScanRule("default_choice_matches", node_check=attrs.default_choice_matches),
         ScanRule("shape_known", node_check=attrs.shape_known),
@@ -390,5 +381,6 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         ScanRule("dead_end_possible", node_check=flow.dead_end_possible),
         ScanRule("condition_values", edge_check=flow.condition_values),
         ScanRule("edge_attr_known", edge_check=attrs.edge_attr_known),
+        names.node_attr_known(),
         attrs.engine_attr_types(),
     ]

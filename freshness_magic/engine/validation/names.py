@@ -1,0 +1,95 @@
+"""Attribute names: the node attributes the engine reads, and ``node_attr_known``.
+
+An attribute nobody reads is kept but ignored, so a misspelt one (``tool_comand=``,
+``shpae=``) silently changes what a node does. ``node_attr_known`` reports every node
+attribute that no registered rule declares: the engine's are declared here
+(:data:`ENGINE_NODE_ATTRIBUTES`), and each package that reads attributes of its own declares
+them on its rules (``node_attributes``; :func:`~.attrs.attr_type_rule` declares its typed ones),
+so the :class:`~.core.Validator` that holds the rules is the one place that knows them all.
+
+Severity (decision): a name close to an attribute the engine or an extension reads is a WARNING
+(the intended attribute is missing, so the node behaves differently: ``validate --strict``
+fails); any other unknown name is INFO, as an unknown edge attribute is (a custom attribute for
+a custom handler, or a GraphViz one we do not list). GraphViz's own drawing attributes are
+accepted quietly, and a near miss of one (``colour``) is INFO: drawing does not change a run.
+"""
+
+from __future__ import annotations
+
+from freshness_magic.engine.model import Graph, Position
+from freshness_magic.engine.validation.attrs import closest
+from freshness_magic.engine.validation.core import (
+    INFO,
+    WARNING,
+    AttributeRule,
+    Diagnostic,
+    Out,
+    node_at,
+)
+
+# fmt: off
+GRAPHVIZ_NODE_ATTRIBUTES: frozenset[str] = frozenset({
+    "color", "fillcolor", "fontcolor", "fontname", "fontsize", "style", "width", "height",
+    "fixedsize", "penwidth", "peripheries", "tooltip", "URL", "href", "target", "xlabel",
+    "id", "margin", "group", "sides", "skew", "distortion", "orientation", "regular", "image",
+    "imagescale", "imagepos", "labelloc", "labeljust", "nojustify", "pos", "pin", "sortv", "z",
+    "gradientangle", "layer", "comment", "ordering", "area", "colorscheme", "showboxes",
+    "samplepoints", "root", "rects", "vertices", "xlp",
+})
+"""GraphViz drawing attributes of nodes: accepted quietly, they change only the picture."""
+
+ENGINE_NODE_ATTRIBUTES: frozenset[str] = frozenset({
+    # §2.6
+    "label", "shape", "type", "prompt", "max_retries", "goal_gate", "retry_target",
+    "fallback_retry_target", "fidelity", "thread_id", "class", "timeout", "llm_model",
+    "llm_provider", "reasoning_effort", "auto_status", "allow_partial",
+    # the handlers' own (§4): tool, human gate, parallel, manager loop
+    "tool_command", "human.default_choice", "human.timeout", "join_policy", "error_policy",
+    "max_parallel", "join_k", "join_quorum", "stack.child_dotfile", "stack.child_workdir",
+    "manager.max_cycles", "manager.steps_per_cycle", "manager.poll_interval",
+    "manager.stop_condition", "manager.actions",
+})
+# fmt: on
+"""The node attributes the engine and its built-in handlers read."""
+
+
+def _check(graph: Graph, known: frozenset[str], out: Out) -> None:
+    reported: set[tuple[str, Position | None]] = set()
+    for node in graph.iter_nodes():
+        for key in node.attrs:
+            if key in known:
+                continue
+            explicit = key in node.explicit
+            position = None if explicit else node.attr_positions.get(key)
+            if not explicit:
+                # From a `node [...]` default block: one diagnostic per written key, not per node.
+                if (key, position) in reported:
+                    continue
+                reported.add((key, position))
+            out.append(_diagnostic(node.id, key, known, node_at(node, key), explicit))
+
+
+def _diagnostic(
+    node_id: str, key: str, known: frozenset[str], at: tuple[int, int], explicit: bool
+) -> Diagnostic:
+    near = closest(key, known, cutoff=0.75)
+    where = f"node `{node_id}`" if explicit else f"node `{node_id}` (from a node [...] default)"
+    if near is None:
+        severity = INFO
+        fix = f"check the spelling, or remove `{key}` if nothing reads it"
+    else:
+        severity = INFO if near in GRAPHVIZ_NODE_ATTRIBUTES else WARNING
+        fix = f"did you mean `{near}`? rename `{key}` to `{near}`"
+    message = (
+        f"{where}: attribute `{key}` is not a node attribute the engine or a registered "
+        "extension reads; it is kept but ignored"
+    )
+    line, column = at
+    return Diagnostic("node_attr_known", severity, message, node_id, None, line, column, fix)
+
+
+def node_attr_known() -> AttributeRule:
+    """The ``node_attr_known`` rule, declaring the engine's and GraphViz's node attributes."""
+    return AttributeRule(
+        "node_attr_known", _check, ENGINE_NODE_ATTRIBUTES | GRAPHVIZ_NODE_ATTRIBUTES
+    )

@@ -1,0 +1,174 @@
+"""Lint rules about the paths a run can take: ``reachability``, ``exit_reachable``,
+``dead_end_node`` and ``node_id_typo``.
+
+A run moves along edges, and on failure or an unsatisfied goal gate it jumps to a node's
+``retry_target``/``fallback_retry_target``, else the graph's (§3.3, §3.4); :func:`successors`
+counts those jumps as edges, so a node reached only through a retry target is reachable.
+
+Severities (decisions; §7.2 lists only ``reachability``, as an ERROR, which we report as a
+WARNING, see :mod:`.rules`):
+
+- ``exit_reachable`` is an ERROR: when no exit node can be reached from the start node, a run
+  can never finish (it loops forever, or stops at a node without edges); §7.2's ``reachability``
+  ERROR covers the exit node too, so this keeps the spec's severity for the one node that
+  matters.
+- ``dead_end_node`` (a reachable node, not an exit, with no outgoing edge) is a WARNING: §3.2
+  step 6 ends such a run as completed, which a run may mean to do, but the exit is never
+  reached, so goal gates are never judged.
+- ``node_id_typo`` is a WARNING: a node written only in edges whose id is near a declared
+  node's id (``dnoe`` for ``done``) runs as an LLM node where the declared node was meant.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Iterator
+
+from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.validation.attrs import closest
+from freshness_magic.engine.validation.core import ERROR, WARNING, Diagnostic, node_diag
+
+_RETRY_KEYS = ("retry_target", "fallback_retry_target")
+
+
+def successors(graph: Graph, node: Node) -> Iterator[str]:
+    """Where a run can go after ``node``: edge targets, then its retry targets, then the
+    graph's (ids that are not nodes included; callers skip them)."""
+    for edge in graph.outgoing(node.id):
+        yield edge.target
+    for key in _RETRY_KEYS:
+        for owner in (node.attrs, graph.attrs):
+            target = owner.get(key, "").strip()
+            if target:
+                yield target
+
+
+def reachable(graph: Graph, start: Node) -> dict[str, None]:
+    """The ids of the nodes a run from ``start`` can reach, in breadth-first order."""
+    seen = {start.id: None}
+    queue = deque([start])
+    while queue:
+        for target in successors(graph, queue.popleft()):
+            node = graph.nodes.get(target)
+            if node is not None and target not in seen:
+                seen[target] = None
+                queue.append(node)
+    return seen
+
+
+def reachability(graph: Graph) -> list[Diagnostic]:
+    start = graph.start_node()
+    if start is None:
+        return []
+    seen = reachable(graph, start)
+    if len(seen) == len(graph.nodes):
+        return []
+    return [
+        node_diag(
+            "reachability",
+            WARNING,
+            node,
+            f"node `{node.id}` cannot be reached from the start node `{start.id}` (by an edge "
+            "or a retry_target); it will never run",
+            f"add an edge to `{node.id}` from a reachable node, or remove it",
+        )
+        for node in graph.nodes.values()
+        if node.id not in seen
+    ]
+
+
+def _listed(ids: list[str], limit: int = 5) -> str:
+    shown = ", ".join(f"`{i}`" for i in ids[:limit])
+    return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
+
+
+def exit_reachable(graph: Graph) -> list[Diagnostic]:
+    start = graph.start_node()
+    exits = graph.exit_candidates()
+    if start is None or not exits:
+        return []  # start_node / terminal_node report those
+    seen = reachable(graph, start)
+    if any(node.id in seen for node in exits):
+        return []
+    exit_id = exits[0].id
+    ends = [i for i in seen if i != start.id and not graph.outgoing(i)]
+    others = [i for i in seen if i != start.id]
+    if ends:
+        how = f"stops at {_listed(ends)} (no outgoing edge)"
+    elif others:
+        how = f"loops among {_listed(others)}"
+    else:
+        how = "has nowhere to go"
+    last = (ends or others or [start.id])[-1]
+    return [
+        node_diag(
+            "exit_reachable",
+            ERROR,
+            start,
+            f"no exit node can be reached from the start node `{start.id}`: a run "
+            + how
+            + f" and never reaches `{exit_id}`, so it can never finish",
+            f"add an edge to `{exit_id}` from the last stage (e.g. `{last} -> {exit_id}`)",
+        )
+    ]
+
+
+def dead_end_node(graph: Graph) -> list[Diagnostic]:
+    start = graph.start_node()
+    if start is None:
+        return []
+    exits = {n.id for n in graph.exit_candidates()}
+    if not exits:
+        return []  # terminal_node reports that; every end would be a dead end
+    seen = reachable(graph, start)
+    out = []
+    exit_hint = f"`{sorted(exits)[0]}`"
+    for node_id in seen:
+        if node_id in exits or graph.outgoing(node_id):
+            continue  # a retry target does not help: it is taken only after a failure
+        node = graph.nodes[node_id]
+        out.append(
+            node_diag(
+                "dead_end_node",
+                WARNING,
+                node,
+                f"node `{node_id}` has no outgoing edge and is not an exit node: a run that "
+                f"reaches it stops there without reaching {exit_hint} (goal gates are not "
+                "checked)",
+                f"add an edge from `{node_id}` to the next stage or to {exit_hint}",
+            )
+        )
+    return out
+
+
+_DIGITS = str.maketrans("", "", "0123456789")
+
+
+def node_id_typo(graph: Graph) -> list[Diagnostic]:
+    """A node that only edges mention (no attributes written on it), with no edge in or no
+    edge out, whose id is near the id of a node declared with attributes."""
+    declared = [n.id for n in graph.nodes.values() if n.explicit]
+    if not declared:
+        return []
+    out = []
+    for node in graph.nodes.values():
+        if node.explicit or (graph.outgoing(node.id) and graph.incoming(node.id)):
+            continue
+        near = closest(node.id, declared, cutoff=0.75)
+        if near is None or near.translate(_DIGITS) == node.id.translate(_DIGITS):
+            continue  # `step2` next to `step1` is a series, not a typo
+        edges = graph.incoming(node.id) or graph.outgoing(node.id)
+        lines = sorted({e.position.line for e in edges if e.position.line})
+        where = f" (line {', '.join(map(str, lines))})" if lines else ""
+        out.append(
+            node_diag(
+                "node_id_typo",
+                WARNING,
+                node,
+                f"node `{node.id}` appears only in edges{where} and has no attributes; did you "
+                f"mean `{near}`?",
+                f"write `{near}` instead of `{node.id}` in the edge, or declare "
+                f'`{node.id} [prompt="..."]` if it is a new stage',
+            )
+        )
+    return out

@@ -1,0 +1,270 @@
+"""Validation of where a run can go and of what a node says: ``exit_reachable``,
+``dead_end_node``, ``node_id_typo``, retry targets in ``reachability``, ``node_attr_known`` and
+``tool_command_present``. Real DOT text through the loader and the session's validator."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from freshness_magic import cli
+from freshness_magic.engine.pipeline import load_pipeline
+from freshness_magic.engine.validation import Diagnostic, Severity, Validator
+from freshness_magic.errors import ValidationError
+from freshness_magic.lint import session_validator
+
+
+def lint(text: str, rule: str | None = None) -> list[Diagnostic]:
+    found = session_validator().validate(load_pipeline(text, path="p.dot"))
+    return [d for d in found if rule is None or d.rule == rule]
+
+
+def only(diagnostics: list[Diagnostic]) -> Diagnostic:
+    assert len(diagnostics) == 1, [d.format() for d in diagnostics]
+    return diagnostics[0]
+
+
+TYPO = (
+    'digraph { start [shape=Mdiamond]; done [shape=Msquare]; work [label="w", prompt="p"]; '
+    "start -> work -> dnoe }"
+)
+
+
+# -- 1. a typo in an edge target ---------------------------------------------------------------
+
+
+def test_typo_in_edge_target_says_did_you_mean() -> None:
+    d = only(lint(TYPO, "node_id_typo"))
+    assert d.severity is Severity.WARNING
+    assert d.node == "dnoe"
+    assert (d.line, d.column) == (1, 104)  # where `dnoe` is first written
+    assert "appears only in edges" in d.message and "did you mean `done`?" in d.message
+    assert "write `done` instead of `dnoe`" in d.fix
+
+
+def test_typo_pipeline_dead_end_and_unreachable_exit_are_reported() -> None:
+    rules = {d.rule: d for d in lint(TYPO)}
+    dead = rules["dead_end_node"]
+    assert (dead.severity, dead.node) == (Severity.WARNING, "dnoe")
+    assert "no outgoing edge and is not an exit node" in dead.message
+    assert "`dnoe`" in dead.fix and "`done`" in dead.fix
+    exit_error = rules["exit_reachable"]
+    assert exit_error.severity is Severity.ERROR
+    assert "stops at `dnoe`" in exit_error.message and "never reaches `done`" in exit_error.message
+    with pytest.raises(ValidationError, match="exit_reachable"):
+        session_validator().validate_or_raise(load_pipeline(TYPO))
+
+
+def test_cli_validate_prints_the_typo_diagnostics(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "typo.dot"
+    path.write_text(TYPO + "\n", encoding="utf-8")
+    assert cli.main(["validate", str(path)]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert f"{path}:1:11: error exit_reachable: " in out[0]
+    typo = [line for line in out if " node_id_typo: " in line]
+    assert typo == [
+        f"{path}:1:104: warning node_id_typo: node `dnoe` appears only in edges (line 1) and "
+        "has no attributes; did you mean `done`? (fix: write `done` instead of `dnoe` in the "
+        'edge, or declare `dnoe [prompt="..."]` if it is a new stage)'
+    ]
+
+
+def test_a_series_of_numbered_nodes_is_not_a_typo() -> None:
+    text = """digraph g {
+  start [shape=Mdiamond]
+  step1 [prompt="one"]
+  done  [shape=Msquare]
+  start -> step1 -> step2 -> done
+}"""
+    assert lint(text, "node_id_typo") == []
+
+
+def test_a_node_wired_both_ways_is_not_a_typo() -> None:
+    text = """digraph g {
+  start [shape=Mdiamond]
+  plan  [prompt="plan"]
+  done  [shape=Msquare]
+  start -> plan -> plans -> done
+}"""
+    assert lint(text, "node_id_typo") == []
+
+
+def test_dead_end_not_reported_for_unreachable_nodes_or_without_an_exit() -> None:
+    orphan = """digraph g {
+  start [shape=Mdiamond]
+  a [prompt="a"]
+  lonely [prompt="l"]
+  done [shape=Msquare]
+  start -> a -> done
+}"""
+    assert lint(orphan, "dead_end_node") == []
+    no_exit = 'digraph g { start [shape=Mdiamond]; a [prompt="a"]; start -> a }'
+    assert lint(no_exit, "dead_end_node") == []
+    assert [d.rule for d in lint(no_exit) if d.severity is Severity.ERROR] == ["terminal_node"]
+
+
+def test_dead_end_reported_when_the_exit_is_reachable_elsewhere() -> None:
+    text = """digraph g {
+  start [shape=Mdiamond]
+  check [shape=diamond]
+  report [prompt="report"]
+  done [shape=Msquare]
+  start -> check
+  check -> done [condition="outcome=success"]
+  check -> report [condition="outcome=fail"]
+}"""
+    d = only(lint(text, "dead_end_node"))
+    assert (d.node, d.line, d.column) == ("report", 4, 3)
+    assert lint(text, "exit_reachable") == []
+
+
+# -- 2. a cycle with no way out ----------------------------------------------------------------
+
+CYCLE = """digraph g {
+  start [shape=Mdiamond]
+  a [prompt="a"]
+  b [prompt="b"]
+  done [shape=Msquare]
+  start -> a -> b -> a
+}"""
+
+
+def test_cycle_without_a_way_out_is_an_error() -> None:
+    d = only(lint(CYCLE, "exit_reachable"))
+    assert d.severity is Severity.ERROR
+    assert (d.node, d.line, d.column) == ("start", 2, 3)
+    assert d.message == (
+        "no exit node can be reached from the start node `start`: a run loops among `a`, `b` "
+        "and never reaches `done`, so it can never finish"
+    )
+    assert d.fix == "add an edge to `done` from the last stage (e.g. `b -> done`)"
+    with pytest.raises(ValidationError):
+        session_validator().validate_or_raise(load_pipeline(CYCLE))
+
+
+def test_a_retry_target_is_a_way_out() -> None:
+    text = CYCLE.replace('b [prompt="b"]', 'b [prompt="b", retry_target=done]')
+    assert lint(text, "exit_reachable") == []
+
+
+# -- 3. retry targets count for reachability -----------------------------------------------------
+
+GATED = """digraph g {
+  start [shape=Mdiamond]
+  work [prompt="w", goal_gate=true, %s]
+  fixup [prompt="fix"]
+  done [shape=Msquare]
+  start -> work -> done
+  fixup -> work
+}"""
+
+
+@pytest.mark.parametrize("attr", ["retry_target=fixup", "fallback_retry_target=fixup"])
+def test_node_retry_target_makes_its_target_reachable(attr: str) -> None:
+    assert lint(GATED % attr, "reachability") == []
+
+
+@pytest.mark.parametrize("key", ["retry_target", "fallback_retry_target"])
+def test_graph_retry_target_makes_its_target_reachable(
+    key: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    text = (GATED % 'label="w"').replace("digraph g {", f"digraph g {{\n  {key}=fixup", 1)
+    assert lint(text, "reachability") == []
+    path = tmp_path / "gated.dot"
+    path.write_text(text, encoding="utf-8")
+    assert cli.main(["validate", str(path), "--strict"]) == 0, capsys.readouterr().out
+
+
+def test_a_node_nothing_leads_to_is_still_unreachable() -> None:
+    d = only(lint((GATED % "retry_target=done").replace("  fixup -> work\n", ""), "reachability"))
+    assert d.node == "fixup"
+    assert "cannot be reached from the start node `start`" in d.message
+
+
+# -- 4. unknown node attributes, tool nodes without a command ---------------------------------
+
+ATTRS = """digraph g {
+  start [shape=Mdiamond]
+  t [shape=parallelogram, tool_comand="ls", colour=red, color=blue, fillcolor=grey, tooltip=t]
+  b [prompt="b", source_file="x.py", freshnes=warn, frobnicate=1, hub_context=true,
+     executor=local, commit=true, evidence=record, width=2, URL="http://x"]
+  done [shape=Msquare]
+  start -> t -> b -> done
+}"""
+
+
+def test_misspelt_node_attributes_get_did_you_mean() -> None:
+    found = {d.message.split("`")[3]: d for d in lint(ATTRS, "node_attr_known")}
+    assert set(found) == {"tool_comand", "colour", "source_file", "freshnes", "frobnicate"}
+    for key, near in (
+        ("tool_comand", "tool_command"),
+        ("source_file", "source_files"),
+        ("freshnes", "freshness"),
+    ):
+        assert found[key].severity is Severity.WARNING
+        assert found[key].fix == f"did you mean `{near}`? rename `{key}` to `{near}`"
+    # A near miss of a drawing attribute changes only the picture; an unrelated name is a note.
+    assert found["colour"].severity is Severity.INFO
+    assert "did you mean `color`?" in found["colour"].fix
+    assert found["frobnicate"].severity is Severity.INFO
+    assert (
+        found["frobnicate"].fix == "check the spelling, or remove `frobnicate` if nothing reads it"
+    )
+    d = found["tool_comand"]
+    assert (d.node, d.line, d.column) == ("t", 3, 27)
+    assert d.format("p.dot") == (
+        "p.dot:3:27: warning node_attr_known: node `t`: attribute `tool_comand` is not a node "
+        "attribute the engine or a registered extension reads; it is kept but ignored "
+        "(fix: did you mean `tool_command`? rename `tool_comand` to `tool_command`)"
+    )
+
+
+def test_known_attributes_come_from_the_registered_rules() -> None:
+    validator = session_validator()
+    known = validator.node_attributes()
+    for key in ("tool_command", "source_files", "freshness", "evidence", "commit", "hub_context"):
+        assert key in known
+    assert {"executor", "expects_no_changes", "manager.actions", "color", "URL"} <= known
+    # The engine alone does not know the extensions' attributes: it only notes them.
+    engine = Validator().validate(load_pipeline(ATTRS))
+    noted = {d.message.split("`")[3] for d in engine if d.rule == "node_attr_known"}
+    assert {"hub_context", "executor", "commit", "evidence"} <= noted
+
+
+def test_an_unknown_attribute_from_a_default_block_is_reported_once() -> None:
+    text = """digraph g {
+  node [tiemout="5s"]
+  start [shape=Mdiamond]
+  a [prompt="a"]
+  b [prompt="b"]
+  done [shape=Msquare]
+  start -> a -> b -> done
+}"""
+    d = only(lint(text, "node_attr_known"))
+    assert (d.line, d.column, d.severity) == (2, 9, Severity.WARNING)
+    assert "(from a node [...] default)" in d.message
+    assert "did you mean `timeout`?" in d.fix
+
+
+def test_misspelt_edge_attribute_of_the_engine_is_a_warning() -> None:
+    text = """digraph g {
+  start [shape=Mdiamond]
+  done [shape=Msquare]
+  start -> done [condtion="outcome=success"]
+}"""
+    d = only(lint(text, "edge_attr_known"))
+    assert d.severity is Severity.WARNING
+    assert d.fix == "did you mean `condition`? rename `condtion` to `condition`"
+
+
+def test_tool_node_without_tool_command_is_an_error() -> None:
+    d = only(lint(ATTRS, "tool_command_present"))
+    assert (d.severity, d.node, d.line, d.column) == (Severity.ERROR, "t", 3, 6)
+    assert "has no tool_command" in d.message
+    assert d.fix == 'add tool_command="..." to `t`, or give it another shape'
+    fixed = ATTRS.replace("tool_comand=", "tool_command=")
+    assert lint(fixed, "tool_command_present") == []
+    assert lint(ATTRS.replace("shape=parallelogram, ", ""), "tool_command_present") == []

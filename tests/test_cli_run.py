@@ -53,6 +53,7 @@ def write(tmp_path: Path, name: str, text: str) -> Path:
 
 def test_run_waits_at_gate_with_exit_3_and_json_shape(tmp_path: Path) -> None:
     dot = write(tmp_path, "review.dot", REVIEW)
+    (tmp_path / "w").mkdir()
     proc = cli("run", str(dot), "--workdir", str(tmp_path / "w"), "--json", cwd=tmp_path)
     assert proc.returncode == 3, proc.stderr
     data = json.loads(proc.stdout)

@@ -40,7 +40,8 @@ def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> Non
         ("--workdir", "FILE", "--workdir FILE: is not a folder"),
         ("--runs-dir", "FILE", "--runs-dir FILE: is not a folder"),
         ("--runs-dir", "/proc/1", "--runs-dir /proc/1: cannot create folders there"),
-        ("--workdir", "FILE/sub", "--workdir FILE/sub: cannot create folders there"),
+        ("--workdir", "FILE/sub", "--workdir FILE/sub: no such folder"),
+        ("--workdir", "nosuch", "--workdir nosuch: no such folder; give an existing folder"),
     ],
 )
 def test_unusable_folders_are_one_line_errors(
@@ -48,7 +49,9 @@ def test_unusable_folders_are_one_line_errors(
 ) -> None:
     write(tmp_path, "p.dot", TINY)
     write(tmp_path, "FILE", "not a folder\n")
+    before = sorted(tmp_path.rglob("*"))
     one_line_error(cli("run", "p.dot", option, value, cwd=tmp_path), needle)
+    assert sorted(tmp_path.rglob("*")) == before  # nothing created
 
 
 def test_parse_of_an_endless_device_is_refused(tmp_path: Path) -> None:

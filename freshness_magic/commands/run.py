@@ -104,7 +104,10 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument("pipeline", metavar="PIPELINE.dot", help="the pipeline file")
     parser.add_argument(
-        "--workdir", metavar="DIR", default=".", help="where commands run (default: .)"
+        "--workdir",
+        metavar="DIR",
+        default=".",
+        help="where commands run, an existing folder (default: .)",
     )
     parser.add_argument(
         "--runs-dir",
@@ -407,6 +410,16 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
         print(f"continue with: freshness-magic resume {run_dir}", file=out)
 
 
+def _existing_dir(path: Path, option: str) -> Path:
+    """``path``, a folder that exists: a mistyped work directory is an error, not a new, empty
+    folder the pipeline's commands then run in."""
+    if path.is_dir():
+        return path
+    if path.exists():
+        raise RunError(f"{option} {path}: is not a folder; give a folder")
+    raise RunError(f"{option} {path}: no such folder; give an existing folder (or create it first)")
+
+
 def _usable_dir(path: Path, option: str, probe: bool = False) -> Path:
     """``path`` as a folder (created if missing; with ``probe``, one we can create folders in)."""
     if path.exists() and not path.is_dir():
@@ -436,7 +449,7 @@ def main(args: argparse.Namespace) -> int:
         print(diagnostic.format(args.pipeline), file=sys.stderr)
     if warnings:
         print(f"{args.pipeline}: {len(warnings)} warning(s); running anyway\n", file=sys.stderr)
-    workdir = _usable_dir(Path(args.workdir), "--workdir")
+    workdir = _existing_dir(Path(args.workdir), "--workdir")
     if args.runs_dir is not None:
         _usable_dir(Path(args.runs_dir), "--runs-dir", probe=True)
     run = open_run(

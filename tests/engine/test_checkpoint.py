@@ -123,6 +123,7 @@ def test_resume_in_a_new_process_is_exact(tmp_path: Path) -> None:
     dot = tmp_path / "ship.dot"
     dot.write_text(PIPELINE)
     work = tmp_path / "w"
+    work.mkdir()
     first = cli("run", str(dot), "--workdir", str(work), "--to", "check", "--json", cwd=tmp_path)
     assert first.returncode == 3, first.stderr
     run_dir = Path(json.loads(first.stdout)["run_dir"])

@@ -13,9 +13,9 @@
   ids a handler may set) re-captures baselines and emits ``BASELINE_ACCEPTED``.
 - Resume: the checkpointed snapshots are compared with the disk first and every change is
   reported in one ``INPUT_DRIFT`` event (kept for :func:`resume_drift`: the CLI's ``resume``
-  and the notebook print it, since the checks will not see it again); then baselines of nodes whose handler has not run are
-  re-captured (AC-002.2) — except nodes that a ``block`` stopped, which keep theirs until the
-  change is accepted, so a pause never silently unblocks a node.
+  and the notebook print it, since the checks will not see it again); then baselines of nodes
+  whose handler has not run are re-captured (AC-002.2) — except nodes that a ``block`` stopped,
+  which keep theirs until the change is accepted, so a pause never silently unblocks a node.
 """
 
 from __future__ import annotations

@@ -437,3 +437,50 @@ def test_a_block_failure_says_so_and_its_hint_is_the_command_that_goes_on(tmp_pa
     assert done.returncode == 0, done.stdout + done.stderr
     assert "  ok      prep" in done.stdout
     assert done.stdout.splitlines()[-1].startswith("completed:")
+
+
+@pytest.mark.parametrize("damage", ["changed", "missing"])
+def test_resume_with_a_damaged_stored_pipeline_says_what_to_do_on_the_command_line(
+    tmp_path: Path, damage: str
+) -> None:
+    """The engine's advice names its Python API (`graph=`); the CLI names its own option
+    `--pipeline FILE`, and that option, or the file copied back, resumes the run."""
+    dot = write(tmp_path, "review.dot", REVIEW)
+    first = cli("run", str(dot), "--workdir", str(tmp_path), "--json", cwd=tmp_path)
+    assert first.returncode == 3, first.stderr
+    run_dir = json.loads(first.stdout)["run_dir"]
+    stored = Path(run_dir) / "pipeline.dot"
+    if damage == "changed":
+        stored.write_text(REVIEW.replace("Ship it?", "Ship?"))
+    else:
+        stored.unlink()
+
+    refused = cli("resume", run_dir, "--answer", "approve=Y", cwd=tmp_path)
+    assert refused.returncode == 2 and "Traceback" not in refused.stderr
+    [line] = refused.stderr.splitlines()
+    assert "graph=" not in line
+    assert line.endswith(
+        f"give the pipeline file the run was started with: freshness-magic resume {run_dir} "
+        f"--pipeline FILE (or copy that file over {run_dir}/pipeline.dot)"
+    ), line
+
+    other = write(tmp_path, "other.dot", REVIEW.replace("Ship it?", "Ship?"))
+    wrong = cli("resume", run_dir, "--pipeline", str(other), cwd=tmp_path)
+    assert wrong.returncode == 2 and "belongs to another pipeline" in wrong.stderr
+
+    done = cli("resume", run_dir, "--pipeline", str(dot), "--answer", "approve=Y", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.splitlines()[-1].startswith("completed:")
+
+
+def test_a_stored_pipeline_copied_back_resumes(tmp_path: Path) -> None:
+    dot = write(tmp_path, "review.dot", REVIEW)
+    run_dir = json.loads(
+        cli("run", str(dot), "--workdir", str(tmp_path), "--json", cwd=tmp_path).stdout
+    )["run_dir"]
+    stored = Path(run_dir) / "pipeline.dot"
+    stored.write_text("digraph broken {")
+    assert cli("resume", run_dir, cwd=tmp_path).returncode == 2
+    stored.write_text(dot.read_text())
+    done = cli("resume", run_dir, "--answer", "approve=Y", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr

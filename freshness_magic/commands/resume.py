@@ -1,12 +1,22 @@
-"""``freshness-magic resume RUN_DIR``: continue a run from its newest valid checkpoint."""
+"""``freshness-magic resume RUN_DIR``: continue a run from its newest valid checkpoint.
+
+The pipeline is the run directory's copy (``pipeline.dot``), checked against the hash the
+checkpoint recorded; ``--pipeline FILE`` gives it instead (the same text) when that copy is
+damaged or missing. The engine's errors about the copy name its Python API (``graph=``): they are
+said here in the command's own terms.
+"""
 
 from __future__ import annotations
 
 import argparse
+import re
 import sys
 from typing import Any, TextIO
 
 from freshness_magic.commands.run import add_drive_options, drive
+from freshness_magic.errors import CheckpointError
+
+_API_HINT = re.compile(r"pass graph= to resume(?: with the original pipeline| it)")
 
 
 def register(subparsers: Any) -> None:
@@ -21,6 +31,13 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
+    parser.add_argument(
+        "--pipeline",
+        dest="pipeline_file",
+        metavar="PIPELINE.dot",
+        help="the pipeline file the run was started with (the same text), instead of the run "
+        "directory's copy pipeline.dot, when that copy is damaged or missing",
+    )
     add_drive_options(parser)
     parser.add_argument(
         "--accept",
@@ -53,7 +70,15 @@ def say_drift(run: Any, out: TextIO) -> None:
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import resume_run
 
-    run = resume_run(args.run_dir, backend=args.backend, executor=args.executor)
+    graph = None
+    if args.pipeline_file is not None:
+        from freshness_magic.commands.parse import load_for_command
+
+        graph = load_for_command(args.pipeline_file)
+    try:
+        run = resume_run(args.run_dir, backend=args.backend, executor=args.executor, graph=graph)
+    except CheckpointError as exc:
+        raise CheckpointError(in_cli_terms(str(exc), args.run_dir)) from None
     with run:
         say_drift(run, sys.stderr if args.json else sys.stdout)
         if args.accept:
@@ -64,3 +89,13 @@ def main(args: argparse.Namespace) -> int:
         if args.retry is not None:
             run.retry(args.retry or None)
         return drive(run, args, every_answer=True)
+
+
+def in_cli_terms(message: str, run_dir: str) -> str:
+    """``message`` with the engine's ``pass graph=`` advice put as what to do on the command
+    line: give the original file with ``--pipeline``, or put it back as the run's copy."""
+    return _API_HINT.sub(
+        f"give the pipeline file the run was started with: freshness-magic resume {run_dir} "
+        f"--pipeline FILE (or copy that file over {run_dir}/pipeline.dot)",
+        message,
+    )

@@ -141,26 +141,17 @@ class PipelineMagics(Magics):
         try:
             graph = load_pipeline(text, path=path)
             diagnostics = session_validator().validate_or_raise(graph)
-        except ParseError as exc:
+        except (ParseError, ValidationError) as exc:
             if cell is None:
                 raise UsageError(str(exc)) from None
-            shifted = ParseError(
-                exc.message,
-                line=exc.line + 1,
-                column=exc.column,
-                source_line=exc.source_line,
-                path=cell,
-            )
-            raise UsageError(str(shifted)) from None
-        except ValidationError as exc:
-            if cell is None:
-                raise UsageError(str(exc)) from None
-            raise UsageError(_cell_validation_text(exc, cell)) from None
+            raise UsageError(_counted_from_magic_line(text, cell) or str(exc)) from None
         except FreshnessMagicError as exc:
             raise UsageError(str(exc)) from None
-        for diagnostic in diagnostics:
-            if diagnostic.severity is Severity.WARNING:
-                print(_located(diagnostic, cell, path), file=sys.stderr)
+        warnings = [d for d in diagnostics if d.severity is Severity.WARNING]
+        if warnings and cell is not None:
+            warnings = _cell_warnings(text)
+        for diagnostic in warnings:
+            print(diagnostic.format(cell or path), file=sys.stderr)
         return graph
 
     def _register(
@@ -393,20 +384,49 @@ class PipelineMagics(Magics):
         return complete_line(self, line, symbol)
 
 
-def _cell_validation_text(exc: ValidationError, cell: str) -> str:
-    """A validation error with each position counted from the cell's magic line."""
-    diagnostics = getattr(exc, "diagnostics", None)
-    if not isinstance(diagnostics, list) or not diagnostics:
-        return str(exc)
-    head = str(exc).split("\n", 1)[0]
-    return "\n".join([head, *("  " + _located(d, cell, None) for d in diagnostics)])
+def _as_below_magic_line(text: str) -> Graph:
+    """``text`` (a cell's body) loaded as if the ``%%pipeline`` line were its first line: every
+    position, the error's and the ones inside messages (``found 'done' at line 5``, ``opened at
+    line 2``, ``appears only in edges (line 6)``), then counts from the magic line. Used only to
+    report; the pipeline itself keeps the cell's text as written (its source hash)."""
+    from freshness_magic.engine.pipeline import load_pipeline
+
+    return load_pipeline("\n" + text)
 
 
-def _located(diagnostic: Diagnostic, cell: str | None, path: str | None) -> str:
-    """``diagnostic`` as one line; in a cell its line counts from the magic line."""
-    if cell is None:
-        return diagnostic.format(path)
-    return diagnostic._replace(line=diagnostic.line + 1 if diagnostic.line else 0).format(cell)
+def _counted_from_magic_line(text: str, cell: str) -> str | None:
+    """The parse or validation error of a cell's ``text``, named ``cell`` and counted from the
+    magic line (None if, against expectation, the text loads cleanly that way)."""
+    from freshness_magic.lint import session_validator
+
+    try:
+        session_validator().validate_or_raise(_as_below_magic_line(text))
+    except ParseError as exc:
+        return str(
+            ParseError(
+                exc.message,
+                line=exc.line,
+                column=exc.column,
+                source_line=exc.source_line,
+                path=cell,
+            )
+        )
+    except ValidationError as exc:
+        diagnostics = getattr(exc, "diagnostics", None)
+        if not isinstance(diagnostics, list) or not diagnostics:
+            return str(exc)
+        head = str(exc).split("\n", 1)[0]
+        return "\n".join([head, *("  " + d.format(cell) for d in diagnostics)])
+    return None
+
+
+def _cell_warnings(text: str) -> list[Diagnostic]:
+    """The warnings of a cell's ``text``, counted from the magic line."""
+    from freshness_magic.engine.validation import Severity
+    from freshness_magic.lint import session_validator
+
+    diagnostics = session_validator().validate(_as_below_magic_line(text))
+    return [d for d in diagnostics if d.severity is Severity.WARNING]
 
 
 def _set_docs() -> None:

@@ -65,6 +65,52 @@ def test_parse_error_is_usage_error_with_line_and_caret(shell: InteractiveShell,
     assert "broken" not in shell.user_ns
 
 
+def test_every_line_number_of_a_cell_parse_error_counts_from_the_magic_line(
+    shell: InteractiveShell, workdir: Path, tmp_path: Path
+):
+    """A DOT error names a second place in its message (`found 'done' at line N`): in a cell it
+    counts from the `%%pipeline` line as the location does; from a file both count from 1."""
+    body = (
+        "digraph tiny {\n  start [shape=Mdiamond]\n"
+        '  a [shape=parallelogram, tool_command="echo hi"\n'
+        "  done [shape=Msquare]\n  start -> a -> done\n}\n"
+    )
+    with pytest.raises(UsageError) as info:
+        shell.run_cell_magic("pipeline", f"tiny --workdir {workdir}", body)
+    first = str(info.value).splitlines()[0]
+    # `%%pipeline` is line 1, the `[` line 4, `done` line 5
+    assert first == (
+        "%%pipeline tiny cell:4:5: unbalanced brackets: this '[' is never closed "
+        "(found 'done' at line 5, column 3); add the missing ']'"
+    )
+    (tmp_path / "tiny.dot").write_text(body)
+    with pytest.raises(UsageError) as from_file:
+        shell.run_line_magic("pipeline", f"load {tmp_path / 'tiny.dot'} --workdir {workdir}")
+    assert (
+        str(from_file.value)
+        .splitlines()[0]
+        .endswith(
+            "tiny.dot:3:5: unbalanced brackets: this '[' is never closed "
+            "(found 'done' at line 4, column 3); add the missing ']'"
+        )
+    )
+
+
+def test_a_cell_warning_names_lines_counted_from_the_magic_line(
+    shell: InteractiveShell, workdir: Path, capsys: pytest.CaptureFixture[str]
+):
+    """A warning that names lines in its text (`appears only in edges (line N)`) counts them
+    as its location does."""
+    body = (
+        'digraph t {\n  start [shape=Mdiamond]\n  review [prompt="look"]\n'
+        "  done [shape=Msquare]\n  start -> review\n  review -> done\n  reveiw -> done\n}\n"
+    )
+    shell.run_cell_magic("pipeline", f"t --workdir {workdir}", body)
+    warning = next(line for line in capsys.readouterr().err.splitlines() if "node_id_typo" in line)
+    assert warning.startswith("%%pipeline t cell:8:")  # body line 7 is cell line 8
+    assert "appears only in edges (line 8)" in warning
+
+
 def test_validation_error_in_a_cell_counts_lines_from_the_magic_line(
     shell: InteractiveShell, workdir: Path
 ):

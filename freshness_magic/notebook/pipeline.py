@@ -236,8 +236,11 @@ class NotebookPipeline(PipelineReadout):
     ) -> TextResult:
         """Answer the gate at ``node_id`` with ``choice`` (None: its default), then ``run``.
 
-        Without a node: reopen the unfinished run offered from disk (``resume_offer``).
-        ``comment`` is kept in the gate's evidence and in the context (``human.gate.comment``).
+        The gate may be waiting, or next: a run paused in front of it (``run --to GATE``) first
+        runs the gate, which then waits, as the CLI's ``resume --answer GATE=CHOICE`` answers
+        the gate when the run reaches it. Without a node: reopen the unfinished run offered
+        from disk (``resume_offer``). ``comment`` is kept in the gate's evidence and in the
+        context (``human.gate.comment``).
         """
         with self.exclusive():
             if node_id is None:
@@ -248,12 +251,35 @@ class NotebookPipeline(PipelineReadout):
                     f"no gate waits in this kernel's run; {self.resume_offer.describe(self.name)}"
                 )
             run = self.run
+            if run.pending_gate is None and not run.state.finished:
+                self._reach_gate(node_id)
+                run = self.run  # a kernel interrupt there reopens it
             if comment:
                 answered = run.answer(node_id, choice, comment=comment)
             else:
                 answered = run.answer(node_id, choice)
             self.publish()
             return self._advance(answered=answered)
+
+    def _reach_gate(self, node_id: str) -> None:
+        """Run the gate ``node_id`` the run is paused in front of, so that it waits; a RunError
+        saying what to run when the run is elsewhere."""
+        run = self.run
+        if self.graph.nodes[node_id].handler_type != "wait.human":
+            raise RunError(f"'{node_id}' is not a human gate; only a gate takes --choice")
+        if run.next_node != node_id:
+            raise RunError(
+                f"gate '{node_id}' is not waiting: the run is {run.state.value} before "
+                f"'{run.next_node}'; run to it first (%pipeline run --to {node_id}, or "
+                "%pipeline run, which stops when a gate waits)"
+            )
+        step_loop(
+            run,
+            stop=self._stop,
+            after_step=lambda: self.publish(freshness=False),
+            on_interrupt=lambda node: self._interrupted(node, "interrupted (kernel interrupt)"),
+            max_steps=1,
+        )
 
     def _resume_offered(self) -> TextResult:
         offer = self.resume_offer

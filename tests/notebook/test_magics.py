@@ -186,7 +186,7 @@ def test_run_max_steps_and_reset(shell: InteractiveShell, workdir: Path):
 
 def test_resume_errors(shell: InteractiveShell, workdir: Path):
     load_review(shell, workdir)
-    with pytest.raises(UsageError, match="no human gate is waiting"):
+    with pytest.raises(UsageError, match="gate 'approve' is not waiting: the run is ready"):
         shell.run_line_magic("pipeline", "resume approve --choice Y")
     line(shell, "run")
     with pytest.raises(UsageError, match="not a choice"):

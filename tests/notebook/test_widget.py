@@ -115,7 +115,7 @@ def test_action_errors_are_replied_not_raised(shell: InteractiveShell, workdir: 
     widget = pipeline.widget
     replies = Replies(widget)
     widget._on_msg(widget, {"action": "answer", "node": "approve", "choice": "Y"}, [])
-    assert "no human gate is waiting" in replies.last("error")["text"]
+    assert "gate 'approve' is not waiting" in replies.last("error")["text"]
     widget._on_msg(widget, {"action": "details", "node": "nope"}, [])
     assert "no node 'nope'" in replies.last("error")["text"]
     widget._on_msg(widget, {"action": "fly"}, [])

@@ -228,3 +228,30 @@ def test_help_lists_both_commands() -> None:
     result = run_module("--help")
     assert result.returncode == 0
     assert "parse" in result.stdout and "validate" in result.stdout
+
+
+def test_validate_and_parse_read_the_pipeline_from_stdin_given_as_dash(tmp_path: Path) -> None:
+    """`-` is standard input; messages name it `<stdin>`, as a file is named by its path."""
+
+    def fm(*args: str, text: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "freshness_magic", *args],
+            input=text,
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    clean = fm("validate", "-", text=CLEAN)
+    assert clean.returncode == 0, clean.stderr
+    assert clean.stderr.strip() == "<stdin>: 0 error(s), 0 warning(s), 0 info"
+    errors = fm("validate", "-", text=ERRORS)
+    assert errors.returncode == 1
+    assert all(LINE_RE.match(line)["path"] == "<stdin>" for line in errors.stdout.splitlines())
+    broken = fm("validate", "-", text="digraph g { a -- b }")
+    assert broken.returncode == 2
+    assert broken.stderr.startswith("<stdin>:1:15: undirected edge")
+    parsed = fm("parse", "-", "--compact", text=CLEAN)
+    assert parsed.returncode == 0, parsed.stderr
+    assert json.loads(parsed.stdout)["name"] == "clean"

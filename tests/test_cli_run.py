@@ -484,3 +484,28 @@ def test_a_stored_pipeline_copied_back_resumes(tmp_path: Path) -> None:
     stored.write_text(dot.read_text())
     done = cli("resume", run_dir, "--answer", "approve=Y", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+def test_the_backend_line_is_printed_only_when_the_run_goes_ahead(tmp_path: Path) -> None:
+    """A usage error (`--to` a node that does not exist, an answer that is no choice) stops
+    before any node runs: its one line is all the command prints."""
+    dot = write(tmp_path, "review.dot", REVIEW)
+    bad_to = cli("run", str(dot), "--workdir", str(tmp_path), "--to", "nosuch", cwd=tmp_path)
+    assert bad_to.returncode == 2
+    assert bad_to.stdout == ""
+    assert bad_to.stderr.startswith("freshness-magic run: cannot run to node 'nosuch'")
+    first = cli("run", str(dot), "--workdir", str(tmp_path), cwd=tmp_path)
+    assert first.returncode == 3
+    assert first.stdout.startswith("codergen backend: simulated")  # before the first node
+    run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
+    bad_answer = cli("resume", str(run_dir), "--answer", "approve=Q", cwd=tmp_path)
+    assert bad_answer.returncode == 2
+    assert bad_answer.stdout == ""
+    assert "'Q' is not a choice of gate 'approve'" in bad_answer.stderr
+    answered = cli("resume", str(run_dir), "--answer", "approve=Y", cwd=tmp_path)
+    assert answered.returncode == 0
+    assert answered.stdout.splitlines()[:2] == [
+        "codergen backend: simulated (no model is called; use --backend openai:MODEL, "
+        "anthropic:MODEL or command:...)",
+        "  ok      approve                     0.00s  Human selected [Y] Yes -> done",
+    ]

@@ -22,6 +22,10 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_example_validates_strictly(tmp_path: Path) -> None:
+    """In a project that has the files the example reads (`source_files_exist` checks the
+    working directory)."""
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "spec.md").write_text("# Login\n")
     result = cli("validate", str(EXAMPLE), "--strict", cwd=tmp_path)
     assert result.returncode == 0, result.stdout + result.stderr
 
@@ -43,3 +47,9 @@ def test_example_runs_to_the_gate_then_resumes_with_an_answer(tmp_path: Path) ->
     evidence = cli("evidence", state["run_dir"], "--json", cwd=tmp_path)
     assert evidence.returncode == 0, evidence.stderr
     assert [r["nodeId"] for r in json.loads(evidence.stdout)][-1] == "done"
+
+
+def test_the_example_and_docs_point_only_at_files_that_exist() -> None:
+    """No reference to a design document the repository does not ship."""
+    for path in [EXAMPLE, *sorted((REPO / "docs").glob("*.md")), REPO / "README.md"]:
+        assert "DESIGN.md" not in path.read_text(), path

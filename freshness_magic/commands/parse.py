@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -25,7 +26,9 @@ def register(subparsers: Any) -> None:
             "as JSON: graph attributes, nodes with their handler type, and edges in order."
         ),
     )
-    parser.add_argument("pipeline", metavar="PIPELINE.dot", help="the pipeline file")
+    parser.add_argument(
+        "pipeline", metavar="PIPELINE.dot", help="the pipeline file (-: standard input)"
+    )
     parser.add_argument(
         "--compact", action="store_true", help="print the JSON on one line instead of indented"
     )
@@ -65,15 +68,45 @@ def graph_to_dict(graph: Graph) -> dict[str, Any]:
     }
 
 
-def load_for_command(path: str) -> Graph:
-    """Load the pipeline file ``path`` (errors propagate; the CLI reports them)."""
+STDIN = "-"
+STDIN_NAME = "<stdin>"
+"""How a pipeline read from standard input is named in messages (``path:line:col``)."""
+
+
+def shown_name(path: str) -> str:
+    """``path`` as messages name it (``<stdin>`` for ``-``)."""
+    return STDIN_NAME if path == STDIN else path
+
+
+def load_for_command(path: str, *, stdin: bool = False) -> Graph:
+    """Load the pipeline file ``path`` (errors propagate; the CLI reports them). With ``stdin``,
+    ``-`` reads the pipeline from standard input (as much as a file may hold)."""
     from freshness_magic.engine.pipeline import load_pipeline, read_pipeline_text
 
+    if stdin and path == STDIN:
+        return load_pipeline(_read_stdin(), path=STDIN_NAME)
     return load_pipeline(read_pipeline_text(path), path=path)
 
 
+def _read_stdin() -> str:
+    from freshness_magic.engine.pipeline import MAX_PIPELINE_BYTES
+    from freshness_magic.errors import PipelineFileError
+
+    data = sys.stdin.buffer.read(MAX_PIPELINE_BYTES + 1)
+    if len(data) > MAX_PIPELINE_BYTES:
+        raise PipelineFileError(
+            f"{STDIN_NAME}: larger than {MAX_PIPELINE_BYTES} bytes, the most a pipeline may have"
+        )
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise PipelineFileError(
+            f"{STDIN_NAME}: not UTF-8 text (byte {exc.start}); give the pipeline as UTF-8"
+        ) from None
+
+
 def run(args: argparse.Namespace) -> int:
-    graph = load_for_command(args.pipeline)
+    graph = load_for_command(args.pipeline, stdin=True)
     indent = None if args.compact else 2
     print(json.dumps(graph_to_dict(graph), indent=indent, ensure_ascii=False))
     return 0

@@ -121,8 +121,11 @@ def register(subparsers: Any) -> None:
 class Progress:
     """Prints one line per finished node (and gate/retry notices) as events arrive."""
 
-    def __init__(self, out: IO[str]) -> None:
+    def __init__(self, out: IO[str], preamble: list[str] | None = None) -> None:
         self.out = out
+        self.preamble = list(preamble or [])
+        """Lines printed before the first node starts (not when a usage error stops the run
+        before any does)."""
         self.live = out.isatty()
         """On a terminal the running node is shown until its result line replaces it."""
         self.closed = False
@@ -150,6 +153,14 @@ class Progress:
         )
 
         data = event.data
+        if self.preamble and event.type in (
+            EventType.STAGE_STARTED,
+            EventType.STAGE_COMPLETED,  # a gate answered on resume
+            EventType.STAGE_FAILED,
+        ):
+            for line in self.preamble:
+                self._print(line)
+            self.preamble.clear()
         branch_of = data.get("branch_of")
         indent = "  " if branch_of else ""
         node = f"{indent}{event.node_id}"
@@ -206,10 +217,10 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
         answers.setdefault(node_id, deque()).append(choice)
     auto = AutoApproveInterviewer() if args.auto_approve else None
     out = sys.stderr if args.json else sys.stdout
-    print_backend(run, out)
+    preamble = [f"codergen backend: {text}" for text in backend_text(run)]
     if run.dispatch is not None:
-        print(f"executor: {run.dispatch.label}", file=out, flush=True)
-    progress = Progress(out)
+        preamble.append(f"executor: {run.dispatch.label}")
+    progress = Progress(out, preamble)  # printed once a node starts
     listener = run.events.subscribe(progress)
     stops = _Stops()
     between = False
@@ -331,8 +342,9 @@ def _say_stopped(signum: int, out: IO[str], *, between: bool = False) -> None:
         print(f"{lead}stopped by {_STOP_SIGNALS[name]}: {what}", file=out)
 
 
-def print_backend(run: Run, out: IO[str]) -> None:
-    """One line naming the codergen backend (and saying loudly when no model is called)."""
+def backend_text(run: Run) -> list[str]:
+    """The codergen backend in words (loudly when no model is called); none without codergen
+    nodes."""
     from freshness_magic.backends import (
         SIMULATED_NOTICE,
         describe_backend,
@@ -341,10 +353,9 @@ def print_backend(run: Run, out: IO[str]) -> None:
     )
 
     if not any(n.handler_type == "codergen" for n in run.graph.iter_nodes()):
-        return
+        return []
     backend = run_backend(run)
-    text = SIMULATED_NOTICE if is_simulated(backend) else describe_backend(backend)
-    print(f"codergen backend: {text}", file=out, flush=True)
+    return [SIMULATED_NOTICE if is_simulated(backend) else describe_backend(backend)]
 
 
 def _gates(run: Run) -> list[str]:

@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from freshness_magic.commands.parse import load_for_command
+from freshness_magic.commands.parse import load_for_command, shown_name
 from freshness_magic.gcpause import cyclic_gc_paused
 
 
@@ -26,7 +26,9 @@ def register(subparsers: Any) -> None:
             "1 errors (or warnings with --strict), 2 unreadable file or parse error."
         ),
     )
-    parser.add_argument("pipeline", metavar="PIPELINE.dot", help="the pipeline file")
+    parser.add_argument(
+        "pipeline", metavar="PIPELINE.dot", help="the pipeline file (-: standard input)"
+    )
     parser.add_argument("--strict", action="store_true", help="treat warnings as failures (exit 1)")
     parser.add_argument("--json", action="store_true", help="print the diagnostics as a JSON list")
     parser.set_defaults(handler=run)
@@ -39,9 +41,10 @@ def run(args: argparse.Namespace) -> int:
         from freshness_magic.engine.validation import Severity
         from freshness_magic.lint import session_validator
 
-        graph = load_for_command(args.pipeline)
+        graph = load_for_command(args.pipeline, stdin=True)
         # The working directory a `run` without --workdir uses, for `source_files_exist`.
         diagnostics = session_validator(workdir=".").validate(graph)
+    name = shown_name(args.pipeline)
     counts = {severity: 0 for severity in Severity}
     for diagnostic in diagnostics:
         counts[diagnostic.severity] += 1
@@ -49,10 +52,10 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([d.to_dict() for d in diagnostics], indent=2, ensure_ascii=False))
     else:
         for diagnostic in diagnostics:
-            print(diagnostic.format(args.pipeline))
+            print(diagnostic.format(name))
         errors, warnings, infos = (counts[s] for s in Severity)
         print(
-            f"{args.pipeline}: {errors} error(s), {warnings} warning(s), {infos} info",
+            f"{name}: {errors} error(s), {warnings} warning(s), {infos} info",
             file=sys.stderr,
         )
     if counts[Severity.ERROR] or (args.strict and counts[Severity.WARNING]):

@@ -301,7 +301,10 @@ class NotebookPipeline(PipelineReadout):
         with self.exclusive():
             if node_id is not None:
                 self.require_node(node_id)
-            self.run.retry(node_id)
+            try:
+                self.run.retry(node_id)
+            except RunError as exc:  # the engine names its Python call; say the magic's
+                raise RunError(str(exc).replace("retry(node_id)", "%pipeline retry NODE")) from None
             self.publish()
             return self._advance()
 

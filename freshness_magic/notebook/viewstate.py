@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 
 class NodeState(StrEnum):
-    """What the user sees for a node (DESIGN.md §7; start and exit are shapes, not states)."""
+    """What the user sees for a node (the legend's states; start and exit are shapes)."""
 
     PENDING = "pending"
     NEXT = "next"

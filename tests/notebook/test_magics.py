@@ -553,3 +553,17 @@ def test_resume_from_checkpoint_on_disk(shell: InteractiveShell, workdir: Path):
     assert plain(restored).splitlines()[0].startswith("pipeline review: waiting · waiting at")
     out = line(shell, "resume approve --choice Yes").text
     assert out.splitlines()[-1] == "run: 2 step(s); completed"
+
+
+def test_retry_with_nothing_failed_names_the_magic_not_the_python_call(
+    shell: InteractiveShell, workdir: Path
+):
+    load_review(shell, workdir)
+    line(shell, "step")
+    with pytest.raises(UsageError) as info:
+        shell.run_line_magic("pipeline", "retry")
+    assert str(info.value) == (
+        "nothing to retry: the run did not fail at a node; name the node to run again "
+        "(%pipeline retry NODE)"
+    )
+    assert "lint" in line(shell, "retry lint").text  # as the message says

@@ -273,3 +273,54 @@ def test_a_run_built_directly_refuses_a_linked_freshness_folder(tmp_path: Path) 
     with pytest.raises(UnsafePathError, match="is a symbolic link"):
         Run(load_pipeline(PIPELINE), workdir=work)
     assert list(outside.iterdir()) == []
+
+
+GATED = """digraph p {
+  start [shape=Mdiamond]
+  work  [shape=parallelogram, tool_command="echo hi", source_files="in.txt", freshness="warn"]
+  gate  [shape=hexagon, label="Go?"]
+  done  [shape=Msquare]
+  start -> work -> gate
+  gate -> done [label="[Y] Yes"]
+}
+"""
+
+
+def _tree(folder: Path) -> dict[str, bytes | None]:
+    return {
+        str(p.relative_to(folder)): p.read_bytes() if p.is_file() else None
+        for p in sorted(folder.rglob("*"))
+    }
+
+
+@pytest.mark.parametrize(
+    "name", ["checkpoint.json", "journal.jsonl", "events.jsonl", "evidence.jsonl", "driver.lock"]
+)
+def test_a_folder_where_the_run_keeps_a_file_is_a_one_line_error_and_changes_nothing(
+    tmp_path: Path, name: str
+) -> None:
+    (tmp_path / "p.dot").write_text(GATED)
+    (tmp_path / "in.txt").write_text("x\n")
+    with open_run(tmp_path / "p.dot", workdir=tmp_path) as run:
+        assert run.run().state is RunState.WAITING
+        run_dir = run.run_dir
+    target = run_dir / name
+    if target.exists():
+        target.unlink()
+    target.mkdir()
+    (target / "kept.txt").write_text("someone's file\n")
+    before = _tree(run_dir)
+    for command in (["status"], ["check"], ["resume", "--answer", "gate=Y"]):
+        done = subprocess.run(
+            [sys.executable, "-m", "freshness_magic", *command[:1], str(run_dir), *command[1:]],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+        assert "Traceback" not in done.stderr, (command, done.stderr)
+        if command[0] == "resume":
+            assert done.returncode == 2, done.stdout
+            last = done.stderr.strip().splitlines()[-1]
+            assert name in last and ("move it" in last or "cannot be read" in last), last
+    assert _tree(run_dir) == before

@@ -86,6 +86,10 @@ def _replay(
         handle = open_state(journal)
     except FileNotFoundError:
         return state, end, 0
+    except OSError as exc:
+        raise CheckpointError(
+            f"{journal} cannot be read ({exc.strerror or exc}); the run's state is in it"
+        ) from None
     with handle:
         handle.seek(offset)
         for raw in handle:

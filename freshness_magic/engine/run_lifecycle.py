@@ -12,6 +12,7 @@ driver stopped). ``loop_restart`` moves the run to a fresh, linked directory
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -64,6 +65,7 @@ def reopen(
     must have the source hash the state recorded (CheckpointError otherwise).
     """
     folder = follow_restarts(run_dir)
+    _refuse_folders_for_files(folder)
     damaged: list[tuple[Path, str]] = []
     store = RunStore(history=history, durability=durability)
     fresh = store.lock(folder) if folder.is_dir() else False
@@ -78,6 +80,34 @@ def reopen(
             f"{graph.path or 'the given graph'}); resume with the pipeline the run used"
         )
     return Reopened(folder, graph, store, loaded, damaged, fresh)
+
+
+_FILE_SUFFIXES = (".json", ".jsonl", ".dot", ".lock")
+"""The run directory's own files (state, logs, the pipeline, the lock) end so; none is a folder."""
+
+
+def _refuse_folders_for_files(folder: Path) -> None:
+    """CheckpointError when folders stand where the run keeps files (damaged by hand or by a
+    tool): a resume would fail half way, at the first write to one of them."""
+    try:
+        entries = list(os.scandir(folder))
+    except OSError:
+        return  # no such folder: load_state says so
+    misplaced = sorted(
+        e.name
+        for e in entries
+        if e.name.endswith(_FILE_SUFFIXES) and e.is_dir(follow_symlinks=False)
+    )
+    if misplaced:
+        raise CheckpointError(
+            f"run directory {folder} is damaged: "
+            + (
+                f"{misplaced[0]} is a folder where the run keeps a file; move it"
+                if len(misplaced) == 1
+                else f"{', '.join(misplaced)} are folders where the run keeps files; move them"
+            )
+            + " out of the run directory, then resume again"
+        )
 
 
 class RunLifecycle(RunJournal):

@@ -206,11 +206,17 @@ def open_for_read(path: str | os.PathLike[str]) -> int:
     """
     target = check_state_path(path)
     try:
-        return os.open(target, _READ_FLAGS)
+        fd = os.open(target, _READ_FLAGS)
     except OSError as exc:
         if os.path.islink(target):
             raise UnsafePathError(_link_message(target)) from exc
         raise
+    if stat.S_ISDIR(os.fstat(fd).st_mode):
+        os.close(fd)
+        raise IsADirectoryError(
+            errno.EISDIR, "is a folder where the run keeps a file; move it away", str(target)
+        )
+    return fd
 
 
 def open_state(path: str | os.PathLike[str]) -> BinaryIO:

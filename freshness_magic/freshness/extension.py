@@ -107,6 +107,7 @@ class FreshnessExtension(BaseRunExtension):
                     "nodes": {n: r.stale_files for n, r in changed.items()},
                     "details": {n: _details(r) for n, r in changed.items()},
                     "since": {n: r.since for n, r in changed.items()},
+                    "held": sorted(n for n in changed if n in self.blocked),
                 }
                 run.events.emit(FreshnessEvent.INPUT_DRIFT, None, self.drift)
         recapture = {

@@ -193,9 +193,14 @@ def test_resume_accept_unblocks_a_blocked_node(tmp_path: Path) -> None:
     report = json.loads(checked.stdout)
     assert report["stale_nodes"] == ["guarded"]
     assert report["nodes"]["guarded"]["since_baseline"]["stale_files"] == ["docs/spec.md"]
-    # Resuming without accepting keeps the block (a pause never silently unblocks).
-    assert cli("resume", str(run_dir), "--answer", "ask=R", cwd=tmp_path).returncode == 3
+    # Resuming without accepting keeps the block (a pause never silently unblocks), and the
+    # resume's drift line says so.
+    again = cli("resume", str(run_dir), "--answer", "ask=R", cwd=tmp_path)
+    assert again.returncode == 3
     assert not (tmp_path / "ran.txt").exists()
+    (drift,) = [line for line in again.stdout.splitlines() if line.split()[:1] == ["drift"]]
+    assert drift.split()[1] == "guarded"
+    assert "freshness=block holds it back until the change is accepted" in drift
     done = cli("resume", str(run_dir), "--accept", "guarded", "--answer", "ask=R", cwd=tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
     assert (tmp_path / "ran.txt").read_text() == "ran"

@@ -183,6 +183,8 @@ class PipelineMagics(Magics):
             raise UsageError(
                 f"--resume: no saved run of {graph.name!r} under {workdir}/.freshness/runs"
             )
+        for line in pipeline.drift_lines():
+            print(line)
         if not resume:
             pipeline.offer_resume()
         if isinstance(old, NotebookPipeline):

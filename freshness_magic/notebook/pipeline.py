@@ -70,8 +70,11 @@ class NotebookPipeline(PipelineReadout):
         spec = options.pop("executor", None) or remembered or self.graph.attrs.get("executor", "")
         executor = self.clusters.get(spec) or "local"
         if resume is not None:
+            from freshness_magic.freshness.extension import resume_drift
+
             options = self._resume_options(resume)
             run = session.resume_run(resume, executor=executor, **options)
+            self.resume_notes = [f"  {node}: {words}" for node, words in resume_drift(run)]
         else:
             run = session.open_run(self.graph, workdir=self.workdir, executor=executor, **options)
         self.resume_offer = None
@@ -289,7 +292,15 @@ class NotebookPipeline(PipelineReadout):
                 return TextResult(text.waiting_text(gate))
             return TextResult(f"nothing to resume: no unfinished run of {self.name} on disk")
         self._open(resume=offer.run_dir)
-        return TextResult(f"resumed run {offer.run_dir.name}\n{self.status_line()}")
+        return TextResult(
+            "\n".join(
+                [f"resumed run {offer.run_dir.name}", *self.drift_lines(), self.status_line()]
+            )
+        )
+
+    def drift_lines(self) -> list[str]:
+        """What changed while the run just resumed was stopped (empty when nothing did)."""
+        return list(self.resume_notes)
 
     def start_new(self) -> TextResult:
         """Decline the offered run: the next action starts a new run (the old one stays)."""

@@ -53,6 +53,8 @@ class PipelineReadout:
     """True once a newer load of the same name replaced it: every action refuses."""
     resume_offer: ResumeOffer | None = None
     """An unfinished run of this pipeline on disk, offered to resume (None: nothing offered)."""
+    resume_notes: list[str] = field(default_factory=list)
+    """What changed while the run last reopened from disk was stopped (one line per node)."""
     structure_version: int = 0
     """Bumped whenever something the layout shows changes (a ``%%node`` changes a node's type)."""
     _run: Run | None = None

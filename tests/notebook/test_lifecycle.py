@@ -56,6 +56,27 @@ def test_reload_offers_the_unfinished_run_and_resume_reopens_it(
     assert load_review(shell, workdir).resume_offer is None  # finished runs are not offered
 
 
+def test_a_resume_says_what_changed_while_the_run_was_stopped(
+    shell: InteractiveShell, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    load_review(shell, workdir)
+    line(shell, "run")  # lint and draft ran; waits at approve
+    del shell.user_ns["review"]
+    (workdir / "docs" / "spec.md").write_text("# Spec\nLogin must work, twice.\n")
+    load_review(shell, workdir)
+    said = line(shell, "resume").text.splitlines()
+    assert said[1] == (
+        "  draft: inputs changed while the run was stopped: docs/spec.md; it ran before the "
+        "stop, so its results may be outdated"
+    )
+    assert said[2].startswith("pipeline review: waiting")
+    del shell.user_ns["review"]
+    capsys.readouterr()
+    shell.run_cell_magic("pipeline", f"review --workdir {workdir} --resume", REVIEW_DOT)
+    printed = capsys.readouterr().out.splitlines()
+    assert printed[:1] == said[1:2]
+
+
 def test_a_run_of_a_cell_is_offered_from_a_file_without_the_final_newline(
     shell: InteractiveShell, workdir: Path
 ):

@@ -199,3 +199,35 @@ def test_cli_validate_checks_source_files_in_the_current_folder(
     (tmp_path / "nope.txt").write_text("now\n", encoding="utf-8")
     assert cli.main(["validate", str(path)]) == 0
     assert "source_files_exist" not in capsys.readouterr().out
+
+
+def test_run_and_the_notebook_look_for_source_files_in_the_run_s_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``run --workdir W`` and ``%pipeline load --workdir W`` check the entries under W, where
+    the run reads them, not under the folder the command was started in."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    from freshness_magic import cli
+
+    path = tmp_path / "p.dot"
+    path.write_text(MISSING_INPUT, encoding="utf-8")
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "present.txt").write_text("here\n", encoding="utf-8")
+    (tmp_path / "nope.txt").write_text("not where the run reads\n", encoding="utf-8")
+    monkeypatch.chdir(tmp_path)
+    cli.main(["run", str(path), "--workdir", str(work)])
+    err = capsys.readouterr().err
+    assert f"source_files entry 'nope.txt' does not exist under the working directory {work}" in err
+    shell = InteractiveShell.instance()
+    shell.run_line_magic("load_ext", "freshness_magic")
+    try:
+        shell.run_line_magic("pipeline", f"load {path} --workdir {work} --name missing")
+        assert "source_files entry 'nope.txt'" in capsys.readouterr().err
+        (work / "nope.txt").write_text("now\n", encoding="utf-8")
+        shell.run_line_magic("pipeline", f"load {path} --workdir {work} --name missing")
+        assert "source_files_exist" not in capsys.readouterr().err
+    finally:
+        shell.user_ns.pop("missing", None)
+        shell.run_line_magic("unload_ext", "freshness_magic")

@@ -454,13 +454,14 @@ def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import open_run
 
     graph = load_for_command(args.pipeline)
-    diagnostics = session_validator().validate_or_raise(graph)  # errors raise; notes stay quiet
+    workdir = _existing_dir(Path(args.workdir), "--workdir")
+    # errors raise; notes stay quiet; source_files are looked for where the run reads them
+    diagnostics = session_validator(workdir=workdir).validate_or_raise(graph)
     warnings = [d for d in diagnostics if d.severity is Severity.WARNING]
     for diagnostic in warnings:
         print(diagnostic.format(args.pipeline), file=sys.stderr)
     if warnings:
         print(f"{args.pipeline}: {len(warnings)} warning(s); running anyway\n", file=sys.stderr)
-    workdir = _existing_dir(Path(args.workdir), "--workdir")
     if args.runs_dir is not None:
         _usable_dir(Path(args.runs_dir), "--runs-dir", probe=True)
     run = open_run(

@@ -129,8 +129,11 @@ class PipelineMagics(Magics):
         raw = given or self.default_workdir or os.getcwd()
         return Path(os.path.expanduser(raw)).resolve()
 
-    def _load_graph(self, text: str, path: str | None, cell: str | None = None) -> Graph:
-        """Parse and validate; in a cell (``cell`` names it) lines count from the magic line.
+    def _load_graph(
+        self, text: str, path: str | None, workdir: Path, cell: str | None = None
+    ) -> Graph:
+        """Parse and validate against ``workdir`` (where the run reads its ``source_files``); in a
+        cell (``cell`` names it) lines count from the magic line.
 
         Warnings are printed on stderr (notes are not), as ``freshness-magic run`` prints them.
         """
@@ -140,7 +143,7 @@ class PipelineMagics(Magics):
 
         try:
             graph = load_pipeline(text, path=path)
-            diagnostics = session_validator().validate_or_raise(graph)
+            diagnostics = session_validator(workdir=workdir).validate_or_raise(graph)
         except (ParseError, ValidationError) as exc:
             if cell is None:
                 raise UsageError(str(exc)) from None
@@ -149,7 +152,7 @@ class PipelineMagics(Magics):
             raise UsageError(str(exc)) from None
         warnings = [d for d in diagnostics if d.severity is Severity.WARNING]
         if warnings and cell is not None:
-            warnings = _cell_warnings(text)
+            warnings = _cell_warnings(text, workdir)
         for diagnostic in warnings:
             print(diagnostic.format(cell or path), file=sys.stderr)
         return graph
@@ -232,14 +235,14 @@ class PipelineMagics(Magics):
         args = self._parse(self._cell_parser, line)
         if isinstance(args, TextResult):
             return args
-        graph = self._load_graph(cell, None, cell=f"%%pipeline {args.name} cell")
-        return self._register(
-            args.name, graph, self._workdir(args.workdir), resume=args.resume, force=args.force
-        )
+        workdir = self._workdir(args.workdir)
+        graph = self._load_graph(cell, None, workdir, cell=f"%%pipeline {args.name} cell")
+        return self._register(args.name, graph, workdir, resume=args.resume, force=args.force)
 
     def _load(self, args: argparse.Namespace) -> NotebookPipeline:
+        workdir = self._workdir(args.workdir)
         if args.var:
-            graph = self._graph_from_variable(args.var)
+            graph = self._graph_from_variable(args.var, workdir)
         elif args.path:
             expanded = self.shell.var_expand(args.path) if self.shell is not None else args.path
             path = Path(os.path.expanduser(expanded))
@@ -247,16 +250,15 @@ class PipelineMagics(Magics):
                 text = path.read_text(encoding="utf-8")
             except OSError as exc:
                 raise UsageError(f"%pipeline load: cannot read {path}: {exc.strerror}") from None
-            graph = self._load_graph(text, str(path))
+            graph = self._load_graph(text, str(path), workdir)
         else:
             raise UsageError("%pipeline load: give a PATH or --var VARIABLE")
         name = args.name or graph.name
         if not name.isidentifier():
             raise UsageError(f"graph name {name!r} is not an identifier; pass --name NAME")
-        workdir = self._workdir(args.workdir)
         return self._register(name, graph, workdir, resume=args.resume, force=args.force)
 
-    def _graph_from_variable(self, variable: str) -> Graph:
+    def _graph_from_variable(self, variable: str, workdir: Path) -> Graph:
         """A Graph, DOT text, or (with the interop module) a pydot / graphviz object."""
         if variable not in self.namespace:
             raise UsageError(f"%pipeline load --var: no variable {variable!r}")
@@ -264,7 +266,7 @@ class PipelineMagics(Magics):
         if isinstance(value, Graph):
             return value
         if isinstance(value, str):
-            return self._load_graph(value, None)
+            return self._load_graph(value, None, workdir)
         from freshness_magic.interop import graph_from_object
 
         try:
@@ -422,12 +424,12 @@ def _counted_from_magic_line(text: str, cell: str) -> str | None:
     return None
 
 
-def _cell_warnings(text: str) -> list[Diagnostic]:
+def _cell_warnings(text: str, workdir: Path) -> list[Diagnostic]:
     """The warnings of a cell's ``text``, counted from the magic line."""
     from freshness_magic.engine.validation import Severity
     from freshness_magic.lint import session_validator
 
-    diagnostics = session_validator().validate(_as_below_magic_line(text))
+    diagnostics = session_validator(workdir=workdir).validate(_as_below_magic_line(text))
     return [d for d in diagnostics if d.severity is Severity.WARNING]
 
 

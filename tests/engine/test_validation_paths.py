@@ -268,3 +268,21 @@ def test_tool_node_without_tool_command_is_an_error() -> None:
     fixed = ATTRS.replace("tool_comand=", "tool_command=")
     assert lint(fixed, "tool_command_present") == []
     assert lint(ATTRS.replace("shape=parallelogram, ", ""), "tool_command_present") == []
+
+
+RETRIED_TOOL = """digraph r {
+  start [shape=Mdiamond]
+  flaky [shape=parallelogram, tool_command="./check.sh", max_retries=3]
+  draft [prompt="p", max_retries=2]
+  done  [shape=Msquare]
+  start -> flaky -> draft -> done
+}
+"""
+
+
+def test_max_retries_on_a_tool_node_notes_that_a_failing_command_is_not_run_again() -> None:
+    d = only(lint(RETRIED_TOOL, "retries_on_tool"))
+    assert (d.severity, d.node, d.line) == (Severity.INFO, "flaky", 3)
+    assert "max_retries=3 does not run a failing command again" in d.message
+    assert 'condition="outcome=fail"' in d.fix
+    assert lint(RETRIED_TOOL.replace(", max_retries=3", ""), "retries_on_tool") == []

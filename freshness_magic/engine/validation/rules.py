@@ -15,6 +15,7 @@ from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, FIDELITY_MODES, 
 from freshness_magic.engine.validation import attrs, flow, names, paths
 from freshness_magic.engine.validation.core import (
     ERROR,
+    INFO,
     WARNING,
     Diagnostic,
     FunctionRule,
@@ -353,6 +354,25 @@ def _tool_command_present(graph: Graph, node: Node, out: Out) -> None:
     )
 
 
+def _retries_on_tool(graph: Graph, node: Node, out: Out) -> None:
+    retries = node.max_retries
+    if node.handler_type != "tool" or not retries or retries <= 0:
+        return
+    out.append(
+        node_diag(
+            "retries_on_tool",
+            INFO,
+            node,
+            f"node `{node.id}`: max_retries={retries} does not run a failing command again; "
+            "only an attempt that returns RETRY is retried (a tool's non-zero exit is a FAIL; "
+            "docs/ARCHITECTURE.md, spec deviations)",
+            f'to act on a failure, add an edge from `{node.id}` with condition="outcome=fail" '
+            "to a node that fixes the cause, or give it a retry_target",
+            "max_retries",
+        )
+    )
+
+
 def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
     """The built-in rules in the order they run; ``known_types`` feeds ``type_known``."""
     known = frozenset(BUILTIN_HANDLER_TYPES if known_types is None else known_types)
@@ -374,6 +394,7 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         ScanRule("goal_gate_has_retry", node_check=_goal_gate_has_retry),
         ScanRule("prompt_on_llm_nodes", node_check=_prompt_on_llm_nodes),
         ScanRule("tool_command_present", node_check=_tool_command_present),
+        ScanRule("retries_on_tool", node_check=_retries_on_tool),
         FunctionRule("prompt_file_exists", attrs.prompt_file_exists),
         ScanRule("default_choice_matches", node_check=attrs.default_choice_matches),
         ScanRule("shape_known", node_check=attrs.shape_known),

@@ -12,6 +12,7 @@ path of ``%pipeline load`` is.
 from __future__ import annotations
 
 import argparse
+import functools
 import os
 import shlex
 import sys
@@ -21,7 +22,7 @@ from typing import Any
 
 from IPython.core.error import UsageError
 from IPython.core.magic import Magics, cell_magic, line_cell_magic, magics_class, no_var_expand
-from traitlets import Bool, TraitError, Unicode, validate
+from traitlets import Bool, CaselessStrEnum, TraitError, Unicode, validate
 
 from freshness_magic.cluster import ClusterPool, parse_executor
 from freshness_magic.engine.model import Graph
@@ -62,6 +63,20 @@ class PipelineMagics(Magics):
         help="where tool commands of new runs run: 'local', 'dask' (a cluster on this machine) "
         "or 'dask://HOST:PORT'; '' takes the pipeline's executor attribute",
     ).tag(config=True)
+    step_lines = CaselessStrEnum(
+        ("auto", "live", "end"),
+        default_value="auto",
+        help="when step, run and resume print their step lines: 'live' as each step ends, "
+        "'end' in the result (a notebook's view is live already); 'auto': live in terminal "
+        "IPython",
+    ).tag(config=True)
+
+    def _live_lines(self) -> Callable[[str], None] | None:
+        """Where step lines go as they come (:attr:`step_lines`); None: only in the result."""
+        live = self.step_lines == "live" or (
+            self.step_lines == "auto" and type(self.shell).__name__ == "TerminalInteractiveShell"
+        )
+        return functools.partial(print, flush=True) if live else None
 
     @validate("executor")
     def _known_executor(self, proposal: Any) -> str:
@@ -302,6 +317,7 @@ class PipelineMagics(Magics):
             )
         if command in ("step", "run"):
             self._run_options(pipeline, args)
+        pipeline.live_lines = self._live_lines()
         if command in ("why", "status") and pipeline.has_run and not pipeline.busy:
             pipeline.refresh_freshness()
         actions: dict[str, Callable[[], Any]] = {

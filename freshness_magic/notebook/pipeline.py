@@ -355,6 +355,11 @@ class NotebookPipeline(PipelineReadout):
         if run.state.finished and answered is None:
             state = run.state.value
             return TextResult(f"run {state}; nothing to do (use reset to start again)")
+        show = self.live_lines
+        if show is not None:  # the step lines are shown as they come, not again at the end
+            for line in lines:
+                show(line)
+            lines = []
         self._stop.clear()
         done = step_loop(
             run,
@@ -363,9 +368,11 @@ class NotebookPipeline(PipelineReadout):
             on_interrupt=lambda node: self._interrupted(node, "interrupted (kernel interrupt)"),
             to=to,
             max_steps=max_steps,
+            show=show,
         )
         run, steps = done.run, done.steps + (answered is not None)
-        lines.extend(done.lines)
+        if show is None:
+            lines.extend(done.lines)
         self._settle(republish=steps == 0)
         if run.state is RunState.WAITING:
             lines.append(text.waiting_text(self.pending_gate()))

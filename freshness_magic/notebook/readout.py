@@ -55,6 +55,8 @@ class PipelineReadout:
     """An unfinished run of this pipeline on disk, offered to resume (None: nothing offered)."""
     resume_notes: list[str] = field(default_factory=list)
     """What changed while the run last reopened from disk was stopped (one line per node)."""
+    live_lines: Callable[[str], None] | None = None
+    """Where step lines go as each step ends (a terminal's print); None: only in the result."""
     structure_version: int = 0
     """Bumped whenever something the layout shows changes (a ``%%node`` changes a node's type)."""
     _run: Run | None = None

@@ -23,12 +23,23 @@ if TYPE_CHECKING:
 
 @dataclass
 class Stepped:
-    """What a loop did: one line per step (and per stop or interrupt), and the run after it."""
+    """What a loop did: one line per step (and per stop or interrupt), and the run after it.
+
+    ``show`` gets each line as it is made (a terminal prints it at once; the notebook's widget
+    shows the steps live instead).
+    """
 
     run: Run
     steps: int = 0
     lines: list[str] = field(default_factory=list)
     interrupted: bool = False
+    show: Callable[[str], None] | None = None
+
+    def say(self, *lines: str) -> None:
+        self.lines.extend(lines)
+        if self.show is not None:
+            for line in lines:
+                self.show(line)
 
 
 def step_loop(
@@ -39,6 +50,7 @@ def step_loop(
     on_interrupt: Callable[[str], Run],
     to: str | None = None,
     max_steps: int | None = None,
+    show: Callable[[str], None] | None = None,
 ) -> Stepped:
     """Step until ``to`` (not executed), ``max_steps``, a gate, the end, ``stop`` or an interrupt.
 
@@ -47,7 +59,7 @@ def step_loop(
     A step the engine reports as ``interrupted`` (``Run.interrupt``, or a kernel interrupt it
     caught) ends the loop too: the run is paused at that node.
     """
-    done = Stepped(run)
+    done = Stepped(run, show=show)
     stale: list[str] = []  # what a step's STALE_INPUT events said, shown under its line
 
     def note_stale(event: Event) -> None:
@@ -84,20 +96,19 @@ def _loop(
         except KeyboardInterrupt:
             done.run = run = on_interrupt(node_id)
             done.interrupted = True
-            done.lines.append(f"interrupted at {node_id}; %pipeline run or step goes on from there")
+            done.say(f"interrupted at {node_id}; %pipeline run or step goes on from there")
             break
         if result.interrupted:  # the engine stopped the node (Stop, a kernel interrupt)
             after_step()
             done.interrupted = True
             why = "stopped" if stop.is_set() else "interrupted"
-            done.lines.append(f"{why} at {node_id}; %pipeline run or step goes on from there")
+            done.say(f"{why} at {node_id}; %pipeline run or step goes on from there")
             stop.clear()
             break
         done.steps += 1
         after_step()
-        done.lines.append(text.step_line(result))
-        done.lines.extend(stale)
+        done.say(text.step_line(result), *stale)
         stale.clear()
     if stop.is_set():
-        done.lines.append(f"stopped; the run is paused (next: {run.next_node})")
+        done.say(f"stopped; the run is paused (next: {run.next_node})")
         stop.clear()

@@ -150,3 +150,33 @@ def test_node_cell_output_goes_to_the_node_folder_not_the_cell(
     outputs = [e for e in events_of(pipeline) if e["type"] == "stage_output"]
     assert outputs[0]["node_id"] == "work"
     assert outputs[0]["data"] == {"stream": "stdout", "text": "hello from work\n"}
+
+
+def test_step_lines_can_come_as_each_step_ends(
+    shell: InteractiveShell, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``step_lines = live`` (what terminal IPython gets by default): each step's line is printed
+    when the step ends, and the result keeps only what follows (the gate, the summary)."""
+    review = load_review(shell, workdir)
+    at_each_line: list[tuple[str, list[str]]] = []
+    shell.run_line_magic("config", "PipelineMagics.step_lines = 'live'")
+    try:
+        capsys.readouterr()
+        result = line(shell, "run")
+        printed = capsys.readouterr().out.splitlines()
+        assert [text.split()[:2] for text in printed[:3]] == [
+            ["step:", "start"],
+            ["step:", "lint"],
+            ["step:", "draft"],
+        ]
+        assert not any(text in result.text for text in printed[:3])
+        assert result.text.splitlines()[-1] == "run: 4 step(s); waiting"
+        review.live_lines = lambda text: at_each_line.append((text, review.run.completed_nodes))
+        line(shell, "resume approve --choice N")
+    finally:
+        shell.run_line_magic("config", "PipelineMagics.step_lines = 'auto'")
+    assert at_each_line == []  # the magic sets where lines go for every action
+    review.live_lines = lambda text: at_each_line.append((text, list(review.run.completed_nodes)))
+    review.resume("approve", "Y")
+    steps = [(text.split()[1], done[-1]) for text, done in at_each_line if text[:5] == "step:"]
+    assert steps[:2] == [("approve", "approve"), ("done", "done")]

@@ -340,11 +340,19 @@ class PipelineMagics(Magics):
         if not loaded:
             return TextResult("no pipelines loaded")
         current = self.current
+        rows = [("", "variable", "graph", "nodes", "state", "workdir")]
+        for name, pipeline in loaded.items():
+            graph = pipeline.graph
+            mark = "*" if name == current else " "
+            state = pipeline.state_name
+            rows.append(
+                (mark, name, graph.name, str(len(graph.nodes)), state, str(pipeline.workdir))
+            )
+        widths = [max(len(row[i]) for row in rows) for i in range(len(rows[0]))]
         return TextResult(
             "\n".join(
-                f"{'*' if n == current else ' '} {n:<16} {p.graph.name:<16} "
-                f"{len(p.graph.nodes)} nodes  {p.state_name}"
-                for n, p in loaded.items()
+                "  ".join(c.ljust(w) for c, w in zip(row, widths, strict=True)).rstrip()
+                for row in rows
             )
         )
 

@@ -310,8 +310,9 @@ def test_load_list_show_and_name_selection(shell: InteractiveShell, workdir: Pat
     assert isinstance(other, NotebookPipeline) and other.name == "other"
     assert shell.user_ns["other"] is other
     listing = line(shell, "list").text.splitlines()
-    assert listing[0].split()[:2] == ["review", "review"]
-    assert listing[1].split()[:3] == ["*", "other", "other"]
+    assert listing[0].split() == ["variable", "graph", "nodes", "state", "workdir"]
+    assert listing[1].split() == ["review", "review", "5", "ready", str(workdir)]
+    assert listing[2].split()[:3] == ["*", "other", "other"]
     assert line(shell, "step").text.startswith("step: start")
     assert line(shell, "step --name review").text.startswith("step: start")
     assert shell.run_line_magic("pipeline", "show review") is shell.user_ns["review"]

@@ -509,3 +509,25 @@ def test_the_backend_line_is_printed_only_when_the_run_goes_ahead(tmp_path: Path
         "anthropic:MODEL or command:...)",
         "  ok      approve                     0.00s  Human selected [Y] Yes -> done",
     ]
+
+
+def test_a_run_remembers_its_pipeline_file_by_its_absolute_path(tmp_path: Path) -> None:
+    """Given as a relative path, the pipeline file is stored absolute: ``status`` from another
+    folder names it, and a resume from there finds the ``@prompt`` file next to it."""
+    project = tmp_path / "project"
+    (project / "prompts").mkdir(parents=True)
+    (project / "prompts" / "draft.md").write_text("Summarise the change\n")
+    write(
+        project,
+        "review.dot",
+        REVIEW.replace('prompt="Summarise the change for $goal"', 'prompt="@prompts/draft.md"'),
+    )
+    assert cli("run", "review.dot", cwd=project).returncode == 3
+    (run_dir,) = (project / ".freshness" / "runs").iterdir()
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    status = cli("status", str(run_dir), cwd=elsewhere)
+    assert f"pipeline: {project / 'review.dot'}" in status.stdout.splitlines()
+    again = cli("resume", str(run_dir), "--answer", "approve=N", "--to", "approve", cwd=elsewhere)
+    assert again.returncode == 3, again.stderr + again.stdout
+    assert "draft" in again.stdout and "prompt" not in again.stderr

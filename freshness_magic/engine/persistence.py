@@ -13,6 +13,7 @@ the old directory by ``restarted_as.json`` (:func:`follow_restarts`).
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import uuid
 from collections.abc import Iterable
@@ -143,12 +144,18 @@ def checkpoint_payload(
         "workdir": str(workdir),
         "pipeline": {
             "name": graph.name,
-            "path": graph.path,
+            "path": _absolute(graph.path),
             "sha256": pipeline_hash,
             "source_file": PIPELINE_FILE if graph.source else None,
         },
         "extensions": extensions,
     }
+
+
+def _absolute(path: str | None) -> str | None:
+    """A pipeline file's path as the run stores it: absolute, so ``status`` and a resume from
+    another folder name (and find ``@prompt`` files next to) the same file; other names as given."""
+    return os.path.abspath(path) if path and os.path.isfile(path) else path
 
 
 def _scalar_fields(memory: RunMemory, *, event_seq: int, now: float) -> dict[str, Any]:

@@ -56,11 +56,22 @@ def reachable(graph: Graph, start: Node) -> dict[str, None]:
     return seen
 
 
-def reachability(graph: Graph) -> list[Diagnostic]:
+def paths(graph: Graph) -> list[Diagnostic]:
+    """``reachability``, ``exit_reachable`` and ``dead_end_node`` from one walk of the graph
+    (one rule, registered as ``reachability``; each diagnostic carries its own rule name)."""
     start = graph.start_node()
     if start is None:
-        return []
+        return []  # start_node reports that
     seen = reachable(graph, start)
+    exits = graph.exit_candidates()
+    return [
+        *_reachability(graph, start, seen),
+        *_exit_reachable(graph, start, exits, seen),
+        *_dead_end_node(graph, exits, seen),
+    ]
+
+
+def _reachability(graph: Graph, start: Node, seen: dict[str, None]) -> list[Diagnostic]:
     if len(seen) == len(graph.nodes):
         return []
     return [
@@ -82,12 +93,11 @@ def _listed(ids: list[str], limit: int = 5) -> str:
     return shown + (f" and {len(ids) - limit} more" if len(ids) > limit else "")
 
 
-def exit_reachable(graph: Graph) -> list[Diagnostic]:
-    start = graph.start_node()
-    exits = graph.exit_candidates()
-    if start is None or not exits:
-        return []  # start_node / terminal_node report those
-    seen = reachable(graph, start)
+def _exit_reachable(
+    graph: Graph, start: Node, exits: list[Node], seen: dict[str, None]
+) -> list[Diagnostic]:
+    if not exits:
+        return []  # terminal_node reports that
     if any(node.id in seen for node in exits):
         return []
     exit_id = exits[0].id
@@ -113,14 +123,10 @@ def exit_reachable(graph: Graph) -> list[Diagnostic]:
     ]
 
 
-def dead_end_node(graph: Graph) -> list[Diagnostic]:
-    start = graph.start_node()
-    if start is None:
-        return []
-    exits = {n.id for n in graph.exit_candidates()}
+def _dead_end_node(graph: Graph, exit_nodes: list[Node], seen: dict[str, None]) -> list[Diagnostic]:
+    exits = {n.id for n in exit_nodes}
     if not exits:
         return []  # terminal_node reports that; every end would be a dead end
-    seen = reachable(graph, start)
     out = []
     exit_hint = f"`{sorted(exits)[0]}`"
     for node_id in seen:

@@ -379,9 +379,7 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
     return [
         FunctionRule("start_node", _start_node),
         FunctionRule("terminal_node", _terminal_node),
-        FunctionRule("reachability", paths.reachability),
-        FunctionRule("exit_reachable", paths.exit_reachable),
-        FunctionRule("dead_end_node", paths.dead_end_node),
+        FunctionRule("reachability", paths.paths),  # also exit_reachable, dead_end_node
         FunctionRule("node_id_typo", paths.node_id_typo),
         ScanRule("edge_target_exists", edge_check=_edge_target_exists),
         FunctionRule("start_no_incoming", _start_no_incoming),

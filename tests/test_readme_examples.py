@@ -31,8 +31,11 @@ def test_example_validates_strictly(tmp_path: Path) -> None:
 
 
 def test_example_runs_to_the_gate_then_resumes_with_an_answer(tmp_path: Path) -> None:
+    (tmp_path / "docs").mkdir()  # as the README's example makes it
+    (tmp_path / "docs" / "spec.md").write_text("# Spec\n")
     paused = cli("run", str(EXAMPLE), "--workdir", str(tmp_path), "--json", cwd=tmp_path)
     assert paused.returncode == 3, paused.stderr
+    assert "warning" not in paused.stderr, paused.stderr
     state = json.loads(paused.stdout)
     assert state["status"] == "waiting"
     assert state["pending_gate"]["node"] == "approve"

@@ -1,4 +1,4 @@
-"""The edge condition language (spec §10, DESIGN.md §4 item 6): parse and evaluate.
+"""The edge condition language (spec §10, docs/ARCHITECTURE.md): parse and evaluate.
 
 A condition is clauses joined by ``&&``. A clause is ``key=value``, ``key!=value`` or a bare
 ``key`` (true when the value is non-empty, §10.5: ``"false"`` is true). Keys are ``outcome``,

@@ -1,4 +1,4 @@
-"""Parser for the Attractor DOT subset (spec §2, DESIGN.md §4 item 8) into the typed model.
+"""Parser for the Attractor DOT subset (spec §2, docs/ARCHITECTURE.md) into the typed model.
 
 ``parse_dot(text, path)`` returns a :class:`~freshness_magic.engine.model.Graph` or raises
 :class:`~freshness_magic.errors.ParseError`; nothing else escapes, nothing is printed, and the

@@ -1,4 +1,4 @@
-"""Edge selection after a node finishes (spec §3.3 as decided in DESIGN.md §4 items 1–2).
+"""Edge selection after a node finishes (spec §3.3 as decided in docs/ARCHITECTURE.md).
 
 The five steps, in order:
 
@@ -39,7 +39,7 @@ class EdgeStep(StrEnum):
     FAN_IN = "fan_in"
     """After a parallel node: the fan-in its branches converged on (§4.8)."""
     RETRY_TARGET = "retry_target"
-    """After FAIL: a node's or the graph's retry target (DESIGN §4.2)."""
+    """After FAIL: a node's or the graph's retry target (docs/ARCHITECTURE.md)."""
     GOAL_GATE = "goal_gate"
     """Entering the exit with an unsatisfied goal gate (§3.4)."""
 

@@ -8,7 +8,7 @@ For one node, :meth:`NodeExecutor.execute`:
    attempt's cancel event (a portable handler's call on the run's :class:`~.dispatch.Dispatch`,
    when it has one), the extensions' ``after_execute``;
 3. RETRY outcomes consume attempts with the §3.6 backoff; exhausted retries give
-   PARTIAL_SUCCESS with ``allow_partial=true``, else FAIL (DESIGN §4.3);
+   PARTIAL_SUCCESS with ``allow_partial=true``, else FAIL (docs/ARCHITECTURE.md);
 4. :meth:`NodeExecutor.finish` then applies the outcome: the node's ``status.json``, the context
    updates, the run's record of the outcome (not for SKIPPED, §5.2) and STAGE_COMPLETED,
    STAGE_FAILED or STAGE_SKIPPED. ``Run.answer`` finishes a gate through it too.

@@ -353,7 +353,7 @@ class Graph:
 
     @property
     def default_max_retries(self) -> int:
-        """``default_max_retries`` (alias ``default_max_retry``); 0 when unset (DESIGN §4.3)."""
+        """``default_max_retries`` (alias ``default_max_retry``); 0 when unset."""
         for key in ("default_max_retries", "default_max_retry"):
             raw = self.attrs.get(key)
             if raw is not None:

@@ -1,4 +1,4 @@
-"""Retry policy and backoff (spec §3.5–§3.6, DESIGN.md §4 item 3).
+"""Retry policy and backoff (spec §3.5–§3.6, docs/ARCHITECTURE.md).
 
 ``max_retries`` counts *additional* attempts: ``max_retries=2`` means up to three executions. The
 value comes from the node, else the graph's ``default_max_retries`` (alias ``default_max_retry``),

@@ -6,7 +6,8 @@ One module serves the main path (``Run.step``) and every parallel branch:
   after a ``parallel`` node that did not fail, the fan-in its branches converged on (§4.8) unless
   an edge condition matched;
 - :func:`route` is the main path's full decision: :func:`next_edge`; after FAIL with no matching
-  condition the node's ``retry_target``, ``fallback_retry_target``, then the graph's (DESIGN §4.2);
+  condition the node's ``retry_target``, ``fallback_retry_target``, then the graph's
+  (docs/ARCHITECTURE.md);
   goal gates are judged whenever the chosen target is an exit (§3.4), however the run got there;
   a node that succeeds with no eligible edge is a :class:`DeadEnd` (§3.2 step 6: the run ends
   completed, and says so with every condition it tried).
@@ -142,7 +143,7 @@ def judge_goal_gates(
 ) -> Route | None:
     """None when every visited goal gate succeeded; else a redirect or a stop (§3.4).
 
-    Only visited gates count (DESIGN §4.4), and redirects are bounded by the graph's
+    Only visited gates count (docs/ARCHITECTURE.md), and redirects are bounded by the graph's
     ``max_goal_gate_redirects``.
     """
     for node_id, outcome in outcomes.items():

@@ -7,10 +7,11 @@ routes with :func:`~.routing.route`, writes a checkpoint and returns a
 :class:`~.state.StepResult`. ``run()`` is a loop of ``step()`` calls; there is no second code
 path. Everything that happens is an event on ``run.events``.
 
-Semantics (DESIGN.md §4): failure routing, bounded visited-only goal gates judged whenever the run
-is about to enter an exit, a dead end that completes the run with a ``dead_end`` event, RETRY-only
-retries (see :mod:`.routing` and :mod:`.execute`). A handler outcome WAITING puts the run in
-WAITING with ``pending_gate``; :meth:`Run.answer` completes the gate with the answer.
+Semantics (docs/ARCHITECTURE.md): failure routing, bounded visited-only goal gates judged
+whenever the run is about to enter an exit, a dead end that completes the run with a
+``dead_end`` event, RETRY-only retries (see :mod:`.routing` and :mod:`.execute`). A handler
+outcome WAITING puts the run in WAITING with ``pending_gate``; :meth:`Run.answer` completes the
+gate with the answer.
 
 ``Run`` is built in layers, each module one job and importing only the ones below it:
 :mod:`.run_journal` (the run's fields, what the executor reports, journal records and snapshots),

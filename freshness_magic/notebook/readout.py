@@ -193,7 +193,7 @@ class PipelineReadout:
         return self.model.blocked
 
     def views(self) -> dict[str, NodeView]:
-        """Every node's visible state and why (DESIGN §7); a fresh dict the caller may keep."""
+        """Every node's visible state and why; a fresh dict the caller may keep."""
         return self.model.views()
 
     def status_line(self) -> str:

@@ -4,7 +4,7 @@ The run's state (outcomes, gate, next node) is read only at step boundaries, whe
 takes a :class:`RunSnapshot`; between boundaries only events are folded in (a node started, is
 retrying, printed output, was interrupted or skipped, a dead end). So a view never reads a run
 that is half way through a step. :meth:`ViewModel.views` is the last published state of every
-node (DESIGN §7) with the reason behind it.
+node (docs/ARCHITECTURE.md) with the reason behind it.
 """
 
 from __future__ import annotations

@@ -2,7 +2,7 @@
 
 The backend is a plain callable ``(node, prompt, context) -> str | Outcome`` or a
 :class:`~freshness_magic.engine.handlers.llm.StreamingBackend`; the default is the simulated one,
-so no example or test needs a network (DESIGN §4 item 10). Each call leaves ``prompt.md``,
+so no example or test needs a network (docs/ARCHITECTURE.md). Each call leaves ``prompt.md``,
 ``response.md`` (streamed: appended as chunks arrive) and ``status.json`` in the node's folder of
 the run directory. The outcome's context updates carry ``llm.<node_id>``: the backend, the model
 and the token usage, which the node's status file and evidence record show.

@@ -1,4 +1,4 @@
-"""The ``wait.human`` handler (spec §4.6, DESIGN §4 item 5).
+"""The ``wait.human`` handler (spec §4.6, docs/ARCHITECTURE.md).
 
 A gate never blocks a kernel: without an interviewer that can answer now, the handler returns
 WAITING with the question and the run pauses until ``Run.answer``. Questions, choices and the

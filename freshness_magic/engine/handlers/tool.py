@@ -1,4 +1,4 @@
-"""The ``tool`` handler (spec §4.10, DESIGN §8): run ``tool_command`` with a timeout.
+"""The ``tool`` handler (spec §4.10, docs/ARCHITECTURE.md): run ``tool_command`` with a timeout.
 
 The command runs through the shell in the run's working directory, in its own process group so
 a timeout or a stop (``env.cancel``) ends everything it started (SIGTERM, a grace period, then

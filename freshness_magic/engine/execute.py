@@ -260,8 +260,12 @@ class NodeExecutor:
                 f"accepted (allow_partial): {why}",
                 failure_reason=last.failure_reason,
             )
+        if attempts == 1:  # no retry was allowed: the handler's reason says it all
+            reason = f"{why} (not retried: max_retries is 0)"
+        else:
+            reason = f"max retries exceeded after {attempts} attempt(s): {why}"
         return failed(
-            f"max retries exceeded after {attempts} attempt(s): {why}",
+            reason,
             context_updates=dict(last.context_updates),
             notes=last.notes,
         )

@@ -98,6 +98,14 @@ def test_exhausted_retries_fail_and_route_on_fail_edge(tmp_path: Path) -> None:
     assert result.state is RunState.COMPLETED
 
 
+def test_a_retry_with_no_retries_allowed_fails_with_the_handler_s_reason(tmp_path: Path) -> None:
+    """No "max retries exceeded after 1 attempt(s)" for a node that may not retry at all."""
+    run = make_run(pipeline(""), tmp_path, handler=Scripted({"work": ["retry"]}), clock=FakeClock())
+    work = run.run().node_outcomes["work"]
+    assert work.status is StageStatus.FAIL
+    assert work.failure_reason == "work said retry (not retried: max_retries is 0)"
+
+
 def test_exhausted_retries_with_allow_partial_give_partial_success(tmp_path: Path) -> None:
     handler = Scripted({"work": ["retry"]})
     run = make_run(pipeline(", max_retries=1, allow_partial=true"), tmp_path, handler=handler)

@@ -261,7 +261,7 @@ class NodeExecutor:
                 failure_reason=last.failure_reason,
             )
         if attempts == 1:  # no retry was allowed: the handler's reason says it all
-            reason = f"{why} (not retried: max_retries is 0)"
+            reason = f"{why}; not retried: max_retries is 0"
         else:
             reason = f"max retries exceeded after {attempts} attempt(s): {why}"
         return failed(

@@ -103,7 +103,7 @@ def test_a_retry_with_no_retries_allowed_fails_with_the_handler_s_reason(tmp_pat
     run = make_run(pipeline(""), tmp_path, handler=Scripted({"work": ["retry"]}), clock=FakeClock())
     work = run.run().node_outcomes["work"]
     assert work.status is StageStatus.FAIL
-    assert work.failure_reason == "work said retry (not retried: max_retries is 0)"
+    assert work.failure_reason == "work said retry; not retried: max_retries is 0"
 
 
 def test_exhausted_retries_with_allow_partial_give_partial_success(tmp_path: Path) -> None:

@@ -152,7 +152,9 @@ def why_text(pipeline: PipelineReadout, node_id: str) -> str:
         lines.append(f"  {view.why}")
     outcome = pipeline.outcomes().get(node_id)
     if outcome is not None:
-        lines.append(f"  last outcome: {outcome.status.value}")
+        again = view.state in (NodeState.WAITING, NodeState.NEXT, NodeState.RUNNING)
+        label = "outcome of its last visit" if again else "last outcome"  # it is being run again
+        lines.append(f"  {label}: {outcome.status.value}")
         if outcome.notes and outcome.notes != view.why:
             lines.append(f"  notes: {text.one_line(outcome.notes, 200)}")
         if outcome.failure_reason and outcome.failure_reason != view.why:

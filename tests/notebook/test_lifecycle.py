@@ -262,3 +262,16 @@ def test_an_input_saved_while_idle_turns_its_node_stale(shell: InteractiveShell,
     assert pipeline.watching  # a new run, watched again
     pipeline.close()
     assert not pipeline.watching
+
+
+def test_why_of_a_gate_waiting_again_names_its_last_visit(shell: InteractiveShell, workdir: Path):
+    load_review(shell, workdir)
+    line(shell, "run")
+    first = line(shell, "why approve").text.splitlines()
+    assert first[0] == "approve: waiting" and not any("outcome" in x for x in first)
+    line(shell, "resume approve --choice N")  # draft again, then the gate waits again
+    again = line(shell, "why approve").text.splitlines()
+    assert again[0] == "approve: waiting"
+    assert "  outcome of its last visit: success" in again
+    line(shell, "resume approve --choice Y")
+    assert "  last outcome: success" in line(shell, "why approve").text.splitlines()

@@ -528,6 +528,8 @@ def test_a_run_remembers_its_pipeline_file_by_its_absolute_path(tmp_path: Path) 
     elsewhere.mkdir()
     status = cli("status", str(run_dir), cwd=elsewhere)
     assert f"pipeline: {project / 'review.dot'}" in status.stdout.splitlines()
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    assert manifest["pipeline_path"] == str(project / "review.dot")
     again = cli("resume", str(run_dir), "--answer", "approve=N", "--to", "approve", cwd=elsewhere)
     assert again.returncode == 3, again.stderr + again.stdout
     assert "draft" in again.stdout and "prompt" not in again.stderr

@@ -126,6 +126,7 @@ def checkpoint_payload(
     *,
     run_id: str,
     graph: Graph,
+    pipeline_path: str | None,
     pipeline_hash: str,
     workdir: Path,
     event_seq: int,
@@ -144,7 +145,7 @@ def checkpoint_payload(
         "workdir": str(workdir),
         "pipeline": {
             "name": graph.name,
-            "path": _absolute(graph.path),
+            "path": pipeline_path,
             "sha256": pipeline_hash,
             "source_file": PIPELINE_FILE if graph.source else None,
         },
@@ -152,9 +153,10 @@ def checkpoint_payload(
     }
 
 
-def _absolute(path: str | None) -> str | None:
-    """A pipeline file's path as the run stores it: absolute, so ``status`` and a resume from
-    another folder name (and find ``@prompt`` files next to) the same file; other names as given."""
+def stored_pipeline_path(path: str | None) -> str | None:
+    """A pipeline file's path as a run stores it (checkpoint and manifest): absolute, so
+    ``status`` and a resume from another folder name (and find ``@prompt`` files next to) the
+    same file; other names (``<stdin>``, a cell) as given. Taken once, when the run is made."""
     return os.path.abspath(path) if path and os.path.isfile(path) else path
 
 
@@ -338,15 +340,15 @@ def write_pipeline(run_dir: Path, graph: Graph) -> None:
 
 
 def write_run_files(
-    run_dir: Path, graph: Graph, run_id: str, workdir: Path, memory: RunMemory
+    run_dir: Path, graph: Graph, run_id: str, workdir: Path, memory: RunMemory, path: str | None
 ) -> None:
     """``pipeline.dot`` and ``manifest.json`` of a new run directory."""
     write_pipeline(run_dir, graph)
-    write_manifest_file(run_dir, graph, run_id, workdir, memory)
+    write_manifest_file(run_dir, graph, run_id, workdir, memory, path)
 
 
 def write_manifest_file(
-    run_dir: Path, graph: Graph, run_id: str, workdir: Path, memory: RunMemory
+    run_dir: Path, graph: Graph, run_id: str, workdir: Path, memory: RunMemory, path: str | None
 ) -> None:
     """``manifest.json`` of a run directory."""
     write_manifest(
@@ -356,7 +358,7 @@ def write_manifest_file(
             "goal": graph.goal,
             "run_id": run_id,
             "started_at": utc_now_iso(),
-            "pipeline_path": graph.path,
+            "pipeline_path": path,
             "pipeline_hash": source_hash(graph.source),
             "workdir": str(workdir),
             "restarted_from": memory.restarted_from,

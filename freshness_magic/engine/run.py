@@ -49,6 +49,7 @@ from freshness_magic.engine.persistence import (
     RunMemory,
     new_run_id,
     source_hash,
+    stored_pipeline_path,
 )
 from freshness_magic.engine.retry import BackoffConfig
 from freshness_magic.engine.run_lifecycle import reopen
@@ -148,6 +149,7 @@ class Run(RunRecovery):
         self._lock = threading.Lock()
         self._memory = RunMemory(next_node=start.id)
         self._source_hash = source_hash(graph.source)
+        self._pipeline_path = stored_pipeline_path(graph.path)
         self._exit_ids = frozenset(n.id for n in graph.exit_candidates())
         self._started = False
         self._history = []

@@ -52,6 +52,7 @@ class RunJournal:
     _lock: threading.Lock
     _memory: RunMemory
     _source_hash: str
+    _pipeline_path: str | None
     _exit_ids: frozenset[str]
     _started: bool
     _history: list[StepResult]
@@ -109,6 +110,7 @@ class RunJournal:
                     self._context,
                     run_id=self._run_id,
                     graph=self.graph,
+                    pipeline_path=self._pipeline_path,
                     pipeline_hash=self._source_hash,
                     workdir=self.workdir,
                     event_seq=seq,

@@ -141,7 +141,9 @@ class RunLifecycle(RunJournal):
             self._store.open(self._run_dir)
         self._started = True
         self._save(rest=True, announce=False)
-        write_manifest_file(self._run_dir, self.graph, self._run_id, self.workdir, self._memory)
+        write_manifest_file(
+            self._run_dir, self.graph, self._run_id, self.workdir, self._memory, self._pipeline_path
+        )
         self._context.set("graph.goal", self.graph.goal)
         for key, value in self.graph.attrs.items():
             self._context.set(f"graph.{key}", value)
@@ -235,7 +237,7 @@ class RunLifecycle(RunJournal):
         make_state_dir(new_dir)
         self._store.lock(new_dir)
         self._store.open(new_dir)
-        write_run_files(new_dir, self.graph, new_id, self.workdir, memory)
+        write_run_files(new_dir, self.graph, new_id, self.workdir, memory, self._pipeline_path)
         self.events.emit(
             EventType.PIPELINE_RESTARTED,
             target,

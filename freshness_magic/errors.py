@@ -94,6 +94,15 @@ class CheckpointError(FreshnessMagicError):
     """No usable checkpoint: missing, unreadable or from another pipeline."""
 
 
+class StoredPipelineError(CheckpointError):
+    """The run directory's copy of its pipeline is missing, unreadable or altered; ``problem``
+    says which, and the message adds what to do from Python (each front end words its own)."""
+
+    def __init__(self, problem: str, advice: str = "to resume with the original pipeline") -> None:
+        super().__init__(f"{problem}; pass graph= {advice}")
+        self.problem = problem
+
+
 class FreshnessError(FreshnessMagicError):
     """Input-freshness detection could not do what was asked (bad baseline, bad node)."""
 

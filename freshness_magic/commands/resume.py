@@ -9,14 +9,11 @@ said here in the command's own terms.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 from typing import Any, TextIO
 
 from freshness_magic.commands.run import add_drive_options, drive
-from freshness_magic.errors import CheckpointError
-
-_API_HINT = re.compile(r"pass graph= to resume(?: with the original pipeline| it)")
+from freshness_magic.errors import CheckpointError, StoredPipelineError
 
 
 def register(subparsers: Any) -> None:
@@ -77,8 +74,12 @@ def main(args: argparse.Namespace) -> int:
         graph = load_for_command(args.pipeline_file)
     try:
         run = resume_run(args.run_dir, backend=args.backend, executor=args.executor, graph=graph)
-    except CheckpointError as exc:
-        raise CheckpointError(in_cli_terms(str(exc), args.run_dir)) from None
+    except StoredPipelineError as exc:
+        raise CheckpointError(
+            f"{exc.problem}; give the pipeline file the run was started with: freshness-magic "
+            f"resume {args.run_dir} --pipeline FILE (or copy that file over "
+            f"{args.run_dir}/pipeline.dot)"
+        ) from None
     with run:
         say_drift(run, sys.stderr if args.json else sys.stdout)
         if args.accept:
@@ -89,13 +90,3 @@ def main(args: argparse.Namespace) -> int:
         if args.retry is not None:
             run.retry(args.retry or None)
         return drive(run, args, every_answer=True)
-
-
-def in_cli_terms(message: str, run_dir: str) -> str:
-    """``message`` with the engine's ``pass graph=`` advice put as what to do on the command
-    line: give the original file with ``--pipeline``, or put it back as the run's copy."""
-    return _API_HINT.sub(
-        f"give the pipeline file the run was started with: freshness-magic resume {run_dir} "
-        f"--pipeline FILE (or copy that file over {run_dir}/pipeline.dot)",
-        message,
-    )

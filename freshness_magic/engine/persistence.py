@@ -33,7 +33,7 @@ from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.engine.routing import ConditionTrial, DeadEnd
 from freshness_magic.engine.state import RunResult, RunState
-from freshness_magic.errors import CheckpointError
+from freshness_magic.errors import CheckpointError, StoredPipelineError
 from freshness_magic.pathsafety import read_state
 
 RESTART_LINK = "restarted_as.json"
@@ -382,22 +382,21 @@ def stored_pipeline(folder: Path, pipeline: dict[str, Any], used: Path) -> Graph
     from freshness_magic.engine.pipeline import load_pipeline
 
     if not pipeline.get("source_file"):
-        raise CheckpointError(
+        raise StoredPipelineError(
             f"checkpoint {used} has no stored pipeline (the run was started from a Graph built in "
-            "code); pass graph= to resume it"
+            "code)",
+            "to resume it",
         )
     stored = folder / str(pipeline["source_file"])
     try:
         source = read_state(stored).decode("utf-8")
     except OSError as exc:
-        raise CheckpointError(
-            f"cannot read the run's stored pipeline {stored} ({exc.strerror or exc}); pass graph= "
-            "to resume with the original pipeline"
+        raise StoredPipelineError(
+            f"cannot read the run's stored pipeline {stored} ({exc.strerror or exc})"
         ) from exc
     if source_hash(source) != pipeline.get("sha256"):
-        raise CheckpointError(
-            f"the stored pipeline {stored} does not match its checkpoint {used} (hash differs); "
-            "pass graph= to resume with the original pipeline"
+        raise StoredPipelineError(
+            f"the stored pipeline {stored} does not match its checkpoint {used} (hash differs)"
         )
     path = pipeline.get("path")
     return load_pipeline(source, path=str(path) if path else None)

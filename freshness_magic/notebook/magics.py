@@ -201,7 +201,7 @@ class PipelineMagics(Magics):
             raise UsageError(
                 f"--resume: no saved run of {graph.name!r} under {workdir}/.freshness/runs"
             )
-        for line in pipeline.drift_lines():
+        for line in pipeline.resume_notes:
             print(line)
         if not resume:
             pipeline.offer_resume()

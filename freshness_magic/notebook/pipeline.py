@@ -293,14 +293,8 @@ class NotebookPipeline(PipelineReadout):
             return TextResult(f"nothing to resume: no unfinished run of {self.name} on disk")
         self._open(resume=offer.run_dir)
         return TextResult(
-            "\n".join(
-                [f"resumed run {offer.run_dir.name}", *self.drift_lines(), self.status_line()]
-            )
+            "\n".join([f"resumed run {offer.run_dir.name}", *self.resume_notes, self.status_line()])
         )
-
-    def drift_lines(self) -> list[str]:
-        """What changed while the run just resumed was stopped (empty when nothing did)."""
-        return list(self.resume_notes)
 
     def start_new(self) -> TextResult:
         """Decline the offered run: the next action starts a new run (the old one stays)."""

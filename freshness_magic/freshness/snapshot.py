@@ -237,7 +237,7 @@ class Snapshotter:
                 self._observe_members(folder, members, fs_now, records, source, git_index)
                 continue
             changed = take_unchanged(
-                members, answer, plan.offsets[folder], self.cache.records, records
+                members, answer, plan.offsets[folder], self.cache.records, records, _MISSING
             )
             if changed:
                 self._observe_members(folder, changed, fs_now, records, source, git_index)

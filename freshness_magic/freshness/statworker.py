@@ -122,9 +122,12 @@ def take_unchanged(
     offset: int,
     cache: Mapping[str, Any],
     records: dict[str, Any],
+    hold: object,
 ) -> list[str]:
     """Put in ``records`` each cached record whose stat key the worker saw unchanged (its key is
-    at ``offset`` in ``answer``); return the other keys, which the snapshot looks at itself."""
+    at ``offset`` in ``answer``); return the other keys, which the snapshot looks at itself.
+    Their places in ``records`` are held by ``hold`` so that ``records`` keeps ``members``'
+    order (a one-node snapshot then uses it as it is instead of copying it in order)."""
     get = cache.get
     changed: list[str] = []
     for key in members:
@@ -137,6 +140,7 @@ def take_unchanged(
         ):
             records[key] = cached
         else:
+            records[key] = hold
             changed.append(key)
         offset = end
     return changed

@@ -86,6 +86,29 @@ def test_a_large_recheck_shares_its_stats_and_sees_changes_in_both_halves(
 
 
 @needs_two_cores
+def test_a_snapshot_shared_with_the_worker_lists_its_files_in_the_order_they_resolve(
+    big_tree: Path,
+) -> None:
+    """Files the worker saw change are looked at again here, after the others: the snapshot
+    still lists every file where it resolves, so what a checkpoint writes does not depend on
+    which process looked."""
+    tracker = FreshnessTracker(big_tree, git=False)
+    order = list(tracker.capture({"all": ["**"]})["all"].files)
+    tracker.check("all")
+    worker = tracker.snapshotter.worker
+    assert worker is not None and worker.pid is not None
+    last = big_tree / f"d{FOLDERS - 1:02d}"
+    rewrite(last / "f0001.txt", "changed in the worker's half\n")
+    rewrite(big_tree / "d00" / "f0002.txt", "changed in this process's half\n")
+
+    assert tracker.accept(["all"]) == {
+        "all": ["d00/f0002.txt", f"d{FOLDERS - 1:02d}/f0001.txt"]
+    }
+    assert list(tracker.baselines["all"].files) == order
+    assert tracker.check("all").stale_files == []
+
+
+@needs_two_cores
 def test_a_dead_worker_leaves_the_check_to_this_process(big_tree: Path) -> None:
     tracker = FreshnessTracker(big_tree, git=False)
     tracker.capture({"all": ["**"]})

@@ -101,9 +101,7 @@ def test_a_snapshot_shared_with_the_worker_lists_its_files_in_the_order_they_res
     rewrite(last / "f0001.txt", "changed in the worker's half\n")
     rewrite(big_tree / "d00" / "f0002.txt", "changed in this process's half\n")
 
-    assert tracker.accept(["all"]) == {
-        "all": ["d00/f0002.txt", f"d{FOLDERS - 1:02d}/f0001.txt"]
-    }
+    assert tracker.accept(["all"]) == {"all": ["d00/f0002.txt", f"d{FOLDERS - 1:02d}/f0001.txt"]}
     assert list(tracker.baselines["all"].files) == order
     assert tracker.check("all").stale_files == []
 

@@ -41,11 +41,6 @@ from freshness_magic.hub.symbols import (
 )
 from freshness_magic.pathsafety import WorkTree
 
-"""Detail of the ``file_added`` rows of a first (cold) index: seen, not necessarily new."""
-
-
-"""A stored stat key whose mtime is this close to its indexing time is not trusted."""
-
 LANGUAGES = {
     ".py": "python",
     ".pyi": "python",

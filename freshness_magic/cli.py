@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from freshness_magic import __version__
+from freshness_magic.commands import invoked_as
 from freshness_magic.errors import FreshnessMagicError
 
 COMMAND_MODULES: tuple[str, ...] = (
@@ -116,10 +117,10 @@ def build_parser(only: str | None = None) -> argparse.ArgumentParser:
     when the first argument names a command, so a command does not pay for the others' parsers.
     """
     parser = Parser(
-        prog="freshness-magic",
+        prog=invoked_as(),
         description="Load, validate, run and inspect Attractor DOT pipelines.",
     )
-    parser.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    parser.add_argument("--version", action="version", version=f"freshness-magic {__version__}")
     parser.add_argument(
         "--print-completion",
         choices=COMPLETION_SHELLS,
@@ -141,6 +142,7 @@ def print_completion(parser: argparse.ArgumentParser, shell: str) -> int:
         raise FreshnessMagicError(
             "shell completion needs the shtab package: pip install 'freshness_magic[completion]'"
         ) from None
+    parser.prog = "freshness-magic"  # what the shell completes is the script, however this ran
     sys.stdout.write(shtab.complete(parser, shell=shell))
     return 0
 

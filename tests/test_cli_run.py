@@ -177,6 +177,31 @@ def test_failed_run_exits_1_with_reason(tmp_path: Path) -> None:
     assert data["failure_reason"].startswith("node 'boom' failed")
 
 
+@pytest.mark.parametrize("way", ["script", "module"])
+def test_hints_and_usage_name_the_command_as_it_was_called(tmp_path: Path, way: str) -> None:
+    """Without the venv on PATH a user runs ``python -m freshness_magic``: the commands it
+    suggests must work as typed, so they are worded the way this run was started."""
+    dot = write(tmp_path, "bad.dot", FAILING)
+    script = Path(sys.executable).with_name("freshness-magic")
+    assert script.exists(), "make setup installs the freshness-magic script into the venv"
+    called = [str(script)] if way == "script" else [sys.executable, "-m", "freshness_magic"]
+    name = "freshness-magic" if way == "script" else "python -m freshness_magic"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [*called, *args], cwd=tmp_path, capture_output=True, text=True, timeout=120
+        )
+
+    failed = run("run", str(dot), "--workdir", str(tmp_path))
+    assert failed.returncode == 1, failed.stderr
+    run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
+    assert failed.stdout.splitlines()[-1] == f"retry with: {name} resume {run_dir} --retry"
+    usage = run("run")
+    assert usage.returncode == 2 and usage.stderr.startswith(f"usage: {name} run "), usage.stderr
+    assert run("--version").stdout.startswith("freshness-magic ")
+    assert run("-h").stdout.startswith(f"usage: {name} ")
+
+
 def test_status_keeps_each_node_on_one_row(tmp_path: Path) -> None:
     """A reason with a stderr tail takes one row of the status table, saying what is left out."""
     dot = write(
@@ -330,7 +355,7 @@ def test_a_stop_signal_between_nodes_pauses_the_run_with_the_resume_hint(
     said = {"SIGINT": "Ctrl-C", "SIGTERM": "SIGTERM"}[signame]
     assert f"stopped by {said}: the run paused between nodes, at its last checkpoint" in out
     run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
-    assert out.splitlines()[-1] == f"continue with: freshness-magic resume {run_dir}", out
+    assert out.splitlines()[-1] == f"continue with: python -m freshness_magic resume {run_dir}", out
     info = json.loads(cli("status", str(run_dir), "--json", cwd=tmp_path).stdout)
     assert info["status"] == "paused" and "driver" not in info, info
     following = {"a": "b", "b": "a"}[info["next_node"]]
@@ -426,14 +451,14 @@ def test_a_block_failure_says_so_and_its_hint_is_the_command_that_goes_on(tmp_pa
     hint = "accept the change and retry with: "
     command = next(line for line in lines if line.startswith(hint))[len(hint) :]
     command = command.split(" (or restore")[0]
-    assert command == f"freshness-magic resume {run_dir} --accept prep --retry"
+    assert command == f"python -m freshness_magic resume {run_dir} --accept prep --retry"
 
     again = cli("resume", str(run_dir), "--retry", cwd=tmp_path)  # the change is not accepted
     assert again.returncode == 1 and "blocked by changed inputs" in again.stdout, again.stdout
 
     words = command.split()
-    assert words[0] == "freshness-magic"
-    done = cli(*words[1:], cwd=tmp_path)
+    assert words[:3] == ["python", "-m", "freshness_magic"]
+    done = cli(*words[3:], cwd=tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "  ok      prep" in done.stdout
     assert done.stdout.splitlines()[-1].startswith("completed:")
@@ -460,7 +485,8 @@ def test_resume_with_a_damaged_stored_pipeline_says_what_to_do_on_the_command_li
     [line] = refused.stderr.splitlines()
     assert "graph=" not in line
     assert line.endswith(
-        f"give the pipeline file the run was started with: freshness-magic resume {run_dir} "
+        f"give the pipeline file the run was started with: python -m freshness_magic resume "
+        f"{run_dir} "
         f"--pipeline FILE (or copy that file over {run_dir}/pipeline.dot)"
     ), line
 

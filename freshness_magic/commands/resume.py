@@ -12,6 +12,7 @@ import argparse
 import sys
 from typing import Any, TextIO
 
+from freshness_magic.commands import invoked_as
 from freshness_magic.commands.run import add_drive_options, drive
 from freshness_magic.errors import CheckpointError, StoredPipelineError
 
@@ -76,7 +77,7 @@ def main(args: argparse.Namespace) -> int:
         run = resume_run(args.run_dir, backend=args.backend, executor=args.executor, graph=graph)
     except StoredPipelineError as exc:
         raise CheckpointError(
-            f"{exc.problem}; give the pipeline file the run was started with: freshness-magic "
+            f"{exc.problem}; give the pipeline file the run was started with: {invoked_as()} "
             f"resume {args.run_dir} --pipeline FILE (or copy that file over "
             f"{args.run_dir}/pipeline.dot)"
         ) from None

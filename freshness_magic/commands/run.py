@@ -31,6 +31,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
+from freshness_magic.commands import invoked_as
 from freshness_magic.errors import RunError
 
 if TYPE_CHECKING:
@@ -383,6 +384,7 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
     from freshness_magic.freshness.events import some_files
 
     run_dir = result.run_dir
+    again = invoked_as()
     if result.state is RunState.COMPLETED:
         print(f"completed: {len(result.completed_nodes)} node(s) run; run dir {run_dir}", file=out)
         if result.dead_end is not None:
@@ -396,7 +398,7 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
         )
         print(f"run dir {run_dir}", file=out)
         print(
-            f"accept the change and retry with: freshness-magic resume {run_dir} "
+            f"accept the change and retry with: {again} resume {run_dir} "
             f"--accept {node} --retry (or restore the files, then: --retry)",
             file=out,
         )
@@ -404,7 +406,7 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
         print(f"{result.summary()}", file=out)
         print(f"run dir {run_dir}", file=out)
         if result.failed_node:
-            print(f"retry with: freshness-magic resume {run_dir} --retry", file=out)
+            print(f"retry with: {again} resume {run_dir} --retry", file=out)
     elif result.state is RunState.WAITING and result.pending_gate is not None:
         gate = result.pending_gate
         print(f"waiting at gate '{gate.node_id}': {gate.text}", file=out)
@@ -413,12 +415,12 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
             print(f"  [{choice.key}] {text} -> {choice.target}", file=out)
         first = gate.choices[0].key if gate.choices else "CHOICE"
         print(
-            f"answer with: freshness-magic resume {run_dir} --answer {gate.node_id}={first}",
+            f"answer with: {again} resume {run_dir} --answer {gate.node_id}={first}",
             file=out,
         )
     else:
         print(f"{result.summary()}; run dir {run_dir}", file=out)
-        print(f"continue with: freshness-magic resume {run_dir}", file=out)
+        print(f"continue with: {again} resume {run_dir}", file=out)
 
 
 def _existing_dir(path: Path, option: str) -> Path:

@@ -182,6 +182,70 @@ def test_pan_and_zoom(lab_server: Any, page: Any) -> None:
     )
 
 
+def drawn_box(page: Any) -> dict[str, float]:
+    """Where the graph is drawn inside its viewport (left and right gaps), its drawn height and
+    the height of the viewport that shows it."""
+    return dict(
+        page.evaluate(
+            """(s) => {
+                const v = document.querySelector(s + ' .fm-viewport');
+                const g = v.querySelector('svg').getBoundingClientRect();
+                const r = v.getBoundingClientRect();
+                return {left: g.left - r.left, right: r.right - g.right, height: g.height,
+                        shown: v.clientHeight};
+            }""",
+            WIDGET,
+        )
+    )
+
+
+@pytest.mark.parametrize("stages", [4, 36])
+def test_fit_shows_the_whole_graph_or_as_much_as_stays_readable(
+    lab_server: Any, page: Any, stages: int
+) -> None:
+    """A short chain fits whole; a tall one is not enlarged to the cell's width (only its top
+    would show) but drawn at the readable minimum; either way it is centred, and Fit after a
+    zoom comes back to the same view."""
+    chain = " -> ".join(["start", *(f"stage_{i}" for i in range(stages)), "done"])
+    dot = (
+        "digraph chain {\n  start [shape=Mdiamond]\n  done [shape=Msquare]\n"
+        f'  node [prompt="work"]\n  {chain}\n}}'
+    )
+    folder = f"fit_{stages}"
+    write_notebook(
+        lab_server.root / folder / "chain.ipynb",
+        ["%load_ext freshness_magic", "%%pipeline chain\n" + dot],
+    )
+    open_lab_notebook(page, lab_server, f"{folder}/chain.ipynb")
+    run_all_cells(page)
+    page.locator(f"{WIDGET} svg g.fm-node").nth(stages + 1).wait_for(timeout=WAIT_MS)
+    page.wait_for_function(  # fitted: the view gave the drawing its size
+        "(s) => document.querySelector(s + ' .fm-viewport svg').hasAttribute('width')",
+        arg=WIDGET,
+        timeout=WAIT_MS,
+    )
+    box = drawn_box(page)
+    assert abs(box["left"] - box["right"]) <= 4, box  # centred in the cell
+    fonts = label_font_px(page, WIDGET)
+    assert fonts["min"] >= 9, fonts
+    if stages == 4:
+        assert box["height"] <= box["shown"], box  # all of it in view
+    else:
+        assert fonts["min"] < 10, fonts  # the readable minimum, not the width's 125%
+    first = viewport_state(page, WIDGET)["svgWidth"]
+    page.locator(f"{WIDGET} .fm-zoom-in").click()
+    page.locator(f"{WIDGET} .fm-fit").click()
+    assert viewport_state(page, WIDGET)["svgWidth"] == pytest.approx(first, rel=0.02)
+    assert_clean(page)
+    save_screenshot(
+        page,
+        f"view_fit_chain_{stages}",
+        page.locator(WIDGET),
+        f"a chain of {stages + 2} nodes after Fit: centred, "
+        + ("whole" if stages == 4 else "at the readable minimum"),
+    )
+
+
 def test_node_details_open_on_click(lab_server: Any, page: Any) -> None:
     """A click on a node opens its details: state, attributes, evidence; the actions."""
     start_factory(page, lab_server, "view_details", extra=[RUN_TO_GATE])

@@ -71,7 +71,7 @@ function render({ model, el }) {
   const zoomOutB = btn("−", "fm-zoom-out", "Zoom out (Ctrl + wheel)");
   const scaleLabel = h("span", "fm-scale");
   const zoomInB = btn("+", "fm-zoom-in", "Zoom in (Ctrl + wheel)");
-  const fitB = btn("Fit", "fm-fit", "Fit the width (never below a readable size)");
+  const fitB = btn("Fit", "fm-fit", "Fit the graph in view (never below a readable size)");
   const actualB = btn("1:1", "fm-zoom-reset", "Natural size");
   toolbar.append(stepB, runB, runToB, runToSel, stopB, acceptB, resetB, spacer,
     zoomOutB, scaleLabel, zoomInB, fitB, actualB);
@@ -163,11 +163,16 @@ function render({ model, el }) {
     scaleLabel.textContent = `${Math.round(scale * 100)}%`;
     root.style.setProperty("--fm-scale", String(scale));
   }
+  // The whole graph when it can be shown with readable labels; else as much of it as the
+  // readable minimum shows (a tall chain is not blown up to the width: only its top would show).
   function fit() {
     if (!view.svg || !view.natural[0]) return;
     const width = viewport.clientWidth - 8;
-    const wanted = width > 0 ? width / view.natural[0] : 1;
-    applyScale(Math.max(minScale(), Math.min(1.25, wanted)));
+    // The viewport grows with the graph up to its max-height: fit to that, not to its size now.
+    const height = (parseFloat(getComputedStyle(viewport).maxHeight) || 560) - 10;
+    const across = width > 0 ? width / view.natural[0] : 1;
+    const down = height > 0 && view.natural[1] ? height / view.natural[1] : across;
+    applyScale(Math.max(minScale(), Math.min(1.25, across, down)));
     viewport.scrollLeft = 0;
     viewport.scrollTop = 0;
   }

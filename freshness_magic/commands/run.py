@@ -243,7 +243,9 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     if args.json:
         print(json.dumps(result.to_dict(), indent=2, ensure_ascii=False, default=str))
     else:
-        print_summary(result, sys.stdout, blocked=_blocked_files(run, result.failed_node))
+        from freshness_magic.freshness.extension import blocked_inputs
+
+        print_summary(result, sys.stdout, blocked=blocked_inputs(run, result.failed_node))
     unused = [f"{node}={choice}" for node, queued in answers.items() for choice in queued]
     if every_answer and unused and not stops.received:
         waiting = f"gate '{run.pending_gate.node_id}'" if run.pending_gate else "no gate"
@@ -361,17 +363,6 @@ def backend_text(run: Run) -> list[str]:
 
 def _gates(run: Run) -> list[str]:
     return [n.id for n in run.graph.iter_nodes() if n.handler_type == "wait.human"]
-
-
-def _blocked_files(run: Run, node_id: str | None) -> list[str] | None:
-    """The changed inputs a ``freshness=block`` held ``node_id`` back for (None: it was not)."""
-    from freshness_magic.freshness.extension import FreshnessExtension, stale_key
-
-    for ext in run.extensions:
-        if isinstance(ext, FreshnessExtension) and node_id is not None and node_id in ext.blocked:
-            files = run.context.get(stale_key(node_id)) or []
-            return [str(f) for f in files]
-    return None
 
 
 def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None = None) -> None:

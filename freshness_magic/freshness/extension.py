@@ -153,7 +153,8 @@ class FreshnessExtension(BaseRunExtension):
             status=StageStatus.RETRY,
             failure_reason=f"stale input: {', '.join(stale)}",
             notes=f"freshness=block: inputs changed since the {report.since} snapshot; "
-            "accept them (accept_changes / resume --accept) or restore the files",
+            f"accept them (%pipeline accept {node.id}, or resume RUN --accept {node.id}) or "
+            "restore the files",
         )
 
     def on_step_finished(self, run: Run, step_result: StepResult) -> None:
@@ -217,6 +218,15 @@ def resume_drift(run: Any) -> list[tuple[str, str]]:
         if isinstance(ext, FreshnessExtension) and ext.drift is not None:
             return describe_input_drift(ext.drift)
     return []
+
+
+def blocked_inputs(run: Any, node_id: str | None) -> list[str] | None:
+    """The changed inputs a ``freshness=block`` held ``node_id`` back for; None when it was not
+    held back (or the run has no freshness extension)."""
+    for ext in getattr(run, "extensions", ()):
+        if isinstance(ext, FreshnessExtension) and node_id is not None and node_id in ext.blocked:
+            return [str(f) for f in run.context.get(stale_key(node_id)) or []]
+    return None
 
 
 def accept(run: Run, node_ids: Iterable[str], *, source: str = "api") -> dict[str, list[str]]:

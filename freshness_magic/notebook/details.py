@@ -135,7 +135,7 @@ def banner(pipeline: PipelineReadout) -> RunBanner | None:
     if model.snapshot.state is RunState.FAILED:
         failed = [n for n, o in model.snapshot.outcomes.items() if o.status is StageStatus.FAIL]
         node = failed[-1] if failed else ""
-        return make(kinds.FAILED, model.snapshot.failure_reason or "the run failed", node)
+        return make(kinds.FAILED, pipeline.failure_text() or "the run failed", node)
     interrupted = [n for n in model.interrupted if n == model.snapshot.next_node]
     if interrupted:
         node = interrupted[0]

@@ -373,10 +373,10 @@ class NotebookPipeline(PipelineReadout):
         elif single and steps == 0 and not lines:
             lines.append(f"step: nothing executed ({run.state.value})")
         if not single:
-            reason = self.model.snapshot.failure_reason if run.state.finished else ""
+            reason = self.failure_text() if run.state.finished else ""
             lines.append(text.summary_line(steps, self.state_name, reason))
         elif run.state is RunState.FAILED:
-            lines.append(f"run failed: {text.one_line(run.failure_reason, 200)}")
+            lines.append(f"run failed: {text.one_line(self.failure_text(), 300)}")
         if self.model.dead_end is not None and run.state.finished:
             lines.append(text.dead_end_text(self.model.dead_end))
         return TextResult("\n".join(lines), run.result())

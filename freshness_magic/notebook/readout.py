@@ -208,15 +208,30 @@ class PipelineReadout:
             len(self.graph.nodes),
         )
 
+    def failure_text(self) -> str:
+        """Why the run failed ("" unless it did): a node a ``freshness=block`` held back is
+        said so, with the way on, instead of the engine's generic failure."""
+        snapshot = self.model.snapshot
+        if snapshot.state is not RunState.FAILED:
+            return ""
+        if self._run is not None:
+            from freshness_magic.freshness.extension import blocked_inputs
+
+            node = self._run.result().failed_node
+            held = blocked_inputs(self._run, node)
+            if node is not None and held is not None:
+                return text.blocked_text(node, held)
+        return snapshot.failure_reason
+
     def status_text(self) -> str:
         """The status line, the node-state table, and the resume offer or superseded note."""
         lines = [self.status_line(), text.status_table(self.views())]
         dispatch = self._run.dispatch if self._run is not None else None
         if dispatch is not None:
             lines.append(f"tool and codergen nodes run on {dispatch.label}")
-        snapshot = self.model.snapshot
-        if snapshot.state is RunState.FAILED and snapshot.failure_reason:
-            lines.append(f"failed: {text.one_line(snapshot.failure_reason, 300)}")
+        failure = self.failure_text()
+        if failure:
+            lines.append(f"failed: {text.one_line(failure, 300)}")
         if self.model.dead_end is not None:
             lines.append(text.dead_end_text(self.model.dead_end))
         if self.superseded:

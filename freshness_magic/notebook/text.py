@@ -109,6 +109,16 @@ def step_line(result: Any) -> str:
     return line
 
 
+def blocked_text(node_id: str, files: Sequence[str]) -> str:
+    """Why a run failed at a node ``freshness=block`` held back, and the notebook's way on."""
+    return (
+        f"{node_id} is held back by changed inputs (freshness=block): "
+        f"{some_files(files, 3) or 'its source_files'}; it did not run. Accept the change "
+        f"(Accept changes, or %pipeline accept {node_id}) and retry, or restore the files and "
+        "retry"
+    )
+
+
 def summary_line(steps: int, state: str, reason: str = "") -> str:
     """The last line of ``%pipeline run``: ``run: 3 step(s); failed: <why>``."""
     line = f"run: {steps} step(s); {state}"

@@ -291,6 +291,34 @@ def test_a_big_change_is_named_briefly_in_why_and_the_details_panel(
     assert listed[100] == f"… and 50 more ({where})"
 
 
+def test_a_node_held_back_by_block_says_so_and_how_to_go_on_in_the_notebook(
+    shell: InteractiveShell, workdir: Path
+):
+    """The step, the status, the view's banner and ``why`` name the block and the magic that
+    lifts it (they gave the engine's generic "no edge condition matched" and the Python and
+    command-line names); accepting and retrying then runs the node."""
+    pipeline = load_review(shell, workdir)
+    line(shell, "step")
+    (workdir / "src" / "login.py").write_text("def login():\n    return False\n")
+    out = line(shell, "step").text
+    said = (
+        "lint is held back by changed inputs (freshness=block): src/login.py; it did not run. "
+        "Accept the change (Accept changes, or %pipeline accept lint) and retry, or restore "
+        "the files and retry"
+    )
+    assert out.splitlines()[-1] == f"run failed: {said}", out
+    assert "no edge condition matched" not in out
+    banner = pipeline.banner()
+    assert banner is not None and banner.text == said and banner.node == "lint"
+    assert f"failed: {said}" in line(shell, "status").text
+    assert (
+        "accept them (%pipeline accept lint, or resume RUN --accept lint)"
+        in line(shell, "why lint").text
+    )
+    line(shell, "accept lint")
+    assert line(shell, "retry").text.startswith("step: lint -> success")
+
+
 def test_cond_line_is_not_variable_expanded(shell: InteractiveShell, workdir: Path):
     load_review(shell, workdir)
     shell.user_ns["x"] = "EXPANDED"

@@ -52,8 +52,18 @@ def test_typo_pipeline_dead_end_and_unreachable_exit_are_reported() -> None:
     exit_error = rules["exit_reachable"]
     assert exit_error.severity is Severity.ERROR
     assert "stops at `dnoe`" in exit_error.message and "never reaches `done`" in exit_error.message
+    # the error is where the typo is and names it: its fix is not an edge `dnoe -> done`
+    assert (exit_error.node, exit_error.line, exit_error.column) == ("dnoe", 1, 104)
+    assert "`dnoe` looks like a typo of `done`" in exit_error.message
+    assert exit_error.fix == "write `done` instead of `dnoe` in the edge"
     with pytest.raises(ValidationError, match="exit_reachable"):
         session_validator().validate_or_raise(load_pipeline(TYPO))
+
+
+def test_an_anonymous_pipeline_s_errors_do_not_name_it_with_empty_quotes() -> None:
+    with pytest.raises(ValidationError) as raised:
+        session_validator().validate_or_raise(load_pipeline(TYPO))
+    assert str(raised.value).startswith("the pipeline has 1 validation error; fix them ")
 
 
 def test_cli_validate_prints_the_typo_diagnostics(
@@ -63,7 +73,7 @@ def test_cli_validate_prints_the_typo_diagnostics(
     path.write_text(TYPO + "\n", encoding="utf-8")
     assert cli.main(["validate", str(path)]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert f"{path}:1:11: error exit_reachable: " in out[0]
+    assert any(line.startswith(f"{path}:1:104: error exit_reachable: ") for line in out), out
     typo = [line for line in out if " node_id_typo: " in line]
     assert typo == [
         f"{path}:1:104: warning node_id_typo: node `dnoe` appears only in edges (line 1) and "

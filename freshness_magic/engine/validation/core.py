@@ -363,9 +363,9 @@ class Validator:
         if errors:
             lines = "\n".join("  " + d.format(graph.path) for d in errors)
             noun = "error" if len(errors) == 1 else "errors"
+            name = f"pipeline `{graph.name}`" if graph.name else "the pipeline"  # `digraph {`
             raise ValidationError(
-                f"pipeline `{graph.name}` has {len(errors)} validation {noun}; fix them "
-                f"before running:\n{lines}",
+                f"{name} has {len(errors)} validation {noun}; fix them before running:\n{lines}",
                 list(errors),
             )
         return diagnostics

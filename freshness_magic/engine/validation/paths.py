@@ -110,17 +110,29 @@ def _exit_reachable(
     else:
         how = "has nowhere to go"
     last = (ends or others or [start.id])[-1]
-    return [
-        node_diag(
-            "exit_reachable",
-            ERROR,
-            start,
-            f"no exit node can be reached from the start node `{start.id}`: a run "
-            + how
-            + f" and never reaches `{exit_id}`, so it can never finish",
-            f"add an edge to `{exit_id}` from the last stage (e.g. `{last} -> {exit_id}`)",
-        )
-    ]
+    message = (
+        f"no exit node can be reached from the start node `{start.id}`: a run {how} and never "
+        f"reaches `{exit_id}`, so it can never finish"
+    )
+    fix = f"add an edge to `{exit_id}` from the last stage (e.g. `{last} -> {exit_id}`)"
+    where = start
+    typo = _typo_of_exit(graph, ends, exits)
+    if typo is not None:  # `start -> work -> dnoe`: the edge meant the exit
+        where, meant = typo
+        message += f"; `{where.id}` looks like a typo of `{meant}`"
+        fix = f"write `{meant}` instead of `{where.id}` in the edge"
+    return [node_diag("exit_reachable", ERROR, where, message, fix)]
+
+
+def _typo_of_exit(graph: Graph, ends: list[str], exits: list[Node]) -> tuple[Node, str] | None:
+    """A dead end written only in edges whose id is near an exit's: (that node, the exit id)."""
+    for end in ends:
+        node = graph.nodes[end]
+        if not node.explicit:
+            near = closest(end, [n.id for n in exits], cutoff=0.75)
+            if near is not None:
+                return node, near
+    return None
 
 
 def _dead_end_node(graph: Graph, exit_nodes: list[Node], seen: dict[str, None]) -> list[Diagnostic]:

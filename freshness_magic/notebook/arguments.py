@@ -104,7 +104,7 @@ def build_pipeline_parser() -> MagicArgumentParser:
     p = add(
         "resume",
         "answer the waiting gate at NODE with CHOICE, then continue like run; without NODE, "
-        "reopen the unfinished run found on disk",
+        "reopen the unfinished or failed run found on disk",
     )
     p.add_argument("node", nargs="?", metavar="NODE")
     p.add_argument(

@@ -122,7 +122,10 @@ class PipelineMagics(Magics):
         loaded = self.pipelines()
         key = name or self.current
         if key is None:
-            raise UsageError("no pipeline loaded yet: use %%pipeline NAME or %pipeline load FILE")
+            raise UsageError(
+                "no pipeline loaded yet: use %%pipeline NAME or %pipeline load FILE (after a "
+                "kernel restart, run that cell again: it offers the run it left on disk)"
+            )
         found = loaded.get(key)
         if found is None:
             raise UsageError(f"no pipeline named {key!r}; loaded: {', '.join(loaded) or 'none'}")

@@ -292,9 +292,11 @@ class NotebookPipeline(PipelineReadout):
                 return TextResult(text.waiting_text(gate))
             return TextResult(f"nothing to resume: no unfinished run of {self.name} on disk")
         self._open(resume=offer.run_dir)
-        return TextResult(
-            "\n".join([f"resumed run {offer.run_dir.name}", *self.resume_notes, self.status_line()])
-        )
+        lines = [f"resumed run {offer.run_dir.name}", *self.resume_notes, self.status_line()]
+        failure = self.failure_text()
+        if failure:
+            lines += [f"failed: {text.one_line(failure, 300)}", "%pipeline retry runs it again"]
+        return TextResult("\n".join(lines))
 
     def start_new(self) -> TextResult:
         """Decline the offered run: the next action starts a new run (the old one stays)."""

@@ -1,7 +1,8 @@
 """Runs of a pipeline saved on disk: the newest one, and an unfinished one to offer to resume.
 
 After a kernel restart (or a re-load) the notebook looks here so it can offer to resume the
-run that waits at a gate instead of silently starting a new one.
+run that waits at a gate, is paused, or failed at a node (a retry goes on from there) instead
+of silently starting a new one.
 """
 
 from __future__ import annotations
@@ -50,15 +51,21 @@ def latest_run_dir(graph: Graph, workdir: Path) -> Path | None:
 
 @dataclass(frozen=True)
 class ResumeOffer:
-    """An unfinished run of the same pipeline (same text, same work directory) found on disk."""
+    """An unfinished run of the same pipeline (same text, same work directory) found on disk:
+    waiting, paused, or failed at a node."""
 
     run_dir: Path
     state: RunState
     where: str | None
-    """The waiting gate, else the node it would run next."""
+    """The waiting gate, the node that failed, else the node it would run next."""
 
     def describe(self, name: str) -> str:
         at = f" at {self.where}" if self.where else ""
+        if self.state is RunState.FAILED:
+            return (
+                f"the last run of {name} ({self.run_dir.name}) failed{at}: %pipeline resume "
+                "reopens it to retry, %pipeline reset starts a new one"
+            )
         verb = "waits" if self.state is RunState.WAITING else "is paused"
         return (
             f"an unfinished run of {name} ({self.run_dir.name}) {verb}{at}: "
@@ -67,7 +74,8 @@ class ResumeOffer:
 
 
 def find_unfinished(graph: Graph, workdir: Path) -> ResumeOffer | None:
-    """The newest unfinished run of ``graph`` in ``workdir`` that executed at least one node."""
+    """The newest run of ``graph`` in ``workdir`` that executed at least one node and did not
+    complete: waiting, paused, or failed at a node (not one that failed otherwise)."""
     root = workdir / ".freshness" / "runs"
     if not root.is_dir():
         return None
@@ -87,9 +95,14 @@ def find_unfinished(graph: Graph, workdir: Path) -> ResumeOffer | None:
             state = RunState(str(data.get("state", "")))
         except (FreshnessMagicError, ValueError):
             continue
-        if state in (RunState.COMPLETED, RunState.FAILED) or not data.get("completed_nodes"):
+        if state is RunState.COMPLETED or not data.get("completed_nodes"):
             continue
+        if state is RunState.FAILED and not data.get("failed_node"):
+            continue  # nothing to retry
         gate = data.get("pending_gate")
-        where = gate.get("node") if isinstance(gate, dict) else data.get("next_node")
+        if state is RunState.FAILED:
+            where = data.get("failed_node")
+        else:
+            where = gate.get("node") if isinstance(gate, dict) else data.get("next_node")
         return ResumeOffer(folder, state, str(where) if where else None)
     return None

@@ -56,6 +56,34 @@ def test_reload_offers_the_unfinished_run_and_resume_reopens_it(
     assert load_review(shell, workdir).resume_offer is None  # finished runs are not offered
 
 
+def test_a_run_that_failed_at_a_node_is_offered_after_a_restart_and_retried(
+    shell: InteractiveShell, workdir: Path
+):
+    """The command line resumes a failed run with --retry; the notebook offered only waiting
+    and paused runs, so after a kernel restart a failed run could only be started anew."""
+    failing = REVIEW_DOT.replace('tool_command="true"', 'tool_command="test -f fixed"')
+    first = load_review(shell, workdir, failing)
+    assert line(shell, "run").text.splitlines()[-1].startswith("run: 2 step(s); failed: ")
+    run_id = first.run.run_id
+    del shell.user_ns["review"]  # a kernel restart
+    with pytest.raises(UsageError, match="after a kernel restart, run that cell again"):
+        shell.run_line_magic("pipeline", "status")
+    again = load_review(shell, workdir, failing)
+    assert again.resume_offer is not None and again.resume_offer.state == "failed"
+    assert plain(again).splitlines()[-1] == (
+        f"the last run of review ({run_id}) failed at lint: %pipeline resume reopens it to "
+        "retry, %pipeline reset starts a new one"
+    )
+    said = line(shell, "resume").text.splitlines()
+    assert said[0] == f"resumed run {run_id}" and said[-1] == "%pipeline retry runs it again"
+    assert said[-2].startswith("failed: node 'lint' failed")
+    assert again.run.run_id == run_id and again.resume_offer is None
+    (workdir / "fixed").write_text("")
+    retried = line(shell, "retry").text
+    assert retried.startswith("step: lint -> success") and retried.endswith("waiting")
+    assert again.run.run_id == run_id
+
+
 def test_a_resume_says_what_changed_while_the_run_was_stopped(
     shell: InteractiveShell, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -232,6 +232,33 @@ def restart_kernel_from_menu(page: Any) -> None:
     wait_kernel_idle(page)
 
 
+def test_a_view_from_before_a_kernel_restart_says_it_is_dead_when_clicked(
+    lab_server: Any, page: Any
+) -> None:
+    """The kernel behind a view was restarted: its buttons still look alive, so a click on one
+    says that the view no longer drives anything and what to do (it did nothing at all)."""
+    write_notebook(
+        lab_server.root / "control_dead_view" / "gate.ipynb",
+        ["pass", "%load_ext freshness_magic", "%%pipeline gated\n" + GATED],
+    )
+    open_lab_notebook(page, lab_server, "control_dead_view/gate.ipynb")
+    for index in range(3):
+        run_cell(page, index)
+    page.locator(f"{WIDGET} svg g.fm-node").first.wait_for(timeout=WAIT_MS)
+    restart_kernel_from_menu(page)
+    page.locator(f"{WIDGET} .fm-step").click()
+    notice = page.locator(f"{WIDGET} .fm-notice")
+    notice.wait_for(state="visible", timeout=WAIT_MS)
+    assert "run this cell again" in notice.inner_text()
+    save_screenshot(
+        page,
+        "control_dead_view",
+        page.locator(WIDGET),
+        "a view made before a kernel restart, its Step button clicked: the view says the kernel"
+        " has not answered and to run the cell again",
+    )
+
+
 def test_a_kernel_restart_offers_resume_and_it_resumes_at_the_gate(
     lab_server: Any, page: Any
 ) -> None:

@@ -81,7 +81,7 @@ def test_a_click_lost_after_an_outside_restart_is_reported(lab_server: Any, page
     outcome = answer_or_notice(page)
     if outcome == "notice":
         notice = page.locator(f"{WIDGET} .fm-notice").inner_text()
-        assert '"answer"' in notice and "reload the page and run this cell again" in notice
+        assert '"answer"' in notice and "outside this page, reload the page first" in notice
         assert node_states(page)["approve"] == "waiting"
         save_screenshot(
             page,

@@ -117,7 +117,16 @@ function render({ model, el }) {
   // after reloading the page works).
   function send(msg) {
     if (model.get("note")) return;
-    model.send(msg);
+    try {
+      model.send(msg);
+    } catch (err) {
+      // The view's connection to its kernel is gone (the kernel was restarted or shut down):
+      // its buttons still look alive, so say so instead of doing nothing.
+      notice.textContent = "This view lost its kernel (restarted or shut down), so it drives"
+        + " nothing any more: run this cell again for a live view.";
+      notice.hidden = false;
+      return;
+    }
     if (WORKER_ACTIONS.has(msg.action)) {
       view.acting = true;
       applyRun();
@@ -126,8 +135,8 @@ function render({ model, el }) {
       clearTimeout(view.waiting);
       view.waiting = setTimeout(() => {
         notice.textContent = `The kernel has not answered "${msg.action}" yet. It may be busy`
-          + " running a cell. If it was restarted outside this page, reload the page and run"
-          + " this cell again.";
+          + " running a cell. If it was restarted, run this cell again (after a restart"
+          + " outside this page, reload the page first).";
         notice.hidden = false;
       }, NO_ANSWER_MS);
     }

@@ -254,8 +254,8 @@ def test_a_view_from_before_a_kernel_restart_says_it_is_dead_when_clicked(
         page,
         "control_dead_view",
         page.locator(WIDGET),
-        "a view made before a kernel restart, its Step button clicked: the view says the kernel"
-        " has not answered and to run the cell again",
+        "a view made before a kernel restart, its Step button clicked: the view says it lost"
+        " its kernel and to run the cell again",
     )
 
 

@@ -232,6 +232,11 @@ class Run(RunRecovery):
         return self._memory.failure_reason
 
     @property
+    def failed_node(self) -> str | None:
+        """The node whose failure ended the run (None unless it failed at a node)."""
+        return self._memory.failed_node
+
+    @property
     def goal_gate_redirects(self) -> int:
         return self._memory.redirects
 

@@ -217,7 +217,7 @@ class PipelineReadout:
         if self._run is not None:
             from freshness_magic.freshness.extension import blocked_inputs
 
-            node = self._run.result().failed_node
+            node = self._run.failed_node
             held = blocked_inputs(self._run, node)
             if node is not None and held is not None:
                 return text.blocked_text(node, held)

@@ -86,6 +86,15 @@ class RunError(FreshnessMagicError):
     """A run used the wrong way: stepping a finished run, answering a gate that is not waiting."""
 
 
+class NothingToRetryError(RunError):
+    """A retry without a node of a run that did not fail at one; ``problem`` says so, and the
+    message adds the Python call that names a node (each front end words its own)."""
+
+    def __init__(self, problem: str) -> None:
+        super().__init__(f"{problem} (retry(node_id))")
+        self.problem = problem
+
+
 class GateAnswerError(RunError):
     """An answer that matches none of a waiting gate's choices."""
 

@@ -202,6 +202,21 @@ def test_hints_and_usage_name_the_command_as_it_was_called(tmp_path: Path, way: 
     assert run("-h").stdout.startswith(f"usage: {name} ")
 
 
+def test_retry_of_a_run_that_did_not_fail_names_the_command_s_option(tmp_path: Path) -> None:
+    """The engine's advice names its Python call (``retry(node_id)``); the command says its own."""
+    dot = write(tmp_path, "review.dot", REVIEW)
+    paused = cli(
+        "run", str(dot), "--workdir", str(tmp_path), "--to", "approve", "--json", cwd=tmp_path
+    )
+    run_dir = json.loads(paused.stdout)["run_dir"]
+    retried = cli("resume", run_dir, "--retry", cwd=tmp_path)
+    assert retried.returncode == 2 and "Traceback" not in retried.stderr
+    assert retried.stderr.strip() == (
+        "freshness-magic resume: nothing to retry: the run did not fail at a node; name the node "
+        f"to run again (python -m freshness_magic resume {run_dir} --retry NODE)"
+    )
+
+
 def test_status_keeps_each_node_on_one_row(tmp_path: Path) -> None:
     """A reason with a stderr tail takes one row of the status table, saying what is left out."""
     dot = write(

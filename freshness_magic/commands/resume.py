@@ -14,7 +14,12 @@ from typing import Any, TextIO
 
 from freshness_magic.commands import invoked_as
 from freshness_magic.commands.run import add_drive_options, drive
-from freshness_magic.errors import CheckpointError, StoredPipelineError
+from freshness_magic.errors import (
+    CheckpointError,
+    NothingToRetryError,
+    RunError,
+    StoredPipelineError,
+)
 
 
 def register(subparsers: Any) -> None:
@@ -89,5 +94,10 @@ def main(args: argparse.Namespace) -> int:
             for node_id in args.accept:
                 accept_changes(run, node_id)
         if args.retry is not None:
-            run.retry(args.retry or None)
+            try:
+                run.retry(args.retry or None)
+            except NothingToRetryError as exc:  # the engine names its Python call
+                raise RunError(
+                    f"{exc.problem} ({invoked_as()} resume {args.run_dir} --retry NODE)"
+                ) from None
         return drive(run, args, every_answer=True)

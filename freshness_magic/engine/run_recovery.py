@@ -17,7 +17,7 @@ from freshness_magic.engine.execute import NodeRun
 from freshness_magic.engine.gates import answer_outcome, match_choice
 from freshness_magic.engine.run_endings import RunEndings
 from freshness_magic.engine.state import RunState, StepResult
-from freshness_magic.errors import GateAnswerError, RunError
+from freshness_magic.errors import GateAnswerError, NothingToRetryError, RunError
 
 
 class RunRecovery(RunEndings):
@@ -115,9 +115,8 @@ class RunRecovery(RunEndings):
         if target is None and memory.state is RunState.FAILED:
             target = memory.current_node
         if target is None:
-            raise RunError(
-                "nothing to retry: the run did not fail at a node; name the node to run again "
-                "(retry(node_id))"
+            raise NothingToRetryError(
+                "nothing to retry: the run did not fail at a node; name the node to run again"
             )
         if target not in self.graph.nodes:
             raise RunError(

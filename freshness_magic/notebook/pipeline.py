@@ -21,7 +21,7 @@ from IPython.core.error import UsageError
 from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.persistence import same_pipeline
-from freshness_magic.errors import FreshnessMagicError, RunError
+from freshness_magic.errors import FreshnessMagicError, NothingToRetryError, RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
 from freshness_magic.notebook.readout import PipelineReadout
@@ -310,8 +310,8 @@ class NotebookPipeline(PipelineReadout):
                 self.require_node(node_id)
             try:
                 self.run.retry(node_id)
-            except RunError as exc:  # the engine names its Python call; say the magic's
-                raise RunError(str(exc).replace("retry(node_id)", "%pipeline retry NODE")) from None
+            except NothingToRetryError as exc:  # the engine names its Python call
+                raise RunError(f"{exc.problem} (%pipeline retry NODE)") from None
             self.publish()
             return self._advance()
 

@@ -149,8 +149,8 @@ class Progress:
         from freshness_magic.engine.events import EventType
         from freshness_magic.freshness.events import (
             FreshnessEvent,
+            blocked_by,
             describe_stale_input,
-            some_files,
         )
 
         data = event.data
@@ -175,7 +175,7 @@ class Progress:
             )[0]
             held = self.held.pop(event.node_id or "", None)
             if held is not None and status == "fail":  # the handler never ran: say why
-                note = f"blocked by changed inputs (freshness=block): {some_files(held, 3)}"
+                note = blocked_by(held)
             if branch_of:
                 note = f"[branch of {branch_of}] {note}"
             duration = float(data.get("duration") or 0.0)
@@ -372,7 +372,7 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
     the handler never ran, and the way on is to accept the change (or restore the files)."""
     from freshness_magic.engine import RunState
     from freshness_magic.engine.gates import parse_accelerator
-    from freshness_magic.freshness.events import some_files
+    from freshness_magic.freshness.events import blocked_by
 
     run_dir = result.run_dir
     again = invoked_as()
@@ -383,8 +383,7 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
     elif result.state is RunState.FAILED and result.failed_node and blocked is not None:
         node = result.failed_node
         print(
-            f"failed at '{node}': blocked by changed inputs (freshness=block): "
-            f"{some_files(blocked, 3) or 'its source_files'}; the node did not run",
+            f"failed at '{node}': {blocked_by(blocked)}; the node did not run",
             file=out,
         )
         print(f"run dir {run_dir}", file=out)

@@ -31,6 +31,12 @@ def some_files(files: Sequence[str], shown: int, total: int | None = None) -> st
     return listed + (f" (+{count - shown} more)" if count > shown else "")
 
 
+def blocked_by(files: Sequence[str], shown: int = 3) -> str:
+    """Why a ``freshness=block`` node did not run, in the words every front end uses."""
+    listed = some_files(files, shown) or "its source_files"
+    return f"blocked by changed inputs (freshness=block): {listed}"
+
+
 def describe_stale_input(data: Mapping[str, Any], shown: int = 3) -> str:
     """A ``STALE_INPUT`` event's data in words, for progress lines (CLI and notebook alike)."""
     listed = some_files([str(f) for f in data.get("files") or ()], shown)

@@ -13,7 +13,7 @@ from typing import Any
 
 from freshness_magic.engine.condition_explain import ConditionExplanation
 from freshness_magic.engine.outcome import Choice, Question, StageStatus
-from freshness_magic.freshness.events import some_files
+from freshness_magic.freshness.events import blocked_by, some_files
 from freshness_magic.notebook.render import NodeState, NodeView, state_table
 
 
@@ -112,10 +112,8 @@ def step_line(result: Any) -> str:
 def blocked_text(node_id: str, files: Sequence[str]) -> str:
     """Why a run failed at a node ``freshness=block`` held back, and the notebook's way on."""
     return (
-        f"{node_id} is held back by changed inputs (freshness=block): "
-        f"{some_files(files, 3) or 'its source_files'}; it did not run. Accept the change "
-        f"(Accept changes, or %pipeline accept {node_id}) and retry, or restore the files and "
-        "retry"
+        f"{node_id} did not run, {blocked_by(files)}. Accept the change (Accept changes, or "
+        f"%pipeline accept {node_id}) and retry, or restore the files and retry"
     )
 
 

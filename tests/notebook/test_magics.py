@@ -302,9 +302,9 @@ def test_a_node_held_back_by_block_says_so_and_how_to_go_on_in_the_notebook(
     (workdir / "src" / "login.py").write_text("def login():\n    return False\n")
     out = line(shell, "step").text
     said = (
-        "lint is held back by changed inputs (freshness=block): src/login.py; it did not run. "
-        "Accept the change (Accept changes, or %pipeline accept lint) and retry, or restore "
-        "the files and retry"
+        "lint did not run, blocked by changed inputs (freshness=block): src/login.py. Accept "
+        "the change (Accept changes, or %pipeline accept lint) and retry, or restore the files "
+        "and retry"
     )
     assert out.splitlines()[-1] == f"run failed: {said}", out
     assert "no edge condition matched" not in out

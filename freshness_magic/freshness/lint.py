@@ -64,22 +64,28 @@ _MAYBE_OUTSIDE = r"\.\.|(?:^|,)\s*[/\\~]|:"  # compiled on first use, as model._
 """A cheap pre-filter: only entries that may be absolute or use ``..`` are examined."""
 
 
+def _outside(entry: str) -> str | None:
+    """How a ``source_files`` entry leads outside the working directory, or None if it does not."""
+    normal = entry.replace("\\", "/")
+    if normal.startswith("~"):
+        return (
+            "starts with `~`, which is not expanded (a home folder is outside the working "
+            "directory)"
+        )
+    if normal.startswith("/") or re.match(r"[A-Za-z]:/", normal):
+        return "is absolute"
+    if ".." in normal.split("/"):
+        return "climbs out of the working directory with `..`"
+    return None
+
+
 def _source_files_path(graph: Graph, node: Node, out: Out) -> None:
     raw = node.attrs.get("source_files")
     if not raw or not re.search(_MAYBE_OUTSIDE, raw):
         return
     for entry in source_files(node):
-        normal = entry.replace("\\", "/")
-        if normal.startswith("~"):
-            problem = (
-                "starts with `~`, which is not expanded (a home folder is outside the working "
-                "directory)"
-            )
-        elif normal.startswith("/") or re.match(r"[A-Za-z]:/", normal):
-            problem = "is absolute"
-        elif ".." in normal.split("/"):
-            problem = "climbs out of the working directory with `..`"
-        else:
+        problem = _outside(entry)
+        if problem is None:
             continue
         out.append(
             node_diag(
@@ -94,18 +100,6 @@ def _source_files_path(graph: Graph, node: Node, out: Out) -> None:
         )
 
 
-_GLOB_CHARS = frozenset("*?[")
-
-
-def _outside(entry: str) -> bool:
-    normal = entry.replace("\\", "/")
-    return (
-        normal.startswith(("~", "/"))
-        or re.match(r"[A-Za-z]:/", normal) is not None
-        or ".." in normal.split("/")
-    )
-
-
 def _source_files_exist(workdir: Path) -> ScanRule:
     """A literal ``source_files`` path (no ``*``, ``?`` or ``[``) that does not exist under
     ``workdir`` is a WARNING: freshness tracks nothing for it, so a typo there silently turns the
@@ -116,12 +110,14 @@ def _source_files_exist(workdir: Path) -> ScanRule:
         raw = node.attrs.get("source_files")
         if not raw:
             return
+        from freshness_magic.pathsafety import is_glob  # not at import: validate starts quickly
+
         offset = 0
         for piece in raw.split(","):
             entry = piece.strip()
             index = offset + len(piece) - len(piece.lstrip())
             offset += len(piece) + 1
-            if not entry or _GLOB_CHARS.intersection(entry) or _outside(entry):
+            if not entry or is_glob(entry) or _outside(entry) is not None:
                 continue
             if os.path.lexists(workdir / entry):
                 continue

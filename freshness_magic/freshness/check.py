@@ -22,7 +22,13 @@ from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier, change_kind
 from freshness_magic.freshness.labels import FileLabel, aggregate
-from freshness_magic.freshness.report import FileReport, FreshnessReport, NodeFreshness, NodeReport
+from freshness_magic.freshness.report import (
+    MISSING_NOTE,
+    FileReport,
+    FreshnessReport,
+    NodeFreshness,
+    NodeReport,
+)
 from freshness_magic.freshness.resolve import Resolver
 from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Snapshotter
 from freshness_magic.vcs.git import MAX_PATHSPECS
@@ -59,9 +65,7 @@ def compare_file(
     if new is not None:
         details.update(new_digest=new.digest, new_size=new.size, new_mtime_ns=new.mtime_ns)
     if not before and not after:
-        return FileReport(
-            path, FileLabel.FRESH, method=NONE, note="missing, as at the snapshot", **details
-        )
+        return FileReport(path, FileLabel.FRESH, method=NONE, note=MISSING_NOTE, **details)
     if before and not after:
         return FileReport(path, FileLabel.STALE_DELETED, method=NONE, **details)
     if not before:
@@ -130,8 +134,8 @@ def compare(
                 and new.regular
             ):
                 fresh.append(path)
-            elif new is None and not old.existed:
-                continue
+            elif not old.existed and (new is None or not new.existed):
+                continue  # missing then and now: a literal path is reported below
             else:
                 files.append(compare_file(path, old, new, reference.git_state(path)))
         if len(fresh) > len(ref_files) - len(skip):
@@ -141,6 +145,16 @@ def compare(
         for path, new in cur_files.items():
             if path not in ref_files:
                 files.append(compare_file(path, None, new, reference.git_state(path)))
+    missing = [
+        path
+        for path in reference.literal
+        if not getattr(ref_files.get(path), "existed", True)
+        and not getattr(cur_get(path), "existed", False)
+    ]
+    if missing:  # a path named in source_files that is not there: fresh, but say so
+        gone = set(missing)
+        fresh = [path for path in fresh if path not in gone]
+        files += (compare_file(path, ref_files[path], cur_get(path)) for path in missing)
     for unresolved in current.unresolved:
         files.append(
             FileReport(unresolved.entry, FileLabel.UNKNOWN, method=NONE, note=unresolved.reason)

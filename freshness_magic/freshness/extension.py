@@ -20,7 +20,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -194,9 +194,9 @@ class FreshnessExtension(BaseRunExtension):
 
     # -- public views ----------------------------------------------------------------------
 
-    def report(self, run: Run) -> FreshnessReport:
-        """The public freshness report of every tracked node of ``run``."""
-        return self._tracker(run).report()
+    def report(self, run: Run, node_ids: Sequence[str] | None = None) -> FreshnessReport:
+        """The public freshness report of ``node_ids`` (default: every tracked node) of ``run``."""
+        return self._tracker(run).report(node_ids)
 
 
 def extension_of(run: Any) -> FreshnessExtension:
@@ -217,6 +217,17 @@ def resume_drift(run: Any) -> list[tuple[str, str]]:
     for ext in getattr(run, "extensions", ()):
         if isinstance(ext, FreshnessExtension) and ext.drift is not None:
             return describe_input_drift(ext.drift)
+    return []
+
+
+def missing_inputs(run: Any, node_id: str) -> list[str]:
+    """The paths ``node_id``'s ``source_files`` names that exist neither now nor at its last
+    snapshot (freshness tracks nothing there, so the node counts as fresh); empty when none, or
+    when the run has no freshness extension or does not track the node."""
+    for ext in getattr(run, "extensions", ()):
+        if isinstance(ext, FreshnessExtension) and node_id in ext._tracker(run).baselines:
+            entry = ext.report(run, [node_id]).nodes[node_id]
+            return entry.effective.missing_files
     return []
 
 

@@ -12,6 +12,8 @@ from typing import Any
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 
 HASH_PREFIX = 12
+MISSING_NOTE = "missing, as at the snapshot"
+"""The note of a tracked path absent both at the snapshot and now: fresh, nothing to compare."""
 
 
 def _prefix(digest: str | None) -> str | None:
@@ -42,6 +44,11 @@ class FileReport:
     def is_stale(self) -> bool:
         return self.label.is_stale
 
+    @property
+    def missing(self) -> bool:
+        """Absent at the snapshot and now: fresh, but freshness tracks nothing there."""
+        return self.label is FileLabel.FRESH and self.note == MISSING_NOTE
+
     def to_dict(self) -> dict[str, Any]:
         return {
             "path": self.path,
@@ -59,6 +66,8 @@ class FileReport:
         }
 
     def __str__(self) -> str:
+        if self.missing:
+            return f"{'missing':<14} {self.path} (also at the snapshot: nothing to compare)"
         extra = [x for x in (self.git_change, self.note) if x]
         if self.old_digest or self.new_digest:
             extra.insert(
@@ -78,7 +87,7 @@ class NodeReport:
     snapshot_kind: str
     snapshot_taken_at: float
     files: tuple[FileReport, ...] = ()
-    """Every file that is not plainly fresh (stale, unknown, or fresh by stat only)."""
+    """Every file that is not plainly fresh (stale, unknown, missing, or fresh by stat only)."""
     fresh: tuple[str, ...] = ()
     """Paths whose content is unchanged (kept as paths: there can be 20,000 of them)."""
     head_at_snapshot: str | None = None
@@ -96,6 +105,11 @@ class NodeReport:
         return self.label.is_stale or any(f.label.is_stale for f in self.files)
 
     @property
+    def missing_files(self) -> list[str]:
+        """Paths named in ``source_files`` that exist neither at the snapshot nor now."""
+        return [f.path for f in self.files if f.missing]
+
+    @property
     def head_moved(self) -> bool | None:
         if not self.git_checked:
             return None
@@ -108,7 +122,7 @@ class NodeReport:
         listed = (
             self.files
             if all_files
-            else tuple(f for f in self.files if f.label is not FileLabel.FRESH)
+            else tuple(f for f in self.files if f.label is not FileLabel.FRESH or f.missing)
         )
         return {
             "node_id": self.node_id,
@@ -131,8 +145,9 @@ class NodeReport:
         )
 
     def details(self) -> list[str]:
-        """The indented lines under the headline: files not fresh, and HEAD when it moved."""
-        lines = [f"  {f}" for f in self.files if f.label is not FileLabel.FRESH]
+        """The indented lines under the headline: files not fresh or missing, and HEAD when it
+        moved."""
+        lines = [f"  {f}" for f in self.files if f.label is not FileLabel.FRESH or f.missing]
         if self.head_moved:
             lines.append(f"  HEAD moved: {self.head_at_snapshot} -> {self.head_now}")
         return lines

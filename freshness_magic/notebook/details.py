@@ -14,6 +14,7 @@ from freshness_magic.engine.condition_explain import ConditionExplanation, expla
 from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.state import RunState
+from freshness_magic.freshness.extension import missing_inputs
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_OUTPUT_FILE
 from freshness_magic.notebook.render import NodeState, inputs_text
@@ -169,6 +170,11 @@ def why_text(pipeline: PipelineReadout, node_id: str) -> str:
         lines.extend(text.indented(why_lines(run, node_id)))
     if inputs := inputs_text(node):
         lines.append(f"  {inputs}")
+        if run is not None and (missing := missing_inputs(run, node_id)):
+            lines.append(
+                f"  missing: {', '.join(missing)}; freshness tracks nothing there, so it counts "
+                "as unchanged (fix the path in source_files, or create the file)"
+            )
     output = node_details(pipeline, node_id).output
     if output:
         lines.append(f"  output: {text.one_line(output, 200)}")

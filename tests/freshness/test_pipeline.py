@@ -224,6 +224,22 @@ def test_check_cli_exit_codes(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "not a run directory" in missing.stderr
 
 
+def test_check_names_an_input_path_that_is_missing(tmp_path: Path) -> None:
+    (tmp_path / "p.dot").write_text(PAUSE_PIPELINE.replace("src/*.py", "src/typo.py"))
+    assert cli("run", "p.dot", cwd=tmp_path).returncode == 3
+    run_dir = only_run_dir(tmp_path)
+    checked = cli("check", str(run_dir), cwd=tmp_path)
+    assert checked.returncode == 0, checked.stderr
+    assert checked.stdout.splitlines()[:2] == [
+        "first: fresh (since baseline)",
+        "  missing        src/typo.py (also at the snapshot: nothing to compare)",
+    ]
+    report = json.loads(cli("check", str(run_dir), "--json", cwd=tmp_path).stdout)
+    (listed,) = report["nodes"]["first"]["since_baseline"]["files"]
+    assert (listed["path"], listed["label"]) == ("src/typo.py", "fresh")
+    assert listed["note"] == "missing, as at the snapshot"
+
+
 WIDE_PIPELINE = """
 digraph p {
   start [shape=Mdiamond]

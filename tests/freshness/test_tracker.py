@@ -290,6 +290,21 @@ def test_file_deleted_between_resolving_and_hashing_at_capture(tree: Path) -> No
     assert labels(tracker.check("n")) == {"src/a.py": "fresh"}
 
 
+def test_a_named_path_missing_then_and_now_is_fresh_and_reported_missing(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["src/typo.py", "src/a.py", "src/*.txt"]})
+    report = tracker.check("n")
+    assert report.label is NodeLabel.FRESH and not report.is_stale
+    assert report.missing_files == ["src/typo.py"]
+    assert labels(report) == {"src/typo.py": "fresh", "src/a.py": "fresh"}
+    assert report.details() == [
+        "  missing        src/typo.py (also at the snapshot: nothing to compare)"
+    ]
+    write(tree, "src/typo.py", "now it exists\n")
+    report = tracker.check("n")
+    assert labels(report)["src/typo.py"] == "stale_added" and report.missing_files == []
+
+
 def test_checkpoint_round_trip_keeps_everything_and_seeds_the_cache(tree: Path) -> None:
     old = time.time_ns() - 10 * 1_000_000_000
     for rel in ("src/a.py", "src/b.py", "docs/spec.md"):

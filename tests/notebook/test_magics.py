@@ -534,6 +534,22 @@ def test_status_and_why_recheck_inputs_before_answering(shell: InteractiveShell,
     assert "src/login.py (modified)" in line(shell, "why lint").text
 
 
+def test_why_names_an_input_path_that_is_missing(shell: InteractiveShell, workdir: Path):
+    (workdir / "docs" / "spec.md").unlink()
+    load_review(shell, workdir)
+    line(shell, "run --to approve")
+    why = line(shell, "why draft").text.splitlines()
+    assert why[0] == "draft: succeeded"
+    assert (
+        "  missing: docs/spec.md; freshness tracks nothing there, so it counts as unchanged "
+        "(fix the path in source_files, or create the file)"
+    ) in why
+    assert not any("missing" in row for row in line(shell, "why lint").text.splitlines())
+    (workdir / "docs" / "spec.md").write_text("# Spec\n")
+    why = line(shell, "why draft").text
+    assert "docs/spec.md (added)" in why and "missing:" not in why
+
+
 def test_accept_without_node_clears_nodes_stale_since_they_ran(
     shell: InteractiveShell, workdir: Path
 ):

@@ -271,8 +271,10 @@ class ViewModel:
 
     def _compute(self) -> dict[str, NodeView]:
         snap = self.snapshot
-        live = snap.state not in _FINISHED and snap.state is not RunState.READY
-        nxt = snap.next_node if live and snap.state is not RunState.WAITING else None
+        nxt = snap.next_node if snap.state not in (*_FINISHED, RunState.WAITING) else None
+        if snap.state is RunState.READY and nxt is None:  # before the first step
+            start = self.graph.start_node()
+            nxt = start.id if start is not None else None
         ahead = reachable(self._succ, [nxt]) | {nxt} if nxt is not None else set()
         if snap.gate is not None:
             ahead |= reachable(self._succ, [snap.gate.node_id]) | {snap.gate.node_id}

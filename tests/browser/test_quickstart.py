@@ -162,7 +162,8 @@ def assert_graph_and_legend(page: Any, scope: str) -> None:
 def test_step_three_times(lab_server: Any, page: Any, ui: str) -> None:
     """Scenario 2 (and 7): each Step moves the highlight and adds one evidence row."""
     start_quickstart(page, lab_server, f"s2_{ui}", ui)
-    assert highlighted(page) == []
+    assert highlighted(page) == ["start"]  # where Step begins, as the status line says
+    assert node_states(page)["start"] == NEXT
     assert evidence_rows(page) == []
     assert page.locator(f"{WIDGET} .fm-evidence-empty").is_visible()
     assert assert_progress_matches_status(page) == (0, len(QUICKSTART_NODES))

@@ -38,7 +38,7 @@ def test_cell_magic_loads_binds_and_shows_state_table(shell: InteractiveShell, w
     assert [row.split()[0] for row in text.splitlines()[2:]] == [
         "start", "lint", "draft", "approve", "done",
     ]  # fmt: skip
-    assert all(row.split()[1] == "pending" for row in text.splitlines()[2:])
+    assert [row.split()[1] for row in text.splitlines()[2:]] == ["next"] + ["pending"] * 4
     # terminal IPython: no widget, the static graph as HTML
     assert set(pipeline._repr_mimebundle_()) == {"text/plain", "text/html"}
     assert pipeline.widget is pipeline.widget

@@ -30,7 +30,7 @@ def states(pipeline: NotebookPipeline) -> dict[str, str]:
 
 def test_next_then_untaken_branch_skipped(shell: InteractiveShell, workdir: Path):
     pipeline = shell.run_cell_magic("pipeline", f"branch --workdir {workdir}", BRANCH_DOT)
-    assert states(pipeline)["start"] == "pending"  # no run yet: nothing is "next" on screen
+    assert states(pipeline)["start"] == "next"  # no run yet: Step starts there
     shell.run_line_magic("pipeline", "run --to ship")
     assert states(pipeline) == {
         "start": "succeeded",

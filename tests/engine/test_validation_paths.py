@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,64 @@ def test_cli_validate_prints_the_typo_diagnostics(
         "has no attributes; did you mean `done`? (fix: write `done` instead of `dnoe` in the "
         'edge, or declare `dnoe [prompt="..."]` if it is a new stage)'
     ]
+
+
+MID_CHAIN = """digraph m {
+  start      [shape=Mdiamond]
+  perf       [prompt="measure"]
+  summary    [prompt="summarise"]
+  release_ok [prompt="decide"]
+  done       [shape=Msquare]
+  start -> perf -> summray -> release_ok -> done
+}
+"""
+
+
+def test_a_typo_in_the_middle_of_a_chain_says_did_you_mean_where_it_is(tmp_path: Path) -> None:
+    path = tmp_path / "mid.dot"
+    path.write_text(MID_CHAIN, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    out = done.stdout.splitlines()
+    assert (
+        f"{path}:7:20: warning node_id_typo: node `summray` appears only in edges (line 7) and "
+        "has no attributes; did you mean `summary`? (fix: write `summary` instead of `summray` "
+        'in the edges, or declare `summray [prompt="..."]` if it is a new stage)'
+    ) in out
+    # the unreachable node the chain meant names the typo, and its fix is not to remove it
+    assert (
+        f"{path}:4:3: warning reachability: node `summary` cannot be reached from the start node "
+        "`start` (by an edge or a retry_target); it will never run; `summray` (line 7) looks "
+        "like a typo of `summary` (fix: write `summary` instead of `summray` in the edges)"
+    ) in out
+    # nor is the missing prompt's fix to keep the typo as a stage
+    prompt = next(line for line in out if " prompt_on_llm_nodes: " in line)
+    assert prompt.startswith(f"{path}:7:20: ")
+    assert prompt.endswith(
+        '(fix: write `summary` instead of `summray` in the edges, or add prompt="..." to '
+        "`summray` if it is a new stage)"
+    )
+
+
+def test_a_typo_of_the_exit_s_unreachable_warning_and_dead_end_advise_correcting_it() -> None:
+    found = {d.rule: d for d in lint(TYPO)}
+    assert found["reachability"].node == "done"
+    assert "`dnoe` (line 1) looks like a typo of `done`" in found["reachability"].message
+    assert found["reachability"].fix == "write `done` instead of `dnoe` in the edge"
+    assert found["dead_end_node"].fix == "write `done` instead of `dnoe` in the edge"
+
+
+def test_a_mid_chain_node_that_is_not_near_a_declared_one_is_not_a_typo() -> None:
+    text = MID_CHAIN.replace("summray", "measure_twice")
+    assert lint(text, "node_id_typo") == []
+    d = only(lint(text, "reachability"))
+    assert d.fix == "add an edge to `summary` from a reachable node, or remove it"
 
 
 def test_a_series_of_numbered_nodes_is_not_a_typo() -> None:

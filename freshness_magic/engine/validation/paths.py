@@ -16,7 +16,12 @@ WARNING, see :mod:`.rules`):
   step 6 ends such a run as completed, which a run may mean to do, but the exit is never
   reached, so goal gates are never judged.
 - ``node_id_typo`` is a WARNING: a node written only in edges whose id is near a declared
-  node's id (``dnoe`` for ``done``) runs as an LLM node where the declared node was meant.
+  node's id (``dnoe`` for ``done``, ``summray`` for ``summary`` in the middle of a chain) runs
+  as an LLM node where the declared node was meant.
+
+:func:`typo_of` is the one test of such a typo. The other rules ask it too, so that where a typo
+explains what they found (a declared node nothing reaches, no exit reached, a dead end) their
+advice is to correct the edge, not to wire the misspelt id in for good.
 """
 
 from __future__ import annotations
@@ -24,9 +29,9 @@ from __future__ import annotations
 from collections import deque
 from collections.abc import Iterator
 
-from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.model import Edge, Graph, Node
 from freshness_magic.engine.validation.attrs import closest
-from freshness_magic.engine.validation.core import ERROR, WARNING, Diagnostic, node_diag
+from freshness_magic.engine.validation.core import ERROR, WARNING, Diagnostic, node_at, node_diag
 
 _RETRY_KEYS = ("retry_target", "fallback_retry_target")
 
@@ -64,28 +69,35 @@ def paths(graph: Graph) -> list[Diagnostic]:
         return []  # start_node reports that
     seen = reachable(graph, start)
     exits = graph.exit_candidates()
+    typo = typos(graph)
     return [
-        *_reachability(graph, start, seen),
-        *_exit_reachable(graph, start, exits, seen),
-        *_dead_end_node(graph, exits, seen),
+        *_reachability(graph, start, seen, typo),
+        *_exit_reachable(graph, start, exits, seen, typo),
+        *_dead_end_node(graph, exits, seen, typo),
     ]
 
 
-def _reachability(graph: Graph, start: Node, seen: dict[str, None]) -> list[Diagnostic]:
+def _reachability(
+    graph: Graph, start: Node, seen: dict[str, None], typo: dict[str, str]
+) -> list[Diagnostic]:
     if len(seen) == len(graph.nodes):
         return []
-    return [
-        node_diag(
-            "reachability",
-            WARNING,
-            node,
+    meant_by = {meant: graph.nodes[wrong] for wrong, meant in typo.items()}
+    out = []
+    for node in graph.nodes.values():
+        if node.id in seen:
+            continue
+        message = (
             f"node `{node.id}` cannot be reached from the start node `{start.id}` (by an edge "
-            "or a retry_target); it will never run",
-            f"add an edge to `{node.id}` from a reachable node, or remove it",
+            "or a retry_target); it will never run"
         )
-        for node in graph.nodes.values()
-        if node.id not in seen
-    ]
+        fix = f"add an edge to `{node.id}` from a reachable node, or remove it"
+        wrong = meant_by.get(node.id)
+        if wrong is not None:  # `perf -> summray -> release_ok`: the edges meant `summary`
+            message += f"; `{wrong.id}` (line {node_at(wrong)[0]}) looks like a typo of `{node.id}`"
+            fix = correct_typo(graph, wrong, node.id)
+        out.append(node_diag("reachability", WARNING, node, message, fix))
+    return out
 
 
 def _listed(ids: list[str], limit: int = 5) -> str:
@@ -94,7 +106,7 @@ def _listed(ids: list[str], limit: int = 5) -> str:
 
 
 def _exit_reachable(
-    graph: Graph, start: Node, exits: list[Node], seen: dict[str, None]
+    graph: Graph, start: Node, exits: list[Node], seen: dict[str, None], typo: dict[str, str]
 ) -> list[Diagnostic]:
     if not exits:
         return []  # terminal_node reports that
@@ -116,26 +128,18 @@ def _exit_reachable(
     )
     fix = f"add an edge to `{exit_id}` from the last stage (e.g. `{last} -> {exit_id}`)"
     where = start
-    typo = _typo_of_exit(graph, ends, exits)
-    if typo is not None:  # `start -> work -> dnoe`: the edge meant the exit
-        where, meant = typo
-        message += f"; `{where.id}` looks like a typo of `{meant}`"
-        fix = f"write `{meant}` instead of `{where.id}` in the edge"
+    exit_ids = {n.id for n in exits}
+    wrong = next((end for end in ends if typo.get(end) in exit_ids), None)
+    if wrong is not None:  # `start -> work -> dnoe`: the edge meant the exit
+        where, meant = graph.nodes[wrong], typo[wrong]
+        message += f"; `{wrong}` looks like a typo of `{meant}`"
+        fix = correct_typo(graph, where, meant)
     return [node_diag("exit_reachable", ERROR, where, message, fix)]
 
 
-def _typo_of_exit(graph: Graph, ends: list[str], exits: list[Node]) -> tuple[Node, str] | None:
-    """A dead end written only in edges whose id is near an exit's: (that node, the exit id)."""
-    for end in ends:
-        node = graph.nodes[end]
-        if not node.explicit:
-            near = closest(end, [n.id for n in exits], cutoff=0.75)
-            if near is not None:
-                return node, near
-    return None
-
-
-def _dead_end_node(graph: Graph, exit_nodes: list[Node], seen: dict[str, None]) -> list[Diagnostic]:
+def _dead_end_node(
+    graph: Graph, exit_nodes: list[Node], seen: dict[str, None], typo: dict[str, str]
+) -> list[Diagnostic]:
     exits = {n.id for n in exit_nodes}
     if not exits:
         return []  # terminal_node reports that; every end would be a dead end
@@ -145,6 +149,7 @@ def _dead_end_node(graph: Graph, exit_nodes: list[Node], seen: dict[str, None]) 
         if node_id in exits or graph.outgoing(node_id):
             continue  # a retry target does not help: it is taken only after a failure
         node = graph.nodes[node_id]
+        meant = typo.get(node_id)
         out.append(
             node_diag(
                 "dead_end_node",
@@ -153,7 +158,9 @@ def _dead_end_node(graph: Graph, exit_nodes: list[Node], seen: dict[str, None]) 
                 f"node `{node_id}` has no outgoing edge and is not an exit node: a run that "
                 f"reaches it stops there without reaching {exit_hint} (goal gates are not "
                 "checked)",
-                f"add an edge from `{node_id}` to the next stage or to {exit_hint}",
+                correct_typo(graph, node, meant)
+                if meant is not None
+                else f"add an edge from `{node_id}` to the next stage or to {exit_hint}",
             )
         )
     return out
@@ -162,21 +169,59 @@ def _dead_end_node(graph: Graph, exit_nodes: list[Node], seen: dict[str, None]) 
 _DIGITS = str.maketrans("", "", "0123456789")
 
 
-def node_id_typo(graph: Graph) -> list[Diagnostic]:
-    """A node that only edges mention (no attributes written on it), with no edge in or no
-    edge out, whose id is near the id of a node declared with attributes."""
-    declared = [n.id for n in graph.nodes.values() if n.explicit]
+def _declared(graph: Graph) -> list[str]:
+    return [n.id for n in graph.nodes.values() if n.explicit]
+
+
+def typo_of(graph: Graph, node: Node, declared: list[str] | None = None) -> str | None:
+    """The id that ``node`` looks like a typo of, or None.
+
+    A typo is a node no statement gives attributes (it is written only in edges, anywhere in a
+    chain) whose id is near the id of a node declared with attributes (``declared``, computed
+    when not given). Not a typo: a neighbour's id (``plan -> plans``: the typo would be an edge
+    from ``plan`` to itself), nor a change of number (``step2`` next to ``step1`` is a series).
+    """
+    if node.explicit:
+        return None
+    adjacent = {e.target for e in graph.outgoing(node.id)}
+    adjacent.update(e.source for e in graph.incoming(node.id))
+    ids = _declared(graph) if declared is None else declared
+    near = closest(node.id, [i for i in ids if i not in adjacent], cutoff=0.75)
+    if near is None or near.translate(_DIGITS) == node.id.translate(_DIGITS):
+        return None
+    return near
+
+
+def typos(graph: Graph) -> dict[str, str]:
+    """Every node that looks like a typo (see :func:`typo_of`): its id -> the id meant."""
+    declared = _declared(graph)
     if not declared:
-        return []
-    out = []
+        return {}
+    found = {}
     for node in graph.nodes.values():
-        if node.explicit or (graph.outgoing(node.id) and graph.incoming(node.id)):
-            continue
-        near = closest(node.id, declared, cutoff=0.75)
-        if near is None or near.translate(_DIGITS) == node.id.translate(_DIGITS):
-            continue  # `step2` next to `step1` is a series, not a typo
-        edges = graph.incoming(node.id) or graph.outgoing(node.id)
-        lines = sorted({e.position.line for e in edges if e.position.line})
+        meant = typo_of(graph, node, declared)
+        if meant is not None:
+            found[node.id] = meant
+    return found
+
+
+def _typo_edges(graph: Graph, node: Node) -> list[Edge]:
+    return [*graph.incoming(node.id), *graph.outgoing(node.id)]
+
+
+def correct_typo(graph: Graph, node: Node, meant: str) -> str:
+    """The fix of a typo: write the id meant in the edges that name ``node``."""
+    edges = "edges" if len(_typo_edges(graph, node)) > 1 else "edge"
+    return f"write `{meant}` instead of `{node.id}` in the {edges}"
+
+
+def node_id_typo(graph: Graph) -> list[Diagnostic]:
+    """A node that only edges mention (no attributes written on it), wherever it is in a chain,
+    whose id is near the id of a node declared with attributes (see :func:`typo_of`)."""
+    out = []
+    for node_id, near in typos(graph).items():
+        node = graph.nodes[node_id]
+        lines = sorted({e.position.line for e in _typo_edges(graph, node) if e.position.line})
         where = f" (line {', '.join(map(str, lines))})" if lines else ""
         out.append(
             node_diag(
@@ -185,7 +230,7 @@ def node_id_typo(graph: Graph) -> list[Diagnostic]:
                 node,
                 f"node `{node.id}` appears only in edges{where} and has no attributes; did you "
                 f"mean `{near}`?",
-                f"write `{near}` instead of `{node.id}` in the edge, or declare "
+                f"{correct_typo(graph, node, near)}, or declare "
                 f'`{node.id} [prompt="..."]` if it is a new stage',
             )
         )

@@ -327,13 +327,17 @@ def _prompt_on_llm_nodes(graph: Graph, node: Node, out: Out) -> None:
     if attrs.get("prompt", "").strip() or attrs.get("label", "").strip():
         return
     if node.handler_type == "codergen":
+        fix = f'add prompt="..." to `{node.id}`'
+        meant = paths.typo_of(graph, node)
+        if meant is not None:  # the edges meant a declared node: do not make the typo a stage
+            fix = f"{paths.correct_typo(graph, node, meant)}, or {fix} if it is a new stage"
         out.append(
             node_diag(
                 "prompt_on_llm_nodes",
                 WARNING,
                 node,
                 f"node `{node.id}` runs the codergen (LLM) handler but has no prompt or label",
-                f'add prompt="..." to `{node.id}`',
+                fix,
             )
         )
 

@@ -376,9 +376,17 @@ class Graph:
 
     @property
     def max_goal_gate_redirects(self) -> int:
-        raw = self.attrs.get("max_goal_gate_redirects")
+        return self._count("max_goal_gate_redirects", 10)
+
+    @property
+    def max_failure_redirects(self) -> int:
+        """How many times in a row one node's failure may be routed to its retry target."""
+        return self._count("max_failure_redirects", 10)
+
+    def _count(self, key: str, default: int) -> int:
+        raw = self.attrs.get(key)
         parsed = parse_int(raw) if raw is not None else None
-        return 10 if parsed is None else max(parsed, 0)
+        return default if parsed is None else max(parsed, 0)
 
     def structure_key(self) -> tuple[object, ...]:
         """What the layout depends on: node ids, labels, shapes and edges (not states)."""

@@ -83,6 +83,8 @@ class RunMemory:
     retries: dict[str, int] = field(default_factory=dict)
     pending_gate: Question | None = None
     redirects: int = 0
+    failure_redirects: dict[str, int] = field(default_factory=dict)
+    """Per node: how many times in a row its failure was routed to a retry target."""
     failure_reason: str = ""
     failed_node: str | None = None
     dead_end: DeadEnd | None = None
@@ -118,6 +120,7 @@ class RunMemory:
         self.completed, self.outcomes, self.retries = [], {}, {}
         self.records.clear()
         self.redirects = 0
+        self.failure_redirects = {}
 
 
 def checkpoint_payload(
@@ -169,6 +172,7 @@ def _scalar_fields(memory: RunMemory, *, event_seq: int, now: float) -> dict[str
         "node_retries": dict(memory.retries),
         "pending_gate": memory.pending_gate.to_dict() if memory.pending_gate else None,
         "goal_gate_redirects": memory.redirects,
+        "failure_redirects": dict(memory.failure_redirects),
         "failure_reason": memory.failure_reason,
         "failed_node": memory.failed_node,
         "dead_end": memory.dead_end.to_dict() if memory.dead_end else None,
@@ -304,6 +308,9 @@ def restore_memory(data: dict[str, Any], run_dir: Path) -> tuple[RunMemory, Cont
             completed=[str(n) for n in data["completed_nodes"]],
             retries={str(k): int(v) for k, v in dict(data["node_retries"]).items()},
             redirects=int(data.get("goal_gate_redirects", 0)),
+            failure_redirects={
+                str(k): int(v) for k, v in dict(data.get("failure_redirects") or {}).items()
+            },
             restarts=int(data.get("restarts", 0)),
             failure_reason=str(data.get("failure_reason") or ""),
             failed_node=data.get("failed_node"),

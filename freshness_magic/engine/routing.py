@@ -7,7 +7,7 @@ One module serves the main path (``Run.step``) and every parallel branch:
   an edge condition matched;
 - :func:`route` is the main path's full decision: :func:`next_edge`; after FAIL with no matching
   condition the node's ``retry_target``, ``fallback_retry_target``, then the graph's
-  (docs/ARCHITECTURE.md);
+  (docs/ARCHITECTURE.md), at most ``max_failure_redirects`` times in a row per node;
   goal gates are judged whenever the chosen target is an exit (§3.4), however the run got there;
   a node that succeeds with no eligible edge is a :class:`DeadEnd` (§3.2 step 6: the run ends
   completed, and says so with every condition it tried).
@@ -18,7 +18,7 @@ A branch never uses failure routing or goal gates: those belong to the run, afte
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from freshness_magic.engine.conditions import evaluate_condition
@@ -78,6 +78,8 @@ class Route:
     dead_end: DeadEnd | None = None
     goal_gate_redirect: bool = False
     """The target is a goal gate's retry target (the run counts the redirect)."""
+    failure_redirect: bool = False
+    """The node failed and the target is its retry target (the run counts it for the node)."""
 
 
 def condition_trials(
@@ -187,14 +189,20 @@ def route(
     outcomes: Mapping[str, Outcome],
     redirects: int,
     exit_ids: frozenset[str],
+    failure_redirects: int = 0,
 ) -> Route:
-    """The main path's decision after ``node`` (not an exit) finished with ``outcome``."""
+    """The main path's decision after ``node`` (not an exit) finished with ``outcome``.
+
+    ``failure_redirects``: how many failures of ``node`` in a row already led the run on (by an
+    edge condition or a retry target); at the graph's ``max_failure_redirects`` the run fails
+    instead, so a fix-and-retry loop that never succeeds cannot run forever.
+    """
     decision = next_edge(graph, node, outcome, context)
-    if decision.target is None:
-        if outcome.status is StageStatus.FAIL:
+    if outcome.status is StageStatus.FAIL:
+        why = outcome.failure_reason or "no failure reason given"
+        if decision.target is None:
             chain = retry_chain(graph, node)
             if not chain:
-                why = outcome.failure_reason or "no failure reason given"
                 return Route(
                     None,
                     f"node '{node.id}' failed ({why}); no edge condition matched the failure and "
@@ -207,10 +215,19 @@ def route(
                 f"{decision.reason}; failure routed to {label} '{target}'",
                 EdgeStep.RETRY_TARGET,
             )
-        else:
-            dead_end = DeadEnd(node.id, condition_trials(graph, node.id, outcome, context))
-            return Route(None, dead_end.describe(), EdgeStep.NONE, dead_end=dead_end)
-    assert decision.target is not None
+        limit = graph.max_failure_redirects
+        if failure_redirects >= limit:
+            return Route(
+                None,
+                f"node '{node.id}' failed ({why}); its failures led on to '{decision.target}' "
+                f"{failure_redirects} time(s) in a row already (max_failure_redirects={limit}): "
+                "fix the cause and retry, or raise max_failure_redirects on the graph",
+                EdgeStep.NONE,
+            )
+        decision = replace(decision, failure_redirect=True)
+    if decision.target is None:
+        dead_end = DeadEnd(node.id, condition_trials(graph, node.id, outcome, context))
+        return Route(None, dead_end.describe(), EdgeStep.NONE, dead_end=dead_end)
     if decision.target in exit_ids:
         verdict = judge_goal_gates(graph, outcomes, redirects, decision.target)
         if verdict is not None:

@@ -96,6 +96,8 @@ class RunEndings(RunLifecycle):
 
     def _route(self, node: Node, outcome: Outcome) -> tuple[str, EdgeStep, Any]:
         memory = self._memory
+        if outcome.status.is_success:
+            memory.failure_redirects.pop(node.id, None)
         decision = route(
             self.graph,
             node,
@@ -104,9 +106,12 @@ class RunEndings(RunLifecycle):
             outcomes=memory.outcomes,  # no branch runs while the main path routes
             redirects=memory.redirects,
             exit_ids=self._exit_ids,
+            failure_redirects=memory.failure_redirects.get(node.id, 0),
         )
         memory.next_node = decision.target
         reason = decision.reason
+        if decision.failure_redirect:
+            memory.failure_redirects[node.id] = memory.failure_redirects.get(node.id, 0) + 1
         if decision.goal_gate_redirect:
             memory.redirects += 1
             self.events.emit(

@@ -104,7 +104,8 @@ class RunRecovery(RunEndings):
     def retry(self, node_id: str | None = None) -> str:
         """Re-arm a failed, interrupted or paused run at ``node_id`` (default: the failed or
         interrupted node); returns that node. Context, outcomes and evidence so far are kept;
-        the next ``step()``/``run()`` executes it. Emits RUN_RETRIED.
+        the next ``step()``/``run()`` executes it, with a new allowance of
+        ``max_failure_redirects``. Emits RUN_RETRIED.
         """
         memory = self._memory
         if memory.state is RunState.WAITING:
@@ -131,6 +132,7 @@ class RunRecovery(RunEndings):
         memory.failed_node = None
         memory.dead_end = None
         memory.interrupted_node = None
+        memory.failure_redirects.pop(target, None)
         self.events.emit(
             EventType.RUN_RETRIED, target, {"from_state": previous.value, "node": target}
         )

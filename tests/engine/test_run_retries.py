@@ -17,7 +17,8 @@ from freshness_magic.engine.handlers.base import StepEnv, stop_slack
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
-from tests.engine.runkit import FakeClock, Scripted, graph, make_run
+from freshness_magic.engine.run import Run
+from tests.engine.runkit import FakeClock, Scripted, graph, make_run, registry
 
 LINEAR = """digraph g {{
   {graph_attrs}
@@ -241,3 +242,78 @@ def test_status_given_as_text_is_accepted_and_bad_status_fails(tmp_path: Path) -
     work = run.run().node_outcomes["work"]
     assert work.status is StageStatus.FAIL
     assert "unknown outcome status 'great'" in work.failure_reason
+
+
+FIX_LOOP = """digraph g {{
+  graph [{graph_attrs}]
+  start [shape=Mdiamond]
+  tests [prompt="t" {attrs}]
+  fix [prompt="f"]
+  done [shape=Msquare]
+  start -> tests
+  tests -> done [condition="outcome=success"]
+  {fail_edge}
+  fix -> tests
+}}"""
+
+
+def fix_loop(
+    graph_attrs: str = "", attrs: str = ', retry_target="fix"', fail_edge: str = ""
+) -> str:
+    return FIX_LOOP.format(graph_attrs=graph_attrs, attrs=attrs, fail_edge=fail_edge)
+
+
+def test_a_failure_routed_to_its_retry_target_again_and_again_stops_the_run(
+    tmp_path: Path,
+) -> None:
+    run = make_run(
+        fix_loop("max_failure_redirects=3"), tmp_path, handler=Scripted({"tests": ["fail"]})
+    )
+    result = run.run()
+    assert result.state is RunState.FAILED
+    assert result.completed_nodes == ["start"] + ["tests", "fix"] * 3 + ["tests"]
+    assert result.failed_node == "tests"
+    assert result.failure_reason == (
+        "node 'tests' failed (tests said fail); its failures led on to 'fix' 3 time(s) in a row "
+        "already (max_failure_redirects=3): fix the cause and retry, or raise "
+        "max_failure_redirects on the graph"
+    )
+
+
+def test_a_fail_edge_loop_is_bounded_too_by_default_at_ten(tmp_path: Path) -> None:
+    dot = fix_loop(attrs="", fail_edge='tests -> fix [condition="outcome=fail"]')
+    result = make_run(dot, tmp_path, handler=Scripted({"tests": ["fail"]})).run()
+    assert result.state is RunState.FAILED
+    assert result.completed_nodes.count("fix") == 10
+    assert "(max_failure_redirects=10)" in result.failure_reason
+
+
+def test_a_success_between_failures_starts_the_count_again(tmp_path: Path) -> None:
+    script = Scripted({"tests": ["fail", "fail", "success"]})
+    dot = fix_loop("max_failure_redirects=2").replace(
+        'tests -> done [condition="outcome=success"]',
+        'tests -> again [condition="outcome=success"]\n again [prompt="a"] again -> tests2\n'
+        ' tests2 [prompt="t2", retry_target="fix2"] fix2 [prompt="f"] fix2 -> tests2\n'
+        ' tests2 -> done [condition="outcome=success"]',
+    )
+    script.script["tests2"] = ["fail", "fail", "success"]
+    result = make_run(dot, tmp_path, handler=script).run()
+    assert result.state is RunState.COMPLETED, result.failure_reason
+    assert result.completed_nodes.count("fix") == 2 and result.completed_nodes.count("fix2") == 2
+
+
+def test_the_failure_count_survives_a_resume_and_a_retry_starts_it_again(tmp_path: Path) -> None:
+    run = make_run(
+        fix_loop("max_failure_redirects=3"), tmp_path, handler=Scripted({"tests": ["fail"]})
+    )
+    run.run(to="fix")
+    run.step()  # fix: the count of tests' failures is 1 and is in the checkpoint
+    run.close()
+    again = Run.resume(run.run_dir, registry=registry(Scripted({"tests": ["fail"]})))
+    result = again.run()
+    assert result.state is RunState.FAILED
+    assert result.completed_nodes.count("fix") == 3  # not 1 + 3: the count was kept
+    again.retry()
+    result = again.run()
+    assert result.completed_nodes.count("fix") == 6  # a retry gives a new allowance of 3
+    assert result.failed_node == "tests"

@@ -162,6 +162,7 @@ _GRAPH_TYPED = {
     "default_max_retries": COUNT,
     "default_max_retry": COUNT,
     "max_goal_gate_redirects": COUNT,
+    "max_failure_redirects": COUNT,
 }
 
 

@@ -217,6 +217,24 @@ def test_retry_of_a_run_that_did_not_fail_names_the_command_s_option(tmp_path: P
     )
 
 
+def test_resume_says_when_the_pipeline_file_changed_since_the_run_started(tmp_path: Path) -> None:
+    """A user who fixed the file and retries must learn that the run keeps its own copy."""
+    dot = write(tmp_path, "fail.dot", FAILING)
+    data = json.loads(
+        cli("run", str(dot), "--workdir", str(tmp_path), "--json", cwd=tmp_path).stdout
+    )
+    unchanged = cli("resume", data["run_dir"], "--retry", cwd=tmp_path)
+    assert "has changed" not in unchanged.stderr
+    dot.write_text(FAILING.replace('"exit 7"', '"true"'))
+    retried = cli("resume", data["run_dir"], "--retry", cwd=tmp_path)
+    assert retried.returncode == 1  # the run's own copy still exits 7
+    assert (
+        f"note: {dot} has changed since this run started; the run goes on with the pipeline it "
+        f"started with ({data['run_dir']}/pipeline.dot). To run the changed file, start a new "
+        f"run: python -m freshness_magic run {dot}"
+    ) in retried.stderr.splitlines()
+
+
 def test_status_keeps_each_node_on_one_row(tmp_path: Path) -> None:
     """A reason with a stderr tail takes one row of the status table, saying what is left out."""
     dot = write(

@@ -9,7 +9,9 @@ said here in the command's own terms.
 from __future__ import annotations
 
 import argparse
+import os
 import sys
+from pathlib import Path
 from typing import Any, TextIO
 
 from freshness_magic.commands import invoked_as
@@ -70,6 +72,28 @@ def say_drift(run: Any, out: TextIO) -> None:
         print(f"  {'drift':<7} {node_id:<24} {'':8}  {words}", file=out, flush=True)
 
 
+def say_pipeline_changed(run: Any, out: TextIO) -> None:
+    """A note when the file the run was started from now holds another pipeline: the run goes
+    on with the text it started with, which a user who just fixed the file would not expect."""
+    from freshness_magic.engine.persistence import PIPELINE_FILE, same_pipeline, source_hash
+
+    path, source = run.graph.path, run.graph.source
+    if not path or not source or not os.path.isfile(path):
+        return
+    try:
+        now = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return
+    if not same_pipeline(now, source_hash(source)):
+        print(
+            f"note: {path} has changed since this run started; the run goes on with the pipeline "
+            f"it started with ({Path(run.run_dir) / PIPELINE_FILE}). To run the changed file, "
+            f"start a new run: {invoked_as()} run {path}",
+            file=out,
+            flush=True,
+        )
+
+
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import resume_run
 
@@ -87,6 +111,7 @@ def main(args: argparse.Namespace) -> int:
             f"{args.run_dir}/pipeline.dot)"
         ) from None
     with run:
+        say_pipeline_changed(run, sys.stderr)
         say_drift(run, sys.stderr if args.json else sys.stdout)
         if args.accept:
             from freshness_magic.freshness.extension import accept_changes

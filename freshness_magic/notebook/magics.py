@@ -36,7 +36,7 @@ from freshness_magic.notebook.arguments import (
     build_pipeline_parser,
 )
 from freshness_magic.notebook.completion import complete_line
-from freshness_magic.notebook.pipeline import NotebookPipeline
+from freshness_magic.notebook.pipeline import RUN_SPECS, NotebookPipeline
 from freshness_magic.notebook.render import LayoutCache
 from freshness_magic.notebook.text import TextResult
 
@@ -197,7 +197,7 @@ class PipelineMagics(Magics):
             clusters=self.clusters,
             cells={k: v for k, v in cells.items() if k in graph.nodes},
         )
-        for key in ("backend", "executor"):  # the configured specs, so every action uses them
+        for key in RUN_SPECS:  # the configured specs, so every action uses them
             if getattr(self, key):
                 pipeline.run_options[key] = getattr(self, key)
         if resume and not self._call(pipeline.resume_latest):
@@ -220,20 +220,23 @@ class PipelineMagics(Magics):
             raise UsageError(str(exc)) from None
 
     def _run_options(self, pipeline: NotebookPipeline, args: argparse.Namespace) -> None:
-        """``--backend``/``--executor`` (else the configured ones) for the run opened next."""
-        for key in ("backend", "executor"):
-            given = getattr(args, key, None)
-            value = given or getattr(self, key)
-            if not value or pipeline.run_options.get(key) == value:
-                continue
-            if pipeline.has_run:
-                if given:
-                    raise UsageError(
-                        f"--{key}: the run of {pipeline.name} is already open; "
-                        f"%pipeline reset, then run with --{key} {value}"
-                    )
-                continue
-            pipeline.run_options[key] = value
+        """``--backend``/``--executor`` (else the configured ones) for the run: the next one, or
+        the open one while it has not begun. A run that has begun keeps what it was opened with:
+        a configured spec waits for the next run, a given one is refused with the way to it."""
+        wanted: dict[str, str] = {}
+        for key in RUN_SPECS:
+            value = getattr(args, key, None) or getattr(self, key)
+            if value and pipeline.run_options.get(key) != value:
+                wanted[key] = value
+        if not wanted or self._call(lambda: pipeline.use_run_options(wanted)):
+            return
+        for key, value in wanted.items():
+            if getattr(args, key, None):
+                raise UsageError(
+                    f"--{key}: the run of {pipeline.name} has begun and keeps the {key} it was "
+                    f"opened with; %pipeline reset starts a new run, then "
+                    f"%pipeline {args.command} --{key} {shlex.quote(value)}"
+                )
 
     # --- magics ----------------------------------------------------------------------------------
 

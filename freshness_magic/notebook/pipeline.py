@@ -11,7 +11,7 @@ view never reads a run in the middle of a step. The text of every answer comes f
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -36,7 +36,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine.state import StepResult
 
 
-_RUN_SPECS = ("backend", "executor")
+RUN_SPECS = ("backend", "executor")
 """Run options given as spec strings (``--backend``, ``--executor``), set only when asked."""
 ACCEPTED_SHOWN = 10
 """Files ``accept`` names before it counts the rest."""
@@ -80,6 +80,26 @@ class NotebookPipeline(PipelineReadout):
         self.resume_offer = None
         self._attach(run)
         return run
+
+    @property
+    def started(self) -> bool:
+        """Whether the open run has begun (left ``ready``): its backend and executor are fixed."""
+        return self._run is not None and self._run.state is not RunState.READY
+
+    def use_run_options(self, specs: Mapping[str, str]) -> bool:
+        """Open runs with these ``backend``/``executor`` specs; an open run that has not begun
+        (a fresh one after ``reset``) is opened again with them. False, and nothing changes,
+        when the open run has begun."""
+        with self.exclusive():
+            if self.started:
+                return False
+            self.run_options.update(specs)
+            if "backend" in specs:  # the %%node cells' registry was built with the old backend
+                self.run_options.pop("registry", None)
+            if self._run is not None:
+                self._detach()
+                self._open(resume=None)
+            return True
 
     def _resume_options(self, run_dir: Path) -> dict[str, Any]:
         """Options of a resume: the loaded graph (it carries the ``%%node`` handlers) when the

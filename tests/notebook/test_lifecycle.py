@@ -4,6 +4,8 @@ loading from variables and expanded paths; run options; the live input watcher."
 from __future__ import annotations
 
 import json
+import shlex
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -267,8 +269,70 @@ def test_backend_and_executor_options_reach_the_run_opened_next(
     pipeline.run_options.pop("executor")
     pipeline.run_options.pop("backend")
     line(shell, "step")
-    with pytest.raises(UsageError, match="the run of review is already open; %pipeline reset"):
+    with pytest.raises(UsageError, match=r"the run of review has begun .*; %pipeline reset"):
         shell.run_line_magic("pipeline", "run --backend other")
+
+
+MODEL_DOT = """digraph model {
+  start [shape=Mdiamond]
+  draft [prompt="Summarise the change"]
+  done  [shape=Msquare]
+  start -> draft -> done
+}
+"""
+DEAD_BACKEND = f"command:{shlex.quote(sys.executable)} -c 'raise SystemExit(3)'"
+
+
+def backend_of(pipeline: NotebookPipeline) -> str:
+    return str(json.loads((pipeline.run.run_dir / "backend.json").read_text())["backend"])
+
+
+def test_after_a_reset_the_next_step_takes_another_backend_or_executor(
+    shell: InteractiveShell, workdir: Path
+):
+    """A trial: a run with a backend that fails, then reset, then --backend simulated was refused
+    with advice to reset (which looped), and the configured backend was ignored."""
+    pipeline = shell.run_cell_magic("pipeline", f"model --workdir {workdir}", MODEL_DOT)
+    failed = line(shell, f"run --backend {shlex.quote(DEAD_BACKEND)}").text
+    assert failed.splitlines()[-1].startswith("run: 2 step(s); failed: ")
+    line(shell, "reset")
+    assert line(shell, "step --backend simulated").text == "step: start -> success; next: draft"
+    assert backend_of(pipeline) == "simulated"
+    line(shell, "reset")
+    line(shell, "step --executor local")
+    assert json.loads((pipeline.run.run_dir / "executor.json").read_text()) == {"executor": "local"}
+    assert line(shell, "run").text.splitlines()[-1] == "run: 2 step(s); completed"
+
+
+def test_the_configured_backend_reaches_the_run_a_reset_opened(
+    shell: InteractiveShell, workdir: Path
+):
+    pipeline = shell.run_cell_magic("pipeline", f"model --workdir {workdir}", MODEL_DOT)
+    shell.run_cell_magic("node", "done", "pass\n")  # a %%node cell: its own handler registry
+    line(shell, f"run --backend {shlex.quote(DEAD_BACKEND)}")
+    assert pipeline.state_name == "failed"
+    line(shell, "reset")
+    shell.run_line_magic("config", 'PipelineMagics.backend = "simulated"')
+    assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
+    assert backend_of(pipeline) == "simulated"
+
+
+def test_a_run_that_has_begun_refuses_another_backend_with_advice_that_works(
+    shell: InteractiveShell, workdir: Path
+):
+    pipeline = shell.run_cell_magic("pipeline", f"model --workdir {workdir}", MODEL_DOT)
+    line(shell, f"step --backend {shlex.quote(DEAD_BACKEND)}")
+    with pytest.raises(UsageError) as refused:
+        shell.run_line_magic("pipeline", "step --backend simulated")
+    assert str(refused.value) == (
+        "--backend: the run of model has begun and keeps the backend it was opened with; "
+        "%pipeline reset starts a new run, then %pipeline step --backend simulated"
+    )
+    assert backend_of(pipeline) == DEAD_BACKEND
+    line(shell, "reset")
+    assert line(shell, "step --backend simulated").text.startswith("step: start -> success")
+    assert line(shell, "step").text.startswith("step: draft -> success")
+    assert backend_of(pipeline) == "simulated"
 
 
 def test_an_input_saved_while_idle_turns_its_node_stale(shell: InteractiveShell, workdir: Path):

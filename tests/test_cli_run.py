@@ -235,6 +235,23 @@ def test_resume_says_when_the_pipeline_file_changed_since_the_run_started(tmp_pa
     ) in retried.stderr.splitlines()
 
 
+def test_an_answer_that_is_no_choice_of_its_gate_is_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    dot = write(tmp_path, "review.dot", REVIEW)
+    refused = cli(
+        "run", str(dot), "--workdir", str(tmp_path), "--answer", "approve=X", cwd=tmp_path
+    )
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.strip() == (
+        "freshness-magic run: --answer approve=X: 'X' is not a choice of gate 'approve'; answer "
+        "with a key, label or target id of one of: Y ([Y] Yes -> done), N ([N] No, redo -> draft)"
+    )
+    assert not (tmp_path / ".freshness" / "runs").exists()
+    done = cli("run", str(dot), "--workdir", str(tmp_path), "--answer", "approve=yes", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+
+
 def test_status_keeps_each_node_on_one_row(tmp_path: Path) -> None:
     """A reason with a stderr tail takes one row of the status table, saying what is left out."""
     dot = write(

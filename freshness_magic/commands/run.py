@@ -215,6 +215,7 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
                 f"--answer names node '{node_id}', which is not in the pipeline; "
                 "gates: " + (", ".join(_gates(run)) or "(none)")
             )
+        _check_choice(run, node_id, choice)
         answers.setdefault(node_id, deque()).append(choice)
     auto = AutoApproveInterviewer() if args.auto_approve else None
     out = sys.stderr if args.json else sys.stdout
@@ -359,6 +360,23 @@ def backend_text(run: Run) -> list[str]:
         return []
     backend = run_backend(run)
     return [SIMULATED_NOTICE if is_simulated(backend) else describe_backend(backend)]
+
+
+def _check_choice(run: Run, node_id: str, choice: str) -> None:
+    """RunError before anything runs when ``--answer NODE=CHOICE`` names no choice of the gate:
+    found only on reaching the gate, it would leave a waiting run behind, nodes later."""
+    from freshness_magic.engine.gates import gate_question, match_choice, valid_choices_text
+
+    node = run.graph.nodes[node_id]
+    if node.handler_type != "wait.human" or not choice.strip():
+        return
+    question = gate_question(run.graph, node)
+    if match_choice(question, choice) is None:
+        raise RunError(
+            f"--answer {node_id}={choice}: {choice!r} is not a choice of gate '{node_id}'; "
+            f"answer with a key, label or target id of one of: "
+            f"{valid_choices_text(question) or '(none)'}"
+        )
 
 
 def _gates(run: Run) -> list[str]:

@@ -1,7 +1,8 @@
 """``%%node`` cells as node handlers: the cell's code runs in the user namespace.
 
 The cell sees ``context`` (the live run context), ``node`` and ``outcome`` (a string); an exception
-is the node's FAIL with the traceback as the failure reason. What the cell prints goes to the
+is the node's FAIL, its failure reason the exception and the cell's line, its traceback (from the
+cell's frames on) kept with what the cell printed. What the cell prints goes to the
 node's folder (``nodes/<id>/cell_output.txt``) and to a ``stage_output`` event, never to
 whichever notebook cell happens to be executing (a widget button runs nodes on a worker thread).
 """
@@ -9,6 +10,7 @@ whichever notebook cell happens to be executing (a widget button runs nodes on a
 from __future__ import annotations
 
 import io
+import linecache
 import sys
 import threading
 import traceback
@@ -77,6 +79,22 @@ def captured_output() -> Iterator[dict[str, str]]:
         found["stderr"] = err.buffer_text.getvalue()
 
 
+def _cell_failure(exc: Exception, filename: str) -> tuple[str, str]:
+    """The failure reason of a cell that raised, ``ValueError: boom (cell line 2)`` (the line
+    of the innermost frame of the cell's code), and its traceback from the cell's frames on."""
+    shown = f"{type(exc).__qualname__}: {exc}" if str(exc) else type(exc).__qualname__
+    frames = traceback.extract_tb(exc.__traceback__)
+    ours = [i for i, frame in enumerate(frames) if frame.filename == filename]
+    if not ours:
+        return shown, traceback.format_exc()
+    tb = exc.__traceback__
+    for _ in range(ours[0]):  # the handler's own frames above the cell
+        tb = tb.tb_next if tb is not None else None
+    return f"{shown} (cell line {frames[ours[-1]].lineno})", "".join(
+        traceback.format_exception(type(exc), exc, tb)
+    )
+
+
 @dataclass
 class CellHandler:
     """The handler of every ``%%node`` cell of one pipeline (``cells``: node id -> code)."""
@@ -96,14 +114,16 @@ class CellHandler:
         ns["context"], ns["node"], ns["outcome"] = context, node, "success"
         failure = ""
         word = "success"
+        filename = f"<%%node {node.id}>"
+        linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         try:
             with captured_output() as printed:
                 try:
-                    exec(compile(code, f"<%%node {node.id}>", "exec"), ns)
+                    exec(compile(code, filename, "exec"), ns)
                     word = str(ns.get("outcome", "success")).strip().lower()
                 except Exception as exc:
-                    tb = traceback.format_exc(limit=-6)
-                    failure = f"%%node {node.id} raised {type(exc).__name__}: {exc}\n{tb}"
+                    failure, trace = _cell_failure(exc, filename)
+                    sys.stderr.write(trace)  # kept with what the cell printed
         finally:
             for key in _NAMES:
                 ns.pop(key, None)

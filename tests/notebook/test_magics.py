@@ -401,21 +401,30 @@ def test_node_cell_fail_outcome(shell: InteractiveShell, workdir: Path):
     assert pipeline.outcomes()["work"].failure_reason == "%%node work set outcome=fail"
 
 
-def test_node_cell_exception_is_fail_with_traceback_in_evidence(
+def test_node_cell_exception_is_fail_with_its_line_and_the_traceback_in_the_output(
     shell: InteractiveShell, workdir: Path
 ):
+    """The step line and the summary say the user's exception and the cell's line, not the
+    handler's internal traceback; the traceback is kept with what the cell printed."""
     pipeline = shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", NODE_DOT)
-    shell.run_cell_magic("node", "work", "x = 1\nraise ValueError('boom at work')\n")
-    line(shell, "run")
+    cell = "x = 1\ndef check():\n    raise ValueError('boom at work')\n\ncheck()\n"
+    shell.run_cell_magic("node", "work", cell)
+    out = line(shell, "run").text.splitlines()
+    reason = "ValueError: boom at work (cell line 3)"
+    assert f"step: work -> fail ({reason})" in out
+    assert out[-1].startswith(f"run: 2 step(s); failed: node 'work' failed ({reason})")
     outcome = pipeline.outcomes()["work"]
-    assert outcome.status.value == "fail"
-    assert "ValueError: boom at work" in outcome.failure_reason
-    assert "Traceback" in outcome.failure_reason
+    assert outcome.status.value == "fail" and outcome.failure_reason == reason
+    assert "cells.py" not in line(shell, "status").text
+    output = pipeline.details("work")["output"]
+    assert output.startswith('Traceback (most recent call last):\n  File "<%%node work>"')
+    assert "    raise ValueError('boom at work')\n" in output
+    assert output.endswith("ValueError: boom at work\n") and "cells.py" not in output
     records = [
         json.loads(x) for x in (pipeline.run.run_dir / "evidence.jsonl").read_text().splitlines()
     ]
     work = [r for r in records if r["nodeId"] == "work"]
-    assert "ValueError: boom at work" in json.dumps(work)
+    assert reason in json.dumps(work)
 
 
 def test_node_cell_usage_errors(shell: InteractiveShell, workdir: Path):

@@ -255,3 +255,50 @@ def test_validate_and_parse_read_the_pipeline_from_stdin_given_as_dash(tmp_path:
     parsed = fm("parse", "-", "--compact", text=CLEAN)
     assert parsed.returncode == 0, parsed.stderr
     assert json.loads(parsed.stdout)["name"] == "clean"
+
+
+KEY_TYPOS = """digraph keys {
+  start [shape=Mdiamond]
+  a     [prompt="a"]
+  fix   [prompt="fix"]
+  done  [shape=Msquare]
+  start -> a
+  a -> fix  [condition="outcom=fail"]
+  a -> done [condition="outcome=success && contxt.tests=ok"]
+  a -> done [condition="prefered_label=Yes"]
+  a -> done
+  fix -> a
+}
+"""
+
+
+def test_validate_warns_where_a_condition_key_is_a_near_miss_of_one_the_engine_reads(
+    tmp_path: Path,
+) -> None:
+    path = write(tmp_path, "keys.dot", KEY_TYPOS)
+    result = run_module("validate", path)
+    assert result.returncode == 0, result.stderr
+    found = [LINE_RE.match(line) for line in result.stdout.splitlines()]
+    assert all(m is not None and m.group("rule") == "condition_values" for m in found), found
+    where = [(m["line"], m["col"], m["sev"], m["fix"]) for m in found if m is not None]
+    assert where == [
+        ("7", "25", "warning", "write `outcome` instead of `outcom`"),
+        ("8", "44", "warning", "write `context.tests` instead of `contxt.tests`"),
+        ("9", "25", "warning", "write `preferred_label` instead of `prefered_label`"),
+    ]
+    assert found[0] is not None
+    assert found[0]["msg"] == (
+        "edge a -> fix: condition 'outcom=fail': key `outcom` looks like a typo of `outcome`; "
+        "as written it reads the context key `outcom` (§10), which is probably never set, "
+        "instead of the outcome"
+    )
+
+
+def test_context_keys_that_are_not_near_misses_pass(tmp_path: Path) -> None:
+    legal = KEY_TYPOS.replace("outcom=fail", "tool.exit_code!=0 && income=low").replace(
+        "contxt.tests", "context.tests"
+    )
+    legal = legal.replace("prefered_label=Yes", "graph.mode=fast && preferred_label=Yes")
+    result = run_module("validate", write(tmp_path, "legal.dot", legal), "--strict")
+    assert result.returncode == 0, result.stdout
+    assert result.stdout == ""

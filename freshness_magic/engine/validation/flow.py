@@ -4,7 +4,15 @@ from __future__ import annotations
 
 from freshness_magic.engine.model import Edge, Graph, Node
 from freshness_magic.engine.validation.attrs import closest
-from freshness_magic.engine.validation.core import WARNING, Out, edge_diag, node_diag
+from freshness_magic.engine.validation.core import (
+    WARNING,
+    Diagnostic,
+    Out,
+    edge_at,
+    edge_diag,
+    node_diag,
+    position_in_value,
+)
 from freshness_magic.errors import ConditionError
 
 _SUCCESS_ROUTES = frozenset({"outcome=success", "outcome!=fail"})
@@ -61,8 +69,55 @@ def _complementary_pair(edges: list[Edge]) -> bool:
     )
 
 
+_OWN_KEYS = ("outcome", "preferred_label")
+"""The keys a condition reads from the outcome; every other key reads the context (§10)."""
+
+
+def _meant_key(key: str) -> str | None:
+    """The key a near miss of ``outcome``, ``preferred_label`` or ``context.`` meant, or None.
+
+    Any other key is legal (it reads the context), so only a near miss is reported: ``outcom``,
+    ``prefered_label``, ``contxt.x`` (``context.x`` is looked up as ``x`` too, so a misspelt
+    prefix reads a key no stage sets).
+    """
+    if key in _OWN_KEYS or key.startswith("context."):
+        return None
+    head, dot, rest = key.partition(".")
+    if dot:
+        return f"context.{rest}" if closest(head, ("context",), cutoff=0.8) else None
+    return closest(key, _OWN_KEYS, cutoff=0.8)
+
+
+def _key_typo(graph: Graph, edge: Edge, raw: str, key: str, column: int, out: Out) -> bool:
+    """Report ``key`` (its clause starts at 1-based ``column`` of ``raw``) when it is a near
+    miss of a key the engine reads; whether it was."""
+    meant = _meant_key(key)
+    if meant is None:
+        return False
+    index = raw.find(key, column - 1)
+    where = position_in_value(graph, edge.attr_positions.get("condition"), "condition", index)
+    line, col = where if where is not None else edge_at(edge, "condition")
+    tested = {"outcome": "the outcome", "preferred_label": "the preferred label"}
+    out.append(
+        Diagnostic(
+            "condition_values",
+            WARNING,
+            f"edge {edge.source} -> {edge.target}: condition {raw!r}: key `{key}` looks like a "
+            f"typo of `{meant}`; as written it reads the context key `{key}` (§10), which is "
+            f"probably never set, instead of {tested.get(meant, f'`{meant}`')}",
+            None,
+            edge.key,
+            line,
+            col,
+            f"write `{meant}` instead of `{key}`",
+        )
+    )
+    return True
+
+
 def condition_values(graph: Graph, edge: Edge, out: Out) -> None:
-    """``outcome=<value>`` with an unknown status; a bare key that meets ``"false"``/``"0"``."""
+    """``outcome=<value>`` with an unknown status; a near miss of a key the engine reads
+    (``outcom``, ``contxt.x``); a bare key that meets ``"false"``/``"0"``."""
     raw = edge.attrs.get("condition")
     if not raw or raw.isspace():
         return
@@ -79,6 +134,8 @@ def condition_values(graph: Graph, edge: Edge, out: Out) -> None:
         return
     owner = f"edge {edge.source} -> {edge.target}"
     for clause in condition.clauses:
+        if _key_typo(graph, edge, raw, clause.key, clause.column, out):
+            continue
         if clause.key == "outcome" and clause.operator is not Operator.TRUTHY:
             if clause.value in OUTCOME_VALUES:
                 continue

@@ -252,6 +252,32 @@ def test_an_answer_that_is_no_choice_of_its_gate_is_refused_before_anything_runs
     assert done.returncode == 0, done.stderr
 
 
+def test_a_run_directory_that_does_not_exist_and_a_node_that_is_not_there_are_named(
+    tmp_path: Path,
+) -> None:
+    missing = tmp_path / "nowhere"
+    for command in ("status", "resume", "evidence"):
+        result = cli(command, str(missing), cwd=tmp_path)
+        assert result.returncode == 2 and "Traceback" not in result.stderr
+        assert "does not exist" in result.stderr or "no such directory" in result.stderr
+    assert cli("status", str(missing), cwd=tmp_path).stderr.strip() == (
+        f"freshness-magic status: {missing}: no such directory; a run directory is "
+        ".freshness/runs/<run_id> under the working directory the run used"
+    )
+    dot = write(tmp_path, "review.dot", REVIEW)
+    done = cli(
+        "run", str(dot), "--workdir", str(tmp_path), "--auto-approve", "--json", cwd=tmp_path
+    )
+    run_dir = json.loads(done.stdout)["run_dir"]
+    typo = cli("evidence", run_dir, "drat", cwd=tmp_path)
+    assert typo.returncode == 2
+    assert typo.stderr.strip() == (
+        "freshness-magic evidence: no node 'drat' in the pipeline of this run; did you mean "
+        "'draft'?"
+    )
+    assert cli("evidence", run_dir, "draft", cwd=tmp_path).returncode == 0
+
+
 def test_status_keeps_each_node_on_one_row(tmp_path: Path) -> None:
     """A reason with a stderr tail takes one row of the status table, saying what is left out."""
     dot = write(

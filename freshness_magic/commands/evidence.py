@@ -106,6 +106,24 @@ def load_records(run_dir: Path, node: str | None) -> tuple[list[EvidenceRecord],
     return records, problems
 
 
+def _unknown_node(run_dir: Path, node: str) -> str | None:
+    """Why ``node`` has no records when it is not a node of the run's pipeline; else None."""
+    from freshness_magic.engine.persistence import PIPELINE_FILE
+    from freshness_magic.engine.pipeline import load_pipeline
+    from freshness_magic.engine.validation.attrs import closest
+    from freshness_magic.errors import FreshnessMagicError
+
+    try:
+        graph = load_pipeline((run_dir / PIPELINE_FILE).read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, FreshnessMagicError):
+        return None  # no readable pipeline to say more from
+    if node in graph.nodes:
+        return None
+    near = closest(node, graph.nodes)
+    hint = f"did you mean '{near}'?" if near else "nodes: " + ", ".join(graph.nodes)
+    return f"no node '{node}' in the pipeline of this run; {hint}"
+
+
 def run(args: argparse.Namespace) -> int:
     from freshness_magic.evidence.record import EVIDENCE_LOG
 
@@ -117,6 +135,8 @@ def run(args: argparse.Namespace) -> int:
         print(json.dumps([r.to_dict() for r in records], indent=2, ensure_ascii=False))
         return 0
     if not records:
+        if args.node and (unknown := _unknown_node(run_dir, args.node)):
+            raise EvidenceError(unknown)
         what = f"node {args.node!r}" if args.node else "this run"
         print(f"no evidence records for {what} in {run_dir / EVIDENCE_LOG}")
         return 1 if args.node else 0

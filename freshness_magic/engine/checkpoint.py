@@ -121,6 +121,11 @@ def load_state(
     Every unusable file is logged and passed to ``on_corrupt(path, why)``; none is deleted. A run
     directory of another format version raises at once; no usable state raises CheckpointError.
     """
+    if not run_dir.is_dir():
+        raise CheckpointError(
+            f"{run_dir}: no such directory; a run directory is .freshness/runs/<run_id> under the "
+            "working directory the run used"
+        )
     journal = run_dir / JOURNAL_FILE
     candidates = [run_dir / CHECKPOINT_FILE, *reversed(history_files(run_dir))]
     problems: list[str] = []

@@ -60,9 +60,15 @@ def test_one_node_as_json(finished_run: Run, capsys: pytest.CaptureFixture[str])
     assert records[0]["version"] == 1
 
 
-def test_unknown_node_has_no_records(finished_run: Run, capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["evidence", str(finished_run.run_dir), "nowhere"]) == 1
-    assert "no evidence records for node 'nowhere'" in capsys.readouterr().out
+def test_a_node_not_in_the_pipeline_is_named_as_such(
+    finished_run: Run, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["evidence", str(finished_run.run_dir), "nowhere"]) == 2
+    assert (
+        capsys.readouterr()
+        .err.strip()
+        .endswith("no node 'nowhere' in the pipeline of this run; nodes: start, build, check, done")
+    )
 
 
 def test_bad_node_id_and_missing_run_are_one_line_errors(

@@ -328,12 +328,26 @@ class NotebookPipeline(PipelineReadout):
         with self.exclusive():
             if node_id is not None:
                 self.require_node(node_id)
+            if not self.started:
+                raise RunError(self._nothing_ran_yet(node_id))
             try:
                 self.run.retry(node_id)
             except NothingToRetryError as exc:  # the engine names its Python call
                 raise RunError(f"{exc.problem} (%pipeline retry NODE)") from None
             self.publish()
             return self._advance()
+
+    def _nothing_ran_yet(self, node_id: str | None) -> str:
+        """Why a retry before the run began is refused, and what runs the node instead."""
+        offer = self.resume_offer
+        if self._run is None and offer is not None:
+            return f"nothing to retry in this kernel yet; {offer.describe(self.name)}"
+        way = "%pipeline step runs the first node, %pipeline run runs on to a gate or the end"
+        if node_id is not None and node_id == self.next_node():
+            way = f"%pipeline step runs {node_id}"
+        elif node_id is not None:
+            way = f"%pipeline run --to {node_id} runs up to {node_id}, then %pipeline step runs it"
+        return f"nothing to retry: no node of {self.name} has run yet; {way}"
 
     def stop(self) -> TextResult:
         """Ask the running action to stop: the running node is interrupted (a tool's process

@@ -76,6 +76,8 @@ def test_a_run_that_failed_at_a_node_is_offered_after_a_restart_and_retried(
         f"the last run of review ({run_id}) failed at lint: %pipeline resume reopens it to "
         "retry, %pipeline reset starts a new one"
     )
+    with pytest.raises(UsageError, match="nothing to retry in this kernel yet; the last run of"):
+        shell.run_line_magic("pipeline", "retry lint")  # not a new run: it did not start
     said = line(shell, "resume").text.splitlines()
     assert said[0] == f"resumed run {run_id}" and said[-1] == "%pipeline retry runs it again"
     assert said[-2].startswith("failed: node 'lint' failed")

@@ -8,6 +8,7 @@ import threading
 from pathlib import Path
 
 import pytest
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.errors import RunError
@@ -180,3 +181,32 @@ def test_step_lines_can_come_as_each_step_ends(
     review.resume("approve", "Y")
     steps = [(text.split()[1], done[-1]) for text, done in at_each_line if text[:5] == "step:"]
     assert steps[:2] == [("approve", "approve"), ("done", "done")]
+
+
+def test_retry_before_anything_ran_is_refused_with_the_way_to_run_the_node(
+    shell: InteractiveShell, workdir: Path
+):
+    """A trial: retry NODE on a run that had not started ran only NODE and the exit, skipping
+    start, and reported completed; retry without a node said the run did not fail at one."""
+    pipeline = load_cells(shell, workdir)
+    with pytest.raises(UsageError) as refused:
+        shell.run_line_magic("pipeline", "retry after")
+    assert str(refused.value) == (
+        "nothing to retry: no node of cells has run yet; %pipeline run --to after runs up to "
+        "after, then %pipeline step runs it"
+    )
+    with pytest.raises(UsageError) as refused:
+        shell.run_line_magic("pipeline", "retry")
+    assert str(refused.value) == (
+        "nothing to retry: no node of cells has run yet; %pipeline step runs the first node, "
+        "%pipeline run runs on to a gate or the end"
+    )
+    with pytest.raises(UsageError, match=r"has run yet; %pipeline step runs start$"):
+        shell.run_line_magic("pipeline", "retry start")
+    assert pipeline.outcomes() == {} and pipeline.state_name == "ready"
+    line(shell, "run --to after")
+    assert line(shell, "step").text == "step: after -> success; next: done"
+    line(shell, "reset")
+    with pytest.raises(UsageError, match="no node of cells has run yet"):
+        shell.run_line_magic("pipeline", "retry work")
+    assert pipeline.outcomes() == {}

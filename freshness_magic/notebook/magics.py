@@ -38,7 +38,7 @@ from freshness_magic.notebook.arguments import (
 from freshness_magic.notebook.completion import complete_line
 from freshness_magic.notebook.pipeline import RUN_SPECS, NotebookPipeline
 from freshness_magic.notebook.render import LayoutCache
-from freshness_magic.notebook.text import TextResult
+from freshness_magic.notebook.text import TextResult, no_node
 
 HubHandler = Callable[["PipelineMagics", Sequence[str]], Any]
 _NEEDS_NODE = ("why",)
@@ -307,20 +307,14 @@ class PipelineMagics(Magics):
             return self._call(lambda: self._hub()(self, args.args))
         pipeline = self.get(args.name)
         node = getattr(args, "node", None)
-        named = command in _NEEDS_NODE or command in _MAY_NAME_NODE
-        if named and node is not None and node not in pipeline.graph.nodes:
-            raise UsageError(
-                f"%pipeline {command}: no node {node!r} in {pipeline.name}; nodes: "
-                + ", ".join(pipeline.graph.nodes)
-            )
-        if command == "run" and args.to is not None and args.to not in pipeline.graph.nodes:
-            raise UsageError(f"%pipeline run --to: no node {args.to!r} in {pipeline.name}")
+        if command in _NEEDS_NODE or command in _MAY_NAME_NODE:
+            _require_node(pipeline, node, f"%pipeline {command}")
+        if command == "run":
+            _require_node(pipeline, args.to, "%pipeline run --to")
         if command == "run" and args.max_steps is not None and args.max_steps < 1:
             raise UsageError("%pipeline run --max-steps: N must be at least 1")
-        if command == "cond" and args.from_node not in (None, *pipeline.graph.nodes):
-            raise UsageError(
-                f"%pipeline cond --from: no node {args.from_node!r} in {pipeline.name}"
-            )
+        if command == "cond":
+            _require_node(pipeline, args.from_node, "%pipeline cond --from")
         if command in ("step", "run"):
             self._run_options(pipeline, args)
         pipeline.live_lines = self._live_lines()
@@ -387,11 +381,7 @@ class PipelineMagics(Magics):
         if isinstance(args, TextResult):
             return args
         pipeline = self.get(args.name)
-        if args.node not in pipeline.graph.nodes:
-            raise UsageError(
-                f"%%node: no node {args.node!r} in {pipeline.name}; nodes: "
-                + ", ".join(pipeline.graph.nodes)
-            )
+        _require_node(pipeline, args.node, "%%node")
         try:
             compile(cell, f"<%%node {args.node}>", "exec")
         except SyntaxError as exc:
@@ -416,6 +406,12 @@ class PipelineMagics(Magics):
     def complete(self, line: str, symbol: str) -> list[str]:
         """Completions for a magic line: subcommands, flags, node ids, pipeline names."""
         return complete_line(self, line, symbol)
+
+
+def _require_node(pipeline: NotebookPipeline, node_id: str | None, where: str) -> None:
+    """A UsageError from ``where`` when ``node_id`` (None: not given) is not a node."""
+    if node_id is not None and node_id not in pipeline.graph.nodes:
+        raise UsageError(f"{where}: {no_node(pipeline.name, node_id, pipeline.graph.nodes)}")
 
 
 def _as_below_magic_line(text: str) -> Graph:

@@ -117,13 +117,11 @@ class PipelineReadout:
         return self._model
 
     def require_node(self, node_id: str) -> Node:
-        """The node ``node_id``; :class:`RunError` naming the nodes there are when missing."""
+        """The node ``node_id``; :class:`RunError` naming the likely one, or the nodes there
+        are, when missing."""
         node = self.graph.nodes.get(node_id)
         if node is None:
-            raise RunError(
-                f"pipeline {self.name!r} has no node {node_id!r}; nodes: "
-                + ", ".join(self.graph.nodes)
-            )
+            raise RunError(text.no_node(self.name, node_id, self.graph.nodes))
         return node
 
     @property

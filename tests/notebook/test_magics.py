@@ -10,6 +10,7 @@ from IPython.core.completer import provisionalcompleter
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
+from freshness_magic.errors import RunError
 from freshness_magic.notebook.magics import PipelineMagics
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.text import TextResult
@@ -219,6 +220,26 @@ def test_line_usage_errors(shell: InteractiveShell, workdir: Path):
     for text, expected in cases.items():
         with pytest.raises(UsageError, match=expected):
             shell.run_line_magic("pipeline", text)
+
+
+def test_a_misspelt_node_name_suggests_the_likely_node(shell: InteractiveShell, workdir: Path):
+    pipeline = load_review(shell, workdir)
+    cases = {
+        "why lnit": "%pipeline why: no node 'lnit' (did you mean 'lint'?)",
+        "run --to aprove": "%pipeline run --to: no node 'aprove' (did you mean 'approve'?)",
+        "cond x=1 --from drfat": "%pipeline cond --from: no node 'drfat' (did you mean 'draft'?)",
+        "why zzz": "%pipeline why: no node 'zzz' in review; nodes: start, lint, draft, approve, "
+        "done",
+    }
+    for text, expected in cases.items():
+        with pytest.raises(UsageError) as refused:
+            shell.run_line_magic("pipeline", text)
+        assert str(refused.value) == expected
+    with pytest.raises(UsageError) as refused:
+        shell.run_cell_magic("node", "dnoe", "pass\n")
+    assert str(refused.value) == "%%node: no node 'dnoe' (did you mean 'done'?)"
+    with pytest.raises(RunError, match=r"^no node 'lnit' \(did you mean 'lint'\?\)$"):
+        pipeline.details("lnit")  # what the widget's details and the Python calls say
 
 
 def test_help_is_returned_as_text(shell: InteractiveShell):

@@ -351,11 +351,14 @@ class NotebookPipeline(PipelineReadout):
 
     def stop(self) -> TextResult:
         """Ask the running action to stop: the running node is interrupted (a tool's process
-        group is killed) and no further node starts; the run stays resumable."""
+        group is killed) and no further node starts; the run stays resumable. With nothing
+        running, it does nothing and says so."""
         self._check_current()
+        running = self.model.running
+        if running is None and not self.busy:
+            return TextResult(f"nothing to stop: no step or run of {self.name} is running")
         self._stop.set()
         self._cancel_running()
-        running = self.model.running
         where = f" at {running[0]}" if running is not None else ""
         return TextResult(f"stop requested{where}")
 

@@ -100,6 +100,18 @@ def test_stop_from_another_thread_pauses_before_the_next_node(
     assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
 
 
+def test_stop_with_nothing_running_says_so_and_changes_nothing(
+    shell: InteractiveShell, workdir: Path
+):
+    pipeline = load_cells(shell, workdir)
+    said = "nothing to stop: no step or run of cells is running"
+    assert line(shell, "stop").text == said
+    assert line(shell, "step").text == "step: start -> success; next: work"
+    assert line(shell, "stop").text == said
+    assert pipeline.state_name == "paused" and "work" not in pipeline.model.interrupted
+    assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
+
+
 def test_retry_after_a_failed_node(shell: InteractiveShell, workdir: Path):
     pipeline = load_cells(shell, workdir)
     shell.run_cell_magic("node", "work", "outcome = 'fail'\n")

@@ -114,10 +114,14 @@ def main(args: argparse.Namespace) -> int:
         say_pipeline_changed(run, sys.stderr)
         say_drift(run, sys.stderr if args.json else sys.stdout)
         if args.accept:
+            from freshness_magic.freshness.events import some_files
             from freshness_magic.freshness.extension import accept_changes
 
+            out = sys.stderr if args.json else sys.stdout
             for node_id in args.accept:
-                accept_changes(run, node_id)
+                files = accept_changes(run, node_id).get(node_id) or []
+                news = some_files(files, 3) if files else "nothing had changed"
+                print(f"  {'accept':<7} {node_id:<24} {'':8}  new baseline: {news}", file=out)
         if args.retry is not None:
             try:
                 run.retry(args.retry or None)

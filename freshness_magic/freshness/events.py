@@ -54,7 +54,8 @@ def describe_input_drift(data: Mapping[str, Any], shown: int = 3) -> list[tuple[
     A node that already ran may have outputs built on the old inputs. A node that has not run
     takes its baseline again on resume (REQ-IF-002.2), so it runs on the new content: that is
     said here, because its ``block`` or ``warn`` check will not report this change again. A node
-    a ``block`` stopped before the pause (``held``) keeps its baseline and stays stopped.
+    a ``block`` stopped before the pause (``held``) keeps its baseline and stays stopped; the
+    files it was stopped for are not drift (they were said before the pause).
     """
     since = data.get("since") or {}
     held = set(data.get("held") or ())
@@ -62,10 +63,16 @@ def describe_input_drift(data: Mapping[str, Any], shown: int = 3) -> list[tuple[
     for node_id, files in (data.get("nodes") or {}).items():
         listed = some_files([str(f) for f in files], shown)
         if since.get(node_id) == "run":
-            after = "it ran before the stop, so its results may be outdated"
+            what = f"inputs changed since it ran: {listed}; its results may be outdated"
         elif node_id in held:
-            after = "freshness=block holds it back until the change is accepted"
+            what = (
+                f"inputs changed since its baseline: {listed}; freshness=block holds it back "
+                "until the change is accepted"
+            )
         else:
-            after = "it has not run yet and will use them (its baseline is taken again now)"
-        lines.append((str(node_id), f"inputs changed while the run was stopped: {listed}; {after}"))
+            what = (
+                f"inputs changed since its baseline: {listed}; it has not run yet and will use "
+                "them (its baseline is taken again now)"
+            )
+        lines.append((str(node_id), what))
     return lines

@@ -101,7 +101,11 @@ class FreshnessExtension(BaseRunExtension):
             self.blocked = {str(n) for n in saved_state.get("blocked", ())}
             known = [n for n in nodes if n in tracker.baselines]
             drift = tracker.check_many(known) if known else {}
-            changed = {n: r for n, r in drift.items() if r.stale_files}
+            changed = {
+                n: r
+                for n, r in drift.items()
+                if r.stale_files and not self._held_for(run, n, r.stale_files)
+            }
             if changed:
                 self.drift = {
                     "nodes": {n: r.stale_files for n, r in changed.items()},
@@ -116,6 +120,14 @@ class FreshnessExtension(BaseRunExtension):
             if n not in tracker.run_snapshots and n not in self.blocked
         }
         tracker.capture(recapture)
+
+    def _held_for(self, run: Run, node_id: str, files: list[str]) -> bool:
+        """Whether a ``block`` held ``node_id`` back, before the stop, for all of ``files``:
+        then they are no news at the resume."""
+        if node_id not in self.blocked:
+            return False
+        known = {str(f) for f in run.context.get(stale_key(node_id)) or ()}
+        return set(files) <= known
 
     # -- per attempt -----------------------------------------------------------------------
 

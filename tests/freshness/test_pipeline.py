@@ -161,8 +161,11 @@ def test_change_between_run_to_and_resume_in_a_new_process_is_input_drift(repo: 
     drift_lines = [line.split() for line in second.stdout.splitlines() if "drift" in line]
     assert [words[:2] for words in drift_lines] == [["drift", "first"], ["drift", "later"]]
     said = second.stdout
-    assert "inputs changed while the run was stopped: src/a.py; it ran before the stop" in said
-    assert "docs/spec.md; it has not run yet and will use them" in said
+    assert "inputs changed since it ran: src/a.py; its results may be outdated" in said
+    assert (
+        "inputs changed since its baseline: docs/spec.md; it has not run yet and will use them"
+        in (said)
+    )
     assert said.index("drift") < said.index("later ") < said.rindex("ok")
 
 
@@ -193,16 +196,18 @@ def test_resume_accept_unblocks_a_blocked_node(tmp_path: Path) -> None:
     report = json.loads(checked.stdout)
     assert report["stale_nodes"] == ["guarded"]
     assert report["nodes"]["guarded"]["since_baseline"]["stale_files"] == ["docs/spec.md"]
-    # Resuming without accepting keeps the block (a pause never silently unblocks), and the
-    # resume's drift line says so.
+    # Resuming without accepting keeps the block (a pause never silently unblocks). The files it
+    # was held back for were said before the pause: they are no drift, the block says it again.
     again = cli("resume", str(run_dir), "--answer", "ask=R", cwd=tmp_path)
     assert again.returncode == 3
     assert not (tmp_path / "ran.txt").exists()
-    (drift,) = [line for line in again.stdout.splitlines() if line.split()[:1] == ["drift"]]
-    assert drift.split()[1] == "guarded"
-    assert "freshness=block holds it back until the change is accepted" in drift
+    assert not [line for line in again.stdout.splitlines() if line.split()[:1] == ["drift"]]
+    assert "held back (freshness=block)" in again.stdout
     done = cli("resume", str(run_dir), "--accept", "guarded", "--answer", "ask=R", cwd=tmp_path)
     assert done.returncode == 0, done.stderr + done.stdout
+    said = done.stdout.splitlines()
+    assert said[0].split() == ["accept", "guarded", "new", "baseline:", "docs/spec.md"]
+    assert not [line for line in said if "holds it back" in line]
     assert (tmp_path / "ran.txt").read_text() == "ran"
     accepted = [e for e in events_of(run_dir) if e.type is FreshnessEvent.BASELINE_ACCEPTED]
     assert [e.data["nodes"] for e in accepted] == [{"guarded": ["docs/spec.md"]}]

@@ -98,8 +98,7 @@ def test_a_resume_says_what_changed_while_the_run_was_stopped(
     load_review(shell, workdir)
     said = line(shell, "resume").text.splitlines()
     assert said[1] == (
-        "  draft: inputs changed while the run was stopped: docs/spec.md; it ran before the "
-        "stop, so its results may be outdated"
+        "  draft: inputs changed since it ran: docs/spec.md; its results may be outdated"
     )
     assert said[2].startswith("pipeline review: waiting")
     del shell.user_ns["review"]

@@ -66,9 +66,9 @@ class PipelineMagics(Magics):
     step_lines = CaselessStrEnum(
         ("auto", "live", "end"),
         default_value="auto",
-        help="when step, run and resume print their step lines: 'live' as each step ends, "
+        help="when run, resume and retry print their step lines: 'live' as each step ends, "
         "'end' in the result (a notebook's view is live already); 'auto': live in terminal "
-        "IPython",
+        "IPython. A single step's line is always its result",
     ).tag(config=True)
 
     def _live_lines(self) -> Callable[[str], None] | None:

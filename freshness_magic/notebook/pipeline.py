@@ -388,7 +388,9 @@ class NotebookPipeline(PipelineReadout):
         if run.state.finished and answered is None:
             state = run.state.value
             return TextResult(f"run {state}; nothing to do (use reset to start again)")
-        show = self.live_lines
+        # One step's line is its result: printed as it came, it would leave the result empty
+        # (terminal IPython shows an empty Out[N]) and ``r = %pipeline step`` without it.
+        show = None if single else self.live_lines
         if show is not None:  # the step lines are shown as they come, not again at the end
             for line in lines:
                 show(line)

@@ -222,3 +222,28 @@ def test_retry_before_anything_ran_is_refused_with_the_way_to_run_the_node(
     with pytest.raises(UsageError, match="no node of cells has run yet"):
         shell.run_line_magic("pipeline", "retry work")
     assert pipeline.outcomes() == {}
+
+
+def test_a_step_in_terminal_ipython_shows_its_line_once_as_its_result(
+    shell: InteractiveShell, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Terminal IPython prints step lines live; a single step's line was printed, then its
+    empty result showed an empty ``Out[N]:``. The line is now the step's result, shown once
+    and kept by code that captures it."""
+    load_cells(shell, workdir)
+    shell.run_line_magic("config", "PipelineMagics.step_lines = 'live'")  # terminal's 'auto'
+    try:
+        capsys.readouterr()
+        shell.run_cell("%pipeline step", store_history=True)
+        printed = capsys.readouterr().out
+        assert printed.count("step: start -> success; next: work") == 1
+        assert not any(row.rstrip().endswith("]:") for row in printed.splitlines())
+        shell.run_cell("r = %pipeline step")
+        assert str(shell.user_ns["r"]) == "step: work -> success; next: after"
+        assert capsys.readouterr().out == ""
+        shell.run_cell("%pipeline run", store_history=True)
+        printed = capsys.readouterr().out
+        assert "step: after -> success; next: done\n" in printed
+        assert printed.rstrip().endswith("run: 2 step(s); completed")
+    finally:
+        shell.run_line_magic("config", "PipelineMagics.step_lines = 'auto'")

@@ -302,3 +302,86 @@ def test_context_keys_that_are_not_near_misses_pass(tmp_path: Path) -> None:
     result = run_module("validate", write(tmp_path, "legal.dot", legal), "--strict")
     assert result.returncode == 0, result.stdout
     assert result.stdout == ""
+
+
+DEAD_FAIL_EDGE = """digraph dead {
+  start      [shape=Mdiamond]
+  unit_tests [shape=parallelogram, tool_command="exit 1"]
+  tests_ok   [shape=diamond]
+  fix_tests  [shape=parallelogram, tool_command="echo fixing"]
+  next       [shape=parallelogram, tool_command="echo next"]
+  done       [shape=Msquare]
+  start -> unit_tests
+  unit_tests -> tests_ok
+  tests_ok -> fix_tests [condition="outcome=fail"]
+  tests_ok -> next [condition="outcome=success"]
+  fix_tests -> done
+  next -> done
+}
+"""
+
+
+def test_validate_warns_that_a_diamond_s_fail_edge_can_never_be_taken(tmp_path: Path) -> None:
+    path = write(tmp_path, "dead.dot", DEAD_FAIL_EDGE)
+    result = run_module("validate", path)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.splitlines() == [
+        f"{path}:10:26: warning conditional_outcome: edge tests_ok -> fix_tests: `outcome=fail` "
+        "can never hold: at the conditional node `tests_ok` (shape=diamond) `outcome` is that "
+        "node's own outcome, always success, not the outcome of the node before it; a node "
+        "that fails follows only edges whose condition matches its failure (§3.7) (fix: put "
+        "the condition on the edge out of the node that fails: "
+        '`unit_tests -> fix_tests [condition="outcome=fail"]`)'
+    ]
+    fixed = DEAD_FAIL_EDGE.replace("tests_ok -> fix_tests", "unit_tests -> fix_tests")
+    result = run_module("validate", write(tmp_path, "fixed.dot", fixed), "--strict")
+    assert result.returncode == 0, result.stdout
+
+
+def test_a_diamond_routes_on_its_own_outcome_even_after_a_failure_led_to_it(
+    tmp_path: Path,
+) -> None:
+    """Why the warning holds when the failing node reaches the diamond by a fail edge: the
+    diamond's edges see the diamond's own success, so a run takes `outcome=success`."""
+    text = DEAD_FAIL_EDGE.replace(
+        "  unit_tests -> tests_ok\n",
+        '  unit_tests -> tests_ok [condition="outcome=fail"]\n  unit_tests -> tests_ok\n',
+    )
+    path = write(tmp_path, "via_fail.dot", text)
+    warned = run_module("validate", path)
+    assert " warning conditional_outcome: edge tests_ok -> fix_tests: " in warned.stdout
+    ran = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "run", path, "--workdir", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+        timeout=120,
+        check=False,
+    )
+    assert ran.returncode == 0, ran.stdout + ran.stderr
+    ran_nodes = [line.split()[1] for line in ran.stdout.splitlines() if line.startswith("  ")]
+    assert ran_nodes == ["start", "unit_tests", "tests_ok", "next", "done"]
+
+
+@pytest.mark.parametrize(
+    ("old", "new"),
+    [
+        # a tool's own fail edge is taken when the tool fails
+        ("tests_ok -> fix_tests", "unit_tests -> fix_tests"),
+        # a diamond routing on the context, or on its own success
+        ('"outcome=fail"', '"context.tool.exit_code!=0"'),
+        ('"outcome=fail"', '"outcome!=fail"'),
+        # a diamond an extension may hold back or fail (freshness=block) can have another outcome
+        (
+            "tests_ok   [shape=diamond]",
+            'tests_ok   [shape=diamond, source_files="src/*.py", freshness="block"]',
+        ),
+    ],
+)
+def test_no_dead_fail_edge_warning_where_the_condition_can_hold(
+    tmp_path: Path, old: str, new: str
+) -> None:
+    text = DEAD_FAIL_EDGE.replace(old, new, 1)
+    assert text != DEAD_FAIL_EDGE
+    result = run_module("validate", write(tmp_path, "ok.dot", text))
+    assert "conditional_outcome" not in result.stdout, result.stdout

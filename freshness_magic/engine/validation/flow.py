@@ -1,4 +1,5 @@
-"""Lint rules about where a run can go: dead ends, condition values, bare keys (§3.2, §10)."""
+"""Lint rules about where a run can go: dead ends, condition values and keys, and a conditional
+node's edges that test ``outcome`` (§3.2, §3.3, §10)."""
 
 from __future__ import annotations
 
@@ -168,3 +169,76 @@ def condition_values(graph: Graph, edge: Edge, out: Out) -> None:
                         "condition",
                     )
                 )
+
+
+def conditional_outcome(graph: Graph, edge: Edge, out: Out) -> None:
+    """An edge out of a conditional node (shape=diamond) that tests ``outcome`` for anything but
+    success can never be taken.
+
+    A conditional node only routes: its handler returns SUCCESS, and its edges are chosen with
+    that outcome (§3.3, §4.7), not with the outcome of the node before it. So ``outcome=fail``
+    there never holds, however the run got to the diamond. Not reported when the node carries
+    an attribute only a run extension reads (``freshness=block`` can hold it back, ``commit``
+    can fail it): such an extension may give it another outcome.
+    """
+    raw = edge.attrs.get("condition")
+    if not raw or raw.isspace():
+        return
+    node = graph.nodes.get(edge.source)
+    if node is None or node.handler_type != "conditional":
+        return
+    from freshness_magic.engine.validation.names import (
+        ENGINE_NODE_ATTRIBUTES,
+        GRAPHVIZ_NODE_ATTRIBUTES,
+    )
+
+    if any(
+        k not in ENGINE_NODE_ATTRIBUTES and k not in GRAPHVIZ_NODE_ATTRIBUTES for k in node.attrs
+    ):
+        return
+    from freshness_magic.engine.condition_syntax import Operator
+    from freshness_magic.engine.conditions import parse_condition
+
+    try:
+        condition = parse_condition(raw)
+    except ConditionError:
+        return  # condition_syntax reports it
+    dead = next(
+        (
+            c
+            for c in condition.clauses
+            if c.key == "outcome"
+            and (
+                (c.operator is Operator.EQ and c.value != "success")
+                or (c.operator is Operator.NE and c.value == "success")
+            )
+        ),
+        None,
+    )
+    if dead is None:
+        return
+    before = next((e.source for e in graph.incoming(node.id) if e.source != edge.target), None)
+    start = graph.start_node()
+    if before is None or (start is not None and before == start.id):
+        fix = (
+            f"remove the edge, or route `{node.id}` on a context key (`context.<key>=...`) "
+            "that the stage before it sets"
+        )
+    else:
+        fix = (
+            f"put the condition on the edge out of the node that fails: "
+            f'`{before} -> {edge.target} [condition="{raw}"]`'
+        )
+    out.append(
+        edge_diag(
+            "conditional_outcome",
+            WARNING,
+            edge,
+            f"edge {edge.source} -> {edge.target}: `{dead.text}` can never hold: at the "
+            f"conditional node `{node.id}` (shape=diamond) `outcome` is that node's own "
+            f"outcome, always success, not the outcome of the node before it; a node that "
+            "fails follows only edges whose condition matches its failure (§3.7)",
+            fix,
+            "condition",
+        )
+    )

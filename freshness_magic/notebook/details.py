@@ -148,8 +148,9 @@ def why_text(pipeline: PipelineReadout, node_id: str) -> str:
     """Why ``node_id`` is in its state: outcome, failure, stale files, waiting question, output."""
     node = pipeline.require_node(node_id)
     view = pipeline.views()[node_id]
-    lines = [f"{node_id}: {text.state_word(view)}"]
-    if view.why:
+    word = text.state_word(view)
+    lines = [f"{node_id}: {word}"]
+    if view.why and view.why != word:  # an interrupted node's why may be just its state
         lines.append(f"  {view.why}")
     outcome = pipeline.outcomes().get(node_id)
     if outcome is not None:

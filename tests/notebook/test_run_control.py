@@ -66,6 +66,8 @@ def test_kernel_interrupt_in_a_node_is_one_line_and_leaves_it_interrupted(
     assert all(v.state is not NodeState.RUNNING for v in views.values())
     assert pipeline.state_name == "paused" and pipeline.next_node() == "work"
     assert "stage_interrupted" in [e["type"] for e in events_of(pipeline)]
+    why = line(shell, "why work").text.splitlines()
+    assert why[0] == "work: interrupted" and "interrupted" not in "\n".join(why[1:])
     shell.run_cell_magic("node", "work", "context['work.done'] = 'yes'\n")
     out = line(shell, "run").text
     assert out.splitlines()[-1] == "run: 3 step(s); completed"

@@ -356,3 +356,42 @@ def test_max_retries_on_a_tool_node_notes_that_a_failing_command_is_not_run_agai
     assert "max_retries=3 does not run a failing command again" in d.message
     assert 'condition="outcome=fail"' in d.fix
     assert lint(RETRIED_TOOL.replace(", max_retries=3", ""), "retries_on_tool") == []
+
+
+@pytest.mark.parametrize(
+    ("where", "change", "goes_to"),
+    [
+        ("node", ", max_retries=3", ", max_retries=3, retry_target=draft"),
+        ("graph", "digraph r {", 'digraph r {\n  graph [fallback_retry_target="draft"]'),
+        (
+            "edge",
+            "  done  [shape=Msquare]\n",
+            '  done  [shape=Msquare]\n  flaky -> draft [condition="outcome=fail"]\n',
+        ),
+    ],
+)
+def test_retries_on_tool_does_not_advise_a_retry_target_where_failures_already_go(
+    tmp_path: Path, where: str, change: str, goes_to: str
+) -> None:
+    text = RETRIED_TOOL.replace(change, goes_to, 1)
+    assert text != RETRIED_TOOL
+    path = tmp_path / "retried.dot"
+    path.write_text(text, encoding="utf-8")
+    done = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+    (line,) = [line for line in done.stdout.splitlines() if " retries_on_tool: " in line]
+    by = {
+        "node": "by its retry_target",
+        "graph": "by the graph's fallback_retry_target",
+        "edge": 'by its edge condition="outcome=fail"',
+    }[where]
+    assert line.endswith(
+        f"(fix: nothing to add: a failure of `flaky` already goes to `draft` {by}; remove "
+        "max_retries=3 unless an attempt that returns RETRY should run again)"
+    ), line
+    assert "give it a retry_target" not in line

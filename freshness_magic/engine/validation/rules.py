@@ -358,10 +358,42 @@ def _tool_command_present(graph: Graph, node: Node, out: Out) -> None:
     )
 
 
+def _failure_goes_to(graph: Graph, node: Node) -> str | None:
+    """Where a plain failure of ``node`` leads (its first ``outcome=fail`` edge, else the first
+    retry target that is a node: its own, then the graph's), said for a message; or None."""
+    from freshness_magic.engine.conditions import check_condition, evaluate_condition
+
+    for edge in graph.outgoing(node.id):
+        raw = edge.condition
+        if (
+            raw
+            and check_condition(raw) is None
+            and evaluate_condition(raw, outcome="fail", context={})
+        ):
+            return f'`{edge.target}` by its edge condition="{raw}"'
+    for owner, name in ((node, "its"), (graph, "the graph's")):
+        for key in _RETRY_KEYS:
+            target = owner.attrs.get(key, "")
+            if target in graph.nodes:
+                return f"`{target}` by {name} {key}"
+    return None
+
+
 def _retries_on_tool(graph: Graph, node: Node, out: Out) -> None:
     retries = node.max_retries
     if node.handler_type != "tool" or not retries or retries <= 0:
         return
+    goes_to = _failure_goes_to(graph, node)
+    if goes_to is None:
+        fix = (
+            f'to act on a failure, add an edge from `{node.id}` with condition="outcome=fail" '
+            "to a node that fixes the cause, or give it a retry_target"
+        )
+    else:
+        fix = (
+            f"nothing to add: a failure of `{node.id}` already goes to {goes_to}; remove "
+            f"max_retries={retries} unless an attempt that returns RETRY should run again"
+        )
     out.append(
         node_diag(
             "retries_on_tool",
@@ -370,8 +402,7 @@ def _retries_on_tool(graph: Graph, node: Node, out: Out) -> None:
             f"node `{node.id}`: max_retries={retries} does not run a failing command again; "
             "only an attempt that returns RETRY is retried (a tool's non-zero exit is a FAIL; "
             "docs/ARCHITECTURE.md, spec deviations)",
-            f'to act on a failure, add an edge from `{node.id}` with condition="outcome=fail" '
-            "to a node that fixes the cause, or give it a retry_target",
+            fix,
             "max_retries",
         )
     )

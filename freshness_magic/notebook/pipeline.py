@@ -21,7 +21,12 @@ from IPython.core.error import UsageError
 from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.persistence import same_pipeline
-from freshness_magic.errors import FreshnessMagicError, NothingToRetryError, RunError
+from freshness_magic.errors import (
+    FreshnessMagicError,
+    GateAnswerError,
+    NothingToRetryError,
+    RunError,
+)
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
 from freshness_magic.notebook.readout import PipelineReadout
@@ -277,10 +282,16 @@ class NotebookPipeline(PipelineReadout):
             if run.pending_gate is None and not run.state.finished:
                 self._reach_gate(node_id)
                 run = self.run  # a kernel interrupt there reopens it
-            if comment:
-                answered = run.answer(node_id, choice, comment=comment)
-            else:
-                answered = run.answer(node_id, choice)
+            try:
+                if comment:
+                    answered = run.answer(node_id, choice, comment=comment)
+                else:
+                    answered = run.answer(node_id, choice)
+            except GateAnswerError:
+                gate = run.pending_gate
+                if (choice or "").strip() or gate is None:
+                    raise
+                raise RunError(text.choose_text(gate, comment)) from None  # no choice, no default
             self.publish()
             return self._advance(answered=answered)
 

@@ -8,10 +8,12 @@ explanation (``%pipeline cond``, the playground, the dead-end line).
 
 from __future__ import annotations
 
+import shlex
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from freshness_magic.engine.condition_explain import ConditionExplanation
+from freshness_magic.engine.gates import match_choice
 from freshness_magic.engine.outcome import Choice, Question, StageStatus
 from freshness_magic.engine.validation.attrs import closest
 from freshness_magic.freshness.events import blocked_by, some_files
@@ -105,6 +107,24 @@ def waiting_text(gate: Question | None) -> str:
         f"waiting at {gate.node_id}: {gate.text}\n  choices: {choices}\n"
         f"  answer with: %pipeline resume {gate.node_id} --choice <key> [--comment TEXT]"
     )
+
+
+def choose_text(gate: Question, comment: str | None = None) -> str:
+    """A gate answered without a choice that has no default: each choice with the line that
+    answers with it (its key, or its target when another choice has the same key), keeping
+    the ``comment`` given."""
+    lines = [
+        f"gate '{gate.node_id}' has no default choice (human.default_choice); answer with one of:"
+    ]
+    shown = [choice_text(c) + f" -> {c.target}" for c in gate.choices]
+    width = max(map(len, shown), default=0)
+    for choice, label in zip(gate.choices, shown, strict=True):
+        key = choice.key if match_choice(gate, choice.key) is choice else choice.target
+        line = f"%pipeline resume {gate.node_id} --choice {shlex.quote(key)}"
+        if comment:
+            line += f" --comment {shlex.quote(comment)}"
+        lines.append(f"  {label + ':':<{width + 1}}  {line}")
+    return "\n".join(lines)
 
 
 def step_line(result: Any) -> str:

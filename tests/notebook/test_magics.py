@@ -201,6 +201,27 @@ def test_resume_errors(shell: InteractiveShell, workdir: Path):
     assert "step: draft -> success; next: approve" in out
 
 
+def test_resume_of_a_gate_without_a_choice_gives_the_lines_that_answer_it(
+    shell: InteractiveShell, workdir: Path
+):
+    pipeline = load_review(shell, workdir)
+    line(shell, "run")
+    with pytest.raises(UsageError) as refused:
+        shell.run_line_magic("pipeline", 'resume approve --comment "looks good"')
+    said = str(refused.value).splitlines()
+    assert said == [
+        "gate 'approve' has no default choice (human.default_choice); answer with one of:",
+        "  [Y] Yes -> done:        %pipeline resume approve --choice Y --comment 'looks good'",
+        "  [N] No, redo -> draft:  %pipeline resume approve --choice N --comment 'looks good'",
+    ]
+    assert pipeline.pending_gate() is not None  # still waiting
+    pasted = said[1].split(":", 1)[1].strip()
+    assert pasted.startswith("%pipeline ")
+    out = line(shell, pasted.removeprefix("%pipeline ")).text
+    assert out.splitlines()[-1] == "run: 2 step(s); completed"
+    assert pipeline.run.context["human.gate.comment"] == "looks good"
+
+
 def test_line_usage_errors(shell: InteractiveShell, workdir: Path):
     load_review(shell, workdir)
     cases = {

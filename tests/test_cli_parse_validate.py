@@ -385,3 +385,22 @@ def test_no_dead_fail_edge_warning_where_the_condition_can_hold(
     assert text != DEAD_FAIL_EDGE
     result = run_module("validate", write(tmp_path, "ok.dot", text))
     assert "conditional_outcome" not in result.stdout, result.stdout
+
+
+def test_a_missing_closing_quote_is_named_where_the_string_opened(tmp_path: Path) -> None:
+    stages = "".join(f'  s{n} [prompt="stage {n}"]\n' for n in range(33))
+    text = (
+        f"digraph quote {{\n  start [shape=Mdiamond]\n  done [shape=Msquare]\n{stages}"
+        '  a [label="Estimate]\n  b [label="Review", prompt="x"]\n  start -> a -> b -> done\n}\n'
+    )
+    assert text.splitlines()[36] == '  a [label="Estimate]'  # line 37
+    path = write(tmp_path, "quote.dot", text)
+    result = run_module("validate", path)
+    assert result.returncode == 2
+    assert result.stdout == ""
+    first = result.stderr.splitlines()[0]
+    assert first.startswith(f"{path}:38:13: attribute 'Review' has no value: ")
+    assert first.endswith(
+        "; the quoted string that starts at line 37, column 12 runs on to line 38: if its "
+        "closing '\"' is missing, add it there"
+    )

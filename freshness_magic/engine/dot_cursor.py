@@ -4,9 +4,15 @@
 current token. The lexer stops at the first token it cannot read and keeps that error; the
 cursor raises it only when the parser reaches that token, so an earlier structural mistake is
 reported first (errors come in text order).
+
+DOT strings may span lines, so a missing closing quote is not an error where it is missing: the
+string runs on to the next quote and the error comes later. :meth:`TokenCursor.with_quote_hint`
+then names where that string started.
 """
 
 from __future__ import annotations
+
+from bisect import bisect_left
 
 from freshness_magic.engine.dot_lexer import EOF, STRING, SourceMap, tokenize
 from freshness_magic.engine.model import Position
@@ -53,3 +59,29 @@ class TokenCursor:
 
     def _pos(self, offset: int) -> Position:
         return self.source.position(offset)
+
+    def with_quote_hint(self, error: ParseError) -> ParseError:
+        """``error`` with a hint when the quoted string just before it spans lines and ends on
+        the error's line: its opening quote may be one whose closing quote is missing."""
+        source = self.source
+        if not 0 < error.line <= len(source.line_starts):
+            return error
+        at = source.line_starts[error.line - 1] + error.column - 1
+        index = bisect_left(self.offsets, at) - 1
+        while index >= 0 and self.kinds[index] != STRING:
+            index -= 1
+        if index < 0:
+            return error
+        value, start = self.values[index], self.offsets[index]
+        opened, closed = self._pos(start), self._pos(start + len(value) - 1)
+        if opened.line == closed.line or closed.line != error.line:
+            return error
+        return ParseError(
+            f"{error.message}; the quoted string that starts at line {opened.line}, column "
+            f"{opened.column} runs on to line {closed.line}: if its closing '\"' is missing, "
+            "add it there",
+            line=error.line,
+            column=error.column,
+            source_line=error.source_line,
+            path=error.path,
+        )

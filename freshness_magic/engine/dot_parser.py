@@ -43,7 +43,11 @@ def parse_dot(text: str, path: str | None = None) -> Graph:
     """Parse one Attractor DOT digraph; raises ParseError (with line, column and caret) only."""
     source = SourceMap(text, path)
     with cyclic_gc_paused():
-        return _Parser(text, source).parse()
+        parser = _Parser(text, source)
+        try:
+            return parser.parse()
+        except ParseError as exc:
+            raise parser.with_quote_hint(exc) from None
 
 
 def _suggest_id(text: str) -> str:

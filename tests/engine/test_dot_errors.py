@@ -447,3 +447,52 @@ def test_crlf_source_line_has_no_carriage_return() -> None:
         parse_dot("digraph G {\r\n  a -- b\r\n}\r\n")
     assert caught.value.source_line == "  a -- b"
     assert (caught.value.line, caught.value.column) == (2, 5)
+
+
+QUOTE_HINT = (
+    "; the quoted string that starts at line {0}, column {1} runs on to line {2}: if its "
+    "closing '\"' is missing, add it there"
+)
+
+
+@pytest.mark.parametrize(
+    ("next_line", "message", "column"),
+    [
+        (
+            '  b [label="Review", prompt="x"]',
+            "attribute 'Review' has no value: write Review=value; if it belongs to the "
+            "previous value, quote the whole value",
+            13,
+        ),
+        (
+            '  start -> a [label="ok"]',
+            "unterminated string: this '\"' has no closing '\"' (add one, or escape a quote "
+            'inside the string as \\")',
+            24,
+        ),
+    ],
+    ids=["word-after-the-runaway-string", "unterminated-string-after-it"],
+)
+def test_an_error_after_a_string_that_spans_lines_names_where_it_started(
+    next_line: str, message: str, column: int
+) -> None:
+    text = (
+        "digraph q {\n  start [shape=Mdiamond]\n  done [shape=Msquare]\n"
+        f'  a [label="Estimate]\n{next_line}\n  start -> a -> done\n}}\n'
+    )
+    with pytest.raises(ParseError) as caught:
+        parse_dot(text, "quote.dot")
+    error = caught.value
+    assert (error.line, error.column) == (5, column)
+    assert error.message == message + QUOTE_HINT.format(4, 12, 5)
+    rendered = str(error).splitlines()
+    assert rendered[0] == f"quote.dot:5:{column}: {error.message}"
+    assert rendered[1:] == [f"    {next_line}", "    " + " " * (column - 1) + "^"]
+
+
+def test_a_string_that_spans_lines_on_purpose_gets_no_hint_for_a_later_error() -> None:
+    text = 'digraph q {\n  a [prompt="line one\nline two"]\n  b [label="x" "y"]\n}\n'
+    with pytest.raises(ParseError) as caught:
+        parse_dot(text)
+    assert caught.value.line == 4
+    assert "runs on to line" not in caught.value.message

@@ -112,6 +112,10 @@ class RunRecovery(RunEndings):
             raise RunError(
                 f"the run waits at gate '{memory.next_node}'; answer it instead of retrying"
             )
+        if memory.state is RunState.READY and not memory.completed:
+            raise RunError(
+                "nothing to retry: no node of the run has run yet; step() or run() starts it"
+            )
         target = node_id or memory.interrupted_node or memory.failed_node
         if target is None and memory.state is RunState.FAILED:
             target = memory.current_node

@@ -18,6 +18,7 @@ from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.engine.run import Run
+from freshness_magic.errors import RunError
 from tests.engine.runkit import FakeClock, Scripted, graph, make_run, registry
 
 LINEAR = """digraph g {{
@@ -317,3 +318,12 @@ def test_the_failure_count_survives_a_resume_and_a_retry_starts_it_again(tmp_pat
     result = again.run()
     assert result.completed_nodes.count("fix") == 6  # a retry gives a new allowance of 3
     assert result.failed_node == "tests"
+
+
+def test_retry_of_a_run_that_has_not_begun_is_refused(tmp_path: Path) -> None:
+    run = make_run(fix_loop(), tmp_path)
+    for node in (None, "fix"):
+        with pytest.raises(RunError, match="no node of the run has run yet; step"):
+            run.retry(node)
+    assert run.state is RunState.READY and run.result().completed_nodes == []
+    assert run.step().node_id == "start"

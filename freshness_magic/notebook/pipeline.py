@@ -20,7 +20,7 @@ from IPython.core.error import UsageError
 
 from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.persistence import same_pipeline
+from freshness_magic.engine.persistence import PIPELINE_FILE, same_pipeline
 from freshness_magic.errors import (
     FreshnessMagicError,
     GateAnswerError,
@@ -30,7 +30,7 @@ from freshness_magic.errors import (
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
 from freshness_magic.notebook.readout import PipelineReadout
-from freshness_magic.notebook.saved import run_dir_hash
+from freshness_magic.notebook.saved import find_unfinished, run_dir_hash
 from freshness_magic.notebook.stepping import step_loop
 from freshness_magic.notebook.text import TextResult
 from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of
@@ -315,13 +315,28 @@ class NotebookPipeline(PipelineReadout):
             max_steps=1,
         )
 
+    def _nothing_to_resume(self) -> str:
+        """Why there is nothing to resume, naming a run of another text of the pipeline (a user
+        who fixed the pipeline and reloaded it finds the old run is not offered)."""
+        other = find_unfinished(self.graph, self.workdir, any_text=True)
+        if other is None:
+            return f"nothing to resume: no unfinished run of {self.name} on disk"
+        here = Path(self.workdir) == Path.cwd().resolve()
+        where = "" if here else f" --workdir {self.workdir}"
+        return (
+            f"nothing to resume with this text of {self.name}: its unfinished run "
+            f"{other.run_dir.name} was started from another text, and a run goes on only with the "
+            f"text it started with. %pipeline step starts a new run with this one; %pipeline load "
+            f"{other.run_dir / PIPELINE_FILE}{where} then %pipeline resume reopens the old one"
+        )
+
     def _resume_offered(self) -> TextResult:
         offer = self.resume_offer
         if offer is None:
             gate = self.pending_gate()
             if gate is not None:
                 return TextResult(text.waiting_text(gate))
-            return TextResult(f"nothing to resume: no unfinished run of {self.name} on disk")
+            return TextResult(self._nothing_to_resume())
         self._open(resume=offer.run_dir)
         lines = [f"resumed run {offer.run_dir.name}", *self.resume_notes, self.status_line()]
         failure = self.failure_text()

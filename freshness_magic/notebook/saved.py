@@ -73,9 +73,11 @@ class ResumeOffer:
         )
 
 
-def find_unfinished(graph: Graph, workdir: Path) -> ResumeOffer | None:
+def find_unfinished(graph: Graph, workdir: Path, *, any_text: bool = False) -> ResumeOffer | None:
     """The newest run of ``graph`` in ``workdir`` that executed at least one node and did not
-    complete: waiting, paused, or failed at a node (not one that failed otherwise)."""
+    complete: waiting, paused, or failed at a node (not one that failed otherwise). With
+    ``any_text``, a run of any text of a pipeline of the same name (one that can be resumed only
+    with the text it started with)."""
     root = workdir / ".freshness" / "runs"
     if not root.is_dir():
         return None
@@ -85,7 +87,12 @@ def find_unfinished(graph: Graph, workdir: Path) -> ResumeOffer | None:
         if stamp is None or follow_restarts(folder) != folder:
             continue  # no state, or a loop restart continued this run in another folder
         manifest = _json(folder / "manifest.json")
-        if manifest is None or not same_pipeline(graph.source, manifest.get("pipeline_hash")):
+        if manifest is None:
+            continue
+        if any_text:
+            if manifest.get("name") != graph.name:
+                continue
+        elif not same_pipeline(graph.source, manifest.get("pipeline_hash")):
             continue
         if manifest.get("workdir") == str(workdir):
             candidates.append((stamp, folder))

@@ -88,6 +88,30 @@ def test_a_run_that_failed_at_a_node_is_offered_after_a_restart_and_retried(
     assert again.run.run_id == run_id
 
 
+def test_resume_after_the_pipeline_was_fixed_names_the_old_run_and_both_ways_on(
+    shell: InteractiveShell, workdir: Path
+):
+    """A user fixes a failing pipeline and reloads it: the failed run keeps its own text, so it
+    is not offered, and 'nothing to resume' alone hid that it is there."""
+    failing = REVIEW_DOT.replace('tool_command="true"', 'tool_command="test -f fixed"')
+    first = load_review(shell, workdir, failing)
+    line(shell, "run")
+    old = first.run.run_dir
+    del shell.user_ns["review"]
+    load_review(shell, workdir)  # the fixed text
+    said = line(shell, "resume").text
+    assert said == (
+        f"nothing to resume with this text of review: its unfinished run {old.name} was started "
+        "from another text, and a run goes on only with the text it started with. %pipeline "
+        f"step starts a new run with this one; %pipeline load {old / 'pipeline.dot'} --workdir "
+        f"{workdir} then %pipeline resume reopens the old one"
+    )
+    pasted = said.split("%pipeline ")[-2].removesuffix(" then ")
+    shell.run_line_magic("pipeline", pasted)  # as advised
+    said = line(shell, "resume").text.splitlines()
+    assert said[0] == f"resumed run {old.name}" and said[-1] == "%pipeline retry runs it again"
+
+
 def test_a_resume_says_what_changed_while_the_run_was_stopped(
     shell: InteractiveShell, workdir: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

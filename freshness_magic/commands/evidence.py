@@ -110,18 +110,14 @@ def _unknown_node(run_dir: Path, node: str) -> str | None:
     """Why ``node`` has no records when it is not a node of the run's pipeline; else None."""
     from freshness_magic.engine.persistence import PIPELINE_FILE
     from freshness_magic.engine.pipeline import load_pipeline
-    from freshness_magic.engine.validation.attrs import closest
+    from freshness_magic.engine.validation.attrs import no_node
     from freshness_magic.errors import FreshnessMagicError
 
     try:
         graph = load_pipeline((run_dir / PIPELINE_FILE).read_text(encoding="utf-8"))
     except (OSError, UnicodeDecodeError, FreshnessMagicError):
         return None  # no readable pipeline to say more from
-    if node in graph.nodes:
-        return None
-    near = closest(node, graph.nodes)
-    hint = f"did you mean '{near}'?" if near else "nodes: " + ", ".join(graph.nodes)
-    return f"no node '{node}' in the pipeline of this run; {hint}"
+    return None if node in graph.nodes else no_node("the run's pipeline", node, graph.nodes)
 
 
 def run(args: argparse.Namespace) -> int:

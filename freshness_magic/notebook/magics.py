@@ -27,6 +27,7 @@ from traitlets import Bool, CaselessStrEnum, TraitError, Unicode, validate
 from freshness_magic.cluster import ClusterPool, parse_executor
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.validation import Diagnostic
+from freshness_magic.engine.validation.attrs import no_node
 from freshness_magic.errors import ClusterError, FreshnessMagicError, ParseError, ValidationError
 from freshness_magic.notebook.arguments import (
     HelpShown,
@@ -38,7 +39,7 @@ from freshness_magic.notebook.arguments import (
 from freshness_magic.notebook.completion import complete_line
 from freshness_magic.notebook.pipeline import RUN_SPECS, NotebookPipeline
 from freshness_magic.notebook.render import LayoutCache
-from freshness_magic.notebook.text import TextResult, no_node
+from freshness_magic.notebook.text import TextResult
 
 HubHandler = Callable[["PipelineMagics", Sequence[str]], Any]
 _NEEDS_NODE = ("why",)

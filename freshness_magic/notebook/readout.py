@@ -19,6 +19,7 @@ from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.engine.state import RunState
+from freshness_magic.engine.validation.attrs import no_node
 from freshness_magic.errors import RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.evidence_log import EvidenceTail
@@ -121,7 +122,7 @@ class PipelineReadout:
         are, when missing."""
         node = self.graph.nodes.get(node_id)
         if node is None:
-            raise RunError(text.no_node(self.name, node_id, self.graph.nodes))
+            raise RunError(no_node(self.name, node_id, self.graph.nodes))
         return node
 
     @property

@@ -15,7 +15,6 @@ from typing import Any
 from freshness_magic.engine.condition_explain import ConditionExplanation
 from freshness_magic.engine.gates import match_choice
 from freshness_magic.engine.outcome import Choice, Question, StageStatus
-from freshness_magic.engine.validation.attrs import closest
 from freshness_magic.freshness.events import blocked_by, some_files
 from freshness_magic.notebook.render import NodeState, NodeView, state_table
 
@@ -41,16 +40,6 @@ def one_line(text: str, limit: int) -> str:
     """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
-
-
-def no_node(pipeline: str, node_id: str, nodes: Iterable[str]) -> str:
-    """``no node 'lnit' (did you mean 'lint'?)``, else ``no node 'x' in review; nodes: ...``:
-    every message about a node name a pipeline does not have."""
-    names = list(nodes)
-    near = closest(node_id, names)
-    if near is not None:
-        return f"no node {node_id!r} (did you mean {near!r}?)"
-    return f"no node {node_id!r} in {pipeline}; nodes: {', '.join(names)}"
 
 
 MAX_LISTED = 100

@@ -67,7 +67,7 @@ def test_a_node_not_in_the_pipeline_is_named_as_such(
     assert (
         capsys.readouterr()
         .err.strip()
-        .endswith("no node 'nowhere' in the pipeline of this run; nodes: start, build, check, done")
+        .endswith("no node 'nowhere' in the run's pipeline; nodes: start, build, check, done")
     )
 
 

@@ -306,6 +306,16 @@ def closest(value: str, choices: Iterable[str], cutoff: float = 0.5) -> str | No
     return found[0] if found else None
 
 
+def no_node(pipeline: str, node_id: str, nodes: Iterable[str]) -> str:
+    """``no node 'lnit' (did you mean 'lint'?)``, else ``no node 'x' in review; nodes: ...``:
+    every message (notebook and CLI) about a node name a pipeline does not have."""
+    names = list(nodes)
+    near = closest(node_id, names)
+    if near is not None:
+        return f"no node {node_id!r} (did you mean {near!r}?)"
+    return f"no node {node_id!r} in {pipeline}; nodes: {', '.join(names)}"
+
+
 def shape_known(graph: Graph, node: Node, out: Out) -> None:
     """A shape outside the §2.8 table runs as codergen: a typo there silently calls an LLM."""
     shape = node.attrs.get("shape")

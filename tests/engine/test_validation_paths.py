@@ -36,6 +36,17 @@ TYPO = (
 # -- 1. a typo in an edge target ---------------------------------------------------------------
 
 
+def validate_cli(path: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m freshness_magic validate PATH`` as a user runs it."""
+    return subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "validate", str(path)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
 def test_typo_in_edge_target_says_did_you_mean() -> None:
     d = only(lint(TYPO, "node_id_typo"))
     assert d.severity is Severity.WARNING
@@ -98,13 +109,7 @@ MID_CHAIN = """digraph m {
 def test_a_typo_in_the_middle_of_a_chain_says_did_you_mean_where_it_is(tmp_path: Path) -> None:
     path = tmp_path / "mid.dot"
     path.write_text(MID_CHAIN, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "freshness_magic", "validate", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = validate_cli(path)
     assert done.returncode == 0, done.stderr
     out = done.stdout.splitlines()
     assert (
@@ -377,13 +382,7 @@ def test_retries_on_tool_does_not_advise_a_retry_target_where_failures_already_g
     assert text != RETRIED_TOOL
     path = tmp_path / "retried.dot"
     path.write_text(text, encoding="utf-8")
-    done = subprocess.run(
-        [sys.executable, "-m", "freshness_magic", "validate", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
+    done = validate_cli(path)
     (line,) = [line for line in done.stdout.splitlines() if " retries_on_tool: " in line]
     by = {
         "node": "by its retry_target",

@@ -150,8 +150,8 @@ def why_text(pipeline: PipelineReadout, node_id: str) -> str:
     view = pipeline.views()[node_id]
     word = text.state_word(view)
     lines = [f"{node_id}: {word}"]
-    if view.why and view.why != word:  # an interrupted node's why may be just its state
-        lines.append(f"  {view.why}")
+    if why := text.reason(view):
+        lines.append(f"  {why}")
     outcome = pipeline.outcomes().get(node_id)
     if outcome is not None:
         again = view.state in (NodeState.WAITING, NodeState.NEXT, NodeState.RUNNING)

@@ -68,9 +68,15 @@ def state_word(view: NodeView) -> str:
     return view.state.value
 
 
+def reason(view: NodeView) -> str:
+    """Why the node is in its state, or "" when that would only repeat the state word (an
+    interrupted node's reason may be just ``interrupted``)."""
+    return "" if view.why == state_word(view) else view.why
+
+
 def status_table(views: Mapping[str, NodeView]) -> str:
     """The node-state table (stable: no times, ids or paths)."""
-    rows = [(node_id, state_word(v), one_line(v.why, 90)) for node_id, v in views.items()]
+    rows = [(node_id, state_word(v), one_line(reason(v), 90)) for node_id, v in views.items()]
     return state_table(rows)
 
 

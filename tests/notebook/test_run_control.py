@@ -68,6 +68,8 @@ def test_kernel_interrupt_in_a_node_is_one_line_and_leaves_it_interrupted(
     assert "stage_interrupted" in [e["type"] for e in events_of(pipeline)]
     why = line(shell, "why work").text.splitlines()
     assert why[0] == "work: interrupted" and "interrupted" not in "\n".join(why[1:])
+    row = next(r for r in line(shell, "status").text.splitlines() if r.split()[:1] == ["work"])
+    assert row.split() == ["work", "interrupted"]  # the state word once, no reason repeating it
     shell.run_cell_magic("node", "work", "context['work.done'] = 'yes'\n")
     out = line(shell, "run").text
     assert out.splitlines()[-1] == "run: 3 step(s); completed"

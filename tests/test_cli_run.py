@@ -474,7 +474,8 @@ def test_progress_says_when_a_node_runs_or_is_held_with_changed_inputs(tmp_path:
   start [shape=Mdiamond]
   touch [shape=parallelogram, tool_command="echo 2 >> in.txt"]
   use   [shape=parallelogram, tool_command="true", source_files="in.txt", freshness=warn]
-  hold  [shape=parallelogram, tool_command="true", source_files="in.txt", freshness=block]
+  hold  [shape=parallelogram, tool_command="true", source_files="in.txt", freshness=block,
+         max_retries=2]
   done  [shape=Msquare]
   start -> touch -> use -> hold -> done
 }
@@ -487,7 +488,9 @@ def test_progress_says_when_a_node_runs_or_is_held_with_changed_inputs(tmp_path:
         "use inputs changed since its baseline: in.txt; ran anyway (freshness=warn)",
         "hold inputs changed since its baseline: in.txt; held back (freshness=block): accept "
         "the change or restore the files",
-    ]
+    ]  # once, although each of the block's three attempts checked the inputs
+    retries = [line.split()[1:3] for line in proc.stdout.splitlines() if line.startswith("  retry")]
+    assert retries == [["hold", "attempt"]] * 2
 
 
 def test_a_block_failure_says_so_and_its_hint_is_the_command_that_goes_on(tmp_path: Path) -> None:

@@ -133,6 +133,9 @@ class Progress:
         """The output pipe was closed: print nothing more (the run itself goes on)."""
         self.held: dict[str, list[str]] = {}
         """Nodes a ``freshness=block`` held back, with the changed files, since they last ran."""
+        self.stale_said: dict[str, str] = {}
+        """The stale-input line printed for a node that has not finished yet: a block's retries
+        check again, and the same news is printed once."""
 
     def __call__(self, event: Event) -> None:
         if self.closed:
@@ -173,6 +176,7 @@ class Progress:
             note = (
                 str(data.get("failure_reason") or data.get("notes") or "").splitlines() or [""]
             )[0]
+            self.stale_said.pop(event.node_id or "", None)
             held = self.held.pop(event.node_id or "", None)
             if held is not None and status == "fail":  # the handler never ran: say why
                 note = blocked_by(held)
@@ -191,8 +195,11 @@ class Progress:
         elif event.type == FreshnessEvent.STALE_INPUT:
             if data.get("mode") == "block":
                 self.held[event.node_id or ""] = [str(f) for f in data.get("files") or ()]
-            clear = "\x1b[2K" if self.live else ""
-            self._print(f"{clear}  {'stale':<7} {node:<24} {'':8}  {describe_stale_input(data)}")
+            said = describe_stale_input(data)
+            if self.stale_said.get(event.node_id or "") != said:
+                self.stale_said[event.node_id or ""] = said
+                clear = "\x1b[2K" if self.live else ""
+                self._print(f"{clear}  {'stale':<7} {node:<24} {'':8}  {said}")
         elif event.type is EventType.GOAL_GATE_REDIRECT:
             self._print(
                 f"  {'goal':<7} {node:<24} unsatisfied goal gate; "

@@ -64,7 +64,9 @@ def step_loop(
 
     def note_stale(event: Event) -> None:
         if event.type == FreshnessEvent.STALE_INPUT:
-            stale.append(f"  {event.node_id}: {describe_stale_input(event.data)}")
+            said = f"  {event.node_id}: {describe_stale_input(event.data)}"
+            if said not in stale:  # a block's retries check again: say the same news once
+                stale.append(said)
 
     listener = run.events.subscribe(note_stale)
     try:

@@ -333,6 +333,21 @@ def test_a_big_change_is_named_briefly_in_why_and_the_details_panel(
     assert listed[100] == f"… and 50 more ({where})"
 
 
+def test_a_block_with_retries_says_its_changed_inputs_once(shell: InteractiveShell, workdir: Path):
+    """Each retry of a blocked node checks its inputs again; the step says the news once."""
+    dot = REVIEW_DOT.replace('freshness="block"', 'freshness="block", max_retries=2')
+    load_review(shell, workdir, dot)
+    line(shell, "step")
+    (workdir / "src" / "login.py").write_text("def login():\n    return False\n")
+    out = line(shell, "step").text.splitlines()
+    said = [row for row in out if "inputs changed since" in row]
+    assert said == [
+        "  lint: inputs changed since its baseline: src/login.py; held back (freshness=block): "
+        "accept the change or restore the files"
+    ], out
+    assert out[-1].startswith("run failed: lint did not run, blocked by changed inputs")
+
+
 def test_a_node_held_back_by_block_says_so_and_how_to_go_on_in_the_notebook(
     shell: InteractiveShell, workdir: Path
 ):

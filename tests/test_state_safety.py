@@ -258,7 +258,19 @@ def test_resume_stops_a_tool_that_outlived_its_killed_driver(tmp_path: Path) -> 
     os.kill(driver.pid, signal.SIGKILL)
     driver.wait()
     os.killpg(pgid, 0)  # the tool survived its driver
-    resumed = resume_run(pgid_file.parent.parent.parent)
+    run_dir = pgid_file.parent.parent.parent
+    status = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "status", str(run_dir)],
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert (
+        f"note: the tool of node 'work' (process group {pgid}) still runs, although its driver "
+        f"(pid {driver.pid}) is gone; resume stops it first"
+    ) in status.stdout.splitlines(), status.stdout
+    os.killpg(pgid, 0)  # status only looked
+    resumed = resume_run(run_dir)
     assert resumed.next_node == "work"
     assert not pgid_file.exists()
     with pytest.raises(ProcessLookupError):

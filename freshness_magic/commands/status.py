@@ -47,6 +47,11 @@ def main(args: argparse.Namespace) -> int:
     driver = live_driver(run_dir)
     if driver is not None:
         info["driver"] = driver
+    else:
+        from freshness_magic.engine.handlers.tool import orphaned_tools
+
+        if orphans := orphaned_tools(run_dir):
+            info["orphaned_tools"] = orphans
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False, default=str))
         return EXIT_CODES[info["status"]]
@@ -84,6 +89,8 @@ def main(args: argparse.Namespace) -> int:
             )
     elif info["next_node"]:
         print(f"next node: {info['next_node']}", file=out)
+    for line in info.get("orphaned_tools", ()):
+        print(f"note: {line}", file=out)
     return EXIT_CODES[info["status"]]
 
 

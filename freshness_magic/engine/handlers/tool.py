@@ -22,6 +22,7 @@ import signal
 import socket
 import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -98,6 +99,32 @@ def _start_time(pid: int) -> str | None:
         return None
 
 
+@dataclass(frozen=True, slots=True)
+class _RecordedGroup:
+    """A ``nodes/<id>/pgid`` file as read, with what is true of its processes now."""
+
+    pgid: int
+    driver: int
+    driver_alive: bool
+    """Its driver still runs on this host (it is not ours to stop)."""
+    orphan_alive: bool
+    """The group still runs on this host and its leader is the recorded process (no pid reuse)."""
+
+
+def _recorded_group(path: Path) -> _RecordedGroup:
+    """Read ``path``; raises OSError, or ValueError/KeyError/TypeError for a damaged file."""
+    data = atomicio.loads_bounded(path.read_bytes(), what=str(path))
+    pgid, driver = int(data["pgid"]), int(data["driver_pid"])
+    host, started = str(data.get("host", "")), data.get("started")
+    same_host = host == socket.gethostname()
+    driver_alive = same_host and driver != os.getpid() and pid_alive(driver)
+    leader_start = _start_time(pgid)
+    reused = started is not None and leader_start is not None and leader_start != started
+    return _RecordedGroup(
+        pgid, driver, driver_alive, same_host and not reused and _group_alive(pgid)
+    )
+
+
 def reap_survivor(
     node_dir: str | os.PathLike[str], grace: float = KILL_GRACE_SECONDS
 ) -> str | None:
@@ -110,29 +137,24 @@ def reap_survivor(
     """
     path = Path(node_dir) / PGID_FILE
     try:
-        data = atomicio.loads_bounded(path.read_bytes(), what=str(path))
-        pgid, driver = int(data["pgid"]), int(data["driver_pid"])
-        host, started = str(data.get("host", "")), data.get("started")
+        group = _recorded_group(path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:
         with contextlib.suppress(OSError):
             path.unlink()
         return f"removed unreadable {path} ({exc}); no process group stopped"
-    same_host = host == socket.gethostname()
-    if same_host and driver != os.getpid() and pid_alive(driver):
+    if group.driver_alive:
         return (
-            f"the tool of {path.parent.name} (process group {pgid}) is still driven by pid "
-            f"{driver}; not stopped"
+            f"the tool of {path.parent.name} (process group {group.pgid}) is still driven by "
+            f"pid {group.driver}; not stopped"
         )
     message: str | None = None
-    leader_start = _start_time(pgid)
-    reused = started is not None and leader_start is not None and leader_start != started
-    if same_host and not reused and _group_alive(pgid):
-        kill_group(pgid, None, grace)
+    if group.orphan_alive:
+        kill_group(group.pgid, None, grace)
         message = (
-            f"stopped the tool of node '{path.parent.name}' (process group {pgid}) that "
-            f"outlived its driver (pid {driver})"
+            f"stopped the tool of node '{path.parent.name}' (process group {group.pgid}) that "
+            f"outlived its driver (pid {group.driver})"
         )
     with contextlib.suppress(OSError):
         path.unlink()
@@ -147,6 +169,24 @@ def reap_survivors(run_dir: str | os.PathLike[str], grace: float = KILL_GRACE_SE
         if message is not None:
             messages.append(message)
     return messages
+
+
+def orphaned_tools(run_dir: str | os.PathLike[str]) -> list[str]:
+    """What :func:`reap_survivors` would stop, in words, touching nothing: the tools of a run
+    whose driver was killed (``kill -9``, a lost kernel) and that still run on their own."""
+    found = []
+    for pgid_file in sorted(Path(run_dir).glob(f"nodes/*/{PGID_FILE}")):
+        try:
+            group = _recorded_group(pgid_file)
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if group.orphan_alive and not group.driver_alive:
+            found.append(
+                f"the tool of node '{pgid_file.parent.name}' (process group {group.pgid}) "
+                f"still runs, although its driver (pid {group.driver}) is gone; resume stops "
+                "it first"
+            )
+    return found
 
 
 class _Follower:

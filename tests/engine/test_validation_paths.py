@@ -297,6 +297,25 @@ def test_misspelt_node_attributes_get_did_you_mean() -> None:
     )
 
 
+def test_another_tools_name_for_tool_command_gets_the_rename() -> None:
+    """``script=`` (as other pipeline tools write it) on a tool node: the missing-command error
+    and the unknown-attribute warning both name the rename."""
+    text = """digraph g {
+  start [shape=Mdiamond]
+  check [shape=parallelogram, script="make test"]
+  done [shape=Msquare]
+  start -> check -> done
+}"""
+    missing = only(lint(text, "tool_command_present"))
+    assert missing.severity is Severity.ERROR
+    assert missing.fix == "rename `script` to `tool_command` (the Attractor name for it)"
+    unknown = only(lint(text, "node_attr_known"))
+    assert (unknown.severity, unknown.line, unknown.column) == (Severity.WARNING, 3, 31)
+    assert unknown.fix == missing.fix
+    fixed = lint(text.replace("script=", "tool_command="))
+    assert not [d for d in fixed if d.rule in ("tool_command_present", "node_attr_known")]
+
+
 def test_known_attributes_come_from_the_registered_rules() -> None:
     validator = session_validator()
     known = validator.node_attributes()

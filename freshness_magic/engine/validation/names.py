@@ -16,6 +16,9 @@ accepted quietly, and a near miss of one (``colour``) is INFO: drawing does not 
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from types import MappingProxyType
+
 from freshness_magic.engine.model import Graph, Position
 from freshness_magic.engine.validation.attrs import closest
 from freshness_magic.engine.validation.core import (
@@ -69,12 +72,21 @@ def _check(graph: Graph, known: frozenset[str], out: Out) -> None:
             out.append(_diagnostic(node.id, key, known, node_at(node, key), explicit))
 
 
+OTHER_DIALECT_NAMES: Mapping[str, str] = MappingProxyType(
+    {"script": "tool_command", "command": "tool_command", "cmd": "tool_command"}
+)
+"""Node attributes other pipeline tools spell differently -> the name this engine reads."""
+
+
 def _diagnostic(
     node_id: str, key: str, known: frozenset[str], at: tuple[int, int], explicit: bool
 ) -> Diagnostic:
-    near = closest(key, known, cutoff=0.75)
+    near = OTHER_DIALECT_NAMES.get(key) or closest(key, known, cutoff=0.75)
     where = f"node `{node_id}`" if explicit else f"node `{node_id}` (from a node [...] default)"
-    if near is None:
+    if key in OTHER_DIALECT_NAMES:
+        severity = WARNING
+        fix = f"rename `{key}` to `{near}` (the Attractor name for it)"
+    elif near is None:
         severity = INFO
         fix = f"check the spelling, or remove `{key}` if nothing reads it"
     else:

@@ -76,9 +76,14 @@ ATTRIBUTE_RULES = [
 def test_the_engine_alone_checks_none_of_their_attributes() -> None:
     # It only notes that nothing it knows reads them (their rules are not registered).
     found = validate(load_pipeline(BAD))
-    assert {(d.rule, d.severity.value) for d in found} == {("node_attr_known", "info")}
-    named = {d.message.split("`")[3] for d in found}
+    assert {(d.rule, d.severity.value) for d in found} == {
+        ("node_attr_known", "info"),
+        ("graph_attr_known", "info"),
+    }
+    named = {d.message.split("`")[3] for d in found if d.rule == "node_attr_known"}
     assert named == {"freshness", "evidence", "commit", "expects_no_changes", "source_files"}
+    graph = {d.message.split("`")[1] for d in found if d.rule == "graph_attr_known"}
+    assert graph == {"commit", "evidence"}
 
 
 def test_session_validator_registers_their_rules_after_the_engine_rules() -> None:

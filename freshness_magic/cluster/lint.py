@@ -54,4 +54,9 @@ def _node(graph: Graph, node: Node, out: Out) -> None:
 
 def executor_rules() -> list[LintRule]:
     """The ``executor`` attribute's rule, to register with a Validator."""
-    return [ScanRule("executor_valid", _graph, _node, node_attributes=frozenset({"executor"}))]
+    executor = frozenset({"executor"})
+    return [
+        ScanRule(
+            "executor_valid", _graph, _node, node_attributes=executor, graph_attributes=executor
+        )
+    ]

@@ -62,6 +62,7 @@ def evidence_rules() -> list[LintRule]:
             _evidence_graph,
             _evidence_node,
             node_attributes=frozenset({"evidence"}),
+            graph_attributes=frozenset({"evidence"}),
         ),
         attr_type_rule(
             graph_typed={"commit": BOOL},

@@ -316,6 +316,43 @@ def test_another_tools_name_for_tool_command_gets_the_rename() -> None:
     assert not [d for d in fixed if d.rule in ("tool_command_present", "node_attr_known")]
 
 
+GRAPH_ATTRS = """digraph g {
+  graph [goal="ship", max_failure_redirect=3, max_node_visits=8, splines=ortho, rankdir=LR,
+         model_style_sheet="* { llm_model: m; }", executor=local, release="2.0"]
+  start [shape=Mdiamond]
+  a [prompt="a"]
+  done [shape=Msquare]
+  start -> a
+  a -> done [condition="context.graph.release=2.0"]
+}"""
+
+
+def test_unknown_graph_attributes_are_noted_and_near_misses_warned() -> None:
+    """A graph attribute nothing reads changes nothing: a near miss of one the engine reads is
+    a warning (``max_failure_redirect``); another tool's setting is a note; GraphViz's and one
+    a condition reads from the context (``graph.release``) are quiet."""
+    found = {d.message.split("`")[1]: d for d in lint(GRAPH_ATTRS, "graph_attr_known")}
+    assert set(found) == {"max_failure_redirect", "max_node_visits", "model_style_sheet"}
+    for key, near in (
+        ("max_failure_redirect", "max_failure_redirects"),
+        ("model_style_sheet", "model_stylesheet"),
+    ):
+        assert found[key].severity is Severity.WARNING
+        assert found[key].fix == f"did you mean `{near}`? rename `{key}` to `{near}`"
+    d = found["max_node_visits"]
+    assert (d.severity, d.line, d.column) == (Severity.INFO, 2, 47)
+    assert d.format("p.dot") == (
+        "p.dot:2:47: info graph_attr_known: graph attribute `max_node_visits` is not one the "
+        "engine or a registered extension reads; it is kept (in the run's context as "
+        "graph.max_node_visits) but changes nothing (fix: check the spelling, or remove "
+        "`max_node_visits` if nothing reads it)"
+    )
+    # The extension that reads `executor` declares it; the engine alone only notes it.
+    engine = Validator().validate(load_pipeline(GRAPH_ATTRS))
+    assert "executor" in {d.message.split("`")[1] for d in engine if d.rule == "graph_attr_known"}
+    assert {"executor", "evidence", "commit"} <= session_validator().graph_attributes()
+
+
 def test_known_attributes_come_from_the_registered_rules() -> None:
     validator = session_validator()
     known = validator.node_attributes()

@@ -225,6 +225,7 @@ def attr_type_rule(
         node_check if node_items else None,
         edge_check if edge_items else None,
         node_attributes=frozenset(node_typed),
+        graph_attributes=frozenset(graph_typed),
     )
 
 

@@ -182,6 +182,8 @@ class FunctionRule(NamedTuple):
     check: Callable[[Graph], list[Diagnostic]]
     node_attributes: frozenset[str] = frozenset()
     """Node attributes the rule's package reads (see :meth:`Validator.node_attributes`)."""
+    graph_attributes: frozenset[str] = frozenset()
+    """Graph attributes the rule's package reads (see :meth:`Validator.graph_attributes`)."""
 
     def apply(self, graph: Graph) -> list[Diagnostic]:
         return self.check(graph)
@@ -200,6 +202,8 @@ class ScanRule(NamedTuple):
     edge_check: EdgeCheck | None = None
     node_attributes: frozenset[str] = frozenset()
     """Node attributes the rule's package reads (see :meth:`Validator.node_attributes`)."""
+    graph_attributes: frozenset[str] = frozenset()
+    """Graph attributes the rule's package reads (see :meth:`Validator.graph_attributes`)."""
 
     def apply(self, graph: Graph) -> list[Diagnostic]:
         out: list[Diagnostic] = []
@@ -214,22 +218,33 @@ class ScanRule(NamedTuple):
         return out
 
 
+class AttributeScope(enum.Enum):
+    """Which attributes an :class:`AttributeRule` is about."""
+
+    NODE = "node"
+    GRAPH = "graph"
+
+
 class AttributeRule(NamedTuple):
-    """A rule about attribute names: ``check(graph, known, out)`` gets every node attribute the
-    rules of its validator declare (their ``node_attributes``), its own included.
+    """A rule about attribute names: ``check(graph, known, out)`` gets every attribute of its
+    ``scope`` (node or graph) that the rules of its validator declare (their
+    ``node_attributes`` or ``graph_attributes``), its own included.
 
     So the list of known attributes is kept by the rules of the packages that read them, and an
     attribute a package adds is known wherever that package's rules are registered. Applied on
-    its own (outside a :class:`Validator`) it knows only its own ``node_attributes``.
+    its own (outside a :class:`Validator`) it knows only its own declared attributes.
     """
 
     name: str
     check: Callable[[Graph, frozenset[str], Out], None]
     node_attributes: frozenset[str] = frozenset()
+    graph_attributes: frozenset[str] = frozenset()
+    scope: AttributeScope = AttributeScope.NODE
 
     def apply(self, graph: Graph) -> list[Diagnostic]:
         out: list[Diagnostic] = []
-        self.check(graph, self.node_attributes, out)
+        own = self.node_attributes if self.scope is AttributeScope.NODE else self.graph_attributes
+        self.check(graph, own, out)
         return out
 
 
@@ -288,9 +303,16 @@ class Validator:
 
     def node_attributes(self) -> frozenset[str]:
         """Every node attribute a registered rule declares (its ``node_attributes``)."""
+        return self._declared("node_attributes")
+
+    def graph_attributes(self) -> frozenset[str]:
+        """Every graph attribute a registered rule declares (its ``graph_attributes``)."""
+        return self._declared("graph_attributes")
+
+    def _declared(self, field: str) -> frozenset[str]:
         known: set[str] = set()
         for rule in self._rules:
-            known.update(getattr(rule, "node_attributes", ()))
+            known.update(getattr(rule, field, ()))
         return frozenset(known)
 
     def validate(self, graph: Graph) -> list[Diagnostic]:
@@ -319,7 +341,9 @@ class Validator:
                     if rule.edge_check is not None:
                         edge_checks.append((name, rule.edge_check))
                 elif isinstance(rule, AttributeRule):
-                    rule.check(graph, self.node_attributes(), out)
+                    graph_scope = rule.scope is AttributeScope.GRAPH
+                    known = self.graph_attributes() if graph_scope else self.node_attributes()
+                    rule.check(graph, known, out)
                 else:
                     out.extend(rule.apply(graph))
             except Exception as exc:  # a broken rule must not hide the other findings

@@ -25,8 +25,10 @@ from freshness_magic.engine.validation.core import (
     INFO,
     WARNING,
     AttributeRule,
+    AttributeScope,
     Diagnostic,
     Out,
+    graph_diag,
     node_at,
 )
 
@@ -54,6 +56,37 @@ ENGINE_NODE_ATTRIBUTES: frozenset[str] = frozenset({
 })
 # fmt: on
 """The node attributes the engine and its built-in handlers read."""
+
+# fmt: off
+GRAPHVIZ_GRAPH_ATTRIBUTES: frozenset[str] = frozenset({
+    "_background", "bb", "bgcolor", "center", "charset", "class", "clusterrank", "color",
+    "colorscheme", "comment", "compound", "concentrate", "dpi", "esep", "fillcolor",
+    "fontcolor", "fontname", "fontnames", "fontpath", "fontsize", "forcelabels",
+    "gradientangle", "href", "id", "imagepath", "inputscale", "label", "label_scheme",
+    "labeljust", "labelloc", "landscape", "layers", "layerlistsep", "layerselect", "layersep",
+    "layout", "levels", "levelsgap", "lheight", "linelength", "lp", "lwidth", "margin",
+    "maxiter", "mclimit", "mindist", "mode", "model", "newrank", "nodesep", "nojustify",
+    "normalize", "notranslate", "nslimit", "nslimit1", "oneblock", "ordering", "orientation",
+    "outputorder", "overlap", "overlap_scaling", "overlap_shrink", "pack", "packmode", "pad",
+    "page", "pagedir", "pencolor", "penwidth", "peripheries", "quadtree", "quantum", "rank",
+    "rankdir", "ranksep", "ratio", "remincross", "repulsiveforce", "resolution", "root",
+    "rotate", "rotation", "scale", "searchsize", "sep", "showboxes", "size", "smoothing",
+    "sortv", "splines", "start", "style", "stylesheet", "target", "TBbalance", "tooltip",
+    "truecolor", "URL", "viewport", "voro_margin", "xdotversion",
+})
+"""GraphViz's graph and cluster attributes: accepted quietly, they change only the picture."""
+
+ENGINE_GRAPH_ATTRIBUTES: frozenset[str] = frozenset({
+    # §2.5
+    "goal", "label", "model_stylesheet", "default_max_retry", "retry_target",
+    "fallback_retry_target", "default_fidelity",
+    # the manager loop's settings, which a graph may give for all its manager nodes (§4.11)
+    "stack.child_dotfile", "stack.child_workdir", "manager.max_cycles",
+    "manager.steps_per_cycle", "manager.poll_interval", "manager.stop_condition",
+    "manager.actions",
+})
+# fmt: on
+"""The graph attributes the engine reads (its typed ones are declared by ``attr_type``)."""
 
 
 def _check(graph: Graph, known: frozenset[str], out: Out) -> None:
@@ -104,4 +137,32 @@ def node_attr_known() -> AttributeRule:
     """The ``node_attr_known`` rule, declaring the engine's and GraphViz's node attributes."""
     return AttributeRule(
         "node_attr_known", _check, ENGINE_NODE_ATTRIBUTES | GRAPHVIZ_NODE_ATTRIBUTES
+    )
+
+
+def _check_graph(graph: Graph, known: frozenset[str], out: Out) -> None:
+    for key in graph.attrs:
+        if key in known or f"graph.{key}" in graph.source:
+            continue  # read by a rule's package, or by a condition or prompt from the context
+        near = closest(key, known, cutoff=0.75)
+        if near is None:
+            severity = INFO
+            fix = f"check the spelling, or remove `{key}` if nothing reads it"
+        else:
+            severity = INFO if near in GRAPHVIZ_GRAPH_ATTRIBUTES else WARNING
+            fix = f"did you mean `{near}`? rename `{key}` to `{near}`"
+        message = (
+            f"graph attribute `{key}` is not one the engine or a registered extension reads; it "
+            f"is kept (in the run's context as graph.{key}) but changes nothing"
+        )
+        out.append(graph_diag("graph_attr_known", severity, graph, message, fix, key))
+
+
+def graph_attr_known() -> AttributeRule:
+    """The ``graph_attr_known`` rule, declaring the engine's and GraphViz's graph attributes."""
+    return AttributeRule(
+        "graph_attr_known",
+        _check_graph,
+        graph_attributes=ENGINE_GRAPH_ATTRIBUTES | GRAPHVIZ_GRAPH_ATTRIBUTES,
+        scope=AttributeScope.GRAPH,
     )

@@ -441,5 +441,6 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         ScanRule("conditional_outcome", edge_check=flow.conditional_outcome),
         ScanRule("edge_attr_known", edge_check=attrs.edge_attr_known),
         names.node_attr_known(),
+        names.graph_attr_known(),
         attrs.engine_attr_types(),
     ]

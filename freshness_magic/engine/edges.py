@@ -57,7 +57,7 @@ class EdgeSelection:
         return self.edge.target if self.edge is not None else None
 
 
-def _best(edges: Iterable[Edge]) -> Edge:
+def best_edge(edges: Iterable[Edge]) -> Edge:
     """Highest weight first, then the lexically smallest target id, then declaration order."""
     return min(edges, key=lambda e: (-e.weight, e.target, e.index))
 
@@ -87,7 +87,7 @@ def select_edge(
 
     matched = [e for e in edges if condition_holds(e, outcome, context)]
     if matched:
-        edge = _best(matched)
+        edge = best_edge(matched)
         extra = f" (best of {len(matched)} matching edges by weight, then target id)"
         return EdgeSelection(
             edge,
@@ -124,7 +124,7 @@ def select_edge(
                 )
 
     if unconditional:
-        edge = _best(unconditional)
+        edge = best_edge(unconditional)
         if len(unconditional) == 1:
             why = "the only unconditional edge"
         else:

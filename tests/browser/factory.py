@@ -1,5 +1,5 @@
-"""A 40-node pipeline written for the view tests: six clusters (one nested), three-way fan-outs,
-a rework loop through a gate, conditional edges, tool nodes and watched inputs.
+"""A 40-node pipeline written for the view tests: six clusters (one nested),
+a three-way choice, a rework loop through a gate, conditional edges, tool nodes and watched inputs.
 
 Every node runs offline: codergen nodes use the simulated backend, tools are shell built-ins.
 ``security`` fails while the file ``fail.flag`` exists in the working directory (the failure
@@ -85,9 +85,9 @@ FACTORY_DOT = """digraph factory {
   cleanup [label="Clean up"]
 
   start -> read_issue -> gather -> scope_work -> triage
-  triage -> design_api  [weight=3]
-  triage -> design_ui   [weight=2]
-  triage -> design_data [weight=1]
+  triage -> design_api
+  triage -> design_ui   [condition="context.area=ui"]
+  triage -> design_data [condition="context.area=data"]
   design_api -> merge_design
   design_ui -> merge_design
   design_data -> merge_design

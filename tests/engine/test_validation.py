@@ -491,7 +491,10 @@ class NoToolsRule:
         ]
 
 
-TOOLS = pipeline('  t [shape=parallelogram, tool_command="true"]\n  work -> t -> done\n')
+TOOLS = pipeline(
+    '  t [shape=parallelogram, tool_command="true"]\n'
+    '  work -> t [condition="outcome=success"]\n  t -> done\n'
+)
 
 
 def test_custom_rule_per_call_and_registered() -> None:

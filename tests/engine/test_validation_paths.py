@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic import cli
+from freshness_magic.engine import Run
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.validation import Diagnostic, Severity, Validator
 from freshness_magic.errors import ValidationError
@@ -314,6 +315,47 @@ def test_another_tools_name_for_tool_command_gets_the_rename() -> None:
     assert unknown.fix == missing.fix
     fixed = lint(text.replace("script=", "tool_command="))
     assert not [d for d in fixed if d.rule in ("tool_command_present", "node_attr_known")]
+
+
+FORK = """digraph f {
+  start [shape=Mdiamond]
+  a [prompt="a"]
+  b [prompt="b"]
+  c [prompt="c"]
+  done [shape=Msquare]
+  start -> a
+  a -> c
+  a -> b
+  b -> done
+  c -> done
+}"""
+
+
+def test_two_unconditional_edges_out_of_a_plain_node_run_only_one(tmp_path: Path) -> None:
+    """``a -> b; a -> c`` does not run both: the warning names the one taken (by the engine's
+    own choice, §3.3 step 4) and the fan-out that would run both."""
+    d = only(lint(FORK, "unconditional_choice"))
+    assert (d.severity, d.node, d.line) == (Severity.WARNING, "a", 3)
+    assert d.message == (
+        "node `a` has 2 unconditional edges; after a success it always takes the one to `b` "
+        "(highest weight, then target id), so `c` never runs from here"
+    )
+    assert "shape=component" in d.fix and "tripleoctagon" in d.fix
+    weighted = only(lint(FORK.replace("a -> c\n", "a -> c [weight=2]\n"), "unconditional_choice"))
+    assert "takes the one to `c`" in weighted.message and "so `b` never runs" in weighted.message
+    # What runs the engine's choice: the run takes exactly that edge.
+    run = Run(load_pipeline(FORK.replace("a -> c\n", "a -> c [weight=2]\n")), workdir=tmp_path)
+    run.run()
+    assert "c" in run.node_outcomes and "b" not in run.node_outcomes
+    # Not for a node whose edges are choices or branches, nor one condition apart.
+    for quiet in (
+        FORK.replace('a [prompt="a"]', 'a [shape=hexagon, label="Which?"]'),
+        FORK.replace('a [prompt="a"]', "a [shape=component]").replace(
+            "b -> done\n  c -> done", "b -> j\n  c -> j\n  j [shape=tripleoctagon]\n  j -> done"
+        ),
+        FORK.replace("a -> c\n", 'a -> c [condition="outcome=fail"]\n'),
+    ):
+        assert not lint(quiet, "unconditional_choice")
 
 
 GRAPH_ATTRS = """digraph g {

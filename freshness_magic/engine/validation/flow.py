@@ -3,7 +3,7 @@ node's edges that test ``outcome`` (§3.2, §3.3, §10)."""
 
 from __future__ import annotations
 
-from freshness_magic.engine.model import Edge, Graph, Node
+from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, Edge, Graph, Node
 from freshness_magic.engine.validation.attrs import closest
 from freshness_magic.engine.validation.core import (
     WARNING,
@@ -49,6 +49,41 @@ def dead_end_possible(graph: Graph, node: Node, out: Out) -> None:
             f"node `{node.id}`: every outgoing edge has a condition ({tried}); when none holds "
             "after a success the run ends at this node",
             f"add an unconditional fallback edge from `{node.id}`",
+        )
+    )
+
+
+_CHOOSERS = frozenset({"wait.human", "parallel"})
+"""Built-in handler types whose outcome picks among unconditional edges (a gate's choice) or
+takes them all (a fan-out); the other built-ins never name a preferred label or next node."""
+
+
+def unconditional_choice(graph: Graph, node: Node, out: Out) -> None:
+    """A built-in node (not a gate or a fan-out) with several unconditional edges takes one of
+    them, always the same (highest weight, then target id: §3.3 step 4): the others never run
+    from there. People write ``a -> b; a -> c`` expecting both to run.
+
+    Custom handler types are left alone: their outcome may name a preferred label or next node.
+    """
+    if node.handler_type in _CHOOSERS or node.handler_type not in BUILTIN_HANDLER_TYPES:
+        return
+    plain = [e for e in graph.outgoing(node.id) if not e.condition]
+    if len(plain) < 2:
+        return
+    from freshness_magic.engine.edges import best_edge
+
+    taken = best_edge(plain)
+    never = ", ".join(f"`{e.target}`" for e in plain if e is not taken)
+    out.append(
+        node_diag(
+            "unconditional_choice",
+            WARNING,
+            node,
+            f"node `{node.id}` has {len(plain)} unconditional edges; after a success it always "
+            f"takes the one to `{taken.target}` (highest weight, then target id), so {never} "
+            "never runs from here",
+            "to run them all, fan out through a parallel node (shape=component) and join with "
+            "shape=tripleoctagon; to choose, give each edge a condition",
         )
     )
 

@@ -437,6 +437,7 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         ScanRule("shape_known", node_check=attrs.shape_known),
         FunctionRule("stylesheet_property", attrs.stylesheet_property),
         ScanRule("dead_end_possible", node_check=flow.dead_end_possible),
+        ScanRule("unconditional_choice", node_check=flow.unconditional_choice),
         ScanRule("condition_values", edge_check=flow.condition_values),
         ScanRule("conditional_outcome", edge_check=flow.conditional_outcome),
         ScanRule("edge_attr_known", edge_check=attrs.edge_attr_known),

@@ -28,6 +28,7 @@ from freshness_magic.engine.validation.core import (
     AttributeScope,
     Diagnostic,
     Out,
+    Severity,
     graph_diag,
     node_at,
 )
@@ -111,20 +112,32 @@ OTHER_DIALECT_NAMES: Mapping[str, str] = MappingProxyType(
 """Node attributes other pipeline tools spell differently -> the name this engine reads."""
 
 
+def dialect_fix(key: str) -> str | None:
+    """The rename for another tool's name of an attribute (``script``), else None."""
+    ours = OTHER_DIALECT_NAMES.get(key)
+    return None if ours is None else f"rename `{key}` to `{ours}` (the Attractor name for it)"
+
+
+def _severity_and_fix(
+    key: str, known: frozenset[str], drawing: frozenset[str]
+) -> tuple[Severity, str]:
+    """How bad an unknown attribute is and what to do (see the module docstring)."""
+    if (rename := dialect_fix(key)) is not None:
+        return WARNING, rename
+    near = closest(key, known, cutoff=0.75)
+    if near is None:
+        return INFO, f"check the spelling, or remove `{key}` if nothing reads it"
+    return (
+        INFO if near in drawing else WARNING,
+        f"did you mean `{near}`? rename `{key}` to `{near}`",
+    )
+
+
 def _diagnostic(
     node_id: str, key: str, known: frozenset[str], at: tuple[int, int], explicit: bool
 ) -> Diagnostic:
-    near = OTHER_DIALECT_NAMES.get(key) or closest(key, known, cutoff=0.75)
     where = f"node `{node_id}`" if explicit else f"node `{node_id}` (from a node [...] default)"
-    if key in OTHER_DIALECT_NAMES:
-        severity = WARNING
-        fix = f"rename `{key}` to `{near}` (the Attractor name for it)"
-    elif near is None:
-        severity = INFO
-        fix = f"check the spelling, or remove `{key}` if nothing reads it"
-    else:
-        severity = INFO if near in GRAPHVIZ_NODE_ATTRIBUTES else WARNING
-        fix = f"did you mean `{near}`? rename `{key}` to `{near}`"
+    severity, fix = _severity_and_fix(key, known, GRAPHVIZ_NODE_ATTRIBUTES)
     message = (
         f"{where}: attribute `{key}` is not a node attribute the engine or a registered "
         "extension reads; it is kept but ignored"
@@ -144,13 +157,7 @@ def _check_graph(graph: Graph, known: frozenset[str], out: Out) -> None:
     for key in graph.attrs:
         if key in known or f"graph.{key}" in graph.source:
             continue  # read by a rule's package, or by a condition or prompt from the context
-        near = closest(key, known, cutoff=0.75)
-        if near is None:
-            severity = INFO
-            fix = f"check the spelling, or remove `{key}` if nothing reads it"
-        else:
-            severity = INFO if near in GRAPHVIZ_GRAPH_ATTRIBUTES else WARNING
-            fix = f"did you mean `{near}`? rename `{key}` to `{near}`"
+        severity, fix = _severity_and_fix(key, known, GRAPHVIZ_GRAPH_ATTRIBUTES)
         message = (
             f"graph attribute `{key}` is not one the engine or a registered extension reads; it "
             f"is kept (in the run's context as graph.{key}) but changes nothing"

@@ -345,10 +345,10 @@ def _prompt_on_llm_nodes(graph: Graph, node: Node, out: Out) -> None:
 def _tool_command_present(graph: Graph, node: Node, out: Out) -> None:
     if node.handler_type != "tool" or node.tool_command.strip():
         return
-    alias = next((k for k in names.OTHER_DIALECT_NAMES if k in node.attrs), None)
-    fix = f'add tool_command="..." to `{node.id}`, or give it another shape'
-    if alias is not None:
-        fix = f"rename `{alias}` to `tool_command` (the Attractor name for it)"
+    renames = (names.dialect_fix(key) for key in node.attrs)
+    fix = next((rename for rename in renames if rename is not None), None) or (
+        f'add tool_command="..." to `{node.id}`, or give it another shape'
+    )
     out.append(
         node_diag(
             "tool_command_present",

@@ -305,7 +305,9 @@ class EvidenceExtension:
         node = run.graph.nodes.get(node_id)
         if node is None:
             return
-        facts = self._facts.pop(node_id, None) or _StepFacts()
+        facts = self._facts.pop(node_id, None)
+        if facts is None:  # no attempt ran here (a gate answered by another process): the
+            facts = _StepFacts(evidence_digest(run.workdir, node_id))  # file is as it was
         try:
             record, own_digest = self.build_record(run, node, step_result, facts)
             appended = not same_step(last_log_record(run.run_dir), record)

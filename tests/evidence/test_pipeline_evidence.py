@@ -453,6 +453,9 @@ def test_resume_in_a_new_process_keeps_one_log(repo: Path) -> None:
     resumed.answer("ask", "Y")
     resumed.run()
     assert [r.node_id for r in read_evidence_log(first.run_dir)] == ["start", "ask", "ask", "done"]
+    # The gate's file shows the answer, not the wait, also when another process answered it.
+    assert record_of(repo, "ask").engine["status"] == "success"
+    assert not (repo / ".orchestrator" / "evidence" / "ask.engine.json").exists()
     checkpoint = json.loads((first.run_dir / "checkpoint.json").read_text())
     assert checkpoint["extensions"]["evidence"]["records"] >= 3
     ext = next(e for e in resumed.extensions if isinstance(e, EvidenceExtension))

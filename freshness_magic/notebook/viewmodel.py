@@ -165,7 +165,8 @@ class ViewModel:
         self.interrupted: dict[str, str] = {}
         self.skipped: dict[str, str] = {}
         self.outputs: dict[str, str] = {}
-        """The tail of each node's streamed output (``stage_output`` events)."""
+        """The tail of each node's streamed output (``stage_output`` events) in its latest
+        attempt: a retry or a new visit starts it again, as the node's output files do."""
         self.dead_end: dict[str, Any] | None = None
         self.started: float | None = None
         self.finished: float | None = None
@@ -188,10 +189,12 @@ class ViewModel:
                     self.running_since = time.time()
                 self.interrupted.pop(node, None)
                 self.skipped.pop(node, None)
+                self.outputs.pop(node, None)  # a node's output is its latest visit's
                 if self.started is None:
                     self.started = time.monotonic()
             elif kind is EventType.STAGE_RETRYING and node is not None:
                 self.retrying[node] = str(event.data.get("failure_reason") or "retry requested")
+                self.outputs.pop(node, None)  # and of its latest attempt
             elif kind in (EventType.STAGE_COMPLETED, EventType.STAGE_FAILED) and branch:
                 self.branches_running.discard(str(node))
                 self.branches_done[str(node)] = Outcome(

@@ -1,0 +1,65 @@
+"""A node's output in the notebook is its latest attempt's: a retry or a new visit starts it
+again (a real InteractiveShell, a real tool command)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from IPython.core.interactiveshell import InteractiveShell
+
+from freshness_magic.notebook.details import node_details
+from freshness_magic.notebook.pipeline import NotebookPipeline
+
+FLAKY = """digraph flaky {
+  start [shape=Mdiamond]
+  evaluate [shape=parallelogram, tool_command="%s"]
+  tune [shape=parallelogram, tool_command="echo tuned"]
+  done [shape=Msquare]
+  start -> evaluate
+  evaluate -> done [condition="outcome=success"]
+  evaluate -> tune [condition="outcome=fail"]
+  tune -> evaluate
+}
+"""
+COMMAND = (
+    "if [ -f tuned.flag ]; then echo auc 0.81; "
+    "else echo AUC too low on first attempt >&2; touch tuned.flag; exit 1; fi"
+)
+
+
+def load(shell: InteractiveShell, workdir: Path, dot: str) -> NotebookPipeline:
+    pipeline = shell.run_cell_magic("pipeline", f"flaky --workdir {workdir}", dot)
+    assert isinstance(pipeline, NotebookPipeline)
+    return pipeline
+
+
+def test_a_second_visit_shows_only_its_own_output(shell: InteractiveShell, workdir: Path):
+    pipeline = load(shell, workdir, FLAKY % COMMAND)
+    assert shell.run_line_magic("pipeline", "run").text.splitlines()[-1].endswith("completed")
+    assert node_details(pipeline, "evaluate").output.strip() == "auc 0.81"
+    why = shell.run_line_magic("pipeline", "why evaluate").text.splitlines()
+    assert [line for line in why if line.startswith("  output:")] == ["  output: auc 0.81"]
+
+
+RETRIED = """digraph retried {
+  start [shape=Mdiamond]
+  work [max_retries=1]
+  done [shape=Msquare]
+  start -> work -> done
+}
+"""
+
+
+def test_a_retried_attempt_shows_only_its_own_output(shell: InteractiveShell, workdir: Path):
+    pipeline = shell.run_cell_magic("pipeline", f"retried --workdir {workdir}", RETRIED)
+    assert isinstance(pipeline, NotebookPipeline)
+    shell.user_ns["tries"] = []
+    shell.run_cell_magic(
+        "node",
+        "work",
+        "tries.append(1)\nprint(f'attempt {len(tries)}')\n"
+        "outcome = 'retry' if len(tries) == 1 else 'success'\n",
+    )
+    assert shell.run_line_magic("pipeline", "run").text.splitlines()[-1].endswith("completed")
+    assert shell.user_ns["tries"] == [1, 1]
+    assert node_details(pipeline, "work").output.strip() == "attempt 2"

@@ -635,3 +635,41 @@ def test_a_run_remembers_its_pipeline_file_by_its_absolute_path(tmp_path: Path) 
     again = cli("resume", str(run_dir), "--answer", "approve=N", "--to", "approve", cwd=elsewhere)
     assert again.returncode == 3, again.stderr + again.stdout
     assert "draft" in again.stdout and "prompt" not in again.stderr
+
+
+def test_a_branch_a_block_held_back_is_named_by_its_fan_out_and_the_summary(
+    tmp_path: Path,
+) -> None:
+    """A fan-out whose branch did not run still goes on (partial success, wait_all): its line
+    names the branch and why, and the last line says the run completed only partly."""
+    (tmp_path / "params.yaml").write_text("a\n")
+    dot = write(
+        tmp_path,
+        "par.dot",
+        """digraph par {
+  start [shape=Mdiamond]
+  edit  [shape=parallelogram, tool_command="echo b > params.yaml"]
+  fan   [shape=component]
+  gbm   [shape=parallelogram, tool_command="echo gbm", source_files="params.yaml",
+         freshness="block"]
+  lr    [shape=parallelogram, tool_command="echo lr"]
+  join  [shape=tripleoctagon]
+  done  [shape=Msquare]
+  start -> edit -> fan
+  fan -> gbm
+  fan -> lr
+  gbm -> join
+  lr -> join
+  join -> done
+}
+""",
+    )
+    proc = cli("run", str(dot), "--workdir", str(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    lines = proc.stdout.splitlines()
+    fan = next(line for line in lines if line.split()[:2] == ["partial", "fan"])
+    assert fan.endswith(
+        "1 of 2 branches succeeded (wait_all); gbm: stale input: params.yaml; not retried: "
+        "max_retries is 0"
+    )
+    assert lines[-1].startswith("completed (fan: partial success): 7 node(s) run; run dir ")

@@ -395,14 +395,23 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
 
     ``blocked``: the files whose change held the failed node back (``freshness=block``); then
     the handler never ran, and the way on is to accept the change (or restore the files)."""
-    from freshness_magic.engine import RunState
+    from freshness_magic.engine import RunState, StageStatus
     from freshness_magic.engine.gates import parse_accelerator
     from freshness_magic.freshness.events import blocked_by
 
     run_dir = result.run_dir
     again = invoked_as()
     if result.state is RunState.COMPLETED:
-        print(f"completed: {len(result.completed_nodes)} node(s) run; run dir {run_dir}", file=out)
+        partial = [
+            node
+            for node, outcome in result.node_outcomes.items()
+            if outcome.status is StageStatus.PARTIAL_SUCCESS
+        ]
+        some = f" ({', '.join(partial)}: partial success)" if partial else ""
+        print(
+            f"completed{some}: {len(result.completed_nodes)} node(s) run; run dir {run_dir}",
+            file=out,
+        )
         if result.dead_end is not None:
             print(f"note: the run {result.dead_end.describe()}", file=out)
     elif result.state is RunState.FAILED and result.failed_node and blocked is not None:

@@ -309,7 +309,13 @@ class ParallelHandler:
             },
         )
         summary = f"{success_count} of {len(results)} branches succeeded ({join_policy})"
-        failed = [r for r in ran if not r.status.is_success]
+        # The branches that did not succeed, with why: a partial success goes on, and its notes
+        # are where the step line, the status and a later gate's reader see what is missing.
+        summary += "".join(
+            f"; {r.id}: {r.failure_reason or r.status.value}"
+            for r in ran
+            if not r.status.is_success
+        )
         return Outcome(
             status=status,
             suggested_next_ids=suggested,
@@ -319,10 +325,7 @@ class ParallelHandler:
                 "parallel.fail_count": fail_count,
             },
             notes=summary,
-            failure_reason=""
-            if status.is_success
-            else summary
-            + "".join(f"; {r.id}: {r.failure_reason or r.status.value}" for r in failed),
+            failure_reason="" if status.is_success else summary,
         )
 
 

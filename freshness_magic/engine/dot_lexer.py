@@ -171,10 +171,25 @@ def tokenize(text: str, source: SourceMap) -> Tokens:
     return Tokens(kinds, values, offsets, error)
 
 
+_DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2212")
+"""Dashes an editor may put for a hyphen (``a \u2014> b``)."""
+_ARROWS = frozenset("\u2192\u27f6\u21d2")
+
+
 def _bad_token_error(token: str, start: int, source: SourceMap) -> ParseError:
     """The specific ParseError for a token that is not allowed."""
-    if token == "--":
+    text = source.text
+    if token == "--" and text.startswith("-->", start):
+        message = "'-->' is not an edge: an edge is written '->'"
+    elif token == "--":
         message = "undirected edge '--' is not supported: pipelines are directed, use '->'"
+    elif token == ">" and text[start - 1 : start] == "=":
+        message = "'=>' is not an edge: an edge is written '->'"
+        start -= 1
+    elif token in _DASHES:
+        message = f"{_describe_char(token)} is a dash, not a hyphen: an edge is written '->'"
+    elif token in _ARROWS:
+        message = f"{_describe_char(token)} is not an edge: an edge is written '->'"
     elif token.startswith('"'):
         message = (
             "unterminated string: this '\"' has no closing '\"' "

@@ -64,6 +64,28 @@ CASES: list[tuple[str, str, str, int, int]] = [
         2,
         5,
     ),
+    ("fat-arrow", "digraph G {\n  a => b\n}", "'=>' is not an edge: an edge is written '->'", 2, 5),
+    (
+        "long-arrow",
+        "digraph G {\n  a --> b\n}",
+        "'-->' is not an edge: an edge is written '->'",
+        2,
+        5,
+    ),
+    (
+        "em-dash-arrow",
+        "digraph G {\n  a \u2014> b\n}",
+        "'\u2014' is a dash, not a hyphen: an edge is written '->'",
+        2,
+        5,
+    ),
+    (
+        "arrow-sign",
+        "digraph G {\n  a \u2192 b\n}",
+        "'\u2192' is not an edge: an edge is written '->'",
+        2,
+        5,
+    ),
     (
         "html-label",
         "digraph G {\n  a [label=<b>bold</b>]\n}",

@@ -217,6 +217,7 @@ def test_type_known() -> None:
     assert d.node == "odd"
     assert (d.line, d.column) == (6, 8)
     assert "register a handler" in d.fix
+    assert d.message.endswith("so the node runs the default handler (codergen) instead")
     assert lint(text, "type_known", known_types=["magic.thing"]) == []
     assert lint(pipeline('  h [type="wait.human"]\n  work -> h\n'), "type_known") == []
 

@@ -209,7 +209,8 @@ def _type_known(known: frozenset[str]) -> NodeCheck:
                     "type_known",
                     WARNING,
                     node,
-                    f"node `{node.id}`: type {declared!r} is not a known handler type",
+                    f"node `{node.id}`: type {declared!r} is not a known handler type, so "
+                    "the node runs the default handler (codergen) instead",
                     f"use one of {listed}, or register a handler for {declared!r}",
                     "type",
                 )

@@ -28,7 +28,7 @@ from freshness_magic.cluster import ClusterPool, parse_executor
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.validation import Diagnostic
 from freshness_magic.engine.validation.attrs import no_node
-from freshness_magic.errors import ClusterError, FreshnessMagicError, ParseError, ValidationError
+from freshness_magic.errors import ClusterError, FreshnessMagicError, ParseError
 from freshness_magic.notebook.arguments import (
     HelpShown,
     MagicArgumentParser,
@@ -155,24 +155,31 @@ class PipelineMagics(Magics):
         cell (``cell`` names it) lines count from the magic line.
 
         Warnings are printed on stderr (notes are not), as ``freshness-magic run`` prints them.
+        A pipeline with errors is refused with its errors and its warnings in source order, as
+        ``freshness-magic validate`` lists them: a warning often says why (``tool_comand``, a
+        misspelt ``tool_command``, is what leaves a tool node without its command).
         """
         from freshness_magic.engine.pipeline import load_pipeline
         from freshness_magic.engine.validation import Severity
         from freshness_magic.lint import session_validator
 
+        validator = session_validator(workdir=workdir)
         try:
             graph = load_pipeline(text, path=path)
-            diagnostics = session_validator(workdir=workdir).validate_or_raise(graph)
-        except (ParseError, ValidationError) as exc:
+            diagnostics = validator.validate(graph)
+        except ParseError as exc:
             if cell is None:
                 raise UsageError(str(exc)) from None
-            raise UsageError(_counted_from_magic_line(text, cell) or str(exc)) from None
+            raise UsageError(_parse_error_in_cell(text, cell) or str(exc)) from None
         except FreshnessMagicError as exc:
             raise UsageError(str(exc)) from None
-        warnings = [d for d in diagnostics if d.severity is Severity.WARNING]
-        if warnings and cell is not None:
-            warnings = _cell_warnings(text, workdir)
-        for diagnostic in warnings:
+        shown = [d for d in diagnostics if d.severity is not Severity.INFO]
+        if shown and cell is not None:
+            below = validator.validate(_as_below_magic_line(text))
+            shown = [d for d in below if d.severity is not Severity.INFO]
+        if any(d.severity is Severity.ERROR for d in shown):
+            raise UsageError(_refusal(graph, shown, cell or path))
+        for diagnostic in shown:
             print(diagnostic.format(cell or path), file=sys.stderr)
         return graph
 
@@ -425,13 +432,11 @@ def _as_below_magic_line(text: str) -> Graph:
     return load_pipeline("\n" + text)
 
 
-def _counted_from_magic_line(text: str, cell: str) -> str | None:
-    """The parse or validation error of a cell's ``text``, named ``cell`` and counted from the
-    magic line (None if, against expectation, the text loads cleanly that way)."""
-    from freshness_magic.lint import session_validator
-
+def _parse_error_in_cell(text: str, cell: str) -> str | None:
+    """The parse error of a cell's ``text``, named ``cell`` and counted from the magic line
+    (None if, against expectation, the text parses that way)."""
     try:
-        session_validator().validate_or_raise(_as_below_magic_line(text))
+        _as_below_magic_line(text)
     except ParseError as exc:
         return str(
             ParseError(
@@ -442,22 +447,24 @@ def _counted_from_magic_line(text: str, cell: str) -> str | None:
                 path=cell,
             )
         )
-    except ValidationError as exc:
-        diagnostics = getattr(exc, "diagnostics", None)
-        if not isinstance(diagnostics, list) or not diagnostics:
-            return str(exc)
-        head = str(exc).split("\n", 1)[0]
-        return "\n".join([head, *("  " + d.format(cell) for d in diagnostics)])
     return None
 
 
-def _cell_warnings(text: str, workdir: Path) -> list[Diagnostic]:
-    """The warnings of a cell's ``text``, counted from the magic line."""
+def _refusal(graph: Graph, diagnostics: Sequence[Diagnostic], where: str | None) -> str:
+    """Why a pipeline did not load: its errors, and its warnings with them in source order (a
+    warning often explains an error: a misspelt attribute leaves the one it meant unset)."""
     from freshness_magic.engine.validation import Severity
-    from freshness_magic.lint import session_validator
 
-    diagnostics = session_validator(workdir=workdir).validate(_as_below_magic_line(text))
-    return [d for d in diagnostics if d.severity is Severity.WARNING]
+    errors = sum(d.severity is Severity.ERROR for d in diagnostics)
+    warnings = len(diagnostics) - errors
+    name = f"pipeline `{graph.name}`" if graph.name else "the pipeline"
+    head = f"{name} did not load: {errors} validation error{'s' if errors != 1 else ''}"
+    head += " to fix (the `error` lines)"
+    if warnings:
+        noun = "warning" if warnings == 1 else "warnings"
+        head += f"; {warnings} {noun} with {'it' if errors == 1 else 'them'}, in source order"
+        head += ", may say why"
+    return "\n".join([head + ":", *("  " + d.format(where) for d in diagnostics)])
 
 
 def _set_docs() -> None:

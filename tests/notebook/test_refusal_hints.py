@@ -1,0 +1,65 @@
+"""A pipeline that does not load says why with everything ``freshness-magic validate`` says:
+its errors, and its warnings with them in source order (a near-miss attribute explains the
+error it causes)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from IPython.core.error import UsageError
+from IPython.core.interactiveshell import InteractiveShell
+
+BAD1 = """digraph bad1 {
+  start [shape=Mdiamond]
+  fetch [shape=parallelogram, tool_comand="echo hi", source_file="data/customers.csv"]
+  train [prompt="train", max_retry=2]
+  done  [shape=Msquare]
+  start -> fetch -> train -> done
+}
+"""
+
+
+def _refusal_lines(shell: InteractiveShell, workdir: Path) -> list[str]:
+    with pytest.raises(UsageError) as refused:
+        shell.run_cell_magic("pipeline", f"bad1 --workdir {workdir}", BAD1)
+    return str(refused.value).splitlines()
+
+
+def test_a_refused_cell_shows_its_warnings_with_its_errors_in_source_order(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    head, *listed = _refusal_lines(shell, workdir)
+    assert head.startswith("pipeline `bad1` did not load: 1 validation error to fix")
+    assert "3 warnings" in head
+    # body line 3 is cell line 4: the error first (column 10), then the attributes it names
+    assert listed[0].startswith("  %%pipeline bad1 cell:4:10: error tool_command_present:")
+    assert listed[1].startswith("  %%pipeline bad1 cell:4:31: warning node_attr_known:")
+    assert "did you mean `tool_command`?" in listed[1]
+    assert "did you mean `source_files`?" in listed[2]
+    assert listed[3].startswith("  %%pipeline bad1 cell:5:26: warning")
+    assert "did you mean `max_retries`?" in listed[3]
+    assert len(listed) == 4
+    assert "bad1" not in shell.user_ns
+
+
+def test_a_refused_file_shows_its_warnings_too(shell: InteractiveShell, workdir: Path) -> None:
+    path = workdir / "bad1.dot"
+    path.write_text(BAD1, encoding="utf-8")
+    with pytest.raises(UsageError) as refused:
+        shell.run_line_magic("pipeline", f"load {path} --workdir {workdir}")
+    message = str(refused.value)
+    assert f"{path}:3:10: error tool_command_present" in message
+    assert f"{path}:3:31: warning node_attr_known" in message
+    assert "did you mean `max_retries`?" in message
+
+
+def test_a_cell_that_loads_still_prints_warnings_not_a_refusal(
+    shell: InteractiveShell, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    fixed = BAD1.replace("tool_comand", "tool_command")
+    shell.run_cell_magic("pipeline", f"bad1 --workdir {workdir}", fixed)
+    err = capsys.readouterr().err
+    assert "%%pipeline bad1 cell:4:55: warning node_attr_known" in err
+    assert "did not load" not in err
+    assert "bad1" in shell.user_ns

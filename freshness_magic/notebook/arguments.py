@@ -8,6 +8,8 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
+from freshness_magic.engine.validation.attrs import closest
+
 SUBCOMMANDS: tuple[str, ...] = (
     "load", "step", "run", "resume", "retry", "stop", "accept", "why", "cond", "status",
     "evidence", "reset", "list", "show", "hub",
@@ -40,6 +42,22 @@ class MagicArgumentParser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+
+    def _check_value(self, action: argparse.Action, value: Any) -> None:
+        """argparse's check of a choice (a subcommand), naming the likely one: ``invalid
+        choice: 'stauts' (did you mean 'status'?)``."""
+        choices = action.choices
+        if choices is None or value in choices or not isinstance(value, str):
+            super()._check_value(action, value)
+            return
+        near = closest(value, [str(c) for c in choices])
+        if near is None:
+            super()._check_value(action, value)
+            return
+        listed = ", ".join(map(repr, choices))
+        raise argparse.ArgumentError(
+            action, f"invalid choice: {value!r} (did you mean {near!r}? choose from {listed})"
+        )
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if status:

@@ -27,7 +27,7 @@ from traitlets import Bool, CaselessStrEnum, TraitError, Unicode, validate
 from freshness_magic.cluster import ClusterPool, parse_executor
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.validation import Diagnostic
-from freshness_magic.engine.validation.attrs import no_node
+from freshness_magic.engine.validation.attrs import closest, no_node
 from freshness_magic.errors import ClusterError, FreshnessMagicError, ParseError
 from freshness_magic.notebook.arguments import (
     HelpShown,
@@ -129,7 +129,11 @@ class PipelineMagics(Magics):
             )
         found = loaded.get(key)
         if found is None:
-            raise UsageError(f"no pipeline named {key!r}; loaded: {', '.join(loaded) or 'none'}")
+            near = closest(key, loaded)
+            hint = f" (did you mean {near!r}?)" if near is not None else ""
+            raise UsageError(
+                f"no pipeline named {key!r}{hint}; loaded: {', '.join(loaded) or 'none'}"
+            )
         return found
 
     # --- helpers ---------------------------------------------------------------------------------

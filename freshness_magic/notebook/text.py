@@ -211,11 +211,14 @@ def condition_text(
     outcome: str = "",
     preferred_label: str = "",
     edge: str | None = None,
+    checks: Sequence[str] = (),
 ) -> str:
     """A condition explained clause by clause (or its syntax error with a caret).
 
     The one view of a :class:`ConditionExplanation` in the notebook; ``edge`` is the line
-    naming the edge that would be taken, when asked with ``--from``.
+    naming the edge that would be taken, when asked with ``--from``; ``checks`` are what
+    ``validate`` would warn about the condition in DOT (a key that looks like a typo of
+    ``outcome``, a value that is no outcome status), shown after the live warnings.
     """
     lines = []
     if explanation.error is not None:
@@ -232,6 +235,11 @@ def condition_text(
             mark = "held" if clause.held else "failed"
             lines.append(f"  {clause.text:<30} {found} = {clause.actual!r} (wanted {want}): {mark}")
         lines.extend(f"warning: {warning}" for warning in explanation.warnings)
+        lines.extend(
+            f"warning: {check}"
+            for check in checks
+            if not any(said in check for said in explanation.warnings)
+        )
     if edge is not None:
         lines.append(edge)
     return "\n".join(lines)

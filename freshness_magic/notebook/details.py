@@ -18,7 +18,7 @@ from freshness_magic.engine.state import RunState
 from freshness_magic.freshness.extension import missing_inputs
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_OUTPUT_FILE
-from freshness_magic.notebook.render import NodeState, inputs_text
+from freshness_magic.notebook.render import NodeState, StaleKind, inputs_text
 from freshness_magic.notebook.viewstate import BannerKind, RunBanner
 
 if TYPE_CHECKING:
@@ -182,7 +182,52 @@ def why_text(pipeline: PipelineReadout, node_id: str) -> str:
         lines.append(f"  output: {text.one_line(output, 200)}")
     if view.state is NodeState.PENDING and stale is None:
         lines.append("  not run yet; inputs unchanged")
-    return "\n".join(lines)
+    return "\n".join([*lines, *text.indented(next_action(pipeline, node_id))])
+
+
+def next_action(pipeline: PipelineReadout, node_id: str) -> list[str]:
+    """What ``why`` ends with: the lines that answer a waiting gate (with a note on changed
+    inputs upstream of it), or what ``%pipeline accept`` does for a stale node. A node held
+    back by ``freshness=block`` says that already (its notes), so nothing is added there."""
+    gate = pipeline.pending_gate()
+    if gate is not None and gate.node_id == node_id:
+        default = next((c for c in gate.choices if c.target == gate.default), None)
+        head = "answer with one of"
+        if default is not None:
+            head += f" (without --choice: the default, {text.choice_text(default)})"
+        note = pipeline.gate_note()
+        return [*([note] if note else []), f"{head}:", *text.indented(text.answer_lines(gate))]
+    view = pipeline.views()[node_id]
+    upstream = view.details.get("upstream") if view.state is NodeState.OUTDATED else None
+    if upstream is not None:
+        return [
+            f"next: %pipeline accept {upstream} clears this mark without running anything again"
+        ]
+    stale = pipeline.stale.get(node_id)
+    if stale is None or node_id in pipeline.blocked_nodes():
+        return []
+    mode = pipeline.graph.nodes[node_id].attrs.get("freshness") or "ignore"
+    accept = f"next: %pipeline accept {node_id} takes its current inputs as its new baseline"
+    if stale.kind is StaleKind.BASELINE:
+        effect = {
+            "block": "without that, freshness=block holds it back when the run reaches it, "
+            "until accepted or the files are restored",
+            "warn": "without that, it runs anyway with a warning (freshness=warn)",
+        }.get(mode, "it runs on the current files either way (freshness=ignore)")
+        return [f"{accept} (it is no longer stale); {effect}"]
+    after = sum(1 for v in pipeline.views().values() if v.details.get("upstream") == node_id)
+    cleared = "it is no longer stale"
+    if after:
+        cleared += f", nor the {after} node{'s' if after > 1 else ''} after it shown outdated"
+    line = f"{accept} without running it again ({cleared})"
+    if mode == "block":
+        line += (
+            "; without that, freshness=block holds it back if the run reaches it again, "
+            "until accepted or the files are restored"
+        )
+    elif mode == "warn":
+        line += "; if the run reaches it again, it runs anyway with a warning (freshness=warn)"
+    return [line]
 
 
 def explain_condition_live(

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -23,10 +24,10 @@ from freshness_magic.engine.validation.attrs import no_node
 from freshness_magic.errors import RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.evidence_log import EvidenceTail
-from freshness_magic.notebook.render import LayoutCache, LayoutUnavailable, NodeView
+from freshness_magic.notebook.render import LayoutCache, LayoutUnavailable, NodeState, NodeView
 from freshness_magic.notebook.saved import ResumeOffer, find_unfinished, latest_run_dir
 from freshness_magic.notebook.text import TextResult
-from freshness_magic.notebook.viewmodel import NodeStale, ViewModel
+from freshness_magic.notebook.viewmodel import NodeStale, ViewModel, reachable, successors
 from freshness_magic.notebook.viewstate import RunBanner
 from freshness_magic.notebook.watch import InputWatcher
 
@@ -165,6 +166,8 @@ class PipelineReadout:
 
     @property
     def state_name(self) -> str:
+        if self.superseded:
+            return "superseded"
         if self._run is None:
             return "ready"
         if self.model.running is not None:
@@ -196,16 +199,42 @@ class PipelineReadout:
         return self.model.views()
 
     def status_line(self) -> str:
-        """``pipeline NAME: state · next: X · 2/5 nodes run``."""
+        """``pipeline NAME: state · next: X · 2/5 nodes run · 1 stale, 3 outdated``."""
         gate = self.pending_gate()
+        counts = Counter(view.state for view in self.views().values())
         return text.status_line(
             self.name,
-            self.state_name,
+            self.model.snapshot.state.value if self.superseded else self.state_name,
             gate.node_id if gate is not None else None,
             self.next_node(),
             len(self.outcomes()),
             len(self.graph.nodes),
+            stale=counts[NodeState.STALE],
+            outdated=counts[NodeState.OUTDATED],
+            superseded=self.superseded,
         )
+
+    def stale_upstream(self, node_id: str) -> tuple[list[str], list[str]]:
+        """The nodes upstream of ``node_id`` shown stale, and those shown outdated (the run
+        goes on from their results), in pipeline order."""
+        before: dict[str, set[str]] = {n: set() for n in self.graph.nodes}
+        for source, targets in successors(self.graph).items():
+            for target in targets:
+                before.setdefault(target, set()).add(source)
+        upstream = reachable(before, [node_id]) - {node_id}
+        views = self.views()
+        found = [n for n in self.graph.nodes if n in upstream]
+        stale = [n for n in found if views[n].state is NodeState.STALE]
+        return stale, [n for n in found if views[n].state is NodeState.OUTDATED]
+
+    def gate_note(self) -> str:
+        """The note under the waiting gate when nodes upstream of it have changed inputs ("" when
+        none, or no gate waits)."""
+        gate = self.pending_gate()
+        if gate is None or self.superseded:
+            return ""
+        stale, outdated = self.stale_upstream(gate.node_id)
+        return text.stale_upstream_note(gate.node_id, stale, len(outdated))
 
     def failure_text(self) -> str:
         """Why the run failed ("" unless it did): a node a ``freshness=block`` held back is
@@ -225,6 +254,8 @@ class PipelineReadout:
     def status_text(self) -> str:
         """The status line, the node-state table, and the resume offer or superseded note."""
         lines = [self.status_line(), text.status_table(self.views())]
+        if note := self.gate_note():
+            lines.append(note)
         dispatch = self._run.dispatch if self._run is not None else None
         if dispatch is not None:
             lines.append(f"tool and codergen nodes run on {dispatch.label}")

@@ -81,45 +81,83 @@ def status_table(views: Mapping[str, NodeView]) -> str:
 
 
 def status_line(
-    name: str, state: str, gate: str | None, next_node: str | None, ran: int, total: int
+    name: str,
+    state: str,
+    gate: str | None,
+    next_node: str | None,
+    ran: int,
+    total: int,
+    *,
+    stale: int = 0,
+    outdated: int = 0,
+    superseded: bool = False,
 ) -> str:
-    """``pipeline NAME: state · next: X · 2/5 nodes run`` (or ``waiting at GATE``)."""
+    """``pipeline NAME: state · next: X · 2/5 nodes run · 1 stale, 3 outdated`` (or ``waiting
+    at GATE``); a superseded pipeline says so first, then where its run was."""
+    if superseded:
+        was = f"waiting at {gate}" if gate is not None else state
+        head = "superseded by a newer load" + (f"; {was}" if ran or gate else "")
+        return " · ".join([f"pipeline {name}: {head}", f"{ran}/{total} nodes run"])
     parts = [f"pipeline {name}: {state}"]
     if gate is not None:
         parts.append(f"waiting at {gate}")
     elif state not in ("completed", "failed") and next_node:
         parts.append(f"next: {next_node}")
     parts.append(f"{ran}/{total} nodes run")
+    marked = [f"{n} {word}" for n, word in ((stale, "stale"), (outdated, "outdated")) if n]
+    if marked:
+        parts.append(", ".join(marked))
     return " · ".join(parts)
 
 
-def waiting_text(gate: Question | None) -> str:
-    """The waiting gate, its choices and the command that answers it."""
+def stale_upstream_note(gate: str, stale: Sequence[str], outdated: int) -> str:
+    """The note under a waiting gate whose upstream nodes have changed inputs ("" if none):
+    ``note: upstream of review: model_card stale, 3 outdated (inputs changed; ...)``."""
+    if not stale and not outdated:
+        return ""
+    found = [f"{some_files(stale, 5)} stale"] if stale else []
+    if outdated:
+        found.append(f"{outdated} outdated")
+    ask = stale[0] if len(stale) == 1 else "NODE"
+    return f"note: upstream of {gate}: {', '.join(found)} (inputs changed; %pipeline why {ask})"
+
+
+def waiting_text(gate: Question | None, note: str = "") -> str:
+    """The waiting gate, its choices and the command that answers it (and ``note``: changed
+    inputs upstream of it, :func:`stale_upstream_note`)."""
     if gate is None:
         return "waiting"
     choices = "  ".join(choice_text(c) for c in gate.choices)
-    return (
+    text = (
         f"waiting at {gate.node_id}: {gate.text}\n  choices: {choices}\n"
         f"  answer with: %pipeline resume {gate.node_id} --choice <key> [--comment TEXT]"
     )
+    return f"{text}\n  {note}" if note else text
 
 
-def choose_text(gate: Question, comment: str | None = None) -> str:
-    """A gate answered without a choice that has no default: each choice with the line that
-    answers with it (its key, or its target when another choice has the same key), keeping
-    the ``comment`` given."""
-    lines = [
-        f"gate '{gate.node_id}' has no default choice (human.default_choice); answer with one of:"
-    ]
+def answer_lines(gate: Question, comment: str | None = None) -> list[str]:
+    """One line per choice of ``gate``: the choice, then the magic that answers with it (its
+    key, or its target when another choice has the same key), keeping the ``comment`` given.
+    Ready to paste; ``resume`` without a choice and ``why GATE`` both list them."""
     shown = [choice_text(c) + f" -> {c.target}" for c in gate.choices]
     width = max(map(len, shown), default=0)
+    lines = []
     for choice, label in zip(gate.choices, shown, strict=True):
         key = choice.key if match_choice(gate, choice.key) is choice else choice.target
         line = f"%pipeline resume {gate.node_id} --choice {shlex.quote(key)}"
         if comment:
             line += f" --comment {shlex.quote(comment)}"
-        lines.append(f"  {label + ':':<{width + 1}}  {line}")
-    return "\n".join(lines)
+        lines.append(f"{label + ':':<{width + 1}}  {line}")
+    return lines
+
+
+def choose_text(gate: Question, comment: str | None = None) -> str:
+    """A gate answered without a choice that has no default: each choice with the line that
+    answers with it (:func:`answer_lines`)."""
+    head = (
+        f"gate '{gate.node_id}' has no default choice (human.default_choice); answer with one of:"
+    )
+    return "\n".join([head, *indented(answer_lines(gate, comment))])
 
 
 def step_line(result: Any) -> str:

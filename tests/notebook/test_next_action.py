@@ -1,0 +1,117 @@
+"""The text says what to do next: the status line counts stale and outdated nodes, a waiting
+gate names the changed nodes upstream of it, ``why`` ends with the lines that answer a gate or
+with what ``accept`` would do, and a replaced pipeline's status line says it was replaced."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from IPython.core.interactiveshell import InteractiveShell
+
+from tests.notebook.conftest import REVIEW_DOT, load_review
+
+DEFAULTED = REVIEW_DOT.replace('label="Ship it?"', 'label="Ship it?", human.default_choice="Y"')
+
+
+def line(shell: InteractiveShell, text: str) -> Any:
+    return shell.run_line_magic("pipeline", text)
+
+
+def _waiting_with_lint_changed(shell: InteractiveShell, workdir: Path) -> Any:
+    """The review pipeline waiting at approve after lint's input changed since it ran."""
+    pipeline = load_review(shell, workdir, DEFAULTED)
+    line(shell, "run")
+    (workdir / "src" / "login.py").write_text("def login():\n    return False\n")
+    return pipeline
+
+
+def test_the_status_line_counts_stale_and_outdated_nodes(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    pipeline = _waiting_with_lint_changed(shell, workdir)
+    status = line(shell, "status").text.splitlines()
+    assert status[0] == (
+        "pipeline review: waiting · waiting at approve · 3/5 nodes run · 1 stale, 1 outdated"
+    )
+    assert pipeline.status_line() == status[0]  # the line the widget's header shows
+    assert status[-1] == (
+        "note: upstream of approve: lint stale, 1 outdated (inputs changed; %pipeline why lint)"
+    )
+    line(shell, "accept")
+    status = line(shell, "status").text.splitlines()
+    assert status[0] == "pipeline review: waiting · waiting at approve · 3/5 nodes run"
+    assert not any(row.startswith("note:") for row in status)
+
+
+def test_why_a_waiting_gate_ends_with_the_lines_that_answer_it(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    _waiting_with_lint_changed(shell, workdir)
+    said = line(shell, "why approve").text.splitlines()
+    assert said[0] == "approve: waiting"
+    assert said[-4:] == [
+        "  note: upstream of approve: lint stale, 1 outdated (inputs changed; %pipeline why lint)",
+        "  answer with one of (without --choice: the default, [Y] Yes):",
+        "    [Y] Yes -> done:        %pipeline resume approve --choice Y",
+        "    [N] No, redo -> draft:  %pipeline resume approve --choice N",
+    ]
+
+
+def test_why_a_node_stale_since_it_ran_says_what_accept_does(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    _waiting_with_lint_changed(shell, workdir)
+    said = line(shell, "why lint").text.splitlines()
+    assert said[0] == "lint: stale(run)"
+    assert said[-1] == (
+        "  next: %pipeline accept lint takes its current inputs as its new baseline without "
+        "running it again (it is no longer stale, nor the 1 node after it shown outdated); "
+        "without that, freshness=block holds it back if the run reaches it again, until "
+        "accepted or the files are restored"
+    )
+    said = line(shell, "why draft").text.splitlines()
+    assert said[0] == "draft: outdated"
+    assert said[-1] == (
+        "  next: %pipeline accept lint clears this mark without running anything again"
+    )
+
+
+def test_why_a_node_stale_since_its_baseline_says_what_accept_does(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    load_review(shell, workdir)
+    line(shell, "step")  # start ran; lint and draft have their baselines
+    (workdir / "src" / "login.py").write_text("changed\n")
+    (workdir / "docs" / "spec.md").write_text("changed\n")
+    said = line(shell, "why lint").text.splitlines()
+    assert said[-1] == (
+        "  next: %pipeline accept lint takes its current inputs as its new baseline (it is no "
+        "longer stale); without that, freshness=block holds it back when the run reaches it, "
+        "until accepted or the files are restored"
+    )
+    said = line(shell, "why draft").text.splitlines()
+    assert said[0] == "draft: stale(baseline)"
+    assert said[-1].endswith(
+        "(it is no longer stale); without that, it runs anyway with a warning (freshness=warn)"
+    )
+    line(shell, "step")  # lint is held back: its own notes say what to do, nothing is added
+    said = line(shell, "why lint").text
+    assert said.count("%pipeline accept lint") == 1
+
+
+def test_a_replaced_pipeline_says_so_in_its_status_line(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    old = load_review(shell, workdir)
+    line(shell, "run")
+    new = load_review(shell, workdir, REVIEW_DOT.replace("Ship it?", "Ship the fix?"))
+    assert old.state_name == "superseded"
+    assert old.status_line() == (
+        "pipeline review: superseded by a newer load; waiting at approve · 3/5 nodes run"
+    )
+    assert old.status_text().splitlines()[-1] == "this view was replaced by a newer load of review"
+    assert new.status_line() == "pipeline review: ready · next: start · 0/5 nodes run"
+    fresh = load_review(shell, workdir)
+    assert new.status_line() == "pipeline review: superseded by a newer load · 0/5 nodes run"
+    assert fresh.state_name == "ready"

@@ -189,6 +189,8 @@ def next_action(pipeline: PipelineReadout, node_id: str) -> list[str]:
     """What ``why`` ends with: the lines that answer a waiting gate (with a note on changed
     inputs upstream of it), or what ``%pipeline accept`` does for a stale node. A node held
     back by ``freshness=block`` says that already (its notes), so nothing is added there."""
+    if pipeline.superseded:
+        return []  # its actions are refused: the newer load's why says what to do
     gate = pipeline.pending_gate()
     if gate is not None and gate.node_id == node_id:
         default = next((c for c in gate.choices if c.target == gate.default), None)

@@ -111,6 +111,7 @@ def test_a_replaced_pipeline_says_so_in_its_status_line(
         "pipeline review: superseded by a newer load; waiting at approve · 3/5 nodes run"
     )
     assert old.status_text().splitlines()[-1] == "this view was replaced by a newer load of review"
+    assert "--choice" not in old.why("approve").text  # its answers would go nowhere
     assert new.status_line() == "pipeline review: ready · next: start · 0/5 nodes run"
     fresh = load_review(shell, workdir)
     assert new.status_line() == "pipeline review: superseded by a newer load · 0/5 nodes run"

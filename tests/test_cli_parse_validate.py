@@ -288,7 +288,7 @@ def test_validate_warns_where_a_condition_key_is_a_near_miss_of_one_the_engine_r
     ]
     assert found[0] is not None
     assert found[0]["msg"] == (
-        "edge a -> fix: condition 'outcom=fail': key `outcom` looks like a typo of `outcome`; "
+        "edge a -> fix: key `outcom` looks like a typo of `outcome`; "
         "as written it reads the context key `outcom` (§10), which is probably never set, "
         "instead of the outcome"
     )

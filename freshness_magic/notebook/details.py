@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.condition_explain import ConditionExplanation, explain_condition
 from freshness_magic.engine.edges import select_edge
-from freshness_magic.engine.model import Edge, Graph
+from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.state import RunState
 from freshness_magic.freshness.extension import missing_inputs
@@ -263,28 +263,15 @@ def explain_condition_live(
         outcome=outcome.status.value,
         preferred_label=outcome.preferred_label,
         edge=edge,
-        checks=condition_checks(pipeline.graph, expr, from_node),
+        checks=condition_checks(pipeline.graph, expr),
     )
     return answer, explanation
 
 
-def condition_checks(graph: Graph, expr: str, from_node: str | None = None) -> list[str]:
-    """What ``validate`` warns about ``expr`` as an edge condition of ``graph``
-    (``condition_values``: a key that looks like a typo of ``outcome``, ``'succes' is not an
-    outcome status``), each with its fix, without the edge the validator names.
+def condition_checks(graph: Graph, expr: str) -> list[str]:
+    """What ``validate`` warns about ``expr`` as an edge condition of ``graph`` (a key that
+    looks like a typo of ``outcome``, ``'succes' is not an outcome status``), each with its fix:
+    the validator's own findings, so the playground and ``validate`` never disagree."""
+    from freshness_magic.engine.validation.flow import condition_findings
 
-    The validator's own check runs on a stand-in edge from ``from_node``, so the playground
-    and ``validate`` can never disagree about a condition.
-    """
-    from freshness_magic.engine.validation import Diagnostic
-    from freshness_magic.engine.validation.flow import condition_values
-
-    source, target = from_node or "?", "?"
-    found: list[Diagnostic] = []
-    condition_values(graph, Edge(source, target, {"condition": expr}), found)
-    checks = []
-    for diagnostic in found:
-        message = diagnostic.message.removeprefix(f"edge {source} -> {target}: ")
-        message = message.removeprefix(f"condition {expr!r}: ")
-        checks.append(f"{message} (fix: {diagnostic.fix})" if diagnostic.fix else message)
-    return checks
+    return [f"{f.message} (fix: {f.fix})" for f in condition_findings(graph, expr)]

@@ -3,6 +3,8 @@ node's edges that test ``outcome`` (§3.2, §3.3, §10)."""
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, Edge, Graph, Node
 from freshness_magic.engine.validation.attrs import closest
 from freshness_magic.engine.validation.core import (
@@ -124,39 +126,22 @@ def _meant_key(key: str) -> str | None:
     return closest(key, _OWN_KEYS, cutoff=0.8)
 
 
-def _key_typo(graph: Graph, edge: Edge, raw: str, key: str, column: int, out: Out) -> bool:
-    """Report ``key`` (its clause starts at 1-based ``column`` of ``raw``) when it is a near
-    miss of a key the engine reads; whether it was."""
-    meant = _meant_key(key)
-    if meant is None:
-        return False
-    index = raw.find(key, column - 1)
-    where = position_in_value(graph, edge.attr_positions.get("condition"), "condition", index)
-    line, col = where if where is not None else edge_at(edge, "condition")
-    tested = {"outcome": "the outcome", "preferred_label": "the preferred label"}
-    out.append(
-        Diagnostic(
-            "condition_values",
-            WARNING,
-            f"edge {edge.source} -> {edge.target}: condition {raw!r}: key `{key}` looks like a "
-            f"typo of `{meant}`; as written it reads the context key `{key}` (§10), which is "
-            f"probably never set, instead of {tested.get(meant, f'`{meant}`')}",
-            None,
-            edge.key,
-            line,
-            col,
-            f"write `{meant}` instead of `{key}`",
-        )
-    )
-    return True
+@dataclass(frozen=True, slots=True)
+class ConditionFinding:
+    """One thing ``condition_values`` warns about a condition text, wherever it is written."""
+
+    message: str
+    fix: str
+    index: int | None = None
+    """Where in the text the finding points (0-based), None for the whole condition."""
 
 
-def condition_values(graph: Graph, edge: Edge, out: Out) -> None:
-    """``outcome=<value>`` with an unknown status; a near miss of a key the engine reads
-    (``outcom``, ``contxt.x``); a bare key that meets ``"false"``/``"0"``."""
-    raw = edge.attrs.get("condition")
-    if not raw or raw.isspace():
-        return
+def condition_findings(graph: Graph, raw: str) -> list[ConditionFinding]:
+    """What ``validate`` warns about ``raw`` as an edge condition of ``graph``: a near miss of
+    a key the engine reads (``outcom``, ``contxt.x``), ``outcome=<value>`` with an unknown
+    status, a bare ``graph.`` key that meets ``"false"``/``"0"``. Nothing for a condition that
+    does not parse (``condition_syntax`` reports that). The notebook's playground asks the same.
+    """
     # Imported here, not at the top: validation runs at every CLI start, many pipelines have no
     # condition, and these modules define classes that take time to build.
     from freshness_magic.engine.condition_explain import bare_key_warning, falsy_looking
@@ -167,25 +152,29 @@ def condition_values(graph: Graph, edge: Edge, out: Out) -> None:
     try:
         condition = parse_condition(raw)
     except ConditionError:
-        return
-    owner = f"edge {edge.source} -> {edge.target}"
+        return []
+    found: list[ConditionFinding] = []
+    tested = {"outcome": "the outcome", "preferred_label": "the preferred label"}
     for clause in condition.clauses:
-        if _key_typo(graph, edge, raw, clause.key, clause.column, out):
-            continue
-        if clause.key == "outcome" and clause.operator is not Operator.TRUTHY:
+        meant = _meant_key(clause.key)
+        if meant is not None:
+            found.append(
+                ConditionFinding(
+                    f"key `{clause.key}` looks like a typo of `{meant}`; as written it reads the "
+                    f"context key `{clause.key}` (§10), which is probably never set, instead of "
+                    f"{tested.get(meant, f'`{meant}`')}",
+                    f"write `{meant}` instead of `{clause.key}`",
+                    raw.find(clause.key, clause.column - 1),
+                )
+            )
+        elif clause.key == "outcome" and clause.operator is not Operator.TRUTHY:
             if clause.value in OUTCOME_VALUES:
                 continue
             near = closest(clause.value, OUTCOME_VALUES)
-            fix = f"write `outcome={near}`" if near else "use " + ", ".join(OUTCOME_VALUES)
-            out.append(
-                edge_diag(
-                    "condition_values",
-                    WARNING,
-                    edge,
-                    f"{owner}: `{clause.text}` can never hold: {clause.value!r} is not an "
-                    "outcome status",
-                    fix,
-                    "condition",
+            found.append(
+                ConditionFinding(
+                    f"`{clause.text}` can never hold: {clause.value!r} is not an outcome status",
+                    f"write `outcome={near}`" if near else "use " + ", ".join(OUTCOME_VALUES),
                 )
             )
         elif clause.operator is Operator.TRUTHY:
@@ -194,16 +183,32 @@ def condition_values(graph: Graph, edge: Edge, out: Out) -> None:
                 continue
             value = graph.attrs.get(key.removeprefix("graph."))
             if value is not None and falsy_looking(value):
-                out.append(
-                    edge_diag(
-                        "condition_values",
-                        WARNING,
-                        edge,
-                        f"{owner}: {bare_key_warning(clause.key, value)}",
-                        f"write `{clause.key}=true`",
-                        "condition",
+                found.append(
+                    ConditionFinding(
+                        bare_key_warning(clause.key, value), f"write `{clause.key}=true`"
                     )
                 )
+    return found
+
+
+def condition_values(graph: Graph, edge: Edge, out: Out) -> None:
+    """:func:`condition_findings` of an edge's condition, at the edge (or the key it names)."""
+    raw = edge.attrs.get("condition")
+    if not raw or raw.isspace():
+        return
+    for finding in condition_findings(graph, raw):
+        line, column = edge_at(edge, "condition")
+        if finding.index is not None:
+            where = position_in_value(
+                graph, edge.attr_positions.get("condition"), "condition", finding.index
+            )
+            line, column = where if where is not None else (line, column)
+        message = f"edge {edge.source} -> {edge.target}: {finding.message}"
+        out.append(
+            Diagnostic(
+                "condition_values", WARNING, message, None, edge.key, line, column, finding.fix
+            )
+        )
 
 
 def conditional_outcome(graph: Graph, edge: Edge, out: Out) -> None:

@@ -335,7 +335,7 @@ class NotebookPipeline(PipelineReadout):
         if offer is None:
             gate = self.pending_gate()
             if gate is not None:
-                return TextResult(text.waiting_text(gate))
+                return TextResult(text.waiting_text(gate, self.gate_note()))
             return TextResult(self._nothing_to_resume())
         self._open(resume=offer.run_dir)
         lines = [f"resumed run {offer.run_dir.name}", *self.resume_notes, self.status_line()]
@@ -436,7 +436,7 @@ class NotebookPipeline(PipelineReadout):
             lines.extend(done.lines)
         self._settle(republish=steps == 0)
         if run.state is RunState.WAITING:
-            lines.append(text.waiting_text(self.pending_gate()))
+            lines.append(text.waiting_text(self.pending_gate(), self.gate_note()))
         elif single and steps == 0 and not lines:
             lines.append(f"step: nothing executed ({run.state.value})")
         if not single:

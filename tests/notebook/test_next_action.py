@@ -116,3 +116,26 @@ def test_a_replaced_pipeline_says_so_in_its_status_line(
     fresh = load_review(shell, workdir)
     assert new.status_line() == "pipeline review: superseded by a newer load · 0/5 nodes run"
     assert fresh.state_name == "ready"
+
+
+def test_the_waiting_text_notes_changed_nodes_upstream_of_the_gate(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """``resume`` without a choice (and a step that stops at the gate) prints the waiting text
+    with the same note ``status`` gives: an answer should not be given on changed inputs
+    unawares."""
+    _waiting_with_lint_changed(shell, workdir)
+    shell.run_cell("edited = True")  # the post_execute hook re-checks, as after any cell
+    note = (
+        "  note: upstream of approve: lint stale, 1 outdated (inputs changed; %pipeline why lint)"
+    )
+    said = line(shell, "resume").text.splitlines()
+    assert said[0].startswith("waiting at approve: Ship it?") and said[-1] == note
+    line(shell, "resume approve --choice N")
+    line(shell, "accept")
+    (workdir / "docs" / "spec.md").write_text("# Spec\nLogin must fail.\n")
+    shell.run_cell("edited = True")
+    said = line(shell, "run").text.splitlines()
+    assert said[-1] == "run: 0 step(s); waiting", said
+    notes = [row for row in said if row.startswith("  note: upstream of approve: ")]
+    assert len(notes) == 1 and "draft stale" in notes[0], said

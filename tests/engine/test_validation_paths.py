@@ -313,6 +313,8 @@ def test_another_tools_name_for_tool_command_gets_the_rename() -> None:
     unknown = only(lint(text, "node_attr_known"))
     assert (unknown.severity, unknown.line, unknown.column) == (Severity.WARNING, 3, 31)
     assert unknown.fix == missing.fix
+    misspelt = only(lint(text.replace("script=", "tool_comand="), "tool_command_present"))
+    assert misspelt.fix == "did you mean `tool_command`? rename `tool_comand` to `tool_command`"
     fixed = lint(text.replace("script=", "tool_command="))
     assert not [d for d in fixed if d.rule in ("tool_command_present", "node_attr_known")]
 

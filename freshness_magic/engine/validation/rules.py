@@ -346,10 +346,14 @@ def _prompt_on_llm_nodes(graph: Graph, node: Node, out: Out) -> None:
 def _tool_command_present(graph: Graph, node: Node, out: Out) -> None:
     if node.handler_type != "tool" or node.tool_command.strip():
         return
-    renames = (names.dialect_fix(key) for key in node.attrs)
-    fix = next((rename for rename in renames if rename is not None), None) or (
-        f'add tool_command="..." to `{node.id}`, or give it another shape'
-    )
+    fix = f'add tool_command="..." to `{node.id}`, or give it another shape'
+    for key in node.attrs:
+        rename = names.dialect_fix(key)
+        if rename is None and attrs.closest(key, ("tool_command",), cutoff=0.75):
+            rename = f"did you mean `tool_command`? rename `{key}` to `tool_command`"
+        if rename is not None:
+            fix = rename
+            break
     out.append(
         node_diag(
             "tool_command_present",

@@ -439,7 +439,9 @@ def test_tool_node_without_tool_command_is_an_error() -> None:
     d = only(lint(ATTRS, "tool_command_present"))
     assert (d.severity, d.node, d.line, d.column) == (Severity.ERROR, "t", 3, 6)
     assert "has no tool_command" in d.message
-    assert d.fix == 'add tool_command="..." to `t`, or give it another shape'
+    assert d.fix == "did you mean `tool_command`? rename `tool_comand` to `tool_command`"
+    plain = only(lint(ATTRS.replace('tool_comand="ls", ', ""), "tool_command_present"))
+    assert plain.fix == 'add tool_command="..." to `t`, or give it another shape'
     fixed = ATTRS.replace("tool_comand=", "tool_command=")
     assert lint(fixed, "tool_command_present") == []
     assert lint(ATTRS.replace("shape=parallelogram, ", ""), "tool_command_present") == []

@@ -6,7 +6,8 @@ functions of the pipeline object's state.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from freshness_magic.engine import explain_condition
@@ -196,11 +197,53 @@ def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
     }
 
 
+def _parse_time(stamp: object) -> float | None:
+    """Seconds since the epoch of an ISO timestamp (``...Z`` or with an offset), else None."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+def active_seconds(records: Iterable[Mapping[str, Any]]) -> float:
+    """How long the run has been at work: the time covered by its steps, from the evidence log.
+
+    Each record spans ``duration_seconds`` up to its ``timestamp``; the spans are merged, so the
+    nodes of parallel branches (inside their parallel node's span) are not counted twice, and the
+    time a run waited at a gate or sat paused between sessions is not counted at all. The log is
+    the run's, on disk, so the total goes on across ``%pipeline resume`` and kernel restarts.
+    """
+    spans = []
+    for record in records:
+        outcome = record.get("outcome")
+        engine = outcome.get("engine") if isinstance(outcome, dict) else None
+        duration = engine.get("duration_seconds") if isinstance(engine, dict) else None
+        end = _parse_time(record.get("timestamp"))
+        if isinstance(duration, int | float) and duration > 0 and end is not None:
+            spans.append((end - float(duration), end))
+    total = 0.0
+    reach = float("-inf")
+    for start, end in sorted(spans):
+        if end > reach:
+            total += end - max(start, reach)
+            reach = end
+    return total
+
+
 def run_value(
-    pipeline: NotebookPipeline, views: Mapping[str, NodeView], now: float
+    pipeline: NotebookPipeline,
+    views: Mapping[str, NodeView],
+    now: float,
+    records: Iterable[Mapping[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The run line above the graph: state, progress, and the running node with how long it has
-    run at ``now`` (wall clock; the page counts on from there)."""
+    """The run line above the graph: state, progress, the run's active time
+    (:func:`active_seconds`), and the running node with how long it has run at ``now`` (wall
+    clock); while a node runs the page counts both on from there. ``records``: the evidence log
+    when the caller has read it already."""
+    if records is None:
+        records = pipeline.evidence_records()
     done = sum(1 for o in pipeline.outcomes().values() if o.status is not StageStatus.WAITING)
     total = max(len(pipeline.graph.nodes), 1)
     if pipeline.model.snapshot.state is RunState.COMPLETED:
@@ -211,7 +254,7 @@ def run_value(
     return {
         "state": pipeline.state_name,
         "line": pipeline.status_line(),
-        "elapsed": round(pipeline.elapsed, 1),
+        "elapsed": round(active_seconds(records), 1),
         "done": min(done, total),
         "total": total,
         "running": running,

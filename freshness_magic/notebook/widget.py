@@ -198,22 +198,26 @@ class PipelineWidget(anywidget.AnyWidget):
                 notes[node_id] = short(text, NOTE_CHARS)
         values["states"] = "".join(codes)
         values["notes"] = notes
-        values["run"] = run_value(self.pipeline, views, time.time())
-        banner = self.current_banner()
-        values["banner"] = (
-            {}
-            if banner is None
-            else {
-                "kind": banner.kind.value,
-                "text": cut(banner.text, 1500),
-                "node": banner.node,
-                "edge": list(banner.edge) if banner.edge else None,
-            }
-        )
-        values["gate"] = gate_value(self.pipeline)
-        found = self._evidence_value()
-        if found is not None:
-            values["evidence"] = found
+        if not self.note:
+            # Superseded (a note), the view keeps what it showed last, read-only: its banner,
+            # gate and evidence rows. The note says why, once (the superseded banner would say it
+            # again), and the pipeline object no longer has a run to read the rest from.
+            banner = self.current_banner()
+            values["banner"] = (
+                {}
+                if banner is None
+                else {
+                    "kind": banner.kind.value,
+                    "text": cut(banner.text, 1500),
+                    "node": banner.node,
+                    "edge": list(banner.edge) if banner.edge else None,
+                }
+            )
+            values["gate"] = gate_value(self.pipeline)
+            found = self._evidence_value()
+            if found is not None:
+                values["evidence"] = found
+        values["run"] = run_value(self.pipeline, views, time.time(), self._records)
         changed = {k: v for k, v in values.items() if getattr(self, k) != v}
         if not changed:
             return

@@ -13,7 +13,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import NodeState, node_groups
-from freshness_magic.notebook.viewdata import evidence_detail
+from freshness_magic.notebook.viewdata import active_seconds, evidence_detail
 from freshness_magic.notebook.viewstate import STATE_CODES
 from freshness_magic.notebook.widget import PipelineWidget
 from tests.notebook.conftest import load_review
@@ -370,3 +370,66 @@ def test_an_evidence_row_lists_at_most_100_files_and_says_where_the_rest_are() -
         "… and 30 more (all of them: the record in evidence.jsonl)"
     )
     assert detail["stale files"][-1] == "… and 1 more (all of them: the record in evidence.jsonl)"
+
+
+def test_a_superseded_view_says_so_once_and_keeps_its_evidence(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """Loading the same name again greys the old view with a note; the note is the one message
+    (no banner repeating it) and the view keeps the evidence rows and gate it showed, read-only."""
+    old = load_review(shell, workdir)
+    widget = old.widget
+    widget.handle({"action": "run"})
+    rows, gate = widget.evidence["rows"], widget.gate
+    assert len(rows) == 4 and gate["node"] == "approve"
+    load_review(shell, workdir)
+    assert "replaced by a newer load of review" in widget.note
+    assert widget.banner.get("kind") != "superseded"
+    assert widget.evidence["rows"] == rows and widget.evidence["total"] == 4
+    assert widget.gate == gate
+
+
+SLOW_GATE = """digraph review {
+  start   [shape=Mdiamond]
+  work    [shape=parallelogram, tool_command="sleep 0.3"]
+  approve [shape=hexagon, label="Ship it?"]
+  done    [shape=Msquare]
+  start -> work -> approve
+  approve -> done  [label="[Y] Yes"]
+  approve -> work  [label="[N] No"]
+}
+"""
+
+
+def test_elapsed_is_the_runs_active_time_and_goes_on_across_a_resume(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """The run line's elapsed time is the time the run's steps took (from its evidence log), so
+    a run reopened after a restart and answered goes on from there instead of from 0."""
+    first = load_review(shell, workdir, SLOW_GATE)
+    first.widget.handle({"action": "run"})
+    assert first.widget.run["state"] == "waiting"
+    before = first.widget.run["elapsed"]
+    assert before >= 0.3  # `work` slept 0.3 s
+    del shell.user_ns["review"]  # what a kernel restart leaves: nothing in memory
+    again = load_review(shell, workdir, SLOW_GATE)
+    again.widget.handle({"action": "resume_offered"})
+    assert again.widget.run["elapsed"] == before
+    again.widget.handle({"action": "answer", "node": "approve", "choice": "Y"})
+    assert again.state_name == "completed"
+    assert again.widget.run["elapsed"] >= before
+
+
+def test_active_time_merges_overlapping_steps() -> None:
+    """Branch nodes run inside their parallel node's step: their time is not counted twice;
+    the time between steps (a gate waiting, a paused run) is not counted at all."""
+
+    def record(end: str, seconds: float) -> dict[str, Any]:
+        return {
+            "timestamp": f"2025-01-01T10:00:{end}Z",
+            "outcome": {"engine": {"duration_seconds": seconds}},
+        }
+
+    records = [record("10.000", 2.0), record("09.500", 1.0), record("30.000", 3.0)]
+    assert active_seconds(records) == pytest.approx(5.0)
+    assert active_seconds([*records, {"timestamp": "x"}, {"nodeId": "y"}]) == pytest.approx(5.0)

@@ -73,23 +73,37 @@ var(--fm-border-soft);border-radius:4px;background:var(--fm-bg)}
 .fm-root g.fm-edge text,.fm-root g.fm-cluster text{fill:var(--fm-text)}
 .fm-root .fm-legend{display:flex;flex-wrap:wrap;gap:4px 12px;margin:4px 0;font-size:12px}
 .fm-root .fm-legend-item{display:inline-flex;align-items:center;gap:4px}
-.fm-root .fm-swatch{display:inline-block;width:16px;height:11px;border:2px solid;border-radius:2px}
+.fm-root .fm-swatch{display:inline-block;flex:none;overflow:visible}
 .fm-root .fm-banner{padding:4px 8px;margin:4px 0;border-left:4px solid
 var(--fm-failed-stroke);background:var(--fm-bg-3)}
 """
 
 
+def swatch_svg(state: NodeState, stale: str = "") -> str:
+    """A legend swatch drawn as the nodes are: an SVG shape in a ``g.fm-key`` group that the
+    palette CSS paints like a node group (fill, outline, width and dash of the state or stale
+    kind), with the light palette as attributes where the stylesheet is stripped."""
+    style = STATE_STYLES[state]
+    dash = STALE_DASH.get(StaleKind(stale), "") if state is NodeState.STALE else style.dash
+    kind = f' data-stale="{stale}"' if stale else ""
+    dashed = f' stroke-dasharray="{dash}"' if dash else ""
+    return (
+        f'<svg class="fm-swatch" width="26" height="16" viewBox="0 0 26 16" aria-hidden="true">'
+        f'<g class="fm-key" data-state="{state.value}"{kind}>'
+        f'<polygon points="2,2 24,2 24,14 2,14" fill="{style.fill}" stroke="{style.stroke}"'
+        f' stroke-width="{style.width}"{dashed}/></g></svg>'
+    )
+
+
 def _legend(states: Iterable[NodeState]) -> str:
     items = []
     for item in legend_items(states):
-        name = item["state"]
-        style = STATE_STYLES[NodeState(name)]
-        border = "dashed" if item["dash"] else "solid"
+        name, stale = item["state"], item["stale"]
+        kind = f' data-stale="{stale}"' if stale else ""
         items.append(
-            f'<span class="fm-legend-item" data-state="{name}" title="{html.escape(item["text"])}">'
-            f'<span class="fm-swatch" style="background:var(--fm-{name}-fill,{style.fill});'
-            f'border-color:var(--fm-{name}-stroke,{style.stroke});border-style:{border}"></span>'
-            f"{name}</span>"
+            f'<span class="fm-legend-item" data-state="{name}"{kind}'
+            f' title="{html.escape(item["text"])}">{swatch_svg(NodeState(name), stale)}'
+            f"{html.escape(item['label'])}</span>"
         )
     return '<div class="fm-legend">' + "".join(items) + "</div>"
 

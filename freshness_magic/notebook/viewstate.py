@@ -117,7 +117,7 @@ blocked     #d7ccc8 #4e342e    #3a2c27 #bcaaa4    3.0   -    blocked by stale in
 skipped     #ececec #858585    #1c1c1c #8a8a8a    1.2   2,3  branch not taken
 interrupted #f8bbd0 #ad1457    #451228 #f48fb1    3.0   -    stopped; resumable
 stale       #ffecb3 #a35200    #3f300a #ffca28    2.5   -    inputs changed
-outdated    #fff8e1 #8a6d00    #2e2a1a #e0c46c    2.0   8,3  upstream inputs changed
+outdated    #fff8e1 #8a6d00    #2e2a1a #e0c46c    2.0   10,3,2,3 upstream inputs changed
 """
 
 
@@ -135,7 +135,17 @@ def _palette(table: str) -> dict[NodeState, StateStyle]:
 STATE_STYLES: Mapping[NodeState, StateStyle] = _palette(_PALETTE)
 """Fixed colours per state; outlines keep 3:1 against the light and the dark background."""
 STALE_DASH: Mapping[StaleKind, str] = {StaleKind.BASELINE: "8,4", StaleKind.RUN: "2,3"}
-"""Stale since baseline is dashed, stale since the node ran is dotted."""
+"""Stale since baseline is dashed, stale since the node ran is dotted; ``outdated`` (the nodes
+that ran after a stale one) is dash-dotted, so neither stale kind looks like it."""
+STALE_LEGEND: Mapping[StaleKind, str] = {
+    StaleKind.BASELINE: "stale since baseline",
+    StaleKind.RUN: "stale since it ran",
+}
+"""The legend's name of each stale kind (one swatch per kind, drawn as the nodes are)."""
+STALE_MEANING: Mapping[StaleKind, str] = {
+    StaleKind.BASELINE: "inputs changed since the run's baseline (before the node ran)",
+    StaleKind.RUN: "inputs changed since the node ran",
+}
 
 STATE_CODES: Mapping[NodeState, str] = {
     NodeState.PENDING: "p", NodeState.NEXT: "n", NodeState.RUNNING: "r",
@@ -186,6 +196,8 @@ def contrast_ratio(first: str, second: str) -> float:
 
 
 _SHAPE = ":is(polygon,ellipse,path)"
+_PAINTED = ":is(g.fm-node,g.fm-key)"
+"""Node groups of the graph and the legend's swatches: one rule paints both alike."""
 
 _THEME = """
 variable     jupyterlab            vs-code                       light    dark
@@ -228,13 +240,13 @@ def palette_css(root: str = ".fm-root") -> str:
             f"stroke-width:{style.width}px"
         )
         dash = f";stroke-dasharray:{style.dash}" if style.dash else ";stroke-dasharray:none"
-        rules.append(f'{root} g.fm-node[data-state="{name}"]>{_SHAPE}{{{decl}{dash}}}')
+        rules.append(f'{root} {_PAINTED}[data-state="{name}"]>{_SHAPE}{{{decl}{dash}}}')
         rules.append(
-            f'{root} g.fm-node[data-state="{name}"]>polyline{{stroke:var(--fm-{name}-stroke)}}'
+            f'{root} {_PAINTED}[data-state="{name}"]>polyline{{stroke:var(--fm-{name}-stroke)}}'
         )
     for kind, dash in STALE_DASH.items():
         rules.append(
-            f'{root} g.fm-node[data-state="stale"][data-stale="{kind.value}"]>{_SHAPE}'
+            f'{root} {_PAINTED}[data-state="stale"][data-stale="{kind.value}"]>{_SHAPE}'
             f"{{stroke-dasharray:{dash}}}"
         )
     dark_scope = ",".join(f"{sel} {root}" for sel in DARK_SELECTORS[:-1])
@@ -273,8 +285,32 @@ def possible_states(graph: Graph) -> tuple[NodeState, ...]:
 
 
 def legend_items(states: Iterable[NodeState]) -> list[dict[str, str]]:
-    """Legend entries (state, description, dash) for the widget and the static HTML."""
-    return [
-        {"state": s.value, "text": STATE_STYLES[s].description, "dash": STATE_STYLES[s].dash}
-        for s in states
-    ]
+    """Legend entries for the widget and the static HTML: ``state``, ``stale`` (the stale kind,
+    "" for other states), ``label`` (what the legend says), ``text`` (its tooltip) and ``dash``
+    (the outline's dash pattern, "" for solid). ``stale`` has one entry per kind, since the two
+    kinds are drawn differently (dashed and dotted)."""
+    items: list[dict[str, str]] = []
+    for state in states:
+        style = STATE_STYLES[state]
+        if state is NodeState.STALE:
+            items.extend(
+                {
+                    "state": state.value,
+                    "stale": kind.value,
+                    "label": STALE_LEGEND[kind],
+                    "text": STALE_MEANING[kind],
+                    "dash": dash,
+                }
+                for kind, dash in STALE_DASH.items()
+            )
+            continue
+        items.append(
+            {
+                "state": state.value,
+                "stale": "",
+                "label": state.value,
+                "text": style.description,
+                "dash": style.dash,
+            }
+        )
+    return items

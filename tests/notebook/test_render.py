@@ -17,10 +17,12 @@ from freshness_magic.notebook.snapshot import snapshot_svg, static_html
 from freshness_magic.notebook.viewstate import (
     DARK_BACKGROUND,
     LIGHT_BACKGROUND,
+    STALE_DASH,
     STATE_STYLES,
     BannerKind,
     RunBanner,
     contrast_ratio,
+    legend_items,
     palette_css,
     possible_states,
     state_code,
@@ -100,7 +102,8 @@ def test_every_state_outline_contrasts_with_both_backgrounds():
 
 def test_palette_css_colours_states_by_attribute_in_both_themes():
     css = palette_css()
-    assert '.fm-root g.fm-node[data-state="failed"]>:is(polygon,ellipse,path)' in css
+    painted = '.fm-root :is(g.fm-node,g.fm-key)[data-state="failed"]>:is(polygon,ellipse,path)'
+    assert painted in css  # node groups and legend swatches alike
     assert "--fm-failed-stroke:#c62828" in css and "--fm-failed-stroke:#ef5350" in css
     assert 'body[data-jp-theme-light="false"] .fm-root' in css
     assert '[data-stale="run"]' in css and "stroke-dasharray:2,3" in css
@@ -125,6 +128,31 @@ def test_legend_lists_only_the_states_a_pipeline_can_show():
     )
     assert {NodeState.WAITING, NodeState.SKIPPED, NodeState.STALE, NodeState.OUTDATED} <= set(gated)
     assert NodeState.BLOCKED not in gated
+
+
+def test_the_legend_draws_each_stale_kind_as_its_nodes_are_drawn():
+    """Stale nodes are dashed (since baseline) or dotted (since they ran): the legend has one
+    entry per kind with that dash, and outdated (dashed too, before) has a pattern of its own."""
+    items = legend_items([NodeState.STALE, NodeState.OUTDATED])
+    stale = {i["stale"]: i for i in items if i["state"] == "stale"}
+    assert {k: i["dash"] for k, i in stale.items()} == {
+        kind.value: dash for kind, dash in STALE_DASH.items()
+    }
+    assert stale["baseline"]["label"] == "stale since baseline"
+    assert stale["run"]["label"] == "stale since it ran"
+    outdated = STATE_STYLES[NodeState.OUTDATED].dash
+    assert outdated and outdated not in STALE_DASH.values()
+    watched = load_pipeline(
+        'digraph g { start [shape=Mdiamond]; a [source_files="x.py"]; done [shape=Msquare];'
+        " start -> a -> done }"
+    )
+    html = static_html(LayoutCache().get(watched), {})
+    legend = html.split('<div class="fm-legend">')[1]
+    for kind, dash in STALE_DASH.items():
+        swatch = legend.split(f'data-stale="{kind.value}"')[2].split("</svg>")[0]
+        assert f'stroke-dasharray="{dash}"' in swatch, swatch
+    assert f'stroke-dasharray="{outdated}"' in legend
+    assert '<g class="fm-key" data-state="stale" data-stale="run">' in legend
 
 
 CLUSTERED = """digraph c {

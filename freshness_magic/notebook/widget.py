@@ -13,15 +13,20 @@ records and playground answers are asked for when needed and answered with a cus
 Every bundle also carries ``text/html``: the graph with its states as static SVG
 (:func:`render.static_html`) for front ends without a widget runtime.
 
-The page contract (what browser tests may rely on): root ``.fm-root.fm-widget``; node groups
+The page contract (what browser tests may rely on): root ``.fm-root.fm-widget`` (also
+``.fm-superseded`` or ``.fm-dead`` when it no longer drives a run: greyed, controls disabled but
+zoom, pan and details); node groups
 ``svg g.fm-node[data-node][data-state]`` (``data-stale`` for stale kinds), edges ``g.fm-edge
 [data-source][data-target][data-index]`` (``.fm-chosen`` = the playground's edge, ``.fm-focus`` =
 the banner's), clusters ``g.fm-cluster``; ``.fm-viewport`` (scrolls) with ``.fm-zoom-in``,
 ``.fm-zoom-out``, ``.fm-fit``, ``.fm-zoom-reset`` and ``.fm-scale``; controls ``.fm-step``,
 ``.fm-run``, ``.fm-run-to`` + ``select.fm-run-to-node``, ``.fm-stop``, ``.fm-accept``,
-``.fm-reset``; ``.fm-status span[data-state]``, ``.fm-timer[data-node]``, ``.fm-badge``;
+``.fm-reset``; ``.fm-status span[data-state]`` ending in ``.fm-elapsed`` (the run's active time),
+``.fm-timer[data-node]``, ``.fm-badge``;
 ``.fm-banner[data-kind][data-node]``; ``.fm-details[data-node]`` with ``.fm-act-run-to``,
-``.fm-act-retry``, ``.fm-act-accept``; ``.fm-legend-item[data-state]``; ``.fm-gate`` with
+``.fm-act-retry``, ``.fm-act-accept``; ``.fm-legend-item[data-state]`` (``[data-stale]`` for the
+two stale kinds) with ``svg.fm-swatch g.fm-key[data-state] > polygon`` painted as nodes are;
+``.fm-gate`` with
 ``.fm-gate-question [data-node]``, ``textarea.fm-gate-comment``, ``.fm-gate-choice-<key>``;
 ``.fm-evidence-row[data-node][data-seq]`` newest first, ``.fm-evidence-all``; playground
 ``.fm-playground-input input``, ``.fm-playground-node select``, ``.fm-playground-result``

@@ -116,15 +116,22 @@ FACTORY_DOT = """digraph factory {
 """
 FACTORY_NODES = 42
 """40 stages plus start and exit."""
+FACTORY_TB = FACTORY_DOT.replace("rankdir=LR", "rankdir=TB")
+"""The same pipeline drawn top to bottom: a graph much taller than wide (as most pipelines
+without ``rankdir`` are)."""
 
 
 def write_factory(
-    folder: Path, name: str = "factory.ipynb", extra: list[str] | None = None
+    folder: Path,
+    name: str = "factory.ipynb",
+    extra: list[str] | None = None,
+    dot: str = FACTORY_DOT,
 ) -> Path:
-    """The factory pipeline as a notebook in ``folder``, with the files its nodes watch."""
+    """The factory pipeline (or ``dot``) as a notebook in ``folder``, with the files its nodes
+    watch."""
     (folder / "docs").mkdir(parents=True, exist_ok=True)
     (folder / "src").mkdir(parents=True, exist_ok=True)
     (folder / "docs" / "notes.md").write_text("# Notes\n\nSearch must be fast.\n")
     (folder / "src" / "search.py").write_text("def search(q: str) -> list[str]:\n    return []\n")
-    cells = ["%load_ext freshness_magic", "%%pipeline factory\n" + FACTORY_DOT, *(extra or [])]
+    cells = ["%load_ext freshness_magic", "%%pipeline factory\n" + dot, *(extra or [])]
     return write_notebook(folder / name, cells)

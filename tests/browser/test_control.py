@@ -117,11 +117,17 @@ SIMPLE = """digraph again {
 
 
 def test_a_superseded_view_cannot_drive_a_run(lab_server: Any, page: Any) -> None:
-    """Loading the same name again replaces the first view: it is greyed out with a note and
-    its buttons are disabled, while the new view drives the new run."""
+    """Loading the same name again replaces the first view: it is greyed out with a note (said
+    once: no banner repeats it) and its buttons are disabled, while the new view drives the new
+    run. The old view keeps the evidence rows of its run, read-only."""
     write_notebook(
         lab_server.root / "control_supersede" / "twice.ipynb",
-        ["%load_ext freshness_magic", "%%pipeline again\n" + SIMPLE, "%%pipeline again\n" + SIMPLE],
+        [
+            "%load_ext freshness_magic",
+            "%%pipeline again\n" + SIMPLE,
+            "%pipeline run",
+            "%%pipeline again\n" + SIMPLE,
+        ],
     )
     open_lab_notebook(page, lab_server, "control_supersede/twice.ipynb")
     run_all_cells(page)
@@ -138,13 +144,20 @@ def test_a_superseded_view_cannot_drive_a_run(lab_server: Any, page: Any) -> Non
             const root = document.querySelectorAll('.fm-root')[0];
             return {
                 note: root.querySelector('.fm-note').textContent,
+                said: [...root.querySelectorAll('.fm-note, .fm-banner, .fm-notice')]
+                    .filter(e => !e.hidden).map(e => e.innerText).join('\\n'),
+                banner: root.querySelector('.fm-banner').hidden,
                 step: root.querySelector('.fm-step').disabled,
                 run: root.querySelector('.fm-run').disabled,
+                rows: [...root.querySelectorAll('.fm-evidence-row')].map(r => r.dataset.node),
             };
         }"""
     )
     assert "replaced by a newer load of again" in old["note"]
+    assert old["said"].count("replaced by a newer load") == 1, old["said"]  # once, not twice
+    assert old["banner"]
     assert old["step"] and old["run"]
+    assert old["rows"] == ["done", "a", "start"], old  # the run's evidence, newest first
     page.evaluate(
         "s => document.querySelectorAll(s)[1].setAttribute('data-test', 'second')", WIDGET
     )
@@ -232,30 +245,47 @@ def restart_kernel_from_menu(page: Any) -> None:
     wait_kernel_idle(page)
 
 
-def test_a_view_from_before_a_kernel_restart_says_it_is_dead_when_clicked(
+def test_a_view_from_before_a_kernel_restart_is_greyed_and_disabled(
     lab_server: Any, page: Any
 ) -> None:
-    """The kernel behind a view was restarted: its buttons still look alive, so a click on one
-    says that the view no longer drives anything and what to do (it did nothing at all)."""
+    """The kernel behind a view waiting at a gate was restarted: without a click, the view says
+    that it no longer drives anything and what to do, and its controls (the gate's buttons
+    and comment too) are greyed and disabled; zoom still works."""
     write_notebook(
         lab_server.root / "control_dead_view" / "gate.ipynb",
-        ["pass", "%load_ext freshness_magic", "%%pipeline gated\n" + GATED],
+        ["pass", "%load_ext freshness_magic", "%%pipeline gated\n" + GATED, "%pipeline run"],
     )
     open_lab_notebook(page, lab_server, "control_dead_view/gate.ipynb")
-    for index in range(3):
+    for index in range(4):
         run_cell(page, index)
-    page.locator(f"{WIDGET} svg g.fm-node").first.wait_for(timeout=WAIT_MS)
+    wait_node_states(page, {"approve": "waiting"})
     restart_kernel_from_menu(page)
-    page.locator(f"{WIDGET} .fm-step").click()
     notice = page.locator(f"{WIDGET} .fm-notice")
     notice.wait_for(state="visible", timeout=WAIT_MS)
     assert "run this cell again" in notice.inner_text()
+    dead = page.evaluate(
+        """(s) => {
+            const root = document.querySelector(s);
+            const off = (sel) => [...root.querySelectorAll(sel)].map(b => b.disabled);
+            return {
+                grey: root.classList.contains('fm-dead'),
+                controls: off('.fm-step, .fm-run, .fm-run-to, .fm-reset, .fm-accept'),
+                gate: off('.fm-gate-choice, .fm-gate-comment'),
+                zoom: off('.fm-zoom-in, .fm-fit'),
+            };
+        }""",
+        WIDGET,
+    )
+    assert dead["grey"], dead
+    assert dead["controls"] == [True] * 5, dead
+    assert dead["gate"] == [True] * 3, dead  # Y, N and the comment box
+    assert dead["zoom"] == [False, False], dead
     save_screenshot(
         page,
         "control_dead_view",
         page.locator(WIDGET),
-        "a view made before a kernel restart, its Step button clicked: the view says it lost"
-        " its kernel and to run the cell again",
+        "a view waiting at its gate, after a kernel restart (no click): it says it lost its"
+        " kernel and to run the cell again; its buttons and the gate's are greyed and disabled",
     )
 
 

@@ -149,10 +149,10 @@ def assert_graph_and_legend(page: Any, scope: str) -> None:
 
     legend = page.locator(f"{scope} .fm-legend")
     assert legend.is_visible()
-    swatches = page.evaluate(
-        """(s) => Object.fromEntries([...document.querySelectorAll(
-                s + ' .fm-legend-item:not([data-stale])')].map(e => [
-            e.dataset.state, getComputedStyle(e.querySelector('.fm-swatch')).backgroundColor]))""",
+    swatches = page.evaluate(  # each swatch painted as the nodes of its state are
+        """(s) => Object.fromEntries([...document.querySelectorAll(s + ' .fm-legend-item')]
+            .map(e => [e.dataset.state, getComputedStyle(
+                e.querySelector('.fm-swatch g.fm-key > polygon')).fill]))""",
         scope,
     )
     assert swatches == {state: paint[0] for state, paint in PAINT.items()}

@@ -16,7 +16,15 @@ const STALE = { t: "baseline", T: "run" };
 const MIN_LABEL_PX = 9.5; // smallest node label on screen at the default zoom
 const LABEL_PT = 11; // node font size given to dot (points; 1pt = 4/3 px)
 const MAX_SCALE = 3;
-const ABS_MIN_SCALE = 0.2;
+const ABS_MIN_SCALE = 0.1; // Fit's floor: an outline of a very large graph
+const FIT_MAX = 1.25; // a small graph is not blown up past this
+const VIEW_VH = 0.75; // the viewport grows with the graph up to this share of the window...
+const MIN_VIEW_PX = 120; // ...and is never shorter than this (its handle resizes it)
+const SVGNS = "http://www.w3.org/2000/svg";
+const VIEW_ONLY = ["fm-zoom-in", "fm-zoom-out", "fm-fit", "fm-zoom-reset", "fm-details-close",
+  "fm-evidence-fewer"]; // what still works in a view that no longer drives a run
+const DEAD = "This view lost its kernel (restarted or shut down), so it drives nothing any more:"
+  + " run this cell again for a live view.";
 const NO_ANSWER_MS = 5000; // a click the kernel has not answered by then gets a notice
 const WORKER_ACTIONS = new Set(["step", "run", "run_to", "retry", "accept", "reset",
   "resume_offered", "start_new", "answer"]); // run on the kernel's worker; end with "done"
@@ -106,9 +114,12 @@ function render({ model, el }) {
   root.append(header, note, toolbar, notice, progress, banner, main, legend, gate, evidence,
     playground, log);
 
+  // mode: "readable" (how the view opens), "whole" (after Fit) or "user" (zoomed by hand);
+  // moved: the user scrolled, panned or zoomed, so the view stops following the run until the
+  // next action from its buttons or Fit; expect: the scroll position the view itself last set.
   const view = { scale: 1, natural: [0, 0], svg: null, groups: [], edges: [], titles: [],
-    nodes: [], selected: null, userZoomed: false, chosenEdge: null, focus: null,
-    acting: false, waiting: null };
+    nodes: [], selected: null, mode: "readable", moved: false, expect: null, chosenEdge: null,
+    focus: null, acting: false, waiting: null, dead: false, shownWidth: -1, shownHeight: -1 };
 
   // A click is answered by the kernel: a reply, or a state update (a longer action is shown
   // running within a moment). Without an answer the page says so instead of doing nothing: the
@@ -117,18 +128,16 @@ function render({ model, el }) {
   // after reloading the page works).
   function send(msg) {
     if (model.get("note")) return;
+    if (view.dead) { markDead(); return; }
     try {
       model.send(msg);
     } catch (err) {
-      // The view's connection to its kernel is gone (the kernel was restarted or shut down):
-      // its buttons still look alive, so say so instead of doing nothing.
-      notice.textContent = "This view lost its kernel (restarted or shut down), so it drives"
-        + " nothing any more: run this cell again for a live view.";
-      notice.hidden = false;
+      markDead(); // the view's connection to its kernel is gone
       return;
     }
     if (WORKER_ACTIONS.has(msg.action)) {
       view.acting = true;
+      view.moved = false; // the user asked the run to go on: show where it goes
       applyRun();
     }
     if (msg.action !== "stop") {
@@ -141,10 +150,37 @@ function render({ model, el }) {
       }, NO_ANSWER_MS);
     }
   }
+  // A view whose kernel was restarted or shut down drives nothing: the widget manager then marks
+  // its model disconnected (comm_live false), which the model announces as "comm_live_update";
+  // after this view was drawn that event means only that. The controls are greyed and disabled
+  // at once, not only after a click that goes nowhere; zoom, pan and the details shown still work.
+  function inert() {
+    return view.dead || !!model.get("note");
+  }
+  function lockControls() {
+    if (!inert()) return;
+    for (const b of root.querySelectorAll("button, input, select, textarea")) {
+      if (!VIEW_ONLY.some((c) => b.classList.contains(c))) b.disabled = true;
+    }
+  }
+  function markDead() {
+    clearTimeout(view.waiting);
+    view.waiting = null;
+    notice.textContent = DEAD;
+    notice.hidden = false;
+    if (view.dead) return;
+    view.dead = true;
+    view.acting = false;
+    root.classList.add("fm-dead");
+    tick();
+    lockControls();
+  }
+  const onCommLive = () => markDead();
+
   function answered() {
     clearTimeout(view.waiting);
     view.waiting = null;
-    notice.hidden = true;
+    if (!view.dead) notice.hidden = true;
   }
   function showError(text) {
     const pre = h("pre", "fm-error", text);
@@ -153,8 +189,49 @@ function render({ model, el }) {
   }
 
   // --- zoom and pan ----------------------------------------------------------------------------
+  // The view opens "readable": the whole graph when its labels stay readable, else the readable
+  // minimum (the rest scrolls), with the run's current node in view. Fit shows the whole graph
+  // however small (an overview: hover a node for its name, zoom in where needed). The zoom
+  // buttons, 1:1 and Ctrl+wheel set the user's own scale, which only the user changes after.
+  // The viewport grows with the drawn graph up to VIEW_VH of the window; its handle (bottom
+  // right) makes it taller or shorter. Opening or closing the details panel changes neither the
+  // scale nor the scroll position (only scrolls, as little as needed, to keep the clicked node
+  // in view), and a resize of the cell refits only a view the user has not moved.
   function minScale() {
     return MIN_LABEL_PX / (LABEL_PT * 4 / 3);
+  }
+  function maxAutoHeight() {
+    return Math.max(MIN_VIEW_PX, Math.round(window.innerHeight * VIEW_VH));
+  }
+  function userHeight() { // the height the user gave the viewport with its handle, else 0
+    return viewport.style.height ? viewport.clientHeight : 0;
+  }
+  function remember() {
+    view.expect = [viewport.scrollLeft, viewport.scrollTop];
+  }
+  function setScroll(left, top) {
+    viewport.scrollLeft = left;
+    viewport.scrollTop = top;
+    remember();
+  }
+  viewport.addEventListener("scroll", () => {
+    const e = view.expect;
+    const maxLeft = viewport.scrollWidth - viewport.clientWidth;
+    const maxTop = viewport.scrollHeight - viewport.clientHeight;
+    // A position the view set itself, or one the browser clamped after a size change, is not
+    // the user's doing.
+    const same = (at, want, max) => Math.abs(at - want) < 2 || (want > max && Math.abs(at - max) < 2);
+    if (!e || !(same(viewport.scrollLeft, e[0], maxLeft) && same(viewport.scrollTop, e[1], maxTop))) {
+      view.moved = true;
+    }
+    remember();
+  }, { passive: true });
+  function autoHeight() {
+    if (!view.svg) return;
+    const wide = view.natural[0] * view.scale + 10 > viewport.clientWidth;
+    const bar = wide ? (viewport.offsetHeight - viewport.clientHeight - 2 || 15) : 0;
+    const drawn = Math.ceil(view.natural[1] * view.scale) + 12 + bar;
+    root.style.setProperty("--fm-view-h", `${Math.max(MIN_VIEW_PX, Math.min(maxAutoHeight(), drawn))}px`);
   }
   function applyScale(scale, anchor) {
     if (!view.svg) return;
@@ -167,34 +244,52 @@ function render({ model, el }) {
     view.scale = scale;
     view.svg.setAttribute("width", String(view.natural[0] * scale));
     view.svg.setAttribute("height", String(view.natural[1] * scale));
-    viewport.scrollLeft = gx * scale - ax;
-    viewport.scrollTop = gy * scale - ay;
+    autoHeight();
+    setScroll(gx * scale - ax, gy * scale - ay);
     scaleLabel.textContent = `${Math.round(scale * 100)}%`;
+    scaleLabel.title = scale < minScale() - 1e-6
+      ? "labels are smaller than readable at this scale: hover a node for its name, zoom in to read"
+      : "";
     root.style.setProperty("--fm-scale", String(scale));
   }
-  // The whole graph when it can be shown with readable labels; else as much of it as the
-  // readable minimum shows (a tall chain is not blown up to the width: only its top would show).
-  function fit() {
-    if (!view.svg || !view.natural[0]) return;
-    const width = viewport.clientWidth - 8;
-    // The viewport grows with the graph up to its max-height: fit to that, not to its size now.
-    const height = (parseFloat(getComputedStyle(viewport).maxHeight) || 560) - 10;
+  function fitScale(mode) {
+    const width = viewport.clientWidth - 10;
+    const height = (userHeight() || maxAutoHeight()) - 12;
     const across = width > 0 ? width / view.natural[0] : 1;
     const down = height > 0 && view.natural[1] ? height / view.natural[1] : across;
-    applyScale(Math.max(minScale(), Math.min(1.25, across, down)));
-    viewport.scrollLeft = 0;
-    viewport.scrollTop = 0;
+    const whole = Math.min(FIT_MAX, across, down);
+    return mode === "whole" ? Math.max(ABS_MIN_SCALE, whole) : Math.max(minScale(), whole);
   }
-  zoomInB.onclick = () => { view.userZoomed = true; applyScale(view.scale * 1.25); };
-  zoomOutB.onclick = () => { view.userZoomed = true; applyScale(view.scale / 1.25); };
-  fitB.onclick = () => { view.userZoomed = false; fit(); };
-  actualB.onclick = () => { view.userZoomed = true; applyScale(1); };
+  // The node the view shows when it (re)fits: the running node, the waiting gate, the node of
+  // the banner (a failure), the selected node, else the next one.
+  function focusNode() {
+    const run = model.get("run") || {};
+    const next = view.nodes[[...(model.get("states") || "")].indexOf("n")];
+    return run.running || (model.get("gate") || {}).node || (model.get("banner") || {}).node
+      || view.selected || next || null;
+  }
+  function fit(mode) {
+    view.mode = mode;
+    if (!view.svg || !view.natural[0] || !viewport.clientWidth) return;
+    applyScale(fitScale(mode));
+    setScroll(0, 0);
+    const focus = focusNode();
+    if (focus) scrollToNode(focus, "follow");
+  }
+  function zoomTo(scale, anchor) {
+    view.mode = "user";
+    view.moved = true;
+    applyScale(scale, anchor);
+  }
+  zoomInB.onclick = () => zoomTo(view.scale * 1.25);
+  zoomOutB.onclick = () => zoomTo(view.scale / 1.25);
+  fitB.onclick = () => { view.moved = false; fit("whole"); };
+  actualB.onclick = () => zoomTo(1);
   viewport.addEventListener("wheel", (ev) => {
     if (!(ev.ctrlKey || ev.metaKey)) return;
     ev.preventDefault();
     const r = viewport.getBoundingClientRect();
-    view.userZoomed = true;
-    applyScale(view.scale * Math.exp(-ev.deltaY * 0.0015), [ev.clientX - r.left, ev.clientY - r.top]);
+    zoomTo(view.scale * Math.exp(-ev.deltaY * 0.0015), [ev.clientX - r.left, ev.clientY - r.top]);
   }, { passive: false });
   let drag = null;
   viewport.addEventListener("pointerdown", (ev) => {
@@ -219,7 +314,20 @@ function render({ model, el }) {
   }
   window.addEventListener("pointermove", onPointerMove);
   window.addEventListener("pointerup", onPointerUp);
-  const resize = new ResizeObserver(() => { if (!view.userZoomed) fit(); });
+  // The cell got wider or narrower, or the user dragged the viewport's handle: refit a view the
+  // user has not moved. The details panel opening or closing changes neither (the panel takes
+  // its room from the viewport, not from the cell).
+  function onResize() {
+    const width = main.clientWidth;
+    const height = userHeight();
+    root.style.setProperty("--fm-shown-h", `${viewport.offsetHeight}px`);
+    if (width === view.shownWidth && height === view.shownHeight) return;
+    view.shownWidth = width;
+    view.shownHeight = height;
+    if (view.mode !== "user" && !view.moved) fit(view.mode);
+  }
+  const resize = new ResizeObserver(() => requestAnimationFrame(onResize));
+  resize.observe(main);
   resize.observe(viewport);
 
   // --- the graph ---------------------------------------------------------------------------------
@@ -254,8 +362,7 @@ function render({ model, el }) {
     playNode.replaceChildren(h("option", "", "(last node)"),
       ...view.nodes.map((id) => { const o = h("option", "", id); o.value = id; return o; }));
     playNode.firstChild.value = "";
-    view.scale = 1;
-    if (view.userZoomed) applyScale(view.scale); else requestAnimationFrame(fit);
+    if (view.mode === "user") applyScale(view.scale); else requestAnimationFrame(() => fit(view.mode));
     applyStates();
     drawLegend();
   }
@@ -285,22 +392,42 @@ function render({ model, el }) {
     if (view.selected) updateDetailsState();
   }
 
+  // One legend entry per way a node is drawn (stale has two: dashed since baseline, dotted since
+  // it ran), each swatch an SVG shape in a g.fm-key group that the palette CSS paints exactly as
+  // it paints node groups of that state.
+  function swatch(item) {
+    const svg = document.createElementNS(SVGNS, "svg");
+    svg.setAttribute("class", "fm-swatch");
+    svg.setAttribute("width", "26");
+    svg.setAttribute("height", "16");
+    svg.setAttribute("viewBox", "0 0 26 16");
+    svg.setAttribute("aria-hidden", "true");
+    const grp = document.createElementNS(SVGNS, "g");
+    grp.setAttribute("class", "fm-key");
+    grp.setAttribute("data-state", item.state);
+    if (item.stale) grp.setAttribute("data-stale", item.stale);
+    const shape = document.createElementNS(SVGNS, "polygon");
+    shape.setAttribute("points", "2,2 24,2 24,14 2,14");
+    grp.append(shape);
+    svg.append(grp);
+    return svg;
+  }
   function drawLegend() {
     const g = model.get("graph") || {};
     const codes = model.get("states") || "";
-    const present = new Set([...codes].map((c) => CODES[c]));
     const items = (g.legend || []).slice();
     const known = new Set(items.map((x) => x.state));
-    for (const s of present) if (s && !known.has(s) && g.describe && g.describe[s]) items.push(g.describe[s]);
+    for (const code of new Set(codes)) {
+      const s = CODES[code];
+      if (s && !known.has(s) && g.describe && g.describe[s]) items.push(...g.describe[s]);
+      known.add(s);
+    }
     legend.replaceChildren(...items.map((item) => {
       const span = h("span", "fm-legend-item");
       span.dataset.state = item.state;
+      if (item.stale) span.dataset.stale = item.stale;
       span.title = item.text;
-      const sw = h("span", "fm-swatch");
-      sw.style.background = `var(--fm-${item.state}-fill)`;
-      sw.style.borderColor = `var(--fm-${item.state}-stroke)`;
-      if (item.dash) sw.style.borderStyle = "dashed";
-      span.append(sw, h("span", "fm-legend-text", item.state));
+      span.append(swatch(item), h("span", "fm-legend-text", item.label || item.state));
       return span;
     }));
   }
@@ -310,25 +437,36 @@ function render({ model, el }) {
   function applyRun() {
     const run = model.get("run") || {};
     runReceived = performance.now();
-    const span = h("span", "", `${run.line || ""}${run.elapsed !== undefined ? ` · ${fmtSeconds(run.elapsed)}` : ""}`);
+    const span = h("span", "", run.line || "");
     span.dataset.state = run.state || "";
+    elapsed.hidden = run.elapsed === undefined;
+    span.append(elapsed);
     status.replaceChildren(span);
     const total = run.total || 1;
     bar.style.width = `${Math.min(100, 100 * (run.done || 0) / total)}%`;
     badge.hidden = run.backend !== "simulated";
     const busy = view.acting;
-    for (const b of actionButtons) b.disabled = busy || !!model.get("note");
+    for (const b of actionButtons) b.disabled = busy || inert();
     stopB.disabled = !run.running && !busy;
     stopB.hidden = run.can_stop === false;
     const current = run.running || (model.get("gate") || {}).node || "";
-    if (current && current !== view.followed && !drag) requestAnimationFrame(() => scrollToNode(current, false));
+    if (current !== view.followed) follow(current);
     view.followed = current;
     tick();
+    lockControls();
   }
+  // The run's elapsed time is its active time (its steps' time, across %pipeline resume; time
+  // waiting at a gate or paused does not count): the kernel sends it with every update, and
+  // while a node runs the page counts it on with the node's own timer.
+  const elapsed = h("span", "fm-elapsed");
+  elapsed.title = "time the run has been at work: its steps, across resumes"
+    + " (waiting at a gate or paused does not count)";
   function tick() {
     const run = model.get("run") || {};
-    if (run.running) {
-      const s = (run.running_for || 0) + (performance.now() - runReceived) / 1000;
+    const running = run.running && !view.dead;
+    const s = running ? (run.running_for || 0) + (performance.now() - runReceived) / 1000 : 0;
+    elapsed.textContent = ` · ${fmtSeconds((run.elapsed || 0) + s)}`;
+    if (running) {
       timer.textContent = `running ${run.running} · ${fmtSeconds(s)}`;
       timer.dataset.node = run.running;
       timer.hidden = false;
@@ -339,16 +477,34 @@ function render({ model, el }) {
   }
   const ticker = setInterval(tick, 500);
 
-  function scrollToNode(id, always) {
+  // Bring a node into view: "follow" centres it when it is not all in view; "keep" scrolls as
+  // little as brings it in (the viewport got narrower under a node the user just clicked).
+  function scrollToNode(id, how) {
     const i = view.nodes.indexOf(id);
     const grp = i >= 0 ? view.groups[i] : null;
     if (!grp) return;
     const v = viewport.getBoundingClientRect();
+    const left = v.left + viewport.clientLeft;
+    const top = v.top + viewport.clientTop;
+    const right = left + viewport.clientWidth;
+    const bottom = top + viewport.clientHeight;
     const r = grp.getBoundingClientRect();
-    const inside = r.left >= v.left && r.right <= v.right && r.top >= v.top && r.bottom <= v.bottom;
-    if (inside && !always) return;
-    viewport.scrollLeft += r.left + r.width / 2 - (v.left + v.width / 2);
-    viewport.scrollTop += r.top + r.height / 2 - (v.top + v.height / 2);
+    if (r.left >= left && r.right <= right && r.top >= top && r.bottom <= bottom) return;
+    const centre = (lo, hi, a, b) => (a + b) / 2 - (lo + hi) / 2;
+    const least = (lo, hi, a, b) => {
+      if (b - a + 24 > hi - lo) return centre(lo, hi, a, b);
+      if (a < lo) return a - lo - 12;
+      return b > hi ? b - hi + 12 : 0;
+    };
+    const by = how === "keep" ? least : centre;
+    setScroll(viewport.scrollLeft + by(left, right, r.left, r.right),
+      viewport.scrollTop + by(top, bottom, r.top, r.bottom));
+  }
+  // Follow the run to its running node, the gate it waits at or the node it failed at, unless
+  // the user moved the view since their last action (Step, Run, an answer...) or Fit.
+  function follow(node) {
+    if (!node || view.moved || drag) return;
+    requestAnimationFrame(() => { if (!view.moved && !drag) scrollToNode(node, "follow"); });
   }
 
   function highlightFocus(node, edge) {
@@ -365,7 +521,7 @@ function render({ model, el }) {
   }
   function applyBanner() {
     const b = model.get("banner") || {};
-    if (!b.kind) {
+    if (!b.kind || (b.kind === "superseded" && model.get("note"))) {
       banner.hidden = true;
       banner.replaceChildren();
       highlightFocus(null, null);
@@ -397,8 +553,9 @@ function render({ model, el }) {
       banner.append(retry);
     }
     highlightFocus(b.node, b.edge);
-    if (b.node && b.node !== view.bannerNode) requestAnimationFrame(() => scrollToNode(b.node, false));
+    if (b.node !== view.bannerNode) follow(b.node);
     view.bannerNode = b.node;
+    lockControls();
   }
 
   function applyNote() {
@@ -406,17 +563,15 @@ function render({ model, el }) {
     note.textContent = text;
     note.hidden = !text;
     root.classList.toggle("fm-superseded", !!text);
-    for (const b of root.querySelectorAll("button, input, select, textarea")) {
-      if (text && !b.classList.contains("fm-zoom-in") && !b.classList.contains("fm-zoom-out")
-          && !b.classList.contains("fm-fit") && !b.classList.contains("fm-zoom-reset")) b.disabled = true;
-    }
+    applyBanner(); // the note says why the view is grey: a banner saying it too goes
+    lockControls();
   }
 
   // --- details panel -----------------------------------------------------------------------------
   const detailsHead = h("div", "fm-details-head");
   const detailsTitle = h("strong", "fm-details-title");
   const closeB = btn("×", "fm-details-close", "Close");
-  closeB.onclick = () => { details.hidden = true; setSelected(null); };
+  closeB.onclick = () => { details.hidden = true; remember(); setSelected(null); };
   detailsHead.append(detailsTitle, closeB);
   const detailsState = h("div", "fm-details-state");
   const detailsActions = h("div", "fm-details-actions");
@@ -439,12 +594,17 @@ function render({ model, el }) {
   }
   function select(id) {
     setSelected(id);
-    scrollToNode(id, false);
     details.hidden = false;
+    remember(); // the panel takes its room from the viewport: the scroll position stays...
+    scrollToNode(id, "keep"); // ...unless the clicked node went out of view
     details.dataset.node = id;
     detailsTitle.textContent = id;
-    detailsBody.replaceChildren(h("div", "fm-muted", "loading…"));
     updateDetailsState();
+    if (inert()) {
+      detailsBody.replaceChildren(h("div", "fm-muted", "this view no longer drives a run: no details"));
+      return;
+    }
+    detailsBody.replaceChildren(h("div", "fm-muted", "loading…"));
     send({ action: "details", node: id });
   }
   function updateDetailsState() {
@@ -523,6 +683,7 @@ function render({ model, el }) {
     }
     parts.push(comment, row);
     gate.replaceChildren(...parts);
+    lockControls();
   }
   root.addEventListener("keydown", (ev) => {
     if (gate.hidden || ev.ctrlKey || ev.metaKey || ev.altKey) return;
@@ -590,6 +751,7 @@ function render({ model, el }) {
     } else {
       evMore.replaceChildren();
     }
+    lockControls();
   }
   function applyEvidence() {
     const ev = model.get("evidence") || {};
@@ -683,7 +845,7 @@ function render({ model, el }) {
     if (reply.edge) {
       const e = view.edges.find((x) => x.dataset.index === String(reply.edge.index));
       if (e) e.classList.add("fm-chosen");
-      if (reply.edge.source !== view.playedFrom) scrollToNode(reply.edge.source, false);
+      if (reply.edge.source !== view.playedFrom) scrollToNode(reply.edge.source, "follow");
       view.playedFrom = reply.edge.source;
       playResult.dataset.edge = `${reply.edge.source}->${reply.edge.target}`;
     }
@@ -726,6 +888,7 @@ function render({ model, el }) {
     entry[1] = () => { answered(); fn(); };
   }
   for (const [name, fn] of handlers) model.on(name, fn);
+  model.on("comm_live_update", onCommLive);
   loadGraph();
   applyRun();
   applyBanner();
@@ -735,6 +898,7 @@ function render({ model, el }) {
 
   return () => {
     clearInterval(ticker);
+    model.off("comm_live_update", onCommLive);
     clearTimeout(view.waiting);
     resize.disconnect();
     window.removeEventListener("pointermove", onPointerMove);

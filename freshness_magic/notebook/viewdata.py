@@ -5,8 +5,9 @@ functions of the pipeline object's state.
 
 from __future__ import annotations
 
+import bisect
 import json
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -207,43 +208,77 @@ def _parse_time(stamp: object) -> float | None:
         return None
 
 
-def active_seconds(records: Iterable[Mapping[str, Any]]) -> float:
-    """How long the run has been at work: the time covered by its steps, from the evidence log.
+class ActiveTime:
+    """How long a run has been at work: the time its steps cover, from its evidence records.
 
     Each record spans ``duration_seconds`` up to its ``timestamp``; the spans are merged, so the
-    nodes of parallel branches (inside their parallel node's span) are not counted twice, and the
-    time a run waited at a gate or sat paused between sessions is not counted at all. The log is
-    the run's, on disk, so the total goes on across ``%pipeline resume`` and kernel restarts.
+    nodes of parallel branches (inside their parallel node's span) are not counted twice, and
+    the time a run waited at a gate or sat paused between sessions is not counted at all. The
+    log is the run's, on disk, so the total goes on across ``%pipeline resume`` and kernel
+    restarts. Records are folded in as they come (a view refreshes at every step): each costs
+    a search among the merged spans, not a pass over the whole log.
     """
-    spans = []
-    for record in records:
-        outcome = record.get("outcome")
-        engine = outcome.get("engine") if isinstance(outcome, dict) else None
-        duration = engine.get("duration_seconds") if isinstance(engine, dict) else None
-        end = _parse_time(record.get("timestamp"))
-        if isinstance(duration, int | float) and duration > 0 and end is not None:
-            spans.append((end - float(duration), end))
-    total = 0.0
-    reach = float("-inf")
-    for start, end in sorted(spans):
-        if end > reach:
-            total += end - max(start, reach)
-            reach = end
-    return total
+
+    def __init__(self) -> None:
+        self._starts: list[float] = []
+        self._ends: list[float] = []
+        self._seen = 0
+        self._first: object = None
+        self.seconds = 0.0
+
+    def update(self, records: Sequence[Mapping[str, Any]]) -> float:
+        """Fold in the records after the ones seen (a log only grows); the total seconds.
+
+        Records of another log (a new run: its first record is another object) start again.
+        """
+        first = records[0] if records else None
+        if first is not self._first or len(records) < self._seen:
+            self._starts, self._ends, self._seen, self.seconds = [], [], 0, 0.0
+            self._first = first
+        for record in records[self._seen :]:
+            span = _span(record)
+            if span is not None:
+                self._add(*span)
+        self._seen = len(records)
+        return self.seconds
+
+    def _add(self, start: float, end: float) -> None:
+        first = bisect.bisect_left(self._ends, start)  # the first span ending at or after start
+        last = bisect.bisect_right(self._starts, end)  # after the last span starting by end
+        if first < last:
+            start, end = min(start, self._starts[first]), max(end, self._ends[last - 1])
+            self.seconds -= sum(self._ends[first:last]) - sum(self._starts[first:last])
+        self._starts[first:last] = [start]
+        self._ends[first:last] = [end]
+        self.seconds += end - start
+
+
+def _span(record: Mapping[str, Any]) -> tuple[float, float] | None:
+    outcome = record.get("outcome")
+    engine = outcome.get("engine") if isinstance(outcome, dict) else None
+    duration = engine.get("duration_seconds") if isinstance(engine, dict) else None
+    end = _parse_time(record.get("timestamp"))
+    if isinstance(duration, int | float) and duration > 0 and end is not None:
+        return end - float(duration), end
+    return None
+
+
+def active_seconds(records: Sequence[Mapping[str, Any]]) -> float:
+    """:class:`ActiveTime` of a whole log at once."""
+    return ActiveTime().update(records)
 
 
 def run_value(
     pipeline: NotebookPipeline,
     views: Mapping[str, NodeView],
     now: float,
-    records: Iterable[Mapping[str, Any]] | None = None,
+    elapsed: float | None = None,
 ) -> dict[str, Any]:
-    """The run line above the graph: state, progress, the run's active time
-    (:func:`active_seconds`), and the running node with how long it has run at ``now`` (wall
-    clock); while a node runs the page counts both on from there. ``records``: the evidence log
-    when the caller has read it already."""
-    if records is None:
-        records = pipeline.evidence_records()
+    """The run line above the graph: state, progress, the run's active time (``elapsed``, else
+    :func:`active_seconds` of its evidence log), and the running node with how long it has run
+    at ``now`` (wall clock); while a node runs the page counts both on from there."""
+    if elapsed is None:
+        elapsed = active_seconds(pipeline.evidence_records())
     done = sum(1 for o in pipeline.outcomes().values() if o.status is not StageStatus.WAITING)
     total = max(len(pipeline.graph.nodes), 1)
     if pipeline.model.snapshot.state is RunState.COMPLETED:
@@ -254,7 +289,7 @@ def run_value(
     return {
         "state": pipeline.state_name,
         "line": pipeline.status_line(),
-        "elapsed": round(active_seconds(records), 1),
+        "elapsed": round(elapsed, 1),
         "done": min(done, total),
         "total": total,
         "running": running,

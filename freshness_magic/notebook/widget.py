@@ -51,6 +51,7 @@ from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import Layout
 from freshness_magic.notebook.snapshot import snapshot_svg, static_html
 from freshness_magic.notebook.viewdata import (
+    ActiveTime,
     context_keys,
     cut,
     evidence_detail,
@@ -126,6 +127,8 @@ class PipelineWidget(anywidget.AnyWidget):
         self._layout_key: tuple[object, ...] | None = None
         self._evidence_count = -1
         self._records: list[dict[str, Any]] = []
+        self._active = ActiveTime()
+        """The run's active time, folded in from ``_records`` as they come."""
         self.errors: list[BaseException] = []
         self.update_stats: list[tuple[float, int]] = []
         """(seconds, bytes of changed state) of every refresh that sent something (benchmarks)."""
@@ -222,7 +225,8 @@ class PipelineWidget(anywidget.AnyWidget):
             found = self._evidence_value()
             if found is not None:
                 values["evidence"] = found
-        values["run"] = run_value(self.pipeline, views, time.time(), self._records)
+        elapsed = self._active.update(self._records)
+        values["run"] = run_value(self.pipeline, views, time.time(), elapsed)
         changed = {k: v for k, v in values.items() if getattr(self, k) != v}
         if not changed:
             return

@@ -4,7 +4,9 @@ replies (details, evidence, playground), the static fallback and escaping."""
 from __future__ import annotations
 
 import json
+import random
 import threading
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +15,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import NodeState, node_groups
-from freshness_magic.notebook.viewdata import active_seconds, evidence_detail
+from freshness_magic.notebook.viewdata import ActiveTime, active_seconds, evidence_detail
 from freshness_magic.notebook.viewstate import STATE_CODES
 from freshness_magic.notebook.widget import PipelineWidget
 from tests.notebook.conftest import load_review
@@ -433,3 +435,34 @@ def test_active_time_merges_overlapping_steps() -> None:
     records = [record("10.000", 2.0), record("09.500", 1.0), record("30.000", 3.0)]
     assert active_seconds(records) == pytest.approx(5.0)
     assert active_seconds([*records, {"timestamp": "x"}, {"nodeId": "y"}]) == pytest.approx(5.0)
+
+
+def test_active_time_folded_in_record_by_record_is_the_whole_logs() -> None:
+    """The view folds each new record into the merged spans (a refresh per step does not pass
+    over the whole log); any order of overlaps gives the total of the log read at once, and
+    the records of another log start again."""
+    rng = random.Random(3)
+
+    def record(end: float, seconds: float) -> dict[str, Any]:
+        stamp = datetime.fromtimestamp(1_700_000_000 + end, tz=UTC).isoformat()
+        return {"timestamp": stamp, "outcome": {"engine": {"duration_seconds": seconds}}}
+
+    def covered(spans: list[tuple[float, float]]) -> float:  # sort and sweep, as by hand
+        total, reach = 0.0, float("-inf")
+        for start, end in sorted(spans):
+            if end > reach:
+                total += end - max(start, reach)
+                reach = end
+        return total
+
+    spans = [
+        (end - seconds, end)
+        for end, seconds in ((rng.uniform(0, 500), rng.uniform(0.01, 30)) for _ in range(300))
+    ]
+    records = [record(end, end - start) for start, end in spans]
+    folded = ActiveTime()
+    for count in range(1, len(records) + 1):
+        assert folded.update(records[:count]) == pytest.approx(covered(spans[:count]), abs=1e-3)
+    assert active_seconds(records) == pytest.approx(covered(spans), abs=1e-3)
+    other = [record(10.0, 4.0)]
+    assert folded.update(other) == pytest.approx(4.0)

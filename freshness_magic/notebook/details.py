@@ -15,6 +15,7 @@ from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.state import RunState
+from freshness_magic.freshness.attrs import freshness_mode
 from freshness_magic.freshness.extension import missing_inputs
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_OUTPUT_FILE
@@ -208,7 +209,7 @@ def next_action(pipeline: PipelineReadout, node_id: str) -> list[str]:
     stale = pipeline.stale.get(node_id)
     if stale is None or node_id in pipeline.blocked_nodes():
         return []
-    mode = pipeline.graph.nodes[node_id].attrs.get("freshness") or "ignore"
+    mode = freshness_mode(pipeline.graph.nodes[node_id])
     accept = f"next: %pipeline accept {node_id} takes its current inputs as its new baseline"
     if stale.kind is StaleKind.BASELINE:
         effect = {

@@ -174,10 +174,6 @@ class PipelineReadout:
             return "running"
         return self.model.snapshot.state.value
 
-    @property
-    def elapsed(self) -> float:
-        return self.model.elapsed
-
     def outcomes(self) -> Mapping[str, Outcome]:
         return dict(self.model.snapshot.outcomes)
 

@@ -168,8 +168,6 @@ class ViewModel:
         """The tail of each node's streamed output (``stage_output`` events) in its latest
         attempt: a retry or a new visit starts it again, as the node's output files do."""
         self.dead_end: dict[str, Any] | None = None
-        self.started: float | None = None
-        self.finished: float | None = None
         self.version = 0
         self._views: dict[str, NodeView] = {}
         self.publish(RunSnapshot())
@@ -190,8 +188,6 @@ class ViewModel:
                 self.interrupted.pop(node, None)
                 self.skipped.pop(node, None)
                 self.outputs.pop(node, None)  # a node's output is its latest visit's
-                if self.started is None:
-                    self.started = time.monotonic()
             elif kind is EventType.STAGE_RETRYING and node is not None:
                 self.retrying[node] = str(event.data.get("failure_reason") or "retry requested")
                 self.outputs.pop(node, None)  # and of its latest attempt
@@ -218,9 +214,6 @@ class ViewModel:
                     return False  # shown live only on a running node (its tooltip)
             elif kind is EventType.DEAD_END:
                 self.dead_end = dict(event.data)
-            elif kind in (EventType.PIPELINE_COMPLETED, EventType.PIPELINE_FAILED):
-                self.finished = time.monotonic()
-                return False
             else:
                 return False
         self._publish_locked(self.snapshot)
@@ -263,12 +256,6 @@ class ViewModel:
         """The last published view of every node (a fresh dict the caller may keep)."""
         with self._lock:
             return dict(self._views)
-
-    @property
-    def elapsed(self) -> float:
-        if self.started is None:
-            return 0.0
-        return (self.finished or time.monotonic()) - self.started
 
     # --- the rules ------------------------------------------------------------------------------
 

@@ -18,6 +18,7 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
+from typing import NamedTuple
 
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey
@@ -28,6 +29,7 @@ from freshness_magic.hub.store import (
     FileRow,
     connect_reader,
     db_path,
+    decode_node_ids,
     get_meta,
     read_snapshot,
 )
@@ -55,9 +57,12 @@ _CHANGE_WORDS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
-class SymbolState:
-    """One function/class/method as the hub last indexed it."""
+class SymbolState(NamedTuple):
+    """One function/class/method as the hub last indexed it.
+
+    A named tuple: a file query makes one per symbol (hundreds for a large module), straight
+    from the stored row.
+    """
 
     node_id: str
     qualname: str
@@ -109,6 +114,7 @@ class NodeState:
     def to_dict(self) -> dict[str, object]:
         data = asdict(self)
         data["stat"] = self.stat._asdict() if self.stat else None
+        data["symbols"] = [symbol._asdict() for symbol in self.symbols]
         return data
 
     def render(self) -> str:
@@ -158,11 +164,6 @@ class ContextPacket:
     text: str
     seq: int
     paths: tuple[str, ...] = field(default_factory=tuple)
-
-
-def _node_list(stored: str) -> tuple[str, ...]:
-    """A stored JSON list of node ids; most are empty, which needs no JSON parsing."""
-    return () if stored == "[]" else tuple(json.loads(stored))
 
 
 def _one_line(text: str) -> str:
@@ -280,22 +281,9 @@ class HubClient:
             rows = conn.execute(sql + "WHERE node_id=?", (node_id,)).fetchall()
         else:
             rows = conn.execute(sql + "WHERE path=? ORDER BY line_start", (path,)).fetchall()
+        make = SymbolState._make
         symbols = tuple(
-            SymbolState(
-                r[0],
-                r[1],
-                r[2],
-                r[3],
-                r[4],
-                r[5],
-                r[6],
-                r[7],
-                r[8],
-                _node_list(r[9]),
-                _node_list(r[10]),
-                bool(r[11]),
-            )
-            for r in rows
+            make((*r[:9], decode_node_ids(r[9]), decode_node_ids(r[10]), r[11] == 1)) for r in rows
         )
         syntax = (
             SyntaxErrorInfo(file.syntax_line, file.syntax_col or 0, file.syntax_msg or "")

@@ -25,6 +25,7 @@ from freshness_magic.hub.ignore import IgnoreRules
 from freshness_magic.hub.store import (
     FILE_COLUMNS,
     INITIAL_INDEX,
+    NO_NODES,
     FileRow,
     WriteBatch,
     get_meta,
@@ -355,7 +356,9 @@ class Indexer:
             prev = old.get(qualname)
             if prev is None:
                 name = qualname.rpartition(".")[2]
-                batch.new_symbols.append((node_id, rel, qualname, name, *sym.columns(), "[]", "[]"))
+                batch.new_symbols.append(
+                    (node_id, rel, qualname, name, *sym.columns(), NO_NODES, NO_NODES)
+                )
                 if not cold:
                     affected.added.add(node_id)
                     batch.log(rel, "symbol_added", qualname, sym.signature)

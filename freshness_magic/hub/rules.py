@@ -23,11 +23,10 @@ import sqlite3
 from collections import defaultdict
 from collections.abc import Iterable, KeysView, Set
 from dataclasses import dataclass, field
-from json.encoder import encode_basestring_ascii
 from operator import attrgetter
 from typing import Any
 
-from freshness_magic.hub.store import FILE_IMPORTS
+from freshness_magic.hub.store import FILE_IMPORTS, encode_node_ids
 from freshness_magic.hub.symbols import ModuleInfo, Symbol, is_test_file, module_suffixes
 
 MAX_LIST = 100
@@ -234,13 +233,6 @@ def tests_of(resolver: _Resolver, path: str, name: str) -> list[str]:
     return sorted(found)[:MAX_LIST]
 
 
-def _as_json(items: list[str]) -> str:
-    """``json.dumps(items)`` for a list of strings, without the encoder's per-call set-up."""
-    if not items:
-        return "[]"
-    return "[" + ", ".join(map(encode_basestring_ascii, items)) + "]"
-
-
 def link_new(
     symbols: list[tuple[Any, ...]],
     files: Iterable[tuple[Any, ...]],
@@ -248,7 +240,7 @@ def link_new(
 ) -> list[tuple[Any, ...]]:
     """The ``new_symbols`` rows of a first index with their callers and related tests filled.
 
-    ``symbols`` rows end with the two lists empty (``"[]"``), as the indexer queues them.
+    ``symbols`` rows end with the two lists empty, as the indexer queues them.
 
     The same lists :func:`apply_rules` computes with ``everything`` set, taken from the rows
     before they are written: a first index writes each symbol row once instead of reading
@@ -264,8 +256,8 @@ def link_new(
         if name not in named:  # nothing calls or mentions the name: the lists stay empty
             linked.append(row)
             continue
-        callers = _as_json(callers_of(resolver, node_id, path, name))
-        linked.append((*row[:-2], callers, _as_json(tests_of(resolver, path, name))))
+        callers = encode_node_ids(callers_of(resolver, node_id, path, name))
+        linked.append((*row[:-2], callers, encode_node_ids(tests_of(resolver, path, name))))
     return linked
 
 
@@ -291,13 +283,13 @@ def apply_rules(conn: sqlite3.Connection, affected: Affected) -> None:
         test_rows = _select(conn, affected.added, affected.mention_names)
     updates = []
     for node_id, path, name, callers, _tests in caller_rows:
-        value = _as_json(callers_of(resolver, node_id, path, name))
+        value = encode_node_ids(callers_of(resolver, node_id, path, name))
         if value != callers:
             updates.append((value, node_id))
     conn.executemany("UPDATE symbols SET callers=? WHERE node_id=?", updates)
     updates = []
     for node_id, path, name, _callers, tests in test_rows:
-        value = _as_json(tests_of(resolver, path, name))
+        value = encode_node_ids(tests_of(resolver, path, name))
         if value != tests:
             updates.append((value, node_id))
     conn.executemany("UPDATE symbols SET related_tests=? WHERE node_id=?", updates)

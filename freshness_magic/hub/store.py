@@ -25,6 +25,7 @@ its sequence numbers are kept, so clients' ``since_seq`` stays meaningful).
 
 from __future__ import annotations
 
+import json
 import sqlite3
 import time
 from collections.abc import Iterator
@@ -40,10 +41,11 @@ from freshness_magic.freshness.hashing import StatKey
 INITIAL_INDEX = "initial index"
 """The ``detail`` of the ``file_added`` changes a first sweep of the tree records."""
 
-SCHEMA_VERSION = "4"
+SCHEMA_VERSION = "5"
 """2: symbol hashes over type-coded tokens; refs grouped per file; symbols indexed by line.
 3: ``refs`` is a rowid table with two indexes (a bulk load appends and indexes afterwards).
-4: a test file's ``mention`` rows leave out the qualnames its ``call`` rows of the name hold."""
+4: a test file's ``mention`` rows leave out the qualnames its ``call`` rows of the name hold.
+5: a symbol's ``callers`` and ``related_tests`` are node-id lists (:func:`encode_node_ids`)."""
 STATE_DIR = ".freshness"
 DB_NAME = "hub.sqlite"
 BUSY_TIMEOUT_MS = 5000
@@ -74,8 +76,8 @@ CREATE TABLE IF NOT EXISTS symbols (
     line_start INTEGER NOT NULL,
     line_end INTEGER NOT NULL,
     complexity INTEGER NOT NULL,
-    related_tests TEXT NOT NULL DEFAULT '[]',
-    callers TEXT NOT NULL DEFAULT '[]',
+    related_tests TEXT NOT NULL DEFAULT '',
+    callers TEXT NOT NULL DEFAULT '',
     docstring_outdated INTEGER NOT NULL DEFAULT 0
 );
 CREATE TABLE IF NOT EXISTS refs (
@@ -305,9 +307,10 @@ class WriteBatch:
     queued. A cold index of the standard library is ~60k symbol rows and ~150k refs rows: one
     statement per row cost seconds, one prepared statement per kind costs a fraction.
 
-    ``new_symbols`` rows end with the symbol's ``callers`` and ``related_tests`` (JSON lists):
-    a first index fills them before writing (:func:`freshness_magic.hub.rules.link_new`), an
-    update writes ``[]`` and lets the rules update the rows.
+    ``new_symbols`` rows end with the symbol's ``callers`` and ``related_tests``
+    (:func:`encode_node_ids`): a first index fills them before writing
+    (:func:`freshness_magic.hub.rules.link_new`), an update writes them empty and lets the
+    rules update the rows.
     """
 
     delete_paths: list[tuple[str]] = field(default_factory=list)
@@ -364,6 +367,32 @@ class WriteBatch:
             last = conn.execute("SELECT max(seq) FROM changes").fetchone()[0]
             set_meta(conn, "last_seq", str(last))
         return len(self.changes)
+
+
+NO_NODES = ""
+"""A stored empty node-id list (most symbols' callers and related tests)."""
+
+
+def encode_node_ids(node_ids: list[str]) -> str:
+    """A node-id list as the ``symbols`` table stores it: the ids one per line.
+
+    A path with a line break in it (legal, if rare) makes the list a JSON array instead; node
+    ids start with ``node:``, so a stored ``[`` can only open one. Queries decode thousands of
+    these per call (:func:`decode_node_ids`), and splitting lines costs a fraction of JSON.
+    """
+    if not node_ids:
+        return NO_NODES
+    text = "\n".join(node_ids)
+    return text if text.count("\n") < len(node_ids) else json.dumps(node_ids)
+
+
+def decode_node_ids(stored: str) -> tuple[str, ...]:
+    """The node ids :func:`encode_node_ids` stored."""
+    if not stored:
+        return ()
+    if stored[0] == "[":
+        return tuple(json.loads(stored))
+    return tuple(stored.split("\n"))
 
 
 def _marks(count: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import signal
 import sqlite3
@@ -60,6 +61,10 @@ def test_cli_start_status_query_stop(hub_dir: Path) -> None:
     )
     as_json = _cli("query", "src/auth.py", "docs/nope.md", "--json", "--workdir", str(hub_dir))
     assert as_json.returncode == 1 and '"exists": false' in as_json.stdout
+    auth = json.loads(as_json.stdout)[0]
+    login = next(s for s in auth["symbols"] if s["qualname"] == "login")
+    assert login["callers"] == ["node:src/app.py:main", "node:tests/test_auth.py:test_login"]
+    assert login["signature"] == "def login(user, pw):" and login["docstring_outdated"] is False
     pid = status.pid
     assert pid is not None
     stopped = _cli("stop", "--workdir", str(hub_dir))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import gc
-import json
 import os
 import shutil
 from pathlib import Path
@@ -11,7 +10,7 @@ from pathlib import Path
 from freshness_magic.freshness.hashing import hash_file
 from freshness_magic.hub.ignore import IgnoreRules
 from freshness_magic.hub.indexer import Indexer
-from freshness_magic.hub.store import connect_writer
+from freshness_magic.hub.store import connect_writer, decode_node_ids
 
 from .conftest import STDLIB, rows, write
 
@@ -30,8 +29,8 @@ def _symbol(ix: Indexer, node_id: str) -> dict[str, object]:
     row = cur.fetchone()
     assert row is not None, node_id
     data = dict(zip(names, row, strict=True))
-    data["callers"] = json.loads(str(data["callers"]))
-    data["related_tests"] = json.loads(str(data["related_tests"]))
+    data["callers"] = list(decode_node_ids(str(data["callers"])))
+    data["related_tests"] = list(decode_node_ids(str(data["related_tests"])))
     return data
 
 
@@ -53,6 +52,20 @@ def test_cold_index_files_symbols_and_rules(indexer: Indexer, project: Path) -> 
     assert _symbol(indexer, "node:src/auth.py:helper")["callers"] == ["node:src/auth.py:login"]
     assert rows(indexer.conn, "SELECT count(*) FROM symbols WHERE path='docs/notes.md'") == [(0,)]
     assert {c[2] for c in _changes(indexer)} == {"file_added"}
+
+
+def test_callers_from_a_file_whose_name_has_a_line_break(indexer: Indexer, project: Path) -> None:
+    write(
+        project, "src/odd\nname.py", "from src.auth import login\n\n\ndef go():\n    login(1, 2)\n"
+    )
+    indexer.sweep()
+    login = _symbol(indexer, "node:src/auth.py:login")
+    assert login["callers"] == [
+        "node:src/app.py:main",
+        "node:src/odd\nname.py:go",
+        "node:tests/test_auth.py:test_login",
+    ]
+    assert login["related_tests"] == ["node:tests/test_auth.py:test_login"]
 
 
 def test_signature_change_recomputes_callers_and_flags_docstring(
@@ -308,8 +321,8 @@ def test_cold_index_equals_an_index_built_one_batch_at_a_time(tmp_path: Path) ->
         "SELECT path, hash, imports FROM files ORDER BY path",
     ):
         assert rows(conn, sql) == rows(grown_conn, sql), sql
-    linked = rows(conn, "SELECT count(*) FROM symbols WHERE callers != '[]'")[0][0]
-    tested = rows(conn, "SELECT count(*) FROM symbols WHERE related_tests != '[]'")[0][0]
+    linked = rows(conn, "SELECT count(*) FROM symbols WHERE callers != ''")[0][0]
+    tested = rows(conn, "SELECT count(*) FROM symbols WHERE related_tests != ''")[0][0]
     assert isinstance(linked, int) and isinstance(tested, int) and linked > 10 and tested > 0
     conn.close()
     grown_conn.close()

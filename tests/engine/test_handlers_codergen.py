@@ -34,11 +34,14 @@ def test_noop_handlers_succeed(tmp_path: Path) -> None:
     graph = make_graph({"s": {"shape": "Mdiamond"}, "e": {"shape": "Msquare"}, "c": {}})
     env = make_env(graph, tmp_path)
     ctx = Context()
-    for handler, node_id in ((StartHandler(), "s"), (ExitHandler(), "e")):
-        assert handler.execute(graph.nodes[node_id], ctx, env).status is StageStatus.SUCCESS
-    outcome = ConditionalHandler().execute(graph.nodes["c"], ctx, env)
-    assert outcome.status is StageStatus.SUCCESS
-    assert outcome.notes == "Conditional node evaluated: c"
+    cases = (
+        (StartHandler(), "s", "Pipeline started"),
+        (ExitHandler(), "e", "Pipeline complete"),
+        (ConditionalHandler(), "c", "Conditions evaluated"),
+    )
+    for handler, node_id, notes in cases:
+        outcome = handler.execute(graph.nodes[node_id], ctx, env)
+        assert outcome.status is StageStatus.SUCCESS and outcome.notes == notes
     assert len(ctx) == 0
 
 

@@ -1,6 +1,7 @@
 """The no-op handlers: start, exit and conditional (spec §4.3, §4.4, §4.7).
 
-Routing and goal gates belong to the engine, so these only report SUCCESS.
+Routing and goal gates belong to the engine, so these only report SUCCESS. Their notes leave
+out the node's id: every place that shows them names the node already.
 """
 
 from __future__ import annotations
@@ -15,18 +16,18 @@ class StartHandler:
     """The pipeline's entry point."""
 
     def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
-        return Outcome(status=StageStatus.SUCCESS, notes=f"Pipeline started at {node.id}")
+        return Outcome(status=StageStatus.SUCCESS, notes="Pipeline started")
 
 
 class ExitHandler:
     """The pipeline's exit point; the engine checks goal gates before running it."""
 
     def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
-        return Outcome(status=StageStatus.SUCCESS, notes=f"Pipeline reached exit {node.id}")
+        return Outcome(status=StageStatus.SUCCESS, notes="Pipeline complete")
 
 
 class ConditionalHandler:
     """A routing point: the engine evaluates the outgoing edges' conditions."""
 
     def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
-        return Outcome(status=StageStatus.SUCCESS, notes=f"Conditional node evaluated: {node.id}")
+        return Outcome(status=StageStatus.SUCCESS, notes="Conditions evaluated")

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.cluster import Cluster, PlainExecutor
-from freshness_magic.engine.extensions import RunExtension
+from freshness_magic.engine.extensions import BaseRunExtension, RunExtension
 from freshness_magic.engine.handlers.base import HandlerRegistry
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.run import Run
@@ -66,11 +66,21 @@ def _resolved_backend(kwargs: dict[str, Any]) -> str | None:
     return None
 
 
-def _remember(run: Run, option: str, spec: str | None) -> None:
-    from freshness_magic.atomicio import write_json_atomic
+class _RememberSpecs(BaseRunExtension):
+    """Writes the spec strings a run was opened with (:data:`REMEMBERED`) into its directory
+    when the run begins: a run that never begins (a load or reset followed by another) leaves
+    no folder behind."""
 
-    if spec is not None:
-        write_json_atomic(run.run_dir / REMEMBERED[option], {option: spec})
+    name = "remembered_specs"
+
+    def __init__(self, specs: dict[str, str]) -> None:
+        self.specs = specs
+
+    def on_run_start(self, run: Run) -> None:
+        from freshness_magic.atomicio import write_json_atomic
+
+        for option, spec in self.specs.items():
+            write_json_atomic(run.run_dir / REMEMBERED[option], {option: spec})
 
 
 def remembered(run_dir: str | Path, option: str) -> str | None:
@@ -217,6 +227,10 @@ def open_run(
         if evidence_validator is not None:
             options["evidence_validator"] = evidence_validator
         extensions = default_extensions(workdir, **options)
+    specs = {"backend": spec, "executor": executor if isinstance(executor, str) else None}
+    remember = {option: text for option, text in specs.items() if text is not None}
+    if remember:
+        extensions = [_RememberSpecs(remember), *extensions]  # first: before a long baseline
     check_state_dirs(workdir, kwargs.get("runs_dir"))
     cluster, owned = _open_executor(graph, workdir, executor)
     dispatch = cluster.dispatch if cluster is not None else None
@@ -229,9 +243,6 @@ def open_run(
     if owned and cluster is not None:
         run.close_with(cluster.close)
     clean_stale_temp_files(run.run_dir, run.workdir)
-    _remember(run, "backend", spec)
-    if isinstance(executor, str):
-        _remember(run, "executor", executor)
     return run
 
 

@@ -329,6 +329,20 @@ def test_after_a_reset_the_next_step_takes_another_backend_or_executor(
     assert line(shell, "run").text.splitlines()[-1] == "run: 2 step(s); completed"
 
 
+def test_runs_that_never_began_leave_no_folder(shell: InteractiveShell, workdir: Path):
+    """A trial: every reset (and load) left a folder holding only executor.json."""
+    pipeline = shell.run_cell_magic("pipeline", f"model --workdir {workdir}", MODEL_DOT)
+    line(shell, "step --backend simulated")
+    first = pipeline.run.run_dir
+    line(shell, "reset")
+    line(shell, "reset")
+    runs = workdir / ".freshness" / "runs"
+    assert [p.name for p in runs.iterdir()] == [first.name]
+    line(shell, "step")
+    assert sorted(p.name for p in runs.iterdir()) == sorted([first.name, pipeline.run.run_dir.name])
+    assert backend_of(pipeline) == "simulated"
+
+
 def test_the_configured_backend_reaches_the_run_a_reset_opened(
     shell: InteractiveShell, workdir: Path
 ):

@@ -389,11 +389,13 @@ class Graph:
         return default if parsed is None else max(parsed, 0)
 
     def structure_key(self) -> tuple[object, ...]:
-        """What the layout depends on: node ids, labels, shapes and edges (not states)."""
+        """What the layout depends on: node ids, labels, shapes, edges and the graph's label
+        and direction (not states)."""
         return (
             tuple((n.id, n.label, n.shape) for n in self.nodes.values()),
             tuple((e.source, e.target, e.label) for e in self.edges),
             self.attrs.get("rankdir", ""),
+            self.label,
         )
 
     def to_pydot(self) -> Any:

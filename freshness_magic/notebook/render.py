@@ -186,16 +186,17 @@ def layout_dot(graph: Graph) -> str:
             sub = graph.subgraphs[i]
             out.append(f"{indent}subgraph cluster_{i} {{")
             label = _dot_string(sub.label or sub.name)
-            out.append(f'{indent}  graph [id="fm-cluster-{i}", label={label}];')
+            out.append(f'{indent}  graph [id="fm-cluster-{i}", label={label}, fontsize=12];')
             out.extend(block(i, indent + "  "))
             out.append(f"{indent}}}")
         return out
 
+    title = f", label={_dot_string(graph.label)}, labelloc=t" if graph.label else ""
     lines = [
         "digraph fm {",
         f"  graph [rankdir={rankdir if rankdir in _RANKDIRS else 'TB'}, bgcolor=transparent, "
-        'fontname="Helvetica", fontsize=12, style="rounded", color="#8a8a8a", '
-        "labeljust=l];",
+        'fontname="Helvetica", fontsize=14, style="rounded", color="#8a8a8a", '
+        f"labeljust=l{title}];",
         '  node [fontname="Helvetica", fontsize=11, style=filled, fillcolor=white];',
         '  edge [fontname="Helvetica", fontsize=9];',
         *block(None, "  "),
@@ -354,6 +355,10 @@ def build_layout(graph: Graph) -> Layout:
             _follow_text_colour(group)
         elif "graph" in classes:
             set_title(group, graph.name)
+            for part in group:
+                if local_name(part.tag) == "text":  # the graph's own label, as its title
+                    part.set("class", "fm-graph-label")
+                    part.set("fill", "currentColor")
     root.set("class", "fm-graph-svg")
     root.set("role", "img")
     root.set("aria-label", f"pipeline {graph.name}")

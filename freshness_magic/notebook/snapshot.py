@@ -71,6 +71,7 @@ var(--fm-border-soft);border-radius:4px;background:var(--fm-bg)}
 .fm-root g.fm-edge path{stroke:var(--fm-edge)}
 .fm-root g.fm-edge polygon{fill:var(--fm-edge);stroke:var(--fm-edge)}
 .fm-root g.fm-edge text,.fm-root g.fm-cluster text{fill:var(--fm-text)}
+.fm-root text.fm-graph-label{fill:var(--fm-text);font-weight:600}
 .fm-root .fm-legend{display:flex;flex-wrap:wrap;gap:4px 12px;margin:4px 0;font-size:12px}
 .fm-root .fm-legend-item{display:inline-flex;align-items:center;gap:4px}
 .fm-root .fm-swatch{display:inline-block;flex:none;overflow:visible}

@@ -176,9 +176,24 @@ def test_subgraphs_become_labelled_nested_clusters():
     svg = LayoutCache().get(graph).svg
     assert svg.count('class="cluster fm-cluster"') == 2
     assert ">Outer</text>" in svg and ">Inner</text>" in svg
-    assert 'subgraph cluster_1 {\n      graph [id="fm-cluster-1", label="Inner"];\n      n2' in dot
+    inner = 'graph [id="fm-cluster-1", label="Inner", fontsize=12];'
+    assert f"subgraph cluster_1 {{\n      {inner}\n      n2" in dot
     raw = run_dot(dot).replace("&#45;", "-")
     assert raw.index('id="fm-cluster-1"') < raw.index('id="fm-node-b"')
+
+
+def test_the_graph_label_is_drawn_as_the_title_above_the_graph():
+    titled = CLUSTERED.replace("{", '{ label="Weekly <retrain>";', 1)
+    svg = LayoutCache().get(load_pipeline(titled)).svg
+    title = svg.split('class="fm-graph-label"')[0].rsplit("<text", 1)[1]
+    assert 'font-size="14.00"' in title
+    label = svg.split('class="fm-graph-label"')[1]
+    assert label.startswith(' fill="currentColor">Weekly &lt;retrain&gt;</text>')
+    assert svg.count('font-size="12.00"') == 2  # the clusters' labels keep their size
+    assert 'class="fm-graph-label"' not in LayoutCache().get(load_pipeline(CLUSTERED)).svg
+    assert ".fm-graph-label{fill:var(--fm-text)" in static_html(
+        LayoutCache().get(load_pipeline(titled)), {}
+    )
 
 
 def test_edge_conditions_show_cut_with_the_whole_in_the_tooltip():
@@ -198,7 +213,8 @@ def test_layout_cache_sees_conditions_and_subgraphs():
     cache.get(load_pipeline(CLUSTERED))
     cache.get(load_pipeline(CLUSTERED.replace("again=true", "again=false")))
     cache.get(load_pipeline(CLUSTERED.replace('label="Inner"', 'label="Core"')))
-    assert cache.misses == 3
+    cache.get(load_pipeline(CLUSTERED.replace("{", '{ label="Weekly";', 1)))
+    assert cache.misses == 4
 
 
 def test_state_string_is_small_for_200_nodes():

@@ -483,11 +483,30 @@ class NotebookPipeline(PipelineReadout):
         return TextResult(f"accepted current inputs of {target}{what}")
 
     def reset(self) -> TextResult:
-        """Drop the current run; the next action starts a new one."""
+        """Leave the current run; the next action starts a new one.
+
+        A run that began and did not complete is then offered, as a load offers one found on
+        disk: ``resume`` (or the view's Resume) goes back to it, so a stray reset loses
+        nothing. A reset with no begun run (or ``start_new``) declines the offer.
+        """
         with self.exclusive():
+            left = self._run if self.started else None
             self._detach()
-            self._open(resume=None)
-        return TextResult("reset: a new run starts at the beginning\n" + self.status_line())
+            if left is not None:
+                left.close()
+            self._run = None
+            self._model = ViewModel(self.graph)
+            offer = find_unfinished(self.graph, self.workdir) if left is not None else None
+            self.resume_offer = offer if offer and offer.run_dir == left.run_dir else None
+            self.publish()
+        if self.resume_offer is None:
+            head = "reset: a new run starts at the beginning"
+        else:
+            head = (
+                f"reset: the next action starts a new run; {left.run_dir.name} stays on disk "
+                "and %pipeline resume goes back to it"
+            )
+        return TextResult(head + "\n" + self.status_line())
 
     # --- freshness -------------------------------------------------------------------------------
 

@@ -1,5 +1,6 @@
 """Run control in a real browser: Stop interrupts a running tool, a superseded view can no longer
-drive a run, and a file saved while no cell runs turns its node stale on screen.
+drive a run, a file saved while no cell runs turns its node stale on screen, and Reset leaves a
+run offered to resume.
 """
 
 from __future__ import annotations
@@ -338,6 +339,38 @@ def test_a_kernel_restart_offers_resume_and_it_resumes_at_the_gate(
         "after Resume, the gate's [Y] Yes button answered the run that waited on disk: it routed"
         " to done and completed",
     )
+    assert error_outputs(page) == []
+    assert widget_log_errors(page) == []
+
+
+def test_reset_leaves_the_run_offered_and_resume_goes_back(lab_server: Any, page: Any) -> None:
+    """Reset leaves a run that waits at its gate; the banner offers it, and Resume goes back
+    to the gate (a stray click on Reset loses nothing)."""
+    write_notebook(
+        lab_server.root / "control_reset" / "reset.ipynb",
+        ["%load_ext freshness_magic", "%%pipeline gated\n" + GATED, "%pipeline run"],
+    )
+    open_lab_notebook(page, lab_server, "control_reset/reset.ipynb")
+    run_all_cells(page)
+    wait_node_states(page, {"approve": "waiting", "draft": "succeeded"})
+    wait_kernel_idle(page)
+    page.locator(f"{WIDGET} .fm-reset").click()
+    offer = page.locator(f"{WIDGET} .fm-banner[data-kind='resume']")
+    offer.wait_for(state="visible", timeout=WAIT_MS)
+    assert "waits at approve" in offer.inner_text()
+    wait_node_states(page, {"start": "next", "draft": "pending", "approve": "pending"})
+    save_screenshot(
+        page,
+        "control_reset_offer",
+        page.locator(WIDGET),
+        "after Reset: a new run is ready and the run left at its gate is offered (Resume or"
+        " Start new)",
+    )
+    page.locator(f"{WIDGET} .fm-banner-resume").click()
+    wait_node_states(page, {"approve": "waiting", "draft": "succeeded"})
+    assert not page.locator(f"{WIDGET} .fm-banner[data-kind='resume']").is_visible()
+    page.locator(f"{WIDGET} .fm-gate-choice-Y").click()
+    wait_node_states(page, {"approve": "succeeded", "done": "succeeded"})
     assert error_outputs(page) == []
     assert widget_log_errors(page) == []
 

@@ -18,6 +18,7 @@ from freshness_magic.notebook.magics import PipelineMagics
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import NodeState, StaleKind
 from freshness_magic.notebook.text import TextResult
+from freshness_magic.notebook.viewstate import BannerKind
 from tests.notebook.conftest import REVIEW_DOT, load_review
 from tests.waiting import wait_until
 
@@ -320,8 +321,13 @@ def test_after_a_reset_the_next_step_takes_another_backend_or_executor(
     pipeline = shell.run_cell_magic("pipeline", f"model --workdir {workdir}", MODEL_DOT)
     failed = line(shell, f"run --backend {shlex.quote(DEAD_BACKEND)}").text
     assert failed.splitlines()[-1].startswith("run: 2 step(s); failed: ")
-    line(shell, "reset")
-    assert line(shell, "step --backend simulated").text == "step: start -> success; next: draft"
+    left = line(shell, "reset").text
+    assert "stays on disk and %pipeline resume goes back to it" in left  # the failed run
+    stepped = line(shell, "step --backend simulated").text.splitlines()
+    assert stepped[0].startswith("note: started a new run; ") and stepped[0].endswith(
+        " stays on disk"
+    )
+    assert stepped[1:] == ["step: start -> success; next: draft"]
     assert backend_of(pipeline) == "simulated"
     line(shell, "reset")
     line(shell, "step --executor local")
@@ -369,7 +375,8 @@ def test_a_run_that_has_begun_refuses_another_backend_with_advice_that_works(
     )
     assert backend_of(pipeline) == DEAD_BACKEND
     line(shell, "reset")
-    assert line(shell, "step --backend simulated").text.startswith("step: start -> success")
+    stepped = line(shell, "step --backend simulated").text.splitlines()
+    assert stepped[-1].startswith("step: start -> success")
     assert line(shell, "step").text.startswith("step: draft -> success")
     assert backend_of(pipeline) == "simulated"
 
@@ -390,6 +397,8 @@ def test_an_input_saved_while_idle_turns_its_node_stale(shell: InteractiveShell,
     assert pipeline.views()["draft"].why == "may be outdated: upstream lint's inputs changed"
     assert updates
     pipeline.reset()
+    assert not pipeline.watching  # the run was left; nothing ran since
+    line(shell, "step")
     assert pipeline.watching  # a new run, watched again
     pipeline.close()
     assert not pipeline.watching
@@ -406,3 +415,24 @@ def test_why_of_a_gate_waiting_again_names_its_last_visit(shell: InteractiveShel
     assert "  outcome of its last visit: success" in again
     line(shell, "resume approve --choice Y")
     assert "  last outcome: success" in line(shell, "why approve").text.splitlines()
+
+
+def test_a_reset_offers_the_run_it_left_and_resume_goes_back(
+    shell: InteractiveShell, workdir: Path
+):
+    """A stray Reset lost the run's place: it is now offered, as a load offers one on disk."""
+    pipeline = load_review(shell, workdir)
+    line(shell, "run")
+    left = pipeline.run.run_dir
+    line(shell, "reset")
+    banner = pipeline.banner()
+    assert banner is not None and banner.kind is BannerKind.RESUME and banner.node == "approve"
+    assert f"({left.name}) waits at approve: %pipeline resume reopens it" in banner.text
+    assert pipeline.views()["approve"].state is NodeState.PENDING
+    back = line(shell, "resume").text.splitlines()
+    assert back[0] == f"resumed run {left.name}" and pipeline.run.run_dir == left
+    assert pipeline.pending_gate() is not None
+    done = line(shell, "resume approve --choice Y").text.splitlines()
+    assert done[-1] == "run: 2 step(s); completed"
+    assert line(shell, "reset").text.startswith("reset: a new run starts at the beginning")
+    assert pipeline.banner() is None  # a completed run is not offered

@@ -180,9 +180,14 @@ def test_run_max_steps_and_reset(shell: InteractiveShell, workdir: Path):
     assert out.splitlines()[-1] == "run: 2 step(s); paused"
     first_dir = pipeline.run.run_dir
     out = line(shell, "reset").text
-    assert out.startswith("reset: a new run starts at the beginning")
-    assert pipeline.run.run_dir != first_dir
+    assert out.splitlines() == [
+        f"reset: the next action starts a new run; {first_dir.name} stays on disk and "
+        "%pipeline resume goes back to it",
+        "pipeline review: ready · next: start · 0/5 nodes run",
+    ]
     assert pipeline.outcomes() == {}
+    assert line(shell, "reset").text.startswith("reset: a new run starts at the beginning")
+    assert pipeline.run.run_dir != first_dir
 
 
 def test_resume_errors(shell: InteractiveShell, workdir: Path):

@@ -223,6 +223,9 @@ def test_retry_before_anything_ran_is_refused_with_the_way_to_run_the_node(
     line(shell, "run --to after")
     assert line(shell, "step").text == "step: after -> success; next: done"
     line(shell, "reset")
+    with pytest.raises(UsageError, match=r"nothing to retry in this kernel yet; an unfinished run"):
+        shell.run_line_magic("pipeline", "retry work")  # the run just left: resume goes back
+    line(shell, "reset")
     with pytest.raises(UsageError, match="no node of cells has run yet"):
         shell.run_line_magic("pipeline", "retry work")
     assert pipeline.outcomes() == {}

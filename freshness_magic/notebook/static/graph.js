@@ -74,7 +74,8 @@ function render({ model, el }) {
   runToSel.title = "node to run to";
   const stopB = btn("Stop", "fm-stop", "Stop the running node (the run can go on later)");
   const acceptB = btn("Accept changes", "fm-accept", "Accept changed inputs as the new baseline");
-  const resetB = btn("Reset", "fm-reset", "Discard this run; the next action starts a new one");
+  const resetB = btn("Reset", "fm-reset",
+    "Leave this run (an unfinished one stays offered to resume); the next action starts a new one");
   const spacer = h("span", "fm-spacer");
   const zoomOutB = btn("−", "fm-zoom-out", "Zoom out (Ctrl + wheel)");
   const scaleLabel = h("span", "fm-scale");

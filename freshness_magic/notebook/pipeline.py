@@ -497,13 +497,15 @@ class NotebookPipeline(PipelineReadout):
             self._run = None
             self._model = ViewModel(self.graph)
             offer = find_unfinished(self.graph, self.workdir) if left is not None else None
-            self.resume_offer = offer if offer and offer.run_dir == left.run_dir else None
+            if offer is not None and left is not None and offer.run_dir != left.run_dir:
+                offer = None  # an older run, not the one just left
+            self.resume_offer = offer
             self.publish()
-        if self.resume_offer is None:
+        if offer is None:
             head = "reset: a new run starts at the beginning"
         else:
             head = (
-                f"reset: the next action starts a new run; {left.run_dir.name} stays on disk "
+                f"reset: the next action starts a new run; {offer.run_dir.name} stays on disk "
                 "and %pipeline resume goes back to it"
             )
         return TextResult(head + "\n" + self.status_line())

@@ -80,22 +80,6 @@ var(--fm-failed-stroke);background:var(--fm-bg-3)}
 """
 
 
-def swatch_svg(state: NodeState, stale: str = "") -> str:
-    """A legend swatch drawn as the nodes are: an SVG shape in a ``g.fm-key`` group that the
-    palette CSS paints like a node group (fill, outline, width and dash of the state or stale
-    kind), with the light palette as attributes where the stylesheet is stripped."""
-    style = STATE_STYLES[state]
-    dash = STALE_DASH.get(StaleKind(stale), "") if state is NodeState.STALE else style.dash
-    kind = f' data-stale="{stale}"' if stale else ""
-    dashed = f' stroke-dasharray="{dash}"' if dash else ""
-    return (
-        f'<svg class="fm-swatch" width="26" height="16" viewBox="0 0 26 16" aria-hidden="true">'
-        f'<g class="fm-key" data-state="{state.value}"{kind}>'
-        f'<polygon points="2,2 24,2 24,14 2,14" fill="{style.fill}" stroke="{style.stroke}"'
-        f' stroke-width="{style.width}"{dashed}/></g></svg>'
-    )
-
-
 def _legend(states: Iterable[NodeState]) -> str:
     items = []
     for item in legend_items(states):
@@ -103,7 +87,7 @@ def _legend(states: Iterable[NodeState]) -> str:
         kind = f' data-stale="{stale}"' if stale else ""
         items.append(
             f'<span class="fm-legend-item" data-state="{name}"{kind}'
-            f' title="{html.escape(item["text"])}">{swatch_svg(NodeState(name), stale)}'
+            f' title="{html.escape(item["text"])}">{item["swatch"]}'
             f"{html.escape(item['label'])}</span>"
         )
     return '<div class="fm-legend">' + "".join(items) + "</div>"

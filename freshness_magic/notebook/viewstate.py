@@ -284,11 +284,28 @@ def possible_states(graph: Graph) -> tuple[NodeState, ...]:
     return tuple(state for state in NodeState if state in can)
 
 
+def swatch_svg(state: NodeState, stale: str = "") -> str:
+    """A legend swatch drawn as the nodes are: an SVG shape in a ``g.fm-key`` group that the
+    palette CSS paints like a node group (fill, outline, width and dash of the state or stale
+    kind), with the light palette as attributes where the stylesheet is stripped."""
+    style = STATE_STYLES[state]
+    dash = STALE_DASH.get(StaleKind(stale), "") if state is NodeState.STALE else style.dash
+    kind = f' data-stale="{stale}"' if stale else ""
+    dashed = f' stroke-dasharray="{dash}"' if dash else ""
+    return (
+        f'<svg class="fm-swatch" width="26" height="16" viewBox="0 0 26 16" aria-hidden="true">'
+        f'<g class="fm-key" data-state="{state.value}"{kind}>'
+        f'<polygon points="2,2 24,2 24,14 2,14" fill="{style.fill}" stroke="{style.stroke}"'
+        f' stroke-width="{style.width}"{dashed}/></g></svg>'
+    )
+
+
 def legend_items(states: Iterable[NodeState]) -> list[dict[str, str]]:
     """Legend entries for the widget and the static HTML: ``state``, ``stale`` (the stale kind,
     "" for other states), ``label`` (what the legend says), ``text`` (its tooltip) and ``dash``
-    (the outline's dash pattern, "" for solid). ``stale`` has one entry per kind, since the two
-    kinds are drawn differently (dashed and dotted)."""
+    (the outline's dash pattern, "" for solid) and ``swatch`` (its SVG, :func:`swatch_svg`, which
+    the widget inserts as it is). ``stale`` has one entry per kind, since the two kinds are drawn
+    differently (dashed and dotted)."""
     items: list[dict[str, str]] = []
     for state in states:
         style = STATE_STYLES[state]
@@ -300,6 +317,7 @@ def legend_items(states: Iterable[NodeState]) -> list[dict[str, str]]:
                     "label": STALE_LEGEND[kind],
                     "text": STALE_MEANING[kind],
                     "dash": dash,
+                    "swatch": swatch_svg(state, kind.value),
                 }
                 for kind, dash in STALE_DASH.items()
             )
@@ -311,6 +329,7 @@ def legend_items(states: Iterable[NodeState]) -> list[dict[str, str]]:
                 "label": state.value,
                 "text": style.description,
                 "dash": style.dash,
+                "swatch": swatch_svg(state),
             }
         )
     return items

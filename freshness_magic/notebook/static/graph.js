@@ -20,7 +20,6 @@ const ABS_MIN_SCALE = 0.1; // Fit's floor: an outline of a very large graph
 const FIT_MAX = 1.25; // a small graph is not blown up past this
 const VIEW_VH = 0.75; // the viewport grows with the graph up to this share of the window...
 const MIN_VIEW_PX = 120; // ...and is never shorter than this (its handle resizes it)
-const SVGNS = "http://www.w3.org/2000/svg";
 const VIEW_ONLY = ["fm-zoom-in", "fm-zoom-out", "fm-fit", "fm-zoom-reset", "fm-details-close",
   "fm-evidence-fewer"]; // what still works in a view that no longer drives a run
 const DEAD = "This view lost its kernel (restarted or shut down), so it drives nothing any more:"
@@ -396,22 +395,12 @@ function render({ model, el }) {
   // One legend entry per way a node is drawn (stale has two: dashed since baseline, dotted since
   // it ran), each swatch an SVG shape in a g.fm-key group that the palette CSS paints exactly as
   // it paints node groups of that state.
+  // The swatch is the kernel's SVG (viewstate.swatch_svg, as the static view draws it); the
+  // palette CSS paints its g.fm-key as it paints the nodes.
   function swatch(item) {
-    const svg = document.createElementNS(SVGNS, "svg");
-    svg.setAttribute("class", "fm-swatch");
-    svg.setAttribute("width", "26");
-    svg.setAttribute("height", "16");
-    svg.setAttribute("viewBox", "0 0 26 16");
-    svg.setAttribute("aria-hidden", "true");
-    const grp = document.createElementNS(SVGNS, "g");
-    grp.setAttribute("class", "fm-key");
-    grp.setAttribute("data-state", item.state);
-    if (item.stale) grp.setAttribute("data-stale", item.stale);
-    const shape = document.createElementNS(SVGNS, "polygon");
-    shape.setAttribute("points", "2,2 24,2 24,14 2,14");
-    grp.append(shape);
-    svg.append(grp);
-    return svg;
+    const holder = document.createElement("template");
+    holder.innerHTML = item.swatch || "";
+    return holder.content.firstElementChild || h("span", "fm-swatch");
   }
   function drawLegend() {
     const g = model.get("graph") || {};

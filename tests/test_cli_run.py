@@ -673,3 +673,42 @@ def test_a_branch_a_block_held_back_is_named_by_its_fan_out_and_the_summary(
         "max_retries is 0"
     )
     assert lines[-1].startswith("completed (fan: partial success): 7 node(s) run; run dir ")
+
+
+CHANGED = """digraph changed {
+  start   [shape=Mdiamond]
+  lint    [shape=parallelogram, tool_command="cat in.txt", source_files="in.txt"]
+  notes   [shape=parallelogram, tool_command="cat notes.txt", source_files="notes.txt"]
+  approve [shape=hexagon]
+  done    [shape=Msquare]
+  start -> lint -> approve
+  approve -> notes [label="[Y] Yes"]
+  approve -> lint  [label="[N] No"]
+  notes -> done
+}
+"""
+
+
+def test_status_names_nodes_whose_inputs_changed_and_notes_them_at_the_gate(
+    tmp_path: Path,
+) -> None:
+    """Before answering a gate from the CLI, status says which nodes upstream of it have changed
+    inputs, as the notebook's status does."""
+    dot = write(tmp_path, "changed.dot", CHANGED)
+    (tmp_path / "in.txt").write_text("v1\n")
+    (tmp_path / "notes.txt").write_text("n1\n")
+    data = json.loads(
+        cli("run", str(dot), "--workdir", str(tmp_path), "--json", cwd=tmp_path).stdout
+    )
+    run_dir = data["run_dir"]
+    fresh = cli("status", run_dir, cwd=tmp_path)
+    assert "stale" not in fresh.stdout and fresh.returncode == 3
+    (tmp_path / "in.txt").write_text("v2\n")
+    (tmp_path / "notes.txt").write_text("n2\n")
+    lines = cli("status", run_dir, cwd=tmp_path).stdout.splitlines()
+    check = f"python -m freshness_magic check {run_dir}"
+    note = f"note: upstream of approve: lint stale (inputs changed; {check})"
+    assert lines[lines.index(note) + 1] == "waiting at gate 'approve': Select an option:"
+    assert f"stale: notes (inputs changed; {check})" in lines  # not upstream of the gate
+    as_json = json.loads(cli("status", run_dir, "--json", cwd=tmp_path).stdout)
+    assert as_json["stale_nodes"] == ["lint", "notes"]

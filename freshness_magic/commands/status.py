@@ -42,8 +42,11 @@ def main(args: argparse.Namespace) -> int:
     from freshness_magic.engine.runlock import live_driver
 
     run_dir = follow_restarts(Path(args.run_dir))
-    data, _ = load_checkpoint(run_dir)
+    data, used = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)
+    stale = stale_nodes(run_dir)
+    if stale:  # as driver and orphaned_tools: only when there is something to say
+        info["stale_nodes"] = stale
     driver = live_driver(run_dir)
     if driver is not None:
         info["driver"] = driver
@@ -79,6 +82,8 @@ def main(args: argparse.Namespace) -> int:
     if info["interrupted_node"]:
         print(info["summary"], file=out)
     gate = info["pending_gate"]
+    for line in _stale_lines(run_dir, data, used, stale or [], gate):
+        print(line, file=out)
     if isinstance(gate, dict):
         print(f"waiting at gate '{gate.get('node')}': {gate.get('question')}", file=out)
         for choice in gate.get("choices") or []:
@@ -92,6 +97,53 @@ def main(args: argparse.Namespace) -> int:
     for line in info.get("orphaned_tools", ()):
         print(f"note: {line}", file=out)
     return EXIT_CODES[info["status"]]
+
+
+def stale_nodes(run_dir: Path) -> list[str] | None:
+    """The run's nodes whose inputs changed (as ``check`` finds them); None when the run keeps
+    no freshness state."""
+    from freshness_magic.errors import FreshnessError
+    from freshness_magic.freshness.runcheck import check_run_dir
+
+    try:
+        return check_run_dir(run_dir).stale_nodes
+    except FreshnessError:
+        return None
+
+
+def _stale_lines(
+    run_dir: Path, data: dict[str, Any], used: Path, stale: list[str], gate: object
+) -> list[str]:
+    """What ``status`` says about changed inputs: a line naming the stale nodes, and (next to
+    the waiting gate) a note naming those upstream of it, whose old results an answer goes on
+    from."""
+    from freshness_magic.commands import invoked_as
+    from freshness_magic.engine.persistence import stored_pipeline
+    from freshness_magic.engine.reach import upstream
+    from freshness_magic.errors import FreshnessMagicError
+    from freshness_magic.freshness.events import some_files
+
+    if not stale:
+        return []
+    check = f"{invoked_as()} check {run_dir}"
+    before: list[str] = []
+    if isinstance(gate, dict):
+        try:
+            graph = stored_pipeline(run_dir, data.get("pipeline") or {}, used)
+        except FreshnessMagicError:
+            graph = None
+        if graph is not None and gate.get("node") in graph.nodes:
+            ahead = set(upstream(graph, str(gate["node"])))
+            before = [n for n in stale if n in ahead]
+    lines = []
+    if others := [n for n in stale if n not in before]:
+        lines.append(f"stale: {some_files(others, 5)} (inputs changed; {check})")
+    if before:
+        lines.append(
+            f"note: upstream of {gate['node']}: {some_files(before, 5)} stale "  # type: ignore[index]
+            f"(inputs changed; {check})"
+        )
+    return lines
 
 
 def _first_line(text: str) -> str:

@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question
+from freshness_magic.engine.reach import upstream
 from freshness_magic.engine.state import RunState
 from freshness_magic.engine.validation.attrs import no_node
 from freshness_magic.errors import RunError
@@ -27,7 +28,7 @@ from freshness_magic.notebook.evidence_log import EvidenceTail
 from freshness_magic.notebook.render import LayoutCache, LayoutUnavailable, NodeState, NodeView
 from freshness_magic.notebook.saved import ResumeOffer, find_unfinished, latest_run_dir
 from freshness_magic.notebook.text import TextResult
-from freshness_magic.notebook.viewmodel import NodeStale, ViewModel, reachable, successors
+from freshness_magic.notebook.viewmodel import NodeStale, ViewModel
 from freshness_magic.notebook.viewstate import RunBanner
 from freshness_magic.notebook.watch import InputWatcher
 
@@ -213,13 +214,8 @@ class PipelineReadout:
     def stale_upstream(self, node_id: str) -> tuple[list[str], list[str]]:
         """The nodes upstream of ``node_id`` shown stale, and those shown outdated (the run
         goes on from their results), in pipeline order."""
-        before: dict[str, set[str]] = {n: set() for n in self.graph.nodes}
-        for source, targets in successors(self.graph).items():
-            for target in targets:
-                before.setdefault(target, set()).add(source)
-        upstream = reachable(before, [node_id]) - {node_id}
+        found = upstream(self.graph, node_id)
         views = self.views()
-        found = [n for n in self.graph.nodes if n in upstream]
         stale = [n for n in found if views[n].state is NodeState.STALE]
         return stale, [n for n in found if views[n].state is NodeState.OUTDATED]
 

@@ -11,13 +11,14 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
+from freshness_magic.engine.reach import reachable, successor_map
 from freshness_magic.engine.state import RunState
 from freshness_magic.freshness.events import some_files
 from freshness_magic.freshness.labels import FileLabel
@@ -110,30 +111,6 @@ class RunSnapshot:
         )
 
 
-def successors(graph: Graph) -> dict[str, set[str]]:
-    """Where the run can go from each node: its edges and its failure-routing targets."""
-    found: dict[str, set[str]] = {node_id: set() for node_id in graph.nodes}
-    for edge in graph.edges:
-        found.setdefault(edge.source, set()).add(edge.target)
-    for node in graph.nodes.values():
-        for target in (node.retry_target, node.fallback_retry_target):
-            if target in graph.nodes:
-                found[node.id].add(target)
-    return found
-
-
-def reachable(succ: Mapping[str, set[str]], roots: Iterable[str]) -> set[str]:
-    """Every node reachable from ``roots`` (the roots not included unless on a cycle)."""
-    seen: set[str] = set()
-    todo = [t for r in roots for t in succ.get(r, ())]
-    while todo:
-        node = todo.pop()
-        if node not in seen:
-            seen.add(node)
-            todo.extend(succ.get(node, ()))
-    return seen
-
-
 def _running_why(output: str) -> str:
     """A running node's tooltip: its latest streamed output line, if it printed any."""
     lines = [line for line in output.splitlines() if line.strip()]
@@ -148,7 +125,7 @@ class ViewModel:
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
-        self._succ = successors(graph)
+        self._succ = successor_map(graph)
         self._lock = threading.Lock()
         self.snapshot = RunSnapshot()
         self.stale: dict[str, NodeStale] = {}

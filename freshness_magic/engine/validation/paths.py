@@ -2,8 +2,9 @@
 ``dead_end_node`` and ``node_id_typo``.
 
 A run moves along edges, and on failure or an unsatisfied goal gate it jumps to a node's
-``retry_target``/``fallback_retry_target``, else the graph's (§3.3, §3.4); :func:`successors`
-counts those jumps as edges, so a node reached only through a retry target is reachable.
+``retry_target``/``fallback_retry_target``, else the graph's (§3.3, §3.4);
+:func:`~freshness_magic.engine.reach.successors` counts those jumps as edges, so a node reached
+only through a retry target is reachable.
 
 Severities (decisions; §7.2 lists only ``reachability``, as an ERROR, which we report as a
 WARNING, see :mod:`.rules`):
@@ -27,25 +28,11 @@ advice is to correct the edge, not to wire the misspelt id in for good.
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Iterator
 
 from freshness_magic.engine.model import Edge, Graph, Node
+from freshness_magic.engine.reach import successors
 from freshness_magic.engine.validation.attrs import closest
 from freshness_magic.engine.validation.core import ERROR, WARNING, Diagnostic, node_at, node_diag
-
-_RETRY_KEYS = ("retry_target", "fallback_retry_target")
-
-
-def successors(graph: Graph, node: Node) -> Iterator[str]:
-    """Where a run can go after ``node``: edge targets, then its retry targets, then the
-    graph's (ids that are not nodes included; callers skip them)."""
-    for edge in graph.outgoing(node.id):
-        yield edge.target
-    for key in _RETRY_KEYS:
-        for owner in (node.attrs, graph.attrs):
-            target = owner.get(key, "").strip()
-            if target:
-                yield target
 
 
 def reachable(graph: Graph, start: Node) -> dict[str, None]:

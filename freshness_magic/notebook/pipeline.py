@@ -30,7 +30,7 @@ from freshness_magic.errors import (
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
 from freshness_magic.notebook.readout import PipelineReadout
-from freshness_magic.notebook.saved import find_unfinished, run_dir_hash
+from freshness_magic.notebook.saved import ResumeOffer, find_unfinished, run_dir_hash
 from freshness_magic.notebook.stepping import step_loop
 from freshness_magic.notebook.text import TextResult
 from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of
@@ -271,6 +271,8 @@ class NotebookPipeline(PipelineReadout):
         context (``human.gate.comment``).
         """
         with self.exclusive():
+            if node_id is None and (choice or comment):
+                node_id = self._waiting_gate_for(choice)
             if node_id is None:
                 return self._resume_offered()
             self.require_node(node_id)
@@ -315,11 +317,34 @@ class NotebookPipeline(PipelineReadout):
             max_steps=1,
         )
 
+    def _waiting_gate_for(self, choice: str | None) -> str:
+        """The gate ``resume --choice`` without a node answers: the one waiting (a RunError
+        saying how to name one when none waits)."""
+        gate = self.pending_gate()
+        if gate is not None:
+            return gate.node_id
+        raise RunError(
+            f"--choice {choice or ''} answers a waiting gate, and no gate of {self.name} waits; "
+            "name the gate to run to it and answer it there: %pipeline resume GATE --choice KEY"
+        )
+
+    def _other_unfinished(self, *, any_text: bool = False) -> ResumeOffer | None:
+        """The newest unfinished run of this pipeline on disk that is not the open run."""
+        found = find_unfinished(self.graph, self.workdir, any_text=any_text)
+        mine = self._run.run_dir if self._run is not None else None
+        return None if found is None or found.run_dir == mine else found
+
     def _nothing_to_resume(self) -> str:
-        """Why there is nothing to resume, naming a run of another text of the pipeline (a user
-        who fixed the pipeline and reloaded it finds the old run is not offered)."""
-        other = find_unfinished(self.graph, self.workdir, any_text=True)
+        """Why there is nothing to resume: the open run completed, or the unfinished run on disk
+        is of another text of the pipeline (a user who fixed the pipeline and reloaded it finds
+        the old run is not offered)."""
+        other = self._other_unfinished(any_text=True)
         if other is None:
+            if self.started and self.run.state is RunState.COMPLETED:
+                return (
+                    f"nothing to resume: the run of {self.name} completed; %pipeline reset "
+                    "starts a new one"
+                )
             return f"nothing to resume: no unfinished run of {self.name} on disk"
         here = Path(self.workdir) == Path.cwd().resolve()
         where = "" if here else f" --workdir {self.workdir}"
@@ -331,14 +356,34 @@ class NotebookPipeline(PipelineReadout):
         )
 
     def _resume_offered(self) -> TextResult:
+        """``resume`` without a gate: reopen the offered run (and go on, when it was paused);
+        else go on with the open run where it stopped (paused), or say what does (waiting,
+        failed); else reopen the newest unfinished run of this text on disk."""
         offer = self.resume_offer
         if offer is None:
             gate = self.pending_gate()
             if gate is not None:
                 return TextResult(text.waiting_text(gate, self.gate_note()))
-            return TextResult(self._nothing_to_resume())
-        self._open(resume=offer.run_dir)
-        lines = [f"resumed run {offer.run_dir.name}", *self.resume_notes, self.status_line()]
+            state = self.run.state if self.started else None
+            if state is RunState.PAUSED:
+                return self._advance()
+            if state is RunState.FAILED:
+                raise RunError(
+                    f"the run of {self.name} failed at {self.run.failed_node or 'a node'}: "
+                    "%pipeline retry goes on from there, %pipeline reset starts a new run"
+                )
+            offer = self._other_unfinished()
+            if offer is None:
+                return TextResult(self._nothing_to_resume())
+        run = self._open(resume=offer.run_dir)
+        lines = [f"resumed run {offer.run_dir.name}", *self.resume_notes]
+        if run.state is RunState.PAUSED:  # it goes on, as the CLI's resume does
+            if self.live_lines is not None:
+                for head in lines:
+                    self.live_lines(head)
+                return self._advance()
+            return TextResult("\n".join([*lines, self._advance().text]))
+        lines.append(self.status_line())
         failure = self.failure_text()
         if failure:
             lines += [f"failed: {text.one_line(failure, 300)}", "%pipeline retry runs it again"]

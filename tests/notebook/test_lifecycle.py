@@ -436,3 +436,49 @@ def test_a_reset_offers_the_run_it_left_and_resume_goes_back(
     assert done[-1] == "run: 2 step(s); completed"
     assert line(shell, "reset").text.startswith("reset: a new run starts at the beginning")
     assert pipeline.banner() is None  # a completed run is not offered
+
+
+def test_resume_goes_on_from_where_the_open_run_stopped(shell: InteractiveShell, workdir: Path):
+    """A trial: after an interrupt (or run --to), `%pipeline resume` said the unfinished run
+    "was started from another text" although it was this very run, and `--choice` without a
+    gate was dropped silently."""
+    load_review(shell, workdir)
+    with pytest.raises(UsageError, match=r"--choice Y answers a waiting gate, and no gate"):
+        shell.run_line_magic("pipeline", "resume --choice Y")
+    line(shell, "run --to draft")
+    went_on = line(shell, "resume").text.splitlines()
+    assert went_on[0] == "step: draft -> success; next: approve"
+    assert went_on[-1] == "run: 2 step(s); waiting"
+    answered = line(shell, "resume --choice Y").text.splitlines()  # the gate that waits
+    assert answered[0] == "step: approve -> success; next: done"
+    assert line(shell, "resume").text == (
+        "nothing to resume: the run of review completed; %pipeline reset starts a new one"
+    )
+    assert "another text" not in line(shell, "status").text
+
+
+def test_resume_of_a_failed_run_points_to_retry(shell: InteractiveShell, workdir: Path):
+    failing = "digraph boom { start [shape=Mdiamond]; bad [shape=parallelogram, "
+    failing += 'tool_command="exit 7"]; done [shape=Msquare]; start -> bad -> done }'
+    shell.run_cell_magic("pipeline", f"boom --workdir {workdir}", failing)
+    line(shell, "run")
+    with pytest.raises(UsageError) as refused:
+        shell.run_line_magic("pipeline", "resume")
+    assert str(refused.value) == (
+        "the run of boom failed at bad: %pipeline retry goes on from there, %pipeline reset "
+        "starts a new run"
+    )
+
+
+def test_resume_of_a_paused_run_after_a_restart_goes_on(shell: InteractiveShell, workdir: Path):
+    """As the CLI's resume does: the run reopens and goes on to its gate (it only reopened, and
+    the user had to guess that `%pipeline run` goes on)."""
+    first = load_review(shell, workdir)
+    line(shell, "run --to draft")
+    run_id = first.run.run_id
+    del shell.user_ns["review"]
+    load_review(shell, workdir)
+    lines = line(shell, "resume").text.splitlines()
+    assert lines[0] == f"resumed run {run_id}"
+    assert "step: draft -> success; next: approve" in lines
+    assert lines[-1] == "run: 2 step(s); waiting"

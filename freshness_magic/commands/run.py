@@ -200,10 +200,11 @@ class Progress:
                 self.stale_said[event.node_id or ""] = said
                 clear = "\x1b[2K" if self.live else ""
                 self._print(f"{clear}  {'stale':<7} {node:<24} {'':8}  {said}")
-        elif event.type is EventType.GOAL_GATE_REDIRECT:
+        elif event.type is EventType.GOAL_GATE_REDIRECT:  # named by its gate, not the node
+            gate = f"{indent}{data.get('gate') or event.node_id}"
             self._print(
-                f"  {'goal':<7} {node:<24} unsatisfied goal gate; "
-                f"going back to {data.get('target')}"
+                f"  {'goal':<7} {gate:<24} {'':8}  unsatisfied; the run goes back to "
+                f"{data.get('target')} (redirect {data.get('redirects')} of {data.get('limit')})"
             )
 
 

@@ -76,8 +76,9 @@ class Route:
     step: EdgeStep
     loop_restart: bool = False
     dead_end: DeadEnd | None = None
-    goal_gate_redirect: bool = False
-    """The target is a goal gate's retry target (the run counts the redirect)."""
+    goal_gate: str = ""
+    """The unsatisfied goal gate whose retry target the target is ("": none); the run counts
+    the redirect."""
     failure_redirect: bool = False
     """The node failed and the target is its retry target (the run counts it for the node)."""
 
@@ -172,10 +173,10 @@ def judge_goal_gates(
         label, target = chain[0]
         return Route(
             target,
-            f"{unsatisfied}; redirected to {label} '{target}' (redirect {redirects + 1} of "
-            f"{limit})",
+            f"{unsatisfied}, so the run goes back to {label} '{target}' (redirect "
+            f"{redirects + 1} of {limit})",
             EdgeStep.GOAL_GATE,
-            goal_gate_redirect=True,
+            goal_gate=node_id,
         )
     return None
 

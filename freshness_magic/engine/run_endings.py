@@ -112,15 +112,17 @@ class RunEndings(RunLifecycle):
         reason = decision.reason
         if decision.failure_redirect:
             memory.failure_redirects[node.id] = memory.failure_redirects.get(node.id, 0) + 1
-        if decision.goal_gate_redirect:
+        if decision.goal_gate:
             memory.redirects += 1
             self.events.emit(
                 EventType.GOAL_GATE_REDIRECT,
                 node.id,
                 {
+                    "gate": decision.goal_gate,
                     "target": decision.target,
                     "redirects": memory.redirects,
                     "limit": self.graph.max_goal_gate_redirects,
+                    "reason": decision.reason,
                 },
             )
         if decision.dead_end is not None:

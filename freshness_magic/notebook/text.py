@@ -13,6 +13,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from freshness_magic.engine.condition_explain import ConditionExplanation
+from freshness_magic.engine.edges import EdgeStep
 from freshness_magic.engine.gates import match_choice
 from freshness_magic.engine.outcome import Choice, Question, StageStatus
 from freshness_magic.freshness.events import blocked_by, some_files
@@ -161,7 +162,8 @@ def choose_text(gate: Question, comment: str | None = None) -> str:
 
 
 def step_line(result: Any) -> str:
-    """One line for one executed step: ``step: lint -> success; next: draft``."""
+    """One line for one executed step: ``step: lint -> success; next: draft`` (and, when an
+    unsatisfied goal gate sends the run back, which gate and where to)."""
     if not getattr(result, "executed", False) or result.outcome is None:
         return f"step: nothing executed ({result.reason})"
     line = f"step: {result.node_id} -> {result.outcome.status.value}"
@@ -170,6 +172,8 @@ def step_line(result: Any) -> str:
     waiting = result.next_node == result.node_id and result.outcome.status is StageStatus.WAITING
     if result.next_node and not waiting:
         line += f"; next: {result.next_node}"
+        if result.edge_step is EdgeStep.GOAL_GATE:  # not where its edges lead: say why
+            line += f": {result.reason}"
     return line
 
 

@@ -227,3 +227,25 @@ def test_help_is_wrapped_to_the_columns_the_environment_names() -> None:
         assert max(widths) <= columns - 2
         if columns == 120:
             assert max(widths) > 50  # the wide terminal is used, not a fixed width
+
+
+def test_a_misspelt_command_names_the_likely_one_or_both_when_equally_near(
+    tmp_path: Path,
+) -> None:
+    def usage_error(*args: str) -> str:
+        proc = subprocess.run([*CLI, *args], cwd=tmp_path, capture_output=True, text=True)
+        assert proc.returncode == 2 and proc.stdout == "", proc
+        usage, error = proc.stderr.splitlines()[0], proc.stderr.splitlines()[-1]
+        assert usage.startswith("usage: python -m freshness_magic"), proc.stderr
+        return error
+
+    error = usage_error("valdate", "x.dot")
+    assert error.startswith("python -m freshness_magic: error: argument COMMAND: ")
+    assert "invalid choice: 'valdate' (did you mean 'validate'? choose from 'parse'" in error
+    assert "(did you mean 'run' or 'hub'?" in usage_error("rub", "x.dot")
+    assert "(did you mean 'run' or 'resume'?" in usage_error("reu", "x.dot")
+    assert "did you mean" not in usage_error("xyz", "x.dot")  # nothing near: argparse's words
+    assert "(did you mean 'start'?" in usage_error("hub", "strat")
+    error, proc = run_json("valdate", "x.dot", "--json", cwd=tmp_path)
+    assert proc.returncode == 2 and error["kind"] == "usage"
+    assert "did you mean 'validate'?" in str(error["error"])

@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
-from freshness_magic.engine.validation.attrs import closest
+from freshness_magic.engine.validation.attrs import near_misses
 
 SUBCOMMANDS: tuple[str, ...] = (
     "load", "step", "run", "resume", "retry", "stop", "accept", "why", "cond", "status",
@@ -50,13 +50,14 @@ class MagicArgumentParser(argparse.ArgumentParser):
         if choices is None or value in choices or not isinstance(value, str):
             super()._check_value(action, value)
             return
-        near = closest(value, [str(c) for c in choices])
-        if near is None:
+        near = near_misses(value, [str(c) for c in choices])
+        if not near:
             super()._check_value(action, value)
             return
         listed = ", ".join(map(repr, choices))
+        meant = " or ".join(map(repr, near))
         raise argparse.ArgumentError(
-            action, f"invalid choice: {value!r} (did you mean {near!r}? choose from {listed})"
+            action, f"invalid choice: {value!r} (did you mean {meant}? choose from {listed})"
         )
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:

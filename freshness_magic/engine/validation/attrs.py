@@ -299,11 +299,28 @@ GRAPHVIZ_SHAPES = frozenset(
 )
 
 
-def closest(value: str, choices: Iterable[str], cutoff: float = 0.5) -> str | None:
-    """The choice nearest to ``value`` (for "did you mean" hints), or None."""
+def near_misses(value: str, choices: Iterable[str], cutoff: float = 0.5) -> list[str]:
+    """The choices nearest to ``value`` (for "did you mean" hints): the one spelt with the same
+    letters in another order (``stpe`` is ``step``, not ``stop``), else every choice tied at the
+    best similarity, in sorted order; empty when none is near."""
     import difflib  # only when a hint is needed: validation runs at every CLI start
 
-    found = difflib.get_close_matches(value, sorted(choices), n=1, cutoff=cutoff)
+    names = sorted(set(choices) - {value})
+    letters = sorted(value)
+    swapped = [name for name in names if sorted(name) == letters]
+    if len(swapped) == 1:
+        return swapped
+    scored = [
+        (difflib.SequenceMatcher(None, value, name).ratio(), name)
+        for name in difflib.get_close_matches(value, names, n=5, cutoff=cutoff)
+    ]
+    best = max((score for score, _ in scored), default=0.0)
+    return sorted(name for score, name in scored if score == best)
+
+
+def closest(value: str, choices: Iterable[str], cutoff: float = 0.5) -> str | None:
+    """The choice nearest to ``value`` (:func:`near_misses`' first), or None."""
+    found = near_misses(value, choices, cutoff)
     return found[0] if found else None
 
 

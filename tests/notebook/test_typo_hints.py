@@ -23,6 +23,9 @@ def test_a_misspelt_subcommand_names_the_likely_one(shell: InteractiveShell) -> 
     assert "invalid choice: 'stauts' (did you mean 'status'?" in said
     assert "'evidence'" in said  # the choices are still listed
     assert "did you mean" not in _refusal(shell, "frobnicate")
+    # swapped letters name the command spelt with them, not the one that halts the run
+    assert "(did you mean 'step'?" in _refusal(shell, "stpe")
+    assert "(did you mean 'step' or 'stop'?" in _refusal(shell, "stp")  # a tie names both
 
 
 def test_a_misspelt_pipeline_name_names_the_likely_one(

@@ -231,12 +231,17 @@ def _run(argv: Sequence[str]) -> int:
         elif hasattr(exc, "render"):  # a parse error: message, source line, caret
             print(exc.render(), file=sys.stderr)
         else:
-            prefix = f"freshness-magic {command}" if command else "freshness-magic"
-            print(f"{prefix}: {exc}", file=sys.stderr)
+            print(f"{_prefix(command)}: {exc}", file=sys.stderr)
         return EXIT_USAGE
     except KeyboardInterrupt:
-        print(f"freshness-magic {getattr(args, 'command', '')}: interrupted", file=sys.stderr)
+        print(f"{_prefix(getattr(args, 'command', None))}: interrupted", file=sys.stderr)
         return 130
+
+
+def _prefix(command: str | None) -> str:
+    """What an error line starts with: the program as it was called (``python -m
+    freshness_magic status``, ``freshness-magic status``), as argparse's usage errors say it."""
+    return f"{invoked_as()} {command}" if command else invoked_as()
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -249,3 +249,35 @@ def test_a_misspelt_command_names_the_likely_one_or_both_when_equally_near(
     error, proc = run_json("valdate", "x.dot", "--json", cwd=tmp_path)
     assert proc.returncode == 2 and error["kind"] == "usage"
     assert "did you mean 'validate'?" in str(error["error"])
+
+
+ERRING = [
+    ["parse", "missing.dot"],
+    ["validate", "missing.dot"],
+    ["evidence", "no-run"],
+    ["run", "missing.dot"],
+    ["resume", "no-run"],
+    ["status", "no-run"],
+    ["check", "no-run"],
+]
+
+
+@pytest.mark.parametrize("argv", ERRING, ids=[a[0] for a in ERRING])
+def test_an_error_line_names_the_program_as_it_was_called(tmp_path: Path, argv: list[str]) -> None:
+    as_module = subprocess.run([*CLI, *argv], cwd=tmp_path, capture_output=True, text=True)
+    assert as_module.returncode == 2
+    assert as_module.stderr.startswith(f"python -m freshness_magic {argv[0]}: "), as_module.stderr
+    as_script = subprocess.run(  # what the installed freshness-magic script runs
+        [
+            sys.executable,
+            "-c",
+            "import sys; from freshness_magic.cli import program; "
+            f"sys.argv = ['/usr/bin/freshness-magic', *{argv!r}]; raise SystemExit(program())",
+        ],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+    )
+    assert as_script.returncode == 2
+    assert as_script.stderr.startswith(f"freshness-magic {argv[0]}: "), as_script.stderr

@@ -40,8 +40,16 @@ class HelpShown(Exception):
 class MagicArgumentParser(argparse.ArgumentParser):
     """argparse that reports mistakes as ``UsageError`` and returns ``--help`` as text."""
 
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        self._argv = list(args or [])
+        return super().parse_args(args, namespace)
+
     def error(self, message: str) -> NoReturn:
-        raise UsageError(f"{self.prog}: {message} (see {self.prog} --help)")
+        """A ``UsageError`` pointing at the help of the subcommand the line named, if any."""
+        argv = getattr(self, "_argv", [])
+        sub = argv[0] if argv and argv[0] in _subcommands(self) else ""
+        help_of = f"{self.prog} {sub}".rstrip()
+        raise UsageError(f"{self.prog}: {message} (see {help_of} --help)")
 
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         """argparse's check of a choice (a subcommand), naming the likely one: ``invalid
@@ -67,6 +75,15 @@ class MagicArgumentParser(argparse.ArgumentParser):
 
     def print_help(self, file: Any = None) -> None:
         raise HelpShown(self.format_help())
+
+
+def _subcommands(parser: argparse.ArgumentParser) -> set[str]:
+    """The subcommand names ``parser`` takes (none for a parser without subcommands)."""
+    names: set[str] = set()
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            names.update(action.choices)
+    return names
 
 
 def _parser(prog: str, description: str) -> MagicArgumentParser:

@@ -188,8 +188,9 @@ def why_text(pipeline: PipelineReadout, node_id: str) -> str:
 
 def next_action(pipeline: PipelineReadout, node_id: str) -> list[str]:
     """What ``why`` ends with: the lines that answer a waiting gate (with a note on changed
-    inputs upstream of it), or what ``%pipeline accept`` does for a stale node. A node held
-    back by ``freshness=block`` says that already (its notes), so nothing is added there."""
+    inputs upstream of it), or what ``%pipeline accept`` does for a stale node (and, for one
+    that ran, that ``retry`` runs it again). A node held back by ``freshness=block`` says that
+    already (its notes), so nothing is added there."""
     if pipeline.superseded:
         return []  # its actions are refused: the newer load's why says what to do
     gate = pipeline.pending_gate()
@@ -230,7 +231,14 @@ def next_action(pipeline: PipelineReadout, node_id: str) -> list[str]:
         )
     elif mode == "warn":
         line += "; if the run reaches it again, it runs anyway with a warning (freshness=warn)"
-    return [line]
+    lines = [line]
+    if pipeline.pending_gate() is None:  # a waiting gate is answered first
+        first = f"%pipeline accept {node_id}, then " if mode == "block" else ""
+        lines.append(
+            f"or: {first}%pipeline retry {node_id} runs it again on the current files, and the "
+            "run goes on from it"
+        )
+    return lines
 
 
 def explain_condition_live(

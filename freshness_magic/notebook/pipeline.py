@@ -457,8 +457,13 @@ class NotebookPipeline(PipelineReadout):
         if fresh and offer is not None:
             lines.append(f"note: started a new run; {offer.run_dir.name} stays on disk")
         if run.state.finished and answered is None:
-            state = run.state.value
-            return TextResult(f"run {state}; nothing to do (use reset to start again)")
+            if run.state is RunState.FAILED:
+                at = f" at {run.failed_node}" if run.failed_node else ""
+                return TextResult(
+                    f"run failed{at}; nothing to do: %pipeline retry goes on from there, "
+                    "%pipeline reset starts a new run"
+                )
+            return TextResult("run completed; nothing to do: %pipeline reset starts a new run")
         # One step's line is its result: printed as it came, it would leave the result empty
         # (terminal IPython shows an empty Out[N]) and ``r = %pipeline step`` without it.
         show = None if single else self.live_lines

@@ -180,8 +180,8 @@ def step_line(result: Any) -> str:
 def blocked_text(node_id: str, files: Sequence[str]) -> str:
     """Why a run failed at a node ``freshness=block`` held back, and the notebook's way on."""
     return (
-        f"{node_id} did not run, {blocked_by(files)}. Accept the change (Accept changes, or "
-        f"%pipeline accept {node_id}) and retry, or restore the files and retry"
+        f"{node_id} did not run, {blocked_by(files)}. Accept the change (%pipeline accept "
+        f"{node_id}, or the view's Accept changes) and retry, or restore the files and retry"
     )
 
 

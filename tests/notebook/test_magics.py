@@ -365,10 +365,14 @@ def test_a_node_held_back_by_block_says_so_and_how_to_go_on_in_the_notebook(
     out = line(shell, "step").text
     said = (
         "lint did not run, blocked by changed inputs (freshness=block): src/login.py. Accept "
-        "the change (Accept changes, or %pipeline accept lint) and retry, or restore the files "
-        "and retry"
+        "the change (%pipeline accept lint, or the view's Accept changes) and retry, or restore "
+        "the files and retry"
     )
     assert out.splitlines()[-1] == f"run failed: {said}", out
+    assert line(shell, "step").text == (
+        "run failed at lint; nothing to do: %pipeline retry goes on from there, %pipeline reset "
+        "starts a new run"
+    )
     assert "no edge condition matched" not in out
     banner = pipeline.banner()
     assert banner is not None and banner.text == said and banner.node == "lint"

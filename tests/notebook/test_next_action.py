@@ -139,3 +139,29 @@ def test_the_waiting_text_notes_changed_nodes_upstream_of_the_gate(
     assert said[-1] == "run: 0 step(s); waiting", said
     notes = [row for row in said if row.startswith("  note: upstream of approve: ")]
     assert len(notes) == 1 and "draft stale" in notes[0], said
+
+
+def test_why_a_node_stale_since_it_ran_offers_to_run_it_again_when_no_gate_waits(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """A trial: `why` offered only accept; running the node again on the new files (the other
+    fix) was never mentioned."""
+    load_review(shell, workdir)
+    line(shell, "run --to draft")  # lint ran; the run is paused, no gate waits
+    (workdir / "src" / "login.py").write_text("changed\n")
+    said = line(shell, "why lint").text.splitlines()
+    assert said[-1] == (  # lint is freshness=block: a retry alone would be held back
+        "  or: %pipeline accept lint, then %pipeline retry lint runs it again on the current "
+        "files, and the run goes on from it"
+    )
+    line(shell, "accept lint")
+    assert line(shell, "retry lint").text.splitlines()[0] == "step: lint -> success; next: draft"
+    assert line(shell, "why lint").text.splitlines()[0] == "lint: succeeded"
+    load_review(shell, workdir)
+    line(shell, "run --to approve")  # draft (freshness=warn) ran; paused before the gate
+    (workdir / "docs" / "spec.md").write_text("changed\n")
+    said = line(shell, "why draft").text.splitlines()
+    assert said[-1] == (
+        "  or: %pipeline retry draft runs it again on the current files, and the run goes on "
+        "from it"
+    )

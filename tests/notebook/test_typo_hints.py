@@ -28,6 +28,15 @@ def test_a_misspelt_subcommand_names_the_likely_one(shell: InteractiveShell) -> 
     assert "(did you mean 'step' or 'stop'?" in _refusal(shell, "stp")  # a tie names both
 
 
+def test_an_unknown_option_points_at_its_subcommands_help(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    load_review(shell, workdir)
+    assert _refusal(shell, "step --to draft") == (
+        "%pipeline: unrecognized arguments: --to draft (see %pipeline step --help)"
+    )
+
+
 def test_a_misspelt_pipeline_name_names_the_likely_one(
     shell: InteractiveShell, workdir: Path
 ) -> None:

@@ -212,8 +212,8 @@ def test_retry_of_a_run_that_did_not_fail_names_the_command_s_option(tmp_path: P
     retried = cli("resume", run_dir, "--retry", cwd=tmp_path)
     assert retried.returncode == 2 and "Traceback" not in retried.stderr
     assert retried.stderr.strip() == (
-        "freshness-magic resume: nothing to retry: the run did not fail at a node; name the node "
-        f"to run again (python -m freshness_magic resume {run_dir} --retry NODE)"
+        "python -m freshness_magic resume: nothing to retry: the run did not fail at a node; "
+        f"name the node to run again (python -m freshness_magic resume {run_dir} --retry NODE)"
     )
 
 
@@ -244,8 +244,9 @@ def test_an_answer_that_is_no_choice_of_its_gate_is_refused_before_anything_runs
     )
     assert refused.returncode == 2 and refused.stdout == ""
     assert refused.stderr.strip() == (
-        "freshness-magic run: --answer approve=X: 'X' is not a choice of gate 'approve'; answer "
-        "with a key, label or target id of one of: Y ([Y] Yes -> done), N ([N] No, redo -> draft)"
+        "python -m freshness_magic run: --answer approve=X: 'X' is not a choice of gate 'approve'; "
+        "answer with a key, label or target id of one of: Y ([Y] Yes -> done), N ([N] No, redo -> "
+        "draft)"
     )
     assert not (tmp_path / ".freshness" / "runs").exists()
     done = cli("run", str(dot), "--workdir", str(tmp_path), "--answer", "approve=yes", cwd=tmp_path)
@@ -261,7 +262,7 @@ def test_a_run_directory_that_does_not_exist_and_a_node_that_is_not_there_are_na
         assert result.returncode == 2 and "Traceback" not in result.stderr
         assert "does not exist" in result.stderr or "no such directory" in result.stderr
     assert cli("status", str(missing), cwd=tmp_path).stderr.strip() == (
-        f"freshness-magic status: {missing}: no such directory; a run directory is "
+        f"python -m freshness_magic status: {missing}: no such directory; a run directory is "
         ".freshness/runs/<run_id> under the working directory the run used"
     )
     dot = write(tmp_path, "review.dot", REVIEW)
@@ -271,7 +272,9 @@ def test_a_run_directory_that_does_not_exist_and_a_node_that_is_not_there_are_na
     run_dir = json.loads(done.stdout)["run_dir"]
     typo = cli("evidence", run_dir, "drat", cwd=tmp_path)
     assert typo.returncode == 2
-    assert typo.stderr.strip() == "freshness-magic evidence: no node 'drat' (did you mean 'draft'?)"
+    assert typo.stderr.strip() == (
+        "python -m freshness_magic evidence: no node 'drat' (did you mean 'draft'?)"
+    )
     assert cli("evidence", run_dir, "draft", cwd=tmp_path).returncode == 0
 
 
@@ -595,7 +598,7 @@ def test_the_backend_line_is_printed_only_when_the_run_goes_ahead(tmp_path: Path
     bad_to = cli("run", str(dot), "--workdir", str(tmp_path), "--to", "nosuch", cwd=tmp_path)
     assert bad_to.returncode == 2
     assert bad_to.stdout == ""
-    assert bad_to.stderr.startswith("freshness-magic run: cannot run to node 'nosuch'")
+    assert bad_to.stderr.startswith("python -m freshness_magic run: cannot run to node 'nosuch'")
     first = cli("run", str(dot), "--workdir", str(tmp_path), cwd=tmp_path)
     assert first.returncode == 3
     assert first.stdout.startswith("codergen backend: simulated")  # before the first node

@@ -448,7 +448,9 @@ class NotebookPipeline(PipelineReadout):
         """Step until ``to``, ``max_steps``, a gate, the end, a stop or an interrupt.
 
         One line per executed step (the ``answered`` gate's first, counted as one), then (for
-        ``run``) a summary line.
+        ``run``) a summary line. A run stopped in a node (interrupt, Stop) goes on as a resume
+        does (the CLI's, or one after a restart): reopened from its checkpoint, so the nodes
+        not run yet take the files as they are now, and what changed meanwhile is said.
         """
         fresh = self._run is None
         offer = self.resume_offer
@@ -456,6 +458,10 @@ class NotebookPipeline(PipelineReadout):
         lines: list[str] = [text.step_line(answered)] if answered is not None else []
         if fresh and offer is not None:
             lines.append(f"note: started a new run; {offer.run_dir.name} stays on disk")
+        if run.state is RunState.PAUSED and run.result().interrupted_node is not None:
+            run = self._open(resume=run.run_dir)
+            if self.resume_notes:
+                lines += ["changed while the run was stopped:", *self.resume_notes]
         if run.state.finished and answered is None:
             if run.state is RunState.FAILED:
                 at = f" at {run.failed_node}" if run.failed_node else ""

@@ -254,3 +254,34 @@ def test_a_step_in_terminal_ipython_shows_its_line_once_as_its_result(
         assert printed.rstrip().endswith("run: 2 step(s); completed")
     finally:
         shell.run_line_magic("config", "PipelineMagics.step_lines = 'auto'")
+
+
+def test_going_on_after_an_interrupt_takes_the_edited_inputs_as_a_resume_does(
+    shell: InteractiveShell, workdir: Path
+):
+    """A trial: interrupted in a freshness=block node, its script fixed, then `%pipeline run`:
+    the node was held back as stale (and failed), while the CLI's resume (and one after a
+    restart) ran it on the fixed file. Going on after a stop is now a resume everywhere."""
+    (workdir / "src" / "clean.py").write_text("v1\n")
+    pipeline = shell.run_cell_magic(
+        "pipeline",
+        f"cells --workdir {workdir}",
+        CELLS_DOT.replace('[label="Work"]', '[source_files="src/clean.py", freshness="block"]'),
+    )
+    shell.run_cell_magic(
+        "node",
+        "work",
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n",
+    )
+    assert line(shell, "run").text.splitlines()[-1] == "run: 1 step(s); paused"
+    (workdir / "src" / "clean.py").write_text("v2: fixed\n")
+    shell.run_cell_magic("node", "work", "pass\n")
+    out = line(shell, "run").text.splitlines()
+    assert out[0] == "changed while the run was stopped:"
+    assert out[1] == (
+        "  work: inputs changed since its baseline: src/clean.py; it has not run yet and will "
+        "use them (its baseline is taken again now)"
+    )
+    assert "step: work -> success; next: after" in out
+    assert out[-1] == "run: 3 step(s); completed"
+    assert pipeline.views()["work"].state is NodeState.SUCCEEDED

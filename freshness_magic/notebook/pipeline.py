@@ -168,9 +168,14 @@ class NotebookPipeline(PipelineReadout):
             raise SupersededError(f"this view was replaced by a newer load of {self.name}")
 
     def supersede(self) -> None:
-        """A newer load of the same name replaced this object: stop and refuse every action."""
+        """A newer load of the same name replaced this object: stop and refuse every action.
+
+        Its run is closed, so another process (or the newer load) can drive it from disk."""
         self.superseded = True
+        run = self._run
         self._detach()
+        if run is not None:
+            run.close()
         if self._widget is not None:
             self._widget.supersede(f"this view was replaced by a newer load of {self.name}")
         self._notify()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import shlex
+import subprocess
 import sys
 from pathlib import Path
 from typing import Any
@@ -207,14 +208,31 @@ def test_resume_without_an_offer_hints(shell: InteractiveShell, workdir: Path):
     assert line(shell, "resume").text.startswith("waiting at approve: Ship it?")
 
 
+def driven_from_elsewhere(run_dir: Path) -> bool:
+    """Whether another process sees a driver of ``run_dir`` (this one's lock is shared within
+    the process, so only another process can tell)."""
+    code = (
+        "import sys; from pathlib import Path; "
+        "from freshness_magic.engine.runlock import live_driver; "
+        "print(live_driver(Path(sys.argv[1])) is not None)"
+    )
+    found = subprocess.run(
+        [sys.executable, "-c", code, str(run_dir)], capture_output=True, text=True, check=True
+    )
+    return found.stdout.strip() == "True"
+
+
 def test_a_replaced_pipeline_refuses_every_action(shell: InteractiveShell, workdir: Path):
     old = load_review(shell, workdir)
     line(shell, "run --to approve")
-    old_run = old.run.run_dir.name
+    old_dir = old.run.run_dir
+    old_run = old_dir.name
+    assert driven_from_elsewhere(old_dir)  # this kernel holds it while it drives
     seen: list[object] = []
     old.subscribe(seen.append)
     new = load_review(shell, workdir)
     assert old.superseded and not new.superseded and seen
+    assert not driven_from_elsewhere(old_dir)  # released: the CLI may drive it now
     for action in (old.step, old.run_to, lambda: old.resume("approve", "Y"), old.reset):
         with pytest.raises(UsageError, match=r"^this view was replaced by a newer load of review$"):
             action()

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Iterable
+from itertools import islice
 from pathlib import Path
 
 from freshness_magic.engine.dot_parser import parse_dot
@@ -81,7 +82,9 @@ def read_pipeline_text(path: str | os.PathLike[str], limit: int = MAX_PIPELINE_B
             )
         return data.decode("utf-8")
     except FileNotFoundError:
-        raise PipelineFileError(f"{file}: no such pipeline file; check the path") from None
+        near = _near_file(file)
+        hint = f"did you mean {near}?" if near else "check the path"
+        raise PipelineFileError(f"{file}: no such pipeline file; {hint}") from None
     except IsADirectoryError:
         raise PipelineFileError(f"{file}: is a directory, not a .dot pipeline file") from None
     except PermissionError:
@@ -92,6 +95,25 @@ def read_pipeline_text(path: str | os.PathLike[str], limit: int = MAX_PIPELINE_B
         ) from None
     except OSError as exc:
         raise PipelineFileError(f"{file}: cannot read the file: {exc.strerror or exc}") from None
+
+
+def _near_file(file: Path) -> str | None:
+    """A file next to the missing ``file`` that was likely meant, as ``file`` would be written
+    with its name: the same name with another extension (``review.dt`` -> ``review.dot``), else
+    a near miss of the name with the same extension (``reveiw.dot``); None when there is none."""
+    from freshness_magic.engine.validation.attrs import closest
+
+    try:
+        names = [entry.name for entry in islice(os.scandir(file.parent), 1000) if entry.is_file()]
+    except OSError:
+        return None
+    same_stem = sorted(n for n in names if Path(n).stem == file.stem)
+    if same_stem:
+        dot = [n for n in same_stem if n.endswith((".dot", ".gv"))]
+        return str(file.with_name((dot or same_stem)[0]))
+    stems = {Path(n).stem: n for n in names if Path(n).suffix == file.suffix}
+    near = closest(file.stem, stems, cutoff=0.75)
+    return str(file.with_name(stems[near])) if near else None
 
 
 def load_pipeline_file(

@@ -26,9 +26,10 @@ from traitlets import Bool, CaselessStrEnum, TraitError, Unicode, validate
 
 from freshness_magic.cluster import ClusterPool, parse_executor
 from freshness_magic.engine.model import Graph
+from freshness_magic.engine.pipeline import read_pipeline_text
 from freshness_magic.engine.validation import Diagnostic
 from freshness_magic.engine.validation.attrs import closest, no_node
-from freshness_magic.errors import ClusterError, FreshnessMagicError, ParseError
+from freshness_magic.errors import ClusterError, FreshnessMagicError, ParseError, PipelineFileError
 from freshness_magic.notebook.arguments import (
     HelpShown,
     MagicArgumentParser,
@@ -280,9 +281,9 @@ class PipelineMagics(Magics):
             expanded = self.shell.var_expand(args.path) if self.shell is not None else args.path
             path = Path(os.path.expanduser(expanded))
             try:
-                text = path.read_text(encoding="utf-8")
-            except OSError as exc:
-                raise UsageError(f"%pipeline load: cannot read {path}: {exc.strerror}") from None
+                text = read_pipeline_text(path)
+            except PipelineFileError as exc:
+                raise UsageError(f"%pipeline load: {exc}") from None
             graph = self._load_graph(text, str(path), workdir)
         else:
             raise UsageError("%pipeline load: give a PATH or --var VARIABLE")

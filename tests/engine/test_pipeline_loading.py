@@ -163,6 +163,21 @@ def test_missing_file(tmp_path: Path) -> None:
     assert isinstance(info.value, FreshnessMagicError)
 
 
+def test_a_missing_file_names_the_file_likely_meant(tmp_path: Path) -> None:
+    (tmp_path / "review.dot").write_text("digraph review {}")
+    (tmp_path / "notes.txt").write_text("")
+    said = {}
+    for name in ("review.dt", "review", "reveiw.dot", "zzz.dot", "notes.dot"):
+        with pytest.raises(PipelineFileError) as info:
+            load_pipeline_file(tmp_path / name)
+        said[name] = str(info.value)
+    assert said["review.dt"].endswith(f"did you mean {tmp_path / 'review.dot'}?")
+    assert said["review"].endswith(f"did you mean {tmp_path / 'review.dot'}?")
+    assert said["reveiw.dot"].endswith(f"did you mean {tmp_path / 'review.dot'}?")
+    assert said["zzz.dot"].endswith("no such pipeline file; check the path")
+    assert said["notes.dot"].endswith(f"did you mean {tmp_path / 'notes.txt'}?")
+
+
 def test_directory_instead_of_file(tmp_path: Path) -> None:
     with pytest.raises(PipelineFileError, match="is a directory"):
         load_pipeline_file(tmp_path)

@@ -410,8 +410,9 @@ def test_load_list_show_and_name_selection(shell: InteractiveShell, workdir: Pat
     assert line(shell, "step").text.startswith("step: start")
     assert line(shell, "step --name review").text.startswith("step: start")
     assert shell.run_line_magic("pipeline", "show review") is shell.user_ns["review"]
-    with pytest.raises(UsageError, match="cannot read"):
+    with pytest.raises(UsageError) as missing:  # the same words as the CLI's
         shell.run_line_magic("pipeline", f"load {tmp_path / 'missing.dot'}")
+    assert str(missing.value).startswith(f"%pipeline load: {tmp_path / 'missing.dot'}: no such")
     renamed = shell.run_line_magic("pipeline", f"load {dot} --name third --workdir {workdir}")
     assert shell.user_ns["third"] is renamed
 

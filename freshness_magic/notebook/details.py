@@ -163,6 +163,9 @@ def why_text(pipeline: PipelineReadout, node_id: str) -> str:
             lines.append(f"  notes: {text.one_line(outcome.notes, 200)}")
         if outcome.failure_reason and outcome.failure_reason != view.why:
             lines.append(f"  failure: {text.one_line(outcome.failure_reason, 300)}")
+    route = pipeline.model.routes.get(node_id)
+    if route is not None and view.state is NodeState.FAILED:  # the run went on past it
+        lines.append(f"  then the run went on to {route[0]}: {route[1]}")
     stale = pipeline.stale.get(node_id)
     if stale is not None and stale.describe() != view.why:
         lines.append(f"  {stale.describe()}")

@@ -145,6 +145,8 @@ class ViewModel:
         """The tail of each node's streamed output (``stage_output`` events) in its latest
         attempt: a retry or a new visit starts it again, as the node's output files do."""
         self.dead_end: dict[str, Any] | None = None
+        self.routes: dict[str, tuple[str, str]] = {}
+        """Where the run went after each node's latest visit, and why (its edge_selected)."""
         self.version = 0
         self._views: dict[str, NodeView] = {}
         self.publish(RunSnapshot())
@@ -165,6 +167,7 @@ class ViewModel:
                 self.interrupted.pop(node, None)
                 self.skipped.pop(node, None)
                 self.outputs.pop(node, None)  # a node's output is its latest visit's
+                self.routes.pop(node, None)
             elif kind is EventType.STAGE_RETRYING and node is not None:
                 self.retrying[node] = str(event.data.get("failure_reason") or "retry requested")
                 self.outputs.pop(node, None)  # and of its latest attempt
@@ -191,6 +194,9 @@ class ViewModel:
                     return False  # shown live only on a running node (its tooltip)
             elif kind is EventType.DEAD_END:
                 self.dead_end = dict(event.data)
+            elif kind is EventType.EDGE_SELECTED and node is not None:
+                self.routes[node] = (str(event.data.get("target")), str(event.data.get("reason")))
+                return False  # nothing drawn changes: ``why`` reads it
             else:
                 return False
         self._publish_locked(self.snapshot)

@@ -59,3 +59,15 @@ def test_the_step_line_says_why_the_run_goes_back(tmp_path: Path, shell: Interac
     assert f"step: notes -> success; next: fixup: {WHY}" in lines
     assert "step: tests -> success; next: notes" in lines  # an ordinary step says nothing more
     assert lines[-1] == "run: 7 step(s); completed"
+
+
+def test_why_of_a_failed_node_the_run_went_past_says_where_it_went(
+    tmp_path: Path, shell: InteractiveShell
+) -> None:
+    shell.run_cell_magic("pipeline", f"gg --workdir {tmp_path}", GATED)
+    shell.run_line_magic("pipeline", "run --to fixup")
+    said = shell.run_line_magic("pipeline", "why tests").text.splitlines()
+    assert said[0] == "tests: failed"
+    assert "  then the run went on to notes: condition `outcome=fail` held" in said
+    shell.run_line_magic("pipeline", "run")
+    assert "went on" not in shell.run_line_magic("pipeline", "why tests").text  # succeeded since

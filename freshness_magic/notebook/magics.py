@@ -342,7 +342,7 @@ class PipelineMagics(Magics):
             "accept": lambda: pipeline.accept(node),
             "why": lambda: pipeline.why(str(node)),
             "cond": lambda: TextResult(*pipeline.explain(args.expr, args.from_node)),
-            "status": lambda: TextResult(pipeline.status_text()),
+            "status": pipeline.status,
             "evidence": lambda: pipeline.evidence(node),
             "reset": pipeline.reset,
         }

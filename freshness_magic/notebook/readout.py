@@ -262,6 +262,10 @@ class PipelineReadout:
             lines.append(self.resume_offer.describe(self.name))
         return "\n".join(lines)
 
+    def status(self) -> TextResult:
+        """``%pipeline status`` from Python (``review.status()``), as a result."""
+        return TextResult(self.status_text())
+
     def why(self, node_id: str) -> TextResult:
         """Why ``node_id`` is in its state: outcome, failure, stale files, waiting question."""
         from freshness_magic.notebook.details import why_text

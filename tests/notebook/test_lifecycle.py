@@ -500,3 +500,13 @@ def test_resume_of_a_paused_run_after_a_restart_goes_on(shell: InteractiveShell,
     assert lines[0] == f"resumed run {run_id}"
     assert "step: draft -> success; next: approve" in lines
     assert lines[-1] == "run: 2 step(s); waiting"
+
+
+def test_the_python_object_answers_status_as_the_magic_does(
+    shell: InteractiveShell, workdir: Path
+):
+    """A trial guessed `review.status()`; it raised AttributeError."""
+    pipeline = load_review(shell, workdir)
+    line(shell, "run --to draft")
+    assert pipeline.status().text == line(shell, "status").text
+    assert pipeline.status().text.startswith("pipeline review: paused · next: draft")

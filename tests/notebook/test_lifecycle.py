@@ -502,9 +502,7 @@ def test_resume_of_a_paused_run_after_a_restart_goes_on(shell: InteractiveShell,
     assert lines[-1] == "run: 2 step(s); waiting"
 
 
-def test_the_python_object_answers_status_as_the_magic_does(
-    shell: InteractiveShell, workdir: Path
-):
+def test_the_python_object_answers_status_as_the_magic_does(shell: InteractiveShell, workdir: Path):
     """A trial guessed `review.status()`; it raised AttributeError."""
     pipeline = load_review(shell, workdir)
     line(shell, "run --to draft")

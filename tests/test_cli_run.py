@@ -356,7 +356,8 @@ def test_a_stop_signal_stops_the_tool_and_leaves_the_run_resumable(
     wait_until(lambda: pgid_file.exists() and pgid_file.read_text().strip(), "the tool started")
     run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
     during = cli("status", str(run_dir), cwd=tmp_path)
-    assert f"driven now by pid {process.pid}" in during.stdout.splitlines()[0], during.stdout
+    first = during.stdout.splitlines()[0]
+    assert f"driven now by pid {process.pid} (freshness-magic, since " in first, during.stdout
     assert ", running wait); its last checkpoint says paused" in during.stdout.splitlines()[0]
     assert (
         json.loads(cli("status", str(run_dir), "--json", cwd=tmp_path).stdout)["driver"]["pid"]

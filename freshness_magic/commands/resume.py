@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
+from typing import TYPE_CHECKING, Any, TextIO
 
 from freshness_magic.commands import invoked_as
 from freshness_magic.commands.run import add_drive_options, drive
@@ -22,6 +22,9 @@ from freshness_magic.errors import (
     RunError,
     StoredPipelineError,
 )
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.runlock import RunBusyError
 
 
 def register(subparsers: Any) -> None:
@@ -94,7 +97,33 @@ def say_pipeline_changed(run: Any, out: TextIO) -> None:
         )
 
 
+def busy_in_a_notebook(exc: RunBusyError) -> RunError | None:
+    """The refusal when the run is held open by an idle notebook (a Jupyter kernel, IPython):
+    the engine's "wait for it to finish" would wait for ever, so say where to act instead
+    (answer the gate there, or leave the run there to resume it here). None otherwise."""
+    import socket
+
+    from freshness_magic.commands.status import activity, held_open, status_dict
+    from freshness_magic.engine.checkpoint import load_checkpoint
+    from freshness_magic.errors import FreshnessMagicError
+
+    if exc.holder.get("host") != socket.gethostname():
+        return None
+    try:
+        data, _ = load_checkpoint(exc.run_dir)
+        gate = status_dict(exc.run_dir, data)["pending_gate"]
+    except FreshnessMagicError:
+        gate = None
+    gate_node = gate.get("node") if isinstance(gate, dict) else None
+    held = held_open(exc.holder, activity(exc.run_dir), gate_node, "resume it here")
+    if held is None:
+        return None
+    who, doing, advice = held
+    return RunError(f"run directory {exc.run_dir} is {who}, {doing}: {advice}")
+
+
 def main(args: argparse.Namespace) -> int:
+    from freshness_magic.engine.runlock import RunBusyError
     from freshness_magic.session import resume_run
 
     graph = None
@@ -104,6 +133,8 @@ def main(args: argparse.Namespace) -> int:
         graph = load_for_command(args.pipeline_file)
     try:
         run = resume_run(args.run_dir, backend=args.backend, executor=args.executor, graph=graph)
+    except RunBusyError as exc:
+        raise busy_in_a_notebook(exc) or exc from None
     except StoredPipelineError as exc:
         raise CheckpointError(
             f"{exc.problem}; give the pipeline file the run was started with: {invoked_as()} "

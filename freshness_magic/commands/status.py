@@ -7,7 +7,7 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 
 from freshness_magic.commands.run import EXIT_CODES
 
@@ -36,6 +36,7 @@ def status_dict(run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
+    from freshness_magic.commands import invoked_as
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.gates import parse_accelerator
     from freshness_magic.engine.persistence import follow_restarts
@@ -60,14 +61,17 @@ def main(args: argparse.Namespace) -> int:
         return EXIT_CODES[info["status"]]
     out = sys.stdout
     state = info["status"]
+    gate = info["pending_gate"]
+    advice = None
     if driver is not None:
-        since = time.strftime("%H:%M:%S", time.localtime(float(driver.get("since") or 0)))
-        running = running_nodes(run_dir)
-        doing = f", running {', '.join(running)}" if running else ""
-        state = (
-            f"driven now by pid {driver['pid']} (since {since}{doing}); its last checkpoint "
-            f"says {state}"
-        )
+        now = activity(run_dir)
+        gate_node = gate.get("node") if isinstance(gate, dict) else None
+        held = held_open(driver, now, gate_node, f"resume it: {invoked_as()} resume {run_dir}")
+        if held is not None:
+            who, doing, advice = held
+            state = f"{state}; {who}, {doing}"
+        else:
+            state = f"{driven_now(driver, now)}; its last checkpoint says {state}"
     print(f"run {data.get('run_id', run_dir.name)}: {state}", file=out)
     print(f"pipeline: {(data.get('pipeline') or {}).get('path') or '(from code)'}", file=out)
     for node in dict.fromkeys(info["completed_nodes"]):
@@ -81,7 +85,6 @@ def main(args: argparse.Namespace) -> int:
         print(info["summary"], file=out)
     if info["interrupted_node"]:
         print(info["summary"], file=out)
-    gate = info["pending_gate"]
     for line in _stale_lines(run_dir, data, used, stale or [], gate):
         print(line, file=out)
     if isinstance(gate, dict):
@@ -96,7 +99,55 @@ def main(args: argparse.Namespace) -> int:
         print(f"next node: {info['next_node']}", file=out)
     for line in info.get("orphaned_tools", ()):
         print(f"note: {line}", file=out)
+    if advice is not None:
+        print(f"note: {advice}", file=out)
     return EXIT_CODES[info["status"]]
+
+
+def _clock(since: object) -> str:
+    try:
+        return time.strftime("%H:%M:%S", time.localtime(float(since or 0)))  # type: ignore[arg-type]
+    except (TypeError, ValueError, OverflowError):
+        return "?"
+
+
+def driven_now(driver: dict[str, Any], now: Activity) -> str:
+    """``driven now by pid N (freshness-magic, since 16:28:30, running lint)``: a live driver,
+    its program when its lock says, and what it runs (or the gate it waits at for an answer)."""
+    from freshness_magic.engine.runlock import program_name
+
+    said = [name] if (name := program_name(driver)) else []
+    said.append(f"since {_clock(driver.get('since'))}")
+    if now.running:
+        said.append(f"running {', '.join(now.running)}")
+    elif now.waiting_gate is not None:
+        said.append(f"waiting at gate '{now.waiting_gate}'")
+    return f"driven now by pid {driver.get('pid', '?')} ({', '.join(said)})"
+
+
+def held_open(
+    driver: dict[str, Any], now: Activity, gate_node: str | None, then: str
+) -> tuple[str, str, str] | None:
+    """When a notebook (a Jupyter kernel, IPython) holds the run open with no node running, what
+    to say instead of "driven now": who (``held open by an IPython kernel (pid N, since T)``),
+    what it does (``idle and waiting at gate 'review'``) and where to act (answer there, or
+    ``%pipeline reset`` there to ``then``). None for any other holder, or while a node runs.
+
+    A kernel keeps its run (and the lock) between cells: "wait for it to finish" would wait
+    for ever. ``gate_node`` is the checkpoint's waiting gate; the events must agree (the gate's
+    ``gate_waiting`` is the driver's last word) to call the kernel idle there.
+    """
+    from freshness_magic.engine.runlock import NOTEBOOK_PROGRAMS, program_name
+
+    if driver.get("program") not in NOTEBOOK_PROGRAMS or now.running:
+        return None
+    who = f"held open by {program_name(driver)} (pid {driver.get('pid', '?')}, since "
+    who += f"{_clock(driver.get('since'))})"
+    leave = f"or leave the run there (%pipeline reset) to {then}"
+    if gate_node is not None and now.waiting_gate == gate_node:
+        answer = f"answer it there (%pipeline resume {gate_node} --choice KEY), {leave}"
+        return who, f"idle and waiting at gate '{gate_node}'", answer
+    return who, "no node running now", f"go on there (%pipeline resume), {leave}"
 
 
 def stale_nodes(run_dir: Path) -> list[str] | None:
@@ -154,12 +205,21 @@ def _first_line(text: str) -> str:
 
 
 EVENTS_TAIL_BYTES = 256 * 1024
-"""How much of the end of ``events.jsonl`` :func:`running_nodes` reads (a run's events file
+"""How much of the end of ``events.jsonl`` :func:`activity` reads (a run's events file
 grows with it; the nodes running now started near its end)."""
 
 
-def running_nodes(run_dir: Path) -> list[str]:
-    """Nodes started and not yet ended, from the tail of the run's ``events.jsonl``."""
+class Activity(NamedTuple):
+    """What the tail of a run's ``events.jsonl`` says its driver does now."""
+
+    running: list[str]
+    """Nodes started and not yet ended (a gate that waits for an answer is not running)."""
+    waiting_gate: str | None
+    """The gate whose ``gate_waiting`` came after every start and answer: the driver waits."""
+
+
+def activity(run_dir: Path) -> Activity:
+    """The nodes running now and the gate waiting, from the tail of the run's ``events.jsonl``."""
     from freshness_magic.atomicio import loads_bounded
     from freshness_magic.engine.events import ENGINE_EVENTS, EventType
     from freshness_magic.errors import StateFileError
@@ -171,8 +231,9 @@ def running_nodes(run_dir: Path) -> list[str]:
             handle.seek(max(size - EVENTS_TAIL_BYTES, 0))
             lines = handle.read().split(b"\n")[1 if size > EVENTS_TAIL_BYTES else 0 :]
     except OSError:
-        return []
+        return Activity([], None)
     running: dict[str, None] = {}
+    waiting: str | None = None
     for raw in lines:
         try:
             record = loads_bounded(raw)
@@ -183,6 +244,12 @@ def running_nodes(run_dir: Path) -> list[str]:
             continue
         if event.type is EventType.STAGE_STARTED:
             running[event.node_id] = None
+            waiting = None
         elif event.type in ended:
             running.pop(event.node_id, None)
-    return list(running)
+        elif event.type is EventType.GATE_WAITING:  # its stage_started has no end: it waits
+            running.pop(event.node_id, None)
+            waiting = event.node_id
+        elif event.type is EventType.GATE_ANSWERED:
+            waiting = None
+    return Activity(list(running), waiting)

@@ -3,9 +3,12 @@
 
 Whoever drives a run (CLI, notebook, Python API) holds ``driver.lock`` in its run directory with
 an OS lock (``fcntl.flock`` where it exists, else an exclusive-create file with the holder's pid);
-the file names the holder's pid and host so a second driver's error can say who it is. The kernel
-drops an flock when its process dies, so a dead driver's lock is taken over without a step; the
-fallback takes over a lock whose pid is no longer alive on this host. Within one process the lock
+the file names the holder's pid, host and program (:func:`program`: a Jupyter kernel, IPython,
+the CLI, another Python process) so a second driver's error and ``status`` can say who it is
+(a file from before ``program`` was written reads as an unnamed process), and a clean release
+adds ``released``. The kernel drops an flock when its process dies, so a dead driver's lock is
+taken over without a step; the fallback takes over a lock whose pid is no longer alive on this
+host. Within one process the lock
 is shared: resuming a run again in the same process (a notebook cell, a script) does not block on
 itself. Readers (``status``, ``evidence``, ``check``) never take it.
 """
@@ -16,6 +19,7 @@ import contextlib
 import json
 import os
 import socket
+import sys
 import threading
 import time
 import weakref
@@ -54,16 +58,23 @@ def pid_alive(pid: int) -> bool:
 class _Held:
     """An open, locked lock file; closing the descriptor releases the lock."""
 
-    def __init__(self, fd: int, path: Path) -> None:
+    def __init__(self, fd: int, path: Path, info: dict[str, Any]) -> None:
         self.fd = fd
         self.path = path
-        self._finalizer = weakref.finalize(self, _release, fd, path, fcntl is None)
+        self._finalizer = weakref.finalize(self, _release, fd, path, fcntl is None, info)
 
     def release(self) -> None:
         self._finalizer()
 
 
-def _release(fd: int, path: Path, by_file: bool) -> None:
+def _release(fd: int, path: Path, by_file: bool, info: dict[str, Any]) -> None:
+    """Close the lock; a clean release also writes ``released`` (epoch seconds) into the file
+    first, while still holding it: a holder that lives on (a kernel after ``%pipeline reset``)
+    is then not named as the driver. A holder that dies writes nothing and is found dead by
+    its pid, as before. Only the process that locked writes (not a forked child's copy)."""
+    if not by_file and info.get("pid") == os.getpid():
+        with contextlib.suppress(OSError):
+            _write_holder(fd, {**info, "released": time.time()})
     with contextlib.suppress(OSError):
         os.close(fd)
     if by_file:
@@ -90,7 +101,8 @@ class RunLocks:
             if held is not None:
                 return held, False
             path.parent.mkdir(parents=True, exist_ok=True)
-            held = _Held(_lock_fd(path), path)
+            fd, info = _lock_fd(path)
+            held = _Held(fd, path, info)
             self._held[path] = held
             return held, True
 
@@ -103,25 +115,73 @@ def _holder(path: Path) -> dict[str, Any]:
     return data if isinstance(data, dict) else {}
 
 
-def _busy(path: Path) -> RunError:
+PROGRAMS = {
+    "ipykernel": "an IPython kernel",
+    "ipython": "an IPython session",
+    "freshness-magic": "freshness-magic",
+    "python": "a Python process",
+}
+"""The values of ``program`` in ``driver.lock`` and how messages name them."""
+
+NOTEBOOK_PROGRAMS = frozenset({"ipykernel", "ipython"})
+"""Holders where ``%pipeline`` drives runs: one may hold a run open idle between actions."""
+
+
+def program() -> str:
+    """What kind of process this is, for ``driver.lock`` (a key of :data:`PROGRAMS`): a Jupyter
+    kernel keeps a run open between cells, so whoever finds it locked is told where to act.
+    Read from what is already imported: nothing is imported to find out."""
+    if "ipykernel" in sys.modules:
+        return "ipykernel"
+    ipython = sys.modules.get("IPython")
+    if ipython is not None and getattr(ipython, "get_ipython", lambda: None)() is not None:
+        return "ipython"
+    if "freshness_magic.cli" in sys.modules:
+        return "freshness-magic"
+    return "python"
+
+
+def program_name(holder: dict[str, Any]) -> str | None:
+    """How a message names the program of a ``driver.lock`` record; None when the record does
+    not say (an older file) or says something unknown."""
+    return PROGRAMS.get(str(holder.get("program")))
+
+
+class RunBusyError(RunError):
+    """Another live process holds the run directory's lock; ``holder`` is its ``driver.lock``
+    record (pid, host, since, and program when it wrote one), ``run_dir`` the directory."""
+
+    def __init__(self, message: str, run_dir: Path, holder: dict[str, Any]) -> None:
+        super().__init__(message)
+        self.run_dir = run_dir
+        self.holder = holder
+
+
+def _busy(path: Path) -> RunBusyError:
     """The refusal, naming the holder (which may take a moment to write its name after locking;
     until then the file holds nothing or a previous, dead holder)."""
     who = _holder(path)
     for _ in range(40):
         pid = who.get("pid")
-        if isinstance(pid, int) and (who.get("host") != socket.gethostname() or pid_alive(pid)):
+        written = isinstance(pid, int) and "released" not in who  # the holder wrote its name
+        if written and (who.get("host") != socket.gethostname() or pid_alive(int(pid or 0))):
             break
         time.sleep(0.025)
         who = _holder(path)
-    return RunError(
-        f"run directory {path.parent} is driven by another process (pid {who.get('pid', '?')} "
-        f"on host {who.get('host', '?')}); wait for it to finish or stop it — status, evidence "
-        "and check still work"
+    name = program_name(who)
+    named = f"{name}, " if name else ""
+    return RunBusyError(
+        f"run directory {path.parent} is driven by another process ({named}pid "
+        f"{who.get('pid', '?')} on host {who.get('host', '?')}); wait for it to finish or stop "
+        "it — status, evidence and check still work",
+        path.parent,
+        who,
     )
 
 
-def _lock_fd(path: Path) -> int:
-    """Open and lock ``path`` and write the holder's pid and host into it."""
+def _lock_fd(path: Path) -> tuple[int, dict[str, Any]]:
+    """Open and lock ``path`` and write the holder's pid, host and program into it; the
+    descriptor and what was written."""
     if fcntl is not None:
         fd = pathsafety.open_for_write(path, os.O_RDWR | os.O_CREAT)
         try:
@@ -131,12 +191,21 @@ def _lock_fd(path: Path) -> int:
             raise _busy(path) from None
     else:
         fd = _create_exclusive(path)
-    info = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+    info = {
+        "pid": os.getpid(),
+        "host": socket.gethostname(),
+        "since": time.time(),
+        "program": program(),
+    }
+    _write_holder(fd, info)
+    return fd, info
+
+
+def _write_holder(fd: int, info: dict[str, Any]) -> None:
     data = (json.dumps(info, sort_keys=True) + "\n").encode("utf-8")
     os.lseek(fd, 0, os.SEEK_SET)
     os.write(fd, data)
     os.ftruncate(fd, len(data))
-    return fd
 
 
 def _create_exclusive(path: Path) -> int:
@@ -160,15 +229,19 @@ PROCESS_LOCKS = RunLocks()
 
 
 def live_driver(run_dir: Path) -> dict[str, Any] | None:
-    """Who drives ``run_dir`` right now, read without taking the lock: the holder's pid, host and
-    ``since`` (epoch seconds) when its process is alive on this host, else None.
+    """Who drives ``run_dir`` right now, read without taking the lock: the holder's pid, host,
+    ``since`` (epoch seconds) and ``program`` (when it wrote one) when its process is alive on
+    this host, else None.
 
-    A released lock file keeps its last holder's name, so the pid is checked; a holder on
-    another host cannot be checked from here and counts as not driving.
+    A lock let go of cleanly says so (``released``: its holder, a kernel say, may live on); one
+    whose holder died keeps its name, so the pid is checked; a holder on another host cannot be
+    checked from here and counts as not driving.
     """
     who = _holder(run_dir / LOCK_FILE)
     pid = who.get("pid")
     if not isinstance(pid, int) or who.get("host") != socket.gethostname():
+        return None
+    if "released" in who:  # let go of by a process that may live on
         return None
     if pid == os.getpid() or not pid_alive(pid):
         return None

@@ -1,0 +1,162 @@
+"""A run held open by a Jupyter kernel, seen from the command line: a real kernel (started with
+``jupyter_client``) runs a pipeline to a gate and keeps the run (and its driver lock) between
+cells; ``status`` and ``resume`` in other processes say it is idle at the gate and where to act,
+and after ``%pipeline reset`` there the command line drives the run."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import start_new_kernel
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+
+GATED = """%%pipeline g
+digraph g {
+  start [shape=Mdiamond]
+  review [shape=hexagon, label="Go?"]
+  done [shape=Msquare]
+  start -> review
+  review -> done [label="[Y] Yes"]
+  review -> done [label="[N] No"]
+}"""
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "freshness_magic", *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Iterator[BlockingKernelClient]:
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
+    try:
+        yield client
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def execute(client: BlockingKernelClient, code: str) -> str:
+    """Run ``code`` in the kernel; its text output (an error fails the test)."""
+    texts: list[str] = []
+
+    def keep(message: dict[str, Any]) -> None:
+        content = message["content"]
+        if message["msg_type"] == "stream":
+            texts.append(content["text"])
+        elif message["msg_type"] in ("execute_result", "display_data"):
+            texts.append(content["data"].get("text/plain", ""))
+
+    reply = client.execute_interactive(code, output_hook=keep, timeout=120)
+    assert reply["content"]["status"] == "ok", (code, texts, reply["content"])
+    return "".join(texts)
+
+
+def test_a_kernel_idle_at_a_gate_is_named_with_where_to_act_until_it_lets_go(
+    tmp_path: Path, kernel: BlockingKernelClient
+) -> None:
+    execute(kernel, "%load_ext freshness_magic")
+    execute(kernel, GATED)
+    assert "waiting" in execute(kernel, "%pipeline run")
+    pid = int(execute(kernel, "import os; print(os.getpid())"))
+    (run_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
+    lock = json.loads((run_dir / "driver.lock").read_text())
+    assert (lock["pid"], lock["program"]) == (pid, "ipykernel")
+
+    status = cli("status", str(run_dir), cwd=tmp_path)
+    assert status.returncode == 3, status.stderr
+    first, *rest = status.stdout.splitlines()
+    assert first.startswith(
+        f"run {run_dir.name}: waiting; held open by an IPython kernel (pid {pid}, since "
+    )
+    assert first.endswith("), idle and waiting at gate 'review'"), first
+    assert "running" not in status.stdout and "driven now" not in status.stdout
+    assert rest[-1] == (
+        "note: answer it there (%pipeline resume review --choice KEY), or leave the run there "
+        f"(%pipeline reset) to resume it: python -m freshness_magic resume {run_dir}"
+    )
+    driver = json.loads(cli("status", str(run_dir), "--json", cwd=tmp_path).stdout)["driver"]
+    assert (driver["pid"], driver["program"]) == (pid, "ipykernel")
+
+    refused = cli("resume", str(run_dir), "--answer", "review=Y", cwd=tmp_path)
+    assert refused.returncode == 2 and refused.stdout == ""
+    assert refused.stderr.startswith(
+        f"python -m freshness_magic resume: run directory {run_dir} is held open by an IPython "
+        f"kernel (pid {pid}, since "
+    ), refused.stderr
+    assert refused.stderr.rstrip().endswith(
+        "), idle and waiting at gate 'review': answer it there (%pipeline resume review "
+        "--choice KEY), or leave the run there (%pipeline reset) to resume it here"
+    ), refused.stderr
+
+    execute(kernel, "%pipeline reset")  # the kernel lives on; its lock is let go of
+    released = json.loads((run_dir / "driver.lock").read_text())
+    assert released["pid"] == pid and released["released"] >= released["since"]
+    status = cli("status", str(run_dir), cwd=tmp_path)
+    assert status.stdout.splitlines()[0] == f"run {run_dir.name}: waiting", status.stdout
+    assert "held open" not in status.stdout and "note:" not in status.stdout
+    assert "driver" not in json.loads(cli("status", str(run_dir), "--json", cwd=tmp_path).stdout)
+    done = cli("resume", str(run_dir), "--answer", "review=Y", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert json.loads((run_dir / "driver.lock").read_text())["program"] == "freshness-magic"
+
+
+OLD_HOLDER = r"""
+import fcntl, json, os, socket, sys, time
+fd = os.open(os.path.join(sys.argv[1], "driver.lock"), os.O_RDWR | os.O_CREAT)
+fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+os.ftruncate(fd, 0)
+old = {"pid": os.getpid(), "host": socket.gethostname(), "since": time.time()}
+os.write(fd, json.dumps(old).encode())
+print("locked", flush=True)
+sys.stdin.read()
+"""
+
+
+def test_a_lock_file_without_its_program_still_names_its_holder_and_excludes(
+    tmp_path: Path,
+) -> None:
+    """A holder of an older version writes no ``program``: it is named by pid, as before."""
+    (tmp_path / "g.dot").write_text(GATED.split("\n", 1)[1])
+    waiting = cli("run", "g.dot", "--json", cwd=tmp_path)
+    assert waiting.returncode == 3, waiting.stderr
+    run_dir = Path(json.loads(waiting.stdout)["run_dir"])
+    holder = subprocess.Popen(
+        [sys.executable, "-c", OLD_HOLDER, str(run_dir)],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "locked"
+        status = cli("status", str(run_dir), cwd=tmp_path)
+        first = status.stdout.splitlines()[0]
+        assert first.startswith(f"run {run_dir.name}: driven now by pid {holder.pid} (since ")
+        assert first.endswith(", waiting at gate 'review'); its last checkpoint says waiting")
+        refused = cli("resume", str(run_dir), "--answer", "review=Y", cwd=tmp_path)
+        assert refused.returncode == 2
+        assert (
+            f"is driven by another process (pid {holder.pid} on host {socket.gethostname()}); "
+            "wait for it to finish or stop it"
+        ) in refused.stderr
+    finally:
+        holder.communicate("", timeout=60)
+    done = cli("resume", str(run_dir), "--answer", "review=Y", cwd=tmp_path)
+    assert done.returncode == 0, done.stderr

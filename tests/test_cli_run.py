@@ -288,8 +288,13 @@ def test_status_keeps_each_node_on_one_row(tmp_path: Path) -> None:
     )
     status = cli("status", data["run_dir"], cwd=tmp_path).stdout.splitlines()
     (row,) = [line for line in status if line.split()[:2] == ["fail", "boom"]]
-    assert row.endswith("exit code 7: echo a >&2; echo b >&2; exit 7 (+3 lines: status --json)")
+    assert row.endswith(
+        "exit code 7: echo a >&2; echo b >&2; exit 7 (+3 more lines in status --json)"
+    )
     assert status[status.index(row) + 1].startswith("failed at 'boom': node 'boom' failed")
+    from freshness_magic.commands.status import _first_line
+
+    assert _first_line("exit code 1\nstderr: x") == "exit code 1 (+1 more line in status --json)"
 
 
 def test_usage_and_input_errors_exit_2(tmp_path: Path) -> None:

@@ -201,7 +201,9 @@ def _first_line(text: str) -> str:
     """A table cell: the first line of a reason (a stderr tail follows a tool's exit code)."""
     first, _, rest = text.strip().partition("\n")
     more = rest.count("\n") + 1 if rest.strip() else 0
-    return f"{first} (+{more} lines: status --json)" if more else first
+    if not more:
+        return first
+    return f"{first} (+{more} more {'line' if more == 1 else 'lines'} in status --json)"
 
 
 EVENTS_TAIL_BYTES = 256 * 1024

@@ -112,13 +112,15 @@ class Parser(argparse.ArgumentParser):
     def _check_value(self, action: argparse.Action, value: Any) -> None:
         """argparse's check of a choice (a subcommand, a shell), naming the likely one:
         ``invalid choice: 'valdate' (did you mean 'validate'? choose from ...)``, both when two
-        are equally near (``'rub'``: ``'run' or 'hub'``), as the notebook's magics do."""
+        are equally near (``'rub'``: ``'hub' or 'run'``), as the notebook's magics do."""
         choices = action.choices
         if choices is None or value in choices or not isinstance(value, str):
             super()._check_value(action, value)
             return
+        from freshness_magic.engine.validation.attrs import near_misses  # on a mistake only
+
         names = [str(c) for c in choices]
-        near = nearest(value, names)
+        near = near_misses(value, names)
         if not near:
             super()._check_value(action, value)
             return
@@ -127,26 +129,6 @@ class Parser(argparse.ArgumentParser):
         raise argparse.ArgumentError(
             action, f"invalid choice: {value!r} (did you mean {guess}? choose from {listed})"
         )
-
-
-def nearest(value: str, names: Sequence[str]) -> list[str]:
-    """The names nearest to ``value``: the one :func:`~freshness_magic.engine.validation.attrs.
-    closest` finds and any other scoring the same (difflib's ratio, as it scores), in the
-    order of ``names``; empty when none is near. Imported here, on a usage error only: the
-    parser itself loads no engine code."""
-    from difflib import SequenceMatcher
-
-    from freshness_magic.engine.validation.attrs import closest
-
-    near = closest(value, names)
-    if near is None:
-        return []
-
-    def score(name: str) -> float:  # as difflib.get_close_matches: candidate first
-        return SequenceMatcher(None, name, value).ratio()
-
-    best = score(near)
-    return [name for name in names if name == near or score(name) == best]
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -242,8 +242,9 @@ def test_a_misspelt_command_names_the_likely_one_or_both_when_equally_near(
     error = usage_error("valdate", "x.dot")
     assert error.startswith("python -m freshness_magic: error: argument COMMAND: ")
     assert "invalid choice: 'valdate' (did you mean 'validate'? choose from 'parse'" in error
-    assert "(did you mean 'run' or 'hub'?" in usage_error("rub", "x.dot")
-    assert "(did you mean 'run' or 'resume'?" in usage_error("reu", "x.dot")
+    assert "(did you mean 'hub' or 'run'?" in usage_error("rub", "x.dot")
+    assert "(did you mean 'resume' or 'run'?" in usage_error("reu", "x.dot")
+    assert "(did you mean 'resume'?" in usage_error("rseume", "x.dot")  # letters swapped
     assert "did you mean" not in usage_error("xyz", "x.dot")  # nothing near: argparse's words
     assert "(did you mean 'start'?" in usage_error("hub", "strat")
     error, proc = run_json("valdate", "x.dot", "--json", cwd=tmp_path)

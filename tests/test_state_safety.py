@@ -265,10 +265,13 @@ def test_resume_stops_a_tool_that_outlived_its_killed_driver(tmp_path: Path) -> 
         text=True,
         check=False,
     )
+    lines = status.stdout.splitlines()
     assert (
         f"note: the tool of node 'work' (process group {pgid}) still runs, although its driver "
         f"(pid {driver.pid}) is gone; resume stops it first"
-    ) in status.stdout.splitlines(), status.stdout
+    ) in lines, status.stdout
+    note = "note: work was running when its driver stopped without saving (killed?); "
+    assert note + "resume runs it again" in lines  # the checkpoint alone says only paused
     os.killpg(pgid, 0)  # status only looked
     resumed = resume_run(run_dir)
     assert resumed.next_node == "work"

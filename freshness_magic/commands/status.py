@@ -56,6 +56,9 @@ def main(args: argparse.Namespace) -> int:
 
         if orphans := orphaned_tools(run_dir):
             info["orphaned_tools"] = orphans
+        # started and never ended, with no driver left: it stopped without a word (kill -9)
+        if (cut := activity(run_dir).running) and not info["interrupted_node"]:
+            info["cut_off_nodes"] = cut
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False, default=str))
         return EXIT_CODES[info["status"]]
@@ -97,6 +100,12 @@ def main(args: argparse.Namespace) -> int:
             )
     elif info["next_node"]:
         print(f"next node: {info['next_node']}", file=out)
+    for node in info.get("cut_off_nodes", ()):
+        print(
+            f"note: {node} was running when its driver stopped without saving (killed?); "
+            f"resume runs it again",
+            file=out,
+        )
     for line in info.get("orphaned_tools", ()):
         print(f"note: {line}", file=out)
     if advice is not None:

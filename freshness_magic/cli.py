@@ -117,18 +117,13 @@ class Parser(argparse.ArgumentParser):
         if choices is None or value in choices or not isinstance(value, str):
             super()._check_value(action, value)
             return
-        from freshness_magic.engine.validation.attrs import near_misses  # on a mistake only
+        from freshness_magic.engine.validation.attrs import invalid_choice  # on a mistake only
 
-        names = [str(c) for c in choices]
-        near = near_misses(value, names)
-        if not near:
+        message = invalid_choice(value, choices)
+        if message is None:
             super()._check_value(action, value)
             return
-        listed = ", ".join(map(repr, names))
-        guess = " or ".join(map(repr, near))
-        raise argparse.ArgumentError(
-            action, f"invalid choice: {value!r} (did you mean {guess}? choose from {listed})"
-        )
+        raise argparse.ArgumentError(action, message)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

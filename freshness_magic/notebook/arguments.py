@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
-from freshness_magic.engine.validation.attrs import near_misses
+from freshness_magic.engine.validation.attrs import invalid_choice
 
 SUBCOMMANDS: tuple[str, ...] = (
     "load", "step", "run", "resume", "retry", "stop", "accept", "why", "cond", "status",
@@ -58,15 +58,11 @@ class MagicArgumentParser(argparse.ArgumentParser):
         if choices is None or value in choices or not isinstance(value, str):
             super()._check_value(action, value)
             return
-        near = near_misses(value, [str(c) for c in choices])
-        if not near:
+        message = invalid_choice(value, choices)
+        if message is None:
             super()._check_value(action, value)
             return
-        listed = ", ".join(map(repr, choices))
-        meant = " or ".join(map(repr, near))
-        raise argparse.ArgumentError(
-            action, f"invalid choice: {value!r} (did you mean {meant}? choose from {listed})"
-        )
+        raise argparse.ArgumentError(action, message)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if status:

@@ -318,6 +318,17 @@ def near_misses(value: str, choices: Iterable[str], cutoff: float = 0.5) -> list
     return sorted(name for score, name in scored if score == best)
 
 
+def invalid_choice(value: str, choices: Iterable[object]) -> str | None:
+    """argparse's ``invalid choice`` message naming the likely choice(s), for the CLI's and the
+    magics' parsers alike; None when none is near (argparse's own message then stands)."""
+    names = [str(c) for c in choices]
+    near = near_misses(value, names)
+    if not near:
+        return None
+    meant, listed = " or ".join(map(repr, near)), ", ".join(map(repr, names))
+    return f"invalid choice: {value!r} (did you mean {meant}? choose from {listed})"
+
+
 def closest(value: str, choices: Iterable[str], cutoff: float = 0.5) -> str | None:
     """The choice nearest to ``value`` (:func:`near_misses`' first), or None."""
     found = near_misses(value, choices, cutoff)

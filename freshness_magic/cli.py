@@ -31,6 +31,7 @@ from collections.abc import Sequence
 from typing import Any, NoReturn
 
 from freshness_magic import __version__
+from freshness_magic.choices import HintingParser
 from freshness_magic.commands import invoked_as
 from freshness_magic.errors import FreshnessMagicError
 
@@ -95,7 +96,7 @@ def _columns() -> int:
     return columns or 80
 
 
-class Parser(argparse.ArgumentParser):
+class Parser(HintingParser):
     """argparse, but a usage error is raised so :func:`main` can report it as text or JSON.
 
     Every parser (the sub-commands' too: argparse makes them of this class) formats its help
@@ -108,22 +109,6 @@ class Parser(argparse.ArgumentParser):
 
     def error(self, message: str) -> NoReturn:
         raise UsageProblem(message, self)
-
-    def _check_value(self, action: argparse.Action, value: Any) -> None:
-        """argparse's check of a choice (a subcommand, a shell), naming the likely one:
-        ``invalid choice: 'valdate' (did you mean 'validate'? choose from ...)``, both when two
-        are equally near (``'rub'``: ``'hub' or 'run'``), as the notebook's magics do."""
-        choices = action.choices
-        if choices is None or value in choices or not isinstance(value, str):
-            super()._check_value(action, value)
-            return
-        from freshness_magic.engine.validation.attrs import invalid_choice  # on a mistake only
-
-        message = invalid_choice(value, choices)
-        if message is None:
-            super()._check_value(action, value)
-            return
-        raise argparse.ArgumentError(action, message)
 
 
 def build_parser(only: str | None = None) -> argparse.ArgumentParser:

@@ -8,7 +8,7 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
-from freshness_magic.engine.validation.attrs import invalid_choice
+from freshness_magic.choices import HintingParser
 
 SUBCOMMANDS: tuple[str, ...] = (
     "load", "step", "run", "resume", "retry", "stop", "accept", "why", "cond", "status",
@@ -37,7 +37,7 @@ class HelpShown(Exception):
         self.text = text
 
 
-class MagicArgumentParser(argparse.ArgumentParser):
+class MagicArgumentParser(HintingParser):
     """argparse that reports mistakes as ``UsageError`` and returns ``--help`` as text."""
 
     def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
@@ -50,19 +50,6 @@ class MagicArgumentParser(argparse.ArgumentParser):
         sub = argv[0] if argv and argv[0] in _subcommands(self) else ""
         help_of = f"{self.prog} {sub}".rstrip()
         raise UsageError(f"{self.prog}: {message} (see {help_of} --help)")
-
-    def _check_value(self, action: argparse.Action, value: Any) -> None:
-        """argparse's check of a choice (a subcommand), naming the likely one: ``invalid
-        choice: 'stauts' (did you mean 'status'?)``."""
-        choices = action.choices
-        if choices is None or value in choices or not isinstance(value, str):
-            super()._check_value(action, value)
-            return
-        message = invalid_choice(value, choices)
-        if message is None:
-            super()._check_value(action, value)
-            return
-        raise argparse.ArgumentError(action, message)
 
     def exit(self, status: int = 0, message: str | None = None) -> NoReturn:
         if status:

@@ -131,7 +131,7 @@ def banner(pipeline: PipelineReadout) -> RunBanner | None:
         return make(kinds.SUPERSEDED, f"this view was replaced by a newer load of {pipeline.name}")
     offer = pipeline.resume_offer
     if offer is not None and not pipeline.has_run:
-        return make(kinds.RESUME, offer.describe(pipeline.name), offer.where or "")
+        return make(kinds.RESUME, offer.headline(pipeline.name), offer.where or "", way=offer.way)
     if model.dead_end is not None and model.snapshot.state in (RunState.COMPLETED, RunState.FAILED):
         node = str(model.dead_end.get("node", ""))
         return make(kinds.DEAD_END, text.dead_end_text(model.dead_end), node)
@@ -268,7 +268,7 @@ def explain_condition_live(
     if from_node is not None:
         selection = select_edge(pipeline.graph, from_node, outcome, context)
         target = selection.edge.target if selection.edge is not None else "(none)"
-        edge = f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})"
+        edge = f"edge from {from_node}: -> {target} ({selection.reason})"
     answer = text.condition_text(
         expr,
         explanation,

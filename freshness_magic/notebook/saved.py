@@ -59,18 +59,23 @@ class ResumeOffer:
     where: str | None
     """The waiting gate, the node that failed, else the node it would run next."""
 
-    def describe(self, name: str) -> str:
+    def headline(self, name: str) -> str:
+        """What the offered run is: ``an unfinished run of review (ID) waits at approve``."""
         at = f" at {self.where}" if self.where else ""
         if self.state is RunState.FAILED:
-            return (
-                f"the last run of {name} ({self.run_dir.name}) failed{at}: %pipeline resume "
-                "reopens it to retry, %pipeline reset starts a new one"
-            )
+            return f"the last run of {name} ({self.run_dir.name}) failed{at}"
         verb = "waits" if self.state is RunState.WAITING else "is paused"
-        return (
-            f"an unfinished run of {name} ({self.run_dir.name}) {verb}{at}: "
-            "%pipeline resume reopens it, %pipeline reset starts a new one"
-        )
+        return f"an unfinished run of {name} ({self.run_dir.name}) {verb}{at}"
+
+    @property
+    def way(self) -> str:
+        """The magics that take the offer or decline it."""
+        again = "reopens it to retry" if self.state is RunState.FAILED else "reopens it"
+        return f"%pipeline resume {again}, %pipeline reset starts a new one"
+
+    def describe(self, name: str) -> str:
+        """The offer as text: :meth:`headline` and :attr:`way`."""
+        return f"{self.headline(name)}: {self.way}"
 
 
 def find_unfinished(graph: Graph, workdir: Path, *, any_text: bool = False) -> ResumeOffer | None:

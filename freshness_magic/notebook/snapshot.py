@@ -112,7 +112,7 @@ def static_html(
         node = f' data-node="{html.escape(banner.node)}"' if banner.node else ""
         head += (
             f'<div class="fm-banner" data-kind="{banner.kind.value}"{node}>'
-            f"{html.escape(banner.text)}</div>"
+            f"{html.escape(banner.full_text)}</div>"
         )
     return (
         f'<div class="fm-root fm-static"><style>{palette_css()}{STATIC_CSS}</style>{head}'

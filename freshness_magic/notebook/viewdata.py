@@ -182,7 +182,8 @@ def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
 
 
 def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
-    """The waiting gate for the gate panel: question, one entry per choice, what it approves."""
+    """The waiting gate for the gate panel: question, one entry per choice, what it approves,
+    and the note on changed inputs upstream of it (``""`` when none)."""
     gate = pipeline.pending_gate()
     if gate is None:
         return {}
@@ -195,6 +196,7 @@ def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
         "question": gate.text,
         "choices": choices,
         "approving": approving(pipeline, gate.node_id),
+        "note": pipeline.gate_note(),
     }
 
 
@@ -294,6 +296,7 @@ def run_value(
         "total": total,
         "running": running,
         "running_for": round(running_for, 1),
+        "next": pipeline.next_node() or "",
         "backend": pipeline.backend_name,
         "can_stop": True,
         "can_retry": True,

@@ -88,6 +88,13 @@ class RunBanner:
     node: str = ""
     edge: tuple[str, str] | None = None
     """An edge to highlight (a failed route), as (source, target)."""
+    way: str = ""
+    """The magics that act on it, for views without the widget's buttons (the static view)."""
+
+    @property
+    def full_text(self) -> str:
+        """``text`` with ``way``: what a view without buttons shows."""
+        return f"{self.text}: {self.way}" if self.way else self.text
 
 
 @dataclass(frozen=True)

@@ -346,8 +346,10 @@ class PipelineWidget(anywidget.AnyWidget):
         """Run a pipeline action; in a kernel on a worker thread so the kernel stays free.
 
         On the worker the action's steps send their own updates; at its end whatever else
-        changed goes in one more update (often nothing) and the page gets ``{"reply": "done"}``,
-        which re-enables its buttons (the page disables them itself when it sends an action).
+        changed goes in one more update (often nothing) and the page gets ``{"reply": "done"}``
+        with the action's text (what the magic would print: the page shows its last line, so a
+        click that did nothing says why), which re-enables its buttons (the page disables them
+        itself when it sends an action).
         """
         if not self.background:
             action()
@@ -357,18 +359,26 @@ class PipelineWidget(anywidget.AnyWidget):
             raise RunError("an action is still running; wait until it finishes or press Stop")
 
         def work() -> None:
+            said = ""
             try:
-                action()
+                said = str(getattr(action(), "text", "") or "")
             except Exception as exc:
                 self._report(exc)
             finally:
                 self._worker = None
                 self._disarm_live()
                 self._safe_refresh()
-                self.send({"reply": "done", "action": name})
+                self.send({"reply": "done", "action": name, "text": said, "line": self._gist(said)})
 
         self._worker = threading.Thread(target=work, name="fm-widget", daemon=True)
         self._worker.start()
+
+    def _gist(self, said: str) -> str:
+        """The line of an action's text the page shows under its toolbar: the last one, the
+        status line left out (the header shows it)."""
+        status = self.pipeline.status_line()
+        lines = [line for line in said.splitlines() if line.strip() and line != status]
+        return lines[-1].strip() if lines else ""
 
     def wait(self, timeout: float | None = None) -> None:
         """Wait for a background action to finish (scripts and tests)."""

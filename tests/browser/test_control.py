@@ -354,10 +354,19 @@ def test_reset_leaves_the_run_offered_and_resume_goes_back(lab_server: Any, page
     run_all_cells(page)
     wait_node_states(page, {"approve": "waiting", "draft": "succeeded"})
     wait_kernel_idle(page)
+    step = page.locator(f"{WIDGET} .fm-step")  # nothing to step while the gate waits
+    assert step.is_disabled() and step.get_attribute("title") == (
+        "The run waits at a gate: answer it below"
+    )
     page.locator(f"{WIDGET} .fm-reset").click()
+    said = page.locator(f"{WIDGET} .fm-said")  # what the click did, under the toolbar
+    said.wait_for(state="visible", timeout=WAIT_MS)
+    assert said.inner_text().startswith("reset: the next action starts a new run; ")
     offer = page.locator(f"{WIDGET} .fm-banner[data-kind='resume']")
     offer.wait_for(state="visible", timeout=WAIT_MS)
     assert "waits at approve" in offer.inner_text()
+    assert "%pipeline" not in offer.inner_text()  # its buttons say what to do
+    assert not step.is_disabled()
     wait_node_states(page, {"start": "next", "draft": "pending", "approve": "pending"})
     save_screenshot(
         page,

@@ -445,7 +445,9 @@ def test_a_reset_offers_the_run_it_left_and_resume_goes_back(
     line(shell, "reset")
     banner = pipeline.banner()
     assert banner is not None and banner.kind is BannerKind.RESUME and banner.node == "approve"
-    assert f"({left.name}) waits at approve: %pipeline resume reopens it" in banner.text
+    assert banner.text == f"an unfinished run of review ({left.name}) waits at approve"
+    assert banner.way == "%pipeline resume reopens it, %pipeline reset starts a new one"
+    assert banner.full_text == f"{banner.text}: {banner.way}"  # where there are no buttons
     assert pipeline.views()["approve"].state is NodeState.PENDING
     back = line(shell, "resume").text.splitlines()
     assert back[0] == f"resumed run {left.name}" and pipeline.run.run_dir == left

@@ -165,3 +165,18 @@ def test_why_a_node_stale_since_it_ran_offers_to_run_it_again_when_no_gate_waits
         "  or: %pipeline retry draft runs it again on the current files, and the run goes on "
         "from it"
     )
+
+
+def test_the_gate_panel_carries_the_note_on_changed_inputs_upstream(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """A trial approved a gate from the view's panel unaware: only the magic's status said."""
+    from freshness_magic.notebook.viewdata import gate_value
+
+    pipeline = _waiting_with_lint_changed(shell, workdir)
+    line(shell, "status")  # the magic re-checks freshness, as the view's input watcher does
+    assert gate_value(pipeline)["note"] == (
+        "note: upstream of approve: lint stale, 1 outdated (inputs changed; %pipeline why lint)"
+    )
+    line(shell, "accept lint")
+    assert gate_value(pipeline)["note"] == ""

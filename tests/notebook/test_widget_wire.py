@@ -99,12 +99,23 @@ def test_a_step_from_the_button_in_a_kernel_sends_one_update_and_its_end(
     widget = pipeline.widget
     widget.background = True
     widget.live_delay = 3600
-    for _ in range(3):
+    for node, after in (("start", "lint"), ("lint", "draft"), ("draft", "approve")):
         wire.clear()
         widget.handle({"action": "step"})
         widget.wait(30)
         assert len(wire.updates()) == 1, wire.updates()
-        assert wire.replies() == [{"reply": "done", "action": "step"}]
+        said = f"step: {node} -> success; next: {after}"  # the page shows it under the toolbar
+        assert wire.replies() == [{"reply": "done", "action": "step", "text": said, "line": said}]
+    wire.clear()
+    widget.handle({"action": "run"})
+    widget.wait(30)
+    (done,) = wire.replies()
+    assert done["line"] == "run: 1 step(s); waiting"  # the summary, not the gate's lines
+    wire.clear()
+    widget.handle({"action": "reset"})
+    widget.wait(30)
+    (done,) = wire.replies()
+    assert done["line"].startswith("reset: the next action starts a new run; ")  # not status
     assert widget.errors == []
 
 

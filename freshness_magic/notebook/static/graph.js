@@ -25,6 +25,9 @@ const VIEW_ONLY = ["fm-zoom-in", "fm-zoom-out", "fm-fit", "fm-zoom-reset", "fm-d
 const DEAD = "This view lost its kernel (restarted or shut down), so it drives nothing any more:"
   + " run this cell again for a live view.";
 const NO_ANSWER_MS = 5000; // a click the kernel has not answered by then gets a notice
+const STEP_TITLE = "Run the next node";
+const RUN_TITLE = "Run to the exit, a gate or a failure";
+const RUN_TO_TITLE = "Run until the chosen node is next";
 const WORKER_ACTIONS = new Set(["step", "run", "run_to", "retry", "accept", "reset",
   "resume_offered", "start_new", "answer"]); // run on the kernel's worker; end with "done"
 
@@ -66,9 +69,9 @@ function render({ model, el }) {
   header.append(title, status, timer, badge);
 
   const toolbar = h("div", "fm-toolbar fm-controls");
-  const stepB = btn("Step", "fm-step", "Run the next node");
-  const runB = btn("Run", "fm-run", "Run to the exit, a gate or a failure");
-  const runToB = btn("Run to", "fm-run-to", "Run until the chosen node is next");
+  const stepB = btn("Step", "fm-step", STEP_TITLE);
+  const runB = btn("Run", "fm-run", RUN_TITLE);
+  const runToB = btn("Run to", "fm-run-to", RUN_TO_TITLE);
   const runToSel = h("select", "fm-run-to-node");
   runToSel.title = "node to run to";
   const stopB = btn("Stop", "fm-stop", "Stop the running node (the run can go on later)");
@@ -79,7 +82,7 @@ function render({ model, el }) {
   const zoomOutB = btn("−", "fm-zoom-out", "Zoom out (Ctrl + wheel)");
   const scaleLabel = h("span", "fm-scale");
   const zoomInB = btn("+", "fm-zoom-in", "Zoom in (Ctrl + wheel)");
-  const fitB = btn("Fit", "fm-fit", "Fit the graph in view (never below a readable size)");
+  const fitB = btn("Fit", "fm-fit", "Fit the whole graph in view");
   const actualB = btn("1:1", "fm-zoom-reset", "Natural size");
   toolbar.append(stepB, runB, runToB, runToSel, stopB, acceptB, resetB, spacer,
     zoomOutB, scaleLabel, zoomInB, fitB, actualB);
@@ -89,6 +92,8 @@ function render({ model, el }) {
   const bar = h("div", "progress-bar fm-progress-bar");
   progress.append(bar);
 
+  const said = h("div", "fm-said"); // the last line of what the view's last action answered
+  said.hidden = true;
   const banner = h("div", "fm-banner");
   banner.hidden = true;
   const notice = h("div", "fm-notice");
@@ -111,7 +116,7 @@ function render({ model, el }) {
   const playground = h("section", "fm-playground");
   const log = h("div", "fm-log");
 
-  root.append(header, note, toolbar, notice, progress, banner, main, legend, gate, evidence,
+  root.append(header, note, toolbar, said, notice, progress, banner, main, legend, gate, evidence,
     playground, log);
 
   // mode: "readable" (how the view opens), "whole" (after Fit) or "user" (zoomed by hand);
@@ -119,7 +124,8 @@ function render({ model, el }) {
   // next action from its buttons or Fit; expect: the scroll position the view itself last set.
   const view = { scale: 1, natural: [0, 0], svg: null, groups: [], edges: [], titles: [],
     nodes: [], selected: null, mode: "readable", moved: false, expect: null, chosenEdge: null,
-    focus: null, acting: false, waiting: null, dead: false, shownWidth: -1, shownHeight: -1 };
+    focus: null, acting: false, waiting: null, dead: false, shownWidth: -1, shownHeight: -1,
+    shownGate: null, asked: false };
 
   // A click is answered by the kernel: a reply, or a state update (a longer action is shown
   // running within a moment). Without an answer the page says so instead of doing nothing: the
@@ -137,6 +143,7 @@ function render({ model, el }) {
     }
     if (WORKER_ACTIONS.has(msg.action)) {
       view.acting = true;
+      view.asked = true;
       view.moved = false; // the user asked the run to go on: show where it goes
       applyRun();
     }
@@ -181,6 +188,11 @@ function render({ model, el }) {
     clearTimeout(view.waiting);
     view.waiting = null;
     if (!view.dead) notice.hidden = true;
+  }
+  function showSaid(line, text) {
+    said.textContent = line;
+    said.title = text;
+    said.hidden = !line;
   }
   function showError(text) {
     const pre = h("pre", "fm-error", text);
@@ -429,6 +441,7 @@ function render({ model, el }) {
     runReceived = performance.now();
     const span = h("span", "", run.line || "");
     span.dataset.state = run.state || "";
+    status.title = run.line || "";
     elapsed.hidden = run.elapsed === undefined;
     span.append(elapsed);
     status.replaceChildren(span);
@@ -437,9 +450,17 @@ function render({ model, el }) {
     badge.hidden = run.backend !== "simulated";
     const busy = view.acting;
     for (const b of actionButtons) b.disabled = busy || inert();
+    // At a waiting gate or after the end there is nothing to step: say where to act instead.
+    const stuck = { waiting: "The run waits at a gate: answer it below",
+      completed: "The run completed: Reset starts a new one" }[run.state];
+    for (const [b, title] of [[stepB, STEP_TITLE], [runB, RUN_TITLE], [runToB, RUN_TO_TITLE]]) {
+      if (stuck) b.disabled = true;
+      b.title = stuck || title;
+    }
     stopB.disabled = !run.running && !busy;
     stopB.hidden = run.can_stop === false;
-    const current = run.running || (model.get("gate") || {}).node || "";
+    const paused = run.state === "paused" ? run.next : ""; // e.g. after Run to: where it goes on
+    const current = run.running || (model.get("gate") || {}).node || paused || "";
     if (current !== view.followed) follow(current);
     view.followed = current;
     tick();
@@ -645,7 +666,7 @@ function render({ model, el }) {
   // --- gate --------------------------------------------------------------------------------------
   function applyGate() {
     const g = model.get("gate") || {};
-    if (!g.node) { gate.hidden = true; gate.replaceChildren(); return; }
+    if (!g.node) { gate.hidden = true; gate.replaceChildren(); view.shownGate = null; return; }
     gate.hidden = false;
     const q = h("div", "fm-gate-question");
     const inner = h("div");
@@ -653,6 +674,7 @@ function render({ model, el }) {
     inner.append(h("strong", "", g.node), document.createTextNode(`: ${g.question || ""}`));
     q.append(inner);
     const parts = [h("h3", "fm-section-title", "Approval needed"), q];
+    if (g.note) parts.push(h("div", "fm-gate-note", g.note)); // changed inputs upstream of it
     if (g.approving && g.approving.text) {
       const ap = h("div", "fm-gate-approving");
       ap.append(h("div", "fm-muted", g.approving.title || "what is being approved"), h("pre", "fm-pre", g.approving.text));
@@ -674,6 +696,11 @@ function render({ model, el }) {
     parts.push(comment, row);
     gate.replaceChildren(...parts);
     lockControls();
+    // A gate that starts waiting after this view's own action is brought into view: its
+    // buttons sit below the graph, often off screen.
+    if (g.node !== view.shownGate && view.asked) gate.scrollIntoView({ block: "nearest" });
+    view.shownGate = g.node;
+    view.asked = false;
   }
   root.addEventListener("keydown", (ev) => {
     if (gate.hidden || ev.ctrlKey || ev.metaKey || ev.altKey) return;
@@ -850,6 +877,7 @@ function render({ model, el }) {
       view.acting = false;
       applyRun();
     }
+    if (msg.reply === "done" && msg.line !== undefined) showSaid(msg.line || "", msg.text || "");
     if (msg.reply === "details") showDetails(msg.node, msg.data);
     else if (msg.reply === "playground") showPlayground(msg);
     else if (msg.reply === "evidence_all") drawEvidence(msg.rows || [], (msg.rows || []).length);

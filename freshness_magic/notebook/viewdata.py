@@ -168,14 +168,16 @@ def context_keys(pipeline: NotebookPipeline, limit: int = 200) -> list[list[str]
 
 def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
     """What the page gets once per structure: the SVG, the nodes in index order, the exit nodes
-    (the Run to list starts at one), the legend of the states this pipeline can show and, per
-    state, its legend entries (for a state shown that the legend did not list; stale has two)."""
+    (the Run to list starts at one), the goal, the legend of the states this pipeline can show
+    and, per state, its legend entries (for a state shown that the legend did not list; stale
+    has two)."""
     graph = pipeline.graph
     return {
         "svg": layout.svg,
         "nodes": layout.nodes,
         "exits": [node_id for node_id in layout.nodes if graph.is_exit(node_id)],
         "name": graph.name,
+        "goal": graph.goal,
         "legend": legend_items(layout.states),
         "describe": {state.value: legend_items([state]) for state in STATE_STYLES},
     }

@@ -22,12 +22,14 @@ the banner's), clusters ``g.fm-cluster``; ``.fm-viewport`` (scrolls) with ``.fm-
 ``.fm-zoom-out``, ``.fm-fit``, ``.fm-zoom-reset`` and ``.fm-scale``; controls ``.fm-step``,
 ``.fm-run``, ``.fm-run-to`` + ``select.fm-run-to-node``, ``.fm-stop``, ``.fm-accept``,
 ``.fm-reset``; ``.fm-status span[data-state]`` ending in ``.fm-elapsed`` (the run's active time),
-``.fm-timer[data-node]``, ``.fm-badge``;
+``.fm-timer[data-node]``, ``.fm-badge``, ``.fm-goal`` (the graph's goal), ``.fm-said`` (the last
+line the view's last action answered);
 ``.fm-banner[data-kind][data-node]``; ``.fm-details[data-node]`` with ``.fm-act-run-to``,
 ``.fm-act-retry``, ``.fm-act-accept``; ``.fm-legend-item[data-state]`` (``[data-stale]`` for the
 two stale kinds) with ``svg.fm-swatch g.fm-key[data-state] > polygon`` painted as nodes are;
 ``.fm-gate`` with
-``.fm-gate-question [data-node]``, ``textarea.fm-gate-comment``, ``.fm-gate-choice-<key>``;
+``.fm-gate-question [data-node]``, ``.fm-gate-note`` (changed inputs upstream),
+``textarea.fm-gate-comment``, ``.fm-gate-choice-<key>``;
 ``.fm-evidence-row[data-node][data-seq]`` newest first, ``.fm-evidence-all``; playground
 ``.fm-playground-input input``, ``.fm-playground-node select``, ``.fm-playground-result``
 (``data-edge``), ``.fm-suggest-item[data-key]``; errors ``.fm-log .fm-error``; a click the

@@ -358,6 +358,11 @@ def test_reset_leaves_the_run_offered_and_resume_goes_back(lab_server: Any, page
     assert step.is_disabled() and step.get_attribute("title") == (
         "The run waits at a gate: answer it below"
     )
+    accept = page.locator(f"{WIDGET} .fm-accept")  # and nothing changed to accept
+    assert accept.is_disabled() and accept.get_attribute("title") == (
+        "No inputs changed: nothing to accept"
+    )
+    assert page.locator(f"{WIDGET} .fm-goal").is_hidden()  # the pipeline sets no goal
     page.locator(f"{WIDGET} .fm-reset").click()
     said = page.locator(f"{WIDGET} .fm-said")  # what the click did, under the toolbar
     said.wait_for(state="visible", timeout=WAIT_MS)
@@ -420,6 +425,7 @@ def test_the_backend_badge_and_a_streamed_response(lab_server: Any, page: Any) -
     run_all_cells(page)
     wait_node_states(page, {"draft": "succeeded", "done": "succeeded"})
     assert page.locator(f"{WIDGET} .fm-badge").is_hidden()
+    assert page.locator(f"{WIDGET} .fm-goal").inner_text() == "goal: Ship the login fix"
     page.locator(f"{WIDGET} svg g.fm-node[data-node='draft']").click()
     response = page.locator(f"{WIDGET} .fm-details-response")
     response.wait_for(state="visible", timeout=WAIT_MS)

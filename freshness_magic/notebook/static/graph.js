@@ -26,6 +26,7 @@ const DEAD = "This view lost its kernel (restarted or shut down), so it drives n
   + " run this cell again for a live view.";
 const NO_ANSWER_MS = 5000; // a click the kernel has not answered by then gets a notice
 const STEP_TITLE = "Run the next node";
+const ACCEPT_TITLE = "Accept changed inputs as the new baseline";
 const RUN_TITLE = "Run to the exit, a gate or a failure";
 const RUN_TO_TITLE = "Run until the chosen node is next";
 const WORKER_ACTIONS = new Set(["step", "run", "run_to", "retry", "accept", "reset",
@@ -75,7 +76,7 @@ function render({ model, el }) {
   const runToSel = h("select", "fm-run-to-node");
   runToSel.title = "node to run to";
   const stopB = btn("Stop", "fm-stop", "Stop the running node (the run can go on later)");
-  const acceptB = btn("Accept changes", "fm-accept", "Accept changed inputs as the new baseline");
+  const acceptB = btn("Accept changes", "fm-accept", ACCEPT_TITLE);
   const resetB = btn("Reset", "fm-reset",
     "Leave this run (an unfinished one stays offered to resume); the next action starts a new one");
   const spacer = h("span", "fm-spacer");
@@ -92,6 +93,8 @@ function render({ model, el }) {
   const bar = h("div", "progress-bar fm-progress-bar");
   progress.append(bar);
 
+  const goal = h("div", "fm-goal"); // the pipeline's goal (graph [goal=...]), as prompts use it
+  goal.hidden = true;
   const said = h("div", "fm-said"); // the last line of what the view's last action answered
   said.hidden = true;
   const banner = h("div", "fm-banner");
@@ -116,7 +119,7 @@ function render({ model, el }) {
   const playground = h("section", "fm-playground");
   const log = h("div", "fm-log");
 
-  root.append(header, note, toolbar, said, notice, progress, banner, main, legend, gate, evidence,
+  root.append(header, goal, note, toolbar, said, notice, progress, banner, main, legend, gate, evidence,
     playground, log);
 
   // mode: "readable" (how the view opens), "whole" (after Fit) or "user" (zoomed by hand);
@@ -188,6 +191,22 @@ function render({ model, el }) {
     clearTimeout(view.waiting);
     view.waiting = null;
     if (!view.dead) notice.hidden = true;
+  }
+  // The action buttons: off while an action runs or the view is inert; Step, Run and Run to
+  // off at a waiting gate or after the end (their tooltip says where to act instead); Accept
+  // changes off unless a node is drawn stale or outdated.
+  function lockActions(run) {
+    for (const b of actionButtons) b.disabled = view.acting || inert();
+    const stuck = { waiting: "The run waits at a gate: answer it below",
+      completed: "The run completed: Reset starts a new one" }[run.state];
+    for (const [b, title] of [[stepB, STEP_TITLE], [runB, RUN_TITLE], [runToB, RUN_TO_TITLE]]) {
+      if (stuck) b.disabled = true;
+      b.title = stuck || title;
+    }
+    const changed = [...(model.get("states") || "")]
+      .some((code) => CODES[code] === "stale" || CODES[code] === "outdated");
+    if (!changed) acceptB.disabled = true;
+    acceptB.title = changed ? ACCEPT_TITLE : "No inputs changed: nothing to accept";
   }
   function showSaid(line, text) {
     said.textContent = line;
@@ -346,6 +365,9 @@ function render({ model, el }) {
   function loadGraph() {
     const g = model.get("graph") || {};
     title.hidden = true; // the status line starts with "pipeline <name>:"
+    goal.textContent = g.goal ? `goal: ${g.goal}` : "";
+    goal.title = g.goal || "";
+    goal.hidden = !g.goal;
     canvas.innerHTML = g.svg || "";
     const svg = canvas.querySelector("svg");
     view.svg = svg;
@@ -388,6 +410,7 @@ function render({ model, el }) {
 
   function applyStates() {
     const codes = model.get("states") || "";
+    lockActions(model.get("run") || {});
     const notes = model.get("notes") || {};
     view.groups.forEach((grp, i) => {
       if (!grp) return;
@@ -449,14 +472,7 @@ function render({ model, el }) {
     bar.style.width = `${Math.min(100, 100 * (run.done || 0) / total)}%`;
     badge.hidden = run.backend !== "simulated";
     const busy = view.acting;
-    for (const b of actionButtons) b.disabled = busy || inert();
-    // At a waiting gate or after the end there is nothing to step: say where to act instead.
-    const stuck = { waiting: "The run waits at a gate: answer it below",
-      completed: "The run completed: Reset starts a new one" }[run.state];
-    for (const [b, title] of [[stepB, STEP_TITLE], [runB, RUN_TITLE], [runToB, RUN_TO_TITLE]]) {
-      if (stuck) b.disabled = true;
-      b.title = stuck || title;
-    }
+    lockActions(run);
     stopB.disabled = !run.running && !busy;
     stopB.hidden = run.can_stop === false;
     const paused = run.state === "paused" ? run.next : ""; // e.g. after Run to: where it goes on
@@ -878,6 +894,10 @@ function render({ model, el }) {
       applyRun();
     }
     if (msg.reply === "done" && msg.line !== undefined) showSaid(msg.line || "", msg.text || "");
+    if (msg.reply === "done" && msg.action === "run_to") { // reached: the list starts over
+      const exits = (model.get("graph") || {}).exits || [];
+      if (exits[0]) runToSel.value = exits[0];
+    }
     if (msg.reply === "details") showDetails(msg.node, msg.data);
     else if (msg.reply === "playground") showPlayground(msg);
     else if (msg.reply === "evidence_all") drawEvidence(msg.rows || [], (msg.rows || []).length);

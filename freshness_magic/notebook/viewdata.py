@@ -185,7 +185,8 @@ def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
 
 def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
     """The waiting gate for the gate panel: question, one entry per choice, what it approves,
-    and the note on changed inputs upstream of it (``""`` when none)."""
+    the note on changed inputs upstream of it (``""`` when none), and which time it asks (a
+    loop that comes back at once would otherwise look as if the answer did nothing)."""
     gate = pipeline.pending_gate()
     if gate is None:
         return {}
@@ -199,6 +200,7 @@ def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
         "choices": choices,
         "approving": approving(pipeline, gate.node_id),
         "note": pipeline.gate_note(),
+        "visit": pipeline.model.snapshot.completed.count(gate.node_id) + 1,
     }
 
 

@@ -445,6 +445,9 @@ def test_gate_with_comment_routes(lab_server: Any, page: Any) -> None:
         "rows => rows.map(r => r.dataset.node)"
     )
     assert "triage" in rows and "be_model" not in rows
+    asked = page.locator(f"{WIDGET} .fm-gate-visit")  # the same gate again, said so
+    asked.wait_for(timeout=WAIT_MS)
+    assert asked.inner_text() == "asked again: visit 2"
     page.locator(f"{WIDGET} .fm-gate-choice-A").click()
     wait_node_states(page, {"design_ok": "succeeded", "be_model": "succeeded"})
     wait_node_states(page, {"verify_ok": "waiting"})

@@ -180,3 +180,17 @@ def test_the_gate_panel_carries_the_note_on_changed_inputs_upstream(
     )
     line(shell, "accept lint")
     assert gate_value(pipeline)["note"] == ""
+
+
+def test_the_gate_panel_says_which_time_the_gate_asks(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """A trial answered No, the loop came back to the gate at once, and the panel looked the
+    same: nothing seemed to have happened."""
+    from freshness_magic.notebook.viewdata import gate_value
+
+    pipeline = load_review(shell, workdir)
+    line(shell, "run")
+    assert gate_value(pipeline)["visit"] == 1
+    line(shell, "resume approve --choice N")  # draft again, then the gate asks again
+    assert gate_value(pipeline)["visit"] == 2

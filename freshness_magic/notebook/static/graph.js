@@ -689,6 +689,7 @@ function render({ model, el }) {
     inner.dataset.node = g.node;
     inner.append(h("strong", "", g.node), document.createTextNode(`: ${g.question || ""}`));
     q.append(inner);
+    if (g.visit > 1) q.append(h("div", "fm-gate-visit fm-muted", `asked again: visit ${g.visit}`));
     const parts = [h("h3", "fm-section-title", "Approval needed"), q];
     if (g.note) parts.push(h("div", "fm-gate-note", g.note)); // changed inputs upstream of it
     if (g.approving && g.approving.text) {

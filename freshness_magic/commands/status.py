@@ -45,7 +45,7 @@ def main(args: argparse.Namespace) -> int:
     run_dir = follow_restarts(Path(args.run_dir))
     data, used = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)
-    stale = stale_nodes(run_dir)
+    stale = stale_nodes(data, used)
     if stale:  # as driver and orphaned_tools: only when there is something to say
         info["stale_nodes"] = stale
     driver = live_driver(run_dir)
@@ -159,14 +159,14 @@ def held_open(
     return who, "no node running now", f"go on there (%pipeline resume), {leave}"
 
 
-def stale_nodes(run_dir: Path) -> list[str] | None:
-    """The run's nodes whose inputs changed (as ``check`` finds them); None when the run keeps
-    no freshness state."""
+def stale_nodes(data: dict[str, Any], used: Path) -> list[str] | None:
+    """The nodes whose inputs changed (as ``check`` finds them), from the checkpoint ``status``
+    read; None when the run keeps no freshness state."""
     from freshness_magic.errors import FreshnessError
-    from freshness_magic.freshness.runcheck import check_run_dir
+    from freshness_magic.freshness.runcheck import checkpoint_report
 
     try:
-        return check_run_dir(run_dir).stale_nodes
+        return checkpoint_report(data, used).stale_nodes
     except FreshnessError:
         return None
 

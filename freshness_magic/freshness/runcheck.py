@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 from freshness_magic.errors import CheckpointError, FreshnessError
 from freshness_magic.freshness.check import FreshnessTracker
@@ -23,6 +24,13 @@ def check_run_dir(run_dir: Path, *, hash_size_limit: int | None = None) -> Fresh
         data, used = load_checkpoint(folder)
     except CheckpointError as exc:
         raise FreshnessError(f"cannot check {run_dir}: {exc}") from exc
+    return checkpoint_report(data, used, hash_size_limit=hash_size_limit)
+
+
+def checkpoint_report(
+    data: dict[str, Any], used: Path, *, hash_size_limit: int | None = None
+) -> FreshnessReport:
+    """The report of a checkpoint already read (``load_checkpoint``'s data and file)."""
     state = (data.get("extensions") or {}).get("freshness") or {}
     tracker_state = state.get("tracker") if isinstance(state, dict) else None
     if not tracker_state:

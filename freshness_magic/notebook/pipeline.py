@@ -555,7 +555,6 @@ class NotebookPipeline(PipelineReadout):
             self._detach()
             if left is not None:
                 left.close()
-            self._run = None
             self._model = ViewModel(self.graph)
             offer = find_unfinished(self.graph, self.workdir) if left is not None else None
             if offer is not None and left is not None and offer.run_dir != left.run_dir:

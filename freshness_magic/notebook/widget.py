@@ -349,9 +349,9 @@ class PipelineWidget(anywidget.AnyWidget):
 
         On the worker the action's steps send their own updates; at its end whatever else
         changed goes in one more update (often nothing) and the page gets ``{"reply": "done"}``
-        with the action's text (what the magic would print: the page shows its last line, so a
-        click that did nothing says why), which re-enables its buttons (the page disables them
-        itself when it sends an action).
+        with the action's text (what the magic would print) and the one line of it the page
+        shows (:meth:`_gist`, so a click that did nothing says why), which re-enables its
+        buttons (the page disables them itself when it sends an action).
         """
         if not self.background:
             action()

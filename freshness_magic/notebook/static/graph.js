@@ -892,6 +892,7 @@ function render({ model, el }) {
     answered();
     if (msg.reply === "done" || msg.reply === "error") {
       view.acting = false;
+      view.asked = false; // its updates came first: a gate reached later is not this click's
       applyRun();
     }
     if (msg.reply === "done" && msg.line !== undefined) showSaid(msg.line || "", msg.text || "");

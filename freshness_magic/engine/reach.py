@@ -54,3 +54,45 @@ def upstream(graph: Graph, node_id: str) -> list[str]:
             before[target].add(source)
     found = reachable(before, [node_id]) - {node_id}
     return [n for n in graph.nodes if n in found]
+
+
+def forward_order(graph: Graph) -> tuple[list[str], dict[str, list[str]]]:
+    """The pipeline's edges with the loops cut: its nodes in an order where every node comes
+    after those that lead to it, and each node's predecessors along the edges kept.
+
+    An edge is cut when it goes back to a node the depth-first walk is still inside (from the
+    start node, then from any node not reached yet, in the pipeline's order): in ``fix -> test
+    -> fix`` the edge back to ``fix`` is the loop. Retry targets are jumps back, not edges, so
+    they count as neither. Data flows along what is kept: a node that ran after one of its
+    predecessors here (directly or further up) worked on that node's earlier results.
+    """
+    targets = {
+        n: [e.target for e in graph.outgoing(n) if e.target in graph.nodes] for n in graph.nodes
+    }
+    start = graph.start_node()
+    roots = ([start.id] if start is not None else []) + list(graph.nodes)
+    done: list[str] = []
+    state: dict[str, bool] = {}  # False while the walk is inside the node, True once left
+    before: dict[str, list[str]] = {n: [] for n in graph.nodes}
+    for root in roots:
+        if root in state:
+            continue
+        state[root] = False
+        stack = [(root, iter(targets[root]))]
+        while stack:
+            node, pending = stack[-1]
+            for target in pending:
+                seen = state.get(target)
+                if seen is False:
+                    continue  # a loop back to a node the walk is inside
+                before[target].append(node)
+                if seen is None:
+                    state[target] = False
+                    stack.append((target, iter(targets[target])))
+                    break
+            else:
+                stack.pop()
+                state[node] = True
+                done.append(node)
+    done.reverse()
+    return done, before

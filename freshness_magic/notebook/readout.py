@@ -212,12 +212,13 @@ class PipelineReadout:
         )
 
     def stale_upstream(self, node_id: str) -> tuple[list[str], list[str]]:
-        """The nodes upstream of ``node_id`` shown stale, and those shown outdated (the run
-        goes on from their results), in pipeline order."""
+        """The nodes upstream of ``node_id`` shown stale, and those shown outdated by changed
+        inputs (the run goes on from their results), in pipeline order."""
         found = upstream(self.graph, node_id)
         views = self.views()
         stale = [n for n in found if views[n].state is NodeState.STALE]
-        return stale, [n for n in found if views[n].state is NodeState.OUTDATED]
+        changed = [n for n in found if "upstream" in views[n].details]
+        return stale, [n for n in changed if views[n].state is NodeState.OUTDATED]
 
     def gate_note(self) -> str:
         """The note under the waiting gate when nodes upstream of it have changed inputs ("" when

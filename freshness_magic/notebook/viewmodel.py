@@ -18,7 +18,7 @@ from typing import Any
 from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
-from freshness_magic.engine.reach import reachable, successor_map
+from freshness_magic.engine.reach import forward_order, reachable, successor_map
 from freshness_magic.engine.state import RunState
 from freshness_magic.freshness.events import some_files
 from freshness_magic.freshness.labels import FileLabel
@@ -120,12 +120,36 @@ def _running_why(output: str) -> str:
     return "running: " + (last if len(last) <= 160 else "…" + last[-159:])
 
 
+def _branch_nodes(graph: Graph, before: Mapping[str, list[str]]) -> dict[str, frozenset[str]]:
+    """Each parallel node's branch nodes (what runs inside its step): the nodes after it, up to
+    a fan-in node, along the edges of :func:`forward_order`."""
+    after: dict[str, list[str]] = {n: [] for n in graph.nodes}
+    for node_id, sources in before.items():
+        for source in sources:
+            after[source].append(node_id)
+    found: dict[str, frozenset[str]] = {}
+    for node in graph.nodes.values():
+        if node.handler_type != "parallel":
+            continue
+        seen: set[str] = set()
+        todo = list(after[node.id])
+        while todo:
+            node_id = todo.pop()
+            if node_id not in seen and graph.nodes[node_id].handler_type != "parallel.fan_in":
+                seen.add(node_id)
+                todo.extend(after[node_id])
+        found[node.id] = frozenset(seen)
+    return found
+
+
 class ViewModel:
     """Node views of one pipeline: events folded in as they come, views published per step."""
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
         self._succ = successor_map(graph)
+        self._order, self._before = forward_order(graph)
+        self._branches = _branch_nodes(graph, self._before)
         self._lock = threading.Lock()
         self.snapshot = RunSnapshot()
         self.stale: dict[str, NodeStale] = {}
@@ -285,11 +309,7 @@ class ViewModel:
                 kind = StaleKind.RUN if node_id in snap.outcomes else StaleKind.BASELINE
                 view = NodeView(NodeState.STALE, kind, stale.describe())
             elif node_id in outdated and view.state in (NodeState.SUCCEEDED, NodeState.PARTIAL):
-                view = NodeView(
-                    NodeState.OUTDATED,
-                    why=f"may be outdated: upstream {outdated[node_id]}'s inputs changed",
-                    details={"upstream": outdated[node_id]},
-                )
+                view = outdated[node_id]
             result[node_id] = view
         return result
 
@@ -301,16 +321,53 @@ class ViewModel:
             return False
         return node_id not in ahead
 
-    def _outdated(self) -> dict[str, str]:
-        """Nodes that ran after an upstream node whose inputs changed since it ran -> that node."""
+    def _outdated(self) -> dict[str, NodeView]:
+        """The views of nodes whose results may be outdated, by the upstream node that made them
+        so: one whose inputs changed since it ran (``details["upstream"]``: accepting its inputs
+        clears the mark), else one that ran again after them (``details["reran"]``: e.g. after a
+        ``retry`` of an earlier node, until the run reaches them again)."""
         last = {node_id: i for i, node_id in enumerate(self.snapshot.completed)}
-        found: dict[str, str] = {}
+        found: dict[str, NodeView] = {}
         for node_id, stale in self.stale.items():
             if stale.kind is not StaleKind.RUN or node_id not in last:
                 continue
             for down in sorted(reachable(self._succ, [node_id])):
-                if down != node_id and last.get(down, -1) > last[node_id]:
-                    found.setdefault(down, node_id)
+                if down != node_id and last.get(down, -1) > last[node_id] and down not in found:
+                    found[down] = NodeView(
+                        NodeState.OUTDATED,
+                        why=f"may be outdated: upstream {node_id}'s inputs changed",
+                        details={"upstream": node_id},
+                    )
+        for down, upstream in self._reran_upstream(last).items():
+            if down not in found:
+                found[down] = NodeView(
+                    NodeState.OUTDATED,
+                    why=f"may be outdated: upstream {upstream} ran again after it",
+                    details={"reran": upstream},
+                )
+        return found
+
+    def _reran_upstream(self, last: Mapping[str, int]) -> dict[str, str]:
+        """Nodes that ran before the latest run of a node upstream of them (along the edges,
+        loops cut: :func:`forward_order`) -> that node, the latest such."""
+        if len(last) < 2:
+            return {}
+        began = dict(last)
+        completed = self.snapshot.completed
+        for fan, branches in self._branches.items():
+            if fan in began:  # its branches finished inside its step, before it did
+                while began[fan] > 0 and completed[began[fan] - 1] in branches:
+                    began[fan] -= 1
+        latest: dict[str, tuple[int, str]] = {}  # the latest run upstream of each node
+        found: dict[str, str] = {}
+        for node_id in self._order:
+            best = (-1, "")
+            for before in self._before[node_id]:
+                best = max(best, latest[before], (began.get(before, -1), before))
+            latest[node_id] = best
+            ran = last.get(node_id)
+            if ran is not None and best[0] > ran:
+                found[node_id] = best[1]
         return found
 
     def _outcome_view(self, node_id: str, outcome: Outcome | None) -> NodeView:

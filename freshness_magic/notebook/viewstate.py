@@ -124,7 +124,7 @@ blocked     #d7ccc8 #4e342e    #3a2c27 #bcaaa4    3.0   -    blocked by stale in
 skipped     #ececec #858585    #1c1c1c #8a8a8a    1.2   2,3  branch not taken
 interrupted #f8bbd0 #ad1457    #451228 #f48fb1    3.0   -    stopped; resumable
 stale       #ffecb3 #a35200    #3f300a #ffca28    2.5   -    inputs changed
-outdated    #fff8e1 #8a6d00    #2e2a1a #e0c46c    2.0   10,3,2,3 upstream inputs changed
+outdated    #fff8e1 #8a6d00    #2e2a1a #e0c46c    2.0   10,3,2,3 upstream changed or ran again
 """
 
 
@@ -143,7 +143,8 @@ STATE_STYLES: Mapping[NodeState, StateStyle] = _palette(_PALETTE)
 """Fixed colours per state; outlines keep 3:1 against the light and the dark background."""
 STALE_DASH: Mapping[StaleKind, str] = {StaleKind.BASELINE: "8,4", StaleKind.RUN: "2,3"}
 """Stale since baseline is dashed, stale since the node ran is dotted; ``outdated`` (the nodes
-that ran after a stale one) is dash-dotted, so neither stale kind looks like it."""
+that ran after a stale one, or before an upstream node ran again) is dash-dotted, so neither stale
+kind looks like it."""
 STALE_LEGEND: Mapping[StaleKind, str] = {
     StaleKind.BASELINE: "stale since baseline",
     StaleKind.RUN: "stale since it ran",
@@ -163,6 +164,9 @@ STATE_CODES: Mapping[NodeState, str] = {
 }  # fmt: skip
 """One character per state: the widget receives all node states as one short string."""
 STALE_CODES: Mapping[StaleKind, str] = {StaleKind.BASELINE: "t", StaleKind.RUN: "T"}
+RERAN_CODE = "O"
+"""``outdated`` because a node upstream ran again after it (not because inputs changed): no
+accepting clears it, only running the node again, so the view offers no Accept for it."""
 
 LIGHT_BACKGROUND = "#ffffff"
 DARK_BACKGROUND = "#111111"
@@ -182,6 +186,8 @@ def state_code(view: NodeView) -> str:
     """The character the widget receives for ``view`` (stale kinds have their own)."""
     if view.state is NodeState.STALE and view.stale in STALE_CODES:
         return STALE_CODES[view.stale]
+    if view.state is NodeState.OUTDATED and "reran" in view.details:
+        return RERAN_CODE
     return STATE_CODES[view.state]
 
 
@@ -278,6 +284,8 @@ def possible_states(graph: Graph) -> tuple[NodeState, ...]:
         can |= {NodeState.RUNNING, NodeState.FAILED, NodeState.INTERRUPTED}
     if any(n.handler_type == "wait.human" for n in nodes):
         can.add(NodeState.WAITING)
+    if len(work) > 1:  # a retry of an earlier node leaves the later ones outdated
+        can.add(NodeState.OUTDATED)
     if any(source_files(n) for n in nodes):
         can |= {NodeState.STALE, NodeState.OUTDATED}
     if any(freshness_mode(n) == "block" for n in nodes):

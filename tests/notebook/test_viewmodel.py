@@ -109,3 +109,78 @@ def test_branch_nodes_show_their_state_while_the_fan_out_runs(
         driver.join(timeout=60)
     pipeline.publish()
     assert states(pipeline)["slow"] == "succeeded" and states(pipeline)["done"] == "succeeded"
+
+
+GATED_DOT = """digraph gated {
+  start [shape=Mdiamond]  exit [shape=Msquare]
+  prep  [shape=parallelogram, tool_command="true"]
+  other [shape=parallelogram, tool_command="true"]
+  gate  [shape=hexagon, label="Ship it?"]
+  after [shape=parallelogram, tool_command="true"]
+  start -> prep -> gate
+  gate -> after [label="[Y] Yes"]
+  gate -> other [label="[N] No"]
+  after -> exit
+  other -> exit
+}
+"""
+
+
+def test_nodes_a_retried_node_leads_to_are_outdated_until_the_run_reaches_them(
+    shell: InteractiveShell, workdir: Path
+):
+    """They ran on the earlier run's results: shown ``outdated`` (no Accept clears it), and
+    ``succeeded`` again once the run passes them."""
+    from freshness_magic.notebook.viewstate import state_code
+
+    pipeline = shell.run_cell_magic("pipeline", f"gated --workdir {workdir}", GATED_DOT)
+    shell.run_line_magic("pipeline", "run")
+    shell.run_line_magic("pipeline", "resume --choice Y")
+    assert states(pipeline)["after"] == "succeeded"
+
+    shell.run_line_magic("pipeline", "retry prep")  # runs prep, then waits at the gate again
+    views = pipeline.views()
+    assert states(pipeline)["gate"] == "waiting"
+    for node_id in ("after", "exit"):
+        assert views[node_id].state is NodeState.OUTDATED, node_id
+        assert views[node_id].why == "may be outdated: upstream prep ran again after it"
+        assert state_code(views[node_id]) == "O"  # the view offers no Accept for it
+    assert states(pipeline)["start"] == "succeeded" and states(pipeline)["prep"] == "succeeded"
+    assert "2 outdated" in pipeline.status_line()
+    assert "prep ran again after it" in str(shell.run_line_magic("pipeline", "why after"))
+    assert "note: upstream" not in str(shell.run_line_magic("pipeline", "status"))  # no inputs
+
+    shell.run_line_magic("pipeline", "resume --choice Y")
+    assert states(pipeline)["after"] == "succeeded" and states(pipeline)["exit"] == "succeeded"
+
+
+def test_a_branch_the_retried_run_did_not_take_again_stays_outdated(
+    shell: InteractiveShell, workdir: Path
+):
+    pipeline = shell.run_cell_magic("pipeline", f"gated --workdir {workdir}", GATED_DOT)
+    shell.run_line_magic("pipeline", "run")
+    shell.run_line_magic("pipeline", "resume --choice Y")
+    shell.run_line_magic("pipeline", "retry prep")
+    shell.run_line_magic("pipeline", "resume --choice N")
+    assert states(pipeline)["other"] == "succeeded" and states(pipeline)["exit"] == "succeeded"
+    assert pipeline.views()["after"].why == "may be outdated: upstream gate ran again after it"
+
+
+LOOP_DOT = """digraph loop {
+  start [shape=Mdiamond]  exit [shape=Msquare]
+  fix  [shape=parallelogram, tool_command="true"]
+  test [shape=parallelogram, tool_command="test -f once || { touch once; false; }"]
+  start -> fix -> test
+  test -> fix  [condition="outcome=fail"]
+  test -> exit [condition="outcome=success"]
+}
+"""
+
+
+def test_a_loop_that_ran_its_course_leaves_nothing_outdated(shell: InteractiveShell, workdir: Path):
+    """``fix`` ran again after ``test`` in the loop: that is the pipeline's own path, and the
+    edge back to ``fix`` is no reason to doubt either node's result."""
+    pipeline = shell.run_cell_magic("pipeline", f"loop --workdir {workdir}", LOOP_DOT)
+    shell.run_line_magic("pipeline", "run")
+    assert pipeline.run.completed_nodes == ["start", "fix", "test", "fix", "test", "exit"]
+    assert set(states(pipeline).values()) == {"succeeded"}

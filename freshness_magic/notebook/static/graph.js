@@ -10,7 +10,7 @@
 const CODES = {
   p: "pending", n: "next", r: "running", s: "succeeded", a: "partial", f: "failed",
   y: "retrying", w: "waiting", b: "blocked", k: "skipped", i: "interrupted", t: "stale",
-  T: "stale", o: "outdated",
+  T: "stale", o: "outdated", O: "outdated",
 };
 const STALE = { t: "baseline", T: "run" };
 const MIN_LABEL_PX = 9.5; // smallest node label on screen at the default zoom
@@ -194,7 +194,8 @@ function render({ model, el }) {
   }
   // The action buttons: off while an action runs or the view is inert; Step, Run and Run to
   // off at a waiting gate or after the end (their tooltip says where to act instead); Accept
-  // changes off unless a node is drawn stale or outdated.
+  // changes off unless a node is drawn stale or outdated by changed inputs ("O", outdated
+  // because an upstream node ran again, is cleared only by running it).
   function lockActions(run) {
     for (const b of actionButtons) b.disabled = view.acting || inert();
     const stuck = { waiting: "The run waits at a gate: answer it below",
@@ -204,7 +205,7 @@ function render({ model, el }) {
       b.title = stuck || title;
     }
     const changed = [...(model.get("states") || "")]
-      .some((code) => CODES[code] === "stale" || CODES[code] === "outdated");
+      .some((code) => CODES[code] === "stale" || code === "o");
     if (!changed) acceptB.disabled = true;
     acceptB.title = changed ? ACCEPT_TITLE : "No inputs changed: nothing to accept";
   }
@@ -647,7 +648,7 @@ function render({ model, el }) {
     if (notes[view.selected]) detailsState.append(h("span", "fm-details-why", notes[view.selected]));
     retryB.hidden = !(model.get("run") || {}).can_retry;
     retryB.disabled = !["failed", "interrupted", "succeeded", "partial", "stale", "outdated", "blocked"].includes(state);
-    acceptHereB.disabled = !["stale", "blocked", "outdated"].includes(state);
+    acceptHereB.disabled = !["stale", "blocked"].includes(state) && code !== "o";
   }
   function value(v) {
     if (v === null || v === undefined) return h("span", "fm-muted", "—");

@@ -1,7 +1,8 @@
 """What the notebook says about one node or one condition: ``why``, node details, ``cond``.
 
 Built from the pipeline's published views and its run at a step boundary; the text itself
-comes from :mod:`~freshness_magic.notebook.text`.
+comes from :mod:`~freshness_magic.notebook.text`, and ``why`` from :mod:`freshness_magic.why`
+(which the command line's ``why`` shares).
 """
 
 from __future__ import annotations
@@ -10,17 +11,18 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from freshness_magic import why
 from freshness_magic.engine.condition_explain import ConditionExplanation, explain_condition
 from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.state import RunState
-from freshness_magic.freshness.attrs import freshness_mode
+from freshness_magic.freshness.attrs import source_files
 from freshness_magic.freshness.extension import missing_inputs
 from freshness_magic.notebook import text
 from freshness_magic.notebook.cells import CELL_OUTPUT_FILE
-from freshness_magic.notebook.render import NodeState, StaleKind, inputs_text
 from freshness_magic.notebook.viewstate import BannerKind, RunBanner
+from freshness_magic.why import NodeFacts
 
 if TYPE_CHECKING:
     from freshness_magic.notebook.readout import PipelineReadout
@@ -146,102 +148,52 @@ def banner(pipeline: PipelineReadout) -> RunBanner | None:
     return None
 
 
-def why_text(pipeline: PipelineReadout, node_id: str) -> str:
-    """Why ``node_id`` is in its state: outcome, failure, stale files, waiting question, output."""
+def why_facts(pipeline: PipelineReadout, node_id: str) -> NodeFacts:
+    """What ``why`` says about ``node_id``, from the pipeline's published views and its run."""
     node = pipeline.require_node(node_id)
-    view = pipeline.views()[node_id]
-    word = text.state_word(view)
-    lines = [f"{node_id}: {word}"]
-    if why := text.reason(view):
-        lines.append(f"  {why}")
-    outcome = pipeline.outcomes().get(node_id)
-    if outcome is not None:
-        again = view.state in (NodeState.WAITING, NodeState.NEXT, NodeState.RUNNING)
-        label = "outcome of its last visit" if again else "last outcome"  # it is being run again
-        lines.append(f"  {label}: {outcome.status.value}")
-        if outcome.notes and outcome.notes != view.why:
-            lines.append(f"  notes: {text.one_line(outcome.notes, 200)}")
-        if outcome.failure_reason and outcome.failure_reason != view.why:
-            lines.append(f"  failure: {text.one_line(outcome.failure_reason, 300)}")
-    route = pipeline.model.routes.get(node_id)
-    if route is not None and view.state is NodeState.FAILED:  # the run went on past it
-        lines.append(f"  then the run went on to {route[0]}: {route[1]}")
+    views = pipeline.views()
+    gate = pipeline.pending_gate()
     stale = pipeline.stale.get(node_id)
-    if stale is not None and stale.describe() != view.why:
-        lines.append(f"  {stale.describe()}")
     run = pipeline.live_run
+    symbols: list[str] = []
     if stale is not None and run is not None:
         from freshness_magic.notebook.hubcmd import why_lines
 
-        lines.extend(text.indented(why_lines(run, node_id)))
-    if inputs := inputs_text(node):
-        lines.append(f"  {inputs}")
-        if run is not None and (missing := missing_inputs(run, node_id)):
-            lines.append(
-                f"  missing: {', '.join(missing)}; freshness tracks nothing there, so it counts "
-                "as unchanged (fix the path in source_files, or create the file)"
-            )
-    output = node_details(pipeline, node_id).output
-    if output:
-        lines.append(f"  output: {text.one_line(output, 200)}")
-    if view.state is NodeState.PENDING and stale is None:
-        lines.append("  not run yet; inputs unchanged")
-    return "\n".join([*lines, *text.indented(next_action(pipeline, node_id))])
+        symbols = why_lines(run, node_id)
+    snapshot = pipeline.model.snapshot
+    return NodeFacts(
+        graph=pipeline.graph,
+        node=node,
+        views=views,
+        outcome=pipeline.outcomes().get(node_id),
+        route=pipeline.model.routes.get(node_id),
+        stale=stale,
+        symbols=symbols,
+        missing=missing_inputs(run, node_id) if run is not None and source_files(node) else [],
+        output=node_details(pipeline, node_id).output,
+        gate=gate,
+        gate_upstream=_counted(pipeline.stale_upstream(gate.node_id)) if gate else ((), 0),
+        blocked=pipeline.blocked_nodes(),
+        failed=snapshot.state is RunState.FAILED and run is not None and run.failed_node == node_id,
+        paused_at=snapshot.state is RunState.PAUSED and snapshot.next_node == node_id,
+        superseded=pipeline.superseded,
+    )
+
+
+def _counted(found: tuple[list[str], list[str]]) -> tuple[list[str], int]:
+    stale, outdated = found
+    return stale, len(outdated)
+
+
+def why_text(pipeline: PipelineReadout, node_id: str) -> str:
+    """Why ``node_id`` is in its state: outcome, failure, stale files, waiting question, output,
+    and what to do next in the magics' words (:mod:`freshness_magic.why`)."""
+    return why.why_text(why_facts(pipeline, node_id), why.NOTEBOOK)
 
 
 def next_action(pipeline: PipelineReadout, node_id: str) -> list[str]:
-    """What ``why`` ends with: the lines that answer a waiting gate (with a note on changed
-    inputs upstream of it), or what ``%pipeline accept`` does for a stale node (and, for one
-    that ran, that ``retry`` runs it again). A node held back by ``freshness=block`` says that
-    already (its notes), so nothing is added there."""
-    if pipeline.superseded:
-        return []  # its actions are refused: the newer load's why says what to do
-    gate = pipeline.pending_gate()
-    if gate is not None and gate.node_id == node_id:
-        default = next((c for c in gate.choices if c.target == gate.default), None)
-        head = "answer with one of"
-        if default is not None:
-            head += f" (without --choice: the default, {text.choice_text(default)})"
-        note = pipeline.gate_note()
-        return [*([note] if note else []), f"{head}:", *text.indented(text.answer_lines(gate))]
-    view = pipeline.views()[node_id]
-    upstream = view.details.get("upstream") if view.state is NodeState.OUTDATED else None
-    if upstream is not None:
-        return [
-            f"next: %pipeline accept {upstream} clears this mark without running anything again"
-        ]
-    stale = pipeline.stale.get(node_id)
-    if stale is None or node_id in pipeline.blocked_nodes():
-        return []
-    mode = freshness_mode(pipeline.graph.nodes[node_id])
-    accept = f"next: %pipeline accept {node_id} takes its current inputs as its new baseline"
-    if stale.kind is StaleKind.BASELINE:
-        effect = {
-            "block": "without that, freshness=block holds it back when the run reaches it, "
-            "until accepted or the files are restored",
-            "warn": "without that, it runs anyway with a warning (freshness=warn)",
-        }.get(mode, "it runs on the current files either way (freshness=ignore)")
-        return [f"{accept} (it is no longer stale); {effect}"]
-    after = sum(1 for v in pipeline.views().values() if v.details.get("upstream") == node_id)
-    cleared = "it is no longer stale"
-    if after:
-        cleared += f", nor the {after} node{'s' if after > 1 else ''} after it shown outdated"
-    line = f"{accept} without running it again ({cleared})"
-    if mode == "block":
-        line += (
-            "; without that, freshness=block holds it back if the run reaches it again, "
-            "until accepted or the files are restored"
-        )
-    elif mode == "warn":
-        line += "; if the run reaches it again, it runs anyway with a warning (freshness=warn)"
-    lines = [line]
-    if pipeline.pending_gate() is None:  # a waiting gate is answered first
-        first = f"%pipeline accept {node_id}, then " if mode == "block" else ""
-        lines.append(
-            f"or: {first}%pipeline retry {node_id} runs it again on the current files, and the "
-            "run goes on from it"
-        )
-    return lines
+    """What ``why`` ends with, in the magics' words (:func:`freshness_magic.why.next_steps`)."""
+    return [step.line for step in why.next_steps(why_facts(pipeline, node_id), why.NOTEBOOK)]
 
 
 def explain_condition_live(

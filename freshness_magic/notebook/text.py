@@ -9,7 +9,7 @@ explanation (``%pipeline cond``, the playground, the dead-end line).
 from __future__ import annotations
 
 import shlex
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from freshness_magic.engine.condition_explain import ConditionExplanation
@@ -111,16 +111,20 @@ def status_line(
     return " · ".join(parts)
 
 
-def stale_upstream_note(gate: str, stale: Sequence[str], outdated: int) -> str:
+def stale_upstream_note(
+    gate: str, stale: Sequence[str], outdated: int, why: Callable[[str], str] | None = None
+) -> str:
     """The note under a waiting gate whose upstream nodes have changed inputs ("" if none):
-    ``note: upstream of review: model_card stale, 3 outdated (inputs changed; ...)``."""
+    ``note: upstream of review: model_card stale, 3 outdated (inputs changed; ...)``; ``why``
+    spells the command that explains a node (default: ``%pipeline why NODE``)."""
     if not stale and not outdated:
         return ""
     found = [f"{some_files(stale, 5)} stale"] if stale else []
     if outdated:
         found.append(f"{outdated} outdated")
     ask = stale[0] if len(stale) == 1 else "NODE"
-    return f"note: upstream of {gate}: {', '.join(found)} (inputs changed; %pipeline why {ask})"
+    said = why(ask) if why is not None else f"%pipeline why {ask}"
+    return f"note: upstream of {gate}: {', '.join(found)} (inputs changed; {said})"
 
 
 def waiting_text(gate: Question | None, note: str = "") -> str:
@@ -136,18 +140,31 @@ def waiting_text(gate: Question | None, note: str = "") -> str:
     return f"{text}\n  {note}" if note else text
 
 
-def answer_lines(gate: Question, comment: str | None = None) -> list[str]:
+def answer_key(gate: Question, choice: Choice) -> str:
+    """What answers ``gate`` with ``choice``: its key, or its target when another choice has
+    the same key."""
+    return choice.key if match_choice(gate, choice.key) is choice else choice.target
+
+
+def answer_command(gate: Question, key: str, comment: str | None = None) -> str:
+    """The magic that answers ``gate`` with ``key`` (and ``comment``)."""
+    line = f"%pipeline resume {gate.node_id} --choice {shlex.quote(key)}"
+    return f"{line} --comment {shlex.quote(comment)}" if comment else line
+
+
+def answer_lines(
+    gate: Question, comment: str | None = None, command: Callable[[str], str] | None = None
+) -> list[str]:
     """One line per choice of ``gate``: the choice, then the magic that answers with it (its
-    key, or its target when another choice has the same key), keeping the ``comment`` given.
-    Ready to paste; ``resume`` without a choice and ``why GATE`` both list them."""
+    :func:`answer_key`), keeping the ``comment`` given; ``command(key)`` spells another
+    surface's command instead (the CLI's ``resume RUN_DIR --answer GATE=KEY``). Ready to paste;
+    ``resume`` without a choice and ``why GATE`` both list them."""
     shown = [choice_text(c) + f" -> {c.target}" for c in gate.choices]
     width = max(map(len, shown), default=0)
     lines = []
     for choice, label in zip(gate.choices, shown, strict=True):
-        key = choice.key if match_choice(gate, choice.key) is choice else choice.target
-        line = f"%pipeline resume {gate.node_id} --choice {shlex.quote(key)}"
-        if comment:
-            line += f" --comment {shlex.quote(comment)}"
+        key = answer_key(gate, choice)
+        line = command(key) if command is not None else answer_command(gate, key, comment)
         lines.append(f"{label + ':':<{width + 1}}  {line}")
     return lines
 

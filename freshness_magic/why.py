@@ -1,0 +1,340 @@
+"""Why a node is in its state: the one explanation behind ``%pipeline why`` and ``freshness-magic
+why``.
+
+Both surfaces gather the same :class:`NodeFacts` (the node's published view, last outcome, stale
+inputs, the gate waiting, ...): the notebook from its pipeline (``notebook/details.py``), the
+command line from the run directory (:mod:`freshness_magic.runview`). :func:`why_lines` turns them
+into the lines both print, and :func:`next_steps` into what to do next, each step spelled in the
+commands of the surface that asked (:class:`Commands`: :data:`NOTEBOOK` or :class:`CliCommands`),
+so the text is written once and a pasted line works where it was read.
+
+Imports no IPython or ipywidgets (the command line uses it); the views it reads come from
+``notebook/viewmodel.py``, which imports neither.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.outcome import Outcome, Question
+from freshness_magic.engine.reach import upstream
+from freshness_magic.freshness.attrs import freshness_mode, source_files
+from freshness_magic.notebook import text
+from freshness_magic.notebook.render import inputs_text
+from freshness_magic.notebook.viewmodel import NodeStale
+from freshness_magic.notebook.viewstate import NodeState, NodeView, StaleKind
+
+
+class Commands(Protocol):
+    """How a surface spells the commands ``why`` suggests (each a line ready to paste)."""
+
+    answers_default: bool
+    """Whether an answer without a choice takes the gate's ``human.default_choice``."""
+
+    def why(self, node_id: str) -> str:
+        """Explain ``node_id``."""
+        ...
+
+    def accept(self, node_id: str) -> str:
+        """Take ``node_id``'s current inputs as its new baseline, running nothing."""
+        ...
+
+    def retry(self, node_id: str, *, accept: bool = False) -> str:
+        """Run ``node_id`` again (after accepting its inputs) and go on from it."""
+        ...
+
+    def answer(self, gate: Question) -> Callable[[str], str]:
+        """The command that answers ``gate`` with a key (:func:`text.answer_key`)."""
+        ...
+
+    def go_on(self) -> str:
+        """Continue the run where it stopped."""
+        ...
+
+
+class NotebookCommands:
+    """The magics: ``%pipeline accept lint``, ``%pipeline retry lint``, ``--choice``."""
+
+    answers_default = True
+
+    def why(self, node_id: str) -> str:
+        return f"%pipeline why {node_id}"
+
+    def accept(self, node_id: str) -> str:
+        return f"%pipeline accept {node_id}"
+
+    def retry(self, node_id: str, *, accept: bool = False) -> str:
+        first = f"{self.accept(node_id)}, then " if accept else ""
+        return f"{first}%pipeline retry {node_id}"
+
+    def answer(self, gate: Question) -> Callable[[str], str]:
+        return lambda key: text.answer_command(gate, key)
+
+    def go_on(self) -> str:
+        return "%pipeline resume"
+
+
+NOTEBOOK = NotebookCommands()
+
+
+@dataclass(frozen=True)
+class CliCommands:
+    """The command line: ``resume RUN_DIR --accept lint``, ``--retry lint``, ``--answer g=K``.
+
+    ``resume`` goes on with the run after it accepts; ``stop_at`` (the next node of a paused run)
+    makes an accept stop before anything runs (``--to NEXT``), as ``%pipeline accept`` does. At a
+    waiting gate or after the end nothing runs anyway.
+    """
+
+    program: str
+    run_dir: str
+    stop_at: str | None = None
+    answers_default = False  # resume without --answer leaves the gate waiting
+
+    def _resume(self, *options: str) -> str:
+        return " ".join([self.program, "resume", shlex.quote(self.run_dir), *options])
+
+    def why(self, node_id: str) -> str:
+        return f"{self.program} why {shlex.quote(self.run_dir)} {node_id}"
+
+    def accept(self, node_id: str) -> str:
+        stop = ("--to", self.stop_at) if self.stop_at is not None else ()
+        return self._resume("--accept", node_id, *stop)
+
+    def retry(self, node_id: str, *, accept: bool = False) -> str:
+        first = ("--accept", node_id) if accept else ()
+        return self._resume(*first, "--retry", node_id)
+
+    def answer(self, gate: Question) -> Callable[[str], str]:
+        return lambda key: self._resume("--answer", shlex.quote(f"{gate.node_id}={key}"))
+
+    def go_on(self) -> str:
+        return self._resume()
+
+
+@dataclass(frozen=True)
+class NodeFacts:
+    """What ``why`` says about one node, read at a step boundary (never mid-step)."""
+
+    graph: Graph
+    node: Node
+    views: Mapping[str, NodeView]
+    """Every node's published view (``node``'s among them)."""
+    outcome: Outcome | None = None
+    """Its last outcome."""
+    route: tuple[str, str] | None = None
+    """Where the run went after its latest visit, and why."""
+    stale: NodeStale | None = None
+    symbols: Sequence[str] = ()
+    """Symbol-level changes of its stale inputs (the Node State Hub's, when one runs)."""
+    missing: Sequence[str] = ()
+    """``source_files`` paths that exist neither now nor at its last snapshot."""
+    output: str = ""
+    gate: Question | None = None
+    """The gate the run waits at (any node's)."""
+    gate_upstream: tuple[Sequence[str], int] = ((), 0)
+    """The nodes upstream of the waiting gate shown stale, and how many shown outdated."""
+    blocked: frozenset[str] = frozenset()
+    """Nodes a ``freshness=block`` holds back until their changed inputs are accepted."""
+    failed: bool = False
+    """The run failed at this node (a retry runs it again)."""
+    paused_at: bool = False
+    """The run paused with this node next to run again (it was interrupted or cut off)."""
+    superseded: bool = False
+    """The pipeline object was replaced: its actions are refused."""
+
+    @property
+    def view(self) -> NodeView:
+        return self.views[self.node.id]
+
+
+@dataclass(frozen=True)
+class NextStep:
+    """One line of what to do next, and the command it offers (None: a note)."""
+
+    line: str
+    command: str | None = None
+
+
+def stale_upstream(
+    graph: Graph, views: Mapping[str, NodeView], node_id: str
+) -> tuple[list[str], int]:
+    """The nodes upstream of ``node_id`` shown stale, and how many are shown outdated by changed
+    inputs (the run goes on from their results)."""
+    found = upstream(graph, node_id)
+    stale = [n for n in found if views[n].state is NodeState.STALE]
+    outdated = [
+        n for n in found if views[n].state is NodeState.OUTDATED and "upstream" in views[n].details
+    ]
+    return stale, len(outdated)
+
+
+def why_lines(facts: NodeFacts, commands: Commands) -> list[str]:
+    """Why the node is in its state: state word and reason, last outcome, notes or failure,
+    where the run went past a failed node, changed and missing inputs, output, then
+    :func:`next_steps`."""
+    node_id, view = facts.node.id, facts.view
+    lines = [f"{node_id}: {text.state_word(view)}"]
+    if why := text.reason(view):
+        lines.append(f"  {why}")
+    outcome = facts.outcome
+    if outcome is not None:
+        again = view.state in (NodeState.WAITING, NodeState.NEXT, NodeState.RUNNING)
+        label = "outcome of its last visit" if again else "last outcome"  # it is being run again
+        lines.append(f"  {label}: {outcome.status.value}")
+        if outcome.notes and outcome.notes != view.why:
+            lines.append(f"  notes: {text.one_line(outcome.notes, 200)}")
+        if outcome.failure_reason and outcome.failure_reason != view.why:
+            lines.append(f"  failure: {text.one_line(outcome.failure_reason, 300)}")
+    if facts.route is not None and view.state is NodeState.FAILED:  # the run went on past it
+        lines.append(f"  then the run went on to {facts.route[0]}: {facts.route[1]}")
+    stale = facts.stale
+    if stale is not None and stale.describe() != view.why:
+        lines.append(f"  {stale.describe()}")
+    if stale is not None:
+        lines.extend(text.indented(facts.symbols))
+    if inputs := inputs_text(facts.node):
+        lines.append(f"  {inputs}")
+        if facts.missing:
+            lines.append(
+                f"  missing: {', '.join(facts.missing)}; freshness tracks nothing there, so it "
+                "counts as unchanged (fix the path in source_files, or create the file)"
+            )
+    if facts.output:
+        lines.append(f"  output: {text.one_line(facts.output, 200)}")
+    if view.state is NodeState.PENDING and stale is None:
+        lines.append("  not run yet; inputs unchanged")
+    return [*lines, *text.indented(step.line for step in next_steps(facts, commands))]
+
+
+def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
+    """What ``why`` ends with: the lines that answer a waiting gate (with a note on changed
+    inputs upstream of it); what accepting does for a stale or outdated node (and, for one that
+    ran, that a retry runs it again); a retry for the node the run failed at; going on for the
+    node a paused run stopped in. A node held back by ``freshness=block`` says what to do in its
+    reason; a step is added only when that reason does not name the command already."""
+    if facts.superseded:
+        return []  # its actions are refused: the newer load's why says what to do
+    node_id, view, gate = facts.node.id, facts.view, facts.gate
+    if gate is not None and gate.node_id == node_id:
+        return _gate_steps(facts, gate, commands)
+    upstream = view.details.get("upstream") if view.state is NodeState.OUTDATED else None
+    if upstream is not None:
+        accept = commands.accept(upstream)
+        return [NextStep(f"next: {accept} clears this mark without running anything again", accept)]
+    stale = facts.stale
+    mode = freshness_mode(facts.node)
+    if node_id in facts.blocked:
+        outcome = facts.outcome
+        said = [view.why, *((outcome.notes, outcome.failure_reason) if outcome else ())]
+        if not facts.failed or any(commands.accept(node_id) in words for words in said):
+            return []
+        retry = commands.retry(node_id, accept=True)
+        return [
+            NextStep(f"next: {retry} runs it on its changed inputs, and the run goes on", retry)
+        ]
+    if stale is None:
+        return _go_on_steps(facts, commands)
+    accept = commands.accept(node_id)
+    said = f"next: {accept} takes its current inputs as its new baseline"
+    if stale.kind is StaleKind.BASELINE:
+        effect = {
+            "block": "without that, freshness=block holds it back when the run reaches it, "
+            "until accepted or the files are restored",
+            "warn": "without that, it runs anyway with a warning (freshness=warn)",
+        }.get(mode, "it runs on the current files either way (freshness=ignore)")
+        return [NextStep(f"{said} (it is no longer stale); {effect}", accept)]
+    after = sum(1 for v in facts.views.values() if v.details.get("upstream") == node_id)
+    cleared = "it is no longer stale"
+    if after:
+        cleared += f", nor the {after} node{'s' if after > 1 else ''} after it shown outdated"
+    line = f"{said} without running it again ({cleared})"
+    if mode == "block":
+        line += (
+            "; without that, freshness=block holds it back if the run reaches it again, "
+            "until accepted or the files are restored"
+        )
+    elif mode == "warn":
+        line += "; if the run reaches it again, it runs anyway with a warning (freshness=warn)"
+    steps = [NextStep(line, accept)]
+    if gate is None:  # a waiting gate is answered first
+        retry = commands.retry(node_id, accept=mode == "block")
+        steps.append(
+            NextStep(
+                f"or: {retry} runs it again on the current files, and the run goes on from it",
+                retry,
+            )
+        )
+    return steps
+
+
+def _gate_steps(facts: NodeFacts, gate: Question, commands: Commands) -> list[NextStep]:
+    """The note on changed inputs upstream of the waiting gate, then one answer per choice."""
+    default = next((c for c in gate.choices if c.target == gate.default), None)
+    head = "answer with one of"
+    if default is not None and commands.answers_default:
+        head += f" (without --choice: the default, {text.choice_text(default)})"
+    stale, outdated = facts.gate_upstream
+    note = text.stale_upstream_note(gate.node_id, stale, outdated, commands.why)
+    answer = commands.answer(gate)
+    lines = text.answer_lines(gate, command=answer)
+    keys = [answer(text.answer_key(gate, choice)) for choice in gate.choices]
+    return [
+        *([NextStep(note)] if note else []),
+        NextStep(f"{head}:"),
+        *(NextStep(f"  {line}", key) for line, key in zip(lines, keys, strict=True)),
+    ]
+
+
+def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
+    """A retry for the node the run failed at; going on for the node a paused run stops in."""
+    node_id = facts.node.id
+    if facts.failed and facts.view.state is NodeState.FAILED:
+        retry = commands.retry(node_id)
+        line = f"next: fix the cause, then {retry} runs it again and the run goes on from it"
+        return [NextStep(line, retry)]
+    if facts.paused_at and facts.view.state is NodeState.INTERRUPTED:
+        go_on = commands.go_on()
+        return [NextStep(f"next: {go_on} runs it again and goes on from it", go_on)]
+    return []
+
+
+def why_text(facts: NodeFacts, commands: Commands) -> str:
+    """:func:`why_lines` as one text."""
+    return "\n".join(why_lines(facts, commands))
+
+
+def why_dict(facts: NodeFacts, commands: Commands) -> dict[str, Any]:
+    """The JSON form (``freshness-magic why --json``; docs/FORMATS.md has the fields)."""
+    view, outcome, stale = facts.view, facts.outcome, facts.stale
+    steps = next_steps(facts, commands)
+    gate = facts.gate if facts.gate is not None and facts.gate.node_id == facts.node.id else None
+    return {
+        "node": facts.node.id,
+        "state": view.state.value,
+        "stale_since": stale.kind.value if stale is not None else None,
+        "reason": text.reason(view),
+        "outcome": None
+        if outcome is None
+        else {
+            "status": outcome.status.value,
+            "notes": outcome.notes,
+            "failure_reason": outcome.failure_reason,
+        },
+        "went_on_to": None
+        if facts.route is None
+        else {"node": facts.route[0], "reason": facts.route[1]},
+        "stale_files": [{"path": f.path, "label": f.label} for f in stale.files] if stale else [],
+        "symbols": list(facts.symbols) if stale is not None else [],
+        "inputs": list(source_files(facts.node)),
+        "freshness": freshness_mode(facts.node) if source_files(facts.node) else None,
+        "missing_inputs": list(facts.missing),
+        "output": facts.output,
+        "gate": gate.to_dict() if gate is not None else None,
+        "next": [step.command for step in steps if step.command is not None],
+        "text": why_lines(facts, commands),
+    }

@@ -1,0 +1,268 @@
+"""A loaded pipeline's live side: its run, opened, reopened and closed, the view model fed
+from it, the ``%%node`` cells, the input watcher, and the lock that lets one action run at a time.
+
+:class:`~freshness_magic.notebook.pipeline.NotebookPipeline` adds the actions on top (step,
+run, resume, retry, stop, accept, reset); :class:`~freshness_magic.notebook.readout.PipelineReadout`
+below holds the fields and everything the pipeline shows.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from IPython.core.error import UsageError
+
+from freshness_magic.engine import RunState
+from freshness_magic.engine.events import EventType
+from freshness_magic.engine.persistence import same_pipeline
+from freshness_magic.errors import FreshnessMagicError, RunError
+from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
+from freshness_magic.notebook.readout import PipelineReadout
+from freshness_magic.notebook.saved import run_dir_hash
+from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of
+from freshness_magic.notebook.watch import InputWatcher, input_folders
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.run import Run
+
+
+class SupersededError(FreshnessMagicError, UsageError):
+    """An action on a pipeline object that a newer load of the same name replaced."""
+
+
+@dataclass(repr=False, eq=False)
+class LivePipeline(PipelineReadout):
+    """A loaded pipeline with its run, view model, cells and watcher (no actions yet)."""
+
+    # --- the run -------------------------------------------------------------------------------
+
+    @property
+    def run(self) -> Run:
+        """The current run, opened on first use (``session.open_run``)."""
+        self._check_current()
+        if self._run is None:
+            return self._open(resume=None)
+        return self._run
+
+    def _open(self, *, resume: Path | None) -> Run:
+        from freshness_magic import session
+
+        self._install_cells()
+        self.workdir.mkdir(parents=True, exist_ok=True)
+        options = {k: v for k, v in self.run_options.items() if v not in (None, "")}
+        remembered = session.remembered(resume, "executor") if resume is not None else None
+        spec = options.pop("executor", None) or remembered or self.graph.attrs.get("executor", "")
+        executor = self.clusters.get(spec) or "local"
+        if resume is not None:
+            from freshness_magic.freshness.extension import resume_drift
+
+            options = self._resume_options(resume)
+            run = session.resume_run(resume, executor=executor, **options)
+            self.resume_notes = [f"  {node}: {words}" for node, words in resume_drift(run)]
+        else:
+            run = session.open_run(self.graph, workdir=self.workdir, executor=executor, **options)
+        self.resume_offer = None
+        self._attach(run)
+        return run
+
+    @property
+    def started(self) -> bool:
+        """Whether the open run has begun (left ``ready``): its backend and executor are fixed."""
+        return self._run is not None and self._run.state is not RunState.READY
+
+    def use_run_options(self, specs: Mapping[str, str]) -> bool:
+        """Open runs with these ``backend``/``executor`` specs; an open run that has not begun
+        (a fresh one after ``reset``) is opened again with them. False, and nothing changes,
+        when the open run has begun."""
+        with self.exclusive():
+            if self.started:
+                return False
+            self.run_options.update(specs)
+            if "backend" in specs:  # the %%node cells' registry was built with the old backend
+                self.run_options.pop("registry", None)
+            if self._run is not None:
+                self._detach()
+                self._open(resume=None)
+            return True
+
+    def _resume_options(self, run_dir: Path) -> dict[str, Any]:
+        """Options of a resume: the loaded graph (it carries the ``%%node`` handlers) when the
+        run was started from the same text, else the run's stored pipeline."""
+        keep = ("registry", "backend")
+        options = {k: v for k, v in self.run_options.items() if k in keep and v not in (None, "")}
+        if same_pipeline(self.graph.source, run_dir_hash(run_dir)):
+            options["graph"] = self.graph
+        return options
+
+    def _attach(self, run: Run) -> None:
+        self._detach()
+        self._run = run
+        self._model = ViewModel(self.graph)
+        if self.cells:
+            run.registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+        run.events.subscribe(self._on_event)
+        self.publish()
+        self.start_watching()
+
+    def _detach(self) -> None:
+        self.stop_watching()
+        if self._run is not None:
+            self._run.events.unsubscribe(self._on_event)
+        self._run = None
+
+    def publish(self, *, freshness: bool = True) -> None:
+        """Give the view model the run's state at this step boundary, then tell the listeners."""
+        run = self._run
+        if run is not None:
+            stale, blocked = freshness_of(run) if freshness else (None, None)
+            self.model.publish(RunSnapshot.of(run), stale, blocked)
+        self._notify()
+
+    def _settle(self, *, republish: bool) -> None:
+        """After a loop: publish again only when freshness changed (or nothing was published)."""
+        run = self._run
+        if run is None:
+            return
+        stale, blocked = freshness_of(run)
+        if republish or stale != self.model.stale or blocked != self.model.blocked:
+            self.model.publish(RunSnapshot.of(run), stale, blocked)
+            self._notify()
+
+    def _on_event(self, event: Any) -> None:
+        if self.model.fold(event):
+            self._notify(event)
+
+    def resume_latest(self) -> bool:
+        """Reopen the newest run of this pipeline from its checkpoint; False when there is none."""
+        latest = self.latest_run_dir()
+        if latest is None:
+            return False
+        self._open(resume=latest)
+        return True
+
+    # --- lifecycle -------------------------------------------------------------------------------
+
+    def _check_current(self) -> None:
+        if self.superseded:
+            raise SupersededError(f"this view was replaced by a newer load of {self.name}")
+
+    def supersede(self) -> None:
+        """A newer load of the same name replaced this object: stop and refuse every action.
+
+        Its run is closed, so another process (or the newer load) can drive it from disk."""
+        self.superseded = True
+        run = self._run
+        self._detach()
+        if run is not None:
+            run.close()
+        if self._widget is not None:
+            self._widget.supersede(f"this view was replaced by a newer load of {self.name}")
+        self._notify()
+
+    def close(self) -> None:
+        """Stop the background work (the input watcher); the run on disk stays as it is."""
+        self.stop_watching()
+
+    def start_watching(self) -> None:
+        """Watch the input folders (only while a run exists); a change re-checks freshness."""
+        if self._run is None or self.superseded or self._watcher is not None:
+            return
+        folders = input_folders(self.graph, self.workdir)
+        if folders:
+            self._watcher = InputWatcher(folders, self._on_files_changed).start()
+
+    def stop_watching(self) -> None:
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:
+            watcher.stop()
+
+    def _on_files_changed(self, _paths: set[str]) -> None:
+        self.refresh_freshness()
+
+    # --- %%node cells ----------------------------------------------------------------------------
+
+    def set_cell(self, node_id: str, code: str) -> None:
+        """Make ``code`` the handler of ``node_id`` (a ``%%node`` cell)."""
+        self._check_current()
+        self.require_node(node_id)
+        self.cells[node_id] = code
+        self.structure_version += 1
+        self._install_cells()
+        if self._run is not None:
+            self._run.registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+        self._notify()
+
+    def _install_cells(self) -> None:
+        for node_id in self.cells:
+            self.graph.nodes[node_id].attrs["type"] = CELL_HANDLER_TYPE
+        if not self.cells:
+            return
+        registry = self.run_options.get("registry")
+        if registry is None:
+            from freshness_magic.session import builtin_registry
+
+            registry = builtin_registry(self.run_options.get("backend"))
+            self.run_options["registry"] = registry
+        registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+
+    # --- one action at a time ------------------------------------------------------------------
+
+    @contextlib.contextmanager
+    def exclusive(self) -> Iterator[None]:
+        """One action at a time: a second one (another thread) is refused, not queued."""
+        self._check_current()
+        # A re-check of the inputs (watcher, hub) holds the lock only briefly: wait for it.
+        waited = self._refreshing and self._lock.acquire(timeout=30)
+        if not waited and not self._lock.acquire(blocking=False):
+            raise RunError(
+                f"pipeline {self.name!r} is busy with another action (a widget button); "
+                "wait until it finishes or stop it"
+            )
+        try:
+            yield
+        finally:
+            self._lock.release()
+
+    @property
+    def busy(self) -> bool:
+        """Whether an action is running in another thread."""
+        if self._lock.acquire(blocking=False):
+            self._lock.release()
+            return False
+        return True
+
+    def _interrupted(self, node_id: str, reason: str) -> Run:
+        """After a kernel interrupt inside a step: reopen the run from its last checkpoint (the
+        step boundary before the node), paused at the node, which shows ``interrupted``."""
+        from freshness_magic import session
+
+        old = self.run
+        old.events.unsubscribe(self._on_event)
+        run = session.resume_run(old.run_dir, **self._resume_options(old.run_dir))
+        self._attach(run)
+        run.events.emit(EventType.STAGE_INTERRUPTED, node_id, {"reason": reason})
+        self.model.mark_interrupted(node_id, reason)
+        self.publish()
+        return run
+
+    # --- freshness -------------------------------------------------------------------------------
+
+    def refresh_freshness(self) -> bool:
+        """Re-check stale inputs (cheap stat-cache check) and publish; True when they changed."""
+        if self._run is None:
+            return False
+        self._refreshing = True  # before the lock: an action starting now waits for us
+        if not self._lock.acquire(blocking=False):
+            self._refreshing = False
+            return False  # an action in another thread publishes when its step ends
+        try:
+            before = dict(self.model.stale)
+            self.publish()
+            return dict(self.model.stale) != before
+        finally:
+            self._refreshing = False
+            self._lock.release()

@@ -42,6 +42,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "run",
     "resume",
     "status",
+    "why",
     "check",
     "hub",
 )

@@ -179,8 +179,9 @@ def why_lines(facts: NodeFacts, commands: Commands) -> list[str]:
     :func:`next_steps`."""
     node_id, view = facts.node.id, facts.view
     lines = [f"{node_id}: {text.state_word(view)}"]
-    if why := text.reason(view):
-        lines.append(f"  {why}")
+    if why := text.reason(view):  # a tool's reason goes on with its stderr tail: indented more
+        first, *more = why.splitlines() or [why]
+        lines.extend([f"  {first}", *(f"    {line}" for line in more)])
     outcome = facts.outcome
     if outcome is not None:
         again = view.state in (NodeState.WAITING, NodeState.NEXT, NodeState.RUNNING)
@@ -230,13 +231,12 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     mode = freshness_mode(facts.node)
     if node_id in facts.blocked:
         outcome = facts.outcome
-        said = [view.why, *((outcome.notes, outcome.failure_reason) if outcome else ())]
-        if not facts.failed or any(commands.accept(node_id) in words for words in said):
+        reasons = [view.why, *((outcome.notes, outcome.failure_reason) if outcome else ())]
+        if not facts.failed or any(commands.accept(node_id) in words for words in reasons):
             return []
         retry = commands.retry(node_id, accept=True)
-        return [
-            NextStep(f"next: {retry} runs it on its changed inputs, and the run goes on", retry)
-        ]
+        line = f"next: {retry} runs it on its changed inputs, and the run goes on from it"
+        return [NextStep(line, retry)]
     if stale is None:
         return _go_on_steps(facts, commands)
     accept = commands.accept(node_id)

@@ -1,0 +1,95 @@
+"""``freshness-magic why RUN_DIR NODE [--json]``: why a node of a run is in its state.
+
+The same explanation as ``%pipeline why NODE`` (:mod:`freshness_magic.why`), read from the run
+directory (:mod:`freshness_magic.runview`) without taking its driver lock, and ending with the
+command-line commands that go on (``resume RUN_DIR --answer``, ``--accept``, ``--retry``). When a
+live process holds the run (a notebook's kernel, a ``run`` in progress), a note says who and
+where to act.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from freshness_magic.runview import RunView
+
+
+def register(subparsers: Any) -> None:
+    parser = subparsers.add_parser(
+        "why",
+        help="explain why a node of a run is in its state",
+        description=(
+            "Explain why NODE of the run in RUN_DIR is in its state (as %%pipeline why does in "
+            "a notebook): its state and reason, last outcome and failure, changed and missing "
+            "inputs, output, and the commands that go on from here (answer a waiting gate, "
+            "accept changed inputs, retry). Reads the run without changing it. Exit codes: 0, "
+            "2 not a run directory or no such node."
+        ),
+    )
+    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
+    parser.add_argument("node", metavar="NODE", help="the node to explain")
+    parser.add_argument("--json", action="store_true", help="print one JSON object")
+    parser.set_defaults(handler=main)
+
+
+def main(args: argparse.Namespace) -> int:
+    from freshness_magic import why
+    from freshness_magic.commands import invoked_as
+    from freshness_magic.engine.state import RunState
+    from freshness_magic.errors import CheckpointError, StoredPipelineError
+    from freshness_magic.runview import read_run
+
+    try:
+        view = read_run(Path(args.run_dir))
+    except StoredPipelineError as exc:  # the engine names its Python API (graph=)
+        raise CheckpointError(
+            f"{exc.problem}; the run's nodes are read from it (copy the pipeline file the run "
+            "was started with over that copy)"
+        ) from None
+    facts = view.facts(args.node)
+    memory = view.memory
+    # a paused run goes on after --accept: --to its next node stops it before anything runs
+    stop_at = memory.next_node if memory.state is RunState.PAUSED else None
+    commands = why.CliCommands(invoked_as(), str(view.run_dir), stop_at)
+    offers = any(step.command for step in why.next_steps(facts, commands))
+    note = driver_note(view, offers)
+    if args.json:
+        document = {
+            "run_dir": str(view.run_dir),
+            "run_state": memory.state.value,
+            **why.why_dict(facts, commands),
+        }
+        if view.driver is not None:
+            document["driver"] = view.driver
+        if note:
+            document["note"] = note
+        print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
+        return 0
+    out = sys.stdout
+    print(why.why_text(facts, commands), file=out)
+    if note:
+        print(f"note: {note}", file=out)
+    return 0
+
+
+def driver_note(view: RunView, offers: bool) -> str:
+    """Who holds the run now and where to act ("" when nobody does): the commands ``why``
+    offers (``offers``) need the run's lock, which a notebook keeps between cells."""
+    from freshness_magic.commands.status import activity, driven_now, held_open
+
+    driver = view.driver
+    if driver is None:
+        return ""
+    now = activity(view.run_dir)
+    gate = view.memory.pending_gate
+    held = held_open(driver, now, gate.node_id if gate else None, "go on from here")
+    if held is not None:
+        who, doing, advice = held
+        return f"the run is {who}, {doing}: {advice}"
+    note = f"the run is {driven_now(driver, now)}"
+    return f"{note}; the commands above work once it stops" if offers else note

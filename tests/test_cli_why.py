@@ -1,0 +1,420 @@
+"""``python -m freshness_magic why RUN_DIR NODE`` as a user runs it (subprocesses, real runs).
+
+It says what ``%pipeline why`` says (one explanation, :mod:`freshness_magic.why`) and ends with
+command-line commands that work when pasted: each test runs one of them and checks the run goes
+on. It reads the run without taking its lock: a run held open by a kernel, a failed, a waiting,
+a paused and a killed run all explain themselves.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shlex
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[1]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+PROGRAM = "python -m freshness_magic"
+
+REVIEW = """digraph review {
+  graph [goal="Ship the login fix"]
+  start   [shape=Mdiamond]
+  lint    [shape=parallelogram, tool_command="cat src/login.py", source_files="src/*.py",
+           freshness="block"]
+  draft   [prompt="Summarise the change for $goal", source_files="docs/spec.md", freshness="warn"]
+  approve [shape=hexagon, label="Ship it?"]
+  done    [shape=Msquare]
+  start -> lint -> draft -> approve
+  approve -> done  [label="[Y] Yes"]
+  approve -> draft [label="[N] No, redo"]
+}
+"""
+
+FAILING = """digraph bad {
+  start [shape=Mdiamond]
+  boom  [shape=parallelogram, tool_command="test -f fixed.txt || { echo not fixed >&2; exit 7; }"]
+  done  [shape=Msquare]
+  start -> boom -> done
+}
+"""
+
+SLOW = """digraph slow {
+  start [shape=Mdiamond]
+  wait  [shape=parallelogram, tool_command="echo started; echo $$ > pgid.txt; exec sleep 60"]
+  done  [shape=Msquare]
+  start -> wait -> done
+}
+"""
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "freshness_magic", *args],
+        cwd=cwd,
+        env=ENV,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+
+
+def paste(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """Run a command line ``why`` printed, as a shell would split it."""
+    words = shlex.split(command)
+    assert words[:3] == PROGRAM.split(), command
+    return cli(*words[3:], cwd=cwd)
+
+
+def why(run_dir: Path, node: str, cwd: Path) -> list[str]:
+    proc = cli("why", str(run_dir), node, cwd=cwd)
+    assert proc.returncode == 0 and proc.stderr == "", proc
+    return proc.stdout.splitlines()
+
+
+def command_of(line: str, does: str) -> str:
+    """The command in a ``next:``/``or:`` line: what stands between its lead and ``does``."""
+    lead, rest = line.strip().split(": ", 1)
+    assert lead in ("next", "or"), line
+    assert does in rest, line
+    return rest.split(f" {does}")[0]
+
+
+@pytest.fixture
+def workdir(tmp_path: Path) -> Path:
+    (tmp_path / "src").mkdir()
+    (tmp_path / "src" / "login.py").write_text("def login():\n    return True\n")
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "spec.md").write_text("# Spec\n")
+    (tmp_path / "review.dot").write_text(REVIEW)
+    return tmp_path
+
+
+def start(workdir: Path, *args: str, dot: str = "review.dot") -> Path:
+    """Run the pipeline (to where ``args`` stop it); its run directory."""
+    proc = cli("run", dot, "--workdir", str(workdir), "--json", *args, cwd=workdir)
+    assert proc.returncode in (1, 3), proc.stderr
+    return Path(json.loads(proc.stdout)["run_dir"])
+
+
+def test_a_failed_node_says_its_failure_and_the_retry_line_goes_on(tmp_path: Path) -> None:
+    (tmp_path / "bad.dot").write_text(FAILING)
+    run_dir = start(tmp_path, dot="bad.dot")
+    said = why(run_dir, "boom", tmp_path)
+    assert said[0] == "boom: failed"
+    assert said[1].startswith("  exit code 7: test -f fixed.txt")
+    assert "    not fixed" in said  # the stderr tail, under its reason
+    assert "  last outcome: fail" in said
+    assert said[-1] == (
+        f"  next: fix the cause, then {PROGRAM} resume {run_dir} --retry boom runs it again and "
+        "the run goes on from it"
+    )
+    (tmp_path / "fixed.txt").write_text("yes\n")
+    done = paste(
+        command_of(said[-1], "runs it again").removeprefix("fix the cause, then "), tmp_path
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  ok      boom" in done.stdout
+    assert why(run_dir, "boom", tmp_path)[0] == "boom: succeeded"
+
+
+def test_a_node_stale_after_its_input_changed_names_the_file_and_offers_accept_and_retry(
+    workdir: Path,
+) -> None:
+    run_dir = start(workdir, "--to", "approve")  # lint and draft ran; paused before the gate
+    (workdir / "src" / "login.py").write_text("def login():\n    return False\n")
+    said = why(run_dir, "lint", workdir)
+    assert said[0] == "lint: stale(run)"
+    assert said[1] == "  inputs changed since it ran: src/login.py (modified)"
+    assert "  inputs: src/*.py (freshness=block)" in said
+    accept, retry = said[-2:]
+    assert command_of(accept, "takes its current inputs") == (
+        f"{PROGRAM} resume {run_dir} --accept lint --to approve"  # accepts, runs nothing
+    )
+    assert accept.endswith(
+        "without running it again (it is no longer stale, nor the 1 node after it shown "
+        "outdated); without that, freshness=block holds it back if the run reaches it again, "
+        "until accepted or the files are restored"
+    )
+    assert command_of(retry, "runs it again") == (
+        f"{PROGRAM} resume {run_dir} --accept lint --retry lint"
+    )
+    outdated = why(run_dir, "draft", workdir)
+    assert outdated[0] == "draft: outdated"
+    assert outdated[-1] == (
+        f"  next: {PROGRAM} resume {run_dir} --accept lint --to approve clears this mark "
+        "without running anything again"
+    )
+
+    accepted = paste(command_of(accept, "takes its current inputs"), workdir)
+    assert accepted.returncode == 3, accepted.stdout + accepted.stderr
+    assert "  accept  lint" in accepted.stdout and "  ok " not in accepted.stdout  # ran nothing
+    assert why(run_dir, "lint", workdir)[0] == "lint: succeeded"
+    assert why(run_dir, "draft", workdir)[0] == "draft: succeeded"
+
+    (workdir / "src" / "login.py").write_text("def login():\n    return None\n")
+    retried = paste(command_of(why(run_dir, "lint", workdir)[-1], "runs it again"), workdir)
+    assert retried.returncode == 3, retried.stdout + retried.stderr  # on to the gate
+    assert "  ok      lint" in retried.stdout
+    assert "waiting at gate 'approve'" in retried.stdout
+    assert why(run_dir, "lint", workdir)[0] == "lint: succeeded"
+
+
+BLOCKED = """digraph blk {
+  start [shape=Mdiamond]
+  edit  [shape=parallelogram, tool_command="echo two > data/input.txt"]
+  prep  [shape=parallelogram, tool_command="cat data/input.txt", source_files="data/*.txt",
+         freshness="block"]
+  done  [shape=Msquare]
+  start -> edit -> prep -> done
+}
+"""
+
+
+def test_a_node_a_block_held_back_offers_the_accept_and_retry_that_goes_on(
+    tmp_path: Path,
+) -> None:
+    """Its reason names the magic and ``RUN``; the command line gets the line to paste."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "input.txt").write_text("one\n")
+    (tmp_path / "blk.dot").write_text(BLOCKED)
+    run_dir = start(tmp_path, dot="blk.dot")
+    said = why(run_dir, "prep", tmp_path)
+    assert said[0] == "prep: blocked"
+    assert "  inputs changed since baseline: data/input.txt (modified)" in said
+    assert said[-1] == (
+        f"  next: {PROGRAM} resume {run_dir} --accept prep --retry prep runs it on its changed "
+        "inputs, and the run goes on from it"
+    )
+    done = paste(command_of(said[-1], "runs it on"), tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert why(run_dir, "prep", tmp_path)[0] == "prep: succeeded"
+
+
+def test_a_waiting_gate_lists_answer_lines_that_answer_it_when_pasted(workdir: Path) -> None:
+    run_dir = start(workdir)
+    (workdir / "src" / "login.py").write_text("changed\n")
+    said = why(run_dir, "approve", workdir)
+    assert said[0] == "approve: waiting"
+    assert said[-4:] == [
+        f"  note: upstream of approve: lint stale, 1 outdated (inputs changed; {PROGRAM} why "
+        f"{run_dir} lint)",
+        "  answer with one of:",
+        f"    [Y] Yes -> done:        {PROGRAM} resume {run_dir} --answer approve=Y",
+        f"    [N] No, redo -> draft:  {PROGRAM} resume {run_dir} --answer approve=N",
+    ]
+    lint = why(run_dir, "lint", workdir)
+    assert lint[-1] == (  # a waiting gate is answered first: no retry offered
+        f"  next: {PROGRAM} resume {run_dir} --accept lint takes its current inputs as its new "
+        "baseline without running it again (it is no longer stale, nor the 1 node after it shown "
+        "outdated); without that, freshness=block holds it back if the run reaches it again, "
+        "until accepted or the files are restored"
+    )
+    answered = paste(said[-2].split(":  ", 1)[1], workdir)
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    assert answered.stdout.splitlines()[-1].startswith("completed:")
+    status = json.loads(cli("status", str(run_dir), "--json", cwd=workdir).stdout)
+    assert status["completed_nodes"][-2:] == ["approve", "done"]
+    assert why(run_dir, "approve", workdir)[:3] == [
+        "approve: outdated",  # it ran after lint, whose input changed since lint ran
+        "  may be outdated: upstream lint's inputs changed",
+        "  last outcome: success",
+    ]
+
+
+def test_an_unknown_node_and_a_folder_that_is_no_run_are_one_line_errors(workdir: Path) -> None:
+    run_dir = start(workdir)
+    typo = cli("why", str(run_dir), "lnit", cwd=workdir)
+    assert (typo.returncode, typo.stdout) == (2, "")
+    assert typo.stderr == f"{PROGRAM} why: no node 'lnit' (did you mean 'lint'?)\n"
+    unknown = cli("why", str(run_dir), "zzz", "--json", cwd=workdir)
+    assert unknown.returncode == 2 and unknown.stderr == ""
+    error = json.loads(unknown.stdout)
+    assert (error["kind"], error["command"]) == ("RunError", "why")
+    assert error["error"] == (
+        "no node 'zzz' in the run's pipeline; nodes: start, lint, draft, approve, done"
+    )
+    for folder in (workdir, workdir / "nowhere"):
+        refused = cli("why", str(folder), "lint", cwd=workdir)
+        status = cli("status", str(folder), cwd=workdir)
+        assert refused.returncode == 2 and "Traceback" not in refused.stderr
+        assert refused.stderr == status.stderr.replace(f"{PROGRAM} status:", f"{PROGRAM} why:")
+    missing = cli("why", str(run_dir), cwd=workdir)
+    assert missing.returncode == 2 and "the following arguments are required: NODE" in (
+        missing.stderr
+    )
+
+
+def test_json_gives_the_facts_and_the_next_commands(workdir: Path) -> None:
+    run_dir = start(workdir, "--to", "approve")
+    (workdir / "src" / "login.py").write_text("changed\n")
+    (workdir / "src" / "new.py").write_text("x = 1\n")
+    proc = cli("why", str(run_dir), "lint", "--json", cwd=workdir)
+    assert proc.returncode == 0, proc.stderr
+    data = json.loads(proc.stdout)
+    assert set(data) == {
+        "run_dir",
+        "run_state",
+        "node",
+        "state",
+        "stale_since",
+        "reason",
+        "outcome",
+        "went_on_to",
+        "stale_files",
+        "symbols",
+        "inputs",
+        "freshness",
+        "missing_inputs",
+        "output",
+        "gate",
+        "next",
+        "text",
+    }
+    assert (data["run_dir"], data["run_state"]) == (str(run_dir), "paused")
+    assert (data["node"], data["state"], data["stale_since"]) == ("lint", "stale", "run")
+    assert data["outcome"]["status"] == "success"
+    assert data["stale_files"] == [
+        {"path": "src/login.py", "label": "modified"},
+        {"path": "src/new.py", "label": "added"},
+    ]
+    assert (data["inputs"], data["freshness"], data["missing_inputs"]) == (
+        ["src/*.py"],
+        "block",
+        [],
+    )
+    assert data["output"] == "def login():\n    return True\n"
+    assert data["gate"] is None
+    assert data["next"] == [
+        f"{PROGRAM} resume {run_dir} --accept lint --to approve",
+        f"{PROGRAM} resume {run_dir} --accept lint --retry lint",
+    ]
+    assert data["text"] == why(run_dir, "lint", workdir)
+
+    cli("resume", str(run_dir), cwd=workdir)  # on to the gate (draft is fresh; lint not run)
+    gate = json.loads(cli("why", str(run_dir), "approve", "--json", cwd=workdir).stdout)
+    assert (gate["state"], gate["run_state"]) == ("waiting", "waiting")
+    assert gate["gate"]["question"] == "Ship it?"
+    assert [c["key"] for c in gate["gate"]["choices"]] == ["Y", "N"]
+    assert gate["next"] == [
+        f"{PROGRAM} resume {run_dir} --answer approve=Y",
+        f"{PROGRAM} resume {run_dir} --answer approve=N",
+    ]
+
+
+def test_a_killed_run_names_the_node_cut_off_and_the_resume_line(tmp_path: Path) -> None:
+    (tmp_path / "slow.dot").write_text(SLOW)
+    process = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "run", "slow.dot", "--workdir", str(tmp_path)],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    pgid_file = tmp_path / "pgid.txt"
+    try:
+        wait_until(lambda: pgid_file.exists() and pgid_file.read_text().strip(), "tool started")
+        run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
+        during = why(run_dir, "wait", tmp_path)
+        assert during[0] == "wait: running"
+        assert during[-1].startswith(f"note: the run is driven now by pid {process.pid} (")
+        assert during[-1].endswith(", running wait)")  # nothing to paste while it runs
+    finally:
+        process.kill()  # -9: no word, no checkpoint
+        process.wait(timeout=60)
+        if pgid_file.exists() and pgid_file.read_text().strip():
+            os.killpg(int(pgid_file.read_text()), signal.SIGKILL)  # the tool the kill left
+    said = why(run_dir, "wait", tmp_path)
+    assert said[:2] == [
+        "wait: interrupted",
+        "  was running when its driver stopped without saving (killed?); resume runs it again",
+    ]
+    assert "  output: started" in said
+    assert said[-1] == (f"  next: {PROGRAM} resume {run_dir} runs it again and goes on from it")
+    pgid_file.unlink()
+    command = shlex.split(command_of(said[-1], "runs it again"))
+    assert command[3:] == ["resume", str(run_dir)]
+    resumed = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", *command[3:]],
+        cwd=tmp_path,
+        env=ENV,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        wait_until(lambda: pgid_file.exists() and pgid_file.read_text().strip(), "ran again")
+    finally:
+        resumed.send_signal(signal.SIGTERM)
+        resumed.communicate(timeout=60)
+    assert why(run_dir, "wait", tmp_path)[0] == "wait: interrupted"  # stopped cleanly this time
+
+
+def test_why_reads_without_loading_ipython_or_taking_the_lock(workdir: Path) -> None:
+    run_dir = start(workdir)
+    lock = (run_dir / "driver.lock").read_bytes()
+    code = (
+        "import sys\n"
+        "from freshness_magic import cli\n"
+        f"code = cli.main(['why', {str(run_dir)!r}, 'approve'])\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('IPython', 'ipywidgets', "
+        "'anywidget', 'freshness_magic.notebook.widget', 'freshness_magic.notebook.magics')))\n"
+        "print('HEAVY', code, heavy)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=ENV
+    )
+    assert proc.stdout.strip().splitlines()[-1] == "HEAVY 0 []", proc.stdout + proc.stderr
+    assert (run_dir / "driver.lock").read_bytes() == lock
+
+
+GATED = """%%pipeline g
+digraph g {
+  start  [shape=Mdiamond]
+  review [shape=hexagon, label="Go?"]
+  done   [shape=Msquare]
+  start -> review
+  review -> done [label="[Y] Yes"]
+  review -> done [label="[N] No"]
+}"""
+
+
+def test_a_run_held_open_by_a_kernel_is_explained_and_says_where_to_answer(
+    tmp_path: Path,
+) -> None:
+    """A kernel keeps its run (and the driver lock) between cells: ``why`` reads it anyway, and
+    notes that the kernel holds it, as ``status`` does; the lock stays the kernel's."""
+    from jupyter_client.manager import start_new_kernel
+
+    from tests.test_cli_kernel_lock import execute
+
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
+    try:
+        execute(client, "%load_ext freshness_magic")
+        execute(client, GATED)
+        assert "waiting" in execute(client, "%pipeline run")
+        (run_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
+        lock = (run_dir / "driver.lock").read_bytes()
+        said = why(run_dir, "review", tmp_path)
+        assert said[0] == "review: waiting"
+        assert f"    [Y] Yes -> done:  {PROGRAM} resume {run_dir} --answer review=Y" in said
+        assert said[-1].startswith("note: the run is held open by an IPython kernel (pid ")
+        assert said[-1].endswith(
+            "idle and waiting at gate 'review': answer it there (%pipeline resume review "
+            "--choice KEY), or leave the run there (%pipeline reset) to go on from here"
+        )
+        assert (run_dir / "driver.lock").read_bytes() == lock
+        execute(client, "%pipeline reset")  # the kernel lets go of the run
+        assert not why(run_dir, "review", tmp_path)[-1].startswith("note:")
+        answered = paste(said[-3].split(":  ", 1)[1], tmp_path)
+        assert answered.returncode == 0, answered.stdout + answered.stderr
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)

@@ -23,7 +23,7 @@ from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
 from freshness_magic.notebook.readout import PipelineReadout
 from freshness_magic.notebook.saved import run_dir_hash
-from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of
+from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of, stopped_spans
 from freshness_magic.notebook.watch import InputWatcher, input_folders
 
 if TYPE_CHECKING:
@@ -102,6 +102,7 @@ class LivePipeline(PipelineReadout):
         self._detach()
         self._run = run
         self._model = ViewModel(self.graph)
+        self._model.load_stopped(stopped_spans(Path(run.run_dir)))
         if self.cells:
             run.registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
         run.events.subscribe(self._on_event)
@@ -246,6 +247,7 @@ class LivePipeline(PipelineReadout):
         self._attach(run)
         run.events.emit(EventType.STAGE_INTERRUPTED, node_id, {"reason": reason})
         self.model.mark_interrupted(node_id, reason)
+        self.model.load_stopped(stopped_spans(Path(run.run_dir)))  # with the attempt just cut
         self.publish()
         return run
 

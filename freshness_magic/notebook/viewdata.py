@@ -8,7 +8,6 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Mapping, Sequence
-from datetime import datetime
 from typing import Any
 
 from freshness_magic.engine import explain_condition
@@ -18,6 +17,7 @@ from freshness_magic.engine.state import RunState
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import Layout
 from freshness_magic.notebook.text import choice_text, condition_text, evidence_row, first_items
+from freshness_magic.notebook.viewmodel import Span, parse_time
 from freshness_magic.notebook.viewstate import STATE_STYLES, NodeState, NodeView, legend_items
 
 
@@ -204,18 +204,9 @@ def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
     }
 
 
-def _parse_time(stamp: object) -> float | None:
-    """Seconds since the epoch of an ISO timestamp (``...Z`` or with an offset), else None."""
-    if not isinstance(stamp, str) or not stamp:
-        return None
-    try:
-        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
-    except ValueError:
-        return None
-
-
 class ActiveTime:
-    """How long a run has been at work: the time its steps cover, from its evidence records.
+    """How long a run has been at work: the time its steps cover, from its evidence records and
+    the attempts a Stop or an interrupt cut short (which leave no record).
 
     Each record spans ``duration_seconds`` up to its ``timestamp``; the spans are merged, so the
     nodes of parallel branches (inside their parallel node's span) are not counted twice, and
@@ -230,22 +221,35 @@ class ActiveTime:
         self._ends: list[float] = []
         self._seen = 0
         self._first: object = None
+        self._stopped: Sequence[Span] = ()
+        self._stopped_seen = 0
         self.seconds = 0.0
 
-    def update(self, records: Sequence[Mapping[str, Any]]) -> float:
-        """Fold in the records after the ones seen (a log only grows); the total seconds.
+    def update(self, records: Sequence[Mapping[str, Any]], stopped: Sequence[Span] = ()) -> float:
+        """Fold in the records after the ones seen (a log only grows), and the spans of stopped
+        attempts after those seen (:attr:`ViewModel.stopped`); the total seconds.
 
-        Records of another log (a new run: its first record is another object) start again.
+        Records of another log (a new run: its first record is another object), or another list
+        of stopped spans, start again.
         """
         first = records[0] if records else None
-        if first is not self._first or len(records) < self._seen:
-            self._starts, self._ends, self._seen, self.seconds = [], [], 0, 0.0
-            self._first = first
+        if (
+            first is not self._first
+            or len(records) < self._seen
+            or stopped is not self._stopped
+            or len(stopped) < self._stopped_seen
+        ):
+            self._starts, self._ends, self.seconds = [], [], 0.0
+            self._seen = self._stopped_seen = 0
+            self._first, self._stopped = first, stopped
         for record in records[self._seen :]:
             span = _span(record)
             if span is not None:
                 self._add(*span)
-        self._seen = len(records)
+        for start, end in stopped[self._stopped_seen :]:
+            if end > start:
+                self._add(start, end)
+        self._seen, self._stopped_seen = len(records), len(stopped)
         return self.seconds
 
     def _add(self, start: float, end: float) -> None:
@@ -263,15 +267,15 @@ def _span(record: Mapping[str, Any]) -> tuple[float, float] | None:
     outcome = record.get("outcome")
     engine = outcome.get("engine") if isinstance(outcome, dict) else None
     duration = engine.get("duration_seconds") if isinstance(engine, dict) else None
-    end = _parse_time(record.get("timestamp"))
+    end = parse_time(record.get("timestamp"))
     if isinstance(duration, int | float) and duration > 0 and end is not None:
         return end - float(duration), end
     return None
 
 
-def active_seconds(records: Sequence[Mapping[str, Any]]) -> float:
-    """:class:`ActiveTime` of a whole log at once."""
-    return ActiveTime().update(records)
+def active_seconds(records: Sequence[Mapping[str, Any]], stopped: Sequence[Span] = ()) -> float:
+    """:class:`ActiveTime` of a whole log (and stopped attempts) at once."""
+    return ActiveTime().update(records, stopped)
 
 
 def run_value(
@@ -284,7 +288,7 @@ def run_value(
     :func:`active_seconds` of its evidence log), and the running node with how long it has run
     at ``now`` (wall clock); while a node runs the page counts both on from there."""
     if elapsed is None:
-        elapsed = active_seconds(pipeline.evidence_records())
+        elapsed = active_seconds(pipeline.evidence_records(), pipeline.model.stopped)
     done = sum(1 for o in pipeline.outcomes().values() if o.status is not StageStatus.WAITING)
     total = max(len(pipeline.graph.nodes), 1)
     if pipeline.model.snapshot.state is RunState.COMPLETED:

@@ -13,11 +13,15 @@ import threading
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from datetime import datetime
+from pathlib import Path
 from typing import Any
 
+from freshness_magic.atomicio import loads_bounded
 from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
+from freshness_magic.engine.persistence import EVENTS_FILE
 from freshness_magic.engine.reach import forward_order, reachable, successor_map
 from freshness_magic.engine.state import RunState
 from freshness_magic.freshness.events import some_files
@@ -111,6 +115,52 @@ class RunSnapshot:
         )
 
 
+Span = tuple[float, float]
+"""A stretch of wall-clock time, (start, end) in seconds since the epoch."""
+
+
+def parse_time(stamp: object) -> float | None:
+    """Seconds since the epoch of an ISO timestamp (``...Z`` or with an offset), else None."""
+    if not isinstance(stamp, str) or not stamp:
+        return None
+    try:
+        return datetime.fromisoformat(stamp.replace("Z", "+00:00")).timestamp()
+    except ValueError:
+        return None
+
+
+_STARTED = f'"{EventType.STAGE_STARTED.value}"'.encode()
+_INTERRUPTED = f'"{EventType.STAGE_INTERRUPTED.value}"'.encode()
+
+
+def stopped_spans(run_dir: Path) -> list[Span]:
+    """When the run's stopped attempts worked: each from a node's start to its interruption
+    (Stop, a kernel interrupt), read from the run's ``events.jsonl``. A stopped attempt leaves
+    no evidence record, and its time is still time the run was at work."""
+    started: dict[str, float] = {}
+    spans: list[Span] = []
+    try:
+        with open(run_dir / EVENTS_FILE, "rb") as handle:
+            lines = [raw for raw in handle if _STARTED in raw or _INTERRUPTED in raw]
+    except OSError:
+        return []
+    for raw in lines:
+        try:
+            record = loads_bounded(raw)
+        except ValueError:
+            continue  # a torn last line
+        if not isinstance(record, dict):
+            continue
+        node, at = record.get("node_id"), parse_time(record.get("timestamp"))
+        if not isinstance(node, str) or at is None:
+            continue
+        if record.get("type") == EventType.STAGE_STARTED.value:
+            started[node] = at
+        elif record.get("type") == EventType.STAGE_INTERRUPTED.value and node in started:
+            spans.append((started.pop(node), at))
+    return spans
+
+
 def _running_why(output: str) -> str:
     """A running node's tooltip: its latest streamed output line, if it printed any."""
     lines = [line for line in output.splitlines() if line.strip()]
@@ -171,6 +221,9 @@ class ViewModel:
         self.dead_end: dict[str, Any] | None = None
         self.routes: dict[str, tuple[str, str]] = {}
         """Where the run went after each node's latest visit, and why (its edge_selected)."""
+        self.stopped: list[Span] = []
+        """When the run's stopped attempts worked (:func:`stopped_spans`; appended as a Stop
+        ends one): the run's active time counts them, though they leave no evidence record."""
         self.version = 0
         self._views: dict[str, NodeView] = {}
         self.publish(RunSnapshot())
@@ -204,6 +257,9 @@ class ViewModel:
                 )
             elif kind is EventType.STAGE_INTERRUPTED and node is not None:
                 self.interrupted[node] = str(event.data.get("reason") or "interrupted")
+                worked, at = event.data.get("duration"), parse_time(event.timestamp)
+                if isinstance(worked, int | float) and at is not None:
+                    self.stopped.append((at - worked, at))
                 self.branches_running.discard(node)
                 if not branch:
                     self.running = None
@@ -225,6 +281,11 @@ class ViewModel:
                 return False
         self._publish_locked(self.snapshot)
         return True
+
+    def load_stopped(self, spans: list[Span]) -> None:
+        """Take the stopped attempts of the run as its event log has them (a reopened run)."""
+        with self._lock:
+            self.stopped = spans
 
     def mark_interrupted(self, node_id: str, reason: str) -> None:
         """Record that ``node_id`` was stopped (the run's own event may not say so)."""

@@ -422,6 +422,65 @@ def test_elapsed_is_the_runs_active_time_and_goes_on_across_a_resume(
     assert again.widget.run["elapsed"] >= before
 
 
+STOPPABLE = """digraph review {
+  start [shape=Mdiamond]
+  work  [shape=parallelogram, tool_command="test -f go || sleep 30"]
+  done  [shape=Msquare]
+  start -> work -> done
+}
+"""
+
+
+def test_elapsed_counts_an_attempt_stopped_midway_also_after_a_restart(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """A stopped attempt leaves no evidence record; its time still counts, so the run line's
+    elapsed time does not drop when Stop ends a node, nor when the run is reopened."""
+    first = load_review(shell, workdir, STOPPABLE)
+    worker = threading.Thread(target=first.run_to)
+    worker.start()
+    wait_until(lambda: first.views()["work"].state is NodeState.RUNNING, "work running")
+    threading.Event().wait(0.6)
+    first.stop()
+    worker.join(30)
+    assert first.views()["work"].state is NodeState.INTERRUPTED
+    stopped = first.widget.run["elapsed"]
+    assert stopped >= 0.5
+    del shell.user_ns["review"]  # what a kernel restart leaves: nothing in memory
+    (workdir / "go").write_text("")  # the next attempt ends at once
+    again = load_review(shell, workdir, STOPPABLE)
+    again.widget.handle({"action": "resume_offered"})
+    assert again.state_name == "completed"
+    assert stopped <= again.widget.run["elapsed"] < stopped + 5
+
+
+def test_stopped_spans_pair_a_start_with_its_interruption(tmp_path: Path) -> None:
+    """Stop (the engine's event) and a kernel interrupt (the notebook's, without a duration)
+    alike; a node started and never ended (a kill) and a torn last line count nothing."""
+    from freshness_magic.notebook.viewmodel import stopped_spans
+
+    def event(kind: str, node: str, second: int) -> str:
+        stamp = f"2025-01-01T10:00:{second:02d}Z"
+        return json.dumps({"type": kind, "node_id": node, "timestamp": stamp, "data": {}})
+
+    lines = [
+        event("stage_started", "a", 0),
+        event("stage_interrupted", "a", 4),
+        event("stage_started", "a", 10),
+        event("stage_completed", "a", 12),
+        event("stage_started", "b", 20),
+        event("stage_interrupted", "b", 21),
+        event("stage_started", "c", 30),
+        '{"type": "stage_interrupted", "node_id": "c", "timest',
+    ]
+    (tmp_path / "events.jsonl").write_text("\n".join(lines))
+    base = datetime(2025, 1, 1, 10, tzinfo=UTC).timestamp()
+    assert stopped_spans(tmp_path) == [(base, base + 4), (base + 20, base + 21)]
+    assert stopped_spans(tmp_path / "missing") == []
+    spans = stopped_spans(tmp_path)
+    assert ActiveTime().update([], spans) == pytest.approx(5.0)
+
+
 def test_active_time_merges_overlapping_steps() -> None:
     """Branch nodes run inside their parallel node's step: their time is not counted twice;
     the time between steps (a gate waiting, a paused run) is not counted at all."""

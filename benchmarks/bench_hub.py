@@ -18,8 +18,8 @@ without ``site-packages``):
   proportion to its number of symbols (large files more often, as agents query them).
 * For information: hub start until caught up, write-to-committed-update latency, warm restart.
 
-Run: ``.venv/bin/python benchmarks/bench_hub.py [--reps 3] [--queries 400] [--edits 20]``
-(about two minutes on two cores).
+Run: ``.venv/bin/python benchmarks/bench_hub.py [--reps 5] [--queries 400] [--edits 20]``
+(about three minutes on two cores).
 """
 
 from __future__ import annotations
@@ -229,7 +229,7 @@ def bench_edits(lib: Path, py_files: list[str], edits: int, rng: random.Random) 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--reps", type=int, default=3, help="interleaved cold-index repetitions")
+    parser.add_argument("--reps", type=int, default=5, help="interleaved cold-index repetitions")
     parser.add_argument("--queries", type=int, default=400, help="calls per query kind")
     parser.add_argument("--edits", type=int, default=20)
     args = parser.parse_args()

@@ -309,7 +309,8 @@ def why_text(facts: NodeFacts, commands: Commands) -> str:
 
 
 def why_dict(facts: NodeFacts, commands: Commands) -> dict[str, Any]:
-    """The JSON form (``freshness-magic why --json``; docs/FORMATS.md has the fields)."""
+    """The JSON form (``freshness-magic why --json``; the README's "Command line" names the
+    fields): the facts, and ``next``, the commands of :func:`next_steps`."""
     view, outcome, stale = facts.view, facts.outcome, facts.stale
     steps = next_steps(facts, commands)
     gate = facts.gate if facts.gate is not None and facts.gate.node_id == facts.node.id else None

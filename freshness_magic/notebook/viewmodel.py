@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -232,54 +232,68 @@ class ViewModel:
 
     def fold(self, event: Event) -> bool:
         """Fold one run event in; True when the views changed and should be shown now."""
-        kind, node = event.type, event.node_id
         with self._lock:
-            branch = event.data.get("branch_of") is not None
-            if kind is EventType.STAGE_STARTED and node is not None:
-                if branch:
-                    self.branches_running.add(node)
-                else:
-                    self.running = (node, time.monotonic())
-                    self.running_since = time.time()
-                self.interrupted.pop(node, None)
-                self.skipped.pop(node, None)
-                self.outputs.pop(node, None)  # a node's output is its latest visit's
-                self.routes.pop(node, None)
-            elif kind is EventType.STAGE_RETRYING and node is not None:
-                self.retrying[node] = str(event.data.get("failure_reason") or "retry requested")
-                self.outputs.pop(node, None)  # and of its latest attempt
-            elif kind in (EventType.STAGE_COMPLETED, EventType.STAGE_FAILED) and branch:
-                self.branches_running.discard(str(node))
-                self.branches_done[str(node)] = Outcome(
-                    status=StageStatus.parse(str(event.data.get("status", "fail"))),
-                    failure_reason=str(event.data.get("failure_reason") or ""),
-                    notes=str(event.data.get("notes") or ""),
-                )
-            elif kind is EventType.STAGE_INTERRUPTED and node is not None:
-                self.interrupted[node] = str(event.data.get("reason") or "interrupted")
-                worked, at = event.data.get("duration"), parse_time(event.timestamp)
-                if isinstance(worked, int | float) and at is not None:
-                    self.stopped.append((at - worked, at))
-                self.branches_running.discard(node)
-                if not branch:
-                    self.running = None
-            elif kind is EventType.STAGE_SKIPPED and node is not None:
-                self.skipped[node] = str(event.data.get("notes") or "skipped")
-            elif kind is EventType.STAGE_OUTPUT and node is not None:
-                text = self.outputs.get(node, "") + str(event.data.get("text", ""))
-                self.outputs[node] = text[-OUTPUT_TAIL:]
-                if node not in self.branches_running and (
-                    self.running is None or self.running[0] != node
-                ):
-                    return False  # shown live only on a running node (its tooltip)
-            elif kind is EventType.DEAD_END:
-                self.dead_end = dict(event.data)
-            elif kind is EventType.EDGE_SELECTED and node is not None:
-                self.routes[node] = (str(event.data.get("target")), str(event.data.get("reason")))
-                return False  # nothing drawn changes: ``why`` reads it
-            else:
+            if not self._fold_locked(event):
                 return False
-        self._publish_locked(self.snapshot)
+            self._publish_locked(self.snapshot)
+        return True
+
+    def replay(self, events: Iterable[Event]) -> None:
+        """Fold in many past events (a run read from disk), then publish the views once: a
+        publish per event would cost a pass over every node per event."""
+        with self._lock:
+            for event in events:
+                self._fold_locked(event)
+            self._publish_locked(self.snapshot)
+
+    def _fold_locked(self, event: Event) -> bool:
+        """:meth:`fold` without the publish; True when the views changed."""
+        kind, node = event.type, event.node_id
+        branch = event.data.get("branch_of") is not None
+        if kind is EventType.STAGE_STARTED and node is not None:
+            if branch:
+                self.branches_running.add(node)
+            else:
+                self.running = (node, time.monotonic())
+                self.running_since = time.time()
+            self.interrupted.pop(node, None)
+            self.skipped.pop(node, None)
+            self.outputs.pop(node, None)  # a node's output is its latest visit's
+            self.routes.pop(node, None)
+        elif kind is EventType.STAGE_RETRYING and node is not None:
+            self.retrying[node] = str(event.data.get("failure_reason") or "retry requested")
+            self.outputs.pop(node, None)  # and of its latest attempt
+        elif kind in (EventType.STAGE_COMPLETED, EventType.STAGE_FAILED) and branch:
+            self.branches_running.discard(str(node))
+            self.branches_done[str(node)] = Outcome(
+                status=StageStatus.parse(str(event.data.get("status", "fail"))),
+                failure_reason=str(event.data.get("failure_reason") or ""),
+                notes=str(event.data.get("notes") or ""),
+            )
+        elif kind is EventType.STAGE_INTERRUPTED and node is not None:
+            self.interrupted[node] = str(event.data.get("reason") or "interrupted")
+            worked, at = event.data.get("duration"), parse_time(event.timestamp)
+            if isinstance(worked, int | float) and at is not None:
+                self.stopped.append((at - worked, at))
+            self.branches_running.discard(node)
+            if not branch:
+                self.running = None
+        elif kind is EventType.STAGE_SKIPPED and node is not None:
+            self.skipped[node] = str(event.data.get("notes") or "skipped")
+        elif kind is EventType.STAGE_OUTPUT and node is not None:
+            text = self.outputs.get(node, "") + str(event.data.get("text", ""))
+            self.outputs[node] = text[-OUTPUT_TAIL:]
+            if node not in self.branches_running and (
+                self.running is None or self.running[0] != node
+            ):
+                return False  # shown live only on a running node (its tooltip)
+        elif kind is EventType.DEAD_END:
+            self.dead_end = dict(event.data)
+        elif kind is EventType.EDGE_SELECTED and node is not None:
+            self.routes[node] = (str(event.data.get("target")), str(event.data.get("reason")))
+            return False  # nothing drawn changes: ``why`` reads it
+        else:
+            return False
         return True
 
     def load_stopped(self, spans: list[Span]) -> None:

@@ -24,11 +24,11 @@ def register(subparsers: Any) -> None:
         "why",
         help="explain why a node of a run is in its state",
         description=(
-            "Explain why NODE of the run in RUN_DIR is in its state (as %%pipeline why does in "
+            "Explain why NODE of the run in RUN_DIR is in its state (as %pipeline why does in "
             "a notebook): its state and reason, last outcome and failure, changed and missing "
             "inputs, output, and the commands that go on from here (answer a waiting gate, "
-            "accept changed inputs, retry). Reads the run without changing it. Exit codes: 0, "
-            "2 not a run directory or no such node."
+            "accept changed inputs, retry). Reads the run without changing it. Exit codes: "
+            "0 explained, 2 not a run directory or no such node."
         ),
     )
     parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
@@ -48,8 +48,8 @@ def main(args: argparse.Namespace) -> int:
         view = read_run(Path(args.run_dir))
     except StoredPipelineError as exc:  # the engine names its Python API (graph=)
         raise CheckpointError(
-            f"{exc.problem}; the run's nodes are read from it (copy the pipeline file the run "
-            "was started with over that copy)"
+            f"{exc.problem}; why reads the run's nodes from it (copy the file the run was "
+            f"started with, if you have it, over {Path(args.run_dir) / 'pipeline.dot'})"
         ) from None
     facts = view.facts(args.node)
     memory = view.memory

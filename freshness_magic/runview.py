@@ -170,15 +170,14 @@ def _int(value: object) -> int:
 
 
 def _fold_events(model: ViewModel, folder: Path, seen: int) -> list[Event]:
-    """Fold the run's events up to sequence number ``seen`` (the checkpoint's) into ``model``;
-    return the events after it, in order."""
+    """Fold the run's events up to sequence number ``seen`` (the checkpoint's) into ``model``
+    (one replay, one publish); return the events after it, in order."""
     from freshness_magic.engine.events import ENGINE_EVENTS
     from freshness_magic.engine.persistence import EVENTS_FILE
 
-    after = []
+    before: list[Event] = []
+    after: list[Event] = []
     for event in ENGINE_EVENTS.read(folder / EVENTS_FILE):
-        if event.seq > seen:
-            after.append(event)
-        else:
-            model.fold(event)
+        (after if event.seq > seen else before).append(event)
+    model.replay(before)
     return after

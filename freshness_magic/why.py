@@ -227,6 +227,8 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     if upstream is not None:
         accept = commands.accept(upstream)
         return [NextStep(f"next: {accept} clears this mark without running anything again", accept)]
+    if view.state is NodeState.OUTDATED and "reran" in view.details:
+        return _rerun_steps(facts, commands)
     stale = facts.stale
     mode = freshness_mode(facts.node)
     if node_id in facts.blocked:
@@ -288,6 +290,15 @@ def _gate_steps(facts: NodeFacts, gate: Question, commands: Commands) -> list[Ne
         NextStep(f"{head}:"),
         *(NextStep(f"  {line}", key) for line, key in zip(lines, keys, strict=True)),
     ]
+
+
+def _rerun_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
+    """For a node that ran before a node upstream of it ran again: only running it again
+    clears the mark, when the run gets there or now (a waiting gate is answered first)."""
+    if facts.gate is not None:
+        return [NextStep("next: it runs again if the run gets there after the gate is answered")]
+    retry = commands.retry(facts.node.id)
+    return [NextStep(f"next: {retry} runs it again on the new results, and the run goes on", retry)]
 
 
 def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:

@@ -172,17 +172,12 @@ def why_facts(pipeline: PipelineReadout, node_id: str) -> NodeFacts:
         missing=missing_inputs(run, node_id) if run is not None and source_files(node) else [],
         output=node_details(pipeline, node_id).output,
         gate=gate,
-        gate_upstream=_counted(pipeline.stale_upstream(gate.node_id)) if gate else ((), 0),
+        gate_upstream=pipeline.stale_upstream(gate.node_id) if gate else ((), 0),
         blocked=pipeline.blocked_nodes(),
         failed=snapshot.state is RunState.FAILED and run is not None and run.failed_node == node_id,
         paused_at=snapshot.state is RunState.PAUSED and snapshot.next_node == node_id,
         superseded=pipeline.superseded,
     )
-
-
-def _counted(found: tuple[list[str], list[str]]) -> tuple[list[str], int]:
-    stale, outdated = found
-    return stale, len(outdated)
 
 
 def why_text(pipeline: PipelineReadout, node_id: str) -> str:

@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING, Any, cast
 from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question
-from freshness_magic.engine.reach import upstream
 from freshness_magic.engine.state import RunState
 from freshness_magic.engine.validation.attrs import no_node
 from freshness_magic.errors import RunError
@@ -211,14 +210,12 @@ class PipelineReadout:
             superseded=self.superseded,
         )
 
-    def stale_upstream(self, node_id: str) -> tuple[list[str], list[str]]:
-        """The nodes upstream of ``node_id`` shown stale, and those shown outdated by changed
-        inputs (the run goes on from their results), in pipeline order."""
-        found = upstream(self.graph, node_id)
-        views = self.views()
-        stale = [n for n in found if views[n].state is NodeState.STALE]
-        changed = [n for n in found if "upstream" in views[n].details]
-        return stale, [n for n in changed if views[n].state is NodeState.OUTDATED]
+    def stale_upstream(self, node_id: str) -> tuple[list[str], int]:
+        """The nodes upstream of ``node_id`` shown stale, and how many are shown outdated by
+        changed inputs (:func:`freshness_magic.why.stale_upstream`)."""
+        from freshness_magic.why import stale_upstream
+
+        return stale_upstream(self.graph, self.views(), node_id)
 
     def gate_note(self) -> str:
         """The note under the waiting gate when nodes upstream of it have changed inputs ("" when
@@ -227,7 +224,7 @@ class PipelineReadout:
         if gate is None or self.superseded:
             return ""
         stale, outdated = self.stale_upstream(gate.node_id)
-        return text.stale_upstream_note(gate.node_id, stale, len(outdated))
+        return text.stale_upstream_note(gate.node_id, stale, outdated)
 
     def failure_text(self) -> str:
         """Why the run failed ("" unless it did): a node a ``freshness=block`` held back is

@@ -147,7 +147,9 @@ def test_nodes_a_retried_node_leads_to_are_outdated_until_the_run_reaches_them(
         assert state_code(views[node_id]) == "O"  # the view offers no Accept for it
     assert states(pipeline)["start"] == "succeeded" and states(pipeline)["prep"] == "succeeded"
     assert "2 outdated" in pipeline.status_line()
-    assert "prep ran again after it" in str(shell.run_line_magic("pipeline", "why after"))
+    why = str(shell.run_line_magic("pipeline", "why after")).splitlines()
+    assert why[:2] == ["after: outdated", "  may be outdated: upstream prep ran again after it"]
+    assert why[-1] == "  next: it runs again if the run gets there after the gate is answered"
     assert "note: upstream" not in str(shell.run_line_magic("pipeline", "status"))  # no inputs
 
     shell.run_line_magic("pipeline", "resume --choice Y")
@@ -164,6 +166,12 @@ def test_a_branch_the_retried_run_did_not_take_again_stays_outdated(
     shell.run_line_magic("pipeline", "resume --choice N")
     assert states(pipeline)["other"] == "succeeded" and states(pipeline)["exit"] == "succeeded"
     assert pipeline.views()["after"].why == "may be outdated: upstream gate ran again after it"
+    why = str(shell.run_line_magic("pipeline", "why after")).splitlines()
+    assert why[-1] == (
+        "  next: %pipeline retry after runs it again on the new results, and the run goes on"
+    )
+    shell.run_line_magic("pipeline", "retry after")
+    assert set(states(pipeline).values()) == {"succeeded"}
 
 
 LOOP_DOT = """digraph loop {

@@ -59,8 +59,12 @@ def _from_entry_point(spec: BackendSpec) -> StreamingBackend:
 
     found = [ep for ep in metadata.entry_points(group=ENTRY_POINT_GROUP) if ep.name == spec.kind]
     if not found:
+        from freshness_magic.engine.validation.attrs import closest
+
+        near = closest(spec.kind, [*BUILTIN_KINDS, *available_names()])
+        meant = f" (did you mean {near!r}?)" if near is not None else ""
         raise BackendError(
-            f"unknown backend {spec.kind!r}; use one of {', '.join(BUILTIN_KINDS)} "
+            f"unknown backend {spec.kind!r}{meant}; use one of {', '.join(BUILTIN_KINDS)} "
             f"(e.g. openai:gpt-4o-mini), or a name registered in the {ENTRY_POINT_GROUP!r} "
             f"entry-point group ({', '.join(sorted(available_names())) or 'none installed'})"
         )

@@ -77,10 +77,18 @@ class LivePipeline(PipelineReadout):
     def use_run_options(self, specs: Mapping[str, str]) -> bool:
         """Open runs with these ``backend``/``executor`` specs; an open run that has not begun
         (a fresh one after ``reset``) is opened again with them. False, and nothing changes,
-        when the open run has begun."""
+        when the open run has begun. A spec that cannot serve (an unknown backend, a Dask
+        scheduler that does not answer) raises here and is not kept: the next action does not
+        fail on it again."""
+        from freshness_magic.backends import resolve_backend
+
         with self.exclusive():
             if self.started:
                 return False
+            if "backend" in specs:
+                resolve_backend(specs["backend"])
+            if "executor" in specs:
+                self.clusters.get(specs["executor"])
             self.run_options.update(specs)
             if "backend" in specs:  # the %%node cells' registry was built with the old backend
                 self.run_options.pop("registry", None)

@@ -307,12 +307,14 @@ def test_backend_and_executor_options_reach_the_run_opened_next(
     assert pipeline.run_options["executor"] == "local"
     with pytest.raises(UsageError, match="executor 'local-test' is not known"):
         shell.run_line_magic("pipeline", "step --backend simulated --executor local-test")
-    assert pipeline.run_options["executor"] == "local-test"
-    assert pipeline.run_options["backend"] == "simulated"
+    assert pipeline.run_options == {"executor": "local"}  # a refused spec is not kept
+    with pytest.raises(UsageError, match=r"unknown backend 'simulatd' \(did you mean 'simulated'"):
+        shell.run_line_magic("pipeline", "step --backend simulatd")
+    line(shell, "reset")
+    assert pipeline.run_options == {"executor": "local"}
     shell.run_line_magic("config", 'PipelineMagics.executor = ""')
-    pipeline.run_options.pop("executor")
-    pipeline.run_options.pop("backend")
-    line(shell, "step")
+    line(shell, "step --backend simulated")
+    assert pipeline.run_options == {"executor": "local", "backend": "simulated"}
     with pytest.raises(UsageError, match=r"the run of review has begun .*; %pipeline reset"):
         shell.run_line_magic("pipeline", "run --backend other")
 

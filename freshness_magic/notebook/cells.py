@@ -79,7 +79,7 @@ def captured_output() -> Iterator[dict[str, str]]:
         found["stderr"] = err.buffer_text.getvalue()
 
 
-def _cell_failure(exc: Exception, filename: str) -> tuple[str, str]:
+def _cell_failure(exc: BaseException, filename: str) -> tuple[str, str]:
     """The failure reason of a cell that raised, ``ValueError: boom (cell line 2)`` (the line
     of the innermost frame of the cell's code), and its traceback from the cell's frames on."""
     shown = f"{type(exc).__qualname__}: {exc}" if str(exc) else type(exc).__qualname__
@@ -121,8 +121,10 @@ class CellHandler:
                 try:
                     exec(compile(code, filename, "exec"), ns)
                     word = str(ns.get("outcome", "success")).strip().lower()
-                except Exception as exc:
+                except (Exception, SystemExit) as exc:  # sys.exit() fails the node too
                     failure, trace = _cell_failure(exc, filename)
+                    if isinstance(exc, SystemExit):
+                        failure += "; a %%node cell sets outcome ('fail', ...) to end its node"
                     sys.stderr.write(trace)  # kept with what the cell printed
         finally:
             for key in _NAMES:

@@ -285,3 +285,20 @@ def test_going_on_after_an_interrupt_takes_the_edited_inputs_as_a_resume_does(
     assert "step: work -> success; next: after" in out
     assert out[-1] == "run: 3 step(s); completed"
     assert pipeline.views()["work"].state is NodeState.SUCCEEDED
+
+
+def test_sys_exit_in_a_node_cell_fails_the_node_and_the_run_can_go_on(
+    shell: InteractiveShell, workdir: Path
+):
+    """``sys.exit()`` in a cell is the node's failure, as any exception: it used to escape the
+    engine and leave the run shown ``running`` with nothing running and nothing to retry."""
+    pipeline = load_cells(shell, workdir)
+    shell.run_cell_magic("node", "work", "import sys\nsys.exit(0)\n")
+    out = line(shell, "run").text
+    assert pipeline.state_name == "failed"
+    reason = pipeline.outcomes()["work"].failure_reason
+    assert reason.startswith("SystemExit: 0 (cell line 2); a %%node cell sets outcome")
+    assert reason in out
+    assert json.loads((workdir / ".orchestrator" / "evidence" / "work.json").read_text())
+    shell.run_cell_magic("node", "work", "outcome = 'success'\n")
+    assert line(shell, "retry").text.splitlines()[-1] == "run: 3 step(s); completed"

@@ -334,3 +334,12 @@ def test_the_run_s_own_files_are_not_read_through_a_link(tmp_path: Path, name: s
     with pytest.raises(FreshnessMagicError) as caught:
         Run.resume(run_dir)
     assert "link" in str(caught.value), str(caught.value)
+
+
+def test_a_node_id_too_long_for_a_file_name_is_refused() -> None:
+    """A graph built in Python skips the parser: the state folder's own check refuses it."""
+    from freshness_magic.pathsafety import check_component
+
+    assert check_component("n" * 100) == "n" * 100
+    with pytest.raises(UnsafePathError, match="it has 101 characters, at most 100; rename it"):
+        check_component("n" * 101)

@@ -28,7 +28,7 @@ import re
 from freshness_magic.engine.dot_attrs import AttrReader
 from freshness_magic.engine.dot_graph import GraphBuilder
 from freshness_magic.engine.dot_lexer import ARROW, EOF, STRING, WORD, SourceMap, string_value
-from freshness_magic.engine.model import NODE_ID_RE, Graph
+from freshness_magic.engine.model import MAX_NODE_ID, NODE_ID_RE, Graph
 from freshness_magic.errors import ParseError
 from freshness_magic.gcpause import cyclic_gc_paused
 
@@ -296,6 +296,12 @@ class _Parser(AttrReader):
                 i + 1,
             )
         if NODE_ID_RE.match(word):
+            if len(word) > MAX_NODE_ID:
+                raise self._error(
+                    f"node id '{word[:20]}…' has {len(word)} characters, at most {MAX_NODE_ID}: "
+                    "node ids name files of the run; use a shorter id and put the text in label",
+                    i,
+                )
             if word.lower() in _KEYWORDS:
                 raise self._error(
                     f"'{word}' is a DOT keyword and cannot be a node id: use another identifier "

@@ -17,7 +17,12 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-NODE_ID_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+from freshness_magic.pathsafety.state import MAX_COMPONENT, SAFE_COMPONENT_RE
+
+NODE_ID_RE = SAFE_COMPONENT_RE
+"""A node id: an identifier, so it is one plain file or folder name of the run."""
+MAX_NODE_ID = MAX_COMPONENT
+"""The longest node id the parser accepts (it names files of the run)."""
 
 SHAPE_TO_TYPE: Mapping[str, str] = {
     "Mdiamond": "start",

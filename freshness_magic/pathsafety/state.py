@@ -26,13 +26,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO
 
-from freshness_magic.errors import UnsafePathError
+from freshness_magic.errors import NotAFolderError, UnsafePathError
 
 STATE_DIR_NAMES: frozenset[str] = frozenset({".freshness", ".orchestrator"})
 """Folder names whose whole subtree is the project's state (never written through a link)."""
 
 SAFE_COMPONENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
 """A node id as the parser accepts it: one plain folder or file name, never ``..`` or ``/``."""
+MAX_COMPONENT = 100
+"""The longest node id: it names files of the run (``<id>.running.<run id>``, temporary files
+beside them), and a file name has at most 255 bytes."""
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -110,7 +113,9 @@ def _verify(path: str, *, create: bool) -> None:
     """Check (with ``create``: make) every component of ``path`` from its state folder down.
 
     Without ``create`` a missing component ends the check (it will be created as a folder), and
-    the last component may be a file. With ``create`` every component must become a folder.
+    the last component may be a file. With ``create`` every component must become a folder:
+    one that is a file (or lies under one) is a :class:`NotAFolderError` naming it, raised
+    here once for every writer of state, and the file is left as it is.
     """
     dirs = _DIRS.get()
     parts = Path(path).parts
@@ -124,7 +129,11 @@ def _verify(path: str, *, create: bool) -> None:
     else:
         index = start
     if create and index == start and start > 0:
-        os.makedirs(os.path.join(*parts[:start]), exist_ok=True)
+        above = os.path.join(*parts[:start])
+        try:
+            os.makedirs(above, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):
+            raise NotAFolderError(_first_non_folder(above)) from None
     for position in range(index, len(parts)):
         current = os.path.join(*parts[: position + 1])
         if dirs is not None:
@@ -143,9 +152,19 @@ def _verify(path: str, *, create: bool) -> None:
             if dirs is not None:
                 dirs.verified[current] = (info.st_dev, info.st_ino)
         elif create:
-            raise FileExistsError(errno.EEXIST, "exists and is not a folder", current)
+            raise NotAFolderError(current)
         elif position < len(parts) - 1:
             return
+
+
+def _first_non_folder(path: str) -> str:
+    """The first component of ``path`` that exists and is not a folder (``path`` if none is)."""
+    parts = Path(path).parts
+    for position in range(1, len(parts) + 1):
+        current = os.path.join(*parts[:position])
+        if os.path.lexists(current) and not os.path.isdir(current):
+            return current
+    return path
 
 
 def check_state_path(path: str | os.PathLike[str]) -> Path:
@@ -236,5 +255,10 @@ def check_component(name: str, what: str = "node id") -> str:
         raise UnsafePathError(
             f"{what} {name!r} cannot name a file or folder of the run: it must match "
             "[A-Za-z_][A-Za-z0-9_]* (no '/', '.' or '..'); rename it"
+        )
+    if len(name) > MAX_COMPONENT:
+        raise UnsafePathError(
+            f"{what} {name[:20]}… cannot name a file or folder of the run: it has {len(name)} "
+            f"characters, at most {MAX_COMPONENT}; rename it"
         )
     return name

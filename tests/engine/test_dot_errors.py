@@ -156,6 +156,14 @@ CASES: list[tuple[str, str, str, int, int]] = [
         8,
     ),
     (
+        "long-id",  # it names files of the run: an id of 230 characters failed only when run
+        "digraph G {\n  a -> " + "n" * 101 + "\n}",
+        "node id 'nnnnnnnnnnnnnnnnnnnn…' has 101 characters, at most 100: node ids name files of "
+        "the run; use a shorter id and put the text in label",
+        2,
+        8,
+    ),
+    (
         "keyword-id",
         "digraph G {\n  a -> Node\n}",
         "'Node' is a DOT keyword and cannot be a node id: use another identifier and put the "

@@ -191,3 +191,39 @@ def test_interrupted_child_is_resumed_not_restarted(tmp_path: Path) -> None:
 
     # Nothing is left to resume: a later execution of the manager starts a fresh child.
     assert unfinished_child(children) is None
+
+
+def test_a_child_pipeline_that_starts_itself_fails_at_once(tmp_path: Path) -> None:
+    """A manager whose child file is its own pipeline, or files that start each other, nested
+    child runs until the paths were too long for the file system (48 MB of runs)."""
+    (tmp_path / "self.dot").write_text(parent('"stack.child_dotfile"="self.dot"'))
+    run = Run(load_pipeline_file(tmp_path / "self.dot"), workdir=tmp_path, extensions=[])
+    run.run()
+    reason = run.node_outcomes["manage"].failure_reason
+    assert reason == (
+        f"manager node 'manage': its child pipeline {tmp_path / 'self.dot'} is the pipeline it "
+        "is in, which would start itself without end; name another pipeline in "
+        "stack.child_dotfile"
+    )
+    assert not (run.run_dir / "nodes" / "manage" / "children").exists()
+
+    for name, child in (("a", "b"), ("b", "a")):
+        (tmp_path / f"{name}.dot").write_text(
+            f"digraph {name} {{ start [shape=Mdiamond]; manage [shape=house, "
+            f'"stack.child_dotfile"="{child}.dot"]; done [shape=Msquare]; '
+            "start -> manage -> done }"
+        )
+    run = Run(load_pipeline_file(tmp_path / "a.dot"), workdir=tmp_path, extensions=[])
+    run.run()
+    reason = run.node_outcomes["manage"].failure_reason
+    assert "child pipelines already nest 8 deep (at most 8)" in reason
+    deepest = max(run.run_dir.rglob("checkpoint.json"), key=lambda p: len(p.parts))
+    assert deepest.relative_to(run.run_dir).parts.count("children") == 8
+
+
+def test_a_missing_child_names_each_place_looked_once(tmp_path: Path) -> None:
+    (tmp_path / "parent.dot").write_text(parent('"stack.child_dotfile"="nowhere.dot"'))
+    run = Run(load_pipeline_file(tmp_path / "parent.dot"), workdir=tmp_path, extensions=[])
+    run.run()
+    reason = run.node_outcomes["manage"].failure_reason
+    assert reason.endswith(f"not found (looked at {tmp_path / 'nowhere.dot'})")

@@ -54,7 +54,9 @@ def resolve_child_dotfile(name: str, env: StepEnv) -> tuple[Path | None, list[Pa
     else:
         candidates = [env.workdir / given]
         if env.graph.path:
-            candidates.append(Path(env.graph.path).resolve().parent / given)
+            beside = Path(env.graph.path).resolve().parent / given
+            if beside.resolve() != candidates[0].resolve():
+                candidates.append(beside)
     for candidate in candidates:
         if candidate.is_file():
             return candidate, candidates
@@ -77,6 +79,29 @@ def unfinished_child(children: Path) -> Path | None:
         and not (folder / SUPERVISION_FILE).exists()
     ]
     return max(interrupted, default=(0, None))[1]
+
+
+MAX_CHILD_DEPTH = 8
+"""How deep child pipelines may nest (a manager's child running a manager of its own...)."""
+
+
+def _nesting(node: Node, env: StepEnv, path: Path) -> str:
+    """Why the child at ``path`` must not start ("" when it may): it is the pipeline running
+    it (it would start itself without end), or children already nest :data:`MAX_CHILD_DEPTH`
+    deep (a cycle through several files)."""
+    if env.graph.path and Path(env.graph.path).resolve() == path.resolve():
+        return (
+            f"manager node {node.id!r}: its child pipeline {path} is the pipeline it is in, which "
+            "would start itself without end; name another pipeline in stack.child_dotfile"
+        )
+    depth = env.node_dir(node.id).parts.count("children")
+    if depth >= MAX_CHILD_DEPTH:
+        return (
+            f"manager node {node.id!r}: child pipelines already nest {depth} deep (at most "
+            f"{MAX_CHILD_DEPTH}); do the child pipelines start each other in a cycle? "
+            f"{path} is the next"
+        )
+    return ""
 
 
 def _fail(reason: str, updates: dict[str, Any] | None = None) -> Outcome:
@@ -118,6 +143,9 @@ class ManagerLoopHandler:
                 parse_condition(stop_condition)
             except FreshnessMagicError as exc:
                 return _fail(f"manager node {node.id!r}: manager.stop_condition: {exc}")
+        nested = _nesting(node, env, path)
+        if nested:
+            return _fail(nested)
         try:
             child, first_dir = self._start_child(node, env, path)
         except FreshnessMagicError as exc:

@@ -4,9 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from freshness_magic.engine.handlers.manager import unfinished_child
 from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
 from freshness_magic.engine.run import Run
+from freshness_magic.errors import ValidationError
 from freshness_magic.session import open_run
 
 CHILD = """
@@ -146,8 +149,8 @@ def test_missing_or_invalid_child_is_a_clear_failure(tmp_path: Path) -> None:
     run = run_parent(parent('"stack.child_dotfile"="broken.dot"'), tmp_path)
     assert "cannot start child pipeline" in run.node_outcomes["manage"].failure_reason
 
-    run = run_parent(parent('label="no child"'), tmp_path)
-    assert "stack.child_dotfile" in run.node_outcomes["manage"].failure_reason
+    with pytest.raises(ValidationError, match=r"manager node `manage` has no stack\.child_dotfile"):
+        run_parent(parent('label="no child"'), tmp_path)  # refused before it runs
 
     (tmp_path / "child.dot").write_text(CHILD)
     attrs = '"stack.child_dotfile"="child.dot", "manager.stop_condition"="outcome==success"'
@@ -196,14 +199,15 @@ def test_interrupted_child_is_resumed_not_restarted(tmp_path: Path) -> None:
 def test_a_child_pipeline_that_starts_itself_fails_at_once(tmp_path: Path) -> None:
     """A manager whose child file is its own pipeline, or files that start each other, nested
     child runs until the paths were too long for the file system (48 MB of runs)."""
-    (tmp_path / "self.dot").write_text(parent('"stack.child_dotfile"="self.dot"'))
-    run = Run(load_pipeline_file(tmp_path / "self.dot"), workdir=tmp_path, extensions=[])
+    (tmp_path / "pipelines").mkdir()
+    own = tmp_path / "pipelines" / "self.dot"  # named from the working directory: validation,
+    own.write_text(parent('"stack.child_dotfile"="pipelines/self.dot"'))  # from its folder, passes
+    run = Run(load_pipeline_file(own), workdir=tmp_path, extensions=[])
     run.run()
     reason = run.node_outcomes["manage"].failure_reason
     assert reason == (
-        f"manager node 'manage': its child pipeline {tmp_path / 'self.dot'} is the pipeline it "
-        "is in, which would start itself without end; name another pipeline in "
-        "stack.child_dotfile"
+        f"manager node 'manage': its child pipeline {own} is the pipeline it is in, which would "
+        "start itself without end; name another pipeline in stack.child_dotfile"
     )
     assert not (run.run_dir / "nodes" / "manage" / "children").exists()
 

@@ -12,7 +12,7 @@ import pytest
 
 from freshness_magic import cli
 from freshness_magic.engine import Run
-from freshness_magic.engine.pipeline import load_pipeline
+from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
 from freshness_magic.engine.validation import Diagnostic, Severity, Validator
 from freshness_magic.errors import ValidationError
 from freshness_magic.lint import session_validator
@@ -496,3 +496,30 @@ def test_retries_on_tool_does_not_advise_a_retry_target_where_failures_already_g
         "max_retries=3 unless an attempt that returns RETRY should run again)"
     ), line
     assert "give it a retry_target" not in line
+
+
+def test_a_manager_names_a_child_pipeline_other_than_itself(tmp_path: Path) -> None:
+    """Both ran until the manager failed (the second nesting runs until 'File name too long')."""
+    body = "start [shape=Mdiamond]; m [shape=house{}]; done [shape=Msquare]; start -> m -> done"
+    missing = only(lint(f"digraph p {{ {body.format('')} }}", "child_pipeline"))
+    assert missing.severity is Severity.ERROR and (missing.line, missing.column) == (1, 40)
+    assert missing.message == (
+        "manager node `m` has no stack.child_dotfile, so it would fail when it runs"
+    )
+    own = tmp_path / "own.dot"
+    own.write_text(f"digraph p {{ {body.format(', stack.child_dotfile=own.dot')} }}")
+    found = session_validator().validate(load_pipeline_file(own))
+    itself = only([d for d in found if d.rule == "child_pipeline"])
+    assert itself.message == (
+        "manager node `m`'s child pipeline own.dot is this pipeline: it would start itself "
+        "without end"
+    )
+    (tmp_path / "other.dot").write_text(
+        "digraph c { start [shape=Mdiamond]; done [shape=Msquare] }"
+    )
+    own.write_text(f"digraph p {{ {body.format(', stack.child_dotfile=other.dot')} }}")
+    assert not [
+        d
+        for d in session_validator().validate(load_pipeline_file(own))
+        if d.rule == "child_pipeline"
+    ]

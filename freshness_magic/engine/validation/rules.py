@@ -10,6 +10,7 @@ before every node is connected. ``--strict`` turns it into a failure for CI.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from pathlib import Path
 
 from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, FIDELITY_MODES, Edge, Graph, Node
 from freshness_magic.engine.validation import attrs, flow, names, paths
@@ -367,6 +368,30 @@ def _tool_command_present(graph: Graph, node: Node, out: Out) -> None:
     )
 
 
+def _child_pipeline(graph: Graph, node: Node, out: Out) -> None:
+    """A manager node names its child pipeline, and not the pipeline it is in."""
+    if node.handler_type != "stack.manager_loop":
+        return
+    name = (node.get("stack.child_dotfile") or graph.attrs.get("stack.child_dotfile", "")).strip()
+    if not name:
+        message = (
+            f"manager node `{node.id}` has no stack.child_dotfile, so it would fail when it runs"
+        )
+        fix = f'add "stack.child_dotfile"="child.dot" to `{node.id}` or the graph'
+        out.append(node_diag("child_pipeline", ERROR, node, message, fix, "shape"))
+        return
+    if graph.path:
+        own = Path(graph.path).resolve()
+        if (own.parent / Path(name).expanduser()).resolve() == own:
+            message = (
+                f"manager node `{node.id}`'s child pipeline {name} is this pipeline: it would "
+                "start itself without end"
+            )
+            fix = "name another pipeline in stack.child_dotfile"
+            key = "stack.child_dotfile" if node.get("stack.child_dotfile") else None
+            out.append(node_diag("child_pipeline", ERROR, node, message, fix, key))
+
+
 def _failure_goes_to(graph: Graph, node: Node) -> str | None:
     """Where a plain failure of ``node`` leads (its first ``outcome=fail`` edge, else the first
     retry target that is a node: its own, then the graph's), said for a message; or None."""
@@ -436,6 +461,7 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         ScanRule("goal_gate_has_retry", node_check=_goal_gate_has_retry),
         ScanRule("prompt_on_llm_nodes", node_check=_prompt_on_llm_nodes),
         ScanRule("tool_command_present", node_check=_tool_command_present),
+        ScanRule("child_pipeline", node_check=_child_pipeline),
         ScanRule("retries_on_tool", node_check=_retries_on_tool),
         FunctionRule("prompt_file_exists", attrs.prompt_file_exists),
         ScanRule("default_choice_matches", node_check=attrs.default_choice_matches),

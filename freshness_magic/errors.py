@@ -7,6 +7,8 @@ input; the command line and the magics turn these into one-line messages instead
 
 from __future__ import annotations
 
+import os
+
 
 class FreshnessMagicError(Exception):
     """Base class of every error raised on purpose by freshness_magic."""
@@ -154,3 +156,20 @@ class EventKindError(FreshnessMagicError):
     """An event vocabulary that clashes with another (two members stored under one name), or an
     event emitted on a bus that does not know its vocabulary (an extension that emits it without
     listing it in ``event_kinds()``)."""
+
+
+class NotAFolderError(FreshnessMagicError, FileExistsError):
+    """A path where freshness_magic keeps a state folder (``.freshness``, its ``runs``, a working
+    directory) is a file, or lies under one; ``path`` names it. Nothing is written to it.
+
+    It is a ``FileExistsError`` too (what creating the folder raised before), so a caller that
+    already handles that keeps doing so; the front ends show it as one line.
+    """
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        self.path = os.fspath(path)
+        super().__init__(
+            f"{self.path} is a file, not a folder: freshness_magic keeps its state (run "
+            "directories, evidence, the hub's store) in a folder there; move the file away (it "
+            "is left as it is) or use another working directory"
+        )

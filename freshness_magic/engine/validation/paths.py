@@ -160,20 +160,19 @@ def _declared(graph: Graph) -> list[str]:
     return [n.id for n in graph.nodes.values() if n.explicit]
 
 
-def typo_of(graph: Graph, node: Node, declared: list[str] | None = None) -> str | None:
+def typo_of(graph: Graph, node: Node, declared: list[str]) -> str | None:
     """The id that ``node`` looks like a typo of, or None.
 
     A typo is a node no statement gives attributes (it is written only in edges, anywhere in a
-    chain) whose id is near the id of a node declared with attributes (``declared``, computed
-    when not given). Not a typo: a neighbour's id (``plan -> plans``: the typo would be an edge
-    from ``plan`` to itself), nor a change of number (``step2`` next to ``step1`` is a series).
+    chain) whose id is near the id of a node declared with attributes (``declared``). Not a
+    typo: a neighbour's id (``plan -> plans``: the typo would be an edge from ``plan`` to
+    itself), nor a change of number (``step2`` next to ``step1`` is a series).
     """
     if node.explicit:
         return None
     adjacent = {e.target for e in graph.outgoing(node.id)}
     adjacent.update(e.source for e in graph.incoming(node.id))
-    ids = _declared(graph) if declared is None else declared
-    near = closest(node.id, [i for i in ids if i not in adjacent], cutoff=0.75)
+    near = closest(node.id, [i for i in declared if i not in adjacent], cutoff=0.75)
     if near is None or near.translate(_DIGITS) == node.id.translate(_DIGITS):
         return None
     return near

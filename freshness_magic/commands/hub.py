@@ -76,10 +76,17 @@ def _status(args: argparse.Namespace) -> int:
 
 
 def _query(args: argparse.Namespace) -> int:
-    from freshness_magic.hub.client import HubClient
+    import shlex
 
-    with HubClient(args.workdir) as client:
-        states = client.get_context(args.targets)
+    from freshness_magic.commands import invoked_as
+    from freshness_magic.hub.client import HubClient, HubNotRunning
+
+    try:
+        with HubClient(args.workdir) as client:
+            states = client.get_context(args.targets)
+    except HubNotRunning as exc:  # say the start command the way this one was called
+        where = "" if args.workdir == "." else f" --workdir {shlex.quote(args.workdir)}"
+        raise exc.start_with(f"{invoked_as()} hub start{where}") from None
     if args.json:
         print(json.dumps([s.to_dict() for s in states], indent=2, default=str))
     else:

@@ -36,13 +36,21 @@ from freshness_magic.hub.store import (
 
 
 class HubNotRunning(HubError):
-    """No hub process serves this working directory."""
+    """No hub process serves this working directory. ``problem`` says so; the message adds
+    ``start``, the command that starts one (Python's command line unless told): each front end
+    words its own (``freshness-magic hub start``, ``%pipeline hub start``) with
+    :meth:`start_with`."""
 
-    def __init__(self, workdir: str | Path) -> None:
+    def __init__(
+        self, workdir: str | Path, start: str = "python -m freshness_magic hub start"
+    ) -> None:
         self.workdir = str(workdir)
-        super().__init__(
-            f"no hub running for {workdir}; start it with `python -m freshness_magic hub start`"
-        )
+        self.problem = f"no hub running for {workdir}"
+        super().__init__(f"{self.problem}; start it with `{start}`")
+
+    def start_with(self, start: str) -> HubNotRunning:
+        """The same error, saying ``start`` (the caller's own spelling) as the way to start."""
+        return HubNotRunning(self.workdir, start)
 
 
 _CHANGE_WORDS = {

@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.errors import HubError
-from freshness_magic.hub.client import Change, Subscription
+from freshness_magic.hub.client import Change, HubNotRunning, Subscription
 from freshness_magic.hub.integration import hub_command, live_refresh, report_symbol_lines
 from freshness_magic.notebook.text import TextResult
 
@@ -48,6 +48,9 @@ class NotebookHub:
         root = workdir or self.default_workdir(magics)
         try:
             text = hub_command(root, args, stop_with_this_process=True)
+        except HubNotRunning as exc:  # the magic that starts it, not the command line's
+            where = f" --workdir {workdir}" if workdir is not None else ""
+            raise UsageError(str(exc.start_with(f"%pipeline hub start{where}"))) from None
         except HubError as exc:
             raise UsageError(str(exc)) from None
         if args and args[0] == "stop":

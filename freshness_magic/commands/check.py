@@ -10,7 +10,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from pathlib import Path
 from typing import Any
 
 
@@ -34,9 +33,10 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from freshness_magic.commands._rundir import checked_run_dir
     from freshness_magic.freshness.runcheck import check_run_dir
 
-    report = check_run_dir(Path(args.run_dir))
+    report = check_run_dir(checked_run_dir(args.run_dir))
     if args.json:
         json.dump(report.to_dict(all_files=args.all_files), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

@@ -84,8 +84,10 @@ def render_table(records: list[EvidenceRecord]) -> str:
 
 def load_records(run_dir: Path, node: str | None) -> tuple[list[EvidenceRecord], list[str]]:
     """The run's valid records (of ``node`` if given) and the problems of invalid lines."""
+    from freshness_magic.commands._rundir import checked_run_dir
     from freshness_magic.evidence.record import EVIDENCE_LOG, check_node_id, iter_evidence_log
 
+    checked_run_dir(run_dir)
     if not run_dir.is_dir():
         raise EvidenceError(f"run directory {run_dir} does not exist")
     log = run_dir / EVIDENCE_LOG
@@ -127,12 +129,12 @@ def run(args: argparse.Namespace) -> int:
     records, problems = load_records(run_dir, args.node)
     for problem in problems:
         print(f"warning: {problem}", file=sys.stderr)
+    if not records and args.node and (unknown := _unknown_node(run_dir, args.node)):
+        raise EvidenceError(unknown)  # with --json too: an error, not an empty list
     if args.json:
         print(json.dumps([r.to_dict() for r in records], indent=2, ensure_ascii=False))
         return 0
     if not records:
-        if args.node and (unknown := _unknown_node(run_dir, args.node)):
-            raise EvidenceError(unknown)
         what = f"node {args.node!r}" if args.node else "this run"
         print(f"no evidence records for {what} in {run_dir / EVIDENCE_LOG}")
         return 1 if args.node else 0

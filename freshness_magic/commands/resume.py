@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from freshness_magic.commands import invoked_as
-from freshness_magic.commands.run import add_drive_options, drive
+from freshness_magic.commands.run import add_drive_options, checked_answers, drive
 from freshness_magic.errors import (
     CheckpointError,
     NothingToRetryError,
@@ -123,9 +123,11 @@ def busy_in_a_notebook(exc: RunBusyError) -> RunError | None:
 
 
 def main(args: argparse.Namespace) -> int:
+    from freshness_magic.commands._rundir import checked_run_dir
     from freshness_magic.engine.runlock import RunBusyError
     from freshness_magic.session import resume_run
 
+    checked_run_dir(args.run_dir)
     graph = None
     if args.pipeline_file is not None:
         from freshness_magic.commands.parse import load_for_command
@@ -142,6 +144,7 @@ def main(args: argparse.Namespace) -> int:
             f"{args.run_dir}/pipeline.dot)"
         ) from None
     with run:
+        checked_answers(run.graph, args.answer)  # before --accept and --retry change the run
         say_pipeline_changed(run, sys.stderr)
         say_drift(run, sys.stderr if args.json else sys.stdout)
         if args.accept:

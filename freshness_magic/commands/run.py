@@ -38,6 +38,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine import Run, RunResult
     from freshness_magic.engine.events import Event
     from freshness_magic.engine.interviewers import AutoApproveInterviewer
+    from freshness_magic.engine.model import Graph
 
 EXIT_CODES = {"completed": 0, "failed": 1, "waiting": 3, "paused": 3}
 
@@ -211,27 +212,33 @@ class Progress:
 def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> int:
     """Run, answering gates from ``--answer``/``--auto-approve``; print; return the exit code.
 
-    With ``every_answer`` (``resume``) an ``--answer`` no waiting gate took is a RunError after
-    the summary, never silently dropped.
+    The answers are checked before anything runs (:func:`checked_answers`). An ``--answer`` no
+    waiting gate took is never silently dropped: after nodes ran it is a warning (their results
+    stand; the exit code says where the run is); with ``every_answer`` (``resume``), when no node
+    ran, it is a RunError after the summary (taking the answer was all the command was for).
     """
+    from freshness_magic.engine.events import EventType
     from freshness_magic.engine.interviewers import AutoApproveInterviewer
 
-    answers: dict[str, deque[str]] = {}
-    for node_id, choice in args.answer:
-        if node_id not in run.graph.nodes:
-            raise RunError(
-                f"--answer names node '{node_id}', which is not in the pipeline; "
-                "gates: " + (", ".join(_gates(run)) or "(none)")
-            )
-        _check_choice(run, node_id, choice)
-        answers.setdefault(node_id, deque()).append(choice)
+    answers = checked_answers(run.graph, args.answer)
     auto = AutoApproveInterviewer() if args.auto_approve else None
     out = sys.stderr if args.json else sys.stdout
     preamble = [f"codergen backend: {text}" for text in backend_text(run)]
     if run.dispatch is not None:
         preamble.append(f"executor: {run.dispatch.label}")
     progress = Progress(out, preamble)  # printed once a node starts
-    listener = run.events.subscribe(progress)
+    worked: list[object] = []  # a node ran or a gate took an answer: the command did work
+
+    def listen(event: Event) -> None:
+        if not worked and event.type in (
+            EventType.STAGE_STARTED,
+            EventType.STAGE_COMPLETED,  # a gate answered
+            EventType.STAGE_FAILED,
+        ):
+            worked.append(event.node_id)
+        progress(event)
+
+    listener = run.events.subscribe(listen)
     stops = _Stops()
     between = False
     try:
@@ -256,12 +263,16 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
 
         print_summary(result, sys.stdout, blocked=blocked_inputs(run, result.failed_node))
     unused = [f"{node}={choice}" for node, queued in answers.items() for choice in queued]
-    if every_answer and unused and not stops.received:
+    if unused and not stops.received:
         waiting = f"gate '{run.pending_gate.node_id}'" if run.pending_gate else "no gate"
-        raise RunError(
+        problem = (
             f"--answer {' '.join(unused)} not used: that gate was not waiting (the run is "
-            f"{result.status}, {waiting} waiting); answer the gate the run waits at"
+            f"{result.status}, {waiting} waiting)"
         )
+        if every_answer and not worked:  # the answer was all this command was asked to do
+            raise RunError(f"{problem}; answer the gate the run waits at")
+        # nodes ran: their results stand, and the exit code says where the run is
+        print(f"warning: {problem}; the nodes that ran keep their results", file=sys.stderr)
     return EXIT_CODES[result.status]
 
 
@@ -370,25 +381,64 @@ def backend_text(run: Run) -> list[str]:
     return [SIMULATED_NOTICE if is_simulated(backend) else describe_backend(backend)]
 
 
-def _check_choice(run: Run, node_id: str, choice: str) -> None:
-    """RunError before anything runs when ``--answer NODE=CHOICE`` names no choice of the gate:
-    found only on reaching the gate, it would leave a waiting run behind, nodes later."""
+def checked_answers(graph: Graph, given: list[tuple[str, str]]) -> dict[str, deque[str]]:
+    """The ``--answer NODE=CHOICE`` pairs queued per gate, after refusing (RunError, before
+    anything runs) what could never be used as meant, found otherwise only nodes later:
+
+    1. a node the pipeline does not have (the likely one named);
+    2. a node that is not a human gate (``shape=hexagon``);
+    3. a choice the gate does not offer;
+    4. a second answer for a gate after one whose target never leads back to it
+       (``approve=Y approve=N`` when Y goes to the exit): the answers conflict. Answers that
+       follow a choice leading back (``approve=N approve=Y``, N redoes the draft) answer the
+       gate's later visits, in order.
+    """
     from freshness_magic.engine.gates import gate_question, match_choice, valid_choices_text
+    from freshness_magic.engine.reach import reachable, successor_map
+    from freshness_magic.engine.validation.attrs import closest
 
-    node = run.graph.nodes[node_id]
-    if node.handler_type != "wait.human" or not choice.strip():
-        return
-    question = gate_question(run.graph, node)
-    if match_choice(question, choice) is None:
-        raise RunError(
-            f"--answer {node_id}={choice}: {choice!r} is not a choice of gate '{node_id}'; "
-            f"answer with a key, label or target id of one of: "
-            f"{valid_choices_text(question) or '(none)'}"
-        )
+    gates = ", ".join(_gates(graph)) or "(none)"
+    answers: dict[str, deque[str]] = {}
+    ends: dict[str, str] = {}  # gate -> the answer after which the run never comes back to it
+    succ: dict[str, set[str]] | None = None
+    for node_id, choice in given:
+        said = f"--answer {node_id}={choice}"
+        node = graph.nodes.get(node_id)
+        if node is None:
+            near = closest(node_id, graph.nodes)
+            hint = f" (did you mean '{near}'?)" if near is not None else ""
+            raise RunError(
+                f"--answer names node '{node_id}', which is not in the pipeline{hint}; "
+                f"gates: {gates}"
+            )
+        if node.handler_type != "wait.human":
+            raise RunError(
+                f"{said}: '{node_id}' is not a human gate (a {node.handler_type} node); "
+                f"--answer answers a gate (shape=hexagon): {gates}"
+            )
+        question = gate_question(graph, node)
+        picked = match_choice(question, choice)
+        if picked is None:
+            raise RunError(
+                f"{said}: {choice!r} is not a choice of gate '{node_id}'; "
+                f"answer with a key, label or target id of one of: "
+                f"{valid_choices_text(question) or '(none)'}"
+            )
+        if node_id in ends:
+            raise RunError(
+                f"--answer {ends[node_id]} and {said} conflict: after the first the run cannot "
+                f"come back to gate '{node_id}', so the second could never be used; give one "
+                f"answer per visit of '{node_id}', in order"
+            )
+        succ = succ if succ is not None else successor_map(graph)
+        if picked.target != node_id and node_id not in reachable(succ, [picked.target]):
+            ends[node_id] = f"{node_id}={choice}"
+        answers.setdefault(node_id, deque()).append(choice)
+    return answers
 
 
-def _gates(run: Run) -> list[str]:
-    return [n.id for n in run.graph.iter_nodes() if n.handler_type == "wait.human"]
+def _gates(graph: Graph) -> list[str]:
+    return [n.id for n in graph.iter_nodes() if n.handler_type == "wait.human"]
 
 
 def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None = None) -> None:

@@ -37,12 +37,13 @@ def status_dict(run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.commands import invoked_as
+    from freshness_magic.commands._rundir import checked_run_dir
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.gates import parse_accelerator
     from freshness_magic.engine.persistence import follow_restarts
     from freshness_magic.engine.runlock import live_driver
 
-    run_dir = follow_restarts(Path(args.run_dir))
+    run_dir = follow_restarts(checked_run_dir(args.run_dir))
     data, used = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)
     stale = stale_nodes(data, used)

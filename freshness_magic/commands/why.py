@@ -40,12 +40,13 @@ def register(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from freshness_magic import why
     from freshness_magic.commands import invoked_as
+    from freshness_magic.commands._rundir import checked_run_dir
     from freshness_magic.engine.state import RunState
     from freshness_magic.errors import CheckpointError, StoredPipelineError
     from freshness_magic.runview import read_run
 
     try:
-        view = read_run(Path(args.run_dir))
+        view = read_run(checked_run_dir(args.run_dir))
     except StoredPipelineError as exc:  # the engine names its Python API (graph=)
         raise CheckpointError(
             f"{exc.problem}; why reads the run's nodes from it (copy the file the run was "

@@ -1,0 +1,150 @@
+"""Paths and answers given in the wrong place: one line, exit 2, nothing on disk touched.
+
+A file where a state folder goes (``.freshness``, ``.freshness/runs``), a working directory or a
+file given as ``RUN_DIR``, an ``--answer`` for a node that is not a gate or answers that
+conflict, ``evidence --json`` of an unknown node, and the start command ``hub query`` suggests.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.test_cli_run import cli, write
+from tests.test_cli_safety import one_line_error
+
+GATE = """digraph review {
+  start   [shape=Mdiamond]
+  lint    [shape=parallelogram, tool_command="true"]
+  approve [shape=hexagon, label="Ship it?"]
+  fix     [prompt="fix it"]
+  done    [shape=Msquare]
+  start -> lint -> approve
+  approve -> done [label="[Y] Yes"]
+  approve -> fix  [label="[N] No"]
+  fix -> approve
+}
+"""
+
+
+def waiting_run(work: Path) -> Path:
+    """A run of GATE in ``work``, waiting at ``approve``."""
+    write(work, "p.dot", GATE)
+    started = cli("run", "p.dot", "--json", cwd=work)
+    assert started.returncode == 3, started.stderr
+    return Path(json.loads(started.stdout)["run_dir"])
+
+
+@pytest.mark.parametrize("blocker", [".freshness", ".freshness/runs"])
+@pytest.mark.parametrize("as_json", [False, True])
+def test_a_file_where_the_state_folder_goes_is_a_one_line_error(
+    tmp_path: Path, blocker: str, as_json: bool
+) -> None:
+    work = tmp_path / "w"
+    (work / blocker).parent.mkdir(parents=True)
+    (work / blocker).write_text("precious\n")
+    write(work, "p.dot", GATE)
+    proc = cli("run", "p.dot", *(["--json"] if as_json else []), cwd=work)
+    assert proc.returncode == 2, proc.stderr
+    assert "Traceback" not in proc.stderr
+    said = f"{work / blocker} is a file, not a folder"
+    if as_json:
+        error = json.loads(proc.stdout)
+        assert error["kind"] == "NotAFolderError" and said in error["error"]
+        assert error["file"] == str(work / blocker)
+    else:
+        one_line_error(proc, said, "move the file away")
+    assert (work / blocker).read_text() == "precious\n"
+
+
+def test_a_working_directory_given_as_the_run_dir_lists_its_runs(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    run_dir = waiting_run(work)
+    listed = f"{run_dir.relative_to(tmp_path)} (waiting at gate 'approve')"
+    for given in ("w", "w/.freshness", "w/.freshness/runs"):
+        for command in (["status"], ["resume"], ["why", given, "approve"], ["evidence"]):
+            argv = [*command, given] if len(command) == 1 else command
+            proc = cli(*argv, cwd=tmp_path)
+            one_line_error(proc, f"{given} holds runs, not one run: pass one of them", listed)
+            assert "start the pipeline again" not in proc.stderr
+    as_json = cli("status", "w", "--json", cwd=tmp_path)
+    assert as_json.returncode == 2
+    assert "holds runs, not one run" in json.loads(as_json.stdout)["error"]
+    # nothing was resumed: the run still waits at its gate
+    assert cli("status", str(run_dir), cwd=tmp_path).returncode == 3
+
+
+def test_a_file_given_as_the_run_dir_is_named_as_a_file(tmp_path: Path) -> None:
+    write(tmp_path, "notes.txt", "precious\n")
+    for argv in (["status"], ["resume"], ["evidence"], ["check"]):
+        one_line_error(
+            cli(*argv, "notes.txt", cwd=tmp_path), "notes.txt is a file, not a run directory"
+        )
+    assert (tmp_path / "notes.txt").read_text() == "precious\n"
+
+
+def test_evidence_json_of_an_unknown_node_is_an_error_object(tmp_path: Path) -> None:
+    run_dir = waiting_run(tmp_path)
+    proc = cli("evidence", "--json", str(run_dir), "nosuch", cwd=tmp_path)
+    assert proc.returncode == 2, proc.stdout
+    error = json.loads(proc.stdout)
+    assert error["kind"] == "EvidenceError" and "no node 'nosuch'" in error["error"]
+    known = cli("evidence", "--json", str(run_dir), "lint", cwd=tmp_path)
+    assert known.returncode == 0 and json.loads(known.stdout)[0]["nodeId"] == "lint"
+
+
+def test_conflicting_answers_for_one_gate_are_refused_before_anything_runs(
+    tmp_path: Path,
+) -> None:
+    run_dir = waiting_run(tmp_path)
+    before = (run_dir / "events.jsonl").read_text().splitlines()
+    answers = ["--answer", "approve=Y", "--answer", "approve=N"]
+    proc = cli("resume", str(run_dir), *answers, cwd=tmp_path)
+    one_line_error(proc, "--answer approve=Y and --answer approve=N conflict")
+    after = (run_dir / "events.jsonl").read_text().splitlines()
+    assert after[: len(before)] == before
+    assert [json.loads(e)["type"] for e in after[len(before) :]] == ["pipeline_resumed"]
+    assert cli("status", str(run_dir), cwd=tmp_path).returncode == 3
+    # answers for later visits are fine: N goes through fix back to approve, then Y
+    in_order = ["--answer", "approve=N", "--answer", "approve=Y"]
+    again = cli("resume", str(run_dir), *in_order, cwd=tmp_path)
+    assert again.returncode == 0, again.stderr
+
+
+def test_an_answer_for_a_node_that_is_not_a_gate_is_refused(tmp_path: Path) -> None:
+    write(tmp_path, "p.dot", GATE)
+    one_line_error(
+        cli("run", "p.dot", "--answer", "lint=Y", cwd=tmp_path),
+        "--answer lint=Y: 'lint' is not a human gate",
+        "approve",
+    )
+    one_line_error(
+        cli("run", "p.dot", "--answer", "aprove=Y", cwd=tmp_path), "did you mean 'approve'?"
+    )
+    assert not (tmp_path / ".freshness").exists()  # refused before the run began
+
+
+def test_an_answer_for_a_gate_never_reached_is_a_warning_after_work(tmp_path: Path) -> None:
+    run_dir = waiting_run(tmp_path)
+    # N is taken, then the run stops before fix (--to): Y, for the next visit, is not used
+    answers = ["--answer", "approve=N", "--answer", "approve=Y"]
+    proc = cli("resume", str(run_dir), *answers, "--to", "fix", cwd=tmp_path)
+    assert proc.returncode == 3, proc.stderr  # paused before fix, as asked: not a usage error
+    assert "warning: --answer approve=Y not used" in proc.stderr
+    assert "Traceback" not in proc.stderr
+
+
+@pytest.mark.parametrize("way", ["script", "module"])
+def test_no_hub_says_the_start_command_as_this_one_was_called(tmp_path: Path, way: str) -> None:
+    script = Path(sys.executable).with_name("freshness-magic")
+    called = [str(script)] if way == "script" else [sys.executable, "-m", "freshness_magic"]
+    name = "freshness-magic" if way == "script" else "python -m freshness_magic"
+    proc = subprocess.run(
+        [*called, "hub", "query", "x.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60
+    )
+    one_line_error(proc, f"no hub running for {tmp_path}; start it with `{name} hub start`")

@@ -80,6 +80,14 @@ class PipelineMagics(Magics):
         )
         return functools.partial(print, flush=True) if live else None
 
+    @validate("default_workdir")
+    def _folder_workdir(self, proposal: Any) -> str:
+        """Refuse a file (or a path under one) when it is set, not at the first step."""
+        value = str(proposal["value"])
+        if value and (problem := workdir_problem(_as_path(value))):
+            raise TraitError(f"PipelineMagics.default_workdir = {value!r}: {problem}")
+        return value
+
     @validate("executor")
     def _known_executor(self, proposal: Any) -> str:
         """Refuse an unknown spec when it is set, not at the first run."""
@@ -149,9 +157,22 @@ class PipelineMagics(Magics):
         except HelpShown as shown:
             return TextResult(shown.text)
 
-    def _workdir(self, given: str | None) -> Path:
+    def _workdir(self, given: str | None, *, loading: bool = False) -> Path:
+        """The working directory: ``--workdir``, else ``default_workdir``, else the current
+        folder. A path that is a file (or under one) is refused here, before a run is opened;
+        a missing folder is created by the first step (``loading``: a note says so)."""
         raw = given or self.default_workdir or os.getcwd()
-        return Path(os.path.expanduser(raw)).resolve()
+        path = _as_path(raw)
+        problem = workdir_problem(path)
+        if problem is not None:
+            what = "--workdir" if given else "PipelineMagics.default_workdir"
+            raise UsageError(f"{what} {raw}: {problem}")
+        if loading and not path.exists():
+            print(
+                f"note: the working directory {path} does not exist yet; the first step creates it",
+                file=sys.stderr,
+            )
+        return path
 
     def _load_graph(
         self, text: str, path: str | None, workdir: Path, cell: str | None = None
@@ -269,12 +290,12 @@ class PipelineMagics(Magics):
         args = self._parse(self._cell_parser, line)
         if isinstance(args, TextResult):
             return args
-        workdir = self._workdir(args.workdir)
+        workdir = self._workdir(args.workdir, loading=True)
         graph = self._load_graph(cell, None, workdir, cell=f"%%pipeline {args.name} cell")
         return self._register(args.name, graph, workdir, resume=args.resume, force=args.force)
 
     def _load(self, args: argparse.Namespace) -> NotebookPipeline:
-        workdir = self._workdir(args.workdir)
+        workdir = self._workdir(args.workdir, loading=True)
         if args.var:
             graph = self._graph_from_variable(args.var, workdir)
         elif args.path:
@@ -419,6 +440,24 @@ class PipelineMagics(Magics):
     def complete(self, line: str, symbol: str) -> list[str]:
         """Completions for a magic line: subcommands, flags, node ids, pipeline names."""
         return complete_line(self, line, symbol)
+
+
+def _as_path(raw: str) -> Path:
+    return Path(os.path.expanduser(raw)).resolve()
+
+
+def workdir_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a working directory: it, or the nearest of its parents that
+    exists, is not a folder. None for a folder, or a missing one that can be created there."""
+    for folder in (path, *path.parents):
+        if folder.is_dir():
+            return None
+        if folder.exists():
+            return (
+                f"{folder} is a file, not a folder; give a folder (a missing one is created "
+                "by the first step)"
+            )
+    return None
 
 
 def _require_node(pipeline: NotebookPipeline, node_id: str | None, where: str) -> None:

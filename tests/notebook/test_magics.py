@@ -688,3 +688,49 @@ def test_retry_with_nothing_failed_names_the_magic_not_the_python_call(
         "(%pipeline retry NODE)"
     )
     assert "lint" in line(shell, "retry lint").text  # as the message says
+
+
+def test_a_file_where_the_state_folder_goes_is_a_usage_error_at_step(
+    shell: InteractiveShell, workdir: Path
+):
+    (workdir / ".freshness").write_text("precious\n")
+    load_review(shell, workdir)
+    with pytest.raises(UsageError) as info:
+        shell.run_line_magic("pipeline", "step")
+    message = str(info.value)
+    assert message.startswith(f"{workdir / '.freshness'} is a file, not a folder")
+    assert "move the file away" in message and "\n" not in message
+    assert (workdir / ".freshness").read_text() == "precious\n"
+
+
+def test_a_file_as_the_workdir_is_refused_when_loading(
+    shell: InteractiveShell, magics: PipelineMagics, tmp_path: Path
+):
+    afile = tmp_path / "notes.txt"
+    afile.write_text("precious\n")
+    for given in (afile, afile / "sub"):
+        with pytest.raises(UsageError, match=f"--workdir {given}: {afile} is a file, not a folder"):
+            shell.run_cell_magic("pipeline", f"review --workdir {given}", REVIEW_DOT)
+    assert "review" not in shell.user_ns
+    shell.run_line_magic("config", f"PipelineMagics.default_workdir = '{afile}'")
+    assert magics.default_workdir == ""  # refused when set: the old value stays
+    assert afile.read_text() == "precious\n"
+
+
+def test_a_missing_workdir_is_said_at_load_and_made_by_the_first_step(
+    shell: InteractiveShell, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+):
+    target = tmp_path / "new"
+    shell.run_cell_magic("pipeline", f"cells --workdir {target}", NODE_DOT)
+    assert f"the working directory {target} does not exist yet" in capsys.readouterr().err
+    assert not target.exists()
+    shell.run_line_magic("pipeline", "step")
+    assert target.is_dir()
+
+
+def test_no_hub_says_the_magic_that_starts_one(shell: InteractiveShell, workdir: Path):
+    with pytest.raises(UsageError) as info:
+        shell.run_line_magic("pipeline", f"hub query x.py --workdir {workdir}")
+    assert str(info.value) == (
+        f"no hub running for {workdir}; start it with `%pipeline hub start --workdir {workdir}`"
+    )

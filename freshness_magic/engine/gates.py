@@ -34,6 +34,11 @@ def parse_accelerator(label: str) -> tuple[str, str]:
     return (stripped[:1], stripped)
 
 
+def has_accelerator(label: str) -> bool:
+    """Whether ``label`` writes its key (``[Y] Yes``, ``Y) Yes``, ``Y - Yes``)."""
+    return any(pattern.match(label) for pattern in _ACCELERATOR_PATTERNS)
+
+
 def normalize_label(label: str) -> str:
     """Lowercase, trim, and strip one accelerator prefix: how edge labels are compared (§3.3)."""
     return parse_accelerator(label)[1].strip().lower()

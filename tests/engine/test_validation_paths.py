@@ -523,3 +523,68 @@ def test_a_manager_names_a_child_pipeline_other_than_itself(tmp_path: Path) -> N
         for d in session_validator().validate(load_pipeline_file(own))
         if d.rule == "child_pipeline"
     ]
+
+
+PARALLEL = (
+    "digraph x {{ start [shape=Mdiamond]; p [shape=component, {}]; a [prompt=x]; b [prompt=y]; "
+    "f [shape=tripleoctagon]; done [shape=Msquare]; start -> p; p -> a; p -> b; a -> f; "
+    "b -> f; f -> done }}"
+)
+
+
+@pytest.mark.parametrize(
+    ("attrs", "rule", "message"),
+    [
+        (
+            "join_policy=wait_al",
+            "parallel_policy",
+            "node `p`: join_policy='wait_al' is not one the parallel handler knows, so it would "
+            "fail when it runs",
+        ),
+        (
+            "error_policy=explode",
+            "parallel_policy",
+            "node `p`: error_policy='explode' is not one the parallel handler knows, so it would "
+            "fail when it runs",
+        ),
+        ("max_parallel=0", "attr_type", "node `p`: max_parallel='0' is not a whole number >= 1"),
+        ("join_k=abc", "attr_type", "node `p`: join_k='abc' is not a whole number >= 1"),
+        (
+            "join_quorum=2.5",
+            "attr_type",
+            "node `p`: join_quorum='2.5' is not a number above 0 and at most 1",
+        ),
+        (
+            "join_policy=k_of_n, join_k=5",
+            "parallel_policy",
+            "node `p` joins k_of_n with join_k=5 but fans out to 2 branches: the join can never "
+            "succeed",
+        ),
+    ],
+)
+def test_a_parallel_nodes_policies_and_numbers_are_checked(
+    attrs: str, rule: str, message: str
+) -> None:
+    """Each passed validate, then failed at run time or was silently ignored."""
+    found = only(lint(PARALLEL.format(attrs), rule))
+    assert found.message.startswith(message)
+    assert found.line == 1 and found.column > 40
+    assert lint(PARALLEL.format("join_policy=k_of_n, join_k=2, max_parallel=2")) == []
+
+
+def test_two_choices_of_a_gate_with_one_key_are_reported() -> None:
+    text = (
+        'digraph x { start [shape=Mdiamond]; g [shape=hexagon, label="?"]; a [prompt=x]; '
+        'done [shape=Msquare]; start -> g; g -> done [label="[Y] Yes"]; '
+        'g -> a [label="[Y] Yup"]; a -> done }'
+    )
+    found = only(lint(text, "gate_keys_distinct"))
+    assert found.severity is Severity.WARNING and found.edge is not None
+    assert found.message == (
+        "gate `g`: choices '[Y] Yes' and '[Y] Yup' have the same key; the key answers "
+        "'[Y] Yes' only, and '[Y] Yup' is answered by its name or `a`"
+    )
+    assert lint(text.replace("[Y] Yup", "[U] Yup"), "gate_keys_distinct") == []
+    assert (
+        lint(text.replace("[Y] Yes", "Yes").replace("[Y] Yup", "Yup"), "gate_keys_distinct") == []
+    )

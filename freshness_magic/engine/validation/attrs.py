@@ -139,14 +139,25 @@ def _is_duration(value: str) -> bool:
 
 
 # The kinds of value attr_type_rule checks; each is also how the message names what to write.
+def _is_fraction(value: str) -> bool:
+    try:
+        return 0 < float(value) <= 1
+    except ValueError:
+        return False
+
+
 COUNT = "a whole number >= 0, e.g. 3"
+POSITIVE = "a whole number >= 1, e.g. 4"
 INT = "a whole number, e.g. 10"
 BOOL = "true or false"
+FRACTION = "a number above 0 and at most 1, e.g. 0.5"
 DURATION = f"a positive duration up to {MAX_DURATION_DAYS}d, e.g. 900s, 250ms, 15m, 2h"
 _CHECKS: dict[str, Callable[[str], bool]] = {
     COUNT: _is_count,
+    POSITIVE: lambda value: (parse_int(value) or 0) >= 1,
     INT: lambda value: parse_int(value) is not None,
     BOOL: lambda value: parse_bool(value) is not None,
+    FRACTION: _is_fraction,
     DURATION: _is_duration,
 }
 _NODE_TYPED = {
@@ -156,6 +167,9 @@ _NODE_TYPED = {
     "allow_partial": BOOL,
     "timeout": DURATION,
     "human.timeout": DURATION,
+    "max_parallel": POSITIVE,
+    "join_k": POSITIVE,
+    "join_quorum": FRACTION,
 }
 _EDGE_TYPED = {"weight": INT, "loop_restart": BOOL}
 _GRAPH_TYPED = {
@@ -181,7 +195,8 @@ def attr_type_rule(
     edge_typed: Mapping[str, str] = MappingProxyType({}),
 ) -> ScanRule:
     """An ``attr_type`` rule: each named attribute must coerce to its kind (:data:`COUNT`,
-    :data:`INT`, :data:`BOOL` or :data:`DURATION`), else an ERROR at the attribute.
+    :data:`POSITIVE`, :data:`INT`, :data:`BOOL`, :data:`FRACTION` or :data:`DURATION`), else an
+    ERROR at the attribute.
 
     The engine's rule covers the engine's attributes; a package that reads attributes of its own
     registers one more rule made here for them, so every typed value is checked the same way.
@@ -189,7 +204,8 @@ def attr_type_rule(
     unknown = {v for t in (graph_typed, node_typed, edge_typed) for v in t.values()} - set(_CHECKS)
     if unknown:
         raise ValueError(
-            f"attr_type_rule: unknown kind(s) {sorted(unknown)}; use COUNT, INT, BOOL or DURATION"
+            f"attr_type_rule: unknown kind(s) {sorted(unknown)}; use COUNT, POSITIVE, INT, "
+            "BOOL, FRACTION or DURATION"
         )
     graph_items = tuple(graph_typed.items())
     node_items = tuple(node_typed.items())
@@ -343,6 +359,75 @@ def no_node(pipeline: str, node_id: str, nodes: Iterable[str]) -> str:
     if near is not None:
         return f"no node {node_id!r} (did you mean {near!r}?)"
     return f"no node {node_id!r} in {pipeline}; nodes: {', '.join(names)}"
+
+
+def parallel_policy(graph: Graph, node: Node, out: Out) -> None:
+    """A parallel node's join and error policies are ones the handler knows (else it fails when
+    it runs), and ``k_of_n`` asks for no more branches than it has."""
+    if node.handler_type != "parallel":
+        return
+    from freshness_magic.engine.handlers.parallel import ERROR_POLICIES, JOIN_POLICIES
+
+    for key, allowed in (("join_policy", JOIN_POLICIES), ("error_policy", ERROR_POLICIES)):
+        value = node.attrs.get(key, "").strip()
+        if value and value not in allowed:
+            near = closest(value, allowed)
+            hint = f"did you mean {key}={near}? " if near else ""
+            out.append(
+                node_diag(
+                    "parallel_policy",
+                    ERROR,
+                    node,
+                    f"node `{node.id}`: {key}={value!r} is not one the parallel handler knows, "
+                    "so it would fail when it runs",
+                    f"{hint}use one of {', '.join(allowed)}",
+                    key,
+                )
+            )
+    wanted = parse_int(node.attrs.get("join_k", ""))
+    branches = len(graph.outgoing(node.id))
+    if node.attrs.get("join_policy", "").strip() == "k_of_n" and wanted and wanted > branches:
+        out.append(
+            node_diag(
+                "parallel_policy",
+                WARNING,
+                node,
+                f"node `{node.id}` joins k_of_n with join_k={wanted} but fans out to {branches} "
+                f"branch{'es' if branches != 1 else ''}: the join can never succeed",
+                f"set join_k to at most {branches}",
+                "join_k",
+            )
+        )
+
+
+def gate_keys_distinct(graph: Graph, node: Node, out: Out) -> None:
+    """The keys a gate's edge labels write (``[Y] Yes``) differ: of two choices with one key,
+    the key answers only the first, and the second is reached by its name alone."""
+    if node.handler_type != "wait.human":
+        return
+    from freshness_magic.engine.gates import has_accelerator, parse_accelerator
+
+    first: dict[str, str] = {}
+    for edge in graph.outgoing(node.id):
+        label = edge.label or ""
+        if not has_accelerator(label):
+            continue
+        key = parse_accelerator(label)[0].casefold()
+        if key not in first:
+            first[key] = label
+            continue
+        out.append(
+            edge_diag(
+                "gate_keys_distinct",
+                WARNING,
+                edge,
+                f"gate `{node.id}`: choices {first[key]!r} and {label!r} have the same key; "
+                f"the key answers {first[key]!r} only, and {label!r} is answered by its name "
+                f"or `{edge.target}`",
+                "give each choice of the gate its own key",
+                "label",
+            )
+        )
 
 
 def shape_known(graph: Graph, node: Node, out: Out) -> None:

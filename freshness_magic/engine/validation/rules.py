@@ -474,6 +474,8 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         FunctionRule("prompt_file_exists", attrs.prompt_file_exists),
         ScanRule("default_choice_matches", node_check=attrs.default_choice_matches),
         ScanRule("shape_known", node_check=attrs.shape_known),
+        ScanRule("parallel_policy", node_check=attrs.parallel_policy),
+        ScanRule("gate_keys_distinct", node_check=attrs.gate_keys_distinct),
         FunctionRule("stylesheet_property", attrs.stylesheet_property),
         ScanRule("dead_end_possible", node_check=flow.dead_end_possible),
         ScanRule("unconditional_choice", node_check=flow.unconditional_choice),

@@ -4,6 +4,8 @@
 read a run validate with any JSON Schema library; :func:`load` returns one schema and
 :func:`schema_for` says which schema (if any) governs a file of a run directory, so a test can
 check every file a real run leaves and fail on a file kind nobody described.
+:func:`first_problem` checks a document against one of them: the engine reads a run
+directory's state through it, so the schemas are also what a reader accepts.
 """
 
 from __future__ import annotations
@@ -12,6 +14,20 @@ import fnmatch
 import json
 from importlib import resources
 from typing import Any
+
+from freshness_magic.schemas._check import SchemaError, describe, first_problem
+
+__all__ = [
+    "BASE_URI",
+    "EVIDENCE_DIR_FILES",
+    "RUN_DIR_FILES",
+    "SchemaError",
+    "describe",
+    "first_problem",
+    "load",
+    "names",
+    "schema_for",
+]
 
 BASE_URI = "https://freshness-magic.invalid/schemas/"
 """The ``$id`` prefix of every schema (``.invalid``: a name, never fetched)."""

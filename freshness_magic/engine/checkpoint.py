@@ -1,9 +1,13 @@
 """Reading a run directory's state back: the newest valid snapshot plus the journal after it.
 
 :func:`load_state` tries ``checkpoint.json``, then the history newest first, then the journal
-alone; each unusable file is logged and reported, never deleted. A run directory written in
-another format version is one clear error. The format is :mod:`.checkpoint_format`;
-:mod:`.checkpoint_writer` writes it.
+alone; each unusable file is logged and reported, never deleted. Every snapshot and journal
+record is checked against its schema (``checkpoint.schema.json``, ``journal-record.schema.json``)
+before it is used, so a field of the wrong type makes its file unusable, with the field named,
+instead of failing later, deep in a reader. A run directory in which any state file read says
+another format version is one clear error, never a fallback: a run touched by a newer version
+belongs to it, and continuing it from an older snapshot would write over its state. The format
+is :mod:`.checkpoint_format`; :mod:`.checkpoint_writer` writes it.
 """
 
 from __future__ import annotations
@@ -20,13 +24,15 @@ from freshness_magic.engine.checkpoint_format import (
     CHECKPOINT_FORMAT,
     JOURNAL_FILE,
     MANIFEST_FILE,
-    REQUIRED_FIELDS,
+    STATE_SCHEMA,
+    STEP_SCHEMA,
     apply_record,
     history_files,
     parse_journal_line,
 )
 from freshness_magic.errors import CheckpointError
 from freshness_magic.pathsafety import open_state, read_state
+from freshness_magic.schemas import first_problem
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +63,8 @@ def _format_error(run_dir: Path, found: Any) -> FormatMismatch:
     )
 
 
-def _read_snapshot(path: Path, run_dir: Path) -> dict[str, Any]:
-    """Parse one snapshot; ValueError says why it is unusable, FormatMismatch for old formats."""
+def _parse_snapshot(path: Path) -> dict[str, Any]:
+    """The JSON object in one snapshot file; ValueError says why it is not one."""
     raw = read_state(path)
     if not raw.endswith(b"\n"):
         raise ValueError("truncated (no final newline)")
@@ -68,18 +74,111 @@ def _read_snapshot(path: Path, run_dir: Path) -> dict[str, Any]:
         raise ValueError("nested too deeply") from exc
     if not isinstance(data, dict):
         raise ValueError("not a JSON object")
+    return data
+
+
+def _read_snapshot(path: Path, run_dir: Path) -> dict[str, Any]:
+    """Parse and check one snapshot; ValueError says why it is unusable (naming the field),
+    FormatMismatch when it is of another format."""
+    data = _parse_snapshot(path)
     if data.get("format") != CHECKPOINT_FORMAT:
         raise _format_error(run_dir, data.get("format"))
-    missing = [f for f in (*REQUIRED_FIELDS, "journal_offset") if f not in data]
-    if missing:
-        raise ValueError("missing fields: " + ", ".join(missing))
+    if "journal_offset" not in data:
+        raise ValueError("journal_offset: missing (a required field)")
+    problem = first_problem(data, STATE_SCHEMA)
+    if problem is not None:
+        raise ValueError(problem)
     return data
+
+
+def _record_problem(record: dict[str, Any], run_dir: Path) -> str | None:
+    """Why a journal record cannot be applied (None: it can); FormatMismatch when it says
+    another format."""
+    _refuse_record_format(record, run_dir)
+    kind = record.get("kind")
+    if kind == "full":
+        return first_problem(record, STATE_SCHEMA)
+    if kind == "step":
+        return first_problem(record, STEP_SCHEMA)
+    return f'kind: expected "full" or "step", got {kind!r}'
+
+
+def _journal_format(journal: Path, run_dir: Path) -> None:
+    """FormatMismatch when the journal's first record says another format (the record a
+    snapshot already holds is not replayed, so it is read here on its own)."""
+    try:
+        with open_state(journal) as handle:
+            record = parse_journal_line(handle.readline())
+    except OSError:
+        return  # missing or unreadable: the replay says so when it needs the journal
+    if record is not None:
+        _refuse_record_format(record, run_dir)
+
+
+def _refuse_record_format(record: dict[str, Any], run_dir: Path) -> None:
+    """FormatMismatch when a journal record says another format (a whole-state record always
+    says its format; a step record of this format says none)."""
+    says = record.get("kind") == "full" or "format" in record
+    if says and record.get("format") != CHECKPOINT_FORMAT:
+        raise _format_error(run_dir, record.get("format"))
+
+
+def _first_record_problem(journal: Path) -> str:
+    """Why the journal's first record gives no state (for the error that nothing is usable)."""
+    try:
+        with open_state(journal) as handle:
+            record = parse_journal_line(handle.readline())
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror or exc})"
+    if record is None:
+        return "no valid first record (torn or damaged)"
+    if record.get("kind") != "full":
+        return "its first record is not the whole state"
+    return f"first record: {_record_problem(record, journal.parent) or 'does not apply'}"
+
+
+def refuse_other_format(run_dir: Path) -> None:
+    """FormatMismatch when the snapshot :func:`load_state` would start from, the journal's
+    first record or a record after that snapshot says another format. Meant for before the
+    driver lock is taken, so that refusing writes nothing in ``run_dir``; cheaper than a load
+    (only records that may say a format are parsed)."""
+    offset = 0
+    for path in _candidates(run_dir):
+        try:
+            data = _parse_snapshot(path)
+        except (OSError, ValueError):
+            continue
+        if data.get("format") != CHECKPOINT_FORMAT:
+            raise _format_error(run_dir, data.get("format"))
+        found = data.get("journal_offset")
+        offset = found if isinstance(found, int) and found >= 0 else 0
+        break
+    journal = run_dir / JOURNAL_FILE
+    _journal_format(journal, run_dir)
+    try:
+        handle = open_state(journal)
+    except OSError:
+        return
+    with handle:
+        handle.seek(offset)
+        for raw in handle:
+            if b'"format":' in raw and (record := parse_journal_line(raw)) is not None:
+                _refuse_record_format(record, run_dir)
+
+
+def _candidates(run_dir: Path) -> list[Path]:
+    """The snapshots in the order they are tried: ``checkpoint.json``, then history newest first."""
+    return [run_dir / CHECKPOINT_FILE, *reversed(history_files(run_dir))]
 
 
 def _replay(
     journal: Path, state: dict[str, Any] | None, offset: int
 ) -> tuple[dict[str, Any] | None, int, int]:
-    """Apply the valid records from ``offset`` on; returns (state, valid end, records)."""
+    """Apply the valid records from ``offset`` on; returns (state, valid end, records).
+
+    A record that breaks its schema ends the journal like a damaged one; a record of another
+    format raises FormatMismatch (the journal is another version's, not damaged).
+    """
     count = 0
     end = offset
     try:
@@ -102,6 +201,15 @@ def _replay(
                 break
             if state is None and record.get("kind") != "full":
                 break
+            problem = _record_problem(record, journal.parent)
+            if problem is not None:
+                log.warning(
+                    "journal %s record at byte %d is not usable (%s); stopped there",
+                    journal,
+                    end,
+                    problem,
+                )
+                break
             try:
                 state = apply_record(state if state is not None else {}, record)
             except (AttributeError, KeyError, TypeError) as exc:
@@ -118,8 +226,10 @@ def load_state(
     """The run's state: the newest valid snapshot plus the journal records after it.
 
     ``checkpoint.json`` is tried first, then the history newest first, then the journal alone.
-    Every unusable file is logged and passed to ``on_corrupt(path, why)``; none is deleted. A run
-    directory of another format version raises at once; no usable state raises CheckpointError.
+    Every unusable file (damaged, or a field that breaks the schema) is logged and passed to
+    ``on_corrupt(path, why)``; none is deleted. A snapshot or journal record of another format
+    version raises FormatMismatch at once, with no fallback; no usable state raises
+    CheckpointError.
     """
     if not run_dir.is_dir():
         raise CheckpointError(
@@ -127,9 +237,9 @@ def load_state(
             "working directory the run used"
         )
     journal = run_dir / JOURNAL_FILE
-    candidates = [run_dir / CHECKPOINT_FILE, *reversed(history_files(run_dir))]
+    _journal_format(journal, run_dir)
     problems: list[str] = []
-    for path in candidates:
+    for path in _candidates(run_dir):
         if not path.exists():
             if path.name == CHECKPOINT_FILE:
                 problems.append(f"{path}: missing")
@@ -137,10 +247,6 @@ def load_state(
         try:
             data = _read_snapshot(path, run_dir)
             offset = int(data.pop("journal_offset"))
-        except FormatMismatch:
-            if not journal.exists():
-                raise
-            why = "written in another format"
         except (OSError, ValueError, TypeError) as exc:
             why = str(exc) or type(exc).__name__
         else:
@@ -155,8 +261,9 @@ def load_state(
     if state is not None:
         return LoadedState(state, journal, end, count)
     if journal.exists():
-        problems.append(f"{journal}: no valid first record")
-    if (run_dir / MANIFEST_FILE).exists() and not journal.exists():
+        problems.append(f"{journal}: {_first_record_problem(journal)}")
+    snapshots = [p for p in _candidates(run_dir) if p.exists()]
+    if (run_dir / MANIFEST_FILE).exists() and not journal.exists() and not snapshots:
         raise CheckpointError(
             f"run directory {run_dir} has a manifest but no saved state: the run was stopped "
             "before its first checkpoint and nothing ran; start the pipeline again with `run` "

@@ -36,7 +36,10 @@ CHECKPOINT_FILE = "checkpoint.json"
 JOURNAL_FILE = "journal.jsonl"
 HISTORY_DIR = "checkpoints"
 MANIFEST_FILE = "manifest.json"
-REQUIRED_FIELDS = ("timestamp", "current_node", "completed_nodes", "node_retries", "context")
+STATE_SCHEMA = "checkpoint.schema.json"
+"""What a snapshot and the journal's whole-state record hold (``freshness_magic/schemas``)."""
+STEP_SCHEMA = "journal-record.schema.json#/$defs/step"
+"""What a journal step record holds."""
 
 HISTORY_RE = re.compile(r"checkpoint_(\d+)\.json\Z")
 _LINE_HEAD = b'{"c":"'

@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any
 
+from freshness_magic.schemas import describe
+
 
 class StageStatus(StrEnum):
     """Outcome statuses; values are the lowercase strings conditions compare against."""
@@ -115,13 +117,22 @@ class Outcome:
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Outcome:
         """Read the Appendix C status-file shape (``outcome``, ``preferred_label``, ...); the older
-        name ``preferred_next_label`` is still accepted."""
+        name ``preferred_next_label`` is still accepted. ValueError names what is not of its
+        type (``suggested_next_ids: expected an array, got a string ("b")``)."""
+        if not isinstance(data, dict):
+            raise ValueError(f"expected an object, got {describe(data)}")
+        ids = data.get("suggested_next_ids", [])
+        if not isinstance(ids, list | tuple):
+            raise ValueError(f"suggested_next_ids: expected an array, got {describe(ids)}")
+        updates = data.get("context_updates", {})
+        if not isinstance(updates, dict):
+            raise ValueError(f"context_updates: expected an object, got {describe(updates)}")
         question = data.get("question")
         return cls(
             status=StageStatus.parse(str(data.get("outcome", data.get("status", "success")))),
             preferred_label=str(data.get("preferred_label", data.get("preferred_next_label", ""))),
-            suggested_next_ids=[str(i) for i in data.get("suggested_next_ids", [])],
-            context_updates=dict(data.get("context_updates", {})),
+            suggested_next_ids=[str(i) for i in ids],
+            context_updates=dict(updates),
             notes=str(data.get("notes", "")),
             failure_reason=str(data.get("failure_reason", "")),
             question=Question.from_dict(question) if isinstance(question, dict) else None,

@@ -64,9 +64,20 @@ def new_run_id() -> str:
     return f"{stamp}-{uuid.uuid4().hex[:6]}"
 
 
+_TEXT_FIELDS = ("preferred_label", "notes", "failure_reason")
+
+
 def outcome_record(outcome: Outcome) -> dict[str, Any]:
-    """An outcome for the checkpoint without its empty fields (they come back as defaults)."""
-    return {k: v for k, v in outcome.to_dict().items() if v or k == "outcome"}
+    """An outcome for the checkpoint without its empty fields (they come back as defaults).
+
+    Its fields get the types of the schema a resume checks them against (custom code may put
+    a number in ``notes``): what the run writes, it can always read back.
+    """
+    data = outcome.to_dict()
+    for key in _TEXT_FIELDS:
+        data[key] = str(data[key]) if data[key] else ""
+    data["suggested_next_ids"] = [str(i) for i in data["suggested_next_ids"]]
+    return {k: v for k, v in data.items() if v or k == "outcome"}
 
 
 @dataclass
@@ -326,7 +337,7 @@ def restore_memory(data: dict[str, Any], run_dir: Path) -> tuple[RunMemory, Cont
         memory.pending_gate = Question.from_dict(gate) if isinstance(gate, dict) else None
         context = Context(dict(data["context"]), [str(x) for x in data.get("logs", [])])
         nxt, cur = data.get("next_node"), data.get("current_node")
-    except (KeyError, TypeError, ValueError) as exc:
+    except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(
             f"checkpoint of {run_dir} has an invalid field ({exc}); it was not written "
             "by this version of freshness_magic"

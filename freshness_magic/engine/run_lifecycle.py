@@ -19,7 +19,12 @@ from pathlib import Path
 from typing import Any, Self
 
 from freshness_magic.atomicio import ensure_ignored_dir, read_jsonl
-from freshness_magic.engine.checkpoint import LoadedState, has_state, load_state
+from freshness_magic.engine.checkpoint import (
+    LoadedState,
+    has_state,
+    load_state,
+    refuse_other_format,
+)
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.persistence import (
@@ -62,10 +67,12 @@ def reopen(
     """Lock ``run_dir`` (after its ``loop_restart`` links) and load its state.
 
     Without ``graph`` the pipeline is rebuilt from the stored ``pipeline.dot``; a given graph
-    must have the source hash the state recorded (CheckpointError otherwise).
+    must have the source hash the state recorded (CheckpointError otherwise). A run directory of
+    another format is refused before the lock is taken, so nothing in it is written.
     """
     folder = follow_restarts(run_dir)
     _refuse_folders_for_files(folder)
+    refuse_other_format(folder)
     damaged: list[tuple[Path, str]] = []
     store = RunStore(history=history, durability=durability)
     fresh = store.lock(folder) if folder.is_dir() else False

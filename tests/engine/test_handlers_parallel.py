@@ -16,6 +16,7 @@ from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.run import Run
+from freshness_magic.errors import ValidationError
 from freshness_magic.session import open_run
 
 
@@ -267,7 +268,12 @@ def test_fail_fast_stops_launching_branches(tmp_path: Path) -> None:
 
 
 def test_unknown_join_policy_is_a_clear_failure(tmp_path: Path) -> None:
-    run, _ = run_pipeline(FAN_OUT.replace('"%s"', '"most"') % 2, tmp_path)
+    """Refused before the run (validation), and by the handler for a graph changed after."""
+    with pytest.raises(ValidationError, match="join_policy='most' is not one the parallel"):
+        run_pipeline(FAN_OUT.replace('"%s"', '"most"') % 2, tmp_path)
+    run = open_run(load_pipeline(FAN_OUT % ("wait_all", 2)), workdir=tmp_path, extensions=[])
+    run.graph.nodes["fan"].attrs["join_policy"] = "most"
+    run.run()
     reason = run.node_outcomes["fan"].failure_reason
     assert "unknown join_policy 'most'" in reason and "first_success" in reason
 

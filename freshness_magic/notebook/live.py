@@ -19,12 +19,13 @@ from IPython.core.error import UsageError
 from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.persistence import same_pipeline
-from freshness_magic.errors import FreshnessMagicError, RunError
+from freshness_magic.errors import FreshnessMagicError, NotAFolderError, RunError
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
 from freshness_magic.notebook.readout import PipelineReadout
 from freshness_magic.notebook.saved import run_dir_hash
 from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of, stopped_spans
 from freshness_magic.notebook.watch import InputWatcher, input_folders
+from freshness_magic.pathsafety.state import first_non_folder
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
@@ -52,7 +53,10 @@ class LivePipeline(PipelineReadout):
         from freshness_magic import session
 
         self._install_cells()
-        self.workdir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.workdir.mkdir(parents=True, exist_ok=True)
+        except (FileExistsError, NotADirectoryError):  # a file put there after the load
+            raise NotAFolderError(first_non_folder(str(self.workdir))) from None
         options = {k: v for k, v in self.run_options.items() if v not in (None, "")}
         remembered = session.remembered(resume, "executor") if resume is not None else None
         spec = options.pop("executor", None) or remembered or self.graph.attrs.get("executor", "")

@@ -133,7 +133,7 @@ def _verify(path: str, *, create: bool) -> None:
         try:
             os.makedirs(above, exist_ok=True)
         except (FileExistsError, NotADirectoryError):
-            raise NotAFolderError(_first_non_folder(above)) from None
+            raise NotAFolderError(first_non_folder(above)) from None
     for position in range(index, len(parts)):
         current = os.path.join(*parts[: position + 1])
         if dirs is not None:
@@ -157,7 +157,7 @@ def _verify(path: str, *, create: bool) -> None:
             return
 
 
-def _first_non_folder(path: str) -> str:
+def first_non_folder(path: str) -> str:
     """The first component of ``path`` that exists and is not a folder (``path`` if none is)."""
     parts = Path(path).parts
     for position in range(1, len(parts) + 1):

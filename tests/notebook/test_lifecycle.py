@@ -4,6 +4,7 @@ loading from variables and expanded paths; run options; the live input watcher."
 from __future__ import annotations
 
 import json
+import re
 import shlex
 import subprocess
 import sys
@@ -512,3 +513,14 @@ def test_the_python_object_answers_status_as_the_magic_does(shell: InteractiveSh
     line(shell, "run --to draft")
     assert pipeline.status().text == line(shell, "status").text
     assert pipeline.status().text.startswith("pipeline review: paused · next: draft")
+
+
+def test_a_file_put_where_the_working_directory_goes_after_the_load_is_one_line(
+    shell: InteractiveShell, tmp_path: Path
+):
+    later = tmp_path / "later"  # missing at the load: the first step creates it
+    shell.run_cell_magic("pipeline", f"model --workdir {later}", MODEL_DOT)
+    later.write_text("precious\n")
+    with pytest.raises(UsageError, match=f"^{re.escape(str(later))} is a file, not a folder: "):
+        shell.run_line_magic("pipeline", "step")
+    assert later.read_text() == "precious\n"

@@ -39,12 +39,24 @@ class ParseError(FreshnessMagicError):
         return f"{self.path or '<string>'}:{self.line}:{self.column}"
 
     def render(self) -> str:
-        """The message, then the offending source line with a caret under the column."""
+        """The message, then the offending source line with a caret under the column (a long
+        line cut to :data:`EXCERPT` characters around it, ``…`` where it was cut)."""
         text = f"{self.location}: {self.message}"
         if self.source_line:
             line = self.source_line.expandtabs(1).rstrip("\n")
-            text += f"\n    {line}\n    {' ' * max(self.column - 1, 0)}^"
+            at = max(self.column - 1, 0)
+            start = max(min(at - EXCERPT // 2, len(line) - EXCERPT), 0)
+            shown = line[start : start + EXCERPT]
+            if start:
+                shown, at = "…" + shown, at - start + 1
+            if start + EXCERPT < len(line):
+                shown += "…"
+            text += f"\n    {shown}\n    {' ' * at}^"
         return text
+
+
+EXCERPT = 120
+"""Characters of the source line a parse error shows (a one-line file may be megabytes long)."""
 
 
 class PipelineFileError(FreshnessMagicError):

@@ -526,3 +526,14 @@ def test_a_string_that_spans_lines_on_purpose_gets_no_hint_for_a_later_error() -
         parse_dot(text)
     assert caught.value.line == 4
     assert "runs on to line" not in caught.value.message
+
+
+def test_a_parse_error_on_a_long_line_shows_the_part_around_the_column() -> None:
+    """A one-line file of megabytes printed itself, and as many spaces again."""
+    text = 'digraph x { a [label="' + "y" * 100_000 + '"]; a -> }'
+    with pytest.raises(ParseError) as info:
+        parse_dot(text)
+    _, line, caret = str(info.value).split("\n")
+    assert len(line) < 130 and line.startswith("    …y") and line.endswith("a -> }")
+    assert caret.strip() == "^"
+    assert line[len(caret) - 1] == text[info.value.column - 1]  # the caret is on the column

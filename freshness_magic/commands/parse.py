@@ -100,8 +100,10 @@ def _read_stdin() -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
+        from freshness_magic.engine.utf8 import not_utf8
+
         raise PipelineFileError(
-            f"{STDIN_NAME}: not UTF-8 text (byte {exc.start}); give the pipeline as UTF-8"
+            f"{STDIN_NAME}: {not_utf8(data, exc)}; give the pipeline as UTF-8"
         ) from None
 
 

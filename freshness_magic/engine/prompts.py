@@ -7,6 +7,7 @@ import re
 from pathlib import Path
 
 from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.utf8 import decode
 
 _PROMPT_FILE = re.compile(r"@(\S+)\Z")
 
@@ -29,3 +30,9 @@ def prompt_file_path(node: Node, graph: Graph, workdir: Path | None = None) -> P
     if graph.path:
         return Path(graph.path).resolve().parent / given
     return None if workdir is None else Path(workdir) / given
+
+
+def read_prompt_file(path: Path) -> str:
+    """The prompt file's text; OSError when it cannot be read, ValueError when it is not UTF-8
+    (saying where)."""
+    return decode(path.read_bytes())

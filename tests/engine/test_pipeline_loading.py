@@ -184,7 +184,32 @@ def test_directory_instead_of_file(tmp_path: Path) -> None:
 
 
 def test_non_utf8_file(tmp_path: Path) -> None:
+    """Where the text stops being UTF-8 (line and column, as parse errors count), and a UTF-16
+    file said as such: a byte offset alone sent users counting bytes."""
     path = tmp_path / "latin.dot"
-    path.write_bytes(b'digraph g { a [label="caf\xe9"] }')
-    with pytest.raises(PipelineFileError, match="not UTF-8 text"):
+    path.write_bytes('digraph g {\n  a [label="é café"] }'.encode("latin-1"))
+    with pytest.raises(PipelineFileError) as info:
         read_pipeline_text(path)
+    assert str(info.value) == (
+        f"{path}: not UTF-8 text at line 2, column 13 (byte 0xe9); save the pipeline as UTF-8"
+    )
+    path.write_bytes("digraph g {}".encode("utf-16"))
+    with pytest.raises(PipelineFileError, match=r"UTF-16 text \(it starts with a UTF-16 byte"):
+        read_pipeline_text(path)
+
+
+def test_a_prompt_file_that_is_not_utf8_is_a_validation_error(tmp_path: Path) -> None:
+    """It passed validate and failed at run time with the codec's own message."""
+    from freshness_magic.lint import session_validator
+
+    (tmp_path / "latin.md").write_bytes("Résumé".encode("latin-1"))
+    path = tmp_path / "p.dot"
+    path.write_text(
+        'digraph p { start [shape=Mdiamond]; a [prompt="@latin.md"]; done [shape=Msquare]; '
+        "start -> a -> done }"
+    )
+    found = [d for d in session_validator().validate(load_pipeline_file(path)) if d.node == "a"]
+    assert [d.message for d in found] == [
+        f"node `a`: prompt file 'latin.md' cannot be read: not UTF-8 text at line 1, column 2 "
+        f"(byte 0xe9); save it as UTF-8 ({tmp_path / 'latin.md'})"
+    ]

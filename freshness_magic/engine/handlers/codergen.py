@@ -39,7 +39,7 @@ from freshness_magic.engine.handlers.llm import (
 )
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path
+from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
 
 STAGE_DIR_KEY = "internal.stage_dir"
 PROMPT_SUFFIX_KEY = "internal.prompt_suffix.{node_id}"
@@ -169,8 +169,8 @@ class CodergenHandler:
         if prompt_file_name(node) is not None:
             path = prompt_file_path(node, env.graph, env.workdir)
             try:
-                text = path.read_text(encoding="utf-8") if path is not None else ""
-            except (OSError, UnicodeDecodeError) as exc:
+                text = read_prompt_file(path) if path is not None else ""
+            except (OSError, ValueError) as exc:
                 raise PromptFileError(
                     f"cannot read the prompt file {node.prompt!r} of node '{node.id}' "
                     f"({path}): {_exception_text(exc)}"

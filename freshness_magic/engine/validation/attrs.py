@@ -15,7 +15,7 @@ from freshness_magic.engine.model import (
     parse_duration,
     parse_int,
 )
-from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path
+from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
 from freshness_magic.engine.validation.core import (
     ERROR,
     INFO,
@@ -485,22 +485,31 @@ def stylesheet_property(graph: Graph) -> list[Diagnostic]:
 
 
 def prompt_file_exists(graph: Graph) -> list[Diagnostic]:
-    """A ``prompt="@path"`` file must exist (checked for pipelines loaded from a file: one
-    without a path reads its prompt files from the work directory at run time)."""
+    """A ``prompt="@path"`` file must exist and be UTF-8 text (checked for pipelines loaded
+    from a file: one without a path reads its prompt files from the work directory at run
+    time)."""
     out: list[Diagnostic] = []
     for node in graph.iter_nodes():
         name = prompt_file_name(node)
         path = prompt_file_path(node, graph)
-        if name is None or path is None or path.is_file():
+        if name is None or path is None:
             continue
-        problem = "is a folder" if path.is_dir() else "does not exist"
+        if path.is_file():
+            try:
+                read_prompt_file(path)
+                continue
+            except (OSError, ValueError) as exc:
+                problem, fix = f"cannot be read: {exc}", "make the file readable UTF-8 text"
+        else:
+            problem = "is a folder" if path.is_dir() else "does not exist"
+            fix = "create the file, or give its path relative to the pipeline file's folder"
         out.append(
             node_diag(
                 "prompt_file_exists",
                 ERROR,
                 node,
                 f"node `{node.id}`: prompt file {name!r} {problem} ({path})",
-                "create the file, or give its path relative to the pipeline file's folder",
+                fix,
                 "prompt",
             )
         )

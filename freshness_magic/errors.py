@@ -43,7 +43,7 @@ class ParseError(FreshnessMagicError):
         line cut to :data:`EXCERPT` characters around it, ``…`` where it was cut)."""
         text = f"{self.location}: {self.message}"
         if self.source_line:
-            line = self.source_line.expandtabs(1).rstrip("\n")
+            line = self.source_line.expandtabs(1).rstrip("\n").translate(_PICTURES)
             at = max(self.column - 1, 0)
             start = max(min(at - EXCERPT // 2, len(line) - EXCERPT), 0)
             shown = line[start : start + EXCERPT]
@@ -54,6 +54,10 @@ class ParseError(FreshnessMagicError):
             text += f"\n    {shown}\n    {' ' * at}^"
         return text
 
+
+_PICTURES = {code: 0x2400 + code for code in range(0x20)} | {0x7F: 0x2421}
+"""Control characters as their Unicode pictures (``␍``, ``␛``): an excerpt shows where one is
+without a terminal acting on it."""
 
 EXCERPT = 120
 """Characters of the source line a parse error shows (a one-line file may be megabytes long)."""

@@ -165,10 +165,35 @@ def tokenize(text: str, source: SourceMap) -> Tokens:
         index = kinds.index(BAD)
         error = _bad_token_error(values[index], offsets[index], source)
         del kinds[index + 1 :], values[index + 1 :], offsets[index + 1 :]
+    control = _CONTROL_RE.search(text)
+    if control is not None and (error is None or control.start() < offsets[-1]):
+        index = bisect_right(offsets, control.start())
+        del kinds[index:], values[index:], offsets[index:]
+        kinds.append(BAD)
+        values.append(control.group())
+        offsets.append(control.start())
+        error = source.error(_control_message(control.group()), control.start())
     kinds.append(EOF)
     values.append("")
     offsets.append(len(text))
     return Tokens(kinds, values, offsets, error)
+
+
+_CONTROL_RE = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f]|\r(?!\n)")
+"""A control character (tab, line breaks and CRLF line endings aside): pipeline text is shown in
+terminals, where one would act (a carriage return overwrites the line, ESC starts a sequence)."""
+
+
+def _control_message(char: str) -> str:
+    if char == "\r":
+        return (
+            "a carriage return not followed by a line break (U+000D): pipeline text holds no "
+            "control characters (a terminal would act on them); remove it, or end lines with \\n"
+        )
+    return (
+        f"control character U+{ord(char):04X}: pipeline text holds none (a terminal would act "
+        "on it); remove it"
+    )
 
 
 _DASHES = frozenset("\u2010\u2011\u2012\u2013\u2014\u2212")

@@ -19,6 +19,7 @@ How the model is encoded:
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 
 from freshness_magic.engine.dot_attrs import KEY_RE
@@ -30,8 +31,19 @@ __all__ = ["quote", "to_dot"]
 _KEYWORDS = frozenset({"digraph", "graph", "subgraph", "node", "edge", "strict"})
 
 
+_UNWRITABLE = re.compile(r"[\x00-\x08\x0b-\x1f\x7f]")
+"""Control characters (tab and line break aside): DOT has no escape for them, and the parser
+refuses them raw."""
+
+
 def quote(value: str) -> str:
     """``value`` as a DOT double-quoted string that the parser reads back unchanged."""
+    found = _UNWRITABLE.search(value)
+    if found is not None:
+        raise FreshnessMagicError(
+            f"cannot write {value!r} as DOT: it holds control character "
+            f"U+{ord(found.group()):04X}, which pipeline text may not; remove it"
+        )
     return (
         '"'
         + value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n").replace("\t", "\\t")

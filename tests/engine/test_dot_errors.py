@@ -537,3 +537,38 @@ def test_a_parse_error_on_a_long_line_shows_the_part_around_the_column() -> None
     assert len(line) < 130 and line.startswith("    …y") and line.endswith("a -> }")
     assert caret.strip() == "^"
     assert line[len(caret) - 1] == text[info.value.column - 1]  # the caret is on the column
+
+
+def test_crlf_line_endings_and_tabs_are_no_control_characters() -> None:
+    graph = parse_dot('digraph G {\r\n\ta [label="x"]\r\n  a -> b\r\n}\r\n')
+    assert list(graph.nodes) == ["a", "b"]
+
+
+@pytest.mark.parametrize(
+    ("label", "message", "column"),
+    [
+        (
+            "Ship it?\rOVERWRITE",  # a terminal printing the label went back over the line
+            "a carriage return not followed by a line break (U+000D): pipeline text holds no "
+            "control characters (a terminal would act on them); remove it, or end lines with \\n",
+            21,
+        ),
+        (
+            "a\x1b[31mred",  # and this turned the terminal red
+            "control character U+001B: pipeline text holds none (a terminal would act on it); "
+            "remove it",
+            14,
+        ),
+    ],
+)
+def test_a_control_character_is_refused_and_shown_as_its_picture(
+    label: str, message: str, column: int
+) -> None:
+    with pytest.raises(ParseError) as info:
+        parse_dot(f'digraph G {{\n  g [label="{label}"]\n}}')
+    assert (info.value.message, info.value.line, info.value.column) == (message, 2, column)
+    pictured = label.replace("\r", "\u240d").replace("\x1b", "\u241b")
+    assert str(info.value).split("\n")[1:] == [
+        f'      g [label="{pictured}"]',
+        "    " + " " * (column - 1) + "^",
+    ]

@@ -133,7 +133,10 @@ identifiers = st.builds(
 )
 node_ids = identifiers.filter(lambda s: s.lower() not in KEYWORDS)
 keys = st.lists(identifiers, min_size=1, max_size=3).map(".".join)
-values = st.text(max_size=30)
+TEXT = st.characters(exclude_categories=("Cc", "Cs")) | st.sampled_from("\n\t")
+"""Characters of pipeline text: no control characters but tab and line break (the parser
+refuses them)."""
+values = st.text(TEXT, max_size=30)
 attr_maps = st.dictionaries(keys, values, max_size=5)
 class_names = st.text(alphabet="abcdefghijklmnopqrstuvwxyz0123456789-", min_size=1, max_size=8)
 
@@ -154,7 +157,7 @@ def graphs(draw: st.DrawFn) -> Graph:
         pairs = draw(st.lists(st.tuples(st.sampled_from(ids), st.sampled_from(ids)), max_size=10))
         for index, (source, target) in enumerate(pairs):
             edges.append(Edge(source, target, draw(attr_maps), index=index))
-    name = draw(st.one_of(st.just(""), node_ids, st.text(max_size=12)))
+    name = draw(st.one_of(st.just(""), node_ids, st.text(TEXT, max_size=12)))
     return Graph(name=name, attrs=draw(attr_maps), nodes=nodes, edges=edges)
 
 
@@ -214,7 +217,7 @@ def statements(draw: st.DrawFn, depth: int = 0) -> str:
         return f"{draw(keys)} = {draw(written_values)}"
     if depth >= 2:
         return f"graph {draw(attr_lists())}"
-    label = draw(st.one_of(st.none(), st.text(max_size=12)))
+    label = draw(st.one_of(st.none(), st.text(TEXT, max_size=12)))
     inner = draw(st.lists(statements(depth + 1), max_size=4))
     head = f"label = {dot_string(label)}\n" if label is not None else ""
     return "subgraph {\n" + head + "\n".join(inner) + "\n}"
@@ -285,3 +288,13 @@ def test_deep_and_long_inputs_parse(text: str) -> None:
 def test_pathological_inputs_raise_parse_error(text: str) -> None:
     with pytest.raises(ParseError):
         parse_dot(text)
+
+
+@pytest.mark.parametrize("char", ["\r", "\x1b", "\x00", "\x7f"])
+def test_a_model_with_a_control_character_is_refused_by_the_writer(char: str) -> None:
+    """DOT has no escape for them and the parser refuses them raw: the writer says so."""
+    from freshness_magic.errors import FreshnessMagicError
+
+    graph = Graph(name="g", nodes={"a": Node("a", {"label": f"x{char}y"})})
+    with pytest.raises(FreshnessMagicError, match=f"control character U\\+{ord(char):04X}"):
+        to_dot(graph)

@@ -12,7 +12,9 @@ path of ``%pipeline load`` is.
 from __future__ import annotations
 
 import argparse
+import builtins
 import functools
+import keyword
 import os
 import shlex
 import sys
@@ -212,14 +214,20 @@ class PipelineMagics(Magics):
     def _register(
         self, name: str, graph: Graph, workdir: Path, *, resume: bool, force: bool
     ) -> NotebookPipeline:
-        if not name.isidentifier():
-            raise UsageError(f"pipeline name {name!r} is not a Python identifier")
+        if not name.isidentifier() or keyword.iskeyword(name):
+            kind = "a Python keyword" if name.isidentifier() else "not a Python identifier"
+            raise UsageError(f"pipeline name {name!r} is {kind}; choose another name")
         namespace = self.namespace
         old = namespace.get(name)
         if name in namespace and not isinstance(old, NotebookPipeline) and not force:
             raise UsageError(
                 f"{name!r} is already a variable ({type(old).__name__}), not a pipeline; "
                 "choose another name or add --force to replace it"
+            )
+        if name not in namespace and hasattr(builtins, name) and not force:
+            raise UsageError(
+                f"{name!r} is a Python builtin, which a pipeline of that name would hide in this "
+                "notebook; choose another name or add --force"
             )
         cells = dict(old.cells) if isinstance(old, NotebookPipeline) else {}
         pipeline = NotebookPipeline(

@@ -271,6 +271,20 @@ def test_cell_refuses_to_replace_a_variable_that_is_not_a_pipeline(
     assert shell.user_ns["review"] is forced
 
 
+def test_a_pipeline_name_that_would_hide_a_builtin_or_is_a_keyword_is_refused(
+    shell: InteractiveShell, workdir: Path
+):
+    """``%%pipeline print`` made ``print("hello")`` a TypeError for the rest of the notebook."""
+    with pytest.raises(UsageError, match=r"'print' is a Python builtin, which a pipeline"):
+        shell.run_cell_magic("pipeline", f"print --workdir {workdir}", REVIEW_DOT)
+    assert "print" not in shell.user_ns
+    with pytest.raises(UsageError, match=r"pipeline name 'class' is a Python keyword"):
+        shell.run_cell_magic("pipeline", f"class --workdir {workdir}", REVIEW_DOT)
+    forced = shell.run_cell_magic("pipeline", f"print --workdir {workdir} --force", REVIEW_DOT)
+    assert shell.user_ns["print"] is forced
+    del shell.user_ns["print"]
+
+
 def test_load_expands_the_path_and_loads_from_variables(
     shell: InteractiveShell, workdir: Path, tmp_path: Path
 ):

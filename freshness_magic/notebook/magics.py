@@ -49,6 +49,17 @@ _NEEDS_NODE = ("why",)
 _MAY_NAME_NODE = ("accept", "evidence", "resume", "retry")
 
 
+_REPLACED = {
+    "wait.human": "a human gate: the run no longer asks there, the cell's outcome routes on",
+    "parallel": "a parallel node: its branches no longer fan out from it",
+    "parallel.fan_in": "a fan-in node: the cell runs instead of joining the branches' results",
+    "stack.manager_loop": "a manager node: its child pipeline no longer runs",
+    "conditional": "a conditional node: the cell's outcome routes on instead",
+}
+"""What a ``%%node`` cell takes away when it replaces one of these handlers (said, not refused:
+replacing a gate with code is how a notebook automates it)."""
+
+
 @magics_class
 class PipelineMagics(Magics):
     """Pipelines in the notebook: load, step, run, answer gates, inspect."""
@@ -428,8 +439,11 @@ class PipelineMagics(Magics):
             compile(cell, f"<%%node {args.node}>", "exec")
         except SyntaxError as exc:
             raise UsageError(f"%%node {args.node}: line {exc.lineno}: {exc.msg}") from None
+        replaced = pipeline.graph.nodes[args.node].handler_type
         self._call(lambda: pipeline.set_cell(args.node, cell))
-        return TextResult(f"{pipeline.name}.{args.node}: handled by this cell")
+        said = f"{pipeline.name}.{args.node}: handled by this cell"
+        lost = _REPLACED.get(replaced)
+        return TextResult(f"{said}\nnote: it was {lost}" if lost else said)
 
     # --- hooks -----------------------------------------------------------------------------------
 

@@ -302,3 +302,22 @@ def test_sys_exit_in_a_node_cell_fails_the_node_and_the_run_can_go_on(
     assert json.loads((workdir / ".orchestrator" / "evidence" / "work.json").read_text())
     shell.run_cell_magic("node", "work", "outcome = 'success'\n")
     assert line(shell, "retry").text.splitlines()[-1] == "run: 3 step(s); completed"
+
+
+def test_a_node_cell_replacing_a_gate_says_what_it_takes_away(
+    shell: InteractiveShell, workdir: Path
+):
+    """A ``%%node`` on a gate ran in place of the question without a word."""
+    pipeline = shell.run_cell_magic(
+        "pipeline",
+        f"gated --workdir {workdir}",
+        'digraph gated { start [shape=Mdiamond]; g [shape=hexagon, label="Ship?"]; '
+        'done [shape=Msquare]; start -> g; g -> done [label="[Y] Yes"] }',
+    )
+    out = shell.run_cell_magic("node", "g", "outcome = 'success'\n")
+    assert out.text == (
+        "gated.g: handled by this cell\n"
+        "note: it was a human gate: the run no longer asks there, the cell's outcome routes on"
+    )
+    assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
+    assert pipeline.pending_gate() is None

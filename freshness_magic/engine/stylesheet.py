@@ -34,6 +34,8 @@ _CLASS_RE = re.compile(r"[A-Za-z0-9_-]+")
 _PROPERTY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 STYLE_PROPERTIES = frozenset({"llm_model", "llm_provider", "reasoning_effort"})
+REASONING_EFFORTS = ("low", "medium", "high")
+"""The values of ``reasoning_effort`` (§2.6), on a node or in a stylesheet."""
 """The only properties a stylesheet sets (§8.2); others are a validation warning, no effect."""
 
 
@@ -198,6 +200,12 @@ def _parse_value(reader: _Reader, prop: str) -> str:
         raise reader.error(f"unterminated quoted value of `{prop}`; close it with {quote}", start)
     pos = start
     while pos < len(text) and text[pos] not in ";}\n" and not text.startswith("/*", pos):
+        if text[pos] == "{":
+            raise reader.error(
+                f"`{{` in the value of `{prop}`: is the `}}` of this rule missing before the next "
+                "one? (quote the value if the brace belongs to it)",
+                pos,
+            )
         pos += 1
     value = text[start:pos].strip()
     if not value:

@@ -588,3 +588,66 @@ def test_two_choices_of_a_gate_with_one_key_are_reported() -> None:
     assert (
         lint(text.replace("[Y] Yes", "Yes").replace("[Y] Yup", "Yup"), "gate_keys_distinct") == []
     )
+
+
+STYLED = (
+    'digraph x {{ graph [model_stylesheet="{}"]; start [shape=Mdiamond]; '
+    "a [prompt=x, class=code]; done [shape=Msquare]; start -> a -> done }}"
+)
+
+
+@pytest.mark.parametrize(
+    ("sheet", "rule", "message", "fix"),
+    [
+        (
+            "#zz { llm_model: m; }",
+            "stylesheet_selector",
+            "model_stylesheet: selector `#zz` matches no node, so its rule sets nothing",
+            "name a node of the pipeline",
+        ),
+        (
+            "a { llm_model: m; }",
+            "stylesheet_selector",
+            "model_stylesheet: selector `a` matches no node, so its rule sets nothing",
+            "`a` is read as a shape; for the node write `#a`",
+        ),
+        (
+            ".cod { llm_model: m; }",
+            "stylesheet_selector",
+            "model_stylesheet: selector `.cod` matches no node, so its rule sets nothing",
+            "did you mean `.code`?",
+        ),
+        (
+            "* { reasoning_effort: turbo; }",
+            "stylesheet_property",
+            "model_stylesheet line 1, column 5: reasoning_effort 'turbo' is not one of low, "
+            "medium, high",
+            "use one of low, medium, high",
+        ),
+    ],
+)
+def test_stylesheet_rules_that_set_nothing_or_set_nonsense_are_reported(
+    sheet: str, rule: str, message: str, fix: str
+) -> None:
+    """Each passed validate silently; the rule then did nothing, or sent a value no model reads."""
+    found = only(lint(STYLED.format(sheet), rule))
+    assert (found.severity, found.message, found.fix) == (Severity.WARNING, message, fix)
+    assert lint(STYLED.format("#a { llm_model: m; reasoning_effort: low; }")) == []
+
+
+def test_a_missing_brace_in_a_stylesheet_is_an_error_not_a_value() -> None:
+    """``#a { llm_model: x  box { oops }`` gave node a the model ``x  box { oops``."""
+    found = only(lint(STYLED.format("#a { llm_model: x  box { oops }"), "stylesheet_syntax"))
+    assert found.severity is Severity.ERROR
+    assert "`{` in the value of `llm_model`: is the `}` of this rule missing" in found.message
+
+
+def test_a_node_reasoning_effort_is_checked_once_where_it_is_written() -> None:
+    text = (
+        "digraph x { start [shape=Mdiamond]; a [prompt=x, reasoning_effort=turbo]; "
+        "b [prompt=y]; done [shape=Msquare]; start -> a -> b -> done }"
+    )
+    found = only(lint(text, "reasoning_effort_known"))
+    assert found.node == "a" and found.message == (
+        "node `a`: reasoning_effort='turbo' is not one of low, medium, high"
+    )

@@ -456,7 +456,11 @@ def stylesheet_property(graph: Graph) -> list[Diagnostic]:
     text = graph.model_stylesheet
     if not text.strip():
         return []
-    from freshness_magic.engine.stylesheet import STYLE_PROPERTIES, parse_stylesheet
+    from freshness_magic.engine.stylesheet import (
+        REASONING_EFFORTS,
+        STYLE_PROPERTIES,
+        parse_stylesheet,
+    )
 
     try:
         sheet = parse_stylesheet(text)
@@ -466,6 +470,19 @@ def stylesheet_property(graph: Graph) -> list[Diagnostic]:
     out = []
     for rule in sheet.rules:
         for decl in rule.declarations:
+            if decl.property == "reasoning_effort" and decl.value not in REASONING_EFFORTS:
+                out.append(
+                    graph_diag(
+                        "stylesheet_property",
+                        WARNING,
+                        graph,
+                        f"model_stylesheet line {decl.line}, column {decl.column}: "
+                        f"reasoning_effort {decl.value!r} is not one of "
+                        f"{', '.join(REASONING_EFFORTS)}",
+                        f"use one of {', '.join(REASONING_EFFORTS)}",
+                        "model_stylesheet",
+                    )
+                )
             if decl.property in STYLE_PROPERTIES:
                 continue
             near = closest(decl.property, STYLE_PROPERTIES)
@@ -482,6 +499,73 @@ def stylesheet_property(graph: Graph) -> list[Diagnostic]:
                 )
             )
     return out
+
+
+def stylesheet_selector(graph: Graph) -> list[Diagnostic]:
+    """Every selector of the stylesheet matches some node: one that matches none is a typo
+    (``#reveiw``) or a node id written without ``#`` (``review`` is read as a shape)."""
+    text = graph.model_stylesheet
+    if not text.strip():
+        return []
+    from freshness_magic.engine.stylesheet import SelectorKind, parse_stylesheet
+
+    try:
+        sheet = parse_stylesheet(text)
+    except StylesheetError:
+        return []
+    nodes = list(graph.nodes.values())
+    classes = {c for node in nodes for c in node.classes}
+    out = []
+    for rule in sheet.rules:
+        for selector in rule.selectors:
+            if selector.kind is SelectorKind.UNIVERSAL or any(map(selector.matches, nodes)):
+                continue
+            value = selector.value
+            if selector.kind is SelectorKind.SHAPE and value in graph.nodes:
+                hint = f"`{value}` is read as a shape; for the node write `#{value}`"
+            elif selector.kind is SelectorKind.ID:
+                near = closest(value, graph.nodes)
+                hint = f"did you mean `#{near}`?" if near else "name a node of the pipeline"
+            elif selector.kind is SelectorKind.CLASS:
+                near = closest(value, classes)
+                hint = f"did you mean `.{near}`?" if near else "name a class the nodes have"
+            else:
+                hint = "name a shape the nodes have"
+            out.append(
+                graph_diag(
+                    "stylesheet_selector",
+                    WARNING,
+                    graph,
+                    f"model_stylesheet: selector `{selector}` matches no node, so its rule "
+                    "sets nothing",
+                    hint,
+                    "model_stylesheet",
+                )
+            )
+    return out
+
+
+def reasoning_effort_known(graph: Graph, node: Node, out: Out) -> None:
+    """A node's ``reasoning_effort`` is low, medium or high (§2.6); one the stylesheet set is
+    reported once, by ``stylesheet_property``."""
+    value = node.attrs.get("reasoning_effort")
+    key = "reasoning_effort"
+    if not value or (key not in node.explicit and key not in node.attr_positions):
+        return
+    from freshness_magic.engine.stylesheet import REASONING_EFFORTS
+
+    if value not in REASONING_EFFORTS:
+        out.append(
+            node_diag(
+                "reasoning_effort_known",
+                WARNING,
+                node,
+                f"node `{node.id}`: reasoning_effort={value!r} is not one of "
+                f"{', '.join(REASONING_EFFORTS)}",
+                f"use one of {', '.join(REASONING_EFFORTS)}",
+                "reasoning_effort",
+            )
+        )
 
 
 def prompt_file_exists(graph: Graph) -> list[Diagnostic]:

@@ -477,6 +477,8 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         ScanRule("parallel_policy", node_check=attrs.parallel_policy),
         ScanRule("gate_keys_distinct", node_check=attrs.gate_keys_distinct),
         FunctionRule("stylesheet_property", attrs.stylesheet_property),
+        FunctionRule("stylesheet_selector", attrs.stylesheet_selector),
+        ScanRule("reasoning_effort_known", node_check=attrs.reasoning_effort_known),
         ScanRule("dead_end_possible", node_check=flow.dead_end_possible),
         ScanRule("unconditional_choice", node_check=flow.unconditional_choice),
         ScanRule("condition_values", edge_check=flow.condition_values),

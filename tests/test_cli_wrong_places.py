@@ -148,3 +148,25 @@ def test_no_hub_says_the_start_command_as_this_one_was_called(tmp_path: Path, wa
         [*called, "hub", "query", "x.py"], cwd=tmp_path, capture_output=True, text=True, timeout=60
     )
     one_line_error(proc, f"no hub running for {tmp_path}; start it with `{name} hub start`")
+
+
+def test_a_run_of_a_moved_project_is_refused_until_told_where_it_is(tmp_path: Path) -> None:
+    """After the project folder moved, resume recreated the old folder, empty, and ran the
+    pipeline's tools there."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    old.mkdir()
+    run_dir = waiting_run(old)
+    old.rename(new)
+    moved = new / run_dir.relative_to(old)
+    before = {p: p.read_bytes() for p in moved.rglob("*") if p.is_file()}
+    refused = cli("resume", str(moved), "--answer", "approve=Y", cwd=tmp_path)
+    one_line_error(
+        refused,
+        f"the run's working directory {old} is not there (moved or deleted?); nothing was run "
+        f"or written; if the project moved to {new}, resume with --workdir {new}",
+    )
+    assert not old.exists()
+    assert {p: p.read_bytes() for p in moved.rglob("*") if p.is_file()} == before
+    done = cli("resume", str(moved), "--answer", "approve=Y", "--workdir", str(new), cwd=tmp_path)
+    assert done.returncode == 0, done.stderr
+    assert not old.exists()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
 from freshness_magic.commands import invoked_as
-from freshness_magic.commands.run import add_drive_options, checked_answers, drive
+from freshness_magic.commands.run import add_drive_options, checked_answers, drive, existing_dir
 from freshness_magic.errors import (
     CheckpointError,
     NothingToRetryError,
@@ -45,6 +45,12 @@ def register(subparsers: Any) -> None:
         metavar="PIPELINE.dot",
         help="the pipeline file the run was started with (the same text), instead of the run "
         "directory's copy pipeline.dot, when that copy is damaged or missing",
+    )
+    parser.add_argument(
+        "--workdir",
+        metavar="DIR",
+        help="the working directory to go on in, when the run's own moved (default: the one "
+        "the run was started in)",
     )
     add_drive_options(parser)
     parser.add_argument(
@@ -134,7 +140,13 @@ def main(args: argparse.Namespace) -> int:
 
         graph = load_for_command(args.pipeline_file)
     try:
-        run = resume_run(args.run_dir, backend=args.backend, executor=args.executor, graph=graph)
+        run = resume_run(
+            args.run_dir,
+            backend=args.backend,
+            executor=args.executor,
+            graph=graph,
+            workdir=existing_dir(Path(args.workdir), "--workdir") if args.workdir else None,
+        )
     except RunBusyError as exc:
         raise busy_in_a_notebook(exc) or exc from None
     except StoredPipelineError as exc:

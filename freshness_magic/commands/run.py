@@ -498,7 +498,7 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
         print(f"continue with: {again} resume {run_dir}", file=out)
 
 
-def _existing_dir(path: Path, option: str) -> Path:
+def existing_dir(path: Path, option: str) -> Path:
     """``path``, a folder that exists: a mistyped work directory is an error, not a new, empty
     folder the pipeline's commands then run in."""
     if path.is_dir():
@@ -531,7 +531,7 @@ def main(args: argparse.Namespace) -> int:
     from freshness_magic.session import open_run
 
     graph = load_for_command(args.pipeline)
-    workdir = _existing_dir(Path(args.workdir), "--workdir")
+    workdir = existing_dir(Path(args.workdir), "--workdir")
     # errors raise; notes stay quiet; source_files are looked for where the run reads them
     diagnostics = session_validator(workdir=workdir).validate_or_raise(graph)
     warnings = [d for d in diagnostics if d.severity is Severity.WARNING]

@@ -31,6 +31,8 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
+from freshness_magic.atomicio import loads_bounded
+from freshness_magic.engine.checkpoint_format import MANIFEST_FILE
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.dispatch import Dispatch
 from freshness_magic.engine.events import EventBus, EventType
@@ -56,8 +58,8 @@ from freshness_magic.engine.run_lifecycle import reopen
 from freshness_magic.engine.run_recovery import RunRecovery
 from freshness_magic.engine.state import Durability, RunResult, RunState, StepResult
 from freshness_magic.engine.store import RunStore
-from freshness_magic.errors import RunError
-from freshness_magic.pathsafety import check_state_path
+from freshness_magic.errors import FreshnessMagicError, RunError
+from freshness_magic.pathsafety import check_state_path, read_state
 
 
 class _ChildRuns:
@@ -329,6 +331,8 @@ class Run(RunRecovery):
         damaged checkpoint is reported (log warning and a CHECKPOINT_CORRUPT event naming the
         file) and an older valid one is used.
         """
+        if workdir is None:  # before the lock is taken: a refusal writes nothing
+            _check_stored_workdir(Path(run_dir), _manifest_workdir(Path(run_dir)))
         found = reopen(
             Path(run_dir),
             graph,
@@ -336,9 +340,12 @@ class Run(RunRecovery):
             durability=kwargs.pop("durability", Durability.DURABLE),
         )
         data = found.loaded.data
+        if workdir is None:
+            workdir = str(data.get("workdir", "."))
+            _check_stored_workdir(found.folder, workdir)
         run = cls(
             found.graph,
-            workdir=workdir if workdir is not None else data.get("workdir", "."),
+            workdir=workdir,
             runs_dir=found.folder.parent,
             run_id=found.folder.name,
             extensions=extensions,
@@ -347,3 +354,29 @@ class Run(RunRecovery):
         )
         run._resumed(found)
         return run
+
+
+def _manifest_workdir(run_dir: Path) -> str | None:
+    """The working directory ``manifest.json`` names (None when it cannot be read)."""
+    try:
+        data = loads_bounded(read_state(run_dir / MANIFEST_FILE))
+    except (OSError, ValueError, FreshnessMagicError):
+        return None
+    found = data.get("workdir") if isinstance(data, dict) else None
+    return found if isinstance(found, str) else None
+
+
+def _check_stored_workdir(run_dir: Path, stored: str | None) -> None:
+    """A RunError when the working directory the run was started in is gone (a project moved
+    or deleted): resuming must not recreate the old folder and run its tools there."""
+    if stored is None or Path(stored).is_dir():
+        return
+    home = run_dir.parent.parent.parent
+    if run_dir.parent.name == "runs" and run_dir.parent.parent.name == ".freshness":
+        hint = f"if the project moved to {home}, resume with --workdir {home} (workdir= in Python)"
+    else:
+        hint = "restore it, or resume with --workdir DIR (workdir= in Python) to work in another"
+    raise RunError(
+        f"{run_dir}: the run's working directory {stored} is not there (moved or deleted?); "
+        f"nothing was run or written; {hint}"
+    )

@@ -65,7 +65,7 @@ class LivePipeline(PipelineReadout):
             from freshness_magic.freshness.extension import resume_drift
 
             options = self._resume_options(resume)
-            run = session.resume_run(resume, executor=executor, **options)
+            run = session.resume_run(resume, executor=executor, workdir=self.workdir, **options)
             self.resume_notes = [f"  {node}: {words}" for node, words in resume_drift(run)]
         else:
             run = session.open_run(self.graph, workdir=self.workdir, executor=executor, **options)

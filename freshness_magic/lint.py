@@ -12,7 +12,8 @@ that sees the whole registry) knows them all without a list of its own.
 
 With a ``workdir`` (where the run will work: ``freshness-magic validate`` passes the current
 folder, the default of ``run --workdir``), the freshness rules also check that each literal
-``source_files`` path exists there (``source_files_exist``); without one they cannot.
+``source_files`` path exists there (``source_files_exist``), and the evidence rules that a node
+with ``commit=true`` works in a git work tree (``commit_repo``); without one they cannot.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ __all__ = ["attribute_rules", "session_validator"]
 def attribute_rules(workdir: str | Path | None = None) -> list[LintRule]:
     """The freshness, evidence and hub attributes' rules, in the order a session run registers
     them, then the ``executor`` attribute's."""
-    return [*freshness_rules(workdir), *evidence_rules(), *hub_rules(), *executor_rules()]
+    return [*freshness_rules(workdir), *evidence_rules(workdir), *hub_rules(), *executor_rules()]
 
 
 def session_validator(

@@ -8,10 +8,14 @@ the engine knows nothing of them.
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.validation import (
     BOOL,
     ERROR,
+    Diagnostic,
+    FunctionRule,
     LintRule,
     Out,
     ScanRule,
@@ -19,7 +23,7 @@ from freshness_magic.engine.validation import (
     graph_diag,
     node_diag,
 )
-from freshness_magic.evidence.attrs import EVIDENCE_MODES
+from freshness_magic.evidence.attrs import EVIDENCE_MODES, commit_enabled, is_work_type
 
 _EVIDENCE_FIX = 'write evidence="record" or evidence="require"'
 
@@ -54,9 +58,42 @@ def _evidence_node(graph: Graph, node: Node, out: Out) -> None:
         )
 
 
-def evidence_rules() -> list[LintRule]:
-    """The evidence attributes' rules, to register with a Validator."""
-    return [
+def _commit_repo(workdir: Path) -> FunctionRule:
+    """``commit_repo``: ``commit=true`` needs the working directory inside a git work tree (else
+    the commit fails after the node has changed files)."""
+
+    def check(graph: Graph) -> list[Diagnostic]:
+        committing = [
+            n
+            for n in graph.nodes.values()
+            if is_work_type(n.handler_type) and commit_enabled(graph, n)
+        ]
+        if not committing:
+            return []
+        from freshness_magic.vcs.git import toplevel
+
+        if toplevel(workdir) is not None:
+            return []
+        node = committing[0]
+        others = f" (and {len(committing) - 1} more)" if len(committing) > 1 else ""
+        where = workdir.resolve()
+        message = (
+            f"node `{node.id}`{others} commits its changes (commit=true), but the working "
+            f"directory {where} is not in a git work tree, so the commit would fail after the "
+            "node changed files"
+        )
+        fix = f"run `git init` in {where}, or remove commit=true"
+        if "commit" in node.explicit:
+            return [node_diag("commit_repo", ERROR, node, message, fix, "commit")]
+        return [graph_diag("commit_repo", ERROR, graph, message, fix, "commit")]
+
+    return FunctionRule("commit_repo", check)
+
+
+def evidence_rules(workdir: str | Path | None = None) -> list[LintRule]:
+    """The evidence attributes' rules, to register with a Validator; with ``workdir`` (where the
+    run works), ``commit_repo`` too."""
+    rules: list[LintRule] = [
         ScanRule(
             "evidence_valid",
             _evidence_graph,
@@ -69,3 +106,6 @@ def evidence_rules() -> list[LintRule]:
             node_typed={"expects_no_changes": BOOL, "commit": BOOL},
         ),
     ]
+    if workdir is not None:
+        rules.append(_commit_repo(Path(workdir)))
+    return rules

@@ -268,11 +268,10 @@ def resume_run(
     if evidence_validator is not None:
         extension_options = {**(extension_options or {}), "evidence_validator": evidence_validator}
     if extensions is None:
-        from freshness_magic.engine.checkpoint import load_checkpoint
         from freshness_magic.engine.persistence import follow_restarts
+        from freshness_magic.engine.run import stored_workdir
 
-        data, _ = load_checkpoint(follow_restarts(Path(run_dir)))
-        base = workdir if workdir is not None else data.get("workdir", ".")
+        base = workdir if workdir is not None else stored_workdir(follow_restarts(Path(run_dir)))
         extensions = default_extensions(base, **(extension_options or {}))
     run = Run.resume(run_dir, extensions=extensions, workdir=workdir, **kwargs)
     check_state_dirs(run.workdir, run.run_dir.parent)

@@ -17,12 +17,8 @@ from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
-from freshness_magic.pathsafety.state import MAX_COMPONENT, SAFE_COMPONENT_RE
-
-NODE_ID_RE = SAFE_COMPONENT_RE
-"""A node id: an identifier, so it is one plain file or folder name of the run."""
-MAX_NODE_ID = MAX_COMPONENT
-"""The longest node id the parser accepts (it names files of the run)."""
+from freshness_magic.ids import MAX_NODE_ID as MAX_NODE_ID
+from freshness_magic.ids import NODE_ID_RE as NODE_ID_RE
 
 SHAPE_TO_TYPE: Mapping[str, str] = {
     "Mdiamond": "start",

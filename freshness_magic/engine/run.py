@@ -366,6 +366,18 @@ def _manifest_workdir(run_dir: Path) -> str | None:
     return found if isinstance(found, str) else None
 
 
+def stored_workdir(run_dir: Path) -> str:
+    """The working directory the run in ``run_dir`` was started in: its manifest's, else its
+    state's (loading it; a warning for a damaged file says so)."""
+    found = _manifest_workdir(run_dir)
+    if found is None:
+        from freshness_magic.engine.checkpoint import load_checkpoint
+
+        data, _ = load_checkpoint(run_dir)
+        found = str(data.get("workdir", "."))
+    return found
+
+
 def _check_stored_workdir(run_dir: Path, stored: str | None) -> None:
     """A RunError when the working directory the run was started in is gone (a project moved
     or deleted): resuming must not recreate the old folder and run its tools there."""

@@ -19,7 +19,6 @@ import contextlib
 import contextvars
 import errno
 import os
-import re
 import stat
 from collections.abc import Iterator
 from dataclasses import dataclass, field
@@ -27,15 +26,14 @@ from pathlib import Path
 from typing import BinaryIO
 
 from freshness_magic.errors import NotAFolderError, UnsafePathError
+from freshness_magic.ids import MAX_NODE_ID, NODE_ID_RE
 
 STATE_DIR_NAMES: frozenset[str] = frozenset({".freshness", ".orchestrator"})
 """Folder names whose whole subtree is the project's state (never written through a link)."""
 
-SAFE_COMPONENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*\Z")
+SAFE_COMPONENT_RE = NODE_ID_RE
 """A node id as the parser accepts it: one plain folder or file name, never ``..`` or ``/``."""
-MAX_COMPONENT = 100
-"""The longest node id: it names files of the run (``<id>.running.<run id>``, temporary files
-beside them), and a file name has at most 255 bytes."""
+MAX_COMPONENT = MAX_NODE_ID
 
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)

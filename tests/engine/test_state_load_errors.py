@@ -215,6 +215,7 @@ def test_a_snapshot_with_a_wrong_typed_field_is_skipped_naming_file_and_field(
     resumed = cli("resume", str(run_dir), "--answer", "approve=Y", cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stderr
     assert "Traceback" not in resumed.stderr
+    assert resumed.stderr.count("is not usable") == 1  # said once (the state is loaded once)
 
 
 @pytest.mark.parametrize(("change", "field"), BAD_FIELDS[:4])

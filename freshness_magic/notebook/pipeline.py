@@ -64,6 +64,9 @@ class NotebookPipeline(LivePipeline):
         from disk (``resume_offer``). ``comment`` is kept in the gate's evidence and in the
         context (``human.gate.comment``).
         """
+        for name, value in (("choice", choice), ("comment", comment)):
+            if value is not None and not isinstance(value, str):  # from Python
+                raise RunError(f"{name} is a string such as 'Y', not {value!r}")
         with self.exclusive():
             if node_id is None and (choice or comment):
                 node_id = self._waiting_gate_for(choice)

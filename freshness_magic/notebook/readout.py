@@ -121,6 +121,9 @@ class PipelineReadout:
     def require_node(self, node_id: str) -> Node:
         """The node ``node_id``; :class:`RunError` naming the likely one, or the nodes there
         are, when missing."""
+        if not isinstance(node_id, str):  # from Python: review.run_to(5)
+            example = next(iter(self.graph.nodes), "start")
+            raise RunError(f"a node id is a string such as {example!r}, not {node_id!r}")
         node = self.graph.nodes.get(node_id)
         if node is None:
             raise RunError(no_node(self.name, node_id, self.graph.nodes))

@@ -321,3 +321,14 @@ def test_a_node_cell_replacing_a_gate_says_what_it_takes_away(
     )
     assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
     assert pipeline.pending_gate() is None
+
+
+def test_wrong_types_from_python_are_one_line_errors(shell: InteractiveShell, workdir: Path):
+    """``review.run_to(5)`` gave a TypeError from deep inside the did-you-mean search."""
+    pipeline = load_cells(shell, workdir)
+    for call in (lambda: pipeline.run_to(5), lambda: pipeline.why(None)):  # type: ignore[arg-type]
+        with pytest.raises(RunError, match=r"^a node id is a string such as 'start', not "):
+            call()
+    with pytest.raises(RunError, match=r"^choice is a string such as 'Y', not 5$"):
+        pipeline.resume("work", 5)  # type: ignore[arg-type]
+    assert not pipeline.has_run

@@ -1,8 +1,28 @@
-"""Process checks shared by the tests that kill tools and workers."""
+"""Processes the tests start and check: the command line in a new process, and process groups
+(the tests that kill tools and workers)."""
 
 from __future__ import annotations
 
 import os
+import subprocess
+import sys
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m freshness_magic ARGS`` in a new process, this checkout first on its path, no
+    standard input."""
+    return subprocess.run(
+        [sys.executable, "-m", "freshness_magic", *args],
+        cwd=cwd,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
 
 
 def group_alive(pgid: int) -> bool:

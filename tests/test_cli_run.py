@@ -10,6 +10,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import cli
+
 REPO = Path(__file__).resolve().parents[1]
 
 REVIEW = """digraph review {
@@ -31,18 +33,6 @@ FAILING = """digraph bad {
   start -> boom -> done
 }
 """
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:

@@ -18,6 +18,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import cli
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -53,17 +54,6 @@ SLOW = """digraph slow {
   start -> wait -> done
 }
 """
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        env=ENV,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def paste(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:

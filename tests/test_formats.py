@@ -9,8 +9,6 @@ schema tables: a new kind of file without a schema fails here until someone desc
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -21,6 +19,7 @@ from referencing import Registry, Resource
 from freshness_magic import schemas
 from freshness_magic.engine.events import EventType
 from freshness_magic.events import session_event_kinds
+from tests.processes import cli
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -75,17 +74,6 @@ def documents(path: Path) -> list[Any]:
     if path.suffix == ".jsonl":
         return [json.loads(line) for line in path.read_text().splitlines() if line.strip()]
     return [json.loads(path.read_text())]
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        check=False,
-    )
 
 
 @pytest.fixture(scope="module")

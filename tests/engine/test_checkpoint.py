@@ -5,9 +5,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -19,6 +16,7 @@ from freshness_magic.engine.events import EventType
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.errors import CheckpointError
 from tests.engine.runkit import Scripted, graph, make_run
+from tests.processes import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -104,18 +102,6 @@ def test_resume_in_the_same_process_is_exact(tmp_path: Path) -> None:
     again.run()
     again.answer("approve", "Y")
     assert comparable(again.run()) == comparable(expected)
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_resume_in_a_new_process_is_exact(tmp_path: Path) -> None:

@@ -23,6 +23,7 @@ from freshness_magic.engine.checkpoint_format import (
 from freshness_magic.errors import CheckpointError, RunError
 from freshness_magic.session import open_run
 from tests.engine.runkit import graph, make_run
+from tests.processes import cli
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -46,18 +47,6 @@ def records(run_dir: Path) -> list[tuple[int, dict[str, object]]]:
         assert record is not None, line
         out.append((len(line), record))
     return out
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_step_records_do_not_grow_with_the_run_with_freshness_and_evidence(

@@ -8,9 +8,6 @@ outcomes; then recovery with ``Run.retry`` (in process and with ``resume --retry
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -22,6 +19,7 @@ from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.freshness.extension import accept_changes
 from freshness_magic.session import default_extensions, open_run
+from tests.processes import cli
 
 FAN_OUT = """
 digraph fan {
@@ -249,17 +247,6 @@ def test_accept_changed_inputs_then_retry_without_reset(tmp_path: Path) -> None:
     assert result.state is RunState.COMPLETED
     assert result.node_outcomes["draft"].status is StageStatus.SUCCESS
     assert result.context["tool.output"] == "v2\n"
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
-    )
 
 
 def test_resume_retry_across_processes(tmp_path: Path) -> None:

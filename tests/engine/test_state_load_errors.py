@@ -8,7 +8,6 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -28,21 +27,9 @@ from freshness_magic.engine.checkpoint_format import (
 from freshness_magic.engine.outcome import Outcome
 from freshness_magic.schemas._check import ANNOTATIONS, KEYWORDS
 from tests.engine.runkit import Scripted, make_run
+from tests.processes import cli
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
 
 
 @pytest.fixture(scope="module")

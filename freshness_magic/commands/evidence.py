@@ -122,6 +122,20 @@ def _unknown_node(run_dir: Path, node: str) -> str | None:
     return None if node in graph.nodes else no_node("the run's pipeline", node, graph.nodes)
 
 
+def damaged_files(run_dir: Path, records: list[EvidenceRecord]) -> list[str]:
+    """What is wrong with each node evidence file the records name that is damaged on disk (the
+    files are under the run's working directory; nothing when its manifest does not say where)."""
+    from freshness_magic.engine.run import stored_workdir
+    from freshness_magic.errors import FreshnessMagicError
+    from freshness_magic.evidence.damage import damaged_files
+
+    try:
+        workdir = stored_workdir(run_dir)
+    except FreshnessMagicError:
+        return []
+    return [damage.message() for damage in damaged_files(workdir, (r.node_id for r in records))]
+
+
 def run(args: argparse.Namespace) -> int:
     from freshness_magic.evidence.record import EVIDENCE_LOG
 
@@ -133,10 +147,12 @@ def run(args: argparse.Namespace) -> int:
         raise EvidenceError(unknown)  # with --json too: an error, not an empty list
     if args.json:
         print(json.dumps([r.to_dict() for r in records], indent=2, ensure_ascii=False))
-        return 0
-    if not records:
+    elif not records:
         what = f"node {args.node!r}" if args.node else "this run"
         print(f"no evidence records for {what} in {run_dir / EVIDENCE_LOG}")
-        return 1 if args.node else 0
-    print(render_table(records))
-    return 0
+    else:
+        print(render_table(records))
+    sys.stdout.flush()  # the table first, then what is wrong with the files it names
+    for damage in damaged_files(run_dir, records):
+        print(f"warning: {damage}", file=sys.stderr)
+    return 1 if not records and args.node and not args.json else 0

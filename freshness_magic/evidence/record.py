@@ -180,23 +180,32 @@ def validate_evidence(data: Any, node_id: str) -> EvidenceReadResult:
 
 
 def read_evidence(path: str | os.PathLike[str], node_id: str) -> EvidenceReadResult:
-    """Read and validate one evidence file; a missing file is ``exists=False`` with no problems."""
+    """Read and validate one evidence file; a missing file is ``exists=False`` with no problems.
+
+    Each problem starts with the file's path (see :func:`check_evidence_file` for them without).
+    """
+    result = check_evidence_file(path, node_id)
+    result.problems = [f"{Path(path)}: {problem}" for problem in result.problems]
+    return result
+
+
+def check_evidence_file(path: str | os.PathLike[str], node_id: str) -> EvidenceReadResult:
+    """:func:`read_evidence` with problems that do not repeat the path (for a caller that names
+    the file once, such as the report of a damaged file in evidence/damage.py)."""
     target = Path(path)
     try:
         raw = read_limited(target)
     except FileNotFoundError:
         return EvidenceReadResult(None, [], exists=False)
     except EvidenceError as exc:
-        return EvidenceReadResult(None, [str(exc)])
+        return EvidenceReadResult(None, [str(exc).removeprefix(f"{target}: ")])
     except OSError as exc:
-        return EvidenceReadResult(None, [f"{target}: cannot be read ({exc.strerror or exc})"])
+        return EvidenceReadResult(None, [f"cannot be read ({exc.strerror or exc})"])
     try:
         data = atomicio.loads_bounded(raw)
     except (ValueError, UnicodeDecodeError) as exc:
-        return EvidenceReadResult(None, [f"{target}: not valid JSON ({exc})"])
-    result = validate_evidence(data, node_id)
-    result.problems = [f"{target}: {problem}" for problem in result.problems]
-    return result
+        return EvidenceReadResult(None, [f"not valid JSON ({exc})"])
+    return validate_evidence(data, node_id)
 
 
 def read_limited(path: Path, limit: int = MAX_EVIDENCE_BYTES) -> bytes:

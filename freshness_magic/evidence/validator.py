@@ -15,6 +15,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.evidence.attrs import expects_no_changes
+from freshness_magic.evidence.damage import damaged_file
 from freshness_magic.evidence.record import (
     EvidenceReadResult,
     EvidenceRecord,
@@ -44,13 +45,17 @@ NO_EVIDENCE_MESSAGE = (
 
 
 def no_evidence_message(node: Node, workdir: str | os.PathLike[str]) -> str:
-    """The actionable failure message for a work node that left no evidence."""
-    return NO_EVIDENCE_MESSAGE.format(
+    """The actionable failure message for a work node that left no evidence; when the node's
+    evidence file is there but damaged, a last line says so (option 2 alone would read as if
+    there were no file)."""
+    message = NO_EVIDENCE_MESSAGE.format(
         node_id=node.id,
         label=node.label,
         task=node.prompt or node.label,
         workdir=os.fspath(Path(workdir).resolve()),
     )
+    damage = damaged_file(workdir, node.id)
+    return message if damage is None else f"{message}\n{damage.message()}"
 
 
 @dataclass

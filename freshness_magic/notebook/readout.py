@@ -290,7 +290,17 @@ class PipelineReadout:
         if not records:
             where = f" for {node_id}" if node_id else ""
             return TextResult(f"no evidence records{where} yet", [])
-        return TextResult(text.evidence_table(records), records)
+        lines = [text.evidence_table(records), *self.damaged_evidence(records)]
+        return TextResult("\n".join(lines), records)
+
+    def damaged_evidence(self, records: list[dict[str, Any]]) -> list[str]:
+        """A line for each node evidence file ``records`` name that is damaged on disk."""
+        from freshness_magic.evidence.damage import damaged_files
+
+        if self._run is None:
+            return []
+        nodes = [r["nodeId"] for r in records if isinstance(r.get("nodeId"), str)]
+        return [f"warning: {d.message()}" for d in damaged_files(self._run.workdir, nodes)]
 
     def details(self, node_id: str) -> dict[str, Any]:
         """What the details panel of ``node_id`` shows (state, output, failure, evidence...)."""

@@ -13,6 +13,7 @@ from freshness_magic.cli import main
 from freshness_magic.engine import Run, RunState
 from freshness_magic.evidence.record import EVIDENCE_LOG
 from freshness_magic.session import open_run
+from tests.processes import cli
 
 DOT = """digraph cli {
   graph [evidence=require]
@@ -122,3 +123,55 @@ def test_a_step_that_ran_on_many_stale_files_stays_a_short_row(
     row = capsys.readouterr().out.splitlines()[1]
     assert "gen1.txt, gen2.txt, gen3.txt (+5 more)" in row
     assert "gen4.txt" not in row
+
+
+DAMAGING_DOT = """digraph damaging {
+  start [shape=Mdiamond]
+  garbage [shape=parallelogram,
+           tool_command="cd .orchestrator/evidence && printf 'not json{' > garbage.json"]
+  shaped [shape=parallelogram, tool_command="printf '[1, 2]' > .orchestrator/evidence/shaped.json"]
+  done [shape=Msquare]
+  start -> garbage -> shaped -> done
+}"""
+
+
+def test_a_damaged_node_evidence_file_is_named_with_what_is_wrong_and_left_as_is(
+    tmp_path: Path,
+) -> None:
+    """A node evidence file that is not JSON, or not an object, is said after the table (the
+    run's records name it), in a new process, with no traceback; the file is not touched."""
+    (tmp_path / "p.dot").write_text(DAMAGING_DOT)
+    ran = cli("run", "p.dot", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    (run_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
+    files = tmp_path / ".orchestrator" / "evidence"
+
+    shown = cli("evidence", str(run_dir), cwd=tmp_path)
+    assert shown.returncode == 0 and "Traceback" not in shown.stderr
+    assert [line.split()[2] for line in shown.stdout.splitlines()[1:]] == [
+        "start",
+        "garbage",
+        "shaped",
+        "done",
+    ]
+    warnings = shown.stderr.splitlines()
+    assert warnings == [
+        f"warning: evidence file {files / 'garbage.json'} of node 'garbage' is damaged: not "
+        "valid JSON (Expecting value: line 1 column 1 (char 0)). It is not counted as the node's "
+        "evidence and is left as it is: write it again as a JSON object with version 1, nodeId "
+        '"garbage", timestamp (ISO 8601) and summary, or delete it (the run\'s record of each '
+        "step is in its evidence.jsonl)",
+        f"warning: evidence file {files / 'shaped.json'} of node 'shaped' is damaged: the "
+        "document is a JSON list, expected an object. It is not counted as the node's evidence "
+        'and is left as it is: write it again as a JSON object with version 1, nodeId "shaped", '
+        "timestamp (ISO 8601) and summary, or delete it (the run's record of each step is in its "
+        "evidence.jsonl)",
+    ]
+
+    one = cli("evidence", str(run_dir), "shaped", "--json", cwd=tmp_path)
+    assert one.returncode == 0
+    assert [r["nodeId"] for r in json.loads(one.stdout)] == ["shaped"]
+    assert one.stderr.count("warning: ") == 1 and "shaped.json of node 'shaped'" in one.stderr
+
+    assert (files / "garbage.json").read_text() == "not json{"
+    assert (files / "shaped.json").read_text() == "[1, 2]"

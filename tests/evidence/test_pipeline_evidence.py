@@ -533,8 +533,14 @@ def test_invalid_own_record_is_reported_and_kept(repo: Path) -> None:
     result = run.run()
     assert result.state is RunState.FAILED
     outcome = result.node_outcomes["implement"]
-    assert outcome.failure_reason == message_for(repo)
+    first, damage = outcome.failure_reason.rsplit("\n", 1)
+    assert first == message_for(repo)
+    assert damage.startswith(
+        f"evidence file {evidence_path(repo, 'implement')} of node 'implement' is damaged: "
+        "field 'timestamp' is missing. "
+    )
     assert "field 'timestamp' is missing" in outcome.notes
+    assert evidence_path(repo, "implement").read_text() == HALF_RECORD
     facts = record_of(repo, "implement").engine
     assert any("field 'timestamp' is missing" in p for p in facts["evidence_problems"])
     assert (

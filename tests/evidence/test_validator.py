@@ -184,8 +184,17 @@ def test_invalid_evidence_file_is_reported_and_does_not_count(
 
     result = validate(repo, work_node(), write)
     assert not result.valid
-    assert result.reason == expected_message(repo)
+    first, damage = result.reason.rsplit("\n", 1)
+    assert first == expected_message(repo)
+    assert damage.startswith(
+        f"evidence file {evidence_path(repo, 'implement')} of node 'implement' is damaged: "
+    )
+    assert problem in damage and damage.endswith(
+        "or delete it (the run's record of each step is in its evidence.jsonl)"
+    )
     assert any(problem in p for p in result.problems), result.problems
+    written = doc if isinstance(doc, str) else json.dumps(doc)
+    assert evidence_path(repo, "implement").read_text() == written  # left as it is
 
 
 def test_invalid_evidence_file_with_other_evidence_still_reports_problems(repo: Path) -> None:

@@ -319,6 +319,31 @@ def test_evidence_names_three_stale_files_and_counts_the_rest(
     assert out.splitlines()[1].endswith(f"  [stale: {stale}]")
 
 
+def test_evidence_names_a_damaged_node_evidence_file_and_leaves_it(
+    shell: InteractiveShell, workdir: Path
+):
+    """A node evidence file that is not JSON is said under the table (which file, what is
+    wrong, what to do), for the run and for the node; the file stays as the node wrote it."""
+    dot = REVIEW_DOT.replace(
+        'tool_command="true"', "tool_command=\"printf '{oops' > .orchestrator/evidence/lint.json\""
+    )
+    load_review(shell, workdir, dot)
+    line(shell, "run --to approve")
+    damaged = workdir / ".orchestrator" / "evidence" / "lint.json"
+    warning = (
+        f"warning: evidence file {damaged} of node 'lint' is damaged: not valid JSON "
+        "(Expecting property name enclosed in double quotes: line 1 column 2 (char 1)). It is "
+        "not counted as the node's evidence and is left as it is: write it again as a JSON "
+        'object with version 1, nodeId "lint", timestamp (ISO 8601) and summary, or delete it '
+        "(the run's record of each step is in its evidence.jsonl)"
+    )
+    for command in ("evidence", "evidence lint"):
+        out = line(shell, command).text.splitlines()
+        assert out[-1] == warning and sum(w.startswith("warning:") for w in out) == 1
+    assert not line(shell, "evidence draft").text.count("warning:")
+    assert damaged.read_text() == "{oops"
+
+
 def test_a_big_change_is_named_briefly_in_why_and_the_details_panel(
     shell: InteractiveShell, workdir: Path
 ):

@@ -4,6 +4,7 @@ works and a mistake is a one-line ``UsageError``)."""
 from __future__ import annotations
 
 import argparse
+import shlex
 from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
@@ -190,3 +191,38 @@ def name_from(args: list[str]) -> str | None:
         if word.startswith("--name="):
             return word.split("=", 1)[1]
     return None
+
+
+CELL_MAGICS: tuple[str, ...] = ("pipeline", "node")
+"""The cell magics whose ``--help`` works without a body (see :func:`help_without_body`)."""
+
+
+def asks_for_help(line: str) -> bool:
+    """Whether a magic line asks for help: ``-h``, ``--help`` or an abbreviation argparse takes
+    (``--he``), before any ``--``."""
+    try:
+        words = shlex.split(line)
+    except ValueError:
+        return False
+    for word in words:
+        if word == "--":
+            return False
+        if word == "-h" or (len(word) >= 3 and "--help".startswith(word)):
+            return True
+    return False
+
+
+def help_without_body(lines: list[str]) -> list[str]:
+    """An input transformer (IPython's cleanup stage): ``%%pipeline --help`` or ``%%node -h``
+    alone in a cell gets an empty line as its body.
+
+    IPython refuses a cell magic whose body is empty before calling it ("the cell body is
+    empty"), so the magic's parser never saw the help request; with a body it does, and the
+    help is shown as ``%pipeline --help`` shows it. Any other cell is left as it is.
+    """
+    if len(lines) != 1 or not lines[0].startswith("%%"):
+        return lines
+    name, _, rest = lines[0][2:].rstrip().partition(" ")
+    if name not in CELL_MAGICS or not asks_for_help(rest):
+        return lines
+    return [lines[0] if lines[0].endswith("\n") else lines[0] + "\n", "\n"]

@@ -1,8 +1,9 @@
 """Loading and unloading the notebook extension (``%load_ext`` / ``%unload_ext``).
 
 The magics instance lives in the shell's magics registry (no module state); unloading removes
-the magics, the ``post_execute`` hook and the completers it added and stops the background
-watchers, and nothing else: the loaded pipelines stay in the user namespace, so
+the magics, the ``post_execute`` hook, the input transformer (``%%pipeline --help`` alone in a
+cell) and the completers it added and stops the background watchers, and nothing else: the
+loaded pipelines stay in the user namespace, so
 ``%reload_ext freshness_magic`` keeps them (their watchers start again on load). The watchers
 also stop when the kernel exits.
 """
@@ -13,6 +14,7 @@ import atexit
 import contextlib
 from typing import Any
 
+from freshness_magic.notebook.arguments import help_without_body
 from freshness_magic.notebook.magics import PipelineMagics
 
 _COMPLETE_KEYS = ("%pipeline", "%%pipeline", "%%node")
@@ -37,6 +39,8 @@ def load(ipython: Any) -> PipelineMagics:
     ipython.register_magics(magics)
     ipython.configurables.append(magics)
     ipython.events.register("post_execute", magics.post_execute)
+    if help_without_body not in ipython.input_transformers_cleanup:
+        ipython.input_transformers_cleanup.append(help_without_body)
     atexit.register(magics.close)
     for pipeline in magics.pipelines().values():
         pipeline.start_watching()
@@ -57,6 +61,8 @@ def unload(ipython: Any) -> None:
     atexit.unregister(magics.close)
     with contextlib.suppress(ValueError):
         ipython.events.unregister("post_execute", magics.post_execute)
+    with contextlib.suppress(ValueError):
+        ipython.input_transformers_cleanup.remove(help_without_body)
     magics.close()
     table = ipython.magics_manager.magics
     for kind, name in _MAGICS:

@@ -11,6 +11,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.errors import RunError
+from freshness_magic.notebook.arguments import help_without_body
 from freshness_magic.notebook.magics import PipelineMagics
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.text import TextResult
@@ -278,6 +279,33 @@ def test_help_is_returned_as_text(shell: InteractiveShell):
     assert "usage: %%node" in shell.run_cell_magic("node", "--help", "pass\n").text
     doc = PipelineMagics.pipeline.__doc__ or ""
     assert "usage: %%pipeline" in doc and "usage: %pipeline" in doc
+
+
+@pytest.mark.parametrize(
+    ("cell", "usage"),
+    [
+        ("%%pipeline --help", "usage: %%pipeline [-h]"),
+        ("%%pipeline review -h\n", "usage: %%pipeline [-h]"),
+        ("%%pipeline --he", "usage: %%pipeline [-h]"),
+        ("%%node --help", "usage: %%node [-h]"),
+        ("%%node draft --name review -h", "usage: %%node [-h]"),
+    ],
+)
+def test_cell_magic_help_alone_in_a_cell_is_shown(
+    shell: InteractiveShell, cell: str, usage: str, capsys: pytest.CaptureFixture[str]
+):
+    """``%%pipeline --help`` with no body shows the help, as ``%pipeline --help`` does (IPython
+    refuses a cell magic with an empty body before the magic sees its line)."""
+    result = shell.run_cell(cell)
+    assert result.error_before_exec is None and result.error_in_exec is None
+    assert isinstance(result.result, TextResult) and result.result.text.startswith(usage)
+    assert "body is empty" not in capsys.readouterr().err
+
+
+def test_a_cell_magic_without_body_or_help_is_still_refused(shell: InteractiveShell):
+    result = shell.run_cell("%%pipeline review")
+    assert isinstance(result.error_in_exec, UsageError)
+    assert "cell body is empty" in str(result.error_in_exec)
 
 
 def test_why_cond_evidence(shell: InteractiveShell, workdir: Path):
@@ -573,10 +601,12 @@ def test_unload_removes_magics_hooks_and_completers(shell: InteractiveShell):
     assert "pipeline" not in manager.magics["cell"] and "node" not in manager.magics["cell"]
     assert len(shell.events.callbacks["post_execute"]) == hooks - 1
     assert "%pipeline" not in shell.strdispatchers["complete_command"].strs
+    assert help_without_body not in shell.input_transformers_cleanup
     with pytest.raises(UsageError):
         shell.run_line_magic("pipeline", "list")
     shell.run_line_magic("load_ext", "freshness_magic")
     assert "pipeline" in manager.magics["line"]
+    assert shell.input_transformers_cleanup.count(help_without_body) == 1
 
 
 def test_post_execute_refreshes_stale_markers_and_accept_clears(

@@ -255,8 +255,17 @@ class HubClient:
             try:
                 return candidate.resolve().relative_to(self.root).as_posix()
             except ValueError as exc:
-                raise HubError(f"{path}: outside the hub's working directory {self.root}") from exc
-        return Path(os.path.normpath(path)).as_posix()
+                raise self._outside(path) from exc
+        rel = Path(os.path.normpath(path)).as_posix()
+        if rel == ".." or rel.startswith("../"):
+            raise self._outside(path)
+        return rel
+
+    def _outside(self, path: str) -> HubError:
+        return HubError(
+            f"{path}: outside the hub's working directory {self.root}; give a path inside it "
+            "(relative to it, or absolute)"
+        )
 
     def _split(self, target: str) -> tuple[str, str | None]:
         text = target[5:] if target.startswith("node:") else target

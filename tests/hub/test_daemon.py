@@ -65,6 +65,11 @@ def test_cli_start_status_query_stop(hub_dir: Path) -> None:
     login = next(s for s in auth["symbols"] if s["qualname"] == "login")
     assert login["callers"] == ["node:src/app.py:main", "node:tests/test_auth.py:test_login"]
     assert login["signature"] == "def login(user, pw):" and login["docstring_outdated"] is False
+    for outside in ("../../etc/passwd", "/etc/passwd", "src/../../x.py:f"):
+        refused = _cli("query", outside, "--workdir", str(hub_dir))
+        assert refused.returncode == 2, (outside, refused.stdout)
+        assert f"{outside.partition(':')[0]}: outside the hub's working directory" in refused.stderr
+        assert "Traceback" not in refused.stderr
     pid = status.pid
     assert pid is not None
     stopped = _cli("stop", "--workdir", str(hub_dir))

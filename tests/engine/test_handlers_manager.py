@@ -105,10 +105,22 @@ def test_failed_child_fails_the_manager(tmp_path: Path) -> None:
     run = run_parent(parent('"stack.child_dotfile"="child.dot"'), tmp_path)
     outcome = run.node_outcomes["manage"]
     assert outcome.status.value == "fail"
-    assert outcome.failure_reason.startswith("Child failed:")
-    assert "exit code 5" in outcome.failure_reason
+    assert outcome.failure_reason.startswith("Child failed at node 'build': exit code 5")
+    assert "no edge condition matched" not in outcome.failure_reason
     assert run.completed_nodes == ["start", "manage", "failed", "done"]
     assert run.context["stack.child.status"] == "failed"
+
+
+def test_nested_child_failures_fold_into_one_path(tmp_path: Path) -> None:
+    (tmp_path / "leaf.dot").write_text(FAILING_CHILD)
+    (tmp_path / "mid.dot").write_text(
+        'digraph mid { start [shape=Mdiamond]; inner [shape=house, "stack.child_dotfile"='
+        '"leaf.dot"]; done [shape=Msquare]; start -> inner -> done }'
+    )
+    run = run_parent(parent('"stack.child_dotfile"="mid.dot"'), tmp_path)
+    reason = run.node_outcomes["manage"].failure_reason
+    assert reason.startswith("Child failed at node 'inner' > 'build': exit code 5")
+    assert reason.count("Child failed") == 1 and "no edge condition matched" not in reason
 
 
 def test_stop_condition_ends_supervision(tmp_path: Path) -> None:

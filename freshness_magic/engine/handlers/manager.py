@@ -108,6 +108,29 @@ def _fail(reason: str, updates: dict[str, Any] | None = None) -> Outcome:
     return Outcome(status=StageStatus.FAIL, failure_reason=reason, context_updates=updates or {})
 
 
+CHILD_FAILED_AT = "Child failed at node "
+
+
+def child_failure(child: ChildRun) -> str:
+    """Why a failed child failed: the failed node and its own reason.
+
+    The child run's reason adds how its routing ended, which says nothing to the parent; a
+    child that is itself a manager's failure folds into one path (``'inner' > 'build'``)
+    instead of nesting the same sentence once per level.
+    """
+    outcomes = child.node_outcomes
+    candidates = (child.current_node, *child.completed_nodes[-1:])
+    failed = next(
+        (n for n in candidates if n in outcomes and outcomes[n].status is StageStatus.FAIL), None
+    )
+    if failed is None:
+        return f"Child failed: {child.failure_reason}"
+    reason = outcomes[failed].failure_reason
+    if reason.startswith(CHILD_FAILED_AT):
+        return f"{CHILD_FAILED_AT}{failed!r} > {reason.removeprefix(CHILD_FAILED_AT)}"
+    return f"{CHILD_FAILED_AT}{failed!r}: {reason}"
+
+
 class ManagerLoopHandler:
     """Runs and observes a child pipeline until it finishes, a stop condition, or max cycles."""
 
@@ -216,7 +239,7 @@ class ManagerLoopHandler:
                     notes=f"Child completed after {cycle} cycle(s): {child.run_dir}",
                 )
             if state is RunState.FAILED:
-                return _fail(f"Child failed: {child.failure_reason}", updates)
+                return _fail(child_failure(child), updates)
             if state is RunState.WAITING:
                 gate = child.pending_gate
                 where = gate.node_id if gate is not None else child.next_node

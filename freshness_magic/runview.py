@@ -146,7 +146,7 @@ def read_run(run_dir: Path) -> RunView:
     after = _fold_events(model, folder, seen)
     model.publish(
         snapshot,
-        stale_from_report(report) if report is not None else {},
+        stale_from_report(report, graph) if report is not None else {},
         frozenset(str(n) for n in blocked or ()),
     )
     for event in after:  # the step in progress since the checkpoint, as a kernel folds it

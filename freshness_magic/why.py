@@ -22,7 +22,7 @@ from typing import Any, Protocol
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.engine.reach import upstream
-from freshness_magic.freshness.attrs import freshness_mode, source_files
+from freshness_magic.freshness.attrs import freshness_mode, inputs_checked, source_files
 from freshness_magic.notebook import text
 from freshness_magic.notebook.render import inputs_text
 from freshness_magic.notebook.viewmodel import NodeStale
@@ -208,7 +208,8 @@ def why_lines(facts: NodeFacts, commands: Commands) -> list[str]:
     if facts.output:
         lines.append(f"  output: {text.one_line(facts.output, 200)}")
     if view.state is NodeState.PENDING and stale is None:
-        lines.append("  not run yet; inputs unchanged")
+        checked = inputs_checked(facts.node) or not source_files(facts.node)
+        lines.append("  not run yet; inputs unchanged" if checked else "  not run yet")
     return [*lines, *text.indented(step.line for step in next_steps(facts, commands))]
 
 

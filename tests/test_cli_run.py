@@ -676,8 +676,9 @@ def test_a_branch_a_block_held_back_is_named_by_its_fan_out_and_the_summary(
 
 CHANGED = """digraph changed {
   start   [shape=Mdiamond]
-  lint    [shape=parallelogram, tool_command="cat in.txt", source_files="in.txt"]
-  notes   [shape=parallelogram, tool_command="cat notes.txt", source_files="notes.txt"]
+  lint    [shape=parallelogram, tool_command="cat in.txt", source_files="in.txt", freshness=warn]
+  notes   [shape=parallelogram, tool_command="cat notes.txt", source_files="notes.txt",
+           freshness=warn]
   approve [shape=hexagon]
   done    [shape=Msquare]
   start -> lint -> approve

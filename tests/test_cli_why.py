@@ -157,6 +157,23 @@ def test_a_node_stale_after_its_input_changed_names_the_file_and_offers_accept_a
     assert why(run_dir, "lint", workdir)[0] == "lint: succeeded"
 
 
+def test_a_node_whose_freshness_is_ignored_is_not_stale_and_says_its_inputs_are_not_checked(
+    workdir: Path,
+) -> None:
+    ignored = REVIEW.replace('freshness="block"', 'freshness="ignore"')
+    (workdir / "ignored.dot").write_text(ignored)
+    run_dir = start(workdir, "--to", "approve", dot="ignored.dot")  # lint and draft ran
+    (workdir / "src" / "login.py").write_text("def login():\n    return False\n")
+    said = why(run_dir, "lint", workdir)
+    assert said[0] == "lint: succeeded", said
+    assert "  inputs: src/*.py (freshness=ignore: not checked, never shown stale)" in said
+    assert not any("accept" in w or "changed" in w for w in said), said
+    assert why(run_dir, "draft", workdir)[0] == "draft: succeeded"  # not outdated
+    status = cli("status", str(run_dir), "--json", cwd=workdir)
+    assert "stale_nodes" not in json.loads(status.stdout)
+    assert "stale" not in cli("status", str(run_dir), cwd=workdir).stdout
+
+
 BLOCKED = """digraph blk {
   start [shape=Mdiamond]
   edit  [shape=parallelogram, tool_command="echo two > data/input.txt"]

@@ -46,7 +46,7 @@ def main(args: argparse.Namespace) -> int:
     run_dir = follow_restarts(checked_run_dir(args.run_dir))
     data, used = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)
-    stale = stale_nodes(data, used)
+    stale = stale_nodes(run_dir, data, used)
     if stale:  # as driver and orphaned_tools: only when there is something to say
         info["stale_nodes"] = stale
     driver = live_driver(run_dir)
@@ -160,16 +160,26 @@ def held_open(
     return who, "no node running now", f"go on there (%pipeline resume), {leave}"
 
 
-def stale_nodes(data: dict[str, Any], used: Path) -> list[str] | None:
-    """The nodes whose inputs changed (as ``check`` finds them), from the checkpoint ``status``
-    read; None when the run keeps no freshness state."""
-    from freshness_magic.errors import FreshnessError
+def stale_nodes(run_dir: Path, data: dict[str, Any], used: Path) -> list[str] | None:
+    """The nodes whose inputs changed (as ``check`` finds them) and are checked (``freshness``
+    warn or block: the nodes every view shows stale), from the checkpoint ``status`` read; None
+    when the run keeps no freshness state."""
+    from freshness_magic.engine.persistence import stored_pipeline
+    from freshness_magic.errors import FreshnessError, FreshnessMagicError
+    from freshness_magic.freshness.attrs import inputs_checked
     from freshness_magic.freshness.runcheck import checkpoint_report
 
     try:
-        return checkpoint_report(data, used).stale_nodes
+        stale = checkpoint_report(data, used).stale_nodes
     except FreshnessError:
         return None
+    if not stale:
+        return stale
+    try:
+        graph = stored_pipeline(run_dir, data.get("pipeline") or {}, used)
+    except FreshnessMagicError:
+        return stale  # no pipeline to tell the modes from
+    return [n for n in stale if n in graph.nodes and inputs_checked(graph.nodes[n])]
 
 
 def _stale_lines(

@@ -29,6 +29,21 @@ def freshness_mode(node: Node) -> str:
     return node.attrs.get("freshness") or "ignore"
 
 
+CHECKED_MODES: tuple[str, ...] = ("warn", "block")
+"""The modes under which a node's inputs are checked before it runs."""
+
+
+def inputs_checked(node: Node) -> bool:
+    """Whether the node's inputs are checked (``freshness`` is ``warn`` or ``block``).
+
+    The one rule for both the engine and the views: the freshness extension checks only these
+    nodes before they run, and only these are ever shown stale (or make the nodes after them
+    outdated). Under ``ignore`` (also when unset) the inputs still get baselines, but a change
+    to them is not the node's concern.
+    """
+    return freshness_mode(node) in CHECKED_MODES
+
+
 def prompt_input_entry(node: Node, graph: Graph) -> str | None:
     """The prompt file as an input entry: absolute for a pipeline with a path, else relative to
     the working directory (where a pipeline without a path resolves it); None for an inline

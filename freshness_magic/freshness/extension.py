@@ -29,7 +29,12 @@ from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.validation import LintRule
 from freshness_magic.errors import FreshnessError
-from freshness_magic.freshness.attrs import freshness_mode, node_inputs, tracked_nodes
+from freshness_magic.freshness.attrs import (
+    freshness_mode,
+    inputs_checked,
+    node_inputs,
+    tracked_nodes,
+)
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.events import FreshnessEvent, describe_input_drift
 from freshness_magic.freshness.lint import freshness_rules
@@ -134,7 +139,7 @@ class FreshnessExtension(BaseRunExtension):
     def before_execute(self, run: Run, node: Node, attempt: int) -> Outcome | None:
         mode = freshness_mode(node)
         entries = node_inputs(node, run.graph)
-        if mode not in ("warn", "block") or not entries:
+        if not inputs_checked(node) or not entries:
             return None
         tracker = self._tracker(run)
         if node.id not in tracker.baselines:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 
 from freshness_magic.engine.model import Edge, Graph, Node
 from freshness_magic.errors import FreshnessMagicError
-from freshness_magic.freshness.attrs import freshness_mode, source_files
+from freshness_magic.freshness.attrs import freshness_mode, inputs_checked, source_files
 from freshness_magic.notebook.viewstate import (
     STALE_DASH,
     STATE_STYLES,
@@ -298,9 +298,15 @@ def static_title(graph: Graph, node_id: str) -> str:
 
 
 def inputs_text(node: Node) -> str:
-    """``inputs: <patterns> (freshness=<mode>)`` for a node with ``source_files``, else ""."""
+    """``inputs: <patterns> (freshness=<mode>)`` for a node with ``source_files``, else ""; for
+    one whose inputs are not checked (``ignore``, also when unset) it says so."""
     inputs = source_files(node)
-    return f"inputs: {', '.join(inputs)} (freshness={freshness_mode(node)})" if inputs else ""
+    if not inputs:
+        return ""
+    mode = f"freshness={freshness_mode(node)}"
+    if not inputs_checked(node):
+        mode += ": not checked, never shown stale"
+    return f"inputs: {', '.join(inputs)} ({mode})"
 
 
 def _follow_text_colour(group: ET.Element) -> None:

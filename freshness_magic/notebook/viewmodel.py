@@ -24,6 +24,7 @@ from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.persistence import EVENTS_FILE
 from freshness_magic.engine.reach import forward_order, reachable, successor_map
 from freshness_magic.engine.state import RunState
+from freshness_magic.freshness.attrs import inputs_checked
 from freshness_magic.freshness.events import some_files
 from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.report import FreshnessReport
@@ -63,10 +64,18 @@ WHY_FILES = 10
 _LABELS = {"stale_changed": "modified", "stale_deleted": "deleted", "stale_added": "added"}
 
 
-def stale_from_report(report: FreshnessReport) -> dict[str, NodeStale]:
-    """Per-node stale inputs from the freshness report: since the node ran, else since baseline."""
+def stale_from_report(report: FreshnessReport, graph: Graph) -> dict[str, NodeStale]:
+    """Per-node stale inputs from the freshness report: since the node ran, else since baseline.
+
+    Where every view (widget, status, ``why``, on both surfaces) learns which nodes are stale:
+    only a node of ``graph`` whose inputs are checked (:func:`inputs_checked`) can be; the
+    report also has baselines of ``freshness=ignore`` nodes, never shown stale.
+    """
     result: dict[str, NodeStale] = {}
     for node_id, entry in report.nodes.items():
+        node = graph.nodes.get(node_id)
+        if node is None or not inputs_checked(node):
+            continue
         if entry.since_run is not None:
             view, kind = entry.since_run, StaleKind.RUN
         else:
@@ -87,7 +96,8 @@ def freshness_of(run: Any) -> tuple[dict[str, NodeStale], frozenset[str]]:
         if getattr(ext, "name", "") != "freshness":
             continue
         report = ext.report(run) if callable(getattr(ext, "report", None)) else None
-        stale = stale_from_report(report) if isinstance(report, FreshnessReport) else {}
+        graph = run.graph
+        stale = stale_from_report(report, graph) if isinstance(report, FreshnessReport) else {}
         return stale, frozenset(getattr(ext, "blocked", ()))
     return {}, frozenset()
 

@@ -275,7 +275,7 @@ def palette_css(root: str = ".fm-root") -> str:
 
 def possible_states(graph: Graph) -> tuple[NodeState, ...]:
     """The states this pipeline can show (the legend lists only these), in palette order."""
-    from freshness_magic.freshness.attrs import freshness_mode, source_files
+    from freshness_magic.freshness.attrs import freshness_mode, inputs_checked, source_files
 
     nodes = list(graph.nodes.values())
     work = [n for n in nodes if n.handler_type not in ("start", "exit")]
@@ -286,7 +286,7 @@ def possible_states(graph: Graph) -> tuple[NodeState, ...]:
         can.add(NodeState.WAITING)
     if len(work) > 1:  # a retry of an earlier node leaves the later ones outdated
         can.add(NodeState.OUTDATED)
-    if any(source_files(n) for n in nodes):
+    if any(source_files(n) and inputs_checked(n) for n in nodes):
         can |= {NodeState.STALE, NodeState.OUTDATED}
     if any(freshness_mode(n) == "block" for n in nodes):
         can |= {NodeState.BLOCKED, NodeState.RETRYING}

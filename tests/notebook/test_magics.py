@@ -15,6 +15,7 @@ from freshness_magic.notebook.arguments import help_without_body
 from freshness_magic.notebook.magics import PipelineMagics
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.text import TextResult
+from freshness_magic.notebook.viewstate import NodeState
 from tests.notebook.conftest import REVIEW_DOT, load_review
 
 
@@ -631,6 +632,35 @@ def test_post_execute_refreshes_stale_markers_and_accept_clears(
     out = line(shell, "accept lint").text
     assert out.startswith("accepted current inputs of lint: src/login.py, src/new.py")
     assert "stale" not in line(shell, "status").text
+
+
+def test_a_node_whose_freshness_is_ignored_is_never_shown_stale_nor_makes_others_outdated(
+    shell: InteractiveShell, workdir: Path
+):
+    """freshness=ignore: the inputs are not checked, so neither the widget, the status table
+    nor ``why`` calls the node stale (or the nodes after it outdated) when they change."""
+    dot = REVIEW_DOT.replace('freshness="block"', 'freshness="ignore"').replace(
+        'source_files="docs/spec.md", freshness="warn"',
+        'source_files="docs/spec.md", freshness="ignore"',
+    )
+    pipeline = load_review(shell, workdir, dot)
+    line(shell, "run --to approve")  # lint and draft ran
+    (workdir / "src" / "login.py").write_text("changed\n")
+    (workdir / "docs" / "spec.md").write_text("changed\n")
+    shell.run_cell("edited = True")  # the post_execute hook re-checks
+    assert dict(pipeline.stale) == {}
+    views = pipeline.views()
+    assert (
+        views["lint"].state is NodeState.SUCCEEDED and views["draft"].state is NodeState.SUCCEEDED
+    )
+    widget = pipeline.widget
+    assert not set(widget.states) & {"t", "T", "o"}  # stale (baseline, run), outdated
+    status = line(shell, "status").text
+    assert "stale" not in status and "outdated" not in status
+    why = line(shell, "why lint").text.splitlines()
+    assert why[0] == "lint: succeeded"
+    assert "  inputs: src/**/*.py (freshness=ignore: not checked, never shown stale)" in why
+    assert not any("accept" in w for w in why)
 
 
 def test_accept_names_the_first_files_and_counts_the_rest(shell: InteractiveShell, workdir: Path):

@@ -122,12 +122,21 @@ def test_legend_lists_only_the_states_a_pipeline_can_show():
     assert NodeState.SKIPPED not in plain and NodeState.SUCCEEDED in plain
     gated = possible_states(
         load_pipeline(
-            'digraph g { start [shape=Mdiamond]; ask [shape=hexagon]; a [source_files="x.py"];'
-            " done [shape=Msquare]; start -> ask; ask -> a; ask -> done; a -> done }"
+            'digraph g { start [shape=Mdiamond]; ask [shape=hexagon]; a [source_files="x.py",'
+            " freshness=warn]; done [shape=Msquare]; start -> ask; ask -> a; ask -> done;"
+            " a -> done }"
         )
     )
     assert {NodeState.WAITING, NodeState.SKIPPED, NodeState.STALE, NodeState.OUTDATED} <= set(gated)
     assert NodeState.BLOCKED not in gated
+    for mode in ("", ", freshness=ignore"):  # inputs not checked: never shown stale
+        unchecked = possible_states(
+            load_pipeline(
+                f'digraph g {{ start [shape=Mdiamond]; a [source_files="x.py"{mode}];'
+                " done [shape=Msquare]; start -> a -> done }"
+            )
+        )
+        assert NodeState.STALE not in unchecked and NodeState.OUTDATED not in unchecked
 
 
 def test_the_legend_draws_each_stale_kind_as_its_nodes_are_drawn():
@@ -143,8 +152,8 @@ def test_the_legend_draws_each_stale_kind_as_its_nodes_are_drawn():
     outdated = STATE_STYLES[NodeState.OUTDATED].dash
     assert outdated and outdated not in STALE_DASH.values()
     watched = load_pipeline(
-        'digraph g { start [shape=Mdiamond]; a [source_files="x.py"]; done [shape=Msquare];'
-        " start -> a -> done }"
+        'digraph g { start [shape=Mdiamond]; a [source_files="x.py", freshness=block];'
+        " done [shape=Msquare]; start -> a -> done }"
     )
     html = static_html(LayoutCache().get(watched), {})
     legend = html.split('<div class="fm-legend">')[1]

@@ -235,8 +235,12 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     if node_id in facts.blocked:
         outcome = facts.outcome
         reasons = [view.why, *((outcome.notes, outcome.failure_reason) if outcome else ())]
-        if not facts.failed or any(commands.accept(node_id) in words for words in reasons):
-            return []
+        if any(commands.accept(node_id) in words for words in reasons):
+            return []  # the reason says it (a run recorded before the engine's note named none)
+        if not facts.failed:  # held back, and the run stopped before failing there
+            accept = commands.accept(node_id)
+            line = f"next: {accept} takes its changed inputs as its new baseline, so it runs"
+            return [NextStep(f"{line} when the run gets there again", accept)]
         retry = commands.retry(node_id, accept=True)
         line = f"next: {retry} runs it on its changed inputs, and the run goes on from it"
         return [NextStep(line, retry)]

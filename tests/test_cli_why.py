@@ -188,7 +188,9 @@ BLOCKED = """digraph blk {
 def test_a_node_a_block_held_back_offers_the_accept_and_retry_that_goes_on(
     tmp_path: Path,
 ) -> None:
-    """Its reason names the magic and ``RUN``; the command line gets the line to paste."""
+    """The engine's note names no command (it cannot know the front end, and it said
+    ``resume RUN --accept prep``, a placeholder, and the magic); the command line gets the line
+    to paste, with the run directory."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "input.txt").write_text("one\n")
     (tmp_path / "blk.dot").write_text(BLOCKED)
@@ -196,6 +198,13 @@ def test_a_node_a_block_held_back_offers_the_accept_and_retry_that_goes_on(
     said = why(run_dir, "prep", tmp_path)
     assert said[0] == "prep: blocked"
     assert "  inputs changed since baseline: data/input.txt (modified)" in said
+    assert (
+        "  notes: freshness=block: inputs changed since the baseline snapshot; accept them as its "
+        "new baseline or restore the files"
+    ) in said
+    assert not any("RUN" in line or "%pipeline" in line for line in said), said
+    record = json.loads(cli("evidence", str(run_dir), "prep", "--json", cwd=tmp_path).stdout)
+    assert "RUN" not in record[-1]["outcome"]["engine"]["notes"]
     assert said[-1] == (
         f"  next: {PROGRAM} resume {run_dir} --accept prep --retry prep runs it on its changed "
         "inputs, and the run goes on from it"
@@ -203,6 +212,36 @@ def test_a_node_a_block_held_back_offers_the_accept_and_retry_that_goes_on(
     done = paste(command_of(said[-1], "runs it on"), tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert why(run_dir, "prep", tmp_path)[0] == "prep: succeeded"
+
+
+ROUTED = BLOCKED.replace(
+    "start -> edit -> prep -> done",
+    'start -> edit -> prep\n  prep -> done [condition="outcome=success"]\n'
+    '  prep -> report [condition="outcome=fail"]\n  report -> done\n'
+    '  report [shape=parallelogram, tool_command="true"]',
+)
+
+
+def test_a_node_held_back_that_the_run_went_past_offers_the_accept_with_the_run_dir(
+    tmp_path: Path,
+) -> None:
+    """A failure edge took the run past the blocked node: ``why`` offers the accept that lifts
+    the block, spelled with the run directory (the engine's note said ``resume RUN``)."""
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "input.txt").write_text("one\n")
+    (tmp_path / "routed.dot").write_text(ROUTED)
+    ran = cli("run", "routed.dot", "--json", cwd=tmp_path)
+    assert ran.returncode == 0, ran.stderr
+    run_dir = Path(json.loads(ran.stdout)["run_dir"])
+    said = why(run_dir, "prep", tmp_path)
+    assert said[0] == "prep: blocked"
+    assert not any("RUN" in line for line in said), said
+    accept = command_of(said[-1], "takes its changed inputs as its new baseline")
+    assert accept == f"{PROGRAM} resume {run_dir} --accept prep"
+    assert said[-1].endswith("so it runs when the run gets there again")
+    accepted = paste(accept, tmp_path)
+    assert accepted.returncode == 0, accepted.stdout + accepted.stderr
+    assert why(run_dir, "prep", tmp_path)[0] == "prep: failed"  # the block is lifted
 
 
 def test_a_waiting_gate_lists_answer_lines_that_answer_it_when_pasted(workdir: Path) -> None:

@@ -169,9 +169,10 @@ class FreshnessExtension(BaseRunExtension):
         return Outcome(
             status=StageStatus.RETRY,
             failure_reason=f"stale input: {', '.join(stale)}",
+            # No command here: the engine does not know the front end; each one's ``why``
+            # (and step or run lines) spells its own (%pipeline accept, resume RUN_DIR --accept).
             notes=f"freshness=block: inputs changed since the {report.since} snapshot; "
-            f"accept them (%pipeline accept {node.id}, or resume RUN --accept {node.id}) or "
-            "restore the files",
+            "accept them as its new baseline or restore the files",
         )
 
     def on_step_finished(self, run: Run, step_result: StepResult) -> None:

@@ -431,10 +431,16 @@ def test_a_node_held_back_by_block_says_so_and_how_to_go_on_in_the_notebook(
     banner = pipeline.banner()
     assert banner is not None and banner.text == said and banner.node == "lint"
     assert f"failed: {said}" in line(shell, "status").text
+    why = line(shell, "why lint").text.splitlines()
     assert (
-        "accept them (%pipeline accept lint, or resume RUN --accept lint)"
-        in line(shell, "why lint").text
+        "  notes: freshness=block: inputs changed since the baseline snapshot; accept them as "
+        "its new baseline or restore the files"
+    ) in why
+    assert why[-1] == (
+        "  next: %pipeline accept lint, then %pipeline retry lint runs it on its changed inputs, "
+        "and the run goes on from it"
     )
+    assert not any("RUN" in w or "resume" in w for w in why), why
     line(shell, "accept lint")
     assert line(shell, "retry").text.startswith("step: lint -> success")
 

@@ -65,6 +65,7 @@ EXPECTED = [
 ATTRIBUTE_RULES = [
     "freshness_valid",
     "freshness_sources",
+    "freshness_unset",
     "source_files_path",
     "evidence_valid",
     "attr_type",

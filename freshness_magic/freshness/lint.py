@@ -1,5 +1,5 @@
-"""Freshness lint rules (``freshness_valid``, ``freshness_sources``, ``source_files_path``, and
-``source_files_exist`` when the working directory is known).
+"""Freshness lint rules (``freshness_valid``, ``freshness_sources``, ``freshness_unset``,
+``source_files_path``, and ``source_files_exist`` when the working directory is known).
 
 The layer that composes a session registers them with its Validator
 (:mod:`freshness_magic.lint`; a run gets them through :meth:`FreshnessExtension.lint_rules`);
@@ -15,6 +15,7 @@ from pathlib import Path
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.validation import (
     ERROR,
+    INFO,
     WARNING,
     Diagnostic,
     LintRule,
@@ -56,6 +57,25 @@ def _freshness_sources(graph: Graph, node: Node, out: Out) -> None:
             "to check",
             f'add source_files="path/or/*.glob" to `{node.id}`, or remove freshness',
             "freshness",
+        )
+    )
+
+
+def _freshness_unset(graph: Graph, node: Node, out: Out) -> None:
+    """``source_files`` without ``freshness``: recorded, never checked nor shown stale (the
+    seed's default, ``ignore``), which a reader of the pipeline may not expect."""
+    if "freshness" in node.attrs or not source_files(node):
+        return
+    out.append(
+        node_diag(
+            "freshness_unset",
+            INFO,
+            node,
+            f"node `{node.id}` has source_files but no freshness, so its inputs are recorded "
+            "and never checked or shown stale (freshness defaults to ignore)",
+            f'add freshness="warn" (be told) or "block" (hold the node back) to `{node.id}`, '
+            'or freshness="ignore" to say it is meant',
+            "source_files",
         )
     )
 
@@ -154,6 +174,7 @@ def freshness_rules(workdir: str | Path | None = None) -> list[LintRule]:
             node_attributes=frozenset({"freshness", "source_files"}),
         ),
         ScanRule("freshness_sources", node_check=_freshness_sources),
+        ScanRule("freshness_unset", node_check=_freshness_unset),
         ScanRule("source_files_path", node_check=_source_files_path),
     ]
     if workdir is not None:

@@ -301,6 +301,16 @@ def test_freshness_without_source_files_warns(mode: str) -> None:
     )
 
 
+def test_source_files_without_freshness_is_an_info_that_says_they_are_never_checked() -> None:
+    d = only(
+        lint(pipeline('  f [prompt=p, source_files="a.py"]\n  work -> f\n'), "freshness_unset")
+    )
+    assert d.severity is Severity.INFO and d.node == "f"
+    assert "never checked or shown stale" in d.message and 'freshness="warn"' in d.fix
+    for attrs in ('source_files="a.py", freshness="ignore"', 'freshness="warn"', "prompt=q"):
+        assert lint(pipeline(f"  f [prompt=p, {attrs}]\n  work -> f\n"), "freshness_unset") == []
+
+
 @pytest.mark.parametrize(
     ("entry", "warned"),
     [

@@ -172,6 +172,17 @@ def test_a_node_whose_freshness_is_ignored_is_not_stale_and_says_its_inputs_are_
     status = cli("status", str(run_dir), "--json", cwd=workdir)
     assert "stale_nodes" not in json.loads(status.stdout)
     assert "stale" not in cli("status", str(run_dir), cwd=workdir).stdout
+    audit = cli("check", str(run_dir), cwd=workdir)  # the audit lists it, and passes
+    assert audit.returncode == 0, audit.stdout + audit.stderr
+    assert "lint: stale_changed (since baseline and run) [not checked: freshness=ignore]" in (
+        audit.stdout.splitlines()
+    )
+    assert audit.stdout.splitlines()[-1] == (
+        "nothing stale; changed but not checked (freshness=ignore): lint"
+    )
+    report = json.loads(cli("check", str(run_dir), "--json", cwd=workdir).stdout)
+    assert report["all_fresh"] and report["stale_nodes"] == []
+    assert report["unchecked_nodes"] == ["lint"]
 
 
 BLOCKED = """digraph blk {

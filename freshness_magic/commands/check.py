@@ -1,8 +1,10 @@
 """``freshness-magic check RUN_DIR [--json]``: are the inputs of a run's nodes still fresh?
 
 Reads the freshness baselines from the run's newest valid checkpoint and compares them with the
-working directory, without changing the run. Exit codes: 0 everything fresh, 1 something stale,
-2 usage or input error (no such run, no freshness state).
+working directory, without changing the run. Every recorded baseline is listed (an audit); a node
+whose inputs are not checked (``freshness`` ignore, also when unset) is marked so and is never
+stale, as in every other view. Exit codes: 0 nothing stale, 1 something stale, 2 usage or input
+error (no such run, no freshness state).
 """
 
 from __future__ import annotations
@@ -20,7 +22,8 @@ def register(subparsers: Any) -> None:
         description=(
             "Compare the source_files of every node of the run in RUN_DIR with the snapshots in "
             "its checkpoint: since the run started (or the change was accepted) and, for nodes "
-            "that ran, since they last completed. Exit codes: 0 all fresh, 1 something stale, "
+            "that ran, since they last completed. Nodes with freshness=ignore (the default) are "
+            "listed and marked, never stale. Exit codes: 0 nothing stale, 1 something stale, "
             "2 usage or input error."
         ),
     )
@@ -44,6 +47,6 @@ def main(args: argparse.Namespace) -> int:
         print(report)
         from freshness_magic.hub.integration import report_symbol_lines
 
-        for line in report_symbol_lines(report):
+        for line in report_symbol_lines(report, [*report.stale_nodes, *report.changed_unchecked]):
             print(f"  {line}")
     return 0 if report.all_fresh else 1

@@ -166,20 +166,19 @@ def stale_nodes(run_dir: Path, data: dict[str, Any], used: Path) -> list[str] | 
     when the run keeps no freshness state."""
     from freshness_magic.engine.persistence import stored_pipeline
     from freshness_magic.errors import FreshnessError, FreshnessMagicError
-    from freshness_magic.freshness.attrs import inputs_checked
     from freshness_magic.freshness.runcheck import checkpoint_report
 
     try:
-        stale = checkpoint_report(data, used).stale_nodes
+        report = checkpoint_report(data, used)
     except FreshnessError:
         return None
-    if not stale:
-        return stale
+    if not report.stale_nodes:
+        return []
     try:
         graph = stored_pipeline(run_dir, data.get("pipeline") or {}, used)
     except FreshnessMagicError:
-        return stale  # no pipeline to tell the modes from
-    return [n for n in stale if n in graph.nodes and inputs_checked(graph.nodes[n])]
+        return report.stale_nodes  # no pipeline to tell the modes from
+    return report.with_modes(graph).stale_nodes
 
 
 def _stale_lines(

@@ -1,14 +1,16 @@
 """The public freshness report: per node a label, per file a label with before/after details.
 
-Used by ``python -m freshness_magic check`` now and by the notebook widget later. Every object
-has ``to_dict()`` (JSON) and ``__str__`` (plain text).
+Used by ``python -m freshness_magic check``, ``status`` and the views of a run. Every object has
+``to_dict()`` (JSON) and ``__str__`` (plain text).
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
+from freshness_magic.engine.model import Graph
+from freshness_magic.freshness.attrs import inputs_checked
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 
 HASH_PREFIX = 12
@@ -181,20 +183,39 @@ class NodeFreshness:
 
 @dataclass(frozen=True)
 class FreshnessReport:
-    """Every tracked node of a run at one moment."""
+    """Every tracked node of a run at one moment.
+
+    ``unchecked``: nodes whose inputs are recorded but not checked (``freshness`` ignore, also
+    when unset). Their changes are listed, as an audit, but never make them stale.
+    """
 
     workdir: str
     checked_at: float
     nodes: dict[str, NodeFreshness] = field(default_factory=dict)
     git: bool = False
+    unchecked: frozenset[str] = frozenset()
 
     @property
     def stale_nodes(self) -> list[str]:
-        return [n for n, v in self.nodes.items() if v.effective.is_stale]
+        return [
+            n for n, v in self.nodes.items() if v.effective.is_stale and n not in self.unchecked
+        ]
+
+    @property
+    def changed_unchecked(self) -> list[str]:
+        """The unchecked nodes whose inputs changed (stale, were they checked)."""
+        return [n for n, v in self.nodes.items() if v.effective.is_stale and n in self.unchecked]
 
     @property
     def all_fresh(self) -> bool:
         return not self.stale_nodes
+
+    def with_modes(self, graph: Graph) -> FreshnessReport:
+        """This report with ``graph``'s unchecked nodes marked (:func:`.attrs.inputs_checked`)."""
+        unchecked = frozenset(
+            n for n in self.nodes if n in graph.nodes and not inputs_checked(graph.nodes[n])
+        )
+        return replace(self, unchecked=unchecked)
 
     def to_dict(self, *, all_files: bool = False) -> dict[str, Any]:
         return {
@@ -203,6 +224,7 @@ class FreshnessReport:
             "git": self.git,
             "all_fresh": self.all_fresh,
             "stale_nodes": self.stale_nodes,
+            "unchecked_nodes": sorted(self.unchecked & self.nodes.keys()),
             "nodes": {k: v.to_dict(all_files=all_files) for k, v in self.nodes.items()},
         }
 
@@ -211,30 +233,48 @@ class FreshnessReport:
             return "no nodes with source_files"
         lines = []
         for entry in self.nodes.values():
-            base, run = entry.since_baseline, entry.since_run
-            if run is not None and not run.is_stale and base.is_stale:
-                # It ran after these changes: fresh where it counts, the changes still shown.
-                lines.append(
-                    f"{entry.node_id}: fresh (since run); {base.label.value} since baseline"
-                )
-                lines.extend(base.details())
-                continue
-            same = run is not None and (run.label, run.details()) == (base.label, base.details())
-            if same and base.is_stale:  # the same change since both: said once
-                lines.append(f"{entry.node_id}: {base.label.value} (since baseline and run)")
-                lines.extend(base.details())
-                continue
-            lines.append(str(base))
-            if run is not None and run.is_stale:
-                lines.append(str(run))
+            block = self._node_lines(entry)
+            if entry.node_id in self.unchecked:
+                block[0] += " [not checked: freshness=ignore]"
+            lines += block
         lines.append(self._verdict())
         return "\n".join(lines)
 
+    @staticmethod
+    def _node_lines(entry: NodeFreshness) -> list[str]:
+        base, run = entry.since_baseline, entry.since_run
+        if run is not None and not run.is_stale and base.is_stale:
+            # It ran after these changes: fresh where it counts, the changes still shown.
+            return [
+                f"{entry.node_id}: fresh (since run); {base.label.value} since baseline",
+                *base.details(),
+            ]
+        same = run is not None and (run.label, run.details()) == (base.label, base.details())
+        if same and base.is_stale:  # the same change since both: said once
+            return [
+                f"{entry.node_id}: {base.label.value} (since baseline and run)",
+                *base.details(),
+            ]
+        lines = str(base).split("\n")
+        if run is not None and run.is_stale:
+            lines += str(run).split("\n")
+        return lines
+
     def _verdict(self) -> str:
-        """The last line: which nodes are stale; else whether every file could be checked."""
+        """The last line: which nodes are stale; else whether every file could be checked; and
+        the unchecked nodes whose inputs changed."""
+        changed = self.changed_unchecked
+        also = f"; changed but not checked (freshness=ignore): {', '.join(changed)}"
         if not self.all_fresh:
-            return f"stale: {', '.join(self.stale_nodes)}"
-        unsure = [n for n, v in self.nodes.items() if v.effective.label is NodeLabel.UNKNOWN]
+            return f"stale: {', '.join(self.stale_nodes)}" + (also if changed else "")
+        unsure = [
+            n
+            for n, v in self.nodes.items()
+            if v.effective.label is NodeLabel.UNKNOWN and n not in self.unchecked
+        ]
         if unsure:
-            return f"nothing stale; inputs that could not be checked (unknown): {', '.join(unsure)}"
-        return "all fresh"
+            verdict = "nothing stale; inputs that could not be checked (unknown): "
+            verdict += ", ".join(unsure)
+        else:
+            verdict = "all fresh" if not changed else "nothing stale"
+        return verdict + (also if changed else "")

@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
-from freshness_magic.errors import CheckpointError, FreshnessError
+from freshness_magic.errors import CheckpointError, FreshnessError, FreshnessMagicError
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.report import FreshnessReport
 
@@ -13,7 +13,7 @@ from freshness_magic.freshness.report import FreshnessReport
 def check_run_dir(run_dir: Path, *, hash_size_limit: int | None = None) -> FreshnessReport:
     """Compare the baselines in ``run_dir``'s newest valid checkpoint with the disk (read-only)."""
     from freshness_magic.engine.checkpoint import load_checkpoint
-    from freshness_magic.engine.persistence import follow_restarts
+    from freshness_magic.engine.persistence import follow_restarts, stored_pipeline
 
     if not run_dir.is_dir():
         raise FreshnessError(
@@ -24,7 +24,12 @@ def check_run_dir(run_dir: Path, *, hash_size_limit: int | None = None) -> Fresh
         data, used = load_checkpoint(folder)
     except CheckpointError as exc:
         raise FreshnessError(f"cannot check {run_dir}: {exc}") from exc
-    return checkpoint_report(data, used, hash_size_limit=hash_size_limit)
+    report = checkpoint_report(data, used, hash_size_limit=hash_size_limit)
+    try:
+        graph = stored_pipeline(folder, data.get("pipeline") or {}, used)
+    except FreshnessMagicError:
+        return report  # no pipeline to tell the modes from: every node as checked
+    return report.with_modes(graph)
 
 
 def checkpoint_report(

@@ -236,7 +236,7 @@ def test_check_names_an_input_path_that_is_missing(tmp_path: Path) -> None:
     checked = cli("check", str(run_dir), cwd=tmp_path)
     assert checked.returncode == 0, checked.stderr
     assert checked.stdout.splitlines()[:2] == [
-        "first: fresh (since baseline)",
+        "first: fresh (since baseline) [not checked: freshness=ignore]",
         "  missing        src/typo.py (also at the snapshot: nothing to compare)",
     ]
     report = json.loads(cli("check", str(run_dir), "--json", cwd=tmp_path).stdout)
@@ -248,7 +248,8 @@ def test_check_names_an_input_path_that_is_missing(tmp_path: Path) -> None:
 WIDE_PIPELINE = """
 digraph p {
   start [shape=Mdiamond]
-  a [shape=parallelogram, tool_command="printf a > out/a.txt", source_files="data/**"]
+  a [shape=parallelogram, tool_command="printf a > out/a.txt", source_files="data/**",
+     freshness="warn"]
   b [shape=parallelogram, tool_command="printf b >> data/f000.txt", source_files="data/**"]
   c [shape=parallelogram, tool_command="printf c > out/c.txt", source_files="data/**"]
   done [shape=Msquare]

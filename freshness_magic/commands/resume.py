@@ -169,8 +169,13 @@ def main(args: argparse.Namespace) -> int:
                 news = some_files(files, 3) if files else "nothing had changed"
                 print(f"  {'accept':<7} {node_id:<24} {'':8}  new baseline: {news}", file=out)
         if args.retry is not None:
+            from freshness_magic.engine.run_recovery import rearmed_note
+
             try:
-                run.retry(args.retry or None)
+                armed = run.retry(args.retry or None)
+                note = rearmed_note(args.retry or None, armed)
+                if note:
+                    print(f"  {'retry':<7} {note}", file=sys.stderr if args.json else sys.stdout)
             except NothingToRetryError as exc:  # the engine names its Python call
                 raise RunError(
                     f"{exc.problem} ({invoked_as()} resume {args.run_dir} --retry NODE)"

@@ -103,9 +103,13 @@ class RunRecovery(RunEndings):
 
     def retry(self, node_id: str | None = None) -> str:
         """Re-arm a failed, interrupted or paused run at ``node_id`` (default: the failed or
-        interrupted node); returns that node. Context, outcomes and evidence so far are kept;
-        the next ``step()``/``run()`` executes it, with a new allowance of
+        interrupted node); returns the node re-armed. Context, outcomes and evidence so far are
+        kept; the next ``step()``/``run()`` executes it, with a new allowance of
         ``max_failure_redirects``. Emits RUN_RETRIED.
+
+        A node that last ran inside a parallel node's branches is re-armed at that parallel
+        node: alone it would go on to the fan-in, which would join this branch's new result
+        with the other branches' old ones. The returned node says so to the caller.
         """
         memory = self._memory
         if memory.state is RunState.WAITING:
@@ -128,6 +132,7 @@ class RunRecovery(RunEndings):
                 f"cannot retry node '{target}': it is not in the pipeline; nodes: "
                 + ", ".join(self.graph.nodes)
             )
+        target = self.branch_owner(target) or target
         self.start()
         previous = memory.state
         memory.state = RunState.PAUSED
@@ -142,3 +147,33 @@ class RunRecovery(RunEndings):
         )
         self.save_checkpoint()
         return target
+
+    def branch_owner(self, node_id: str) -> str | None:
+        """The parallel node whose latest step ran ``node_id`` in one of its branches, if any
+        (from the parallel node's recorded ``parallel.results``)."""
+        memory = self._memory
+        for owner in dict.fromkeys(reversed(memory.completed)):  # the latest first
+            outcome = memory.outcomes.get(owner)
+            results = outcome.context_updates.get("parallel.results") if outcome else None
+            if owner == node_id or not isinstance(results, list):
+                continue
+            for branch in results:
+                if not isinstance(branch, dict):
+                    continue
+                stopped = branch.get("stopped_at")
+                if node_id in (branch.get("completed_nodes") or ()) or (
+                    stopped == node_id and stopped != branch.get("fan_in")
+                ):
+                    return owner
+        return None
+
+
+def rearmed_note(requested: str | None, armed: str) -> str | None:
+    """What to tell a user whose retry of ``requested`` re-armed ``armed`` instead (a branch
+    node's parallel node, :meth:`RunRecovery.retry`); None when it is the node they named."""
+    if requested is None or requested == armed:
+        return None
+    return (
+        f"{requested} runs as a branch of parallel node '{armed}': {armed} runs again with all "
+        "its branches, so its fan-in joins results of one pass"
+    )

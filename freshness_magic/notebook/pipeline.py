@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING
 
 from freshness_magic.engine import RunState
 from freshness_magic.engine.persistence import PIPELINE_FILE
+from freshness_magic.engine.run_recovery import rearmed_note
 from freshness_magic.errors import GateAnswerError, NothingToRetryError, RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.live import LivePipeline
@@ -199,11 +200,12 @@ class NotebookPipeline(LivePipeline):
             if not self.started:
                 raise RunError(self._nothing_ran_yet(node_id))
             try:
-                self.run.retry(node_id)
+                armed = self.run.retry(node_id)
             except NothingToRetryError as exc:  # the engine names its Python call
                 raise RunError(f"{exc.problem} (%pipeline retry NODE)") from None
             self.publish()
-            return self._advance()
+            note = rearmed_note(node_id, armed)
+            return self._advance(first=[f"note: {note}"] if note else [])
 
     def _nothing_ran_yet(self, node_id: str | None) -> str:
         """Why a retry before the run began is refused, and what runs the node instead."""
@@ -241,6 +243,7 @@ class NotebookPipeline(LivePipeline):
         max_steps: int | None = None,
         single: bool = False,
         answered: StepResult | None = None,
+        first: list[str] | None = None,
     ) -> TextResult:
         """Step until ``to``, ``max_steps``, a gate, the end, a stop or an interrupt.
 
@@ -252,7 +255,9 @@ class NotebookPipeline(LivePipeline):
         fresh = self._run is None
         offer = self.resume_offer
         run = self.run
-        lines: list[str] = [text.step_line(answered)] if answered is not None else []
+        lines: list[str] = [*(first or ())]
+        if answered is not None:
+            lines.append(text.step_line(answered))
         if fresh and offer is not None:
             lines.append(f"note: started a new run; {offer.run_dir.name} stays on disk")
         if run.state is RunState.PAUSED and run.result().interrupted_node is not None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic.engine.context import Context
-from freshness_magic.engine.events import Event
+from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.builtin import default_registry
 from freshness_magic.engine.handlers.fan_in import FanInHandler
@@ -359,3 +359,46 @@ def test_nested_parallel_runs_its_own_fan_in_inside_the_branch(tmp_path: Path) -
     assert branches["inner"]["fan_in"] == "join"
     assert branches["inner"]["context_updates"]["parallel.fan_in.best_id"] == "i1"
     assert branches["x"]["completed_nodes"] == ["x"]
+
+
+TWO_BRANCHES = """
+digraph p {
+  start [shape=Mdiamond]
+  fan   [shape=component]
+  b1    [shape=parallelogram, tool_command="echo b1 >> b1.txt"]
+  b2    [shape=parallelogram, tool_command="echo b2 >> b2.txt"]
+  join  [shape=tripleoctagon]
+  done  [shape=Msquare]
+  start -> fan
+  fan -> b1
+  fan -> b2
+  b1 -> join
+  b2 -> join
+  join -> done
+}
+"""
+
+
+def test_retrying_a_branch_node_runs_its_parallel_node_again_with_every_branch(
+    tmp_path: Path,
+) -> None:
+    """Alone, the branch would go on to the fan-in and join its new result with the other
+    branches' old ones."""
+    from freshness_magic.engine.run_recovery import rearmed_note
+
+    run = open_run(load_pipeline(TWO_BRANCHES), workdir=tmp_path, extensions=[])
+    events: list[Event] = []
+    run.events.subscribe(events.append)
+    for _ in range(3):  # start, fan (with both branches), join
+        run.step()
+    assert run.retry("b2") == "fan"
+    assert run.retry("start") == "start" and run.retry("fan") == "fan"
+    assert run.retry("b2") == "fan"
+    assert "fan runs again with all its branches" in (rearmed_note("b2", "fan") or "")
+    assert rearmed_note("fan", "fan") is None and rearmed_note(None, "fan") is None
+    run.run()
+    assert run.result().status == "completed"
+    started = [e.node_id for e in events if e.type is EventType.PARALLEL_STARTED]
+    assert started == ["fan", "fan"]
+    assert (tmp_path / "b1.txt").read_text() == "b1\nb1\n"
+    assert (tmp_path / "b2.txt").read_text() == "b2\nb2\n"

@@ -332,3 +332,34 @@ def test_wrong_types_from_python_are_one_line_errors(shell: InteractiveShell, wo
     with pytest.raises(RunError, match=r"^choice is a string such as 'Y', not 5$"):
         pipeline.resume("work", 5)  # type: ignore[arg-type]
     assert not pipeline.has_run
+
+
+FAN_DOT = """digraph fanned {
+  start [shape=Mdiamond]
+  fan   [shape=component]
+  b1    [shape=parallelogram, tool_command="echo b1 >> b1.txt"]
+  b2    [shape=parallelogram, tool_command="echo b2 >> b2.txt"]
+  join  [shape=tripleoctagon]
+  done  [shape=Msquare]
+  start -> fan
+  fan -> b1
+  fan -> b2
+  b1 -> join
+  b2 -> join
+  join -> done
+}
+"""
+
+
+def test_retry_of_a_branch_node_says_its_parallel_node_runs_again(
+    shell: InteractiveShell, workdir: Path
+):
+    shell.run_cell_magic("pipeline", f"fanned --workdir {workdir}", FAN_DOT)
+    line(shell, "run")
+    out = line(shell, "retry b2").text.splitlines()
+    assert out[0] == (
+        "note: b2 runs as a branch of parallel node 'fan': fan runs again with all its "
+        "branches, so its fan-in joins results of one pass"
+    )
+    assert out[-1].endswith("completed")
+    assert (workdir / "b1.txt").read_text() == "b1\nb1\n"

@@ -1,5 +1,6 @@
 """The validator of a session: the engine's rules plus the rules of the attributes that freshness,
-evidence, the hub and the cluster layer read, registered through :meth:`Validator.register_rule`.
+evidence, the hub, the cluster layer and the model backends read, registered through
+:meth:`Validator.register_rule`.
 
 The engine validates only its own attributes. This module composes the others' rules for
 validation outside a run (``freshness-magic validate``, loading a pipeline in the notebook); a run
@@ -21,6 +22,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
+from freshness_magic.backends.lint import backend_rules
 from freshness_magic.cluster.lint import executor_rules
 from freshness_magic.engine.validation import LintRule, Validator
 from freshness_magic.evidence.lint import evidence_rules
@@ -32,8 +34,14 @@ __all__ = ["attribute_rules", "session_validator"]
 
 def attribute_rules(workdir: str | Path | None = None) -> list[LintRule]:
     """The freshness, evidence and hub attributes' rules, in the order a session run registers
-    them, then the ``executor`` attribute's."""
-    return [*freshness_rules(workdir), *evidence_rules(workdir), *hub_rules(), *executor_rules()]
+    them, then the ``executor`` and ``llm_provider`` attributes'."""
+    return [
+        *freshness_rules(workdir),
+        *evidence_rules(workdir),
+        *hub_rules(),
+        *executor_rules(),
+        *backend_rules(),
+    ]
 
 
 def session_validator(

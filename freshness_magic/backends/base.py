@@ -191,7 +191,12 @@ class ModelBackend:
         if provider and provider != self.name:
             from freshness_magic.backends.registry import resolve_backend
 
-            other = resolve_backend(f"{provider}:{node.llm_model}" if node.llm_model else provider)
+            try:
+                other = resolve_backend(
+                    f"{provider}:{node.llm_model}" if node.llm_model else provider
+                )
+            except BackendError as exc:
+                raise BackendError(f"node '{node.id}': llm_provider={provider!r}: {exc}") from None
             if not isinstance(other, ModelBackend):
                 raise BackendError(
                     f"node '{node.id}': llm_provider={provider!r} is not a model API backend; "

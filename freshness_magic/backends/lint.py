@@ -1,0 +1,96 @@
+"""The ``llm_provider`` attribute's rule: a provider a model backend can switch to.
+
+A node's ``llm_provider`` (its own, or the one ``model_stylesheet`` gives it) makes a model
+backend hand the node to that provider's backend; a name that is none fails the node only when
+it runs, and only with a model backend. Registered by the session validator, so ``validate`` and
+loading a pipeline say it first. A warning: with the simulated default it has no effect.
+"""
+
+from __future__ import annotations
+
+from freshness_magic.backends.spec import MODEL_KINDS
+from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.validation import (
+    WARNING,
+    LintRule,
+    Out,
+    ScanRule,
+    graph_diag,
+    node_diag,
+)
+
+RULE = "llm_provider_known"
+CODERGEN = "codergen"
+"""The handler type whose nodes a model backend runs."""
+
+
+def _unknown(value: str) -> tuple[bool, str]:
+    """Whether ``value`` names no model backend, and the fix to offer."""
+    name = value.strip().lower()
+    if name in MODEL_KINDS:
+        return False, ""
+    from freshness_magic.backends.registry import ENTRY_POINT_GROUP, available_names
+    from freshness_magic.engine.validation.attrs import closest
+
+    registered = available_names()
+    if name in registered:
+        return False, ""
+    near = closest(name, [*MODEL_KINDS, *registered])
+    meant = f"did you mean {near!r}? " if near is not None else ""
+    return True, (
+        f"{meant}use one of {', '.join(MODEL_KINDS)}, or a backend registered in the "
+        f"{ENTRY_POINT_GROUP!r} entry-point group"
+    )
+
+
+def _given(node: Node) -> bool:
+    """Whether the node itself sets ``llm_provider`` (else the stylesheet gave it)."""
+    return "llm_provider" in node.explicit or "llm_provider" in node.attr_positions
+
+
+def _node(graph: Graph, node: Node, out: Out) -> None:
+    value = node.attrs.get("llm_provider", "")
+    if not value.strip() or node.handler_type != CODERGEN or not _given(node):
+        return
+    unknown, fix = _unknown(value)
+    if unknown:
+        out.append(
+            node_diag(
+                RULE,
+                WARNING,
+                node,
+                f"node `{node.id}`: llm_provider={value!r} is not a model backend; a model "
+                "backend fails the node when it runs",
+                fix,
+                "llm_provider",
+            )
+        )
+
+
+def _stylesheet(graph: Graph, out: Out) -> None:
+    """Providers the stylesheet gave: once per value, naming the nodes."""
+    given: dict[str, list[str]] = {}
+    for node in graph.nodes.values():
+        value = node.attrs.get("llm_provider", "")
+        if value.strip() and node.handler_type == CODERGEN and not _given(node):
+            given.setdefault(value, []).append(node.id)
+    for value, nodes in given.items():
+        unknown, fix = _unknown(value)
+        if unknown:
+            shown = ", ".join(f"`{n}`" for n in nodes[:5]) + (" ..." if len(nodes) > 5 else "")
+            out.append(
+                graph_diag(
+                    RULE,
+                    WARNING,
+                    graph,
+                    f"model_stylesheet: llm_provider {value!r} (for {shown}) is not a model "
+                    "backend; a model backend fails those nodes when they run",
+                    fix,
+                    "model_stylesheet",
+                )
+            )
+
+
+def backend_rules() -> list[LintRule]:
+    """The ``llm_provider`` attribute's rule, to register with a Validator."""
+    return [ScanRule(RULE, _stylesheet, _node)]

@@ -1,0 +1,53 @@
+"""An ``llm_provider`` no model backend knows: ``validate`` warns with did-you-mean, and a run
+with a model backend fails the node naming the node and the attribute."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from freshness_magic.engine.pipeline import load_pipeline
+from freshness_magic.engine.validation import Severity
+from freshness_magic.lint import session_validator
+from freshness_magic.session import open_run
+
+PIPELINE = """digraph p {
+  graph [model_stylesheet="* { llm_provider: opnai; }"]
+  start [shape=Mdiamond]
+  a [prompt="A", llm_provider="anthropc"]
+  b [prompt="B"]
+  c [prompt="C", llm_provider="openai"]
+  t [shape=parallelogram, tool_command="true"]
+  done [shape=Msquare]
+  start -> a -> b -> c -> t -> done
+}
+"""
+
+
+def test_validate_warns_of_an_unknown_provider_once_per_node_or_stylesheet_value() -> None:
+    found = [
+        d
+        for d in session_validator().validate(load_pipeline(PIPELINE, path="p.dot"))
+        if d.rule == "llm_provider_known"
+    ]
+    assert [(d.severity, d.node, d.line) for d in found] == [
+        (Severity.WARNING, None, 2),
+        (Severity.WARNING, "a", 4),
+    ]
+    stylesheet, node = found
+    assert "llm_provider 'opnai' (for `b`)" in stylesheet.message  # not start, t or done
+    assert stylesheet.fix.startswith("did you mean 'openai'?")
+    assert node.message.startswith("node `a`: llm_provider='anthropc' is not a model backend")
+    assert node.fix.startswith("did you mean 'anthropic'?")
+
+
+def test_a_run_with_a_model_backend_fails_the_node_naming_its_provider(tmp_path: Path) -> None:
+    run = open_run(
+        load_pipeline(PIPELINE.replace("opnai", "openai")),
+        workdir=tmp_path,
+        backend="openai:gpt-4o-mini@http://127.0.0.1:9/v1",
+        extensions=[],
+    )
+    run.run()
+    reason = run.node_outcomes["a"].failure_reason
+    assert reason.startswith("node 'a': llm_provider='anthropc': unknown backend 'anthropc'")
+    assert "did you mean 'anthropic'?" in reason

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 from tests.processes import cli
@@ -47,3 +49,18 @@ def test_the_example_and_docs_point_only_at_files_that_exist() -> None:
     sources = sorted((REPO / "freshness_magic").rglob("*.py"))
     for path in [EXAMPLE, *sorted((REPO / "docs").glob("*.md")), REPO / "README.md", *sources]:
         assert "DESIGN" not in path.read_text(), path
+
+
+def test_the_python_example_runs_as_written(tmp_path: Path) -> None:
+    """The README's script, with its /tmp/demo project made in a temporary folder."""
+    text = (REPO / "README.md").read_text()
+    script = text.split("```python\n", 1)[1].split("```", 1)[0]
+    assert 'workdir="/tmp/demo"' in script
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "spec.md").write_text("# Spec\n")
+    script = script.replace('"/tmp/demo"', repr(str(tmp_path)))
+    done = subprocess.run(
+        [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "completed ['start', 'lint', 'draft', 'approve', 'done']"

@@ -260,10 +260,13 @@ def resume_run(
 
     Without ``backend`` the run gets the backend it was opened with (when that was a spec), and
     without ``executor`` the executor spec it was opened with (else the pipeline's attribute).
+    A ``backend`` spec given here is remembered instead: the run goes on with it, and so does
+    the next resume.
     """
-    if kwargs.get("backend") is None:
+    given = kwargs.get("backend")
+    if given is None:
         kwargs["backend"] = remembered(run_dir, "backend")
-    _resolved_backend(kwargs)
+    spec = _resolved_backend(kwargs)
     kwargs = _with_registry(kwargs)
     if evidence_validator is not None:
         extension_options = {**(extension_options or {}), "evidence_validator": evidence_validator}
@@ -275,6 +278,10 @@ def resume_run(
         extensions = default_extensions(base, **(extension_options or {}))
     run = Run.resume(run_dir, extensions=extensions, workdir=workdir, **kwargs)
     check_state_dirs(run.workdir, run.run_dir.parent)
+    if isinstance(given, str) and spec is not None and spec != remembered(run.run_dir, "backend"):
+        from freshness_magic.atomicio import write_json_atomic
+
+        write_json_atomic(run.run_dir / REMEMBERED["backend"], {"backend": spec})
     clean_stale_temp_files(run.run_dir, run.workdir)
     try:
         if executor is None:

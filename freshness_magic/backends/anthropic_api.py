@@ -38,6 +38,16 @@ class AnthropicBackend(ModelBackend):
                 f"anthropic: {' '.join(str(exc).split())} (set ANTHROPIC_API_KEY)"
             ) from None
 
+    def _classify(self, exc: Exception) -> Exception:
+        """As the base class; the client's "Could not resolve authentication method" (a
+        TypeError when it has no key) says which variable to set, as the OpenAI backend does."""
+        if isinstance(exc, TypeError) and "authentication method" in str(exc):
+            return BackendError(
+                "anthropic: no API key (set ANTHROPIC_API_KEY, or ANTHROPIC_AUTH_TOKEN for a "
+                "bearer token)"
+            )
+        return super()._classify(exc)
+
     def _options(self, model: str, prompt: str) -> dict[str, Any]:
         options: dict[str, Any] = {
             "model": model,

@@ -20,8 +20,8 @@ FLAGS: dict[str, list[str]] = {
     "load": ["--name", "--workdir", "--resume", "--var", "--force"],
     "step": ["--backend", "--executor", "--name"],
     "run": ["--to", "--max-steps", "--backend", "--executor", "--name"],
-    "resume": ["--choice", "--comment", "--name"],
-    "retry": ["--name"],
+    "resume": ["--choice", "--comment", "--backend", "--executor", "--name"],
+    "retry": ["--backend", "--executor", "--name"],
     "cond": ["--from", "--name"],
     "list": [],
     "show": [],
@@ -78,12 +78,14 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--backend",
         metavar="SPEC",
-        help="codergen backend of a new run (default: %%config PipelineMagics.backend)",
+        help="codergen backend (default: %%config PipelineMagics.backend); a run that has "
+        "begun is reopened with it",
     )
     parser.add_argument(
         "--executor",
         metavar="SPEC",
-        help="where node work runs for a new run (default: %%config PipelineMagics.executor)",
+        help="where node work runs (default: %%config PipelineMagics.executor); a run that "
+        "has begun is reopened with it",
     )
 
 
@@ -132,8 +134,10 @@ def build_pipeline_parser() -> MagicArgumentParser:
         help="a choice key, label or target node id (default: the gate's human.default_choice)",
     )
     p.add_argument("--comment", help="a note kept in the gate's evidence and context")
+    _run_options(p)
     p = add("retry", "re-arm a failed or stopped run at its failed node (or NODE), then run")
     p.add_argument("node", nargs="?", metavar="NODE")
+    _run_options(p)
     add("stop", "stop the running action after (or, where the engine can, during) its node")
     p = add("accept", "accept changed inputs as the new baseline (one node or all)")
     p.add_argument("node", nargs="?", metavar="NODE")

@@ -101,6 +101,25 @@ class LivePipeline(PipelineReadout):
                 self._open(resume=None)
             return True
 
+    def reopen_with(self, specs: Mapping[str, str]) -> None:
+        """Reopen the run that has begun from its directory with these ``backend``/``executor``
+        specs (kept for the runs after it too). Refused while an action runs; a spec that cannot
+        serve raises and changes nothing."""
+        from freshness_magic.backends import resolve_backend
+
+        with self.exclusive():
+            if "backend" in specs:
+                resolve_backend(specs["backend"])
+            if "executor" in specs:
+                self.clusters.get(specs["executor"])
+            run_dir = Path(self.run.run_dir)
+            self.run_options.update(specs)
+            if "backend" in specs:
+                self.run_options.pop("registry", None)
+            self._detach()
+            self._open(resume=run_dir)
+            self.resume_notes = []
+
     def _resume_options(self, run_dir: Path) -> dict[str, Any]:
         """Options of a resume: the loaded graph (it carries the ``%%node`` handlers) when the
         run was started from the same text, else the run's stored pipeline."""

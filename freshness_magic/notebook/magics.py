@@ -274,8 +274,10 @@ class PipelineMagics(Magics):
 
     def _run_options(self, pipeline: NotebookPipeline, args: argparse.Namespace) -> None:
         """``--backend``/``--executor`` (else the configured ones) for the run: the next one, or
-        the open one while it has not begun. A run that has begun keeps what it was opened with:
-        a configured spec waits for the next run, a given one is refused with the way to it."""
+        the open one while it has not begun. A run that has begun keeps what it was opened with
+        unless the action names a spec: then it is reopened from its directory with it (as the
+        CLI's ``resume --backend``), so a run whose model failed goes on with another one; a
+        configured spec waits for the next run."""
         wanted: dict[str, str] = {}
         for key in RUN_SPECS:
             value = getattr(args, key, None) or getattr(self, key)
@@ -283,13 +285,11 @@ class PipelineMagics(Magics):
                 wanted[key] = value
         if not wanted or self._call(lambda: pipeline.use_run_options(wanted)):
             return
-        for key, value in wanted.items():
-            if getattr(args, key, None):
-                raise UsageError(
-                    f"--{key}: the run of {pipeline.name} has begun and keeps the {key} it was "
-                    f"opened with; %pipeline reset starts a new run, then "
-                    f"%pipeline {args.command} --{key} {shlex.quote(value)}"
-                )
+        given = {key: value for key, value in wanted.items() if getattr(args, key, None)}
+        if given:
+            self._call(lambda: pipeline.reopen_with(given))
+            said = ", ".join(f"{key} {value}" for key, value in given.items())
+            print(f"note: the run of {pipeline.name} goes on with {said}")
 
     # --- magics ----------------------------------------------------------------------------------
 
@@ -368,7 +368,7 @@ class PipelineMagics(Magics):
             raise UsageError("%pipeline run --max-steps: N must be at least 1")
         if command == "cond":
             _require_node(pipeline, args.from_node, "%pipeline cond --from")
-        if command in ("step", "run"):
+        if command in ("step", "run", "resume", "retry"):
             self._run_options(pipeline, args)
         pipeline.live_lines = self._live_lines()
         if command in ("why", "status") and pipeline.has_run and not pipeline.busy:

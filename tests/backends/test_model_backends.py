@@ -213,3 +213,16 @@ def test_stream_events_are_merged_and_the_file_has_everything(tmp_path: Path) ->
         "model": "chunky",
         "usage": {"output_tokens": 2001},
     }
+
+
+def test_anthropic_without_a_key_says_which_variable_to_set(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY")
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    with serve("anthropic") as server:
+        run, _ = run_one(tmp_path, f"anthropic:test-model@{server.url}")
+    assert not server.requests  # refused before anything was sent
+    reason = run.node_outcomes["draft"].failure_reason
+    assert "anthropic: no API key (set ANTHROPIC_API_KEY" in reason
+    assert "Could not resolve" not in reason

@@ -363,3 +363,19 @@ def test_retry_of_a_branch_node_says_its_parallel_node_runs_again(
     )
     assert out[-1].endswith("completed")
     assert (workdir / "b1.txt").read_text() == "b1\nb1\n"
+
+
+def test_a_begun_run_goes_on_with_the_backend_a_retry_names(shell: InteractiveShell, workdir: Path):
+    """The model failed: the run goes on with another backend, keeping what ran so far (it was
+    refused, and only reset, losing the run, or the CLI could change it)."""
+    pipeline = load_cells(shell, workdir)
+    line(shell, "step --backend command:false")  # start
+    failed = line(shell, "run").text
+    assert pipeline.state_name == "failed", failed
+    run_dir = pipeline.run.run_dir
+    out = line(shell, "retry work --backend simulated").text
+    assert out.splitlines()[-1] == "run: 3 step(s); completed"
+    assert pipeline.run.run_dir == run_dir  # the same run, reopened
+    assert pipeline.run.completed_nodes[:2] == ["start", "work"]
+    with pytest.raises(UsageError, match="unknown backend 'simulatd'"):
+        line(shell, "retry work --backend simulatd")

@@ -267,8 +267,9 @@ def test_resume_stops_a_tool_that_outlived_its_killed_driver(tmp_path: Path) -> 
     )
     lines = status.stdout.splitlines()
     assert (
-        f"note: the tool of node 'work' (process group {pgid}) still runs, although its driver "
-        f"(pid {driver.pid}) is gone; resume stops it first"
+        f"note: the tool of node 'work' (process group {pgid}) still runs, although the process "
+        f"that started it (pid {driver.pid}: the run's driver, or a cluster worker) is gone; "
+        "resume stops it first"
     ) in lines, status.stdout
     note = "note: work was running when its driver stopped without saving (killed?); "
     assert note + "resume runs it again" in lines  # the checkpoint alone says only paused

@@ -146,15 +146,15 @@ def reap_survivor(
         return f"removed unreadable {path} ({exc}); no process group stopped"
     if group.driver_alive:
         return (
-            f"the tool of {path.parent.name} (process group {group.pgid}) is still driven by "
-            f"pid {group.driver}; not stopped"
+            f"the tool of {path.parent.name} (process group {group.pgid}) is still watched by "
+            f"the process that started it (pid {group.driver}); not stopped"
         )
     message: str | None = None
     if group.orphan_alive:
         kill_group(group.pgid, None, grace)
         message = (
             f"stopped the tool of node '{path.parent.name}' (process group {group.pgid}) that "
-            f"outlived its driver (pid {group.driver})"
+            f"outlived the process that started it (pid {group.driver})"
         )
     with contextlib.suppress(OSError):
         path.unlink()
@@ -183,8 +183,8 @@ def orphaned_tools(run_dir: str | os.PathLike[str]) -> list[str]:
         if group.orphan_alive and not group.driver_alive:
             found.append(
                 f"the tool of node '{pgid_file.parent.name}' (process group {group.pgid}) "
-                f"still runs, although its driver (pid {group.driver}) is gone; resume stops "
-                "it first"
+                f"still runs, although the process that started it (pid {group.driver}: the "
+                "run's driver, or a cluster worker) is gone; resume stops it first"
             )
     return found
 

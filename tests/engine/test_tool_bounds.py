@@ -132,7 +132,10 @@ def test_reap_survivor_leaves_a_group_whose_driver_lives(tmp_path: Path) -> None
             json.dumps({"pgid": sleeper.pid, "driver_pid": driver.pid, "host": os.uname().nodename})
         )
         message = reap_survivor(folder)
-        assert message is not None and "still driven by pid" in message
+        assert (
+            message is not None
+            and f"still watched by the process that started it (pid {driver.pid})" in message
+        )
         assert sleeper.poll() is None
     finally:
         for process in (sleeper, driver):

@@ -85,7 +85,16 @@ def parse_executor(spec: str) -> ExecutorSpec:
             )
         scheme = "tcp" if text.startswith("dask://") else text.split("://", 1)[0]
         return ExecutorSpec("dask", f"{scheme}://{rest}")
-    raise ClusterError(f"executor {spec!r} is not known; {SPEC_HELP}")
+    if text.startswith("dask:"):
+        raise ClusterError(
+            f"executor {spec!r}: a scheduler address is written dask://HOST:PORT "
+            f"(did you mean 'dask://{text[5:].lstrip('/')}'?)"
+        )
+    from freshness_magic.engine.validation.attrs import closest
+
+    near = closest(text.lower(), ["local", "dask"])
+    meant = f" (did you mean {near!r}?)" if near is not None else ""
+    raise ClusterError(f"executor {spec!r} is not known{meant}; {SPEC_HELP}")
 
 
 def open_cluster(spec: str) -> Cluster | None:

@@ -257,6 +257,20 @@ def test_bad_executor_specs_say_what_to_write(spec: str) -> None:
         parse_executor(spec)
 
 
+@pytest.mark.parametrize(
+    ("spec", "meant"),
+    [
+        ("dsak", "(did you mean 'dask'?)"),
+        ("lcoal", "(did you mean 'local'?)"),
+        ("dask:127.0.0.1:8786", "(did you mean 'dask://127.0.0.1:8786'?)"),
+    ],
+)
+def test_a_misspelt_executor_gets_the_spec_it_likely_meant(spec: str, meant: str) -> None:
+    with pytest.raises(ClusterError) as refused:
+        parse_executor(spec)
+    assert meant in str(refused.value)
+
+
 CODERGEN_FAN = """digraph llm {
   start [shape=Mdiamond]  done [shape=Msquare]
   fan [shape=component]  join [shape=tripleoctagon]

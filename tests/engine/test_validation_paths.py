@@ -298,6 +298,17 @@ def test_misspelt_node_attributes_get_did_you_mean() -> None:
     )
 
 
+@pytest.mark.parametrize(
+    ("written", "ours"), [("model", "llm_model"), ("provider", "llm_provider")]
+)
+def test_another_tools_name_for_a_model_setting_gets_the_rename(written: str, ours: str) -> None:
+    text = f'digraph g {{ start [shape=Mdiamond]; d [prompt="p", {written}="x"]; done '
+    text += "[shape=Msquare]; start -> d -> done }"
+    unknown = only(lint(text, "node_attr_known"))
+    assert unknown.severity is Severity.WARNING
+    assert unknown.fix == f"rename `{written}` to `{ours}` (the Attractor name for it)"
+
+
 def test_another_tools_name_for_tool_command_gets_the_rename() -> None:
     """``script=`` (as other pipeline tools write it) on a tool node: the missing-command error
     and the unknown-attribute warning both name the rename."""

@@ -107,7 +107,13 @@ def _check(graph: Graph, known: frozenset[str], out: Out) -> None:
 
 
 OTHER_DIALECT_NAMES: Mapping[str, str] = MappingProxyType(
-    {"script": "tool_command", "command": "tool_command", "cmd": "tool_command"}
+    {
+        "script": "tool_command",
+        "command": "tool_command",
+        "cmd": "tool_command",
+        "model": "llm_model",
+        "provider": "llm_provider",
+    }
 )
 """Node attributes other pipeline tools spell differently -> the name this engine reads."""
 

@@ -357,7 +357,9 @@ def _tool_command_present(graph: Graph, node: Node, out: Out) -> None:
         return
     fix = f'add tool_command="..." to `{node.id}`, or give it another shape'
     for key in node.attrs:
-        rename = names.dialect_fix(key)
+        rename = (
+            names.dialect_fix(key) if names.OTHER_DIALECT_NAMES.get(key) == "tool_command" else None
+        )
         if rename is None and attrs.closest(key, ("tool_command",), cutoff=0.75):
             rename = f"did you mean `tool_command`? rename `{key}` to `tool_command`"
         if rename is not None:

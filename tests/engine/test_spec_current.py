@@ -237,3 +237,18 @@ def test_an_unknown_outcome_value_is_flagged_with_the_closest_status() -> None:
     }"""
     found = diagnostics(dot, "condition_values")
     assert [(s, f) for s, _, f in found] == [(Severity.WARNING, "write `outcome=success`")]
+
+
+def test_a_misspelt_stylesheet_property_gets_the_rename_not_a_copy_of_the_typo() -> None:
+    dot = """digraph g {
+      graph [model_stylesheet="* { reasoning_efort: high; } a { goal_gate: true; }"]
+      start [shape=Mdiamond]
+      a [prompt=a]
+      done [shape=Msquare]
+      start -> a -> done
+    }"""
+    fixes = sorted(fix for _, _, fix in diagnostics(dot, "stylesheet_property"))
+    assert fixes == [
+        "did you mean `reasoning_effort`? rename `reasoning_efort` to `reasoning_effort`",
+        "set `goal_gate` on the nodes themselves",
+    ]

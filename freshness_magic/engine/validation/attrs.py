@@ -493,8 +493,9 @@ def stylesheet_property(graph: Graph) -> list[Diagnostic]:
                     graph,
                     f"model_stylesheet line {decl.line}, column {decl.column}: property "
                     f"`{decl.property}` has no effect (a stylesheet sets only {allowed}, §8.2)",
-                    (f"did you mean `{near}`? " if near else "")
-                    + f"set `{decl.property}` on the nodes themselves",
+                    f"did you mean `{near}`? rename `{decl.property}` to `{near}`"
+                    if near
+                    else f"set `{decl.property}` on the nodes themselves",
                     "model_stylesheet",
                 )
             )

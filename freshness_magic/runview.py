@@ -82,6 +82,7 @@ class RunView:
             blocked=self.model.blocked,
             failed=memory.state is RunState.FAILED and memory.failed_node == node_id,
             paused_at=memory.state is RunState.PAUSED and memory.next_node == node_id,
+            resumes_at=memory.next_node if memory.state is RunState.PAUSED else None,
         )
 
     def output(self, node_id: str) -> str:

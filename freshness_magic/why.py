@@ -144,6 +144,8 @@ class NodeFacts:
     """The run failed at this node (a retry runs it again)."""
     paused_at: bool = False
     """The run paused with this node next to run again (it was interrupted or cut off)."""
+    resumes_at: str | None = None
+    """The node a paused run goes on from (a parallel node for its interrupted branches)."""
     superseded: bool = False
     """The pipeline object was replaced: its actions are refused."""
 
@@ -316,6 +318,15 @@ def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     if facts.paused_at and facts.view.state is NodeState.INTERRUPTED:
         go_on = commands.go_on()
         return [NextStep(f"next: {go_on} runs it again and goes on from it", go_on)]
+    owner = facts.graph.nodes.get(facts.resumes_at or "")
+    if (
+        facts.view.state is NodeState.INTERRUPTED
+        and owner is not None
+        and owner.handler_type == "parallel"
+    ):
+        go_on = commands.go_on()
+        line = f"next: {go_on} runs parallel node '{owner.id}' again with all its branches"
+        return [NextStep(line, go_on)]
     return []
 
 

@@ -475,3 +475,52 @@ def test_a_run_held_open_by_a_kernel_is_explained_and_says_where_to_answer(
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
+
+
+FANNED = """digraph fanned {
+  start [shape=Mdiamond]
+  fan   [shape=component]
+  quick [shape=parallelogram, tool_command="echo quick"]
+  slow  [shape=parallelogram,
+         tool_command="test -f slow.started && exit 0; touch slow.started; exec sleep 60"]
+  join  [shape=tripleoctagon]
+  done  [shape=Msquare]
+  start -> fan
+  fan -> quick
+  fan -> slow
+  quick -> join
+  slow -> join
+  join -> done
+}
+"""
+
+
+def test_an_interrupted_branch_says_its_parallel_node_runs_again(tmp_path: Path) -> None:
+    """It said only ``slow: interrupted``: the run paused at the parallel node, not at it."""
+    import threading
+
+    from freshness_magic.engine.pipeline import load_pipeline
+    from freshness_magic.session import open_run
+
+    run = open_run(load_pipeline(FANNED), workdir=tmp_path)
+    stopper = threading.Thread(
+        target=lambda: (
+            wait_until((tmp_path / "slow.started").exists, "the slow branch started"),
+            run.interrupt(),
+        )
+    )
+    stopper.start()
+    try:
+        run.run()
+    finally:
+        stopper.join()
+        run.close()
+    said = why(run.run_dir, "slow", tmp_path)
+    assert said[0] == "slow: interrupted"
+    assert said[-1] == (
+        f"  next: {PROGRAM} resume {run.run_dir} runs parallel node 'fan' again with all its "
+        "branches"
+    )
+    went_on = paste(command_of(said[-1], "runs parallel node"), tmp_path)  # quick this time
+    assert went_on.returncode == 0, went_on.stdout + went_on.stderr
+    assert "  ok        slow" in went_on.stdout and "  ok        quick" in went_on.stdout

@@ -176,6 +176,7 @@ def why_facts(pipeline: PipelineReadout, node_id: str) -> NodeFacts:
         blocked=pipeline.blocked_nodes(),
         failed=snapshot.state is RunState.FAILED and run is not None and run.failed_node == node_id,
         paused_at=snapshot.state is RunState.PAUSED and snapshot.next_node == node_id,
+        resumes_at=snapshot.next_node if snapshot.state is RunState.PAUSED else None,
         superseded=pipeline.superseded,
     )
 

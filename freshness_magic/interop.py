@@ -6,10 +6,13 @@ such objects); exporting through :func:`to_pydot` and :func:`to_graphviz` (``Gra
 
 What round-trips (``load_pipeline(to_pydot(g))`` and ``load_pipeline(to_graphviz(g))`` give ``g``
 again): the graph name and attributes, every node in order with all its attributes and classes,
-every edge in order with its attributes. Values are written as DOT strings with quotes, backslashes
-and line breaks escaped, so any text survives. Not kept by ``to_pydot``: which node attributes came
-from ``node [...]`` defaults (each node carries all of its attributes itself, so ``get_node``
-finds every node at the top level); ``to_graphviz`` keeps even that (it is the text of
+every edge in order with its attributes. A pipeline loaded from text is exported as written
+(:func:`as_written`: the stylesheet and ``$goal`` not yet applied, named subgraphs with their
+labels), so an edited export means what the edited source would. Values are written as DOT
+strings with quotes, backslashes and line breaks escaped, so any text survives. Not kept by
+``to_pydot``: which node attributes came from ``node [...]`` defaults (each node carries all of
+its attributes itself, so ``get_node`` finds every node at the top level); ``to_graphviz`` keeps
+even that (it is the text of
 :func:`~freshness_magic.engine.dot_writer.to_dot`). Source positions are never kept.
 """
 
@@ -59,20 +62,55 @@ def _attrs(attrs: dict[str, str]) -> dict[str, str]:
     return {_id(key): quote(value) for key, value in attrs.items()}
 
 
+def as_written(graph: Graph) -> Graph:
+    """``graph`` before the built-in transforms of its load: the stylesheet's values are not
+    copied onto the nodes and ``$goal`` stays in the prompts, so an export that is edited (its
+    stylesheet, its goal) and loaded again derives them anew. The graph itself when its source
+    does not load to it (built or changed in code, or loaded with other transforms)."""
+    if not graph.source:
+        return graph
+    from freshness_magic.engine.dot_parser import parse_dot
+    from freshness_magic.engine.transforms import apply_transforms
+
+    try:
+        written = parse_dot(graph.source, path=graph.path)
+        loaded = apply_transforms(parse_dot(graph.source, path=graph.path))
+    except FreshnessMagicError:
+        return graph
+    return written if loaded == graph else graph
+
+
+def clusters(graph: Graph) -> dict[str, tuple[str, str]]:
+    """Subgraph class -> (name, label) of the first named subgraph whose label derives it, so an
+    export keeps ``subgraph cluster_x [label="Group A"]`` (its box when drawn) and not only the
+    class the label derives."""
+    from freshness_magic.engine.dot_graph import subgraph_class
+
+    found: dict[str, tuple[str, str]] = {}
+    for sub in graph.subgraphs:
+        if sub.name and sub.label:
+            found.setdefault(subgraph_class(sub.label), (sub.name, sub.label))
+    return found
+
+
 def to_pydot(graph: Graph) -> Any:
-    """A ``pydot.Dot`` of ``graph`` (nodes at the top level, unless they sit in class subgraphs).
+    """A ``pydot.Dot`` of ``graph`` as written (:func:`as_written`): nodes at the top level,
+    unless they sit in subgraphs (which keep their names and labels).
 
     pydot keeps attribute values as DOT text, so ``dot.get_node("a")[0].get("label")`` is the
     quoted, escaped string.
     """
     pydot = _library("pydot")
+    graph = as_written(graph)
+    named = clusters(graph)
     dot = pydot.Dot(graph_name=_id(graph.name) if graph.name else "", graph_type="digraph")
     for key, value in _attrs(dict(graph.attrs)).items():
         dot.set(key, value)
     for number, node in enumerate(graph.nodes.values()):
         parent = dot
         for depth, cls in enumerate(node.subgraph_classes):
-            sub = pydot.Subgraph(graph_name=f"fm_class_{number}_{depth}", label=quote(cls))
+            name, label = named.get(cls, (f"fm_class_{number}_{depth}", cls))
+            sub = pydot.Subgraph(graph_name=_id(name), label=quote(label))
             parent.add_subgraph(sub)
             parent = sub
         parent.add_node(pydot.Node(node.id, **_attrs(dict(node.attrs))))
@@ -82,7 +120,10 @@ def to_pydot(graph: Graph) -> Any:
 
 
 def to_graphviz(graph: Graph) -> Any:
-    """A ``graphviz.Digraph`` of ``graph``: render it, or add nodes and edges to it as usual."""
+    """A ``graphviz.Digraph`` of ``graph`` as written (:func:`as_written`): render it, or add
+    nodes and edges to it as usual."""
     graphviz = _library("graphviz")
-    lines = to_dot(graph).splitlines()[1:-1]  # the statements between "digraph name {" and "}"
+    graph = as_written(graph)
+    text = to_dot(graph, clusters=clusters(graph))
+    lines = text.splitlines()[1:-1]  # the statements between "digraph name {" and "}"
     return graphviz.Digraph(name=graph.name or None, body=[f"{line}\n" for line in lines])

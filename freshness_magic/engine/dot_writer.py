@@ -73,7 +73,7 @@ def _attr_list(attrs: Mapping[str, str]) -> str:
     return "[" + ", ".join(parts) + "]"
 
 
-def _node_statement(node: Node) -> str:
+def _node_statement(node: Node, clusters: Mapping[str, tuple[str, str]]) -> str:
     explicit = {k: v for k, v in node.attrs.items() if k in node.explicit}
     inherited = {k: v for k, v in node.attrs.items() if k not in node.explicit}
     statement = _node_id(node.id)
@@ -84,19 +84,25 @@ def _node_statement(node: Node) -> str:
         if not node.subgraph_classes:
             statement = f"{{ {statement} }}"
     for cls in reversed(node.subgraph_classes):
-        statement = f"subgraph {{ label={quote(cls)}; {statement} }}"
+        name, label = clusters.get(cls, ("", cls))
+        head = f"subgraph {_node_id(name)} " if name else "subgraph "
+        statement = f"{head}{{ label={quote(label)}; {statement} }}"
     return statement
 
 
-def to_dot(graph: Graph) -> str:
-    """The DOT text of ``graph``: graph attributes, every node with its attributes, every edge."""
+def to_dot(graph: Graph, clusters: Mapping[str, tuple[str, str]] | None = None) -> str:
+    """The DOT text of ``graph``: graph attributes, every node with its attributes, every edge.
+
+    ``clusters``: subgraph class -> (name, label) to write a node's class subgraph as that named
+    subgraph (a ``cluster_*`` keeps its box when drawn); other classes stay unnamed.
+    """
     name = graph.name
     if name and not (NODE_ID_RE.match(name) and name.lower() not in _KEYWORDS):
         name = quote(name)
     lines = [f"digraph {name} {{" if name else "digraph {"]
     if graph.attrs:
         lines.append(f"  graph {_attr_list(graph.attrs)}")
-    lines.extend(f"  {_node_statement(node)}" for node in graph.nodes.values())
+    lines.extend(f"  {_node_statement(node, clusters or {})}" for node in graph.nodes.values())
     for edge in graph.edges:
         text = f"  {_node_id(edge.source)} -> {_node_id(edge.target)}"
         if edge.attrs:

@@ -127,3 +127,25 @@ def test_the_engine_does_not_import_pydot_or_graphviz() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
     )
     assert proc.stdout.strip() == "[]"
+
+
+@pytest.mark.parametrize("export", ["pydot", "graphviz"])
+def test_an_export_is_the_pipeline_as_written_so_edits_to_it_take_effect(export: str) -> None:
+    """It held what the load derived: the stylesheet's model pinned on every node and ``$goal``
+    expanded, so editing the exported stylesheet or goal changed nothing; clusters lost their
+    names (and so their boxes)."""
+    graph = load_pipeline(TRICKY)
+    text = graph.to_pydot().to_string() if export == "pydot" else graph.to_graphviz().source
+    assert "$goal" in text and "subgraph cluster_x" in text
+    edited = load_pipeline(text.replace("llm_model: f;", "llm_model: g;"))
+    work = edited.nodes["work"]
+    assert work.attrs["llm_model"] == "g"  # from the edited stylesheet
+    named = [(s.name, s.label) for s in edited.subgraphs if s.name]
+    assert named == [("cluster_x", "Group A")]  # (to_graphviz adds unnamed scopes for defaults)
+
+
+def test_a_graph_changed_in_code_is_exported_as_it_is_now() -> None:
+    graph = load_pipeline(TRICKY)
+    graph.nodes["work"].attrs["llm_model"] = "pinned"
+    back = load_pipeline(graph.to_pydot())
+    assert back.nodes["work"].attrs["llm_model"] == "pinned"

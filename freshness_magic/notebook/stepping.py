@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from freshness_magic.engine import RunState
+from freshness_magic.engine.events import EventType
 from freshness_magic.freshness.events import FreshnessEvent, describe_stale_input
 from freshness_magic.notebook import text
 
@@ -42,6 +43,18 @@ class Stepped:
                 self.show(line)
 
 
+_ENDED = (EventType.STAGE_COMPLETED, EventType.STAGE_FAILED)
+
+
+def branch_line(event: Event) -> str:
+    """``  b1 -> success (branch of fan)``: a node a parallel node ran in one of its branches,
+    under the parallel node's step line (the command line indents them the same way)."""
+    data = event.data
+    line = f"  {event.node_id} -> {data.get('status', '')} (branch of {data['branch_of']})"
+    reason = str(data.get("failure_reason") or "")
+    return f"{line}: {text.one_line(reason, 120)}" if reason else line
+
+
 def step_loop(
     run: Run,
     *,
@@ -60,13 +73,16 @@ def step_loop(
     caught) ends the loop too: the run is paused at that node.
     """
     done = Stepped(run, show=show)
-    stale: list[str] = []  # what a step's STALE_INPUT events said, shown under its line
+    stale: list[str] = []
+    """Shown under a step's line: its parallel branches' nodes and what STALE_INPUT said."""
 
     def note_stale(event: Event) -> None:
         if event.type == FreshnessEvent.STALE_INPUT:
             said = f"  {event.node_id}: {describe_stale_input(event.data)}"
             if said not in stale:  # a block's retries check again: say the same news once
                 stale.append(said)
+        elif event.type in _ENDED and event.data.get("branch_of"):
+            stale.append(branch_line(event))
 
     listener = run.events.subscribe(note_stale)
     try:

@@ -362,6 +362,11 @@ def test_retry_of_a_branch_node_says_its_parallel_node_runs_again(
         "branches, so its fan-in joins results of one pass"
     )
     assert out[-1].endswith("completed")
+    assert out[1] == "step: fan -> success; next: join"
+    assert sorted(out[2:4]) == [
+        "  b1 -> success (branch of fan)",
+        "  b2 -> success (branch of fan)",
+    ]
     assert (workdir / "b1.txt").read_text() == "b1\nb1\n"
 
 

@@ -94,7 +94,7 @@ def test_run_with_answers_completes_with_exit_0_and_progress_lines(tmp_path: Pat
     lines = proc.stdout.splitlines()
     progress = [line.split()[1] for line in lines if line.startswith("  ok")]
     assert progress == ["start", "draft", "approve", "draft", "approve", "done"]
-    assert lines[-1].startswith("completed: 6 node(s) run; run dir ")
+    assert lines[-1].startswith("completed: 6 node runs; run dir ")
 
 
 def test_auto_approve_takes_the_first_choice(tmp_path: Path) -> None:
@@ -671,7 +671,7 @@ def test_a_branch_a_block_held_back_is_named_by_its_fan_out_and_the_summary(
         "1 of 2 branches succeeded (wait_all); gbm: stale input: params.yaml; not retried: "
         "max_retries is 0"
     )
-    assert lines[-1].startswith("completed (fan: partial success): 7 node(s) run; run dir ")
+    assert lines[-1].startswith("completed (fan: partial success): 7 node runs; run dir ")
 
 
 CHANGED = """digraph changed {

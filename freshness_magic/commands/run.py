@@ -459,8 +459,9 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
             if outcome.status is StageStatus.PARTIAL_SUCCESS
         ]
         some = f" ({', '.join(partial)}: partial success)" if partial else ""
+        runs = len(result.completed_nodes)  # a node run again (a loop, a retry) counts again
         print(
-            f"completed{some}: {len(result.completed_nodes)} node(s) run; run dir {run_dir}",
+            f"completed{some}: {runs} node run{'' if runs == 1 else 's'}; run dir {run_dir}",
             file=out,
         )
         if result.dead_end is not None:

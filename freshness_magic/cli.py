@@ -199,6 +199,28 @@ def _run(argv: Sequence[str]) -> int:
     except KeyboardInterrupt:
         print(f"{_prefix(getattr(args, 'command', None))}: interrupted", file=sys.stderr)
         return 130
+    except ModuleNotFoundError as exc:
+        package = REQUIRED_MODULES.get((exc.name or "").split(".")[0])
+        if package is None:
+            raise
+        print(
+            f"{_prefix(getattr(args, 'command', None))}: the package {package!r}, which "
+            f"freshness_magic needs, is not installed; install it (pip install {package}) or "
+            "install freshness_magic again with its dependencies",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+
+
+REQUIRED_MODULES = {
+    "xxhash": "xxhash",
+    "watchfiles": "watchfiles",
+    "anywidget": "anywidget",
+    "ipywidgets": "ipywidgets",
+    "IPython": "ipython",
+}
+"""The modules of the package's required dependencies (pyproject.toml) -> their package names: a
+missing one (an install with ``--no-deps``) is one line that says what to install."""
 
 
 def _prefix(command: str | None) -> str:

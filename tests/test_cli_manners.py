@@ -282,3 +282,37 @@ def test_an_error_line_names_the_program_as_it_was_called(tmp_path: Path, argv: 
     )
     assert as_script.returncode == 2
     assert as_script.stderr.startswith(f"freshness-magic {argv[0]}: "), as_script.stderr
+
+
+def test_a_required_package_that_is_missing_is_named_with_what_to_install(
+    tmp_path: Path,
+) -> None:
+    """As after ``pip install --no-deps``: a one-line error, not an import traceback."""
+    import os
+    import subprocess
+    import sys
+
+    blocked = tmp_path / "blocked" / "xxhash"
+    blocked.mkdir(parents=True)
+    (blocked / "__init__.py").write_text(
+        "raise ModuleNotFoundError(\"No module named 'xxhash'\", name='xxhash')\n"
+    )
+    (tmp_path / "p.dot").write_text(
+        'digraph p { start [shape=Mdiamond]; t [shape=parallelogram, tool_command="true"]; '
+        "done [shape=Msquare]; start -> t -> done }"
+    )
+    repo = Path(__file__).resolve().parents[1]
+    done = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": f"{tmp_path / 'blocked'}{os.pathsep}{repo}"},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert done.returncode == 2 and "Traceback" not in done.stderr, done.stderr
+    assert done.stderr == (
+        "python -m freshness_magic run: the package 'xxhash', which freshness_magic needs, is "
+        "not installed; install it (pip install xxhash) or install freshness_magic again with its "
+        "dependencies\n"
+    )

@@ -8,7 +8,6 @@ loading a pipeline say it first. A warning: with the simulated default it has no
 
 from __future__ import annotations
 
-from freshness_magic.backends.spec import MODEL_KINDS
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.validation import (
     WARNING,
@@ -25,7 +24,10 @@ CODERGEN = "codergen"
 
 
 def _unknown(value: str) -> tuple[bool, str]:
-    """Whether ``value`` names no model backend, and the fix to offer."""
+    """Whether ``value`` names no model backend, and the fix to offer (imports only when a
+    pipeline sets a provider: ``validate`` starts without them)."""
+    from freshness_magic.backends.spec import MODEL_KINDS
+
     name = value.strip().lower()
     if name in MODEL_KINDS:
         return False, ""

@@ -110,7 +110,7 @@ def to_pydot(graph: Graph) -> Any:
         parent = dot
         for depth, cls in enumerate(node.subgraph_classes):
             name, label = named.get(cls, (f"fm_class_{number}_{depth}", cls))
-            sub = pydot.Subgraph(graph_name=_id(name), label=quote(label))
+            sub = pydot.Subgraph(graph_name=name, label=quote(label))  # pydot quotes names
             parent.add_subgraph(sub)
             parent = sub
         parent.add_node(pydot.Node(node.id, **_attrs(dict(node.attrs))))

@@ -228,8 +228,8 @@ class _Parser(AttrReader):
         if keyword == "subgraph":
             j = i + 1
             name = ""
-            if self.kinds[j] == WORD or self.kinds[j] == STRING:
-                name = self.values[j]
+            if self.kinds[j] == WORD or self.kinds[j] == STRING:  # a quoted name as the graph's
+                name = self.values[j] if self.kinds[j] == WORD else string_value(self.values[j])
                 j += 1
             if self.kinds[j] != "{":
                 raise self._error(

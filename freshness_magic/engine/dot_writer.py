@@ -60,6 +60,12 @@ def _node_id(node_id: str) -> str:
     return node_id
 
 
+def _subgraph_id(name: str) -> str:
+    """A subgraph's name as DOT: bare when it is a plain identifier, else quoted (any text is a
+    legal subgraph name, ``subgraph "cluster a b"``)."""
+    return name if NODE_ID_RE.match(name) and name.lower() not in _KEYWORDS else quote(name)
+
+
 def _attr_list(attrs: Mapping[str, str]) -> str:
     parts = []
     for key, value in attrs.items():
@@ -85,7 +91,7 @@ def _node_statement(node: Node, clusters: Mapping[str, tuple[str, str]]) -> str:
             statement = f"{{ {statement} }}"
     for cls in reversed(node.subgraph_classes):
         name, label = clusters.get(cls, ("", cls))
-        head = f"subgraph {_node_id(name)} " if name else "subgraph "
+        head = f"subgraph {_subgraph_id(name)} " if name else "subgraph "
         statement = f"{head}{{ label={quote(label)}; {statement} }}"
     return statement
 

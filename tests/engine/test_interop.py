@@ -149,3 +149,14 @@ def test_a_graph_changed_in_code_is_exported_as_it_is_now() -> None:
     graph.nodes["work"].attrs["llm_model"] = "pinned"
     back = load_pipeline(graph.to_pydot())
     assert back.nodes["work"].attrs["llm_model"] == "pinned"
+
+
+def test_a_quoted_subgraph_name_is_exported_quoted() -> None:
+    graph = load_pipeline(
+        'digraph g { start [shape=Mdiamond]; subgraph "cluster a b" { label="Team A"; '
+        'w [prompt="p"] } done [shape=Msquare]; start -> w -> done }'
+    )
+    assert [s.name for s in graph.subgraphs] == ["cluster a b"]  # as the graph's name: unquoted
+    for back in (load_pipeline(graph.to_graphviz()), load_pipeline(graph.to_pydot())):
+        named = [(s.name, s.label) for s in back.subgraphs if s.name]
+        assert named == [("cluster a b", "Team A")]

@@ -78,16 +78,18 @@ class LivePipeline(PipelineReadout):
         """Whether the open run has begun (left ``ready``): its backend and executor are fixed."""
         return self._run is not None and self._run.state is not RunState.READY
 
-    def use_run_options(self, specs: Mapping[str, str]) -> bool:
+    def use_run_options(self, specs: Mapping[str, str], *, reopen: bool = False) -> bool:
         """Open runs with these ``backend``/``executor`` specs; an open run that has not begun
-        (a fresh one after ``reset``) is opened again with them. False, and nothing changes,
-        when the open run has begun. A spec that cannot serve (an unknown backend, a Dask
-        scheduler that does not answer) raises here and is not kept: the next action does not
-        fail on it again."""
+        (a fresh one after ``reset``) is opened again with them, and with ``reopen`` one that
+        has begun too, from its directory (what ran is kept). False, and nothing changes, when
+        the open run has begun and ``reopen`` is not given. A spec that cannot serve (an unknown
+        backend, a Dask scheduler that does not answer) raises here and is not kept: the next
+        action does not fail on it again."""
         from freshness_magic.backends import resolve_backend
 
         with self.exclusive():
-            if self.started:
+            begun = self.started
+            if begun and not reopen:
                 return False
             if "backend" in specs:
                 resolve_backend(specs["backend"])
@@ -97,28 +99,11 @@ class LivePipeline(PipelineReadout):
             if "backend" in specs:  # the %%node cells' registry was built with the old backend
                 self.run_options.pop("registry", None)
             if self._run is not None:
+                run_dir = Path(self._run.run_dir) if begun else None
                 self._detach()
-                self._open(resume=None)
+                self._open(resume=run_dir)
+                self.resume_notes = []
             return True
-
-    def reopen_with(self, specs: Mapping[str, str]) -> None:
-        """Reopen the run that has begun from its directory with these ``backend``/``executor``
-        specs (kept for the runs after it too). Refused while an action runs; a spec that cannot
-        serve raises and changes nothing."""
-        from freshness_magic.backends import resolve_backend
-
-        with self.exclusive():
-            if "backend" in specs:
-                resolve_backend(specs["backend"])
-            if "executor" in specs:
-                self.clusters.get(specs["executor"])
-            run_dir = Path(self.run.run_dir)
-            self.run_options.update(specs)
-            if "backend" in specs:
-                self.run_options.pop("registry", None)
-            self._detach()
-            self._open(resume=run_dir)
-            self.resume_notes = []
 
     def _resume_options(self, run_dir: Path) -> dict[str, Any]:
         """Options of a resume: the loaded graph (it carries the ``%%node`` handlers) when the

@@ -287,7 +287,7 @@ class PipelineMagics(Magics):
             return
         given = {key: value for key, value in wanted.items() if getattr(args, key, None)}
         if given:
-            self._call(lambda: pipeline.reopen_with(given))
+            self._call(lambda: pipeline.use_run_options(given, reopen=True))
             said = ", ".join(f"{key} {value}" for key, value in given.items())
             print(f"note: the run of {pipeline.name} goes on with {said}")
 

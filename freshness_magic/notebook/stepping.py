@@ -73,20 +73,20 @@ def step_loop(
     caught) ends the loop too: the run is paused at that node.
     """
     done = Stepped(run, show=show)
-    stale: list[str] = []
+    under: list[str] = []
     """Shown under a step's line: its parallel branches' nodes and what STALE_INPUT said."""
 
-    def note_stale(event: Event) -> None:
+    def note(event: Event) -> None:
         if event.type == FreshnessEvent.STALE_INPUT:
             said = f"  {event.node_id}: {describe_stale_input(event.data)}"
-            if said not in stale:  # a block's retries check again: say the same news once
-                stale.append(said)
+            if said not in under:  # a block's retries check again: say the same news once
+                under.append(said)
         elif event.type in _ENDED and event.data.get("branch_of"):
-            stale.append(branch_line(event))
+            under.append(branch_line(event))
 
-    listener = run.events.subscribe(note_stale)
+    listener = run.events.subscribe(note)
     try:
-        _loop(done, stale, stop, after_step, on_interrupt, to, max_steps)
+        _loop(done, under, stop, after_step, on_interrupt, to, max_steps)
     finally:
         run.events.unsubscribe(listener)
     return done
@@ -94,7 +94,7 @@ def step_loop(
 
 def _loop(
     done: Stepped,
-    stale: list[str],
+    under: list[str],
     stop: threading.Event,
     after_step: Callable[[], None],
     on_interrupt: Callable[[str], Run],
@@ -125,8 +125,8 @@ def _loop(
             break
         done.steps += 1
         after_step()
-        done.say(text.step_line(result), *stale)
-        stale.clear()
+        done.say(text.step_line(result), *under)
+        under.clear()
     if stop.is_set():
         done.say(f"stopped; the run is paused (next: {run.next_node})")
         stop.clear()

@@ -18,7 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
-from freshness_magic.engine.handlers.llm import BackendReply, BackendRequest
+from freshness_magic.engine.handlers.llm import REQUEST_TIMED_OUT, BackendReply, BackendRequest
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.retry import BackoffConfig
 from freshness_magic.errors import BackendError
@@ -234,7 +234,7 @@ class ModelBackend:
                 return RetryableCallError(text, retry_after_seconds(exc.response.headers))
             return BackendError(text)
         if isinstance(exc, sdk.APITimeoutError):
-            return RetryableCallError("the request timed out")
+            return RetryableCallError(REQUEST_TIMED_OUT)
         if isinstance(exc, sdk.APIConnectionError):
             cause = exc.__cause__ or exc
             return RetryableCallError(f"cannot connect to {self.describe()}: {cause}")

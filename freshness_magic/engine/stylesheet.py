@@ -15,7 +15,9 @@ among rules of equal specificity the later one wins.
 Precedence when applying (decision): an attribute written on the node statement itself
 (``node.explicit``) always wins; a stylesheet value beats a value the node only inherited from a
 ``node [...]`` default block, because the stylesheet is the more specific, deliberate statement
-of per-node configuration (§8.5 ranks it above graph-level defaults).
+of per-node configuration (§8.5 ranks it above graph-level defaults). An empty value written on
+the node (``llm_model=""``, often left by a template) sets nothing, so the stylesheet's applies:
+no style property has a meaning when empty.
 """
 
 from __future__ import annotations
@@ -34,9 +36,9 @@ _CLASS_RE = re.compile(r"[A-Za-z0-9_-]+")
 _PROPERTY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.]*")
 
 STYLE_PROPERTIES = frozenset({"llm_model", "llm_provider", "reasoning_effort"})
+"""The only properties a stylesheet sets (§8.2); others are a validation warning, no effect."""
 REASONING_EFFORTS = ("low", "medium", "high")
 """The values of ``reasoning_effort`` (§2.6), on a node or in a stylesheet."""
-"""The only properties a stylesheet sets (§8.2); others are a validation warning, no effect."""
 
 
 class SelectorKind(enum.IntEnum):
@@ -295,7 +297,9 @@ def _styled(node: Node, props: Mapping[str, str]) -> Node:
     updates = {
         key: value
         for key, value in props.items()
-        if key in STYLE_PROPERTIES and key not in node.explicit and node.attrs.get(key) != value
+        if key in STYLE_PROPERTIES
+        and (key not in node.explicit or not node.attrs.get(key, "").strip())
+        and node.attrs.get(key) != value
     }
     if not updates:
         return node

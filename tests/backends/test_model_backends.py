@@ -107,7 +107,10 @@ def test_slow_response_past_the_timeout_fails(tmp_path: Path) -> None:
         run, _ = run_one(tmp_path, f"openai:slow-model@{server.url}", ', timeout="1s"')
     result = run.result()
     assert result.status == "failed"
-    assert "timed out" in result.failure_reason
+    assert result.failure_reason.startswith(
+        f"node 'draft' failed (timed out after 1s waiting for openai:slow-model@{server.url}"
+    ), result.failure_reason
+    assert "last error" not in result.failure_reason
 
 
 def test_cancel_closes_the_stream_and_fails_interrupted(tmp_path: Path) -> None:

@@ -117,6 +117,16 @@ def test_explicit_attribute_wins_over_stylesheet() -> None:
     assert styled.nodes["a"].reasoning_effort == "low"
 
 
+def test_an_empty_value_on_the_node_leaves_the_stylesheet_in_force() -> None:
+    graph = load_pipeline(
+        'digraph g { graph [model_stylesheet="* { llm_model: sheet; llm_provider: openai; }"]\n'
+        '  a [prompt="x", llm_model="", llm_provider=" "]\n  b [prompt="y", llm_model="own"] }'
+    )
+    assert graph.nodes["a"].llm_model == "sheet"
+    assert graph.nodes["a"].llm_provider == "openai"
+    assert graph.nodes["b"].llm_model == "own"
+
+
 def test_stylesheet_beats_node_default_block() -> None:
     graph = load_pipeline(
         'digraph g { graph [model_stylesheet="* { llm_model: sheet; }"]\n'

@@ -29,6 +29,7 @@ from freshness_magic.atomicio import loads_bounded, write_atomic, write_json_ato
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.base import CodergenBackend, StepEnv
 from freshness_magic.engine.handlers.llm import (
+    REQUEST_TIMED_OUT,
     STOP_GRACE_SECONDS,
     BackendReply,
     BackendRequest,
@@ -112,6 +113,16 @@ def _exception_text(exc: BaseException) -> str:
     """One line: the message (type name when empty), whitespace folded."""
     text = " ".join(str(exc).split())
     return text if text else type(exc).__name__
+
+
+def _timed_out(node: Node, started: float, backend: StreamingBackend, last_error: str) -> str:
+    """The reason of an attempt the node's ``timeout`` ended (the wait, or the client's own
+    timeout set to the time left), with the last problem the backend reported."""
+    waited = node.timeout or round(time.monotonic() - started, 2)
+    reason = f"timed out after {waited:g}s waiting for {backend.describe()}"
+    if last_error and last_error != REQUEST_TIMED_OUT:
+        reason += f" (last error: {last_error})"
+    return reason
 
 
 class CallableBackend:
@@ -216,10 +227,7 @@ class CodergenHandler:
             if stop.reason == "interrupted":
                 reason = "interrupted"
             else:
-                waited = node.timeout or round(time.monotonic() - started, 2)
-                reason = f"timed out after {waited:g}s waiting for {backend.describe()}"
-                if request.last_error:
-                    reason += f" (last error: {request.last_error})"
+                reason = _timed_out(node, started, backend, request.last_error)
             return self._finish(
                 status_path,
                 Outcome(
@@ -230,11 +238,15 @@ class CodergenHandler:
             )
         except Exception as exc:
             sink.close()
+            if request.remaining() == 0:  # the client's own timeout, set to the time left
+                reason = _timed_out(node, started, backend, _exception_text(exc))
+            else:
+                reason = f"{backend.describe()}: {_exception_text(exc)}"
             return self._finish(
                 status_path,
                 Outcome(
                     status=StageStatus.FAIL,
-                    failure_reason=f"{backend.describe()}: {_exception_text(exc)}",
+                    failure_reason=reason,
                     context_updates={llm_key: facts},
                 ),
             )

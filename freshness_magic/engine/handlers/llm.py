@@ -34,6 +34,9 @@ HEAD_CHARS = 200
 """How much of the response the handler keeps in memory (``last_response``, spec §4.5)."""
 POLL_SECONDS = 0.05
 STOP_GRACE_SECONDS = 1.0
+REQUEST_TIMED_OUT = "the request timed out"
+"""A backend's retryable error when its client gave up waiting (the handler words the failure
+with the node's timeout when that is what set the client's)."""
 
 
 @dataclass

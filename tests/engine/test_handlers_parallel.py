@@ -18,6 +18,7 @@ from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.run import Run
 from freshness_magic.errors import ValidationError
 from freshness_magic.session import open_run
+from tests.pipelines import TWO_BRANCHES
 
 
 def run_pipeline(source: str, tmp_path: Path, **kwargs: object) -> tuple[Run, list[Event]]:
@@ -359,24 +360,6 @@ def test_nested_parallel_runs_its_own_fan_in_inside_the_branch(tmp_path: Path) -
     assert branches["inner"]["fan_in"] == "join"
     assert branches["inner"]["context_updates"]["parallel.fan_in.best_id"] == "i1"
     assert branches["x"]["completed_nodes"] == ["x"]
-
-
-TWO_BRANCHES = """
-digraph p {
-  start [shape=Mdiamond]
-  fan   [shape=component]
-  b1    [shape=parallelogram, tool_command="echo b1 >> b1.txt"]
-  b2    [shape=parallelogram, tool_command="echo b2 >> b2.txt"]
-  join  [shape=tripleoctagon]
-  done  [shape=Msquare]
-  start -> fan
-  fan -> b1
-  fan -> b2
-  b1 -> join
-  b2 -> join
-  join -> done
-}
-"""
 
 
 def test_retrying_a_branch_node_runs_its_parallel_node_again_with_every_branch(

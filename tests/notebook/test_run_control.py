@@ -16,6 +16,7 @@ from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import NodeState
 from freshness_magic.notebook.text import TextResult
 from tests.notebook.conftest import load_review
+from tests.pipelines import TWO_BRANCHES
 from tests.waiting import wait_until
 
 CELLS_DOT = """digraph cells {
@@ -334,27 +335,10 @@ def test_wrong_types_from_python_are_one_line_errors(shell: InteractiveShell, wo
     assert not pipeline.has_run
 
 
-FAN_DOT = """digraph fanned {
-  start [shape=Mdiamond]
-  fan   [shape=component]
-  b1    [shape=parallelogram, tool_command="echo b1 >> b1.txt"]
-  b2    [shape=parallelogram, tool_command="echo b2 >> b2.txt"]
-  join  [shape=tripleoctagon]
-  done  [shape=Msquare]
-  start -> fan
-  fan -> b1
-  fan -> b2
-  b1 -> join
-  b2 -> join
-  join -> done
-}
-"""
-
-
 def test_retry_of_a_branch_node_says_its_parallel_node_runs_again(
     shell: InteractiveShell, workdir: Path
 ):
-    shell.run_cell_magic("pipeline", f"fanned --workdir {workdir}", FAN_DOT)
+    shell.run_cell_magic("pipeline", f"fanned --workdir {workdir}", TWO_BRANCHES)
     line(shell, "run")
     out = line(shell, "retry b2").text.splitlines()
     assert out[0] == (

@@ -2,7 +2,8 @@
 
 A file where a state folder goes (``.freshness``, ``.freshness/runs``), a working directory or a
 file given as ``RUN_DIR``, an ``--answer`` for a node that is not a gate or answers that
-conflict, ``evidence --json`` of an unknown node, and the start command ``hub query`` suggests.
+conflict, ``evidence --json`` of an unknown node, and the start command ``hub query`` suggests;
+``status`` and ``check`` with no RUN_DIR where there is no run.
 """
 
 from __future__ import annotations
@@ -77,6 +78,29 @@ def test_a_working_directory_given_as_the_run_dir_lists_its_runs(tmp_path: Path)
     assert "holds runs, not one run" in json.loads(as_json.stdout)["error"]
     # nothing was resumed: the run still waits at its gate
     assert cli("status", str(run_dir), cwd=tmp_path).returncode == 3
+
+
+def test_status_and_check_without_run_dir_read_the_newest_run_here(tmp_path: Path) -> None:
+    work = tmp_path / "w"
+    work.mkdir()
+    for command in ("status", "check"):
+        one_line_error(cli(command, cwd=work), f"no runs under {work}", "run PIPELINE.dot")
+    first = waiting_run(work)
+    status = cli("status", cwd=work)
+    assert status.returncode == 3 and status.stderr == ""
+    assert status.stdout.startswith(f"run {first.name}: waiting")
+    done = cli("run", "p.dot", "--answer", "approve=Y", "--json", cwd=work)
+    second = Path(json.loads(done.stdout)["run_dir"])
+    for command, code in (("status", 0), ("check", 0)):
+        proc = cli(command, cwd=work)
+        assert proc.returncode == code, proc.stderr
+        assert proc.stderr == (
+            f"python -m freshness_magic {command}: reading {second.relative_to(work)}, the newest of 2 "
+            f"runs here (others: {first.relative_to(work)} (waiting at gate 'approve'))\n"
+        )
+    assert cli("status", cwd=work).stdout.startswith(f"run {second.name}: completed")
+    as_json = cli("status", "--json", cwd=work)
+    assert json.loads(as_json.stdout)["run_dir"] == str(second)
 
 
 def test_a_file_given_as_the_run_dir_is_named_as_a_file(tmp_path: Path) -> None:

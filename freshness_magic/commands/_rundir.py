@@ -5,6 +5,10 @@ engine's "no usable checkpoint" would mislead on both: a FILE given as the run d
 folder that holds runs rather than being one (the working directory, its ``.freshness`` or
 ``.freshness/runs``). The latter could make a user start again and abandon a run that waits at a
 gate, so it is said plainly, with the newest runs and their states to pick from.
+
+``status`` and ``check`` take RUN_DIR as optional: without it they read the newest run under the
+current folder, as ``git status`` reads the repository it stands in, and say which run that is
+when there are others.
 """
 
 from __future__ import annotations
@@ -12,6 +16,10 @@ from __future__ import annotations
 from pathlib import Path
 
 from freshness_magic.errors import CheckpointError
+
+RUN_DIR_HELP = (
+    "the run directory (.freshness/runs/ID); default: the newest run under the current folder"
+)
 
 SHOWN_RUNS = 3
 """How many of the newest runs the error lists."""
@@ -32,12 +40,35 @@ def checked_run_dir(given: str | Path) -> Path:
         return path
     found = runs_under(path)
     if found:
-        shown = ", ".join(f"{run} ({run_state(run)})" for run in found[:SHOWN_RUNS])
-        more = f", and {len(found) - SHOWN_RUNS} older" if len(found) > SHOWN_RUNS else ""
         raise CheckpointError(
-            f"{path} holds runs, not one run: pass one of them (newest first): {shown}{more}"
+            f"{path} holds runs, not one run: pass one of them (newest first): {_listed(found)}"
         )
     return path
+
+
+
+def run_dir_or_newest(given: str | None, program: str) -> tuple[Path, str | None]:
+    """The run directory ``given`` (checked as :func:`checked_run_dir` does), else the newest
+    run under the current folder, with a note naming the others when there are any."""
+    if given is not None:
+        return checked_run_dir(given), None
+    found = runs_under(Path("."))
+    if not found:
+        raise CheckpointError(
+            f"no runs under {Path.cwd()} (none in .freshness/runs); pass RUN_DIR, or start "
+            f"one: {program} run PIPELINE.dot"
+        )
+    if len(found) == 1:
+        return found[0], None
+    others = _listed(found[1:])
+    return found[0], f"reading {found[0]}, the newest of {len(found)} runs here (others: {others})"
+
+
+def _listed(runs: list[Path]) -> str:
+    """``RUN (state), RUN (state), and 2 older``: the first :data:`SHOWN_RUNS` of ``runs``."""
+    shown = ", ".join(f"{run} ({run_state(run)})" for run in runs[:SHOWN_RUNS])
+    return shown + (f", and {len(runs) - SHOWN_RUNS} older" if len(runs) > SHOWN_RUNS else "")
+
 
 
 def runs_under(path: Path) -> list[Path]:

@@ -27,7 +27,9 @@ def register(subparsers: Any) -> None:
             "2 usage or input error."
         ),
     )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
+    from freshness_magic.commands._rundir import RUN_DIR_HELP
+
+    parser.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help=RUN_DIR_HELP)
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument(
         "--all-files", action="store_true", help="with --json: list the fresh files too"
@@ -36,10 +38,14 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from freshness_magic.commands._rundir import checked_run_dir
+    from freshness_magic.commands import invoked_as
+    from freshness_magic.commands._rundir import run_dir_or_newest
     from freshness_magic.freshness.runcheck import check_run_dir
 
-    report = check_run_dir(checked_run_dir(args.run_dir))
+    run_dir, others = run_dir_or_newest(args.run_dir, invoked_as())
+    if others:
+        print(f"{invoked_as()} check: {others}", file=sys.stderr)
+    report = check_run_dir(run_dir)
     if args.json:
         json.dump(report.to_dict(all_files=args.all_files), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

@@ -22,7 +22,9 @@ def register(subparsers: Any) -> None:
             "completed, 1 failed, 3 paused or waiting, 2 not a run directory."
         ),
     )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
+    from freshness_magic.commands._rundir import RUN_DIR_HELP
+
+    parser.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help=RUN_DIR_HELP)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=main)
 
@@ -37,13 +39,16 @@ def status_dict(run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
 
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.commands import invoked_as
-    from freshness_magic.commands._rundir import checked_run_dir
+    from freshness_magic.commands._rundir import run_dir_or_newest
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.gates import parse_accelerator
     from freshness_magic.engine.persistence import follow_restarts
     from freshness_magic.engine.runlock import live_driver
 
-    run_dir = follow_restarts(checked_run_dir(args.run_dir))
+    given, others = run_dir_or_newest(args.run_dir, invoked_as())
+    if others:
+        print(f"{invoked_as()} status: {others}", file=sys.stderr)
+    run_dir = follow_restarts(given)
     data, used = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)
     stale = stale_nodes(run_dir, data, used)

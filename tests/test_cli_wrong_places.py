@@ -95,8 +95,9 @@ def test_status_and_check_without_run_dir_read_the_newest_run_here(tmp_path: Pat
         proc = cli(command, cwd=work)
         assert proc.returncode == code, proc.stderr
         assert proc.stderr == (
-            f"python -m freshness_magic {command}: reading {second.relative_to(work)}, the newest of 2 "
-            f"runs here (others: {first.relative_to(work)} (waiting at gate 'approve'))\n"
+            f"python -m freshness_magic {command}: reading {second.relative_to(work)}, the "
+            f"newest of 2 runs here (others: {first.relative_to(work)} (waiting at gate "
+            "'approve'))\n"
         )
     assert cli("status", cwd=work).stdout.startswith(f"run {second.name}: completed")
     as_json = cli("status", "--json", cwd=work)

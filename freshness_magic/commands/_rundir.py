@@ -46,7 +46,6 @@ def checked_run_dir(given: str | Path) -> Path:
     return path
 
 
-
 def run_dir_or_newest(given: str | None, program: str) -> tuple[Path, str | None]:
     """The run directory ``given`` (checked as :func:`checked_run_dir` does), else the newest
     run under the current folder, with a note naming the others when there are any."""
@@ -68,7 +67,6 @@ def _listed(runs: list[Path]) -> str:
     """``RUN (state), RUN (state), and 2 older``: the first :data:`SHOWN_RUNS` of ``runs``."""
     shown = ", ".join(f"{run} ({run_state(run)})" for run in runs[:SHOWN_RUNS])
     return shown + (f", and {len(runs) - SHOWN_RUNS} older" if len(runs) > SHOWN_RUNS else "")
-
 
 
 def runs_under(path: Path) -> list[Path]:

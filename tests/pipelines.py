@@ -18,3 +18,30 @@ digraph p {
 """
 """A parallel node with two tool branches, each appending its name to its own file (so a
 branch that ran twice shows it), joined by a fan-in."""
+
+GATED_CHILD = """
+digraph child {
+  start    [shape=Mdiamond]
+  approve  [shape=hexagon, label="Approve the sprint?"]
+  approved [shape=parallelogram, tool_command="echo approved > verdict.txt"]
+  rejected [shape=parallelogram, tool_command="echo rejected > verdict.txt"]
+  done     [shape=Msquare]
+  start -> approve
+  approve -> approved [label="[A] Approve"]
+  approve -> rejected [label="[R] Reject"]
+  approved -> done
+  rejected -> done
+}
+"""
+"""A child pipeline for a manager node: its gate ``approve`` decides what ``verdict.txt`` says."""
+
+
+def managing(child_file: str) -> str:
+    """A parent pipeline whose manager node ``manage`` supervises ``child_file``."""
+    return f"""digraph parent {{
+  start  [shape=Mdiamond]
+  manage [shape=house, "stack.child_dotfile"="{child_file}"]
+  done   [shape=Msquare]
+  start -> manage -> done
+}}
+"""

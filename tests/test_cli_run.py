@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pipelines import GATED_CHILD, managing
 from tests.processes import cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -712,3 +713,28 @@ def test_status_names_nodes_whose_inputs_changed_and_notes_them_at_the_gate(
     assert f"stale: notes (inputs changed; {check})" in lines  # not upstream of the gate
     as_json = json.loads(cli("status", run_dir, "--json", cwd=tmp_path).stdout)
     assert as_json["stale_nodes"] == ["lint", "notes"]
+
+
+def test_a_child_pipelines_gate_is_answered_through_its_manager_node(tmp_path: Path) -> None:
+    """It failed saying to give --auto-approve, which changed nothing, and --answer refused
+    both the manager and the child's gate."""
+    write(tmp_path, "child.dot", GATED_CHILD)
+    write(tmp_path, "p.dot", managing("child.dot"))
+    started = cli("run", "p.dot", cwd=tmp_path)
+    assert started.returncode == 3, started.stderr
+    assert "waiting at gate 'manage': Approve the sprint? (gate 'approve' of the child " in (
+        started.stdout
+    )
+    assert "--answer manage=A" in started.stdout
+    wrong = cli("run", "p.dot", "--answer", "approve=R", cwd=tmp_path)
+    assert wrong.returncode == 2
+    assert wrong.stderr.strip().endswith(
+        "gates: (none); a child pipeline's gate is answered by its manager node: manage"
+    )
+    run_dir = started.stdout.rsplit("resume ", 1)[1].split()[0]
+    answered = cli("resume", run_dir, "--answer", "manage=R", cwd=tmp_path)
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    assert (tmp_path / "verdict.txt").read_text() == "rejected\n"
+    auto = cli("run", "p.dot", "--auto-approve", cwd=tmp_path)
+    assert auto.returncode == 0, auto.stdout + auto.stderr
+    assert (tmp_path / "verdict.txt").read_text() == "approved\n"

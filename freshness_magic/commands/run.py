@@ -386,7 +386,8 @@ def checked_answers(graph: Graph, given: list[tuple[str, str]]) -> dict[str, deq
     anything runs) what could never be used as meant, found otherwise only nodes later:
 
     1. a node the pipeline does not have (the likely one named);
-    2. a node that is not a human gate (``shape=hexagon``);
+    2. a node that is not a human gate (``shape=hexagon``) nor a manager node (``shape=house``,
+       whose child pipeline's gates it answers: their choices are checked when one waits);
     3. a choice the gate does not offer;
     4. a second answer for a gate after one whose target never leads back to it
        (``approve=Y approve=N`` when Y goes to the exit): the answers conflict. Answers that
@@ -398,6 +399,9 @@ def checked_answers(graph: Graph, given: list[tuple[str, str]]) -> dict[str, deq
     from freshness_magic.engine.validation.attrs import closest
 
     gates = ", ".join(_gates(graph)) or "(none)"
+    managers = [n.id for n in graph.iter_nodes() if n.handler_type == MANAGER]
+    if managers:
+        gates += f"; a child pipeline's gate is answered by its manager node: {', '.join(managers)}"
     answers: dict[str, deque[str]] = {}
     ends: dict[str, str] = {}  # gate -> the answer after which the run never comes back to it
     succ: dict[str, set[str]] | None = None
@@ -411,6 +415,9 @@ def checked_answers(graph: Graph, given: list[tuple[str, str]]) -> dict[str, deq
                 f"--answer names node '{node_id}', which is not in the pipeline{hint}; "
                 f"gates: {gates}"
             )
+        if node.handler_type == MANAGER:  # its child's gates are known when one waits
+            answers.setdefault(node_id, deque()).append(choice)
+            continue
         if node.handler_type != "wait.human":
             raise RunError(
                 f"{said}: '{node_id}' is not a human gate (a {node.handler_type} node); "
@@ -435,6 +442,9 @@ def checked_answers(graph: Graph, given: list[tuple[str, str]]) -> dict[str, deq
             ends[node_id] = f"{node_id}={choice}"
         answers.setdefault(node_id, deque()).append(choice)
     return answers
+
+
+MANAGER = "stack.manager_loop"
 
 
 def _gates(graph: Graph) -> list[str]:

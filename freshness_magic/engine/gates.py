@@ -135,3 +135,10 @@ def answer_outcome(question: Question, choice: Choice) -> Outcome:
 def valid_choices_text(question: Question) -> str:
     """``Y (Yes -> done), N (No -> draft)``: for messages that list what may be answered."""
     return ", ".join(f"{c.key} ({c.label} -> {c.target})" for c in question.choices)
+
+
+def child_answer_key(manager_id: str) -> str:
+    """The context key that carries an answer to a child pipeline's gate from the parent run's
+    ``answer`` to its manager node, which passes it on when it runs again (it is checkpointed
+    with the context, so the answer survives a stop between the two)."""
+    return f"internal.child_answer.{manager_id}"

@@ -44,6 +44,10 @@ FIDELITY_MODES: tuple[str, ...] = (
     "summary:high",
 )
 
+MANAGER_ACTIONS = ("observe", "wait")
+"""The ``manager.actions`` this engine performs; §4.11's ``steer`` (write instructions into the
+child's running stage) is not one of them."""
+
 _DURATION = r"\s*(-?\d+(?:\.\d+)?)\s*(ms|s|m|h|d)?\s*\Z"
 """Compiled on first use (``re`` caches it), not at import: not every command needs it."""
 _DURATION_UNITS = {"ms": 0.001, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, None: 1.0}

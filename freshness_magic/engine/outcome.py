@@ -59,22 +59,31 @@ class Choice:
 
 @dataclass(frozen=True)
 class Question:
-    """A pending human gate: the text, the choices, and the default (a choice target id)."""
+    """A pending human gate: the text, the choices, and the default (a choice target id).
+
+    ``child_gate`` is set when the question is a child pipeline's: ``node_id`` is then the
+    manager node that waits for it, and the choices (whose targets are the child's nodes) are
+    the child gate's. The answer goes to the child when the manager node runs again.
+    """
 
     node_id: str
     text: str
     choices: tuple[Choice, ...]
     default: str | None = None
     timeout_seconds: float | None = None
+    child_gate: str | None = None
 
     def to_dict(self) -> dict[str, Any]:
-        return {
+        data: dict[str, Any] = {
             "node": self.node_id,
             "question": self.text,
             "choices": [c.to_dict() for c in self.choices],
             "default": self.default,
             "timeout_seconds": self.timeout_seconds,
         }
+        if self.child_gate is not None:
+            data["child_gate"] = self.child_gate
+        return data
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Question:
@@ -85,6 +94,7 @@ class Question:
             choices=tuple(Choice.from_dict(c) for c in data.get("choices", [])),
             default=data.get("default"),
             timeout_seconds=float(timeout) if timeout is not None else None,
+            child_gate=str(data["child_gate"]) if data.get("child_gate") else None,
         )
 
 

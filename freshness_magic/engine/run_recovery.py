@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.execute import NodeRun
-from freshness_magic.engine.gates import answer_outcome, match_choice
+from freshness_magic.engine.gates import answer_outcome, child_answer_key, match_choice
 from freshness_magic.engine.run_endings import RunEndings
 from freshness_magic.engine.state import RunState, StepResult
 from freshness_magic.errors import GateAnswerError, NothingToRetryError, RunError
@@ -71,8 +71,9 @@ class RunRecovery(RunEndings):
                 f"no human gate is waiting (the run is {memory.state.value}); "
                 "answer a gate only when the run waits at it"
             )
-        if node_id != gate.node_id:
+        if node_id != gate.node_id and node_id != gate.child_gate:
             raise RunError(f"gate '{node_id}' is not waiting; the waiting gate is '{gate.node_id}'")
+        node_id = gate.node_id
         valid = ", ".join(f"{c.key} ({c.label} -> {c.target})" for c in gate.choices) or "(none)"
         wanted = choice if choice is not None and choice.strip() else gate.default
         if wanted is None:
@@ -93,6 +94,8 @@ class RunRecovery(RunEndings):
             node_id,
             {"answer": wanted, "choice": picked.to_dict(), "comment": comment},
         )
+        if gate.child_gate is not None:
+            return self._answer_child(node_id, gate.child_gate, picked.target, comment)
         outcome = answer_outcome(gate, picked)
         if comment:
             outcome.context_updates["human.gate.comment"] = comment
@@ -100,6 +103,30 @@ class RunRecovery(RunEndings):
         node = self.graph.nodes[node_id]
         with self._store.writes():
             return self._complete(NodeRun(node, outcome, 1, 0.0))
+
+    def _answer_child(
+        self, manager: str, child_gate: str, target: str, comment: str | None
+    ) -> StepResult:
+        """Keep the answer for the child pipeline's gate and pause before its manager node,
+        which passes it on when it runs again (:func:`~.gates.child_answer_key`)."""
+        memory = self._memory
+        self._context.set(
+            child_answer_key(manager), {"gate": child_gate, "choice": target, "comment": comment}
+        )
+        memory.state = RunState.PAUSED
+        memory.next_node = manager
+        self.save_checkpoint()
+        return StepResult(
+            node_id=manager,
+            outcome=None,
+            attempts=0,
+            duration=0.0,
+            next_node=manager,
+            reason=f"answer for gate '{child_gate}' of the child pipeline kept; manager node "
+            f"'{manager}' passes it on when it runs again",
+            state=memory.state,
+            executed=False,
+        )
 
     def retry(self, node_id: str | None = None) -> str:
         """Re-arm a failed, interrupted or paused run at ``node_id`` (default: the failed or

@@ -182,6 +182,8 @@ def step_line(result: Any) -> str:
     """One line for one executed step: ``step: lint -> success; next: draft`` (and, when an
     unsatisfied goal gate sends the run back, which gate and where to)."""
     if not getattr(result, "executed", False) or result.outcome is None:
+        if result.node_id is not None:  # an answer kept for a child pipeline's gate
+            return f"step: {result.node_id}: {result.reason}"
         return f"step: nothing executed ({result.reason})"
     line = f"step: {result.node_id} -> {result.outcome.status.value}"
     if result.outcome.failure_reason and not result.outcome.status.is_success:

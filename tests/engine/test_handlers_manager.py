@@ -11,6 +11,7 @@ from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
 from freshness_magic.engine.run import Run
 from freshness_magic.errors import ValidationError
 from freshness_magic.session import open_run
+from tests.pipelines import GATED_CHILD
 
 CHILD = """
 digraph child {
@@ -146,7 +147,11 @@ def test_max_cycles_and_injected_poll_sleep(tmp_path: Path) -> None:
     run = run_parent(parent(attrs), tmp_path, sleep=slept.append)
     outcome = run.node_outcomes["manage"]
     assert outcome.status.value == "fail"
-    assert outcome.failure_reason == "Max cycles exceeded (5)"
+    assert outcome.failure_reason == (
+        "Max cycles exceeded (5): a cycle runs 1 node(s) of the child (manager.steps_per_cycle); "
+        "after 5 node run(s) its next is 'a'; raise manager.max_cycles or "
+        "manager.steps_per_cycle"
+    )
     assert slept == [2.0, 2.0, 2.0, 2.0]
     assert run.context["stack.child.cycle"] == 5
     assert run.completed_nodes[-2:] == ["failed", "done"]
@@ -175,12 +180,14 @@ def test_manager_actions(tmp_path: Path) -> None:
     base = '"stack.child_dotfile"="child.dot", "manager.max_cycles"=3, "manager.poll_interval"=1'
     slept: list[float] = []
     run = run_parent(parent(base + ', "manager.actions"="observe"'), tmp_path, sleep=slept.append)
-    assert run.node_outcomes["manage"].failure_reason == "Max cycles exceeded (3)"
+    assert run.node_outcomes["manage"].failure_reason.startswith("Max cycles exceeded (3): ")
     assert slept == []
 
-    run = run_parent(parent(base + ', "manager.actions"="observe,steer"'), tmp_path)
-    reason = run.node_outcomes["manage"].failure_reason
-    assert "manager.actions steer not supported" in reason
+    with pytest.raises(ValidationError) as refused:
+        run_parent(parent(base + ', "manager.actions"="observe,steer"'), tmp_path)
+    said = str(refused.value)
+    assert "manager node `manage` asks for manager.actions steer, which this engine" in said
+    assert 'set "manager.actions"="observe"' in said
 
 
 def test_interrupted_child_is_resumed_not_restarted(tmp_path: Path) -> None:
@@ -243,3 +250,53 @@ def test_a_missing_child_names_each_place_looked_once(tmp_path: Path) -> None:
     run.run()
     reason = run.node_outcomes["manage"].failure_reason
     assert reason.endswith(f"not found (looked at {tmp_path / 'nowhere.dot'})")
+
+
+def test_a_child_gate_makes_the_manager_wait_and_its_answer_reaches_the_child(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "child.dot").write_text(GATED_CHILD)
+    runs = tmp_path / "runs"
+    run = run_parent(parent('"stack.child_dotfile"="child.dot"'), tmp_path, runs_dir=runs)
+    assert run.state.value == "waiting"
+    gate = run.pending_gate
+    assert gate is not None and gate.node_id == "manage" and gate.child_gate == "approve"
+    assert gate.text == "Approve the sprint? (gate 'approve' of the child pipeline)"
+    assert [c.key for c in gate.choices] == ["A", "R"]
+    assert not (tmp_path / "verdict.txt").exists()
+    run_dir = run.run_dir
+    run.close()
+
+    # Answered from a later process, by the child gate's name, as `resume --answer` does.
+    again = Run.resume(run_dir, registry=None)
+    step = again.answer("approve", "R")
+    assert step.next_node == "manage" and not step.executed
+    again.run()
+    assert again.state.value == "completed"
+    assert again.completed_nodes == ["start", "manage", "ok", "done"]
+    assert (tmp_path / "verdict.txt").read_text() == "rejected\n"
+    child_dir = Path(again.context["stack.child.run_dir"])
+    assert child_dir.parent == run_dir / "nodes" / "manage" / "children"
+    assert len(list(child_dir.parent.iterdir())) == 1  # the same child run went on
+    assert again.context["stack.child.completed_nodes"] == [
+        "start",
+        "approve",
+        "rejected",
+        "done",
+    ]
+    assert "internal.child_answer.manage" not in again.context
+
+
+def test_an_auto_approving_run_answers_a_child_gate_with_its_first_choice(
+    tmp_path: Path,
+) -> None:
+    from freshness_magic.engine.interviewers import AutoApproveInterviewer
+
+    (tmp_path / "child.dot").write_text(GATED_CHILD)
+    run = run_parent(
+        parent('"stack.child_dotfile"="child.dot"'),
+        tmp_path,
+        interviewer=AutoApproveInterviewer(),
+    )
+    assert run.state.value == "completed"
+    assert (tmp_path / "verdict.txt").read_text() == "approved\n"

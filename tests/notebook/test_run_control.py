@@ -16,7 +16,7 @@ from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import NodeState
 from freshness_magic.notebook.text import TextResult
 from tests.notebook.conftest import load_review
-from tests.pipelines import TWO_BRANCHES
+from tests.pipelines import GATED_CHILD, TWO_BRANCHES, managing
 from tests.waiting import wait_until
 
 CELLS_DOT = """digraph cells {
@@ -368,3 +368,28 @@ def test_a_begun_run_goes_on_with_the_backend_a_retry_names(shell: InteractiveSh
     assert pipeline.run.completed_nodes[:2] == ["start", "work"]
     with pytest.raises(UsageError, match="unknown backend 'simulatd'"):
         line(shell, "retry work --backend simulatd")
+
+
+def test_a_child_pipelines_gate_is_answered_at_its_manager_node(
+    shell: InteractiveShell, workdir: Path
+):
+    (workdir / "child.dot").write_text(GATED_CHILD)
+    shell.run_cell_magic("pipeline", f"managed --workdir {workdir}", managing("child.dot"))
+    out = line(shell, "run").text.splitlines()
+    assert out[1:5] == [
+        "step: manage -> waiting",
+        "waiting at manage: Approve the sprint? (gate 'approve' of the child pipeline)",
+        "  choices: [A] Approve  [R] Reject",
+        "  answer with: %pipeline resume manage --choice <key> [--comment TEXT]",
+    ]
+    out = line(shell, "resume manage --choice R").text.splitlines()
+    assert out[0] == (
+        "step: manage: answer for gate 'approve' of the child pipeline kept; manager node "
+        "'manage' passes it on when it runs again"
+    )
+    assert out[1:] == [
+        "step: manage -> success; next: done",
+        "step: done -> success",
+        "run: 3 step(s); completed",
+    ]
+    assert (workdir / "verdict.txt").read_text() == "rejected\n"

@@ -108,6 +108,9 @@ class ChildRun(Protocol):
 
     def step(self) -> Any: ...
 
+    def answer(self, node_id: str, choice: str | None = None, comment: str | None = None) -> Any:
+        """Answer the gate the child waits at."""
+
 
 class ChildRuns(Protocol):
     """Starts a child pipeline run, or resumes one a crash left, with the parent's handlers."""

@@ -13,8 +13,14 @@ SUCCESS, else wait ``manager.poll_interval`` and go on, up to ``manager.max_cycl
 reach the context only with the final outcome; without ``wait`` there is no pause between
 cycles; ``steer`` is not supported (the node fails saying so rather than silently ignoring it).
 
+A child that waits at a human gate makes the manager node wait with the child's question (its
+``child_gate``): the parent run waits at the manager node, and its answer reaches the child gate
+when the manager node runs again and resumes the child. So a child's gate is answered wherever
+the parent's are (``--answer MANAGER=CHOICE``, ``--auto-approve``, the notebook's gate panel).
+
 A child the manager finished supervising gets ``supervision.json``; if the parent process dies
-mid-supervision, the next execution of the manager node resumes that child from its checkpoint.
+mid-supervision, or the manager waits for an answer, the next execution of the manager node
+resumes that child from its checkpoint.
 
 Deviation from the spec's 45 s default: ``manager.poll_interval`` defaults to 0, because the
 child runs in-process and each cycle already does the child's work; the wait uses the run's
@@ -31,14 +37,20 @@ from freshness_magic.atomicio import write_json_atomic
 from freshness_magic.engine.checkpoint import last_written_ns
 from freshness_magic.engine.conditions import evaluate_condition, parse_condition
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.gates import child_answer_key
 from freshness_magic.engine.handlers.base import ChildRun, StepEnv
-from freshness_magic.engine.model import Node, parse_duration, parse_int, split_list
-from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.model import (
+    MANAGER_ACTIONS,
+    Node,
+    parse_duration,
+    parse_int,
+    split_list,
+)
+from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.state import RunState
 from freshness_magic.errors import FreshnessMagicError, RunError
 
 DEFAULT_MAX_CYCLES = 1000
-SUPPORTED_ACTIONS = frozenset({"observe", "wait"})
 SUPERVISION_FILE = "supervision.json"
 
 
@@ -153,11 +165,11 @@ class ManagerLoopHandler:
         poll = parse_duration(node.get("manager.poll_interval", "0") or "0") or 0.0
         stop_condition = node.get("manager.stop_condition").strip()
         actions = set(split_list(node.get("manager.actions") or "observe,wait"))
-        unknown = sorted(actions - SUPPORTED_ACTIONS)
+        unknown = sorted(actions - set(MANAGER_ACTIONS))
         if unknown:
             return _fail(
                 f"manager node {node.id!r}: manager.actions {', '.join(unknown)} not supported; "
-                f"use {' and/or '.join(sorted(SUPPORTED_ACTIONS))}"
+                f"use {' and/or '.join(MANAGER_ACTIONS)}"
             )
         if "wait" not in actions:
             poll = 0.0
@@ -171,6 +183,7 @@ class ManagerLoopHandler:
             return _fail(nested)
         try:
             child, first_dir = self._start_child(node, env, path)
+            self._pass_answer(node, context, child)
         except FreshnessMagicError as exc:
             return _fail(f"manager node {node.id!r}: cannot start child pipeline {path}: {exc}")
         outcome = self._supervise(
@@ -184,10 +197,24 @@ class ManagerLoopHandler:
             stop_condition,
             observe="observe" in actions,
         )
+        if outcome.status is StageStatus.WAITING:  # the child goes on when this node runs again
+            return outcome
         record = {"manager_node": node.id, "outcome": outcome.to_dict()}
         for folder in dict.fromkeys((first_dir, child.run_dir)):
             write_json_atomic(folder / SUPERVISION_FILE, record)
         return outcome
+
+    @staticmethod
+    def _pass_answer(node: Node, context: Context, child: ChildRun) -> None:
+        """Give the child the answer the parent run took for its waiting gate, if any."""
+        key = child_answer_key(node.id)
+        answer = context.get(key)
+        if not isinstance(answer, dict):
+            return
+        context.delete(key)
+        gate = child.pending_gate
+        if child.state is RunState.WAITING and gate is not None and gate.node_id == answer["gate"]:
+            child.answer(gate.node_id, answer["choice"], answer.get("comment"))
 
     @staticmethod
     def _start_child(node: Node, env: StepEnv, path: Path) -> tuple[ChildRun, Path]:
@@ -241,13 +268,7 @@ class ManagerLoopHandler:
             if state is RunState.FAILED:
                 return _fail(child_failure(child), updates)
             if state is RunState.WAITING:
-                gate = child.pending_gate
-                where = gate.node_id if gate is not None else child.next_node
-                return _fail(
-                    f"child pipeline waits at human gate {where!r} and a manager loop cannot "
-                    "answer it; give the run an interviewer (e.g. --auto-approve)",
-                    updates,
-                )
+                return self._waiting(node, child, updates)
             if stop_condition and evaluate_condition(
                 stop_condition,
                 outcome=str(updates["stack.child.outcome"]),
@@ -262,7 +283,32 @@ class ManagerLoopHandler:
                 return _fail(f"timed out after {cycle} cycle(s) supervising the child", updates)
             if poll > 0 and cycle < max_cycles:
                 env.sleep(poll)
-        return _fail(f"Max cycles exceeded ({max_cycles})", updates)
+        ran = len(child.completed_nodes)
+        return _fail(
+            f"Max cycles exceeded ({max_cycles}): a cycle runs {per_cycle} node(s) of the child "
+            f"(manager.steps_per_cycle); after {ran} node run(s) its next is "
+            f"'{child.next_node}'; raise manager.max_cycles or manager.steps_per_cycle",
+            updates,
+        )
+
+    @staticmethod
+    def _waiting(node: Node, child: ChildRun, updates: dict[str, Any]) -> Outcome:
+        """The manager waits with the child's question (see the module docstring)."""
+        gate = child.pending_gate
+        question = Question(
+            node_id=node.id,
+            text=f"{gate.text} (gate '{gate.node_id}' of the child pipeline)",
+            choices=gate.choices,
+            default=gate.default,
+            timeout_seconds=gate.timeout_seconds,
+            child_gate=gate.node_id,
+        )
+        return Outcome(
+            status=StageStatus.WAITING,
+            question=question,
+            context_updates=updates,
+            notes=f"Waiting for a human answer at gate '{gate.node_id}' of the child pipeline",
+        )
 
     @staticmethod
     def _observe(child: ChildRun, cycle: int) -> dict[str, Any]:

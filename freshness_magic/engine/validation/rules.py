@@ -12,7 +12,15 @@ from __future__ import annotations
 from collections.abc import Iterable
 from pathlib import Path
 
-from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, FIDELITY_MODES, Edge, Graph, Node
+from freshness_magic.engine.model import (
+    BUILTIN_HANDLER_TYPES,
+    FIDELITY_MODES,
+    MANAGER_ACTIONS,
+    Edge,
+    Graph,
+    Node,
+    split_list,
+)
 from freshness_magic.engine.validation import attrs, flow, names, paths
 from freshness_magic.engine.validation.core import (
     ERROR,
@@ -379,9 +387,21 @@ def _tool_command_present(graph: Graph, node: Node, out: Out) -> None:
 
 
 def _child_pipeline(graph: Graph, node: Node, out: Out) -> None:
-    """A manager node names its child pipeline, and not the pipeline it is in."""
+    """A manager node names its child pipeline, and not the pipeline it is in, and asks only
+    for actions the engine performs."""
     if node.handler_type != "stack.manager_loop":
         return
+    raw = node.get("manager.actions")
+    unknown = [a for a in split_list(raw) if a not in MANAGER_ACTIONS] if raw else []
+    if unknown:
+        message = (
+            f"manager node `{node.id}` asks for manager.actions {', '.join(unknown)}, which this "
+            f"engine does not perform (only {' and '.join(MANAGER_ACTIONS)}), so it would fail "
+            "when it runs"
+        )
+        kept = ",".join(a for a in split_list(raw) if a in MANAGER_ACTIONS) or "observe,wait"
+        fix = f'set "manager.actions"="{kept}"'
+        out.append(node_diag("child_pipeline", ERROR, node, message, fix, "manager.actions"))
     name = (node.get("stack.child_dotfile") or graph.attrs.get("stack.child_dotfile", "")).strip()
     if not name:
         message = (

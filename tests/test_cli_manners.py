@@ -10,6 +10,8 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
+import time
 from pathlib import Path
 
 import pytest
@@ -316,3 +318,39 @@ def test_a_required_package_that_is_missing_is_named_with_what_to_install(
         "not installed; install it (pip install xxhash) or install freshness_magic again with its "
         "dependencies\n"
     )
+
+
+class _SlowOut(io.StringIO):
+    """A terminal-less stream that yields to other threads inside every write."""
+
+    def write(self, text: str) -> int:
+        time.sleep(0.0005)
+        return super().write(text)
+
+
+def test_progress_lines_of_parallel_branches_never_run_together() -> None:
+    """Branch threads report at once; one run printed two lines glued and a blank one."""
+    out = _SlowOut()
+    progress = Progress(out)
+    bus = EventBus("r")
+    bus.subscribe(progress)
+
+    def branch(name: str) -> None:
+        for n in range(15):
+            bus.emit(
+                EventType.STAGE_COMPLETED,
+                f"{name}_{n}",
+                {"status": "success", "notes": "done", "branch_of": "fan", "duration": 0.1},
+            )
+
+    threads = [threading.Thread(target=branch, args=(f"b{i}",)) for i in range(6)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lines = out.getvalue().split("\n")
+    assert lines.pop() == ""
+    assert len(lines) == 90
+    assert all(
+        line.startswith("  ok        b") and line.endswith("[branch of fan] done") for line in lines
+    ), lines

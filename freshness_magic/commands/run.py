@@ -25,6 +25,7 @@ import os
 import signal
 import sys
 import tempfile
+import threading
 from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -137,6 +138,7 @@ class Progress:
         self.stale_said: dict[str, str] = {}
         """The stale-input line printed for a node that has not finished yet: a block's retries
         check again, and the same news is printed once."""
+        self._lock = threading.Lock()
 
     def __call__(self, event: Event) -> None:
         if self.closed:
@@ -146,8 +148,12 @@ class Progress:
         except BrokenPipeError:
             self.closed = True
 
-    def _print(self, text: str, **kwargs: Any) -> None:
-        print(text, file=self.out, flush=True, **kwargs)
+    def _print(self, text: str, end: str = "\n") -> None:
+        """One line in one write, under a lock: parallel branches report from their threads,
+        and ``print``'s separate writes of the text and its end let two lines run together."""
+        with self._lock:
+            self.out.write(text + end)
+            self.out.flush()
 
     def _show(self, event: Event) -> None:
         from freshness_magic.engine.events import EventType

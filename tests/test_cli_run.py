@@ -738,3 +738,24 @@ def test_a_child_pipelines_gate_is_answered_through_its_manager_node(tmp_path: P
     auto = cli("run", "p.dot", "--auto-approve", cwd=tmp_path)
     assert auto.returncode == 0, auto.stdout + auto.stderr
     assert (tmp_path / "verdict.txt").read_text() == "approved\n"
+
+
+def test_a_multi_line_tool_command_is_quoted_on_one_line_with_its_error(tmp_path: Path) -> None:
+    """The progress line ended at the script's first line (`python3 -c "`), and the summary
+    printed the whole script before the error."""
+    script = "python3 -c \"\nimport sys\nprint('checking')\nsys.exit('no such file: x.py')\n\""
+    write(
+        tmp_path,
+        "p.dot",
+        "digraph s { start [shape=Mdiamond]\n"
+        f"  check [shape=parallelogram, tool_command={json.dumps(script)}]\n"
+        "  done [shape=Msquare]\n  start -> check -> done }\n",
+    )
+    proc = cli("run", "p.dot", cwd=tmp_path)
+    assert proc.returncode == 1
+    failed = next(line for line in proc.stdout.splitlines() if "FAIL" in line)
+    assert failed.endswith(
+        "exit code 1: python3 -c \" import sys print('checking') sys.exit('no such file: x.py') "
+        '" (5 lines) · no such file: x.py'
+    ), failed
+    assert "\nimport sys" not in proc.stdout

@@ -59,6 +59,23 @@ def _read_tail(path: Path, limit: int) -> tuple[str, int]:
         return "", 0
 
 
+LABEL_CHARS = 80
+"""How much of a multi-line command a note or failure reason quotes."""
+
+
+def command_label(command: str) -> str:
+    """The command as notes and failure reasons quote it: as written when it is one line; a
+    script of several lines folded onto one and cut at :data:`LABEL_CHARS` (with its line count),
+    so a progress line or the summary does not end at its first line's open quote."""
+    stripped = command.strip()
+    if "\n" not in stripped:
+        return command
+    folded = " ".join(stripped.split())
+    if len(folded) > LABEL_CHARS:
+        folded = folded[: LABEL_CHARS - 1].rstrip() + "…"
+    return f"{folded} ({stripped.count(chr(10)) + 1} lines)"
+
+
 def _tail_lines(text: str, lines: int) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
@@ -293,6 +310,7 @@ class ToolHandler:
             os.close(err)
         ending = self._wait(process, env, stdout_path, stderr_path, stage_dir, wait_for, grace)
         elapsed = time.monotonic() - started
+        shown = command_label(command)
         stdout, skipped = _read_tail(stdout_path, self.output_chars)
         stderr, _ = _read_tail(stderr_path, STDERR_TAIL_BYTES)
         updates = {
@@ -306,19 +324,19 @@ class ToolHandler:
                 status=StageStatus.FAIL,
                 context_updates=updates,
                 failure_reason=INTERRUPTED,
-                notes=f"stopped on request after {elapsed:.2f}s (process group killed): {command}",
+                notes=f"stopped on request after {elapsed:.2f}s (process group killed): {shown}",
             )
         if ending == "timeout":
             return Outcome(
                 status=StageStatus.FAIL,
                 context_updates=updates,
                 failure_reason=(
-                    f"timed out after {round(timeout or 0, 2):g}s: {command} "
+                    f"timed out after {round(timeout or 0, 2):g}s: {shown} "
                     f"(process group killed; output in {stage_dir})"
                 ),
             )
         if process.returncode != 0:
-            reason = f"exit code {process.returncode}: {command}"
+            reason = f"exit code {process.returncode}: {shown}"
             tail = _tail_lines(stderr, self.stderr_tail_lines)
             if tail:
                 reason += f"\nstderr (last {self.stderr_tail_lines} lines):\n{tail}"
@@ -326,7 +344,7 @@ class ToolHandler:
         return Outcome(
             status=StageStatus.SUCCESS,
             context_updates=updates,
-            notes=f"Tool completed in {elapsed:.2f}s: {command}",
+            notes=f"Tool completed in {elapsed:.2f}s: {shown}",
         )
 
     def _wait(

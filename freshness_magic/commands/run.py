@@ -181,12 +181,12 @@ class Progress:
             status = str(data.get("status", ""))
             # one line per node: the whole reason (stderr tail) is in the summary and status;
             # a failure's last line (the stderr's) is usually the error itself
-            said = [
+            lines = [
                 line
                 for line in str(data.get("failure_reason") or data.get("notes") or "").splitlines()
                 if line.strip()
             ] or [""]
-            note = said[0] if len(said) == 1 or status != "fail" else f"{said[0]} · {said[-1]}"
+            note = lines[0] if len(lines) == 1 or status != "fail" else f"{lines[0]} · {lines[-1]}"
             self.stale_said.pop(event.node_id or "", None)
             held = self.held.pop(event.node_id or "", None)
             if held is not None and status == "fail":  # the handler never ran: say why

@@ -21,6 +21,8 @@ from freshness_magic.engine.validation import (
 RULE = "llm_provider_known"
 CODERGEN = "codergen"
 """The handler type whose nodes a model backend runs."""
+OTHER_PROVIDERS = frozenset({"gemini", "google", "mistral", "ollama", "groq", "xai", "deepseek"})
+"""Provider names pipelines use (spec §8 names gemini) that have no backend of their own here."""
 
 
 def _unknown(value: str) -> tuple[bool, str]:
@@ -37,12 +39,18 @@ def _unknown(value: str) -> tuple[bool, str]:
     registered = available_names()
     if name in registered:
         return False, ""
-    near = closest(name, [*MODEL_KINDS, *registered])
-    meant = f"did you mean {near!r}? " if near is not None else ""
-    return True, (
-        f"{meant}use one of {', '.join(MODEL_KINDS)}, or a backend registered in the "
+    use = (
+        f"use one of {', '.join(MODEL_KINDS)}, or a backend registered in the "
         f"{ENTRY_POINT_GROUP!r} entry-point group"
     )
+    if name in OTHER_PROVIDERS:  # a real provider, not a typo of one
+        return True, (
+            f"this package has no {name} backend: reach it through an OpenAI-compatible "
+            f"endpoint (llm_provider=openai, backend openai:MODEL@URL), or {use}"
+        )
+    near = closest(name, [*MODEL_KINDS, *registered])
+    meant = f"did you mean {near!r}? " if near is not None else ""
+    return True, meant + use
 
 
 def _given(node: Node) -> bool:
@@ -85,12 +93,30 @@ def _stylesheet(graph: Graph, out: Out) -> None:
                     RULE,
                     WARNING,
                     graph,
-                    f"model_stylesheet: llm_provider {value!r} (for {shown}) is not a model "
-                    "backend; a model backend fails those nodes when they run",
+                    f"model_stylesheet{_written_at(graph, value)}: llm_provider {value!r} (for "
+                    f"{shown}) is not a model backend; a model backend fails those nodes when "
+                    "they run",
                     fix,
                     "model_stylesheet",
                 )
             )
+
+
+def _written_at(graph: Graph, value: str) -> str:
+    """`` line L, column C``: where the stylesheet declares ``llm_provider: value`` ("" when
+    it cannot be told)."""
+    from freshness_magic.engine.stylesheet import parse_stylesheet
+    from freshness_magic.errors import StylesheetError
+
+    try:
+        rules = parse_stylesheet(graph.model_stylesheet).rules
+    except StylesheetError:
+        return ""
+    for rule in rules:
+        for decl in rule.declarations:
+            if decl.property == "llm_provider" and decl.value == value:
+                return f" line {decl.line}, column {decl.column}"
+    return ""
 
 
 def backend_rules() -> list[LintRule]:

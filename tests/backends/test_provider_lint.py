@@ -34,7 +34,9 @@ def test_validate_warns_of_an_unknown_provider_once_per_node_or_stylesheet_value
         (Severity.WARNING, "a", 4),
     ]
     stylesheet, node = found
-    assert "llm_provider 'opnai' (for `b`)" in stylesheet.message  # not start, t or done
+    assert stylesheet.message.startswith(
+        "model_stylesheet line 1, column 5: llm_provider 'opnai' (for `b`)"  # not start, t, done
+    )
     assert stylesheet.fix.startswith("did you mean 'openai'?")
     assert node.message.startswith("node `a`: llm_provider='anthropc' is not a model backend")
     assert node.fix.startswith("did you mean 'anthropic'?")
@@ -51,3 +53,13 @@ def test_a_run_with_a_model_backend_fails_the_node_naming_its_provider(tmp_path:
     reason = run.node_outcomes["a"].failure_reason
     assert reason.startswith("node 'a': llm_provider='anthropc': unknown backend 'anthropc'")
     assert "did you mean 'anthropic'?" in reason
+
+
+def test_a_provider_with_no_backend_here_is_not_taken_for_a_typo() -> None:
+    """The spec names gemini: "did you mean 'openai'?" was no help."""
+    graph = load_pipeline(PIPELINE.replace("opnai", "gemini"), path="p.dot")
+    found = [d for d in session_validator().validate(graph) if d.rule == "llm_provider_known"]
+    assert found[0].fix.startswith(
+        "this package has no gemini backend: reach it through an OpenAI-compatible endpoint "
+        "(llm_provider=openai, backend openai:MODEL@URL), or use one of openai, anthropic"
+    )

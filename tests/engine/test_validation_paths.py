@@ -309,6 +309,16 @@ def test_another_tools_name_for_a_model_setting_gets_the_rename(written: str, ou
     assert unknown.fix == f"rename `{written}` to `{ours}` (the Attractor name for it)"
 
 
+@pytest.mark.parametrize("written", ["retry_policy", "retry_preset"])
+def test_a_retry_preset_attribute_points_at_max_retries(written: str) -> None:
+    """It was offered the rename to retry_target, whose value must be a node."""
+    text = f'digraph g {{ start [shape=Mdiamond]; d [prompt="p", {written}="standard"]; done '
+    text += "[shape=Msquare]; start -> d -> done }"
+    unknown = only(lint(text, "node_attr_known"))
+    assert unknown.severity is Severity.WARNING
+    assert unknown.fix.startswith("set max_retries instead")
+
+
 def test_another_tools_name_for_tool_command_gets_the_rename() -> None:
     """``script=`` (as other pipeline tools write it) on a tool node: the missing-command error
     and the unknown-attribute warning both name the rename."""

@@ -118,8 +118,17 @@ OTHER_DIALECT_NAMES: Mapping[str, str] = MappingProxyType(
 """Node attributes other pipeline tools spell differently -> the name this engine reads."""
 
 
+RETRY_PRESET_NAMES = frozenset({"retry_policy", "retry_preset"})
+"""Attributes other tools use for §3.6's retry presets, which the spec gives no attribute."""
+
+
 def dialect_fix(key: str) -> str | None:
-    """The rename for another tool's name of an attribute (``script``), else None."""
+    """What to write instead of another tool's name of an attribute (``script``), else None."""
+    if key in RETRY_PRESET_NAMES:
+        return (
+            "set max_retries instead (the number of attempts after the first: the spec's "
+            "`standard` preset is max_retries=4); a retry preset is no attribute here"
+        )
     ours = OTHER_DIALECT_NAMES.get(key)
     return None if ours is None else f"rename `{key}` to `{ours}` (the Attractor name for it)"
 

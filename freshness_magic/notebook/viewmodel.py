@@ -9,6 +9,7 @@ node (docs/ARCHITECTURE.md) with the reason behind it.
 
 from __future__ import annotations
 
+import itertools
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -208,6 +209,8 @@ class ViewModel:
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
         self._succ = successor_map(graph)
+        self._edges = {n: {e.target for e in graph.outgoing(n)} for n in graph.nodes}
+        """Edge targets only: a retry target is a jump (see :meth:`_reran_upstream`)."""
         self._order, self._before = forward_order(graph)
         self._branches = _branch_nodes(graph, self._before)
         self._lock = threading.Lock()
@@ -434,7 +437,11 @@ class ViewModel:
 
     def _reran_upstream(self, last: Mapping[str, int]) -> dict[str, str]:
         """Nodes that ran before the latest run of a node upstream of them (along the edges,
-        loops cut: :func:`forward_order`) -> that node, the latest such."""
+        loops cut: :func:`forward_order`) -> that node, the latest such.
+
+        Not when the run went from the node to that later run along the edges: a loop's next
+        pass (``review -> fix -> review``, approved the second time) works on the node's
+        results instead of leaving them behind. A retry or a goal gate's jump is no edge."""
         if len(last) < 2:
             return {}
         began = dict(last)
@@ -451,9 +458,15 @@ class ViewModel:
                 best = max(best, latest[before], (began.get(before, -1), before))
             latest[node_id] = best
             ran = last.get(node_id)
-            if ran is not None and best[0] > ran:
+            if ran is not None and best[0] > ran and not self._walked(ran, best[0]):
                 found[node_id] = best[1]
         return found
+
+    def _walked(self, first: int, last: int) -> bool:
+        """Whether the completed runs from index ``first`` to ``last`` follow one another along
+        edges (each the target of an edge from the one before)."""
+        runs = self.snapshot.completed[first : last + 1]
+        return all(b in self._edges.get(a, ()) for a, b in itertools.pairwise(runs))
 
     def _outcome_view(self, node_id: str, outcome: Outcome | None) -> NodeView:
         if outcome is None:

@@ -192,3 +192,32 @@ def test_a_loop_that_ran_its_course_leaves_nothing_outdated(shell: InteractiveSh
     shell.run_line_magic("pipeline", "run")
     assert pipeline.run.completed_nodes == ["start", "fix", "test", "fix", "test", "exit"]
     assert set(states(pipeline).values()) == {"succeeded"}
+
+
+REDO_DOT = """digraph redo {
+  start [shape=Mdiamond]  exit [shape=Msquare]
+  review [shape=hexagon, label="Review"]
+  fixes  [shape=parallelogram, tool_command="true"]
+  ship   [shape=parallelogram, tool_command="true"]
+  start -> review
+  review -> ship  [label="[A] Approve"]
+  review -> fixes [label="[F] Fix"]
+  fixes -> review
+  ship -> exit
+}
+"""
+
+
+def test_a_gate_that_sent_the_run_round_its_loop_leaves_nothing_outdated(
+    shell: InteractiveShell, workdir: Path
+):
+    """``review`` ran again after ``fixes`` because ``fixes`` leads back to it: approving
+    the fixes is no reason to doubt them (a trial found them shown outdated)."""
+    pipeline = shell.run_cell_magic("pipeline", f"redo --workdir {workdir}", REDO_DOT)
+    shell.run_line_magic("pipeline", "run")
+    shell.run_line_magic("pipeline", "resume --choice F")
+    shell.run_line_magic("pipeline", "resume --choice A")
+    completed = ["start", "review", "fixes", "review", "ship", "exit"]
+    assert pipeline.run.completed_nodes == completed
+    assert states(pipeline)["fixes"] == "succeeded"
+    assert "outdated" not in pipeline.status_line()

@@ -759,3 +759,67 @@ def test_a_multi_line_tool_command_is_quoted_on_one_line_with_its_error(tmp_path
         '" (5 lines) · no such file: x.py'
     ), failed
     assert "\nimport sys" not in proc.stdout
+
+
+def _asked(tmp_path: Path, *args: str, typed: str | None) -> subprocess.CompletedProcess[str]:
+    """``run ARGS --ask`` with ``typed`` on its standard input (None: a pipe left open with
+    nothing written, as a terminal nobody types at)."""
+    command = [sys.executable, "-m", "freshness_magic", "run", *args, "--ask"]
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    if typed is not None:
+        return subprocess.run(
+            command, cwd=tmp_path, env=env, input=typed, capture_output=True, text=True, timeout=60
+        )
+    with subprocess.Popen(
+        command,
+        cwd=tmp_path,
+        env=env,
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    ) as proc:
+        assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None
+        code = proc.wait(timeout=60)  # a few lines of output: the pipes never fill
+        out, err = proc.stdout.read(), proc.stderr.read()
+        proc.stdin.close()
+    return subprocess.CompletedProcess(command, code, out, err)
+
+
+def test_ask_asks_each_gate_on_the_terminal_and_goes_on_with_the_answer(tmp_path: Path) -> None:
+    write(tmp_path, "p.dot", REVIEW)
+    proc = _asked(tmp_path, "p.dot", typed="x\nN\nY\n")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "[?] Ship it?\n  [Y] Yes\n  [N] No, redo\nSelect: x\n'x' is not a choice." in proc.stdout
+    assert "Select: N\n  ok      approve" in proc.stdout
+    assert proc.stdout.count("Stage completed: draft") == 2
+    nobody = _asked(tmp_path, "p.dot", typed="")  # the input ends: the gate stays open
+    assert nobody.returncode == 3
+    assert "answer with: " in nobody.stdout
+    both = cli("run", "p.dot", "--ask", "--auto-approve", cwd=tmp_path)
+    assert both.returncode == 2
+    assert "not allowed with argument" in both.stderr
+
+
+def test_ask_takes_the_default_when_the_gates_timeout_passes(tmp_path: Path) -> None:
+    """Spec §6: human.timeout with human.default_choice; before --ask nothing on the command
+    line ever waited for it."""
+    write(
+        tmp_path,
+        "p.dot",
+        """digraph timed {
+  start [shape=Mdiamond]
+  approve [shape=hexagon, label="Ship it?", human.default_choice=N, human.timeout="1s"]
+  hold [prompt="hold the release"]
+  done [shape=Msquare]
+  start -> approve
+  approve -> done [label="[Y] Yes"]
+  approve -> hold [label="[N] No, hold"]
+  hold -> done
+}
+""",
+    )
+    proc = _asked(tmp_path, "p.dot", typed=None)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "  [N] No, hold (default)\nSelect: \n(no answer)\n" in proc.stdout
+    assert "Human selected [N] No, hold -> hold" in proc.stdout

@@ -4,8 +4,9 @@ Shared with ``resume``: the options, the progress display and the driving loop. 
 with an answer loop over :meth:`Run.answer` (no blocking interviewer): when the run waits at a
 gate, the next ``--answer NODE=CHOICE`` given for that node is used (each answer once, in order,
 so ``--answer g=N --answer g=Y`` answers two visits of ``g``); else with ``--auto-approve`` the
-:class:`AutoApproveInterviewer` picks (the first choice); else the run stops WAITING (exit 3) and
-``resume RUN_DIR --answer NODE=CHOICE`` continues it.
+:class:`AutoApproveInterviewer` picks (the first choice), with ``--ask`` the
+:class:`ConsoleInterviewer` asks on the terminal (the gate's ``human.timeout`` takes its default);
+else the run stops WAITING (exit 3) and ``resume RUN_DIR --answer NODE=CHOICE`` continues it.
 
 Exit codes: 0 completed, 1 failed, 3 paused (waiting at a gate or stopped at ``--to``), 2 usage or
 input errors (parse and validation errors print ``path:line:col: message``).
@@ -38,7 +39,7 @@ from freshness_magic.errors import RunError
 if TYPE_CHECKING:
     from freshness_magic.engine import Run, RunResult
     from freshness_magic.engine.events import Event
-    from freshness_magic.engine.interviewers import AutoApproveInterviewer
+    from freshness_magic.engine.interviewers import Interviewer
     from freshness_magic.engine.model import Graph
 
 EXIT_CODES = {"completed": 0, "failed": 1, "waiting": 3, "paused": 3}
@@ -75,10 +76,17 @@ def add_drive_options(parser: argparse.ArgumentParser) -> None:
         help="answer gate NODE with CHOICE (key, label or target id) when the run reaches it; "
         "repeat for several gates or several visits of one gate",
     )
-    parser.add_argument(
+    asking = parser.add_mutually_exclusive_group()
+    asking.add_argument(
         "--auto-approve",
         action="store_true",
         help="answer every other gate with its first choice",
+    )
+    asking.add_argument(
+        "--ask",
+        action="store_true",
+        help="ask every other gate on this terminal and go on with the answer (an empty line "
+        "takes the gate's human.default_choice, as does its human.timeout when it passes)",
     )
     parser.add_argument(
         "--backend",
@@ -228,11 +236,15 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     ran, it is a RunError after the summary (taking the answer was all the command was for).
     """
     from freshness_magic.engine.events import EventType
-    from freshness_magic.engine.interviewers import AutoApproveInterviewer
+    from freshness_magic.engine.interviewers import AutoApproveInterviewer, ConsoleInterviewer
 
     answers = checked_answers(run.graph, args.answer)
-    auto = AutoApproveInterviewer() if args.auto_approve else None
     out = sys.stderr if args.json else sys.stdout
+    auto: Interviewer | None = None
+    if args.auto_approve:
+        auto = AutoApproveInterviewer()
+    elif getattr(args, "ask", False):
+        auto = ConsoleInterviewer(sys.stdin, out)
     preamble = [f"codergen backend: {text}" for text in backend_text(run)]
     if run.dispatch is not None:
         preamble.append(f"executor: {run.dispatch.label}")
@@ -290,9 +302,10 @@ def _drive_until_stop(
     run: Run,
     args: argparse.Namespace,
     answers: dict[str, deque[str]],
-    auto: AutoApproveInterviewer | None,
+    auto: Interviewer | None,
 ) -> None:
-    """Run, answering each gate from ``answers`` or ``auto`` while one has an answer."""
+    """Run, answering each gate from ``answers``, else ``auto`` (``--auto-approve``, ``--ask``),
+    while one has an answer."""
     from freshness_magic.engine import RunState
 
     while True:
@@ -306,7 +319,7 @@ def _drive_until_stop(
             continue
         if auto is not None:
             reply = auto.ask(gate)
-            if reply is not None and not reply.is_skipped:
+            if reply is not None and not reply.is_skipped and not reply.is_timeout:
                 run.answer(gate.node_id, str(reply.value))
                 continue
         break

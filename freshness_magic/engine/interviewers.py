@@ -210,6 +210,13 @@ class _LineReader:
         lines.put(self._EOF)
 
 
+def _is_terminal(stream: IO[str]) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, OSError, ValueError):
+        return False
+
+
 class ConsoleInterviewer:
     """Asks on a text console: prints the question and ``[K] label`` lines, reads a line.
 
@@ -230,6 +237,9 @@ class ConsoleInterviewer:
     ) -> None:
         self._output = stdout
         self._reader = _LineReader(stdin)
+        self._echo = not _is_terminal(stdin)
+        """Input from a pipe or file is not echoed by a terminal: write each answer after the
+        prompt, so the transcript reads as a dialogue."""
         self._timeout = timeout
         self._max_attempts = max(1, max_attempts)
 
@@ -266,6 +276,8 @@ class ConsoleInterviewer:
             if line is None:
                 self._say("\n(no answer)\n")
                 return Answer(default.key) if default is not None else Answer.timeout()
+            if self._echo:
+                self._say(f"{line}\n")
             text = line.strip()
             if not text:
                 if default is not None:

@@ -287,6 +287,12 @@ def _gate_steps(facts: NodeFacts, gate: Question, commands: Commands) -> list[Ne
     head = "answer with one of"
     if default is not None and commands.answers_default:
         head += f" (without --choice: the default, {text.choice_text(default)})"
+    elif default is not None:  # the command line takes a default only when it asks
+        after = f" or after {gate.timeout_seconds:g}s (human.timeout)" if gate.timeout_seconds else ""
+        head += (
+            f" (the default, {text.choice_text(default)}, is what --ask takes on an empty "
+            f"line{after})"
+        )
     stale, outdated = facts.gate_upstream
     note = text.stale_upstream_note(gate.node_id, stale, outdated, commands.why)
     answer = commands.answer(gate)

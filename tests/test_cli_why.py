@@ -524,3 +524,16 @@ def test_an_interrupted_branch_says_its_parallel_node_runs_again(tmp_path: Path)
     went_on = paste(command_of(said[-1], "runs parallel node"), tmp_path)  # quick this time
     assert went_on.returncode == 0, went_on.stdout + went_on.stderr
     assert "  ok        slow" in went_on.stdout and "  ok        quick" in went_on.stdout
+
+
+def test_a_waiting_gate_with_a_default_says_what_takes_it(workdir: Path) -> None:
+    (workdir / "timed.dot").write_text(
+        REVIEW.replace(
+            'label="Ship it?"', 'label="Ship it?", human.default_choice=Y, human.timeout=30s'
+        )
+    )
+    run_dir = start(workdir, dot="timed.dot")
+    assert why(run_dir, "approve", workdir)[2] == (
+        "  answer with one of (the default, [Y] Yes, is what --ask takes on an empty line or "
+        "after 30s (human.timeout)):"
+    )

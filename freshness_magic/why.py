@@ -288,7 +288,8 @@ def _gate_steps(facts: NodeFacts, gate: Question, commands: Commands) -> list[Ne
     if default is not None and commands.answers_default:
         head += f" (without --choice: the default, {text.choice_text(default)})"
     elif default is not None:  # the command line takes a default only when it asks
-        after = f" or after {gate.timeout_seconds:g}s (human.timeout)" if gate.timeout_seconds else ""
+        timeout = gate.timeout_seconds
+        after = f" or after {timeout:g}s (human.timeout)" if timeout else ""
         head += (
             f" (the default, {text.choice_text(default)}, is what --ask takes on an empty "
             f"line{after})"

@@ -73,7 +73,7 @@ def test_wait_all_with_a_failing_branch_is_partial_and_joins(tmp_path: Path) -> 
     assert "broken" in by_id["bad"]["failure_reason"]
     assert by_id["good"]["completed_nodes"] == ["good", "good2"]
     assert by_id["good"]["fan_in"] == "join"
-    assert by_id["good"]["context_updates"]["tool.output"] == "ok\n"
+    assert by_id["good"]["context_updates"]["tool.output"] == "ok"
     assert by_id["good"]["context_updates"]["last_stage"] == "good2"
     # Branch contexts are not merged back into the run.
     assert "tool.output" not in ctx and "last_stage" not in ctx

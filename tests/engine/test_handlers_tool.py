@@ -40,7 +40,7 @@ def test_success_captures_stdout_in_workdir(tmp_path: Path) -> None:
     (tmp_path / "data.txt").write_text("hello\n")
     outcome = run_tool(tmp_path, "cat data.txt; echo warn >&2")
     assert outcome.status is StageStatus.SUCCESS
-    assert outcome.context_updates["tool.output"] == "hello\n"
+    assert outcome.context_updates["tool.output"] == "hello"
     assert outcome.context_updates["tool.exit_code"] == 0
     folder = tmp_path / "run" / "nodes" / "lint"
     assert (folder / "stdout.txt").read_text() == "hello\n"
@@ -50,7 +50,7 @@ def test_success_captures_stdout_in_workdir(tmp_path: Path) -> None:
 def test_long_stdout_is_truncated_with_pointer_to_file(tmp_path: Path) -> None:
     outcome = run_tool(tmp_path, "python3 -c \"print('y' * 10000)\"")
     text = outcome.context_updates["tool.output"]
-    assert text.endswith("y" * 3999 + "\n")
+    assert text.endswith("\n" + "y" * 3999)  # the last 4,000 bytes, without the line break
     assert "first 6001 bytes not shown" in text and "stdout.txt" in text
     assert len((tmp_path / "run/nodes/lint/stdout.txt").read_text()) == 10001
 
@@ -83,7 +83,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
             break
         time.sleep(0.05)
     assert process_gone(pid)
-    assert outcome.context_updates["tool.output"] == "started\n"
+    assert outcome.context_updates["tool.output"] == "started"
 
 
 def test_run_deadline_limits_the_command(tmp_path: Path) -> None:
@@ -129,10 +129,19 @@ def test_timeout_inside_a_run_reports_the_tool_failure(tmp_path: Path) -> None:
     outcome = result.node_outcomes["slow"]
     assert "timed out after 1s" in outcome.failure_reason
     assert "process group killed" in outcome.failure_reason
-    assert result.context["tool.output"] == "partial\n"
+    assert result.context["tool.output"] == "partial"
     pid = int((tmp_path / "grandchild.pid").read_text())
     for _ in range(100):
         if process_gone(pid):
             break
         time.sleep(0.05)
     assert process_gone(pid)
+
+
+def test_the_output_in_the_context_has_no_trailing_line_break_as_with_dollar_parens(
+    tmp_path: Path,
+) -> None:
+    """`condition="context.tool.output=pass"` held for no `echo pass`: the value was "pass\\n"."""
+    outcome = run_tool(tmp_path, "printf 'two\\nlines\\r\\n\\n'")
+    assert outcome.context_updates["tool.output"] == "two\nlines"
+    assert (tmp_path / "run/nodes/lint/stdout.txt").read_bytes() == b"two\nlines\r\n\n"

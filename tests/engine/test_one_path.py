@@ -246,7 +246,7 @@ def test_accept_changed_inputs_then_retry_without_reset(tmp_path: Path) -> None:
     result = run.run()
     assert result.state is RunState.COMPLETED
     assert result.node_outcomes["draft"].status is StageStatus.SUCCESS
-    assert result.context["tool.output"] == "v2\n"
+    assert result.context["tool.output"] == "v2"
 
 
 def test_resume_retry_across_processes(tmp_path: Path) -> None:

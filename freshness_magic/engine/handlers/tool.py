@@ -7,6 +7,10 @@ stays bounded however much the command prints: the handler only reads the files'
 ``STAGE_OUTPUT`` events (at most every :data:`EMIT_INTERVAL` seconds, at most
 :data:`EMIT_CHUNK_BYTES` each) and for the context (the last ``output_chars`` bytes of stdout).
 
+``tool.output`` is that stdout without its trailing line breaks, as a shell's ``$(command)``
+gives it (decision): ``condition="context.tool.output=pass"`` then holds for ``echo pass``,
+which the exact bytes never would. The exact bytes stay in ``tool.stdout_file``.
+
 While the command runs its process group id is in ``nodes/<id>/pgid``; a driver killed meanwhile
 leaves it there, and :func:`reap_survivor` (called on resume) stops a group that outlived it.
 The command sees ``FRESHNESS_NODE_ID``, ``FRESHNESS_STAGE_DIR`` (the node's folder),
@@ -410,6 +414,7 @@ class ToolHandler:
 
     @staticmethod
     def _context_output(tail: str, skipped: int, path: Path) -> str:
+        tail = tail.rstrip("\r\n")
         if not skipped:
             return tail
         return f"[... first {skipped} bytes not shown (truncated); full output in {path}]\n{tail}"

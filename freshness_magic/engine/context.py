@@ -13,6 +13,10 @@ from typing import Any
 
 _MISSING = object()
 
+TOOL_KEYS = ("tool.output", "tool.exit_code", "tool.stdout_file", "tool.stderr_file")
+"""The context keys a tool node sets (spec §4.10 names ``tool.output``); no handler sets any
+other ``tool.`` key, so a condition on one can never hold (``validate`` says so)."""
+
 
 class Context(Mapping[str, Any]):
     """Keys are flat dotted strings (``graph.goal``, ``tool.output``); values are JSON-able."""

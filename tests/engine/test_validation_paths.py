@@ -672,3 +672,25 @@ def test_a_node_reasoning_effort_is_checked_once_where_it_is_written() -> None:
     assert found.node == "a" and found.message == (
         "node `a`: reasoning_effort='turbo' is not one of low, medium, high"
     )
+
+
+@pytest.mark.parametrize(
+    ("key", "fix"),
+    [
+        ("context.tool.last_line", "test `context.tool.output`"),
+        ("tool.exitcode", "write `context.tool.exit_code`"),
+    ],
+)
+def test_a_condition_on_a_tool_key_no_handler_sets_is_a_warning(key: str, fix: str) -> None:
+    """Another implementation's `tool.last_line`: the run ended at the node, 'completed'."""
+    text = f"""digraph g {{
+  start [shape=Mdiamond]
+  t [shape=parallelogram, tool_command="echo pass"]
+  done [shape=Msquare]
+  start -> t
+  t -> done [condition="{key}=pass"]
+  t -> done [condition="context.tool.output=pass"]
+}}"""
+    found = only(lint(text, "condition_values"))
+    assert found.message.startswith(f"edge t -> done: `{key}` is never set: a tool node sets ")
+    assert found.fix == fix

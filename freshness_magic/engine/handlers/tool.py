@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic import atomicio, pathsafety
-from freshness_magic.engine.context import Context
+from freshness_magic.engine.context import TOOL_KEYS, Context
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.model import Node
@@ -317,12 +317,13 @@ class ToolHandler:
         shown = command_label(command)
         stdout, skipped = _read_tail(stdout_path, self.output_chars)
         stderr, _ = _read_tail(stderr_path, STDERR_TAIL_BYTES)
-        updates = {
-            "tool.output": self._context_output(stdout, skipped, stdout_path),
-            "tool.exit_code": process.returncode,
-            "tool.stdout_file": str(stdout_path),
-            "tool.stderr_file": str(stderr_path),
-        }
+        values = (
+            self._context_output(stdout, skipped, stdout_path),
+            process.returncode,
+            str(stdout_path),
+            str(stderr_path),
+        )
+        updates: dict[str, Any] = dict(zip(TOOL_KEYS, values, strict=True))
         if ending == INTERRUPTED:
             return Outcome(
                 status=StageStatus.FAIL,

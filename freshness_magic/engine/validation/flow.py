@@ -147,6 +147,7 @@ def condition_findings(graph: Graph, raw: str) -> list[ConditionFinding]:
     from freshness_magic.engine.condition_explain import bare_key_warning, falsy_looking
     from freshness_magic.engine.condition_syntax import Operator
     from freshness_magic.engine.conditions import parse_condition
+    from freshness_magic.engine.context import TOOL_KEYS
     from freshness_magic.engine.outcome import OUTCOME_VALUES
 
     try:
@@ -164,6 +165,19 @@ def condition_findings(graph: Graph, raw: str) -> list[ConditionFinding]:
                     f"context key `{clause.key}` (§10), which is probably never set, instead of "
                     f"{tested.get(meant, f'`{meant}`')}",
                     f"write `{meant}` instead of `{clause.key}`",
+                    raw.find(clause.key, clause.column - 1),
+                )
+            )
+        elif (key := clause.key.removeprefix("context.")).startswith("tool.") and (
+            key not in TOOL_KEYS
+        ):
+            near = closest(key, TOOL_KEYS, cutoff=0.75)
+            found.append(
+                ConditionFinding(
+                    f"`{clause.key}` is never set: a tool node sets "
+                    f"{', '.join(TOOL_KEYS)} (tool.output: its stdout without the trailing "
+                    "line breaks)",
+                    f"write `context.{near}`" if near else "test `context.tool.output`",
                     raw.find(clause.key, clause.column - 1),
                 )
             )

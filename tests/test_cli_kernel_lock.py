@@ -10,6 +10,7 @@ import os
 import socket
 import subprocess
 import sys
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -18,7 +19,7 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import start_new_kernel
 
-from tests.processes import cli
+from tests.processes import cli, group_alive
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -151,3 +152,45 @@ def test_a_lock_file_without_its_program_still_names_its_holder_and_excludes(
         holder.communicate("", timeout=60)
     done = cli("resume", str(run_dir), "--answer", "review=Y", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
+
+
+SLOW_TOOL = """%%pipeline slow
+digraph slow {
+  start [shape=Mdiamond]
+  work  [shape=parallelogram, tool_command="echo $$ > pgid.txt; sleep 30; echo work >> work.log"]
+  done  [shape=Msquare]
+  start -> work -> done
+}"""
+
+
+def test_a_kernel_restart_stops_the_tool_its_view_was_running(tmp_path: Path) -> None:
+    """The tool outlived the restart, finished its work unwatched, and the re-run notebook's Run
+    did it again: a JupyterLab trial found `work` in work.log twice."""
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
+    try:
+        execute(client, "%load_ext freshness_magic")
+        execute(client, SLOW_TOOL)
+        # as the view's Run button does: the action in a background thread, the kernel idle
+        execute(
+            client, "import threading; threading.Thread(target=slow.run_to, daemon=True).start()"
+        )
+        wait_for = tmp_path / "pgid.txt"
+        deadline = time.monotonic() + 30
+        while not (wait_for.exists() and wait_for.read_text().strip()):
+            assert time.monotonic() < deadline, "the tool never started"
+            time.sleep(0.05)
+        pgid = int(wait_for.read_text())
+        assert group_alive(pgid)
+        manager.restart_kernel(now=False)
+        deadline = time.monotonic() + 10
+        while group_alive(pgid):
+            assert time.monotonic() < deadline, "the tool outlived the kernel restart"
+            time.sleep(0.05)
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+    assert not (tmp_path / "work.log").exists()
+    (run_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
+    status = cli("status", str(run_dir), cwd=tmp_path)
+    assert status.returncode == 3, status.stdout + status.stderr
+    assert "work" in status.stdout and "still runs" not in status.stdout

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from freshness_magic.engine import RunState
+from freshness_magic.engine.handlers.tool import reap_survivors
 from freshness_magic.engine.persistence import PIPELINE_FILE
 from freshness_magic.engine.run_recovery import rearmed_note
 from freshness_magic.errors import GateAnswerError, NothingToRetryError, RunError
@@ -34,6 +35,11 @@ RUN_SPECS = ("backend", "executor")
 """Run options given as spec strings (``--backend``, ``--executor``), set only when asked."""
 ACCEPTED_SHOWN = 10
 """Files ``accept`` names before it counts the rest."""
+
+
+STOP_AT_CLOSE_SECONDS = 4.0
+"""Long enough for a tool's process group to get SIGTERM and, after the tool handler's grace,
+SIGKILL; short of the 5 s a Jupyter restart waits before it kills the kernel."""
 
 
 @dataclass(repr=False, eq=False)
@@ -237,6 +243,19 @@ class NotebookPipeline(LivePipeline):
         if self._run is not None:
             self._run.interrupt()
 
+    def close(self) -> None:
+        """Also stop an action still running (the kernel shuts down or restarts): its node is
+        interrupted, so no tool outlives the kernel to finish its work unwatched while the
+        re-run notebook does it again, and the run stays resumable at that node. Waits for the
+        stop at most :data:`STOP_AT_CLOSE_SECONDS`."""
+        super().close()
+        if not self.busy:
+            return
+        self._stop.set()
+        self._cancel_running()
+        if self._lock.acquire(timeout=STOP_AT_CLOSE_SECONDS):
+            self._lock.release()
+
     def _advance(
         self,
         to: str | None = None,
@@ -260,6 +279,8 @@ class NotebookPipeline(LivePipeline):
             lines.append(text.step_line(answered))
         if fresh and offer is not None:
             lines.append(f"note: started a new run; {offer.run_dir.name} stays on disk")
+            if offer.orphans:  # unwatched, it would do its work alongside the new run's
+                lines += [f"note: {said}" for said in reap_survivors(offer.run_dir)]
         if run.state is RunState.PAUSED and run.result().interrupted_node is not None:
             run = self._open(resume=run.run_dir)
             if self.resume_notes:

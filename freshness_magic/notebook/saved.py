@@ -13,6 +13,7 @@ from typing import Any
 
 from freshness_magic.atomicio import loads_bounded
 from freshness_magic.engine.checkpoint import last_written_ns, load_checkpoint
+from freshness_magic.engine.handlers.tool import orphaned_tools
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.persistence import follow_restarts, same_pipeline
 from freshness_magic.engine.state import RunState
@@ -58,14 +59,20 @@ class ResumeOffer:
     state: RunState
     where: str | None
     """The waiting gate, the node that failed, else the node it would run next."""
+    orphans: tuple[str, ...] = ()
+    """Tools of the run that still run although the kernel that started them is gone (it was
+    killed): :func:`~freshness_magic.engine.handlers.tool.orphaned_tools`."""
 
     def headline(self, name: str) -> str:
-        """What the offered run is: ``an unfinished run of review (ID) waits at approve``."""
+        """What the offered run is: ``an unfinished run of review (ID) waits at approve``, and
+        any of its tools still running on their own."""
         at = f" at {self.where}" if self.where else ""
         if self.state is RunState.FAILED:
-            return f"the last run of {name} ({self.run_dir.name}) failed{at}"
-        verb = "waits" if self.state is RunState.WAITING else "is paused"
-        return f"an unfinished run of {name} ({self.run_dir.name}) {verb}{at}"
+            head = f"the last run of {name} ({self.run_dir.name}) failed{at}"
+        else:
+            verb = "waits" if self.state is RunState.WAITING else "is paused"
+            head = f"an unfinished run of {name} ({self.run_dir.name}) {verb}{at}"
+        return "; ".join((head, *self.orphans))
 
     @property
     def way(self) -> str:
@@ -116,5 +123,6 @@ def find_unfinished(graph: Graph, workdir: Path, *, any_text: bool = False) -> R
             where = data.get("failed_node")
         else:
             where = gate.get("node") if isinstance(gate, dict) else data.get("next_node")
-        return ResumeOffer(folder, state, str(where) if where else None)
+        orphans = tuple(orphaned_tools(folder))
+        return ResumeOffer(folder, state, str(where) if where else None, orphans)
     return None

@@ -22,6 +22,7 @@ from freshness_magic.notebook.render import NodeState, StaleKind
 from freshness_magic.notebook.text import TextResult
 from freshness_magic.notebook.viewstate import BannerKind
 from tests.notebook.conftest import REVIEW_DOT, load_review
+from tests.processes import group_alive
 from tests.waiting import wait_until
 
 
@@ -534,3 +535,58 @@ def test_a_file_put_where_the_working_directory_goes_after_the_load_is_one_line(
     with pytest.raises(UsageError, match=f"^{re.escape(str(later))} is a file, not a folder: "):
         shell.run_line_magic("pipeline", "step")
     assert later.read_text() == "precious\n"
+
+
+SLOW_DOT = """digraph slow {
+  start [shape=Mdiamond]
+  work  [shape=parallelogram, tool_command="echo $$ > pgid.txt; sleep 30; echo work >> work.log"]
+  done  [shape=Msquare]
+  start -> work -> done
+}
+"""
+
+
+def test_a_tool_a_killed_driver_left_running_is_named_and_a_new_run_stops_it(
+    shell: InteractiveShell, workdir: Path
+):
+    """After a kernel was killed, the offer said only 'paused at work', and Run started a new
+    run while the old tool went on to do its work a second time (a JupyterLab trial)."""
+    import os
+    import signal
+    import time
+
+    (workdir / "slow.dot").write_text(SLOW_DOT)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "run", "slow.dot"],
+        cwd=workdir,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_until(
+        lambda: (workdir / "pgid.txt").is_file() and (workdir / "pgid.txt").read_text(),
+        "the tool starts",
+    )
+    pgid = int((workdir / "pgid.txt").read_text())
+    driver.send_signal(signal.SIGKILL)  # as a kernel killed outright
+    driver.wait(timeout=30)
+    try:
+        pipeline = shell.run_cell_magic("pipeline", f"slow --workdir {workdir}", SLOW_DOT)
+        offer = pipeline.resume_offer
+        assert offer is not None
+        assert offer.headline("slow").endswith(
+            f"is paused at work; the tool of node 'work' (process group {pgid}) still runs, "
+            f"although the process that started it (pid {driver.pid}: the run's driver, or a "
+            "cluster worker) is gone; resume stops it first"
+        )
+        (workdir / "pgid.txt").unlink()
+        out = str(shell.run_line_magic("pipeline", "step")).splitlines()
+        assert out[1] == (
+            f"note: stopped the tool of node 'work' (process group {pgid}) that outlived the "
+            f"process that started it (pid {driver.pid})"
+        )
+        wait_until(lambda: not group_alive(pgid), "the old tool stops")
+    finally:
+        if group_alive(pgid):
+            os.killpg(pgid, signal.SIGKILL)
+    time.sleep(0.2)
+    assert not (workdir / "work.log").exists()

@@ -454,3 +454,58 @@ def test_the_backend_badge_and_a_streamed_response(lab_server: Any, page: Any) -
         " the streamed answer in the draft node's details",
     )
     assert error_outputs(page) == []
+
+
+KEYS_DOT = """digraph keys {
+  start  [shape=Mdiamond]
+  a      [prompt="step a"]
+  review [shape=hexagon, label="Ship it?"]
+  done   [shape=Msquare]
+  start -> a -> review
+  review -> done [label="[Y] Yes"]
+  review -> a    [label="[N] No"]
+}
+"""
+
+FOCUSED_JS = """(scope) => {
+    const el = document.activeElement;
+    const root = document.querySelector(scope);
+    return { inside: !!root && root.contains(el), cls: el ? String(el.className) : '' };
+}"""
+
+
+def focused_on(page: Any, cls: str) -> bool:
+    """Whether the focused element is in the view and has class ``cls``."""
+    focused = page.evaluate(FOCUSED_JS, WIDGET)
+    return bool(focused["inside"]) and cls in focused["cls"].split()
+
+
+def test_the_keyboard_keeps_its_place_through_an_action(lab_server: Any, page: Any) -> None:
+    """Step, Run and a gate's answer by keyboard: focus stayed on the page's body after every
+    action (the button was disabled while the action ran), so Space did nothing the second time
+    and a gate's key did nothing when the gate appeared (a keyboard-only JupyterLab trial)."""
+    folder = lab_server.root / "control_keys"
+    write_notebook(
+        folder / "keys.ipynb", ["%load_ext freshness_magic", "%%pipeline keys\n" + KEYS_DOT]
+    )
+    open_lab_notebook(page, lab_server, "control_keys/keys.ipynb")
+    run_all_cells(page)
+    page.locator(f"{WIDGET} svg g.fm-node").nth(2).wait_for(timeout=WAIT_MS)
+    page.locator(f"{WIDGET} .fm-step").focus()
+    page.keyboard.press("Space")
+    wait_node_states(page, {"start": "succeeded"})
+    wait_until(lambda: focused_on(page, "fm-step"), "focus back on Step")
+    page.keyboard.press("Space")  # the same key again steps again
+    wait_node_states(page, {"a": "succeeded"})
+    wait_until(lambda: focused_on(page, "fm-step"), "focus back on Step")
+    page.keyboard.press("Tab")  # the next control: Run
+    assert focused_on(page, "fm-run")
+    page.keyboard.press("Enter")
+    wait_node_states(page, {"review": "waiting"})
+    wait_until(lambda: focused_on(page, "fm-gate-choice"), "focus on the gate's first choice")
+    page.keyboard.press("y")  # the gate's key, as soon as the gate is there
+    wait_node_states(page, {"done": "succeeded"})
+    focused = page.evaluate(FOCUSED_JS, WIDGET)
+    assert focused["inside"], focused
+    assert error_outputs(page) == []
+    assert widget_log_errors(page) == []

@@ -128,7 +128,7 @@ function render({ model, el }) {
   const view = { scale: 1, natural: [0, 0], svg: null, groups: [], edges: [], titles: [],
     nodes: [], selected: null, mode: "readable", moved: false, expect: null, chosenEdge: null,
     focus: null, acting: false, waiting: null, dead: false, shownWidth: -1, shownHeight: -1,
-    shownGate: null, asked: false };
+    shownGate: null, asked: false, returnTo: null };
 
   // A click is answered by the kernel: a reply, or a state update (a longer action is shown
   // running within a moment). Without an answer the page says so instead of doing nothing: the
@@ -138,6 +138,10 @@ function render({ model, el }) {
   function send(msg) {
     if (model.get("note")) return;
     if (view.dead) { markDead(); return; }
+    const active = document.activeElement;
+    if (WORKER_ACTIONS.has(msg.action) && active && active !== root && root.contains(active)) {
+      view.returnTo = active;
+    }
     try {
       model.send(msg);
     } catch (err) {
@@ -197,6 +201,7 @@ function render({ model, el }) {
   // changes off unless a node is drawn stale or outdated by changed inputs ("O", outdated
   // because an upstream node ran again, is cleared only by running it).
   function lockActions(run) {
+    const held = document.activeElement;
     for (const b of actionButtons) b.disabled = view.acting || inert();
     const stuck = { waiting: "The run waits at a gate: answer it below",
       completed: "The run completed: Reset starts a new one" }[run.state];
@@ -208,6 +213,22 @@ function render({ model, el }) {
       .some((code) => CODES[code] === "stale" || code === "o");
     if (!changed) acceptB.disabled = true;
     acceptB.title = changed ? ACCEPT_TITLE : "No inputs changed: nothing to accept";
+    // A disabled button loses the focus to the page: keep it in the view, so a gate's keys
+    // work when it appears and the next Tab starts here.
+    if (held && held.disabled && root.contains(held)) root.focus({ preventScroll: true });
+  }
+  // After the view's own action: back to the button used, or the gate it reached, or the first
+  // action that can go on; not when the user has moved on elsewhere meanwhile.
+  function restoreFocus() {
+    const was = view.returnTo;
+    view.returnTo = null;
+    const active = document.activeElement;
+    if (!was || (active && active !== document.body && active !== root)) return;
+    const choice = gate.hidden ? null : gate.querySelector(".fm-gate-choice:not(:disabled)");
+    const usable = (b) => b && b.isConnected && !b.disabled && !b.hidden;
+    const target = (usable(was) && !choice ? was : null) || choice
+      || actionButtons.find(usable) || (usable(stopB) ? stopB : root);
+    target.focus({ preventScroll: true });
   }
   function showSaid(line, text) {
     said.textContent = line;
@@ -895,6 +916,7 @@ function render({ model, el }) {
       view.acting = false;
       view.asked = false; // its updates came first: a gate reached later is not this click's
       applyRun();
+      restoreFocus();
     }
     if (msg.reply === "done" && msg.line !== undefined) showSaid(msg.line || "", msg.text || "");
     if (msg.reply === "done" && msg.action === "run_to") { // reached: the list starts over

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from tests.browser.factory import FACTORY_DOT, FACTORY_NODES, write_factory
+from tests.browser.factory import FACTORY_DOT, FACTORY_NODES, FACTORY_TB, write_factory
 from tests.browser.fm import (
     DARK_PAINT,
     PAINT,
@@ -37,6 +37,7 @@ from tests.browser.view import (
     viewport_state,
     wait_attr,
 )
+from tests.waiting import wait_until
 
 pytestmark = pytest.mark.browser
 
@@ -241,6 +242,49 @@ def test_pan_and_zoom(lab_server: Any, page: Any) -> None:
         page.locator(WIDGET),
         "after dragging, zooming in, Ctrl+wheel zooming out and Fit: the whole graph",
     )
+
+
+NOTEBOOK_SCROLL_JS = """(s) => {
+    for (let e = document.querySelector(s).parentElement; e; e = e.parentElement) {
+        const y = getComputedStyle(e).overflowY;
+        if ((y === 'auto' || y === 'scroll') && e.scrollHeight > e.clientHeight) return e.scrollTop;
+    }
+    return document.scrollingElement.scrollTop;
+}"""
+
+
+def test_the_wheel_scrolls_the_notebook_until_the_graph_is_clicked_and_keys_move_it(
+    lab_server: Any, page: Any
+) -> None:
+    """A tall graph (top to bottom) took every wheel turn over it and the notebook would not
+    scroll past it; the arrow keys went to JupyterLab (a JupyterLab trial)."""
+    start_factory(page, lab_server, "view_wheel", dot=FACTORY_TB)
+    viewport = page.locator(f"{WIDGET} .fm-viewport")
+    viewport.scroll_into_view_if_needed()
+    box = viewport.bounding_box()
+    assert box is not None
+    before, notebook = viewport_state(page, WIDGET), page.evaluate(NOTEBOOK_SCROLL_JS, WIDGET)
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, 200)
+    wait_until(
+        lambda: page.evaluate(NOTEBOOK_SCROLL_JS, WIDGET) > notebook + 100, "the notebook scrolls"
+    )
+    assert viewport_state(page, WIDGET)["top"] == before["top"]
+
+    viewport.focus()  # as a click on the graph, or Tab, gives it
+    page.keyboard.press("ArrowDown")
+    wait_until(lambda: viewport_state(page, WIDGET)["top"] > before["top"], "ArrowDown moves it")
+    moved = viewport_state(page, WIDGET)["top"]
+    box = viewport.bounding_box()
+    assert box is not None
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.wheel(0, 200)
+    wait_until(lambda: viewport_state(page, WIDGET)["top"] > moved + 100, "the wheel scrolls it")
+    scale = page.locator(f"{WIDGET} .fm-scale").inner_text()
+    page.keyboard.press("+")
+    wait_until(lambda: page.locator(f"{WIDGET} .fm-scale").inner_text() != scale, "+ zooms")
+    assert page.evaluate("() => document.activeElement.classList.contains('fm-viewport')")
+    assert_clean(page)
 
 
 def drawn_box(page: Any) -> dict[str, float]:

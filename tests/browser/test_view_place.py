@@ -78,7 +78,9 @@ def open_factory(page: Any, server: Any, folder: str, rankdir: str, extra: list[
 
 
 def wheel_over_graph(page: Any, dx: float, dy: float) -> None:
-    """Scroll the graph the way a user does: the mouse wheel over its viewport."""
+    """Scroll the graph the way a user does: the mouse wheel over its viewport, once the graph
+    has the focus (a click on it; until then the wheel scrolls the notebook)."""
+    page.locator(f"{WIDGET} .fm-viewport").focus()
     box = page.locator(f"{WIDGET} .fm-viewport").bounding_box()
     page.mouse.move(box["x"] + box["width"] / 3, box["y"] + box["height"] / 2)
     page.mouse.wheel(dx, dy)

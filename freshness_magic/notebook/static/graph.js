@@ -105,6 +105,9 @@ function render({ model, el }) {
   // --- graph and details -----------------------------------------------------------------------
   const main = h("div", "fm-main");
   const viewport = h("div", "fm-viewport fm-graph");
+  viewport.tabIndex = 0;
+  viewport.setAttribute("role", "region");
+  viewport.setAttribute("aria-label", "pipeline graph: the arrow keys move it, + and - zoom");
   const canvas = h("div", "fm-canvas");
   viewport.append(canvas);
   const details = h("aside", "fm-details");
@@ -338,12 +341,60 @@ function render({ model, el }) {
   zoomOutB.onclick = () => zoomTo(view.scale / 1.25);
   fitB.onclick = () => { view.moved = false; fit("whole"); };
   actualB.onclick = () => zoomTo(1);
+  // The wheel zooms with Ctrl; otherwise it scrolls the notebook, as over any output, until
+  // the graph is clicked or tabbed to: then it scrolls the graph (a tall graph took every wheel
+  // turn over it, and the notebook would not move past it).
+  function engaged() {
+    return viewport === document.activeElement || viewport.contains(document.activeElement);
+  }
+  function scrollingParent() {
+    for (let e = root.parentElement; e; e = e.parentElement) {
+      const y = getComputedStyle(e).overflowY;
+      if ((y === "auto" || y === "scroll") && e.scrollHeight > e.clientHeight) return e;
+    }
+    return document.scrollingElement;
+  }
   viewport.addEventListener("wheel", (ev) => {
-    if (!(ev.ctrlKey || ev.metaKey)) return;
+    if (ev.ctrlKey || ev.metaKey) {
+      ev.preventDefault();
+      const r = viewport.getBoundingClientRect();
+      zoomTo(view.scale * Math.exp(-ev.deltaY * 0.0015), [ev.clientX - r.left, ev.clientY - r.top]);
+      return;
+    }
+    if (engaged() || Math.abs(ev.deltaX) > Math.abs(ev.deltaY)) return;
+    const outer = scrollingParent();
+    if (!outer) return;
     ev.preventDefault();
-    const r = viewport.getBoundingClientRect();
-    zoomTo(view.scale * Math.exp(-ev.deltaY * 0.0015), [ev.clientX - r.left, ev.clientY - r.top]);
+    const unit = ev.deltaMode === 1 ? 16 : ev.deltaMode === 2 ? outer.clientHeight : 1;
+    outer.scrollBy({ top: ev.deltaY * unit });
   }, { passive: false });
+  // With the graph focused, keys move it (JupyterLab would take the arrows to change cells):
+  // arrows scroll, Page Up/Down and Home/End go a view or to an end, + and - zoom, 0 is 1:1.
+  const PAN_PX = 60;
+  viewport.addEventListener("keydown", (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const page = viewport.clientHeight * 0.9;
+    const moves = {
+      ArrowLeft: [-PAN_PX, 0], ArrowRight: [PAN_PX, 0], ArrowUp: [0, -PAN_PX], ArrowDown: [0, PAN_PX],
+      PageUp: [0, -page], PageDown: [0, page],
+    };
+    if (ev.key in moves) {
+      const [dx, dy] = moves[ev.key];
+      viewport.scrollBy({ left: ev.shiftKey ? dx * 4 : dx, top: ev.shiftKey ? dy * 4 : dy });
+    } else if (ev.key === "Home" || ev.key === "End") {
+      viewport.scrollTo({ top: ev.key === "Home" ? 0 : viewport.scrollHeight });
+    } else if (ev.key === "+" || ev.key === "=") {
+      zoomTo(view.scale * 1.25);
+    } else if (ev.key === "-") {
+      zoomTo(view.scale / 1.25);
+    } else if (ev.key === "0") {
+      zoomTo(1);
+    } else {
+      return; // a gate's key goes on to the view
+    }
+    ev.preventDefault();
+    ev.stopPropagation();
+  });
   let drag = null;
   viewport.addEventListener("pointerdown", (ev) => {
     if (ev.button !== 0) return;

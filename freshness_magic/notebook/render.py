@@ -320,6 +320,45 @@ def _follow_text_colour(group: ET.Element) -> None:
             part.set("fill", "currentColor")
 
 
+GLYPH_PX = 12
+"""The size of a node's state mark (:attr:`StateStyle.glyph`), in the layout's units."""
+
+
+def _shape_box(group: ET.Element) -> tuple[float, float, float, float] | None:
+    """The bounding box (left, top, right, bottom) of a node's outline as ``dot`` drew it."""
+    for part in group:
+        tag = local_name(part.tag)
+        if tag == "polygon":
+            points = [
+                tuple(float(v) for v in pair.split(","))
+                for pair in (part.get("points") or "").split()
+            ]
+            if points:
+                xs, ys = [x for x, _ in points], [y for _, y in points]
+                return min(xs), min(ys), max(xs), max(ys)
+        elif tag == "ellipse":
+            cx, cy = float(part.get("cx", 0)), float(part.get("cy", 0))
+            rx, ry = float(part.get("rx", 0)), float(part.get("ry", 0))
+            return cx - rx * 0.7, cy - ry * 0.7, cx + rx * 0.7, cy + ry * 0.7
+    return None
+
+
+def _add_glyph(group: ET.Element) -> None:
+    """An empty ``text.fm-glyph`` in the top right corner of the node's outline: the view puts
+    the state's mark in it (inside the box, so the layout does not change)."""
+    box = _shape_box(group)
+    if box is None:
+        return
+    left, top, right, _bottom = box
+    glyph = ET.SubElement(group, f"{{{SVG_NS}}}text")
+    glyph.set("class", "fm-glyph")
+    glyph.set("x", f"{max(right - 4, left):.1f}")
+    glyph.set("y", f"{top + GLYPH_PX + 1:.1f}")
+    glyph.set("text-anchor", "end")
+    glyph.set("font-size", str(GLYPH_PX))
+    glyph.set("aria-hidden", "true")
+
+
 def build_layout(graph: Graph) -> Layout:
     """Lay ``graph`` out with ``dot`` and return the cleaned, annotated SVG (no states)."""
     raw = run_dot(layout_dot(graph))
@@ -339,6 +378,7 @@ def build_layout(graph: Graph) -> Layout:
             group.set("data-node", node_id)
             group.set("data-state", NodeState.PENDING.value)
             set_title(group, titles[node_id])
+            _add_glyph(group)
         elif "edge" in classes and gid in edges:
             edge = edges[gid]
             group.set("class", "edge fm-edge")

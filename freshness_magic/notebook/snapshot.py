@@ -59,6 +59,8 @@ def snapshot_svg(layout: Layout, views: Mapping[str, NodeView]) -> str:
                 part.set("stroke", style.stroke)
             elif tag == "text":
                 part.set("fill", "#1a1a1a")
+                if part.get("class") == "fm-glyph":
+                    part.text = style.glyph
     return ET.tostring(root, encoding="unicode")
 
 
@@ -75,6 +77,7 @@ var(--fm-border-soft);border-radius:4px;background:var(--fm-bg)}
 .fm-root .fm-legend{display:flex;flex-wrap:wrap;gap:4px 12px;margin:4px 0;font-size:12px}
 .fm-root .fm-legend-item{display:inline-flex;align-items:center;gap:4px}
 .fm-root .fm-swatch{display:inline-block;flex:none;overflow:visible}
+.fm-root .fm-swatch text.fm-glyph,.fm-root text.fm-glyph{fill:var(--fm-text);font-weight:700}
 .fm-root .fm-banner{padding:4px 8px;margin:4px 0;border-left:4px solid
 var(--fm-failed-stroke);background:var(--fm-bg-3)}
 """

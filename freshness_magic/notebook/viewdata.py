@@ -170,7 +170,7 @@ def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
     """What the page gets once per structure: the SVG, the nodes in index order, the exit nodes
     (the Run to list starts at one), the goal, the legend of the states this pipeline can show
     and, per state, its legend entries (for a state shown that the legend did not list; stale
-    has two)."""
+    has two), and each state's mark (drawn in the node's corner)."""
     graph = pipeline.graph
     return {
         "svg": layout.svg,
@@ -180,6 +180,7 @@ def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
         "goal": graph.goal,
         "legend": legend_items(layout.states),
         "describe": {state.value: legend_items([state]) for state in STATE_STYLES},
+        "glyphs": {state.value: style.glyph for state, style in STATE_STYLES.items()},
     }
 
 

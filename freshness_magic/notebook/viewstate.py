@@ -108,23 +108,26 @@ class StateStyle:
     width: float = 1.5
     dash: str = ""
     description: str = ""
+    glyph: str = ""
+    """A mark drawn in the node's corner and its legend swatch, so that no state is told by
+    colour alone (a colour-blind reader, a greyscale print)."""
 
 
 _PALETTE = """
-state       light fill/stroke  dark fill/stroke   width dash meaning
-pending     #f7f7f7 #767676    #262626 #9e9e9e    1.2   -    not run yet
-next        #e3f2fd #1565c0    #10263d #64b5f6    2.5   6,3  runs next
-running     #90caf9 #0d47a1    #1e4a80 #90caf9    3.5   -    running
-succeeded   #c8e6c9 #2e7d32    #1b3a1e #66bb6a    1.8   -    succeeded
-partial     #f0f4c3 #6b6b00    #33330d #d4e157    2.0   -    partial success
-failed      #ffcdd2 #c62828    #4a1414 #ef5350    3.0   -    failed
-retrying    #ffe0b2 #bf4500    #45280a #ffa726    2.5   -    retrying
-waiting     #e1bee7 #6a1b9a    #371643 #ce93d8    3.0   -    waiting for a human
-blocked     #d7ccc8 #4e342e    #3a2c27 #bcaaa4    3.0   -    blocked by stale input
-skipped     #ececec #858585    #1c1c1c #8a8a8a    1.2   2,3  branch not taken
-interrupted #f8bbd0 #ad1457    #451228 #f48fb1    3.0   -    stopped; resumable
-stale       #ffecb3 #a35200    #3f300a #ffca28    2.5   -    inputs changed
-outdated    #fff8e1 #8a6d00    #2e2a1a #e0c46c    2.0   10,3,2,3 upstream changed or ran again
+state       light fill/stroke  dark fill/stroke   width dash glyph meaning
+pending     #f7f7f7 #767676    #262626 #9e9e9e    1.2   -    -  not run yet
+next        #e3f2fd #1565c0    #10263d #64b5f6    2.5   6,3  →  runs next
+running     #90caf9 #0d47a1    #1e4a80 #90caf9    3.5   -    ▶  running
+succeeded   #c8e6c9 #2e7d32    #1b3a1e #66bb6a    1.8   -    ✓  succeeded
+partial     #f0f4c3 #6b6b00    #33330d #d4e157    2.0   -    ½  partial success
+failed      #ffcdd2 #c62828    #4a1414 #ef5350    3.0   -    ✗  failed
+retrying    #ffe0b2 #bf4500    #45280a #ffa726    2.5   -    ↻  retrying
+waiting     #e1bee7 #6a1b9a    #371643 #ce93d8    3.0   -    ?  waiting for a human
+blocked     #d7ccc8 #4e342e    #3a2c27 #bcaaa4    3.0   -    ⊘  blocked by stale input
+skipped     #ececec #858585    #1c1c1c #8a8a8a    1.2   2,3  –  branch not taken
+interrupted #f8bbd0 #ad1457    #451228 #f48fb1    3.0   -    ‖  stopped; resumable
+stale       #ffecb3 #a35200    #3f300a #ffca28    2.5   -    !  inputs changed
+outdated    #fff8e1 #8a6d00    #2e2a1a #e0c46c    2.0   10,3,2,3 ~ upstream changed or ran again
 """
 
 
@@ -132,9 +135,16 @@ def _palette(table: str) -> dict[NodeState, StateStyle]:
     """The palette table above as styles (one row per state, columns split on blanks)."""
     styles = {}
     for row in table.strip().splitlines()[1:]:
-        name, fill, stroke, dark_fill, dark_stroke, width, dash, *words = row.split()
+        name, fill, stroke, dark_fill, dark_stroke, width, dash, glyph, *words = row.split()
         styles[NodeState(name)] = StateStyle(
-            fill, stroke, dark_fill, dark_stroke, float(width), dash.strip("-"), " ".join(words)
+            fill,
+            stroke,
+            dark_fill,
+            dark_stroke,
+            float(width),
+            dash.strip("-"),
+            " ".join(words),
+            glyph.strip("-"),
         )
     return styles
 
@@ -307,11 +317,17 @@ def swatch_svg(state: NodeState, stale: str = "") -> str:
     dash = STALE_DASH.get(StaleKind(stale), "") if state is NodeState.STALE else style.dash
     kind = f' data-stale="{stale}"' if stale else ""
     dashed = f' stroke-dasharray="{dash}"' if dash else ""
+    mark = (
+        f'<text class="fm-glyph" x="13" y="12" text-anchor="middle" font-size="10">'
+        f"{style.glyph}</text>"
+        if style.glyph
+        else ""
+    )
     return (
         f'<svg class="fm-swatch" width="26" height="16" viewBox="0 0 26 16" aria-hidden="true">'
         f'<g class="fm-key" data-state="{state.value}"{kind}>'
         f'<polygon points="2,2 24,2 24,14 2,14" fill="{style.fill}" stroke="{style.stroke}"'
-        f' stroke-width="{style.width}"{dashed}/></g></svg>'
+        f' stroke-width="{style.width}"{dashed}/>{mark}</g></svg>'
     )
 
 

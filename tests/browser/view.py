@@ -88,7 +88,7 @@ def label_font_px(page: Any, scope: str) -> dict[str, float]:
         page.evaluate(
             """(s) => {
                 const svg = document.querySelector(s + ' .fm-viewport svg');
-                const sizes = [...svg.querySelectorAll('g.fm-node text')].map(t =>
+                const sizes = [...svg.querySelectorAll('g.fm-node text:not(.fm-glyph)')].map(t =>
                     parseFloat(t.getAttribute('font-size')) * t.getScreenCTM().a);
                 return {min: Math.min(...sizes), max: Math.max(...sizes)};
             }""",

@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import xml.etree.ElementTree as ET
+
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.notebook.render import (
+    SVG_NS,
     LayoutCache,
     NodeState,
     NodeView,
@@ -49,8 +52,13 @@ def test_one_group_per_node_with_stable_ids_and_shapes():
     assert [g.get("id") for g in groups] == ["fm-node-start", "fm-node-ask", "fm-node-done"]
     assert all("fm-node" in (g.get("class") or "").split() for g in groups)
     shapes = [[child.tag.rsplit("}", 1)[1] for child in g] for g in groups]
-    assert shapes[1] == ["title", "polygon", "text"]
+    assert shapes[1] == ["title", "polygon", "text", "text"]  # the label, then the state mark
     assert "polyline" in shapes[0]  # Mdiamond draws its extra strokes
+    marks = [g[-1] for g in groups]
+    assert all(m.get("class") == "fm-glyph" and not m.text for m in marks)  # the view fills it
+    polygon = groups[1][1]
+    xs = [float(pair.split(",")[0]) for pair in (polygon.get("points") or "").split()]
+    assert min(xs) < float(marks[1].get("x") or 0) < max(xs)  # inside the node's box
     assert layout.svg.count('class="edge fm-edge"') == 2
     assert 'data-source="start" data-target="ask"' in layout.svg
 
@@ -267,3 +275,29 @@ def test_static_html_shows_states_banner_and_legend():
     assert 'fill="#ffcdd2"' in html  # the failed fill as an attribute where CSS is stripped
     assert 'data-state="failed"' in html.split('<div class="fm-legend">')[1]
     assert 'data-state="waiting"' not in html.split('<div class="fm-legend">')[1]
+
+
+def test_every_state_but_pending_has_a_mark_beside_its_colour_on_the_node_and_in_the_legend():
+    """Told by colour alone, succeeded, partial, failed and retrying looked alike to a reader
+    with deuteranopia, and failed, interrupted and blocked were one grey without colour (a
+    JupyterLab trial)."""
+    marks = {state: style.glyph for state, style in STATE_STYLES.items()}
+    assert marks[NodeState.PENDING] == ""
+    shown = [mark for state, mark in marks.items() if state is not NodeState.PENDING]
+    assert all(shown) and len(set(shown)) == len(shown)
+    graph = load_pipeline(chain(2))
+    layout = LayoutCache().get(graph)
+    views = {"start": NodeView(NodeState.SUCCEEDED), "n0": NodeView(NodeState.FAILED)}
+    svg = ET.fromstring(snapshot_svg(layout, views))
+    drawn = {
+        g.get("data-node"): g[-1].text or ""
+        for g in svg.iter(f"{{{SVG_NS}}}g")
+        if g.get("data-node") is not None
+    }
+    assert drawn == {"start": "✓", "n0": "✗", "n1": "", "done": ""}
+    legend = static_html(layout, views, "pipeline chain: failed").split('<div class="fm-legend">')[
+        1
+    ]
+    assert '<text class="fm-glyph" x="13" y="12" text-anchor="middle" font-size="10">✗</text>' in (
+        legend
+    )

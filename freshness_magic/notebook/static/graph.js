@@ -485,11 +485,14 @@ function render({ model, el }) {
     const codes = model.get("states") || "";
     lockActions(model.get("run") || {});
     const notes = model.get("notes") || {};
+    const glyphs = (model.get("graph") || {}).glyphs || {};
     view.groups.forEach((grp, i) => {
       if (!grp) return;
       const code = codes[i] || "p";
       const state = CODES[code] || "pending";
       if (grp.dataset.state !== state) grp.dataset.state = state;
+      const mark = grp.querySelector(":scope > text.fm-glyph");
+      if (mark && mark.textContent !== (glyphs[state] || "")) mark.textContent = glyphs[state] || "";
       if (STALE[code]) grp.dataset.stale = STALE[code]; else delete grp.dataset.stale;
       const id = view.nodes[i];
       const t = grp.querySelector(":scope > title");

@@ -150,7 +150,8 @@ _SWATCHES_JS = """(s) => {
     for (const item of document.querySelectorAll(s + ' .fm-legend-item')) {
         const shape = item.querySelector('svg.fm-swatch g.fm-key > polygon');
         const key = item.dataset.state + (item.dataset.stale ? ':' + item.dataset.stale : '');
-        out[key] = {paint: shape ? paint(shape) : null, label: item.querySelector('.fm-legend-text').innerText.trim()};
+        const label = item.querySelector('.fm-legend-text').innerText.trim();
+        out[key] = {paint: shape ? paint(shape) : null, label};
     }
     return out;
 }"""

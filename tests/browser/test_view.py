@@ -356,6 +356,45 @@ def test_fit_shows_the_whole_graph_or_as_much_as_stays_readable(
     )
 
 
+NARROW_JS = """(s) => {
+    const root = document.querySelector(s);
+    const box = (q) => root.querySelector(q).getBoundingClientRect();
+    const status = root.querySelector('.fm-status');
+    const summaries = [...root.querySelectorAll('.fm-ev-summary')].map(e => e.clientWidth);
+    return {statusCut: status.scrollWidth > status.clientWidth + 1,
+            detailsTop: box('.fm-details').top, graphBottom: box('.fm-viewport').bottom,
+            detailsWidth: box('.fm-details').width, summaryMin: Math.min(...summaries)};
+}"""
+
+
+def test_a_narrow_notebook_keeps_the_header_details_and_evidence_readable(
+    lab_server: Any, page: Any
+) -> None:
+    """In a 900px window the header hid its counts and time, the details panel broke values to
+    a few letters a line, and the evidence summary column shrank to 12px (a JupyterLab trial)."""
+    size = page.viewport_size
+    page.set_viewport_size({"width": 900, "height": size["height"]})
+    try:
+        start_factory(page, lab_server, "view_narrow", extra=[RUN_TO_GATE])
+        wait_node_states(page, {"design_ok": "waiting"})
+        page.locator(f"{WIDGET} svg g.fm-node[data-node='gather']").click()
+        page.locator(f"{WIDGET} .fm-details-attributes").wait_for(timeout=WAIT_MS)
+        seen = page.evaluate(NARROW_JS, WIDGET)
+        assert not seen["statusCut"], seen
+        assert seen["detailsTop"] >= seen["graphBottom"] - 1, seen  # below the graph
+        assert seen["detailsWidth"] > 400 and seen["summaryMin"] > 100, seen
+        save_screenshot(
+            page,
+            "view_narrow",
+            page.locator(WIDGET),
+            "a 900px window: the header wraps, the details of 'Gather notes' sit below the graph,"
+            " the evidence keeps its summary column",
+        )
+    finally:
+        page.set_viewport_size(size)
+    assert_clean(page)
+
+
 def test_node_details_open_on_click(lab_server: Any, page: Any) -> None:
     """A click on a node opens its details: state, attributes, evidence; the actions."""
     start_factory(page, lab_server, "view_details", extra=[RUN_TO_GATE])

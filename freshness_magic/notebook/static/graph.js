@@ -39,6 +39,8 @@ function h(tag, cls, text) {
   return e;
 }
 
+const NARROW_PX = 760; // narrower, the view lays itself out for a narrow notebook (.fm-narrow)
+
 function btn(label, cls, title) {
   const b = h("button", `fm-btn ${cls}`, label);
   b.type = "button";
@@ -422,6 +424,7 @@ function render({ model, el }) {
   // user has not moved. The details panel opening or closing changes neither (the panel takes
   // its room from the viewport, not from the cell).
   function onResize() {
+    root.classList.toggle("fm-narrow", root.clientWidth > 0 && root.clientWidth < NARROW_PX);
     const width = main.clientWidth;
     const height = userHeight();
     root.style.setProperty("--fm-shown-h", `${viewport.offsetHeight}px`);
@@ -431,6 +434,7 @@ function render({ model, el }) {
     if (view.mode !== "user" && !view.moved) fit(view.mode);
   }
   const resize = new ResizeObserver(() => requestAnimationFrame(onResize));
+  resize.observe(root);
   resize.observe(main);
   resize.observe(viewport);
 

@@ -45,3 +45,14 @@ def managing(child_file: str) -> str:
   start -> manage -> done
 }}
 """
+
+
+SLOW_TOOL = """digraph slow {
+  start [shape=Mdiamond]
+  work  [shape=parallelogram, tool_command="echo $$ > pgid.txt; sleep 30; echo work >> work.log"]
+  done  [shape=Msquare]
+  start -> work -> done
+}
+"""
+"""A tool that writes its process group id to ``pgid.txt`` at once and its work to ``work.log``
+after 30 s: a test stops it, or sees that it outlived what should have stopped it."""

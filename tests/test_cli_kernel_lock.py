@@ -19,6 +19,7 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import start_new_kernel
 
+from tests.pipelines import SLOW_TOOL
 from tests.processes import cli, group_alive
 
 REPO = Path(__file__).resolve().parents[1]
@@ -154,22 +155,13 @@ def test_a_lock_file_without_its_program_still_names_its_holder_and_excludes(
     assert done.returncode == 0, done.stderr
 
 
-SLOW_TOOL = """%%pipeline slow
-digraph slow {
-  start [shape=Mdiamond]
-  work  [shape=parallelogram, tool_command="echo $$ > pgid.txt; sleep 30; echo work >> work.log"]
-  done  [shape=Msquare]
-  start -> work -> done
-}"""
-
-
 def test_a_kernel_restart_stops_the_tool_its_view_was_running(tmp_path: Path) -> None:
     """The tool outlived the restart, finished its work unwatched, and the re-run notebook's Run
     did it again: a JupyterLab trial found `work` in work.log twice."""
     manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
     try:
         execute(client, "%load_ext freshness_magic")
-        execute(client, SLOW_TOOL)
+        execute(client, "%%pipeline slow\n" + SLOW_TOOL)
         # as the view's Run button does: the action in a background thread, the kernel idle
         execute(
             client, "import threading; threading.Thread(target=slow.run_to, daemon=True).start()"

@@ -22,6 +22,7 @@ from freshness_magic.notebook.render import NodeState, StaleKind
 from freshness_magic.notebook.text import TextResult
 from freshness_magic.notebook.viewstate import BannerKind
 from tests.notebook.conftest import REVIEW_DOT, load_review
+from tests.pipelines import SLOW_TOOL
 from tests.processes import group_alive
 from tests.waiting import wait_until
 
@@ -537,15 +538,6 @@ def test_a_file_put_where_the_working_directory_goes_after_the_load_is_one_line(
     assert later.read_text() == "precious\n"
 
 
-SLOW_DOT = """digraph slow {
-  start [shape=Mdiamond]
-  work  [shape=parallelogram, tool_command="echo $$ > pgid.txt; sleep 30; echo work >> work.log"]
-  done  [shape=Msquare]
-  start -> work -> done
-}
-"""
-
-
 def test_a_tool_a_killed_driver_left_running_is_named_and_a_new_run_stops_it(
     shell: InteractiveShell, workdir: Path
 ):
@@ -555,7 +547,7 @@ def test_a_tool_a_killed_driver_left_running_is_named_and_a_new_run_stops_it(
     import signal
     import time
 
-    (workdir / "slow.dot").write_text(SLOW_DOT)
+    (workdir / "slow.dot").write_text(SLOW_TOOL)
     driver = subprocess.Popen(
         [sys.executable, "-m", "freshness_magic", "run", "slow.dot"],
         cwd=workdir,
@@ -570,7 +562,7 @@ def test_a_tool_a_killed_driver_left_running_is_named_and_a_new_run_stops_it(
     driver.send_signal(signal.SIGKILL)  # as a kernel killed outright
     driver.wait(timeout=30)
     try:
-        pipeline = shell.run_cell_magic("pipeline", f"slow --workdir {workdir}", SLOW_DOT)
+        pipeline = shell.run_cell_magic("pipeline", f"slow --workdir {workdir}", SLOW_TOOL)
         offer = pipeline.resume_offer
         assert offer is not None
         assert offer.headline("slow").endswith(

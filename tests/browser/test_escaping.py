@@ -95,8 +95,8 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
 
     labels = page.evaluate(
         """(s) => Object.fromEntries([...document.querySelectorAll(s + ' svg g.fm-node')]
-            .map(g => [g.dataset.node,
-                       [...g.querySelectorAll('text')].map(t => t.textContent).join('')]))""",
+            .map(g => [g.dataset.node, [...g.querySelectorAll('text:not(.fm-glyph)')]
+                                       .map(t => t.textContent).join('')]))""",
         WIDGET,
     )
     assert labels == {"start": SCRIPT, "work": IMG, "gate": SVG, "done": TITLE}

@@ -127,7 +127,7 @@ def assert_graph_and_legend(page: Any, scope: str) -> None:
         """(s) => [...document.querySelectorAll(s + ' svg g.fm-node')].map(g => ({
             node: g.dataset.node,
             shapes: g.querySelectorAll(':scope > polygon, :scope > ellipse').length,
-            text: [...g.querySelectorAll('text')].map(t => t.textContent).join(' '),
+            text: [...g.querySelectorAll('text:not(.fm-glyph)')].map(t => t.textContent).join(' '),
             box: (({width, height}) => width * height)(g.getBoundingClientRect()),
         }))""",
         scope,
@@ -139,7 +139,7 @@ def assert_graph_and_legend(page: Any, scope: str) -> None:
     edge_labels = page.evaluate(
         "(s) => [...document.querySelectorAll(s + ' svg g.fm-edge')]"
         ".map(g => [g.dataset.source, g.dataset.target,"
-        " [...g.querySelectorAll('text')].map(t => t.textContent).join('')])",
+        " [...g.querySelectorAll('text:not(.fm-glyph)')].map(t => t.textContent).join('')])",
         scope,
     )
     assert sorted(edge_labels) == [

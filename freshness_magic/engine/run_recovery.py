@@ -3,7 +3,8 @@
 - :meth:`RunRecovery.interrupt` stops the running node from any thread; the step that ran it
   ends in :meth:`RunRecovery._interrupted`: the run pauses at that node and runs it again next.
 - :meth:`RunRecovery.answer` checks an answer to the waiting gate, turns it into the gate's
-  outcome and ends the step with it like any other node's (:mod:`.run_endings`).
+  outcome and ends the step with it like any other node's (:mod:`.run_endings`); the answer to a
+  child pipeline's gate is kept for the manager node that waits for it, which runs next.
 - :meth:`RunRecovery.retry` re-arms a failed, interrupted or paused run at a node, keeping the
   context, the outcomes and the evidence so far.
 
@@ -59,6 +60,7 @@ class RunRecovery(RunEndings):
         self, node_id: str, choice: str | None = None, comment: str | None = None
     ) -> StepResult:
         """Answer the waiting gate ``node_id`` by key, label or target id (None: its default).
+        A child pipeline's gate is named by its manager node or by its own id.
 
         ``comment`` is kept in the context as ``human.gate.comment`` (and so in the evidence).
         Raises RunError when no gate or another gate waits, GateAnswerError when the answer

@@ -10,7 +10,6 @@ import os
 import socket
 import subprocess
 import sys
-import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -21,6 +20,7 @@ from jupyter_client.manager import start_new_kernel
 
 from tests.pipelines import SLOW_TOOL
 from tests.processes import cli, group_alive
+from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -166,18 +166,12 @@ def test_a_kernel_restart_stops_the_tool_its_view_was_running(tmp_path: Path) ->
         execute(
             client, "import threading; threading.Thread(target=slow.run_to, daemon=True).start()"
         )
-        wait_for = tmp_path / "pgid.txt"
-        deadline = time.monotonic() + 30
-        while not (wait_for.exists() and wait_for.read_text().strip()):
-            assert time.monotonic() < deadline, "the tool never started"
-            time.sleep(0.05)
-        pgid = int(wait_for.read_text())
+        started = tmp_path / "pgid.txt"
+        wait_until(lambda: started.exists() and started.read_text().strip(), "the tool starts")
+        pgid = int(started.read_text())
         assert group_alive(pgid)
         manager.restart_kernel(now=False)
-        deadline = time.monotonic() + 10
-        while group_alive(pgid):
-            assert time.monotonic() < deadline, "the tool outlived the kernel restart"
-            time.sleep(0.05)
+        wait_until(lambda: not group_alive(pgid), "the tool stops with its kernel", timeout=10)
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)

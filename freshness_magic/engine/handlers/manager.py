@@ -11,7 +11,7 @@ SUCCESS, else wait ``manager.poll_interval`` and go on, up to ``manager.max_cycl
 
 ``manager.actions`` (default ``observe,wait``): without ``observe`` the ``stack.child.*`` keys
 reach the context only with the final outcome; without ``wait`` there is no pause between
-cycles; ``steer`` is not supported (the node fails saying so rather than silently ignoring it).
+cycles; ``steer`` is not performed (``validate`` refuses it: see ``MANAGER_ACTIONS``).
 
 A child that waits at a human gate makes the manager node wait with the child's question (its
 ``child_gate``): the parent run waits at the manager node, and its answer reaches the child gate
@@ -164,13 +164,7 @@ class ManagerLoopHandler:
         per_cycle = max(parse_int(node.get("manager.steps_per_cycle", "")) or 1, 1)
         poll = parse_duration(node.get("manager.poll_interval", "0") or "0") or 0.0
         stop_condition = node.get("manager.stop_condition").strip()
-        actions = set(split_list(node.get("manager.actions") or "observe,wait"))
-        unknown = sorted(actions - set(MANAGER_ACTIONS))
-        if unknown:
-            return _fail(
-                f"manager node {node.id!r}: manager.actions {', '.join(unknown)} not supported; "
-                f"use {' and/or '.join(MANAGER_ACTIONS)}"
-            )
+        actions = set(split_list(node.get("manager.actions") or ",".join(MANAGER_ACTIONS)))
         if "wait" not in actions:
             poll = 0.0
         if stop_condition:

@@ -386,11 +386,11 @@ function render({ model, el }) {
     } else if (ev.key === "Home" || ev.key === "End") {
       viewport.scrollTo({ top: ev.key === "Home" ? 0 : viewport.scrollHeight });
     } else if (ev.key === "+" || ev.key === "=") {
-      zoomTo(view.scale * 1.25);
+      zoomInB.click();
     } else if (ev.key === "-") {
-      zoomTo(view.scale / 1.25);
+      zoomOutB.click();
     } else if (ev.key === "0") {
-      zoomTo(1);
+      actualB.click();
     } else {
       return; // a gate's key goes on to the view
     }

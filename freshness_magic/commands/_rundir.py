@@ -13,6 +13,7 @@ when there are others.
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 from freshness_magic.errors import CheckpointError
@@ -46,21 +47,27 @@ def checked_run_dir(given: str | Path) -> Path:
     return path
 
 
-def run_dir_or_newest(given: str | None, program: str) -> tuple[Path, str | None]:
+def run_dir_or_newest(given: str | None, command: str) -> Path:
     """The run directory ``given`` (checked as :func:`checked_run_dir` does), else the newest
-    run under the current folder, with a note naming the others when there are any."""
+    run under the current folder; when there are others, a note on stderr says which run
+    ``command`` reads and names them."""
+    from freshness_magic.commands import invoked_as
+
     if given is not None:
-        return checked_run_dir(given), None
+        return checked_run_dir(given)
     found = runs_under(Path("."))
     if not found:
         raise CheckpointError(
             f"no runs under {Path.cwd()} (none in .freshness/runs); pass RUN_DIR, or start "
-            f"one: {program} run PIPELINE.dot"
+            f"one: {invoked_as()} run PIPELINE.dot"
         )
-    if len(found) == 1:
-        return found[0], None
-    others = _listed(found[1:])
-    return found[0], f"reading {found[0]}, the newest of {len(found)} runs here (others: {others})"
+    if len(found) > 1:
+        print(
+            f"{invoked_as()} {command}: reading {found[0]}, the newest of {len(found)} runs "
+            f"here (others: {_listed(found[1:])})",
+            file=sys.stderr,
+        )
+    return found[0]
 
 
 def _listed(runs: list[Path]) -> str:

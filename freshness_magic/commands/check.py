@@ -38,14 +38,10 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from freshness_magic.commands import invoked_as
     from freshness_magic.commands._rundir import run_dir_or_newest
     from freshness_magic.freshness.runcheck import check_run_dir
 
-    run_dir, others = run_dir_or_newest(args.run_dir, invoked_as())
-    if others:
-        print(f"{invoked_as()} check: {others}", file=sys.stderr)
-    report = check_run_dir(run_dir)
+    report = check_run_dir(run_dir_or_newest(args.run_dir, "check"))
     if args.json:
         json.dump(report.to_dict(all_files=args.all_files), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

@@ -243,7 +243,7 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     auto: Interviewer | None = None
     if args.auto_approve:
         auto = AutoApproveInterviewer()
-    elif getattr(args, "ask", False):
+    elif args.ask:
         auto = ConsoleInterviewer(sys.stdin, out)
     preamble = [f"codergen backend: {text}" for text in backend_text(run)]
     if run.dispatch is not None:

@@ -45,10 +45,7 @@ def main(args: argparse.Namespace) -> int:
     from freshness_magic.engine.persistence import follow_restarts
     from freshness_magic.engine.runlock import live_driver
 
-    given, others = run_dir_or_newest(args.run_dir, invoked_as())
-    if others:
-        print(f"{invoked_as()} status: {others}", file=sys.stderr)
-    run_dir = follow_restarts(given)
+    run_dir = follow_restarts(run_dir_or_newest(args.run_dir, "status"))
     data, used = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)
     stale = stale_nodes(run_dir, data, used)

@@ -332,7 +332,10 @@ def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
         and owner.handler_type == "parallel"
     ):
         go_on = commands.go_on()
-        line = f"next: {go_on} runs parallel node '{owner.id}' again with all its branches"
+        line = (
+            f"next: {go_on} runs parallel node '{owner.id}' again; "
+            "its branches that had ended are not run again"
+        )
         return [NextStep(line, go_on)]
     return []
 

@@ -518,12 +518,14 @@ def test_an_interrupted_branch_says_its_parallel_node_runs_again(tmp_path: Path)
     said = why(run.run_dir, "slow", tmp_path)
     assert said[0] == "slow: interrupted"
     assert said[-1] == (
-        f"  next: {PROGRAM} resume {run.run_dir} runs parallel node 'fan' again with all its "
-        "branches"
+        f"  next: {PROGRAM} resume {run.run_dir} runs parallel node 'fan' again; its branches "
+        "that had ended are not run again"
     )
     went_on = paste(command_of(said[-1], "runs parallel node"), tmp_path)  # quick this time
     assert went_on.returncode == 0, went_on.stdout + went_on.stderr
-    assert "  ok        slow" in went_on.stdout and "  ok        quick" in went_on.stdout
+    assert "  ok        slow" in went_on.stdout
+    assert "  ok        quick" not in went_on.stdout  # it had ended: its result is kept
+    assert "quick: ended before the node was interrupted, not run again" in went_on.stdout
 
 
 def test_a_waiting_gate_with_a_default_says_what_takes_it(workdir: Path) -> None:

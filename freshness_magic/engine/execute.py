@@ -36,7 +36,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freshness_magic.atomicio import loads_bounded, write_json_atomic
-from freshness_magic.engine.context import Context
+from freshness_magic.engine.context import Context, partial_key
 from freshness_magic.engine.dispatch import call_remote, ships
 from freshness_magic.engine.edges import EdgeStep
 from freshness_magic.engine.events import EventType
@@ -154,6 +154,8 @@ class NodeExecutor:
         context.set("outcome", outcome.status.value)
         if outcome.preferred_label:
             context.set("preferred_label", outcome.preferred_label)
+        if branch_of is None:
+            context.delete(partial_key(node.id))  # its partial work is done with
         skipped = outcome.status is StageStatus.SKIPPED
         index = None if skipped else run.record_outcome(node.id, outcome)
         payload: dict[str, Any] = {
@@ -226,7 +228,7 @@ class NodeExecutor:
             context.set(counter, 0)
         attempt = 1
         while True:
-            outcome = self._attempt(node, attempt, context)
+            outcome = self._attempt(node, attempt, context, branch_of)
             if outcome.status is not StageStatus.RETRY or self._stop.is_set():
                 return outcome, attempt
             if attempt >= policy.max_attempts:
@@ -270,7 +272,9 @@ class NodeExecutor:
             notes=last.notes,
         )
 
-    def _attempt(self, node: Node, attempt: int, context: Context) -> Outcome:
+    def _attempt(
+        self, node: Node, attempt: int, context: Context, branch_of: str | None
+    ) -> Outcome:
         run = self._run
         started = self._timing.clock()
         outcome: Outcome | None = None
@@ -282,7 +286,7 @@ class NodeExecutor:
                         outcome = replaced
                         break
             if outcome is None:
-                outcome = self._call_handler(node, attempt, context)
+                outcome = self._call_handler(node, attempt, context, branch_of)
             with self._hooks:
                 for ext in run.extensions:
                     outcome = ext.after_execute(run, node, outcome, attempt, started)
@@ -293,7 +297,9 @@ class NodeExecutor:
             )
         return _normalised(node, outcome)
 
-    def _call_handler(self, node: Node, attempt: int, context: Context) -> Outcome:
+    def _call_handler(
+        self, node: Node, attempt: int, context: Context, branch_of: str | None
+    ) -> Outcome:
         run = self._run
         try:
             handler = run.registry.resolve(node)
@@ -301,6 +307,8 @@ class NodeExecutor:
             return failed(str(exc))
         timeout = node.timeout
         cancel = threading.Event()
+        over = threading.Event()
+        main_path = branch_of is None
         env = StepEnv(
             graph=run.graph,
             run_dir=run.run_dir,
@@ -313,6 +321,8 @@ class NodeExecutor:
             cancel=cancel,
             branches=self,
             child_runs=run.child_runs,
+            keep=self._keeper(node.id, over) if main_path else None,
+            kept=context.get(partial_key(node.id)) if main_path else None,
         )
         status_file = run.run_dir / "nodes" / node.id / "status.json"
         before = status_file.stat().st_mtime_ns if status_file.exists() else None
@@ -346,11 +356,23 @@ class NodeExecutor:
                 notes=f"node '{node.id}' raised an exception",
             )
         finally:
+            over.set()
             with self._active_lock:
                 self._active.discard(cancel)
         if isinstance(result, Outcome):
             return result
         return self._outcome_without_return(node, result, status_file, before)
+
+    def _keeper(self, node_id: str, over: threading.Event) -> Callable[[Any], None]:
+        """``StepEnv.keep`` for one attempt at a main-path node; a handler that outlived its
+        attempt (abandoned at its timeout) can no longer save."""
+
+        def keep(value: Any) -> None:
+            with self._hooks:  # the extensions' state is saved too: not while a hook changes it
+                if not over.is_set():
+                    self._run.keep_partial(node_id, value)
+
+        return keep
 
     @staticmethod
     def _outcome_without_return(

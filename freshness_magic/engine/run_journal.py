@@ -15,6 +15,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from freshness_magic.engine.context import partial_key
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.persistence import checkpoint_payload
 
@@ -72,6 +73,12 @@ class RunJournal:
                 self._memory.retries[node_id] = retries
             else:
                 self._memory.retries.pop(node_id, None)
+
+    def keep_partial(self, node_id: str, value: Any) -> None:
+        """Record what the running node ``node_id`` finished of its work (``StepEnv.keep``):
+        in the context, journaled now, so a stop or a kill before the node ends loses none."""
+        self._context.set(partial_key(node_id), value)
+        self._save(rest=False, announce=False)
 
     @staticmethod
     def call_extension(ext: RunExtension, hook: str, *args: Any) -> None:

@@ -2,12 +2,16 @@
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from freshness_magic.engine.context import Context
+from freshness_magic.engine.checkpoint_format import JOURNAL_FILE
+from freshness_magic.engine.context import Context, partial_key
 from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.builtin import default_registry
@@ -19,6 +23,8 @@ from freshness_magic.engine.run import Run
 from freshness_magic.errors import ValidationError
 from freshness_magic.session import open_run
 from tests.pipelines import TWO_BRANCHES
+from tests.processes import REPO, cli
+from tests.waiting import wait_until
 
 
 def run_pipeline(source: str, tmp_path: Path, **kwargs: object) -> tuple[Run, list[Event]]:
@@ -385,3 +391,122 @@ def test_retrying_a_branch_node_runs_its_parallel_node_again_with_every_branch(
     assert started == ["fan", "fan"]
     assert (tmp_path / "b1.txt").read_text() == "b1\nb1\n"
     assert (tmp_path / "b2.txt").read_text() == "b2\nb2\n"
+
+
+ONE_ENDS_ONE_WAITS = """
+digraph p {
+  start [shape=Mdiamond]
+  fan   [shape=component]
+  quick [shape=parallelogram, tool_command="echo quick >> quick.txt"]
+  slow  [shape=parallelogram, tool_command="echo slow >> slow.txt; test -f go || exec sleep 60"]
+  join  [shape=tripleoctagon]
+  done  [shape=Msquare]
+  start -> fan
+  fan -> quick
+  fan -> slow
+  quick -> join
+  slow -> join
+  join -> done
+}
+"""
+"""``quick`` ends at once; ``slow`` sleeps until the file ``go`` exists, so a test stops the
+parallel node with one branch ended and one running. Each appends to its file per run."""
+
+
+def interrupt_after_quick(tmp_path: Path) -> tuple[Run, list[Event]]:
+    """A run of ONE_ENDS_ONE_WAITS stopped (``Run.interrupt``) once ``quick`` is saved."""
+    run = open_run(load_pipeline(ONE_ENDS_ONE_WAITS), workdir=tmp_path, extensions=[])
+    events: list[Event] = []
+    run.events.subscribe(events.append)
+
+    def stop() -> None:
+        wait_until(
+            lambda: (tmp_path / "slow.txt").exists() and partial_key("fan") in run.result().context,
+            "quick ended and was saved while slow runs",
+        )
+        run.interrupt()
+
+    stopper = threading.Thread(target=stop)
+    stopper.start()
+    try:
+        assert run.run().interrupted_node == "fan"
+    finally:
+        stopper.join()
+    return run, events
+
+
+def test_an_interrupted_parallel_node_runs_only_the_branches_that_had_not_ended(
+    tmp_path: Path,
+) -> None:
+    """Before, every branch ran again: a tool's work done twice, its side effects doubled."""
+    run, events = interrupt_after_quick(tmp_path)
+    (tmp_path / "go").touch()
+    result = run.run()
+    run.close()
+    assert result.status == "completed"
+    assert (tmp_path / "quick.txt").read_text() == "quick\n"  # once: its result was kept
+    assert (tmp_path / "slow.txt").read_text() == "slow\nslow\n"
+    joined = {b["id"]: b for b in result.context["parallel.results"]}
+    assert joined["quick"]["status"] == joined["slow"]["status"] == "success"
+    assert joined["quick"]["completed_nodes"] == ["quick"]
+    assert result.node_outcomes["fan"].notes == (
+        "2 of 2 branches succeeded (wait_all); quick: ended before the node was interrupted, "
+        "not run again"
+    )
+    kept = [e.data for e in events if e.type is EventType.PARALLEL_BRANCH_COMPLETED]
+    assert [(d["branch"], d["status"], d.get("kept", False)) for d in kept] == [
+        ("quick", "success", False),
+        ("slow", "skipped", False),  # interrupted
+        ("quick", "success", True),
+        ("slow", "success", False),
+    ]
+    assert partial_key("fan") not in result.context  # the node finished: nothing left to keep
+    assert result.node_outcomes["join"].notes.startswith("Selected best candidate")
+
+
+def test_a_retry_of_an_interrupted_parallel_node_runs_every_branch_afresh(
+    tmp_path: Path,
+) -> None:
+    run, _ = interrupt_after_quick(tmp_path)
+    (tmp_path / "go").touch()
+    assert run.retry() == "fan"
+    assert run.run().status == "completed"
+    run.close()
+    assert (tmp_path / "quick.txt").read_text() == "quick\nquick\n"
+
+
+def test_a_parallel_node_whose_driver_was_killed_keeps_the_branches_that_had_ended(
+    tmp_path: Path,
+) -> None:
+    """SIGKILL with ``quick`` ended and ``slow`` running: a resume in a new process runs only
+    ``slow`` (each ended branch is journaled at once)."""
+    (tmp_path / "p.dot").write_text(ONE_ENDS_ONE_WAITS)
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    runs = tmp_path / ".freshness" / "runs"
+
+    def journaled() -> bool:
+        journals = list(runs.glob(f"*/{JOURNAL_FILE}"))
+        return bool(journals) and partial_key("fan").encode() in journals[0].read_bytes()
+
+    try:
+        wait_until(
+            lambda: (tmp_path / "slow.txt").exists() and journaled(),
+            "quick ended and was journaled while slow runs",
+        )
+    finally:
+        driver.kill()
+        driver.wait()
+    (tmp_path / "go").touch()
+    (run_dir,) = runs.iterdir()
+    resumed = cli("resume", str(run_dir), cwd=tmp_path)
+    assert resumed.returncode == 0, resumed.stdout + resumed.stderr
+    assert "quick: ended before the node was interrupted, not run again" in resumed.stdout
+    assert (tmp_path / "quick.txt").read_text() == "quick\n"
+    assert (tmp_path / "slow.txt").read_text() == "slow\nslow\n"

@@ -50,6 +50,12 @@ class StepEnv:
     """Set when the run is asked to stop (Stop, a kernel interrupt): a handler that waits on
     something long (a process, a model call) stops it and returns promptly; the engine records
     the node as interrupted, whatever the handler returns."""
+    keep: Callable[[Any], None] | None = None
+    """Save, at once and durably, what this node has finished of its work (a JSON-able value),
+    so that when it is interrupted or its driver dies, running it again goes on from there
+    (a parallel node keeps its finished branches). None for a node inside a parallel branch."""
+    kept: Any = None
+    """What an earlier, unfinished run of this node saved with ``keep`` (None: nothing)."""
 
     def node_dir(self, node_id: str) -> Path:
         """The node's folder for artifacts (prompt.md, response.md, status.json, tool output).

@@ -9,6 +9,10 @@ fan-in node (which it does not execute), an exit node, or a node with no edge to
 contexts are never merged back (§3.8): only the parallel node's ``context_updates`` reach the
 run, chiefly ``parallel.results``. When the branches converge on one fan-in node, the outcome
 suggests it as the next node, so the run continues there.
+
+Each branch that ends is saved at once (``StepEnv.keep``): when the parallel node is interrupted
+or its driver killed, running it again starts only the branches that had not ended, and joins
+their results with the saved ones.
 """
 
 from __future__ import annotations
@@ -66,6 +70,23 @@ class BranchResult:
             "duration": round(self.duration, 6),
         }
 
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> BranchResult:
+        """The entry ``to_dict`` made (KeyError, TypeError or ValueError when it is not one)."""
+        return cls(
+            id=str(data["id"]),
+            index=int(data["index"]),
+            status=StageStatus.parse(str(data["status"])),
+            notes=str(data.get("notes") or ""),
+            failure_reason=str(data.get("failure_reason") or ""),
+            context_updates=dict(data.get("context_updates") or {}),
+            score=float(data.get("score") or 0.0),
+            completed_nodes=[str(n) for n in data.get("completed_nodes") or ()],
+            stopped_at=data.get("stopped_at"),
+            fan_in=data.get("fan_in"),
+            duration=float(data.get("duration") or 0.0),
+        )
+
 
 def fan_out_edges(graph: Graph, node_id: str) -> list[Edge]:
     """The branches of a parallel node: all its outgoing edges (§4.8)."""
@@ -81,6 +102,26 @@ def _score(context: Context) -> float:
         return float(value) if value is not None else 0.0
     except (TypeError, ValueError):
         return 0.0
+
+
+def kept_branches(kept: Any, branches: list[Edge]) -> dict[int, BranchResult]:
+    """The branches an interrupted run of the node had ended (``StepEnv.kept``), by index;
+    an entry that does not fit this node's branches is ignored (they run again)."""
+    found: dict[int, BranchResult] = {}
+    entries = kept.get("branches") if isinstance(kept, dict) else None
+    for entry in entries if isinstance(entries, list) else ():
+        try:
+            result = BranchResult.from_dict(entry)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        if 0 <= result.index < len(branches) and branches[result.index].target == result.id:
+            found[result.index] = result
+    return found
+
+
+def _stopped(result: BranchResult) -> bool:
+    """The branch did not end on its own: interrupted, or not run because the join was decided."""
+    return result.status is StageStatus.SKIPPED
 
 
 def _changed(before: dict[str, Any], after: dict[str, Any]) -> dict[str, Any]:
@@ -125,10 +166,15 @@ class ParallelHandler:
             EventType.PARALLEL_STARTED,
             {"node": node.id, "branch_count": len(branches), "join_policy": join_policy},
         )
+        kept = kept_branches(env.kept, branches)
         results = self._run_branches(
-            node, branches, context, env, max_parallel, join_policy, error_policy
+            node, branches, context, env, max_parallel, join_policy, error_policy, dict(kept)
         )
-        return self._join(node, results, join_policy, error_policy, env, started)
+        outcome = self._join(node, results, join_policy, error_policy, env, started)
+        if kept:
+            names = ", ".join(kept[i].id for i in sorted(kept))
+            outcome.notes += f"; {names}: ended before the node was interrupted, not run again"
+        return outcome
 
     def _run_branches(
         self,
@@ -139,10 +185,33 @@ class ParallelHandler:
         max_parallel: int,
         join_policy: str,
         error_policy: str,
+        results: dict[int, BranchResult],
     ) -> list[BranchResult]:
+        """Run the branches not in ``results`` (those ended before an interrupt)."""
         stop = threading.Event()
-        results: dict[int, BranchResult] = {}
-        waiting = collections.deque(enumerate(branches))
+        for index, kept in sorted(results.items()):
+            env.emit(
+                EventType.PARALLEL_BRANCH_COMPLETED,
+                {
+                    "node": node.id,
+                    "branch": kept.id,
+                    "index": index,
+                    "duration": kept.duration,
+                    "success": kept.status.is_success,
+                    "status": kept.status.value,
+                    "kept": True,
+                },
+            )
+        waiting = collections.deque((i, e) for i, e in enumerate(branches) if i not in results)
+
+        def decides(result: BranchResult) -> bool:
+            """Whether this branch's end settles the join (the others are not started)."""
+            return (join_policy == "first_success" and result.status.is_success) or (
+                error_policy == "fail_fast" and result.status is StageStatus.FAIL
+            )
+
+        if any(decides(r) for r in results.values()):
+            stop.set()
         running: dict[Future[BranchResult], int] = {}
         with ThreadPoolExecutor(
             max_workers=min(max_parallel, len(branches)), thread_name_prefix=f"branch-{node.id}"
@@ -164,10 +233,9 @@ class ParallelHandler:
                     for future in done:
                         result = future.result()
                         results[running.pop(future)] = result
-                        if (join_policy == "first_success" and result.status.is_success) or (
-                            error_policy == "fail_fast" and result.status is StageStatus.FAIL
-                        ):
+                        if decides(result):
                             stop.set()
+                    self._keep(env, results)
                     launch()
             except KeyboardInterrupt:
                 # Leaving the pool waits for its threads: stop their nodes first.
@@ -184,6 +252,13 @@ class ParallelHandler:
                     notes="not started: the join was already decided",
                 )
         return [results[i] for i in range(len(branches))]
+
+    @staticmethod
+    def _keep(env: StepEnv, results: dict[int, BranchResult]) -> None:
+        """Save the branches that ended (not those stopped before their end)."""
+        ended = [r.to_dict() for _, r in sorted(results.items()) if not _stopped(r)]
+        if env.keep is not None and ended:
+            env.keep({"branches": ended})
 
     def _branch(
         self,

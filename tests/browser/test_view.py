@@ -288,6 +288,58 @@ def test_the_wheel_scrolls_the_notebook_until_the_graph_is_clicked_and_keys_move
     assert_clean(page)
 
 
+FOCUSED_NODE_JS = """(s) => {
+    const el = document.activeElement;
+    if (!el || !el.matches(s + ' svg g.fm-node')) return null;
+    const r = el.getBoundingClientRect();
+    return {node: el.dataset.node, x: (r.left + r.right) / 2, label: el.getAttribute('aria-label'),
+            tabbable: document.querySelectorAll(s + ' svg g.fm-node[tabindex="0"]').length};
+}"""
+"""The widget's node that has the focus: its id, the centre of its box, its label, and how many
+nodes are in the Tab order (one); null when the focus is not on a node."""
+
+
+def test_the_nodes_are_reached_and_opened_by_keyboard(lab_server: Any, page: Any) -> None:
+    """A node's details, Run to here and Retry from here needed a mouse: the graph panned by
+    keyboard but its nodes could not be reached (a keyboard-only JupyterLab trial)."""
+    start_factory(page, lab_server, "view_node_keys")
+    page.locator(f"{WIDGET} .fm-viewport").focus()
+    page.keyboard.press("Tab")  # from the graph to its nodes: one stop, the first node
+    first = page.evaluate(FOCUSED_NODE_JS, WIDGET)
+    assert first is not None and first["node"] == "start", first
+    assert first["label"] == "start: next" and first["tabbable"] == 1
+    page.keyboard.press("ArrowRight")  # left to right: the next node is to the right
+    second = page.evaluate(FOCUSED_NODE_JS, WIDGET)
+    assert second is not None and second["node"] == "read_issue", second
+    assert second["x"] > first["x"] and second["tabbable"] == 1
+    page.keyboard.press("ArrowLeft")
+    assert page.evaluate(FOCUSED_NODE_JS, WIDGET)["node"] == "start"
+    page.keyboard.press("ArrowRight")
+    page.keyboard.press("Enter")  # its details
+    details = page.locator(f"{WIDGET} .fm-details")
+    details.wait_for(state="visible", timeout=WAIT_MS)
+    assert details.locator(".fm-details-title").inner_text() == "read_issue"
+    page.keyboard.press("Tab")  # on into the panel: its buttons come next
+    assert page.evaluate("() => document.activeElement.closest('.fm-details') !== null")
+    page.keyboard.press("Escape")  # closes it, back on its node
+    details.wait_for(state="hidden", timeout=WAIT_MS)
+    assert page.evaluate(FOCUSED_NODE_JS, WIDGET)["node"] == "read_issue"
+    page.keyboard.press("End")
+    last = page.evaluate(FOCUSED_NODE_JS, WIDGET)
+    assert last is not None and last["node"] != "read_issue"
+    assert page.locator(f"{WIDGET} svg g.fm-node[data-node='{last['node']}']").evaluate(
+        "(g) => { const r = g.getBoundingClientRect(),"
+        " v = g.closest('.fm-viewport').getBoundingClientRect();"
+        " return r.left >= v.left && r.right <= v.right && r.top >= v.top && r.bottom <= v.bottom; }"
+    ), "the node reached by keyboard is scrolled into view"
+    save_screenshot(
+        page, "view_node_keys", page.locator(WIDGET), "a node reached with the keyboard (End)"
+    )
+    page.keyboard.press("Escape")  # back to the graph, where the arrows pan
+    assert page.evaluate("() => document.activeElement.classList.contains('fm-viewport')")
+    assert_clean(page)
+
+
 def drawn_box(page: Any) -> dict[str, float]:
     """Where the graph is drawn inside its viewport (left and right gaps), its drawn height and
     the height of the viewport that shows it."""

@@ -109,7 +109,8 @@ function render({ model, el }) {
   const viewport = h("div", "fm-viewport fm-graph");
   viewport.tabIndex = 0;
   viewport.setAttribute("role", "region");
-  viewport.setAttribute("aria-label", "pipeline graph: the arrow keys move it, + and - zoom");
+  viewport.setAttribute("aria-label",
+    "pipeline graph: the arrow keys move it, + and - zoom; Tab goes to its nodes");
   const canvas = h("div", "fm-canvas");
   viewport.append(canvas);
   const details = h("aside", "fm-details");
@@ -132,7 +133,7 @@ function render({ model, el }) {
   // next action from its buttons or Fit; expect: the scroll position the view itself last set.
   const view = { scale: 1, natural: [0, 0], svg: null, groups: [], edges: [], titles: [],
     nodes: [], selected: null, mode: "readable", moved: false, expect: null, chosenEdge: null,
-    focus: null, acting: false, waiting: null, dead: false, shownWidth: -1, shownHeight: -1,
+    focus: null, keyNode: null, acting: false, waiting: null, dead: false, shownWidth: -1, shownHeight: -1,
     shownGate: null, asked: false, returnTo: null };
 
   // A click is answered by the kernel: a reply, or a state update (a longer action is shown
@@ -445,6 +446,7 @@ function render({ model, el }) {
     goal.textContent = g.goal ? `goal: ${g.goal}` : "";
     goal.title = g.goal || "";
     goal.hidden = !g.goal;
+    const hadFocus = canvas.contains(document.activeElement); // a node: keep it on the redrawn one
     canvas.innerHTML = g.svg || "";
     const svg = canvas.querySelector("svg");
     view.svg = svg;
@@ -462,7 +464,11 @@ function render({ model, el }) {
       view.groups.push(grp);
       const t = grp && grp.querySelector(":scope > title");
       view.titles.push(t ? t.textContent : id);
+      if (grp) { grp.setAttribute("tabindex", "-1"); grp.setAttribute("role", "button"); }
     }
+    const had = view.keyNode;
+    rove(view.nodes.includes(had) ? had : view.nodes[0]);
+    if (hadFocus && view.keyNode) focusOn(view.keyNode);
     view.edges = [...svg.querySelectorAll("g.fm-edge")];
     // The Run to list keeps the user's choice across redraws; it starts at the exit.
     const chosen = runToSel.value;
@@ -482,7 +488,62 @@ function render({ model, el }) {
     if (view.justDragged) return;
     const grp = ev.target.closest && ev.target.closest("g.fm-node");
     if (!grp) return;
+    rove(grp.dataset.node);
     select(grp.dataset.node);
+  });
+
+  // The nodes are one stop in the Tab order (the last one reached by keyboard or click); on a
+  // node, the arrow keys go to the nearest node that way, Home and End to the first and last,
+  // Enter or Space open its details, Escape closes them, else goes back to the graph.
+  function rove(id) {
+    view.keyNode = id;
+    view.groups.forEach((grp, i) => {
+      if (grp) grp.setAttribute("tabindex", view.nodes[i] === id ? "0" : "-1");
+    });
+  }
+  function focusOn(id) {
+    const grp = view.groups[view.nodes.indexOf(id)];
+    if (!grp) return;
+    rove(id);
+    grp.focus({ preventScroll: true });
+    scrollToNode(id, "keep");
+  }
+  const AHEAD = { ArrowRight: [1, 0], ArrowLeft: [-1, 0], ArrowDown: [0, 1], ArrowUp: [0, -1] };
+  function nearest(from, key) {
+    const centre = (grp) => {
+      const r = grp.getBoundingClientRect();
+      return [(r.left + r.right) / 2, (r.top + r.bottom) / 2];
+    };
+    const [dx, dy] = AHEAD[key];
+    const [x0, y0] = centre(view.groups[view.nodes.indexOf(from)]);
+    let best = null;
+    let bestCost = Infinity;
+    view.groups.forEach((grp, i) => {
+      if (!grp || view.nodes[i] === from) return;
+      const [x, y] = centre(grp);
+      const along = (x - x0) * dx + (y - y0) * dy;
+      if (along <= 1) return;
+      const across = Math.abs((x - x0) * dy + (y - y0) * dx);
+      const cost = along + 2 * across;
+      if (cost < bestCost) { best = view.nodes[i]; bestCost = cost; }
+    });
+    return best;
+  }
+  canvas.addEventListener("keydown", (ev) => {
+    const grp = ev.target.closest && ev.target.closest("g.fm-node");
+    if (!grp || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+    const id = grp.dataset.node;
+    let to = null;
+    if (ev.key in AHEAD) to = nearest(id, ev.key) || id;
+    else if (ev.key === "Home") to = view.nodes[0];
+    else if (ev.key === "End") to = view.nodes[view.nodes.length - 1];
+    else if (ev.key === "Enter" || ev.key === " ") select(id);
+    else if (ev.key === "Escape" && !details.hidden) closeB.click();
+    else if (ev.key === "Escape") viewport.focus({ preventScroll: true });
+    else return; // zoom keys and Page Up/Down go on to the graph, a gate's key to the view
+    if (to) focusOn(to);
+    ev.preventDefault();
+    ev.stopPropagation();
   });
 
   function applyStates() {
@@ -502,6 +563,7 @@ function render({ model, el }) {
       const t = grp.querySelector(":scope > title");
       const extra = notes[id] ? `\n${state}: ${notes[id]}` : `\n${state}`;
       if (t) t.textContent = view.titles[i] + extra;
+      grp.setAttribute("aria-label", `${id}: ${state}`);
     });
     drawLegend();
     if (view.selected) updateDetailsState();
@@ -679,6 +741,14 @@ function render({ model, el }) {
   const detailsTitle = h("strong", "fm-details-title");
   const closeB = btn("×", "fm-details-close", "Close");
   closeB.onclick = () => { details.hidden = true; remember(); setSelected(null); };
+  details.addEventListener("keydown", (ev) => { // Escape closes it, back to its node
+    if (ev.key !== "Escape" || details.hidden) return;
+    const id = view.selected;
+    closeB.click();
+    if (id) focusOn(id);
+    ev.preventDefault();
+    ev.stopPropagation();
+  });
   detailsHead.append(detailsTitle, closeB);
   const detailsState = h("div", "fm-details-state");
   const detailsActions = h("div", "fm-details-actions");

@@ -154,12 +154,28 @@ class NodeFacts:
         return self.views[self.node.id]
 
 
+COMMAND_INDENT = "    "
+"""How far a step's command stands in under its sentence."""
+
+
 @dataclass(frozen=True)
 class NextStep:
-    """One line of what to do next, and the command it offers (None: a note)."""
+    """One thing to do next: what it does, and the command that does it (None: a note).
+
+    Printed as the sentence, then the command alone on the next line, ready to copy: a run
+    directory's path in the middle of a sentence made both hard to read. A gate's choice
+    (``inline``) already ends with its command, aligned with the other choices.
+    """
 
     line: str
     command: str | None = None
+    inline: bool = False
+
+    @property
+    def lines(self) -> list[str]:
+        if self.command is None or self.inline:
+            return [self.line]
+        return [f"{self.line}:", f"{COMMAND_INDENT}{self.command}"]
 
 
 def stale_upstream(
@@ -212,7 +228,8 @@ def why_lines(facts: NodeFacts, commands: Commands) -> list[str]:
     if view.state is NodeState.PENDING and stale is None:
         checked = inputs_checked(facts.node) or not source_files(facts.node)
         lines.append("  not run yet; inputs unchanged" if checked else "  not run yet")
-    return [*lines, *text.indented(step.line for step in next_steps(facts, commands))]
+    steps = next_steps(facts, commands)
+    return [*lines, *text.indented(line for step in steps for line in step.lines)]
 
 
 def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
@@ -229,7 +246,7 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     upstream = view.details.get("upstream") if view.state is NodeState.OUTDATED else None
     if upstream is not None:
         accept = commands.accept(upstream)
-        return [NextStep(f"next: {accept} clears this mark without running anything again", accept)]
+        return [NextStep("next: clear this mark without running anything again", accept)]
     if view.state is NodeState.OUTDATED and "reran" in view.details:
         return _rerun_steps(facts, commands)
     stale = facts.stale
@@ -241,22 +258,21 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
             return []  # the reason says it (a run recorded before the engine's note named none)
         if not facts.failed:  # held back, and the run stopped before failing there
             accept = commands.accept(node_id)
-            line = f"next: {accept} takes its changed inputs as its new baseline, so it runs"
+            line = "next: take its changed inputs as its new baseline, so that it runs"
             return [NextStep(f"{line} when the run gets there again", accept)]
         retry = commands.retry(node_id, accept=True)
-        line = f"next: {retry} runs it on its changed inputs, and the run goes on from it"
-        return [NextStep(line, retry)]
+        return [NextStep("next: run it on its changed inputs, and go on from it", retry)]
     if stale is None:
         return _go_on_steps(facts, commands)
     accept = commands.accept(node_id)
-    said = f"next: {accept} takes its current inputs as its new baseline"
+    said = "next: take its current inputs as its new baseline"
     if stale.kind is StaleKind.BASELINE:
         effect = {
             "block": "without that, freshness=block holds it back when the run reaches it, "
             "until accepted or the files are restored",
             "warn": "without that, it runs anyway with a warning (freshness=warn)",
         }.get(mode, "it runs on the current files either way (freshness=ignore)")
-        return [NextStep(f"{said} (it is no longer stale); {effect}", accept)]
+        return [NextStep(f"{said}, so it is no longer stale; {effect}", accept)]
     after = sum(1 for v in facts.views.values() if v.details.get("upstream") == node_id)
     cleared = "it is no longer stale"
     if after:
@@ -274,7 +290,7 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
         retry = commands.retry(node_id, accept=mode == "block")
         steps.append(
             NextStep(
-                f"or: {retry} runs it again on the current files, and the run goes on from it",
+                "or: run it again on the current files, and go on from it",
                 retry,
             )
         )
@@ -302,7 +318,7 @@ def _gate_steps(facts: NodeFacts, gate: Question, commands: Commands) -> list[Ne
     return [
         *([NextStep(note)] if note else []),
         NextStep(f"{head}:"),
-        *(NextStep(f"  {line}", key) for line, key in zip(lines, keys, strict=True)),
+        *(NextStep(f"  {line}", key, inline=True) for line, key in zip(lines, keys, strict=True)),
     ]
 
 
@@ -312,7 +328,7 @@ def _rerun_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     if facts.gate is not None:
         return [NextStep("next: it runs again if the run gets there after the gate is answered")]
     retry = commands.retry(facts.node.id)
-    return [NextStep(f"next: {retry} runs it again on the new results, and the run goes on", retry)]
+    return [NextStep("next: run it again on the new results, and go on", retry)]
 
 
 def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
@@ -320,11 +336,10 @@ def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     node_id = facts.node.id
     if facts.failed and facts.view.state is NodeState.FAILED:
         retry = commands.retry(node_id)
-        line = f"next: fix the cause, then {retry} runs it again and the run goes on from it"
-        return [NextStep(line, retry)]
+        return [NextStep("next: fix the cause, then run it again and go on from it", retry)]
     if facts.paused_at and facts.view.state is NodeState.INTERRUPTED:
         go_on = commands.go_on()
-        return [NextStep(f"next: {go_on} runs it again and goes on from it", go_on)]
+        return [NextStep("next: run it again and go on from it", go_on)]
     owner = facts.graph.nodes.get(facts.resumes_at or "")
     if (
         facts.view.state is NodeState.INTERRUPTED
@@ -333,8 +348,8 @@ def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     ):
         go_on = commands.go_on()
         line = (
-            f"next: {go_on} runs parallel node '{owner.id}' again; "
-            "its branches that had ended are not run again"
+            f"next: run parallel node '{owner.id}' again (its branches that had ended are not "
+            "run again) and go on"
         )
         return [NextStep(line, go_on)]
     return []

@@ -69,12 +69,15 @@ def why(run_dir: Path, node: str, cwd: Path) -> list[str]:
     return proc.stdout.splitlines()
 
 
-def command_of(line: str, does: str) -> str:
-    """The command in a ``next:``/``or:`` line: what stands between its lead and ``does``."""
-    lead, rest = line.strip().split(": ", 1)
-    assert lead in ("next", "or"), line
-    assert does in rest, line
-    return rest.split(f" {does}")[0]
+def next_steps(said: list[str]) -> dict[str, str]:
+    """The ``next:``/``or:`` steps ``why`` ends with: each sentence (without its colon), and the
+    command alone on the line under it, indented under the sentence."""
+    found = {}
+    for line, under in zip(said, said[1:]):
+        if line.startswith(("  next: ", "  or: ")) and line.endswith(":"):
+            assert under.startswith("      ") and not under[6].isspace(), under
+            found[line.strip()[:-1]] = under.strip()
+    return found
 
 
 @pytest.fixture
@@ -102,14 +105,12 @@ def test_a_failed_node_says_its_failure_and_the_retry_line_goes_on(tmp_path: Pat
     assert said[1].startswith("  exit code 7: test -f fixed.txt")
     assert "    not fixed" in said  # the stderr tail, under its reason
     assert "  last outcome: fail" in said
-    assert said[-1] == (
-        f"  next: fix the cause, then {PROGRAM} resume {run_dir} --retry boom runs it again and "
-        "the run goes on from it"
-    )
+    assert said[-2:] == [
+        "  next: fix the cause, then run it again and go on from it:",
+        f"      {PROGRAM} resume {run_dir} --retry boom",
+    ]
     (tmp_path / "fixed.txt").write_text("yes\n")
-    done = paste(
-        command_of(said[-1], "runs it again").removeprefix("fix the cause, then "), tmp_path
-    )
+    done = paste(said[-1].strip(), tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert "  ok      boom" in done.stdout
     assert why(run_dir, "boom", tmp_path)[0] == "boom: succeeded"
@@ -124,33 +125,32 @@ def test_a_node_stale_after_its_input_changed_names_the_file_and_offers_accept_a
     assert said[0] == "lint: stale(run)"
     assert said[1] == "  inputs changed since it ran: src/login.py (modified)"
     assert "  inputs: src/*.py (freshness=block)" in said
-    accept, retry = said[-2:]
-    assert command_of(accept, "takes its current inputs") == (
-        f"{PROGRAM} resume {run_dir} --accept lint --to approve"  # accepts, runs nothing
-    )
-    assert accept.endswith(
-        "without running it again (it is no longer stale, nor the 1 node after it shown "
-        "outdated); without that, freshness=block holds it back if the run reaches it again, "
-        "until accepted or the files are restored"
-    )
-    assert command_of(retry, "runs it again") == (
-        f"{PROGRAM} resume {run_dir} --accept lint --retry lint"
-    )
+    accept = f"{PROGRAM} resume {run_dir} --accept lint --to approve"  # accepts, runs nothing
+    assert next_steps(said) == {
+        "next: take its current inputs as its new baseline without running it again (it is no "
+        "longer stale, nor the 1 node after it shown outdated); without that, freshness=block "
+        "holds it back if the run reaches it again, until accepted or the files are restored": (
+            accept
+        ),
+        "or: run it again on the current files, and go on from it": (
+            f"{PROGRAM} resume {run_dir} --accept lint --retry lint"
+        ),
+    }
     outdated = why(run_dir, "draft", workdir)
     assert outdated[0] == "draft: outdated"
-    assert outdated[-1] == (
-        f"  next: {PROGRAM} resume {run_dir} --accept lint --to approve clears this mark "
-        "without running anything again"
-    )
+    assert outdated[-2:] == [
+        "  next: clear this mark without running anything again:",
+        f"      {accept}",
+    ]
 
-    accepted = paste(command_of(accept, "takes its current inputs"), workdir)
+    accepted = paste(accept, workdir)
     assert accepted.returncode == 3, accepted.stdout + accepted.stderr
     assert "  accept  lint" in accepted.stdout and "  ok " not in accepted.stdout  # ran nothing
     assert why(run_dir, "lint", workdir)[0] == "lint: succeeded"
     assert why(run_dir, "draft", workdir)[0] == "draft: succeeded"
 
     (workdir / "src" / "login.py").write_text("def login():\n    return None\n")
-    retried = paste(command_of(why(run_dir, "lint", workdir)[-1], "runs it again"), workdir)
+    retried = paste(why(run_dir, "lint", workdir)[-1].strip(), workdir)
     assert retried.returncode == 3, retried.stdout + retried.stderr  # on to the gate
     assert "  ok      lint" in retried.stdout
     assert "waiting at gate 'approve'" in retried.stdout
@@ -216,11 +216,11 @@ def test_a_node_a_block_held_back_offers_the_accept_and_retry_that_goes_on(
     assert not any("RUN" in line or "%pipeline" in line for line in said), said
     record = json.loads(cli("evidence", str(run_dir), "prep", "--json", cwd=tmp_path).stdout)
     assert "RUN" not in record[-1]["outcome"]["engine"]["notes"]
-    assert said[-1] == (
-        f"  next: {PROGRAM} resume {run_dir} --accept prep --retry prep runs it on its changed "
-        "inputs, and the run goes on from it"
-    )
-    done = paste(command_of(said[-1], "runs it on"), tmp_path)
+    assert said[-2:] == [
+        "  next: run it on its changed inputs, and go on from it:",
+        f"      {PROGRAM} resume {run_dir} --accept prep --retry prep",
+    ]
+    done = paste(said[-1].strip(), tmp_path)
     assert done.returncode == 0, done.stdout + done.stderr
     assert why(run_dir, "prep", tmp_path)[0] == "prep: succeeded"
 
@@ -247,9 +247,11 @@ def test_a_node_held_back_that_the_run_went_past_offers_the_accept_with_the_run_
     said = why(run_dir, "prep", tmp_path)
     assert said[0] == "prep: blocked"
     assert not any("RUN" in line for line in said), said
-    accept = command_of(said[-1], "takes its changed inputs as its new baseline")
-    assert accept == f"{PROGRAM} resume {run_dir} --accept prep"
-    assert said[-1].endswith("so it runs when the run gets there again")
+    accept = f"{PROGRAM} resume {run_dir} --accept prep"
+    assert next_steps(said) == {
+        "next: take its changed inputs as its new baseline, so that it runs when the run gets "
+        "there again": accept
+    }
     accepted = paste(accept, tmp_path)
     assert accepted.returncode == 0, accepted.stdout + accepted.stderr
     assert why(run_dir, "prep", tmp_path)[0] == "prep: failed"  # the block is lifted
@@ -268,12 +270,13 @@ def test_a_waiting_gate_lists_answer_lines_that_answer_it_when_pasted(workdir: P
         f"    [N] No, redo -> draft:  {PROGRAM} resume {run_dir} --answer approve=N",
     ]
     lint = why(run_dir, "lint", workdir)
-    assert lint[-1] == (  # a waiting gate is answered first: no retry offered
-        f"  next: {PROGRAM} resume {run_dir} --accept lint takes its current inputs as its new "
-        "baseline without running it again (it is no longer stale, nor the 1 node after it shown "
-        "outdated); without that, freshness=block holds it back if the run reaches it again, "
-        "until accepted or the files are restored"
-    )
+    assert next_steps(lint) == {  # a waiting gate is answered first: no retry offered
+        "next: take its current inputs as its new baseline without running it again (it is no "
+        "longer stale, nor the 1 node after it shown outdated); without that, freshness=block "
+        "holds it back if the run reaches it again, until accepted or the files are restored": (
+            f"{PROGRAM} resume {run_dir} --accept lint"
+        )
+    }
     answered = paste(said[-2].split(":  ", 1)[1], workdir)
     assert answered.returncode == 0, answered.stdout + answered.stderr
     assert answered.stdout.splitlines()[-1].startswith("completed:")
@@ -394,9 +397,11 @@ def test_a_killed_run_names_the_node_cut_off_and_the_resume_line(tmp_path: Path)
         "  was running when its driver stopped without saving (killed?); resume runs it again",
     ]
     assert "  output: started" in said
-    assert said[-1] == (f"  next: {PROGRAM} resume {run_dir} runs it again and goes on from it")
+    assert next_steps(said) == {
+        "next: run it again and go on from it": f"{PROGRAM} resume {run_dir}"
+    }
     pgid_file.unlink()
-    command = shlex.split(command_of(said[-1], "runs it again"))
+    command = shlex.split(said[-1])
     assert command[3:] == ["resume", str(run_dir)]
     resumed = subprocess.Popen(
         [sys.executable, "-m", "freshness_magic", *command[3:]],
@@ -517,11 +522,11 @@ def test_an_interrupted_branch_says_its_parallel_node_runs_again(tmp_path: Path)
         run.close()
     said = why(run.run_dir, "slow", tmp_path)
     assert said[0] == "slow: interrupted"
-    assert said[-1] == (
-        f"  next: {PROGRAM} resume {run.run_dir} runs parallel node 'fan' again; its branches "
-        "that had ended are not run again"
-    )
-    went_on = paste(command_of(said[-1], "runs parallel node"), tmp_path)  # quick this time
+    assert next_steps(said) == {
+        "next: run parallel node 'fan' again (its branches that had ended are not run again) "
+        "and go on": f"{PROGRAM} resume {run.run_dir}"
+    }
+    went_on = paste(said[-1].strip(), tmp_path)
     assert went_on.returncode == 0, went_on.stdout + went_on.stderr
     assert "  ok        slow" in went_on.stdout
     assert "  ok        quick" not in went_on.stdout  # it had ended: its result is kept

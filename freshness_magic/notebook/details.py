@@ -187,11 +187,6 @@ def why_text(pipeline: PipelineReadout, node_id: str) -> str:
     return why.why_text(why_facts(pipeline, node_id), why.NOTEBOOK)
 
 
-def next_action(pipeline: PipelineReadout, node_id: str) -> list[str]:
-    """What ``why`` ends with, in the magics' words (:func:`freshness_magic.why.next_steps`)."""
-    return [step.line for step in why.next_steps(why_facts(pipeline, node_id), why.NOTEBOOK)]
-
-
 def explain_condition_live(
     pipeline: PipelineReadout, expr: str, from_node: str | None
 ) -> tuple[str, ConditionExplanation]:

@@ -64,17 +64,18 @@ def test_why_a_node_stale_since_it_ran_says_what_accept_does(
     _waiting_with_lint_changed(shell, workdir)
     said = line(shell, "why lint").text.splitlines()
     assert said[0] == "lint: stale(run)"
-    assert said[-1] == (
-        "  next: %pipeline accept lint takes its current inputs as its new baseline without "
-        "running it again (it is no longer stale, nor the 1 node after it shown outdated); "
-        "without that, freshness=block holds it back if the run reaches it again, until "
-        "accepted or the files are restored"
-    )
+    assert said[-2:] == [
+        "  next: take its current inputs as its new baseline without running it again (it is no "
+        "longer stale, nor the 1 node after it shown outdated); without that, freshness=block "
+        "holds it back if the run reaches it again, until accepted or the files are restored:",
+        "      %pipeline accept lint",
+    ]
     said = line(shell, "why draft").text.splitlines()
     assert said[0] == "draft: outdated"
-    assert said[-1] == (
-        "  next: %pipeline accept lint clears this mark without running anything again"
-    )
+    assert said[-2:] == [
+        "  next: clear this mark without running anything again:",
+        "      %pipeline accept lint",
+    ]
 
 
 def test_why_a_node_stale_since_its_baseline_says_what_accept_does(
@@ -85,15 +86,16 @@ def test_why_a_node_stale_since_its_baseline_says_what_accept_does(
     (workdir / "src" / "login.py").write_text("changed\n")
     (workdir / "docs" / "spec.md").write_text("changed\n")
     said = line(shell, "why lint").text.splitlines()
-    assert said[-1] == (
-        "  next: %pipeline accept lint takes its current inputs as its new baseline (it is no "
-        "longer stale); without that, freshness=block holds it back when the run reaches it, "
-        "until accepted or the files are restored"
-    )
+    assert said[-2:] == [
+        "  next: take its current inputs as its new baseline, so it is no longer stale; without "
+        "that, freshness=block holds it back when the run reaches it, until accepted or the "
+        "files are restored:",
+        "      %pipeline accept lint",
+    ]
     said = line(shell, "why draft").text.splitlines()
     assert said[0] == "draft: stale(baseline)"
-    assert said[-1].endswith(
-        "(it is no longer stale); without that, it runs anyway with a warning (freshness=warn)"
+    assert said[-2].endswith(
+        "so it is no longer stale; without that, it runs anyway with a warning (freshness=warn):"
     )
     line(shell, "step")  # lint is held back: its own notes say what to do, nothing is added
     said = line(shell, "why lint").text
@@ -150,10 +152,10 @@ def test_why_a_node_stale_since_it_ran_offers_to_run_it_again_when_no_gate_waits
     line(shell, "run --to draft")  # lint ran; the run is paused, no gate waits
     (workdir / "src" / "login.py").write_text("changed\n")
     said = line(shell, "why lint").text.splitlines()
-    assert said[-1] == (  # lint is freshness=block: a retry alone would be held back
-        "  or: %pipeline accept lint, then %pipeline retry lint runs it again on the current "
-        "files, and the run goes on from it"
-    )
+    assert said[-2:] == [  # lint is freshness=block: a retry alone would be held back
+        "  or: run it again on the current files, and go on from it:",
+        "      %pipeline accept lint, then %pipeline retry lint",
+    ]
     line(shell, "accept lint")
     assert line(shell, "retry lint").text.splitlines()[0] == "step: lint -> success; next: draft"
     assert line(shell, "why lint").text.splitlines()[0] == "lint: succeeded"
@@ -161,10 +163,10 @@ def test_why_a_node_stale_since_it_ran_offers_to_run_it_again_when_no_gate_waits
     line(shell, "run --to approve")  # draft (freshness=warn) ran; paused before the gate
     (workdir / "docs" / "spec.md").write_text("changed\n")
     said = line(shell, "why draft").text.splitlines()
-    assert said[-1] == (
-        "  or: %pipeline retry draft runs it again on the current files, and the run goes on "
-        "from it"
-    )
+    assert said[-2:] == [
+        "  or: run it again on the current files, and go on from it:",
+        "      %pipeline retry draft",
+    ]
 
 
 def test_the_gate_panel_carries_the_note_on_changed_inputs_upstream(

@@ -8,6 +8,7 @@ a paused and a killed run all explain themselves.
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import shlex
@@ -73,7 +74,7 @@ def next_steps(said: list[str]) -> dict[str, str]:
     """The ``next:``/``or:`` steps ``why`` ends with: each sentence (without its colon), and the
     command alone on the line under it, indented under the sentence."""
     found = {}
-    for line, under in zip(said, said[1:]):
+    for line, under in itertools.pairwise(said):
         if line.startswith(("  next: ", "  or: ")) and line.endswith(":"):
             assert under.startswith("      ") and not under[6].isspace(), under
             found[line.strip()[:-1]] = under.strip()

@@ -330,7 +330,8 @@ def test_the_nodes_are_reached_and_opened_by_keyboard(lab_server: Any, page: Any
     assert page.locator(f"{WIDGET} svg g.fm-node[data-node='{last['node']}']").evaluate(
         "(g) => { const r = g.getBoundingClientRect(),"
         " v = g.closest('.fm-viewport').getBoundingClientRect();"
-        " return r.left >= v.left && r.right <= v.right && r.top >= v.top && r.bottom <= v.bottom; }"
+        " return r.left >= v.left && r.right <= v.right"
+        " && r.top >= v.top && r.bottom <= v.bottom; }"
     ), "the node reached by keyboard is scrolled into view"
     save_screenshot(
         page, "view_node_keys", page.locator(WIDGET), "a node reached with the keyboard (End)"

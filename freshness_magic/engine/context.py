@@ -18,12 +18,15 @@ TOOL_KEYS = ("tool.output", "tool.exit_code", "tool.stdout_file", "tool.stderr_f
 other ``tool.`` key, so a condition on one can never hold (``validate`` says so)."""
 
 
+PARTIAL_PREFIX = "internal.partial."
+
+
 def partial_key(node_id: str) -> str:
     """The context key holding what a running node saved of its finished work
     (:attr:`~freshness_magic.engine.handlers.base.StepEnv.keep`). It is checkpointed with the
     context, so an interrupted or killed node goes on from it when it runs again; the run drops
-    it when the node finishes and when a retry runs the node afresh."""
-    return f"internal.partial.{node_id}"
+    it when the node finishes, and a retry drops every node's (it runs them afresh)."""
+    return f"{PARTIAL_PREFIX}{node_id}"
 
 
 class Context(Mapping[str, Any]):

@@ -13,7 +13,7 @@ Each is an event (PIPELINE_PAUSED, GATE_ANSWERED, RUN_RETRIED) and ends in the r
 
 from __future__ import annotations
 
-from freshness_magic.engine.context import partial_key
+from freshness_magic.engine.context import PARTIAL_PREFIX
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.execute import NodeRun
 from freshness_magic.engine.gates import answer_outcome, child_answer_key, match_choice
@@ -134,9 +134,9 @@ class RunRecovery(RunEndings):
     def retry(self, node_id: str | None = None) -> str:
         """Re-arm a failed, interrupted or paused run at ``node_id`` (default: the failed or
         interrupted node); returns the node re-armed. Context, outcomes and evidence so far are
-        kept, but not the node's own partial work (a parallel node's ended branches): it runs
-        afresh. The next ``step()``/``run()`` executes it, with a new allowance of
-        ``max_failure_redirects``. Emits RUN_RETRIED.
+        kept, but not the partial work of an interrupted node (a parallel node's ended
+        branches): every node runs afresh. The next ``step()``/``run()`` executes it, with a
+        new allowance of ``max_failure_redirects``. Emits RUN_RETRIED.
 
         A node that last ran inside a parallel node's branches is re-armed at that parallel
         node: alone it would go on to the fan-in, which would join this branch's new result
@@ -165,7 +165,8 @@ class RunRecovery(RunEndings):
             )
         target = self.branch_owner(target) or target
         self.start()
-        self._context.delete(partial_key(target))  # a retry runs the node afresh
+        for key in [k for k in self._context if k.startswith(PARTIAL_PREFIX)]:
+            self._context.delete(key)  # a retry runs every node afresh, wherever it starts
         previous = memory.state
         memory.state = RunState.PAUSED
         memory.next_node = target

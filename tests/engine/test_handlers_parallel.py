@@ -464,12 +464,15 @@ def test_an_interrupted_parallel_node_runs_only_the_branches_that_had_not_ended(
     assert result.node_outcomes["join"].notes.startswith("Selected best candidate")
 
 
-def test_a_retry_of_an_interrupted_parallel_node_runs_every_branch_afresh(
-    tmp_path: Path,
+@pytest.mark.parametrize("node", [None, "start"])
+def test_a_retry_after_an_interrupted_parallel_node_runs_every_branch_afresh(
+    tmp_path: Path, node: str | None
 ) -> None:
+    """A retry asks for the work again: of the interrupted node, or from a node before it."""
     run, _ = interrupt_after_quick(tmp_path)
     (tmp_path / "go").touch()
-    assert run.retry() == "fan"
+    assert run.retry(node) == (node or "fan")
+    assert partial_key("fan") not in run.result().context
     assert run.run().status == "completed"
     run.close()
     assert (tmp_path / "quick.txt").read_text() == "quick\nquick\n"

@@ -56,3 +56,22 @@ SLOW_TOOL = """digraph slow {
 """
 """A tool that writes its process group id to ``pgid.txt`` at once and its work to ``work.log``
 after 30 s: a test stops it, or sees that it outlived what should have stopped it."""
+
+ONE_ENDS_ONE_WAITS = """
+digraph p {
+  start [shape=Mdiamond]
+  fan   [shape=component]
+  quick [shape=parallelogram, tool_command="echo quick >> quick.txt"]
+  slow  [shape=parallelogram, tool_command="echo slow >> slow.txt; test -f go || exec sleep 60"]
+  join  [shape=tripleoctagon]
+  done  [shape=Msquare]
+  start -> fan
+  fan -> quick
+  fan -> slow
+  quick -> join
+  slow -> join
+  join -> done
+}
+"""
+"""``quick`` ends at once; ``slow`` sleeps until the file ``go`` exists, so a test stops the
+parallel node with one branch ended and one running. Each appends to its file per run."""

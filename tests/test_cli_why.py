@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.pipelines import ONE_ENDS_ONE_WAITS
 from tests.processes import cli
 from tests.waiting import wait_until
 
@@ -483,35 +484,23 @@ def test_a_run_held_open_by_a_kernel_is_explained_and_says_where_to_answer(
         manager.shutdown_kernel(now=True)
 
 
-FANNED = """digraph fanned {
-  start [shape=Mdiamond]
-  fan   [shape=component]
-  quick [shape=parallelogram, tool_command="echo quick"]
-  slow  [shape=parallelogram,
-         tool_command="test -f slow.started && exit 0; touch slow.started; exec sleep 60"]
-  join  [shape=tripleoctagon]
-  done  [shape=Msquare]
-  start -> fan
-  fan -> quick
-  fan -> slow
-  quick -> join
-  slow -> join
-  join -> done
-}
-"""
-
-
 def test_an_interrupted_branch_says_its_parallel_node_runs_again(tmp_path: Path) -> None:
     """It said only ``slow: interrupted``: the run paused at the parallel node, not at it."""
     import threading
 
+    from freshness_magic.engine.context import partial_key
     from freshness_magic.engine.pipeline import load_pipeline
     from freshness_magic.session import open_run
 
-    run = open_run(load_pipeline(FANNED), workdir=tmp_path)
+    run = open_run(load_pipeline(ONE_ENDS_ONE_WAITS), workdir=tmp_path)
     stopper = threading.Thread(
         target=lambda: (
-            wait_until((tmp_path / "slow.started").exists, "the slow branch started"),
+            wait_until(
+                lambda: (
+                    (tmp_path / "slow.txt").exists() and partial_key("fan") in run.result().context
+                ),
+                "quick ended and slow runs",
+            ),
             run.interrupt(),
         )
     )
@@ -527,6 +516,7 @@ def test_an_interrupted_branch_says_its_parallel_node_runs_again(tmp_path: Path)
         "next: run parallel node 'fan' again (its branches that had ended are not run again) "
         "and go on": f"{PROGRAM} resume {run.run_dir}"
     }
+    (tmp_path / "go").touch()  # slow ends this time
     went_on = paste(said[-1].strip(), tmp_path)
     assert went_on.returncode == 0, went_on.stdout + went_on.stderr
     assert "  ok        slow" in went_on.stdout

@@ -22,7 +22,7 @@ from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.run import Run
 from freshness_magic.errors import ValidationError
 from freshness_magic.session import open_run
-from tests.pipelines import TWO_BRANCHES
+from tests.pipelines import ONE_ENDS_ONE_WAITS, TWO_BRANCHES
 from tests.processes import REPO, cli
 from tests.waiting import wait_until
 
@@ -391,26 +391,6 @@ def test_retrying_a_branch_node_runs_its_parallel_node_again_with_every_branch(
     assert started == ["fan", "fan"]
     assert (tmp_path / "b1.txt").read_text() == "b1\nb1\n"
     assert (tmp_path / "b2.txt").read_text() == "b2\nb2\n"
-
-
-ONE_ENDS_ONE_WAITS = """
-digraph p {
-  start [shape=Mdiamond]
-  fan   [shape=component]
-  quick [shape=parallelogram, tool_command="echo quick >> quick.txt"]
-  slow  [shape=parallelogram, tool_command="echo slow >> slow.txt; test -f go || exec sleep 60"]
-  join  [shape=tripleoctagon]
-  done  [shape=Msquare]
-  start -> fan
-  fan -> quick
-  fan -> slow
-  quick -> join
-  slow -> join
-  join -> done
-}
-"""
-"""``quick`` ends at once; ``slow`` sleeps until the file ``go`` exists, so a test stops the
-parallel node with one branch ended and one running. Each appends to its file per run."""
 
 
 def interrupt_after_quick(tmp_path: Path) -> tuple[Run, list[Event]]:

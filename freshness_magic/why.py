@@ -35,6 +35,12 @@ class Commands(Protocol):
     answers_default: bool
     """Whether an answer without a choice takes the gate's ``human.default_choice``."""
 
+    @property
+    def reopens(self) -> bool:
+        """Whether going on reopens the run from its checkpoint (a resume), where every node
+        that has not run takes its baseline again (AC-IF-002.2), rather than a live run."""
+        ...
+
     def why(self, node_id: str) -> str:
         """Explain ``node_id``."""
         ...
@@ -60,6 +66,7 @@ class NotebookCommands:
     """The magics: ``%pipeline accept lint``, ``%pipeline retry lint``, ``--choice``."""
 
     answers_default = True
+    reopens = False  # the kernel's run goes on (after a restart, the resume says what changed)
 
     def why(self, node_id: str) -> str:
         return f"%pipeline why {node_id}"
@@ -93,6 +100,8 @@ class CliCommands:
     program: str
     run_dir: str
     stop_at: str | None = None
+    reopens: bool = True
+    """False while a live process (a kernel, a ``run``) holds the run: it goes on there."""
     answers_default = False  # resume without --answer leaves the gate waiting
 
     def _resume(self, *options: str) -> str:
@@ -153,6 +162,13 @@ class NodeFacts:
     def view(self) -> NodeView:
         return self.views[self.node.id]
 
+
+REBASELINED = (
+    "a resume takes its inputs as they are then as its new baseline, as for every node not run "
+    "yet, so it runs on them without a freshness warning or hold-back"
+)
+"""What a resume does to a node that has not run (AC-IF-002.2): said where a change to its
+inputs is shown, so nothing promises a ``block`` that the resume will not make."""
 
 COMMAND_INDENT = "    "
 """How far a step's command stands in under its sentence."""
@@ -266,6 +282,8 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
         return _go_on_steps(facts, commands)
     accept = commands.accept(node_id)
     said = "next: take its current inputs as its new baseline"
+    if stale.kind is StaleKind.BASELINE and commands.reopens:
+        return [NextStep(f"note: it has not run yet: {REBASELINED}")]
     if stale.kind is StaleKind.BASELINE:
         effect = {
             "block": "without that, freshness=block holds it back when the run reaches it, "

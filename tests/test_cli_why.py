@@ -535,3 +535,36 @@ def test_a_waiting_gate_with_a_default_says_what_takes_it(workdir: Path) -> None
         "  answer with one of (the default, [Y] Yes, is what --ask takes on an empty line or "
         "after 30s (human.timeout)):"
     )
+
+
+PACKED = REVIEW.replace(
+    'approve -> done  [label="[Y] Yes"]',
+    'approve -> pack  [label="[Y] Yes"]\n  pack -> done\n'
+    '  pack [shape=parallelogram, tool_command="cat docs/spec.md", source_files="docs/*.md", '
+    'freshness="block"]',
+)
+
+
+def test_a_node_not_run_yet_says_a_resume_takes_its_changed_inputs_as_its_baseline(
+    workdir: Path,
+) -> None:
+    """``why`` promised that freshness=block would hold ``pack`` back; the resume that answered
+    the gate took its inputs as its new baseline (AC-IF-002.2) and ran it (a recovery trial)."""
+    (workdir / "packed.dot").write_text(PACKED)
+    run_dir = start(workdir, dot="packed.dot")  # waits at approve; pack has not run
+    (workdir / "docs" / "spec.md").write_text("# Spec, changed\n")
+    said = why(run_dir, "pack", workdir)
+    assert said[:2] == [
+        "pack: stale(baseline)",
+        "  inputs changed since baseline: docs/spec.md (modified)",
+    ]
+    assert said[-1] == (
+        "  note: it has not run yet: a resume takes its inputs as they are then as its new "
+        "baseline, as for every node not run yet, so it runs on them without a freshness "
+        "warning or hold-back"
+    )
+    assert not any("holds it back" in line for line in said), said
+    answered = cli("resume", str(run_dir), "--answer", "approve=Y", cwd=workdir)
+    assert answered.returncode == 0, answered.stdout + answered.stderr
+    assert "it has not run yet and will use them" in answered.stdout  # as the note said
+    assert "  ok      pack" in answered.stdout

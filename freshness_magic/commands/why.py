@@ -56,7 +56,7 @@ def main(args: argparse.Namespace) -> int:
     memory = view.memory
     # a paused run goes on after --accept: --to its next node stops it before anything runs
     stop_at = memory.next_node if memory.state is RunState.PAUSED else None
-    commands = why.CliCommands(invoked_as(), str(view.run_dir), stop_at)
+    commands = why.CliCommands(invoked_as(), str(view.run_dir), stop_at, view.driver is None)
     offers = any(step.command for step in why.next_steps(facts, commands))
     note = driver_note(view, offers)
     if args.json:

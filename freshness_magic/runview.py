@@ -117,6 +117,7 @@ def read_run(run_dir: Path) -> RunView:
     Raises CheckpointError when it is no run directory or has no usable checkpoint (the error
     ``status`` gives), StoredPipelineError when its copy of the pipeline is missing or altered.
     """
+    from freshness_magic.engine.activity import activity
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.persistence import follow_restarts, restore_memory, stored_pipeline
     from freshness_magic.engine.runlock import live_driver
@@ -154,9 +155,8 @@ def read_run(run_dir: Path) -> RunView:
         model.fold(event)
     driver = live_driver(folder)
     cut_off: tuple[str, ...] = ()
-    if driver is None:
-        running = [model.running[0]] if model.running is not None else []
-        cut_off = tuple(dict.fromkeys([*running, *sorted(model.branches_running)]))
+    if driver is None:  # the nodes started and never ended, as status names them
+        cut_off = tuple(n for n in activity(folder).running if n in graph.nodes)
         for node_id in cut_off:
             model.mark_interrupted(node_id, CUT_OFF)
         model.publish(snapshot)  # nothing runs: back to the checkpoint, the cut-off marked

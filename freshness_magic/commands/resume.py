@@ -109,7 +109,8 @@ def busy_in_a_notebook(exc: RunBusyError) -> RunError | None:
     (answer the gate there, or leave the run there to resume it here). None otherwise."""
     import socket
 
-    from freshness_magic.commands.status import activity, held_open, status_dict
+    from freshness_magic.commands.status import held_open, status_dict
+    from freshness_magic.engine.activity import activity
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.errors import FreshnessMagicError
 

@@ -7,9 +7,12 @@ import json
 import sys
 import time
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.commands.run import EXIT_CODES
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.activity import Activity
 
 
 def register(subparsers: Any) -> None:
@@ -40,6 +43,7 @@ def status_dict(run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.commands import invoked_as
     from freshness_magic.commands._rundir import run_dir_or_newest
+    from freshness_magic.engine.activity import activity
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.gates import parse_accelerator
     from freshness_magic.engine.persistence import follow_restarts
@@ -225,54 +229,3 @@ def _first_line(text: str) -> str:
     if not more:
         return first
     return f"{first} (+{more} more {'line' if more == 1 else 'lines'} in status --json)"
-
-
-EVENTS_TAIL_BYTES = 256 * 1024
-"""How much of the end of ``events.jsonl`` :func:`activity` reads (a run's events file
-grows with it; the nodes running now started near its end)."""
-
-
-class Activity(NamedTuple):
-    """What the tail of a run's ``events.jsonl`` says its driver does now."""
-
-    running: list[str]
-    """Nodes started and not yet ended (a gate that waits for an answer is not running)."""
-    waiting_gate: str | None
-    """The gate whose ``gate_waiting`` came after every start and answer: the driver waits."""
-
-
-def activity(run_dir: Path) -> Activity:
-    """The nodes running now and the gate waiting, from the tail of the run's ``events.jsonl``."""
-    from freshness_magic.atomicio import loads_bounded
-    from freshness_magic.engine.events import ENGINE_EVENTS, EventType
-    from freshness_magic.errors import StateFileError
-
-    ended = {EventType.STAGE_COMPLETED, EventType.STAGE_FAILED, EventType.STAGE_INTERRUPTED}
-    try:
-        with open(run_dir / "events.jsonl", "rb") as handle:
-            size = handle.seek(0, 2)
-            handle.seek(max(size - EVENTS_TAIL_BYTES, 0))
-            lines = handle.read().split(b"\n")[1 if size > EVENTS_TAIL_BYTES else 0 :]
-    except OSError:
-        return Activity([], None)
-    running: dict[str, None] = {}
-    waiting: str | None = None
-    for raw in lines:
-        try:
-            record = loads_bounded(raw)
-            event = ENGINE_EVENTS.event_from_dict(record) if isinstance(record, dict) else None
-        except (ValueError, StateFileError):
-            continue  # a torn last line
-        if event is None or event.node_id is None:
-            continue
-        if event.type is EventType.STAGE_STARTED:
-            running[event.node_id] = None
-            waiting = None
-        elif event.type in ended:
-            running.pop(event.node_id, None)
-        elif event.type is EventType.GATE_WAITING:  # its stage_started has no end: it waits
-            running.pop(event.node_id, None)
-            waiting = event.node_id
-        elif event.type is EventType.GATE_ANSWERED:
-            waiting = None
-    return Activity(list(running), waiting)

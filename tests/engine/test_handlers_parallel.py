@@ -486,8 +486,15 @@ def test_a_parallel_node_whose_driver_was_killed_keeps_the_branches_that_had_end
     finally:
         driver.kill()
         driver.wait()
-    (tmp_path / "go").touch()
     (run_dir,) = runs.iterdir()
+    for node in ("fan", "slow"):  # what was running is named cut off, as status does
+        said = cli("why", str(run_dir), node, cwd=tmp_path).stdout.splitlines()
+        assert said[:2] == [
+            f"{node}: interrupted",
+            "  was running when its driver stopped without saving (killed?); resume runs it again",
+        ], said
+    assert cli("why", str(run_dir), "quick", cwd=tmp_path).stdout.startswith("quick: succeeded")
+    (tmp_path / "go").touch()
     resumed = cli("resume", str(run_dir), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
     assert "quick: ended before the node was interrupted, not run again" in resumed.stdout

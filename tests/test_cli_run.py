@@ -711,6 +711,9 @@ def test_status_names_nodes_whose_inputs_changed_and_notes_them_at_the_gate(
     note = f"note: upstream of approve: lint stale (inputs changed; {check})"
     assert lines[lines.index(note) + 1] == "waiting at gate 'approve': Select an option:"
     assert f"stale: notes (inputs changed; {check})" in lines  # not upstream of the gate
+    assert [line.split()[:3] for line in lines if "lint" in line.split()[:3]] == [
+        ["success", "(stale)", "lint"]  # its row says it, not only the note
+    ]
     as_json = json.loads(cli("status", run_dir, "--json", cwd=tmp_path).stdout)
     assert as_json["stale_nodes"] == ["lint", "notes"]
 

@@ -87,7 +87,8 @@ def main(args: argparse.Namespace) -> int:
     for node in dict.fromkeys(info["completed_nodes"]):
         outcome = info["node_outcomes"].get(node, {})
         note = _first_line(outcome.get("failure_reason") or outcome.get("notes") or "")
-        print(f"  {outcome.get('status', ''):<16} {node:<24} {note}".rstrip(), file=out)
+        said = outcome.get("status", "") + (" (stale)" if node in (stale or ()) else "")
+        print(f"  {said:<16} {node:<24} {note}".rstrip(), file=out)
     if info["failure_reason"]:
         where = f" at '{info['failed_node']}'" if info["failed_node"] else ""
         print(f"failed{where}: {info['failure_reason']}", file=out)

@@ -70,6 +70,7 @@ class LivePipeline(PipelineReadout):
         else:
             run = session.open_run(self.graph, workdir=self.workdir, executor=executor, **options)
         self.resume_offer = None
+        self.reopened = resume is not None
         self._attach(run)
         return run
 

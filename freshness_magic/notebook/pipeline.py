@@ -281,10 +281,12 @@ class NotebookPipeline(LivePipeline):
             lines.append(f"note: started a new run; {offer.run_dir.name} stays on disk")
             if offer.orphans:  # unwatched, it would do its work alongside the new run's
                 lines += [f"note: {said}" for said in reap_survivors(offer.run_dir)]
-        if run.state is RunState.PAUSED and run.result().interrupted_node is not None:
+        interrupted = run.state is RunState.PAUSED and run.result().interrupted_node is not None
+        if interrupted and not self.reopened:
             run = self._open(resume=run.run_dir)
             if self.resume_notes:
                 lines += ["changed while the run was stopped:", *self.resume_notes]
+        self.reopened = False
         if run.state.finished and answered is None:
             if run.state is RunState.FAILED:
                 at = f" at {run.failed_node}" if run.failed_node else ""

@@ -57,6 +57,9 @@ class PipelineReadout:
     """An unfinished run of this pipeline on disk, offered to resume (None: nothing offered)."""
     resume_notes: list[str] = field(default_factory=list)
     """What changed while the run last reopened from disk was stopped (one line per node)."""
+    reopened: bool = False
+    """The open run was reopened from disk and has not stepped since (going on from an
+    interrupt need not reopen it again)."""
     live_lines: Callable[[str], None] | None = None
     """Where step lines go as each step ends (a terminal's print); None: only in the result."""
     structure_version: int = 0

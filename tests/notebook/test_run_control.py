@@ -288,6 +288,31 @@ def test_going_on_after_an_interrupt_takes_the_edited_inputs_as_a_resume_does(
     assert pipeline.views()["work"].state is NodeState.SUCCEEDED
 
 
+def test_a_resume_after_a_restart_says_once_what_changed_while_the_run_was_stopped(
+    shell: InteractiveShell, workdir: Path
+):
+    """Interrupted, the kernel restarted, the pipeline loaded again and ``%pipeline resume``:
+    the changed inputs were listed twice (the run was reopened a second time to go on)."""
+    (workdir / "src" / "clean.py").write_text("v1\n")
+    dot = CELLS_DOT.replace('[label="Work"]', '[source_files="src/clean.py", freshness="warn"]')
+    shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", dot)
+    shell.run_cell_magic(
+        "node",
+        "work",
+        "import os, signal, time\nos.kill(os.getpid(), signal.SIGINT)\ntime.sleep(5)\n",
+    )
+    assert line(shell, "run").text.splitlines()[-1] == "run: 1 step(s); paused"
+    (workdir / "src" / "clean.py").write_text("v2\n")
+    shell.run_line_magic("pipeline", "reset")  # as a restart leaves it: only the disk knows
+    shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", dot)
+    shell.run_cell_magic("node", "work", "pass\n")
+    out = line(shell, "resume").text.splitlines()
+    drift = [row for row in out if row.startswith("  work: inputs changed")]
+    assert len(drift) == 1, out
+    assert "changed while the run was stopped:" not in out
+    assert out[-1] == "run: 3 step(s); completed"
+
+
 def test_sys_exit_in_a_node_cell_fails_the_node_and_the_run_can_go_on(
     shell: InteractiveShell, workdir: Path
 ):

@@ -20,7 +20,7 @@ FLAGS: dict[str, list[str]] = {
     "load": ["--name", "--workdir", "--resume", "--var", "--force"],
     "step": ["--backend", "--executor", "--name"],
     "run": ["--to", "--max-steps", "--backend", "--executor", "--name"],
-    "resume": ["--choice", "--comment", "--backend", "--executor", "--name"],
+    "resume": ["--choice", "--comment", "--to", "--backend", "--executor", "--name"],
     "retry": ["--backend", "--executor", "--name"],
     "cond": ["--from", "--name"],
     "list": [],
@@ -134,6 +134,7 @@ def build_pipeline_parser() -> MagicArgumentParser:
         help="a choice key, label or target node id (default: the gate's human.default_choice)",
     )
     p.add_argument("--comment", help="a note kept in the gate's evidence and context")
+    p.add_argument("--to", metavar="NODE", help="stop before executing this node")
     _run_options(p)
     p = add("retry", "re-arm a failed or stopped run at its failed node (or NODE), then run")
     p.add_argument("node", nargs="?", metavar="NODE")

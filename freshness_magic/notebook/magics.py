@@ -376,7 +376,7 @@ class PipelineMagics(Magics):
         actions: dict[str, Callable[[], Any]] = {
             "step": pipeline.step,
             "run": lambda: pipeline.run_to(args.to, args.max_steps),
-            "resume": lambda: pipeline.resume(node, args.choice, args.comment),
+            "resume": lambda: pipeline.resume(node, args.choice, args.comment, to=args.to),
             "retry": lambda: pipeline.retry(node),
             "stop": pipeline.stop,
             "accept": lambda: pipeline.accept(node),

@@ -61,9 +61,15 @@ class NotebookPipeline(LivePipeline):
             return self._advance(to=to, max_steps=max_steps)
 
     def resume(
-        self, node_id: str | None = None, choice: str | None = None, comment: str | None = None
+        self,
+        node_id: str | None = None,
+        choice: str | None = None,
+        comment: str | None = None,
+        *,
+        to: str | None = None,
     ) -> TextResult:
-        """Answer the gate at ``node_id`` with ``choice`` (None: its default), then ``run``.
+        """Answer the gate at ``node_id`` with ``choice`` (None: its default), then ``run``
+        (stopping before ``to``, as ``run --to`` does).
 
         The gate may be waiting, or next: a run paused in front of it (``run --to GATE``) first
         runs the gate, which then waits, as the CLI's ``resume --answer GATE=CHOICE`` answers
@@ -75,15 +81,22 @@ class NotebookPipeline(LivePipeline):
             if value is not None and not isinstance(value, str):  # from Python
                 raise RunError(f"{name} is a string such as 'Y', not {value!r}")
         with self.exclusive():
+            if to is not None:
+                self.require_node(to)
             if node_id is None and (choice or comment):
                 node_id = self._waiting_gate_for(choice)
             if node_id is None:
-                return self._resume_offered()
+                return self._resume_offered(to)
             self.require_node(node_id)
-            if self._run is None and self.resume_offer is not None:
-                raise RunError(
-                    f"no gate waits in this kernel's run; {self.resume_offer.describe(self.name)}"
-                )
+            first: list[str] = []
+            offer = self.resume_offer
+            if self._run is None and offer is not None:
+                if offer.state is not RunState.WAITING or offer.where != node_id:
+                    raise RunError(
+                        f"no gate waits in this kernel's run; {offer.describe(self.name)}"
+                    )
+                self._open(resume=offer.run_dir)  # the run on disk waits there: answer it
+                first = [f"resumed run {offer.run_dir.name}", *self.resume_notes]
             run = self.run
             if run.pending_gate is None and not run.state.finished:
                 self._reach_gate(node_id)
@@ -99,7 +112,7 @@ class NotebookPipeline(LivePipeline):
                     raise
                 raise RunError(text.choose_text(gate, comment)) from None  # no choice, no default
             self.publish()
-            return self._advance(answered=answered)
+            return self._advance(to=to, answered=answered, first=first)
 
     def _reach_gate(self, node_id: str) -> None:
         """Run the gate ``node_id`` the run is paused in front of, so that it waits; a RunError
@@ -159,7 +172,7 @@ class NotebookPipeline(LivePipeline):
             f"{other.run_dir / PIPELINE_FILE}{where} then %pipeline resume reopens the old one"
         )
 
-    def _resume_offered(self) -> TextResult:
+    def _resume_offered(self, to: str | None) -> TextResult:
         """``resume`` without a gate: reopen the offered run (and go on, when it was paused);
         else go on with the open run where it stopped (paused), or say what does (waiting,
         failed); else reopen the newest unfinished run of this text on disk."""
@@ -170,7 +183,7 @@ class NotebookPipeline(LivePipeline):
                 return TextResult(text.waiting_text(gate, self.gate_note()))
             state = self.run.state if self.started else None
             if state is RunState.PAUSED:
-                return self._advance()
+                return self._advance(to=to)
             if state is RunState.FAILED:
                 raise RunError(
                     f"the run of {self.name} failed at {self.run.failed_node or 'a node'}: "
@@ -185,8 +198,8 @@ class NotebookPipeline(LivePipeline):
             if self.live_lines is not None:
                 for head in lines:
                     self.live_lines(head)
-                return self._advance()
-            return TextResult("\n".join([*lines, self._advance().text]))
+                return self._advance(to=to)
+            return TextResult("\n".join([*lines, self._advance(to=to).text]))
         lines.append(self.status_line())
         failure = self.failure_text()
         if failure:

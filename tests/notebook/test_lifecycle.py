@@ -54,11 +54,11 @@ def test_reload_offers_the_unfinished_run_and_resume_reopens_it(
         "%pipeline resume reopens it, %pipeline reset starts a new one"
     )
     with pytest.raises(UsageError, match="no gate waits in this kernel's run; an unfinished"):
-        shell.run_line_magic("pipeline", "resume approve --choice Y")
-    assert line(shell, "resume").text.startswith(f"resumed run {run_id}\npipeline review: waiting")
+        shell.run_line_magic("pipeline", "resume draft --choice Y")  # it waits elsewhere
+    out = line(shell, "resume approve --choice Y").text.splitlines()  # reopens it, answers
+    assert out[0] == f"resumed run {run_id}" and out[1].startswith("step: approve -> success")
+    assert out[-1] == "run: 2 step(s); completed"
     assert again.resume_offer is None and again.run.run_id == run_id
-    out = line(shell, "resume approve --choice Y").text
-    assert out.splitlines()[-1] == "run: 2 step(s); completed"
     del shell.user_ns["review"]
     assert load_review(shell, workdir).resume_offer is None  # finished runs are not offered
 
@@ -517,6 +517,25 @@ def test_resume_of_a_paused_run_after_a_restart_goes_on(shell: InteractiveShell,
     assert lines[0] == f"resumed run {run_id}"
     assert "step: draft -> success; next: approve" in lines
     assert lines[-1] == "run: 2 step(s); waiting"
+
+
+def test_resume_to_a_node_stops_before_it_as_the_command_lines_resume_does(
+    shell: InteractiveShell, workdir: Path
+):
+    """A recovery trial: ``%pipeline resume --to approve`` was refused (unrecognized
+    arguments), though ``freshness-magic resume RUN --to approve`` takes it."""
+    first = load_review(shell, workdir)
+    line(shell, "run --to lint")
+    run_id = first.run.run_id
+    del shell.user_ns["review"]
+    again = load_review(shell, workdir)
+    lines = line(shell, "resume --to draft").text.splitlines()
+    assert lines[0] == f"resumed run {run_id}"
+    assert lines[-1] == "run: 1 step(s); paused" and again.run.next_node == "draft"
+    lines = line(shell, "resume --to approve").text.splitlines()  # the open run goes on
+    assert lines[-1] == "run: 1 step(s); paused" and again.run.next_node == "approve"
+    with pytest.raises(UsageError, match="nowhere"):
+        shell.run_line_magic("pipeline", "resume --to nowhere")
 
 
 def test_the_python_object_answers_status_as_the_magic_does(shell: InteractiveShell, workdir: Path):

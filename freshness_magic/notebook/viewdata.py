@@ -168,7 +168,8 @@ def context_keys(pipeline: NotebookPipeline, limit: int = 200) -> list[list[str]
 
 def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
     """What the page gets once per structure: the SVG, the nodes in index order, the exit nodes
-    (the Run to list starts at one), the goal, the legend of the states this pipeline can show
+    (the Run to list starts at one) and the start node (the Home and End keys go to them), the
+    goal, the legend of the states this pipeline can show
     and, per state, its legend entries (for a state shown that the legend did not list; stale
     has two), and each state's mark (drawn in the node's corner)."""
     graph = pipeline.graph
@@ -176,6 +177,7 @@ def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
         "svg": layout.svg,
         "nodes": layout.nodes,
         "exits": [node_id for node_id in layout.nodes if graph.is_exit(node_id)],
+        "start": start.id if (start := graph.start_node()) is not None else None,
         "name": graph.name,
         "goal": graph.goal,
         "legend": legend_items(layout.states),

@@ -85,8 +85,10 @@ def test_stop_interrupts_a_running_tool(lab_server: Any, page: Any) -> None:
     run_all_cells(page)
     page.locator(f"{WIDGET} svg g.fm-node").nth(2).wait_for(timeout=WAIT_MS)
     assert page.locator(f"{WIDGET} .fm-badge").inner_text() == "simulated LLM"
-    page.locator(f"{WIDGET} .fm-run").click()
+    page.locator(f"{WIDGET} .fm-run").focus()
+    page.keyboard.press("Enter")  # Run by keyboard: the focus goes on to Stop, not the view
     wait_node_states(page, {"work": "running"})
+    wait_until(lambda: focused_on(page, "fm-stop"), "the focus on Stop while it runs")
     wait_until(sleeping, f"the tool `{SLEEP}` started")
     pids = sleeping()
     page.evaluate(TIME_STOP_JS, [WIDGET, "work"])

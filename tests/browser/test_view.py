@@ -292,7 +292,8 @@ FOCUSED_NODE_JS = """(s) => {
     const el = document.activeElement;
     if (!el || !el.matches(s + ' svg g.fm-node')) return null;
     const r = el.getBoundingClientRect();
-    return {node: el.dataset.node, x: (r.left + r.right) / 2, label: el.getAttribute('aria-label'),
+    return {node: el.dataset.node, x: (r.left + r.right) / 2, y: (r.top + r.bottom) / 2,
+            label: el.getAttribute('aria-label'),
             tabbable: document.querySelectorAll(s + ' svg g.fm-node[tabindex="0"]').length};
 }"""
 """The widget's node that has the focus: its id, the centre of its box, its label, and how many
@@ -301,20 +302,31 @@ nodes are in the Tab order (one); null when the focus is not on a node."""
 
 def test_the_nodes_are_reached_and_opened_by_keyboard(lab_server: Any, page: Any) -> None:
     """A node's details, Run to here and Retry from here needed a mouse: the graph panned by
-    keyboard but its nodes could not be reached (a keyboard-only JupyterLab trial)."""
-    start_factory(page, lab_server, "view_node_keys")
+    keyboard but its nodes could not be reached (a keyboard-only JupyterLab trial). A second
+    trial: JupyterLab's one-key shortcuts acted on the cells (d d deleted the pipeline's cell),
+    End went to the last node written, not the exit, and a sideways arrow in a top-to-bottom
+    graph went down the chain."""
+    start_factory(page, lab_server, "view_node_keys", dot=FACTORY_TB)
+    cells = page.locator(".jp-Notebook .jp-Cell")
+    before = cells.count()
     page.locator(f"{WIDGET} .fm-viewport").focus()
     page.keyboard.press("Tab")  # from the graph to its nodes: one stop, the first node
     first = page.evaluate(FOCUSED_NODE_JS, WIDGET)
     assert first is not None and first["node"] == "start", first
     assert first["label"] == "start: next" and first["tabbable"] == 1
-    page.keyboard.press("ArrowRight")  # left to right: the next node is to the right
+    page.keyboard.press("ArrowDown")  # top to bottom: the next node is below
     second = page.evaluate(FOCUSED_NODE_JS, WIDGET)
     assert second is not None and second["node"] == "read_issue", second
-    assert second["x"] > first["x"] and second["tabbable"] == 1
-    page.keyboard.press("ArrowLeft")
+    assert second["y"] > first["y"] and second["tabbable"] == 1
+    page.keyboard.press("ArrowRight")  # nothing lies to the right of the chain's head
+    assert page.evaluate(FOCUSED_NODE_JS, WIDGET)["node"] == "read_issue"
+    page.keyboard.press("ArrowUp")
     assert page.evaluate(FOCUSED_NODE_JS, WIDGET)["node"] == "start"
-    page.keyboard.press("ArrowRight")
+    for key in ("a", "b", "m", "d", "d", "j", "k"):  # notebook shortcuts, on a node
+        page.keyboard.press(key)
+    assert cells.count() == before
+    assert page.evaluate(FOCUSED_NODE_JS, WIDGET)["node"] == "start"
+    page.keyboard.press("ArrowDown")
     page.keyboard.press("Enter")  # its details
     details = page.locator(f"{WIDGET} .fm-details")
     details.wait_for(state="visible", timeout=WAIT_MS)
@@ -324,20 +336,24 @@ def test_the_nodes_are_reached_and_opened_by_keyboard(lab_server: Any, page: Any
     page.keyboard.press("Escape")  # closes it, back on its node
     details.wait_for(state="hidden", timeout=WAIT_MS)
     assert page.evaluate(FOCUSED_NODE_JS, WIDGET)["node"] == "read_issue"
-    page.keyboard.press("End")
-    last = page.evaluate(FOCUSED_NODE_JS, WIDGET)
-    assert last is not None and last["node"] != "read_issue"
-    assert page.locator(f"{WIDGET} svg g.fm-node[data-node='{last['node']}']").evaluate(
+    page.keyboard.press("End")  # the exit, scrolled into the graph and into the window
+    assert page.evaluate(FOCUSED_NODE_JS, WIDGET)["node"] == "done"
+    done = f"{WIDGET} svg g.fm-node[data-node='done']"
+    wait_until(lambda: in_window(page, done), "the exit is scrolled into the window")
+    assert page.locator(done).evaluate(
         "(g) => { const r = g.getBoundingClientRect(),"
         " v = g.closest('.fm-viewport').getBoundingClientRect();"
         " return r.left >= v.left && r.right <= v.right"
         " && r.top >= v.top && r.bottom <= v.bottom; }"
-    ), "the node reached by keyboard is scrolled into view"
+    ), "the node reached by keyboard is scrolled into the graph's view"
     save_screenshot(
-        page, "view_node_keys", page.locator(WIDGET), "a node reached with the keyboard (End)"
+        page, "view_node_keys", page.locator(WIDGET), "the exit reached with the keyboard (End)"
     )
+    page.keyboard.press("Home")
+    assert page.evaluate(FOCUSED_NODE_JS, WIDGET)["node"] == "start"
     page.keyboard.press("Escape")  # back to the graph, where the arrows pan
     assert page.evaluate("() => document.activeElement.classList.contains('fm-viewport')")
+    assert cells.count() == before
     assert_clean(page)
 
 

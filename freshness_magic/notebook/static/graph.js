@@ -20,6 +20,9 @@ const ABS_MIN_SCALE = 0.1; // Fit's floor: an outline of a very large graph
 const FIT_MAX = 1.25; // a small graph is not blown up past this
 const VIEW_VH = 0.75; // the viewport grows with the graph up to this share of the window...
 const MIN_VIEW_PX = 120; // ...and is never shorter than this (its handle resizes it)
+const CANVAS_PAD = 8; // the canvas's padding (graph.css): room for a focus ring at the edge
+const AROUND_X = 2 * CANVAS_PAD + 2; // the canvas's padding and the viewport's border, across
+const AROUND_Y = 2 * CANVAS_PAD + 4; // ...and down
 const VIEW_ONLY = ["fm-zoom-in", "fm-zoom-out", "fm-fit", "fm-zoom-reset", "fm-details-close",
   "fm-evidence-fewer"]; // what still works in a view that no longer drives a run
 const DEAD = "This view lost its kernel (restarted or shut down), so it drives nothing any more:"
@@ -133,7 +136,7 @@ function render({ model, el }) {
   // next action from its buttons or Fit; expect: the scroll position the view itself last set.
   const view = { scale: 1, natural: [0, 0], svg: null, groups: [], edges: [], titles: [],
     nodes: [], selected: null, mode: "readable", moved: false, expect: null, chosenEdge: null,
-    focus: null, keyNode: null, acting: false, waiting: null, dead: false, shownWidth: -1, shownHeight: -1,
+    focus: null, keyNode: null, start: null, exit: null, acting: false, waiting: null, dead: false, shownWidth: -1, shownHeight: -1,
     shownGate: null, asked: false, returnTo: null };
 
   // A click is answered by the kernel: a reply, or a state update (a longer action is shown
@@ -219,9 +222,11 @@ function render({ model, el }) {
       .some((code) => CODES[code] === "stale" || code === "o");
     if (!changed) acceptB.disabled = true;
     acceptB.title = changed ? ACCEPT_TITLE : "No inputs changed: nothing to accept";
-    // A disabled button loses the focus to the page: keep it in the view, so a gate's keys
-    // work when it appears and the next Tab starts here.
-    if (held && held.disabled && root.contains(held)) root.focus({ preventScroll: true });
+    // A disabled button loses the focus to the page: keep it in the view (on Stop while the
+    // action runs), so a gate's keys work when it appears and the next Tab starts here.
+    if (held && held.disabled && root.contains(held)) {
+      (stopB.disabled || stopB.hidden ? root : stopB).focus({ preventScroll: true });
+    }
   }
   // After the view's own action: back to the button used, or the gate it reached, or the first
   // action that can go on; not when the user has moved on elsewhere meanwhile.
@@ -287,9 +292,9 @@ function render({ model, el }) {
   }, { passive: true });
   function autoHeight() {
     if (!view.svg) return;
-    const wide = view.natural[0] * view.scale + 10 > viewport.clientWidth;
+    const wide = view.natural[0] * view.scale + AROUND_X > viewport.clientWidth;
     const bar = wide ? (viewport.offsetHeight - viewport.clientHeight - 2 || 15) : 0;
-    const drawn = Math.ceil(view.natural[1] * view.scale) + 12 + bar;
+    const drawn = Math.ceil(view.natural[1] * view.scale) + AROUND_Y + bar;
     root.style.setProperty("--fm-view-h", `${Math.max(MIN_VIEW_PX, Math.min(maxAutoHeight(), drawn))}px`);
   }
   function applyScale(scale, anchor) {
@@ -312,8 +317,8 @@ function render({ model, el }) {
     root.style.setProperty("--fm-scale", String(scale));
   }
   function fitScale(mode) {
-    const width = viewport.clientWidth - 10;
-    const height = (userHeight() || maxAutoHeight()) - 12;
+    const width = viewport.clientWidth - AROUND_X;
+    const height = (userHeight() || maxAutoHeight()) - AROUND_Y;
     const across = width > 0 ? width / view.natural[0] : 1;
     const down = height > 0 && view.natural[1] ? height / view.natural[1] : across;
     const whole = Math.min(FIT_MAX, across, down);
@@ -433,6 +438,8 @@ function render({ model, el }) {
     view.shownWidth = width;
     view.shownHeight = height;
     if (view.mode !== "user" && !view.moved) fit(view.mode);
+    // the details panel took its room from the graph: the node it shows stays in view
+    if (!details.hidden && view.selected) scrollToNode(view.selected, "keep");
   }
   const resize = new ResizeObserver(() => requestAnimationFrame(onResize));
   resize.observe(root);
@@ -470,6 +477,8 @@ function render({ model, el }) {
     rove(view.nodes.includes(had) ? had : view.nodes[0]);
     if (hadFocus && view.keyNode) focusOn(view.keyNode);
     view.edges = [...svg.querySelectorAll("g.fm-edge")];
+    view.start = g.start || null;
+    view.exit = (g.exits || [])[0] || null;
     // The Run to list keeps the user's choice across redraws; it starts at the exit.
     const chosen = runToSel.value;
     runToSel.replaceChildren(...view.nodes.map((id) => { const o = h("option", "", id); o.value = id; return o; }));
@@ -493,7 +502,7 @@ function render({ model, el }) {
   });
 
   // The nodes are one stop in the Tab order (the last one reached by keyboard or click); on a
-  // node, the arrow keys go to the nearest node that way, Home and End to the first and last,
+  // node, the arrow keys go to the nearest node that way, Home and End to the start and exit,
   // Enter or Space open its details, Escape closes them, else goes back to the graph.
   function rove(id) {
     view.keyNode = id;
@@ -507,6 +516,11 @@ function render({ model, el }) {
     rove(id);
     grp.focus({ preventScroll: true });
     scrollToNode(id, "keep");
+    showInPage(grp);
+  }
+  // The node in the page's visible part too (the notebook scrolls, not only the graph).
+  function showInPage(grp) {
+    requestAnimationFrame(() => grp.scrollIntoView({ block: "nearest", inline: "nearest" }));
   }
   const AHEAD = { ArrowRight: [1, 0], ArrowLeft: [-1, 0], ArrowDown: [0, 1], ArrowUp: [0, -1] };
   function nearest(from, key) {
@@ -522,8 +536,8 @@ function render({ model, el }) {
       if (!grp || view.nodes[i] === from) return;
       const [x, y] = centre(grp);
       const along = (x - x0) * dx + (y - y0) * dy;
-      if (along <= 1) return;
       const across = Math.abs((x - x0) * dy + (y - y0) * dx);
+      if (along <= 1 || across > along) return; // only what lies that way (a 90° cone)
       const cost = along + 2 * across;
       if (cost < bestCost) { best = view.nodes[i]; bestCost = cost; }
     });
@@ -535,8 +549,8 @@ function render({ model, el }) {
     const id = grp.dataset.node;
     let to = null;
     if (ev.key in AHEAD) to = nearest(id, ev.key) || id;
-    else if (ev.key === "Home") to = view.nodes[0];
-    else if (ev.key === "End") to = view.nodes[view.nodes.length - 1];
+    else if (ev.key === "Home") to = view.start || view.nodes[0];
+    else if (ev.key === "End") to = view.exit || view.nodes[view.nodes.length - 1];
     else if (ev.key === "Enter" || ev.key === " ") select(id);
     else if (ev.key === "Escape" && !details.hidden) closeB.click();
     else if (ev.key === "Escape") viewport.focus({ preventScroll: true });
@@ -614,9 +628,9 @@ function render({ model, el }) {
     bar.style.width = `${Math.min(100, 100 * (run.done || 0) / total)}%`;
     badge.hidden = run.backend !== "simulated";
     const busy = view.acting;
-    lockActions(run);
-    stopB.disabled = !run.running && !busy;
+    stopB.disabled = !run.running && !busy; // before the lock: focus may move on to Stop
     stopB.hidden = run.can_stop === false;
+    lockActions(run);
     const paused = run.state === "paused" ? run.next : ""; // e.g. after Run to: where it goes on
     const current = run.running || (model.get("gate") || {}).node || paused || "";
     if (current !== view.followed) follow(current);
@@ -880,6 +894,15 @@ function render({ model, el }) {
         return;
       }
     }
+  });
+
+  // Keys pressed in the view are the view's: JupyterLab's one-key notebook shortcuts (a, b,
+  // d d, m, j, k...) would act on the cells around it. Modified keys, Escape and Shift+Enter
+  // still reach the notebook.
+  root.addEventListener("keydown", (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.key === "Escape") return;
+    if (ev.key === "Enter" && ev.shiftKey) return;
+    ev.stopPropagation();
   });
 
   // --- evidence ----------------------------------------------------------------------------------

@@ -50,6 +50,8 @@ class RunView:
     """The live process that holds the run (its lock's fields), or None."""
     cut_off: tuple[str, ...]
     """Nodes whose step never ended while no process drives the run."""
+    kept: tuple[str, ...] = ()
+    """The branches the parallel node the run goes on from had ended (they do not run again)."""
 
     def require_node(self, node_id: str) -> Node:
         """The node ``node_id``; RunError naming the likely one (or the nodes there are)."""
@@ -83,6 +85,7 @@ class RunView:
             failed=memory.state is RunState.FAILED and memory.failed_node == node_id,
             paused_at=memory.state is RunState.PAUSED and memory.next_node == node_id,
             resumes_at=memory.next_node if memory.state is RunState.PAUSED else None,
+            kept=self.kept,
         )
 
     def output(self, node_id: str) -> str:
@@ -119,6 +122,8 @@ def read_run(run_dir: Path) -> RunView:
     """
     from freshness_magic.engine.activity import activity
     from freshness_magic.engine.checkpoint import load_checkpoint
+    from freshness_magic.engine.context import partial_key
+    from freshness_magic.engine.handlers.parallel import kept_branch_ids
     from freshness_magic.engine.persistence import follow_restarts, restore_memory, stored_pipeline
     from freshness_magic.engine.runlock import live_driver
     from freshness_magic.errors import FreshnessError
@@ -128,7 +133,7 @@ def read_run(run_dir: Path) -> RunView:
     folder = follow_restarts(run_dir)
     data, used = load_checkpoint(folder)
     graph = stored_pipeline(folder, data.get("pipeline") or {}, used)
-    memory, _ = restore_memory(data, folder)
+    memory, context = restore_memory(data, folder)
     try:
         report: FreshnessReport | None = checkpoint_report(data, used)
     except FreshnessError:
@@ -160,7 +165,9 @@ def read_run(run_dir: Path) -> RunView:
         for node_id in cut_off:
             model.mark_interrupted(node_id, CUT_OFF)
         model.publish(snapshot)  # nothing runs: back to the checkpoint, the cut-off marked
-    return RunView(folder, graph, memory, model, report, driver, cut_off)
+    going_on = memory.next_node if memory.state is RunState.PAUSED else None
+    kept = kept_branch_ids(context.get(partial_key(going_on))) if going_on else []
+    return RunView(folder, graph, memory, model, report, driver, cut_off, tuple(kept))
 
 
 def _int(value: object) -> int:

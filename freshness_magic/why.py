@@ -155,6 +155,9 @@ class NodeFacts:
     """The run paused with this node next to run again (it was interrupted or cut off)."""
     resumes_at: str | None = None
     """The node a paused run goes on from (a parallel node for its interrupted branches)."""
+    kept: Sequence[str] = ()
+    """The branches the interrupted parallel node ``resumes_at`` had ended: they keep their
+    results and do not run again."""
     superseded: bool = False
     """The pipeline object was replaced: its actions are refused."""
 
@@ -355,9 +358,10 @@ def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     if facts.failed and facts.view.state is NodeState.FAILED:
         retry = commands.retry(node_id)
         return [NextStep("next: fix the cause, then run it again and go on from it", retry)]
+    kept = f" ({', '.join(facts.kept)} had ended: not run again)" if facts.kept else ""
     if facts.paused_at and facts.view.state is NodeState.INTERRUPTED:
         go_on = commands.go_on()
-        return [NextStep("next: run it again and go on from it", go_on)]
+        return [NextStep(f"next: run it again and go on from it{kept}", go_on)]
     owner = facts.graph.nodes.get(facts.resumes_at or "")
     if (
         facts.view.state is NodeState.INTERRUPTED
@@ -365,10 +369,8 @@ def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
         and owner.handler_type == "parallel"
     ):
         go_on = commands.go_on()
-        line = (
-            f"next: run parallel node '{owner.id}' again (its branches that had ended are not "
-            "run again) and go on"
-        )
+        ended = f"{', '.join(facts.kept)} had ended" if facts.kept else "none had ended"
+        line = f"next: run parallel node '{owner.id}' again ({ended}: not run again) and go on"
         return [NextStep(line, go_on)]
     return []
 

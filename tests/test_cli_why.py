@@ -513,8 +513,9 @@ def test_an_interrupted_branch_says_its_parallel_node_runs_again(tmp_path: Path)
     said = why(run.run_dir, "slow", tmp_path)
     assert said[0] == "slow: interrupted"
     assert next_steps(said) == {
-        "next: run parallel node 'fan' again (its branches that had ended are not run again) "
-        "and go on": f"{PROGRAM} resume {run.run_dir}"
+        "next: run parallel node 'fan' again (quick had ended: not run again) and go on": (
+            f"{PROGRAM} resume {run.run_dir}"
+        )
     }
     (tmp_path / "go").touch()  # slow ends this time
     went_on = paste(said[-1].strip(), tmp_path)

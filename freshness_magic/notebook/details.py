@@ -13,7 +13,9 @@ from typing import TYPE_CHECKING, Any
 
 from freshness_magic import why
 from freshness_magic.engine.condition_explain import ConditionExplanation, explain_condition
+from freshness_magic.engine.context import partial_key
 from freshness_magic.engine.edges import select_edge
+from freshness_magic.engine.handlers.parallel import kept_branch_ids
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.state import RunState
@@ -161,6 +163,7 @@ def why_facts(pipeline: PipelineReadout, node_id: str) -> NodeFacts:
 
         symbols = why_lines(run, node_id)
     snapshot = pipeline.model.snapshot
+    going_on = snapshot.next_node if snapshot.state is RunState.PAUSED else None
     return NodeFacts(
         graph=pipeline.graph,
         node=node,
@@ -176,7 +179,8 @@ def why_facts(pipeline: PipelineReadout, node_id: str) -> NodeFacts:
         blocked=pipeline.blocked_nodes(),
         failed=snapshot.state is RunState.FAILED and run is not None and run.failed_node == node_id,
         paused_at=snapshot.state is RunState.PAUSED and snapshot.next_node == node_id,
-        resumes_at=snapshot.next_node if snapshot.state is RunState.PAUSED else None,
+        resumes_at=going_on,
+        kept=kept_branch_ids(run.context.get(partial_key(going_on))) if run and going_on else (),
         superseded=pipeline.superseded,
     )
 

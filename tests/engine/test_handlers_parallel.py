@@ -494,6 +494,11 @@ def test_a_parallel_node_whose_driver_was_killed_keeps_the_branches_that_had_end
             "  was running when its driver stopped without saving (killed?); resume runs it again",
         ], said
     assert cli("why", str(run_dir), "quick", cwd=tmp_path).stdout.startswith("quick: succeeded")
+    said = cli("why", str(run_dir), "fan", cwd=tmp_path).stdout.splitlines()
+    assert said[-2:] == [  # the branch that had ended is named: it does not run again
+        "  next: run it again and go on from it (quick had ended: not run again):",
+        f"      python -m freshness_magic resume {run_dir}",
+    ]
     (tmp_path / "go").touch()
     resumed = cli("resume", str(run_dir), cwd=tmp_path)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr

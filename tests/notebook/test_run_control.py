@@ -11,12 +11,13 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
+from freshness_magic.engine.context import partial_key
 from freshness_magic.errors import RunError
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import NodeState
 from freshness_magic.notebook.text import TextResult
 from tests.notebook.conftest import load_review
-from tests.pipelines import GATED_CHILD, TWO_BRANCHES, managing
+from tests.pipelines import GATED_CHILD, ONE_ENDS_ONE_WAITS, TWO_BRANCHES, managing
 from tests.waiting import wait_until
 
 CELLS_DOT = """digraph cells {
@@ -103,6 +104,32 @@ def test_stop_from_another_thread_pauses_before_the_next_node(
     assert pipeline.views()["work"].state is NodeState.INTERRUPTED
     assert "after" not in pipeline.outcomes()
     assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
+
+
+def test_stop_in_a_fan_out_keeps_the_branches_that_had_ended_and_why_names_them(
+    shell: InteractiveShell, workdir: Path
+):
+    """A JupyterLab trial: after Stop nothing said which branches would run again."""
+    pipeline = shell.run_cell_magic("pipeline", f"fanned --workdir {workdir}", ONE_ENDS_ONE_WAITS)
+    answers: list[TextResult] = []
+    worker = threading.Thread(target=lambda: answers.append(pipeline.run_to()))
+    worker.start()
+    wait_until(
+        lambda: (
+            (workdir / "slow.txt").exists() and partial_key("fan") in pipeline.run.result().context
+        ),
+        "quick ended while slow runs",
+    )
+    pipeline.stop()
+    worker.join(30)
+    assert answers[0].text.splitlines()[-1] == "run: 1 step(s); paused"
+    assert line(shell, "why fan").text.splitlines()[-2:] == [
+        "  next: run it again and go on from it (quick had ended: not run again):",
+        "      %pipeline resume",
+    ]
+    (workdir / "go").touch()
+    assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
+    assert (workdir / "quick.txt").read_text() == "quick\n"
 
 
 def test_stop_with_nothing_running_says_so_and_changes_nothing(

@@ -119,6 +119,13 @@ def kept_branches(kept: Any, branches: list[Edge]) -> dict[int, BranchResult]:
     return found
 
 
+def kept_branch_ids(kept: Any) -> list[str]:
+    """The branches an interrupted parallel node had ended (``StepEnv.kept``, the context's
+    :func:`~freshness_magic.engine.context.partial_key` of the node): they do not run again."""
+    entries = kept.get("branches") if isinstance(kept, dict) else None
+    return [str(e["id"]) for e in entries or () if isinstance(e, dict) and "id" in e]
+
+
 def _stopped(result: BranchResult) -> bool:
     """The branch did not end on its own: interrupted, or not run because the join was decided."""
     return result.status is StageStatus.SKIPPED

@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine.model import Graph, Node
-from freshness_magic.engine.outcome import Outcome, Question
+from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.state import RunState
 from freshness_magic.engine.validation.attrs import no_node
 from freshness_magic.errors import RunError
@@ -34,6 +34,9 @@ from freshness_magic.notebook.watch import InputWatcher
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
     from freshness_magic.notebook.pipeline import NotebookPipeline
+
+_ENDED = frozenset({NodeState.SUCCEEDED, NodeState.PARTIAL, NodeState.FAILED})
+"""States a node shows once it ran (and ended) in the step in progress."""
 
 
 @dataclass(repr=False, eq=False)
@@ -200,6 +203,14 @@ class PipelineReadout:
         """Every node's visible state and why; a fresh dict the caller may keep."""
         return self.model.views()
 
+    def nodes_run(self) -> int:
+        """How many nodes have run: those with an outcome (not a gate still waiting), and the
+        branch nodes a parallel node in progress has finished (shown before its step ends)."""
+        views = self.views()
+        ran = {n for n, o in self.outcomes().items() if o.status is not StageStatus.WAITING}
+        ran.update(n for n, v in views.items() if v.state in _ENDED)
+        return len(ran)
+
     def status_line(self) -> str:
         """``pipeline NAME: state · next: X · 2/5 nodes run · 1 stale, 3 outdated``."""
         gate = self.pending_gate()
@@ -209,7 +220,7 @@ class PipelineReadout:
             self.model.snapshot.state.value if self.superseded else self.state_name,
             gate.node_id if gate is not None else None,
             self.next_node(),
-            len(self.outcomes()),
+            self.nodes_run(),
             len(self.graph.nodes),
             stale=counts[NodeState.STALE],
             outdated=counts[NodeState.OUTDATED],

@@ -120,6 +120,9 @@ def test_stop_in_a_fan_out_keeps_the_branches_that_had_ended_and_why_names_them(
         ),
         "quick ended while slow runs",
     )
+    wait_until(  # the header counts it before the parallel node's step ends (start, quick)
+        lambda: "· 2/6 nodes run" in pipeline.status_line(), "quick counted as run"
+    )
     pipeline.stop()
     worker.join(30)
     assert answers[0].text.splitlines()[-1] == "run: 1 step(s); paused"

@@ -82,7 +82,7 @@ class NotebookCommands:
         return lambda key: text.answer_command(gate, key)
 
     def go_on(self) -> str:
-        return "%pipeline resume"
+        return "%pipeline run"  # as the interrupt's own line and the view's banner say
 
 
 NOTEBOOK = NotebookCommands()

@@ -126,9 +126,10 @@ def test_stop_in_a_fan_out_keeps_the_branches_that_had_ended_and_why_names_them(
     pipeline.stop()
     worker.join(30)
     assert answers[0].text.splitlines()[-1] == "run: 1 step(s); paused"
+    assert "%pipeline run or step goes on from there" in answers[0].text
     assert line(shell, "why fan").text.splitlines()[-2:] == [
         "  next: run it again and go on from it (quick had ended: not run again):",
-        "      %pipeline resume",
+        "      %pipeline run",  # as the stop's own line says
     ]
     (workdir / "go").touch()
     assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"

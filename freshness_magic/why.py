@@ -219,6 +219,11 @@ def why_lines(facts: NodeFacts, commands: Commands) -> list[str]:
     if why := text.reason(view):  # a tool's reason goes on with its stderr tail: indented more
         first, *more = why.splitlines() or [why]
         lines.extend([f"  {first}", *(f"    {line}" for line in more)])
+    if facts.stale is not None and facts.stale.gone:
+        lines.append(
+            "  its source_files match no file now: every input it had is gone (moved or renamed? "
+            "fix source_files, or accept to go on without them)"
+        )
     outcome = facts.outcome
     if outcome is not None:
         again = view.state in (NodeState.WAITING, NodeState.NEXT, NodeState.RUNNING)

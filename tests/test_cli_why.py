@@ -569,3 +569,21 @@ def test_a_node_not_run_yet_says_a_resume_takes_its_changed_inputs_as_its_baseli
     assert answered.returncode == 0, answered.stdout + answered.stderr
     assert "it has not run yet and will use them" in answered.stdout  # as the note said
     assert "  ok      pack" in answered.stdout
+
+
+def test_a_node_whose_inputs_all_moved_away_says_its_source_files_match_nothing(
+    workdir: Path,
+) -> None:
+    """A recovery trial renamed the folder under a node's glob: ``why`` listed the deleted
+    files but not that ``src/*.py`` now matches no file at all."""
+    run_dir = start(workdir)  # lint read src/login.py
+    (workdir / "src").rename(workdir / "lib")
+    said = why(run_dir, "lint", workdir)
+    assert said[1] == "  inputs changed since it ran: src/login.py (deleted)"
+    assert said[2] == (
+        "  its source_files match no file now: every input it had is gone (moved or renamed? "
+        "fix source_files, or accept to go on without them)"
+    )
+    (workdir / "src").mkdir()  # one file back: the glob matches again
+    (workdir / "src" / "other.py").write_text("x = 1\n")
+    assert not any("match no file" in line for line in why(run_dir, "lint", workdir))

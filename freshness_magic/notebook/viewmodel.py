@@ -51,6 +51,9 @@ class NodeStale:
 
     kind: StaleKind
     files: tuple[StaleFile, ...]
+    gone: bool = False
+    """Every input it had was deleted and its ``source_files`` match no file now (a folder
+    moved or renamed under its glob, say)."""
 
     def describe(self) -> str:
         since = "baseline" if self.kind is StaleKind.BASELINE else "it ran"
@@ -87,7 +90,8 @@ def stale_from_report(report: FreshnessReport, graph: Graph) -> dict[str, NodeSt
             if f.label is not FileLabel.FRESH
         )
         if files and view.is_stale:
-            result[node_id] = NodeStale(kind, files)
+            gone = not view.fresh and all(f.label == "deleted" for f in files)
+            result[node_id] = NodeStale(kind, files, gone)
     return result
 
 

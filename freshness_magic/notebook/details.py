@@ -135,7 +135,13 @@ def banner(pipeline: PipelineReadout) -> RunBanner | None:
         return make(kinds.SUPERSEDED, f"this view was replaced by a newer load of {pipeline.name}")
     offer = pipeline.resume_offer
     if offer is not None and not pipeline.has_run:
-        return make(kinds.RESUME, offer.headline(pipeline.name), offer.where or "", way=offer.way)
+        return make(
+            kinds.RESUME,
+            offer.headline(pipeline.name),
+            offer.where or "",
+            way=offer.way,
+            holds=not offer.left,
+        )
     if model.dead_end is not None and model.snapshot.state in (RunState.COMPLETED, RunState.FAILED):
         node = str(model.dead_end.get("node", ""))
         return make(kinds.DEAD_END, text.dead_end_text(model.dead_end), node)

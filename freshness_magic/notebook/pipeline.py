@@ -11,7 +11,7 @@ view never reads a run in the middle of a step. The text of every answer comes f
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -378,7 +378,7 @@ class NotebookPipeline(LivePipeline):
             offer = find_unfinished(self.graph, self.workdir) if left is not None else None
             if offer is not None and left is not None and offer.run_dir != left.run_dir:
                 offer = None  # an older run, not the one just left
-            self.resume_offer = offer
+            self.resume_offer = replace(offer, left=True) if offer else None
             self.publish()
         if offer is None:
             head = "reset: a new run starts at the beginning"

@@ -62,6 +62,9 @@ class ResumeOffer:
     orphans: tuple[str, ...] = ()
     """Tools of the run that still run although the kernel that started them is gone (it was
     killed): :func:`~freshness_magic.engine.handlers.tool.orphaned_tools`."""
+    left: bool = False
+    """Offered after a reset in this kernel: the user chose to leave it, so the next action
+    starts a new run, as the reset said (found on disk after a load: the user has not chosen)."""
 
     def headline(self, name: str) -> str:
         """What the offered run is: ``an unfinished run of review (ID) waits at approve``, and

@@ -90,6 +90,9 @@ class RunBanner:
     """An edge to highlight (a failed route), as (source, target)."""
     way: str = ""
     """The magics that act on it, for views without the widget's buttons (the static view)."""
+    holds: bool = False
+    """The view's Step and Run wait for this banner's choice (an unfinished run offered after
+    a restart: Run would start a new run beside it)."""
 
     @property
     def full_text(self) -> str:

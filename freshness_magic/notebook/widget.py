@@ -221,6 +221,7 @@ class PipelineWidget(anywidget.AnyWidget):
                     "text": cut(banner.text, 1500),
                     "node": banner.node,
                     "edge": list(banner.edge) if banner.edge else None,
+                    "holds": banner.holds,
                 }
             )
             values["gate"] = gate_value(self.pipeline)

@@ -320,6 +320,8 @@ def test_a_kernel_restart_offers_resume_and_it_resumes_at_the_gate(
     offer = page.locator(f"{WIDGET} .fm-banner[data-kind='resume']")
     offer.wait_for(state="visible", timeout=WAIT_MS)
     assert "waits at approve" in offer.inner_text()
+    run = page.locator(f"{WIDGET} .fm-run")  # it would start a new run beside the offered one
+    assert run.is_disabled() and "Resume it, or Start new" in (run.get_attribute("title") or "")
     save_screenshot(
         page,
         "control_restart_offer",
@@ -374,7 +376,7 @@ def test_reset_leaves_the_run_offered_and_resume_goes_back(lab_server: Any, page
     offer.wait_for(state="visible", timeout=WAIT_MS)
     assert "waits at approve" in offer.inner_text()
     assert "%pipeline" not in offer.inner_text()  # its buttons say what to do
-    assert not step.is_disabled()
+    assert not step.is_disabled()  # the reset chose a new run: unlike after a restart
     wait_node_states(page, {"start": "next", "draft": "pending", "approve": "pending"})
     save_screenshot(
         page,

@@ -212,7 +212,10 @@ function render({ model, el }) {
   function lockActions(run) {
     const held = document.activeElement;
     for (const b of actionButtons) b.disabled = view.acting || inert();
-    const stuck = { waiting: "The run waits at a gate: answer it below",
+    // An unfinished run found on disk is offered: Run would start a new run beside it.
+    const offered = (model.get("banner") || {}).holds
+      ? "An unfinished run is offered above: Resume it, or Start new" : "";
+    const stuck = offered || { waiting: "The run waits at a gate: answer it below",
       completed: "The run completed: Reset starts a new one" }[run.state];
     for (const [b, title] of [[stepB, STEP_TITLE], [runB, RUN_TITLE], [runToB, RUN_TO_TITLE]]) {
       if (stuck) b.disabled = true;
@@ -704,6 +707,7 @@ function render({ model, el }) {
   }
   function applyBanner() {
     const b = model.get("banner") || {};
+    lockActions(model.get("run") || {});
     if (!b.kind || (b.kind === "superseded" && model.get("note"))) {
       banner.hidden = true;
       banner.replaceChildren();

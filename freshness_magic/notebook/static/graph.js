@@ -136,8 +136,9 @@ function render({ model, el }) {
   // next action from its buttons or Fit; expect: the scroll position the view itself last set.
   const view = { scale: 1, natural: [0, 0], svg: null, groups: [], edges: [], titles: [],
     nodes: [], selected: null, mode: "readable", moved: false, expect: null, chosenEdge: null,
-    focus: null, keyNode: null, start: null, exit: null, acting: false, waiting: null, dead: false, shownWidth: -1, shownHeight: -1,
-    shownGate: null, asked: false, returnTo: null };
+    focus: null, acting: false, waiting: null, dead: false, shownWidth: -1, shownHeight: -1,
+    shownGate: null, asked: false, returnTo: null,
+    keyNode: null, start: null, exit: null }; // the node in the Tab order; Home's and End's
 
   // A click is answered by the kernel: a reply, or a state update (a longer action is shown
   // running within a moment). Without an answer the page says so instead of doing nothing: the
@@ -540,7 +541,7 @@ function render({ model, el }) {
       const [x, y] = centre(grp);
       const along = (x - x0) * dx + (y - y0) * dy;
       const across = Math.abs((x - x0) * dy + (y - y0) * dx);
-      if (along <= 1 || across > along) return; // only what lies that way (a 90° cone)
+      if (along <= 1 || across > along) return; // only what lies that way (within 45°)
       const cost = along + 2 * across;
       if (cost < bestCost) { best = view.nodes[i]; bestCost = cost; }
     });

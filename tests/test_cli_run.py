@@ -718,6 +718,36 @@ def test_status_names_nodes_whose_inputs_changed_and_notes_them_at_the_gate(
     assert as_json["stale_nodes"] == ["lint", "notes"]
 
 
+def test_status_marks_the_nodes_after_a_changed_one_outdated(tmp_path: Path) -> None:
+    """A recovery trial: the table marked nothing, and the node that ran on the changed node's
+    results was named nowhere, while the notebook showed it outdated."""
+    dot = write(
+        tmp_path,
+        "after.dot",
+        """digraph after {
+  start  [shape=Mdiamond]
+  lint   [shape=parallelogram, tool_command="cat in.txt", source_files="in.txt", freshness=warn]
+  report [shape=parallelogram, tool_command="echo report"]
+  done   [shape=Msquare]
+  start -> lint -> report -> done
+}""",
+    )
+    (tmp_path / "in.txt").write_text("v1\n")
+    ran = cli("run", str(dot), "--workdir", str(tmp_path), "--json", cwd=tmp_path)
+    run_dir = json.loads(ran.stdout)["run_dir"]
+    (tmp_path / "in.txt").write_text("v2\n")
+    lines = cli("status", run_dir, cwd=tmp_path).stdout.splitlines()
+    rows = {line.split()[2]: line.split()[:2] for line in lines if "(" in line.split()[1]}
+    assert rows == {
+        "lint": ["success", "(stale)"],
+        "report": ["success", "(outdated)"],
+        "done": ["success", "(outdated)"],
+    }
+    as_json = json.loads(cli("status", run_dir, "--json", cwd=tmp_path).stdout)
+    assert as_json["stale_nodes"] == ["lint"]
+    assert as_json["outdated_nodes"] == ["report", "done"]  # they ran on lint's old results
+
+
 def test_a_child_pipelines_gate_is_answered_through_its_manager_node(tmp_path: Path) -> None:
     """It failed saying to give --auto-approve, which changed nothing, and --answer refused
     both the manager and the child's gate."""

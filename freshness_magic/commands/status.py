@@ -52,9 +52,13 @@ def main(args: argparse.Namespace) -> int:
     run_dir = follow_restarts(run_dir_or_newest(args.run_dir, "status"))
     data, used = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)
-    stale = stale_nodes(run_dir, data, used)
+    stale, outdated = changed_nodes(run_dir, data, used)
+    ran = ("success", "partial_success")  # a failed node is shown failed, not outdated
+    outdated = [n for n in outdated if info["node_outcomes"].get(n, {}).get("status") in ran]
     if stale:  # as driver and orphaned_tools: only when there is something to say
         info["stale_nodes"] = stale
+    if outdated:
+        info["outdated_nodes"] = outdated
     driver = live_driver(run_dir)
     if driver is not None:
         info["driver"] = driver
@@ -87,7 +91,8 @@ def main(args: argparse.Namespace) -> int:
     for node in dict.fromkeys(info["completed_nodes"]):
         outcome = info["node_outcomes"].get(node, {})
         note = _first_line(outcome.get("failure_reason") or outcome.get("notes") or "")
-        said = outcome.get("status", "") + (" (stale)" if node in (stale or ()) else "")
+        mark = " (stale)" if node in (stale or ()) else " (outdated)" if node in outdated else ""
+        said = outcome.get("status", "") + mark
         print(f"  {said:<16} {node:<24} {note}".rstrip(), file=out)
     if info["failure_reason"]:
         where = f" at '{info['failed_node']}'" if info["failed_node"] else ""
@@ -167,25 +172,33 @@ def held_open(
     return who, "no node running now", f"go on there (%pipeline resume), {leave}"
 
 
-def stale_nodes(run_dir: Path, data: dict[str, Any], used: Path) -> list[str] | None:
-    """The nodes whose inputs changed (as ``check`` finds them) and are checked (``freshness``
-    warn or block: the nodes every view shows stale), from the checkpoint ``status`` read; None
-    when the run keeps no freshness state."""
+def changed_nodes(
+    run_dir: Path, data: dict[str, Any], used: Path
+) -> tuple[list[str] | None, list[str]]:
+    """From the checkpoint ``status`` read: the nodes whose inputs changed (as ``check`` finds
+    them) and are checked (``freshness`` warn or block: the nodes every view shows stale; None
+    when the run keeps no freshness state), and the nodes that ran after one of them changed
+    since it ran, downstream of it (outdated, as every view shows them)."""
     from freshness_magic.engine.persistence import stored_pipeline
+    from freshness_magic.engine.reach import ran_after, successor_map
     from freshness_magic.errors import FreshnessError, FreshnessMagicError
     from freshness_magic.freshness.runcheck import checkpoint_report
 
     try:
         report = checkpoint_report(data, used)
     except FreshnessError:
-        return None
+        return None, []
     if not report.stale_nodes:
-        return []
+        return [], []
     try:
         graph = stored_pipeline(run_dir, data.get("pipeline") or {}, used)
     except FreshnessMagicError:
-        return report.stale_nodes  # no pipeline to tell the modes from
-    return report.with_modes(graph).stale_nodes
+        return report.stale_nodes, []  # no pipeline to tell the modes and the edges from
+    stale = report.with_modes(graph).stale_nodes
+    since_run = [n for n in stale if report.nodes[n].since_run is not None]
+    completed = [str(n) for n in data.get("completed_nodes") or ()]
+    later = ran_after(successor_map(graph), completed, since_run)
+    return stale, [n for n in graph.nodes if n in later and n not in stale]
 
 
 def _stale_lines(

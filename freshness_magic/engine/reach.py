@@ -7,7 +7,7 @@ counts those jumps as edges, so every walk here agrees with the engine on what c
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from freshness_magic.engine.model import Graph, Node
 
@@ -44,6 +44,23 @@ def reachable(succ: Mapping[str, set[str]], roots: Iterable[str]) -> set[str]:
             seen.add(node)
             todo.extend(succ.get(node, ()))
     return seen
+
+
+def ran_after(
+    succ: Mapping[str, set[str]], completed: Sequence[str], roots: Iterable[str]
+) -> dict[str, str]:
+    """The nodes downstream of a root that last ran after the root's last run, each with the
+    first such root: their results may rest on the root's (the nodes a root whose inputs
+    changed since it ran makes outdated)."""
+    last = {node_id: i for i, node_id in enumerate(completed)}
+    found: dict[str, str] = {}
+    for root in roots:
+        if root not in last:
+            continue
+        for down in sorted(reachable(succ, [root])):
+            if down != root and last.get(down, -1) > last[root] and down not in found:
+                found[down] = root
+    return found
 
 
 def upstream(graph: Graph, node_id: str) -> list[str]:

@@ -23,7 +23,7 @@ from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.persistence import EVENTS_FILE
-from freshness_magic.engine.reach import forward_order, reachable, successor_map
+from freshness_magic.engine.reach import forward_order, ran_after, reachable, successor_map
 from freshness_magic.engine.state import RunState
 from freshness_magic.freshness.attrs import inputs_checked
 from freshness_magic.freshness.events import some_files
@@ -418,18 +418,17 @@ class ViewModel:
         so: one whose inputs changed since it ran (``details["upstream"]``: accepting its inputs
         clears the mark), else one that ran again after them (``details["reran"]``: e.g. after a
         ``retry`` of an earlier node, until the run reaches them again)."""
-        last = {node_id: i for i, node_id in enumerate(self.snapshot.completed)}
-        found: dict[str, NodeView] = {}
-        for node_id, stale in self.stale.items():
-            if stale.kind is not StaleKind.RUN or node_id not in last:
-                continue
-            for down in sorted(reachable(self._succ, [node_id])):
-                if down != node_id and last.get(down, -1) > last[node_id] and down not in found:
-                    found[down] = NodeView(
-                        NodeState.OUTDATED,
-                        why=f"may be outdated: upstream {node_id}'s inputs changed",
-                        details={"upstream": node_id},
-                    )
+        completed = self.snapshot.completed
+        last = {node_id: i for i, node_id in enumerate(completed)}
+        changed = [n for n, stale in self.stale.items() if stale.kind is StaleKind.RUN]
+        found = {
+            down: NodeView(
+                NodeState.OUTDATED,
+                why=f"may be outdated: upstream {node_id}'s inputs changed",
+                details={"upstream": node_id},
+            )
+            for down, node_id in ran_after(self._succ, completed, changed).items()
+        }
         for down, upstream in self._reran_upstream(last).items():
             if down not in found:
                 found[down] = NodeView(

@@ -203,10 +203,10 @@ class PipelineReadout:
         """Every node's visible state and why; a fresh dict the caller may keep."""
         return self.model.views()
 
-    def nodes_run(self) -> int:
+    def nodes_run(self, views: Mapping[str, NodeView]) -> int:
         """How many nodes have run: those with an outcome (not a gate still waiting), and the
-        branch nodes a parallel node in progress has finished (shown before its step ends)."""
-        views = self.views()
+        branch nodes a parallel node in progress has finished (``views`` show them before its
+        step ends)."""
         ran = {n for n, o in self.outcomes().items() if o.status is not StageStatus.WAITING}
         ran.update(n for n, v in views.items() if v.state in _ENDED)
         return len(ran)
@@ -214,13 +214,14 @@ class PipelineReadout:
     def status_line(self) -> str:
         """``pipeline NAME: state · next: X · 2/5 nodes run · 1 stale, 3 outdated``."""
         gate = self.pending_gate()
-        counts = Counter(view.state for view in self.views().values())
+        views = self.views()
+        counts = Counter(view.state for view in views.values())
         return text.status_line(
             self.name,
             self.model.snapshot.state.value if self.superseded else self.state_name,
             gate.node_id if gate is not None else None,
             self.next_node(),
-            self.nodes_run(),
+            self.nodes_run(views),
             len(self.graph.nodes),
             stale=counts[NodeState.STALE],
             outdated=counts[NodeState.OUTDATED],

@@ -292,7 +292,7 @@ def run_value(
     at ``now`` (wall clock); while a node runs the page counts both on from there."""
     if elapsed is None:
         elapsed = active_seconds(pipeline.evidence_records(), pipeline.model.stopped)
-    done = pipeline.nodes_run()
+    done = pipeline.nodes_run(views)
     total = max(len(pipeline.graph.nodes), 1)
     if pipeline.model.snapshot.state is RunState.COMPLETED:
         done = total

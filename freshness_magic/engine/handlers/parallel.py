@@ -104,26 +104,33 @@ def _score(context: Context) -> float:
         return 0.0
 
 
-def kept_branches(kept: Any, branches: list[Edge]) -> dict[int, BranchResult]:
-    """The branches an interrupted run of the node had ended (``StepEnv.kept``), by index;
-    an entry that does not fit this node's branches is ignored (they run again)."""
-    found: dict[int, BranchResult] = {}
+def _kept_results(kept: Any) -> list[BranchResult]:
+    """The branch results an interrupted run of a parallel node saved (``StepEnv.kept``); an
+    entry that is not one is left out (its branch runs again)."""
     entries = kept.get("branches") if isinstance(kept, dict) else None
+    found = []
     for entry in entries if isinstance(entries, list) else ():
         try:
-            result = BranchResult.from_dict(entry)
+            found.append(BranchResult.from_dict(entry))
         except (KeyError, TypeError, ValueError, AttributeError):
             continue
-        if 0 <= result.index < len(branches) and branches[result.index].target == result.id:
-            found[result.index] = result
     return found
+
+
+def kept_branches(kept: Any, branches: list[Edge]) -> dict[int, BranchResult]:
+    """The branches an interrupted run of the node had ended, by index; one that does not fit
+    this node's branches is left out (it runs again)."""
+    return {
+        r.index: r
+        for r in _kept_results(kept)
+        if 0 <= r.index < len(branches) and branches[r.index].target == r.id
+    }
 
 
 def kept_branch_ids(kept: Any) -> list[str]:
     """The branches an interrupted parallel node had ended (``StepEnv.kept``, the context's
     :func:`~freshness_magic.engine.context.partial_key` of the node): they do not run again."""
-    entries = kept.get("branches") if isinstance(kept, dict) else None
-    return [str(e["id"]) for e in entries or () if isinstance(e, dict) and "id" in e]
+    return [r.id for r in _kept_results(kept)]
 
 
 def _stopped(result: BranchResult) -> bool:

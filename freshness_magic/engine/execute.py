@@ -190,6 +190,19 @@ class NodeExecutor:
 
         result = self.execute(node, context, branch_of)
         if result.interrupted:
+            self.node_finished(
+                StepResult(
+                    node_id=node.id,
+                    outcome=result.outcome,
+                    attempts=result.attempts,
+                    duration=result.duration,
+                    next_node=node.id,
+                    reason=f"'{node.id}' was interrupted",
+                    state=RunState.PAUSED,
+                    interrupted=True,
+                    branch_of=branch_of,
+                )
+            )
             return BranchStep(result.outcome, None, interrupted=True)
         outcome = result.outcome
         if outcome.status is StageStatus.WAITING:

@@ -21,8 +21,10 @@ A run calls its extensions at fixed points of its life:
   :func:`freshness_magic.events.session_event_kinds`).
 
 ``on_step_finished`` is called once per executed node: for the node of a step, and for every node
-of a parallel branch (``step_result.branch_of`` names the parallel node). Hooks are called one at
-a time even while branches run in threads; inside a branch ``run.context`` is the branch's context.
+of a parallel branch (``step_result.branch_of`` names the parallel node); also for a node stopped
+by an interrupt (``step_result.interrupted``: it did not finish and runs again). Hooks are called
+one at a time even while branches run in threads; inside a branch ``run.context`` is the branch's
+context.
 
 An extension that raises in ``before_execute``/``after_execute`` makes that attempt FAIL with the
 error text; one that raises elsewhere is logged and skipped.

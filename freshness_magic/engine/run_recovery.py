@@ -54,6 +54,7 @@ class RunRecovery(RunEndings):
             interrupted=True,
         )
         self._history.append(step)
+        self._executor.node_finished(step)
         self.save_checkpoint()
         return step
 

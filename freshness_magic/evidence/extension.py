@@ -147,8 +147,11 @@ def record_type(handler_type: str, facts: _StepFacts) -> str:
     return "analysis"
 
 
-def record_summary(node: Node, outcome: Outcome) -> str:
+def record_summary(node: Node, outcome: Outcome, interrupted: bool = False) -> str:
     """One line saying what the step did, for an engine-authored record."""
+    if interrupted:
+        what = f"{node.handler_type} node '{node.label}'"
+        return f"{what} interrupted: it runs again when the run goes on"
     status = outcome.status.value
     detail = outcome.failure_reason if outcome.status is StageStatus.FAIL else outcome.notes
     text = f"{node.handler_type} node '{node.label}' {status}"
@@ -308,6 +311,8 @@ class EvidenceExtension:
         facts = self._facts.pop(node_id, None)
         if facts is None:  # no attempt ran here (a gate answered by another process): the
             facts = _StepFacts(evidence_digest(run.workdir, node_id))  # file is as it was
+        elif step_result.interrupted and facts.snapshot is not None:
+            self._note_changes(facts, changes_since(facts.snapshot))  # what it left behind
         try:
             record, own_digest = self.build_record(run, node, step_result, facts)
             appended = not same_step(last_log_record(run.run_dir), record)
@@ -387,7 +392,7 @@ class EvidenceExtension:
             "failure_reason": outcome.failure_reason,
             "notes": outcome.notes,
             "attempt": step_result.attempts,
-            "step": len(run.completed_nodes),
+            "step": len(run.completed_nodes) + step_result.interrupted,  # its rerun's index
             "duration_seconds": round(step_result.duration, 6),
             "handler_type": node.handler_type,
             "stale_files": _stale_files(run.context.get(f"freshness.{node.id}.stale_files")),
@@ -403,6 +408,8 @@ class EvidenceExtension:
             "evidence_file": relative_evidence_path(node.id),
             "next_node": step_result.next_node,
         }
+        if step_result.interrupted:
+            engine_facts["interrupted"] = True
         if facts.invalid_record is not None:
             engine_facts["invalid_node_record"] = facts.invalid_record
         llm = outcome.context_updates.get(LLM_KEY.format(node_id=node.id))
@@ -417,7 +424,7 @@ class EvidenceExtension:
         record = merge_record(
             own,
             node_id=node.id,
-            summary=record_summary(node, outcome),
+            summary=record_summary(node, outcome, step_result.interrupted),
             type=record_type(node.handler_type, facts),
             engine_facts=engine_facts,
         )

@@ -349,10 +349,11 @@ def _last_valid(lines: list[bytes]) -> EvidenceRecord | None:
 
 
 def same_step(last: EvidenceRecord | None, record: EvidenceRecord) -> bool:
-    """Whether ``last`` is already ``record``'s step (same node, run id, attempt, step index)."""
+    """Whether ``last`` is already ``record``'s step (same node, run id, attempt, step index,
+    and both interrupted or neither: an interrupted attempt's step runs again with its index)."""
     if last is None or last.node_id != record.node_id:
         return False
-    keys = ("run_id", "attempt", "step")
+    keys = ("run_id", "attempt", "step", "interrupted")
     return all(last.engine.get(key) == record.engine.get(key) for key in keys)
 
 

@@ -182,6 +182,7 @@ class FreshnessExtension(BaseRunExtension):
         tracker = self._tracker(run)
         if (
             step_result.executed
+            and not step_result.interrupted
             and node_id is not None
             and node_id in tracker.baselines
             and not blocked_now

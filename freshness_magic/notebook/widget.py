@@ -49,6 +49,7 @@ import anywidget
 import traitlets
 
 from freshness_magic.errors import RunError
+from freshness_magic.notebook.interrupts import InterruptForwarding
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import Layout
 from freshness_magic.notebook.snapshot import snapshot_svg, static_html
@@ -121,6 +122,8 @@ class PipelineWidget(anywidget.AnyWidget):
         self.background = in_kernel()
         """Run actions on a worker thread (True inside a Jupyter kernel: the kernel stays free)."""
         self._worker: threading.Thread | None = None
+        self._interrupts = InterruptForwarding(self._stop_from_signal)
+        """Kernel > Interrupt stops what a click started, as the view's Stop does."""
         self._refresh_lock = threading.Lock()
         self.live_delay = LIVE_DELAY
         self._live_lock = threading.Lock()
@@ -283,6 +286,12 @@ class PipelineWidget(anywidget.AnyWidget):
         text = "".join(traceback.format_exception_only(type(exc), exc)).strip()
         self.send({"reply": "error", "text": text})
 
+    def _stop_from_signal(self) -> None:
+        try:
+            self.pipeline.stop()
+        except Exception as exc:  # a signal handler must not raise into the kernel's loop
+            self._report(exc)
+
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, dict):
             return
@@ -368,12 +377,14 @@ class PipelineWidget(anywidget.AnyWidget):
             except Exception as exc:
                 self._report(exc)
             finally:
+                self._interrupts.disarm()
                 self._worker = None
                 self._disarm_live()
                 self._safe_refresh()
                 self.send({"reply": "done", "action": name, "text": said, "line": self._gist(said)})
 
         self._worker = threading.Thread(target=work, name="fm-widget", daemon=True)
+        self._interrupts.arm()
         self._worker.start()
 
     def _gist(self, said: str) -> str:

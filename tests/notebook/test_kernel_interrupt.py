@@ -1,0 +1,86 @@
+"""Kernel > Interrupt stops a run the view's Run started, in a real kernel.
+
+ipykernel ignores SIGINT between messages, and the view's action runs on a worker thread after
+its message: a JupyterLab trial pressed the toolbar's square during a Run and nothing stopped.
+The interrupt now does what the view's Stop does, and a cell's Ctrl-C is as before.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from jupyter_client.blocking.client import BlockingKernelClient
+from jupyter_client.manager import KernelManager, start_new_kernel
+
+from tests.pipelines import SLOW_TOOL
+from tests.processes import group_alive
+from tests.waiting import wait_until
+
+REPO = Path(__file__).resolve().parents[2]
+ENV = {**os.environ, "PYTHONPATH": str(REPO)}
+HANDLER_BETWEEN_MESSAGES = """
+import asyncio, signal
+between = []
+asyncio.get_running_loop().call_soon(lambda: between.append(signal.getsignal(signal.SIGINT)))
+"""
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
+    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
+    try:
+        yield manager, client
+    finally:
+        client.stop_channels()
+        manager.shutdown_kernel(now=True)
+
+
+def execute(client: BlockingKernelClient, code: str) -> dict[str, Any]:
+    """Run ``code`` in the kernel; the reply's content, with its text output under ``out``."""
+    texts: list[str] = []
+
+    def keep(message: dict[str, Any]) -> None:
+        content = message["content"]
+        if message["msg_type"] == "stream":
+            texts.append(content["text"])
+        elif message["msg_type"] in ("execute_result", "display_data"):
+            texts.append(content["data"].get("text/plain", ""))
+
+    reply = client.execute_interactive(code, output_hook=keep, timeout=120)
+    return {**reply["content"], "out": "".join(texts)}
+
+
+def ok(client: BlockingKernelClient, code: str) -> str:
+    reply = execute(client, code)
+    assert reply["status"] == "ok", (code, reply)
+    return str(reply["out"])
+
+
+def test_kernel_interrupt_stops_the_views_run_and_cells_are_interrupted_as_before(
+    tmp_path: Path, kernel: tuple[KernelManager, BlockingKernelClient]
+) -> None:
+    manager, client = kernel
+    ok(client, "%load_ext freshness_magic")
+    ok(client, "%%pipeline slow\n" + SLOW_TOOL)
+    ok(client, "slow.widget.handle({'action': 'run'})")  # what the Run button's message does
+    started = tmp_path / "pgid.txt"
+    wait_until(lambda: started.exists() and started.read_text().strip(), "the tool starts")
+    pgid = int(started.read_text())
+
+    manager.interrupt_kernel()
+    wait_until(lambda: not group_alive(pgid), "the tool stops on the kernel's interrupt")
+    ok(client, "slow.widget.wait(30)")
+    assert "paused" in ok(client, "print(slow.status_line())")
+    assert not (tmp_path / "work.log").exists()
+
+    ok(client, HANDLER_BETWEEN_MESSAGES)
+    assert ok(client, "print(between)") == "[<Handlers.SIG_IGN: 1>]\n"  # ipykernel's own again
+    client.execute("import time; open('sleeping', 'w').close(); time.sleep(60)")
+    wait_until((tmp_path / "sleeping").exists, "the kernel runs the cell")
+    manager.interrupt_kernel()
+    reply = client.get_shell_msg(timeout=30)["content"]
+    assert reply["status"] == "error" and reply["ename"] == "KeyboardInterrupt", reply

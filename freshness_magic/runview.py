@@ -20,8 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from freshness_magic.engine import front_end
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.state import RunState
+from freshness_magic.engine.visible import visible
 from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel
 from freshness_magic.why import NodeFacts, stale_upstream
 
@@ -52,6 +54,8 @@ class RunView:
     """Nodes whose step never ended while no process drives the run."""
     kept: tuple[str, ...] = ()
     """The branches the parallel node the run goes on from had ended (they do not run again)."""
+    front_end: Any = None
+    """The nodes a front end declared to run in its own handler (``engine.front_end``)."""
 
     def require_node(self, node_id: str) -> Node:
         """The node ``node_id``; RunError naming the likely one (or the nodes there are)."""
@@ -86,6 +90,7 @@ class RunView:
             paused_at=memory.state is RunState.PAUSED and memory.next_node == node_id,
             resumes_at=memory.next_node if memory.state is RunState.PAUSED else None,
             kept=self.kept,
+            runs_elsewhere=front_end.runs_elsewhere(self.front_end, node_id, ()) or "",
         )
 
     def output(self, node_id: str) -> str:
@@ -96,7 +101,9 @@ class RunView:
         output = self.model.outputs.get(node_id, "")
         if not output:
             try:
-                output = (self.run_dir / "nodes" / node_id / CELL_OUTPUT_FILE).read_text("utf-8")
+                output = visible(
+                    (self.run_dir / "nodes" / node_id / CELL_OUTPUT_FILE).read_text("utf-8")
+                )
             except (OSError, UnicodeDecodeError):
                 output = ""
         return output
@@ -167,7 +174,8 @@ def read_run(run_dir: Path) -> RunView:
         model.publish(snapshot)  # nothing runs: back to the checkpoint, the cut-off marked
     going_on = memory.next_node if memory.state is RunState.PAUSED else None
     kept = kept_branch_ids(context.get(partial_key(going_on))) if going_on else []
-    return RunView(folder, graph, memory, model, report, driver, cut_off, tuple(kept))
+    handlers = context.get(front_end.HANDLERS_KEY)
+    return RunView(folder, graph, memory, model, report, driver, cut_off, tuple(kept), handlers)
 
 
 def _int(value: object) -> int:

@@ -160,6 +160,9 @@ class NodeFacts:
     results and do not run again."""
     superseded: bool = False
     """The pipeline object was replaced: its actions are refused."""
+    runs_elsewhere: str = ""
+    """Where the node runs when this surface cannot run it (a notebook's ``%%node`` cell seen
+    from the command line), else empty."""
 
     @property
     def view(self) -> NodeView:
@@ -360,7 +363,11 @@ def _rerun_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
 def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     """A retry for the node the run failed at; going on for the node a paused run stops in."""
     node_id = facts.node.id
-    if facts.failed and facts.view.state is NodeState.FAILED:
+    stopped = facts.failed and facts.view.state is NodeState.FAILED
+    if facts.runs_elsewhere and (stopped or facts.paused_at):
+        line = f"next: it runs in {facts.runs_elsewhere}; this command cannot run it, go on there"
+        return [NextStep(line)]
+    if stopped:
         retry = commands.retry(node_id)
         return [NextStep("next: fix the cause, then run it again and go on from it", retry)]
     kept = f" ({', '.join(facts.kept)} had ended: not run again)" if facts.kept else ""

@@ -263,6 +263,7 @@ class Run(RunRecovery):
             self._finish_failed(f"next node {node_id!r} does not exist in the pipeline", None)
             return self._idle(memory.failure_reason)
         node = self.graph.nodes[node_id]
+        self.check_handler(node_id)
         memory.state = RunState.RUNNING
         memory.current_node = node_id
         memory.interrupted_node = None

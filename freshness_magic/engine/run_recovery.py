@@ -13,6 +13,7 @@ Each is an event (PIPELINE_PAUSED, GATE_ANSWERED, RUN_RETRIED) and ends in the r
 
 from __future__ import annotations
 
+from freshness_magic.engine import front_end
 from freshness_magic.engine.context import PARTIAL_PREFIX
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.execute import NodeRun
@@ -165,6 +166,7 @@ class RunRecovery(RunEndings):
                 + ", ".join(self.graph.nodes)
             )
         target = self.branch_owner(target) or target
+        self.check_handler(target)
         self.start()
         for key in [k for k in self._context if k.startswith(PARTIAL_PREFIX)]:
             self._context.delete(key)  # a retry runs every node afresh, wherever it starts
@@ -181,6 +183,20 @@ class RunRecovery(RunEndings):
         )
         self.save_checkpoint()
         return target
+
+    def declare_handler(self, node_id: str, type_name: str, runs_in: str) -> None:
+        """Record in the run that ``node_id`` runs in the handler ``type_name`` (a front end's,
+        registered by it), so a process without it refuses the node instead of running the
+        node's own type (:mod:`.front_end`); ``runs_in`` says where it runs."""
+        front_end.declare(self._context, node_id, type_name, runs_in)
+
+    def check_handler(self, node_id: str) -> None:
+        """RunError when ``node_id`` was declared to run in a handler this run's registry lacks."""
+        elsewhere = front_end.runs_elsewhere(
+            self._context.get(front_end.HANDLERS_KEY), node_id, tuple(self.registry.types())
+        )
+        if elsewhere is not None:
+            raise RunError(front_end.refusal(node_id, elsewhere))
 
     def branch_owner(self, node_id: str) -> str | None:
         """The parallel node whose latest step ran ``node_id`` in one of its branches, if any

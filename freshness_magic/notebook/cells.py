@@ -95,6 +95,14 @@ def _cell_failure(exc: BaseException, filename: str) -> tuple[str, str]:
     )
 
 
+def cell_runs_in(node_id: str) -> str:
+    """Where a ``%%node`` cell's node runs, as a run records it for other processes."""
+    return (
+        f"a %%node cell of the notebook that runs the pipeline (there: %pipeline retry {node_id},"
+        " or %pipeline run)"
+    )
+
+
 @dataclass
 class CellHandler:
     """The handler of every ``%%node`` cell of one pipeline (``cells``: node id -> code)."""

@@ -20,7 +20,7 @@ from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.persistence import same_pipeline
 from freshness_magic.errors import FreshnessMagicError, NotAFolderError, RunError
-from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler
+from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler, cell_runs_in
 from freshness_magic.notebook.readout import PipelineReadout
 from freshness_magic.notebook.saved import run_dir_hash
 from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of, stopped_spans
@@ -121,7 +121,7 @@ class LivePipeline(PipelineReadout):
         self._model = ViewModel(self.graph)
         self._model.load_stopped(stopped_spans(Path(run.run_dir)))
         if self.cells:
-            run.registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+            self._register_cells(run)
         run.events.subscribe(self._on_event)
         self.publish()
         self.start_watching()
@@ -211,8 +211,15 @@ class LivePipeline(PipelineReadout):
         self.structure_version += 1
         self._install_cells()
         if self._run is not None:
-            self._run.registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+            self._register_cells(self._run)
         self._notify()
+
+    def _register_cells(self, run: Run) -> None:
+        """The run's handler of ``%%node`` cells, and each cell's node declared in the run, so a
+        process without the cells (``freshness-magic resume``) refuses them."""
+        run.registry.register(CELL_HANDLER_TYPE, CellHandler(self.cells, self.namespace))
+        for node_id in self.cells:
+            run.declare_handler(node_id, CELL_HANDLER_TYPE, cell_runs_in(node_id))
 
     def _install_cells(self) -> None:
         for node_id in self.cells:

@@ -206,8 +206,12 @@ def route(
             if not chain:
                 return Route(
                     None,
-                    f"node '{node.id}' failed ({why}); no edge condition matched the failure and "
-                    "no retry_target/fallback_retry_target is set on the node or the graph",
+                    _failed(
+                        node.id,
+                        why,
+                        "no edge condition matched the failure and no "
+                        "retry_target/fallback_retry_target is set on the node or the graph",
+                    ),
                     EdgeStep.NONE,
                 )
             label, target = chain[0]
@@ -220,9 +224,13 @@ def route(
         if failure_redirects >= limit:
             return Route(
                 None,
-                f"node '{node.id}' failed ({why}); its failures led on to '{decision.target}' "
-                f"{failure_redirects} time(s) in a row already (max_failure_redirects={limit}): "
-                "fix the cause and retry, or raise max_failure_redirects on the graph",
+                _failed(
+                    node.id,
+                    why,
+                    f"its failures led on to '{decision.target}' {failure_redirects} time(s) in a "
+                    f"row already (max_failure_redirects={limit}): fix the cause and retry, or "
+                    "raise max_failure_redirects on the graph",
+                ),
                 EdgeStep.NONE,
             )
         decision = replace(decision, failure_redirect=True)
@@ -234,3 +242,11 @@ def route(
         if verdict is not None:
             return verdict
     return decision
+
+
+def _failed(node_id: str, why: str, then: str) -> str:
+    """``node 'x' failed (why); then``, with a many-line ``why`` (a tool's stderr) after it:
+    in the parentheses its lines ran into the rest of the sentence."""
+    first, _, more = why.partition("\n")
+    text = f"node '{node_id}' failed ({first}); {then}"
+    return f"{text}\n{more}" if more else text

@@ -19,6 +19,7 @@ from freshness_magic.engine.handlers.parallel import kept_branch_ids
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.state import RunState
+from freshness_magic.engine.visible import visible
 from freshness_magic.freshness.attrs import source_files
 from freshness_magic.freshness.extension import missing_inputs
 from freshness_magic.notebook import text
@@ -65,7 +66,7 @@ def _tail(path: Path) -> str:
             text = handle.read().decode("utf-8", "replace")
     except OSError:
         return ""
-    return text if size <= FILE_TAIL_BYTES else "…" + text
+    return visible(text if size <= FILE_TAIL_BYTES else "…" + text)
 
 
 def node_details(pipeline: PipelineReadout, node_id: str) -> NodeDetails:
@@ -78,7 +79,7 @@ def node_details(pipeline: PipelineReadout, node_id: str) -> NodeDetails:
     if not output and run is not None:
         path = Path(run.run_dir) / "nodes" / node_id / CELL_OUTPUT_FILE
         try:
-            output = path.read_text(encoding="utf-8")
+            output = visible(path.read_text(encoding="utf-8"))
         except OSError:
             output = ""
     retries = run.node_retries.get(node_id, 0) if run is not None else 0

@@ -25,6 +25,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from freshness_magic.engine.model import Edge, Graph, Node
+from freshness_magic.engine.visible import CONTROL_PICTURES
 from freshness_magic.errors import FreshnessMagicError
 from freshness_magic.freshness.attrs import freshness_mode, inputs_checked, source_files
 from freshness_magic.notebook.viewstate import (
@@ -112,7 +113,11 @@ class Layout:
         return sorted(self.index, key=self.index.__getitem__)
 
 
-_CONTROL_PICTURES = {code: chr(0x2400 + code) for code in range(0x20) if chr(code) not in "\n\r"}
+_CONTROL_PICTURES = {
+    code: picture
+    for code, picture in CONTROL_PICTURES.items()
+    if code < 0x20 and code not in (10, 13)
+}
 """C0 control characters (invalid in the XML ``dot`` writes) shown as their Unicode pictures."""
 _XML_TEXT = {code: picture for code, picture in _CONTROL_PICTURES.items() if chr(code) != "\t"}
 """The same for text put into the SVG directly (tooltips keep tabs and line breaks)."""

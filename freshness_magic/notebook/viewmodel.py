@@ -25,6 +25,7 @@ from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.persistence import EVENTS_FILE
 from freshness_magic.engine.reach import forward_order, ran_after, reachable, successor_map
 from freshness_magic.engine.state import RunState
+from freshness_magic.engine.visible import visible
 from freshness_magic.freshness.attrs import inputs_checked
 from freshness_magic.freshness.events import some_files
 from freshness_magic.freshness.labels import FileLabel
@@ -298,7 +299,7 @@ class ViewModel:
         elif kind is EventType.STAGE_SKIPPED and node is not None:
             self.skipped[node] = str(event.data.get("notes") or "skipped")
         elif kind is EventType.STAGE_OUTPUT and node is not None:
-            text = self.outputs.get(node, "") + str(event.data.get("text", ""))
+            text = self.outputs.get(node, "") + visible(str(event.data.get("text", "")))
             self.outputs[node] = text[-OUTPUT_TAIL:]
             if node not in self.branches_running and (
                 self.running is None or self.running[0] != node

@@ -37,6 +37,7 @@ from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.runlock import pid_alive
+from freshness_magic.engine.visible import visible
 
 OUTPUT_CONTEXT_CHARS = 4000
 STDERR_TAIL_LINES = 20
@@ -342,7 +343,7 @@ class ToolHandler:
             )
         if process.returncode != 0:
             reason = f"exit code {process.returncode}: {shown}"
-            tail = _tail_lines(stderr, self.stderr_tail_lines)
+            tail = visible(_tail_lines(stderr, self.stderr_tail_lines))
             if tail:
                 reason += f"\nstderr (last {self.stderr_tail_lines} lines):\n{tail}"
             return Outcome(status=StageStatus.FAIL, context_updates=updates, failure_reason=reason)

@@ -246,6 +246,7 @@ class Run(RunRecovery):
 
     def step(self) -> StepResult:
         """Execute the next node (with its retries) and route; see the module docstring."""
+        self._store.check_driver()
         memory = self._memory
         if memory.state.finished:
             why = memory.failure_reason if memory.state is RunState.FAILED else ""
@@ -280,6 +281,7 @@ class Run(RunRecovery):
     def run(self, to: str | None = None, max_steps: int | None = None) -> RunResult:
         """Step until the exit, a failure, a waiting gate, an interrupt, ``to`` (not executed)
         or ``max_steps``."""
+        self._store.check_driver()
         if to is not None and to not in self.graph.nodes:
             raise RunError(
                 f"cannot run to node '{to}': it is not in the pipeline; nodes: "

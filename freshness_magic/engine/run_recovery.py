@@ -69,6 +69,7 @@ class RunRecovery(RunEndings):
         Raises RunError when no gate or another gate waits, GateAnswerError when the answer
         matches no choice (the gate keeps waiting).
         """
+        self._store.check_driver()
         memory = self._memory
         gate = memory.pending_gate
         if memory.state is not RunState.WAITING or gate is None:
@@ -144,6 +145,7 @@ class RunRecovery(RunEndings):
         node: alone it would go on to the fan-in, which would join this branch's new result
         with the other branches' old ones. The returned node says so to the caller.
         """
+        self._store.check_driver()
         memory = self._memory
         if memory.state is RunState.WAITING:
             raise RunError(

@@ -10,7 +10,9 @@ adds ``released``. The kernel drops an flock when its process dies, so a dead dr
 taken over without a step; the fallback takes over a lock whose pid is no longer alive on this
 host. Within one process the lock
 is shared: resuming a run again in the same process (a notebook cell, a script) does not block on
-itself. Readers (``status``, ``evidence``, ``check``) never take it.
+itself, and the object that opened it last drives it; an older one is refused from then on
+(:meth:`~.store.RunStore.check_driver`), so two objects never write one run. Readers
+(``status``, ``evidence``, ``check``) never take it.
 """
 
 from __future__ import annotations
@@ -55,12 +57,14 @@ def pid_alive(pid: int) -> bool:
         return True
 
 
-class _Held:
+class HeldLock:
     """An open, locked lock file; closing the descriptor releases the lock."""
 
     def __init__(self, fd: int, path: Path, info: dict[str, Any]) -> None:
         self.fd = fd
         self.path = path
+        self.driver: weakref.ref[object] | None = None
+        """The object of this process that drives the run now: the one that opened it last."""
         self._finalizer = weakref.finalize(self, _release, fd, path, fcntl is None, info)
 
     def release(self) -> None:
@@ -86,10 +90,10 @@ class RunLocks:
     """The run directory locks this process holds, shared by every Run object on one folder."""
 
     def __init__(self) -> None:
-        self._held: weakref.WeakValueDictionary[Path, _Held] = weakref.WeakValueDictionary()
+        self._held: weakref.WeakValueDictionary[Path, HeldLock] = weakref.WeakValueDictionary()
         self._guard = threading.Lock()
 
-    def acquire(self, run_dir: Path) -> tuple[_Held, bool]:
+    def acquire(self, run_dir: Path) -> tuple[HeldLock, bool]:
         """The lock of ``run_dir`` and whether it was taken now (False: shared with another
         Run object of this process).
 
@@ -102,7 +106,7 @@ class RunLocks:
                 return held, False
             path.parent.mkdir(parents=True, exist_ok=True)
             fd, info = _lock_fd(path)
-            held = _Held(fd, path, info)
+            held = HeldLock(fd, path, info)
             self._held[path] = held
             return held, True
 

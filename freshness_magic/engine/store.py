@@ -8,6 +8,7 @@ see :mod:`.checkpoint_format` for the format and :mod:`.runlock` for the driver 
 from __future__ import annotations
 
 import contextlib
+import weakref
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from freshness_magic.atomicio import journaled_writes
 from freshness_magic.engine.checkpoint_writer import CheckpointWriter
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.persistence import JournalMarks, RunMemory, step_record
-from freshness_magic.engine.runlock import PROCESS_LOCKS
+from freshness_magic.engine.runlock import PROCESS_LOCKS, HeldLock
 from freshness_magic.engine.state import Durability
 from freshness_magic.errors import RunError
 from freshness_magic.pathsafety import StateDirs, remembering
@@ -34,7 +35,7 @@ class RunStore:
             raise RunError(f"durability {durability!r} is not one of {choices}") from None
         self.writer: CheckpointWriter | None = None
         self.marks = JournalMarks()
-        self._lock: object | None = None
+        self._lock: HeldLock | None = None
         self.state_dirs = StateDirs()
         """State folders verified during this run (re-checked with one lstat each)."""
 
@@ -42,8 +43,21 @@ class RunStore:
         """Hold ``run_dir``'s driver lock (RunError when another process holds it); True when
         it was taken now rather than shared with another Run object of this process."""
         held, fresh = PROCESS_LOCKS.acquire(run_dir)
+        held.driver = weakref.ref(self)
         self._lock = held
         return fresh
+
+    def check_driver(self) -> None:
+        """RunError when another object of this process opened the run since this one did: it
+        drives the run now, and two writers would interleave the journal."""
+        held = self._lock
+        if held is None or held.driver is None or held.driver() is self:
+            return
+        raise RunError(
+            f"run {held.path.parent.name} was opened again in this process since this object "
+            "opened it (a newer load or resume of it drives it now); this one no longer acts "
+            "on it: use the newer one"
+        )
 
     def release(self) -> None:
         """Let go of the driver lock (the last Run object of this process releases it)."""
@@ -87,6 +101,7 @@ class RunStore:
         """Record the run's state; returns the snapshot written or the journal."""
         writer = self.writer
         assert writer is not None, "RunStore.open() first"
+        self.check_driver()
         if writer.needs_snapshot:
             data = payload(extensions)
             writer.append({"kind": "full", **data})

@@ -18,6 +18,7 @@ import keyword
 import os
 import shlex
 import sys
+import weakref
 from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
@@ -118,6 +119,9 @@ class PipelineMagics(Magics):
         self._pipeline_parser = build_pipeline_parser()
         self._cell_parser = build_cell_parser()
         self._node_parser = build_node_parser()
+        self._loaded: weakref.WeakSet[NotebookPipeline] = weakref.WeakSet()
+        """Every pipeline object loaded here, also those no variable names any more (``del``):
+        a newer load of the name supersedes them all, so an old view cannot act."""
 
     # --- the loaded pipelines --------------------------------------------------------------------
 
@@ -261,8 +265,12 @@ class PipelineMagics(Magics):
             print(line)
         if not resume:
             pipeline.offer_resume()
+        earlier = {p for p in self._loaded if p.name == name and not p.superseded}
         if isinstance(old, NotebookPipeline):
-            old.supersede()
+            earlier.add(old)
+        for replaced in earlier:
+            replaced.supersede()
+        self._loaded.add(pipeline)
         namespace[name] = pipeline
         return pipeline
 

@@ -16,6 +16,7 @@ from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.engine.pipeline import load_pipeline
+from freshness_magic.errors import RunError
 from freshness_magic.notebook.magics import PipelineMagics
 from freshness_magic.notebook.pipeline import NotebookPipeline
 from freshness_magic.notebook.render import NodeState, StaleKind
@@ -189,19 +190,21 @@ def test_the_offer_is_the_newest_run_as_its_journal_says(shell: InteractiveShell
         (folder / f"f{i}.txt").write_text(f"{i}\n")
     older = shell.run_cell_magic("pipeline", f"wide --workdir {workdir}", WIDE_DOT)
     line(shell, "step")
+    older_dir = older.run.run_dir
     del shell.user_ns["wide"]
     newer = shell.run_cell_magic("pipeline", f"wide --workdir {workdir}", WIDE_DOT)
-    assert newer.resume_offer is not None and newer.resume_offer.run_dir == older.run.run_dir
+    assert newer.resume_offer is not None and newer.resume_offer.run_dir == older_dir
     newer.start_new()
     for _ in range(3):
         line(shell, "step")
     snapshot = json.loads((newer.run.run_dir / "checkpoint.json").read_text())
     assert snapshot["completed_nodes"] == []  # the snapshot lags; the journal has the steps
+    newer_run = newer.run
     del shell.user_ns["wide"]
     again = shell.run_cell_magic("pipeline", f"wide --workdir {workdir}", WIDE_DOT)
     assert again.resume_offer is not None
-    assert (again.resume_offer.run_dir, again.resume_offer.where) == (newer.run.run_dir, "c")
-    assert line(shell, "resume").text.startswith(f"resumed run {newer.run.run_id}")
+    assert (again.resume_offer.run_dir, again.resume_offer.where) == (newer_run.run_dir, "c")
+    assert line(shell, "resume").text.startswith(f"resumed run {newer_run.run_id}")
 
 
 def test_resume_without_an_offer_hints(shell: InteractiveShell, workdir: Path):
@@ -601,3 +604,27 @@ def test_a_tool_a_killed_driver_left_running_is_named_and_a_new_run_stops_it(
             os.killpg(pgid, signal.SIGKILL)
     time.sleep(0.2)
     assert not (workdir / "work.log").exists()
+
+
+def test_a_pipeline_hidden_by_del_is_replaced_too_and_its_view_cannot_act(
+    shell: InteractiveShell, workdir: Path
+):
+    """The human_gates notebook does ``del release`` before loading with ``--resume``: the old
+    object lived on in its view, and a click there answered the gate a second time on the run
+    the new object had finished (a Notebook 7 trial). A newer load replaces every older object
+    of the name, and the engine refuses an older object of one run directory in any case."""
+    old = load_review(shell, workdir)
+    line(shell, "run --to approve")
+    line(shell, "resume approve --choice N")  # back to draft, then waiting at approve again
+    line(shell, "run")
+    old_view = old.widget
+    del shell.user_ns["review"]
+    new = shell.run_cell_magic("pipeline", f"review --resume --workdir {workdir}", REVIEW_DOT)
+    assert old.superseded and old_view.note == "this view was replaced by a newer load of review"
+    line(shell, "resume approve --choice Y")
+    assert new.status_line().startswith("pipeline review: completed")
+    run_dir = Path(new.run.run_dir)
+    journal = (run_dir / "journal.jsonl").read_bytes()
+    with pytest.raises(RunError, match="replaced by a newer load of review"):
+        old_view.handle({"action": "answer", "node": "approve", "choice": "N", "comment": "x"})
+    assert (run_dir / "journal.jsonl").read_bytes() == journal

@@ -1,0 +1,64 @@
+"""Two objects of one process on one run directory: the one that opened it last drives it.
+
+The driver lock is shared within a process, so a notebook's pipeline object that a ``del`` had
+only hidden answered a gate a second time on a run a newer load had already finished: the
+journal got records of both, out of order, and the run's readers disagreed. An older object is
+now refused before it acts, and the run on disk stays as the newer one left it.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.engine import RunState
+from freshness_magic.errors import RunError
+from freshness_magic.session import open_run, resume_run
+
+GATE = """digraph g {
+  start [shape=Mdiamond]
+  ask   [shape=hexagon, label="Go?"]
+  yes   [shape=parallelogram, tool_command="echo yes >> said.txt"]
+  no    [shape=parallelogram, tool_command="echo no >> said.txt"]
+  done  [shape=Msquare]
+  start -> ask
+  ask -> yes [label="[Y] Yes"]
+  ask -> no  [label="[N] No"]
+  yes -> done
+  no -> done
+}
+"""
+
+
+def state_files(run_dir: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted(run_dir.iterdir()) if p.is_file()}
+
+
+def test_an_older_object_is_refused_once_a_newer_one_opened_the_run(tmp_path: Path) -> None:
+    older = open_run(GATE, workdir=tmp_path)
+    assert older.run().state is RunState.WAITING
+    newer = resume_run(older.run_dir)
+    newer.answer("ask", "Y")
+    assert newer.run().state is RunState.COMPLETED
+    left = state_files(Path(older.run_dir))
+
+    for act in (lambda: older.answer("ask", "N"), older.step, older.run, older.retry):
+        with pytest.raises(RunError, match="opened again in this process"):
+            act()
+    assert state_files(Path(older.run_dir)) == left
+    assert (tmp_path / "said.txt").read_text() == "yes\n"
+    newer.close()
+    older.close()
+
+
+def test_the_newest_object_drives_even_while_an_older_one_lives(tmp_path: Path) -> None:
+    first = open_run(GATE, workdir=tmp_path)
+    first.run()
+    second = resume_run(first.run_dir)
+    third = resume_run(first.run_dir)
+    with pytest.raises(RunError, match="a newer load or resume of it drives it now"):
+        second.answer("ask", "N")
+    assert third.answer("ask", "N").state is RunState.PAUSED  # answered; the run goes on next
+    for run in (first, second, third):
+        run.close()

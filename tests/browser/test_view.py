@@ -300,15 +300,24 @@ FOCUSED_NODE_JS = """(s) => {
 nodes are in the Tab order (one); null when the focus is not on a node."""
 
 
-def test_the_nodes_are_reached_and_opened_by_keyboard(lab_server: Any, page: Any) -> None:
+ACTIVE_CELL_JS = """() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')]
+    .findIndex((c) => c.classList.contains('jp-mod-active'))"""
+
+
+@pytest.mark.parametrize("ui", ["lab", "nb7"])
+def test_the_nodes_are_reached_and_opened_by_keyboard(
+    lab_server: Any, page: Any, ui: str
+) -> None:
     """A node's details, Run to here and Retry from here needed a mouse: the graph panned by
     keyboard but its nodes could not be reached (a keyboard-only JupyterLab trial). A second
     trial: JupyterLab's one-key shortcuts acted on the cells (d d deleted the pipeline's cell),
     End went to the last node written, not the exit, and a sideways arrow in a top-to-bottom
-    graph went down the chain."""
-    start_factory(page, lab_server, "view_node_keys", dot=FACTORY_TB)
+    graph went down the chain. In Notebook 7, which reads keys before the page's elements do,
+    the arrows still moved the notebook's active cell (a Notebook 7 trial)."""
+    start_factory(page, lab_server, f"view_node_keys_{ui}", ui=ui, dot=FACTORY_TB)
     cells = page.locator(".jp-Notebook .jp-Cell")
     before = cells.count()
+    active = page.evaluate(ACTIVE_CELL_JS)
     page.locator(f"{WIDGET} .fm-viewport").focus()
     page.keyboard.press("Tab")  # from the graph to its nodes: one stop, the first node
     first = page.evaluate(FOCUSED_NODE_JS, WIDGET)
@@ -325,6 +334,7 @@ def test_the_nodes_are_reached_and_opened_by_keyboard(lab_server: Any, page: Any
     for key in ("a", "b", "m", "d", "d", "j", "k"):  # notebook shortcuts, on a node
         page.keyboard.press(key)
     assert cells.count() == before
+    assert page.evaluate(ACTIVE_CELL_JS) == active  # the arrows moved no cell either
     assert page.evaluate(FOCUSED_NODE_JS, WIDGET)["node"] == "start"
     page.keyboard.press("ArrowDown")
     page.keyboard.press("Enter")  # its details
@@ -347,13 +357,18 @@ def test_the_nodes_are_reached_and_opened_by_keyboard(lab_server: Any, page: Any
         " && r.top >= v.top && r.bottom <= v.bottom; }"
     ), "the node reached by keyboard is scrolled into the graph's view"
     save_screenshot(
-        page, "view_node_keys", page.locator(WIDGET), "the exit reached with the keyboard (End)"
+        page,
+        f"view_node_keys_{ui}",
+        page.locator(WIDGET),
+        f"the exit reached with the keyboard (End), {UI_NAMES[ui]}",
     )
     page.keyboard.press("Home")
     assert page.evaluate(FOCUSED_NODE_JS, WIDGET)["node"] == "start"
     page.keyboard.press("Escape")  # back to the graph, where the arrows pan
     assert page.evaluate("() => document.activeElement.classList.contains('fm-viewport')")
-    assert cells.count() == before
+    page.keyboard.press("ArrowDown")  # pans the graph, moves no cell
+    assert page.evaluate("() => document.activeElement.classList.contains('fm-viewport')")
+    assert cells.count() == before and page.evaluate(ACTIVE_CELL_JS) == active
     assert_clean(page)
 
 

@@ -901,13 +901,25 @@ function render({ model, el }) {
     }
   });
 
-  // Keys pressed in the view are the view's: JupyterLab's one-key notebook shortcuts (a, b,
-  // d d, m, j, k...) would act on the cells around it. Modified keys, Escape and Shift+Enter
-  // still reach the notebook.
+  // Keys pressed in the view are the view's: the notebook's one-key shortcuts (a, b, d d, m,
+  // j, k, the arrows...) would act on the cells around it. Modified keys, Escape and
+  // Shift+Enter still reach the notebook. JupyterLab reads keys as they bubble, so stopping
+  // them at the root is enough there. Notebook 7 reads them on the way down, before any
+  // element: there the focused element carries Lumino's mark that its shortcuts skip, set for
+  // each key the view keeps by a listener on the window, which sees a key first.
+  const viewsKey = (ev) => {
+    if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.key === "Escape") return false;
+    return !(ev.key === "Enter" && ev.shiftKey);
+  };
+  const markKept = (ev) => {
+    const target = ev.target;
+    if (!(target instanceof Element) || !root.contains(target)) return;
+    if (viewsKey(ev)) target.setAttribute("data-lm-suppress-shortcuts", "true");
+    else target.removeAttribute("data-lm-suppress-shortcuts");
+  };
+  window.addEventListener("keydown", markKept, true);
   root.addEventListener("keydown", (ev) => {
-    if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.key === "Escape") return;
-    if (ev.key === "Enter" && ev.shiftKey) return;
-    ev.stopPropagation();
+    if (viewsKey(ev)) ev.stopPropagation();
   });
 
   // --- evidence ----------------------------------------------------------------------------------
@@ -1122,6 +1134,7 @@ function render({ model, el }) {
     resize.disconnect();
     window.removeEventListener("pointermove", onPointerMove);
     window.removeEventListener("pointerup", onPointerUp);
+    window.removeEventListener("keydown", markKept, true);
     model.off("msg:custom", onCustom);
     for (const [name, fn] of handlers) model.off(name, fn);
   };

@@ -209,7 +209,8 @@ def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
 
 class ActiveTime:
     """How long a run has been at work: the time its steps cover, from its evidence records and
-    the attempts a Stop or an interrupt cut short (which leave no record).
+    the attempts a Stop or an interrupt cut short (also seen from their events, so a run of an
+    older version, whose stopped attempts left no record, counts them too).
 
     Each record spans ``duration_seconds`` up to its ``timestamp``; the spans are merged, so the
     nodes of parallel branches (inside their parallel node's span) are not counted twice, and
@@ -255,6 +256,16 @@ class ActiveTime:
         self._seen, self._stopped_seen = len(records), len(stopped)
         return self.seconds
 
+    def before(self, moment: float) -> float:
+        """The seconds covered before ``moment``: while a node runs since ``moment``, its own
+        span covers the rest, and the page counts it on (the branches a parallel node has
+        finished lie inside its span and are not counted again)."""
+        later = bisect.bisect_left(self._starts, moment)  # the first span starting at or after
+        covered = self.seconds - sum(self._ends[later:]) + sum(self._starts[later:])
+        if later and self._ends[later - 1] > moment:
+            covered -= self._ends[later - 1] - moment
+        return covered
+
     def _add(self, start: float, end: float) -> None:
         first = bisect.bisect_left(self._ends, start)  # the first span ending at or after start
         last = bisect.bisect_right(self._starts, end)  # after the last span starting by end
@@ -285,13 +296,14 @@ def run_value(
     pipeline: NotebookPipeline,
     views: Mapping[str, NodeView],
     now: float,
-    elapsed: float | None = None,
+    active: ActiveTime | None = None,
 ) -> dict[str, Any]:
-    """The run line above the graph: state, progress, the run's active time (``elapsed``, else
-    :func:`active_seconds` of its evidence log), and the running node with how long it has run
-    at ``now`` (wall clock); while a node runs the page counts both on from there."""
-    if elapsed is None:
-        elapsed = active_seconds(pipeline.evidence_records(), pipeline.model.stopped)
+    """The run line above the graph: state, progress, the run's active time (from ``active``,
+    else from its evidence log), and the running node with how long it has run at ``now``
+    (wall clock); while a node runs the page counts both on from there."""
+    if active is None:
+        active = ActiveTime()
+        active.update(pipeline.evidence_records(), pipeline.model.stopped)
     done = pipeline.nodes_run(views)
     total = max(len(pipeline.graph.nodes), 1)
     if pipeline.model.snapshot.state is RunState.COMPLETED:
@@ -299,6 +311,7 @@ def run_value(
     running = next((n for n, v in views.items() if v.state is NodeState.RUNNING), "")
     started = views[running].details.get("started_at") if running else None
     running_for = max(now - started, 0.0) if isinstance(started, int | float) else 0.0
+    elapsed = active.before(started) if isinstance(started, int | float) else active.seconds
     return {
         "state": pipeline.state_name,
         "line": pipeline.status_line(),

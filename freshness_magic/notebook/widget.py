@@ -231,8 +231,8 @@ class PipelineWidget(anywidget.AnyWidget):
             found = self._evidence_value()
             if found is not None:
                 values["evidence"] = found
-        elapsed = self._active.update(self._records, self.pipeline.model.stopped)
-        values["run"] = run_value(self.pipeline, views, time.time(), elapsed)
+        self._active.update(self._records, self.pipeline.model.stopped)
+        values["run"] = run_value(self.pipeline, views, time.time(), self._active)
         changed = {k: v for k, v in values.items() if getattr(self, k) != v}
         if not changed:
             return

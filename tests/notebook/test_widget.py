@@ -525,3 +525,63 @@ def test_active_time_folded_in_record_by_record_is_the_whole_logs() -> None:
     assert active_seconds(records) == pytest.approx(covered(spans), abs=1e-3)
     other = [record(10.0, 4.0)]
     assert folded.update(other) == pytest.approx(4.0)
+
+
+def test_active_time_before_a_moment_is_the_covered_time_before_it() -> None:
+    rng = random.Random(5)
+    spans = [(s, s + rng.uniform(0.01, 20)) for s in (rng.uniform(0, 300) for _ in range(200))]
+    folded = ActiveTime()
+    folded.update(
+        [
+            {
+                "timestamp": datetime.fromtimestamp(1_700_000_000 + end, tz=UTC).isoformat(),
+                "outcome": {"engine": {"duration_seconds": end - start}},
+            }
+            for start, end in spans
+        ]
+    )
+    for moment in (rng.uniform(-10, 330) for _ in range(50)):
+        clipped = [(s, min(e, moment)) for s, e in spans if s < moment]
+        expected = 0.0
+        reach = float("-inf")
+        for start, end in sorted(clipped):
+            if end > reach:
+                expected += end - max(start, reach)
+                reach = end
+        assert folded.before(1_700_000_000 + moment) == pytest.approx(expected, abs=1e-3)
+
+
+BRANCH_ENDS_FIRST = """digraph p {
+  start [shape=Mdiamond]
+  fan   [shape=component]
+  quick [shape=parallelogram, tool_command="sleep 1; echo quick >> quick.txt"]
+  slow  [shape=parallelogram, tool_command="until test -f go; do sleep 0.05; done"]
+  join  [shape=tripleoctagon]
+  done  [shape=Msquare]
+  start -> fan
+  fan -> quick
+  fan -> slow
+  quick -> join
+  slow -> join
+  join -> done
+}
+"""
+
+
+def test_the_active_time_does_not_count_a_finished_branch_again_while_its_fan_runs(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """A Notebook 7 trial: the header's time ran ahead of the clock while four branches ran
+    (the finished branches' time was added to the running parallel node's), then fell back."""
+    pipeline = shell.run_cell_magic("pipeline", f"p --workdir {workdir}", BRANCH_ENDS_FIRST)
+    widget = pipeline.widget
+    widget.background = True
+    widget.handle({"action": "step"})
+    widget.wait(30)
+    before = widget.run["elapsed"]
+    widget.handle({"action": "step"})
+    wait_until(lambda: widget.run.get("running") == "fan" and widget.run["done"] >= 2, "quick ends")
+    assert widget.run["elapsed"] == before
+    (workdir / "go").touch()
+    widget.wait(30)
+    assert widget.run["elapsed"] >= before + 1.0

@@ -305,9 +305,7 @@ ACTIVE_CELL_JS = """() => [...document.querySelectorAll('.jp-Notebook .jp-Cell')
 
 
 @pytest.mark.parametrize("ui", ["lab", "nb7"])
-def test_the_nodes_are_reached_and_opened_by_keyboard(
-    lab_server: Any, page: Any, ui: str
-) -> None:
+def test_the_nodes_are_reached_and_opened_by_keyboard(lab_server: Any, page: Any, ui: str) -> None:
     """A node's details, Run to here and Retry from here needed a mouse: the graph panned by
     keyboard but its nodes could not be reached (a keyboard-only JupyterLab trial). A second
     trial: JupyterLab's one-key shortcuts acted on the cells (d d deleted the pipeline's cell),

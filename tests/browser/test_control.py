@@ -513,3 +513,37 @@ def test_the_keyboard_keeps_its_place_through_an_action(lab_server: Any, page: A
     assert focused["inside"], focused
     assert error_outputs(page) == []
     assert widget_log_errors(page) == []
+
+
+FAILS_UNTIL_FIXED = """digraph fixable {
+  start [shape=Mdiamond]
+  check [shape=parallelogram, tool_command="test -f fixed.txt"]
+  done  [shape=Msquare]
+  start -> check -> done
+}
+"""
+
+
+def test_after_a_failure_only_retry_and_reset_act(lab_server: Any, page: Any) -> None:
+    """A Notebook 7 trial: after a failure Step, Run and Run to stayed enabled, and a click
+    only said that `%pipeline retry` goes on. They are off now, their tooltip names the
+    banner's Retry, and the Retry goes on once the cause is fixed."""
+    folder = lab_server.root / "control_failed"
+    write_notebook(
+        folder / "failed.ipynb",
+        ["%load_ext freshness_magic", "%%pipeline fixable\n" + FAILS_UNTIL_FIXED],
+    )
+    open_lab_notebook(page, lab_server, "control_failed/failed.ipynb")
+    run_all_cells(page)
+    page.locator(f"{WIDGET} svg g.fm-node").nth(2).wait_for(timeout=WAIT_MS)
+    page.locator(f"{WIDGET} .fm-run").click()
+    wait_node_states(page, {"check": "failed"})
+    for name in ("fm-step", "fm-run", "fm-run-to"):
+        button = page.locator(f"{WIDGET} .{name}")
+        wait_until(button.is_disabled, f"{name} off after the failure")
+        assert (button.get_attribute("title") or "").startswith("The run failed: Retry (above)")
+    (folder / "fixed.txt").touch()
+    page.locator(f"{WIDGET} .fm-banner-retry").click()
+    wait_node_states(page, {"check": "succeeded", "done": "succeeded"})
+    assert error_outputs(page) == []
+    assert widget_log_errors(page) == []

@@ -207,7 +207,8 @@ function render({ model, el }) {
     if (!view.dead) notice.hidden = true;
   }
   // The action buttons: off while an action runs or the view is inert; Step, Run and Run to
-  // off at a waiting gate or after the end (their tooltip says where to act instead); Accept
+  // off at a waiting gate, after a failure or after the end (their tooltip says where to act
+  // instead); Accept
   // changes off unless a node is drawn stale or outdated by changed inputs ("O", outdated
   // because an upstream node ran again, is cleared only by running it).
   function lockActions(run) {
@@ -217,7 +218,9 @@ function render({ model, el }) {
     const offered = (model.get("banner") || {}).holds
       ? "An unfinished run is offered above: Resume it, or Start new" : "";
     const stuck = offered || { waiting: "The run waits at a gate: answer it below",
-      completed: "The run completed: Reset starts a new one" }[run.state];
+      completed: "The run completed: Reset starts a new one",
+      failed: "The run failed: Retry (above) runs the failed node again and goes on;"
+        + " Reset starts a new run" }[run.state];
     for (const [b, title] of [[stepB, STEP_TITLE], [runB, RUN_TITLE], [runToB, RUN_TO_TITLE]]) {
       if (stuck) b.disabled = true;
       b.title = stuck || title;

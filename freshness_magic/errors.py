@@ -13,6 +13,11 @@ import os
 class FreshnessMagicError(Exception):
     """Base class of every error raised on purpose by freshness_magic."""
 
+    def _render_traceback_(self) -> list[str]:
+        """What IPython shows for it: the one-line message, as the magics show theirs, not a
+        traceback through the package (a call such as ``review.why("x")`` in a cell)."""
+        return [f"{type(self).__name__}: {self}"]
+
 
 class ParseError(FreshnessMagicError):
     """A DOT source that cannot be parsed; points at the line and column with a caret."""

@@ -10,6 +10,8 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
+from tests.notebook.conftest import load_review
+
 BAD1 = """digraph bad1 {
   start [shape=Mdiamond]
   fetch [shape=parallelogram, tool_comand="echo hi", source_file="data/customers.csv"]
@@ -63,3 +65,18 @@ def test_a_cell_that_loads_still_prints_warnings_not_a_refusal(
     assert "%%pipeline bad1 cell:4:55: warning node_attr_known" in err
     assert "did not load" not in err
     assert "bad1" in shell.user_ns
+
+
+def test_an_error_from_a_pipeline_objects_method_is_one_line_as_a_magics(
+    shell: InteractiveShell, workdir: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """A trial called ``fp.why("nosuch")`` in a cell: the magic says one line, the method
+    showed a traceback through the package's modules."""
+    load_review(shell, workdir)
+    capsys.readouterr()
+    result = shell.run_cell('review.why("nosuch")')
+    assert result.error_in_exec is not None
+    shown = capsys.readouterr()
+    assert (shown.out + shown.err).strip().splitlines() == [
+        "RunError: no node 'nosuch' in review; nodes: start, lint, draft, approve, done"
+    ]

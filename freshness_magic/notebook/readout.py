@@ -101,6 +101,9 @@ class PipelineReadout:
         from freshness_magic.notebook.widget import in_kernel
 
         bundle: dict[str, Any] = {}
+        if not in_kernel() and not _shows_html(include):  # terminal IPython: no layout to make
+            bundle["text/plain"] = self.status_text(REPR_ROWS)
+            return bundle
         try:
             layout = self.layout_cache.get(self.graph)  # cached; fails before any widget exists
         except LayoutUnavailable as exc:  # no Graphviz anywhere: the text view, one note
@@ -114,7 +117,7 @@ class PipelineReadout:
                 bundle.update(widget_bundle)
         if "text/html" not in bundle and layout is not None:
             bundle["text/html"] = static_html(layout, self.views(), self.status_line())
-        bundle["text/plain"] = self.status_text()
+        bundle["text/plain"] = self.status_text(REPR_ROWS)
         return bundle
 
     @property
@@ -259,9 +262,10 @@ class PipelineReadout:
                 return text.blocked_text(node, held)
         return snapshot.failure_reason
 
-    def status_text(self) -> str:
-        """The status line, the node-state table, and the resume offer or superseded note."""
-        lines = [self.status_line(), text.status_table(self.views())]
+    def status_text(self, limit: int | None = None) -> str:
+        """The status line, the node-state table (its first ``limit`` rows), and the resume
+        offer or superseded note."""
+        lines = [self.status_line(), text.status_table(self.views(), limit)]
         if note := self.gate_note():
             lines.append(note)
         dispatch = self._run.dispatch if self._run is not None else None
@@ -340,3 +344,19 @@ class PipelineReadout:
         from freshness_magic.notebook.details import explain_condition_live
 
         return explain_condition_live(self, expr, from_node)
+
+
+REPR_ROWS = 60
+"""Most node rows the object's own display lists (a 38,000-node pipeline printed them all)."""
+
+
+def _shows_html(include: Any) -> bool:
+    """Whether the front end shows HTML: ``include`` when given, else the shell's active types
+    (terminal IPython shows text only, and the layout would be made for nothing)."""
+    if include is not None:
+        return "text/html" in include
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    formatter = getattr(shell, "display_formatter", None)
+    return formatter is None or "text/html" in getattr(formatter, "active_types", ("text/html",))

@@ -75,10 +75,14 @@ def reason(view: NodeView) -> str:
     return "" if view.why == state_word(view) else view.why
 
 
-def status_table(views: Mapping[str, NodeView]) -> str:
-    """The node-state table (stable: no times, ids or paths)."""
-    rows = [(node_id, state_word(v), one_line(reason(v), 90)) for node_id, v in views.items()]
-    return state_table(rows)
+def status_table(views: Mapping[str, NodeView], limit: int | None = None) -> str:
+    """The node-state table (stable: no times, ids or paths); with ``limit``, its first rows
+    and a line saying how many more there are and where they are all listed."""
+    shown = list(views.items()) if limit is None else list(views.items())[:limit]
+    rows = [(node_id, state_word(v), one_line(reason(v), 90)) for node_id, v in shown]
+    table = state_table(rows)
+    more = len(views) - len(shown)
+    return f"{table}\n… and {more} more nodes (%pipeline status lists them all)" if more else table
 
 
 def status_line(

@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import xml.etree.ElementTree as ET
+from pathlib import Path
+
+from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.notebook.render import (
@@ -301,3 +304,29 @@ def test_every_state_but_pending_has_a_mark_beside_its_colour_on_the_node_and_in
     assert '<text class="fm-glyph" x="13" y="12" text-anchor="middle" font-size="10">✗</text>' in (
         legend
     )
+
+
+def test_terminal_ipython_gets_the_text_without_a_layout_and_a_bounded_table(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """A trial loaded a 38,000-node pipeline in terminal IPython: the display made the graph's
+    layout for HTML the terminal never shows (61 s) and printed a row per node."""
+    chain = " -> ".join(f"n{i}" for i in range(100))
+    dot = (
+        f"digraph long {{ start [shape=Mdiamond]; done [shape=Msquare]; start -> {chain} -> done }}"
+    )
+    pipeline = shell.run_cell_magic("pipeline", f"long --workdir {workdir}", dot)
+    formatter = shell.display_formatter
+    saved = list(formatter.active_types)
+    formatter.active_types = ["text/plain"]  # as terminal IPython has it
+    try:
+        cached = len(pipeline.layout_cache._entries)
+        data, _ = formatter.format(pipeline)
+    finally:
+        formatter.active_types = saved
+    assert list(data) == ["text/plain"]
+    assert len(pipeline.layout_cache._entries) == cached  # no layout made
+    rows = data["text/plain"].splitlines()
+    assert rows[-1] == "… and 42 more nodes (%pipeline status lists them all)"
+    assert len(rows) == 1 + 1 + 60 + 1  # status line, header, rows, how many more
+    assert len(pipeline.status().text.splitlines()) == 1 + 1 + 102

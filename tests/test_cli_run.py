@@ -595,7 +595,7 @@ def test_the_backend_line_is_printed_only_when_the_run_goes_ahead(tmp_path: Path
     bad_to = cli("run", str(dot), "--workdir", str(tmp_path), "--to", "nosuch", cwd=tmp_path)
     assert bad_to.returncode == 2
     assert bad_to.stdout == ""
-    assert bad_to.stderr.startswith("python -m freshness_magic run: cannot run to node 'nosuch'")
+    assert bad_to.stderr.startswith("python -m freshness_magic run: run to: no node 'nosuch'")
     first = cli("run", str(dot), "--workdir", str(tmp_path), cwd=tmp_path)
     assert first.returncode == 3
     assert first.stdout.startswith("codergen backend: simulated")  # before the first node

@@ -283,10 +283,9 @@ class Run(RunRecovery):
         or ``max_steps``."""
         self._store.check_driver()
         if to is not None and to not in self.graph.nodes:
-            raise RunError(
-                f"cannot run to node '{to}': it is not in the pipeline; nodes: "
-                + ", ".join(self.graph.nodes)
-            )
+            from freshness_magic.engine.validation.attrs import no_node
+
+            raise RunError(f"run to: {no_node('the pipeline', to, self.graph.nodes)}")
         if max_steps is not None and max_steps < 0:
             raise RunError(f"max_steps must be 0 or more, got {max_steps}")
         steps = 0

@@ -163,10 +163,9 @@ class RunRecovery(RunEndings):
                 "nothing to retry: the run did not fail at a node; name the node to run again"
             )
         if target not in self.graph.nodes:
-            raise RunError(
-                f"cannot retry node '{target}': it is not in the pipeline; nodes: "
-                + ", ".join(self.graph.nodes)
-            )
+            from freshness_magic.engine.validation.attrs import no_node
+
+            raise RunError(f"retry: {no_node('the pipeline', target, self.graph.nodes)}")
         target = self.branch_owner(target) or target
         self.check_handler(target)
         self.start()

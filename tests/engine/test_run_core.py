@@ -95,8 +95,10 @@ def test_step_on_a_finished_run_says_so(tmp_path: Path) -> None:
 
 def test_misuse_raises_run_error(tmp_path: Path) -> None:
     run = make_run(LINEAR, tmp_path)
-    with pytest.raises(RunError, match="cannot run to node 'nope': it is not in the pipeline"):
-        run.run(to="nope")
+    with pytest.raises(RunError, match=r"^run to: no node 'xyzzy' in the pipeline; nodes: start,"):
+        run.run(to="xyzzy")
+    with pytest.raises(RunError, match=r"^run to: no node 'donee' \(did you mean 'done'\?\)"):
+        run.run(to="donee")
     with pytest.raises(RunError, match="not usable as a folder name"):
         make_run(LINEAR, tmp_path, run_id="../escape")
 

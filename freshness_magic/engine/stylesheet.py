@@ -181,6 +181,10 @@ def _parse_selector(reader: _Reader) -> Selector:
     return Selector(SelectorKind.SHAPE, match.group(0))
 
 
+_RUN_ON_RE = re.compile(r"\s([A-Za-z_][\w.-]*)\s*:")
+"""A property name and its colon inside a value: the `;` before it is missing."""
+
+
 def _parse_value(reader: _Reader, prop: str) -> str:
     text = reader.text
     start = reader.pos
@@ -212,6 +216,13 @@ def _parse_value(reader: _Reader, prop: str) -> str:
     value = text[start:pos].strip()
     if not value:
         raise reader.error(f"`{prop}` has no value; write `{prop}: value;`", start)
+    run_on = _RUN_ON_RE.search(text, start, pos)
+    if run_on is not None:
+        raise reader.error(
+            f"`;` missing after the value of `{prop}`: `{run_on.group(1)}` runs into it; end "
+            "each declaration with `;` (quote the value if it holds the `:`)",
+            run_on.start(1),
+        )
     reader.pos = pos
     return value
 

@@ -694,3 +694,29 @@ def test_a_condition_on_a_tool_key_no_handler_sets_is_a_warning(key: str, fix: s
     found = only(lint(text, "condition_values"))
     assert found.message.startswith(f"edge t -> done: `{key}` is never set: a tool node sets ")
     assert found.fix == fix
+
+
+def test_a_missing_semicolon_in_a_stylesheet_is_an_error_at_the_property_run_into() -> None:
+    """``* { llm_model: gpt-4o llm_provider: openai }`` gave every node the model
+    ``gpt-4o llm_provider: openai`` and no provider, and validate said nothing."""
+    found = only(
+        lint(STYLED.format("* { llm_model: gpt-4o llm_provider: openai }"), "stylesheet_syntax")
+    )
+    assert found.severity is Severity.ERROR
+    assert found.message == (
+        "model_stylesheet line 1, column 23: `;` missing after the value of `llm_model`: "
+        "`llm_provider` runs into it; end each declaration with `;` (quote the value if it "
+        "holds the `:`)"
+    )
+    quoted = STYLED.format("* { llm_model: 'gpt-4o llm_provider: x'; }")
+    assert lint(quoted, "stylesheet_syntax") == []
+
+
+def test_a_class_written_with_spaces_gets_the_comma_separated_hint() -> None:
+    """The hint said ``did you mean `.coding fast`?``, itself a stylesheet syntax error."""
+    text = STYLED.format(".coding { llm_model: m; }").replace("class=code", 'class="coding fast"')
+    found = only(lint(text, "stylesheet_selector"))
+    assert found.fix == (
+        'node `a` has class="coding fast": classes are separated by commas, write '
+        'class="coding,fast"'
+    )

@@ -528,8 +528,18 @@ def stylesheet_selector(graph: Graph) -> list[Diagnostic]:
                 near = closest(value, graph.nodes)
                 hint = f"did you mean `#{near}`?" if near else "name a node of the pipeline"
             elif selector.kind is SelectorKind.CLASS:
+                spaced = next((n for n in nodes if value in n.get("class").split()), None)
                 near = closest(value, classes)
-                hint = f"did you mean `.{near}`?" if near else "name a class the nodes have"
+                if spaced is not None:
+                    written = spaced.get("class")
+                    hint = (
+                        f"node `{spaced.id}` has class=\"{written}\": classes are separated by "
+                        f"commas, write class=\"{','.join(written.split())}\""
+                    )
+                elif near:
+                    hint = f"did you mean `.{near}`?"
+                else:
+                    hint = "name a class the nodes have"
             else:
                 hint = "name a shape the nodes have"
             out.append(

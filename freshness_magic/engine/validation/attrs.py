@@ -533,8 +533,8 @@ def stylesheet_selector(graph: Graph) -> list[Diagnostic]:
                 if spaced is not None:
                     written = spaced.get("class")
                     hint = (
-                        f"node `{spaced.id}` has class=\"{written}\": classes are separated by "
-                        f"commas, write class=\"{','.join(written.split())}\""
+                        f'node `{spaced.id}` has class="{written}": classes are separated by '
+                        f'commas, write class="{",".join(written.split())}"'
                     )
                 elif near:
                     hint = f"did you mean `.{near}`?"

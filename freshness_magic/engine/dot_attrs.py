@@ -20,7 +20,7 @@ from bisect import bisect_right
 
 from freshness_magic.engine.dot_cursor import TokenCursor
 from freshness_magic.engine.dot_lexer import ARROW, EOF, STRING, WORD, SourceMap, string_value
-from freshness_magic.engine.model import Position
+from freshness_magic.engine.model import Position, RepeatedAttr
 from freshness_magic.errors import ParseError
 
 KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*(?:\.[A-Za-z_][A-Za-z0-9_]*)*\Z")
@@ -35,6 +35,8 @@ class AttrReader(TokenCursor):
 
     def __init__(self, text: str, source: SourceMap) -> None:
         super().__init__(text, source)
+        self.repeated: list[RepeatedAttr] = []
+        """Attributes written twice in one attribute list, in the order met."""
         self.known_keys: dict[str, str] = {}
         """Attribute names already checked against KEY_RE (names repeat on every node), each
         mapped to its first occurrence: every node's dicts then share one string per name."""
@@ -128,7 +130,19 @@ class AttrReader(TokenCursor):
                     f"expected an attribute name, found {self._describe(i)}: write key=value", i
                 )
         self.i = i
+        if len(items) > 1:
+            self._note_repeats(items)
         return items
+
+    def _note_repeats(self, items: list[Attr]) -> None:
+        """Keep each attribute written twice in one statement (Graphviz, and so the run, takes
+        the last): validation warns of it (:data:`~.model.Graph.repeated`)."""
+        first: dict[str, Position] = {}
+        for key, value, position in items:
+            if key in first:
+                self.repeated.append(RepeatedAttr(key, first[key], position, value))
+            else:
+                first[key] = position
 
     def _missing_equals(self, i: int, open_index: int) -> None:
         self._check_bad(i + 1)

@@ -91,6 +91,7 @@ class _Parser(AttrReader):
             else:
                 self._bad_statement_start(kind)
         self._trailer(self.i - 1)
+        self.graph.repeated = self.repeated
         return self.build.finish()
 
     def _header(self) -> None:

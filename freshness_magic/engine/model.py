@@ -266,6 +266,15 @@ class Subgraph(NamedTuple):
     """Nodes declared or mentioned inside it, nested subgraphs included, in order of appearance."""
 
 
+class RepeatedAttr(NamedTuple):
+    """An attribute written again in the same attribute list: where, and the value that counts."""
+
+    key: str
+    first: Position
+    again: Position
+    value: str
+
+
 @dataclass
 class Graph:
     """A parsed pipeline: graph attributes, nodes in order of first appearance, edges in order."""
@@ -279,6 +288,8 @@ class Graph:
     source: str = ""
     subgraphs: list[Subgraph] = field(default_factory=list)
     """Every subgraph in order of opening (views only; see :class:`Subgraph`)."""
+    repeated: list[RepeatedAttr] = field(default_factory=list)
+    """Attributes written twice in one statement's attribute list (the last one counts)."""
     _index: tuple[int, dict[str, list[Edge]], dict[str, list[Edge]]] | None = field(
         default=None, init=False, repr=False, compare=False
     )

@@ -720,3 +720,26 @@ def test_a_class_written_with_spaces_gets_the_comma_separated_hint() -> None:
         'node `a` has class="coding fast": classes are separated by commas, write '
         'class="coding,fast"'
     )
+
+
+def test_an_attribute_written_twice_in_one_list_is_a_warning_at_the_second() -> None:
+    """``done [shape=Msquare, shape=box]`` left the pipeline without an exit, and validate did
+    not say why; ``tool_command`` written twice ran the second silently."""
+    text = (
+        "digraph d {\n  start [shape=Mdiamond]\n"
+        '  t [shape=parallelogram, tool_command="echo a", tool_command="echo b"]\n'
+        "  done [shape=Msquare]\n  start -> t -> done\n}\n"
+    )
+    found = only(lint(text, "attribute_repeated"))
+    assert (found.severity, found.line, found.column) == (Severity.WARNING, 3, 50)
+    assert found.message == (
+        "`tool_command` is written twice in one attribute list (first at line 3, column 27); "
+        "only the last one counts: tool_command='echo b'"
+    )
+    assert lint(text.replace(', tool_command="echo b"', ""), "attribute_repeated") == []
+    sheet = STYLED.format("#a { llm_model: one; llm_model: two; }")
+    (again,) = [d for d in lint(sheet, "stylesheet_property")]
+    assert again.message == (
+        "model_stylesheet line 1, column 22: `llm_model` is set again in the same rule (first "
+        "at line 1, column 6); only the last one counts: 'two'"
+    )

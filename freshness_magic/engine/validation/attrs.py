@@ -459,6 +459,7 @@ def stylesheet_property(graph: Graph) -> list[Diagnostic]:
     from freshness_magic.engine.stylesheet import (
         REASONING_EFFORTS,
         STYLE_PROPERTIES,
+        Declaration,
         parse_stylesheet,
     )
 
@@ -469,7 +470,23 @@ def stylesheet_property(graph: Graph) -> list[Diagnostic]:
     allowed = ", ".join(sorted(STYLE_PROPERTIES))
     out = []
     for rule in sheet.rules:
+        first: dict[str, Declaration] = {}
         for decl in rule.declarations:
+            earlier = first.setdefault(decl.property, decl)
+            if earlier is not decl:
+                out.append(
+                    graph_diag(
+                        "stylesheet_property",
+                        WARNING,
+                        graph,
+                        f"model_stylesheet line {decl.line}, column {decl.column}: "
+                        f"`{decl.property}` is set again in the same rule (first at line "
+                        f"{earlier.line}, column {earlier.column}); only the last one counts: "
+                        f"{decl.value!r}",
+                        f"remove the `{decl.property}` you do not mean",
+                        "model_stylesheet",
+                    )
+                )
             if decl.property == "reasoning_effort" and decl.value not in REASONING_EFFORTS:
                 out.append(
                     graph_diag(

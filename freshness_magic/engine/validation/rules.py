@@ -72,6 +72,24 @@ def _start_node(graph: Graph) -> list[Diagnostic]:
     ]
 
 
+def _attribute_repeated(graph: Graph) -> list[Diagnostic]:
+    """An attribute written twice in one statement: the last one counts, silently (a trial's
+    ``done [shape=Msquare, shape=box]`` left the pipeline without an exit and said only that)."""
+    return [
+        Diagnostic(
+            "attribute_repeated",
+            WARNING,
+            f"`{again.key}` is written twice in one attribute list (first at line "
+            f"{again.first.line}, column {again.first.column}); only the last one counts: "
+            f"{again.key}={again.value!r}",
+            line=again.again.line,
+            column=again.again.column,
+            fix=f"remove the `{again.key}` you do not mean",
+        )
+        for again in graph.repeated
+    ]
+
+
 def _terminal_node(graph: Graph) -> list[Diagnostic]:
     exits = graph.exit_candidates()
     if len(exits) > 1:
@@ -477,6 +495,7 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
     known = frozenset(BUILTIN_HANDLER_TYPES if known_types is None else known_types)
     return [
         FunctionRule("start_node", _start_node),
+        FunctionRule("attribute_repeated", _attribute_repeated),
         FunctionRule("terminal_node", _terminal_node),
         FunctionRule("reachability", paths.paths),  # also exit_reachable, dead_end_node
         FunctionRule("node_id_typo", paths.node_id_typo),

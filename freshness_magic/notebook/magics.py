@@ -173,6 +173,13 @@ class PipelineMagics(Magics):
             return parser.parse_args(argv)
         except HelpShown as shown:
             return TextResult(shown.text)
+        except UsageError as exc:
+            named = [arg for arg in argv[1:] if arg in self.pipelines()]
+            if not named or "unrecognized arguments" not in str(exc):
+                raise
+            raise UsageError(
+                f"{exc}; a pipeline is named with --name: %pipeline {argv[0]} --name {named[0]}"
+            ) from None
 
     def _workdir(self, given: str | None, *, loading: bool = False) -> Path:
         """The working directory: ``--workdir``, else ``default_workdir``, else the current

@@ -80,3 +80,18 @@ def test_an_error_from_a_pipeline_objects_method_is_one_line_as_a_magics(
     assert (shown.out + shown.err).strip().splitlines() == [
         "RunError: no node 'nosuch' in review; nodes: start, lint, draft, approve, done"
     ]
+
+
+def test_a_pipeline_name_given_as_an_argument_points_at_name(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """A trial wrote ``%pipeline status review``: it said only "unrecognized arguments"."""
+    load_review(shell, workdir)
+    with pytest.raises(UsageError) as raised:
+        shell.run_line_magic("pipeline", "status review")
+    assert str(raised.value).endswith(
+        "; a pipeline is named with --name: %pipeline status --name review"
+    )
+    with pytest.raises(UsageError) as other:
+        shell.run_line_magic("pipeline", "status nosuch")
+    assert "--name" not in str(other.value)

@@ -283,6 +283,8 @@ def test_a_view_from_before_a_kernel_restart_is_greyed_and_disabled(
     assert dead["controls"] == [True] * 5, dead
     assert dead["gate"] == [True] * 3, dead  # Y, N and the comment box
     assert dead["zoom"] == [False, False], dead
+    header = page.locator(f"{WIDGET} .fm-status").inner_text()
+    assert header.startswith("no kernel · last seen: pipeline gated: waiting"), header
     save_screenshot(
         page,
         "control_dead_view",

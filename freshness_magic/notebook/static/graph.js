@@ -198,6 +198,14 @@ function render({ model, el }) {
     root.classList.add("fm-dead");
     tick();
     lockControls();
+    deadHeader();
+  }
+  // The header of a view without its kernel says so: its last state ("running") is no more.
+  function deadHeader() {
+    const said = status.firstElementChild && status.firstElementChild.firstChild;
+    if (!said || said.nodeType !== Node.TEXT_NODE) return;
+    said.textContent = `no kernel · last seen: ${(model.get("run") || {}).line || ""}`;
+    status.firstElementChild.dataset.state = "";
   }
   const onCommLive = () => markDead();
 
@@ -644,6 +652,7 @@ function render({ model, el }) {
     view.followed = current;
     tick();
     lockControls();
+    if (view.dead) deadHeader();
   }
   // The run's elapsed time is its active time (its steps' time, across %pipeline resume; time
   // waiting at a gate or paused does not count): the kernel sends it with every update, and

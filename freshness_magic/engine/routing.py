@@ -23,6 +23,7 @@ from typing import Any
 
 from freshness_magic.engine.conditions import evaluate_condition
 from freshness_magic.engine.edges import EdgeStep, select_edge
+from freshness_magic.engine.handlers.tool import STDERR_SECTION
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.errors import FreshnessMagicError
@@ -245,8 +246,8 @@ def route(
 
 
 def _failed(node_id: str, why: str, then: str) -> str:
-    """``node 'x' failed (why); then``, with a many-line ``why`` (a tool's stderr) after it:
-    in the parentheses its lines ran into the rest of the sentence."""
-    first, _, more = why.partition("\n")
-    text = f"node '{node_id}' failed ({first}); {then}"
-    return f"{text}\n{more}" if more else text
+    """``node 'x' failed (why); then``, with a tool's stderr lines after the sentence: in the
+    parentheses they ran into the rest of it."""
+    head, section, stderr = why.partition(STDERR_SECTION)
+    text = f"node '{node_id}' failed ({head}); {then}"
+    return f"{text}{section}{stderr}" if section else text

@@ -81,6 +81,10 @@ def command_label(command: str) -> str:
     return f"{folded} ({stripped.count(chr(10)) + 1} lines)"
 
 
+STDERR_SECTION = "\nstderr (last "
+"""Where a failure reason's stderr lines begin (``stderr (last 20 lines):`` on its own line)."""
+
+
 def _tail_lines(text: str, lines: int) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
@@ -345,7 +349,7 @@ class ToolHandler:
             reason = f"exit code {process.returncode}: {shown}"
             tail = visible(_tail_lines(stderr, self.stderr_tail_lines))
             if tail:
-                reason += f"\nstderr (last {self.stderr_tail_lines} lines):\n{tail}"
+                reason += f"{STDERR_SECTION}{self.stderr_tail_lines} lines):\n{tail}"
             return Outcome(status=StageStatus.FAIL, context_updates=updates, failure_reason=reason)
         return Outcome(
             status=StageStatus.SUCCESS,

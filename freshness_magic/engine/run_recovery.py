@@ -78,7 +78,13 @@ class RunRecovery(RunEndings):
                 "answer a gate only when the run waits at it"
             )
         if node_id != gate.node_id and node_id != gate.child_gate:
-            raise RunError(f"gate '{node_id}' is not waiting; the waiting gate is '{gate.node_id}'")
+            node = self.graph.nodes.get(node_id)
+            what = (
+                f"'{node_id}' is not a human gate"
+                if node is not None and node.handler_type != "wait.human"
+                else f"gate '{node_id}' is not waiting"
+            )
+            raise RunError(f"{what}; the waiting gate is '{gate.node_id}'")
         node_id = gate.node_id
         valid = ", ".join(f"{c.key} ({c.label} -> {c.target})" for c in gate.choices) or "(none)"
         wanted = choice if choice is not None and choice.strip() else gate.default

@@ -107,8 +107,10 @@ def test_answer_misuse_raises_run_error(tmp_path: Path) -> None:
     with pytest.raises(RunError, match="no human gate is waiting"):
         run.answer("approve", "Y")
     run.run()
-    with pytest.raises(RunError, match="the waiting gate is 'approve'"):
-        run.answer("draft", "Y")
+    with pytest.raises(
+        RunError, match="^'draft' is not a human gate; the waiting gate is 'approve'$"
+    ):
+        run.answer("draft", "Y")  # a trial's `resume redo --choice Y` called an LLM node a gate
 
 
 @pytest.mark.parametrize("default", ["N", "[N] No, redo", "draft"])

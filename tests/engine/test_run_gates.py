@@ -108,7 +108,7 @@ def test_answer_misuse_raises_run_error(tmp_path: Path) -> None:
         run.answer("approve", "Y")
     run.run()
     with pytest.raises(
-        RunError, match="^'draft' is not a human gate; the waiting gate is 'approve'$"
+        RunError, match=r"^'draft' is not a human gate; the waiting gate is 'approve'$"
     ):
         run.answer("draft", "Y")  # a trial's `resume redo --choice Y` called an LLM node a gate
 

@@ -23,3 +23,35 @@ class HintingParser(argparse.ArgumentParser):
             super()._check_value(action, value)
             return
         raise argparse.ArgumentError(action, message)
+
+    def parse_args(self, args: Any = None, namespace: Any = None) -> Any:
+        """As argparse's, with ``unrecognized arguments: --wrokdir (did you mean --workdir?)``."""
+        parsed, extras = self.parse_known_args(args, namespace)
+        if extras:
+            hint = self._option_hint(extras, parsed)
+            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+        return parsed
+
+    def _option_hint(self, extras: list[str], parsed: argparse.Namespace) -> str:
+        """The near option of the command given (none for an option another command has)."""
+        from freshness_magic.engine.validation.attrs import closest  # on a mistake only
+
+        given = next((arg.split("=", 1)[0] for arg in extras if arg.startswith("--")), None)
+        if given is None or given in _option_strings(self, None):
+            return ""
+        near = closest(given, _option_strings(self, parsed))
+        return f" (did you mean {near}?)" if near is not None else ""
+
+
+def _option_strings(parser: argparse.ArgumentParser, parsed: argparse.Namespace | None) -> set[str]:
+    """The long options of ``parser`` and of its subcommand that ``parsed`` names (of all its
+    subcommands when ``parsed`` is None or names none)."""
+    found: set[str] = set()
+    for action in parser._actions:
+        found.update(s for s in action.option_strings if s.startswith("--"))
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(parsed, action.dest, None) if parsed is not None else None
+            subs = [action.choices[chosen]] if chosen in action.choices else action.choices.values()
+            for sub in set(subs):
+                found |= _option_strings(sub, parsed if chosen else None)
+    return found

@@ -69,7 +69,13 @@ EXCERPT = 120
 
 
 class PipelineFileError(FreshnessMagicError):
-    """A pipeline file that cannot be read (missing, a directory, no permission, not UTF-8)."""
+    """A pipeline file that cannot be read (missing, a directory, no permission, not UTF-8);
+    ``line`` and ``column`` say where the text stops being UTF-8, when that is the problem."""
+
+    def __init__(self, message: str, *, line: int | None = None, column: int | None = None):
+        super().__init__(message)
+        self.line = line
+        self.column = column
 
 
 class PipelineSourceError(FreshnessMagicError):

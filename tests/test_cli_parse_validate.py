@@ -404,3 +404,34 @@ def test_a_missing_closing_quote_is_named_where_the_string_opened(tmp_path: Path
         "; the quoted string that starts at line 37, column 12 runs on to line 38: if its "
         "closing '\"' is missing, add it there"
     )
+
+
+def test_validate_json_gives_where_a_file_stops_being_utf8(tmp_path: Path) -> None:
+    """The message said line 2, column 9, and the JSON error had null for both."""
+    (tmp_path / "latin1.dot").write_bytes(
+        'digraph g {\n  a [label="caf\xe9"]\n}\n'.encode("latin-1")
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "validate", "--json", "latin1.dot"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    error = json.loads(done.stdout)
+    assert (error["line"], error["column"]) == (2, 16)
+    assert "not UTF-8 text at line 2, column 16" in error["error"]
+
+
+def test_a_misspelt_option_names_the_likely_one(tmp_path: Path) -> None:
+    """``run x.dot --wrokdir x`` printed the usage and "unrecognized arguments" only."""
+    done = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "run", "x.dot", "--wrokdir", "w"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    assert "unrecognized arguments: --wrokdir w (did you mean --workdir?)" in done.stderr

@@ -100,10 +100,13 @@ def _read_stdin() -> str:
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as exc:
-        from freshness_magic.engine.utf8 import not_utf8
+        from freshness_magic.engine.utf8 import not_utf8, where_not_utf8
 
+        line, column = where_not_utf8(data, exc)
         raise PipelineFileError(
-            f"{STDIN_NAME}: {not_utf8(data, exc)}; give the pipeline as UTF-8"
+            f"{STDIN_NAME}: {not_utf8(data, exc)}; give the pipeline as UTF-8",
+            line=line,
+            column=column,
         ) from None
 
 

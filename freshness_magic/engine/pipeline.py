@@ -15,7 +15,7 @@ from pathlib import Path
 from freshness_magic.engine.dot_parser import parse_dot
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.transforms import Transform, apply_transforms
-from freshness_magic.engine.utf8 import not_utf8
+from freshness_magic.engine.utf8 import not_utf8, where_not_utf8
 from freshness_magic.engine.validation import Diagnostic, LintRule, validate
 from freshness_magic.errors import PipelineFileError, PipelineSourceError
 from freshness_magic.gcpause import cyclic_gc_paused
@@ -91,8 +91,9 @@ def read_pipeline_text(path: str | os.PathLike[str], limit: int = MAX_PIPELINE_B
     except PermissionError:
         raise PipelineFileError(f"{file}: permission denied; make the file readable") from None
     except UnicodeDecodeError as exc:
+        line, column = where_not_utf8(data, exc)
         raise PipelineFileError(
-            f"{file}: {not_utf8(data, exc)}; save the pipeline as UTF-8"
+            f"{file}: {not_utf8(data, exc)}; save the pipeline as UTF-8", line=line, column=column
         ) from None
     except OSError as exc:
         raise PipelineFileError(f"{file}: cannot read the file: {exc.strerror or exc}") from None

@@ -18,10 +18,15 @@ def not_utf8(data: bytes, exc: UnicodeDecodeError) -> str:
     for bom, name in _BOMS:
         if data.startswith(bom):
             return f"{name} text (it starts with a {name} byte order mark), not UTF-8"
+    line, column = where_not_utf8(data, exc)
+    return f"not UTF-8 text at line {line}, column {column} (byte 0x{data[exc.start]:02x})"
+
+
+def where_not_utf8(data: bytes, exc: UnicodeDecodeError) -> tuple[int, int]:
+    """The 1-based line and column (in characters) where ``data`` stops being UTF-8."""
     before = data[: exc.start]
     line = before.count(b"\n") + 1
-    column = len(before[before.rfind(b"\n") + 1 :].decode("utf-8", errors="replace")) + 1
-    return f"not UTF-8 text at line {line}, column {column} (byte 0x{data[exc.start]:02x})"
+    return line, len(before[before.rfind(b"\n") + 1 :].decode("utf-8", errors="replace")) + 1
 
 
 def decode(data: bytes) -> str:

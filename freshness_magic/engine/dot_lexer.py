@@ -233,6 +233,11 @@ def _bad_token_error(token: str, start: int, source: SourceMap) -> ParseError:
             message += ": an edge is written '->' and a negative number '-1'"
         elif token in "'`":
             message += ': quote values with double quotes, e.g. label="..."'
+        elif token.isalpha():
+            message += (
+                ": names (node ids, attributes) are ASCII identifiers [A-Za-z_][A-Za-z0-9_]*; "
+                'put other text in a quoted value, e.g. label="..."'
+            )
         else:
             message += ': quote values that contain it, e.g. key="..."'
     return source.error(message, start)

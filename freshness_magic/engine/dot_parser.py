@@ -37,6 +37,7 @@ __all__ = ["parse_dot"]
 _KEYWORDS = frozenset({"digraph", "graph", "subgraph", "node", "edge", "strict"})
 _NOT_ID_CHARS_RE = re.compile(r"[^A-Za-z0-9_]+")
 _ID_HINT = "node ids must match [A-Za-z_][A-Za-z0-9_]*"
+_KEYWORDS = frozenset(("node", "edge", "graph", "digraph", "subgraph", "strict"))
 
 
 def parse_dot(text: str, path: str | None = None) -> Graph:
@@ -52,9 +53,11 @@ def parse_dot(text: str, path: str | None = None) -> Graph:
 
 def _suggest_id(text: str) -> str:
     """An identifier close to ``text`` for the 'use an identifier' hint."""
-    candidate = _NOT_ID_CHARS_RE.sub("_", text).strip("_") or "node"
+    candidate = _NOT_ID_CHARS_RE.sub("_", text).strip("_") or "stage_1"
     if candidate[0].isdigit():
         candidate = f"n_{candidate}"
+    if candidate.lower() in _KEYWORDS:  # `node [label=...]` would set every node's label
+        candidate += "_1"
     return candidate
 
 

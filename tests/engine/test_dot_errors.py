@@ -148,6 +148,22 @@ CASES: list[tuple[str, str, str, int, int]] = [
         3,
     ),
     (
+        "quoted-non-ascii-id",  # the hint was `node [label=...]`, which labels every node
+        'digraph G {\n  "начало" -> b\n}',
+        f'quoted node id "начало" is not supported: {ID_RULE}; use an identifier and put '
+        'the text in label, e.g. stage_1 [label="начало"]',
+        2,
+        3,
+    ),
+    (
+        "non-ascii-name",  # the hint was to quote values
+        "digraph G {\n  начало -> b\n}",
+        "unexpected character 'н': names (node ids, attributes) are ASCII identifiers "
+        '[A-Za-z_][A-Za-z0-9_]*; put other text in a quoted value, e.g. label="..."',
+        2,
+        3,
+    ),
+    (
         "quoted-target",
         'digraph G {\n  a -> "Run tests"\n}',
         f'quoted node id "Run tests" is not supported: {ID_RULE}; use an identifier and put '

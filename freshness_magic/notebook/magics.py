@@ -16,6 +16,7 @@ import builtins
 import functools
 import keyword
 import os
+import re
 import shlex
 import sys
 import weakref
@@ -338,6 +339,17 @@ class PipelineMagics(Magics):
             try:
                 text = read_pipeline_text(path)
             except PipelineFileError as exc:
+                unknown = [
+                    name
+                    for name in re.findall(r"(?<!\{)\{([A-Za-z_]\w*)\}", expanded)
+                    if name not in self.namespace
+                ]
+                if unknown and not path.exists():
+                    raise UsageError(
+                        f"%pipeline load: {exc}; {{{unknown[0]}}} names no variable of this "
+                        "notebook (it is expanded from the notebook's variables: define it "
+                        "first, or write the path)"
+                    ) from None
                 raise UsageError(f"%pipeline load: {exc}") from None
             graph = self._load_graph(text, str(path), workdir)
         else:

@@ -95,3 +95,15 @@ def test_a_pipeline_name_given_as_an_argument_points_at_name(
     with pytest.raises(UsageError) as other:
         shell.run_line_magic("pipeline", "status nosuch")
     assert "--name" not in str(other.value)
+
+
+def test_a_load_path_with_an_undefined_variable_names_it(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """``%pipeline load {folder}/gate.dot`` with no ``folder`` said only "no such file"."""
+    with pytest.raises(UsageError) as raised:
+        shell.run_line_magic("pipeline", "load {nosuchfolder}/gate.dot")
+    assert str(raised.value).endswith(
+        "; {nosuchfolder} names no variable of this notebook (it is expanded from the "
+        "notebook's variables: define it first, or write the path)"
+    )

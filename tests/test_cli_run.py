@@ -856,3 +856,43 @@ def test_ask_takes_the_default_when_the_gates_timeout_passes(tmp_path: Path) -> 
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "  [N] No, hold (default)\nSelect: \n(no answer)\n" in proc.stdout
     assert "Human selected [N] No, hold -> hold" in proc.stdout
+
+
+WAITS = """digraph waits {
+  start [shape=Mdiamond]
+  w     [shape=parallelogram,
+         tool_command="echo $$ >> started.txt; until test -f go; do sleep 0.05; done"]
+  done  [shape=Msquare]
+  start -> w -> done
+}
+"""
+
+
+def test_a_second_run_of_a_pipeline_running_in_the_folder_says_so(tmp_path: Path) -> None:
+    """A trial ran one pipeline twice at once in one folder: both tools ran, on the same
+    files, and nothing said so."""
+    from tests.waiting import wait_until
+
+    (tmp_path / "waits.dot").write_text(WAITS)
+    first = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "run", "waits.dot"],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1])},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    try:
+        started = tmp_path / "started.txt"
+        wait_until(started.exists, "the first run's tool starts")
+        (first_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
+        second = cli("run", "waits.dot", "--to", "w", cwd=tmp_path)  # its tool does not run
+        assert second.returncode == 3, second.stderr  # paused before w
+        assert second.stderr.splitlines()[0] == (
+            f"note: another run of waits is running here (pid {first.pid}, {first_dir}); both "
+            "run their tools at the same time, on the same files"
+        )
+    finally:
+        (tmp_path / "go").touch()
+        first.wait(timeout=60)
+    again = cli("run", "waits.dot", "--to", "w", cwd=tmp_path)
+    assert "another run" not in again.stderr

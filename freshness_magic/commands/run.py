@@ -583,4 +583,41 @@ def main(args: argparse.Namespace) -> int:
         executor=args.executor,
     )
     with run:
+        for line in side_by_side(Path(run.run_dir), graph.name):
+            print(line, file=sys.stderr)
         return drive(run, args)
+
+
+NEWEST_LOOKED_AT = 50
+"""How many of the newest run folders are looked at for another live run of the pipeline."""
+
+
+def side_by_side(run_dir: Path, name: str) -> list[str]:
+    """A note for each other run of pipeline ``name`` in the same runs folder that a live
+    process drives now: two runs of one pipeline in one folder run their tools at the same
+    time, on the same files (a trial saw both tools write one file, and no word of it)."""
+    from freshness_magic.atomicio import loads_bounded
+    from freshness_magic.engine.checkpoint_format import MANIFEST_FILE
+    from freshness_magic.engine.runlock import live_driver
+
+    try:
+        folders = sorted(run_dir.parent.iterdir(), reverse=True)[:NEWEST_LOOKED_AT]
+    except OSError:
+        return []
+    notes = []
+    for folder in folders:
+        if folder == run_dir or not folder.is_dir():
+            continue
+        driver = live_driver(folder)
+        if driver is None:
+            continue
+        try:
+            manifest = loads_bounded((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(manifest, dict) and manifest.get("name") == name:
+            notes.append(
+                f"note: another run of {name} is running here (pid {driver.get('pid')}, "
+                f"{folder}); both run their tools at the same time, on the same files"
+            )
+    return notes

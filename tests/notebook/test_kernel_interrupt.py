@@ -7,10 +7,8 @@ The interrupt now does what the view's Stop does, and a cell's Ctrl-C is as befo
 
 from __future__ import annotations
 
-import os
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
 import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
@@ -18,10 +16,10 @@ from jupyter_client.manager import KernelManager, start_new_kernel
 
 from tests.pipelines import SLOW_TOOL
 from tests.processes import group_alive
+from tests.test_cli_kernel_lock import ENV
+from tests.test_cli_kernel_lock import execute as ok
 from tests.waiting import wait_until
 
-REPO = Path(__file__).resolve().parents[2]
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 HANDLER_BETWEEN_MESSAGES = """
 import asyncio, signal
 between = []
@@ -37,27 +35,6 @@ def kernel(tmp_path: Path) -> Iterator[tuple[KernelManager, BlockingKernelClient
     finally:
         client.stop_channels()
         manager.shutdown_kernel(now=True)
-
-
-def execute(client: BlockingKernelClient, code: str) -> dict[str, Any]:
-    """Run ``code`` in the kernel; the reply's content, with its text output under ``out``."""
-    texts: list[str] = []
-
-    def keep(message: dict[str, Any]) -> None:
-        content = message["content"]
-        if message["msg_type"] == "stream":
-            texts.append(content["text"])
-        elif message["msg_type"] in ("execute_result", "display_data"):
-            texts.append(content["data"].get("text/plain", ""))
-
-    reply = client.execute_interactive(code, output_hook=keep, timeout=120)
-    return {**reply["content"], "out": "".join(texts)}
-
-
-def ok(client: BlockingKernelClient, code: str) -> str:
-    reply = execute(client, code)
-    assert reply["status"] == "ok", (code, reply)
-    return str(reply["out"])
 
 
 def test_kernel_interrupt_stops_the_views_run_and_cells_are_interrupted_as_before(

@@ -468,53 +468,45 @@ def stylesheet_property(graph: Graph) -> list[Diagnostic]:
     except StylesheetError:
         return []
     allowed = ", ".join(sorted(STYLE_PROPERTIES))
-    out = []
+    out: list[Diagnostic] = []
+
+    def warn(decl: Declaration, message: str, fix: str) -> None:
+        where = f"model_stylesheet line {decl.line}, column {decl.column}: "
+        out.append(
+            graph_diag(
+                "stylesheet_property", WARNING, graph, where + message, fix, "model_stylesheet"
+            )
+        )
+
     for rule in sheet.rules:
         first: dict[str, Declaration] = {}
         for decl in rule.declarations:
             earlier = first.setdefault(decl.property, decl)
             if earlier is not decl:
-                out.append(
-                    graph_diag(
-                        "stylesheet_property",
-                        WARNING,
-                        graph,
-                        f"model_stylesheet line {decl.line}, column {decl.column}: "
-                        f"`{decl.property}` is set again in the same rule (first at line "
-                        f"{earlier.line}, column {earlier.column}); only the last one counts: "
-                        f"{decl.value!r}",
-                        f"remove the `{decl.property}` you do not mean",
-                        "model_stylesheet",
-                    )
+                warn(
+                    decl,
+                    f"`{decl.property}` is set again in the same rule (first at line "
+                    f"{earlier.line}, column {earlier.column}); only the last one counts: "
+                    f"{decl.value!r}",
+                    f"remove the `{decl.property}` you do not mean",
                 )
             if decl.property == "reasoning_effort" and decl.value not in REASONING_EFFORTS:
-                out.append(
-                    graph_diag(
-                        "stylesheet_property",
-                        WARNING,
-                        graph,
-                        f"model_stylesheet line {decl.line}, column {decl.column}: "
-                        f"reasoning_effort {decl.value!r} is not one of "
-                        f"{', '.join(REASONING_EFFORTS)}",
-                        f"use one of {', '.join(REASONING_EFFORTS)}",
-                        "model_stylesheet",
-                    )
+                efforts = ", ".join(REASONING_EFFORTS)
+                warn(
+                    decl,
+                    f"reasoning_effort {decl.value!r} is not one of {efforts}",
+                    f"use one of {efforts}",
                 )
             if decl.property in STYLE_PROPERTIES:
                 continue
             near = closest(decl.property, STYLE_PROPERTIES)
-            out.append(
-                graph_diag(
-                    "stylesheet_property",
-                    WARNING,
-                    graph,
-                    f"model_stylesheet line {decl.line}, column {decl.column}: property "
-                    f"`{decl.property}` has no effect (a stylesheet sets only {allowed}, §8.2)",
-                    f"did you mean `{near}`? rename `{decl.property}` to `{near}`"
-                    if near
-                    else f"set `{decl.property}` on the nodes themselves",
-                    "model_stylesheet",
-                )
+            warn(
+                decl,
+                f"property `{decl.property}` has no effect (a stylesheet sets only {allowed}, "
+                "§8.2)",
+                f"did you mean `{near}`? rename `{decl.property}` to `{near}`"
+                if near
+                else f"set `{decl.property}` on the nodes themselves",
             )
     return out
 

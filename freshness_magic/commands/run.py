@@ -596,8 +596,7 @@ def side_by_side(run_dir: Path, name: str) -> list[str]:
     """A note for each other run of pipeline ``name`` in the same runs folder that a live
     process drives now: two runs of one pipeline in one folder run their tools at the same
     time, on the same files (a trial saw both tools write one file, and no word of it)."""
-    from freshness_magic.atomicio import loads_bounded
-    from freshness_magic.engine.checkpoint_format import MANIFEST_FILE
+    from freshness_magic.engine.run import read_manifest
     from freshness_magic.engine.runlock import live_driver
 
     try:
@@ -609,13 +608,7 @@ def side_by_side(run_dir: Path, name: str) -> list[str]:
         if folder == run_dir or not folder.is_dir():
             continue
         driver = live_driver(folder)
-        if driver is None:
-            continue
-        try:
-            manifest = loads_bounded((folder / MANIFEST_FILE).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            continue
-        if isinstance(manifest, dict) and manifest.get("name") == name:
+        if driver is not None and read_manifest(folder).get("name") == name:
             notes.append(
                 f"note: another run of {name} is running here (pid {driver.get('pid')}, "
                 f"{folder}); both run their tools at the same time, on the same files"

@@ -10,7 +10,7 @@ node runs instead).
 
 from __future__ import annotations
 
-from collections.abc import Collection
+from collections.abc import Container
 from typing import Any
 
 from freshness_magic.engine.context import Context
@@ -29,7 +29,7 @@ def declare(context: Context, node_id: str, type_name: str, runs_in: str) -> Non
         context.set(HANDLERS_KEY, declared)
 
 
-def runs_elsewhere(context_value: Any, node_id: str, types: Collection[str]) -> str | None:
+def runs_elsewhere(context_value: Any, node_id: str, types: Container[str]) -> str | None:
     """Where ``node_id`` runs when its declared handler is not among ``types`` (else None).
 
     ``context_value`` is the context's :data:`HANDLERS_KEY` value, as a run or a reader of its

@@ -358,13 +358,19 @@ class Run(RunRecovery):
         return run
 
 
-def _manifest_workdir(run_dir: Path) -> str | None:
-    """The working directory ``manifest.json`` names (None when it cannot be read)."""
+def read_manifest(run_dir: Path) -> dict[str, Any]:
+    """``manifest.json`` of ``run_dir``, read as the run's own files are (empty when it cannot
+    be read)."""
     try:
         data = loads_bounded(read_state(run_dir / MANIFEST_FILE))
     except (OSError, ValueError, FreshnessMagicError):
-        return None
-    found = data.get("workdir") if isinstance(data, dict) else None
+        return {}
+    return data if isinstance(data, dict) else {}
+
+
+def _manifest_workdir(run_dir: Path) -> str | None:
+    """The working directory ``manifest.json`` names (None when it cannot be read)."""
+    found = read_manifest(run_dir).get("workdir")
     return found if isinstance(found, str) else None
 
 

@@ -200,7 +200,7 @@ class RunRecovery(RunEndings):
     def check_handler(self, node_id: str) -> None:
         """RunError when ``node_id`` was declared to run in a handler this run's registry lacks."""
         elsewhere = front_end.runs_elsewhere(
-            self._context.get(front_end.HANDLERS_KEY), node_id, tuple(self.registry.types())
+            self._context.get(front_end.HANDLERS_KEY), node_id, self.registry
         )
         if elsewhere is not None:
             raise RunError(front_end.refusal(node_id, elsewhere))

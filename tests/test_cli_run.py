@@ -544,8 +544,8 @@ def test_a_block_failure_says_so_and_its_hint_is_the_command_that_goes_on(tmp_pa
 def test_resume_with_a_damaged_stored_pipeline_says_what_to_do_on_the_command_line(
     tmp_path: Path, damage: str
 ) -> None:
-    """The engine's advice names its Python API (`graph=`); the CLI names its own option
-    `--pipeline FILE`, and that option, or the file copied back, resumes the run."""
+    """`status` notes the damage; the engine's advice names its Python API (`graph=`), the CLI
+    its own option `--pipeline FILE`; that option resumes the run and puts the copy back."""
     dot = write(tmp_path, "review.dot", REVIEW)
     first = cli("run", str(dot), "--workdir", str(tmp_path), "--json", cwd=tmp_path)
     assert first.returncode == 3, first.stderr
@@ -555,6 +555,17 @@ def test_resume_with_a_damaged_stored_pipeline_says_what_to_do_on_the_command_li
         stored.write_text(REVIEW.replace("Ship it?", "Ship?"))
     else:
         stored.unlink()
+
+    shown = cli("status", run_dir, cwd=tmp_path)
+    assert shown.returncode == 3, shown.stderr
+    note = shown.stdout.splitlines()[-1]
+    assert note.startswith(f"note: {'cannot read' if damage == 'missing' else 'the stored'}")
+    assert note.endswith(
+        f"resume and why need the file the run was started with: python -m freshness_magic "
+        f"resume {run_dir} --pipeline FILE (or copy it over {run_dir}/pipeline.dot)"
+    ), note
+    told = json.loads(cli("status", run_dir, "--json", cwd=tmp_path).stdout)
+    assert str(stored) in told["stored_pipeline_problem"]
 
     refused = cli("resume", run_dir, "--answer", "approve=Y", cwd=tmp_path)
     assert refused.returncode == 2 and "Traceback" not in refused.stderr
@@ -573,6 +584,17 @@ def test_resume_with_a_damaged_stored_pipeline_says_what_to_do_on_the_command_li
     done = cli("resume", run_dir, "--pipeline", str(dot), "--answer", "approve=Y", cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert done.stdout.splitlines()[-1].startswith("completed:")
+    # the run's copy is put back from the file given, the altered one kept, and said so
+    assert stored.read_text() == REVIEW
+    kept = Path(run_dir) / "pipeline.dot.damaged"
+    assert kept.exists() == (damage == "changed")
+    if damage == "changed":
+        assert "Ship?" in kept.read_text()
+    assert f"put back the run's copy of its pipeline, {stored}, from the pipeline given" in (
+        done.stderr
+    )
+    assert "stored_pipeline_problem" not in cli("status", run_dir, "--json", cwd=tmp_path).stdout
+    assert cli("why", run_dir, "approve", cwd=tmp_path).returncode == 0
 
 
 def test_a_stored_pipeline_copied_back_resumes(tmp_path: Path) -> None:

@@ -59,6 +59,8 @@ def main(args: argparse.Namespace) -> int:
         info["stale_nodes"] = stale
     if outdated:
         info["outdated_nodes"] = outdated
+    if damage := stored_pipeline_problem(run_dir, data, used):
+        info["stored_pipeline_problem"] = damage
     driver = live_driver(run_dir)
     if driver is not None:
         info["driver"] = driver
@@ -121,6 +123,13 @@ def main(args: argparse.Namespace) -> int:
         )
     for line in info.get("orphaned_tools", ()):
         print(f"note: {line}", file=out)
+    if damage:
+        print(
+            f"note: {damage}; resume and why need the file the run was started with: "
+            f"{invoked_as()} resume {run_dir} --pipeline FILE (or copy it over "
+            f"{run_dir / 'pipeline.dot'})",
+            file=out,
+        )
     if advice is not None:
         print(f"note: {advice}", file=out)
     return EXIT_CODES[info["status"]]
@@ -170,6 +179,25 @@ def held_open(
         answer = f"answer it there (%pipeline resume {gate_node} --choice KEY), {leave}"
         return who, f"idle and waiting at gate '{gate_node}'", answer
     return who, "no node running now", f"go on there (%pipeline resume), {leave}"
+
+
+def stored_pipeline_problem(run_dir: Path, data: dict[str, Any], used: Path) -> str | None:
+    """What is wrong with the run directory's copy of its pipeline (missing, unreadable,
+    altered), which ``resume`` and ``why`` refuse; None when it is sound or the run was started
+    from a graph built in code (it has none)."""
+    from freshness_magic.engine.persistence import stored_pipeline
+    from freshness_magic.errors import FreshnessMagicError, StoredPipelineError
+
+    pipeline = data.get("pipeline") or {}
+    if not pipeline.get("source_file"):
+        return None
+    try:
+        stored_pipeline(run_dir, pipeline, used)
+    except StoredPipelineError as exc:
+        return exc.problem
+    except FreshnessMagicError as exc:  # it reads, but no longer loads
+        return f"the stored pipeline {run_dir / str(pipeline['source_file'])} does not load: {exc}"
+    return None
 
 
 def changed_nodes(

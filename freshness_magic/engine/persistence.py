@@ -38,6 +38,7 @@ from freshness_magic.pathsafety import read_state
 
 RESTART_LINK = "restarted_as.json"
 PIPELINE_FILE = "pipeline.dot"
+DAMAGED_PIPELINE_FILE = "pipeline.dot.damaged"
 """The pipeline text, stored once per run directory so a resume needs no original file."""
 EVENTS_FILE = "events.jsonl"
 RUN_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
@@ -418,6 +419,35 @@ def stored_pipeline(folder: Path, pipeline: dict[str, Any], used: Path) -> Graph
         )
     path = pipeline.get("path")
     return load_pipeline(source, path=str(path) if path else None)
+
+
+def restore_stored_pipeline(folder: Path, pipeline: dict[str, Any], source: str) -> str | None:
+    """Put the run directory's ``pipeline.dot`` back from ``source`` (the pipeline text of the
+    run, as ``same_pipeline`` found) when that copy is missing or altered, so that later commands
+    read it again without being given the file; an altered copy is kept beside it as
+    ``pipeline.dot.damaged``. What was done, for the run's output; None when the copy was sound
+    or could not be put back (the run goes on with ``source`` all the same)."""
+    stored_hash = pipeline.get("sha256")
+    if not pipeline.get("source_file") or not stored_hash:
+        return None
+    body = source.rstrip("\n")
+    text = next((t for t in (source, body, body + "\n") if source_hash(t) == stored_hash), None)
+    if text is None:
+        return None
+    stored = folder / str(pipeline["source_file"])
+    kept = ""
+    try:
+        try:
+            if source_hash(read_state(stored).decode("utf-8", "replace")) == stored_hash:
+                return None
+            os.replace(stored, folder / DAMAGED_PIPELINE_FILE)
+            kept = f"; the altered copy is kept as {folder / DAMAGED_PIPELINE_FILE}"
+        except FileNotFoundError:
+            pass
+        write_atomic(stored, text)
+    except OSError:
+        return None
+    return f"put back the run's copy of its pipeline, {stored}, from the pipeline given{kept}"
 
 
 def follow_restarts(run_dir: Path) -> Path:

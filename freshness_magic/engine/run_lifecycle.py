@@ -32,6 +32,7 @@ from freshness_magic.engine.persistence import (
     follow_restarts,
     restart_dir,
     restore_memory,
+    restore_stored_pipeline,
     same_pipeline,
     stored_pipeline,
     write_manifest_file,
@@ -56,6 +57,8 @@ class Reopened:
     store: RunStore
     loaded: LoadedState
     damaged: list[tuple[Path, str]]
+    repaired: str | None
+    """What was done to put back a missing or altered ``pipeline.dot`` from the given graph."""
     """Checkpoint files found damaged (path, why); an older valid state was used."""
     fresh: bool
     """The driver lock was taken now (not shared with a Run of this process)."""
@@ -79,6 +82,7 @@ def reopen(
     loaded = load_state(folder, on_corrupt=lambda p, why: damaged.append((p, why)))
     pipeline = loaded.data.get("pipeline") or {}
     stored_hash = str(pipeline.get("sha256") or "")
+    repaired = None
     if graph is None:
         graph = stored_pipeline(folder, pipeline, loaded.path)
     elif graph.source and stored_hash and not same_pipeline(graph.source, stored_hash):
@@ -86,7 +90,9 @@ def reopen(
             f"checkpoint {loaded.path} belongs to another pipeline (source hash differs from "
             f"{graph.path or 'the given graph'}); resume with the pipeline the run used"
         )
-    return Reopened(folder, graph, store, loaded, damaged, fresh)
+    elif graph.source:
+        repaired = restore_stored_pipeline(folder, pipeline, graph.source)
+    return Reopened(folder, graph, store, loaded, damaged, repaired, fresh)
 
 
 _FILE_SUFFIXES = (".json", ".jsonl", ".dot", ".lock")
@@ -204,6 +210,11 @@ class RunLifecycle(RunJournal):
         )
         for path, why in found.damaged:
             self.events.emit(EventType.CHECKPOINT_CORRUPT, None, {"path": str(path), "why": why})
+        if found.repaired is not None:
+            log.warning("%s", found.repaired)
+            self.events.emit(
+                EventType.STAGE_OUTPUT, None, {"stream": "stderr", "text": found.repaired}
+            )
         self.events.emit(
             EventType.PIPELINE_RESUMED,
             self._memory.next_node,

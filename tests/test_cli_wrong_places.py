@@ -104,6 +104,36 @@ def test_status_and_check_without_run_dir_read_the_newest_run_here(tmp_path: Pat
     assert json.loads(as_json.stdout)["run_dir"] == str(second)
 
 
+@pytest.mark.parametrize(
+    "argv",
+    [
+        ["run", "p.dot", "--workdir", ""],
+        ["run", "p.dot", "--runs-dir", ""],
+        ["run", ""],
+        ["validate", ""],
+        ["status", ""],
+        ["resume", "RUN", "--workdir", ""],
+        ["hub", "status", "--workdir", ""],
+    ],
+    ids=lambda argv: " ".join(a or '""' for a in argv),
+)
+def test_an_empty_path_is_refused_not_taken_for_the_current_folder(
+    tmp_path: Path, argv: list[str]
+) -> None:
+    """``--workdir "$DIR"`` with DIR unset would run the pipeline's commands wherever the shell
+    stands; nothing is written and the option is named."""
+    run_dir = waiting_run(tmp_path)
+    before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
+    proc = cli(*[str(run_dir) if a == "RUN" else a for a in argv], cwd=tmp_path)
+    assert proc.returncode == 2 and "Traceback" not in proc.stderr
+    option = next((a for a in argv if a.startswith("--")), None)
+    named = f"argument {option}" if option else "argument "
+    assert f"{named}" in proc.stderr and "is empty (an unset variable?): give a path" in (
+        proc.stderr
+    ), proc.stderr
+    assert sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*")) == before
+
+
 def test_a_file_given_as_the_run_dir_is_named_as_a_file(tmp_path: Path) -> None:
     write(tmp_path, "notes.txt", "precious\n")
     for argv in (["status"], ["resume"], ["evidence"], ["check"]):

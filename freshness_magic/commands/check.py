@@ -14,6 +14,8 @@ import json
 import sys
 from typing import Any
 
+from freshness_magic.commands import path_arg
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -29,7 +31,7 @@ def register(subparsers: Any) -> None:
     )
     from freshness_magic.commands._rundir import RUN_DIR_HELP
 
-    parser.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help=RUN_DIR_HELP)
+    parser.add_argument("run_dir", metavar="RUN_DIR", nargs="?", type=path_arg, help=RUN_DIR_HELP)
     parser.add_argument("--json", action="store_true", help="print the report as one JSON object")
     parser.add_argument(
         "--all-files", action="store_true", help="with --json: list the fresh files too"

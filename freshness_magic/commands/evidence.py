@@ -8,6 +8,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from freshness_magic.commands import path_arg
 from freshness_magic.errors import EvidenceError
 
 if TYPE_CHECKING:
@@ -33,7 +34,9 @@ def register(subparsers: Any) -> None:
             "executed step, in order. Give NODE to see only that node's records."
         ),
     )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
+    parser.add_argument(
+        "run_dir", metavar="RUN_DIR", type=path_arg, help="the run directory (.freshness/runs/ID)"
+    )
     parser.add_argument("node", metavar="NODE", nargs="?", help="only the records of this node")
     parser.add_argument("--json", action="store_true", help="print the records as a JSON array")
     parser.set_defaults(handler=run)

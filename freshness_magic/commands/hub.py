@@ -6,6 +6,8 @@ import argparse
 import json
 from typing import Any
 
+from freshness_magic.commands import path_arg
+
 
 def register(subparsers: Any) -> None:
     parser = subparsers.add_parser(
@@ -19,7 +21,10 @@ def register(subparsers: Any) -> None:
     actions = parser.add_subparsers(dest="hub_action", metavar="ACTION", required=True)
     common = argparse.ArgumentParser(add_help=False)
     common.add_argument(
-        "--workdir", default=".", help="working directory the hub serves (default: .)"
+        "--workdir",
+        default=".",
+        type=path_arg,
+        help="working directory the hub serves (default: .)",
     )
     start = actions.add_parser(
         "start", parents=[common], help="start the hub in the background and wait until ready"

@@ -13,6 +13,8 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
+from freshness_magic.commands import path_arg
+
 if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph
 
@@ -27,7 +29,10 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "pipeline", metavar="PIPELINE.dot", help="the pipeline file (-: standard input)"
+        "pipeline",
+        metavar="PIPELINE.dot",
+        type=path_arg,
+        help="the pipeline file (-: standard input)",
     )
     parser.add_argument(
         "--compact", action="store_true", help="print the JSON on one line instead of indented"

@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TextIO
 
-from freshness_magic.commands import invoked_as
+from freshness_magic.commands import invoked_as, path_arg
 from freshness_magic.commands.run import add_drive_options, checked_answers, drive, existing_dir
 from freshness_magic.errors import (
     CheckpointError,
@@ -38,17 +38,21 @@ def register(subparsers: Any) -> None:
             "Exit codes as for run."
         ),
     )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
+    parser.add_argument(
+        "run_dir", metavar="RUN_DIR", type=path_arg, help="the run directory (.freshness/runs/ID)"
+    )
     parser.add_argument(
         "--pipeline",
         dest="pipeline_file",
         metavar="PIPELINE.dot",
+        type=path_arg,
         help="the pipeline file the run was started with (the same text), instead of the run "
         "directory's copy pipeline.dot, when that copy is damaged or missing",
     )
     parser.add_argument(
         "--workdir",
         metavar="DIR",
+        type=path_arg,
         help="the working directory to go on in, when the run's own moved (default: the one "
         "the run was started in)",
     )

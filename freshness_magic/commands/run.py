@@ -33,7 +33,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Any
 
-from freshness_magic.commands import invoked_as
+from freshness_magic.commands import invoked_as, path_arg
 from freshness_magic.errors import RunError
 
 if TYPE_CHECKING:
@@ -113,16 +113,18 @@ def register(subparsers: Any) -> None:
             "waiting, 2 usage or input error."
         ),
     )
-    parser.add_argument("pipeline", metavar="PIPELINE.dot", help="the pipeline file")
+    parser.add_argument("pipeline", metavar="PIPELINE.dot", type=path_arg, help="the pipeline file")
     parser.add_argument(
         "--workdir",
         metavar="DIR",
+        type=path_arg,
         default=".",
         help="where commands run, an existing folder (default: .)",
     )
     parser.add_argument(
         "--runs-dir",
         metavar="DIR",
+        type=path_arg,
         help="where run directories go (default: WORKDIR/.freshness/runs)",
     )
     add_drive_options(parser)

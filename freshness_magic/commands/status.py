@@ -9,6 +9,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from freshness_magic.commands import path_arg
 from freshness_magic.commands.run import EXIT_CODES
 
 if TYPE_CHECKING:
@@ -27,7 +28,7 @@ def register(subparsers: Any) -> None:
     )
     from freshness_magic.commands._rundir import RUN_DIR_HELP
 
-    parser.add_argument("run_dir", metavar="RUN_DIR", nargs="?", help=RUN_DIR_HELP)
+    parser.add_argument("run_dir", metavar="RUN_DIR", nargs="?", type=path_arg, help=RUN_DIR_HELP)
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=main)
 

@@ -12,6 +12,7 @@ import json
 import sys
 from typing import Any
 
+from freshness_magic.commands import path_arg
 from freshness_magic.commands.parse import load_for_command, shown_name
 from freshness_magic.gcpause import cyclic_gc_paused
 
@@ -27,7 +28,10 @@ def register(subparsers: Any) -> None:
         ),
     )
     parser.add_argument(
-        "pipeline", metavar="PIPELINE.dot", help="the pipeline file (-: standard input)"
+        "pipeline",
+        metavar="PIPELINE.dot",
+        type=path_arg,
+        help="the pipeline file (-: standard input)",
     )
     parser.add_argument("--strict", action="store_true", help="treat warnings as failures (exit 1)")
     parser.add_argument("--json", action="store_true", help="print the diagnostics as a JSON list")

@@ -15,6 +15,8 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from freshness_magic.commands import path_arg
+
 if TYPE_CHECKING:
     from freshness_magic.runview import RunView
 
@@ -31,7 +33,9 @@ def register(subparsers: Any) -> None:
             "0 explained, 2 not a run directory or no such node."
         ),
     )
-    parser.add_argument("run_dir", metavar="RUN_DIR", help="the run directory (.freshness/runs/ID)")
+    parser.add_argument(
+        "run_dir", metavar="RUN_DIR", type=path_arg, help="the run directory (.freshness/runs/ID)"
+    )
     parser.add_argument("node", metavar="NODE", help="the node to explain")
     parser.add_argument("--json", action="store_true", help="print one JSON object")
     parser.set_defaults(handler=main)

@@ -10,6 +10,7 @@ from typing import Any, NoReturn
 from IPython.core.error import UsageError
 
 from freshness_magic.choices import HintingParser
+from freshness_magic.commands import path_arg
 
 SUBCOMMANDS: tuple[str, ...] = (
     "load", "step", "run", "resume", "retry", "stop", "accept", "why", "cond", "status",
@@ -114,7 +115,7 @@ def build_pipeline_parser() -> MagicArgumentParser:
     p.add_argument("path", nargs="?", help="the .dot file")
     p.add_argument("--var", metavar="VARIABLE", help="load from this user variable instead")
     p.add_argument("--name", help="bind the pipeline to this name (default: the graph's name)")
-    p.add_argument("--workdir", help="working directory of its runs")
+    p.add_argument("--workdir", type=path_arg, help="working directory of its runs")
     p.add_argument("--resume", action="store_true", help="resume its latest run if any")
     p.add_argument("--force", action="store_true", help="replace a variable of that name")
     p = add("step", "execute the next node")
@@ -168,7 +169,7 @@ def build_cell_parser() -> MagicArgumentParser:
         "%config PipelineMagics.default_workdir = '...'.",
     )
     parser.add_argument("name", metavar="NAME", help="a Python identifier")
-    parser.add_argument("--workdir", help="working directory of its runs")
+    parser.add_argument("--workdir", type=path_arg, help="working directory of its runs")
     parser.add_argument("--resume", action="store_true", help="resume its latest run if any")
     parser.add_argument(
         "--force", action="store_true", help="replace a variable NAME that is not a pipeline"

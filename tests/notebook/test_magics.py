@@ -244,6 +244,7 @@ def test_line_usage_errors(shell: InteractiveShell, workdir: Path):
         "evidence nope": "no node 'nope'",
         "accept nope": "no node 'nope'",
         "show other": "no pipeline named 'other'",
+        'load p.dot --workdir ""': "--workdir: is empty",
     }
     for text, expected in cases.items():
         with pytest.raises(UsageError, match=expected):

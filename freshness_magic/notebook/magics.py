@@ -169,7 +169,9 @@ class PipelineMagics(Magics):
         try:
             argv = shlex.split(line)
         except ValueError as exc:
-            raise UsageError(f"{parser.prog}: cannot split the line: {exc}") from None
+            raise UsageError(
+                f"{parser.prog}: cannot split the line: {unsplit(line, exc)}"
+            ) from None
         try:
             return parser.parse_args(argv)
         except HelpShown as shown:
@@ -566,6 +568,26 @@ def _set_docs() -> None:
         build_cell_parser().format_help() + "\n" + build_pipeline_parser().format_help()
     )
     PipelineMagics.node.__doc__ = build_node_parser().format_help()
+
+
+def unsplit(line: str, error: ValueError) -> str:
+    """Why ``shlex.split`` refused ``line``, naming an unclosed quote by the text after it."""
+    quote, start, i = "", 0, 0
+    while i < len(line):
+        char = line[i]
+        if char == "\\" and quote != "'":
+            i += 2
+            continue
+        if not quote and char in "'\"":
+            quote, start = char, i
+        elif char == quote:
+            quote = ""
+        i += 1
+    if not quote:
+        return str(error)
+    after = line[start + 1 : start + 21]
+    where = f"before {after!r}" if after else "at the end"
+    return f"the {quote} {where} is never closed (close it, or escape it: \\{quote})"
 
 
 _set_docs()

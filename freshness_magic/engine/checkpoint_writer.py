@@ -62,6 +62,9 @@ class CheckpointWriter:
             self._cut(valid_end if valid_end < self._end else _last_line_end(self.journal))
         self._since_snapshot = 0
         self._snapshot_size = 0
+        self._inode: int | None = None
+        """The journal file this writer appends to, once it has: another (or none) means the
+        run directory was removed or replaced under the run (:meth:`lost`)."""
         self.needs_snapshot = True
         """True until this writer has written a snapshot (the first save compacts)."""
 
@@ -79,11 +82,30 @@ class CheckpointWriter:
             os.write(fd, line)
             if self.durable:
                 os.fsync(fd)
+            self._inode = os.fstat(fd).st_ino
         finally:
             os.close(fd)
         self._end += len(line)
         self._since_snapshot += len(line)
         return self._end
+
+    def lost(self) -> bool:
+        """Whether the journal this writer appended to is gone or another file stands in its
+        place: its records after that would continue a state the new file does not hold."""
+        if self._inode is None:
+            return False
+        try:
+            return os.stat(self.journal).st_ino != self._inode
+        except FileNotFoundError:
+            return True
+
+    def start_over(self) -> None:
+        """Write the next save as a whole state (a record that stands alone), after :meth:`lost`."""
+        self._end = self.journal.stat().st_size if self.journal.exists() else 0
+        self._since_snapshot = 0
+        self._inode = None
+        self._history.clear()
+        self.needs_snapshot = True
 
     @property
     def compaction_due(self) -> bool:

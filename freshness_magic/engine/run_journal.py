@@ -107,7 +107,10 @@ class RunJournal:
         if not self._started:
             return
         now = self._wall_clock()
+        lost = None
         with self._lock:
+            if self._store.lost():
+                lost = self._write_run_dir_again()
             seq = self.events.seq
             path = self._store.save(
                 self._memory,
@@ -129,10 +132,37 @@ class RunJournal:
                 now=now,
                 rest=rest,
             )
+        if lost is not None:
+            log.warning("%s", lost)
+            self.events.emit(EventType.STAGE_OUTPUT, None, {"stream": "stderr", "text": lost})
         if announce:
             self.events.emit(
                 EventType.CHECKPOINT_SAVED, self._memory.current_node, {"path": str(path)}
             )
+
+    def _write_run_dir_again(self) -> str:
+        """After the run directory was removed or replaced under the run (a node's command that
+        cleans the work tree, ``git clean -x``; a person): make it again, with the lock, the
+        pipeline and the manifest, so that the next save writes the whole state there and the
+        run stays resumable. What happened, for the run's output."""
+        from freshness_magic.atomicio import ensure_ignored_dir
+        from freshness_magic.engine.persistence import write_manifest_file, write_pipeline
+        from freshness_magic.pathsafety import make_state_dir
+
+        if self._run_dir.parent == self.workdir / ".freshness" / "runs":
+            ensure_ignored_dir(self.workdir / ".freshness")
+        make_state_dir(self._run_dir)
+        self._store.start_over()
+        write_pipeline(self._run_dir, self.graph)
+        write_manifest_file(
+            self._run_dir, self.graph, self._run_id, self.workdir, self._memory, self._pipeline_path
+        )
+        return (
+            f"the run directory {self._run_dir} was removed or replaced while the run went on "
+            "(by a node's command? git clean -x removes .freshness); the run wrote it again "
+            "from its state and goes on: its events, evidence records and node files from "
+            "before are gone"
+        )
 
     @staticmethod
     def _ext_state(ext: RunExtension) -> dict[str, Any]:

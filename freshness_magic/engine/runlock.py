@@ -70,6 +70,17 @@ class HeldLock:
     def release(self) -> None:
         self._finalizer()
 
+    def renew(self) -> None:
+        """Lock the file again after it was removed (with its run directory) while held, so
+        that no other process takes a new one; RunBusyError if one already has."""
+        fd, info = _lock_fd(self.path)
+        old = self._finalizer.detach()
+        if old is not None:
+            with contextlib.suppress(OSError):
+                os.close(old[2][0])
+        self.fd = fd
+        self._finalizer = weakref.finalize(self, _release, fd, self.path, fcntl is None, info)
+
 
 def _release(fd: int, path: Path, by_file: bool, info: dict[str, Any]) -> None:
     """Close the lock; a clean release also writes ``released`` (epoch seconds) into the file

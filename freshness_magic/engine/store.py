@@ -59,6 +59,19 @@ class RunStore:
             "on it: use the newer one"
         )
 
+    def lost(self) -> bool:
+        """Whether the run directory was removed or replaced under the run (see
+        :meth:`CheckpointWriter.lost`): :meth:`start_over` before the next save."""
+        return self.writer is not None and self.writer.lost()
+
+    def start_over(self) -> None:
+        """Take the driver lock again and make the next save a whole state, in a run directory
+        written again after :meth:`lost`."""
+        if self._lock is not None:
+            self._lock.renew()
+        assert self.writer is not None
+        self.writer.start_over()
+
     def release(self) -> None:
         """Let go of the driver lock (the last Run object of this process releases it)."""
         self._lock = None

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from freshness_magic.engine import Run, RunState
+from freshness_magic.engine import EventType, Run, RunState
 from freshness_magic.engine.checkpoint import load_checkpoint, load_state
 from freshness_magic.engine.checkpoint_format import (
     CHECKPOINT_FILE,
@@ -280,3 +280,69 @@ def test_a_step_with_freshness_and_evidence_makes_one_fsync_in_durable_mode(
     assert calls[0] - before > 2, "strict mode fsyncs every file"
     with pytest.raises(RunError, match="durability 'sometimes' is not one of"):
         open_run(linear(3), workdir=tmp_path / "bad", durability="sometimes")
+
+
+WIPES_ITS_STATE = """digraph g {
+  start [shape=Mdiamond]
+  a    [shape=parallelogram, tool_command="echo a"]
+  wipe [shape=parallelogram, tool_command="rm -rf .freshness"]
+  b    [shape=parallelogram, tool_command="echo b"]
+  gate [shape=hexagon, label="Go?"]
+  done [shape=Msquare]
+  start -> a -> wipe -> b -> gate
+  gate -> done [label="[Y] Yes"]
+}"""
+TRY_TO_DRIVE = """
+import sys
+from freshness_magic.engine import Run
+from freshness_magic.errors import RunError
+try:
+    Run.resume(sys.argv[1])
+except RunError as exc:
+    sys.exit(f"refused: {exc}")
+"""
+
+
+def test_a_run_whose_directory_a_node_removes_writes_it_again_and_stays_resumable(
+    tmp_path: Path,
+) -> None:
+    """A tool that cleans the work tree (``git clean -x``) takes ``.freshness`` with it: the
+    run makes its directory again (lock, pipeline, manifest) and starts the new journal with
+    the whole state, instead of step records that continue a state no file holds."""
+    said: list[str] = []
+    run = open_run(WIPES_ITS_STATE, workdir=tmp_path)
+    run.events.subscribe(
+        lambda event: (
+            said.append(event.data["text"])
+            if event.type is EventType.STAGE_OUTPUT and event.node_id is None
+            else None
+        )
+    )
+    run_dir = run.run_dir
+    run.run()
+    assert run.state is RunState.WAITING
+    [note] = said
+    assert note.startswith(f"the run directory {run_dir} was removed or replaced while")
+    first = records(run_dir)[0][1]
+    assert first["kind"] == "full"
+    assert first["completed_nodes"] == ["start", "a", "wipe"]
+    for kept in (MANIFEST_FILE, "pipeline.dot", "driver.lock"):
+        assert (run_dir / kept).is_file(), kept
+    assert (tmp_path / ".freshness" / ".gitignore").is_file()
+    other = subprocess.run(
+        [sys.executable, "-c", TRY_TO_DRIVE, str(run_dir)],
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert other.returncode == 1 and "refused:" in other.stderr, other.stderr
+    run.close()
+
+    again = Run.resume(run_dir)
+    assert again.state is RunState.WAITING
+    assert again.completed_nodes == ["start", "a", "wipe", "b"]
+    again.answer("gate", "Y")
+    again.run()
+    assert again.state is RunState.COMPLETED
+    again.close()

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.builtin import default_registry
 from freshness_magic.engine.interviewers import QueueInterviewer
@@ -17,6 +19,14 @@ def test_every_builtin_type_is_registered() -> None:
     assert set(registry.types()) == set(BUILTIN_HANDLER_TYPES)
     unknown = Node("x", {"type": "no.such.type"})
     assert registry.resolve(unknown) is registry.resolve(Node("y", {"shape": "box"}))
+
+
+def test_registering_what_is_not_a_handler_is_refused_at_once() -> None:
+    """A plain function would only fail at the node, called a run extension's error."""
+    registry = default_registry()
+    with pytest.raises(TypeError, match=r"is not a handler for 'count': it needs a method exec"):
+        registry.register("count", lambda node, context, env: None)  # type: ignore[arg-type]
+    assert "count" not in registry
 
 
 def test_backend_and_interviewer_are_used(tmp_path: Path) -> None:

@@ -143,11 +143,19 @@ class HandlerRegistry:
     """Maps handler type strings to handlers; explicit ``type``, then shape, then default."""
 
     def __init__(self, handlers: dict[str, Handler] | None = None, default: str = "codergen"):
-        self._handlers: dict[str, Handler] = dict(handlers or {})
+        self._handlers: dict[str, Handler] = {}
         self._default = default
+        for type_name, handler in (handlers or {}).items():
+            self.register(type_name, handler)
 
     def register(self, type_name: str, handler: Handler) -> None:
-        """Add or replace the handler for ``type_name``."""
+        """Add or replace the handler for ``type_name``; TypeError for an object that is not a
+        handler (a plain function is one only inside an object with ``execute``)."""
+        if not callable(getattr(handler, "execute", None)):
+            raise TypeError(
+                f"{handler!r} is not a handler for {type_name!r}: it needs a method "
+                "execute(node, context, env) returning an Outcome"
+            )
         self._handlers[type_name] = handler
 
     def unregister(self, type_name: str) -> None:

@@ -3,7 +3,8 @@
 Only the node's changes are committed: the paths it added, modified or deleted since its before
 snapshot, plus its evidence file (force-added, since ``.orchestrator/`` is ignored). Changes the
 user had staged for other paths stay staged and out of the commit (``git commit --only``). A file
-that was already dirty before the node changed it again is committed whole. When git has no
+that was already dirty before the node changed it again is committed whole (the evidence
+extension's warning says so). When git has no
 identity configured, a fallback ``freshness-magic`` identity is used for this commit only.
 
 The committed evidence file is the one the node wrote. After the step the engine rewrites that

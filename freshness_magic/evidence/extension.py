@@ -30,6 +30,7 @@ pid, seconds).
 
 from __future__ import annotations
 
+import logging
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -89,6 +90,9 @@ if TYPE_CHECKING:
 
 MAX_KEPT_INVALID_BYTES = 65536
 """How much of an invalid node-written evidence file the engine's record keeps."""
+
+
+log = logging.getLogger(__name__)
 
 
 def prompt_suffix_key(node_id: str) -> str:
@@ -278,6 +282,9 @@ class EvidenceExtension:
             if commit is not None:
                 facts.commit = commit.id
                 facts.commits.append(commit)
+                if said := _earlier_changes_committed(node, changes, facts.snapshot, commit):
+                    log.warning("%s", said)
+                    outcome = replace(outcome, notes="\n".join(filter(None, [outcome.notes, said])))
         return outcome
 
     @staticmethod
@@ -440,3 +447,22 @@ def _invalid_text(path: Path) -> str | None:
     if len(text) > MAX_KEPT_INVALID_BYTES:
         text = text[:MAX_KEPT_INVALID_BYTES] + "… (cut)"
     return text
+
+
+def _earlier_changes_committed(
+    node: Node, changes: WorkChanges, before: WorkTreeSnapshot, commit: CommitInfo
+) -> str | None:
+    """The warning for a ``commit=true`` commit that holds files which had uncommitted changes
+    before the node ran (a person's edits, or an earlier node's): git commits a file whole,
+    so those changes are in the node's commit; None when there were none."""
+    from freshness_magic.freshness.events import some_files
+
+    earlier = [path for path in changes.uncommitted.paths if path in before.entries]
+    if not earlier:
+        return None
+    short = commit.id[:12]
+    return (
+        f"commit=true: the commit {short} of node '{node.id}' holds the whole of "
+        f"{some_files(earlier, 3)}, which had uncommitted changes before the node ran "
+        f"(yours, or an earlier node's); git show {short} shows them"
+    )

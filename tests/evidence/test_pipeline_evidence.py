@@ -126,6 +126,39 @@ def test_changes_are_committed_with_commit_true(repo: Path) -> None:
     )
 
 
+def test_a_commit_that_takes_a_files_earlier_changes_says_so(
+    repo: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """git commits a file whole: edits the file had before the node ran go into the node's
+    commit, and the node's notes (the evidence record's, the log's) say which file and commit."""
+    (repo / "notes.md").write_text("base\n")
+    git(repo, "add", "notes.md")
+    git(repo, "commit", "-q", "-m", "notes")
+    (repo / "notes.md").write_text("base\nmy unsaved line\n")
+
+    def append(workdir: Path) -> None:
+        (workdir / "notes.md").write_text("base\nmy unsaved line\nnode line\n")
+        (workdir / "login.py").write_text("fixed = True\n")
+
+    run = start_run(repo, single(graph_attrs="commit=true"), {"implement": append})
+    assert run.run().state is RunState.COMPLETED
+    head = git(repo, "rev-parse", "HEAD").strip()
+    assert "my unsaved line" in git(repo, "show", "HEAD:notes.md")
+    said = (
+        f"commit=true: the commit {head[:12]} of node 'implement' holds the whole of notes.md, "
+        f"which had uncommitted changes before the node ran (yours, or an earlier node's); "
+        f"git show {head[:12]} shows them"
+    )
+    assert record_of(repo, "implement").engine["notes"].splitlines()[-1] == said
+    assert said in caplog.text
+
+
+def test_a_commit_of_files_clean_before_the_node_says_nothing_more(repo: Path) -> None:
+    run = start_run(repo, single(graph_attrs="commit=true"), {"implement": write("login.py")})
+    assert run.run().state is RunState.COMPLETED
+    assert "commit=true" not in record_of(repo, "implement").engine["notes"]
+
+
 def test_node_commits_on_its_own(repo: Path) -> None:
     def commit(workdir: Path) -> None:
         (workdir / "edit.txt").write_text("node edit\n")

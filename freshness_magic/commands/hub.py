@@ -4,9 +4,14 @@ from __future__ import annotations
 
 import argparse
 import json
-from typing import Any
+import os
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.commands import path_arg
+
+if TYPE_CHECKING:
+    from freshness_magic.hub.client import NodeState
 
 
 def register(subparsers: Any) -> None:
@@ -91,9 +96,40 @@ def _query(args: argparse.Namespace) -> int:
             states = client.get_context(args.targets)
     except HubNotRunning as exc:  # say the start command the way this one was called
         where = "" if args.workdir == "." else f" --workdir {shlex.quote(args.workdir)}"
-        raise exc.start_with(f"{invoked_as()} hub start{where}") from None
+        also = ""
+        if (above := _hub_above(Path(args.workdir))) is not None:
+            here = Path(args.workdir).resolve()
+            targets = []
+            for target in args.targets:
+                path, sep, qualname = target.partition(":")
+                targets.append(os.path.relpath(here / path, above) + sep + qualname)
+            query = " ".join(shlex.quote(t) for t in targets)
+            also = (
+                f", or ask the hub running for {above}: `{invoked_as()} hub query --workdir "
+                f"{shlex.quote(str(above))} {query}`"
+            )
+        raise exc.start_with(f"{invoked_as()} hub start{where}", also) from None
     if args.json:
         print(json.dumps([s.to_dict() for s in states], indent=2, default=str))
     else:
-        print("\n".join(s.render() for s in states))
+        root = Path(args.workdir)
+        print("\n".join(_rendered(state, root) for state in states))
     return 0 if all(s.exists for s in states) else 1
+
+
+def _rendered(state: NodeState, root: Path) -> str:
+    """``hub query``'s text for one target: a folder is named as one."""
+    if not state.exists and not state.qualname and (root / state.path).is_dir():
+        return f"{state.node_id}: {state.path} is a folder; name a file in it"
+    return state.render()
+
+
+def _hub_above(folder: Path) -> Path | None:
+    """The nearest folder above ``folder`` that a running hub serves (a query run from a
+    subfolder of the project), if any."""
+    from freshness_magic.hub import daemon
+
+    for parent in folder.resolve().parents:
+        if (parent / ".freshness").is_dir() and daemon.status(parent).running:
+            return parent
+    return None

@@ -42,15 +42,19 @@ class HubNotRunning(HubError):
     :meth:`start_with`."""
 
     def __init__(
-        self, workdir: str | Path, start: str = "python -m freshness_magic hub start"
+        self,
+        workdir: str | Path,
+        start: str = "python -m freshness_magic hub start",
+        also: str = "",
     ) -> None:
         self.workdir = str(workdir)
         self.problem = f"no hub running for {workdir}"
-        super().__init__(f"{self.problem}; start it with `{start}`")
+        super().__init__(f"{self.problem}; start it with `{start}`{also}")
 
-    def start_with(self, start: str) -> HubNotRunning:
-        """The same error, saying ``start`` (the caller's own spelling) as the way to start."""
-        return HubNotRunning(self.workdir, start)
+    def start_with(self, start: str, also: str = "") -> HubNotRunning:
+        """The same error, saying ``start`` (the caller's own spelling) as the way to start,
+        then ``also`` (another way)."""
+        return HubNotRunning(self.workdir, start, also)
 
 
 _CHANGE_WORDS = {
@@ -83,6 +87,8 @@ class SymbolState(NamedTuple):
     complexity: int
     related_tests: tuple[str, ...]
     callers: tuple[str, ...]
+    """Code that calls the symbol's name, in its file or in files importing it: matched by
+    name, not resolved (``d.get(k)`` counts as a call of a method ``get``)."""
     docstring_outdated: bool
 
 
@@ -128,6 +134,11 @@ class NodeState:
     def render(self) -> str:
         """Plain text for ``hub query`` and the notebook."""
         if not self.exists:
+            if self.qualname and self.content_hash:  # the file is indexed, the symbol is not
+                return (
+                    f"{self.node_id}: {self.path} has no symbol {self.qualname!r} (hub query "
+                    f"{self.path} lists its symbols)"
+                )
             return f"{self.node_id}: not indexed (missing, ignored, or not yet seen by the hub)"
         lines = [
             f"{self.node_id}  [{self.language}, {self.size} bytes, hash {self.content_hash[:12]}, "
@@ -149,7 +160,11 @@ class NodeState:
             )
             lines.append(f"    {_one_line(sym.signature)}")
             if sym.callers:
-                lines.append("    callers: " + ", ".join(_short(c) for c in sym.callers))
+                lines.append(
+                    f"    callers by name (calls of {sym.qualname.rsplit('.', 1)[-1]!r} here "
+                    "or in files that import this one): "
+                    + ", ".join(_short(c) for c in sym.callers)
+                )
             if sym.related_tests:
                 lines.append("    tests: " + ", ".join(_short(t) for t in sym.related_tests))
         return "\n".join(lines)
@@ -270,9 +285,11 @@ class HubClient:
     def _split(self, target: str) -> tuple[str, str | None]:
         text = target[5:] if target.startswith("node:") else target
         path, sep, qualname = text.partition(":")
-        if sep and qualname and not (len(path) == 1 and path.isalpha()):
-            return self._rel(path), qualname
-        return self._rel(text), None
+        if not sep or (len(path) == 1 and path.isalpha()):  # no qualname, or a drive letter
+            return self._rel(text), None
+        if not path:
+            raise HubError(f"{target}: names no file; write PATH or PATH:QUALNAME")
+        return self._rel(path), qualname or None
 
     def get_context(self, targets: Iterable[str]) -> list[NodeState]:
         """Node states for ``path`` or ``path:qualname`` targets, from one store snapshot."""
@@ -439,7 +456,8 @@ class HubClient:
                 extra = f" [{'; '.join(flags)}]" if flags else ""
                 lines.append(
                     f"  - `{_one_line(sym.signature)}` (L{sym.line_start}-{sym.line_end}, "
-                    f"cc {sym.complexity}, {len(sym.callers)} callers, tests: {tests}){extra}"
+                    f"cc {sym.complexity}, {len(sym.callers)} callers by name, "
+                    f"tests: {tests}){extra}"
                 )
         return ContextPacket("\n".join(lines), seq, tuple(s.path for s in states))
 

@@ -65,6 +65,34 @@ def test_cli_start_status_query_stop(hub_dir: Path) -> None:
     login = next(s for s in auth["symbols"] if s["qualname"] == "login")
     assert login["callers"] == ["node:src/app.py:main", "node:tests/test_auth.py:test_login"]
     assert login["signature"] == "def login(user, pw):" and login["docstring_outdated"] is False
+    assert "    callers by name (calls of 'login' here or in files that import this one): " in (
+        query.stdout
+    )
+    nosuch = _cli("query", "src/auth.py:logn", "src", "src/auth.py:", "--workdir", str(hub_dir))
+    assert nosuch.returncode == 1
+    lines = nosuch.stdout.splitlines()
+    assert lines[0] == (
+        "node:src/auth.py:logn: src/auth.py has no symbol 'logn' (hub query src/auth.py lists "
+        "its symbols)"
+    )
+    assert lines[1] == "node:src: src is a folder; name a file in it"
+    assert lines[2].startswith("node:src/auth.py  [python,")  # "PATH:" is the file
+    no_file = _cli("query", ":login", "--workdir", str(hub_dir))
+    assert no_file.returncode == 2 and ":login: names no file; write PATH or PATH:QUALNAME" in (
+        no_file.stderr
+    )
+    below = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "hub", "query", "auth.py:login"],
+        cwd=hub_dir / "src",
+        env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])},
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert below.returncode == 2 and below.stderr.rstrip().endswith(
+        f"or ask the hub running for {hub_dir.resolve()}: `python -m freshness_magic hub query "
+        f"--workdir {hub_dir.resolve()} src/auth.py:login`"
+    ), below.stderr
     for outside in ("../../etc/passwd", "/etc/passwd", "src/../../x.py:f"):
         refused = _cli("query", outside, "--workdir", str(hub_dir))
         assert refused.returncode == 2, (outside, refused.stdout)

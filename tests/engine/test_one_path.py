@@ -289,3 +289,40 @@ def test_interrupt_pauses_at_the_node_and_a_step_runs_it_again(tmp_path: Path) -
     assert "build" not in paused.node_outcomes
     assert any(e["type"] == "stage_interrupted" for e in events(run))
     assert run.run().state is RunState.COMPLETED
+
+
+class Raising:
+    """A custom handler with a bug in it."""
+
+    def execute(self, node: Node, context: Any, env: Any) -> Outcome:
+        return self.lookup({"a": 1})
+
+    def lookup(self, table: dict[str, int]) -> Outcome:
+        table["missing"]
+        return Outcome()
+
+
+def test_a_handler_that_raises_keeps_its_traceback_in_its_node_folder(tmp_path: Path) -> None:
+    """The outcome holds the exception's line; the traceback, to debug the handler with, is in
+    the node's folder, and the notes say where (here for branch nodes, which go down the one
+    path every node does)."""
+    from freshness_magic.engine.handlers.builtin import default_registry
+
+    registry = default_registry()
+    registry.register("buggy", Raising())
+    dot = FAN_OUT % ("", 'c [type="buggy"]', "fan -> c\n  c -> join")
+    run = open_run(
+        dot.replace("a     [shape=par", "a     [type=buggy, shape=par"),
+        workdir=tmp_path,
+        registry=registry,
+    )
+    run.run()
+    for node_id in ("a", "c"):
+        outcome = run.node_outcomes[node_id]
+        assert outcome.failure_reason == "handler 'buggy' raised KeyError: 'missing'"
+        kept = run.run_dir / "nodes" / node_id / "traceback.txt"
+        assert outcome.notes == f"node '{node_id}' raised an exception; its traceback: {kept}"
+        text = kept.read_text()
+        assert text.startswith("Traceback (most recent call last):")
+        assert "in lookup" in text and 'table["missing"]' in text
+        assert text.rstrip().endswith("KeyError: 'missing'")

@@ -15,6 +15,7 @@ from freshness_magic.engine.extensions import BaseRunExtension, RunExtension
 from freshness_magic.engine.handlers.base import HandlerRegistry
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.run import Run
+from freshness_magic.errors import RunError
 from freshness_magic.evidence.validator import EvidenceValidator
 
 __all__ = ["default_extensions", "open_run", "resume_run"]
@@ -102,14 +103,17 @@ def remembered(run_dir: str | Path, option: str) -> str | None:
 
 
 def check_state_dirs(workdir: str | Path, runs_dir: str | Path | None = None) -> None:
-    """Refuse (UnsafePathError) a work tree whose state folders are symbolic links.
+    """Refuse a working directory that is a file or lies under one (RunError) and a work tree
+    whose state folders are symbolic links (UnsafePathError).
 
     Checked before the run creates anything, because the engine resolves its run directory
     (a linked ``.freshness`` would move the whole run outside the work tree).
     """
-    from freshness_magic.pathsafety import check_state_path
+    from freshness_magic.pathsafety import check_state_path, workdir_problem
 
     base = Path(workdir)
+    if problem := workdir_problem(base):
+        raise RunError(f"working directory {workdir}: {problem}")
     check_state_path(base / ".orchestrator" / "evidence")
     check_state_path(Path(runs_dir) if runs_dir is not None else base / ".freshness" / "runs")
 

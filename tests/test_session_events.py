@@ -6,9 +6,12 @@ from __future__ import annotations
 import subprocess
 from pathlib import Path
 
+import pytest
+
 from freshness_magic import session
 from freshness_magic.engine import Run, load_pipeline
 from freshness_magic.engine.events import ENGINE_EVENTS, EventType
+from freshness_magic.errors import RunError
 from freshness_magic.events import session_event_kinds
 from freshness_magic.evidence.events import EvidenceEvent
 from freshness_magic.freshness.events import FreshnessEvent
@@ -57,3 +60,24 @@ def test_freshness_and_evidence_events_are_read_back_as_their_own_members(tmp_pa
     text = log.read_text()
     assert '"type": "stale_input"' in text and '"type": "evidence_recorded"' in text
     assert '"v": 1' in text
+
+
+def test_open_run_refuses_a_working_directory_that_is_a_file_before_writing(
+    tmp_path: Path,
+) -> None:
+    """As the notebook does when it loads: a file (or a path under one) is refused at once,
+    not at the first step; a missing folder is created by the first step."""
+    blocker = tmp_path / "notes.txt"
+    blocker.write_text("mine\n")
+    for workdir in (blocker, blocker / "sub"):
+        with pytest.raises(RunError, match=rf"working directory {workdir}: {blocker} is a file"):
+            session.open_run(PIPELINE, workdir=workdir)
+    assert blocker.read_text() == "mine\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["notes.txt"]
+    later = tmp_path / "new" / "project"
+    (tmp_path / "new").mkdir()
+    run = session.open_run(PIPELINE.replace('source_files="spec.md", ', ""), workdir=later)
+    try:
+        assert run.run().state.value == "completed" and later.is_dir()
+    finally:
+        run.close()

@@ -45,6 +45,7 @@ from freshness_magic.notebook.completion import complete_line
 from freshness_magic.notebook.pipeline import RUN_SPECS, NotebookPipeline
 from freshness_magic.notebook.render import LayoutCache
 from freshness_magic.notebook.text import TextResult
+from freshness_magic.pathsafety import workdir_problem
 
 HubHandler = Callable[["PipelineMagics", Sequence[str]], Any]
 _NEEDS_NODE = ("why",)
@@ -495,20 +496,6 @@ class PipelineMagics(Magics):
 
 def _as_path(raw: str) -> Path:
     return Path(os.path.expanduser(raw)).resolve()
-
-
-def workdir_problem(path: Path) -> str | None:
-    """Why ``path`` cannot be a working directory: it, or the nearest of its parents that
-    exists, is not a folder. None for a folder, or a missing one that can be created there."""
-    for folder in (path, *path.parents):
-        if folder.is_dir():
-            return None
-        if folder.exists():
-            return (
-                f"{folder} is a file, not a folder; give a folder (a missing one is created "
-                "by the first step)"
-            )
-    return None
 
 
 def _require_node(pipeline: NotebookPipeline, node_id: str | None, where: str) -> None:

@@ -38,6 +38,7 @@ from freshness_magic.pathsafety.state import (
     refuse_link,
     remembering,
     state_file,
+    workdir_problem,
 )
 from freshness_magic.pathsafety.tree import (
     OUTSIDE_ENTRY,
@@ -78,4 +79,5 @@ __all__ = [
     "refuse_link",
     "remembering",
     "state_file",
+    "workdir_problem",
 ]

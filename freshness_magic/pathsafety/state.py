@@ -165,6 +165,20 @@ def first_non_folder(path: str) -> str:
     return path
 
 
+def workdir_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be a working directory: it, or the nearest of its parents that
+    exists, is not a folder. None for a folder, or a missing one that can be created there."""
+    for folder in (path, *path.parents):
+        if folder.is_dir():
+            return None
+        if folder.exists():
+            return (
+                f"{folder} is a file, not a folder; give a folder (a missing one is created "
+                "by the first step)"
+            )
+    return None
+
+
 def check_state_path(path: str | os.PathLike[str]) -> Path:
     """``path`` made absolute, after checking it reaches no symbolic link inside a state folder.
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -768,6 +769,9 @@ def test_status_marks_the_nodes_after_a_changed_one_outdated(tmp_path: Path) -> 
     as_json = json.loads(cli("status", run_dir, "--json", cwd=tmp_path).stdout)
     assert as_json["stale_nodes"] == ["lint"]
     assert as_json["outdated_nodes"] == ["report", "done"]  # they ran on lint's old results
+    table = [re.match(r"  success(?: \(\w+\))? +(\w+)", line) for line in lines]
+    assert len([m for m in table if m]) == 4
+    assert len({m.start(1) for m in table if m}) == 1  # the labels' column fits the longest
 
 
 def test_a_child_pipelines_gate_is_answered_through_its_manager_node(tmp_path: Path) -> None:

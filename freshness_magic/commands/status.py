@@ -91,12 +91,15 @@ def main(args: argparse.Namespace) -> int:
             state = f"{driven_now(driver, now)}; its last checkpoint says {state}"
     print(f"run {data.get('run_id', run_dir.name)}: {state}", file=out)
     print(f"pipeline: {(data.get('pipeline') or {}).get('path') or '(from code)'}", file=out)
+    rows = []
     for node in dict.fromkeys(info["completed_nodes"]):
         outcome = info["node_outcomes"].get(node, {})
         note = _first_line(outcome.get("failure_reason") or outcome.get("notes") or "")
         mark = " (stale)" if node in (stale or ()) else " (outdated)" if node in outdated else ""
-        said = outcome.get("status", "") + mark
-        print(f"  {said:<16} {node:<24} {note}".rstrip(), file=out)
+        rows.append((outcome.get("status", "") + mark, node, note))
+    width = max([16, *(len(said) for said, _, _ in rows)])
+    for said, node, note in rows:
+        print(f"  {said:<{width}} {node:<24} {note}".rstrip(), file=out)
     if info["failure_reason"]:
         where = f" at '{info['failed_node']}'" if info["failed_node"] else ""
         print(f"failed{where}: {info['failure_reason']}", file=out)

@@ -275,7 +275,7 @@ class RepeatedAttr(NamedTuple):
     value: str
 
 
-@dataclass
+@dataclass(repr=False)
 class Graph:
     """A parsed pipeline: graph attributes, nodes in order of first appearance, edges in order."""
 
@@ -293,6 +293,14 @@ class Graph:
     _index: tuple[int, dict[str, list[Edge]], dict[str, list[Edge]]] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+
+    def __repr__(self) -> str:
+        """One short line: the source and every node's attributes would fill a screen (``parse``
+        prints the whole model)."""
+        where = f", path={self.path!r}" if self.path else ""
+        nodes, edges = len(self.nodes), len(self.edges)
+        counted = f"{nodes} node{'s' * (nodes != 1)}, {edges} edge{'s' * (edges != 1)}"
+        return f"<Graph {self.name!r}: {counted}{where}>"
 
     def _adjacency(self) -> tuple[dict[str, list[Edge]], dict[str, list[Edge]]]:
         """Outgoing and incoming edge lists, rebuilt when edges were added or removed."""

@@ -213,3 +213,11 @@ def test_a_prompt_file_that_is_not_utf8_is_a_validation_error(tmp_path: Path) ->
         f"node `a`: prompt file 'latin.md' cannot be read: not UTF-8 text at line 1, column 2 "
         f"(byte 0xe9); save it as UTF-8 ({tmp_path / 'latin.md'})"
     ]
+
+
+def test_a_graphs_repr_is_one_short_line() -> None:
+    """In a notebook or a debugger the default repr printed the whole source and every node."""
+    graph = load_pipeline(
+        "digraph review { start [shape=Mdiamond] done [shape=Msquare] start -> done }"
+    )
+    assert repr(graph) == "<Graph 'review': 2 nodes, 1 edge>"

@@ -204,7 +204,7 @@ def test_retry_of_a_run_that_did_not_fail_names_the_command_s_option(tmp_path: P
     retried = cli("resume", run_dir, "--retry", cwd=tmp_path)
     assert retried.returncode == 2 and "Traceback" not in retried.stderr
     assert retried.stderr.strip() == (
-        "python -m freshness_magic resume: nothing to retry: the run did not fail at a node; "
+        "python -m freshness_magic resume: nothing to retry: the run is paused, not failed; "
         f"name the node to run again (python -m freshness_magic resume {run_dir} --retry NODE)"
     )
 

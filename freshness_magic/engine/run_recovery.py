@@ -165,9 +165,11 @@ class RunRecovery(RunEndings):
         if target is None and memory.state is RunState.FAILED:
             target = memory.current_node
         if target is None:
-            raise NothingToRetryError(
-                "nothing to retry: the run did not fail at a node; name the node to run again"
-            )
+            how = {
+                RunState.COMPLETED: "the run completed",
+                RunState.PAUSED: "the run is paused, not failed",
+            }.get(memory.state, "the run did not fail at a node")
+            raise NothingToRetryError(f"nothing to retry: {how}; name the node to run again")
         if target not in self.graph.nodes:
             from freshness_magic.engine.validation.attrs import no_node
 

@@ -777,10 +777,14 @@ def test_retry_with_nothing_failed_names_the_magic_not_the_python_call(
     with pytest.raises(UsageError) as info:
         shell.run_line_magic("pipeline", "retry")
     assert str(info.value) == (
-        "nothing to retry: the run did not fail at a node; name the node to run again "
+        "nothing to retry: the run is paused, not failed; name the node to run again "
         "(%pipeline retry NODE)"
     )
     assert "lint" in line(shell, "retry lint").text  # as the message says
+    line(shell, "run")
+    line(shell, "resume approve --choice Y")
+    with pytest.raises(UsageError, match="nothing to retry: the run completed; name the node"):
+        shell.run_line_magic("pipeline", "retry")
 
 
 def test_a_file_where_the_state_folder_goes_is_a_usage_error_at_step(

@@ -9,6 +9,7 @@ of its own during this execution, or declare ``expects_no_changes=true``. Otherw
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Literal, Protocol, runtime_checkable
@@ -44,10 +45,12 @@ NO_EVIDENCE_MESSAGE = (
 )
 
 
-def no_evidence_message(node: Node, workdir: str | os.PathLike[str]) -> str:
-    """The actionable failure message for a work node that left no evidence; when the node's
-    evidence file is there but damaged, a last line says so (option 2 alone would read as if
-    there were no file)."""
+def no_evidence_message(
+    node: Node, workdir: str | os.PathLike[str], found: Sequence[str] = ()
+) -> str:
+    """The actionable failure message for a work node that left no evidence, then a line for
+    each evidence file that is there and does not count (``found``: older than the step,
+    another run's; a damaged one): option 2 alone would read as if there were no file."""
     message = NO_EVIDENCE_MESSAGE.format(
         node_id=node.id,
         label=node.label,
@@ -55,7 +58,7 @@ def no_evidence_message(node: Node, workdir: str | os.PathLike[str]) -> str:
         workdir=os.fspath(Path(workdir).resolve()),
     )
     damage = damaged_file(workdir, node.id)
-    return message if damage is None else f"{message}\n{damage.message()}"
+    return "\n".join([message, *found, *([damage.message()] if damage is not None else [])])
 
 
 @dataclass
@@ -127,7 +130,8 @@ class DefaultEvidenceValidator:
                 [],
                 [
                     f"{relative_evidence_path(node_id)} is unchanged since before the node "
-                    "ran (left by an earlier execution), so it does not count"
+                    "ran (left by an earlier execution), so it does not count: write it anew "
+                    "during the step"
                 ],
             )
         if not result.valid:
@@ -182,7 +186,8 @@ class DefaultEvidenceValidator:
                 **common,
             )
         common["problems"] = problems + notes
-        return ValidationResult(False, no_evidence_message(node, workdir), {}, "none", **common)
+        reason = no_evidence_message(node, workdir, notes)
+        return ValidationResult(False, reason, {}, "none", **common)
 
 
 def without_node_file(
@@ -201,7 +206,7 @@ def without_node_file(
             problems,
         )
     return ValidationResult(
-        False, no_evidence_message(node, workdir), {}, "none", result.changes, None, problems
+        False, no_evidence_message(node, workdir, [why]), {}, "none", result.changes, None, problems
     )
 
 

@@ -273,7 +273,11 @@ def test_require_outside_git_uses_a_content_snapshot(plain_dir: Path) -> None:
     assert run.run().state is RunState.COMPLETED
     assert record_of(plain_dir, "implement").engine["files"]["added"] == ["x.txt"]
     failing = start_run(plain_dir, single(graph_attrs="evidence=require"))
-    assert failing.run().node_outcomes["implement"].failure_reason == message_for(plain_dir)
+    assert failing.run().node_outcomes["implement"].failure_reason == (
+        message_for(plain_dir) + "\n.orchestrator/evidence/implement.json is unchanged since "
+        "before the node ran (left by an earlier execution), so it does not count: write it "
+        "anew during the step"
+    )  # the first run's record is there: option 2 alone would read as if it were missing
 
 
 def test_record_mode_records_without_judging(repo: Path) -> None:

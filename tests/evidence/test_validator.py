@@ -213,8 +213,12 @@ def test_invalid_evidence_file_with_other_evidence_still_reports_problems(repo: 
 def test_evidence_file_left_from_an_earlier_execution_does_not_count(repo: Path) -> None:
     write_evidence(repo, EvidenceRecord("implement", "old", "analysis", {"k": 1}))
     result = validate(repo, work_node())
-    assert not result.valid and result.reason == expected_message(repo)
-    assert any("unchanged since before the node ran" in p for p in result.problems)
+    said = (
+        ".orchestrator/evidence/implement.json is unchanged since before the node ran (left by "
+        "an earlier execution), so it does not count: write it anew during the step"
+    )
+    assert not result.valid and result.reason == f"{expected_message(repo)}\n{said}"
+    assert said in result.problems
 
 
 def test_has_and_read_evidence(repo: Path) -> None:

@@ -373,6 +373,44 @@ def test_a_stop_signal_stops_the_tool_and_leaves_the_run_resumable(
     assert "driver" not in info  # nobody drives it now
 
 
+AGENT = """digraph agent {
+  start [shape=Mdiamond]
+  plan  [prompt="plan it"]
+  done  [shape=Msquare]
+  start -> plan -> done
+}
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
+def test_a_stop_signal_stops_a_command_backends_agent(tmp_path: Path, signame: str) -> None:
+    """A new-user trial: after Ctrl-C the agent of a `command:` backend ran on, and a resume
+    started a second one beside it, both writing the work tree. Now it is stopped as a tool is."""
+    import signal
+
+    from tests.processes import group_alive
+    from tests.waiting import wait_until
+
+    dot = write(tmp_path, "agent.dot", AGENT)
+    agent = "command:echo $$ > pgid.txt; sleep 60; echo late >> agent.txt"
+    process = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "run", str(dot), "--backend", agent],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pgid_file = tmp_path / "pgid.txt"
+    wait_until(lambda: pgid_file.exists() and pgid_file.read_text().strip(), "the agent started")
+    process.send_signal(getattr(signal, signame))
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 3, out + err
+    assert "the running node was interrupted" in out and "Traceback" not in err
+    pgid = int(pgid_file.read_text())
+    wait_until(lambda: not group_alive(pgid), "the agent's process group to end", timeout=10)
+
+
 LOOP = """digraph loop {
   start [shape=Mdiamond]
   a [shape=parallelogram, tool_command="true"]

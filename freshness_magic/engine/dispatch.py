@@ -138,10 +138,23 @@ class _Waiting:
                 return self.lost("the cluster cancelled the call")
             except Exception as exc:
                 return self.lost(f"{type(exc).__name__}: {exc}")
+            except BaseException:  # Ctrl-C in this thread: the worker must stop the work too
+                self.stop_before_leaving(future)
+                raise
             given_up = self.watch(future)
             if given_up is not None:
                 return given_up
         return self.finished(result)
+
+    def stop_before_leaving(self, future: concurrent.futures.Future[Any]) -> None:
+        """Ask the worker to stop the call and wait a while for it to report back, so that a
+        driver about to pause (or exit) leaves no work running on the cluster."""
+        with contextlib.suppress(OSError):
+            atomicio.write_atomic(self.call.stop_file, "stop\n", fsync=False)
+        if not self.call.marker.exists():
+            future.cancel()
+        with contextlib.suppress(Exception):
+            future.result(timeout=STOP_GRACE_SECONDS)
 
     def watch(self, future: concurrent.futures.Future[Any]) -> Outcome | None:
         """One look while waiting; an outcome when the driver stops waiting."""

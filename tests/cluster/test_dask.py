@@ -398,15 +398,27 @@ def test_the_graph_attribute_chooses_the_executor(
     assert parents <= set(worker_pids(dask_cluster).values())
 
 
+MAIN_PATH_TOOL = """digraph one {
+  start [shape=Mdiamond]
+  b0 [shape=parallelogram, tool_command="echo $$ > pgid0.txt; exec sleep 60"]
+  done [shape=Msquare]
+  start -> b0 -> done
+}"""
+
+
 @pytest.mark.parametrize("where", ["local", "cluster"])
-def test_ctrl_c_in_the_cli_stops_every_branch(
-    tmp_path: Path, dask_cluster: DaskCluster, where: str
+@pytest.mark.parametrize("nodes", ["branches", "main path"])
+def test_ctrl_c_in_the_cli_stops_every_running_node(
+    tmp_path: Path, dask_cluster: DaskCluster, where: str, nodes: str
 ) -> None:
     """SIGINT while branches run: each branch node is interrupted (its group killed), the run
-    pauses resumable, and the command ends (it used to wait for every branch to finish)."""
+    pauses resumable, and the command ends (it used to wait for every branch to finish). A
+    node on the main path too: its tool ran on, on the worker of a cluster that outlives the
+    command, and a resume started a second one beside it."""
     import signal
 
-    dot = fan_out(2, "echo $$ > pgid{i}.txt; exec sleep 60")
+    count = 2 if nodes == "branches" else 1
+    dot = fan_out(2, "echo $$ > pgid{i}.txt; exec sleep 60") if count == 2 else MAIN_PATH_TOOL
     (tmp_path / "p.dot").write_text(dot)
     executor = "local"
     if where == "cluster":
@@ -418,7 +430,7 @@ def test_ctrl_c_in_the_cli_stops_every_branch(
         stderr=subprocess.PIPE,
         text=True,
     )
-    files = [tmp_path / f"pgid{i}.txt" for i in range(2)]
+    files = [tmp_path / f"pgid{i}.txt" for i in range(count)]
     wait_until(lambda: all(f.exists() and f.read_text().strip() for f in files), "tools started")
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=120)
@@ -428,8 +440,9 @@ def test_ctrl_c_in_the_cli_stops_every_branch(
     run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
     events = [json.loads(line) for line in (run_dir / "events.jsonl").read_text().splitlines()]
     interrupted = {e["node_id"] for e in events if e["type"] == "stage_interrupted"}
-    assert {"b0", "b1"} <= interrupted
-    assert not any(e["type"] == "stage_completed" and e["node_id"] in ("b0", "b1") for e in events)
+    ran = {f"b{i}" for i in range(count)}
+    assert ran <= interrupted
+    assert not any(e["type"] == "stage_completed" and e["node_id"] in ran for e in events)
 
 
 def _scheduler_with_one_worker(threads: int = 1, nanny: bool = False) -> tuple[object, object]:

@@ -164,15 +164,22 @@ def invoke(
 
     threading.Thread(target=work, name=f"codergen-{request.node.id}", daemon=True).start()
     reason = ""
-    while not done.wait(POLL_SECONDS):
-        if cancel.is_set():
-            reason = "interrupted"
-        elif stop_at is not None and time.monotonic() >= stop_at:
-            reason = "timeout"
-        if reason:
-            request.stop()
-            done.wait(grace)
-            raise Stopped(reason)
+    try:
+        while not done.wait(POLL_SECONDS):
+            if cancel.is_set():
+                reason = "interrupted"
+            elif stop_at is not None and time.monotonic() >= stop_at:
+                reason = "timeout"
+            if reason:
+                break
+    except BaseException:  # Ctrl-C in this thread: stop the call before the process may exit
+        request.stop()
+        done.wait(grace)
+        raise
+    if reason:
+        request.stop()
+        done.wait(grace)
+        raise Stopped(reason)
     if cancel.is_set():
         raise Stopped("interrupted")
     error = box.get("error")

@@ -102,6 +102,19 @@ def remembered(run_dir: str | Path, option: str) -> str | None:
     return None
 
 
+def _refuse_lost_credentials(spec: str | None) -> None:
+    """BackendError when the remembered backend spec had credentials in its base URL: they are
+    never written, so the spec as remembered would send ``***`` as the password."""
+    from freshness_magic.backends.spec import lost_credentials
+    from freshness_magic.errors import BackendError
+
+    if spec is not None and lost_credentials(spec):
+        raise BackendError(
+            f"the run was opened with the backend {spec}, whose base URL held credentials, which "
+            "are never stored: give the backend again to go on (--backend SPEC, backend=SPEC)"
+        )
+
+
 def check_state_dirs(workdir: str | Path, runs_dir: str | Path | None = None) -> None:
     """Refuse a working directory that is a file or lies under one (RunError) and a work tree
     whose state folders are symbolic links (UnsafePathError).
@@ -270,6 +283,7 @@ def resume_run(
     given = kwargs.get("backend")
     if given is None:
         kwargs["backend"] = remembered(run_dir, "backend")
+        _refuse_lost_credentials(kwargs["backend"])
     spec = _resolved_backend(kwargs)
     kwargs = _with_registry(kwargs)
     if evidence_validator is not None:

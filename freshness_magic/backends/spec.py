@@ -46,9 +46,24 @@ class BackendSpec:
         return f"{self.kind}:{self.argument}" if self.argument else self.kind
 
 
+REDACTED = "***"
+"""What stands for a credential in a written spec (:func:`redact_url`)."""
+_SECRET_QUERY = re.compile(
+    r"([?&][^=&#]*(?:key|token|secret|passw|sig|auth)[^=&#]*=)[^&#]*", re.IGNORECASE
+)
+
+
 def redact_url(url: str) -> str:
-    """``https://user:secret@host/v1`` -> ``https://***@host/v1`` (URLs may carry credentials)."""
-    return re.sub(r"(https?://)[^/@\s]*@", r"\1***@", url)
+    """``https://user:secret@host/v1?api_key=k`` -> ``https://***@host/v1?api_key=***``: a URL
+    may carry credentials, in its user part or in query parameters named like one."""
+    url = re.sub(r"(https?://)[^/@\s]*@", rf"\1{REDACTED}@", url)
+    return _SECRET_QUERY.sub(rf"\1{REDACTED}", url)
+
+
+def lost_credentials(spec: str) -> bool:
+    """Whether a written spec had credentials in its base URL (:func:`redact_url` took them out):
+    it cannot be used again as written."""
+    return f"://{REDACTED}@" in spec or bool(re.search(rf"[?&][^=&#]*={re.escape(REDACTED)}", spec))
 
 
 def parse_spec(text: str) -> BackendSpec:

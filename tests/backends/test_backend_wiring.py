@@ -20,7 +20,7 @@ from freshness_magic.engine.pipeline import load_pipeline_file
 from freshness_magic.engine.validation import validate
 from freshness_magic.evidence.record import read_evidence, read_evidence_log
 from freshness_magic.freshness.extension import extension_of
-from freshness_magic.session import open_run
+from freshness_magic.session import open_run, resume_run
 from tests.backends.fakeservers import serve
 
 SECRET = "sk-test-SECRET-7f3a9c1e55"
@@ -103,6 +103,30 @@ def test_no_credential_is_written_anywhere(tmp_path: Path, monkeypatch: pytest.M
     assert any(p.name == "checkpoint.json" for p in files)
     leaks = [p for p in files if SECRET.encode() in p.read_bytes()]
     assert leaks == []
+
+
+def test_credentials_in_a_base_url_are_not_stored_and_a_resume_asks_for_the_spec(
+    tmp_path: Path,
+) -> None:
+    """A trial resumed such a run: the remembered spec sent ``***`` as the password. The user
+    part and query parameters named like a credential are left out of every file; a resume
+    without the spec says to give it again, and goes on with it."""
+    with serve("openai") as server:
+        host = server.url.removeprefix("http://")
+        spec = f"openai:good-model@http://user:pw-{SECRET}@{host}?api_key={SECRET}&v=2"
+        run = open_run(TWO_NODES, workdir=tmp_path, backend=spec, run_id="r1")
+        run.run(to="check")
+        run.close()
+        files = [p for p in tmp_path.rglob("*") if p.is_file()]
+        assert [p for p in files if SECRET.encode() in p.read_bytes()] == []
+        stored = (run.run_dir / "backend.json").read_text()
+        assert f"http://***@{host}?api_key=***&v=2" in stored
+        with pytest.raises(BackendError, match=r"whose base URL held credentials, which are ne"):
+            resume_run(run.run_dir)
+        again = resume_run(run.run_dir, backend=spec)
+        again.run()
+        assert again.result().status == "completed"
+        again.close()
 
 
 PROMPT_PIPELINE = """digraph p {

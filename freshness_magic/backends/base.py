@@ -262,6 +262,11 @@ class ModelBackend:
             self._classify,
             streamed=lambda: streamed[0],
         )
+        if not streamed[0] and not request.cancel.is_set():
+            raise BackendError(
+                f"{self.describe()} answered without any text (an empty answer, or a reply "
+                "that was not a stream of chunks): there is no response to go on with"
+            )
         return reply_from_text("", answered or model, usage)
 
     def __call__(self, node: Node, prompt: str, context: Any) -> str:

@@ -8,6 +8,7 @@ The requested model name picks the behaviour:
 - ``slow-*``: waits (until the server stops) before answering;
 - ``trickle-*``: streams one chunk, then waits (until the server stops);
 - ``badkey-*``: 401 whose message repeats the key it was sent (as some providers do);
+- ``silent-*``: a well-formed stream without any text;
 - anything else: the answer ``ANSWER`` in words (streamed word by word when asked).
 """
 
@@ -110,14 +111,16 @@ class _Handler(BaseHTTPRequestHandler):
             self.server.fake.disconnects.append(model)
 
 
-def _words() -> list[str]:
+def _words(model: str = "") -> list[str]:
+    if model.startswith("silent"):
+        return []
     words = ANSWER.split(" ")
     return [w if i == 0 else " " + w for i, w in enumerate(words)]
 
 
 def _openai_events(model: str) -> Iterator[tuple[str, dict[str, Any]]]:
     base = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": model}
-    for word in _words():
+    for word in _words(model):
         choice = {"index": 0, "delta": {"content": word}, "finish_reason": None}
         yield "", {**base, "choices": [choice]}
     yield (
@@ -144,7 +147,7 @@ def _anthropic_events(model: str) -> Iterator[tuple[str, dict[str, Any]]]:
     yield "message_start", {"type": "message_start", "message": message}
     block = {"type": "text", "text": ""}
     yield "content_block_start", {"type": "content_block_start", "index": 0, "content_block": block}
-    for word in _words():
+    for word in _words(model):
         delta = {"type": "text_delta", "text": word}
         yield "content_block_delta", {"type": "content_block_delta", "index": 0, "delta": delta}
     yield "content_block_stop", {"type": "content_block_stop", "index": 0}

@@ -244,6 +244,35 @@ def test_python_callable_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         resolve_backend("python:fm_test_llm:nope")
 
 
+@pytest.mark.parametrize(
+    ("body", "reason"),
+    [
+        (
+            "return {'not': 'a str'}",
+            "python:fm_wrong:answer returned dict, not a str or an Outcome (a codergen backend "
+            "returns the response text, or an Outcome)",
+        ),
+        ("pass", "python:fm_wrong:answer returned NoneType, not a str or an Outcome"),
+        ("raise RuntimeError('kaboom')", "python:fm_wrong:answer: RuntimeError: kaboom"),
+    ],
+    ids=["dict", "none", "raises"],
+)
+def test_a_python_backend_that_returns_no_text_or_raises_fails_the_node_saying_so(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, body: str, reason: str
+) -> None:
+    """A trial's dict was recorded as the response (its ``str()``) and None as an empty one,
+    both as success; an exception showed its message without its type."""
+    module = f"fm_wrong_{abs(hash(body))}"  # a module of its own per case (imports are cached)
+    (tmp_path / f"{module}.py").write_text(f"def answer(node, prompt, context):\n    {body}\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    run = open_run(TWO_NODES, workdir=tmp_path, backend=f"python:{module}:answer")
+    reason = reason.replace("fm_wrong", module)
+    run.run()
+    outcome = run.node_outcomes["draft"]
+    assert outcome.status.value == "fail"
+    assert outcome.failure_reason.startswith(reason), outcome.failure_reason
+
+
 @pytest.mark.parametrize("package", ["openai", "anthropic"])
 def test_missing_extra_is_one_line_naming_it(package: str) -> None:
     code = (

@@ -102,6 +102,20 @@ def test_server_error_fails_with_the_providers_message_in_one_line(
     assert len(server.requests) >= 2
 
 
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_stream_without_any_text_fails_the_node(tmp_path: Path, kind: str) -> None:
+    """A trial's server that sent no text (or no stream) was recorded as an empty success."""
+    with serve(kind) as server:
+        run, _ = run_one(tmp_path, f"{kind}:silent-model@{server.url}")
+    assert run.result().status == "failed"
+    reason = run.node_outcomes["draft"].failure_reason  # named once, not "spec: ... spec"
+    assert reason == (
+        f"{kind}:silent-model@{server.url} answered without any text (an empty answer, or a "
+        "reply that was not a stream of chunks): there is no response to go on with"
+    ), reason
+    assert len(server.requests) == 1  # nothing to retry: the server answered
+
+
 def test_slow_response_past_the_timeout_fails(tmp_path: Path) -> None:
     with serve("openai") as server:
         run, _ = run_one(tmp_path, f"openai:slow-model@{server.url}", ', timeout="1s"')

@@ -41,6 +41,7 @@ from freshness_magic.engine.handlers.llm import (
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
+from freshness_magic.errors import BackendError, FreshnessMagicError
 
 STAGE_DIR_KEY = "internal.stage_dir"
 PROMPT_SUFFIX_KEY = "internal.prompt_suffix.{node_id}"
@@ -110,9 +111,12 @@ def _file_signature(path: Path) -> tuple[int, int, int] | None:
 
 
 def _exception_text(exc: BaseException) -> str:
-    """One line: the message (type name when empty), whitespace folded."""
+    """One line, whitespace folded: our own errors' message (written to be read); another
+    exception (a bug in a ``python:`` backend) with its type name, as Python shows it."""
     text = " ".join(str(exc).split())
-    return text if text else type(exc).__name__
+    if isinstance(exc, FreshnessMagicError) and text:
+        return text
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _timed_out(node: Node, started: float, backend: StreamingBackend, last_error: str) -> str:
@@ -157,7 +161,12 @@ class CallableBackend:
         result = self.fn(request.node, request.prompt, request.context)
         if isinstance(result, Outcome):
             return BackendReply(outcome=result)
-        return BackendReply(text="" if result is None else str(result))
+        if not isinstance(result, str):
+            raise BackendError(
+                f"{self.describe()} returned {type(result).__name__}, not a str or an Outcome "
+                "(a codergen backend returns the response text, or an Outcome)"
+            )
+        return BackendReply(text=result)
 
 
 class CodergenHandler:
@@ -241,7 +250,8 @@ class CodergenHandler:
             if request.remaining() == 0:  # the client's own timeout, set to the time left
                 reason = _timed_out(node, started, backend, _exception_text(exc))
             else:
-                reason = f"{backend.describe()}: {_exception_text(exc)}"
+                said, name = _exception_text(exc), backend.describe()
+                reason = said if said.startswith(name) else f"{name}: {said}"
             return self._finish(
                 status_path,
                 Outcome(

@@ -69,7 +69,8 @@ def _reachable(address: str) -> None:
     except OSError as exc:
         raise ClusterError(
             f"no Dask scheduler at {address}: {exc.strerror or exc}; start one with "
-            '`dask scheduler` and workers with `dask worker ADDRESS`, or use executor="dask"'
+            "`dask scheduler` and workers with `dask worker ADDRESS`, or give the executor "
+            "dask without an address to start a cluster on this machine"
         ) from None
 
 
@@ -114,18 +115,26 @@ class DaskCluster:
             except (OSError, TimeoutError) as exc:
                 raise ClusterError(
                     f"no Dask scheduler answered at {spec.address} ({exc}); start one with "
-                    "`dask scheduler` and workers with `dask worker ADDRESS`, "
-                    'or use executor="dask"'
+                    "`dask scheduler` and workers with `dask worker ADDRESS`, or give the "
+                    "executor dask without an address to start a cluster on this machine"
                 ) from None
             return cls(client, f"dask scheduler {spec.address}")
-        local = distributed.LocalCluster(
-            n_workers=os.cpu_count() or 1,
-            threads_per_worker=THREADS_PER_WORKER,
-            processes=True,
-            host="127.0.0.1",
-            dashboard_address=":0",
-            preload=[WORKER_SETUP],
-        )
+        try:
+            local = distributed.LocalCluster(
+                n_workers=os.cpu_count() or 1,
+                threads_per_worker=THREADS_PER_WORKER,
+                processes=True,
+                host="127.0.0.1",
+                dashboard_address=":0",
+                preload=[WORKER_SETUP],
+            )
+        except Exception as exc:
+            said = " ".join(str(exc).split()) or type(exc).__name__
+            raise ClusterError(
+                f"the Dask workers on this machine could not start ({said}); a Python script "
+                'that opens a cluster must do it under `if __name__ == "__main__":` (each '
+                "worker process imports the script again)"
+            ) from None
         client = distributed.Client(local)
         return cls(client, f"dask LocalCluster {local.scheduler_address}", owned=local)
 

@@ -564,8 +564,30 @@ def test_a_cluster_started_here_keeps_its_workers_out_of_the_terminal_s_group() 
 def test_an_unreachable_scheduler_is_named_with_the_reason(tmp_path: Path) -> None:
     with pytest.raises(
         ClusterError, match=r"no Dask scheduler at tcp://127\.0\.0\.1:1: Connection"
-    ):
+    ) as info:
         open_run(fan_out(1, "true"), workdir=tmp_path, executor="dask://127.0.0.1:1")
+    assert str(info.value).endswith(
+        "or give the executor dask without an address to start a cluster on this machine"
+    )  # the words of no one front end (it said executor="dask" on the command line too)
+
+
+def test_a_script_that_opens_a_cluster_unguarded_ends_with_what_to_do(tmp_path: Path) -> None:
+    """Worker processes import the script again; without the ``__main__`` guard they cannot
+    start, and the script ended in Dask's "Nanny failed to start" traceback."""
+    script = tmp_path / "unguarded.py"
+    script.write_text(
+        "from freshness_magic.session import open_run\n"
+        f"open_run({fan_out(1, 'true')!r}, workdir={str(tmp_path)!r}, executor='dask')\n"
+    )
+    done = subprocess.run(
+        [sys.executable, str(script)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+    )
+    assert done.returncode == 1
+    assert done.stderr.rstrip().splitlines()[-1] == (
+        "freshness_magic.errors.ClusterError: the Dask workers on this machine could not start "
+        "(Nanny failed to start.); a Python script that opens a cluster must do it under "
+        '`if __name__ == "__main__":` (each worker process imports the script again)'
+    )
 
 
 def test_a_bad_graph_executor_is_reported_at_its_line(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ servers on 127.0.0.1 (tests/backends/fakeservers.py)."""
 from __future__ import annotations
 
 import json
+import re
 import threading
 import time
 from pathlib import Path
@@ -230,6 +231,33 @@ def test_stream_events_are_merged_and_the_file_has_everything(tmp_path: Path) ->
         "model": "chunky",
         "usage": {"output_tokens": 2001},
     }
+
+
+class Flood(ManyChunks):
+    """An agent printing 5 MB as fast as it can (one numbered line per chunk)."""
+
+    def generate(self, request: BackendRequest) -> BackendReply:
+        for number in range(100_000):
+            request.on_text(f"line {number:06d} " + "." * 38 + "\n")
+        return BackendReply(model="chunky")
+
+
+def test_a_flood_of_output_is_all_in_the_file_and_bounded_in_the_events(tmp_path: Path) -> None:
+    """A trial's agent printed 6 MB: ``events.jsonl`` held all of it again. The events now say
+    what they skipped and carry the newest text; ``response.md`` has everything."""
+    run = open_run(ONE_NODE % "", workdir=tmp_path, backend=Flood())
+    events: list[Event] = []
+    run.events.subscribe(events.append)
+    run.run()
+    text = (run.run_dir / "nodes/draft/response.md").read_text()
+    assert len(text) == 5_100_000 and text.endswith("line 099999 " + "." * 38 + "\n")
+    shown = [e.data["text"] for e in events if e.type is EventType.STAGE_OUTPUT]
+    assert sum(map(len, shown)) < 500_000
+    assert all(len(t) <= 4096 + 100 for t in shown)
+    assert shown[-1].endswith("line 099999 " + "." * 38 + "\n")
+    assert any(
+        re.match(r"\[\.\.\. \d+ characters not shown: all are in response.md", t) for t in shown
+    )
 
 
 def test_anthropic_without_a_key_says_which_variable_to_set(

@@ -29,7 +29,7 @@ from freshness_magic.engine.outcome import Outcome
 EMIT_INTERVAL = 0.1
 """Seconds between STAGE_OUTPUT events of one streamed response (chunks are merged between)."""
 EMIT_MAX_CHARS = 4096
-"""A merged chunk this long is emitted at once."""
+"""Most characters of one ``STAGE_OUTPUT`` event of a response (the newest; more is skipped)."""
 HEAD_CHARS = 200
 """How much of the response the handler keeps in memory (``last_response``, spec §4.5)."""
 POLL_SECONDS = 0.05
@@ -195,8 +195,10 @@ class ResponseSink:
     """Appends response chunks to ``response.md`` and emits them as rate-limited events.
 
     The file is created with the first chunk (or by ``close(create=True)``), so a call that
-    failed before answering leaves none. Memory stays bounded: only the first
-    :data:`HEAD_CHARS` characters and the pending (not yet emitted) text are kept.
+    failed before answering leaves none. Memory and the event log stay bounded: only the first
+    :data:`HEAD_CHARS` characters and the pending (not yet emitted) text are kept, and an event
+    carries at most :data:`EMIT_MAX_CHARS` (the newest; it says how much it skipped), so an agent
+    printing megabytes does not copy them all into ``events.jsonl``.
     """
 
     def __init__(self, path: Path, emit: Callable[[str, dict[str, Any]], None]) -> None:
@@ -205,6 +207,7 @@ class ResponseSink:
         self._file: IO[str] | None = None
         self._pending: list[str] = []
         self._pending_chars = 0
+        self._skipped = 0
         self._last_emit = 0.0
         self._lock = threading.Lock()
         self.head = ""
@@ -226,15 +229,25 @@ class ResponseSink:
             self.chars += len(text)
             self._pending.append(text)
             self._pending_chars += len(text)
+            if self._pending_chars > 2 * EMIT_MAX_CHARS:  # faster than the events: skip
+                kept = "".join(self._pending)[-EMIT_MAX_CHARS:]
+                self._skipped += self._pending_chars - len(kept)
+                self._pending, self._pending_chars = [kept], len(kept)
             now = time.monotonic()
-            if self._pending_chars >= EMIT_MAX_CHARS or now - self._last_emit >= EMIT_INTERVAL:
+            if now - self._last_emit >= EMIT_INTERVAL:
                 self._flush(now)
 
     def _flush(self, now: float) -> None:
         if not self._pending:
             return
         text = "".join(self._pending)
-        self._pending, self._pending_chars, self._last_emit = [], 0, now
+        if len(text) > EMIT_MAX_CHARS:
+            self._skipped += len(text) - EMIT_MAX_CHARS
+            text = text[-EMIT_MAX_CHARS:]
+        if self._skipped:
+            skipped = f"{self._skipped} characters not shown: all are in {self.path.name}"
+            text = f"[... {skipped} ...]\n{text}"
+        self._pending, self._pending_chars, self._last_emit, self._skipped = [], 0, now, 0
         with contextlib.suppress(Exception):
             self._emit(EventType.STAGE_OUTPUT, {"stream": "response", "text": text})
 

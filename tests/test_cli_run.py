@@ -893,6 +893,12 @@ def test_ask_asks_each_gate_on_the_terminal_and_goes_on_with_the_answer(tmp_path
     nobody = _asked(tmp_path, "p.dot", typed="")  # the input ends: the gate stays open
     assert nobody.returncode == 3
     assert "answer with: " in nobody.stdout
+    defaulted = REVIEW.replace('label="Ship it?"', 'label="Ship it?", human.default_choice=Y')
+    write(tmp_path, "d.dot", defaulted)
+    closed = _asked(tmp_path, "d.dot", typed="")  # `< /dev/null`: not the default, no answer
+    assert closed.returncode == 3, closed.stdout + closed.stderr
+    assert "Select: \n(input closed: the gate stays open)\n" in closed.stdout
+    assert "Human selected" not in closed.stdout
     both = cli("run", "p.dot", "--ask", "--auto-approve", cwd=tmp_path)
     assert both.returncode == 2
     assert "not allowed with argument" in both.stderr

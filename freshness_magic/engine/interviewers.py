@@ -271,8 +271,9 @@ class ConsoleInterviewer:
             self._say("Select: ")
             try:
                 line = self._reader.readline(timeout)
-            except EOFError:
-                line = None
+            except EOFError:  # closed input is no answer (`< /dev/null` must not approve)
+                self._say("\n(input closed: the gate stays open)\n")
+                return None
             if line is None:
                 self._say("\n(no answer)\n")
                 return Answer(default.key) if default is not None else Answer.timeout()

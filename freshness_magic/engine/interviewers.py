@@ -271,9 +271,13 @@ class ConsoleInterviewer:
             self._say("Select: ")
             try:
                 line = self._reader.readline(timeout)
-            except EOFError:  # closed input is no answer (`< /dev/null` must not approve)
-                self._say("\n(input closed: the gate stays open)\n")
-                return None
+            except EOFError:
+                # No one can answer now: a gate with a timeout ends as its wait would; one
+                # without stays open (`< /dev/null` must not take a default such as "approve").
+                if timeout is None:
+                    self._say("\n(input closed: the gate stays open)\n")
+                    return None
+                line = None
             if line is None:
                 self._say("\n(no answer)\n")
                 return Answer(default.key) if default is not None else Answer.timeout()

@@ -66,6 +66,17 @@ def lost_credentials(spec: str) -> bool:
     return f"://{REDACTED}@" in spec or bool(re.search(rf"[?&][^=&#]*={re.escape(REDACTED)}", spec))
 
 
+def _url_like_after_at(argument: str) -> str | None:
+    """What follows the last ``@`` of a model argument when it was meant as a base URL and is
+    not one (no scheme, another scheme, nothing at all); None for a model name such as
+    ``claude-3-5-sonnet@20240620``."""
+    if "@" not in argument:
+        return None
+    after = argument.rpartition("@")[2]
+    meant = re.match(r"(\w+://|localhost\b|\d+\.\d+\.\d+\.\d+|\[|[\w.-]+:\d+)", after)
+    return after if not after or meant else None
+
+
 def parse_spec(text: str) -> BackendSpec:
     """Parse a spec string; :class:`BackendError` says what is wrong and what to write."""
     raw = text.strip()
@@ -87,6 +98,11 @@ def parse_spec(text: str) -> BackendSpec:
         if match:
             base_url = match.group(1)
             argument = argument[: match.start()]
+        elif (where := _url_like_after_at(argument)) is not None:
+            model = argument.rpartition("@")[0] or "MODEL"
+            host = where if where and "://" not in where else "HOST:PORT/v1"
+            said = f"{where!r} after the @ is not an http(s) URL" if where else "no URL after the @"
+            raise BackendError(f"backend spec {text!r}: {said}; write {kind}:{model}@http://{host}")
         return BackendSpec(kind, argument, model=argument.strip(), base_url=base_url)
     if kind in ("command", "python") and not argument:
         example = "command:claude -p" if kind == "command" else "python:mypkg.llm:answer"

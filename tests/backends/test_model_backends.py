@@ -194,6 +194,23 @@ def test_spec_strings_and_descriptions() -> None:
         resolve_backend("gemeni:pro")
     with pytest.raises(BackendError, match="needs an argument"):
         resolve_backend("command:")
+    # a base URL that is not one: it became part of the model's name, which failed per node
+    for spec, said in [
+        (
+            "openai:ok@127.0.0.1:8000/v1",
+            "'127.0.0.1:8000/v1' after the @ is not an http(s) URL; "
+            "write openai:ok@http://127.0.0.1:8000/v1",
+        ),
+        ("openai:m@localhost:11434", "write openai:m@http://localhost:11434"),
+        (
+            "anthropic:m@ftp://x",
+            "'ftp://x' after the @ is not an http(s) URL; write anthropic:m@http://HOST:PORT/v1",
+        ),
+        ("openai:m@", "no URL after the @; write openai:m@http://HOST:PORT/v1"),
+    ]:
+        with pytest.raises(BackendError) as info:
+            resolve_backend(spec)
+        assert str(info.value).endswith(said), info.value
 
 
 class ManyChunks:

@@ -6,6 +6,7 @@ An object that already streams (has ``generate``, see ``engine/handlers/llm.py``
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 from typing import Any
 
 from freshness_magic.engine.handlers.codergen import CallableBackend
@@ -25,7 +26,7 @@ def load_callable(target: str) -> Any:
         obj: Any = importlib.import_module(module_name)
     except ImportError as exc:
         raise BackendError(
-            f"python backend {target!r}: cannot import {module_name!r}: {exc}"
+            f"python backend {target!r}: cannot import {module_name!r}: {exc}{_path_hint(exc)}"
         ) from None
     for part in attr.split("."):
         try:
@@ -48,3 +49,15 @@ def as_backend(obj: Any, label: str) -> StreamingBackend:
 
 def python_backend(target: str) -> StreamingBackend:
     return as_backend(load_callable(target), f"python:{target}")
+
+
+def _path_hint(error: ImportError) -> str:
+    """When the missing module is in the current folder, which the ``freshness-magic`` script
+    does not import from (``python -m`` does): how to let it."""
+    top = (getattr(error, "name", None) or "").partition(".")[0]
+    if top and (Path(f"{top}.py").is_file() or Path(top, "__init__.py").is_file()):
+        return (
+            f" ({top} is in the current folder, which is not on Python's path here: run with "
+            "PYTHONPATH=.)"
+        )
+    return ""

@@ -244,6 +244,25 @@ def test_python_callable_backend(tmp_path: Path, monkeypatch: pytest.MonkeyPatch
         resolve_backend("python:fm_test_llm:nope")
 
 
+def test_a_python_backend_in_the_current_folder_gets_the_path_hint(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The ``freshness-magic`` script does not import from the current folder (``python -m``
+    does): a trial's module beside the pipeline was "not found" with no word why."""
+    (tmp_path / "fm_here.py").write_text("def answer(node, prompt, context):\n    return 'x'\n")
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setattr(sys, "path", [p for p in sys.path if p not in ("", ".", str(tmp_path))])
+    with pytest.raises(BackendError) as info:
+        resolve_backend("python:fm_here:answer")
+    assert str(info.value).endswith(
+        "cannot import 'fm_here': No module named 'fm_here' (fm_here is in the current folder, "
+        "which is not on Python's path here: run with PYTHONPATH=.)"
+    )
+    with pytest.raises(BackendError) as elsewhere:
+        resolve_backend("python:fm_nowhere:answer")
+    assert str(elsewhere.value).endswith("No module named 'fm_nowhere'")
+
+
 @pytest.mark.parametrize(
     ("body", "reason"),
     [

@@ -95,10 +95,16 @@ def test_two_branch_fan_out_records_every_branch_node(tmp_path: Path) -> None:
 
 
 def test_three_branches_with_a_failing_branch(tmp_path: Path) -> None:
-    run = open_run(three_branches('tool_command="echo no >&2; exit 3"'), workdir=tmp_path)
+    command = 'tool_command="echo no >&2; echo really >&2; exit 3"'
+    run = open_run(three_branches(command), workdir=tmp_path)
     result = run.run()
     assert result.state is RunState.COMPLETED
     assert result.node_outcomes["fan"].status is StageStatus.PARTIAL_SUCCESS
+    # one line naming every branch that did not succeed (the stderr tail is the branch's own)
+    assert result.node_outcomes["fan"].notes == (
+        "2 of 3 branches succeeded (wait_all); c: exit code 3: echo no >&2; echo really >&2; "
+        "exit 3"
+    )
     record = assert_branch_node_recorded(run, "c", "fail")
     assert "exit code 3" in record["outcome"]["engine"]["failure_reason"]
     assert_branch_node_recorded(run, "a", "success")

@@ -400,8 +400,10 @@ class ParallelHandler:
         summary = f"{success_count} of {len(results)} branches succeeded ({join_policy})"
         # The branches that did not succeed, with why: a partial success goes on, and its notes
         # are where the step line, the status and a later gate's reader see what is missing.
+        # One line each (a tool's stderr tail is in the branch node's own outcome), so that
+        # every branch is named on the one line views show.
         summary += "".join(
-            f"; {r.id}: {r.failure_reason or r.status.value}"
+            f"; {r.id}: {(r.failure_reason or r.status.value).splitlines()[0]}"
             for r in ran
             if not r.status.is_success
         )

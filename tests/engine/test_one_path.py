@@ -102,8 +102,7 @@ def test_three_branches_with_a_failing_branch(tmp_path: Path) -> None:
     assert result.node_outcomes["fan"].status is StageStatus.PARTIAL_SUCCESS
     # one line naming every branch that did not succeed (the stderr tail is the branch's own)
     assert result.node_outcomes["fan"].notes == (
-        "2 of 3 branches succeeded (wait_all); c: exit code 3: echo no >&2; echo really >&2; "
-        "exit 3"
+        "2 of 3 branches succeeded (wait_all); c: exit code 3: echo no >&2; echo really >&2; exit 3"
     )
     record = assert_branch_node_recorded(run, "c", "fail")
     assert "exit code 3" in record["outcome"]["engine"]["failure_reason"]

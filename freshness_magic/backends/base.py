@@ -121,6 +121,8 @@ def with_retries(
         try:
             return call()
         except Exception as exc:
+            if request is not None and request.cancel.is_set():  # our own stop closed it
+                raise BackendError("interrupted") from None
             mapped = classify(exc)
             if not isinstance(mapped, RetryableCallError) or attempt > MAX_RETRIES:
                 raise BackendError(one_line(str(mapped))) from None
@@ -237,7 +239,7 @@ class ModelBackend:
             return RetryableCallError(REQUEST_TIMED_OUT)
         if isinstance(exc, sdk.APIConnectionError):
             cause = exc.__cause__ or exc
-            return RetryableCallError(f"cannot connect to {self.describe()}: {cause}")
+            return RetryableCallError(f"the connection to {self.describe()} failed: {cause}")
         return exc
 
     def _stream(self, request: BackendRequest, model: str, sink: Callable[[str], None]) -> Any:

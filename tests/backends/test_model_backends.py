@@ -128,6 +128,19 @@ def test_slow_response_past_the_timeout_fails(tmp_path: Path) -> None:
     assert "last error" not in result.failure_reason
 
 
+@pytest.mark.parametrize("kind", ["openai", "anthropic"])
+def test_a_stream_cut_by_the_timeout_names_no_error_of_its_own_stop(
+    tmp_path: Path, kind: str
+) -> None:
+    """A trial's timed-out stream said "(last error: cannot connect ...: Bad file descriptor)":
+    the error of the stream the stop itself had closed, after text had arrived."""
+    with serve(kind) as server:
+        run, _ = run_one(tmp_path, f"{kind}:trickle-model@{server.url}", ', timeout="1s"')
+        server.stop.set()
+    reason = run.node_outcomes["draft"].failure_reason
+    assert reason == f"timed out after 1s waiting for {kind}:trickle-model@{server.url}", reason
+
+
 def test_cancel_closes_the_stream_and_fails_interrupted(tmp_path: Path) -> None:
     graph = Graph(name="g")
     graph.nodes["n"] = Node("n", {"prompt": "go"})

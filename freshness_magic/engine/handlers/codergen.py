@@ -248,7 +248,9 @@ class CodergenHandler:
         except Exception as exc:
             sink.close()
             if request.remaining() == 0:  # the client's own timeout, set to the time left
-                reason = _timed_out(node, started, backend, _exception_text(exc))
+                # an error after the stop is the stop's own (a closed stream), not the provider's
+                said = request.last_error if request.cancel.is_set() else _exception_text(exc)
+                reason = _timed_out(node, started, backend, said)
             else:
                 said, name = _exception_text(exc), backend.describe()
                 reason = said if said.startswith(name) else f"{name}: {said}"

@@ -70,7 +70,8 @@ class ExecutorSpec(NamedTuple):
 
 def parse_executor(spec: str) -> ExecutorSpec:
     """Parse ``spec`` (see :data:`SPEC_HELP`); ClusterError on anything else."""
-    text = spec.strip()
+    scheme, sep, rest = spec.strip().partition("://")
+    text = f"{scheme.lower()}{sep}{rest}" if sep else scheme.lower()  # DASK as dask, as backends
     if text in LOCAL_SPECS:
         return ExecutorSpec("local")
     if text == "dask":

@@ -244,6 +244,8 @@ def test_workers_that_cannot_see_the_workdir_are_named(tmp_path: Path) -> None:
         ("local", "local", ""),
         ("dask", "dask", ""),
         ("dask://10.0.0.5:8786", "dask", "tcp://10.0.0.5:8786"),
+        ("DASK", "dask", ""),  # as OPENAI:model is a backend spec
+        ("Dask://Sched.example:8786", "dask", "tcp://Sched.example:8786"),
     ],
 )
 def test_executor_specs(spec: str, kind: str, address: str) -> None:

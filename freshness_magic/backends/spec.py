@@ -104,6 +104,10 @@ def parse_spec(text: str) -> BackendSpec:
             said = f"{where!r} after the @ is not an http(s) URL" if where else "no URL after the @"
             raise BackendError(f"backend spec {text!r}: {said}; write {kind}:{model}@http://{host}")
         return BackendSpec(kind, argument, model=argument.strip(), base_url=base_url)
+    if kind == "simulated" and argument:
+        raise BackendError(
+            f"backend spec {text!r}: the simulated backend takes no argument; write simulated"
+        )
     if kind in ("command", "python") and not argument:
         example = "command:claude -p" if kind == "command" else "python:mypkg.llm:answer"
         raise BackendError(f"backend spec {text!r} needs an argument, e.g. {example}")

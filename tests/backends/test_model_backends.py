@@ -207,6 +207,8 @@ def test_spec_strings_and_descriptions() -> None:
         resolve_backend("gemeni:pro")
     with pytest.raises(BackendError, match="needs an argument"):
         resolve_backend("command:")
+    with pytest.raises(BackendError, match="the simulated backend takes no argument; write sim"):
+        resolve_backend("simulated:gpt-4o")  # it was ignored: no model was called
     # a base URL that is not one: it became part of the model's name, which failed per node
     for spec, said in [
         (

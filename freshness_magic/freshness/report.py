@@ -148,9 +148,9 @@ class NodeReport:
 
     def details(self) -> list[str]:
         """The indented lines under the headline: files not fresh or missing, and HEAD when it
-        moved."""
+        moved under a stale node (for a fresh one a commit elsewhere says nothing)."""
         lines = [f"  {f}" for f in self.files if f.label is not FileLabel.FRESH or f.missing]
-        if self.head_moved:
+        if self.head_moved and self.is_stale:
             lines.append(f"  HEAD moved: {self.head_at_snapshot} -> {self.head_now}")
         return lines
 

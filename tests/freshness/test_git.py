@@ -78,6 +78,21 @@ def test_committed_after_capture(repo: Path) -> None:
     (entry,) = report.files
     assert entry.git_change == "committed" and entry.git_at_snapshot == "clean"
     assert report.head_moved is True
+    assert report.details()[-1].startswith("  HEAD moved: ")
+
+
+def test_a_commit_elsewhere_is_not_shown_under_a_fresh_node(repo: Path) -> None:
+    """``check`` printed "HEAD moved" under every node after a commit=true node committed,
+    fresh ones too, where it says nothing."""
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/a.py"], "m": ["src/b.py"]})
+    write(repo, "src/b.py", "b = 2\n")
+    git(repo, "commit", "-q", "-am", "change b")
+    reports = tracker.check_many(["n", "m"])  # git is asked once m is stale: n knows HEAD too
+    fresh, stale = reports["n"], reports["m"]
+    assert fresh.head_moved is True and not fresh.is_stale
+    assert fresh.details() == []
+    assert stale.details()[-1].startswith("  HEAD moved: ")
 
 
 def test_uncommitted_change(repo: Path) -> None:

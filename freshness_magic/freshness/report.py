@@ -79,6 +79,20 @@ class FileReport:
         return f"{self.label.value:<14} {self.path}{suffix}"
 
 
+def renamed(files: tuple[FileReport, ...] | list[FileReport]) -> dict[str, str]:
+    """Deleted path -> added path, for each deleted input whose content reappeared, unchanged,
+    as a new one (``git mv``, a rename by hand): one change, not a delete and an add."""
+    added: dict[str, str] = {}
+    for f in files:
+        if f.label is FileLabel.STALE_ADDED and f.new_digest:
+            added.setdefault(f.new_digest, f.path)
+    pairs: dict[str, str] = {}
+    for f in files:
+        if f.label is FileLabel.STALE_DELETED and f.old_digest in added:
+            pairs[f.path] = added.pop(f.old_digest)
+    return pairs
+
+
 @dataclass(frozen=True)
 class NodeReport:
     """A node compared with one snapshot (``since`` = ``baseline`` or ``run``)."""
@@ -149,7 +163,13 @@ class NodeReport:
     def details(self) -> list[str]:
         """The indented lines under the headline: files not fresh or missing, and HEAD when it
         moved under a stale node (for a fresh one a commit elsewhere says nothing)."""
-        lines = [f"  {f}" for f in self.files if f.label is not FileLabel.FRESH or f.missing]
+        moved = renamed(self.files)
+        lines = []
+        for f in self.files:
+            if f.path in moved:
+                lines.append(f"  {'renamed':<14} {f.path} -> {moved[f.path]} (same content)")
+            elif f.path not in moved.values() and (f.label is not FileLabel.FRESH or f.missing):
+                lines.append(f"  {f}")
         if self.head_moved and self.is_stale:
             lines.append(f"  HEAD moved: {self.head_at_snapshot} -> {self.head_now}")
         return lines

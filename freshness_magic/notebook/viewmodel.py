@@ -29,7 +29,7 @@ from freshness_magic.engine.visible import visible
 from freshness_magic.freshness.attrs import inputs_checked
 from freshness_magic.freshness.events import some_files
 from freshness_magic.freshness.labels import FileLabel
-from freshness_magic.freshness.report import FreshnessReport
+from freshness_magic.freshness.report import FreshnessReport, renamed
 from freshness_magic.notebook.render import NodeState, NodeView, StaleKind
 from freshness_magic.notebook.text import choice_text
 
@@ -85,10 +85,13 @@ def stale_from_report(report: FreshnessReport, graph: Graph) -> dict[str, NodeSt
             view, kind = entry.since_run, StaleKind.RUN
         else:
             view, kind = entry.since_baseline, StaleKind.BASELINE
+        moved = renamed(view.files)
         files = tuple(
-            StaleFile(f.path, _LABELS.get(f.label.value.rsplit(".", 1)[-1].lower(), f.label.value))
+            StaleFile(moved[f.path], f"renamed from {f.path}")
+            if f.path in moved
+            else StaleFile(f.path, _LABELS.get(f.label.value, f.label.value))
             for f in view.files
-            if f.label is not FileLabel.FRESH
+            if f.label is not FileLabel.FRESH and f.path not in moved.values()
         )
         if files and view.is_stale:
             gone = not view.fresh and all(f.label == "deleted" for f in files)

@@ -196,3 +196,26 @@ def test_a_check_explains_at_most_max_explained_stale_files(repo: Path, git_log:
     assert f"src/m{MAX_EXPLAINED:03d}.py" not in calls(git_log)[-1]
     full = tracker.report(["n"]).nodes["n"].since_baseline
     assert [f.git_change for f in full.files] == ["untracked"] * count
+
+
+def test_a_rename_is_one_change_in_check_and_in_why(repo: Path) -> None:
+    """`git mv` read as a delete and an add in `check` and `why` (a trial)."""
+    from freshness_magic.engine import load_pipeline
+    from freshness_magic.notebook.viewmodel import StaleFile, stale_from_report
+
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/*.py"]})
+    git(repo, "mv", "src/a.py", "src/c.py")
+    write(repo, "src/b.py", "b = 2\n")
+    report = tracker.report(["n"])
+    details = report.nodes["n"].effective.details()
+    assert details[0] == "  renamed        src/a.py -> src/c.py (same content)"
+    assert [line.split()[0] for line in details] == ["renamed", "stale_changed"]
+    graph = load_pipeline(
+        'digraph g { start [shape=Mdiamond] n [source_files="src/*.py", freshness=warn] '
+        "done [shape=Msquare] start -> n -> done }"
+    )
+    assert stale_from_report(report, graph)["n"].files == (
+        StaleFile("src/c.py", "renamed from src/a.py"),
+        StaleFile("src/b.py", "modified"),
+    )

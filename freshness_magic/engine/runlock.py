@@ -72,7 +72,11 @@ class HeldLock:
 
     def renew(self) -> None:
         """Lock the file again after it was removed (with its run directory) while held, so
-        that no other process takes a new one; RunBusyError if one already has."""
+        that no other process takes a new one; RunBusyError if one already has. Nothing to do
+        while the file held is still the one at the path."""
+        with contextlib.suppress(OSError):
+            if os.stat(self.path).st_ino == os.fstat(self.fd).st_ino:
+                return
         fd, info = _lock_fd(self.path)
         old = self._finalizer.detach()
         if old is not None:

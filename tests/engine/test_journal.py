@@ -346,3 +346,22 @@ def test_a_run_whose_directory_a_node_removes_writes_it_again_and_stays_resumabl
     again.run()
     assert again.state is RunState.COMPLETED
     again.close()
+
+
+def test_a_journal_replaced_under_the_run_starts_again_with_the_whole_state(
+    tmp_path: Path,
+) -> None:
+    """Only the journal was swapped (a backup put back by hand): the lock file is still the one
+    held, and the run goes on, appending a whole state to the file that stands there now."""
+    run = open_run(linear(4), workdir=tmp_path)
+    run.step()
+    run.step()
+    journal = run.run_dir / JOURNAL_FILE
+    journal.rename(run.run_dir / "journal.old")
+    journal.write_bytes((run.run_dir / "journal.old").read_bytes())
+    run.run()
+    assert run.state is RunState.COMPLETED
+    kinds = [record["kind"] for _, record in records(run.run_dir)]
+    assert kinds.count("full") == 2  # the first one, and the one after the swap
+    run.close()
+    assert Run.resume(run.run_dir).state is RunState.COMPLETED

@@ -172,13 +172,11 @@ def invoke(
                 reason = "timeout"
             if reason:
                 break
-    except BaseException:  # Ctrl-C in this thread: stop the call before the process may exit
-        request.stop()
-        done.wait(grace)
-        raise
+    finally:  # stopped, or Ctrl-C in this thread: stop the call before the process may exit
+        if not done.is_set():
+            request.stop()
+            done.wait(grace)
     if reason:
-        request.stop()
-        done.wait(grace)
         raise Stopped(reason)
     if cancel.is_set():
         raise Stopped("interrupted")

@@ -319,6 +319,24 @@ def test_usage_and_input_errors_exit_2(tmp_path: Path) -> None:
     assert proc.returncode == 2
 
 
+def started(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
+    """``python -m freshness_magic ARGS`` in ``tmp_path``, returned once its tool (or agent)
+    has written its process group id into ``pgid.txt``."""
+    from tests.waiting import wait_until
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", *args],
+        cwd=tmp_path,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    pgid_file = tmp_path / "pgid.txt"
+    wait_until(lambda: pgid_file.exists() and pgid_file.read_text().strip(), "the tool started")
+    return process
+
+
 SLOW = """digraph slow {
   start [shape=Mdiamond]
   wait  [shape=parallelogram, tool_command="echo $$ > pgid.txt; exec sleep 60"]
@@ -338,19 +356,10 @@ def test_a_stop_signal_stops_the_tool_and_leaves_the_run_resumable(
     import signal
 
     from tests.processes import group_alive
-    from tests.waiting import wait_until
 
     dot = write(tmp_path, "slow.dot", SLOW)
-    process = subprocess.Popen(
-        [sys.executable, "-m", "freshness_magic", "run", str(dot), "--workdir", str(tmp_path)],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = started(tmp_path, "run", str(dot), "--workdir", str(tmp_path))
     pgid_file = tmp_path / "pgid.txt"
-    wait_until(lambda: pgid_file.exists() and pgid_file.read_text().strip(), "the tool started")
     run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
     during = cli("status", str(run_dir), cwd=tmp_path)
     first = during.stdout.splitlines()[0]
@@ -393,16 +402,8 @@ def test_a_stop_signal_stops_a_command_backends_agent(tmp_path: Path, signame: s
 
     dot = write(tmp_path, "agent.dot", AGENT)
     agent = "command:echo $$ > pgid.txt; sleep 60; echo late >> agent.txt"
-    process = subprocess.Popen(
-        [sys.executable, "-m", "freshness_magic", "run", str(dot), "--backend", agent],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    process = started(tmp_path, "run", str(dot), "--backend", agent)
     pgid_file = tmp_path / "pgid.txt"
-    wait_until(lambda: pgid_file.exists() and pgid_file.read_text().strip(), "the agent started")
     process.send_signal(getattr(signal, signame))
     out, err = process.communicate(timeout=60)
     assert process.returncode == 3, out + err

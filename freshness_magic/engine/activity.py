@@ -43,7 +43,12 @@ def activity(run_dir: Path) -> Activity:
             event = ENGINE_EVENTS.event_from_dict(record) if isinstance(record, dict) else None
         except (ValueError, StateFileError):
             continue  # a torn last line
-        if event is None or event.node_id is None:
+        if event is None:
+            continue
+        if event.type in (EventType.PIPELINE_PAUSED, EventType.PIPELINE_RESUMED):
+            running.clear()  # a pause ends what ran; a driver that takes over stopped the rest
+            continue
+        if event.node_id is None:
             continue
         if event.type is EventType.STAGE_STARTED:
             running[event.node_id] = None

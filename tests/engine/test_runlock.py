@@ -201,3 +201,26 @@ def test_status_does_not_name_a_killed_driver_its_parent_has_not_reaped(tmp_path
     finally:
         (tmp_path / "go").touch()
         driver.communicate(timeout=60)
+
+
+def test_a_node_started_before_a_pause_or_a_takeover_is_not_named_as_cut_off(
+    tmp_path: Path,
+) -> None:
+    """A trial's SIGTERM at an `--ask` prompt paused the run from its last checkpoint (the
+    signal came outside the engine's handling); `status` then called the gate "running when its
+    driver stopped without saving (killed?)". A pause, or a driver taking the run over, ends
+    what had started."""
+    from freshness_magic.engine.activity import activity
+    from freshness_magic.engine.events import EventType
+
+    run_dir = waiting_run(tmp_path)
+    run = Run.resume(run_dir)
+    run.events.emit(EventType.STAGE_STARTED, "yes")  # it had started when the stop came
+    assert activity(run_dir).running == ["yes"]
+    run.close()
+    again = Run.resume(run_dir)  # the CLI reopens the run from its checkpoint this way
+    assert activity(run_dir).running == []
+    again.events.emit(EventType.STAGE_STARTED, "yes")
+    again.events.emit(EventType.PIPELINE_PAUSED, "yes", {"reason": "stopped", "next_node": "yes"})
+    assert activity(run_dir).running == []
+    again.close()

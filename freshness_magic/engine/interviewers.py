@@ -269,14 +269,17 @@ class ConsoleInterviewer:
             self._say(f"  [{option.key}] {text}{marker}\n")
         for _attempt in range(self._max_attempts):
             self._say("Select: ")
+            asked = time.monotonic()
             try:
                 line = self._reader.readline(timeout)
             except EOFError:
-                # No one can answer now: a gate with a timeout ends as its wait would; one
+                # No one can answer now: a gate with a timeout ends as its wait would, when it
+                # would (a default that leads back to the gate must not loop at once); one
                 # without stays open (`< /dev/null` must not take a default such as "approve").
                 if timeout is None:
                     self._say("\n(input closed: the gate stays open)\n")
                     return None
+                time.sleep(max(0.0, timeout - (time.monotonic() - asked)))
                 line = None
             if line is None:
                 self._say("\n(no answer)\n")

@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import io
-import time
 import os
+import time
 from collections.abc import Iterator
 from typing import IO
 

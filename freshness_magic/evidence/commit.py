@@ -2,7 +2,8 @@
 
 Only the node's changes are committed: the paths it added, modified or deleted since its before
 snapshot, plus its evidence file (force-added, since ``.orchestrator/`` is ignored). Changes the
-user had staged for other paths stay staged and out of the commit (``git commit --only``). A file
+user had staged for other paths stay staged and out of the commit (``git commit --only``). When
+git refuses (a hook, a lock), the index entries of those paths are put back as they were. A file
 that was already dirty before the node changed it again is committed whole (the evidence
 extension's warning says so). When git has no
 identity configured, a fallback ``freshness-magic`` identity is used for this commit only.
@@ -14,6 +15,7 @@ file shows as modified in ``git status`` until the node commits a new one.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from pathlib import Path
 
@@ -72,6 +74,46 @@ def commit_node_changes(
     root = Path(changes.root)
     existing = [*changes.uncommitted.added, *changes.uncommitted.modified]
     deleted = list(changes.uncommitted.deleted)
+    evidence_rel: str | None = None
+    if include_evidence_file:
+        evidence_file = evidence_path(workdir, node.id)
+        if evidence_file.is_file():
+            evidence_rel = evidence_file.resolve().relative_to(root.resolve()).as_posix()
+    touched = [*existing, *deleted, *([evidence_rel] if evidence_rel else [])]
+    index_before = _index_entries(root, touched)
+    try:
+        return _stage_and_commit(root, node, existing, deleted, evidence_rel)
+    except EvidenceError:
+        _restore_index(root, touched, index_before)  # as it was: nothing left staged
+        raise
+
+
+def _index_entries(root: Path, paths: list[str]) -> bytes:
+    """The index entries of ``paths`` (``git ls-files -s`` lines), to put back after a failure
+    (``ls-files`` takes no pathspec file: the paths go on its command line, a batch at a time)."""
+    found = b""
+    for start in range(0, len(paths), 500):
+        batch = paths[start : start + 500]
+        found += git_checked(["--literal-pathspecs", "ls-files", "-s", "-z", "--", *batch], root)
+    return found
+
+
+def _restore_index(root: Path, paths: list[str], entries: bytes) -> None:
+    """Put the index entries of ``paths`` back as :func:`_index_entries` read them."""
+    if not paths:
+        return
+    with contextlib.suppress(EvidenceError):
+        git_checked(
+            ["update-index", "-z", "--force-remove", "--stdin"], root, stdin=_pathspecs(paths)
+        )
+        if entries:
+            git_checked(["update-index", "-z", "--index-info"], root, stdin=entries)
+
+
+def _stage_and_commit(
+    root: Path, node: Node, existing: list[str], deleted: list[str], evidence_rel: str | None
+) -> CommitInfo | None:
+    """Stage the node's paths (and its evidence file) and commit them; see the caller."""
     candidates = [*existing, *deleted]
     if existing:
         git_checked(
@@ -93,13 +135,9 @@ def commit_node_changes(
             root,
             stdin=_pathspecs(deleted),
         )
-    evidence_rel: str | None = None
-    if include_evidence_file:
-        evidence_file = evidence_path(workdir, node.id)
-        if evidence_file.is_file():
-            evidence_rel = evidence_file.resolve().relative_to(root.resolve()).as_posix()
-            git_checked(["--literal-pathspecs", "add", "-f", "--", evidence_rel], root)
-            candidates.append(evidence_rel)
+    if evidence_rel is not None:
+        git_checked(["--literal-pathspecs", "add", "-f", "--", evidence_rel], root)
+        candidates.append(evidence_rel)
     if not candidates:
         return None
     staged_out = git_checked(["diff", "--cached", "--name-only", "-z", "--no-renames"], root)

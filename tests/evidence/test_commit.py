@@ -116,11 +116,26 @@ def test_outside_git_is_an_error_with_advice(plain_dir: Path) -> None:
         commit_node_changes(plain_dir, NODE, changes_since(before), include_evidence_file=False)
 
 
-def test_a_refusing_hook_is_reported(repo: Path) -> None:
+def test_a_refusing_hook_is_reported_and_the_index_is_left_as_it_was(repo: Path) -> None:
+    """A trial: after the refusal the node's changes stayed staged, and a retry committed both
+    attempts' changes. The index entries of the node's paths are put back, a version the user
+    had staged of one of them included."""
     hook = repo / ".git" / "hooks" / "pre-commit"
     hook.write_text("#!/bin/sh\necho 'hook says no' >&2\nexit 1\n")
     hook.chmod(0o755)
+    (repo / "edit.txt").write_text("staged by the user\n")
+    git(repo, "add", "edit.txt")
+    index_before = git(repo, "ls-files", "-s")
     before = take_snapshot(repo, NODE.id)
     (repo / "fix.py").write_text("fixed\n")
+    (repo / "edit.txt").write_text("staged by the user\nand the node\n")
+    (repo / "gone.txt").unlink()
+    write_evidence(repo, EvidenceRecord(NODE.id, "did it", "implementation", {}))
     with pytest.raises(EvidenceError, match="hook says no"):
-        commit_node_changes(repo, NODE, changes_since(before), include_evidence_file=False)
+        commit_node_changes(repo, NODE, changes_since(before), include_evidence_file=True)
+    assert git(repo, "ls-files", "-s") == index_before
+    assert git(repo, "status", "--porcelain").splitlines() == [
+        "MM edit.txt",
+        " D gone.txt",
+        "?? fix.py",
+    ]

@@ -50,6 +50,7 @@ def register(subparsers: Any) -> None:
     query.add_argument(
         "targets",
         nargs="+",
+        type=path_arg,
         metavar="PATH[:QUALNAME]",
         help="e.g. src/auth.py or src/auth.py:login",
     )

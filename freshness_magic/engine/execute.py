@@ -35,7 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.atomicio import loads_bounded, write_atomic, write_json_atomic
+from freshness_magic.atomicio import loads_bounded, write_json_atomic
 from freshness_magic.engine.context import Context, partial_key
 from freshness_magic.engine.dispatch import call_remote, ships
 from freshness_magic.engine.edges import EdgeStep
@@ -45,7 +45,6 @@ from freshness_magic.engine.model import NODE_ID_RE, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.engine.routing import next_edge
-from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
@@ -365,7 +364,7 @@ class NodeExecutor:
             self.interrupt()
             return failed(INTERRUPTED)
         except Exception as exc:
-            kept = _keep_traceback(env, node.id, exc)
+            kept = env.keep_traceback(node.id, exc)
             return failed(
                 f"handler {node.handler_type!r} raised {type(exc).__name__}: {exc}",
                 notes=f"node '{node.id}' raised an exception"
@@ -446,21 +445,3 @@ class NodeExecutor:
             log.warning("node id %r is not a safe folder name; status.json not written", node_id)
             return
         write_json_atomic(self._run.run_dir / "nodes" / node_id / "status.json", outcome.to_dict())
-
-
-TRACEBACK_FILE = "traceback.txt"
-"""A handler's traceback when it raised, in its node's folder (the latest attempt's)."""
-
-
-def _keep_traceback(env: StepEnv, node_id: str, error: Exception) -> Path | None:
-    """Write the traceback of a handler that raised into its node's folder, where a person
-    debugging their handler finds it (the outcome holds only the exception's line); None when
-    it cannot be written."""
-    import traceback
-
-    try:
-        path = env.node_dir(node_id) / TRACEBACK_FILE
-        write_atomic(path, "".join(traceback.format_exception(error)))
-    except (OSError, FreshnessMagicError):
-        return None
-    return path

@@ -290,6 +290,12 @@ def test_a_python_backend_that_returns_no_text_or_raises_fails_the_node_saying_s
     outcome = run.node_outcomes["draft"]
     assert outcome.status.value == "fail"
     assert outcome.failure_reason.startswith(reason), outcome.failure_reason
+    kept = run.run_dir / "nodes" / "draft" / "traceback.txt"
+    if "raise" in body:  # a bug in the user's code: its traceback is kept, and named
+        assert outcome.failure_reason.endswith(f" (traceback: {kept})")
+        assert 'in answer\n    raise RuntimeError(\'kaboom\')' in kept.read_text()
+    else:
+        assert not kept.exists()
 
 
 @pytest.mark.parametrize("package", ["openai", "anthropic"])

@@ -77,6 +77,8 @@ def test_cli_start_status_query_stop(hub_dir: Path) -> None:
     )
     assert lines[1] == "node:src: src is a folder; name a file in it"
     assert lines[2].startswith("node:src/auth.py  [python,")  # "PATH:" is the file
+    empty = _cli("query", "", "--workdir", str(hub_dir))
+    assert empty.returncode == 2 and "is empty (an unset variable?): give a path" in empty.stderr
     no_file = _cli("query", ":login", "--workdir", str(hub_dir))
     assert no_file.returncode == 2 and ":login: names no file; write PATH or PATH:QUALNAME" in (
         no_file.stderr

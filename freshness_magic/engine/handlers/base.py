@@ -12,8 +12,11 @@ from typing import Any, Protocol, runtime_checkable
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.model import NODE_ID_RE, Graph, Node
 from freshness_magic.engine.outcome import Outcome
-from freshness_magic.errors import RunError
+from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.pathsafety import make_state_dir
+
+TRACEBACK_FILE = "traceback.txt"
+"""The traceback of code that raised, in its node's folder (the latest attempt's)."""
 
 
 def stop_slack(timeout: float) -> float:
@@ -69,6 +72,21 @@ class StepEnv:
                 "[A-Za-z_][A-Za-z0-9_]* (no '/', '.' or '..'); rename the node"
             )
         return make_state_dir(self.run_dir / "nodes" / node_id)
+
+    def keep_traceback(self, node_id: str, error: BaseException) -> Path | None:
+        """Write the traceback of code that raised (a handler, a ``python:`` backend) into the
+        node's folder as ``traceback.txt``, where a person debugging it finds it (the outcome
+        holds only the exception's line); the file, or None when it cannot be written."""
+        import traceback
+
+        from freshness_magic.atomicio import write_atomic
+
+        try:
+            path = self.node_dir(node_id) / TRACEBACK_FILE
+            write_atomic(path, "".join(traceback.format_exception(error)))
+        except (OSError, FreshnessMagicError):
+            return None
+        return path
 
 
 @dataclass(frozen=True)

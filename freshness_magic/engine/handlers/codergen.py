@@ -254,6 +254,9 @@ class CodergenHandler:
             else:
                 said, name = _exception_text(exc), backend.describe()
                 reason = said if said.startswith(name) else f"{name}: {said}"
+                if not isinstance(exc, FreshnessMagicError):  # a bug in user code: its trace
+                    kept = env.keep_traceback(node.id, exc)
+                    reason += f" (traceback: {kept})" if kept else ""
             return self._finish(
                 status_path,
                 Outcome(

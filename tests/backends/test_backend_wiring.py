@@ -293,7 +293,7 @@ def test_a_python_backend_that_returns_no_text_or_raises_fails_the_node_saying_s
     kept = run.run_dir / "nodes" / "draft" / "traceback.txt"
     if "raise" in body:  # a bug in the user's code: its traceback is kept, and named
         assert outcome.failure_reason.endswith(f" (traceback: {kept})")
-        assert 'in answer\n    raise RuntimeError(\'kaboom\')' in kept.read_text()
+        assert "in answer\n    raise RuntimeError('kaboom')" in kept.read_text()
     else:
         assert not kept.exists()
 

@@ -224,7 +224,8 @@ class ConsoleInterviewer:
     valid choices) up to ``max_attempts`` times, after which the interviewer defers so the run
     waits for an explicit answer. On timeout (``timeout`` here, else the question's
     ``timeout_seconds``) it returns the default if there is one, else TIMEOUT. End of input
-    answers like a timeout.
+    answers like a timeout once the time is up (``sleep`` waits the rest); at a gate without a
+    timeout it is no answer.
     """
 
     def __init__(
@@ -234,7 +235,9 @@ class ConsoleInterviewer:
         *,
         timeout: float | None = None,
         max_attempts: int = MAX_CONSOLE_ATTEMPTS,
+        sleep: Callable[[float], None] = time.sleep,
     ) -> None:
+        self._sleep = sleep
         self._output = stdout
         self._reader = _LineReader(stdin)
         self._echo = not _is_terminal(stdin)
@@ -279,7 +282,7 @@ class ConsoleInterviewer:
                 if timeout is None:
                     self._say("\n(input closed: the gate stays open)\n")
                     return None
-                time.sleep(max(0.0, timeout - (time.monotonic() - asked)))
+                self._sleep(max(0.0, timeout - (time.monotonic() - asked)))
                 line = None
             if line is None:
                 self._say("\n(no answer)\n")

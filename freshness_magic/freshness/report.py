@@ -6,6 +6,7 @@ Used by ``python -m freshness_magic check``, ``status`` and the views of a run. 
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -79,7 +80,7 @@ class FileReport:
         return f"{self.label.value:<14} {self.path}{suffix}"
 
 
-def renamed(files: tuple[FileReport, ...] | list[FileReport]) -> dict[str, str]:
+def renamed(files: Sequence[FileReport]) -> dict[str, str]:
     """Deleted path -> added path, for each deleted input whose content reappeared, unchanged,
     as a new one (``git mv``, a rename by hand): one change, not a delete and an add."""
     added: dict[str, str] = {}

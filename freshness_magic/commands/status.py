@@ -14,6 +14,7 @@ from freshness_magic.commands.run import EXIT_CODES
 
 if TYPE_CHECKING:
     from freshness_magic.engine.activity import Activity
+    from freshness_magic.engine.model import Graph
 
 
 def register(subparsers: Any) -> None:
@@ -53,14 +54,15 @@ def main(args: argparse.Namespace) -> int:
     run_dir = follow_restarts(run_dir_or_newest(args.run_dir, "status"))
     data, used = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)
-    stale, outdated = changed_nodes(run_dir, data, used)
+    graph, damage = stored_graph(run_dir, data, used)
+    stale, outdated = changed_nodes(data, used, graph)
     ran = ("success", "partial_success")  # a failed node is shown failed, not outdated
     outdated = [n for n in outdated if info["node_outcomes"].get(n, {}).get("status") in ran]
     if stale:  # as driver and orphaned_tools: only when there is something to say
         info["stale_nodes"] = stale
     if outdated:
         info["outdated_nodes"] = outdated
-    if damage := stored_pipeline_problem(run_dir, data, used):
+    if damage:
         info["stored_pipeline_problem"] = damage
     driver = live_driver(run_dir)
     if driver is not None:
@@ -107,7 +109,7 @@ def main(args: argparse.Namespace) -> int:
         print(info["summary"], file=out)
     if info["interrupted_node"]:
         print(info["summary"], file=out)
-    for line in _stale_lines(run_dir, data, used, stale or [], gate):
+    for line in _stale_lines(run_dir, graph, stale or [], gate):
         print(line, file=out)
     if isinstance(gate, dict):
         print(f"waiting at gate '{gate.get('node')}': {gate.get('question')}", file=out)
@@ -185,35 +187,36 @@ def held_open(
     return who, "no node running now", f"go on there (%pipeline resume), {leave}"
 
 
-def stored_pipeline_problem(run_dir: Path, data: dict[str, Any], used: Path) -> str | None:
-    """What is wrong with the run directory's copy of its pipeline (missing, unreadable,
-    altered), which ``resume`` and ``why`` refuse; None when it is sound or the run was started
-    from a graph built in code (it has none)."""
+def stored_graph(
+    run_dir: Path, data: dict[str, Any], used: Path
+) -> tuple[Graph | None, str | None]:
+    """The run's pipeline from the run directory's copy (read once for all ``status`` says),
+    and what is wrong with that copy (missing, unreadable, altered: ``resume`` and ``why``
+    refuse it); neither for a run started from a graph built in code (it has no copy)."""
     from freshness_magic.engine.persistence import stored_pipeline
     from freshness_magic.errors import FreshnessMagicError, StoredPipelineError
 
     pipeline = data.get("pipeline") or {}
     if not pipeline.get("source_file"):
-        return None
+        return None, None
     try:
-        stored_pipeline(run_dir, pipeline, used)
+        return stored_pipeline(run_dir, pipeline, used), None
     except StoredPipelineError as exc:
-        return exc.problem
+        return None, exc.problem
     except FreshnessMagicError as exc:  # it reads, but no longer loads
-        return f"the stored pipeline {run_dir / str(pipeline['source_file'])} does not load: {exc}"
-    return None
+        stored = run_dir / str(pipeline["source_file"])
+        return None, f"the stored pipeline {stored} does not load: {exc}"
 
 
 def changed_nodes(
-    run_dir: Path, data: dict[str, Any], used: Path
+    data: dict[str, Any], used: Path, graph: Graph | None
 ) -> tuple[list[str] | None, list[str]]:
     """From the checkpoint ``status`` read: the nodes whose inputs changed (as ``check`` finds
     them) and are checked (``freshness`` warn or block: the nodes every view shows stale; None
     when the run keeps no freshness state), and the nodes that ran after one of them changed
     since it ran, downstream of it (outdated, as every view shows them)."""
-    from freshness_magic.engine.persistence import stored_pipeline
     from freshness_magic.engine.reach import ran_after, successor_map
-    from freshness_magic.errors import FreshnessError, FreshnessMagicError
+    from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.runcheck import checkpoint_report
 
     try:
@@ -222,9 +225,7 @@ def changed_nodes(
         return None, []
     if not report.stale_nodes:
         return [], []
-    try:
-        graph = stored_pipeline(run_dir, data.get("pipeline") or {}, used)
-    except FreshnessMagicError:
+    if graph is None:
         return report.stale_nodes, []  # no pipeline to tell the modes and the edges from
     stale = report.with_modes(graph).stale_nodes
     since_run = [n for n in stale if report.nodes[n].since_run is not None]
@@ -233,30 +234,21 @@ def changed_nodes(
     return stale, [n for n in graph.nodes if n in later and n not in stale]
 
 
-def _stale_lines(
-    run_dir: Path, data: dict[str, Any], used: Path, stale: list[str], gate: object
-) -> list[str]:
+def _stale_lines(run_dir: Path, graph: Graph | None, stale: list[str], gate: object) -> list[str]:
     """What ``status`` says about changed inputs: a line naming the stale nodes, and (next to
     the waiting gate) a note naming those upstream of it, whose old results an answer goes on
     from."""
     from freshness_magic.commands import invoked_as
-    from freshness_magic.engine.persistence import stored_pipeline
     from freshness_magic.engine.reach import upstream
-    from freshness_magic.errors import FreshnessMagicError
     from freshness_magic.freshness.events import some_files
 
     if not stale:
         return []
     check = f"{invoked_as()} check {run_dir}"
     before: list[str] = []
-    if isinstance(gate, dict):
-        try:
-            graph = stored_pipeline(run_dir, data.get("pipeline") or {}, used)
-        except FreshnessMagicError:
-            graph = None
-        if graph is not None and gate.get("node") in graph.nodes:
-            ahead = set(upstream(graph, str(gate["node"])))
-            before = [n for n in stale if n in ahead]
+    if isinstance(gate, dict) and graph is not None and gate.get("node") in graph.nodes:
+        ahead = set(upstream(graph, str(gate["node"])))
+        before = [n for n in stale if n in ahead]
     lines = []
     if others := [n for n in stale if n not in before]:
         lines.append(f"stale: {some_files(others, 5)} (inputs changed; {check})")

@@ -321,6 +321,9 @@ def _drive_until_stop(
             continue
         if auto is not None:
             reply = auto.ask(gate)
+            if reply is not None and reply.is_timeout and gate.default is not None:
+                run.answer(gate.node_id, timed_out=True)
+                continue
             if reply is not None and not reply.is_skipped and not reply.is_timeout:
                 run.answer(gate.node_id, str(reply.value))
                 continue

@@ -118,8 +118,16 @@ def _display(choice: Choice) -> str:
     return f"[{choice.key}] {choice.label}"
 
 
-def answer_outcome(question: Question, choice: Choice) -> Outcome:
-    """SUCCESS routed to the chosen edge, with the ``human.gate.*`` keys set."""
+def answer_outcome(question: Question, choice: Choice, *, timed_out: bool = False) -> Outcome:
+    """SUCCESS routed to the chosen edge, with the ``human.gate.*`` keys set.
+
+    ``timed_out``: no one answered in time and the gate took its default, which the notes say
+    (a log must not read as if a person chose it).
+    """
+    how = "Human selected"
+    if timed_out:
+        wait = question.timeout_seconds
+        how = "No answer" + (f" in {wait:g}s" if wait is not None else "") + ": took the default"
     return Outcome(
         status=StageStatus.SUCCESS,
         preferred_label=choice.label,
@@ -128,7 +136,7 @@ def answer_outcome(question: Question, choice: Choice) -> Outcome:
             "human.gate.selected": choice.key,
             "human.gate.label": choice.label,
         },
-        notes=f"Human selected {_display(choice)} -> {choice.target}",
+        notes=f"{how} {_display(choice)} -> {choice.target}",
     )
 
 

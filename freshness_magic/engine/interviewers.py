@@ -223,7 +223,7 @@ class ConsoleInterviewer:
     An empty line picks the default; an answer that matches no choice is re-asked (listing the
     valid choices) up to ``max_attempts`` times, after which the interviewer defers so the run
     waits for an explicit answer. On timeout (``timeout`` here, else the question's
-    ``timeout_seconds``) it returns the default if there is one, else TIMEOUT. End of input
+    ``timeout_seconds``) it returns TIMEOUT, which the gate turns into its default. End of input
     answers like a timeout once the time is up (``sleep`` waits the rest); at a gate without a
     timeout it is no answer.
     """
@@ -286,7 +286,7 @@ class ConsoleInterviewer:
                 line = None
             if line is None:
                 self._say("\n(no answer)\n")
-                return Answer(default.key) if default is not None else Answer.timeout()
+                return Answer.timeout()
             if self._echo:
                 self._say(f"{line}\n")
             text = line.strip()

@@ -60,10 +60,16 @@ class RunRecovery(RunEndings):
         return step
 
     def answer(
-        self, node_id: str, choice: str | None = None, comment: str | None = None
+        self,
+        node_id: str,
+        choice: str | None = None,
+        comment: str | None = None,
+        *,
+        timed_out: bool = False,
     ) -> StepResult:
         """Answer the waiting gate ``node_id`` by key, label or target id (None: its default).
-        A child pipeline's gate is named by its manager node or by its own id.
+        A child pipeline's gate is named by its manager node or by its own id. ``timed_out``:
+        no one answered within the gate's time, so it takes its default and its notes say so.
 
         ``comment`` is kept in the context as ``human.gate.comment`` (and so in the evidence).
         Raises RunError when no gate or another gate waits, GateAnswerError when the answer
@@ -87,7 +93,7 @@ class RunRecovery(RunEndings):
             raise RunError(f"{what}; the waiting gate is '{gate.node_id}'")
         node_id = gate.node_id
         valid = ", ".join(f"{c.key} ({c.label} -> {c.target})" for c in gate.choices) or "(none)"
-        wanted = choice if choice is not None and choice.strip() else gate.default
+        wanted = choice if choice is not None and choice.strip() and not timed_out else gate.default
         if wanted is None:
             raise GateAnswerError(
                 f"gate '{node_id}' has no default choice (human.default_choice); "
@@ -108,7 +114,7 @@ class RunRecovery(RunEndings):
         )
         if gate.child_gate is not None:
             return self._answer_child(node_id, gate.child_gate, picked.target, comment)
-        outcome = answer_outcome(gate, picked)
+        outcome = answer_outcome(gate, picked, timed_out=timed_out)
         if comment:
             outcome.context_updates["human.gate.comment"] = comment
             outcome.notes = f"{outcome.notes}; comment: {comment}"

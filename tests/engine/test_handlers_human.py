@@ -181,6 +181,7 @@ def test_timeout_uses_default_or_retries(tmp_path: Path) -> None:
     )
     assert outcome.status is StageStatus.SUCCESS
     assert outcome.suggested_next_ids == ["abort"]
+    assert outcome.notes.startswith("No answer: took the default")
 
     outcome = run_gate(
         gate_graph(STANDARD), tmp_path, WaitForHumanHandler(QueueInterviewer([AnswerKind.TIMEOUT]))

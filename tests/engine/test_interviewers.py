@@ -82,11 +82,12 @@ def test_console_reads_a_key_from_a_pipe(pipe: tuple[IO[str], IO[str]]) -> None:
     assert "  [Y] Yes\n  [N] No, redo\n" in out.getvalue()
 
 
-def test_console_timeout_on_a_silent_pipe_gives_default(pipe: tuple[IO[str], IO[str]]) -> None:
+def test_console_timeout_on_a_silent_pipe_is_a_timeout(pipe: tuple[IO[str], IO[str]]) -> None:
+    """Not the default's key: the gate takes its default and says no one chose it."""
     reader, _writer = pipe
     out = io.StringIO()
     answer = ConsoleInterviewer(reader, out, timeout=0.2).ask(question(default="draft"))
-    assert answer == Answer("N")
+    assert answer == Answer.timeout()
     assert "(default)" in out.getvalue()
 
 
@@ -124,12 +125,12 @@ def test_console_end_of_input_is_a_timeout(pipe: tuple[IO[str], IO[str]]) -> Non
     writer.close()
     waited: list[float] = []
     console = ConsoleInterviewer(reader, io.StringIO(), timeout=30, sleep=waited.append)
-    assert console.ask(question("draft")) == Answer("N")
-    assert console.ask(question("draft")) == Answer("N")
+    assert console.ask(question("draft")) == Answer.timeout()
+    assert console.ask(question("draft")) == Answer.timeout()
     assert len(waited) == 2 and all(29 < w <= 30 for w in waited)  # the rest of each timeout
 
 
 def test_console_on_a_stream_without_file_descriptor() -> None:
     console = ConsoleInterviewer(io.StringIO("bogus\nyes\n"), io.StringIO(), timeout=0.2)
     assert console.ask(question()) == Answer("Y")
-    assert console.ask(question(default="draft")) == Answer("N")
+    assert console.ask(question(default="draft")) == Answer.timeout()

@@ -80,7 +80,7 @@ class WaitForHumanHandler:
                 return Outcome(
                     status=StageStatus.RETRY, failure_reason="human gate timeout, no default"
                 )
-            return answer_outcome(question, default)
+            return answer_outcome(question, default, timed_out=True)
         if answer.is_skipped:
             return Outcome(status=StageStatus.FAIL, failure_reason="human skipped interaction")
         choice = match_choice(question, str(answer.value))

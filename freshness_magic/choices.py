@@ -29,7 +29,8 @@ class HintingParser(argparse.ArgumentParser):
         parsed, extras = self.parse_known_args(args, namespace)
         if extras:
             hint = self._option_hint(extras, parsed)
-            self.error(f"unrecognized arguments: {' '.join(extras)}{hint}")
+            named = " ".join(arg if arg.strip() else repr(arg) for arg in extras)
+            self.error(f"unrecognized arguments: {named}{hint}")
         return parsed
 
     def _option_hint(self, extras: list[str], parsed: argparse.Namespace) -> str:

@@ -35,6 +35,10 @@ def test_an_unknown_option_points_at_its_subcommands_help(
     assert _refusal(shell, "step --to draft") == (
         "%pipeline: unrecognized arguments: --to draft (see %pipeline step --help)"
     )
+    # an empty argument (an unset variable) is shown as one, not as a blank
+    assert _refusal(shell, 'status ""') == (
+        "%pipeline: unrecognized arguments: '' (see %pipeline status --help)"
+    )
 
 
 def test_a_misspelt_pipeline_name_names_the_likely_one(

@@ -67,6 +67,14 @@ def _resolved_backend(kwargs: dict[str, Any]) -> str | None:
     return None
 
 
+def _check_models(graph: Graph, backend: Any) -> None:
+    """A model API backend refuses a pipeline with LLM nodes it has no model for."""
+    from freshness_magic.backends.base import ModelBackend
+
+    if isinstance(backend, ModelBackend):
+        backend.check_models(graph)
+
+
 class _RememberSpecs(BaseRunExtension):
     """Writes the spec strings a run was opened with (:data:`REMEMBERED`) into its directory
     when the run begins: a run that never begins (a load or reset followed by another) leaves
@@ -238,6 +246,7 @@ def open_run(
     """
     graph = _load(pipeline)
     spec = _resolved_backend(kwargs)
+    _check_models(graph, kwargs.get("backend"))
     kwargs = _with_registry(kwargs)
     if extensions is None:
         options = dict(extension_options or {})

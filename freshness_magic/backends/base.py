@@ -19,7 +19,7 @@ from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
 from freshness_magic.engine.handlers.llm import REQUEST_TIMED_OUT, BackendReply, BackendRequest
-from freshness_magic.engine.model import Node
+from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.retry import BackoffConfig
 from freshness_magic.errors import BackendError
 
@@ -206,6 +206,21 @@ class ModelBackend:
                 )
             return other.for_node(_without_provider(node))
         return type(self)(self.config.for_node(node), self._clients)
+
+    def check_models(self, graph: Graph) -> None:
+        """Refuse, before a run starts, a pipeline whose LLM nodes would reach this backend
+        with no model (else it fails at the first of them, after the nodes before it ran)."""
+        nodes = [n for n in graph.nodes.values() if n.handler_type == "codergen"]
+        missing = [n.id for n in nodes if not self.for_node(n).config.model]
+        if missing:
+            named = ", ".join(f"'{node_id}'" for node_id in missing[:5])
+            more = f" and {len(missing) - 5} more" if len(missing) > 5 else ""
+            which = "nodes" if len(missing) > 1 else "node"
+            raise BackendError(
+                f"no model for the {self.name} backend at {which} {named}{more} (llm_model is "
+                f"not set); write {self.name}:MODEL or set llm_model on the {which} or in the "
+                "stylesheet"
+            )
 
     def _model(self, node: Node) -> str:
         if not self.config.model:

@@ -189,11 +189,30 @@ def test_stylesheet_model_and_provider_override_the_default_backend(
     assert run.context["llm.c"]["backend"] == "anthropic"
 
 
-def test_a_model_backend_without_a_model_fails_the_node_with_advice(tmp_path: Path) -> None:
+def test_a_model_backend_without_a_model_is_refused_before_any_node_runs(tmp_path: Path) -> None:
+    """It failed at its first LLM node, after the tool nodes before it had run."""
+    dot = """digraph p {
+      start [shape=Mdiamond]
+      lint [shape=parallelogram, tool_command="touch linted"]
+      draft [prompt="Plan"]
+      review [prompt="Review", llm_model="set-here"]
+      done [shape=Msquare]
+      start -> lint -> draft -> review -> done
+    }"""
+    with serve("openai") as server, pytest.raises(BackendError) as refused:
+        open_run(dot, workdir=tmp_path, backend=f"openai@{server.url}")
+    assert str(refused.value) == (
+        "no model for the openai backend at node 'draft' (llm_model is not set); write "
+        "openai:MODEL or set llm_model on the node or in the stylesheet"
+    )
+    assert server.requests == []
+    assert not (tmp_path / "linted").exists() and not (tmp_path / ".freshness").exists()
+    styled = dot.replace("start [", 'graph [model_stylesheet="* { llm_model: m; }"]\n  start [')
     with serve("openai") as server:
-        run, _ = run_one(tmp_path, f"openai@{server.url}")
-    assert run.result().status == "failed"
-    assert "no model for the openai backend" in run.result().failure_reason
+        run = open_run(styled, workdir=tmp_path, backend=f"openai@{server.url}")
+        run.run()
+    assert run.result().status == "completed"
+    assert server.models() == ["m", "set-here"]
 
 
 def test_spec_strings_and_descriptions() -> None:

@@ -1,10 +1,13 @@
-"""An ``llm_provider`` no model backend knows: ``validate`` warns with did-you-mean, and a run
-with a model backend fails the node naming the node and the attribute."""
+"""An ``llm_provider`` no model backend knows: ``validate`` warns with did-you-mean, and a model
+backend refuses the run, before any node runs, naming the node and the attribute."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from freshness_magic.backends import BackendError
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.validation import Severity
 from freshness_magic.lint import session_validator
@@ -42,17 +45,19 @@ def test_validate_warns_of_an_unknown_provider_once_per_node_or_stylesheet_value
     assert node.fix.startswith("did you mean 'anthropic'?")
 
 
-def test_a_run_with_a_model_backend_fails_the_node_naming_its_provider(tmp_path: Path) -> None:
-    run = open_run(
-        load_pipeline(PIPELINE.replace("opnai", "openai")),
-        workdir=tmp_path,
-        backend="openai:gpt-4o-mini@http://127.0.0.1:9/v1",
-        extensions=[],
-    )
-    run.run()
-    reason = run.node_outcomes["a"].failure_reason
+def test_a_run_with_a_model_backend_is_refused_naming_the_nodes_provider(tmp_path: Path) -> None:
+    """Before any node runs (it failed at the node, after the ones before it had run)."""
+    with pytest.raises(BackendError) as refused:
+        open_run(
+            load_pipeline(PIPELINE.replace("opnai", "openai")),
+            workdir=tmp_path,
+            backend="openai:gpt-4o-mini@http://127.0.0.1:9/v1",
+            extensions=[],
+        )
+    reason = str(refused.value)
     assert reason.startswith("node 'a': llm_provider='anthropc': unknown backend 'anthropc'")
     assert "did you mean 'anthropic'?" in reason
+    assert not (tmp_path / ".freshness").exists()
 
 
 def test_a_provider_with_no_backend_here_is_not_taken_for_a_typo() -> None:

@@ -9,19 +9,25 @@ one node in 100 declares ``source_files`` so freshness tracks inputs. For the fi
 alike; the median is a typical step, the mean includes the snapshots, which are rewritten when
 the journal since the last one outgrows it: amortised O(1) per step) and the fsyncs per step
 (``os.fsync``/``os.fdatasync`` wrapped with a counter). Then the time ratio last : first measured
-fairly: both windows in fresh processes, interleaved ``--reps`` times (the last window resumes a
-run prepared up to it, restored from a copy each time), so machine load hits both alike, and each
-after an ``os.sync()``: on a disk the restored copy (5,000 files) is otherwise still being written
-back while the last window runs, which made it 1.4-1.5x the first in one session (1.03-1.06x on
-tmpfs or after the sync, for this tree and the one before alike); and
-"goal met" (that ratio <= 1.2, median bytes per step last : first <= 1.2, at most one fsync per
-step over the whole run).
+fairly: both windows in fresh processes, interleaved ``--reps`` times, so machine load hits both
+alike. Each last window resumes a run of its own that a fresh process grew up to it, as a real run
+grows: a copy of one prepared run measured 1.13x on tmpfs where grown runs measure 1.01x (the
+copy's files have new inodes and ctimes, so freshness hashes its inputs again and the evidence is
+read again, which a real run does not). The windows run on
+tmpfs (``/dev/shm``, else ``--scratch``), as the issue's own baseline was measured: on a disk the
+first window of a brand-new run measured 1.7 ms a step, then 4.4-5.9 ms in the next four
+repetitions of one session, after the harness's deletes of the earlier ones; the one fsync a
+step waits for ext4's journal, whatever is in it, so that ratio measures the disk's state, not
+the run. The whole run above is on the disk, in one process. "goal met": the interleaved ratio
+and the whole run's <= 1.2, median bytes per step last : first <= 1.2, at most one fsync per
+step over the whole run.
 
 ``--baseline-src DIR`` (a source tree of an older version, e.g. ``git archive 1f796d6``) runs
 the same cases against it in the same session, interleaved with the current tree, each case in a
 fresh process. Without it the issue's numbers for the old format are printed for reference.
 
     .venv/bin/python benchmarks/bench_engine.py [--nodes 5000] [--loop 2000] [--baseline-src DIR]
+        [--scratch DIR]
 """
 
 from __future__ import annotations
@@ -161,28 +167,35 @@ def run_case(src: Path, case: str, size: int) -> dict[str, Any]:
         return run_worker(src, case, size, Path(tmp), "full")
 
 
-def window_ratio(src: Path, case: str, size: int, reps: int) -> tuple[float, float, float]:
+def window_ratio(
+    src: Path, case: str, size: int, reps: int, scratch: Path
+) -> tuple[float, float, float]:
     """Median ms per step of the first and of the last WINDOW steps, measured in fresh
-    processes with the two kinds interleaved (the last ones resume a prepared run, restored
-    from a copy each time), so machine load affects both alike; and their ratio."""
-    with tempfile.TemporaryDirectory(prefix="bench-engine-") as tmp:
+    processes with the two kinds interleaved (each last window resumes a run of its own, grown
+    by a fresh process up to it), so machine load affects both alike; and their ratio."""
+    with tempfile.TemporaryDirectory(prefix="bench-engine-", dir=scratch) as tmp:
         base = Path(tmp)
-        prepared, saved = base / "prepared", base / "saved"
-        run_worker(src, case, size, prepared, "prepare")
-        shutil.copytree(prepared, saved, symlinks=True)
+        grown = [base / f"grown{rep}" for rep in range(reps)]
+        for run in grown:
+            run_worker(src, case, size, run, "prepare")
         first: list[float] = []
         last: list[float] = []
-        for rep in range(reps):
+        for rep, run in enumerate(grown):
             fresh = base / f"first{rep}"
-            os.sync()  # each window starts with nothing of the harness's own left to write back
             first += [s[0] for s in run_worker(src, case, size, fresh, "first")["steps"]]
             shutil.rmtree(fresh)
-            shutil.rmtree(prepared)
-            shutil.copytree(saved, prepared, symlinks=True)
-            os.sync()
-            last += [s[0] for s in run_worker(src, case, size, prepared, "last")["steps"]]
+            last += [s[0] for s in run_worker(src, case, size, run, "last")["steps"]]
+            shutil.rmtree(run)
     a, b = statistics.median(first) * 1000, statistics.median(last) * 1000
     return a, b, b / a
+
+
+def scratch_dir(given: Path | None) -> Path:
+    """Where the interleaved windows run: ``given``, else tmpfs when there is one."""
+    if given is not None:
+        return given
+    shm = Path("/dev/shm")
+    return shm if shm.is_dir() and os.access(shm, os.W_OK) else Path(tempfile.gettempdir())
 
 
 def summary(steps: list[list[float]]) -> dict[str, float]:
@@ -237,31 +250,37 @@ def main() -> None:
     parser.add_argument(
         "--reps", type=int, default=11, help="interleaved first/last window runs per case and tree"
     )
+    parser.add_argument(
+        "--scratch", type=Path, default=None, help="folder for the interleaved windows (tmpfs)"
+    )
     args = parser.parse_args()
     trees = [("current", REPO)]
     if args.baseline_src is not None:
         trees.append(("baseline", args.baseline_src.resolve()))
     sizes = {"linear": args.nodes, "loop": args.loop}
+    scratch = scratch_dir(args.scratch)
     for case in args.cases.split(","):
         size = sizes[case]
         for label, src in trees:
             stats = summary(run_case(src, case, size)["steps"])
             stats["ratio"] = stats["last_ms"] / stats["first_ms"]
             report(label, case, size, stats)
-            first, last, ratio = window_ratio(src, case, size, args.reps)
+            first, last, ratio = window_ratio(src, case, size, args.reps, scratch)
             print(
                 f"{label:<9} {case} {size}, interleaved ({args.reps} x {WINDOW} steps each, fresh "
-                f"processes): first {first:.2f} ms, last {last:.2f} ms per step, ratio {ratio:.2f}"
+                f"processes, in {scratch}): first {first:.2f} ms, last {last:.2f} ms per step, "
+                f"ratio {ratio:.2f}"
             )
             if label == "current":
                 met = (
                     ratio <= 1.2
+                    and stats["ratio"] <= 1.2
                     and stats["last_bytes"] <= 1.2 * stats["first_bytes"]
                     and stats["all_fsyncs"] <= 1.0
                 )
                 print(
-                    f"goal met ({case}: interleaved time ratio <= 1.2, median bytes/step ratio "
-                    f"<= 1.2, <= 1 fsync/step): {'yes' if met else 'no'}"
+                    f"goal met ({case}: interleaved and whole-run time ratios <= 1.2, median "
+                    f"bytes/step ratio <= 1.2, <= 1 fsync/step): {'yes' if met else 'no'}"
                 )
     if args.baseline_src is None:
         print(

@@ -238,6 +238,11 @@ def why_lines(facts: NodeFacts, commands: Commands) -> list[str]:
             lines.append(f"  failure: {text.one_line(outcome.failure_reason, 300)}")
     if facts.route is not None and view.state is NodeState.FAILED:  # the run went on past it
         lines.append(f"  then the run went on to {facts.route[0]}: {facts.route[1]}")
+    if facts.failed and facts.node.goal_gate and facts.route is not None:
+        lines.append(
+            "  it is a goal gate: the run failed when it reached the exit, which needs every goal "
+            "gate it visited to have succeeded"
+        )
     stale = facts.stale
     if stale is not None and stale.describe() != view.why:
         lines.append(f"  {stale.describe()}")

@@ -118,6 +118,40 @@ def test_a_failed_node_says_its_failure_and_the_retry_line_goes_on(tmp_path: Pat
     assert why(run_dir, "boom", tmp_path)[0] == "boom: succeeded"
 
 
+GOAL_GATE = """digraph p {
+  start [shape=Mdiamond]
+  tests  [shape=parallelogram, tool_command="test -f fixed.txt", goal_gate=true]
+  notify [shape=parallelogram, tool_command="echo notified"]
+  done [shape=Msquare]
+  start -> tests
+  tests -> notify [condition="outcome=fail"]
+  tests -> done [condition="outcome=success"]
+  notify -> done
+}
+"""
+
+
+def test_a_goal_gate_that_stopped_the_run_says_so_and_its_retry_line_runs_the_gate(
+    tmp_path: Path,
+) -> None:
+    """The run "failed at" the node that reached the exit; its retry ran that node, which
+    reached the same gate again."""
+    (tmp_path / "gate.dot").write_text(GOAL_GATE)
+    run_dir = start(tmp_path, dot="gate.dot")
+    said = why(run_dir, "tests", tmp_path)
+    assert said[0] == "tests: failed"
+    assert "  then the run went on to notify: condition `outcome=fail` held" in said
+    assert (
+        "  it is a goal gate: the run failed when it reached the exit, which needs every goal "
+        "gate it visited to have succeeded"
+    ) in said
+    assert said[-1] == f"      {PROGRAM} resume {run_dir} --retry tests"
+    (tmp_path / "fixed.txt").write_text("yes\n")
+    done = cli("resume", str(run_dir), "--retry", cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "  ok      tests" in done.stdout and "notify" not in done.stdout
+
+
 def test_a_node_stale_after_its_input_changed_names_the_file_and_offers_accept_and_retry(
     workdir: Path,
 ) -> None:

@@ -78,8 +78,9 @@ class Route:
     loop_restart: bool = False
     dead_end: DeadEnd | None = None
     goal_gate: str = ""
-    """The unsatisfied goal gate whose retry target the target is ("": none); the run counts
-    the redirect."""
+    """The unsatisfied goal gate ("": none): the one whose retry target the target is (the run
+    counts the redirect), or, with no target, the one that stops the run (it failed there, so
+    a retry runs the gate again, not the node that reached the exit)."""
     failure_redirect: bool = False
     """The node failed and the target is its retry target (the run counts it for the node)."""
 
@@ -162,6 +163,7 @@ def judge_goal_gates(
                 f"{unsatisfied} and the run already redirected {redirects} time(s) "
                 f"(max_goal_gate_redirects={limit}); the pipeline cannot reach '{exit_id}'",
                 EdgeStep.GOAL_GATE,
+                goal_gate=node_id,
             )
         chain = retry_chain(graph, node)
         if not chain:
@@ -170,6 +172,7 @@ def judge_goal_gates(
                 f"{unsatisfied} and no retry target is set; add retry_target to '{node_id}' or "
                 "to the graph",
                 EdgeStep.GOAL_GATE,
+                goal_gate=node_id,
             )
         label, target = chain[0]
         return Route(

@@ -112,7 +112,7 @@ class RunEndings(RunLifecycle):
         reason = decision.reason
         if decision.failure_redirect:
             memory.failure_redirects[node.id] = memory.failure_redirects.get(node.id, 0) + 1
-        if decision.goal_gate:
+        if decision.goal_gate and decision.target is not None:
             memory.redirects += 1
             self.events.emit(
                 EventType.GOAL_GATE_REDIRECT,
@@ -135,7 +135,7 @@ class RunEndings(RunLifecycle):
                 {"completed_nodes": len(memory.completed), "dead_end": True},
             )
         elif decision.target is None:
-            self._finish_failed(reason, node.id)
+            self._finish_failed(reason, decision.goal_gate or node.id)
         else:
             memory.state = RunState.PAUSED
             self.events.emit(

@@ -94,6 +94,21 @@ def test_no_retry_target_fails_the_run_with_a_clear_reason(tmp_path: Path) -> No
     assert "done" not in result.completed_nodes
 
 
+def test_a_run_stopped_by_a_goal_gate_failed_at_the_gate_and_a_retry_runs_it(
+    tmp_path: Path,
+) -> None:
+    """It "failed at" the node that reached the exit, so ``--retry`` ran that node again and
+    reached the same unsatisfied gate, for ever."""
+    run = make_run(gated(), tmp_path, handler=Scripted({"impl": ["fail", "success"]}))
+    assert run.run().state is RunState.FAILED
+    assert run.failed_node == "impl"
+    assert run.goal_gate_redirects == 0
+    run.retry()
+    result = run.run()
+    assert result.state is RunState.COMPLETED, result.failure_reason
+    assert result.completed_nodes == ["start", "plan", "impl", "review", "impl", "review", "done"]
+
+
 def test_redirects_are_bounded(tmp_path: Path) -> None:
     run = make_run(
         gated(', retry_target="fix"', "max_goal_gate_redirects=3"),

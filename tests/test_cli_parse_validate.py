@@ -435,3 +435,32 @@ def test_a_misspelt_option_names_the_likely_one(tmp_path: Path) -> None:
     )
     assert done.returncode == 2
     assert "unrecognized arguments: --wrokdir w (did you mean --workdir?)" in done.stderr
+
+
+def test_a_refused_run_shows_the_warnings_with_the_errors(tmp_path: Path) -> None:
+    """The error said `a` has no tool_command; the warning that names the misspelt
+    `tool_comand` was dropped (``validate`` showed it, ``run`` did not)."""
+    (tmp_path / "p.dot").write_text(
+        "digraph p {\n  start [shape=Mdiamond]\n"
+        '  a [shape=parallelogram, tool_comand="echo hi", timout="2s"]\n'
+        "  done [shape=Msquare]\n  start -> a -> done\n}\n"
+    )
+    done = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "run", "p.dot", "--json"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert done.returncode == 2
+    refused = json.loads(done.stdout)
+    assert refused["error"].startswith(
+        "pipeline `p` has 1 validation error and 2 warnings; fix the error before running:"
+    )
+    assert [(d["severity"], d["column"]) for d in refused["diagnostics"]] == [
+        ("error", 6),
+        ("warning", 27),
+        ("warning", 50),
+    ]
+    assert "rename `timout` to `timeout`" in refused["error"]
+    assert not (tmp_path / ".freshness").exists()

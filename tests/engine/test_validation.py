@@ -454,9 +454,16 @@ def test_validate_or_raise() -> None:
     with pytest.raises(ValidationError) as info:
         validate_or_raise(graph)
     message = str(info.value)
-    assert "2 validation errors" in message
+    assert "2 validation errors and 2 warnings; fix the errors before running" in message
     assert "bad.dot:6:3: error exit_no_outgoing" in message
-    assert {d.rule for d in info.value.diagnostics} == {"exit_no_outgoing", "attr_type"}
+    # the warnings too, in source order: a run's refusal shows what validate shows but infos
+    assert [d.rule for d in info.value.diagnostics] == [
+        "unconditional_choice",
+        "exit_no_outgoing",
+        "dead_end_node",
+        "attr_type",
+    ]
+    assert message.index("warning dead_end_node") < message.index("error attr_type")
     warnings = validate_or_raise(load_pipeline(pipeline('  lonely [prompt="p"]\n')))
     assert [d.rule for d in warnings] == ["reachability"]
 

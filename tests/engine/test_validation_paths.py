@@ -77,7 +77,7 @@ def test_typo_pipeline_dead_end_and_unreachable_exit_are_reported() -> None:
 def test_an_anonymous_pipeline_s_errors_do_not_name_it_with_empty_quotes() -> None:
     with pytest.raises(ValidationError) as raised:
         session_validator().validate_or_raise(load_pipeline(TYPO))
-    assert str(raised.value).startswith("the pipeline has 1 validation error; fix them ")
+    assert str(raised.value).startswith("the pipeline has 1 validation error and 4 warnings; ")
 
 
 def test_cli_validate_prints_the_typo_diagnostics(

@@ -381,16 +381,22 @@ class Validator:
         )
 
     def validate_or_raise(self, graph: Graph) -> list[Diagnostic]:
-        """Diagnostics when there are no errors; else :class:`ValidationError` listing them."""
+        """Diagnostics when there are no errors; else :class:`ValidationError` listing them
+        with the warnings, in source order (a warning often names the cause of an error: a
+        misspelt attribute the error misses)."""
         diagnostics = self.validate(graph)
         errors = [d for d in diagnostics if d.severity is Severity.ERROR]
         if errors:
-            lines = "\n".join("  " + d.format(graph.path) for d in errors)
+            shown = [d for d in diagnostics if d.severity in (Severity.ERROR, Severity.WARNING)]
+            lines = "\n".join("  " + d.format(graph.path) for d in shown)
             noun = "error" if len(errors) == 1 else "errors"
+            warned = len(shown) - len(errors)
+            also = f" and {warned} warning{'' if warned == 1 else 's'}" if warned else ""
             name = f"pipeline `{graph.name}`" if graph.name else "the pipeline"  # `digraph {`
             raise ValidationError(
-                f"{name} has {len(errors)} validation {noun}; fix them before running:\n{lines}",
-                list(errors),
+                f"{name} has {len(errors)} validation {noun}{also}; fix the {noun} before "
+                f"running:\n{lines}",
+                shown,
             )
         return diagnostics
 

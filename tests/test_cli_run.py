@@ -110,6 +110,28 @@ def test_auto_approve_takes_the_first_choice(tmp_path: Path) -> None:
     assert data["context"]["human.gate.selected"] == "Y"
 
 
+def test_to_a_node_the_run_never_reached_is_noted(tmp_path: Path) -> None:
+    """It ended with exit 0 and no word that --to did nothing."""
+    dot = write(
+        tmp_path,
+        "p.dot",
+        """digraph p {
+  start [shape=Mdiamond]
+  a [shape=parallelogram, tool_command="true"]
+  redo [shape=parallelogram, tool_command="true"]
+  done [shape=Msquare]
+  start -> a
+  a -> done [condition="outcome=success"]
+  a -> redo [condition="outcome=fail"]
+  redo -> a
+}
+""",
+    )
+    proc = cli("run", str(dot), "--to", "redo", cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stderr.splitlines()[-1] == "note: the run completed without reaching 'redo' (--to)"
+
+
 def test_to_pauses_with_exit_3_then_resume_and_status(tmp_path: Path) -> None:
     dot = write(tmp_path, "review.dot", REVIEW)
     runs = tmp_path / "runs"

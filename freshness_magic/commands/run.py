@@ -297,6 +297,8 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
             raise RunError(f"{problem}; answer the gate the run waits at")
         # nodes ran: their results stand, and the exit code says where the run is
         print(f"warning: {problem}; the nodes that ran keep their results", file=sys.stderr)
+    if args.to and result.status in ("completed", "failed") and not stops.received:
+        print(f"note: the run {result.status} without reaching '{args.to}' (--to)", file=sys.stderr)
     return EXIT_CODES[result.status]
 
 

@@ -7,6 +7,7 @@ counts those jumps as edges, so every walk here agrees with the engine on what c
 
 from __future__ import annotations
 
+import collections
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 
 from freshness_magic.engine.model import Graph, Node
@@ -44,6 +45,53 @@ def reachable(succ: Mapping[str, set[str]], roots: Iterable[str]) -> set[str]:
             seen.add(node)
             todo.extend(succ.get(node, ()))
     return seen
+
+
+def first_fan_in(graph: Graph, start: str) -> str | None:
+    """The first fan-in node reachable from ``start`` (breadth-first, edge order)."""
+    seen = {start}
+    queue = collections.deque([start])
+    while queue:
+        current = queue.popleft()
+        node = graph.nodes.get(current)
+        if node is not None and node.handler_type == "parallel.fan_in":
+            return current
+        for edge in graph.outgoing(current):
+            if edge.target not in seen:
+                seen.add(edge.target)
+                queue.append(edge.target)
+    return None
+
+
+def inside_branches(graph: Graph, node_id: str) -> tuple[str, str] | None:
+    """(parallel node, fan-in) when ``node_id`` runs only inside that parallel node's branches:
+    the run goes from the parallel node on to the fan-in its branches converge on, so it never
+    stands before ``node_id`` between steps (``--to`` cannot stop there)."""
+    full = successor_map(graph)
+    succ = dict(full)
+    joins: dict[str, str] = {}
+    for node in graph.nodes.values():
+        if node.handler_type != "parallel":
+            continue
+        branches = [e for e in graph.outgoing(node.id) if not e.condition]
+        found = {first_fan_in(graph, e.target) for e in branches}
+        if len(found) != 1:
+            continue  # branches that do not converge: the run may go on along one of them
+        (join,) = found
+        if join is None:
+            continue
+        joins[node.id] = join
+        succ[node.id] = (full[node.id] - {e.target for e in branches}) | {join}
+    start = graph.start_node()
+    if start is None or node_id == start.id:
+        return None
+    main = reachable(succ, [start.id])
+    if node_id in main:
+        return None
+    for parallel, join in joins.items():
+        if parallel in main and node_id in reachable(full, [parallel]):
+            return parallel, join
+    return None
 
 
 def ran_after(

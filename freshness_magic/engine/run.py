@@ -53,6 +53,7 @@ from freshness_magic.engine.persistence import (
     source_hash,
     stored_pipeline_path,
 )
+from freshness_magic.engine.reach import inside_branches
 from freshness_magic.engine.retry import BackoffConfig
 from freshness_magic.engine.run_lifecycle import reopen
 from freshness_magic.engine.run_recovery import RunRecovery
@@ -286,6 +287,13 @@ class Run(RunRecovery):
             from freshness_magic.engine.validation.attrs import no_node
 
             raise RunError(f"run to: {no_node('the pipeline', to, self.graph.nodes)}")
+        if to is not None and (inside := inside_branches(self.graph, to)) is not None:
+            parallel, join = inside
+            raise RunError(
+                f"run to: '{to}' runs inside the branches of parallel node '{parallel}', where "
+                f"a run does not stop; stop before '{parallel}' (the branches) or before "
+                f"'{join}' (the fan-in after them)"
+            )
         if max_steps is not None and max_steps < 0:
             raise RunError(f"max_steps must be 0 or more, got {max_steps}")
         steps = 0

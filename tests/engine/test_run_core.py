@@ -77,6 +77,47 @@ def test_run_to_stops_before_the_node_and_resumes(tmp_path: Path) -> None:
     assert run.completed_nodes == ["start", "a", "b", "c", "done"]
 
 
+BRANCHED = """digraph p {
+  start [shape=Mdiamond]
+  fan [shape=component]
+  a [prompt="a"]
+  b [prompt="b"]
+  b2 [prompt="b2"]
+  join [shape=tripleoctagon]
+  after [prompt="after"]
+  done [shape=Msquare]
+  start -> fan
+  fan -> a -> join
+  fan -> b -> b2 -> join
+  join -> after -> done
+}"""
+
+
+@pytest.mark.parametrize("inside", ["a", "b", "b2"])
+def test_run_to_a_node_inside_parallel_branches_is_refused_before_anything_runs(
+    tmp_path: Path, inside: str
+) -> None:
+    """It was ignored: the run went through the node and on to the exit."""
+    run = make_run(BRANCHED, tmp_path)
+    with pytest.raises(RunError) as refused:
+        run.run(to=inside)
+    assert str(refused.value) == (
+        f"run to: '{inside}' runs inside the branches of parallel node 'fan', where a run does "
+        "not stop; stop before 'fan' (the branches) or before 'join' (the fan-in after them)"
+    )
+    assert run.completed_nodes == []
+    for main_path in ("fan", "join", "after"):
+        assert make_run(BRANCHED, tmp_path / main_path).run(to=main_path).next_node == main_path
+
+
+def test_run_to_a_branch_target_the_main_path_also_reaches_is_allowed(tmp_path: Path) -> None:
+    reached = BRANCHED.replace(
+        "join -> after", 'join -> b2 [condition="outcome=fail"]\n  join -> after'
+    )
+    result = make_run(reached, tmp_path).run(to="b2")
+    assert result.state is RunState.COMPLETED  # b2 ran in a branch; the fan-in succeeded
+
+
 def test_max_steps(tmp_path: Path) -> None:
     run = make_run(LINEAR, tmp_path)
     assert run.run(max_steps=2).completed_nodes == ["start", "a"]

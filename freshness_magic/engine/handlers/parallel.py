@@ -29,6 +29,7 @@ from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.model import Edge, Graph, Node, parse_int
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.reach import first_fan_in
 
 DEFAULT_MAX_PARALLEL = 4
 DEFAULT_MAX_BRANCH_STEPS = 1000
@@ -420,29 +421,13 @@ class ParallelHandler:
         )
 
 
-def _first_fan_in(graph: Graph, start: str) -> str | None:
-    """The first fan-in node reachable from ``start`` (breadth-first, edge order)."""
-    seen = {start}
-    queue = collections.deque([start])
-    while queue:
-        current = queue.popleft()
-        node = graph.nodes.get(current)
-        if node is not None and node.handler_type == "parallel.fan_in":
-            return current
-        for edge in graph.outgoing(current):
-            if edge.target not in seen:
-                seen.add(edge.target)
-                queue.append(edge.target)
-    return None
-
-
 def join_node(graph: Graph, parallel_id: str, results: list[BranchResult]) -> str | None:
     """Where the run continues after a parallel node: the one fan-in its branches converge on.
 
     Branches that reached a fan-in name it; a branch that stopped early (failed, skipped) counts
     with the first fan-in reachable from its first node. None when they do not agree.
     """
-    found = {r.fan_in or _first_fan_in(graph, r.id) for r in results}
+    found = {r.fan_in or first_fan_in(graph, r.id) for r in results}
     if len(found) == 1:
         only = found.pop()
         if only is not None and only != parallel_id:

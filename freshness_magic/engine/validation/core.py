@@ -396,7 +396,7 @@ class Validator:
             raise ValidationError(
                 f"{name} has {len(errors)} validation {noun}{also}; fix the {noun} before "
                 f"running:\n{lines}",
-                shown,
+                list(shown),
             )
         return diagnostics
 

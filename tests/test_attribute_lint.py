@@ -129,11 +129,11 @@ def test_cli_validate_json_names_the_rules(tmp_path: Path) -> None:
     ]
 
 
-def test_a_session_run_refuses_the_same_errors(tmp_path: Path) -> None:
+def test_a_session_run_refuses_with_the_same_errors_and_warnings(tmp_path: Path) -> None:
     with pytest.raises(ValidationError) as info:
         session.open_run(BAD, workdir=tmp_path)
     graph = load_pipeline(BAD)
-    expected = [d for d in session_validator().validate(graph) if d.severity.value == "error"]
+    expected = [d for d in session_validator().validate(graph) if d.severity.value != "info"]
     assert info.value.diagnostics == expected
     assert not (tmp_path / ".freshness").exists()  # refused before a run directory exists
 

@@ -606,9 +606,19 @@ def test_two_choices_of_a_gate_with_one_key_are_reported() -> None:
         "'[Y] Yes' only, and '[Y] Yup' is answered by its name or `a`"
     )
     assert lint(text.replace("[Y] Yup", "[U] Yup"), "gate_keys_distinct") == []
-    assert (
-        lint(text.replace("[Y] Yes", "Yes").replace("[Y] Yup", "Yup"), "gate_keys_distinct") == []
+    # Keys taken from first letters collide too: the prompt showed [Y] Yes and [Y] Yup, and Y
+    # answered Yes (a trial's "Retry" and "Reject" gate).
+    derived = only(
+        lint(text.replace("[Y] Yes", "Yes").replace("[Y] Yup", "Yup"), "gate_keys_distinct")
     )
+    assert derived.message == (
+        "gate `g`: choices 'Yes' and 'Yup' both take the key Y (a first letter); the key answers "
+        "'Yes' only, and 'Yup' is answered by its name or `a`"
+    )
+    assert derived.fix == (
+        'give each choice of the gate its own key by writing it in the label: label="[K] Yup"'
+    )
+    assert lint(text.replace("[Y] Yes", "Yes").replace("[Y] Yup", "Up"), "gate_keys_distinct") == []
 
 
 STYLED = (

@@ -401,30 +401,33 @@ def parallel_policy(graph: Graph, node: Node, out: Out) -> None:
 
 
 def gate_keys_distinct(graph: Graph, node: Node, out: Out) -> None:
-    """The keys a gate's edge labels write (``[Y] Yes``) differ: of two choices with one key,
-    the key answers only the first, and the second is reached by its name alone."""
+    """The keys of a gate's choices differ: of two choices with one key, the key answers only
+    the first, and the second is reached by its name alone. A label without ``[K]`` takes its
+    first character as its key (``Retry`` and ``Reject`` are both R); one without a label, its
+    target's."""
     if node.handler_type != "wait.human":
         return
     from freshness_magic.engine.gates import has_accelerator, parse_accelerator
 
     first: dict[str, str] = {}
     for edge in graph.outgoing(node.id):
-        label = edge.label or ""
-        if not has_accelerator(label):
+        label = edge.label or edge.target
+        key = parse_accelerator(label)[0]
+        if key.casefold() not in first:
+            first[key.casefold()] = label
             continue
-        key = parse_accelerator(label)[0].casefold()
-        if key not in first:
-            first[key] = label
-            continue
+        written = has_accelerator(label) and has_accelerator(first[key.casefold()])
+        how = "have the same key" if written else f"both take the key {key} (a first letter)"
         out.append(
             edge_diag(
                 "gate_keys_distinct",
                 WARNING,
                 edge,
-                f"gate `{node.id}`: choices {first[key]!r} and {label!r} have the same key; "
-                f"the key answers {first[key]!r} only, and {label!r} is answered by its name "
-                f"or `{edge.target}`",
-                "give each choice of the gate its own key",
+                f"gate `{node.id}`: choices {first[key.casefold()]!r} and {label!r} {how}; "
+                f"the key answers {first[key.casefold()]!r} only, and {label!r} is answered by "
+                f"its name or `{edge.target}`",
+                "give each choice of the gate its own key"
+                + ("" if written else f" by writing it in the label: label=\"[K] {label}\""),
                 "label",
             )
         )

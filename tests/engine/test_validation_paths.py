@@ -360,12 +360,19 @@ def test_two_unconditional_edges_out_of_a_plain_node_run_only_one(tmp_path: Path
     d = only(lint(FORK, "unconditional_choice"))
     assert (d.severity, d.node, d.line) == (Severity.WARNING, "a", 3)
     assert d.message == (
+        "node `a` has 2 unconditional edges; after a success it takes the one to `b` (highest "
+        "weight, then target id), so `c` runs from here only when its backend returns an "
+        "Outcome naming it (preferred_label or suggested_next_ids; a response's text never does)"
+    )
+    as_tool = FORK.replace('a [prompt="a"]', 'a [shape=parallelogram, tool_command="true"]')
+    tool = only(lint(as_tool, "unconditional_choice"))
+    assert tool.message == (
         "node `a` has 2 unconditional edges; after a success it always takes the one to `b` "
         "(highest weight, then target id), so `c` never runs from here"
     )
     assert "shape=component" in d.fix and "tripleoctagon" in d.fix
     weighted = only(lint(FORK.replace("a -> c\n", "a -> c [weight=2]\n"), "unconditional_choice"))
-    assert "takes the one to `c`" in weighted.message and "so `b` never runs" in weighted.message
+    assert "takes the one to `c`" in weighted.message and "so `b` runs from" in weighted.message
     # What runs the engine's choice: the run takes exactly that edge.
     run = Run(load_pipeline(FORK.replace("a -> c\n", "a -> c [weight=2]\n")), workdir=tmp_path)
     run.run()

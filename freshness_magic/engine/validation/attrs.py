@@ -427,7 +427,7 @@ def gate_keys_distinct(graph: Graph, node: Node, out: Out) -> None:
                 f"the key answers {first[key.casefold()]!r} only, and {label!r} is answered by "
                 f"its name or `{edge.target}`",
                 "give each choice of the gate its own key"
-                + ("" if written else f" by writing it in the label: label=\"[K] {label}\""),
+                + ("" if written else f' by writing it in the label: label="[K] {label}"'),
                 "label",
             )
         )

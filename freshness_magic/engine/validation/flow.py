@@ -57,7 +57,8 @@ def dead_end_possible(graph: Graph, node: Node, out: Out) -> None:
 
 _CHOOSERS = frozenset({"wait.human", "parallel"})
 """Built-in handler types whose outcome picks among unconditional edges (a gate's choice) or
-takes them all (a fan-out); the other built-ins never name a preferred label or next node."""
+takes them all (a fan-out); of the other built-ins only codergen can name a preferred label or
+next node (a backend that returns an Outcome)."""
 
 
 def unconditional_choice(graph: Graph, node: Node, out: Out) -> None:
@@ -76,14 +77,21 @@ def unconditional_choice(graph: Graph, node: Node, out: Out) -> None:
 
     taken = best_edge(plain)
     never = ", ".join(f"`{e.target}`" for e in plain if e is not taken)
+    if node.handler_type == "codergen":  # a backend may return an Outcome that picks an edge
+        how = "takes the one to"
+        then = (
+            "runs from here only when its backend returns an Outcome naming it "
+            "(preferred_label or suggested_next_ids; a response's text never does)"
+        )
+    else:
+        how, then = "always takes the one to", "never runs from here"
     out.append(
         node_diag(
             "unconditional_choice",
             WARNING,
             node,
-            f"node `{node.id}` has {len(plain)} unconditional edges; after a success it always "
-            f"takes the one to `{taken.target}` (highest weight, then target id), so {never} "
-            "never runs from here",
+            f"node `{node.id}` has {len(plain)} unconditional edges; after a success it {how} "
+            f"`{taken.target}` (highest weight, then target id), so {never} {then}",
             "to run them all, fan out through a parallel node (shape=component) and join with "
             "shape=tripleoctagon; to choose, give each edge a condition",
         )

@@ -30,7 +30,7 @@ class HintingParser(argparse.ArgumentParser):
         if extras:
             hint = self._option_hint(extras, parsed)
             named = " ".join(arg if arg.strip() else repr(arg) for arg in extras)
-            self.error(f"unrecognized arguments: {named}{hint}")
+            _chosen(self, parsed).error(f"unrecognized arguments: {named}{hint}")
         return parsed
 
     def _option_hint(self, extras: list[str], parsed: argparse.Namespace) -> str:
@@ -40,7 +40,7 @@ class HintingParser(argparse.ArgumentParser):
         given = next((arg.split("=", 1)[0] for arg in extras if arg.startswith("--")), None)
         if given is None or given in _option_strings(self, None):
             return ""
-        near = closest(given, _option_strings(self, parsed))
+        near = closest(given, _option_strings(self, parsed), cutoff=0.75)
         return f" (did you mean {near}?)" if near is not None else ""
 
 
@@ -56,3 +56,13 @@ def _option_strings(parser: argparse.ArgumentParser, parsed: argparse.Namespace 
             for sub in set(subs):
                 found |= _option_strings(sub, parsed if chosen else None)
     return found
+
+
+def _chosen(parser: argparse.ArgumentParser, parsed: argparse.Namespace) -> argparse.ArgumentParser:
+    """The (sub)command parser ``parsed`` ran: its usage is the one to show for its mistakes."""
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            chosen = getattr(parsed, action.dest, None)
+            if chosen in action.choices:
+                return _chosen(action.choices[chosen], parsed)
+    return parser

@@ -434,7 +434,20 @@ def test_a_misspelt_option_names_the_likely_one(tmp_path: Path) -> None:
         check=False,
     )
     assert done.returncode == 2
-    assert "unrecognized arguments: --wrokdir w (did you mean --workdir?)" in done.stderr
+    # the usage of the command given, not of the program (which lists no --workdir)
+    assert done.stderr.startswith("usage: python -m freshness_magic run [-h] [--workdir DIR]")
+    assert (
+        "python -m freshness_magic run: error: unrecognized arguments: --wrokdir w "
+        "(did you mean --workdir?)"
+    ) in done.stderr
+    bogus = subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "--bogus"],
+        cwd=tmp_path,
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    assert bogus.stderr.splitlines()[-1].endswith("error: unrecognized arguments: --bogus")
 
 
 def test_a_refused_run_shows_the_warnings_with_the_errors(tmp_path: Path) -> None:

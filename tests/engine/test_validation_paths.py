@@ -390,7 +390,8 @@ def test_two_unconditional_edges_out_of_a_plain_node_run_only_one(tmp_path: Path
 
 GRAPH_ATTRS = """digraph g {
   graph [goal="ship", max_failure_redirect=3, max_node_visits=8, splines=ortho, rankdir=LR,
-         model_style_sheet="* { llm_model: m; }", executor=local, release="2.0"]
+         model_style_sheet="* { llm_model: m; }", executor=local, release="2.0",
+         default_max_retrys=2]
   start [shape=Mdiamond]
   a [prompt="a"]
   done [shape=Msquare]
@@ -404,10 +405,16 @@ def test_unknown_graph_attributes_are_noted_and_near_misses_warned() -> None:
     a warning (``max_failure_redirect``); another tool's setting is a note; GraphViz's and one
     a condition reads from the context (``graph.release``) are quiet."""
     found = {d.message.split("`")[1]: d for d in lint(GRAPH_ATTRS, "graph_attr_known")}
-    assert set(found) == {"max_failure_redirect", "max_node_visits", "model_style_sheet"}
+    assert set(found) == {
+        "max_failure_redirect",
+        "max_node_visits",
+        "model_style_sheet",
+        "default_max_retrys",
+    }
     for key, near in (
         ("max_failure_redirect", "max_failure_redirects"),
         ("model_style_sheet", "model_stylesheet"),
+        ("default_max_retrys", "default_max_retries"),  # not the alias default_max_retry
     ):
         assert found[key].severity is Severity.WARNING
         assert found[key].fix == f"did you mean `{near}`? rename `{key}` to `{near}`"

@@ -33,11 +33,11 @@ def test_an_unknown_option_points_at_its_subcommands_help(
 ) -> None:
     load_review(shell, workdir)
     assert _refusal(shell, "step --to draft") == (
-        "%pipeline: unrecognized arguments: --to draft (see %pipeline step --help)"
+        "%pipeline step: unrecognized arguments: --to draft (see %pipeline step --help)"
     )
     # an empty argument (an unset variable) is shown as one, not as a blank
     assert _refusal(shell, 'status ""') == (
-        "%pipeline: unrecognized arguments: '' (see %pipeline status --help)"
+        "%pipeline status: unrecognized arguments: '' (see %pipeline status --help)"
     )
 
 

@@ -133,6 +133,10 @@ def dialect_fix(key: str) -> str | None:
     return None if ours is None else f"rename `{key}` to `{ours}` (the Attractor name for it)"
 
 
+ALIASES: Mapping[str, str] = MappingProxyType({"default_max_retry": "default_max_retries"})
+"""Names the engine also reads for another's sake: a near miss is pointed at the main name."""
+
+
 def _severity_and_fix(
     key: str, known: frozenset[str], drawing: frozenset[str]
 ) -> tuple[Severity, str]:
@@ -140,6 +144,7 @@ def _severity_and_fix(
     if (rename := dialect_fix(key)) is not None:
         return WARNING, rename
     near = closest(key, known, cutoff=0.75)
+    near = ALIASES.get(near, near) if near is not None else None
     if near is None:
         return INFO, f"check the spelling, or remove `{key}` if nothing reads it"
     return (

@@ -61,6 +61,7 @@ def test_run_waits_at_gate_with_exit_3_and_json_shape(tmp_path: Path) -> None:
         "failed_node",
         "dead_end",
         "interrupted_node",
+        "restarts",
         "summary",
     }
     assert data["status"] == "waiting"
@@ -130,6 +131,37 @@ def test_to_a_node_the_run_never_reached_is_noted(tmp_path: Path) -> None:
     proc = cli("run", str(dot), "--to", "redo", cwd=tmp_path)
     assert proc.returncode == 0, proc.stderr
     assert proc.stderr.splitlines()[-1] == "note: the run completed without reaching 'redo' (--to)"
+
+
+def test_a_loop_restart_is_a_line_and_the_summary_counts_since_the_last(tmp_path: Path) -> None:
+    """Nothing said the run moved to a fresh run directory, and the summary's "3 node runs"
+    left out the five before the restarts."""
+    dot = write(
+        tmp_path,
+        "loop.dot",
+        """digraph loop {
+  start [shape=Mdiamond]
+  step [shape=parallelogram, tool_command="echo x >> n; wc -l < n"]
+  check [shape=diamond]
+  done [shape=Msquare]
+  start -> step -> check
+  check -> step [condition="context.tool.output!=3", loop_restart=true]
+  check -> done [condition="context.tool.output=3"]
+}
+""",
+    )
+    proc = cli("run", str(dot), cwd=tmp_path)
+    assert proc.returncode == 0, proc.stderr
+    restarts = [line for line in proc.stdout.splitlines() if line.startswith("  restart ")]
+    assert len(restarts) == 2
+    assert re.fullmatch(
+        r"  restart step +loop_restart: the run goes on at step in a fresh run directory, "
+        r"\S+-r1",
+        restarts[0],
+    ), restarts
+    last = proc.stdout.splitlines()[-1]
+    assert last.startswith("completed: 3 node runs since its last loop_restart (2 in all); ")
+    assert last.endswith("-r2")
 
 
 def test_to_pauses_with_exit_3_then_resume_and_status(tmp_path: Path) -> None:

@@ -221,6 +221,11 @@ class Progress:
                 self.stale_said[event.node_id or ""] = said
                 clear = "\x1b[2K" if self.live else ""
                 self._print(f"{clear}  {'stale':<7} {node:<24} {'':8}  {said}")
+        elif event.type is EventType.PIPELINE_RESTARTED and "new_run_dir" in data:
+            self._print(
+                f"  {'restart':<7} {node:<24} {'':8}  loop_restart: the run goes on at "
+                f"{event.node_id} in a fresh run directory, {data['new_run_dir']}"
+            )
         elif event.type is EventType.GOAL_GATE_REDIRECT:  # named by its gate, not the node
             gate = f"{indent}{data.get('gate') or event.node_id}"
             self._print(
@@ -500,8 +505,11 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
         ]
         some = f" ({', '.join(partial)}: partial success)" if partial else ""
         runs = len(result.completed_nodes)  # a node run again (a loop, a retry) counts again
+        since = (
+            f" since its last loop_restart ({result.restarts} in all)" if result.restarts else ""
+        )
         print(
-            f"completed{some}: {runs} node run{'' if runs == 1 else 's'}; run dir {run_dir}",
+            f"completed{some}: {runs} node run{'' if runs == 1 else 's'}{since}; run dir {run_dir}",
             file=out,
         )
         if result.dead_end is not None:

@@ -125,6 +125,7 @@ class RunMemory:
             failed_node=self.failed_node,
             dead_end=self.dead_end,
             interrupted_node=self.interrupted_node,
+            restarts=self.restarts,
         )
 
     def forget_nodes(self) -> None:

@@ -129,6 +129,9 @@ class RunResult:
     """Set when the run completed at a non-exit node with no eligible edge (§3.2 step 6)."""
     interrupted_node: str | None = None
     """The node that was stopped; the run is paused there and a step runs it again."""
+    restarts: int = 0
+    """How many times a ``loop_restart`` edge moved the run to a fresh run directory (its
+    ``completed_nodes`` are those since the last one)."""
 
     @property
     def status(self) -> str:
@@ -176,4 +179,5 @@ class RunResult:
             "failed_node": self.failed_node,
             "dead_end": self.dead_end.to_dict() if self.dead_end is not None else None,
             "interrupted_node": self.interrupted_node,
+            "restarts": self.restarts,
         }

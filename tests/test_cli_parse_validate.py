@@ -11,6 +11,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic import cli
+from tests.processes import cli as cli_process
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart.dot"
@@ -440,13 +441,7 @@ def test_a_misspelt_option_names_the_likely_one(tmp_path: Path) -> None:
         "python -m freshness_magic run: error: unrecognized arguments: --wrokdir w "
         "(did you mean --workdir?)"
     ) in done.stderr
-    bogus = subprocess.run(
-        [sys.executable, "-m", "freshness_magic", "--bogus"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    bogus = cli_process("--bogus", cwd=tmp_path)
     assert bogus.stderr.splitlines()[-1].endswith("error: unrecognized arguments: --bogus")
 
 
@@ -458,13 +453,7 @@ def test_a_refused_run_shows_the_warnings_with_the_errors(tmp_path: Path) -> Non
         '  a [shape=parallelogram, tool_comand="echo hi", timout="2s"]\n'
         "  done [shape=Msquare]\n  start -> a -> done\n}\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-m", "freshness_magic", "run", "p.dot", "--json"],
-        cwd=tmp_path,
-        capture_output=True,
-        text=True,
-        check=False,
-    )
+    done = cli_process("run", "p.dot", "--json", cwd=tmp_path)
     assert done.returncode == 2
     refused = json.loads(done.stdout)
     assert refused["error"].startswith(

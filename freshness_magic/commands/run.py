@@ -242,6 +242,7 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     stand; the exit code says where the run is); with ``every_answer`` (``resume``), when no node
     ran, it is a RunError after the summary (taking the answer was all the command was for).
     """
+    from freshness_magic.engine import RunState
     from freshness_magic.engine.events import EventType
     from freshness_magic.engine.interviewers import AutoApproveInterviewer, ConsoleInterviewer
 
@@ -302,7 +303,7 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
             raise RunError(f"{problem}; answer the gate the run waits at")
         # nodes ran: their results stand, and the exit code says where the run is
         print(f"warning: {problem}; the nodes that ran keep their results", file=sys.stderr)
-    if args.to and result.status in ("completed", "failed") and not stops.received:
+    if args.to and result.state in (RunState.COMPLETED, RunState.FAILED) and not stops.received:
         print(f"note: the run {result.status} without reaching '{args.to}' (--to)", file=sys.stderr)
     return EXIT_CODES[result.status]
 

@@ -127,6 +127,16 @@ class NodeReport:
         return [f.path for f in self.files if f.missing]
 
     @property
+    def shown_label(self) -> str:
+        """The label as text: ``stale_renamed`` when every stale file is one side of a rename
+        (its content unchanged under a new path), which the worst-of label calls deleted."""
+        stale = self.stale_files
+        pairs = renamed(self.files)
+        if stale and set(stale) <= pairs.keys() | set(pairs.values()):
+            return "stale_renamed"
+        return self.label.value
+
+    @property
     def head_moved(self) -> bool | None:
         if not self.git_checked:
             return None
@@ -158,7 +168,7 @@ class NodeReport:
 
     def __str__(self) -> str:
         return "\n".join(
-            [f"{self.node_id}: {self.label.value} (since {self.since})", *self.details()]
+            [f"{self.node_id}: {self.shown_label} (since {self.since})", *self.details()]
         )
 
     def details(self) -> list[str]:
@@ -267,13 +277,13 @@ class FreshnessReport:
         if run is not None and not run.is_stale and base.is_stale:
             # It ran after these changes: fresh where it counts, the changes still shown.
             return [
-                f"{entry.node_id}: fresh (since run); {base.label.value} since baseline",
+                f"{entry.node_id}: fresh (since run); {base.shown_label} since baseline",
                 *base.details(),
             ]
         same = run is not None and (run.label, run.details()) == (base.label, base.details())
         if same and base.is_stale:  # the same change since both: said once
             return [
-                f"{entry.node_id}: {base.label.value} (since baseline and run)",
+                f"{entry.node_id}: {base.shown_label} (since baseline and run)",
                 *base.details(),
             ]
         lines = str(base).split("\n")

@@ -219,3 +219,18 @@ def test_a_rename_is_one_change_in_check_and_in_why(repo: Path) -> None:
         StaleFile("src/c.py", "renamed from src/a.py"),
         StaleFile("src/b.py", "modified"),
     )
+
+
+def test_a_pure_rename_is_headed_renamed_not_deleted(repo: Path) -> None:
+    """`check` headed a node whose only change was `git mv` as stale_deleted (the worst of its
+    delete and add): the headline now says what happened; the JSON label stays the worst."""
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/*.py"]})
+    git(repo, "mv", "src/a.py", "src/c.py")
+    node = tracker.report(["n"]).nodes["n"].effective
+    assert str(node).splitlines()[0] == "n: stale_renamed (since baseline)"
+    assert node.to_dict()["label"] == "stale_deleted"
+    write(repo, "src/b.py", "b = 2\n")
+    assert str(tracker.report(["n"]).nodes["n"].effective).splitlines()[0] == (
+        "n: stale_deleted (since baseline)"
+    )

@@ -90,6 +90,7 @@ def test_factory_graph_is_readable_and_contrasting(
     set_theme(page, theme)
     try:
         check_readable_and_contrasting(page, ui, theme)
+        save_screenshot(page, f"window_factory_{ui}_{theme}", caption=f"the whole window, {theme}")
     finally:
         set_theme(page, "light")  # the theme is a server-side setting: later tests expect light
 

@@ -36,6 +36,8 @@ class RunStore:
         self.writer: CheckpointWriter | None = None
         self.marks = JournalMarks()
         self._lock: HeldLock | None = None
+        self._closed_at: Path | None = None
+        """The run directory this store let go of (:meth:`release`); it acts on it no more."""
         self.state_dirs = StateDirs()
         """State folders verified during this run (re-checked with one lstat each)."""
 
@@ -45,11 +47,19 @@ class RunStore:
         held, fresh = PROCESS_LOCKS.acquire(run_dir)
         held.driver = weakref.ref(self)
         self._lock = held
+        self._closed_at = None
         return fresh
 
     def check_driver(self) -> None:
-        """RunError when another object of this process opened the run since this one did: it
-        drives the run now, and two writers would interleave the journal."""
+        """RunError when the run was closed, or when another object of this process opened it
+        since this one did: it drives the run now, and two writers would interleave the
+        journal."""
+        if self._closed_at is not None:
+            raise RunError(
+                f"run {self._closed_at.name} was closed (close(), or the end of its with block): "
+                "this object no longer drives it and another may; to go on, resume it "
+                f"(resume_run({str(self._closed_at)!r}))"
+            )
         held = self._lock
         if held is None or held.driver is None or held.driver() is self:
             return
@@ -73,7 +83,10 @@ class RunStore:
         self.writer.start_over()
 
     def release(self) -> None:
-        """Let go of the driver lock (the last Run object of this process releases it)."""
+        """Let go of the driver lock (the last Run object of this process releases it); from
+        then on this store refuses to act (:meth:`check_driver`)."""
+        if self._lock is not None:
+            self._closed_at = self._lock.path.parent
         self._lock = None
 
     def open(

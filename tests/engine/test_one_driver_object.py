@@ -62,3 +62,24 @@ def test_the_newest_object_drives_even_while_an_older_one_lives(tmp_path: Path) 
     assert third.answer("ask", "N").state is RunState.PAUSED  # answered; the run goes on next
     for run in (first, second, third):
         run.close()
+
+
+def test_a_closed_run_is_refused_and_a_newer_driver_keeps_the_journal_whole(
+    tmp_path: Path,
+) -> None:
+    """A script trial: `close()` let go of the lock, yet the object still stepped (and, with
+    another process driving, both wrote the same event numbers)."""
+    with open_run(GATE, workdir=tmp_path) as first:
+        first.run()
+    newer = resume_run(first.run_dir)
+    left = state_files(Path(first.run_dir))
+    for act in (lambda: first.answer("ask", "N"), first.step, first.run, first.retry):
+        with pytest.raises(RunError, match=r"was closed .*resume it \(resume_run\("):
+            act()
+    assert state_files(Path(first.run_dir)) == left
+    assert not (tmp_path / "said.txt").exists()
+    newer.answer("ask", "Y")
+    assert newer.run().state is RunState.COMPLETED
+    newer.close()
+    with pytest.raises(RunError, match="was closed"):
+        newer.step()

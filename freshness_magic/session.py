@@ -2,13 +2,18 @@
 
 The CLI and the notebook open and resume runs through :func:`open_run` and :func:`resume_run`, so
 freshness and evidence join every run the same way. The engine itself never imports them.
+
+For scripts, also: :func:`validate` (what ``freshness-magic validate`` reports),
+:func:`accept_changes` and :func:`freshness_report` (what ``resume --accept`` and ``check`` do),
+and :class:`PipelineWarning`, the category of the validation warnings :func:`open_run` issues.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import warnings
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.cluster import Cluster, PlainExecutor
 from freshness_magic.engine.extensions import BaseRunExtension, RunExtension
@@ -18,7 +23,54 @@ from freshness_magic.engine.run import Run
 from freshness_magic.errors import RunError
 from freshness_magic.evidence.validator import EvidenceValidator
 
-__all__ = ["default_extensions", "open_run", "resume_run"]
+if TYPE_CHECKING:
+    from freshness_magic.engine.validation import Diagnostic
+    from freshness_magic.freshness.report import FreshnessReport
+
+__all__ = [
+    "PipelineWarning",
+    "accept_changes",
+    "default_extensions",
+    "freshness_report",
+    "open_run",
+    "resume_run",
+    "validate",
+]
+
+
+class PipelineWarning(UserWarning):
+    """A validation warning of the pipeline :func:`open_run` opens (``path:line:col: warning
+    rule: message (fix: ...)``), issued through :mod:`warnings` so a script sees it once."""
+
+
+def validate(
+    pipeline: Graph | str | Path | object, *, workdir: str | Path = "."
+) -> list[Diagnostic]:
+    """Every diagnostic ``freshness-magic validate`` reports for ``pipeline``, in source order:
+    the engine's rules and those freshness, evidence, the backends and the cluster add, with
+    plain ``source_files`` paths looked for in ``workdir``. (``freshness_magic.engine.validate``
+    has the engine's rules only.)"""
+    from freshness_magic.lint import session_validator
+
+    return session_validator(workdir=workdir).validate(_load(pipeline))
+
+
+def freshness_report(run: Run, node_ids: list[str] | None = None) -> FreshnessReport:
+    """What ``freshness-magic check`` shows for ``run`` now: each tracked node (or ``node_ids``)
+    compared with its baseline and with its last completion."""
+    from freshness_magic.freshness.extension import extension_of
+
+    return extension_of(run).report(run, node_ids).with_modes(run.graph)
+
+
+def accept_changes(run: Run, node_id: str | None = None) -> dict[str, list[str]]:
+    """Take the current inputs of ``node_id`` (None: of every node not run yet, and every
+    blocked one) as its new freshness baseline, as ``resume --accept NODE`` does: a
+    ``freshness="block"`` node then runs (``run.retry(node_id)`` after the block failed it).
+    Returns node id -> the files that had changed; the next checkpoint is written at once."""
+    from freshness_magic.freshness.extension import accept_changes as accept
+
+    return accept(run, node_id)
 
 
 ExecutorChoice = str | Cluster | concurrent.futures.Executor | None
@@ -171,6 +223,32 @@ def builtin_registry(backend: Any = None, interviewer: Any = None) -> HandlerReg
     return default_registry(backend=chosen, interviewer=interviewer)
 
 
+def _refuse_ignored(kwargs: dict[str, Any], given: tuple[str, ...]) -> None:
+    """RunError when a ``registry`` comes with options only the built-in registry takes."""
+    ignored = [name for name in given if kwargs.get(name) is not None]
+    if kwargs.get("registry") is not None and ignored:
+        names = " and ".join(f"{name}=" for name in ignored)
+        raise RunError(
+            f"{names} would be ignored: a registry= given with it has its own handlers; build "
+            f"the registry with them instead (default_registry({ignored[0]}=...), then "
+            ".register() your handlers)"
+        )
+
+
+def _warn(graph: Graph, workdir: str | Path, registry: HandlerRegistry | None) -> None:
+    """Refuse a pipeline with errors (ValidationError, the warnings with them) and issue each
+    warning as a :class:`PipelineWarning` from the caller's line."""
+    from freshness_magic.engine.handlers.builtin import default_registry
+    from freshness_magic.engine.validation import Severity
+    from freshness_magic.lint import session_validator
+
+    types = (registry or default_registry()).types()
+    validator = session_validator(known_types=types, workdir=workdir)
+    for diagnostic in validator.validate_or_raise(graph):
+        if diagnostic.severity is Severity.WARNING:
+            warnings.warn(diagnostic.format(graph.path), PipelineWarning, stacklevel=3)
+
+
 def _with_registry(kwargs: dict[str, Any]) -> dict[str, Any]:
     """``kwargs`` with ``backend``/``interviewer`` turned into a built-in handler registry."""
     backend = kwargs.pop("backend", None)
@@ -228,9 +306,14 @@ def open_run(
     extensions: list[RunExtension] | None = None,
     extension_options: dict[str, Any] | None = None,
     evidence_validator: EvidenceValidator | None = None,
+    warn: bool = True,
     **kwargs: Any,
 ) -> Run:
     """A new run of ``pipeline`` in ``workdir`` with the default extensions (unless given).
+
+    A pipeline with validation errors is refused (ValidationError, with its warnings); with
+    ``warn`` each warning is issued as a :class:`PipelineWarning` (the CLI and the notebook,
+    which print their own, pass False).
 
     ``pipeline`` is a Graph, a path, DOT text, a ``pydot.Dot`` or a ``graphviz.Digraph``/``Source``.
 
@@ -244,7 +327,10 @@ def open_run(
     attribute. Other ``kwargs`` go to :class:`Run`
     (``runs_dir``, ``run_id``, ``registry``, ``clock``, ``sleep``, ...).
     """
+    _refuse_ignored(kwargs, ("interviewer", "backend"))
     graph = _load(pipeline)
+    if warn:
+        _warn(graph, workdir, kwargs.get("registry"))
     spec = _resolved_backend(kwargs)
     _check_models(graph, kwargs.get("backend"))
     kwargs = _with_registry(kwargs)
@@ -287,8 +373,12 @@ def resume_run(
     Without ``backend`` the run gets the backend it was opened with (when that was a spec), and
     without ``executor`` the executor spec it was opened with (else the pipeline's attribute).
     A ``backend`` spec given here is remembered instead: the run goes on with it, and so does
-    the next resume.
+    the next resume. A file, or a folder that holds runs, is refused with the runs to pick from.
     """
+    from freshness_magic.rundirs import checked_run_dir
+
+    checked_run_dir(run_dir)
+    _refuse_ignored(kwargs, ("interviewer", "backend"))
     given = kwargs.get("backend")
     if given is None:
         kwargs["backend"] = remembered(run_dir, "backend")

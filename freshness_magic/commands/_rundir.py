@@ -1,14 +1,9 @@
 """The ``RUN_DIR`` argument of ``status``, ``resume``, ``why``, ``check`` and ``evidence``.
 
-A run directory is ``WORKDIR/.freshness/runs/<run_id>``. Two near misses are common and the
-engine's "no usable checkpoint" would mislead on both: a FILE given as the run directory, and a
-folder that holds runs rather than being one (the working directory, its ``.freshness`` or
-``.freshness/runs``). The latter could make a user start again and abandon a run that waits at a
-gate, so it is said plainly, with the newest runs and their states to pick from.
-
-``status`` and ``check`` take RUN_DIR as optional: without it they read the newest run under the
-current folder, as ``git status`` reads the repository it stands in, and say which run that is
-when there are others.
+A file or a folder that holds runs is refused as :mod:`freshness_magic.rundirs` says. ``status``
+and ``check`` take RUN_DIR as optional: without it they read the newest run under the current
+folder, as ``git status`` reads the repository it stands in, and say which run that is when
+there are others.
 """
 
 from __future__ import annotations
@@ -17,34 +12,11 @@ import sys
 from pathlib import Path
 
 from freshness_magic.errors import CheckpointError
+from freshness_magic.rundirs import checked_run_dir, listed_runs, runs_under
 
 RUN_DIR_HELP = (
     "the run directory (.freshness/runs/ID); default: the newest run under the current folder"
 )
-
-SHOWN_RUNS = 3
-"""How many of the newest runs the error lists."""
-
-RUN_DIR_IS = "a run directory is .freshness/runs/<run_id> under the working directory the run used"
-
-
-def checked_run_dir(given: str | Path) -> Path:
-    """``given`` as a path, after refusing a file and a folder that holds runs (CheckpointError,
-    one line). Anything else (a run directory, a missing or damaged one) is left to the reader
-    of the run, which says what is wrong with it."""
-    from freshness_magic.engine.checkpoint import has_state
-
-    path = Path(given)
-    if path.exists() and not path.is_dir():
-        raise CheckpointError(f"{path} is a file, not a run directory; {RUN_DIR_IS}")
-    if not path.is_dir() or has_state(path):
-        return path
-    found = runs_under(path)
-    if found:
-        raise CheckpointError(
-            f"{path} holds runs, not one run: pass one of them (newest first): {_listed(found)}"
-        )
-    return path
 
 
 def run_dir_or_newest(given: str | None, command: str) -> Path:
@@ -64,50 +36,7 @@ def run_dir_or_newest(given: str | None, command: str) -> Path:
     if len(found) > 1:
         print(
             f"{invoked_as()} {command}: reading {found[0]}, the newest of {len(found)} runs "
-            f"here (others: {_listed(found[1:])})",
+            f"here (others: {listed_runs(found[1:])})",
             file=sys.stderr,
         )
     return found[0]
-
-
-def _listed(runs: list[Path]) -> str:
-    """``RUN (state), RUN (state), and 2 older``: the first :data:`SHOWN_RUNS` of ``runs``."""
-    shown = ", ".join(f"{run} ({run_state(run)})" for run in runs[:SHOWN_RUNS])
-    return shown + (f", and {len(runs) - SHOWN_RUNS} older" if len(runs) > SHOWN_RUNS else "")
-
-
-def runs_under(path: Path) -> list[Path]:
-    """The run directories (with saved state) in ``path`` taken as a working directory, its
-    ``.freshness`` or a runs folder, newest first (by their last saved state); [] for none."""
-    from freshness_magic.engine.checkpoint import last_written_ns
-
-    for root in (path / ".freshness" / "runs", path / "runs", path):
-        try:
-            folders = [sub for sub in root.iterdir() if sub.is_dir() and not sub.is_symlink()]
-        except OSError:
-            continue
-        stamped = [(stamp, sub) for sub in folders if (stamp := last_written_ns(sub)) is not None]
-        if stamped:
-            return [sub for _, sub in sorted(stamped, key=lambda item: item[0], reverse=True)]
-    return []
-
-
-def run_state(run_dir: Path) -> str:
-    """A run's state in a few words: ``waiting at gate 'approve'``, ``failed at 'lint'``,
-    ``paused before 'draft'``, ``completed``; ``unreadable`` when no checkpoint loads."""
-    from freshness_magic.engine.checkpoint import load_checkpoint
-    from freshness_magic.errors import FreshnessMagicError
-
-    try:
-        data, _ = load_checkpoint(run_dir)
-    except (FreshnessMagicError, OSError, ValueError):
-        return "unreadable"
-    state = str(data.get("state") or "unknown")
-    gate = data.get("pending_gate")
-    if state == "waiting" and isinstance(gate, dict) and gate.get("node"):
-        return f"waiting at gate '{gate['node']}'"
-    if state == "failed" and data.get("failed_node"):
-        return f"failed at '{data['failed_node']}'"
-    if state == "paused" and data.get("next_node"):
-        return f"paused before '{data['next_node']}'"
-    return state

@@ -87,8 +87,8 @@ def render_table(records: list[EvidenceRecord]) -> str:
 
 def load_records(run_dir: Path, node: str | None) -> tuple[list[EvidenceRecord], list[str]]:
     """The run's valid records (of ``node`` if given) and the problems of invalid lines."""
-    from freshness_magic.commands._rundir import checked_run_dir
     from freshness_magic.evidence.record import EVIDENCE_LOG, check_node_id, iter_evidence_log
+    from freshness_magic.rundirs import checked_run_dir
 
     checked_run_dir(run_dir)
     if not run_dir.is_dir():

@@ -134,8 +134,8 @@ def busy_in_a_notebook(exc: RunBusyError) -> RunError | None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from freshness_magic.commands._rundir import checked_run_dir
     from freshness_magic.engine.runlock import RunBusyError
+    from freshness_magic.rundirs import checked_run_dir
     from freshness_magic.session import resume_run
 
     checked_run_dir(args.run_dir)

@@ -594,6 +594,7 @@ def main(args: argparse.Namespace) -> int:
     run = open_run(
         graph,
         workdir=workdir,
+        warn=False,
         runs_dir=args.runs_dir,
         backend=args.backend,
         executor=args.executor,

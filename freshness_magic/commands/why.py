@@ -44,9 +44,9 @@ def register(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from freshness_magic import why
     from freshness_magic.commands import invoked_as
-    from freshness_magic.commands._rundir import checked_run_dir
     from freshness_magic.engine.state import RunState
     from freshness_magic.errors import CheckpointError, StoredPipelineError
+    from freshness_magic.rundirs import checked_run_dir
     from freshness_magic.runview import read_run
 
     try:

@@ -23,7 +23,12 @@ Names (loaded on first use, so ``import freshness_magic.engine`` stays cheap):
   ``CodergenBackend``, ``RunExtension``, ``BaseRunExtension``;
 - interviewers: ``Interviewer``, ``Answer``, ``AutoApproveInterviewer``, ``QueueInterviewer``,
   ``ConsoleInterviewer``; context: ``Context``;
-- scale-out: ``Dispatch`` (where portable node work runs: any ``concurrent.futures.Executor``).
+- scale-out: ``Dispatch`` (where portable node work runs: any ``concurrent.futures.Executor``);
+- errors, all :class:`FreshnessMagicError` with a one-line message: ``ParseError`` (DOT text,
+  with line and column), ``PipelineFileError``, ``ConditionError``, ``StylesheetError``,
+  ``ValidationError`` (its ``diagnostics``), ``RunError`` and its ``GateAnswerError``,
+  ``NothingToRetryError`` and ``RunBusyError`` (another process drives the run),
+  ``CheckpointError`` (a run directory that cannot be read).
 """
 
 from __future__ import annotations
@@ -77,14 +82,33 @@ _WHERE = {
     "ConsoleInterviewer": "interviewers",
     "Context": "context",
     "Dispatch": "dispatch",
+    **dict.fromkeys(
+        [
+            "FreshnessMagicError",
+            "ParseError",
+            "PipelineFileError",
+            "ConditionError",
+            "StylesheetError",
+            "ValidationError",
+            "RunError",
+            "GateAnswerError",
+            "NothingToRetryError",
+            "CheckpointError",
+        ],
+        "freshness_magic.errors",
+    ),
+    "RunBusyError": "runlock",
 }
+"""Where each name lives: a module of this package, or (``freshness_magic.errors``) a full name."""
 
 __all__ = [
     "Answer",
     "AutoApproveInterviewer",
     "BaseRunExtension",
+    "CheckpointError",
     "Choice",
     "CodergenBackend",
+    "ConditionError",
     "ConsoleInterviewer",
     "Context",
     "DeadEnd",
@@ -96,17 +120,24 @@ __all__ = [
     "EventBus",
     "EventKinds",
     "EventType",
+    "FreshnessMagicError",
     "FunctionRule",
+    "GateAnswerError",
     "Graph",
     "Handler",
     "HandlerRegistry",
     "Interviewer",
     "LintRule",
     "Node",
+    "NothingToRetryError",
     "Outcome",
+    "ParseError",
+    "PipelineFileError",
     "Question",
     "QueueInterviewer",
     "Run",
+    "RunBusyError",
+    "RunError",
     "RunExtension",
     "RunResult",
     "RunState",
@@ -115,6 +146,8 @@ __all__ = [
     "StageStatus",
     "StepEnv",
     "StepResult",
+    "StylesheetError",
+    "ValidationError",
     "Validator",
     "default_registry",
     "evaluate_condition",
@@ -132,7 +165,8 @@ def __getattr__(name: str) -> Any:
     module = _WHERE.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    full = module if module.startswith("freshness_magic.") else f"{__name__}.{module}"
+    value = getattr(importlib.import_module(full), name)
     globals()[name] = value
     return value
 
@@ -169,6 +203,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
     from freshness_magic.engine.routing import DeadEnd
     from freshness_magic.engine.run import Run
+    from freshness_magic.engine.runlock import RunBusyError
     from freshness_magic.engine.state import RunResult, RunState, StepResult
     from freshness_magic.engine.validation import (
         Diagnostic,
@@ -179,4 +214,16 @@ if TYPE_CHECKING:
         Validator,
         validate,
         validate_or_raise,
+    )
+    from freshness_magic.errors import (
+        CheckpointError,
+        ConditionError,
+        FreshnessMagicError,
+        GateAnswerError,
+        NothingToRetryError,
+        ParseError,
+        PipelineFileError,
+        RunError,
+        StylesheetError,
+        ValidationError,
     )

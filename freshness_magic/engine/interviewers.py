@@ -57,7 +57,13 @@ class Answer:
 
 
 class Interviewer(Protocol):
-    """Presents a question to a human; ``None`` means "cannot answer now, let the run wait"."""
+    """Presents a question to a human; ``None`` means "cannot answer now, let the run wait".
+
+    ``question.timeout_seconds`` (the gate's ``human.timeout``, else its node ``timeout``, cut
+    to the node's deadline) is the interviewer's to honour: return :meth:`Answer.timeout` when
+    it passes, and the gate takes its ``human.default_choice``. An interviewer still blocked at
+    the node's deadline is abandoned, and the node fails as timed out.
+    """
 
     def ask(self, question: Question) -> Answer | None: ...
 

@@ -68,7 +68,9 @@ class LivePipeline(PipelineReadout):
             run = session.resume_run(resume, executor=executor, workdir=self.workdir, **options)
             self.resume_notes = [f"  {node}: {words}" for node, words in resume_drift(run)]
         else:
-            run = session.open_run(self.graph, workdir=self.workdir, executor=executor, **options)
+            run = session.open_run(
+                self.graph, workdir=self.workdir, executor=executor, warn=False, **options
+            )
         self.resume_offer = None
         self.reopened = resume is not None
         self._attach(run)

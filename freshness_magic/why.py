@@ -319,16 +319,11 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
         )
     elif mode == "warn":
         line += "; if the run reaches it again, it runs anyway with a warning (freshness=warn)"
-    steps = [NextStep(line, accept)]
-    if gate is None:  # a waiting gate is answered first
-        retry = commands.retry(node_id, accept=mode == "block")
-        steps.append(
-            NextStep(
-                "or: run it again on the current files, and go on from it",
-                retry,
-            )
-        )
-    return steps
+    again = "or: run it again on the current files, and go on from it"
+    if gate is not None:
+        again += f" (gate '{gate.node_id}' is asked again when the run gets back to it)"
+    retry = commands.retry(node_id, accept=mode == "block")
+    return [NextStep(line, accept), NextStep(again, retry)]
 
 
 def _gate_steps(facts: NodeFacts, gate: Question, commands: Commands) -> list[NextStep]:
@@ -358,11 +353,11 @@ def _gate_steps(facts: NodeFacts, gate: Question, commands: Commands) -> list[Ne
 
 def _rerun_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     """For a node that ran before a node upstream of it ran again: only running it again
-    clears the mark, when the run gets there or now (a waiting gate is answered first)."""
+    clears the mark, when the run gets there or now (a waiting gate is then asked again)."""
+    line = "next: run it again on the new results, and go on"
     if facts.gate is not None:
-        return [NextStep("next: it runs again if the run gets there after the gate is answered")]
-    retry = commands.retry(facts.node.id)
-    return [NextStep("next: run it again on the new results, and go on", retry)]
+        line += f" (gate '{facts.gate.node_id}' is asked again when the run gets back to it)"
+    return [NextStep(line, commands.retry(facts.node.id))]
 
 
 def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:

@@ -306,23 +306,27 @@ def test_a_waiting_gate_lists_answer_lines_that_answer_it_when_pasted(workdir: P
         f"    [N] No, redo -> draft:  {PROGRAM} resume {run_dir} --answer approve=N",
     ]
     lint = why(run_dir, "lint", workdir)
-    assert next_steps(lint) == {  # a waiting gate is answered first: no retry offered
+    retry = f"{PROGRAM} resume {run_dir} --accept lint --retry lint"
+    assert next_steps(lint) == {
         "next: take its current inputs as its new baseline without running it again (it is no "
         "longer stale, nor the 1 node after it shown outdated); without that, freshness=block "
         "holds it back if the run reaches it again, until accepted or the files are restored": (
             f"{PROGRAM} resume {run_dir} --accept lint"
-        )
+        ),
+        "or: run it again on the current files, and go on from it (gate 'approve' is asked "
+        "again when the run gets back to it)": retry,
     }
+    again = paste(retry, workdir)  # a terminal trial: this was refused, "answer it instead"
+    assert again.returncode == 3, again.stdout + again.stderr
+    status = json.loads(cli("status", str(run_dir), "--json", cwd=workdir).stdout)
+    assert status["completed_nodes"][-3:] == ["draft", "lint", "draft"]
+    assert "stale_nodes" not in status and status["pending_gate"]["node"] == "approve"
     answered = paste(said[-2].split(":  ", 1)[1], workdir)
     assert answered.returncode == 0, answered.stdout + answered.stderr
     assert answered.stdout.splitlines()[-1].startswith("completed:")
     status = json.loads(cli("status", str(run_dir), "--json", cwd=workdir).stdout)
     assert status["completed_nodes"][-2:] == ["approve", "done"]
-    assert why(run_dir, "approve", workdir)[:3] == [
-        "approve: outdated",  # it ran after lint, whose input changed since lint ran
-        "  may be outdated: upstream lint's inputs changed",
-        "  last outcome: success",
-    ]
+    assert why(run_dir, "approve", workdir)[0] == "approve: succeeded"  # lint ran again first
 
 
 def test_an_unknown_node_and_a_folder_that_is_no_run_are_one_line_errors(workdir: Path) -> None:

@@ -148,7 +148,9 @@ class RunRecovery(RunEndings):
 
     def retry(self, node_id: str | None = None) -> str:
         """Re-arm a failed, interrupted or paused run at ``node_id`` (default: the failed or
-        interrupted node); returns the node re-armed. Context, outcomes and evidence so far are
+        interrupted node), or a run waiting at a gate at the node named (say, a node upstream
+        of the gate whose inputs changed: the gate is asked again when the run gets back to
+        it); returns the node re-armed. Context, outcomes and evidence so far are
         kept, but not the partial work of an interrupted node (a parallel node's ended
         branches): every node runs afresh. The next ``step()``/``run()`` executes it, with a
         new allowance of ``max_failure_redirects``. Emits RUN_RETRIED.
@@ -159,9 +161,10 @@ class RunRecovery(RunEndings):
         """
         self._store.check_driver()
         memory = self._memory
-        if memory.state is RunState.WAITING:
+        if memory.state is RunState.WAITING and node_id is None:
             raise RunError(
-                f"the run waits at gate '{memory.next_node}'; answer it instead of retrying"
+                f"the run waits at gate '{memory.next_node}': answer it, or name the node to "
+                "run again (the gate is then asked again when the run gets back to it)"
             )
         if memory.state is RunState.READY and not memory.completed:
             raise RunError(
@@ -188,6 +191,7 @@ class RunRecovery(RunEndings):
         previous = memory.state
         memory.state = RunState.PAUSED
         memory.next_node = target
+        memory.pending_gate = None  # a gate left for a node before it: asked again on the way
         memory.failure_reason = ""
         memory.failed_node = None
         memory.dead_end = None

@@ -64,11 +64,14 @@ def test_why_a_node_stale_since_it_ran_says_what_accept_does(
     _waiting_with_lint_changed(shell, workdir)
     said = line(shell, "why lint").text.splitlines()
     assert said[0] == "lint: stale(run)"
-    assert said[-2:] == [
+    assert said[-4:] == [
         "  next: take its current inputs as its new baseline without running it again (it is no "
         "longer stale, nor the 1 node after it shown outdated); without that, freshness=block "
         "holds it back if the run reaches it again, until accepted or the files are restored:",
         "      %pipeline accept lint",
+        "  or: run it again on the current files, and go on from it (gate 'approve' is asked "
+        "again when the run gets back to it):",
+        "      %pipeline accept lint, then %pipeline retry lint",
     ]
     said = line(shell, "why draft").text.splitlines()
     assert said[0] == "draft: outdated"

@@ -449,3 +449,21 @@ def test_a_child_pipelines_gate_is_answered_at_its_manager_node(
         "run: 3 step(s); completed",
     ]
     assert (workdir / "verdict.txt").read_text() == "rejected\n"
+
+
+def test_a_node_upstream_of_a_waiting_gate_runs_again_and_the_gate_is_asked_again(
+    shell: InteractiveShell, workdir: Path
+):
+    """A terminal trial: lint's inputs changed while the run waited at approve, and `retry
+    lint` was refused ("answer it instead"), so the only way on shipped the stale result."""
+    pipeline = load_review(shell, workdir)
+    line(shell, "run")
+    (workdir / "src/login.py").write_text("def login():\n    return False\n")
+    line(shell, "accept lint")
+    out = line(shell, "retry lint").text
+    assert out.splitlines()[-1] == "run: 3 step(s); waiting", out
+    assert pipeline.run.completed_nodes == ["start", "lint", "draft", "lint", "draft"]
+    assert pipeline.pending_gate() is not None
+    with pytest.raises(UsageError, match="answer it, or name the node to run again"):
+        line(shell, "retry")
+    assert line(shell, "resume approve --choice Y").text.splitlines()[-1].endswith("completed")

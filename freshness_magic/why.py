@@ -353,11 +353,11 @@ def _gate_steps(facts: NodeFacts, gate: Question, commands: Commands) -> list[Ne
 
 def _rerun_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     """For a node that ran before a node upstream of it ran again: only running it again
-    clears the mark, when the run gets there or now (a waiting gate is then asked again)."""
-    line = "next: run it again on the new results, and go on"
+    clears the mark, when the run gets there or now (a waiting gate is answered first)."""
     if facts.gate is not None:
-        line += f" (gate '{facts.gate.node_id}' is asked again when the run gets back to it)"
-    return [NextStep(line, commands.retry(facts.node.id))]
+        return [NextStep("next: it runs again if the run gets there after the gate is answered")]
+    retry = commands.retry(facts.node.id)
+    return [NextStep("next: run it again on the new results, and go on", retry)]
 
 
 def _go_on_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:

@@ -18,6 +18,7 @@ from freshness_magic.engine.context import PARTIAL_PREFIX
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.execute import NodeRun
 from freshness_magic.engine.gates import answer_outcome, child_answer_key, match_choice
+from freshness_magic.engine.reach import upstream
 from freshness_magic.engine.run_endings import RunEndings
 from freshness_magic.engine.state import RunState, StepResult
 from freshness_magic.errors import GateAnswerError, NothingToRetryError, RunError
@@ -183,6 +184,13 @@ class RunRecovery(RunEndings):
             from freshness_magic.engine.validation.attrs import no_node
 
             raise RunError(f"retry: {no_node('the pipeline', target, self.graph.nodes)}")
+        gate = memory.next_node if memory.state is RunState.WAITING else None
+        if gate is not None and target not in upstream(self.graph, gate):
+            raise RunError(
+                f"retry at the waiting gate '{gate}': '{target}' is not a node before it; a "
+                "retry there runs a node upstream of the gate again (the gate is asked again "
+                "when the run gets back), it never goes past the gate: answer it first"
+            )
         target = self.branch_owner(target) or target
         self.check_handler(target)
         self.start()

@@ -466,4 +466,31 @@ def test_a_node_upstream_of_a_waiting_gate_runs_again_and_the_gate_is_asked_agai
     assert pipeline.pending_gate() is not None
     with pytest.raises(UsageError, match="answer it, or name the node to run again"):
         line(shell, "retry")
+    with pytest.raises(UsageError, match=r"'done' is not a node before it.*never goes past"):
+        line(shell, "retry done")
+    assert pipeline.pending_gate() is not None
     assert line(shell, "resume approve --choice Y").text.splitlines()[-1].endswith("completed")
+
+
+def test_a_failure_line_ends_with_the_tool_s_error_not_its_stderr_heading(
+    shell: InteractiveShell, workdir: Path
+):
+    """A terminal trial read `... on the node or the graph stderr (last 20 lines): T…`: the
+    whole reason folded onto one line, the error cut off."""
+    dot = """digraph t {
+      start [shape=Mdiamond]
+      done  [shape=Msquare]
+      test  [shape=parallelogram,
+             tool_command="printf 'T:\\\\n  File x\\\\nAssertionError: 2 != 3\\\\n' >&2; exit 1"]
+      start -> test -> done
+    }"""
+    shell.run_cell_magic("pipeline", f"t --workdir {workdir}", dot)
+    out = line(shell, "run").text.splitlines()
+    assert out[1].startswith("step: test -> fail (exit code 1: ")
+    assert out[1].endswith(" · AssertionError: 2 != 3)")
+    assert out[-1].startswith("run: 2 step(s); failed: node 'test' failed (exit code 1: ")
+    assert out[-1].endswith(" · AssertionError: 2 != 3") and "stderr (last" not in out[-1]
+    status = line(shell, "status").text.splitlines()
+    error = " · AssertionError: 2 != 3"
+    assert next(row for row in status if row.startswith("test ")).endswith(error)
+    assert status[-1].endswith(error)

@@ -223,15 +223,14 @@ def builtin_registry(backend: Any = None, interviewer: Any = None) -> HandlerReg
     return default_registry(backend=chosen, interviewer=interviewer)
 
 
-def _refuse_ignored(kwargs: dict[str, Any], given: tuple[str, ...]) -> None:
-    """RunError when a ``registry`` comes with options only the built-in registry takes."""
-    ignored = [name for name in given if kwargs.get(name) is not None]
-    if kwargs.get("registry") is not None and ignored:
-        names = " and ".join(f"{name}=" for name in ignored)
+def _refuse_ignored_interviewer(kwargs: dict[str, Any]) -> None:
+    """RunError for an ``interviewer`` next to a ``registry``: the registry's gate handler has
+    its own (a ``backend`` next to one is only remembered for resume: the notebook's way)."""
+    if kwargs.get("registry") is not None and kwargs.get("interviewer") is not None:
         raise RunError(
-            f"{names} would be ignored: a registry= given with it has its own handlers; build "
-            f"the registry with them instead (default_registry({ignored[0]}=...), then "
-            ".register() your handlers)"
+            "interviewer= would be ignored: the registry= given with it has its own gate "
+            "handler; build the registry with it instead (default_registry(interviewer=...), "
+            "then .register() your handlers)"
         )
 
 
@@ -327,7 +326,7 @@ def open_run(
     attribute. Other ``kwargs`` go to :class:`Run`
     (``runs_dir``, ``run_id``, ``registry``, ``clock``, ``sleep``, ...).
     """
-    _refuse_ignored(kwargs, ("interviewer", "backend"))
+    _refuse_ignored_interviewer(kwargs)
     graph = _load(pipeline)
     if warn:
         _warn(graph, workdir, kwargs.get("registry"))
@@ -378,7 +377,7 @@ def resume_run(
     from freshness_magic.rundirs import checked_run_dir
 
     checked_run_dir(run_dir)
-    _refuse_ignored(kwargs, ("interviewer", "backend"))
+    _refuse_ignored_interviewer(kwargs)
     given = kwargs.get("backend")
     if given is None:
         kwargs["backend"] = remembered(run_dir, "backend")

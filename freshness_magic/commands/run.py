@@ -191,12 +191,10 @@ class Progress:
             status = str(data.get("status", ""))
             # one line per node: the whole reason (stderr tail) is in the summary and status;
             # a failure's last line (the stderr's) is usually the error itself
-            lines = [
-                line
-                for line in str(data.get("failure_reason") or data.get("notes") or "").splitlines()
-                if line.strip()
-            ] or [""]
-            note = lines[0] if len(lines) == 1 or status != "fail" else f"{lines[0]} · {lines[-1]}"
+            from freshness_magic.engine.handlers.tool import reason_ends
+
+            first, last = reason_ends(str(data.get("failure_reason") or data.get("notes") or ""))
+            note = f"{first} · {last}" if last and status == "fail" else first
             self.stale_said.pop(event.node_id or "", None)
             held = self.held.pop(event.node_id or "", None)
             if held is not None and status == "fail":  # the handler never ran: say why

@@ -203,7 +203,7 @@ class NotebookPipeline(LivePipeline):
         lines.append(self.status_line())
         failure = self.failure_text()
         if failure:
-            lines += [f"failed: {text.one_line(failure, 300)}", "%pipeline retry runs it again"]
+            lines += [f"failed: {text.failure_line(failure, 300)}", "%pipeline retry runs it again"]
         return TextResult("\n".join(lines))
 
     def start_new(self) -> TextResult:
@@ -337,7 +337,7 @@ class NotebookPipeline(LivePipeline):
             reason = self.failure_text() if run.state.finished else ""
             lines.append(text.summary_line(steps, self.state_name, reason))
         elif run.state is RunState.FAILED:
-            lines.append(f"run failed: {text.one_line(self.failure_text(), 300)}")
+            lines.append(f"run failed: {text.failure_line(self.failure_text(), 300)}")
         if self.model.dead_end is not None and run.state.finished:
             lines.append(text.dead_end_text(self.model.dead_end))
         return TextResult("\n".join(lines), run.result())

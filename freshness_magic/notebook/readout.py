@@ -273,7 +273,7 @@ class PipelineReadout:
             lines.append(f"tool and codergen nodes run on {dispatch.label}")
         failure = self.failure_text()
         if failure:
-            lines.append(f"failed: {text.one_line(failure, 300)}")
+            lines.append(f"failed: {text.failure_line(failure, 300)}")
         if self.model.dead_end is not None:
             lines.append(text.dead_end_text(self.model.dead_end))
         if self.superseded:

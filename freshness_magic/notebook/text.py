@@ -15,6 +15,7 @@ from typing import Any
 from freshness_magic.engine.condition_explain import ConditionExplanation
 from freshness_magic.engine.edges import EdgeStep
 from freshness_magic.engine.gates import match_choice
+from freshness_magic.engine.handlers.tool import reason_ends
 from freshness_magic.engine.outcome import Choice, Question, StageStatus
 from freshness_magic.freshness.events import blocked_by, some_files
 from freshness_magic.notebook.render import NodeState, NodeView, state_table
@@ -41,6 +42,17 @@ def one_line(text: str, limit: int) -> str:
     """``text`` on one line, cut to ``limit`` characters with an ellipsis."""
     flat = " ".join(text.split())
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
+
+
+def failure_line(reason: str, limit: int) -> str:
+    """A failure reason in ``limit`` characters: its first line and, after `` · ``, its last
+    (a tool's error under its stderr section), each cut to fit; folding the whole reason ran the
+    stderr heading into the sentence and cut the error off."""
+    first, last = reason_ends(reason)
+    if not last:
+        return one_line(first, limit)
+    last = one_line(last, limit // 2)
+    return f"{one_line(first, limit - len(last) - 3)} · {last}"
 
 
 MAX_LISTED = 100
@@ -79,7 +91,7 @@ def status_table(views: Mapping[str, NodeView], limit: int | None = None) -> str
     """The node-state table (stable: no times, ids or paths); with ``limit``, its first rows
     and a line saying how many more there are and where they are all listed."""
     shown = list(views.items()) if limit is None else list(views.items())[:limit]
-    rows = [(node_id, state_word(v), one_line(reason(v), 90)) for node_id, v in shown]
+    rows = [(node_id, state_word(v), failure_line(reason(v), 90)) for node_id, v in shown]
     table = state_table(rows)
     more = len(views) - len(shown)
     return f"{table}\n… and {more} more nodes (%pipeline status lists them all)" if more else table
@@ -191,7 +203,7 @@ def step_line(result: Any) -> str:
         return f"step: nothing executed ({result.reason})"
     line = f"step: {result.node_id} -> {result.outcome.status.value}"
     if result.outcome.failure_reason and not result.outcome.status.is_success:
-        line += f" ({one_line(result.outcome.failure_reason, 120)})"
+        line += f" ({failure_line(result.outcome.failure_reason, 120)})"
     waiting = result.next_node == result.node_id and result.outcome.status is StageStatus.WAITING
     if result.next_node and not waiting:
         line += f"; next: {result.next_node}"
@@ -212,7 +224,7 @@ def summary_line(steps: int, state: str, reason: str = "") -> str:
     """The last line of ``%pipeline run``: ``run: 3 step(s); failed: <why>``."""
     line = f"run: {steps} step(s); {state}"
     if reason:
-        line += f": {one_line(reason, 200)}"
+        line += f": {failure_line(reason, 200)}"
     return line
 
 

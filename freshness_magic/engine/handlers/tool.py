@@ -85,6 +85,14 @@ STDERR_SECTION = "\nstderr (last "
 """Where a failure reason's stderr lines begin (``stderr (last 20 lines):`` on its own line)."""
 
 
+def reason_ends(reason: str) -> tuple[str, str]:
+    """A failure reason's first line and, when it has more, its last ('' if not): after a
+    tool's stderr section that is usually the error itself (``AssertionError: 2 != 3``), the
+    pair a one-line summary shows."""
+    lines = [line for line in reason.splitlines() if line.strip()] or [""]
+    return lines[0], lines[-1] if len(lines) > 1 else ""
+
+
 def _tail_lines(text: str, lines: int) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 

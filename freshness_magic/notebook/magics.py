@@ -255,6 +255,10 @@ class PipelineMagics(Magics):
                 f"{name!r} is a Python builtin, which a pipeline of that name would hide in this "
                 "notebook; choose another name or add --force"
             )
+        earlier = {p for p in self._loaded if p.name == name and not p.superseded}
+        if isinstance(old, NotebookPipeline):
+            earlier.add(old)
+        _refuse_while_running(name, earlier)
         cells = dict(old.cells) if isinstance(old, NotebookPipeline) else {}
         pipeline = NotebookPipeline(
             name=name,
@@ -276,9 +280,6 @@ class PipelineMagics(Magics):
             print(line)
         if not resume:
             pipeline.offer_resume()
-        earlier = {p for p in self._loaded if p.name == name and not p.superseded}
-        if isinstance(old, NotebookPipeline):
-            earlier.add(old)
         for replaced in earlier:
             replaced.supersede()
         self._loaded.add(pipeline)
@@ -578,3 +579,18 @@ def unsplit(line: str, error: ValueError) -> str:
 
 
 _set_docs()
+
+
+def _refuse_while_running(name: str, loaded: set[NotebookPipeline]) -> None:
+    """UsageError when a loaded object of ``name`` is in the middle of an action (the view's
+    Run, a step): replacing it then would cut its run off mid-step, and the new load would
+    run that node again."""
+    for pipeline in loaded:
+        if pipeline.busy:
+            running = pipeline.model.running
+            what = f"running {running[0]}" if running is not None else "in the middle of an action"
+            raise UsageError(
+                f"{name} is {what} (started earlier in this kernel); wait for it to end, or "
+                f"stop it ({name}.stop(), %pipeline stop or the view's Stop), then run this cell "
+                "again"
+            )

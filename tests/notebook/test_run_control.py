@@ -494,3 +494,26 @@ def test_a_failure_line_ends_with_the_tool_s_error_not_its_stderr_heading(
     error = " · AssertionError: 2 != 3"
     assert next(row for row in status if row.startswith("test ")).endswith(error)
     assert status[-1].endswith(error)
+
+
+def test_running_the_cell_again_while_its_run_is_mid_step_is_refused_and_the_step_kept(
+    shell: InteractiveShell, workdir: Path
+):
+    """A JupyterLab trial: Shift+Enter on the %%pipeline cell while the view's Run ran a tool
+    cut the step off; the new view ran the node a second time."""
+    pipeline = load_cells(shell, workdir)
+    started, release = threading.Event(), threading.Event()
+    shell.user_ns.update(started=started, release=release)
+    shell.run_cell_magic("node", "work", "started.set()\nrelease.wait(30)\n")
+    answers: list[TextResult] = []
+    worker = threading.Thread(target=lambda: answers.append(pipeline.run_to("after")))
+    worker.start()
+    wait_until(started.is_set, "the work node started")
+    with pytest.raises(UsageError, match=r"cells is running work .*wait for it to end, or stop"):
+        shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", CELLS_DOT)
+    assert shell.user_ns["cells"] is pipeline and not pipeline.superseded
+    release.set()
+    worker.join(30)
+    assert pipeline.run.completed_nodes == ["start", "work"]
+    again = load_cells(shell, workdir)
+    assert again is not pipeline and pipeline.superseded

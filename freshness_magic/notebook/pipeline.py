@@ -135,11 +135,16 @@ class NotebookPipeline(LivePipeline):
         )
 
     def _waiting_gate_for(self, choice: str | None) -> str:
-        """The gate ``resume --choice`` without a node answers: the one waiting (a RunError
-        saying how to name one when none waits)."""
+        """The gate ``resume --choice`` without a node answers: the one waiting, in the open run
+        or (after a restart) in the run on disk offered for resume; a RunError saying how to
+        name one when none waits."""
         gate = self.pending_gate()
         if gate is not None:
             return gate.node_id
+        offer = self.resume_offer
+        waits = offer is not None and offer.state is RunState.WAITING
+        if self._run is None and waits and offer is not None and offer.where is not None:
+            return offer.where
         raise RunError(
             f"--choice {choice or ''} answers a waiting gate, and no gate of {self.name} waits; "
             "name the gate to run to it and answer it there: %pipeline resume GATE --choice KEY"

@@ -64,6 +64,21 @@ def test_reload_offers_the_unfinished_run_and_resume_reopens_it(
     assert load_review(shell, workdir).resume_offer is None  # finished runs are not offered
 
 
+def test_choice_alone_after_a_restart_answers_the_gate_the_run_on_disk_waits_at(
+    shell: InteractiveShell, workdir: Path
+):
+    """A JupyterLab trial: the view said the run waits at the gate, and `resume --choice Y`
+    answered "no gate of review waits", as the README says it reopens the run first."""
+    first = load_review(shell, workdir)
+    line(shell, "run")
+    run_id = first.run.run_id
+    del shell.user_ns["review"]  # a kernel restart
+    load_review(shell, workdir)
+    out = line(shell, "resume --choice Y").text.splitlines()
+    assert out[0] == f"resumed run {run_id}" and out[1].startswith("step: approve -> success")
+    assert out[-1] == "run: 2 step(s); completed"
+
+
 def test_a_run_that_failed_at_a_node_is_offered_after_a_restart_and_retried(
     shell: InteractiveShell, workdir: Path
 ):

@@ -62,6 +62,14 @@ def execute(client: BlockingKernelClient, code: str) -> str:
     return "".join(texts)
 
 
+def refusal(client: BlockingKernelClient, code: str) -> str:
+    """Run ``code`` in the kernel, which must refuse it with a UsageError: its message."""
+    reply = client.execute_interactive(code, output_hook=lambda message: None, timeout=120)
+    content = reply["content"]
+    assert (content["status"], content.get("ename")) == ("error", "UsageError"), content
+    return str(content["evalue"])
+
+
 def test_a_kernel_idle_at_a_gate_is_named_with_where_to_act_until_it_lets_go(
     tmp_path: Path, kernel: BlockingKernelClient
 ) -> None:
@@ -98,6 +106,19 @@ def test_a_kernel_idle_at_a_gate_is_named_with_where_to_act_until_it_lets_go(
         "), idle and waiting at gate 'review': answer it there (%pipeline resume review "
         "--choice KEY), or leave the run there (%pipeline reset) to resume it here"
     ), refused.stderr
+
+    other_manager, other = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
+    try:  # a second kernel (a terminal trial): "wait for it to finish" would wait for ever
+        execute(other, "%load_ext freshness_magic")
+        said = refusal(other, GATED.replace("%%pipeline g", "%%pipeline g --resume"))
+        assert said.startswith(f"run directory {run_dir} is held open by an IPython kernel (pid ")
+        assert said.endswith(
+            "idle and waiting at gate 'review': answer it there (%pipeline resume review "
+            "--choice KEY), or leave the run there (%pipeline reset) to resume it here"
+        ), said
+    finally:
+        other.stop_channels()
+        other_manager.shutdown_kernel(now=True)
 
     execute(kernel, "%pipeline reset")  # the kernel lives on; its lock is let go of
     released = json.loads((run_dir / "driver.lock").read_text())

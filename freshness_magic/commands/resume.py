@@ -24,7 +24,7 @@ from freshness_magic.errors import (
 )
 
 if TYPE_CHECKING:
-    from freshness_magic.engine.runlock import RunBusyError
+    pass
 
 
 def register(subparsers: Any) -> None:
@@ -107,34 +107,9 @@ def say_pipeline_changed(run: Any, out: TextIO) -> None:
         )
 
 
-def busy_in_a_notebook(exc: RunBusyError) -> RunError | None:
-    """The refusal when the run is held open by an idle notebook (a Jupyter kernel, IPython):
-    the engine's "wait for it to finish" would wait for ever, so say where to act instead
-    (answer the gate there, or leave the run there to resume it here). None otherwise."""
-    import socket
-
-    from freshness_magic.commands.status import held_open, status_dict
-    from freshness_magic.engine.activity import activity
-    from freshness_magic.engine.checkpoint import load_checkpoint
-    from freshness_magic.errors import FreshnessMagicError
-
-    if exc.holder.get("host") != socket.gethostname():
-        return None
-    try:
-        data, _ = load_checkpoint(exc.run_dir)
-        gate = status_dict(exc.run_dir, data)["pending_gate"]
-    except FreshnessMagicError:
-        gate = None
-    gate_node = gate.get("node") if isinstance(gate, dict) else None
-    held = held_open(exc.holder, activity(exc.run_dir), gate_node, "resume it here")
-    if held is None:
-        return None
-    who, doing, advice = held
-    return RunError(f"run directory {exc.run_dir} is {who}, {doing}: {advice}")
-
-
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.engine.runlock import RunBusyError
+    from freshness_magic.holders import busy_refusal
     from freshness_magic.rundirs import checked_run_dir
     from freshness_magic.session import resume_run
 
@@ -153,7 +128,7 @@ def main(args: argparse.Namespace) -> int:
             workdir=existing_dir(Path(args.workdir), "--workdir") if args.workdir else None,
         )
     except RunBusyError as exc:
-        raise busy_in_a_notebook(exc) or exc from None
+        raise busy_refusal(exc) or exc from None
     except StoredPipelineError as exc:
         raise CheckpointError(
             f"{exc.problem}; give the pipeline file the run was started with: {invoked_as()} "

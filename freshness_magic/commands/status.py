@@ -5,12 +5,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freshness_magic.commands import path_arg
 from freshness_magic.commands.run import EXIT_CODES
+from freshness_magic.holders import clock, held_open
 
 if TYPE_CHECKING:
     from freshness_magic.engine.activity import Activity
@@ -141,50 +141,18 @@ def main(args: argparse.Namespace) -> int:
     return EXIT_CODES[info["status"]]
 
 
-def _clock(since: object) -> str:
-    try:
-        return time.strftime("%H:%M:%S", time.localtime(float(since or 0)))  # type: ignore[arg-type]
-    except (TypeError, ValueError, OverflowError):
-        return "?"
-
-
 def driven_now(driver: dict[str, Any], now: Activity) -> str:
     """``driven now by pid N (freshness-magic, since 16:28:30, running lint)``: a live driver,
     its program when its lock says, and what it runs (or the gate it waits at for an answer)."""
     from freshness_magic.engine.runlock import program_name
 
     said = [name] if (name := program_name(driver)) else []
-    said.append(f"since {_clock(driver.get('since'))}")
+    said.append(f"since {clock(driver.get('since'))}")
     if now.running:
         said.append(f"running {', '.join(now.running)}")
     elif now.waiting_gate is not None:
         said.append(f"waiting at gate '{now.waiting_gate}'")
     return f"driven now by pid {driver.get('pid', '?')} ({', '.join(said)})"
-
-
-def held_open(
-    driver: dict[str, Any], now: Activity, gate_node: str | None, then: str
-) -> tuple[str, str, str] | None:
-    """When a notebook (a Jupyter kernel, IPython) holds the run open with no node running, what
-    to say instead of "driven now": who (``held open by an IPython kernel (pid N, since T)``),
-    what it does (``idle and waiting at gate 'review'``) and where to act (answer there, or
-    ``%pipeline reset`` there to ``then``). None for any other holder, or while a node runs.
-
-    A kernel keeps its run (and the lock) between cells: "wait for it to finish" would wait
-    for ever. ``gate_node`` is the checkpoint's waiting gate; the events must agree (the gate's
-    ``gate_waiting`` is the driver's last word) to call the kernel idle there.
-    """
-    from freshness_magic.engine.runlock import NOTEBOOK_PROGRAMS, program_name
-
-    if driver.get("program") not in NOTEBOOK_PROGRAMS or now.running:
-        return None
-    who = f"held open by {program_name(driver)} (pid {driver.get('pid', '?')}, since "
-    who += f"{_clock(driver.get('since'))})"
-    leave = f"or leave the run there (%pipeline reset) to {then}"
-    if gate_node is not None and now.waiting_gate == gate_node:
-        answer = f"answer it there (%pipeline resume {gate_node} --choice KEY), {leave}"
-        return who, f"idle and waiting at gate '{gate_node}'", answer
-    return who, "no node running now", f"go on there (%pipeline resume), {leave}"
 
 
 def stored_graph(

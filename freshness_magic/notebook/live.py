@@ -62,10 +62,15 @@ class LivePipeline(PipelineReadout):
         spec = options.pop("executor", None) or remembered or self.graph.attrs.get("executor", "")
         executor = self.clusters.get(spec) or "local"
         if resume is not None:
+            from freshness_magic.engine.runlock import RunBusyError
             from freshness_magic.freshness.extension import resume_drift
+            from freshness_magic.holders import busy_refusal
 
             options = self._resume_options(resume)
-            run = session.resume_run(resume, executor=executor, workdir=self.workdir, **options)
+            try:
+                run = session.resume_run(resume, executor=executor, workdir=self.workdir, **options)
+            except RunBusyError as exc:  # another kernel, idle: say where to act
+                raise busy_refusal(exc) or exc from None
             self.resume_notes = [f"  {node}: {words}" for node, words in resume_drift(run)]
         else:
             run = session.open_run(

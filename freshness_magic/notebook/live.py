@@ -18,7 +18,7 @@ from IPython.core.error import UsageError
 
 from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.persistence import same_pipeline
+from freshness_magic.engine.persistence import EVENTS_FILE, same_pipeline
 from freshness_magic.errors import FreshnessMagicError, NotAFolderError, RunError
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler, cell_runs_in
 from freshness_magic.notebook.readout import PipelineReadout
@@ -78,7 +78,7 @@ class LivePipeline(PipelineReadout):
             )
         self.resume_offer = None
         self.reopened = resume is not None
-        self._attach(run)
+        self._attach(run, reopened=self.reopened)
         return run
 
     @property
@@ -122,10 +122,14 @@ class LivePipeline(PipelineReadout):
             options["graph"] = self.graph
         return options
 
-    def _attach(self, run: Run) -> None:
+    def _attach(self, run: Run, *, reopened: bool) -> None:
+        """Follow ``run``; one ``reopened`` from disk brings its outputs and routes so far into
+        the view model, as ``freshness-magic why`` reads them from its event log."""
         self._detach()
         self._run = run
         self._model = ViewModel(self.graph)
+        if reopened:
+            self._model.replay(run.events.kinds.read(Path(run.run_dir) / EVENTS_FILE), at_rest=True)
         self._model.load_stopped(stopped_spans(Path(run.run_dir)))
         if self.cells:
             self._register_cells(run)
@@ -275,7 +279,7 @@ class LivePipeline(PipelineReadout):
         old = self.run
         old.events.unsubscribe(self._on_event)
         run = session.resume_run(old.run_dir, **self._resume_options(old.run_dir))
-        self._attach(run)
+        self._attach(run, reopened=True)
         run.events.emit(EventType.STAGE_INTERRUPTED, node_id, {"reason": reason})
         self.model.mark_interrupted(node_id, reason)
         self.model.load_stopped(stopped_spans(Path(run.run_dir)))  # with the attempt just cut

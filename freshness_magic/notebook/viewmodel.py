@@ -259,12 +259,16 @@ class ViewModel:
             self._publish_locked(self.snapshot)
         return True
 
-    def replay(self, events: Iterable[Event]) -> None:
+    def replay(self, events: Iterable[Event], *, at_rest: bool = False) -> None:
         """Fold in many past events (a run read from disk), then publish the views once: a
-        publish per event would cost a pass over every node per event."""
+        publish per event would cost a pass over every node per event. ``at_rest``: the run
+        was just reopened, so nothing runs now whatever the log's last words."""
         with self._lock:
             for event in events:
                 self._fold_locked(event)
+            if at_rest:
+                self.running = None
+                self.branches_running.clear()
             self._publish_locked(self.snapshot)
 
     def _fold_locked(self, event: Event) -> bool:

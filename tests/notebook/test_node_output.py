@@ -63,3 +63,26 @@ def test_a_retried_attempt_shows_only_its_own_output(shell: InteractiveShell, wo
     assert shell.run_line_magic("pipeline", "run").text.splitlines()[-1].endswith("completed")
     assert shell.user_ns["tries"] == [1, 1]
     assert node_details(pipeline, "work").output.strip() == "attempt 2"
+
+
+def test_outputs_and_routes_so_far_come_back_with_a_run_reopened_after_a_restart(
+    shell: InteractiveShell, workdir: Path
+):
+    """A terminal trial: after a restart `%pipeline why NODE` had lost its `output:` line, which
+    `freshness-magic why RUN NODE` still printed."""
+    gated = (FLAKY % "echo auc 0.81").replace(
+        'evaluate -> done [condition="outcome=success"]',
+        'gate [shape=hexagon, label="Ship?"]\n  evaluate -> gate [condition="outcome=success"]\n'
+        '  gate -> done [label="[Y] Yes"]',
+    )
+    first = load(shell, workdir, gated)
+    shell.run_line_magic("pipeline", "run")
+    run_id = first.run.run_id
+    before = shell.run_line_magic("pipeline", "why evaluate").text.splitlines()
+    assert "  output: auc 0.81" in before
+    del shell.user_ns["flaky"]  # a kernel restart
+    again = load(shell, workdir, gated)
+    shell.run_line_magic("pipeline", "resume")
+    assert again.run.run_id == run_id
+    assert shell.run_line_magic("pipeline", "why evaluate").text.splitlines() == before
+    assert again.model.running is None and again.views()["gate"].state.value == "waiting"

@@ -234,7 +234,7 @@ def _refuse_ignored_interviewer(kwargs: dict[str, Any]) -> None:
         )
 
 
-def _warn(graph: Graph, workdir: str | Path, registry: HandlerRegistry | None) -> None:
+def _check_and_warn(graph: Graph, workdir: str | Path, registry: HandlerRegistry | None) -> None:
     """Refuse a pipeline with errors (ValidationError, the warnings with them) and issue each
     warning as a :class:`PipelineWarning` from the caller's line."""
     from freshness_magic.engine.handlers.builtin import default_registry
@@ -310,9 +310,9 @@ def open_run(
 ) -> Run:
     """A new run of ``pipeline`` in ``workdir`` with the default extensions (unless given).
 
-    A pipeline with validation errors is refused (ValidationError, with its warnings); with
-    ``warn`` each warning is issued as a :class:`PipelineWarning` (the CLI and the notebook,
-    which print their own, pass False).
+    Unless ``warn`` is False (the CLI and the notebook validate and print on their own), the
+    pipeline is checked with every rule :func:`validate` has: errors refuse it (ValidationError,
+    with its warnings), and each warning is issued as a :class:`PipelineWarning`.
 
     ``pipeline`` is a Graph, a path, DOT text, a ``pydot.Dot`` or a ``graphviz.Digraph``/``Source``.
 
@@ -329,7 +329,7 @@ def open_run(
     _refuse_ignored_interviewer(kwargs)
     graph = _load(pipeline)
     if warn:
-        _warn(graph, workdir, kwargs.get("registry"))
+        _check_and_warn(graph, workdir, kwargs.get("registry"))
     spec = _resolved_backend(kwargs)
     _check_models(graph, kwargs.get("backend"))
     kwargs = _with_registry(kwargs)

@@ -86,11 +86,12 @@ STDERR_SECTION = "\nstderr (last "
 
 
 def reason_ends(reason: str) -> tuple[str, str]:
-    """A failure reason's first line and, when it has more, its last ('' if not): after a
-    tool's stderr section that is usually the error itself (``AssertionError: 2 != 3``), the
-    pair a one-line summary shows."""
-    lines = [line for line in reason.splitlines() if line.strip()] or [""]
-    return lines[0], lines[-1] if len(lines) > 1 else ""
+    """A failure reason as a one-line summary shows it: the text before a tool's stderr section,
+    on one line, and that section's last line ('' when there is none), which is usually the
+    error itself (``AssertionError: 2 != 3``)."""
+    head, section, stderr = reason.partition(STDERR_SECTION)
+    lines = [line for line in stderr.splitlines()[1:] if line.strip()] if section else []
+    return " ".join(head.split()), lines[-1].strip() if lines else ""
 
 
 def _tail_lines(text: str, lines: int) -> str:

@@ -275,9 +275,9 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
     node_id, view, gate = facts.node.id, facts.view, facts.gate
     if gate is not None and gate.node_id == node_id:
         return _gate_steps(facts, gate, commands)
-    upstream = view.details.get("upstream") if view.state is NodeState.OUTDATED else None
-    if upstream is not None:
-        accept = commands.accept(upstream)
+    made_by = view.details.get("upstream") if view.state is NodeState.OUTDATED else None
+    if made_by is not None:
+        accept = commands.accept(made_by)
         return [NextStep("next: clear this mark without running anything again", accept)]
     if view.state is NodeState.OUTDATED and "reran" in view.details:
         return _rerun_steps(facts, commands)
@@ -319,11 +319,13 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
         )
     elif mode == "warn":
         line += "; if the run reaches it again, it runs anyway with a warning (freshness=warn)"
+    steps = [NextStep(line, accept)]
     again = "or: run it again on the current files, and go on from it"
-    if gate is not None:
+    if gate is not None:  # a retry there runs a node before the gate, never one past it
+        if node_id not in upstream(facts.graph, gate.node_id):
+            return steps
         again += f" (gate '{gate.node_id}' is asked again when the run gets back to it)"
-    retry = commands.retry(node_id, accept=mode == "block")
-    return [NextStep(line, accept), NextStep(again, retry)]
+    return [*steps, NextStep(again, commands.retry(node_id, accept=mode == "block"))]
 
 
 def _gate_steps(facts: NodeFacts, gate: Question, commands: Commands) -> list[NextStep]:

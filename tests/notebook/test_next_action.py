@@ -199,3 +199,39 @@ def test_the_gate_panel_says_which_time_the_gate_asks(
     assert gate_value(pipeline)["visit"] == 1
     line(shell, "resume approve --choice N")  # draft again, then the gate asks again
     assert gate_value(pipeline)["visit"] == 2
+
+
+PAST_THE_GATE = """digraph past {
+  start [shape=Mdiamond]
+  prep  [shape=parallelogram, tool_command="true"]
+  gate  [shape=hexagon, label="Go?"]
+  build [shape=parallelogram, tool_command="true", source_files="b.txt", freshness="warn"]
+  check [shape=parallelogram, tool_command="test -f ok.flag"]
+  done  [shape=Msquare]
+  start -> prep -> gate
+  gate -> build [label="[Y] Yes"]
+  build -> check -> done
+}
+"""
+
+
+def test_why_offers_no_retry_for_a_stale_node_past_the_waiting_gate(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """A retry at a waiting gate runs only a node before it: `why` must not offer one the
+    engine refuses (build ran, the run failed after it, and a retry of prep came back to the
+    gate)."""
+    (workdir / "b.txt").write_text("one\n")
+    shell.run_cell_magic("pipeline", f"past --workdir {workdir}", PAST_THE_GATE)
+    line(shell, "run")
+    assert (
+        line(shell, "resume gate --choice Y")
+        .text.splitlines()[-1]
+        .startswith("run: 3 step(s); failed")
+    )
+    line(shell, "retry prep")  # back at the gate, build's result still on record
+    (workdir / "b.txt").write_text("two\n")
+    said = line(shell, "why build").text.splitlines()
+    assert said[0] == "build: stale(run)"
+    assert said[-1] == "      %pipeline accept build"
+    assert not any("retry" in row for row in said)

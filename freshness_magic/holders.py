@@ -1,4 +1,5 @@
-"""Who holds a run directory, in words, when the holder is a notebook kernel left idle.
+"""Who holds a run directory, in words: a live driver and what it runs, or a notebook kernel
+left idle.
 
 A kernel keeps its run (and the driver lock) between cells, so the engine's "wait for it to
 finish" would wait for ever: ``status``, ``why``, a refused ``resume`` (CLI) and a refused load
@@ -23,6 +24,20 @@ def clock(since: object) -> str:
         return time.strftime("%H:%M:%S", time.localtime(float(since or 0)))  # type: ignore[arg-type]
     except (TypeError, ValueError, OverflowError):
         return "?"
+
+
+def driven_now(driver: dict[str, Any], now: Activity) -> str:
+    """``driven now by pid N (freshness-magic, since 16:28:30, running lint)``: a live driver,
+    its program when its lock says, and what it runs (or the gate it waits at for an answer)."""
+    from freshness_magic.engine.runlock import program_name
+
+    said = [name] if (name := program_name(driver)) else []
+    said.append(f"since {clock(driver.get('since'))}")
+    if now.running:
+        said.append(f"running {', '.join(now.running)}")
+    elif now.waiting_gate is not None:
+        said.append(f"waiting at gate '{now.waiting_gate}'")
+    return f"driven now by pid {driver.get('pid', '?')} ({', '.join(said)})"
 
 
 def held_open(

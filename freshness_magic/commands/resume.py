@@ -12,7 +12,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TextIO
+from typing import Any, TextIO
 
 from freshness_magic.commands import invoked_as, path_arg
 from freshness_magic.commands.run import add_drive_options, checked_answers, drive, existing_dir
@@ -22,9 +22,6 @@ from freshness_magic.errors import (
     RunError,
     StoredPipelineError,
 )
-
-if TYPE_CHECKING:
-    pass
 
 
 def register(subparsers: Any) -> None:

@@ -10,10 +10,9 @@ from typing import TYPE_CHECKING, Any
 
 from freshness_magic.commands import path_arg
 from freshness_magic.commands.run import EXIT_CODES
-from freshness_magic.holders import clock, held_open
+from freshness_magic.holders import driven_now, held_open
 
 if TYPE_CHECKING:
-    from freshness_magic.engine.activity import Activity
     from freshness_magic.engine.model import Graph
 
 
@@ -139,20 +138,6 @@ def main(args: argparse.Namespace) -> int:
     if advice is not None:
         print(f"note: {advice}", file=out)
     return EXIT_CODES[info["status"]]
-
-
-def driven_now(driver: dict[str, Any], now: Activity) -> str:
-    """``driven now by pid N (freshness-magic, since 16:28:30, running lint)``: a live driver,
-    its program when its lock says, and what it runs (or the gate it waits at for an answer)."""
-    from freshness_magic.engine.runlock import program_name
-
-    said = [name] if (name := program_name(driver)) else []
-    said.append(f"since {clock(driver.get('since'))}")
-    if now.running:
-        said.append(f"running {', '.join(now.running)}")
-    elif now.waiting_gate is not None:
-        said.append(f"waiting at gate '{now.waiting_gate}'")
-    return f"driven now by pid {driver.get('pid', '?')} ({', '.join(said)})"
 
 
 def stored_graph(

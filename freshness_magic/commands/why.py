@@ -85,9 +85,8 @@ def main(args: argparse.Namespace) -> int:
 def driver_note(view: RunView, offers: bool) -> str:
     """Who holds the run now and where to act ("" when nobody does): the commands ``why``
     offers (``offers``) need the run's lock, which a notebook keeps between cells."""
-    from freshness_magic.commands.status import driven_now
     from freshness_magic.engine.activity import activity
-    from freshness_magic.holders import held_open
+    from freshness_magic.holders import driven_now, held_open
 
     driver = view.driver
     if driver is None:

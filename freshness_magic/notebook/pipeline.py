@@ -142,8 +142,12 @@ class NotebookPipeline(LivePipeline):
         if gate is not None:
             return gate.node_id
         offer = self.resume_offer
-        waits = offer is not None and offer.state is RunState.WAITING
-        if self._run is None and waits and offer is not None and offer.where is not None:
+        if (
+            self._run is None
+            and offer is not None
+            and offer.state is RunState.WAITING
+            and offer.where is not None
+        ):
             return offer.where
         raise RunError(
             f"--choice {choice or ''} answers a waiting gate, and no gate of {self.name} waits; "

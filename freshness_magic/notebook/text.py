@@ -45,9 +45,9 @@ def one_line(text: str, limit: int) -> str:
 
 
 def failure_line(reason: str, limit: int) -> str:
-    """A failure reason in ``limit`` characters: its first line and, after `` · ``, its last
-    (a tool's error under its stderr section), each cut to fit; folding the whole reason ran the
-    stderr heading into the sentence and cut the error off."""
+    """A failure reason in ``limit`` characters: the text before a tool's stderr section and,
+    after `` · ``, that section's last line (the error itself), each cut to fit; folding the
+    whole reason ran the stderr heading into the sentence and cut the error off."""
     first, last = reason_ends(reason)
     if not last:
         return one_line(first, limit)

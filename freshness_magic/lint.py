@@ -20,7 +20,6 @@ with ``commit=true`` works in a git work tree (``commit_repo``); without one the
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
 from freshness_magic.backends.lint import backend_rules
 from freshness_magic.cluster.lint import executor_rules
@@ -28,6 +27,10 @@ from freshness_magic.engine.validation import LintRule, Validator
 from freshness_magic.evidence.lint import evidence_rules
 from freshness_magic.freshness.lint import freshness_rules
 from freshness_magic.hub.lint import hub_rules
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 __all__ = ["attribute_rules", "session_validator"]
 

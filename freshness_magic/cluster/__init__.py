@@ -8,13 +8,13 @@ here, and only when a spec asks for it (the ``distributed`` extra).
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import TYPE_CHECKING, NamedTuple, Protocol
-
 from freshness_magic.errors import ClusterError
+from freshness_magic.typing_lite import NamedTuple, Protocol
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
     import concurrent.futures
+    from pathlib import Path
 
     from freshness_magic.engine.dispatch import Dispatch
 

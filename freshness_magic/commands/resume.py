@@ -12,7 +12,6 @@ import argparse
 import os
 import sys
 from pathlib import Path
-from typing import Any, TextIO
 
 from freshness_magic.commands import invoked_as, path_arg
 from freshness_magic.commands.run import add_drive_options, checked_answers, drive, existing_dir
@@ -22,6 +21,10 @@ from freshness_magic.errors import (
     RunError,
     StoredPipelineError,
 )
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any, TextIO
 
 
 def register(subparsers: Any) -> None:

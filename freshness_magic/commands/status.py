@@ -6,13 +6,15 @@ import argparse
 import json
 import sys
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
 
 from freshness_magic.commands import path_arg
 from freshness_magic.commands.run import EXIT_CODES
 from freshness_magic.holders import driven_now, held_open
 
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    from typing import Any
+
     from freshness_magic.engine.model import Graph
 
 

@@ -34,7 +34,10 @@ Names (loaded on first use, so ``import freshness_magic.engine`` stays cheap):
 from __future__ import annotations
 
 import importlib
-from typing import TYPE_CHECKING, Any
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 _WHERE = {
     "load_pipeline": "pipeline",

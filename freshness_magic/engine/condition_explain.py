@@ -3,7 +3,7 @@
 :func:`explain_condition` evaluates every clause (no short-circuit) and returns a syntax error
 instead of raising, for the condition playground, ``%pipeline cond`` and the dead-end report. A
 bare key that meets ``"false"`` or ``"0"`` holds (§10.5) but rarely means it: such clauses get a
-warning saying to write ``key=true`` (:func:`bare_key_warning`, also used by validation).
+warning saying to write ``key=true`` (``conditions.bare_key_warning``, also used by validation).
 """
 
 from __future__ import annotations
@@ -16,12 +16,12 @@ from freshness_magic.engine.condition_syntax import Operator
 from freshness_magic.engine.conditions import (
     Condition,
     as_condition,
+    bare_key_warning,
     clause_holds,
+    falsy_looking,
     resolve_key,
 )
 from freshness_magic.errors import ConditionError
-
-_FALSY = ("false", "0")
 
 
 @dataclass(frozen=True, slots=True)
@@ -100,19 +100,6 @@ class ConditionExplanation:
         lines.append(f"result: {self.result}")
         lines.extend(f"warning: {w}" for w in self.warnings)
         return "\n".join(lines)
-
-
-def falsy_looking(value: str) -> bool:
-    """A value a reader takes for false (``false``, ``0``) that a bare key treats as true."""
-    return value.strip().lower() in _FALSY
-
-
-def bare_key_warning(key: str, value: str) -> str:
-    """The warning for a bare clause ``key`` that meets ``value`` ``false``/``0`` (§10.5)."""
-    return (
-        f"bare key `{key}` is true for any non-empty value, so {value!r} counts as true "
-        f"(spec §10.5); write `{key}=true` (or `{key}!={value}`) to test the value"
-    )
 
 
 def explain_condition(

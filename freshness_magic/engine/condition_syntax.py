@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
 
 from freshness_magic.errors import ConditionError
+from freshness_magic.typing_lite import NamedTuple
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -31,8 +31,7 @@ class Operator(enum.Enum):
     TRUTHY = ""
 
 
-@dataclass(frozen=True, slots=True)
-class Clause:
+class Clause(NamedTuple):
     """One clause: ``key``, operator, expected ``value`` ('' for truthy), source text, column."""
 
     key: str
@@ -42,13 +41,15 @@ class Clause:
     column: int
 
 
-@dataclass
 class _Scanner:
     """The place in a condition's text while its clauses are read."""
 
-    text: str
-    pos: int = 0
-    clauses: list[Clause] = field(default_factory=list)
+    __slots__ = ("clauses", "pos", "text")
+
+    def __init__(self, text: str) -> None:
+        self.text = text
+        self.pos = 0
+        self.clauses: list[Clause] = []
 
     def fail(self, message: str, pos: int, token: str) -> ConditionError:
         return ConditionError(message, column=pos + 1, token=token, text=self.text)

@@ -15,16 +15,18 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Any
 
 from freshness_magic.engine.condition_syntax import Clause, Operator, parse_clauses
 from freshness_magic.errors import ConditionError
+from freshness_magic.typing_lite import NamedTuple
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
 
 
-@dataclass(frozen=True, slots=True)
-class Condition:
+class Condition(NamedTuple):
     """A parsed condition; no clauses means the edge is unconditional (always true)."""
 
     text: str
@@ -104,6 +106,22 @@ def clause_holds(clause: Clause, actual: str) -> bool:
     if clause.operator is Operator.NE:
         return actual != clause.value
     return is_truthy(actual)
+
+
+_FALSY = ("false", "0")
+
+
+def falsy_looking(value: str) -> bool:
+    """A value a reader takes for false (``false``, ``0``) that a bare key treats as true."""
+    return value.strip().lower() in _FALSY
+
+
+def bare_key_warning(key: str, value: str) -> str:
+    """The warning for a bare clause ``key`` that meets ``value`` ``false``/``0`` (§10.5)."""
+    return (
+        f"bare key `{key}` is true for any non-empty value, so {value!r} counts as true "
+        f"(spec §10.5); write `{key}=true` (or `{key}!={value}`) to test the value"
+    )
 
 
 def as_condition(condition: str | Condition) -> Condition:

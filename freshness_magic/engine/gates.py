@@ -10,7 +10,10 @@ from __future__ import annotations
 import re
 
 from freshness_magic.engine.model import Graph, Node, parse_duration
-from freshness_magic.engine.outcome import Choice, Outcome, Question, StageStatus
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from freshness_magic.engine.outcome import Choice, Outcome, Question
 
 _ACCELERATOR_PATTERNS = (
     re.compile(r"^\s*\[\s*(\w)\s*\]\s*(.*)$", re.DOTALL),  # [K] Label, [ K ] Label
@@ -53,6 +56,10 @@ def _gate_timeout(node: Node) -> float | None:
 
 def gate_question(graph: Graph, node: Node) -> Question:
     """The question a gate asks: label as text, one choice per outgoing edge, the default."""
+    # The records load here, not at import: validation reads labels with this module at every
+    # CLI start, and asks for a question only of a gate with a default choice.
+    from freshness_magic.engine.outcome import Choice, Question
+
     choices = tuple(
         Choice(key=parse_accelerator(label)[0], label=label, target=edge.target)
         for edge in graph.outgoing(node.id)
@@ -124,6 +131,8 @@ def answer_outcome(question: Question, choice: Choice, *, timed_out: bool = Fals
     ``timed_out``: no one answered in time and the gate took its default, which the notes say
     (a log must not read as if a person chose it).
     """
+    from freshness_magic.engine.outcome import Outcome, StageStatus
+
     how = "Human selected"
     if timed_out:
         wait = question.timeout_seconds

@@ -3,42 +3,11 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from enum import StrEnum
 from typing import Any
 
+from freshness_magic.engine.status import OUTCOME_VALUES as OUTCOME_VALUES
+from freshness_magic.engine.status import StageStatus as StageStatus
 from freshness_magic.schemas import describe
-
-
-class StageStatus(StrEnum):
-    """Outcome statuses; values are the lowercase strings conditions compare against."""
-
-    SUCCESS = "success"
-    PARTIAL_SUCCESS = "partial_success"
-    RETRY = "retry"
-    FAIL = "fail"
-    SKIPPED = "skipped"
-    WAITING = "waiting"
-    """Engine-internal: the handler needs a human answer, so the run pauses at this node."""
-
-    @property
-    def is_success(self) -> bool:
-        return self in (StageStatus.SUCCESS, StageStatus.PARTIAL_SUCCESS)
-
-    @classmethod
-    def parse(cls, text: str) -> StageStatus:
-        """Accept a status by value or name in any case (``success``, ``PARTIAL_SUCCESS``)."""
-        lowered = text.strip().lower()
-        for status in cls:
-            if lowered == status.value:
-                return status
-        raise ValueError(
-            f"unknown outcome status {text!r}; use one of "
-            + ", ".join(s.value for s in cls if s is not cls.WAITING)
-        )
-
-
-OUTCOME_VALUES = tuple(s.value for s in StageStatus if s is not StageStatus.WAITING)
-"""The statuses a condition's ``outcome=`` can name."""
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,6 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from itertools import islice
-from pathlib import Path
 
 from freshness_magic.engine.dot_parser import parse_dot
 from freshness_magic.engine.model import Graph
@@ -19,6 +18,10 @@ from freshness_magic.engine.utf8 import not_utf8, where_not_utf8
 from freshness_magic.engine.validation import Diagnostic, LintRule, validate
 from freshness_magic.errors import PipelineFileError, PipelineSourceError
 from freshness_magic.gcpause import cyclic_gc_paused
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    pass
 
 ACCEPTED_SOURCES = "DOT text, a pydot.Dot, or a graphviz.Digraph / graphviz.Source"
 
@@ -72,9 +75,9 @@ def read_pipeline_text(path: str | os.PathLike[str], limit: int = MAX_PIPELINE_B
     At most ``limit`` bytes are read, so a huge file or an endless device ends with an error
     instead of exhausting memory.
     """
-    file = Path(path)
+    file = os.fspath(path)
     try:
-        with file.open("rb") as handle:
+        with open(file, "rb") as handle:
             data = handle.read(limit + 1)
         if len(data) > limit:
             raise PipelineFileError(
@@ -99,12 +102,15 @@ def read_pipeline_text(path: str | os.PathLike[str], limit: int = MAX_PIPELINE_B
         raise PipelineFileError(f"{file}: cannot read the file: {exc.strerror or exc}") from None
 
 
-def _near_file(file: Path) -> str | None:
-    """A file next to the missing ``file`` that was likely meant, as ``file`` would be written
-    with its name: the same name with another extension (``review.dt`` -> ``review.dot``), else
-    a near miss of the name with the same extension (``reveiw.dot``); None when there is none."""
+def _near_file(name: str) -> str | None:
+    """A file next to the missing file ``name`` that was likely meant, written as ``name`` is:
+    the same name with another extension (``review.dt`` -> ``review.dot``), else a near miss of
+    the name with the same extension (``reveiw.dot``); None when there is none."""
+    from pathlib import Path  # on a mistake only: validate starts quickly
+
     from freshness_magic.engine.validation.attrs import closest
 
+    file = Path(name)
     try:
         names = [entry.name for entry in islice(os.scandir(file.parent), 1000) if entry.is_file()]
     except OSError:

@@ -4,10 +4,13 @@ and run extensions use it without importing the codergen handler)."""
 from __future__ import annotations
 
 import re
-from pathlib import Path
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.utf8 import decode
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _PROMPT_FILE = re.compile(r"@(\S+)\Z")
 
@@ -24,6 +27,8 @@ def prompt_file_path(node: Node, graph: Graph, workdir: Path | None = None) -> P
     name = prompt_file_name(node)
     if name is None:
         return None
+    from pathlib import Path  # for prompt files only: validate starts quickly
+
     given = Path(name).expanduser()
     if given.is_absolute():
         return given

@@ -25,7 +25,7 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from functools import lru_cache
 
 from freshness_magic.engine.model import Graph, Node
@@ -301,7 +301,7 @@ def apply_stylesheet(graph: Graph, stylesheet: Stylesheet) -> Graph:
     nodes: dict[str, Node] = {}
     for node_id, node in graph.nodes.items():
         nodes[node_id] = _styled(node, stylesheet.properties_for(node))
-    return replace(graph, nodes=nodes, edges=list(graph.edges))
+    return graph.replace(nodes=nodes, edges=list(graph.edges))
 
 
 def _styled(node: Node, props: Mapping[str, str]) -> Node:
@@ -315,4 +315,4 @@ def _styled(node: Node, props: Mapping[str, str]) -> Node:
     if not updates:
         return node
     positions = {k: v for k, v in node.attr_positions.items() if k not in updates}
-    return replace(node, attrs={**node.attrs, **updates}, attr_positions=positions)
+    return node.replace(attrs={**node.attrs, **updates}, attr_positions=positions)

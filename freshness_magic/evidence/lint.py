@@ -8,7 +8,7 @@ the engine knows nothing of them.
 
 from __future__ import annotations
 
-from pathlib import Path
+import os
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.validation import (
@@ -24,6 +24,10 @@ from freshness_magic.engine.validation import (
     node_diag,
 )
 from freshness_magic.evidence.attrs import EVIDENCE_MODES, commit_enabled, is_work_type
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 _EVIDENCE_FIX = 'write evidence="record" or evidence="require"'
 
@@ -58,7 +62,7 @@ def _evidence_node(graph: Graph, node: Node, out: Out) -> None:
         )
 
 
-def _commit_repo(workdir: Path) -> FunctionRule:
+def _commit_repo(workdir: str) -> FunctionRule:
     """``commit_repo``: ``commit=true`` needs the working directory inside a git work tree (else
     the commit fails after the node has changed files)."""
 
@@ -76,7 +80,7 @@ def _commit_repo(workdir: Path) -> FunctionRule:
             return []
         node = committing[0]
         others = f" (and {len(committing) - 1} more)" if len(committing) > 1 else ""
-        where = workdir.resolve()
+        where = os.path.realpath(workdir)
         message = (
             f"node `{node.id}`{others} commits its changes (commit=true), but the working "
             f"directory {where} is not in a git work tree, so the commit would fail after the "
@@ -107,5 +111,5 @@ def evidence_rules(workdir: str | Path | None = None) -> list[LintRule]:
         ),
     ]
     if workdir is not None:
-        rules.append(_commit_repo(Path(workdir)))
+        rules.append(_commit_repo(os.fspath(workdir)))
     return rules

@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import re
-from pathlib import Path
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.validation import (
@@ -25,6 +24,11 @@ from freshness_magic.engine.validation import (
 )
 from freshness_magic.engine.validation.core import node_at, position_in_value
 from freshness_magic.freshness.attrs import FRESHNESS_MODES, source_files
+from freshness_magic.pathsafety import is_glob
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from pathlib import Path
 
 
 def _freshness_valid(graph: Graph, node: Node, out: Out) -> None:
@@ -120,7 +124,7 @@ def _source_files_path(graph: Graph, node: Node, out: Out) -> None:
         )
 
 
-def _source_files_exist(workdir: Path) -> ScanRule:
+def _source_files_exist(workdir: str) -> ScanRule:
     """A literal ``source_files`` path (no ``*``, ``?`` or ``[``) that does not exist under
     ``workdir`` is a WARNING: freshness tracks nothing for it, so a typo there silently turns the
     check off. A glob that matches nothing is not reported (the files may come later), nor an
@@ -130,8 +134,6 @@ def _source_files_exist(workdir: Path) -> ScanRule:
         raw = node.attrs.get("source_files")
         if not raw:
             return
-        from freshness_magic.pathsafety import is_glob  # not at import: validate starts quickly
-
         offset = 0
         for piece in raw.split(","):
             entry = piece.strip()
@@ -139,14 +141,14 @@ def _source_files_exist(workdir: Path) -> ScanRule:
             offset += len(piece) + 1
             if not entry or is_glob(entry) or _outside(entry) is not None:
                 continue
-            if os.path.lexists(workdir / entry):
+            if os.path.lexists(os.path.join(workdir, entry)):
                 continue
             out.append(_missing(graph, node, entry, index, workdir))
 
     return ScanRule("source_files_exist", node_check=check)
 
 
-def _missing(graph: Graph, node: Node, entry: str, index: int, workdir: Path) -> Diagnostic:
+def _missing(graph: Graph, node: Node, entry: str, index: int, workdir: str) -> Diagnostic:
     key = "source_files"
     where = position_in_value(graph, node.attr_positions.get(key), key, index)
     line, column = where if where is not None else node_at(node, key)
@@ -178,5 +180,5 @@ def freshness_rules(workdir: str | Path | None = None) -> list[LintRule]:
         ScanRule("source_files_path", node_check=_source_files_path),
     ]
     if workdir is not None:
-        rules.append(_source_files_exist(Path(workdir).resolve()))
+        rules.append(_source_files_exist(os.path.realpath(workdir)))
     return rules

@@ -14,42 +14,105 @@ Two halves, one rule: nothing is reached through a symbolic link that leads wher
   ``unknown``; a glob never follows a symlinked folder out of the tree nor around a loop, a run
   of ``**`` counts once, and a folder it cannot list is reported ``unknown`` with the error.
   Freshness resolves ``source_files`` with these, and the hub indexes no link leading outside.
+
+:func:`is_glob` lives here and the rest loads on first use: the ``source_files`` lint rule asks
+only whether an entry is a glob, and every CLI command's start-up pays for what it imports.
 """
 
-from freshness_magic.pathsafety.globs import (
-    DirKey,
-    FolderMemo,
-    Listing,
-    Walker,
-    collapse,
-    is_glob,
-)
-from freshness_magic.pathsafety.state import (
-    SAFE_COMPONENT_RE,
-    STATE_DIR_NAMES,
-    StateDirs,
-    check_component,
-    check_state_path,
-    make_state_dir,
-    open_for_read,
-    open_for_write,
-    open_state,
-    read_state,
-    refuse_link,
-    remembering,
-    state_file,
-    workdir_problem,
-)
-from freshness_magic.pathsafety.tree import (
-    OUTSIDE_ENTRY,
-    OUTSIDE_LINK,
-    TILDE,
-    UNREADABLE,
-    WHOLE_TREE,
-    Located,
-    Refused,
-    WorkTree,
-)
+from __future__ import annotations
+
+import importlib
+import re
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from typing import Any
+
+    from freshness_magic.pathsafety.globs import (
+        DirKey,
+        FolderMemo,
+        Listing,
+        Walker,
+        collapse,
+    )
+    from freshness_magic.pathsafety.state import (
+        SAFE_COMPONENT_RE,
+        STATE_DIR_NAMES,
+        StateDirs,
+        check_component,
+        check_state_path,
+        make_state_dir,
+        open_for_read,
+        open_for_write,
+        open_state,
+        read_state,
+        refuse_link,
+        remembering,
+        state_file,
+        workdir_problem,
+    )
+    from freshness_magic.pathsafety.tree import (
+        OUTSIDE_ENTRY,
+        OUTSIDE_LINK,
+        TILDE,
+        UNREADABLE,
+        WHOLE_TREE,
+        Located,
+        Refused,
+        WorkTree,
+    )
+
+_MAGIC = re.compile(r"[*?[]")
+
+
+def is_glob(entry: str) -> bool:
+    """Whether ``entry`` contains glob syntax (``*``, ``?``, ``[``)."""
+    return _MAGIC.search(entry) is not None
+
+
+_WHERE = {
+    "DirKey": "globs",
+    "FolderMemo": "globs",
+    "Listing": "globs",
+    "Walker": "globs",
+    "collapse": "globs",
+    "SAFE_COMPONENT_RE": "state",
+    "STATE_DIR_NAMES": "state",
+    "StateDirs": "state",
+    "check_component": "state",
+    "check_state_path": "state",
+    "make_state_dir": "state",
+    "open_for_read": "state",
+    "open_for_write": "state",
+    "open_state": "state",
+    "read_state": "state",
+    "refuse_link": "state",
+    "remembering": "state",
+    "state_file": "state",
+    "workdir_problem": "state",
+    "OUTSIDE_ENTRY": "tree",
+    "OUTSIDE_LINK": "tree",
+    "TILDE": "tree",
+    "UNREADABLE": "tree",
+    "WHOLE_TREE": "tree",
+    "Located": "tree",
+    "Refused": "tree",
+    "WorkTree": "tree",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _WHERE.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return __all__
+
 
 __all__ = [
     "OUTSIDE_ENTRY",

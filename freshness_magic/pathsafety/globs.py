@@ -21,16 +21,11 @@ import re
 from collections.abc import Iterable, Iterator
 from typing import NamedTuple
 
+from freshness_magic.pathsafety import is_glob
 from freshness_magic.pathsafety.tree import OUTSIDE_LINK, UNREADABLE, WorkTree
 
-_MAGIC = re.compile(r"[*?[]")
 _MAX_DEPTH = 64
 """Backstop against pathological symlink structures the ancestor check cannot see."""
-
-
-def is_glob(entry: str) -> bool:
-    """Whether ``entry`` contains glob syntax (``*``, ``?``, ``[``)."""
-    return _MAGIC.search(entry) is not None
 
 
 DirKey = tuple[int, int, int, int, int]

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -49,10 +48,10 @@ class Tag:
     def apply(self, graph: Graph) -> Graph:
         self.seen.append(f"{self.tag}:{graph.nodes['a'].prompt}:{graph.nodes['a'].llm_model}")
         nodes = {
-            k: replace(n, attrs={**n.attrs, "tags": n.attrs.get("tags", "") + self.tag})
+            k: n.replace(attrs={**n.attrs, "tags": n.attrs.get("tags", "") + self.tag})
             for k, n in graph.nodes.items()
         }
-        return replace(graph, nodes=nodes)
+        return graph.replace(nodes=nodes)
 
 
 def test_load_applies_stylesheet_and_goal_expansion() -> None:

@@ -3,8 +3,6 @@ node's edges that test ``outcome`` (§3.2, §3.3, §10)."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass
-
 from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, Edge, Graph, Node
 from freshness_magic.engine.validation.attrs import closest
 from freshness_magic.engine.validation.core import (
@@ -17,6 +15,7 @@ from freshness_magic.engine.validation.core import (
     position_in_value,
 )
 from freshness_magic.errors import ConditionError
+from freshness_magic.typing_lite import NamedTuple
 
 _SUCCESS_ROUTES = frozenset({"outcome=success", "outcome!=fail"})
 """Conditions after which a plain success always has somewhere to go."""
@@ -134,14 +133,20 @@ def _meant_key(key: str) -> str | None:
     return closest(key, _OWN_KEYS, cutoff=0.8)
 
 
-@dataclass(frozen=True, slots=True)
-class ConditionFinding:
+class ConditionFinding(NamedTuple):
     """One thing ``condition_values`` warns about a condition text, wherever it is written."""
 
     message: str
     fix: str
-    index: int | None = None
+    offset: int | None = None
     """Where in the text the finding points (0-based), None for the whole condition."""
+
+
+def _tool_keys() -> tuple[str, ...]:
+    """The context keys a tool node sets (the context module loads only for a ``tool.`` key)."""
+    from freshness_magic.engine.context import TOOL_KEYS
+
+    return TOOL_KEYS
 
 
 def condition_findings(graph: Graph, raw: str) -> list[ConditionFinding]:
@@ -150,13 +155,11 @@ def condition_findings(graph: Graph, raw: str) -> list[ConditionFinding]:
     status, a bare ``graph.`` key that meets ``"false"``/``"0"``. Nothing for a condition that
     does not parse (``condition_syntax`` reports that). The notebook's playground asks the same.
     """
-    # Imported here, not at the top: validation runs at every CLI start, many pipelines have no
-    # condition, and these modules define classes that take time to build.
-    from freshness_magic.engine.condition_explain import bare_key_warning, falsy_looking
+    # Imported here, not at the top: validation runs at every CLI start and many pipelines have
+    # no condition.
     from freshness_magic.engine.condition_syntax import Operator
-    from freshness_magic.engine.conditions import parse_condition
-    from freshness_magic.engine.context import TOOL_KEYS
-    from freshness_magic.engine.outcome import OUTCOME_VALUES
+    from freshness_magic.engine.conditions import bare_key_warning, falsy_looking, parse_condition
+    from freshness_magic.engine.status import OUTCOME_VALUES
 
     try:
         condition = parse_condition(raw)
@@ -177,13 +180,13 @@ def condition_findings(graph: Graph, raw: str) -> list[ConditionFinding]:
                 )
             )
         elif (key := clause.key.removeprefix("context.")).startswith("tool.") and (
-            key not in TOOL_KEYS
+            key not in (tool_keys := _tool_keys())
         ):
-            near = closest(key, TOOL_KEYS, cutoff=0.75)
+            near = closest(key, tool_keys, cutoff=0.75)
             found.append(
                 ConditionFinding(
                     f"`{clause.key}` is never set: a tool node sets "
-                    f"{', '.join(TOOL_KEYS)} (tool.output: its stdout without the trailing "
+                    f"{', '.join(tool_keys)} (tool.output: its stdout without the trailing "
                     "line breaks)",
                     f"write `context.{near}`" if near else "test `context.tool.output`",
                     raw.find(clause.key, clause.column - 1),
@@ -220,9 +223,9 @@ def condition_values(graph: Graph, edge: Edge, out: Out) -> None:
         return
     for finding in condition_findings(graph, raw):
         line, column = edge_at(edge, "condition")
-        if finding.index is not None:
+        if finding.offset is not None:
             where = position_in_value(
-                graph, edge.attr_positions.get("condition"), "condition", finding.index
+                graph, edge.attr_positions.get("condition"), "condition", finding.offset
             )
             line, column = where if where is not None else (line, column)
         message = f"edge {edge.source} -> {edge.target}: {finding.message}"

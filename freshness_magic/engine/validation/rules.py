@@ -10,7 +10,6 @@ before every node is connected. ``--strict`` turns it into a failure for CI.
 from __future__ import annotations
 
 from collections.abc import Iterable
-from pathlib import Path
 
 from freshness_magic.engine.model import (
     BUILTIN_HANDLER_TYPES,
@@ -429,6 +428,8 @@ def _child_pipeline(graph: Graph, node: Node, out: Out) -> None:
         out.append(node_diag("child_pipeline", ERROR, node, message, fix, "shape"))
         return
     if graph.path:
+        from pathlib import Path  # for manager nodes only: validate starts quickly
+
         own = Path(graph.path).resolve()
         if (own.parent / Path(name).expanduser()).resolve() == own:
             message = (

@@ -45,8 +45,8 @@ class Commands(Protocol):
         """Explain ``node_id``."""
         ...
 
-    def accept(self, node_id: str) -> str:
-        """Take ``node_id``'s current inputs as its new baseline, running nothing."""
+    def accept(self, *node_ids: str) -> str:
+        """Take the current inputs of ``node_ids`` as their new baselines, running nothing."""
         ...
 
     def retry(self, node_id: str, *, accept: bool = False) -> str:
@@ -71,8 +71,8 @@ class NotebookCommands:
     def why(self, node_id: str) -> str:
         return f"%pipeline why {node_id}"
 
-    def accept(self, node_id: str) -> str:
-        return f"%pipeline accept {node_id}"
+    def accept(self, *node_ids: str) -> str:
+        return " ".join(["%pipeline accept", *node_ids])
 
     def retry(self, node_id: str, *, accept: bool = False) -> str:
         first = f"{self.accept(node_id)}, then " if accept else ""
@@ -110,9 +110,9 @@ class CliCommands:
     def why(self, node_id: str) -> str:
         return f"{self.program} why {shlex.quote(self.run_dir)} {node_id}"
 
-    def accept(self, node_id: str) -> str:
+    def accept(self, *node_ids: str) -> str:
         stop = ("--to", self.stop_at) if self.stop_at is not None else ()
-        return self._resume("--accept", node_id, *stop)
+        return self._resume(*(word for n in node_ids for word in ("--accept", n)), *stop)
 
     def retry(self, node_id: str, *, accept: bool = False) -> str:
         first = ("--accept", node_id) if accept else ()
@@ -277,8 +277,10 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
         return _gate_steps(facts, gate, commands)
     made_by = view.details.get("upstream") if view.state is NodeState.OUTDATED else None
     if made_by is not None:
-        accept = commands.accept(made_by)
-        return [NextStep("next: clear this mark without running anything again", accept)]
+        line = "next: clear this mark without running anything again"
+        if len(made_by) > 1:
+            line += f" (accept all {len(made_by)}: each of them keeps it outdated)"
+        return [NextStep(line, commands.accept(*made_by))]
     if view.state is NodeState.OUTDATED and "reran" in view.details:
         return _rerun_steps(facts, commands)
     stale = facts.stale
@@ -307,7 +309,7 @@ def next_steps(facts: NodeFacts, commands: Commands) -> list[NextStep]:
             "warn": "without that, it runs anyway with a warning (freshness=warn)",
         }.get(mode, "it runs on the current files either way (freshness=ignore)")
         return [NextStep(f"{said}, so it is no longer stale; {effect}", accept)]
-    after = sum(1 for v in facts.views.values() if v.details.get("upstream") == node_id)
+    after = sum(1 for v in facts.views.values() if v.details.get("upstream") == [node_id])
     cleared = "it is no longer stale"
     if after:
         cleared += f", nor the {after} node{'s' if after > 1 else ''} after it shown outdated"

@@ -193,6 +193,41 @@ def test_a_node_stale_after_its_input_changed_names_the_file_and_offers_accept_a
     assert why(run_dir, "lint", workdir)[0] == "lint: succeeded"
 
 
+def test_an_outdated_node_after_two_changed_nodes_gets_one_line_that_accepts_both(
+    workdir: Path,
+) -> None:
+    """``why`` offered ``--accept`` of the first changed node only: pasted, it left the node
+    outdated by the second."""
+    (workdir / "two.dot").write_text(
+        """digraph two {
+  start  [shape=Mdiamond]
+  prep   [shape=parallelogram, tool_command="true", source_files="src/*.py", freshness="warn"]
+  spec   [shape=parallelogram, tool_command="true", source_files="docs/spec.md", freshness="warn"]
+  report [shape=parallelogram, tool_command="true"]
+  done   [shape=Msquare]
+  start -> prep -> spec -> report -> done
+}
+"""
+    )
+    run_dir = start(workdir, "--to", "done", dot="two.dot")
+    (workdir / "src" / "login.py").write_text("changed\n")
+    (workdir / "docs" / "spec.md").write_text("changed\n")
+    said = why(run_dir, "report", workdir)
+    assert said[:2] == [
+        "report: outdated",
+        "  may be outdated: the inputs of upstream prep and spec changed",
+    ]
+    accept = f"{PROGRAM} resume {run_dir} --accept prep --accept spec --to done"
+    assert next_steps(said) == {
+        "next: clear this mark without running anything again (accept all 2: each of them keeps "
+        "it outdated)": accept
+    }
+    accepted = paste(accept, workdir)
+    assert accepted.returncode == 3, accepted.stdout + accepted.stderr  # paused before done
+    assert why(run_dir, "report", workdir)[0] == "report: succeeded"
+    assert why(run_dir, "spec", workdir)[0] == "spec: succeeded"
+
+
 def test_a_node_whose_freshness_is_ignored_is_not_stale_and_says_its_inputs_are_not_checked(
     workdir: Path,
 ) -> None:

@@ -96,18 +96,18 @@ def inside_branches(graph: Graph, node_id: str) -> tuple[str, str] | None:
 
 def ran_after(
     succ: Mapping[str, set[str]], completed: Sequence[str], roots: Iterable[str]
-) -> dict[str, str]:
-    """The nodes downstream of a root that last ran after the root's last run, each with the
-    first such root: their results may rest on the root's (the nodes a root whose inputs
-    changed since it ran makes outdated)."""
+) -> dict[str, list[str]]:
+    """The nodes downstream of a root that last ran after the root's last run, each with every
+    such root in the order given: their results may rest on those roots' (the nodes roots whose
+    inputs changed since they ran make outdated, until each of those roots is dealt with)."""
     last = {node_id: i for i, node_id in enumerate(completed)}
-    found: dict[str, str] = {}
+    found: dict[str, list[str]] = {}
     for root in roots:
         if root not in last:
             continue
         for down in sorted(reachable(succ, [root])):
-            if down != root and last.get(down, -1) > last[root] and down not in found:
-                found[down] = root
+            if down != root and last.get(down, -1) > last[root]:
+                found.setdefault(down, []).append(root)
     return found
 
 

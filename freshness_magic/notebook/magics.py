@@ -49,7 +49,7 @@ from freshness_magic.pathsafety import workdir_problem
 
 HubHandler = Callable[["PipelineMagics", Sequence[str]], Any]
 _NEEDS_NODE = ("why",)
-_MAY_NAME_NODE = ("accept", "evidence", "resume", "retry")
+_MAY_NAME_NODE = ("evidence", "resume", "retry")
 
 
 _REPLACED = {
@@ -393,6 +393,8 @@ class PipelineMagics(Magics):
         node = getattr(args, "node", None)
         if command in _NEEDS_NODE or command in _MAY_NAME_NODE:
             _require_node(pipeline, node, f"%pipeline {command}")
+        for node_id in getattr(args, "nodes", ()):  # accept's
+            _require_node(pipeline, node_id, f"%pipeline {command}")
         if command == "run":
             _require_node(pipeline, args.to, "%pipeline run --to")
         if command == "run" and args.max_steps is not None and args.max_steps < 1:
@@ -410,7 +412,7 @@ class PipelineMagics(Magics):
             "resume": lambda: pipeline.resume(node, args.choice, args.comment, to=args.to),
             "retry": lambda: pipeline.retry(node),
             "stop": pipeline.stop,
-            "accept": lambda: pipeline.accept(node),
+            "accept": lambda: pipeline.accept(*args.nodes),
             "why": lambda: pipeline.why(str(node)),
             "cond": lambda: TextResult(*pipeline.explain(args.expr, args.from_node)),
             "status": pipeline.status,

@@ -349,24 +349,31 @@ class NotebookPipeline(LivePipeline):
             lines.append(f"run failed: {text.failure_line(self.failure_text(), 300)}")
         if self.model.dead_end is not None and run.state.finished:
             lines.append(text.dead_end_text(self.model.dead_end))
+        if to is not None and run.state.finished:
+            lines.append(text.missed_stop_note(run.state.value, to))
         return TextResult("\n".join(lines), run.result())
 
-    def accept(self, node_id: str | None = None) -> TextResult:
-        """Accept the current inputs as the new baseline: of one node, or of every node that is
-        not run yet or is shown stale now (also nodes whose inputs changed after they ran)."""
-        if node_id is not None:
+    def accept(self, *node_ids: str) -> TextResult:
+        """Accept the current inputs as the new baseline: of the nodes named, or of every node
+        that is not run yet or is shown stale now (also nodes whose inputs changed after they
+        ran)."""
+        for node_id in node_ids:
             self.require_node(node_id)
         from freshness_magic.freshness.events import some_files
         from freshness_magic.freshness.extension import accept_changes
 
         with self.exclusive():
             self.refresh_freshness()
-            accepted = accept_changes(self.run, node_id=node_id)
-            if node_id is None:
+            if node_ids:
+                accepted = {}
+                for node_id in dict.fromkeys(node_ids):
+                    accepted.update(accept_changes(self.run, node_id=node_id))
+            else:
+                accepted = accept_changes(self.run)
                 for stale_id in sorted(set(self.stale) - set(accepted)):
                     accepted.update(accept_changes(self.run, node_id=stale_id))
             self.publish()
-        target = node_id or "all stale nodes and nodes not run yet"
+        target = ", ".join(dict.fromkeys(node_ids)) or "all stale nodes and nodes not run yet"
         files = sorted({f for changed in accepted.values() for f in changed})
         what = f": {some_files(files, ACCEPTED_SHOWN)}" if files else ": no changed files"
         return TextResult(f"accepted current inputs of {target}{what}")

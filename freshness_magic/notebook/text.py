@@ -228,6 +228,12 @@ def summary_line(steps: int, state: str, reason: str = "") -> str:
     return line
 
 
+def missed_stop_note(state: str, to: str) -> str:
+    """Said when a run asked to stop before ``to`` ended without reaching it (the node was
+    behind the run, or on a route it did not take): the stop did nothing."""
+    return f"note: the run {state} without reaching '{to}' (--to)"
+
+
 def evidence_row(record: Mapping[str, Any]) -> dict[str, str]:
     """The columns of one evidence record: time, node, status, method, stale, summary, duration.
 

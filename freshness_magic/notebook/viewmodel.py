@@ -423,19 +423,20 @@ class ViewModel:
 
     def _outdated(self) -> dict[str, NodeView]:
         """The views of nodes whose results may be outdated, by the upstream node that made them
-        so: one whose inputs changed since it ran (``details["upstream"]``: accepting its inputs
-        clears the mark), else one that ran again after them (``details["reran"]``: e.g. after a
-        ``retry`` of an earlier node, until the run reaches them again)."""
+        so: those whose inputs changed since it ran (``details["upstream"]``, a list: accepting
+        the inputs of all of them clears the mark), else one that ran again after them
+        (``details["reran"]``: e.g. after a ``retry`` of an earlier node, until the run reaches
+        them again)."""
         completed = self.snapshot.completed
         last = {node_id: i for i, node_id in enumerate(completed)}
         changed = [n for n, stale in self.stale.items() if stale.kind is StaleKind.RUN]
         found = {
             down: NodeView(
                 NodeState.OUTDATED,
-                why=f"may be outdated: upstream {node_id}'s inputs changed",
-                details={"upstream": node_id},
+                why=f"may be outdated: {_inputs_of(roots)} changed",
+                details={"upstream": roots},
             )
-            for down, node_id in ran_after(self._succ, completed, changed).items()
+            for down, roots in ran_after(self._succ, completed, changed).items()
         }
         for down, upstream in self._reran_upstream(last).items():
             if down not in found:
@@ -496,3 +497,10 @@ class ViewModel:
         if status is StageStatus.RETRY:
             return NodeView(NodeState.RETRYING, why=outcome.failure_reason or "retry requested")
         return NodeView(NodeState.WAITING, why=outcome.notes)
+
+
+def _inputs_of(roots: list[str]) -> str:
+    """``upstream lint's inputs``, or ``the inputs of upstream lint and draft``."""
+    if len(roots) == 1:
+        return f"upstream {roots[0]}'s inputs"
+    return f"the inputs of upstream {', '.join(roots[:-1])} and {roots[-1]}"

@@ -176,6 +176,22 @@ def test_step_run_resume_status_flow(shell: InteractiveShell, workdir: Path):
     assert again.startswith("run completed; nothing to do")
 
 
+def test_run_to_a_node_behind_the_run_says_the_stop_was_not_reached(
+    shell: InteractiveShell, workdir: Path
+):
+    """A trial: ``run --to lint`` after the run had passed lint ran on to the end and said only
+    ``completed``, as if it had stopped where asked (the command line said so already)."""
+    load_review(shell, workdir)
+    line(shell, "run")
+    line(shell, "resume approve --choice Y --to done")
+    out = line(shell, "run --to lint").text
+    assert out.splitlines() == [
+        "step: done -> success",
+        "run: 1 step(s); completed",
+        "note: the run completed without reaching 'lint' (--to)",
+    ]
+
+
 def test_run_max_steps_and_reset(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     out = line(shell, "run --max-steps 2").text

@@ -7,6 +7,8 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
+from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
 from tests.notebook.conftest import REVIEW_DOT, load_review
@@ -79,6 +81,46 @@ def test_why_a_node_stale_since_it_ran_says_what_accept_does(
         "  next: clear this mark without running anything again:",
         "      %pipeline accept lint",
     ]
+
+
+TWO_INPUTS_DOT = """digraph two {
+  start  [shape=Mdiamond]
+  prep   [shape=parallelogram, tool_command="true", source_files="src/**/*.py", freshness="warn"]
+  spec   [shape=parallelogram, tool_command="true", source_files="docs/spec.md", freshness="warn"]
+  report [shape=parallelogram, tool_command="true"]
+  done   [shape=Msquare]
+  start -> prep -> spec -> report -> done
+}
+"""
+
+
+def test_why_an_outdated_node_with_two_changed_upstream_nodes_accepts_both(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """A trial: ``why`` offered ``%pipeline accept prep`` alone; after it the node was still
+    outdated, because spec's inputs had changed too."""
+    shell.run_cell_magic("pipeline", f"two --workdir {workdir}", TWO_INPUTS_DOT)
+    line(shell, "run")
+    (workdir / "src" / "login.py").write_text("changed\n")
+    (workdir / "docs" / "spec.md").write_text("changed\n")
+    said = line(shell, "why report").text.splitlines()
+    assert said[:2] == [
+        "report: outdated",
+        "  may be outdated: the inputs of upstream prep and spec changed",
+    ]
+    assert said[-2:] == [
+        "  next: clear this mark without running anything again (accept all 2: each of them "
+        "keeps it outdated):",
+        "      %pipeline accept prep spec",
+    ]
+    accept_prep = line(shell, "why prep").text.splitlines()[-4]  # clears report's mark alone
+    assert "again (it is no longer stale); if the run" in accept_prep
+    shell.run_line_magic("pipeline", said[-1].strip().removeprefix("%pipeline "))
+    status = line(shell, "status").text.splitlines()
+    assert status[0] == "pipeline two: completed · 5/5 nodes run"
+    assert line(shell, "why report").text.splitlines()[0] == "report: succeeded"
+    with pytest.raises(UsageError, match="%pipeline accept: no node 'nope'"):
+        line(shell, "accept prep nope")
 
 
 def test_why_a_node_stale_since_its_baseline_says_what_accept_does(

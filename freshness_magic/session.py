@@ -328,6 +328,7 @@ def open_run(
     """
     _refuse_ignored_interviewer(kwargs)
     graph = _load(pipeline)
+    check_state_dirs(workdir, kwargs.get("runs_dir"))  # before warnings about files under it
     if warn:
         _check_and_warn(graph, workdir, kwargs.get("registry"))
     spec = _resolved_backend(kwargs)
@@ -342,7 +343,6 @@ def open_run(
     remember = {option: text for option, text in specs.items() if text is not None}
     if remember:
         extensions = [_RememberSpecs(remember), *extensions]  # first: before a long baseline
-    check_state_dirs(workdir, kwargs.get("runs_dir"))
     cluster, owned = _open_executor(graph, workdir, executor)
     dispatch = cluster.dispatch if cluster is not None else None
     try:

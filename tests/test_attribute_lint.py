@@ -17,7 +17,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic import session
-from freshness_magic.engine.pipeline import load_pipeline
+from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
 from freshness_magic.engine.validation import (
     BOOL,
     DURATION,
@@ -238,3 +238,23 @@ def test_run_and_the_notebook_look_for_source_files_in_the_run_s_working_directo
     finally:
         shell.user_ns.pop("missing", None)
         shell.run_line_magic("unload_ext", "freshness_magic")
+
+
+def test_a_prompt_file_is_what_freshness_checks_so_no_source_files_is_no_warning(
+    tmp_path: Path,
+) -> None:
+    """``prompt="@prompts/plan.md", freshness="warn"`` was told it had nothing to check, though
+    its prompt file is an input a change to which shows it stale."""
+    (tmp_path / "prompts").mkdir()
+    (tmp_path / "prompts" / "plan.md").write_text("Plan it.\n")
+    dot = tmp_path / "p.dot"
+    dot.write_text(
+        "digraph p {\n  start [shape=Mdiamond]\n"
+        '  plan [prompt="@prompts/plan.md", freshness="warn"]\n'
+        '  other [prompt="inline", freshness="warn"]\n'
+        "  done [shape=Msquare]\n  start -> plan -> other -> done\n}\n"
+    )
+    found = session_validator().validate(load_pipeline_file(dot))
+    assert [(d.rule, d.node) for d in found if d.rule == "freshness_sources"] == [
+        ("freshness_sources", "other")
+    ]

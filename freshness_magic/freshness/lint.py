@@ -12,6 +12,7 @@ import os
 import re
 
 from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.prompts import prompt_file_name
 from freshness_magic.engine.validation import (
     ERROR,
     INFO,
@@ -51,6 +52,8 @@ def _freshness_sources(graph: Graph, node: Node, out: Out) -> None:
     if mode not in ("warn", "block"):
         return
     if node.attrs.get("source_files", "").replace(",", "").strip():
+        return
+    if prompt_file_name(node) is not None:  # its prompt file is an input: checked, as it runs
         return
     out.append(
         node_diag(

@@ -11,7 +11,7 @@ from freshness_magic.backends import BackendError
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.validation import Severity
 from freshness_magic.lint import session_validator
-from freshness_magic.session import open_run
+from freshness_magic.session import PipelineWarning, open_run
 
 PIPELINE = """digraph p {
   graph [model_stylesheet="* { llm_provider: opnai; }"]
@@ -47,7 +47,10 @@ def test_validate_warns_of_an_unknown_provider_once_per_node_or_stylesheet_value
 
 def test_a_run_with_a_model_backend_is_refused_naming_the_nodes_provider(tmp_path: Path) -> None:
     """Before any node runs (it failed at the node, after the ones before it had run)."""
-    with pytest.raises(BackendError) as refused:
+    with (
+        pytest.raises(BackendError) as refused,
+        pytest.warns(PipelineWarning, match="llm_provider='anthropc' is not a model backend"),
+    ):
         open_run(
             load_pipeline(PIPELINE.replace("opnai", "openai")),
             workdir=tmp_path,

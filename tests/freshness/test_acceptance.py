@@ -6,6 +6,8 @@ import os
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import Event, EventKind, EventType
 from freshness_magic.engine.handlers.base import StepEnv
@@ -17,7 +19,7 @@ from freshness_magic.events import session_event_kinds
 from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.freshness.extension import FreshnessExtension, extension_of
 from freshness_magic.freshness.hashing import hash_file
-from freshness_magic.session import open_run, resume_run
+from freshness_magic.session import PipelineWarning, open_run, resume_run
 
 from .conftest import write
 
@@ -83,10 +85,11 @@ def test_ac_if_001_1_source_files_is_a_comma_separated_list(tmp_path: Path) -> N
 
 def test_ac_if_001_2_no_source_files_means_no_checking(tmp_path: Path) -> None:
     write(tmp_path, "docs/spec.md")
-    run, rec = make_run(
-        tmp_path,
-        'a [freshness="block"]\n b [source_files="docs/spec.md"]\n start -> a -> b -> done',
-    )
+    with pytest.warns(PipelineWarning, match="`a` has freshness='block' but no source_files"):
+        run, rec = make_run(
+            tmp_path,
+            'a [freshness="block"]\n b [source_files="docs/spec.md"]\n start -> a -> b -> done',
+        )
     run.start()
     assert set(tracker_of(run).baselines) == {"b"}
     result = run.run()

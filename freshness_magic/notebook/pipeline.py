@@ -26,6 +26,7 @@ from freshness_magic.notebook.saved import ResumeOffer, find_unfinished
 from freshness_magic.notebook.stepping import step_loop
 from freshness_magic.notebook.text import TextResult
 from freshness_magic.notebook.viewmodel import ViewModel
+from freshness_magic.notebook.viewstate import NodeState
 
 if TYPE_CHECKING:
     from freshness_magic.engine.state import StepResult
@@ -377,6 +378,14 @@ class NotebookPipeline(LivePipeline):
         files = sorted({f for changed in accepted.values() for f in changed})
         what = f": {some_files(files, ACCEPTED_SHOWN)}" if files else ": no changed files"
         return TextResult(f"accepted current inputs of {target}{what}")
+
+    def accept_here(self, node_id: str) -> TextResult:
+        """The view's Accept on one node: its changed inputs; for a node shown outdated by
+        changed inputs upstream, those nodes' (what ``why`` offers, as that clears its mark)."""
+        self.require_node(node_id)
+        view = self.views()[node_id]
+        made_by = view.details.get("upstream") if view.state is NodeState.OUTDATED else None
+        return self.accept(*(made_by or [node_id]))
 
     def reset(self) -> TextResult:
         """Leave the current run; the next action starts a new one.

@@ -435,7 +435,7 @@ _ACTIONS: dict[str, _Factory] = {
     "run": lambda w, _m, _n: w.pipeline.run_to,
     "run_to": lambda w, _m, n: lambda: w.pipeline.run_to(to=n),
     "retry": lambda w, _m, n: lambda: w._call("retry", n),
-    "accept": lambda w, _m, n: lambda: w.pipeline.accept(*([n] if n else [])),
+    "accept": lambda w, _m, n: (lambda: w.pipeline.accept_here(n)) if n else w.pipeline.accept,
     "reset": lambda w, _m, _n: w.pipeline.reset,
     "resume_offered": lambda w, _m, _n: w.pipeline.resume,
     "start_new": lambda w, _m, _n: w.pipeline.start_new,

@@ -271,6 +271,25 @@ def test_accept_and_reset(shell: InteractiveShell, workdir: Path):
     assert widget.errors == []
 
 
+def test_accept_on_an_outdated_node_accepts_the_changed_nodes_upstream_that_make_it_so(
+    shell: InteractiveShell, workdir: Path
+):
+    """The details panel's Accept on an outdated node accepted that node's own inputs, which
+    had not changed: "no changed files", and the mark stayed."""
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    widget.handle({"action": "run_to", "node": "approve"})
+    (workdir / "src" / "login.py").write_text("changed = True\n")
+    shell.run_cell("x = 1")
+    assert states(widget)["draft"] == "outdated"
+    widget.handle({"action": "accept", "node": "draft"})
+    assert states(widget)["lint"] == "succeeded" and states(widget)["draft"] == "succeeded"
+    assert widget.errors == []
+    assert (
+        pipeline.accept_here("draft").text == "accepted current inputs of draft: no changed files"
+    )
+
+
 def test_node_cell_changes_the_layout_once(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     widget = pipeline.widget

@@ -829,6 +829,8 @@ function render({ model, el }) {
     retryB.hidden = !(model.get("run") || {}).can_retry;
     retryB.disabled = !["failed", "interrupted", "succeeded", "partial", "stale", "outdated", "blocked"].includes(state);
     acceptHereB.disabled = !["stale", "blocked"].includes(state) && code !== "o";
+    acceptHereB.title = code === "o" ? "Accept the changed inputs upstream that make it outdated"
+      : "Accept this node's changed inputs";
   }
   function value(v) {
     if (v === null || v === undefined) return h("span", "fm-muted", "—");

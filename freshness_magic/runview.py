@@ -142,7 +142,7 @@ def read_run(run_dir: Path) -> RunView:
     graph = stored_pipeline(folder, data.get("pipeline") or {}, used)
     memory, context = restore_memory(data, folder)
     try:
-        report: FreshnessReport | None = checkpoint_report(data, used)
+        report: FreshnessReport | None = checkpoint_report(data, used, folder)
     except FreshnessError:
         report = None
     freshness = (data.get("extensions") or {}).get("freshness") or {}

@@ -225,3 +225,39 @@ def test_a_run_of_a_moved_project_is_refused_until_told_where_it_is(tmp_path: Pa
     done = cli("resume", str(moved), "--answer", "approve=Y", "--workdir", str(new), cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert not old.exists()
+
+
+def test_reading_a_run_of_a_moved_project_says_so_and_makes_no_folder(tmp_path: Path) -> None:
+    """A trial: ``status`` (also ``why``, ``check``) of a moved project's run made the old folder
+    again, blamed the inputs ("stale: lint"), and so let a resume run the tools in the empty
+    folder."""
+    old, new = tmp_path / "old", tmp_path / "new"
+    (old / "src").mkdir(parents=True)
+    write(old, "src/a.py", "x = 1\n")
+    tracked = GATE.replace(
+        'tool_command="true"', 'tool_command="true", source_files="src/*.py", freshness="warn"'
+    )
+    write(old, "p.dot", tracked)
+    started = cli("run", "p.dot", "--json", cwd=old)
+    assert started.returncode == 3, started.stderr
+    run_dir = Path(json.loads(started.stdout)["run_dir"])
+    old.rename(new)
+    moved = new / run_dir.relative_to(old)
+    gone = f"{moved}: the run's working directory {old} is not there (moved or deleted?); "
+    status = cli("status", str(moved), cwd=tmp_path)
+    assert status.returncode == 3, status.stderr
+    assert "(stale)" not in status.stdout
+    assert status.stdout.splitlines()[-1] == (
+        f"note: {gone}if the project moved to {new}, resume with --workdir {new} (workdir= in "
+        "Python); its inputs were not checked"
+    )
+    assert json.loads(cli("status", str(moved), "--json", cwd=tmp_path).stdout)[
+        "workdir_missing"
+    ].startswith(gone)
+    why = cli("why", str(moved), "lint", cwd=tmp_path)
+    assert why.returncode == 0 and why.stdout.startswith("lint: succeeded"), why.stdout
+    one_line_error(cli("check", str(moved), cwd=tmp_path), gone)
+    assert not old.exists()
+    refused = cli("resume", str(moved), "--answer", "approve=Y", cwd=tmp_path)
+    one_line_error(refused, "is not there (moved or deleted?); nothing was run or written")
+    assert not old.exists()

@@ -49,14 +49,14 @@ def main(args: argparse.Namespace) -> int:
     from freshness_magic.engine.activity import activity
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.gates import parse_accelerator
-    from freshness_magic.engine.persistence import follow_restarts
+    from freshness_magic.engine.persistence import follow_restarts, workdir_gone
     from freshness_magic.engine.runlock import live_driver
 
     run_dir = follow_restarts(run_dir_or_newest(args.run_dir, "status"))
     data, used = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)
     graph, damage = stored_graph(run_dir, data, used)
-    stale, outdated = changed_nodes(data, used, graph)
+    stale, outdated = changed_nodes(data, used, run_dir, graph)
     ran = ("success", "partial_success")  # a failed node is shown failed, not outdated
     outdated = [n for n in outdated if info["node_outcomes"].get(n, {}).get("status") in ran]
     if stale:  # as driver and orphaned_tools: only when there is something to say
@@ -65,6 +65,8 @@ def main(args: argparse.Namespace) -> int:
         info["outdated_nodes"] = outdated
     if damage:
         info["stored_pipeline_problem"] = damage
+    if gone := workdir_gone(run_dir, data.get("workdir")):
+        info["workdir_missing"] = gone
     driver = live_driver(run_dir)
     if driver is not None:
         info["driver"] = driver
@@ -137,6 +139,8 @@ def main(args: argparse.Namespace) -> int:
             f"{run_dir / 'pipeline.dot'})",
             file=out,
         )
+    if gone:
+        print(f"note: {gone}; its inputs were not checked", file=out)
     if advice is not None:
         print(f"note: {advice}", file=out)
     return EXIT_CODES[info["status"]]
@@ -164,7 +168,7 @@ def stored_graph(
 
 
 def changed_nodes(
-    data: dict[str, Any], used: Path, graph: Graph | None
+    data: dict[str, Any], used: Path, run_dir: Path, graph: Graph | None
 ) -> tuple[list[str] | None, list[str]]:
     """From the checkpoint ``status`` read: the nodes whose inputs changed (as ``check`` finds
     them) and are checked (``freshness`` warn or block: the nodes every view shows stale; None
@@ -175,7 +179,7 @@ def changed_nodes(
     from freshness_magic.freshness.runcheck import checkpoint_report
 
     try:
-        report = checkpoint_report(data, used)
+        report = checkpoint_report(data, used, run_dir)
     except FreshnessError:
         return None, []
     if not report.stale_nodes:

@@ -463,3 +463,19 @@ def follow_restarts(run_dir: Path) -> Path:
         except (OSError, ValueError, KeyError, TypeError):
             break
     return current
+
+
+def workdir_gone(run_dir: Path, stored: object) -> str:
+    """What to say when the working directory a run was started in (``stored``) is gone, a
+    project moved or deleted; empty when it is there (or unknown). Nothing that reads or goes
+    on with the run may create it again: its tools would run in an empty folder."""
+    if not isinstance(stored, str) or Path(stored).is_dir():
+        return ""
+    home = run_dir.parent.parent.parent
+    if run_dir.parent.name == "runs" and run_dir.parent.parent.name == ".freshness":
+        hint = f"if the project moved to {home}, resume with --workdir {home} (workdir= in Python)"
+    else:
+        hint = "restore it, or resume with --workdir DIR (workdir= in Python) to work in another"
+    return (
+        f"{run_dir}: the run's working directory {stored} is not there (moved or deleted?); {hint}"
+    )

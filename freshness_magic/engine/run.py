@@ -52,6 +52,7 @@ from freshness_magic.engine.persistence import (
     new_run_id,
     source_hash,
     stored_pipeline_path,
+    workdir_gone,
 )
 from freshness_magic.engine.reach import inside_branches
 from freshness_magic.engine.retry import BackoffConfig
@@ -397,14 +398,5 @@ def stored_workdir(run_dir: Path) -> str:
 def _check_stored_workdir(run_dir: Path, stored: str | None) -> None:
     """A RunError when the working directory the run was started in is gone (a project moved
     or deleted): resuming must not recreate the old folder and run its tools there."""
-    if stored is None or Path(stored).is_dir():
-        return
-    home = run_dir.parent.parent.parent
-    if run_dir.parent.name == "runs" and run_dir.parent.parent.name == ".freshness":
-        hint = f"if the project moved to {home}, resume with --workdir {home} (workdir= in Python)"
-    else:
-        hint = "restore it, or resume with --workdir DIR (workdir= in Python) to work in another"
-    raise RunError(
-        f"{run_dir}: the run's working directory {stored} is not there (moved or deleted?); "
-        f"nothing was run or written; {hint}"
-    )
+    if gone := workdir_gone(run_dir, stored):
+        raise RunError(gone.replace("; ", "; nothing was run or written; ", 1))

@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+from freshness_magic.engine.persistence import workdir_gone
 from freshness_magic.errors import CheckpointError, FreshnessError, FreshnessMagicError
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.report import FreshnessReport
@@ -24,7 +25,7 @@ def check_run_dir(run_dir: Path, *, hash_size_limit: int | None = None) -> Fresh
         data, used = load_checkpoint(folder)
     except CheckpointError as exc:
         raise FreshnessError(f"cannot check {run_dir}: {exc}") from exc
-    report = checkpoint_report(data, used, hash_size_limit=hash_size_limit)
+    report = checkpoint_report(data, used, folder, hash_size_limit=hash_size_limit)
     try:
         graph = stored_pipeline(folder, data.get("pipeline") or {}, used)
     except FreshnessMagicError:
@@ -33,9 +34,11 @@ def check_run_dir(run_dir: Path, *, hash_size_limit: int | None = None) -> Fresh
 
 
 def checkpoint_report(
-    data: dict[str, Any], used: Path, *, hash_size_limit: int | None = None
+    data: dict[str, Any], used: Path, run_dir: Path, *, hash_size_limit: int | None = None
 ) -> FreshnessReport:
-    """The report of a checkpoint already read (``load_checkpoint``'s data and file)."""
+    """The report of a checkpoint already read (``load_checkpoint``'s data and file) of the run
+    in ``run_dir``; a FreshnessError when it keeps no baselines or its working directory is
+    gone."""
     state = (data.get("extensions") or {}).get("freshness") or {}
     tracker_state = state.get("tracker") if isinstance(state, dict) else None
     if not tracker_state:
@@ -46,6 +49,8 @@ def checkpoint_report(
     from freshness_magic.hub.integration import HubHashSource
 
     workdir = str(data.get("workdir") or ".")
+    if gone := workdir_gone(run_dir, workdir):
+        raise FreshnessError(f"{gone}; its inputs were not checked")
     tracker = FreshnessTracker(workdir, hash_size_limit, hash_source=HubHashSource(workdir))
     tracker.load(tracker_state)
     return tracker.report()

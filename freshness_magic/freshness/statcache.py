@@ -65,11 +65,11 @@ def filesystem_now_ns(state_dir: str | os.PathLike[str]) -> int:
 
     Using the filesystem's clock (not the process clock) keeps the racy rule right on network
     mounts and in containers whose clocks differ; falls back to the process clock if the folder
-    cannot be written.
+    is not there or cannot be written. It is never created here: a command that only reads a
+    run (``status``, ``why``, ``check``) must not make a moved project's old folder again.
     """
     folder = os.fspath(state_dir)
     try:
-        os.makedirs(folder, exist_ok=True)
         fd, name = tempfile.mkstemp(prefix=".now.", dir=folder)
         try:
             os.write(fd, b"\0")

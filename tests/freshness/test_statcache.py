@@ -41,6 +41,10 @@ def test_any_field_of_the_key_differing_is_a_miss() -> None:
 def test_filesystem_now_comes_from_a_file_in_the_state_folder(tmp_path: Path) -> None:
     state = tmp_path / ".freshness"
     before = time.time_ns()
+    now = filesystem_now_ns(state)  # not there: the process clock, and no folder made
+    assert not state.exists()
+    assert abs(now - before) < 60 * 1_000_000_000
+    state.mkdir()
     now = filesystem_now_ns(state)
-    assert state.is_dir() and list(state.iterdir()) == []
+    assert list(state.iterdir()) == []  # the probe file is gone
     assert abs(now - before) < 60 * 1_000_000_000

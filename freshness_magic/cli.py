@@ -10,7 +10,8 @@ Manners every command shares (handled here, once):
 - Errors of our own hierarchy and usage errors exit 2 without a traceback: one line on stderr
   (a parse error adds its source line and a caret), or with ``--json`` one JSON object on stdout:
   ``{"error", "kind", "command", "file", "line", "column"}`` (plus ``diagnostics`` for a pipeline
-  that does not validate).
+  that does not validate). A file the operating system refuses (permissions, a full disk, a
+  read-only mount) is such an error too (``FileAccessError``: what, which file, what to do).
 - A closed output pipe (``freshness-magic status RUN --json | head -1``) ends the command quietly
   with exit code 141 (128 + SIGPIPE, what a shell reports for other programs cut off the same
   way): stdout is pointed at ``os.devnull`` so nothing more is written, as the Python docs advise.
@@ -32,7 +33,7 @@ from collections.abc import Sequence
 from freshness_magic import __version__
 from freshness_magic.choices import HintingParser
 from freshness_magic.commands import invoked_as
-from freshness_magic.errors import FreshnessMagicError
+from freshness_magic.errors import FileAccessError, FreshnessMagicError
 
 TYPE_CHECKING = False
 if TYPE_CHECKING:
@@ -186,19 +187,11 @@ def _run(argv: Sequence[str]) -> int:
             return EXIT_USAGE
         return int(handler(args))
     except (UsageProblem, FreshnessMagicError) as exc:
-        command = getattr(args, "command", None) or next(
-            (a for a in argv if a in COMMAND_MODULES), None
-        )
-        if _wants_json(argv, args):
-            print(json.dumps(error_document(exc, command, args), ensure_ascii=False))
-        elif isinstance(exc, UsageProblem):
-            exc.parser.print_usage(sys.stderr)
-            print(f"{exc.parser.prog}: error: {exc}", file=sys.stderr)
-        elif hasattr(exc, "render"):  # a parse error: message, source line, caret
-            print(exc.render(), file=sys.stderr)
-        else:
-            print(f"{_prefix(command)}: {exc}", file=sys.stderr)
-        return EXIT_USAGE
+        return _report(exc, argv, args)
+    except OSError as exc:  # the machine refused: permissions, a full disk, a read-only mount
+        if isinstance(exc, BrokenPipeError):
+            raise
+        return _report(FileAccessError(exc), argv, args)
     except KeyboardInterrupt:
         print(f"{_prefix(getattr(args, 'command', None))}: interrupted", file=sys.stderr)
         return 130
@@ -213,6 +206,24 @@ def _run(argv: Sequence[str]) -> int:
             file=sys.stderr,
         )
         return EXIT_USAGE
+
+
+def _report(exc: Exception, argv: Sequence[str], args: Any) -> int:
+    """An error as one line on stderr (a parse error with its source line and caret), or as one
+    JSON object on stdout with ``--json``; exit code 2."""
+    command = getattr(args, "command", None) or next(
+        (a for a in argv if a in COMMAND_MODULES), None
+    )
+    if _wants_json(argv, args):
+        print(json.dumps(error_document(exc, command, args), ensure_ascii=False))
+    elif isinstance(exc, UsageProblem):
+        exc.parser.print_usage(sys.stderr)
+        print(f"{exc.parser.prog}: error: {exc}", file=sys.stderr)
+    elif hasattr(exc, "render"):  # a parse error: message, source line, caret
+        print(exc.render(), file=sys.stderr)
+    else:
+        print(f"{_prefix(command)}: {exc}", file=sys.stderr)
+    return EXIT_USAGE
 
 
 REQUIRED_MODULES = {

@@ -7,6 +7,7 @@ input; the command line and the magics turn these into one-line messages instead
 
 from __future__ import annotations
 
+import errno
 import os
 
 
@@ -200,3 +201,32 @@ class NotAFolderError(FreshnessMagicError, FileExistsError):
             "directories, evidence, the hub's store) in a folder there; move the file away (it "
             "is left as it is) or use another working directory"
         )
+
+
+_OS_ADVICE: dict[int, str] = {
+    errno.EACCES: "give your user access to it (ls -ld shows its owner and mode), or work "
+    "in a folder you own",
+    errno.EPERM: "give your user access to it (ls -ld shows its owner and mode), or work "
+    "in a folder you own",
+    errno.ENOSPC: "free some space on that disk, then run the command again; what the run "
+    "saved before is kept",
+    errno.EDQUOT: "free some space within your disk quota, then run the command again",
+    errno.EROFS: "it is on a read-only file system: work in a writable folder",
+}
+"""What to do when the operating system refuses a file, by its errno."""
+
+
+class FileAccessError(FreshnessMagicError):
+    """The operating system refused to read or write a file (permissions, a full disk, a
+    read-only mount): what was refused, where (``path``) and what to do, in one line.
+
+    What a run saved before the refusal stays as it was: state files are replaced whole or
+    appended with checksummed lines, so a refused write leaves the last good state to resume.
+    """
+
+    def __init__(self, error: OSError) -> None:
+        self.path = os.fspath(error.filename) if error.filename is not None else None
+        reason = (error.strerror or str(error)).lower()
+        where = f" ({self.path})" if self.path else ""
+        advice = _OS_ADVICE.get(error.errno or 0, "check the path and its folder")
+        super().__init__(f"{reason}{where}: {advice}")

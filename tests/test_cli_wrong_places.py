@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.processes import cli_without_privilege
 from tests.test_cli_run import cli, write
 from tests.test_cli_safety import one_line_error
 
@@ -30,6 +31,9 @@ GATE = """digraph review {
   fix -> approve
 }
 """
+
+
+NOT_STATE = ("driver.lock", "events.jsonl")
 
 
 def waiting_run(work: Path) -> Path:
@@ -261,3 +265,48 @@ def test_reading_a_run_of_a_moved_project_says_so_and_makes_no_folder(tmp_path: 
     refused = cli("resume", str(moved), "--answer", "approve=Y", cwd=tmp_path)
     one_line_error(refused, "is not there (moved or deleted?); nothing was run or written")
     assert not old.exists()
+
+
+def test_a_folder_the_user_may_not_write_is_one_line_that_names_it(tmp_path: Path) -> None:
+    """A trial: a read-only working directory, a run directory made read-only and an unreadable
+    event log each ended in a 30-line PermissionError traceback (with ``--json``: nothing on
+    stdout)."""
+    work = tmp_path / "w"
+    work.mkdir()
+    write(work, "p.dot", GATE)
+    work.chmod(0o555)
+    try:
+        refused = cli_without_privilege("run", "p.dot", cwd=work)
+        one_line_error(refused, f"permission denied ({work / '.freshness'}): give your user access")
+        as_json = json.loads(cli_without_privilege("run", "p.dot", "--json", cwd=work).stdout)
+        assert as_json["kind"] == "FileAccessError" and as_json["file"] == str(work / ".freshness")
+    finally:
+        work.chmod(0o755)
+    run_dir = waiting_run(work)
+    events = run_dir / "events.jsonl"
+    events.chmod(0)
+    try:
+        one_line_error(
+            cli_without_privilege("why", str(run_dir), "approve", cwd=work),
+            f"permission denied ({events})",
+        )
+    finally:
+        events.chmod(0o644)
+
+    def saved() -> dict[Path, bytes]:
+        """The run's state; the lock file says who held it last, the event log what was tried."""
+        kept = (p for p in run_dir.rglob("*") if p.is_file() and p.name not in NOT_STATE)
+        return {p: p.read_bytes() for p in kept}
+
+    before = saved()
+    for folder in (run_dir, *(p for p in run_dir.rglob("*") if p.is_dir())):
+        folder.chmod(0o555)
+    try:
+        refused = cli_without_privilege("resume", str(run_dir), "--answer", "approve=Y", cwd=work)
+        one_line_error(refused, f"permission denied ({run_dir}", "): give your user access")
+    finally:
+        for folder in (run_dir, *(p for p in run_dir.rglob("*") if p.is_dir())):
+            folder.chmod(0o755)
+    assert saved() == before
+    done = cli("resume", str(run_dir), "--answer", "approve=Y", cwd=work)
+    assert done.returncode == 0, done.stderr

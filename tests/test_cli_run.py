@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import shlex
 import subprocess
 import sys
 from pathlib import Path
@@ -1022,3 +1023,29 @@ def test_a_second_run_of_a_pipeline_running_in_the_folder_says_so(tmp_path: Path
         first.wait(timeout=60)
     again = cli("run", "waits.dot", "--to", "w", cwd=tmp_path)
     assert "another run" not in again.stderr
+
+
+def test_the_commands_a_run_suggests_work_pasted_in_a_folder_with_spaces(tmp_path: Path) -> None:
+    """A trial: in ``my proj ünï``, ``answer with: … resume /…/my proj ünï/… --answer …`` split
+    into three words at the spaces when pasted."""
+    work = tmp_path / "my proj ünï"
+    work.mkdir()
+    dot = write(
+        work,
+        "p.dot",
+        """digraph p {
+  start [shape=Mdiamond]
+  approve [shape=hexagon, label="Go?"]
+  done [shape=Msquare]
+  start -> approve
+  approve -> done [label="[Y] Yes"]
+}
+""",
+    )
+    waiting = cli("run", str(dot), "--workdir", str(work), cwd=work)
+    assert waiting.returncode == 3, waiting.stderr
+    said = next(line for line in waiting.stdout.splitlines() if line.startswith("answer with: "))
+    words = shlex.split(said.removeprefix("answer with: "))
+    assert words[:3] == ["python", "-m", "freshness_magic"], said
+    done = cli(*words[3:], cwd=tmp_path)
+    assert done.returncode == 0, done.stdout + done.stderr

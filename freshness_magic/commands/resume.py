@@ -12,6 +12,7 @@ import argparse
 import os
 import sys
 from pathlib import Path
+from shlex import quote
 
 from freshness_magic.commands import invoked_as, path_arg
 from freshness_magic.commands.run import add_drive_options, checked_answers, drive, existing_dir
@@ -132,7 +133,7 @@ def main(args: argparse.Namespace) -> int:
     except StoredPipelineError as exc:
         raise CheckpointError(
             f"{exc.problem}; give the pipeline file the run was started with: {invoked_as()} "
-            f"resume {args.run_dir} --pipeline FILE (or copy that file over "
+            f"resume {quote(str(args.run_dir))} --pipeline FILE (or copy that file over "
             f"{args.run_dir}/pipeline.dot)"
         ) from None
     with run:
@@ -158,6 +159,6 @@ def main(args: argparse.Namespace) -> int:
                     print(f"  {'retry':<7} {note}", file=sys.stderr if args.json else sys.stdout)
             except NothingToRetryError as exc:  # the engine names its Python call
                 raise RunError(
-                    f"{exc.problem} ({invoked_as()} resume {args.run_dir} --retry NODE)"
+                    f"{exc.problem} ({invoked_as()} resume {quote(str(args.run_dir))} --retry NODE)"
                 ) from None
         return drive(run, args, every_answer=True)

@@ -31,6 +31,7 @@ from collections import deque
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from shlex import quote
 
 from freshness_magic.commands import invoked_as, path_arg
 from freshness_magic.errors import RunError
@@ -525,7 +526,7 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
         )
         print(f"run dir {run_dir}", file=out)
         print(
-            f"accept the change and retry with: {again} resume {run_dir} "
+            f"accept the change and retry with: {again} resume {quote(str(run_dir))} "
             f"--accept {node} --retry (or restore the files, then: --retry)",
             file=out,
         )
@@ -533,7 +534,7 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
         print(f"{result.summary()}", file=out)
         print(f"run dir {run_dir}", file=out)
         if result.failed_node:
-            print(f"retry with: {again} resume {run_dir} --retry", file=out)
+            print(f"retry with: {again} resume {quote(str(run_dir))} --retry", file=out)
     elif result.state is RunState.WAITING and result.pending_gate is not None:
         gate = result.pending_gate
         print(f"waiting at gate '{gate.node_id}': {gate.text}", file=out)
@@ -542,12 +543,12 @@ def print_summary(result: RunResult, out: IO[str], *, blocked: list[str] | None 
             print(f"  [{choice.key}] {text} -> {choice.target}", file=out)
         first = gate.choices[0].key if gate.choices else "CHOICE"
         print(
-            f"answer with: {again} resume {run_dir} --answer {gate.node_id}={first}",
+            f"answer with: {again} resume {quote(str(run_dir))} --answer {gate.node_id}={first}",
             file=out,
         )
     else:
         print(f"{result.summary()}; run dir {run_dir}", file=out)
-        print(f"continue with: {again} resume {run_dir}", file=out)
+        print(f"continue with: {again} resume {quote(str(run_dir))}", file=out)
 
 
 def existing_dir(path: Path, option: str) -> Path:

@@ -6,6 +6,7 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from shlex import quote
 
 from freshness_magic.commands import path_arg
 from freshness_magic.commands.run import EXIT_CODES
@@ -88,7 +89,9 @@ def main(args: argparse.Namespace) -> int:
     if driver is not None:
         now = activity(run_dir)
         gate_node = gate.get("node") if isinstance(gate, dict) else None
-        held = held_open(driver, now, gate_node, f"resume it: {invoked_as()} resume {run_dir}")
+        held = held_open(
+            driver, now, gate_node, f"resume it: {invoked_as()} resume {quote(str(run_dir))}"
+        )
         if held is not None:
             who, doing, advice = held
             state = f"{state}; {who}, {doing}"
@@ -135,7 +138,7 @@ def main(args: argparse.Namespace) -> int:
     if damage:
         print(
             f"note: {damage}; resume and why need the file the run was started with: "
-            f"{invoked_as()} resume {run_dir} --pipeline FILE (or copy it over "
+            f"{invoked_as()} resume {quote(str(run_dir))} --pipeline FILE (or copy it over "
             f"{run_dir / 'pipeline.dot'})",
             file=out,
         )
@@ -203,7 +206,7 @@ def _stale_lines(run_dir: Path, graph: Graph | None, stale: list[str], gate: obj
 
     if not stale:
         return []
-    check = f"{invoked_as()} check {run_dir}"
+    check = f"{invoked_as()} check {quote(str(run_dir))}"
     before: list[str] = []
     if isinstance(gate, dict) and graph is not None and gate.get("node") in graph.nodes:
         ahead = set(upstream(graph, str(gate["node"])))

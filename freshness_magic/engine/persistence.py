@@ -15,6 +15,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
+import shlex
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -473,7 +474,10 @@ def workdir_gone(run_dir: Path, stored: object) -> str:
         return ""
     home = run_dir.parent.parent.parent
     if run_dir.parent.name == "runs" and run_dir.parent.parent.name == ".freshness":
-        hint = f"if the project moved to {home}, resume with --workdir {home} (workdir= in Python)"
+        hint = (
+            f"if the project moved to {home}, resume with --workdir {shlex.quote(str(home))} "
+            "(workdir= in Python)"
+        )
     else:
         hint = "restore it, or resume with --workdir DIR (workdir= in Python) to work in another"
     return (

@@ -7,6 +7,7 @@ comes from :mod:`~freshness_magic.notebook.text`, and ``why`` from :mod:`freshne
 
 from __future__ import annotations
 
+import shlex
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -110,7 +111,7 @@ def details_dict(pipeline: PipelineReadout, node_id: str) -> dict[str, Any]:
     if stale is not None:
         listed = [f"{f.path} ({f.label})" for f in stale.files]
         run_dir = run.run_dir if run is not None else "RUN_DIR"
-        where = f"all of them: freshness-magic check {run_dir}"
+        where = f"all of them: freshness-magic check {shlex.quote(str(run_dir))}"
         data["stale_files"] = text.first_items(listed, where)
     if run is not None:
         folder = Path(run.run_dir) / "nodes" / node_id

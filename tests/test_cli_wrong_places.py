@@ -44,7 +44,7 @@ def waiting_run(work: Path) -> Path:
     return Path(json.loads(started.stdout)["run_dir"])
 
 
-@pytest.mark.parametrize("blocker", [".freshness", ".freshness/runs"])
+@pytest.mark.parametrize("blocker", [".freshness", ".freshness/runs", ".orchestrator"])
 @pytest.mark.parametrize("as_json", [False, True])
 def test_a_file_where_the_state_folder_goes_is_a_one_line_error(
     tmp_path: Path, blocker: str, as_json: bool
@@ -64,6 +64,7 @@ def test_a_file_where_the_state_folder_goes_is_a_one_line_error(
     else:
         one_line_error(proc, said, "move the file away")
     assert (work / blocker).read_text() == "precious\n"
+    assert not (work / ".freshness" / "runs").is_dir()  # refused before the run began
 
 
 def test_a_working_directory_given_as_the_run_dir_lists_its_runs(tmp_path: Path) -> None:

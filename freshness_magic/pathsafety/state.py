@@ -111,9 +111,10 @@ def _verify(path: str, *, create: bool) -> None:
     """Check (with ``create``: make) every component of ``path`` from its state folder down.
 
     Without ``create`` a missing component ends the check (it will be created as a folder), and
-    the last component may be a file. With ``create`` every component must become a folder:
-    one that is a file (or lies under one) is a :class:`NotAFolderError` naming it, raised
-    here once for every writer of state, and the file is left as it is.
+    the last component may be a file. With ``create`` every component must become a folder. A
+    component that must be a folder and is a file (or lies under one) is a
+    :class:`NotAFolderError` naming it, raised here once for every writer of state (and before
+    a run begins), and the file is left as it is.
     """
     dirs = _DIRS.get()
     parts = Path(path).parts
@@ -149,10 +150,8 @@ def _verify(path: str, *, create: bool) -> None:
         if stat.S_ISDIR(info.st_mode):
             if dirs is not None:
                 dirs.verified[current] = (info.st_dev, info.st_ino)
-        elif create:
+        elif create or position < len(parts) - 1:  # a file where a state folder goes
             raise NotAFolderError(current)
-        elif position < len(parts) - 1:
-            return
 
 
 def first_non_folder(path: str) -> str:

@@ -226,6 +226,64 @@ def test_a_retry_target_is_a_way_out() -> None:
     assert lint(text, "exit_reachable") == []
 
 
+POLISH = """digraph p {
+  start [shape=Mdiamond]
+  work [prompt="w"]
+  polish [prompt="p"]
+  done [shape=Msquare]
+  start -> work -> done
+  work -> polish [condition="outcome=fail"]
+  polish -> polish
+}"""
+
+
+def test_a_loop_no_edge_leaves_is_a_warning_at_its_first_node(tmp_path: Path) -> None:
+    d = only(lint(POLISH, "endless_loop"))
+    assert d.severity is Severity.WARNING
+    assert (d.node, d.line) == ("polish", 4)
+    assert d.message == (
+        "no edge leads out of the loop through `polish`: once a run gets to `polish` it goes "
+        "round for ever while its steps succeed, and never reaches `done`"
+    )
+    assert d.fix.startswith('give the loop a way out, e.g. `polish -> done [condition="outcome=')
+    path = tmp_path / "polish.dot"
+    path.write_text(POLISH, encoding="utf-8")
+    assert cli.main(["validate", str(path), "--strict"]) == 1
+
+
+def test_a_loop_left_only_by_a_retry_target_still_goes_round_on_success() -> None:
+    text = CYCLE.replace('b [prompt="b"]', 'b [prompt="b", retry_target=done]')
+    d = only(lint(text, "endless_loop"))
+    assert d.node == "a"  # start leads into the loop and is not part of it
+    assert "the loop through `a`, `b`:" in d.message
+    assert "`b -> done" in d.fix
+
+
+@pytest.mark.parametrize(
+    "way_out",
+    [
+        'polish -> done [condition="outcome=success"]',
+        "polish -> stuck",  # a dead end ends the run (dead_end_node reports it)
+    ],
+)
+def test_a_loop_with_an_edge_out_is_not_endless(way_out: str) -> None:
+    text = POLISH.replace("polish -> polish", f"polish -> polish\n  {way_out}")
+    assert lint(text, "endless_loop") == []
+
+
+def test_a_rework_loop_through_a_gate_is_not_endless() -> None:
+    text = """digraph r {
+      start [shape=Mdiamond]
+      draft [prompt="d"]
+      ok [shape=hexagon, label="OK?"]
+      done [shape=Msquare]
+      start -> draft -> ok
+      ok -> done [label="[A] Approve"]
+      ok -> draft [label="[R] Rework"]
+    }"""
+    assert lint(text, "endless_loop") == []
+
+
 # -- 3. retry targets count for reachability -----------------------------------------------------
 
 GATED = """digraph g {

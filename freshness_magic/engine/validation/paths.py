@@ -1,5 +1,5 @@
 """Lint rules about the paths a run can take: ``reachability``, ``exit_reachable``,
-``dead_end_node`` and ``node_id_typo``.
+``dead_end_node``, ``endless_loop`` and ``node_id_typo``.
 
 A run moves along edges, and on failure or an unsatisfied goal gate it jumps to a node's
 ``retry_target``/``fallback_retry_target``, else the graph's (§3.3, §3.4);
@@ -16,6 +16,10 @@ WARNING, see :mod:`.rules`):
 - ``dead_end_node`` (a reachable node, not an exit, with no outgoing edge) is a WARNING: §3.2
   step 6 ends such a run as completed, which a run may mean to do, but the exit is never
   reached, so goal gates are never judged.
+- ``endless_loop`` is a WARNING: a reachable loop no edge leaves (``polish -> polish``) never
+  ends on success; only a failure (to a retry target, or ending the run) gets out. It is not an
+  ERROR because the exit is still reachable by other paths, and a failure may be the way out
+  that was meant.
 - ``node_id_typo`` is a WARNING: a node written only in edges whose id is near a declared
   node's id (``dnoe`` for ``done``, ``summray`` for ``summary`` in the middle of a chain) runs
   as an LLM node where the declared node was meant.
@@ -49,8 +53,9 @@ def reachable(graph: Graph, start: Node) -> dict[str, None]:
 
 
 def paths(graph: Graph) -> list[Diagnostic]:
-    """``reachability``, ``exit_reachable`` and ``dead_end_node`` from one walk of the graph
-    (one rule, registered as ``reachability``; each diagnostic carries its own rule name)."""
+    """``reachability``, ``exit_reachable``, ``dead_end_node`` and ``endless_loop`` from one walk
+    of the graph (one rule, registered as ``reachability``; each diagnostic carries its own rule
+    name)."""
     start = graph.start_node()
     if start is None:
         return []  # start_node reports that
@@ -61,6 +66,7 @@ def paths(graph: Graph) -> list[Diagnostic]:
         *_reachability(graph, start, seen, typo),
         *_exit_reachable(graph, start, exits, seen, typo),
         *_dead_end_node(graph, exits, seen, typo),
+        *_endless_loop(graph, exits, seen),
     ]
 
 
@@ -151,6 +157,57 @@ def _dead_end_node(
             )
         )
     return out
+
+
+def _endless_loop(graph: Graph, exit_nodes: list[Node], seen: dict[str, None]) -> list[Diagnostic]:
+    """Reachable loops from which no edge path ends (at an exit or a dead end): one diagnostic
+    at each loop's first node in the run's order, listing the nodes it goes round."""
+    exits = [n.id for n in exit_nodes]
+    if not any(i in seen for i in exits):
+        return []  # exit_reachable reports that
+    ends = deque([*exits, *(i for i in graph.nodes if not graph.outgoing(i))])
+    finishing = set(ends)
+    while ends:
+        for edge in graph.incoming(ends.popleft()):
+            if edge.source not in finishing:
+                finishing.add(edge.source)
+                ends.append(edge.source)
+    out: list[Diagnostic] = []
+    reported: set[str] = set()
+    for node_id in seen:
+        if node_id in finishing or node_id in reported:
+            continue
+        after = _along_edges(graph, node_id)
+        if node_id not in after:
+            continue  # it leads into a loop; the loop's first node is reported
+        reported.update(after)
+        order = [i for i in seen if i in after]
+        out.append(
+            node_diag(
+                "endless_loop",
+                WARNING,
+                graph.nodes[node_id],
+                f"no edge leads out of the loop through {_listed(order)}: once a run gets to "
+                f"`{node_id}` it goes round for ever while its steps succeed, and never reaches "
+                f"`{exits[0]}`",
+                f"give the loop a way out, e.g. `{order[-1]} -> {exits[0]} "
+                '[condition="outcome=success"]`, or a condition on the edge that goes round',
+            )
+        )
+    return out
+
+
+def _along_edges(graph: Graph, start: str) -> set[str]:
+    """Every node reachable from ``start`` by edges (not retry targets); ``start`` only when
+    it is on a cycle."""
+    found: set[str] = set()
+    todo = [start]
+    while todo:
+        for edge in graph.outgoing(todo.pop()):
+            if edge.target not in found and edge.target in graph.nodes:
+                found.add(edge.target)
+                todo.append(edge.target)
+    return found
 
 
 _DIGITS = str.maketrans("", "", "0123456789")

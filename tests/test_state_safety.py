@@ -175,6 +175,20 @@ def test_a_linked_state_folder_is_refused_and_nothing_lands_outside(
     assert list(outside.iterdir()) == []
 
 
+def test_a_linked_evidence_file_fails_its_node_in_one_line_without_a_traceback(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (tmp_path / ".orchestrator/evidence").mkdir(parents=True)
+    (tmp_path / ".orchestrator/evidence/work.json").symlink_to(tmp_path / "elsewhere.json")
+    with caplog.at_level("WARNING"):
+        result = open_run(PIPELINE, workdir=tmp_path).run()
+    assert result.state is RunState.FAILED
+    reason = result.node_outcomes["work"].failure_reason
+    assert "work.json is a symbolic link" in reason and "remove the link" in reason
+    assert [r.exc_info for r in caplog.records] == [None] * len(caplog.records), caplog.text
+    assert not (tmp_path / "elsewhere.json").exists()
+
+
 def test_writers_refuse_a_link_anywhere_under_a_state_folder(tmp_path: Path) -> None:
     work, outside = outside_link(tmp_path, ".freshness/runs")
     with pytest.raises(UnsafePathError):

@@ -45,6 +45,7 @@ from freshness_magic.engine.model import NODE_ID_RE, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.engine.routing import next_edge
+from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
@@ -304,7 +305,8 @@ class NodeExecutor:
                 for ext in run.extensions:
                     outcome = ext.after_execute(run, node, outcome, attempt, started)
         except Exception as exc:
-            log.exception("run extension failed at node %s", node.id)
+            if not isinstance(exc, FreshnessMagicError):  # ours say all in the failure reason
+                log.exception("run extension failed at node %s", node.id)
             outcome = failed(
                 f"run extension error at node '{node.id}': {type(exc).__name__}: {exc}"
             )

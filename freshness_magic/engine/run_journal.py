@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 from freshness_magic.engine.context import partial_key
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.persistence import checkpoint_payload
+from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
     from freshness_magic.engine.context import Context
@@ -33,6 +34,13 @@ if TYPE_CHECKING:
     from freshness_magic.engine.store import RunStore
 
 log = logging.getLogger(__name__)
+
+_HOOK_WORK = {
+    "on_run_start": "its work at the start of the run",
+    "on_resume": "its work on resuming the run",
+    "on_step_finished": "its record of the step of node {node!r}",
+}
+"""What an extension's hook does, for the one-line warning when it fails."""
 
 
 class RunJournal:
@@ -82,11 +90,19 @@ class RunJournal:
 
     @staticmethod
     def call_extension(ext: RunExtension, hook: str, *args: Any) -> None:
-        """Call ``ext.hook(*args)``; an exception is logged and skipped, never raised."""
+        """Call ``ext.hook(*args)``; an exception is logged and skipped, never raised.
+
+        An error of our own hierarchy (a file the extension cannot write, say) is one line that
+        says what was skipped; any other is a bug, logged with its traceback.
+        """
+        name = getattr(ext, "name", ext)
         try:
             getattr(ext, hook)(*args)
+        except FreshnessMagicError as exc:
+            work = _HOOK_WORK.get(hook, hook).format(node=getattr(args[-1], "node_id", None))
+            log.warning("run extension %r: %s was skipped: %s", name, work, exc)
         except Exception:
-            log.exception("run extension %r raised in %s; skipped", getattr(ext, "name", ext), hook)
+            log.exception("run extension %r raised in %s; skipped", name, hook)
 
     # ----------------------------------------------------------------- journal and snapshots
 

@@ -633,3 +633,24 @@ def test_stale_inputs_are_in_the_record(repo: Path) -> None:
     assert run.run().state is RunState.COMPLETED
     assert record_of(repo, "implement").engine["stale_files"] == ["spec.md"]
     assert record_of(repo, "done").engine["stale_files"] == []
+
+
+def test_an_evidence_log_that_cannot_be_written_is_one_warning_line_naming_node_and_file(
+    repo: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    def block_the_log(workdir: Path) -> None:
+        log = run.run_dir / EVIDENCE_LOG
+        log.unlink()
+        log.mkdir()  # appending to a folder fails as a full disk or a lost permission would
+
+    run = start_run(repo, single(), {"implement": block_the_log})
+    with caplog.at_level("WARNING"):
+        assert run.run().state is RunState.COMPLETED
+    skipped = [r for r in caplog.records if "was skipped" in r.getMessage()]
+    assert len(skipped) == 2, caplog.text  # implement's record and done's
+    first = skipped[0]
+    assert first.exc_info is None  # one line: no traceback from deep inside
+    assert first.getMessage().startswith(
+        "run extension 'evidence': its record of the step of node 'implement' was skipped: "
+        f"cannot append to evidence log {run.run_dir / EVIDENCE_LOG}: "
+    )

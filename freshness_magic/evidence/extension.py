@@ -11,7 +11,9 @@ actionable message, then the usual failure routing) and commits under ``commit=t
 Per step: ``on_step_finished`` (after the handler) appends the step's record (merged with the
 node's own record if this step wrote one) to ``evidence.jsonl`` in the run directory, unless the
 log's last record is already this step's (a kill between the record and the checkpoint re-runs
-the step on resume: one record per run id, node, attempt and step index). It never writes over
+the step on resume: one record per run id, node, attempt and step index). A record the log refuses
+(a full disk, a lost permission) is kept in the checkpoint, and the next node fails instead of
+running until a retry can append it: no work goes on without its record. It never writes over
 the node's own file: it writes the claim ``<node_id>.engine.json`` beside it when the node's file
 counted, then emits EVIDENCE_RECORDED. A node's file counts only if this step created or changed
 it and it is bound to this run (``evidence/binding.py``).
@@ -67,6 +69,8 @@ from freshness_magic.evidence.record import (
     read_limited,
     relative_evidence_path,
     same_step,
+    step_identity,
+    validate_evidence,
     write_evidence,
 )
 from freshness_magic.evidence.snapshot import (
@@ -171,6 +175,8 @@ class EvidenceExtension:
         self.validator: EvidenceValidator = validator or DefaultEvidenceValidator()
         self._facts: dict[str, _StepFacts] = {}
         self._records = 0
+        self._unwritten: list[EvidenceRecord] = []
+        """Step records the run's log refused (a full disk, a lost permission), oldest first."""
 
     # ----------------------------------------------------------------- run lifecycle
 
@@ -179,9 +185,18 @@ class EvidenceExtension:
 
     def on_resume(self, run: Run, saved_state: dict[str, Any] | None) -> None:
         """Rebuild the index from the log on disk (the checkpoint is written before the record
-        of its step, so the log is the more recent of the two)."""
+        of its step, so the log is the more recent of the two); take back the records the log
+        refused that it still does not hold."""
         records = read_evidence_log(run.run_dir)
         self._records = len(records)
+        saved = (saved_state or {}).get("unwritten")
+        held = {step_identity(r) for r in records}
+        self._unwritten = []
+        for data in saved if isinstance(saved, list) else ():
+            node = data.get("nodeId") if isinstance(data, dict) else None
+            found = validate_evidence(data, node if isinstance(node, str) else "").record
+            if found is not None and step_identity(found) not in held:
+                self._unwritten.append(found)
 
     def lint_rules(self) -> list[LintRule]:
         """The rules for this extension's attributes (see :mod:`freshness_magic.evidence.lint`)."""
@@ -192,8 +207,38 @@ class EvidenceExtension:
         return (EvidenceEvent,)
 
     def checkpoint_state(self) -> dict[str, Any]:
-        """The evidence index: how many records the run log holds, and where it is."""
-        return {"records": self._records, "log": EVIDENCE_LOG}
+        """The evidence index: how many records the run log holds, where it is, and the records
+        it refused (written when it takes them again)."""
+        state: dict[str, Any] = {"records": self._records, "log": EVIDENCE_LOG}
+        if self._unwritten:
+            state["unwritten"] = [record.to_dict() for record in self._unwritten]
+        return state
+
+    def _write_unwritten(self, run: Run) -> EvidenceError | None:
+        """Append the records the log refused, oldest first; the error if it refuses again (the
+        rest are kept, in order, for the next try)."""
+        try:
+            while self._unwritten:
+                append_evidence_log(run.run_dir, self._unwritten[0])
+                self._unwritten.pop(0)
+                self._records += 1
+        except EvidenceError as exc:
+            return exc
+        return None
+
+    def _refused(self, run: Run, node: Node) -> Outcome | None:
+        """A FAIL for ``node`` while the log still refuses earlier steps' records: no more work
+        runs without its record (a retry, once the log can be written, writes them first)."""
+        error = self._write_unwritten(run)
+        if error is None:
+            return None
+        steps = ", ".join(dict.fromkeys(f"'{r.node_id}'" for r in self._unwritten))
+        return Outcome(
+            status=StageStatus.FAIL,
+            failure_reason=f"evidence: node '{node.id}' does not run while the record of "
+            f"{steps} is not written ({error}); make the run folder writable (free disk space, "
+            "permissions), then retry",
+        )
 
     # ----------------------------------------------------------------- per attempt
 
@@ -206,6 +251,9 @@ class EvidenceExtension:
 
         Changes made by earlier attempts of the same step count: "before" is before the step.
         """
+        refused = self._refused(run, node)
+        if refused is not None:
+            return refused
         workdir = run.workdir
         if attempt == 1 or node.id not in self._facts:
             snapshot = (
@@ -320,11 +368,12 @@ class EvidenceExtension:
             facts = _StepFacts(evidence_digest(run.workdir, node_id))  # file is as it was
         elif step_result.interrupted and facts.snapshot is not None:
             self._note_changes(facts, changes_since(facts.snapshot))  # what it left behind
+        error = None
         try:
             record, own_digest = self.build_record(run, node, step_result, facts)
-            appended = not same_step(last_log_record(run.run_dir), record)
-            if appended:
-                append_evidence_log(run.run_dir, record)
+            if not same_step(last_log_record(run.run_dir), record):
+                self._unwritten.append(record)
+                error = self._write_unwritten(run)
             current = evidence_digest(run.workdir, node_id)
             if current == facts.evidence_digest and not _node_written(run.workdir, node_id):
                 # No file of the node's own: the file shows this step's record, bound to this
@@ -343,8 +392,8 @@ class EvidenceExtension:
         finally:
             if facts.marked:
                 binding.end_step(run.workdir, node_id, run.run_id)
-        if appended:
-            self._records += 1
+        if error is not None:
+            raise error
         run.events.emit(
             EvidenceEvent.EVIDENCE_RECORDED,
             node_id,

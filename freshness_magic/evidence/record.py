@@ -348,13 +348,16 @@ def _last_valid(lines: list[bytes]) -> EvidenceRecord | None:
     return None
 
 
-def same_step(last: EvidenceRecord | None, record: EvidenceRecord) -> bool:
-    """Whether ``last`` is already ``record``'s step (same node, run id, attempt, step index,
-    and both interrupted or neither: an interrupted attempt's step runs again with its index)."""
-    if last is None or last.node_id != record.node_id:
-        return False
+def step_identity(record: EvidenceRecord) -> tuple[Any, ...]:
+    """What makes a record one step's: node, run id, attempt, step index, and whether it was
+    interrupted (an interrupted attempt's step runs again with its index)."""
     keys = ("run_id", "attempt", "step", "interrupted")
-    return all(last.engine.get(key) == record.engine.get(key) for key in keys)
+    return (record.node_id, *(record.engine.get(key) for key in keys))
+
+
+def same_step(last: EvidenceRecord | None, record: EvidenceRecord) -> bool:
+    """Whether ``last`` is already ``record``'s step (see :func:`step_identity`)."""
+    return last is not None and step_identity(last) == step_identity(record)
 
 
 def read_evidence_log(

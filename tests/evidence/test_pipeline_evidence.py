@@ -635,22 +635,53 @@ def test_stale_inputs_are_in_the_record(repo: Path) -> None:
     assert record_of(repo, "done").engine["stale_files"] == []
 
 
-def test_an_evidence_log_that_cannot_be_written_is_one_warning_line_naming_node_and_file(
+def test_a_record_the_log_refuses_stops_the_next_node_and_is_written_on_retry(
     repo: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
+    """Evidence is never lost while the run goes on: the next node fails saying why, and a
+    retry (in a new process: the record waits in the checkpoint) writes it first, in order."""
+
     def block_the_log(workdir: Path) -> None:
         log = run.run_dir / EVIDENCE_LOG
         log.unlink()
         log.mkdir()  # appending to a folder fails as a full disk or a lost permission would
 
-    run = start_run(repo, single(), {"implement": block_the_log})
+    dot = (
+        single()
+        .replace("implement -> done", "implement -> review -> done")
+        .replace(
+            "done [shape=Msquare]", 'done [shape=Msquare]\n      review [type=action, prompt="r"]'
+        )
+    )
+    handler_calls: list[str] = []
+    run = start_run(repo, dot, {"implement": block_the_log, "review": handler_calls.append})
     with caplog.at_level("WARNING"):
-        assert run.run().state is RunState.COMPLETED
-    skipped = [r for r in caplog.records if "was skipped" in r.getMessage()]
-    assert len(skipped) == 2, caplog.text  # implement's record and done's
-    first = skipped[0]
-    assert first.exc_info is None  # one line: no traceback from deep inside
-    assert first.getMessage().startswith(
+        result = run.run()
+    assert result.state is RunState.FAILED and handler_calls == []
+    reason = result.node_outcomes["review"].failure_reason
+    assert reason.startswith(
+        "evidence: node 'review' does not run while the record of 'implement' is not written "
+        f"(cannot append to evidence log {run.run_dir / EVIDENCE_LOG}: "
+    )
+    assert reason.endswith(
+        "make the run folder writable (free disk space, permissions), then retry"
+    )
+    warning = next(r for r in caplog.records if "was skipped" in r.getMessage())
+    assert warning.exc_info is None  # one line: no traceback from deep inside
+    assert warning.getMessage().startswith(
         "run extension 'evidence': its record of the step of node 'implement' was skipped: "
         f"cannot append to evidence log {run.run_dir / EVIDENCE_LOG}: "
     )
+    run.close()
+
+    (run.run_dir / EVIDENCE_LOG).rmdir()
+    again = resume_run(run.run_dir)
+    again.retry()
+    assert again.run().state is RunState.COMPLETED
+    steps = [(r.node_id, r.engine["status"]) for r in read_evidence_log(run.run_dir)]
+    assert steps == [
+        ("implement", "success"),
+        ("review", "fail"),
+        ("review", "success"),
+        ("done", "success"),
+    ]

@@ -264,16 +264,28 @@ def load_state(
         problems.append(f"{journal}: {_first_record_problem(journal)}")
     snapshots = [p for p in _candidates(run_dir) if p.exists()]
     if (run_dir / MANIFEST_FILE).exists() and not journal.exists() and not snapshots:
+        again = f"start the pipeline again with `run` (its text is in {run_dir / 'pipeline.dot'})"
+        ran = [name for name in _RECORDS_OF_STEPS if (run_dir / name).exists()]
+        if ran:
+            raise CheckpointError(
+                f"run directory {run_dir} has no saved state ({JOURNAL_FILE} and its snapshots "
+                f"are missing), though its nodes ran and left records ({', '.join(ran)}): it "
+                f"cannot be resumed; {again}, and keep this directory for those records"
+            )
         raise CheckpointError(
             f"run directory {run_dir} has a manifest but no saved state: the run was stopped "
-            "before its first checkpoint and nothing ran; start the pipeline again with `run` "
-            f"(its text is in {run_dir / 'pipeline.dot'}) and delete this directory"
+            f"before its first checkpoint and nothing ran; {again} and delete this directory"
         )
     detail = "; ".join(problems) if problems else "no checkpoint files"
     raise CheckpointError(
         f"no usable checkpoint in {run_dir} ({detail}); it is not a run directory or every "
         "checkpoint is damaged — start the pipeline again with `run`"
     )
+
+
+_RECORDS_OF_STEPS = ("nodes", "events.jsonl", "evidence.jsonl")
+"""What a run directory holds once a step has run (its folders, its event and evidence logs):
+a directory with any of them is never called empty."""
 
 
 def load_checkpoint(

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -204,6 +205,23 @@ def test_a_run_directory_with_a_manifest_but_no_state_says_how_to_start_over(
     assert "start the pipeline again with `run`" in str(info.value)
     status = cli("status", str(folder), cwd=tmp_path)
     assert status.returncode == 2 and "before its first checkpoint" in status.stderr
+
+
+def test_a_run_directory_whose_journal_is_lost_after_steps_ran_is_never_called_empty(
+    tmp_path: Path,
+) -> None:
+    run = Run(graph(linear(2)), workdir=tmp_path)
+    assert run.run().state is RunState.COMPLETED
+    run.close()
+    (run.run_dir / "journal.jsonl").unlink()
+    (run.run_dir / "checkpoint.json").unlink()
+    shutil.rmtree(run.run_dir / "checkpoints")
+    status = cli("status", str(run.run_dir), cwd=tmp_path)
+    assert status.returncode == 2
+    assert "delete" not in status.stderr and "nothing ran" not in status.stderr
+    assert "though its nodes ran and left records (nodes, events.jsonl)" in status.stderr
+    assert "keep this directory for those records" in status.stderr
+    assert (run.run_dir / "nodes").is_dir()
 
 
 def test_the_first_record_is_written_before_the_run_starts_anything(tmp_path: Path) -> None:

@@ -14,8 +14,12 @@ REPO = Path(__file__).resolve().parents[1]
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python -m freshness_magic ARGS`` in a new process, this checkout first on its path, no
     standard input."""
+    return _cli([], args, cwd)
+
+
+def _cli(prefix: list[str], args: tuple[str, ...], cwd: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
+        [*prefix, sys.executable, "-m", "freshness_magic", *args],
         cwd=cwd,
         env={**os.environ, "PYTHONPATH": str(REPO)},
         capture_output=True,
@@ -32,15 +36,7 @@ def cli_without_privilege(*args: str, cwd: Path) -> subprocess.CompletedProcess[
     if os.geteuid() == 0:
         caps = "-dac_override,-dac_read_search"
         prefix = ["setpriv", "--bounding-set", caps, "--inh-caps", caps]
-    return subprocess.run(
-        [*prefix, sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return _cli(prefix, args, cwd)
 
 
 def group_alive(pgid: int) -> bool:

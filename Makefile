@@ -30,7 +30,7 @@ lint: setup
 	$(VENV)/bin/mypy
 
 docs: setup
-	$(VENV)/bin/mkdocs build --strict --site-dir build/site
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
 
 test: setup
 	scripts/system-deps.sh graphviz xxhash

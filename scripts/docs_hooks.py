@@ -21,7 +21,9 @@ WIDTH = "96"
 """Help is wrapped at this width (argparse reads ``COLUMNS``), the same on every machine."""
 
 
-def _subparsers(parser: argparse.ArgumentParser) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
+def _subparsers(
+    parser: argparse.ArgumentParser,
+) -> Iterator[tuple[str, str, argparse.ArgumentParser]]:
     """(name, one-line help, parser) of each subcommand, in the order ``--help`` lists them."""
     for action in parser._actions:  # argparse keeps its subcommands only here
         if isinstance(action, argparse._SubParsersAction):
@@ -96,9 +98,7 @@ def schemas_reference() -> str:
         schema = json.loads(entry.read_text(encoding="utf-8"))
         title = schema.get("title", entry.name)
         about = " ".join(str(schema.get("description", "")).split())
-        parts.append(
-            f"### `{entry.name}`\n\n**{title}.** {about}\n\n{_field_rows(schema)}"
-        )
+        parts.append(f"### `{entry.name}`\n\n**{title}.** {about}\n\n{_field_rows(schema)}")
     return "\n".join(parts)
 
 

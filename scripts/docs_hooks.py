@@ -2,7 +2,7 @@
 
 A page holds a marker line and gets the generated Markdown in its place:
 
-- ``<!-- generated: cli -->``: every ``freshness-magic`` subcommand, from the CLI's argparse parsers;
+- ``<!-- generated: cli -->``: every ``freshness-magic`` subcommand, from the CLI's parsers;
 - ``<!-- generated: magics -->``: ``%pipeline`` and its subcommands, ``%%pipeline`` and ``%%node``,
   from the magics' parsers;
 - ``<!-- generated: schemas -->``: every JSON Schema the package ships, with its fields.

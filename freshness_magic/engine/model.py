@@ -528,7 +528,7 @@ class Graph:
         return to_graphviz(self)
 
     def to_networkx(self) -> Any:
-        """This graph as a ``networkx.MultiDiGraph`` (needs networkx; :mod:`freshness_magic.interop`)."""
+        """This graph as a ``networkx.MultiDiGraph`` (needs networkx; see :mod:`.interop`)."""
         from freshness_magic.interop import to_networkx
 
         return to_networkx(self)

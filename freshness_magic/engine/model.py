@@ -527,6 +527,12 @@ class Graph:
 
         return to_graphviz(self)
 
+    def to_networkx(self) -> Any:
+        """This graph as a ``networkx.MultiDiGraph`` (needs networkx; see :mod:`.interop`)."""
+        from freshness_magic.interop import to_networkx
+
+        return to_networkx(self)
+
 
 _Record = Node | Edge | Graph
 

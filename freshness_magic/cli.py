@@ -23,7 +23,6 @@ Manners every command shares (handled here, once):
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import json
 import os
@@ -262,13 +261,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def program() -> int:
     """The ``freshness-magic`` program (and ``python -m freshness_magic``): :func:`main`, after
-    which the process ends.
-
-    What is still alive is left to the operating system: frozen objects are skipped by the cycle
-    collector's last pass at interpreter exit, which otherwise visits every one of them (5 ms of
-    a 50 ms ``validate``). Callers in a longer-lived process use :func:`main`, which leaves the
-    collector alone.
-    """
-    code = main()
-    gc.freeze()
-    return code
+    which the process ends."""
+    return main()

@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable
 
 from freshness_magic.engine.model import Edge, Graph, Node, Position
 from freshness_magic.errors import ValidationError
-from freshness_magic.gcpause import cyclic_gc_paused
 from freshness_magic.typing_lite import NamedTuple, Protocol, runtime_checkable
 
 TYPE_CHECKING = False
@@ -326,8 +325,7 @@ class Validator:
         together in one pass over the nodes and one over the edges. A rule that raises is
         reported once as an ERROR diagnostic under its own name instead of aborting validation.
         """
-        with cyclic_gc_paused():
-            return self._validate(graph)
+        return self._validate(graph)
 
     def _validate(self, graph: Graph) -> list[Diagnostic]:
         out: list[Diagnostic] = []

@@ -28,15 +28,12 @@ import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from freshness_magic import __version__
 from freshness_magic.choices import HintingParser
 from freshness_magic.commands import invoked_as
 from freshness_magic.errors import FileAccessError, FreshnessMagicError
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, NoReturn
 
 COMMAND_MODULES: tuple[str, ...] = (
     "parse",

@@ -10,13 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from freshness_magic.commands import path_arg
 from freshness_magic.commands.parse import load_for_command, shown_name
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def register(subparsers: Any) -> None:

@@ -20,14 +20,10 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from typing import Any, NamedTuple
 
 from freshness_magic.ids import MAX_NODE_ID as MAX_NODE_ID
 from freshness_magic.ids import NODE_ID_RE as NODE_ID_RE
-from freshness_magic.typing_lite import NamedTuple
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 SHAPE_TO_TYPE: Mapping[str, str] = {
     "Mdiamond": "start",

@@ -18,10 +18,6 @@ from freshness_magic.engine.utf8 import not_utf8, where_not_utf8
 from freshness_magic.engine.validation import Diagnostic, LintRule, validate
 from freshness_magic.errors import PipelineFileError, PipelineSourceError
 
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    pass
-
 ACCEPTED_SOURCES = "DOT text, a pydot.Dot, or a graphviz.Digraph / graphviz.Source"
 
 

@@ -8,10 +8,10 @@ caller's custom transforms in the order given.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import Protocol, runtime_checkable
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.errors import StylesheetError
-from freshness_magic.typing_lite import Protocol, runtime_checkable
 
 
 @runtime_checkable

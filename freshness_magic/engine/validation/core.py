@@ -15,14 +15,10 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from freshness_magic.engine.model import Edge, Graph, Node, Position
 from freshness_magic.errors import ValidationError
-from freshness_magic.typing_lite import NamedTuple, Protocol, runtime_checkable
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class Severity(enum.Enum):

@@ -173,14 +173,16 @@ class NodeExecutor:
         cause = context.writer_of("outcome")
         if branch_of is None and run.take_rearmed():
             cause = None
-        trace = Trace(
+        step = None
+        if cause is not None and cause.run_id == run.run_id:
+            step = cause.step if cause.step is not None else cause.cause  # after a skip
+        return Trace(
             node_id=node.id,
             run_id=run.run_id,
             definition=self.definition(node),
-            cause=cause.step if cause is not None and cause.run_id == run.run_id else None,
+            cause=step,
             branch_of=branch_of,
         )
-        return trace
 
     def definition(self, node: Node) -> str:
         """The fingerprint of ``node`` as it runs now: attributes and prompt file text."""

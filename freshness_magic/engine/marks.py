@@ -182,7 +182,7 @@ class _Derivation:
         if read.writer is None or read.writer_run is not None:
             return None
         writer = self.by_step.get(read.writer)
-        anchor = self.by_step.get(read.via) if read.part is not None else writer
+        anchor = writer if read.part is None or read.via is None else self.by_step.get(read.via)
         if writer is None or anchor is None:
             return None
         source: int | None = writer.step

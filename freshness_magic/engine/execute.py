@@ -240,13 +240,15 @@ class NodeExecutor:
             trace = self._sealed.pop((step.node_id, step.branch_of), None)
             if trace is None or step.interrupted:
                 return
+            digests: dict[str, str] = {}
             for ext in run.extensions:
                 report = getattr(ext, "trace_inputs", None)
                 if callable(report):
                     try:
-                        trace.inputs.update(report(run, trace.node_id) or {})
+                        digests.update(report(run, trace.node_id) or {})
                     except Exception:
                         log.exception("run extension %r failed in trace_inputs", ext.name)
+            trace.set_inputs(digests)
         if step.branch_of is None:
             run.record_traces([*trace.children, trace])
             trace.children = []

@@ -86,7 +86,12 @@ class Mark:
         """The chain in one sentence, from this execution to the change at its end."""
         if self.kind is MarkKind.STALE:
             return f"`{self.node_id}` {self._stale_words()}"
-        return f"`{self.node_id}` {self._chain()}"
+        said = f"`{self.node_id}` {self._chain()}"
+        first = self.links[0].source.roots() if self.links[0].source is not None else []
+        others = [n for n in self.roots() if n not in first]
+        if others:
+            said += f"; it also rests on {', '.join(f'`{n}`' for n in others)}, changed too"
+        return said
 
     def _stale_words(self) -> str:
         said = []
@@ -115,13 +120,20 @@ class Mark:
         return f"{head}, which {source._chain()}"
 
 
+UNLISTED = "(inputs not listed one by one)"
+"""The file a mark names when an earlier execution's many inputs differ from the latest's."""
+
+
 def _changed_inputs(trace: Trace, latest: Trace, stale_now: Sequence[str]) -> tuple[str, ...]:
-    if trace is latest:
+    if trace is latest or trace.inputs_fingerprint == latest.inputs_fingerprint:
         return tuple(stale_now)
     found = list(stale_now)
-    for path, digest in trace.inputs.items():
-        if latest.inputs.get(path) != digest and path not in found:
+    paths = set(trace.inputs) | set(latest.inputs)
+    for path in sorted(paths):
+        if latest.inputs.get(path) != trace.inputs.get(path) and path not in found:
             found.append(path)
+    if len(found) == len(stale_now):  # they differ, but not file by file: too many to list
+        found.append(UNLISTED)
     return tuple(found)
 
 
@@ -264,3 +276,24 @@ def node_marks(
         if mark is not None:
             found[node_id] = mark
     return found
+
+
+def led_to(traces: Sequence[Trace]) -> set[str]:
+    """The nodes whose latest execution led to where the run stands now: the causes of its
+    latest main-path execution, back to the start (or to a retry a person asked for), with
+    the branch nodes of the parallel executions among them. What a waiting gate's question
+    rests on: its note names the marked ones."""
+    by_step = {t.step: t for t in traces if t.step is not None}
+    main = [t for t in traces if t.branch_of is None and t.step is not None]
+    if not main:
+        return set()
+    chain: set[int] = set()
+    current: Trace | None = main[-1]
+    while current is not None and current.step is not None and current.step not in chain:
+        chain.add(current.step)
+        current = by_step.get(current.cause) if current.cause is not None else None
+    chain |= {s for s, t in by_step.items() if t.within in chain}
+    latest: dict[str, int] = {}
+    for step, trace in sorted(by_step.items()):
+        latest[trace.node_id] = step
+    return {node for node, step in latest.items() if step in chain}

@@ -232,11 +232,11 @@ class PipelineReadout:
         )
 
     def stale_upstream(self, node_id: str) -> tuple[list[str], int]:
-        """The nodes upstream of ``node_id`` shown stale, and how many are shown outdated by
-        changed inputs (:func:`freshness_magic.why.stale_upstream`)."""
+        """The nodes that led to the waiting gate ``node_id`` shown stale, and how many are
+        shown outdated by changed inputs (:func:`freshness_magic.why.stale_upstream`)."""
         from freshness_magic.why import stale_upstream
 
-        return stale_upstream(self.graph, self.views(), node_id)
+        return stale_upstream(self.views(), self.model.snapshot.traces)
 
     def gate_note(self) -> str:
         """The note under the waiting gate when nodes upstream of it have changed inputs ("" when

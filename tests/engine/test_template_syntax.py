@@ -15,7 +15,8 @@ from freshness_magic.lint import session_validator
 
 TEMPLATED = """digraph templated {
   start  [shape=Mdiamond]
-  fetch  [shape=parallelogram, tool_command="gh pr view {{ pr_number }}{% if repo %} -R {{ repo }}{% endif %}"]
+  fetch  [shape=parallelogram,
+          tool_command="gh pr view {{ pr_number }}{% if repo %} -R {{ repo }}{% endif %}"]
   review [prompt="Review PR {{ pr_number }} for $goal"]
   plain  [prompt="Review {pr_number} for $goal", shape=box]
   check  [shape=parallelogram, tool_command="test -n \\"${FRESHNESS_RUN_DIR}\\" && echo {}"]
@@ -39,7 +40,7 @@ def test_template_syntax_in_a_tool_command_and_a_prompt_is_a_warning_saying_what
     assert "goes to /bin/sh as written" in fetch.fix and "$FRESHNESS_RUN_DIR" in fetch.fix
     assert "prompt contains template syntax '{{ pr_number }}'" in review.message
     assert "$goal" in review.fix and "{context_key}" in review.fix
-    assert fetch.line == 3 and review.line == 4
+    assert fetch.line == 3 and review.line == 5
 
 
 def test_validate_prints_it_and_strict_fails(

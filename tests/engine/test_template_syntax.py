@@ -40,7 +40,7 @@ def test_template_syntax_in_a_tool_command_and_a_prompt_is_a_warning_saying_what
     assert "goes to /bin/sh as written" in fetch.fix and "$FRESHNESS_RUN_DIR" in fetch.fix
     assert "prompt contains template syntax '{{ pr_number }}'" in review.message
     assert "$goal" in review.fix and "{context_key}" in review.fix
-    assert fetch.line == 3 and review.line == 5
+    assert fetch.line == 4 and review.line == 5  # at the attribute
 
 
 def test_validate_prints_it_and_strict_fails(

@@ -37,8 +37,8 @@ from comm.base_comm import BaseComm
 
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import LayoutCache
 from freshness_magic.notebook.widget import PipelineWidget
+from freshness_magic.views.render import LayoutCache
 
 GOAL_BYTES = 2048
 GOAL_MESSAGES = 1

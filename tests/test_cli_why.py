@@ -1,6 +1,6 @@
 """``python -m freshness_magic why RUN_DIR NODE`` as a user runs it (subprocesses, real runs).
 
-It says what ``%pipeline why`` says (one explanation, :mod:`freshness_magic.why`) and ends with
+It says what ``%pipeline why`` says (one explanation, ``freshness_magic.views.why``) and ends with
 command-line commands that work when pasted: each test runs one of them and checks the run goes
 on. It reads the run without taking its lock: a run held open by a kernel, a failed, a waiting,
 a paused and a killed run all explain themselves.

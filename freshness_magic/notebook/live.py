@@ -22,10 +22,11 @@ from freshness_magic.engine.persistence import EVENTS_FILE, same_pipeline
 from freshness_magic.errors import FreshnessMagicError, NotAFolderError, RunError
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler, cell_runs_in
 from freshness_magic.notebook.readout import PipelineReadout
-from freshness_magic.notebook.saved import run_dir_hash
-from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of, stopped_spans
 from freshness_magic.notebook.watch import InputWatcher, input_folders
 from freshness_magic.pathsafety.state import first_non_folder
+from freshness_magic.views.marks import freshness_of
+from freshness_magic.views.model import RunSnapshot, ViewModel, stopped_spans
+from freshness_magic.views.saved import run_dir_hash
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run

@@ -43,9 +43,10 @@ from freshness_magic.notebook.arguments import (
 )
 from freshness_magic.notebook.completion import complete_line
 from freshness_magic.notebook.pipeline import RUN_SPECS, NotebookPipeline
-from freshness_magic.notebook.render import LayoutCache
-from freshness_magic.notebook.text import TextResult
 from freshness_magic.pathsafety import workdir_problem
+from freshness_magic.views.explain import ConditionAnswer
+from freshness_magic.views.render import LayoutCache
+from freshness_magic.views.text import TextResult
 
 HubHandler = Callable[["PipelineMagics", Sequence[str]], Any]
 _NEEDS_NODE = ("why",)
@@ -414,7 +415,7 @@ class PipelineMagics(Magics):
             "stop": pipeline.stop,
             "accept": lambda: pipeline.accept(*args.nodes),
             "why": lambda: pipeline.why(str(node)),
-            "cond": lambda: TextResult(*pipeline.explain(args.expr, args.from_node)),
+            "cond": lambda: _cond_text(pipeline.explain(args.expr, args.from_node)),
             "status": pipeline.status,
             "evidence": lambda: pipeline.evidence(node),
             "reset": pipeline.reset,
@@ -596,3 +597,8 @@ def _refuse_while_running(name: str, loaded: set[NotebookPipeline]) -> None:
                 f"stop it ({name}.stop(), %pipeline stop or the view's Stop), then run this cell "
                 "again"
             )
+
+
+def _cond_text(answer: ConditionAnswer) -> TextResult:
+    """``%pipeline cond``'s answer: the explanation's text, the explanation as its data."""
+    return TextResult(answer.text, answer.explanation)

@@ -4,9 +4,9 @@ stop, accept, reset); its run's lifecycle is in :mod:`~freshness_magic.notebook.
 The magics and the widget's buttons both call these methods, so a click and a magic do exactly
 the same thing. One lock per pipeline (and so per run) lets one action run at a time; ``stop``
 is the one action that does not take it. Steps go one at a time through :meth:`Run.step`; after
-each the view model takes the run's state (:mod:`~freshness_magic.notebook.viewmodel`), so a
+each the view model takes the run's state (:mod:`~freshness_magic.views.model`), so a
 view never reads a run in the middle of a step. The text of every answer comes from
-:mod:`~freshness_magic.notebook.text`.
+:mod:`~freshness_magic.views.text`.
 """
 
 from __future__ import annotations
@@ -20,13 +20,13 @@ from freshness_magic.engine.handlers.tool import reap_survivors
 from freshness_magic.engine.persistence import PIPELINE_FILE
 from freshness_magic.engine.run_recovery import rearmed_note
 from freshness_magic.errors import GateAnswerError, NothingToRetryError, RunError
-from freshness_magic.notebook import text
 from freshness_magic.notebook.live import LivePipeline
-from freshness_magic.notebook.saved import ResumeOffer, find_unfinished
 from freshness_magic.notebook.stepping import step_loop
-from freshness_magic.notebook.text import TextResult
-from freshness_magic.notebook.viewmodel import ViewModel
-from freshness_magic.notebook.viewstate import NodeState
+from freshness_magic.views import text
+from freshness_magic.views.model import ViewModel
+from freshness_magic.views.saved import ResumeOffer, find_unfinished
+from freshness_magic.views.state import NodeState
+from freshness_magic.views.text import TextResult
 
 if TYPE_CHECKING:
     from freshness_magic.engine.state import StepResult

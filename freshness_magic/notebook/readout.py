@@ -22,18 +22,20 @@ from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.state import RunState
 from freshness_magic.engine.validation.attrs import no_node
 from freshness_magic.errors import RunError
-from freshness_magic.notebook import text
-from freshness_magic.notebook.evidence_log import EvidenceTail
-from freshness_magic.notebook.render import LayoutCache, LayoutUnavailable, NodeState, NodeView
-from freshness_magic.notebook.saved import ResumeOffer, find_unfinished, latest_run_dir
-from freshness_magic.notebook.text import TextResult
-from freshness_magic.notebook.viewmodel import NodeStale, ViewModel
-from freshness_magic.notebook.viewstate import RunBanner
 from freshness_magic.notebook.watch import InputWatcher
+from freshness_magic.views import text
+from freshness_magic.views.evidence_log import EvidenceTail
+from freshness_magic.views.marks import NodeStale
+from freshness_magic.views.model import ViewModel
+from freshness_magic.views.render import LayoutCache, LayoutUnavailable, NodeState, NodeView
+from freshness_magic.views.saved import ResumeOffer, find_unfinished, latest_run_dir
+from freshness_magic.views.state import RunBanner
+from freshness_magic.views.text import TextResult
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
     from freshness_magic.notebook.pipeline import NotebookPipeline
+    from freshness_magic.views.explain import ConditionAnswer
 
 _ENDED = frozenset({NodeState.SUCCEEDED, NodeState.PARTIAL, NodeState.FAILED})
 """States a node shows once it ran (and ended) in the step in progress."""
@@ -96,9 +98,9 @@ class PipelineReadout:
         front ends without a widget runtime (nbconvert, GitHub, VS Code without widgets), and
         the node-state table as ``text/plain`` (with a one-line note when no layout engine is
         installed)."""
-        from freshness_magic.notebook.render import RenderError
-        from freshness_magic.notebook.snapshot import static_html
         from freshness_magic.notebook.widget import in_kernel
+        from freshness_magic.views.render import RenderError
+        from freshness_magic.views.snapshot import static_html
 
         bundle: dict[str, Any] = {}
         if not in_kernel() and not _shows_html(include):  # terminal IPython: no layout to make
@@ -233,8 +235,8 @@ class PipelineReadout:
 
     def stale_upstream(self, node_id: str) -> tuple[list[str], int]:
         """The nodes upstream of ``node_id`` shown stale, and how many are shown outdated by
-        changed inputs (:func:`freshness_magic.why.stale_upstream`)."""
-        from freshness_magic.why import stale_upstream
+        changed inputs (:func:`freshness_magic.views.why.stale_upstream`)."""
+        from freshness_magic.views.why import stale_upstream
 
         return stale_upstream(self.graph, self.views(), node_id)
 
@@ -288,7 +290,7 @@ class PipelineReadout:
 
     def why(self, node_id: str) -> TextResult:
         """Why ``node_id`` is in its state: outcome, failure, stale files, waiting question."""
-        from freshness_magic.notebook.details import why_text
+        from freshness_magic.views.details import why_text
 
         return TextResult(why_text(self, node_id))
 
@@ -323,13 +325,13 @@ class PipelineReadout:
 
     def details(self, node_id: str) -> dict[str, Any]:
         """What the details panel of ``node_id`` shows (state, output, failure, evidence...)."""
-        from freshness_magic.notebook.details import details_dict
+        from freshness_magic.views.details import details_dict
 
         return details_dict(self, node_id)
 
     def banner(self) -> RunBanner | None:
         """The run-level message the view shows above the graph (None when there is none)."""
-        from freshness_magic.notebook.details import banner
+        from freshness_magic.views.details import banner
 
         return banner(self)
 
@@ -339,11 +341,18 @@ class PipelineReadout:
         backend = self.run_options.get("backend")
         return backend if isinstance(backend, str) and backend else "simulated"
 
-    def explain(self, expr: str, from_node: str | None = None) -> tuple[str, Any]:
-        """``expr`` explained on the live context (and, from a node, the edge it would take)."""
-        from freshness_magic.notebook.details import explain_condition_live
+    def explain(
+        self, expr: str, from_node: str | None = None, *, infer_node: bool = False
+    ) -> ConditionAnswer:
+        """``expr`` explained on the live context (and, from a node, the edge it would take):
+        the one explanation of ``cond`` and the widget's playground."""
+        from freshness_magic.views.explain import explain_on_context
 
-        return explain_condition_live(self, expr, from_node)
+        run = self.live_run
+        context = dict(run.context) if run is not None else {}
+        return explain_on_context(
+            self.graph, context, self.outcomes(), expr, from_node, infer_node=infer_node
+        )
 
 
 REPR_ROWS = 60

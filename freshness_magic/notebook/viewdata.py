@@ -8,63 +8,16 @@ from __future__ import annotations
 import bisect
 import json
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from freshness_magic.engine import explain_condition
-from freshness_magic.engine.edges import select_edge
-from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.state import RunState
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import Layout
-from freshness_magic.notebook.text import choice_text, condition_text, evidence_row, first_items
-from freshness_magic.notebook.viewmodel import Span, parse_time
-from freshness_magic.notebook.viewstate import STATE_STYLES, NodeState, NodeView, legend_items
+from freshness_magic.views.model import Span, parse_time
+from freshness_magic.views.render import Layout
+from freshness_magic.views.state import STATE_STYLES, NodeState, NodeView, legend_items
+from freshness_magic.views.text import choice_text, evidence_row, first_items
 
-
-def explain_on_live_context(
-    pipeline: NotebookPipeline, expr: str, from_node: str | None
-) -> tuple[str, Any]:
-    """Explain ``expr`` against the run's context and (with a node) the edge that would be taken.
-
-    The outcome used is the last outcome of ``from_node`` (or of the last executed node).
-    """
-    text, explanation, _ = explain(pipeline, expr, from_node, infer_node=False)
-    return text, explanation
-
-
-def explain(
-    pipeline: NotebookPipeline, expr: str, from_node: str | None, infer_node: bool = True
-) -> tuple[str, Any, Any]:
-    """The explanation text, the explanation and the edge routing would take from the node
-    (``from_node``, or with ``infer_node`` the last executed node)."""
-    context: dict[str, Any] = dict(pipeline.run.context) if pipeline.has_run else {}
-    outcomes = pipeline.outcomes()
-    outcome: Outcome | None = None
-    if from_node is not None:
-        outcome = outcomes.get(from_node)
-    elif outcomes:
-        last, outcome = list(outcomes.items())[-1]
-        from_node = last if infer_node else None
-    if outcome is None:
-        outcome = Outcome(StageStatus.SUCCESS)
-    explanation = explain_condition(
-        expr, outcome=outcome.status.value, preferred_label=outcome.preferred_label, context=context
-    )
-    edge = None
-    edge_line = None
-    if from_node is not None and from_node in pipeline.graph.nodes:
-        selection = select_edge(pipeline.graph, from_node, outcome, context)
-        edge = selection.edge
-        target = edge.target if edge is not None else "(none)"
-        edge_line = f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})"
-    text = condition_text(
-        expr,
-        explanation,
-        outcome=outcome.status.value,
-        preferred_label=outcome.preferred_label,
-        edge=edge_line,
-    )
-    return text, explanation, edge
+if TYPE_CHECKING:
+    from freshness_magic.notebook.pipeline import NotebookPipeline
 
 
 def short(text: str, limit: int) -> str:

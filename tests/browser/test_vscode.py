@@ -25,8 +25,8 @@ import pytest
 
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import LayoutCache
 from freshness_magic.notebook.widget import STATIC, PipelineWidget
+from freshness_magic.views.render import LayoutCache
 from tests.browser.fm import DARK_PAINT, PAINT, node_states
 from tests.browser.lab import WAIT_MS, save_screenshot
 from tests.browser.view import contrast

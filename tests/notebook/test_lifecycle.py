@@ -19,9 +19,9 @@ from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.errors import RunError
 from freshness_magic.notebook.magics import PipelineMagics
 from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import NodeState, StaleKind
-from freshness_magic.notebook.text import TextResult
-from freshness_magic.notebook.viewstate import BannerKind
+from freshness_magic.views.render import NodeState, StaleKind
+from freshness_magic.views.state import BannerKind
+from freshness_magic.views.text import TextResult
 from tests.notebook.conftest import REVIEW_DOT, load_review
 from tests.pipelines import SLOW_TOOL
 from tests.processes import group_alive

@@ -14,8 +14,8 @@ from freshness_magic.errors import RunError
 from freshness_magic.notebook.arguments import help_without_body
 from freshness_magic.notebook.magics import PipelineMagics
 from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.text import TextResult
-from freshness_magic.notebook.viewstate import NodeState
+from freshness_magic.views.state import NodeState
+from freshness_magic.views.text import TextResult
 from tests.notebook.conftest import REVIEW_DOT, load_review
 
 

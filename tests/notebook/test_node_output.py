@@ -7,8 +7,8 @@ from pathlib import Path
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.notebook.details import node_details
 from freshness_magic.notebook.pipeline import NotebookPipeline
+from freshness_magic.views.details import node_details
 
 FLAKY = """digraph flaky {
   start [shape=Mdiamond]

@@ -14,8 +14,8 @@ from IPython.core.interactiveshell import InteractiveShell
 from freshness_magic.engine.context import partial_key
 from freshness_magic.errors import RunError
 from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import NodeState
-from freshness_magic.notebook.text import TextResult
+from freshness_magic.views.render import NodeState
+from freshness_magic.views.text import TextResult
 from tests.notebook.conftest import load_review
 from tests.pipelines import GATED_CHILD, ONE_ENDS_ONE_WAITS, TWO_BRANCHES, managing
 from tests.waiting import wait_until
@@ -189,7 +189,7 @@ def test_node_cell_output_goes_to_the_node_folder_not_the_cell(
     assert "hello from work" not in printed.out + printed.err
     saved = pipeline.run.run_dir / "nodes" / "work" / "cell_output.txt"
     assert saved.read_text() == "hello from work\n"
-    from freshness_magic.notebook.details import node_details
+    from freshness_magic.views.details import node_details
 
     assert node_details(pipeline, "work").output == "hello from work\n"
     details = pipeline.details("work")

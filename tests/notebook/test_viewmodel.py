@@ -7,7 +7,7 @@ from pathlib import Path
 from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import NodeState
+from freshness_magic.views.render import NodeState
 
 BRANCH_DOT = """digraph branch {
   start [shape=Mdiamond]
@@ -131,7 +131,7 @@ def test_nodes_a_retried_node_leads_to_are_outdated_until_the_run_reaches_them(
 ):
     """They ran on the earlier run's results: shown ``outdated`` (no Accept clears it), and
     ``succeeded`` again once the run passes them."""
-    from freshness_magic.notebook.viewstate import state_code
+    from freshness_magic.views.state import state_code
 
     pipeline = shell.run_cell_magic("pipeline", f"gated --workdir {workdir}", GATED_DOT)
     shell.run_line_magic("pipeline", "run")

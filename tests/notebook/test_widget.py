@@ -14,10 +14,10 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import NodeState, node_groups
 from freshness_magic.notebook.viewdata import ActiveTime, active_seconds, evidence_detail
-from freshness_magic.notebook.viewstate import STATE_CODES
 from freshness_magic.notebook.widget import PipelineWidget
+from freshness_magic.views.render import NodeState, node_groups
+from freshness_magic.views.state import STATE_CODES
 from tests.notebook.conftest import load_review
 from tests.waiting import wait_until
 
@@ -194,6 +194,47 @@ def test_playground_replies_text_edge_and_keys(shell: InteractiveShell, workdir:
     assert "syntax error at column" in reply["text"]
     assert reply["edge"]["source"] == "approve"
     assert widget.errors == []
+
+
+def test_playground_and_cond_give_one_explanation_with_the_same_warnings(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """The playground warns of a key that looks like a typo of ``outcome`` as ``cond`` does,
+    with the same text; both read the live context the same way."""
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    replies = Replies(widget)
+    widget.handle({"action": "step"})
+    widget.handle({"action": "playground", "expr": "outcom=success", "node": "start"})
+    played = replies.last("playground")["text"]
+    said = shell.run_line_magic("pipeline", 'cond "outcom=success" --from start').text
+    assert played.splitlines()[0] == "result: false"
+    assert "warning: key `outcom` looks like a typo of `outcome`" in played
+    assert "(fix: write `outcome` instead of `outcom`)" in played
+    assert played == said
+    assert widget.errors == []
+
+
+def test_playground_after_completion_names_no_edge_from_the_exit(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """Once the run completed, the last node executed is the exit: no edge leaves it, so the
+    playground's answer names none (it used to end every answer with ``-> (none)``)."""
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    replies = Replies(widget)
+    shell.run_line_magic("pipeline", "run")
+    shell.run_line_magic("pipeline", "resume approve --choice Y")
+    assert pipeline.state_name == "completed"
+    widget.handle({"action": "playground", "expr": "outcome=success", "node": None})
+    reply = replies.last("playground")
+    assert reply["text"].splitlines()[0] == "result: true"
+    assert "edge from" not in reply["text"] and "(none)" not in reply["text"]
+    assert reply["edge"] is None
+    said = shell.run_line_magic("pipeline", 'cond "outcome=success" --from done').text
+    assert "edge from" not in said
+    widget.handle({"action": "playground", "expr": "outcome=success", "node": "approve"})
+    assert "edge from approve: -> done" in replies.last("playground")["text"]
 
 
 XSS_DOT = """digraph xss {
@@ -476,7 +517,7 @@ def test_elapsed_counts_an_attempt_stopped_midway_also_after_a_restart(
 def test_stopped_spans_pair_a_start_with_its_interruption(tmp_path: Path) -> None:
     """Stop (the engine's event) and a kernel interrupt (the notebook's, without a duration)
     alike; a node started and never ended (a kill) and a torn last line count nothing."""
-    from freshness_magic.notebook.viewmodel import stopped_spans
+    from freshness_magic.views.model import stopped_spans
 
     def event(kind: str, node: str, second: int) -> str:
         stamp = f"2025-01-01T10:00:{second:02d}Z"

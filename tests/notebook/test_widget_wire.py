@@ -16,7 +16,7 @@ from comm.base_comm import BaseComm
 from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.viewstate import STATE_CODES, NodeState
+from freshness_magic.views.state import STATE_CODES, NodeState
 from tests.notebook.conftest import load_review
 from tests.waiting import wait_until
 

@@ -17,7 +17,7 @@ from freshness_magic.views.state import STATE_STYLES, NodeState, NodeView, legen
 from freshness_magic.views.text import choice_text, evidence_row, first_items
 
 if TYPE_CHECKING:
-    from freshness_magic.notebook.pipeline import NotebookPipeline
+    from freshness_magic.notebook.pipeline import Pipeline
 
 
 def short(text: str, limit: int) -> str:
@@ -83,7 +83,7 @@ def to_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-def approving(pipeline: NotebookPipeline, gate_node: str) -> dict[str, str]:
+def approving(pipeline: Pipeline, gate_node: str) -> dict[str, str]:
     """What the gate approves: the response or changed files of the node that ran before it."""
     records = [r for r in pipeline.evidence_records() if r.get("nodeId") != gate_node]
     if not records:
@@ -101,7 +101,7 @@ def approving(pipeline: NotebookPipeline, gate_node: str) -> dict[str, str]:
     return {"title": f"result of {node}", "text": "\n".join(lines)}
 
 
-def node_details(pipeline: NotebookPipeline, node_id: str, view: NodeView) -> dict[str, Any]:
+def node_details(pipeline: Pipeline, node_id: str, view: NodeView) -> dict[str, Any]:
     """A node's details: the pipeline's ``details(node)`` plus its state and attributes."""
     node = pipeline.require_node(node_id)
     data: dict[str, Any] = {"state": view.state.value, "why": view.why}
@@ -110,16 +110,16 @@ def node_details(pipeline: NotebookPipeline, node_id: str, view: NodeView) -> di
     return data
 
 
-def context_keys(pipeline: NotebookPipeline, limit: int = 200) -> list[list[str]]:
+def context_keys(pipeline: Pipeline, limit: int = 200) -> list[list[str]]:
     """The run context's keys with short values (the playground lists and completes them)."""
     keys = [["outcome", ""], ["preferred_label", ""]]
     if pipeline.has_run:
-        for key, value in sorted(pipeline.run.context.items())[:limit]:
+        for key, value in sorted(pipeline.current_run.context.items())[:limit]:
             keys.append([f"context.{key}", short(repr(value), 60)])
     return keys
 
 
-def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
+def graph_value(pipeline: Pipeline, layout: Layout) -> dict[str, Any]:
     """What the page gets once per structure: the SVG, the nodes in index order, the exit nodes
     (the Run to list starts at one) and the start node (the Home and End keys go to them), the
     goal, the legend of the states this pipeline can show
@@ -139,7 +139,7 @@ def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
     }
 
 
-def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
+def gate_value(pipeline: Pipeline) -> dict[str, Any]:
     """The waiting gate for the gate panel: question, one entry per choice, what it approves,
     the note on changed inputs upstream of it (``""`` when none), and which time it asks (a
     loop that comes back at once would otherwise look as if the answer did nothing)."""
@@ -246,7 +246,7 @@ def active_seconds(records: Sequence[Mapping[str, Any]], stopped: Sequence[Span]
 
 
 def run_value(
-    pipeline: NotebookPipeline,
+    pipeline: Pipeline,
     views: Mapping[str, NodeView],
     now: float,
     active: ActiveTime | None = None,

@@ -74,7 +74,7 @@ from freshness_magic.views.state import (
 )
 
 if TYPE_CHECKING:
-    from freshness_magic.notebook.pipeline import NotebookPipeline
+    from freshness_magic.notebook.pipeline import Pipeline
 
 
 __all__ = ["PipelineWidget", "in_kernel"]
@@ -117,7 +117,7 @@ class PipelineWidget(anywidget.AnyWidget):
     note = traitlets.Unicode("").tag(sync=True)
     """Set when this view no longer drives a run (superseded): the view greys out."""
 
-    def __init__(self, pipeline: NotebookPipeline, **kwargs: Any) -> None:
+    def __init__(self, pipeline: Pipeline, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pipeline = pipeline
         self.background = in_kernel()

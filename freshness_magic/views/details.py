@@ -38,10 +38,14 @@ class PipelineReadout(Protocol):
     """What details, banners and ``why`` read of a loaded pipeline: its published views (the
     view model), its live run when one is open, and its run folder's evidence."""
 
-    name: str
-    graph: Graph
-    superseded: bool
-    resume_offer: ResumeOffer | None
+    @property
+    def name(self) -> str: ...
+    @property
+    def graph(self) -> Graph: ...
+    @property
+    def superseded(self) -> bool: ...
+    @property
+    def resume_offer(self) -> ResumeOffer | None: ...
 
     @property
     def model(self) -> ViewModel: ...

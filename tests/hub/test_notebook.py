@@ -55,7 +55,7 @@ def test_hub_magics_and_live_refresh_without_running_a_cell(
     write(hub_dir, "src/auth.py", "def login(user):\n    return user\n")
     wait_until(lambda: "code" in pipeline.stale, "the widget state to turn stale")
     assert [f.path for f in pipeline.stale["code"].files] == ["src/auth.py"]
-    assert hub_symbol_lines(pipeline.run, "code") == [
+    assert hub_symbol_lines(pipeline.current_run, "code") == [
         "src/auth.py: helper() removed; login() signature changed; login() body changed; "
         "login() docstring changed (first indexed by the hub after that point; earlier changes "
         "not seen)"

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.notebook.pipeline import NotebookPipeline
+from freshness_magic.notebook.pipeline import Pipeline
 from freshness_magic.notebook.viewdata import ActiveTime, active_seconds, evidence_detail
 from freshness_magic.notebook.widget import PipelineWidget
 from freshness_magic.views.render import NodeState, node_groups
@@ -46,7 +46,7 @@ class Replies:
 
 
 def test_graph_sent_once_and_states_per_step(shell: InteractiveShell, workdir: Path):
-    pipeline: NotebookPipeline = load_review(shell, workdir)
+    pipeline: Pipeline = load_review(shell, workdir)
     widget = pipeline.widget
     svg = widget.graph["svg"]
     assert [g.get("data-node") for g in node_groups(svg)] == list(pipeline.graph.nodes)
@@ -111,7 +111,7 @@ def test_a_gate_comment_from_the_view_reaches_the_context(
     widget.handle({"action": "run"})
     widget.handle({"action": "answer", "node": "approve", "choice": "Y", "comment": "ok by me"})
     assert pipeline.state_name == "completed"
-    assert pipeline.run.context.get("human.gate.comment") == "ok by me"
+    assert pipeline.current_run.context.get("human.gate.comment") == "ok by me"
 
 
 def test_action_errors_are_replied_not_raised(shell: InteractiveShell, workdir: Path):
@@ -149,7 +149,8 @@ def test_evidence_rows_newest_first_bounded_and_expandable(shell: InteractiveShe
     for _ in range(3):
         widget.handle({"action": "step"})
     log = [
-        json.loads(x) for x in (pipeline.run.run_dir / "evidence.jsonl").read_text().splitlines()
+        json.loads(x)
+        for x in (pipeline.current_run.run_dir / "evidence.jsonl").read_text().splitlines()
     ]
     rows = widget.evidence["rows"]
     assert (
@@ -303,9 +304,9 @@ def test_accept_and_reset(shell: InteractiveShell, workdir: Path):
     assert "src/login.py (modified)" in widget.notes["lint"]
     widget.handle({"action": "accept", "node": "lint"})
     assert states(widget)["lint"] == "succeeded"
-    first_dir = pipeline.run.run_dir
+    first_dir = pipeline.current_run.run_dir
     widget.handle({"action": "reset"})
-    assert pipeline.run.run_dir != first_dir
+    assert pipeline.current_run.run_dir != first_dir
     assert states(widget)["start"] == "next"
     assert {s for n, s in states(widget).items() if n != "start"} == {"pending"}
     assert widget.evidence["total"] == 0
@@ -388,14 +389,14 @@ def test_the_view_offers_an_unfinished_run_and_resumes_it(
     at its gate, so the gate's buttons answer the run that waited on disk."""
     first = load_review(shell, workdir)
     first.run_to()
-    run_id = first.run.run_id
+    run_id = first.current_run.run_id
     del shell.user_ns["review"]  # what a kernel restart leaves: nothing in memory
     again = load_review(shell, workdir)
     widget = again.widget
     assert widget.banner["kind"] == "resume"
     assert run_id in widget.banner["text"] and widget.banner["node"] == "approve"
     widget.handle({"action": "resume_offered"})
-    assert again.run.run_id == run_id and again.resume_offer is None
+    assert again.current_run.run_id == run_id and again.resume_offer is None
     assert widget.banner.get("kind") is None
     assert states(widget)["approve"] == "waiting"
     widget.handle({"action": "answer", "node": "approve", "choice": "Y"})
@@ -405,13 +406,13 @@ def test_the_view_offers_an_unfinished_run_and_resumes_it(
 def test_the_view_can_decline_the_offer(shell: InteractiveShell, workdir: Path) -> None:
     first = load_review(shell, workdir)
     first.run_to()
-    old = first.run.run_dir
+    old = first.current_run.run_dir
     del shell.user_ns["review"]
     again = load_review(shell, workdir)
     again.widget.handle({"action": "start_new"})
     assert again.resume_offer is None
     assert again.widget.banner.get("kind") is None
-    assert again.run.run_dir != old
+    assert again.current_run.run_dir != old
 
 
 def test_an_evidence_row_lists_at_most_100_files_and_says_where_the_rest_are() -> None:

@@ -7,9 +7,7 @@ imported on first use, so ``import freshness_magic`` (and the CLI's start-up) st
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing stays out of the import: the CLI's start-up counts every module
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
     from freshness_magic.notebook.pipeline import Pipeline
 

@@ -7,8 +7,9 @@ imported on first use, so ``import freshness_magic`` (and the CLI's start-up) st
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+if TYPE_CHECKING:
     from freshness_magic.notebook.pipeline import Pipeline
 
 __version__ = "0.1.0"

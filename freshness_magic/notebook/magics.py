@@ -165,7 +165,7 @@ class PipelineMagics(Magics):
         return found
 
     def target_note(self) -> str:
-        """Which pipeline a ``%pipeline`` line without ``--name`` acts on now, for ``%pipeline?``."""
+        """Which pipeline a ``%pipeline`` line without ``--name`` acts on now (``%pipeline?``)."""
         loaded = list(self.pipelines())
         if not loaded:
             return "Now: no pipeline is loaded, so a %pipeline action has nothing to act on."

@@ -202,7 +202,6 @@ class PipelineMagics(Magics):
 
         return require
 
-
     def _parse(self, parser: MagicArgumentParser, line: str) -> argparse.Namespace | TextResult:
         try:
             argv = split_line(line)

@@ -177,9 +177,7 @@ class PipelineMagics(Magics):
 
     # --- helpers ---------------------------------------------------------------------------------
 
-    def _node_check(
-        self, pipeline: NotebookPipeline, *, named: bool
-    ) -> Callable[[str | None, str], None]:
+    def _node_check(self, pipeline: Pipeline, *, named: bool) -> Callable[[str | None, str], None]:
         """A check that a node id given to ``where`` is one of ``pipeline``'s: a name another
         loaded pipeline has is refused naming that pipeline and the ``--name`` to add (magics
         go to the last loaded pipeline unless told otherwise)."""

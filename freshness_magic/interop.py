@@ -2,8 +2,9 @@
 
 Loading goes through :func:`graph_from_object` (also what ``load_pipeline`` and ``open_run`` do for
 such objects) and :func:`from_networkx`; exporting through :func:`to_pydot`, :func:`to_graphviz`
-and :func:`to_networkx` (``Graph.to_pydot()``, ``Graph.to_graphviz()``, ``Graph.to_networkx()``).
-No library is a dependency: each is imported here, when asked for.
+and :func:`to_networkx`. No library is a dependency: each is imported here, when asked for. The
+model knows nothing of this module (an optional adapter on top imports the model, never the
+other way round), so ``Graph`` has no export methods.
 
 What round-trips (``load_pipeline(to_pydot(g))`` and ``load_pipeline(to_graphviz(g))`` give ``g``
 again): the graph name and attributes, every node in order with all its attributes and classes,

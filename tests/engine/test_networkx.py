@@ -9,7 +9,7 @@ import pytest
 
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.errors import FreshnessMagicError
-from freshness_magic.interop import from_networkx
+from freshness_magic.interop import from_networkx, to_networkx
 from freshness_magic.session import open_run
 
 BRANCHY = """digraph branchy {
@@ -38,7 +38,7 @@ BRANCHY = """digraph branchy {
 
 def test_to_networkx_keeps_nodes_edges_and_their_attributes_in_order() -> None:
     graph = load_pipeline(BRANCHY)
-    nx_graph = graph.to_networkx()
+    nx_graph = to_networkx(graph)
     assert isinstance(nx_graph, networkx.MultiDiGraph)
     assert nx_graph.graph == {"name": "branchy", "goal": "Check both sides"}
     assert list(nx_graph.nodes) == list(graph.nodes)
@@ -60,7 +60,7 @@ def test_to_networkx_keeps_nodes_edges_and_their_attributes_in_order() -> None:
 
 def test_from_networkx_round_trips_a_loaded_pipeline(tmp_path: Path) -> None:
     graph = load_pipeline(BRANCHY)
-    back = from_networkx(graph.to_networkx())
+    back = from_networkx(to_networkx(graph))
     assert back.name == graph.name
     assert dict(back.attrs) == dict(graph.attrs)
     assert [(n.id, dict(n.attrs)) for n in back.nodes.values()] == [

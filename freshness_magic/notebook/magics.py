@@ -164,7 +164,43 @@ class PipelineMagics(Magics):
             )
         return found
 
+    def target_note(self) -> str:
+        """Which pipeline a ``%pipeline`` line without ``--name`` acts on now (``%pipeline?``)."""
+        loaded = list(self.pipelines())
+        if not loaded:
+            return "Now: no pipeline is loaded, so a %pipeline action has nothing to act on."
+        note = f"Now: without --name, %pipeline acts on {loaded[-1]} (the last loaded)"
+        if len(loaded) > 1:
+            note += f"; loaded: {', '.join(loaded)} (add --name NAME for another)"
+        return note + "."
+
     # --- helpers ---------------------------------------------------------------------------------
+
+    def _node_check(
+        self, pipeline: NotebookPipeline, *, named: bool
+    ) -> Callable[[str | None, str], None]:
+        """A check that a node id given to ``where`` is one of ``pipeline``'s: a name another
+        loaded pipeline has is refused naming that pipeline and the ``--name`` to add (magics
+        go to the last loaded pipeline unless told otherwise)."""
+
+        def require(node_id: str | None, where: str) -> None:
+            if node_id is None or node_id in pipeline.graph.nodes:
+                return
+            owners = [
+                name
+                for name, other in self.pipelines().items()
+                if other is not pipeline and node_id in other.graph.nodes
+            ]
+            if not owners:
+                _require_node(pipeline, node_id, where)
+                return
+            which = "named by --name" if named else "the last loaded, which magics act on"
+            raise UsageError(
+                f"{where}: no node {node_id!r} in {pipeline.name} ({which}); {node_id!r} is a "
+                f"node of {' and '.join(owners)}: add --name {owners[0]}"
+            )
+
+        return require
 
     def _parse(self, parser: MagicArgumentParser, line: str) -> argparse.Namespace | TextResult:
         try:
@@ -391,16 +427,17 @@ class PipelineMagics(Magics):
             return self._call(lambda: self._hub()(self, args.args))
         pipeline = self.get(args.name)
         node = getattr(args, "node", None)
+        require = self._node_check(pipeline, named=args.name is not None)
         if command in _NEEDS_NODE or command in _MAY_NAME_NODE:
-            _require_node(pipeline, node, f"%pipeline {command}")
+            require(node, f"%pipeline {command}")
         for node_id in getattr(args, "nodes", ()):  # accept's
-            _require_node(pipeline, node_id, f"%pipeline {command}")
-        if command == "run":
-            _require_node(pipeline, args.to, "%pipeline run --to")
+            require(node_id, f"%pipeline {command}")
+        if command in ("run", "resume"):
+            require(args.to, f"%pipeline {command} --to")
         if command == "run" and args.max_steps is not None and args.max_steps < 1:
             raise UsageError("%pipeline run --max-steps: N must be at least 1")
         if command == "cond":
-            _require_node(pipeline, args.from_node, "%pipeline cond --from")
+            require(args.from_node, "%pipeline cond --from")
         if command in ("step", "run", "resume", "retry"):
             self._run_options(pipeline, args)
         pipeline.live_lines = self._live_lines()

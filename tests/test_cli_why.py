@@ -461,6 +461,7 @@ def test_a_killed_run_names_the_node_cut_off_and_the_resume_line(tmp_path: Path)
         assert during[0] == "wait: running"
         assert during[-1].startswith(f"note: the run is driven now by pid {process.pid} (")
         assert during[-1].endswith(", running wait)")  # nothing to paste while it runs
+        wait_until(lambda: "  output: started" in why(run_dir, "wait", tmp_path), "output logged")
     finally:
         process.kill()  # -9: no word, no checkpoint
         process.wait(timeout=60)

@@ -207,7 +207,7 @@ def node_states(run_dir: Path) -> dict[str, dict[str, str]] | None:
     """Each node's state and reason as the notebook's view shows them (``status --json``'s
     ``nodes``); None when the run cannot be read that way (no stored pipeline)."""
     from freshness_magic.errors import FreshnessMagicError
-    from freshness_magic.runview import read_run
+    from freshness_magic.views.runview import read_run
 
     try:
         views = read_run(run_dir).model.views()

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path
@@ -19,7 +19,6 @@ from typing import Any
 
 from freshness_magic.atomicio import loads_bounded
 from freshness_magic.engine.events import Event, EventType
-from freshness_magic.engine.marks import MarkKind, node_marks
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.persistence import EVENTS_FILE
@@ -27,89 +26,13 @@ from freshness_magic.engine.reach import reachable, successor_map
 from freshness_magic.engine.state import RunState
 from freshness_magic.engine.trace import Trace
 from freshness_magic.engine.visible import visible
-from freshness_magic.freshness.attrs import inputs_checked
-from freshness_magic.freshness.events import some_files
-from freshness_magic.freshness.labels import FileLabel
-from freshness_magic.freshness.report import FreshnessReport, renamed
-from freshness_magic.notebook.render import NodeState, NodeView, StaleKind
-from freshness_magic.notebook.text import choice_text
+from freshness_magic.views.marks import NodeStale, marked, outdated_views
+from freshness_magic.views.render import NodeState, NodeView
+from freshness_magic.views.text import choice_text
 
 OUTPUT_TAIL = 4000
 """Characters of a node's streamed output kept for its details."""
 _FINISHED = (RunState.COMPLETED, RunState.FAILED)
-
-
-@dataclass(frozen=True)
-class StaleFile:
-    """One changed input of a node with its label (``modified``, ``deleted``, ``added`` ...)."""
-
-    path: str
-    label: str
-
-
-@dataclass(frozen=True)
-class NodeStale:
-    """A node's stale inputs and since when (run-start baseline or the node's own completion)."""
-
-    kind: StaleKind
-    files: tuple[StaleFile, ...]
-    gone: bool = False
-    """Every input it had was deleted and its ``source_files`` match no file now (a folder
-    moved or renamed under its glob, say)."""
-
-    def describe(self) -> str:
-        since = "baseline" if self.kind is StaleKind.BASELINE else "it ran"
-        shown = [f"{f.path} ({f.label})" for f in self.files[:WHY_FILES]]
-        return f"inputs changed since {since}: {some_files(shown, WHY_FILES, len(self.files))}"
-
-
-WHY_FILES = 10
-"""Stale files a node's "why" (tooltip, ``%pipeline why``) names before counting the rest."""
-
-
-_LABELS = {"stale_changed": "modified", "stale_deleted": "deleted", "stale_added": "added"}
-
-
-def stale_from_report(report: FreshnessReport, graph: Graph) -> dict[str, NodeStale]:
-    """Per-node stale inputs from the freshness report: since the node ran, else since baseline.
-
-    Where every view (widget, status, ``why``, on both surfaces) learns which nodes are stale:
-    only a node of ``graph`` whose inputs are checked (:func:`inputs_checked`) can be; the
-    report also has baselines of ``freshness=ignore`` nodes, never shown stale.
-    """
-    result: dict[str, NodeStale] = {}
-    for node_id, entry in report.nodes.items():
-        node = graph.nodes.get(node_id)
-        if node is None or not inputs_checked(node):
-            continue
-        if entry.since_run is not None:
-            view, kind = entry.since_run, StaleKind.RUN
-        else:
-            view, kind = entry.since_baseline, StaleKind.BASELINE
-        moved = renamed(view.files)
-        files = tuple(
-            StaleFile(moved[f.path], f"renamed from {f.path}")
-            if f.path in moved
-            else StaleFile(f.path, _LABELS.get(f.label.value, f.label.value))
-            for f in view.files
-            if f.label is not FileLabel.FRESH and f.path not in moved.values()
-        )
-        if files and view.is_stale:
-            gone = not view.fresh and all(f.label == "deleted" for f in files)
-            result[node_id] = NodeStale(kind, files, gone)
-    return result
-
-
-def freshness_of(run: Any) -> tuple[dict[str, NodeStale], frozenset[str]]:
-    """The stale inputs per node and the blocked nodes, from the run's freshness extension."""
-    for ext in getattr(run, "extensions", ()):
-        if getattr(ext, "name", "") != "freshness":
-            continue
-        report = ext.report(run) if callable(getattr(ext, "report", None)) else None
-        graph = run.graph
-        stale = stale_from_report(report, graph) if isinstance(report, FreshnessReport) else {}
-        return stale, frozenset(getattr(ext, "blocked", ()))
-    return {}, frozenset()
 
 
 @dataclass(frozen=True)
@@ -353,7 +276,7 @@ class ViewModel:
         ahead = reachable(self._succ, [nxt]) | {nxt} if nxt is not None else set()
         if snap.gate is not None:
             ahead |= reachable(self._succ, [snap.gate.node_id]) | {snap.gate.node_id}
-        outdated = self._outdated()
+        outdated = outdated_views(snap.traces, self.stale)
         running = self.running[0] if self.running is not None else None
         result: dict[str, NodeView] = {}
         for node_id in self.graph.nodes:
@@ -381,14 +304,7 @@ class ViewModel:
                 view = NodeView(NodeState.INTERRUPTED, why=self.interrupted[node_id])
             elif node_id == nxt and view.state not in (NodeState.RETRYING, NodeState.BLOCKED):
                 view = NodeView(NodeState.NEXT, why="next to run")
-            stale = self.stale.get(node_id)
-            quiet = (NodeState.PENDING, NodeState.SUCCEEDED, NodeState.PARTIAL, NodeState.SKIPPED)
-            if stale is not None and view.state in quiet:
-                kind = StaleKind.RUN if node_id in snap.outcomes else StaleKind.BASELINE
-                view = NodeView(NodeState.STALE, kind, stale.describe())
-            elif node_id in outdated and view.state in (NodeState.SUCCEEDED, NodeState.PARTIAL):
-                view = outdated[node_id]
-            result[node_id] = view
+            result[node_id] = marked(view, node_id, snap.outcomes, self.stale, outdated)
         return result
 
     def _never_reached(self, node_id: str, snap: RunSnapshot, ahead: set[str]) -> bool:
@@ -398,10 +314,6 @@ class ViewModel:
         if snap.state in (RunState.READY, RunState.FAILED) or not snap.completed:
             return False
         return node_id not in ahead
-
-    def _outdated(self) -> dict[str, NodeView]:
-        """The views of nodes whose latest execution is outdated (:func:`outdated_views`)."""
-        return outdated_views(self.snapshot.traces, self.stale)
 
     def _outcome_view(self, node_id: str, outcome: Outcome | None) -> NodeView:
         if outcome is None:
@@ -420,27 +332,3 @@ class ViewModel:
         if status is StageStatus.RETRY:
             return NodeView(NodeState.RETRYING, why=outcome.failure_reason or "retry requested")
         return NodeView(NodeState.WAITING, why=outcome.notes)
-
-
-def outdated_views(traces: Sequence[Trace], stale: Mapping[str, NodeStale]) -> dict[str, NodeView]:
-    """The views of nodes whose latest execution is outdated, from the run's traces
-    (:mod:`freshness_magic.engine.marks`; never from the graph's shape): ``why`` is the chain
-    ("`join` read the result of `lint` (step 4), whose input `a.py` changed");
-    ``details["upstream"]`` the stale nodes at its ends (accepting all their inputs clears it),
-    else ``details["reran"]``, the node whose newer execution wrote a different value (only
-    running this node again clears that)."""
-    changed = {n: [f.path for f in s.files] for n, s in stale.items() if s.kind is StaleKind.RUN}
-    found: dict[str, NodeView] = {}
-    for node_id, mark in node_marks(traces, changed).items():
-        if mark.kind is not MarkKind.OUTDATED:
-            continue
-        roots = mark.roots()
-        details: dict[str, Any] = {"step": mark.step}
-        if roots:
-            details["upstream"] = roots
-        else:
-            details["reran"] = next(
-                (link.writer_node for link in mark.links if link.superseded_by is not None), ""
-            )
-        found[node_id] = NodeView(NodeState.OUTDATED, why=mark.because(), details=details)
-    return found

@@ -247,14 +247,25 @@ class PipelineView:
         return backend if isinstance(backend, str) and backend else "simulated"
 
     def explain(
-        self, expr: str, from_node: str | None = None, *, infer_node: bool = False
+        self,
+        expr: str,
+        from_node: str | None = None,
+        *,
+        step: int | None = None,
+        infer_node: bool = False,
     ) -> ConditionAnswer:
-        """``expr`` explained on the live context (and, from a node, the edge it would take):
-        the one explanation of ``cond`` and the widget's playground."""
-        from freshness_magic.views.explain import explain_on_context
+        """``expr`` explained, and from a node the edge routing would take: from a node that
+        ran (or at ``step``), in the context and outcome of that execution (its latest by
+        default; the answer names the step), else on the live context. The one explanation
+        of ``cond`` and the widget's playground."""
+        from freshness_magic.views.explain import execution_context, explain_on_context
 
         run = self.live_run
         context = dict(run.context) if run is not None else {}
+        at = None
+        ran = run is not None and any(t.node_id == from_node for t in run.traces)
+        if run is not None and (step is not None or ran):
+            at = execution_context(run.run_dir, run.traces, from_node, step)
         return explain_on_context(
-            self.graph, context, self.outcomes(), expr, from_node, infer_node=infer_node
+            self.graph, context, self.outcomes(), expr, from_node, infer_node=infer_node, at=at
         )

@@ -82,3 +82,21 @@ def test_cond_from_a_node_that_has_not_run_uses_the_live_context(
     release(shell, tmp_path)
     said = cond(shell, '"context.tool.output=minor" --from major_notes').splitlines()
     assert said[0] == "result: false"
+
+
+def test_the_details_panel_shows_what_an_execution_read_and_wrote(
+    shell: InteractiveShell, tmp_path: Path
+) -> None:
+    dot = RELEASE.replace(
+        'gate        [shape=hexagon, label="Publish?"]',
+        'notes [prompt="Announce {tool.output}"]\n  gate [shape=hexagon, label="Publish?"]',
+    ).replace("minor_notes -> gate", "minor_notes -> notes -> gate")
+    (tmp_path / "RELEASE_KIND").write_text("minor\n")
+    pipeline = shell.run_cell_magic("pipeline", f"release --workdir {tmp_path}", dot)
+    shell.run_line_magic("pipeline", "run")
+    details = pipeline.details("notes")
+    assert details["execution"] == "step 4 (success)"
+    assert details["read"] == ["tool.output = '## 1.3.0', from minor_notes (step 3)"]
+    assert "last_stage = 'notes'" in details["wrote"]
+    assert pipeline.details("route")["read"] == ["nothing from the context"]
+    assert "execution" not in pipeline.details("major_notes")

@@ -32,8 +32,8 @@ REVIEW = """digraph review {
   start   [shape=Mdiamond]
   lint    [shape=parallelogram, tool_command="cat src/login.py", source_files="src/*.py",
            freshness="block"]
-  draft   [prompt="Summarise the change for $goal: {tool.output}", source_files="docs/spec.md",
-           freshness="warn"]
+  draft   [prompt="Summarise the change for $goal: {tool.output}",
+           source_files="docs/spec.md", freshness="warn"]
   approve [shape=hexagon, label="Ship it?"]
   done    [shape=Msquare]
   start -> lint -> draft -> approve

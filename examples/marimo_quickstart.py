@@ -76,7 +76,7 @@ def _(mo, review):
 @app.cell
 def _(mo, review):
     view = mo.ui.anywidget(review.widget)
-    view
+    view  # noqa: B018 (marimo shows a cell's last expression)
     return
 
 

@@ -58,8 +58,7 @@ def test_the_exported_marimo_page_shows_the_view_offline(offline_page: Any, tmp_
     nodes = page.locator(f"{WIDGET} svg g.fm-node")
     nodes.nth(4).wait_for(timeout=WAIT_MS)
     states = {
-        node.get_attribute("data-node"): node.get_attribute("data-state")
-        for node in nodes.all()
+        node.get_attribute("data-node"): node.get_attribute("data-state") for node in nodes.all()
     }
     assert states == {
         "start": "succeeded",

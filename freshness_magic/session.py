@@ -82,11 +82,13 @@ def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension
     from freshness_magic.evidence.extension import EvidenceExtension
     from freshness_magic.freshness.extension import FreshnessExtension
     from freshness_magic.hub.extension import HubContextExtension
+    from freshness_magic.hub.integration import HubHashSource
 
     extensions: list[RunExtension] = [
         FreshnessExtension(
             options.get("hash_size_limit"),
             allow_outside=options.get("freshness_allow_outside", False),
+            hash_sources=HubHashSource,  # known digests from a running hub, else hashed here
         )
     ]
     # Evidence goes last: its after_execute must see the outcome the other extensions settled on.

@@ -124,12 +124,13 @@ def _resolved_backend(kwargs: dict[str, Any]) -> str | None:
 def _check_models(graph: Graph, backend: Any) -> None:
     """Before a run starts: a real backend refuses a pipeline whose LLM nodes name an endpoint
     or a key (validated or not), and a model API backend one with LLM nodes it has no model
-    for."""
+    or no API key for."""
     from freshness_magic.backends.base import ModelBackend
 
     _refuse_pipeline_endpoints(graph, backend)
     if isinstance(backend, ModelBackend):
         backend.check_models(graph)
+        backend.check_credentials(graph)
 
 
 def _refuse_pipeline_endpoints(graph: Graph, backend: Any) -> None:
@@ -251,7 +252,29 @@ def _refuse_ignored_interviewer(kwargs: dict[str, Any]) -> None:
         )
 
 
-def _check_and_warn(graph: Graph, workdir: str | Path, registry: HandlerRegistry | None) -> None:
+def _refuse_outside_paths(graph: Graph, workdir: str | Path) -> None:
+    """UnsafePathError, before the run starts (validated or not), for a prompt file outside the
+    work tree, at its line and column: the one path rule of
+    :func:`freshness_magic.pathsafety.pipeline_path_problem` (``source_files`` entries are
+    refused by the run's own validation, and the codergen handler refuses again as it runs)."""
+    from freshness_magic.engine.prompts import prompt_file_problem
+    from freshness_magic.engine.validation.core import node_at
+    from freshness_magic.errors import UnsafePathError
+
+    for node in graph.nodes.values():
+        problem = prompt_file_problem(node, graph, workdir)
+        if problem is not None:
+            line, column = node_at(node, "prompt")
+            where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path
+            raise UnsafePathError(
+                f"{where}: node `{node.id}`: prompt file {node.prompt.strip()!r} is refused: "
+                f"{problem}"
+            )
+
+
+def _check_and_warn(
+    graph: Graph, workdir: str | Path, registry: HandlerRegistry | None, allow_outside: object
+) -> None:
     """Refuse a pipeline with errors (ValidationError, the warnings with them) and issue each
     warning as a :class:`PipelineWarning` from the caller's line."""
     from freshness_magic.engine.handlers.builtin import default_registry
@@ -259,7 +282,7 @@ def _check_and_warn(graph: Graph, workdir: str | Path, registry: HandlerRegistry
     from freshness_magic.lint import session_validator
 
     types = (registry or default_registry()).types()
-    validator = session_validator(known_types=types, workdir=workdir)
+    validator = session_validator(known_types=types, workdir=workdir, allow_outside=allow_outside)
     for diagnostic in validator.validate_or_raise(graph):
         if diagnostic.severity is Severity.WARNING:
             warnings.warn(diagnostic.format(graph.path), PipelineWarning, stacklevel=3)
@@ -347,7 +370,9 @@ def open_run(
     graph = _load(pipeline)
     check_state_dirs(workdir, kwargs.get("runs_dir"))  # before warnings about files under it
     if warn:
-        _check_and_warn(graph, workdir, kwargs.get("registry"))
+        allow = (extension_options or {}).get("freshness_allow_outside", False)
+        _check_and_warn(graph, workdir, kwargs.get("registry"), allow)
+    _refuse_outside_paths(graph, workdir)
     spec = _resolved_backend(kwargs)
     _check_models(graph, kwargs.get("backend"))
     kwargs = _with_registry(kwargs)
@@ -391,6 +416,7 @@ def resume_run(
     A ``backend`` spec given here is remembered instead: the run goes on with it, and so does
     the next resume. A file, or a folder that holds runs, is refused with the runs to pick from.
     """
+    from freshness_magic.backends.base import ModelBackend
     from freshness_magic.rundirs import checked_run_dir
 
     checked_run_dir(run_dir)
@@ -413,6 +439,8 @@ def resume_run(
     run = Run.resume(run_dir, extensions=extensions, workdir=workdir, **kwargs)
     try:
         _refuse_pipeline_endpoints(run.graph, backend)
+        if isinstance(backend, ModelBackend):
+            backend.check_credentials(run.graph)
     except BaseException:
         run.close()
         raise

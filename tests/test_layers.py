@@ -15,6 +15,8 @@ PACKAGE = Path(freshness_magic.__file__).parent
 BASE = {"errors", "ids", "atomicio", "pathsafety", "schemas", "vcs"}
 """What every layer may use: errors, ids, crash-safe files, path checks, schemas, git."""
 MAY_IMPORT: dict[str, set[str]] = {
+    "pathsafety": {"errors", "ids"},
+    "atomicio": {"errors", "pathsafety"},
     "engine": BASE - {"vcs"},
     "freshness": BASE | {"engine"},
     "evidence": BASE | {"engine", "freshness"},
@@ -22,6 +24,7 @@ MAY_IMPORT: dict[str, set[str]] = {
     "backends": BASE | {"engine"},
     "cluster": BASE | {"engine", "backends"},
     "interop": BASE | {"engine"},
+    "pathlint": BASE | {"engine"},
     "views": BASE | {"engine", "freshness", "evidence", "hub", "backends", "cluster", "interop"},
 }
 """Each package below the surfaces and what it may import besides itself. ``lint.py`` and

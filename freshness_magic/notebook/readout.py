@@ -115,7 +115,8 @@ class PipelineReadout:
             widget_bundle = self.widget._repr_mimebundle_()
             if isinstance(widget_bundle, dict):
                 bundle.update(widget_bundle)
-        if "text/html" not in bundle and layout is not None:
+        followed = self._widget is not None and self._widget.background
+        if "text/html" not in bundle and layout is not None and not followed:
             bundle["text/html"] = static_html(layout, self.views(), self.status_line())
         bundle["text/plain"] = self.status_text(REPR_ROWS)
         return bundle

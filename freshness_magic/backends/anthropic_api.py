@@ -9,6 +9,7 @@ not part of the response.
 from __future__ import annotations
 
 import json
+import os
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +24,8 @@ from freshness_magic.engine.handlers.llm import BackendReply, BackendRequest
 from freshness_magic.engine.model import Node
 from freshness_magic.errors import BackendError
 
+KEY_VARS = ("ANTHROPIC_API_KEY", "ANTHROPIC_AUTH_TOKEN")
+"""The client's key (``x-api-key``) or bearer token: one of them must be set."""
 MAX_TOKENS = 4096
 THINKING_BUDGET = {"low": 1024, "medium": 4096, "high": 16384}
 
@@ -40,6 +43,12 @@ class AnthropicBackend(ModelBackend):
             raise BackendError(
                 f"anthropic: {' '.join(str(exc).split())} (set ANTHROPIC_API_KEY)"
             ) from None
+
+    def missing_credentials(self) -> tuple[str, ...]:
+        """``ANTHROPIC_API_KEY`` (or ``ANTHROPIC_AUTH_TOKEN``), unless one is set."""
+        if any(os.environ.get(name) for name in KEY_VARS):
+            return ()
+        return KEY_VARS
 
     def _classify(self, exc: Exception) -> Exception:
         """As the base class; the client's "Could not resolve authentication method" (a

@@ -272,6 +272,29 @@ class ModelBackend:
                 "stylesheet"
             )
 
+    def missing_credentials(self) -> tuple[str, ...]:
+        """The environment variables of which one must be set for this backend's calls to
+        carry a key (empty: none is missing)."""
+        return ()
+
+    def check_credentials(self, graph: Graph) -> None:
+        """Refuse, before a run starts (before its directory exists), a pipeline whose LLM
+        nodes would reach a backend without its API key: one line naming the variable."""
+        needed: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        for node in graph.nodes.values():
+            if node.handler_type == "codergen":
+                backend = self.for_node(node)
+                missing = backend.missing_credentials()
+                if missing:
+                    needed.setdefault((backend.name, missing), []).append(node.id)
+        for (name, missing), nodes in needed.items():
+            named = ", ".join(f"'{node_id}'" for node_id in nodes[:5])
+            more = f" and {len(nodes) - 5} more" if len(nodes) > 5 else ""
+            raise BackendError(
+                f"the {name} backend has no API key (needed by {named}{more}): set "
+                f"{' or '.join(missing)} in the environment, then run again"
+            )
+
     def _model(self, node: Node) -> str:
         if not self.config.model:
             raise BackendError(

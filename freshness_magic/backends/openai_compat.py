@@ -47,6 +47,13 @@ class OpenAIBackend(ModelBackend):
                 "server as openai:MODEL@http://127.0.0.1:PORT/v1)"
             ) from None
 
+    def missing_credentials(self) -> tuple[str, ...]:
+        """``OPENAI_API_KEY``, unless set or the spec names the server (a local one needs
+        none: a placeholder is sent)."""
+        if self.config.base_url or os.environ.get("OPENAI_API_KEY"):
+            return ()
+        return ("OPENAI_API_KEY",)
+
     def _options(self, node: Node, model: str, prompt: str) -> dict[str, Any]:
         options: dict[str, Any] = {
             "model": model,

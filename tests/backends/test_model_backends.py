@@ -336,9 +336,9 @@ def test_anthropic_without_a_key_says_which_variable_to_set(
 ) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY")
     monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
-    with serve("anthropic") as server:
-        run, _ = run_one(tmp_path, f"anthropic:test-model@{server.url}")
+    with serve("anthropic") as server, pytest.raises(BackendError) as refused:
+        run_one(tmp_path, f"anthropic:test-model@{server.url}")
     assert not server.requests  # refused before anything was sent
-    reason = run.node_outcomes["draft"].failure_reason
-    assert "anthropic: no API key (set ANTHROPIC_API_KEY" in reason
+    reason = str(refused.value)
+    assert "set ANTHROPIC_API_KEY or ANTHROPIC_AUTH_TOKEN" in reason
     assert "Could not resolve" not in reason

@@ -43,7 +43,7 @@ import threading
 import time
 import traceback
 import uuid
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -77,6 +77,7 @@ from freshness_magic.views.state import (
 
 if TYPE_CHECKING:
     from freshness_magic.notebook.pipeline import Pipeline
+    from freshness_magic.views.frame import ViewFrame
 
 
 __all__ = ["PipelineWidget", "in_kernel"]
@@ -134,7 +135,9 @@ class PipelineWidget(anywidget.AnyWidget):
         self._layout: Layout | None = None
         self._layout_key: tuple[object, ...] | None = None
         self._evidence_count = -1
-        self._records: list[dict[str, Any]] = []
+        self._records: Sequence[Mapping[str, Any]] = []
+        self.frame: ViewFrame
+        """The frame the page shows (pushed by the pipeline at every step boundary)."""
         self._active = ActiveTime()
         """The run's active time, folded in from ``_records`` as they come."""
         self.errors: list[BaseException] = []
@@ -148,6 +151,7 @@ class PipelineWidget(anywidget.AnyWidget):
         self._follow_lock = threading.Lock()
         self.on_msg(self._on_msg)
         pipeline.subscribe(self._on_pipeline_event)
+        pipeline.subscribe_frames(self._on_frame)
         self.refresh()
 
     # --- the pipeline's side ---------------------------------------------------------------------
@@ -160,11 +164,12 @@ class PipelineWidget(anywidget.AnyWidget):
         return self._layout
 
     def views(self) -> dict[str, NodeView]:
-        return dict(self.pipeline.views())
+        """Every node's view as the last frame sent showed it."""
+        return dict(self.frame.views)
 
     def current_banner(self) -> RunBanner | None:
         """The run-level message above the graph (failure, dead end, interrupt, superseded)."""
-        return self.pipeline.banner()
+        return self.frame.banner
 
     def snapshot(self) -> str:
         """The SVG with states written in (what a static export shows)."""
@@ -172,14 +177,12 @@ class PipelineWidget(anywidget.AnyWidget):
 
     def static_html(self) -> str:
         """The text/html fallback: the graph with its states, the status line and the legend."""
-        return static_html(
-            self.layout, self.views(), self.pipeline.status_line(), self.current_banner()
-        )
+        frame = self.frame
+        return static_html(self.layout, dict(frame.views), frame.status_line, frame.banner)
 
     # --- state sent to the page ------------------------------------------------------------------
 
-    def _evidence_value(self) -> dict[str, Any] | None:
-        records = self.pipeline.evidence_records()
+    def _evidence_value(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         if len(records) == self._evidence_count:
             return None
         self._evidence_count = len(records)
@@ -187,25 +190,26 @@ class PipelineWidget(anywidget.AnyWidget):
         newest = list(enumerate(records))[-EVIDENCE_ROWS:][::-1]
         return {"total": len(records), "rows": [evidence_summary_row(i, r) for i, r in newest]}
 
-    def refresh(self) -> None:
-        """Bring the page up to date: only changed values, all in one model update.
+    def refresh(self, frame: ViewFrame | None = None) -> None:
+        """Bring the page up to date with ``frame`` (None: the pipeline's frame now): only
+        changed values, all in one model update.
 
         Runs on the kernel thread and on the action's worker thread; one at a time, so a slower
         refresh never overwrites a newer one with older values.
         """
         with self._refresh_lock:
-            self._refresh()
+            self._refresh(frame if frame is not None else self.pipeline.frame())
 
-    def _refresh(self) -> None:
+    def _refresh(self, frame: ViewFrame) -> None:
         started = time.perf_counter()
-        pipeline = self.pipeline
+        self.frame = frame
         values: dict[str, Any] = {}
-        key = (id(pipeline.graph), pipeline.structure_version)
+        key = (id(frame.graph), frame.structure_version)
         if key != self._layout_key:
-            self._layout = pipeline.layout_cache.get(pipeline.graph)
+            self._layout = self.pipeline.layout_cache.get(frame.graph)
             self._layout_key = key
             values["graph"] = graph_value(self.pipeline, self.layout)
-        views = self.views()
+        views = frame.views
         layout = self.layout
         codes = ["p"] * len(layout.index)
         notes: dict[str, str] = {}
@@ -223,7 +227,7 @@ class PipelineWidget(anywidget.AnyWidget):
             # Superseded (a note), the view keeps what it showed last, read-only: its banner,
             # gate and evidence rows. The note says why, once (the superseded banner would say it
             # again), and the pipeline object no longer has a run to read the rest from.
-            banner = self.current_banner()
+            banner = frame.banner
             values["banner"] = (
                 {}
                 if banner is None
@@ -235,12 +239,12 @@ class PipelineWidget(anywidget.AnyWidget):
                     "holds": banner.holds,
                 }
             )
-            values["gate"] = gate_value(self.pipeline)
-            found = self._evidence_value()
+            values["gate"] = gate_value(frame)
+            found = self._evidence_value(frame.evidence)
             if found is not None:
                 values["evidence"] = found
-        self._active.update(self._records, self.pipeline.model.stopped)
-        values["run"] = run_value(self.pipeline, views, time.time(), self._active)
+        self._active.update(self._records, frame.stopped)
+        values["run"] = run_value(frame, time.time(), self._active)
         changed = {k: v for k, v in values.items() if getattr(self, k) != v}
         if not changed:
             return
@@ -255,13 +259,15 @@ class PipelineWidget(anywidget.AnyWidget):
         self.update_stats.append((time.perf_counter() - started, size))
 
     def _on_pipeline_event(self, event: Any) -> None:
-        """A published step boundary (``None``) is sent at once, in one update; an event inside a
-        step only arms the live timer (see :data:`LIVE_DELAY`)."""
+        """An event inside a step only arms the live timer (see :data:`LIVE_DELAY`); a step
+        boundary (``None``) comes as a frame (:meth:`_on_frame`)."""
         if event is not None:
             self._arm_live()
-            return
+
+    def _on_frame(self, frame: ViewFrame) -> None:
+        """A published step boundary: its frame is sent at once, in one update."""
         self._disarm_live()
-        self._safe_refresh()
+        self._safe_refresh(frame)
 
     def _arm_live(self) -> None:
         with self._live_lock:
@@ -281,9 +287,9 @@ class PipelineWidget(anywidget.AnyWidget):
             self._live = None
         self._safe_refresh()
 
-    def _safe_refresh(self) -> None:
+    def _safe_refresh(self, frame: ViewFrame | None = None) -> None:
         try:
-            self.refresh()
+            self.refresh(frame)
         except Exception as exc:  # a view error must never break the run
             self._report(exc)
 

@@ -9,7 +9,7 @@ from pathlib import Path
 from shlex import quote
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.commands import path_arg
+from freshness_magic.choices import path_arg
 from freshness_magic.commands.run import EXIT_CODES
 from freshness_magic.holders import driven_now, held_open
 
@@ -178,10 +178,11 @@ def changed_nodes(
     (outdated: the one rule of every view, :mod:`freshness_magic.views.marks`)."""
     from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.runcheck import checkpoint_report
+    from freshness_magic.hub.integration import HubHashSource
     from freshness_magic.views.marks import GraphMarks, stale_from_report
 
     try:
-        report = checkpoint_report(data, used, run_dir)
+        report = checkpoint_report(data, used, run_dir, hash_sources=HubHashSource)
     except FreshnessError:
         return None, []
     if not report.stale_nodes:

@@ -9,7 +9,7 @@ from pathlib import Path
 from shlex import quote
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.commands import path_arg
+from freshness_magic.choices import path_arg
 from freshness_magic.commands.run import EXIT_CODES
 from freshness_magic.holders import driven_now, held_open
 
@@ -186,9 +186,10 @@ def changed_nodes(
     from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.extension import changed_since_run
     from freshness_magic.freshness.runcheck import checkpoint_report
+    from freshness_magic.hub.integration import HubHashSource
 
     try:
-        report = checkpoint_report(data, used, run_dir)
+        report = checkpoint_report(data, used, run_dir, hash_sources=HubHashSource)
     except FreshnessError:
         return None, []
     if not report.stale_nodes:

@@ -422,7 +422,8 @@ class Pipeline:
             widget_bundle = self.widget._repr_mimebundle_()
             if isinstance(widget_bundle, dict):
                 bundle.update(widget_bundle)
-        if "text/html" not in bundle and layout is not None:
+        followed = self._widget is not None and self._widget.background  # its own output
+        if "text/html" not in bundle and layout is not None and not followed:
             bundle["text/html"] = static_html(layout, self.views(), self.status_line())
         bundle["text/plain"] = self.status_text(REPR_ROWS)
         return bundle

@@ -82,11 +82,13 @@ def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension
     from freshness_magic.evidence.extension import EvidenceExtension
     from freshness_magic.freshness.extension import FreshnessExtension
     from freshness_magic.hub.extension import HubContextExtension
+    from freshness_magic.hub.integration import HubHashSource
 
     extensions: list[RunExtension] = [
         FreshnessExtension(
             options.get("hash_size_limit"),
             allow_outside=options.get("freshness_allow_outside", False),
+            hash_sources=HubHashSource,  # known digests from a running hub, else hashed here
         )
     ]
     # Evidence goes last: its after_execute must see the outcome the other extensions settled on.
@@ -122,12 +124,13 @@ def _resolved_backend(kwargs: dict[str, Any]) -> str | None:
 def _check_models(graph: Graph, backend: Any) -> None:
     """Before a run starts: a real backend refuses a pipeline whose LLM nodes name an endpoint
     or a key (validated or not), and a model API backend one with LLM nodes it has no model
-    for."""
+    or no API key for."""
     from freshness_magic.backends.base import ModelBackend
 
     _refuse_pipeline_endpoints(graph, backend)
     if isinstance(backend, ModelBackend):
         backend.check_models(graph)
+        backend.check_credentials(graph)
 
 
 def _refuse_pipeline_endpoints(graph: Graph, backend: Any) -> None:
@@ -249,7 +252,23 @@ def _refuse_ignored_interviewer(kwargs: dict[str, Any]) -> None:
         )
 
 
-def _check_and_warn(graph: Graph, workdir: str | Path, registry: HandlerRegistry | None) -> None:
+def _refuse_outside_paths(graph: Graph, workdir: str | Path) -> None:
+    """UnsafePathError, before the run starts (validated or not), for a path the pipeline names
+    outside the work tree (a prompt file, a manager's child pipeline or working directory), at
+    its line and column: the rules of :mod:`freshness_magic.pathlint`. ``source_files``
+    entries are refused by the run's own validation; the handlers refuse again as they run."""
+    from freshness_magic.engine.validation import Validator, has_errors
+    from freshness_magic.errors import UnsafePathError
+    from freshness_magic.pathlint import path_rules
+
+    found = Validator(rules=path_rules(workdir)).validate(graph)
+    if has_errors(found):
+        raise UnsafePathError(found[0].format(graph.path or graph.name))
+
+
+def _check_and_warn(
+    graph: Graph, workdir: str | Path, registry: HandlerRegistry | None, allow_outside: object
+) -> None:
     """Refuse a pipeline with errors (ValidationError, the warnings with them) and issue each
     warning as a :class:`PipelineWarning` from the caller's line."""
     from freshness_magic.engine.handlers.builtin import default_registry
@@ -257,7 +276,7 @@ def _check_and_warn(graph: Graph, workdir: str | Path, registry: HandlerRegistry
     from freshness_magic.lint import session_validator
 
     types = (registry or default_registry()).types()
-    validator = session_validator(known_types=types, workdir=workdir)
+    validator = session_validator(known_types=types, workdir=workdir, allow_outside=allow_outside)
     for diagnostic in validator.validate_or_raise(graph):
         if diagnostic.severity is Severity.WARNING:
             warnings.warn(diagnostic.format(graph.path), PipelineWarning, stacklevel=3)
@@ -273,17 +292,25 @@ def _with_registry(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_graph_executor(graph: Graph, spec: str) -> None:
-    """A ClusterError naming the pipeline's ``executor`` attribute and where it is written."""
+    """A ClusterError naming the pipeline's ``executor`` attribute and where it is written, for
+    a spec the cluster layer does not know or one that names a scheduler's address."""
     from freshness_magic.cluster import parse_executor
     from freshness_magic.engine.validation.core import graph_at
     from freshness_magic.errors import ClusterError
 
+    line, column = graph_at(graph, "executor")
+    where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path or graph.name
     try:
-        parse_executor(spec)
+        parsed = parse_executor(spec)
     except ClusterError as exc:
-        line, column = graph_at(graph, "executor")
-        where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path or graph.name
         raise ClusterError(f"{where}: the pipeline's executor attribute: {exc}") from None
+    if parsed.address:
+        from freshness_magic.cluster.lint import ADDRESS_FIX
+
+        raise ClusterError(
+            f"{where}: the pipeline's executor attribute names a scheduler's address "
+            f"({spec}); where work is sent is yours to choose, never a pipeline's: {ADDRESS_FIX}"
+        )
 
 
 def _open_executor(
@@ -345,7 +372,9 @@ def open_run(
     graph = _load(pipeline)
     check_state_dirs(workdir, kwargs.get("runs_dir"))  # before warnings about files under it
     if warn:
-        _check_and_warn(graph, workdir, kwargs.get("registry"))
+        allow = (extension_options or {}).get("freshness_allow_outside", False)
+        _check_and_warn(graph, workdir, kwargs.get("registry"), allow)
+    _refuse_outside_paths(graph, workdir)
     spec = _resolved_backend(kwargs)
     _check_models(graph, kwargs.get("backend"))
     kwargs = _with_registry(kwargs)
@@ -389,6 +418,7 @@ def resume_run(
     A ``backend`` spec given here is remembered instead: the run goes on with it, and so does
     the next resume. A file, or a folder that holds runs, is refused with the runs to pick from.
     """
+    from freshness_magic.backends.base import ModelBackend
     from freshness_magic.rundirs import checked_run_dir
 
     checked_run_dir(run_dir)
@@ -411,6 +441,8 @@ def resume_run(
     run = Run.resume(run_dir, extensions=extensions, workdir=workdir, **kwargs)
     try:
         _refuse_pipeline_endpoints(run.graph, backend)
+        if isinstance(backend, ModelBackend):
+            backend.check_credentials(run.graph)
     except BaseException:
         run.close()
         raise

@@ -19,7 +19,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import start_new_kernel
 
 from tests.pipelines import SLOW_TOOL
-from tests.processes import cli, group_alive
+from tests.processes import cli, cli_process, group_alive
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -127,9 +127,29 @@ def test_a_kernel_idle_at_a_gate_is_named_with_where_to_act_until_it_lets_go(
     assert status.stdout.splitlines()[0] == f"run {run_dir.name}: waiting", status.stdout
     assert "held open" not in status.stdout and "note:" not in status.stdout
     assert "driver" not in json.loads(cli("status", str(run_dir), "--json", cwd=tmp_path).stdout)
-    done = cli("resume", str(run_dir), "--answer", "review=Y", cwd=tmp_path)
+    done = cli_process("resume", str(run_dir), "--answer", "review=Y", cwd=tmp_path)  # its lock
     assert done.returncode == 0, done.stderr
     assert json.loads((run_dir / "driver.lock").read_text())["program"] == "freshness-magic"
+
+
+def test_runs_held_idle_by_a_kernel_get_no_note_that_they_are_running(
+    tmp_path: Path, kernel: BlockingKernelClient
+) -> None:
+    """A trial: the command line warned "another run of release_sync is running here" for runs
+    a kernel only held idle, one of them completed. A held run that runs no node (waiting at a
+    gate, or completed) runs nothing beside a new one, so no note."""
+    execute(kernel, "%load_ext freshness_magic")
+    execute(kernel, GATED)
+    assert "waiting" in execute(kernel, "%pipeline run")
+    (tmp_path / "g.dot").write_text(GATED.split("\n", 1)[1])
+    beside = cli("run", "g.dot", "--to", "review", cwd=tmp_path)
+    assert beside.returncode == 3, beside.stderr  # paused before the gate
+    assert "another run" not in beside.stderr, beside.stderr
+    execute(kernel, "%pipeline resume review --choice Y")
+    assert "completed" in execute(kernel, "%pipeline status")
+    after = cli("run", "g.dot", "--to", "review", cwd=tmp_path)
+    assert after.returncode == 3, after.stderr
+    assert "another run" not in after.stderr, after.stderr
 
 
 OLD_HOLDER = r"""

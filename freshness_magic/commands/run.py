@@ -32,14 +32,13 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from shlex import quote
+from typing import IO, TYPE_CHECKING, Any
 
-from freshness_magic.commands import invoked_as, path_arg
+from freshness_magic.choices import path_arg
+from freshness_magic.commands import invoked_as
 from freshness_magic.errors import RunError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO, Any
-
     from freshness_magic.engine import Run, RunResult
     from freshness_magic.engine.events import Event
     from freshness_magic.engine.interviewers import Interviewer
@@ -306,7 +305,7 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
         # nodes ran: their results stand, and the exit code says where the run is
         print(f"warning: {problem}; the nodes that ran keep their results", file=sys.stderr)
     if args.to and result.state in (RunState.COMPLETED, RunState.FAILED) and not stops.received:
-        from freshness_magic.notebook.text import missed_stop_note
+        from freshness_magic.views.text import missed_stop_note
 
         print(missed_stop_note(result.status, args.to), file=sys.stderr)
     return EXIT_CODES[result.status]
@@ -624,9 +623,12 @@ NEWEST_LOOKED_AT = 50
 
 
 def side_by_side(run_dir: Path, name: str) -> list[str]:
-    """A note for each other run of pipeline ``name`` in the same runs folder that a live
-    process drives now: two runs of one pipeline in one folder run their tools at the same
-    time, on the same files (a trial saw both tools write one file, and no word of it)."""
+    """A note for each other run of pipeline ``name`` in the same runs folder whose live driver
+    is running a node now: two runs of one pipeline in one folder run their tools at the same
+    time, on the same files (a trial saw both tools write one file, and no word of it). A run
+    only held by an idle kernel (between nodes, at a gate, or completed) runs nothing beside
+    this one and gets no note."""
+    from freshness_magic.engine.activity import activity
     from freshness_magic.engine.run import read_manifest
     from freshness_magic.engine.runlock import live_driver
 
@@ -639,9 +641,13 @@ def side_by_side(run_dir: Path, name: str) -> list[str]:
         if folder == run_dir or not folder.is_dir():
             continue
         driver = live_driver(folder)
-        if driver is not None and read_manifest(folder).get("name") == name:
+        if driver is None or read_manifest(folder).get("name") != name:
+            continue
+        running = activity(folder).running
+        if running:
             notes.append(
-                f"note: another run of {name} is running here (pid {driver.get('pid')}, "
-                f"{folder}); both run their tools at the same time, on the same files"
+                f"note: another run of {name} is running {', '.join(running)} here (pid "
+                f"{driver.get('pid')}, {folder}); both run their tools at the same time, on"
+                " the same files"
             )
     return notes

@@ -13,6 +13,12 @@ For one node, :meth:`NodeExecutor.execute`:
    updates, the run's record of the outcome (not for SKIPPED, §5.2) and STAGE_COMPLETED,
    STAGE_FAILED or STAGE_SKIPPED. ``Run.answer`` finishes a gate through it too.
 
+Every execution gets a :class:`~.trace.Trace`: the context records into it what the handler
+reads and sets (only during the handler's call), :meth:`NodeExecutor.finish` what the outcome
+writes and its step, and :meth:`NodeExecutor.node_finished` the input fingerprints the run
+extensions report (``trace_inputs``) before the run keeps it (a branch node's with its parallel
+node's, when that one finishes).
+
 Errors, each turned into an outcome rather than raised:
 
 - (a) a handler exception or an extension exception: FAIL with its text;
@@ -43,8 +49,10 @@ from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import BranchStep, StepEnv, stop_slack
 from freshness_magic.engine.model import NODE_ID_RE, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.engine.routing import next_edge
+from freshness_magic.engine.trace import Trace, definition_fingerprint
 from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
@@ -72,6 +80,7 @@ class NodeRun:
     attempts: int
     duration: float
     interrupted: bool = False
+    trace: Trace | None = None
 
 
 @dataclass(frozen=True)
@@ -112,6 +121,11 @@ class NodeExecutor:
         self._unsaved: list[tuple[Any, Outcome | None]] = []
         """Steps ended since the last journal record, with the outcome for their status file:
         what they write after it (:meth:`saved`)."""
+        self._tracing: dict[str, Trace] = {}
+        """Node id -> the trace of its execution running now (a parallel node's branch nodes
+        find their parallel execution here)."""
+        self._sealed: dict[tuple[str, str | None], Trace] = {}
+        """(node id, parallel node) -> the trace its finish sealed, until ``node_finished``."""
 
     # ----------------------------------------------------------------- stopping
 
@@ -139,9 +153,14 @@ class NodeExecutor:
         if branch_of is not None:
             data["branch_of"] = branch_of
         run.events.emit(EventType.STAGE_STARTED, node.id, data)
+        trace = self.new_trace(node, context, branch_of)
+        self._tracing[node.id] = trace
         started = self._timing.clock()
-        with run.context_scope(context):
-            outcome, attempts = self._with_retries(node, context, branch_of)
+        try:
+            with run.context_scope(context):
+                outcome, attempts = self._with_retries(node, context, branch_of, trace)
+        finally:
+            self._tracing.pop(node.id, None)
         duration = self._timing.clock() - started
         if self._stop.is_set():
             run.events.emit(
@@ -150,7 +169,37 @@ class NodeExecutor:
                 {"attempts": attempts, "duration": duration, "branch_of": branch_of},
             )
             return NodeRun(node, failed(INTERRUPTED), attempts, duration, interrupted=True)
-        return NodeRun(node, outcome, attempts, duration)
+        return NodeRun(node, outcome, attempts, duration, trace=trace)
+
+    def new_trace(self, node: Node, context: Context, branch_of: str | None = None) -> Trace:
+        """The trace of an execution of ``node`` that starts now in ``context``: its cause is the
+        execution that wrote the context's ``outcome`` (the step before it on its path), or
+        none after a person asked for this one (``Run.retry``)."""
+        run = self._run
+        cause = context.writer_of("outcome")
+        if branch_of is None and run.take_rearmed():
+            cause = None
+        step = None
+        if cause is not None and cause.run_id == run.run_id:
+            step = cause.step if cause.step is not None else cause.cause  # after a skip
+        return Trace(
+            node_id=node.id,
+            run_id=run.run_id,
+            definition=self.definition(node),
+            cause=step,
+            branch_of=branch_of,
+        )
+
+    def definition(self, node: Node) -> str:
+        """The fingerprint of ``node`` as it runs now: attributes and prompt file text."""
+        text: str | None = None
+        if prompt_file_name(node) is not None:
+            path = prompt_file_path(node, self._run.graph, self._run.workdir)
+            try:
+                text = read_prompt_file(path) if path is not None else None
+            except (OSError, ValueError):
+                text = None
+        return definition_fingerprint(node.attrs, text)
 
     def finish(self, result: NodeRun, context: Context, branch_of: str | None = None) -> None:
         """Apply a finished node's outcome: context, the run's record, event; its status file
@@ -161,16 +210,21 @@ class NodeExecutor:
         """A finished node's outcome in memory (context, the run's record); its record index."""
         node, outcome = result.node, result.outcome
         run = self._run
+        trace = result.trace or self.new_trace(node, context, branch_of)  # an answered gate
         with self._active_lock:
             self._unsaved.append((node.id, outcome))
-        context.apply_updates(outcome.context_updates)
-        context.set("outcome", outcome.status.value)
+        context.apply_updates(outcome.context_updates, writer=trace)
+        context.set("outcome", outcome.status.value, writer=trace)
         if outcome.preferred_label:
-            context.set("preferred_label", outcome.preferred_label)
+            context.set("preferred_label", outcome.preferred_label, writer=trace)
         if branch_of is None:
             context.delete(partial_key(node.id))  # its partial work is done with
         skipped = outcome.status is StageStatus.SKIPPED
-        return None if skipped else run.record_outcome(node.id, outcome)
+        index = None if skipped else run.record_outcome(node.id, outcome)
+        if index is not None:
+            trace.seal(index + 1, outcome.status.value)
+            self._sealed[(node.id, branch_of)] = trace
+        return index
 
     def _announce(self, result: NodeRun, index: int | None, branch_of: str | None) -> None:
         """The event of a finished node (STAGE_COMPLETED, STAGE_FAILED or STAGE_SKIPPED)."""
@@ -195,13 +249,35 @@ class NodeExecutor:
         self._run.events.emit(kind, result.node.id, payload)
 
     def node_finished(self, step: Any) -> None:
-        """Call every extension's ``on_step_finished`` for one executed node (under the lock);
-        their ``on_step_saved`` follows the journal record that holds the step (:meth:`saved`)."""
+        """Call every extension's ``on_step_finished`` for one executed node (under the lock),
+        then keep its trace with the input fingerprints the extensions report; their
+        ``on_step_saved`` follows the journal record that holds the step (:meth:`saved`)."""
+        run = self._run
         with self._hooks:
-            for ext in self._run.extensions:
-                self._run.call_extension(ext, "on_step_finished", self._run, step)
+            for ext in run.extensions:
+                run.call_extension(ext, "on_step_finished", run, step)
             with self._active_lock:
                 self._unsaved.append((step, None))
+            trace = self._sealed.pop((step.node_id, step.branch_of), None)
+            if trace is None or step.interrupted:
+                return
+            digests: dict[str, str] = {}
+            for ext in run.extensions:
+                report = getattr(ext, "trace_inputs", None)
+                if callable(report):
+                    try:
+                        digests.update(report(run, trace.node_id) or {})
+                    except Exception:
+                        log.exception("run extension %r failed in trace_inputs", ext.name)
+            trace.set_inputs(digests)
+        if step.branch_of is None:
+            run.record_traces([*trace.children, trace])
+            trace.children = []
+            return
+        parent = self._tracing.get(step.branch_of)
+        if parent is not None:
+            with self._hooks:
+                parent.children.append(trace)
 
     def saved(self) -> None:
         """After a journal record: the writes of the steps it holds, which come after it so
@@ -282,7 +358,7 @@ class NodeExecutor:
     # ----------------------------------------------------------------- attempts
 
     def _with_retries(
-        self, node: Node, context: Context, branch_of: str | None
+        self, node: Node, context: Context, branch_of: str | None, trace: Trace
     ) -> tuple[Outcome, int]:
         run = self._run
         policy = build_retry_policy(node, run.graph, self._timing.backoff)
@@ -292,7 +368,7 @@ class NodeExecutor:
             context.set(counter, 0)
         attempt = 1
         while True:
-            outcome = self._attempt(node, attempt, context, branch_of)
+            outcome = self._attempt(node, attempt, context, branch_of, trace)
             if outcome.status is not StageStatus.RETRY or self._stop.is_set():
                 return outcome, attempt
             if attempt >= policy.max_attempts:
@@ -337,7 +413,7 @@ class NodeExecutor:
         )
 
     def _attempt(
-        self, node: Node, attempt: int, context: Context, branch_of: str | None
+        self, node: Node, attempt: int, context: Context, branch_of: str | None, trace: Trace
     ) -> Outcome:
         run = self._run
         started = self._timing.clock()
@@ -350,7 +426,7 @@ class NodeExecutor:
                         outcome = replaced
                         break
             if outcome is None:
-                outcome = self._call_handler(node, attempt, context, branch_of)
+                outcome = self._call_handler(node, attempt, context, branch_of, trace)
             with self._hooks:
                 for ext in run.extensions:
                     outcome = ext.after_execute(run, node, outcome, attempt, started)
@@ -363,7 +439,7 @@ class NodeExecutor:
         return _normalised(node, outcome)
 
     def _call_handler(
-        self, node: Node, attempt: int, context: Context, branch_of: str | None
+        self, node: Node, attempt: int, context: Context, branch_of: str | None, trace: Trace
     ) -> Outcome:
         run = self._run
         try:
@@ -404,11 +480,12 @@ class NodeExecutor:
                 return call_remote(dispatch, handler, node, context, env, timeout)
 
         try:
-            if timeout and not shipped:
-                limit = timeout + env.slack
-                result: object = self._call_with_timeout(work, node, context, env, limit)
-            else:
-                result = work(node, context, env)
+            with context.recording(trace):
+                if timeout and not shipped:
+                    limit = timeout + env.slack
+                    result: object = self._call_with_timeout(work, node, context, env, limit)
+                else:
+                    result = work(node, context, env)
         except _TimedOut:
             cancel.set()
             return failed(f"timed out after {timeout:g}s")

@@ -54,7 +54,6 @@ from freshness_magic.freshness.statworker import (
     take_unchanged,
     worth_a_worker,
 )
-from freshness_magic.gcpause import cyclic_gc_paused
 
 ResolveHook = Callable[[Mapping[str, Resolution]], None]
 """Called after resolving and before hashing (lets tests change files in between)."""
@@ -68,6 +67,12 @@ class HashSource(Protocol):
     """
 
     def file_hash(self, path: str, stat_key: StatKey) -> str | None: ...
+
+
+HashSources = Callable[[str], HashSource]
+"""Makes the hash source of a working directory. Freshness does not know where known digests
+come from: the layer that composes the packages (``session.py``, a CLI command) passes the
+hub's ``HubHashSource``; without one, every file is hashed here."""
 
 
 _MISSING = FileRecord(existed=False, method=NONE)
@@ -148,7 +153,7 @@ class Snapshotter:
         Snapshots are serialised (a widget thread may ask for a report while a step runs): the
         caches they share are never updated by two snapshots at once.
         """
-        with self._lock, cyclic_gc_paused():
+        with self._lock:
             return self._take(nodes, kind, with_git=with_git)
 
     def _take(

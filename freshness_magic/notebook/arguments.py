@@ -9,8 +9,7 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
-from freshness_magic.choices import HintingParser
-from freshness_magic.commands import path_arg
+from freshness_magic.choices import HintingParser, path_arg
 
 SUBCOMMANDS: tuple[str, ...] = (
     "load", "step", "run", "resume", "retry", "stop", "accept", "why", "cond", "status",
@@ -23,7 +22,7 @@ FLAGS: dict[str, list[str]] = {
     "run": ["--to", "--max-steps", "--backend", "--executor", "--name"],
     "resume": ["--choice", "--comment", "--to", "--backend", "--executor", "--name"],
     "retry": ["--backend", "--executor", "--name"],
-    "cond": ["--from", "--name"],
+    "cond": ["--from", "--step", "--name"],
     "list": [],
     "show": [],
     "hub": [],
@@ -147,7 +146,18 @@ def build_pipeline_parser() -> MagicArgumentParser:
     p.add_argument("node", metavar="NODE")
     p = add("cond", "evaluate a condition on the live context, clause by clause")
     p.add_argument("expr", metavar="EXPR", help='e.g. "outcome=success && context.x=1"')
-    p.add_argument("--from", dest="from_node", metavar="NODE", help="also show the edge taken")
+    p.add_argument(
+        "--from",
+        dest="from_node",
+        metavar="NODE",
+        help="in the context and outcome of NODE's latest execution; also show the edge taken",
+    )
+    p.add_argument(
+        "--step",
+        type=int,
+        metavar="N",
+        help="in the context of the execution at step N (with --from: an earlier one of NODE)",
+    )
     add("status", "the node-state table")
     p = add("evidence", "evidence records from the run's log on disk")
     p.add_argument("node", nargs="?", metavar="NODE")
@@ -203,11 +213,37 @@ CELL_MAGICS: tuple[str, ...] = ("pipeline", "node")
 """The cell magics whose ``--help`` works without a body (see :func:`help_without_body`)."""
 
 
+def split_line(line: str) -> list[str]:
+    """A magic line's words, as a POSIX shell splits them: quotes group, and a ``#`` that starts
+    a word begins a comment to the end of the line (``%pipeline step  # the next node``), so the
+    lines the documentation shows work pasted; ``fix#2`` and ``"#2"`` stay words. Raises
+    ``ValueError`` for an unclosed quote, as :func:`shlex.split` does."""
+    return shlex.split(line[: _comment_start(line)])
+
+
+def _comment_start(line: str) -> int:
+    """Where a shell comment begins in ``line`` (its length when there is none)."""
+    quote: str | None = None
+    escaped = False
+    for at, char in enumerate(line):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote is not None:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (at == 0 or line[at - 1].isspace()):
+            return at
+    return len(line)
+
+
 def asks_for_help(line: str) -> bool:
     """Whether a magic line asks for help: ``-h``, ``--help`` or an abbreviation argparse takes
     (``--he``), before any ``--``."""
     try:
-        words = shlex.split(line)
+        words = split_line(line)
     except ValueError:
         return False
     for word in words:

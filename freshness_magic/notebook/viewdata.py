@@ -7,64 +7,20 @@ from __future__ import annotations
 
 import bisect
 import json
-from collections.abc import Mapping, Sequence
-from typing import Any
+import re
+from collections.abc import Callable, Mapping, Sequence
+from typing import TYPE_CHECKING, Any
 
-from freshness_magic.engine import explain_condition
-from freshness_magic.engine.edges import select_edge
-from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.model import Node
 from freshness_magic.engine.state import RunState
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import Layout
-from freshness_magic.notebook.text import choice_text, condition_text, evidence_row, first_items
-from freshness_magic.notebook.viewmodel import Span, parse_time
-from freshness_magic.notebook.viewstate import STATE_STYLES, NodeState, NodeView, legend_items
+from freshness_magic.views.model import Span, parse_time
+from freshness_magic.views.render import Layout
+from freshness_magic.views.state import STATE_STYLES, NodeState, NodeView, legend_items
+from freshness_magic.views.text import choice_text, evidence_row, first_items
 
-
-def explain_on_live_context(
-    pipeline: NotebookPipeline, expr: str, from_node: str | None
-) -> tuple[str, Any]:
-    """Explain ``expr`` against the run's context and (with a node) the edge that would be taken.
-
-    The outcome used is the last outcome of ``from_node`` (or of the last executed node).
-    """
-    text, explanation, _ = explain(pipeline, expr, from_node, infer_node=False)
-    return text, explanation
-
-
-def explain(
-    pipeline: NotebookPipeline, expr: str, from_node: str | None, infer_node: bool = True
-) -> tuple[str, Any, Any]:
-    """The explanation text, the explanation and the edge routing would take from the node
-    (``from_node``, or with ``infer_node`` the last executed node)."""
-    context: dict[str, Any] = dict(pipeline.run.context) if pipeline.has_run else {}
-    outcomes = pipeline.outcomes()
-    outcome: Outcome | None = None
-    if from_node is not None:
-        outcome = outcomes.get(from_node)
-    elif outcomes:
-        last, outcome = list(outcomes.items())[-1]
-        from_node = last if infer_node else None
-    if outcome is None:
-        outcome = Outcome(StageStatus.SUCCESS)
-    explanation = explain_condition(
-        expr, outcome=outcome.status.value, preferred_label=outcome.preferred_label, context=context
-    )
-    edge = None
-    edge_line = None
-    if from_node is not None and from_node in pipeline.graph.nodes:
-        selection = select_edge(pipeline.graph, from_node, outcome, context)
-        edge = selection.edge
-        target = edge.target if edge is not None else "(none)"
-        edge_line = f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})"
-    text = condition_text(
-        expr,
-        explanation,
-        outcome=outcome.status.value,
-        preferred_label=outcome.preferred_label,
-        edge=edge_line,
-    )
-    return text, explanation, edge
+if TYPE_CHECKING:
+    from freshness_magic.notebook.pipeline import Pipeline
+    from freshness_magic.views.frame import ViewFrame
 
 
 def short(text: str, limit: int) -> str:
@@ -130,14 +86,19 @@ def to_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-def approving(pipeline: NotebookPipeline, gate_node: str) -> dict[str, str]:
-    """What the gate approves: the response or changed files of the node that ran before it."""
-    records = [r for r in pipeline.evidence_records() if r.get("nodeId") != gate_node]
+def approving(
+    evidence: Sequence[Mapping[str, Any]],
+    gate_node: str,
+    details: Callable[[str], Mapping[str, Any]],
+) -> dict[str, str]:
+    """What the gate approves: the response or changed files of the node that ran before it
+    (its last evidence record, and ``details(node)`` for its response)."""
+    records = [r for r in evidence if r.get("nodeId") != gate_node]
     if not records:
         return {}
     last = records[-1]
     node = str(last.get("nodeId", ""))
-    response = pipeline.details(node).get("response") or ""
+    response = details(node).get("response") or ""
     if response:
         return {"title": f"response of {node}", "text": cut(str(response), 2000)}
     detail = evidence_detail(last)
@@ -148,7 +109,7 @@ def approving(pipeline: NotebookPipeline, gate_node: str) -> dict[str, str]:
     return {"title": f"result of {node}", "text": "\n".join(lines)}
 
 
-def node_details(pipeline: NotebookPipeline, node_id: str, view: NodeView) -> dict[str, Any]:
+def node_details(pipeline: Pipeline, node_id: str, view: NodeView) -> dict[str, Any]:
     """A node's details: the pipeline's ``details(node)`` plus its state and attributes."""
     node = pipeline.require_node(node_id)
     data: dict[str, Any] = {"state": view.state.value, "why": view.why}
@@ -157,16 +118,16 @@ def node_details(pipeline: NotebookPipeline, node_id: str, view: NodeView) -> di
     return data
 
 
-def context_keys(pipeline: NotebookPipeline, limit: int = 200) -> list[list[str]]:
+def context_keys(pipeline: Pipeline, limit: int = 200) -> list[list[str]]:
     """The run context's keys with short values (the playground lists and completes them)."""
     keys = [["outcome", ""], ["preferred_label", ""]]
     if pipeline.has_run:
-        for key, value in sorted(pipeline.run.context.items())[:limit]:
+        for key, value in sorted(pipeline.current_run.context.items())[:limit]:
             keys.append([f"context.{key}", short(repr(value), 60)])
     return keys
 
 
-def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
+def graph_value(pipeline: Pipeline, layout: Layout) -> dict[str, Any]:
     """What the page gets once per structure: the SVG, the nodes in index order, the exit nodes
     (the Run to list starts at one) and the start node (the Home and End keys go to them), the
     goal, the legend of the states this pipeline can show
@@ -186,24 +147,60 @@ def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
     }
 
 
-def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
+IRREVERSIBLE_WORDS = (
+    "deploy", "release", "ship", "publish", "push", "merge", "delete", "remove", "drop",
+    "destroy", "purge", "send", "email", "pay", "upload", "tag", "prod", "production", "migrate",
+)  # fmt: skip
+"""Words in a node's id or label that say its act is hard to take back once it has run."""
+
+_WORDS = re.compile(r"[a-z]+")
+
+
+def irreversible_reason(node: Node | None) -> str:
+    """Why a gate's choice that goes on to ``node`` needs a second click, or ``""``.
+
+    A node looks irreversible when it runs a shell command (a tool node: what it does outside the
+    run, the run cannot undo) or when its id or label names an act such as deploy, publish or
+    delete. The view asks for a confirming click instead of offering an Undo: the answer is
+    written to the journal and the evidence log at once and the run goes straight on to the
+    next node, so there is no moment at which undoing would be safe.
+    """
+    if node is None:
+        return ""
+    if node.tool_command:
+        command = " ".join(node.tool_command.split())
+        shown = command if len(command) <= 60 else command[:59] + "…"
+        return f"runs a command: {shown}"
+    words = set(_WORDS.findall(f"{node.id} {node.label}".lower().replace("_", " ")))
+    named = [word for word in IRREVERSIBLE_WORDS if word in words]
+    return f"is named for an act that is hard to undo ({named[0]})" if named else ""
+
+
+def gate_value(frame: ViewFrame) -> dict[str, Any]:
     """The waiting gate for the gate panel: question, one entry per choice, what it approves,
     the note on changed inputs upstream of it (``""`` when none), and which time it asks (a
     loop that comes back at once would otherwise look as if the answer did nothing)."""
-    gate = pipeline.pending_gate()
+    gate = frame.gate
     if gate is None:
         return {}
+    graph = frame.graph
     choices = [
-        {"key": c.key, "label": c.label, "target": c.target, "text": choice_text(c)}
+        {
+            "key": c.key,
+            "label": c.label,
+            "target": c.target,
+            "text": choice_text(c),
+            "confirm": irreversible_reason(graph.nodes.get(c.target)),
+        }
         for c in gate.choices
     ]
     return {
         "node": gate.node_id,
         "question": gate.text,
         "choices": choices,
-        "approving": approving(pipeline, gate.node_id),
-        "note": pipeline.gate_note(),
-        "visit": pipeline.model.snapshot.completed.count(gate.node_id) + 1,
+        "approving": dict(frame.approving),
+        "note": frame.gate_note,
+        "visit": frame.gate_visit,
     }
 
 
@@ -292,36 +289,32 @@ def active_seconds(records: Sequence[Mapping[str, Any]], stopped: Sequence[Span]
     return ActiveTime().update(records, stopped)
 
 
-def run_value(
-    pipeline: NotebookPipeline,
-    views: Mapping[str, NodeView],
-    now: float,
-    active: ActiveTime | None = None,
-) -> dict[str, Any]:
+def run_value(frame: ViewFrame, now: float, active: ActiveTime | None = None) -> dict[str, Any]:
     """The run line above the graph: state, progress, the run's active time (from ``active``,
     else from its evidence log), and the running node with how long it has run at ``now``
     (wall clock); while a node runs the page counts both on from there."""
+    views = frame.views
     if active is None:
         active = ActiveTime()
-        active.update(pipeline.evidence_records(), pipeline.model.stopped)
-    done = pipeline.nodes_run(views)
-    total = max(len(pipeline.graph.nodes), 1)
-    if pipeline.model.snapshot.state is RunState.COMPLETED:
+        active.update(frame.evidence, frame.stopped)
+    done = frame.nodes_run
+    total = max(len(frame.graph.nodes), 1)
+    if frame.state is RunState.COMPLETED:
         done = total
     running = next((n for n, v in views.items() if v.state is NodeState.RUNNING), "")
     started = views[running].details.get("started_at") if running else None
     running_for = max(now - started, 0.0) if isinstance(started, int | float) else 0.0
     elapsed = active.before(started) if isinstance(started, int | float) else active.seconds
     return {
-        "state": pipeline.state_name,
-        "line": pipeline.status_line(),
+        "state": frame.state_name,
+        "line": frame.status_line,
         "elapsed": round(elapsed, 1),
         "done": min(done, total),
         "total": total,
         "running": running,
         "running_for": round(running_for, 1),
-        "next": pipeline.next_node() or "",
-        "backend": pipeline.backend_name,
+        "next": frame.next_node or "",
+        "backend": frame.backend,
         "can_stop": True,
         "can_retry": True,
     }

@@ -13,9 +13,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from freshness_magic.errors import RunError
 from freshness_magic.notebook.arguments import help_without_body
 from freshness_magic.notebook.magics import PipelineMagics
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.text import TextResult
-from freshness_magic.notebook.viewstate import NodeState
+from freshness_magic.notebook.pipeline import Pipeline
+from freshness_magic.views.state import NodeState
+from freshness_magic.views.text import TextResult
 from tests.notebook.conftest import REVIEW_DOT, load_review
 
 
@@ -34,7 +34,7 @@ def plain(obj: object) -> str:
 
 def test_cell_magic_loads_binds_and_shows_state_table(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
-    assert isinstance(pipeline, NotebookPipeline)
+    assert isinstance(pipeline, Pipeline)
     assert shell.user_ns["review"] is pipeline
     text = plain(pipeline)
     assert text.splitlines()[0] == "pipeline review: ready · next: start · 0/5 nodes run"
@@ -53,7 +53,9 @@ def test_cell_magic_loads_binds_and_shows_state_table(shell: InteractiveShell, w
 def test_cell_body_is_not_variable_expanded(shell: InteractiveShell, workdir: Path):
     shell.user_ns["goal"] = "EXPANDED"
     pipeline = load_review(shell, workdir)
-    assert pipeline.graph.nodes["draft"].prompt == "Summarise the change for Ship the login fix"
+    assert pipeline.graph.nodes["draft"].prompt == (
+        "Summarise the change for Ship the login fix: {tool.output}"
+    )
     assert "EXPANDED" not in pipeline.graph.source
 
 
@@ -196,7 +198,7 @@ def test_run_max_steps_and_reset(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     out = line(shell, "run --max-steps 2").text
     assert out.splitlines()[-1] == "run: 2 step(s); paused"
-    first_dir = pipeline.run.run_dir
+    first_dir = pipeline.current_run.run_dir
     out = line(shell, "reset").text
     assert out.splitlines() == [
         f"reset: the next action starts a new run; {first_dir.name} stays on disk and "
@@ -205,7 +207,7 @@ def test_run_max_steps_and_reset(shell: InteractiveShell, workdir: Path):
     ]
     assert pipeline.outcomes() == {}
     assert line(shell, "reset").text.startswith("reset: a new run starts at the beginning")
-    assert pipeline.run.run_dir != first_dir
+    assert pipeline.current_run.run_dir != first_dir
 
 
 def test_resume_errors(shell: InteractiveShell, workdir: Path):
@@ -242,7 +244,7 @@ def test_resume_of_a_gate_without_a_choice_gives_the_lines_that_answer_it(
     assert pasted.startswith("%pipeline ")
     out = line(shell, pasted.removeprefix("%pipeline ")).text
     assert out.splitlines()[-1] == "run: 2 step(s); completed"
-    assert pipeline.run.context["human.gate.comment"] == "looks good"
+    assert pipeline.current_run.context["human.gate.comment"] == "looks good"
 
 
 def test_line_usage_errors(shell: InteractiveShell, workdir: Path):
@@ -337,7 +339,7 @@ def test_why_cond_evidence(shell: InteractiveShell, workdir: Path):
     assert out.splitlines()[0] == "approve: waiting"
     assert "Ship it?" in out
     out = line(shell, 'cond "outcome=success && context.graph.goal" --from draft').text
-    assert out.splitlines()[0] == "result: true"
+    assert out.splitlines()[:2] == ["in the context after draft ran (step 3)", "result: true"]
     assert "edge from draft: -> approve" in out
     out = line(shell, "cond outcome==success").text
     assert out.startswith("syntax error at column")
@@ -406,7 +408,7 @@ def test_a_big_change_is_named_briefly_in_why_and_the_details_panel(
     assert why == f"inputs changed since it ran: {first} (+140 more)"
     listed = pipeline.details("lint")["stale_files"]
     assert len(listed) == 101 and listed[99] == "src/gen099.py (added)"
-    where = f"all of them: freshness-magic check {pipeline.run.run_dir}"
+    where = f"all of them: freshness-magic check {pipeline.current_run.run_dir}"
     assert listed[100] == f"… and 50 more ({where})"
 
 
@@ -479,7 +481,7 @@ def test_load_list_show_and_name_selection(shell: InteractiveShell, workdir: Pat
         "start -> work -> done }\n"
     )
     other = shell.run_line_magic("pipeline", f"load {dot} --workdir {workdir}")
-    assert isinstance(other, NotebookPipeline) and other.name == "other"
+    assert isinstance(other, Pipeline) and other.name == "other"
     assert shell.user_ns["other"] is other
     listing = line(shell, "list").text.splitlines()
     assert listing[0].split() == ["variable", "graph", "nodes", "state", "workdir"]
@@ -531,7 +533,7 @@ def test_node_cell_success_writes_context(shell: InteractiveShell, workdir: Path
     result = line(shell, "run").text
     assert "step: work -> success; next: done" in result
     assert "work   succeeded  %%node work cell ran" in line(shell, "status").text
-    assert pipeline.run.context["work.answer"] == 42
+    assert pipeline.current_run.context["work.answer"] == 42
     assert "context" not in shell.user_ns and "outcome" not in shell.user_ns
 
 
@@ -566,7 +568,8 @@ def test_node_cell_exception_is_fail_with_its_line_and_the_traceback_in_the_outp
     assert "    raise ValueError('boom at work')\n" in output
     assert output.endswith("ValueError: boom at work\n") and "cells.py" not in output
     records = [
-        json.loads(x) for x in (pipeline.run.run_dir / "evidence.jsonl").read_text().splitlines()
+        json.loads(x)
+        for x in (pipeline.current_run.run_dir / "evidence.jsonl").read_text().splitlines()
     ]
     work = [r for r in records if r["nodeId"] == "work"]
     assert reason in json.dumps(work)
@@ -646,7 +649,9 @@ def test_post_execute_refreshes_stale_markers_and_accept_clears(
     status = line(shell, "status").text
     assert "lint     stale(run)  inputs changed since it ran: " in status
     assert "src/login.py (modified)" in status and "src/new.py (added)" in status
-    assert "draft    outdated    may be outdated: upstream lint's inputs changed" in status
+    assert (
+        "draft    outdated    `draft` read `tool.output` of `lint` (step 2), whose inputs" in status
+    )
     why = line(shell, "why lint").text
     assert why.splitlines()[0] == "lint: stale(run)"
     views = pipeline.views()
@@ -775,10 +780,10 @@ def test_resume_from_checkpoint_on_disk(shell: InteractiveShell, workdir: Path):
         shell.run_cell_magic("pipeline", f"review --workdir {workdir} --resume", REVIEW_DOT)
     first = load_review(shell, workdir)
     line(shell, "run")
-    run_dir = first.run.run_dir
+    run_dir = first.current_run.run_dir
     restored = shell.run_cell_magic("pipeline", f"review --workdir {workdir} --resume", REVIEW_DOT)
     assert restored is not first and shell.user_ns["review"] is restored
-    assert restored.run.run_dir == run_dir
+    assert restored.current_run.run_dir == run_dir
     assert restored.state_name == "waiting"
     assert plain(restored).splitlines()[0].startswith("pipeline review: waiting · waiting at")
     out = line(shell, "resume approve --choice Yes").text
@@ -847,3 +852,21 @@ def test_no_hub_says_the_magic_that_starts_one(shell: InteractiveShell, workdir:
     assert str(info.value) == (
         f"no hub running for {workdir}; start it with `%pipeline hub start --workdir {workdir}`"
     )
+
+
+def test_a_comment_after_a_magic_line_is_ignored_as_a_shell_would(
+    shell: InteractiveShell, workdir: Path
+):
+    """The documentation shows magics with trailing comments; pasted, they work."""
+    load_review(shell, workdir)
+    stepped = line(shell, "step               # run the next node")
+    assert "start" in str(stepped)
+    assert "run the next node" not in str(stepped)
+    ran = line(shell, 'run --to approve   # "up to" a node, not into it')
+    assert "next: approve" in plain(shell.user_ns["review"])
+    assert ran is not None
+    # a '#' inside a word or inside quotes is text, not a comment
+    result = line(shell, 'cond "context.tool.output=#1" --from lint  # nothing')
+    assert "context.tool.output=#1" in str(result)
+    with pytest.raises(UsageError, match="unrecognized arguments: fix#2"):
+        shell.run_line_magic("pipeline", "status fix#2")

@@ -4,7 +4,7 @@ For commands that explain a run on disk (``freshness-magic why``). The run's new
 checkpoint is its last step boundary (outcomes, the waiting gate, the next node, freshness
 baselines); ``events.jsonl`` says what happened inside the steps (the edge taken after each node,
 output, interrupts, skips). Both go through the notebook's own
-:class:`~freshness_magic.notebook.viewmodel.ViewModel` the way a kernel feeds it: the events up to
+:class:`~freshness_magic.views.model.ViewModel` the way a kernel feeds it: the events up to
 the checkpoint are folded in, the checkpoint is published, then the events after it (a step in
 progress) are folded on top. So a node's state and reason are the ones the notebook shows, from
 one set of rules.
@@ -24,8 +24,8 @@ from freshness_magic.engine import front_end
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.state import RunState
 from freshness_magic.engine.visible import visible
-from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel
-from freshness_magic.why import NodeFacts, stale_upstream
+from freshness_magic.views.model import RunSnapshot, ViewModel
+from freshness_magic.views.why import NodeFacts, stale_upstream
 
 if TYPE_CHECKING:
     from freshness_magic.engine.events import Event
@@ -84,7 +84,7 @@ class RunView:
             missing=self._missing(node_id),
             output=self.output(node_id),
             gate=gate,
-            gate_upstream=stale_upstream(self.graph, views, gate.node_id) if gate else ((), 0),
+            gate_upstream=stale_upstream(views, memory.traces) if gate else ((), 0),
             blocked=self.model.blocked,
             failed=memory.state is RunState.FAILED and memory.failed_node == node_id,
             paused_at=memory.state is RunState.PAUSED and memory.next_node == node_id,
@@ -96,7 +96,7 @@ class RunView:
     def output(self, node_id: str) -> str:
         """The node's streamed output in its latest attempt, else what its ``%%node`` cell
         printed (``nodes/<id>/cell_output.txt``), as the notebook's details show it."""
-        from freshness_magic.notebook.cells import CELL_OUTPUT_FILE
+        from freshness_magic.views.state import CELL_OUTPUT_FILE
 
         output = self.model.outputs.get(node_id, "")
         if not output:
@@ -135,14 +135,17 @@ def read_run(run_dir: Path) -> RunView:
     from freshness_magic.engine.runlock import live_driver
     from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.runcheck import checkpoint_report
-    from freshness_magic.notebook.viewmodel import stale_from_report
+    from freshness_magic.hub.integration import HubHashSource
+    from freshness_magic.views.marks import stale_from_report
 
     folder = follow_restarts(run_dir)
     data, used = load_checkpoint(folder)
     graph = stored_pipeline(folder, data.get("pipeline") or {}, used)
     memory, context = restore_memory(data, folder)
     try:
-        report: FreshnessReport | None = checkpoint_report(data, used, folder)
+        report: FreshnessReport | None = checkpoint_report(
+            data, used, folder, hash_sources=HubHashSource
+        )
     except FreshnessError:
         report = None
     freshness = (data.get("extensions") or {}).get("freshness") or {}
@@ -154,6 +157,7 @@ def read_run(run_dir: Path) -> RunView:
         gate=memory.pending_gate,
         next_node=memory.next_node,
         failure_reason=memory.failure_reason,
+        traces=tuple(memory.traces),
     )
     model = ViewModel(graph)
     seen = _int(data.get("event_seq"))

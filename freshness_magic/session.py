@@ -82,11 +82,13 @@ def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension
     from freshness_magic.evidence.extension import EvidenceExtension
     from freshness_magic.freshness.extension import FreshnessExtension
     from freshness_magic.hub.extension import HubContextExtension
+    from freshness_magic.hub.integration import HubHashSource
 
     extensions: list[RunExtension] = [
         FreshnessExtension(
             options.get("hash_size_limit"),
             allow_outside=options.get("freshness_allow_outside", False),
+            hash_sources=HubHashSource,  # known digests from a running hub, else hashed here
         )
     ]
     # Evidence goes last: its after_execute must see the outcome the other extensions settled on.
@@ -253,11 +255,11 @@ def _refuse_ignored_interviewer(kwargs: dict[str, Any]) -> None:
 def _refuse_outside_paths(graph: Graph, workdir: str | Path) -> None:
     """UnsafePathError, before the run starts (validated or not), for a path the pipeline names
     outside the work tree (a prompt file, a manager's child pipeline or working directory), at
-    its line and column: the rules of :mod:`freshness_magic.pathsafety.lint`. ``source_files``
+    its line and column: the rules of :mod:`freshness_magic.pathlint`. ``source_files``
     entries are refused by the run's own validation; the handlers refuse again as they run."""
     from freshness_magic.engine.validation import Validator, has_errors
     from freshness_magic.errors import UnsafePathError
-    from freshness_magic.pathsafety.lint import path_rules
+    from freshness_magic.pathlint import path_rules
 
     found = Validator(rules=path_rules(workdir)).validate(graph)
     if has_errors(found):
@@ -290,17 +292,25 @@ def _with_registry(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_graph_executor(graph: Graph, spec: str) -> None:
-    """A ClusterError naming the pipeline's ``executor`` attribute and where it is written."""
+    """A ClusterError naming the pipeline's ``executor`` attribute and where it is written, for
+    a spec the cluster layer does not know or one that names a scheduler's address."""
     from freshness_magic.cluster import parse_executor
     from freshness_magic.engine.validation.core import graph_at
     from freshness_magic.errors import ClusterError
 
+    line, column = graph_at(graph, "executor")
+    where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path or graph.name
     try:
-        parse_executor(spec)
+        parsed = parse_executor(spec)
     except ClusterError as exc:
-        line, column = graph_at(graph, "executor")
-        where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path or graph.name
         raise ClusterError(f"{where}: the pipeline's executor attribute: {exc}") from None
+    if parsed.address:
+        from freshness_magic.cluster.lint import ADDRESS_FIX
+
+        raise ClusterError(
+            f"{where}: the pipeline's executor attribute names a scheduler's address "
+            f"({spec}); where work is sent is yours to choose, never a pipeline's: {ADDRESS_FIX}"
+        )
 
 
 def _open_executor(

@@ -127,6 +127,7 @@ def main(args: argparse.Namespace) -> int:
             executor=args.executor,
             graph=graph,
             workdir=existing_dir(Path(args.workdir), "--workdir") if args.workdir else None,
+            reuse=args.reuse,
         )
     except RunBusyError as exc:
         raise busy_refusal(exc) or exc from None

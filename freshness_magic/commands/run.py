@@ -103,6 +103,12 @@ def add_drive_options(parser: argparse.ArgumentParser) -> None:
         help="where tool commands run: local, dask (a Dask cluster on this machine) or "
         "dask://HOST:PORT (default: the pipeline's executor attribute, else local)",
     )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="take a node's execution from an earlier successful one with the same definition, "
+        "input files and read values (this run or an earlier run here) instead of running it",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
 
 
@@ -601,6 +607,7 @@ def main(args: argparse.Namespace) -> int:
         runs_dir=args.runs_dir,
         backend=args.backend,
         executor=args.executor,
+        reuse=args.reuse,
     )
     with run:
         for line in side_by_side(Path(run.run_dir), graph.name):

@@ -169,6 +169,12 @@ class NodeExecutor:
         }
         if branch_of is not None:
             payload["branch_of"] = branch_of
+        if outcome.reused_from is not None:
+            payload["reused_from"] = outcome.reused_from.to_dict()
+        if index is not None and run.reuser is not None:
+            run.reuser.executed(
+                node, outcome, index + 1, run.reads_of(node.id), run.run_dir, run.run_id
+            )
         if skipped:
             kind = EventType.STAGE_SKIPPED
         elif outcome.status is StageStatus.FAIL:
@@ -300,6 +306,8 @@ class NodeExecutor:
                         outcome = replaced
                         break
             if outcome is None:
+                outcome = self._reused(node, context)
+            if outcome is None:
                 outcome = self._call_handler(node, attempt, context, branch_of)
             with self._hooks:
                 for ext in run.extensions:
@@ -311,6 +319,19 @@ class NodeExecutor:
                 f"run extension error at node '{node.id}': {type(exc).__name__}: {exc}"
             )
         return _normalised(node, outcome)
+
+    def _reused(self, node: Node, context: Context) -> Outcome | None:
+        """The outcome of an earlier equal execution when the run reuses (:mod:`.reuse`); None:
+        the handler runs. The index is a cache: a problem reading it runs the node."""
+        run = self._run
+        reuser = run.reuser
+        if reuser is None:
+            return None
+        try:
+            return reuser.lookup(node, context, run.run_dir, run.run_id)
+        except (OSError, ValueError) as exc:
+            log.warning("reuse: lookup for node %s failed; it runs: %s", node.id, exc)
+            return None
 
     def _call_handler(
         self, node: Node, attempt: int, context: Context, branch_of: str | None

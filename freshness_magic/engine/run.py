@@ -56,6 +56,7 @@ from freshness_magic.engine.persistence import (
 )
 from freshness_magic.engine.reach import inside_branches
 from freshness_magic.engine.retry import BackoffConfig
+from freshness_magic.engine.reuse import ReuseIndex, Reuser, reuse_wanted
 from freshness_magic.engine.run_lifecycle import reopen
 from freshness_magic.engine.run_recovery import RunRecovery
 from freshness_magic.engine.state import Durability, RunResult, RunState, StepResult
@@ -92,7 +93,9 @@ class Run(RunRecovery):
     ``durability`` says what is fsynced (:class:`~.state.Durability`). ``dispatch`` sends the
     work of portable nodes (tool commands) to an executor such as a Dask cluster
     (:mod:`.dispatch`). A started or resumed run holds its run directory's driver lock until
-    :meth:`close` (or the object is collected).
+    :meth:`close` (or the object is collected). ``reuse`` takes an execution from an earlier
+    successful one of the same node with the same definition, inputs and read values
+    (:mod:`.reuse`).
     The run directory is ``runs_dir/run_id`` (default ``workdir/.freshness/runs/<stamp>-<hex>``).
     """
 
@@ -113,6 +116,7 @@ class Run(RunRecovery):
         backoff: BackoffConfig | None = None,
         durability: Durability | str = Durability.DURABLE,
         dispatch: Dispatch | None = None,
+        reuse: bool = False,
         _restore: dict[str, Any] | None = None,
     ) -> None:
         from freshness_magic.engine.validation import validate_or_raise
@@ -124,6 +128,10 @@ class Run(RunRecovery):
         self.registry = registry
         self.dispatch = dispatch
         """Where portable node work runs (a cluster); None: in this process."""
+        self.reuse = reuse
+        """Take executions from earlier equal ones (:mod:`.reuse`); the graph's ``reuse="true"``
+        turns it on too. Settable between steps (``--reuse`` on one notebook action)."""
+        self._reuser: Reuser | None = None
         self._closers: list[Callable[[], None]] = []
         self.extensions = list(extensions)
         validate_or_raise(
@@ -183,6 +191,15 @@ class Run(RunRecovery):
             yield
         finally:
             self._scoped.context = previous
+
+    @property
+    def reuser(self) -> Reuser | None:
+        """The run's reuse lookup and record, when it reuses (else None)."""
+        if not reuse_wanted(self.graph, self.reuse):
+            return None
+        if self._reuser is None:
+            self._reuser = Reuser(ReuseIndex(self.workdir), self.graph.name, self._reuse_facts())
+        return self._reuser
 
     @property
     def state(self) -> RunState:

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph
     from freshness_magic.engine.outcome import Outcome
     from freshness_magic.engine.persistence import RunMemory
+    from freshness_magic.engine.reuse import Reuser
     from freshness_magic.engine.state import StepResult
     from freshness_magic.engine.store import RunStore
 
@@ -67,6 +68,7 @@ class RunJournal:
     _history: list[StepResult]
     _executor: NodeExecutor
     _closers: list[Callable[[], None]]
+    _reuser: Reuser | None
 
     # ----------------------------------------------------------------- the executor's record
 

@@ -170,6 +170,7 @@ _NODE_TYPED = {
     "max_parallel": POSITIVE,
     "join_k": POSITIVE,
     "join_quorum": FRACTION,
+    "reuse": BOOL,
 }
 _EDGE_TYPED = {"weight": INT, "loop_restart": BOOL}
 _GRAPH_TYPED = {
@@ -177,6 +178,7 @@ _GRAPH_TYPED = {
     "default_max_retry": COUNT,
     "max_goal_gate_redirects": COUNT,
     "max_failure_redirects": COUNT,
+    "reuse": BOOL,
 }
 
 

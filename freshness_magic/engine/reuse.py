@@ -45,7 +45,7 @@ import threading
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from freshness_magic.atomicio import append_jsonl, read_jsonl, write_atomic
 from freshness_magic.engine.model import Graph, Node, parse_bool
@@ -258,22 +258,6 @@ class ReuseIndex:
         return sum(1 for _ in folder.glob("*/*.jsonl"))
 
 
-class ReuseFacts(Protocol):
-    """What reuse needs to know of an execution, from the run's traces (:mod:`.trace`)."""
-
-    def definition(self, node: Node) -> str:
-        """The fingerprint of the node's definition now (attributes, prompt file)."""
-        ...
-
-    def inputs(self, node: Node) -> str | None:
-        """The fingerprint of the node's declared input files now (None: it declares none)."""
-        ...
-
-    def value(self, context: Mapping[str, Any], key: str) -> str:
-        """The fingerprint of ``context[key]`` now (:data:`ABSENT` when it is not set)."""
-        ...
-
-
 @dataclass(slots=True)
 class _Looked:
     """What the lookup before an execution knew: its key and the node folder's files then."""
@@ -295,32 +279,44 @@ class Reuser:
     the index never names a step its run does not have.
     """
 
-    def __init__(self, index: ReuseIndex, pipeline: str, facts: ReuseFacts) -> None:
+    def __init__(self, index: ReuseIndex, pipeline: str) -> None:
         self.index = index
         self.pipeline = pipeline
-        self.facts = facts
         self._looked: dict[str, _Looked] = {}
         self._pending: list[tuple[str, IndexEntry]] = []
         self._lock = threading.Lock()
 
     def lookup(
-        self, node: Node, context: Mapping[str, Any], run_dir: Path, run_id: str
-    ) -> Outcome | None:
-        """The outcome of an earlier execution equal to this one, its outputs copied into the
-        node's folder (None: the node runs). Remembers the key for :meth:`executed`."""
-        inputs = self.facts.inputs(node)
+        self,
+        node: Node,
+        context: Mapping[str, Any],
+        *,
+        definition: str,
+        inputs: Mapping[str, str] | None,
+        handler: str,
+        run_dir: Path,
+    ) -> IndexEntry | None:
+        """The earlier execution equal to this one (None: the node runs): same ``definition``,
+        declared ``inputs`` (path -> digest; None: it declares none) and ``handler`` (the
+        handler and backend that would run it), and every value it read equal now. Remembers
+        the key for :meth:`executed`."""
         if not reusable(node, inputs is not None):
             return None
-        key = reuse_key(self.pipeline, node.id, self.facts.definition(node), inputs or "")
+        key = reuse_key(
+            self.pipeline, node.id, definition, value_fingerprint([handler, sorted((inputs or {}).items())])
+        )
         looked = _Looked(key, _files(run_dir / "nodes" / node.id))
         with self._lock:
             self._looked[node.id] = looked
-        entry = self.index.find(key, lambda k: self.facts.value(context, k))
-        if entry is None:
-            return None
+        entry = self.index.find(key, lambda k: current_fingerprint(context, k))
+        looked.reused = entry is not None
+        return entry
+
+    def take(self, entry: IndexEntry, node: Node, run_dir: Path) -> Outcome:
+        """The outcome of ``entry`` for this run: its output files copied into the node's
+        folder, context values naming them moved there, ``reused_from`` set."""
         node_dir = make_state_dir(run_dir / "nodes" / node.id)
         self.index.restore_outputs(entry, node_dir)
-        looked.reused = True
         outcome = Outcome.from_dict(entry.outcome)
         old = os.fspath(Path(entry.run_dir) / "nodes" / node.id)
         outcome.context_updates = {
@@ -371,6 +367,13 @@ class Reuser:
                 self.index.add(key, entry)
             except OSError as exc:  # a cache: the run goes on without it
                 log.warning("reuse index: could not record node %s: %s", entry.node, exc)
+
+
+def current_fingerprint(context: Mapping[str, Any], key: str) -> str:
+    """The fingerprint of ``context[key]`` now, as a trace records a read of it."""
+    if key not in context:
+        return ABSENT
+    return value_fingerprint(context[key])
 
 
 def _moved(value: Any, old: str, new: str) -> Any:

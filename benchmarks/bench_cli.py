@@ -1,4 +1,4 @@
-"""Benchmark: command-line start-up (issue 15, goal 4).
+"""Benchmark: command-line start-up.
 
 Measures, as separate processes run interleaved (one of each per round, so load on the machine
 hits all alike), the wall time of

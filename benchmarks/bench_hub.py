@@ -1,4 +1,4 @@
-"""Benchmark the Node State Hub on a copy of this Python's standard library (issue 15, goal 3).
+"""Benchmark the Node State Hub on a copy of this Python's standard library.
 
 Measures, on the same ~1,800 ``.py`` files (the venv's ``sysconfig.get_paths()["stdlib"]``,
 without ``site-packages``):

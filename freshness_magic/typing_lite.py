@@ -1,7 +1,7 @@
 """``NamedTuple``, ``Protocol`` and ``runtime_checkable`` without importing :mod:`typing`.
 
 Every CLI command loads the model, the parser and the lint rules, and importing :mod:`typing`
-costs about 4 ms of the 35 ms a ``validate`` may take in all (issue 15, ``bench_cli.py``). The
+costs about 4 ms of the 35 ms a ``validate`` may take in all (``bench_cli.py``). The
 modules on that path take these three names from here: type checkers see :mod:`typing`'s own (the
 ``TYPE_CHECKING`` branch), and at run time
 

@@ -220,8 +220,8 @@ def test_building_the_parser_loads_no_engine_hub_or_evidence_code(argv: list[str
 def test_validate_and_version_load_none_of_the_slow_standard_modules(
     argv: list[str], tmp_path: Path
 ) -> None:
-    """typing, dataclasses (with inspect) and pathlib are most of the start-up budget
-    (issue 15): the model, parser, lint rules (conditions, gates, freshness too) and the
+    """typing, dataclasses (with inspect) and pathlib are most of the start-up budget:
+    the model, parser, lint rules (conditions, gates, freshness too) and the
     validate command keep them out. Run without ``site``, so an editable install's import hook
     does not load them first."""
     (tmp_path / "tiny.dot").write_text(

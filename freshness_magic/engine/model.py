@@ -11,7 +11,7 @@ the same store and get their typed readers in the package that reads them (``par
 
 ``Graph``, ``Node`` and ``Edge`` are plain classes with ``__slots__`` (the record of
 ``graphlib``), not dataclasses: ``dataclasses`` imports ``inspect`` and compiles each class's
-methods at import, about 9 ms of every CLI command's start-up (issue 15). They keep what a
+methods at import, about 9 ms of every CLI command's start-up. They keep what a
 dataclass gives: keyword or positional construction, ``==`` over their fields, a ``repr``, and
 ``replace(**changes)`` for a changed copy (what a transform returns).
 """

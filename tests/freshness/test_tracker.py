@@ -505,7 +505,7 @@ def test_symlink_to_outside_is_unknown_and_its_content_never_stored(tmp_path: Pa
 
 
 def test_freshness_works_without_fcntl(tmp_path: Path) -> None:
-    """Issue 13: importing and snapshotting must not need fcntl (absent on Windows)."""
+    """Importing and snapshotting must not need fcntl (absent on Windows)."""
     import subprocess
     import sys
 

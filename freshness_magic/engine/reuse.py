@@ -51,6 +51,7 @@ from freshness_magic.atomicio import append_jsonl, read_jsonl, write_atomic
 from freshness_magic.engine.model import Graph, Node, parse_bool
 from freshness_magic.engine.outcome import Outcome, ReusedFrom, StageStatus
 from freshness_magic.engine.persistence import outcome_record
+from freshness_magic.engine.trace import ABSENT, Trace, value_fingerprint
 from freshness_magic.pathsafety import make_state_dir, read_state
 
 log = logging.getLogger(__name__)
@@ -159,10 +160,6 @@ class IndexEntry:
     @property
     def source(self) -> ReusedFrom:
         return ReusedFrom(self.run_id, self.step)
-
-
-ABSENT = "-"
-"""The fingerprint recorded for a context key that was read but not set."""
 
 
 def _safe_name(name: str) -> bool:
@@ -303,7 +300,10 @@ class Reuser:
         if not reusable(node, inputs is not None):
             return None
         key = reuse_key(
-            self.pipeline, node.id, definition, value_fingerprint([handler, sorted((inputs or {}).items())])
+            self.pipeline,
+            node.id,
+            definition,
+            value_fingerprint([handler, sorted((inputs or {}).items())]),
         )
         looked = _Looked(key, _files(run_dir / "nodes" / node.id))
         with self._lock:
@@ -326,19 +326,20 @@ class Reuser:
         return outcome
 
     def executed(
-        self,
-        node: Node,
-        outcome: Outcome,
-        step: int,
-        reads: Mapping[str, str],
-        run_dir: Path,
-        run_id: str,
+        self, node: Node, outcome: Outcome, trace: Trace, run_dir: Path, run_id: str
     ) -> None:
-        """Note a finished execution (``step`` 1-based, ``reads`` key -> value fingerprint): a
-        successful one that ran (not reused) is recorded at the next :meth:`flush`."""
+        """Note a finished execution and its sealed ``trace``: a successful one that ran (not
+        reused), whose reads are all known, is recorded at the next :meth:`flush`."""
         with self._lock:
             looked = self._looked.pop(node.id, None)
-        if looked is None or looked.reused or outcome.status is not StageStatus.SUCCESS:
+        if (
+            looked is None
+            or looked.reused
+            or outcome.status is not StageStatus.SUCCESS
+            or trace.step is None
+            or trace.truncated  # reads were left out: it cannot be verified
+            or any(r.part is not None for r in trace.reads)
+        ):
             return
         node_dir = run_dir / "nodes" / node.id
         after = _files(node_dir)
@@ -350,8 +351,8 @@ class Reuser:
             run_id=run_id,
             run_dir=os.fspath(run_dir),
             node=node.id,
-            step=step,
-            reads=dict(reads),
+            step=trace.step,
+            reads={r.key: r.fingerprint for r in trace.reads},
             outcome=outcome_record(outcome),
             outputs=outputs,
         )

@@ -63,6 +63,7 @@ class RunJournal:
     _memory: RunMemory
     _source_hash: str
     _pipeline_path: str | None
+    _pipeline_file: str
     _exit_ids: frozenset[str]
     _started: bool
     _history: list[StepResult]
@@ -140,6 +141,7 @@ class RunJournal:
                     graph=self.graph,
                     pipeline_path=self._pipeline_path,
                     pipeline_hash=self._source_hash,
+                    pipeline_file=self._pipeline_file,
                     workdir=self.workdir,
                     event_seq=seq,
                     now=now,

@@ -76,9 +76,7 @@ def finish(pipeline: Path | str, work: Path, backend: Any, **kwargs: Any) -> Run
 
 
 def reused(run: Run) -> dict[str, ReusedFrom]:
-    return {
-        n: o.reused_from for n, o in run.node_outcomes.items() if o.reused_from is not None
-    }
+    return {n: o.reused_from for n, o in run.node_outcomes.items() if o.reused_from is not None}
 
 
 def test_a_second_run_with_nothing_changed_executes_nothing_reusable(work: Path) -> None:
@@ -263,7 +261,9 @@ def test_the_index_and_the_reused_records_match_their_schemas(work: Path) -> Non
     files = [p for p in folder.rglob("*") if p.is_file()]
     assert files
     for path in files:
-        known, schema = schemas.schema_for(path.relative_to(folder).as_posix(), schemas.REUSE_DIR_FILES)
+        known, schema = schemas.schema_for(
+            path.relative_to(folder).as_posix(), schemas.REUSE_DIR_FILES
+        )
         assert known, path
         if schema is not None:
             for line in path.read_text().splitlines():

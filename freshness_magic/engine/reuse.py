@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.atomicio import append_jsonl, read_jsonl, write_atomic
-from freshness_magic.engine.model import Graph, Node, parse_bool
+from freshness_magic.engine.model import Node, parse_bool
 from freshness_magic.engine.outcome import Outcome, ReusedFrom, StageStatus
 from freshness_magic.engine.persistence import outcome_record
 from freshness_magic.engine.trace import ABSENT, Trace, value_fingerprint
@@ -75,11 +75,6 @@ KNOWN_INPUT_TYPES = frozenset({"codergen"})
 def flag(value: str | None) -> bool | None:
     """``reuse`` attribute text as a bool (None: not set or not a boolean)."""
     return None if value is None else parse_bool(value)
-
-
-def reuse_wanted(graph: Graph, asked: bool) -> bool:
-    """Whether a run reuses: asked for (``--reuse``, ``reuse=True``) or the graph says so."""
-    return asked or bool(flag(graph.attrs.get("reuse")))
 
 
 def reusable(node: Node, declares_inputs: bool) -> bool:

@@ -44,7 +44,7 @@ from freshness_magic.engine.extensions import (
     extension_rules,
 )
 from freshness_magic.engine.handlers.base import ChildRun, HandlerRegistry
-from freshness_magic.engine.model import Graph
+from freshness_magic.engine.model import Graph, parse_bool
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.persistence import (
     EVENTS_FILE,
@@ -58,13 +58,17 @@ from freshness_magic.engine.persistence import (
 )
 from freshness_magic.engine.reach import inside_branches
 from freshness_magic.engine.retry import BackoffConfig
-from freshness_magic.engine.reuse import ReuseIndex, Reuser, reuse_wanted
 from freshness_magic.engine.run_lifecycle import reopen
 from freshness_magic.engine.run_recovery import RunRecovery
 from freshness_magic.engine.state import Durability, RunResult, RunState, StepResult
 from freshness_magic.engine.store import RunStore
 from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.pathsafety import check_state_path, read_state
+
+
+TYPE_CHECKING = False
+if TYPE_CHECKING:
+    from freshness_magic.engine.reuse import Reuser
 
 
 class _ChildRuns:
@@ -198,10 +202,12 @@ class Run(RunRecovery):
     @property
     def reuser(self) -> Reuser | None:
         """The run's reuse lookup and record, when it reuses (else None)."""
-        if not reuse_wanted(self.graph, self.reuse):
+        if not self.reuse and parse_bool(self.graph.attrs.get("reuse", "")) is not True:
             return None
         if self._reuser is None:
-            self._reuser = Reuser(ReuseIndex(self.workdir), self.graph.name, self._reuse_facts())
+            from freshness_magic.engine.reuse import ReuseIndex, Reuser
+
+            self._reuser = Reuser(ReuseIndex(self.workdir), self.graph.name)
         return self._reuser
 
     @property

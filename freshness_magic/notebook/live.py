@@ -49,7 +49,7 @@ class LivePipeline(PipelineReadout):
             return self._open(resume=None)
         return self._run
 
-    def _open(self, *, resume: Path | None) -> Run:
+    def _open(self, *, resume: Path | None, carry: bool = False) -> Run:
         from freshness_magic import session
 
         self._install_cells()
@@ -68,10 +68,20 @@ class LivePipeline(PipelineReadout):
 
             options = self._resume_options(resume)
             try:
-                run = session.resume_run(resume, executor=executor, workdir=self.workdir, **options)
+                if carry:  # to this text of the pipeline: unchanged nodes keep their results
+                    options.pop("graph", None)
+                    run, plan = session.carry_over(
+                        resume, self.graph, executor=executor, workdir=self.workdir, **options
+                    )
+                else:
+                    run = session.resume_run(
+                        resume, executor=executor, workdir=self.workdir, **options
+                    )
             except RunBusyError as exc:  # another kernel, idle: say where to act
                 raise busy_refusal(exc) or exc from None
             self.resume_notes = [f"  {node}: {words}" for node, words in resume_drift(run)]
+            if carry:
+                self.resume_notes[:0] = [f"  {line}" for line in plan.lines()]
         else:
             run = session.open_run(
                 self.graph, workdir=self.workdir, executor=executor, warn=False, **options
@@ -80,6 +90,12 @@ class LivePipeline(PipelineReadout):
         self.reopened = resume is not None
         self._attach(run, reopened=self.reopened)
         return run
+
+    def use_reuse(self, reuse: bool) -> None:
+        """Reuse earlier executions (``--reuse``) in the action about to run, or not."""
+        self.reuse = reuse
+        if self._run is not None:
+            self._run.reuse = reuse
 
     @property
     def started(self) -> bool:
@@ -127,6 +143,7 @@ class LivePipeline(PipelineReadout):
         the view model, as ``freshness-magic why`` reads them from its event log."""
         self._detach()
         self._run = run
+        run.reuse = self.reuse
         self._model = ViewModel(self.graph)
         if reopened:
             self._model.replay(run.events.kinds.read(Path(run.run_dir) / EVENTS_FILE), at_rest=True)

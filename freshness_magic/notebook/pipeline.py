@@ -17,12 +17,12 @@ from typing import TYPE_CHECKING
 
 from freshness_magic.engine import RunState
 from freshness_magic.engine.handlers.tool import reap_survivors
-from freshness_magic.engine.persistence import PIPELINE_FILE
+from freshness_magic.engine.persistence import PIPELINE_FILE, same_pipeline
 from freshness_magic.engine.run_recovery import rearmed_note
 from freshness_magic.errors import GateAnswerError, NothingToRetryError, RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.live import LivePipeline
-from freshness_magic.notebook.saved import ResumeOffer, find_unfinished
+from freshness_magic.notebook.saved import ResumeOffer, find_unfinished, run_dir_hash
 from freshness_magic.notebook.stepping import step_loop
 from freshness_magic.notebook.text import TextResult
 from freshness_magic.notebook.viewmodel import ViewModel
@@ -386,6 +386,32 @@ class NotebookPipeline(LivePipeline):
         view = self.views()[node_id]
         made_by = view.details.get("upstream") if view.state is NodeState.OUTDATED else None
         return self.accept(*(made_by or [node_id]))
+
+    def keep_run(self) -> TextResult:
+        """Carry a run of an earlier text of this pipeline over to this text (``--keep-run``,
+        the banner's Keep the run): the offered one, else the newest run of this pipeline on
+        disk. Unchanged nodes keep their results, an edited node shows stale and its readers
+        outdated, removed nodes drop out, added ones are pending. A refused edit (the run
+        cannot go on in it) changes nothing."""
+        with self.exclusive():
+            if self.started:
+                raise RunError(
+                    f"{self.name} has its own run already; %pipeline reset first to keep another"
+                )
+            offer = self.resume_offer
+            found = offer.run_dir if offer is not None else self.latest_run_dir()
+            if found is None:
+                raise RunError(f"no run of {self.name} under {self.workdir} to keep")
+            if same_pipeline(self.graph.source, run_dir_hash(found)):
+                raise RunError(
+                    f"run {found.name} already runs this text of {self.name}: "
+                    "%pipeline resume goes on with it"
+                )
+            run = self._open(resume=found, carry=True)
+            lines = [f"kept run {found.name} with this text of {self.name}:", *self.resume_notes]
+            lines.append(self.status_line())
+            self.publish()
+            return TextResult("\n".join(lines), run.result())
 
     def reset(self) -> TextResult:
         """Leave the current run; the next action starts a new one.

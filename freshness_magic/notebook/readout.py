@@ -63,6 +63,8 @@ class PipelineReadout:
     reopened: bool = False
     """The open run was reopened from disk and has not stepped since (going on from an
     interrupt need not reopen it again)."""
+    reuse: bool = False
+    """Whether the current action reuses earlier executions (``--reuse`` on it)."""
     live_lines: Callable[[str], None] | None = None
     """Where step lines go as each step ends (a terminal's print); None: only in the result."""
     structure_version: int = 0
@@ -167,7 +169,9 @@ class PipelineReadout:
 
     def offer_resume(self) -> ResumeOffer | None:
         """Look for an unfinished run of this pipeline on disk and offer it (``resume_offer``)."""
-        self.resume_offer = find_unfinished(self.graph, self.workdir)
+        self.resume_offer = find_unfinished(self.graph, self.workdir) or find_unfinished(
+            self.graph, self.workdir, any_text=True
+        )
         return self.resume_offer
 
     @property

@@ -76,6 +76,8 @@ class BannerKind(StrEnum):
     SUPERSEDED = "superseded"
     RESUME = "resume"
     """An unfinished run of the same pipeline waits on disk (after a kernel restart)."""
+    KEEP_RUN = "keep_run"
+    """A run of an earlier text of the pipeline exists: it can be carried over to this edit."""
     INFO = "info"
 
 

@@ -439,6 +439,7 @@ _ACTIONS: dict[str, _Factory] = {
     "reset": lambda w, _m, _n: w.pipeline.reset,
     "resume_offered": lambda w, _m, _n: w.pipeline.resume,
     "start_new": lambda w, _m, _n: w.pipeline.start_new,
+    "keep_run": lambda w, _m, _n: w.pipeline.keep_run,
     "answer": lambda w, m, n: w._answer(n, str(m.get("choice", "")), str(m.get("comment", ""))),
 }
 """Actions that change the run: each gives the call to make (on a worker thread in a kernel)."""

@@ -29,7 +29,7 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.atomicio import loads_bounded
 from freshness_magic.engine.carry import CarryPlan
@@ -65,8 +65,6 @@ from freshness_magic.engine.store import RunStore
 from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.pathsafety import check_state_path, read_state
 
-
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from freshness_magic.engine.reuse import Reuser
 

@@ -4,11 +4,11 @@ and run extensions use it without importing the codergen handler)."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.utf8 import decode
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 
@@ -35,6 +35,20 @@ def prompt_file_path(node: Node, graph: Graph, workdir: Path | None = None) -> P
     if graph.path:
         return Path(graph.path).resolve().parent / given
     return None if workdir is None else Path(workdir) / given
+
+
+def prompt_file_problem(node: Node, graph: Graph, workdir: Path | str) -> str | None:
+    """Why the node's prompt file may not be read (it lies outside the work tree at
+    ``workdir``: see :func:`freshness_magic.pathsafety.pipeline_path_problem`), or None."""
+    name = prompt_file_name(node)
+    if name is None:
+        return None
+    import os
+
+    from freshness_magic.pathsafety import pipeline_path_problem
+
+    base = os.path.dirname(os.path.realpath(graph.path)) if graph.path else workdir
+    return pipeline_path_problem(name, base, workdir)
 
 
 def read_prompt_file(path: Path) -> str:

@@ -217,7 +217,7 @@ class FreshnessExtension(BaseRunExtension):
 
     def lint_rules(self) -> list[LintRule]:
         """The rules for this extension's attributes (see :mod:`freshness_magic.freshness.lint`)."""
-        return freshness_rules()
+        return freshness_rules(allow_outside=self.allow_outside)
 
     def event_kinds(self) -> tuple[type[FreshnessEvent]]:
         """The events this extension emits (the run's bus must know them)."""

@@ -15,7 +15,12 @@ from freshness_magic.engine.model import (
     parse_duration,
     parse_int,
 )
-from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
+from freshness_magic.engine.prompts import (
+    prompt_file_name,
+    prompt_file_path,
+    prompt_file_problem,
+    read_prompt_file,
+)
 from freshness_magic.engine.validation.core import (
     ERROR,
     INFO,
@@ -593,6 +598,12 @@ def reasoning_effort_known(graph: Graph, node: Node, out: Out) -> None:
         )
 
 
+def _folder_of(graph: Graph) -> str:
+    import os
+
+    return os.path.dirname(os.path.realpath(graph.path or "."))
+
+
 def prompt_file_exists(graph: Graph) -> list[Diagnostic]:
     """A ``prompt="@path"`` file must exist and be UTF-8 text (checked for pipelines loaded
     from a file: one without a path reads its prompt files from the work directory at run
@@ -604,6 +615,8 @@ def prompt_file_exists(graph: Graph) -> list[Diagnostic]:
         if name is None or path is None:
             continue
         if path.is_file():
+            if prompt_file_problem(node, graph, _folder_of(graph)) is not None:
+                continue  # outside the pipeline's folder: not read here (see prompt_file_path)
             try:
                 read_prompt_file(path)
                 continue

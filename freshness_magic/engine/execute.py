@@ -13,6 +13,12 @@ For one node, :meth:`NodeExecutor.execute`:
    updates, the run's record of the outcome (not for SKIPPED, §5.2) and STAGE_COMPLETED,
    STAGE_FAILED or STAGE_SKIPPED. ``Run.answer`` finishes a gate through it too.
 
+Every execution gets a :class:`~.trace.Trace`: the context records into it what the handler
+reads and sets (only during the handler's call), :meth:`NodeExecutor.finish` what the outcome
+writes and its step, and :meth:`NodeExecutor.node_finished` the input fingerprints the run
+extensions report (``trace_inputs``) before the run keeps it (a branch node's with its parallel
+node's, when that one finishes).
+
 Errors, each turned into an outcome rather than raised:
 
 - (a) a handler exception or an extension exception: FAIL with its text;
@@ -43,8 +49,10 @@ from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import BranchStep, StepEnv, stop_slack
 from freshness_magic.engine.model import NODE_ID_RE, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.engine.routing import next_edge
+from freshness_magic.engine.trace import Trace, definition_fingerprint
 from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
@@ -69,6 +77,7 @@ class NodeRun:
     attempts: int
     duration: float
     interrupted: bool = False
+    trace: Trace | None = None
 
 
 @dataclass(frozen=True)
@@ -106,6 +115,11 @@ class NodeExecutor:
         self._stop = threading.Event()
         self._active: set[threading.Event] = set()
         self._active_lock = threading.Lock()
+        self._tracing: dict[str, Trace] = {}
+        """Node id -> the trace of its execution running now (a parallel node's branch nodes
+        find their parallel execution here)."""
+        self._sealed: dict[tuple[str, str | None], Trace] = {}
+        """(node id, parallel node) -> the trace its finish sealed, until ``node_finished``."""
 
     # ----------------------------------------------------------------- stopping
 
@@ -133,9 +147,14 @@ class NodeExecutor:
         if branch_of is not None:
             data["branch_of"] = branch_of
         run.events.emit(EventType.STAGE_STARTED, node.id, data)
+        trace = self.new_trace(node, context, branch_of)
+        self._tracing[node.id] = trace
         started = self._timing.clock()
-        with run.context_scope(context):
-            outcome, attempts = self._with_retries(node, context, branch_of)
+        try:
+            with run.context_scope(context):
+                outcome, attempts = self._with_retries(node, context, branch_of, trace)
+        finally:
+            self._tracing.pop(node.id, None)
         duration = self._timing.clock() - started
         if self._stop.is_set():
             run.events.emit(
@@ -144,21 +163,53 @@ class NodeExecutor:
                 {"attempts": attempts, "duration": duration, "branch_of": branch_of},
             )
             return NodeRun(node, failed(INTERRUPTED), attempts, duration, interrupted=True)
-        return NodeRun(node, outcome, attempts, duration)
+        return NodeRun(node, outcome, attempts, duration, trace=trace)
+
+    def new_trace(self, node: Node, context: Context, branch_of: str | None = None) -> Trace:
+        """The trace of an execution of ``node`` that starts now in ``context``: its cause is the
+        execution that wrote the context's ``outcome`` (the step before it on its path), or
+        none after a person asked for this one (``Run.retry``)."""
+        run = self._run
+        cause = context.writer_of("outcome")
+        if branch_of is None and run.take_rearmed():
+            cause = None
+        trace = Trace(
+            node_id=node.id,
+            run_id=run.run_id,
+            definition=self.definition(node),
+            cause=cause.step if cause is not None and cause.run_id == run.run_id else None,
+            branch_of=branch_of,
+        )
+        return trace
+
+    def definition(self, node: Node) -> str:
+        """The fingerprint of ``node`` as it runs now: attributes and prompt file text."""
+        text: str | None = None
+        if prompt_file_name(node) is not None:
+            path = prompt_file_path(node, self._run.graph, self._run.workdir)
+            try:
+                text = read_prompt_file(path) if path is not None else None
+            except (OSError, ValueError):
+                text = None
+        return definition_fingerprint(node.attrs, text)
 
     def finish(self, result: NodeRun, context: Context, branch_of: str | None = None) -> None:
         """Apply a finished node's outcome: status file, context, the run's record, event."""
         node, outcome = result.node, result.outcome
         run = self._run
+        trace = result.trace or self.new_trace(node, context, branch_of)  # an answered gate
         self._write_status(node.id, outcome)
-        context.apply_updates(outcome.context_updates)
-        context.set("outcome", outcome.status.value)
+        context.apply_updates(outcome.context_updates, writer=trace)
+        context.set("outcome", outcome.status.value, writer=trace)
         if outcome.preferred_label:
-            context.set("preferred_label", outcome.preferred_label)
+            context.set("preferred_label", outcome.preferred_label, writer=trace)
         if branch_of is None:
             context.delete(partial_key(node.id))  # its partial work is done with
         skipped = outcome.status is StageStatus.SKIPPED
         index = None if skipped else run.record_outcome(node.id, outcome)
+        if index is not None:
+            trace.seal(index + 1, outcome.status.value)
+            self._sealed[(node.id, branch_of)] = trace
         payload: dict[str, Any] = {
             "status": outcome.status.value,
             "notes": outcome.notes,
@@ -172,9 +223,7 @@ class NodeExecutor:
         if outcome.reused_from is not None:
             payload["reused_from"] = outcome.reused_from.to_dict()
         if index is not None and run.reuser is not None:
-            run.reuser.executed(
-                node, outcome, index + 1, run.reads_of(node.id), run.run_dir, run.run_id
-            )
+            run.reuser.executed(node, outcome, trace, run.run_dir, run.run_id)
         if skipped:
             kind = EventType.STAGE_SKIPPED
         elif outcome.status is StageStatus.FAIL:
@@ -184,10 +233,30 @@ class NodeExecutor:
         run.events.emit(kind, node.id, payload)
 
     def node_finished(self, step: Any) -> None:
-        """Call every extension's ``on_step_finished`` for one executed node (under the lock)."""
+        """Call every extension's ``on_step_finished`` for one executed node (under the lock),
+        then keep its trace with the input fingerprints the extensions report."""
+        run = self._run
         with self._hooks:
-            for ext in self._run.extensions:
-                self._run.call_extension(ext, "on_step_finished", self._run, step)
+            for ext in run.extensions:
+                run.call_extension(ext, "on_step_finished", run, step)
+            trace = self._sealed.pop((step.node_id, step.branch_of), None)
+            if trace is None or step.interrupted:
+                return
+            for ext in run.extensions:
+                report = getattr(ext, "trace_inputs", None)
+                if callable(report):
+                    try:
+                        trace.inputs.update(report(run, trace.node_id) or {})
+                    except Exception:
+                        log.exception("run extension %r failed in trace_inputs", ext.name)
+        if step.branch_of is None:
+            run.record_traces([*trace.children, trace])
+            trace.children = []
+            return
+        parent = self._tracing.get(step.branch_of)
+        if parent is not None:
+            with self._hooks:
+                parent.children.append(trace)
 
     # ----------------------------------------------------------------- a branch
 
@@ -238,7 +307,7 @@ class NodeExecutor:
     # ----------------------------------------------------------------- attempts
 
     def _with_retries(
-        self, node: Node, context: Context, branch_of: str | None
+        self, node: Node, context: Context, branch_of: str | None, trace: Trace
     ) -> tuple[Outcome, int]:
         run = self._run
         policy = build_retry_policy(node, run.graph, self._timing.backoff)
@@ -248,7 +317,7 @@ class NodeExecutor:
             context.set(counter, 0)
         attempt = 1
         while True:
-            outcome = self._attempt(node, attempt, context, branch_of)
+            outcome = self._attempt(node, attempt, context, branch_of, trace)
             if outcome.status is not StageStatus.RETRY or self._stop.is_set():
                 return outcome, attempt
             if attempt >= policy.max_attempts:
@@ -293,7 +362,7 @@ class NodeExecutor:
         )
 
     def _attempt(
-        self, node: Node, attempt: int, context: Context, branch_of: str | None
+        self, node: Node, attempt: int, context: Context, branch_of: str | None, trace: Trace
     ) -> Outcome:
         run = self._run
         started = self._timing.clock()
@@ -306,9 +375,9 @@ class NodeExecutor:
                         outcome = replaced
                         break
             if outcome is None:
-                outcome = self._reused(node, context)
+                outcome = self._reused(node, context, trace)
             if outcome is None:
-                outcome = self._call_handler(node, attempt, context, branch_of)
+                outcome = self._call_handler(node, attempt, context, branch_of, trace)
             with self._hooks:
                 for ext in run.extensions:
                     outcome = ext.after_execute(run, node, outcome, attempt, started)
@@ -320,21 +389,67 @@ class NodeExecutor:
             )
         return _normalised(node, outcome)
 
-    def _reused(self, node: Node, context: Context) -> Outcome | None:
-        """The outcome of an earlier equal execution when the run reuses (:mod:`.reuse`); None:
-        the handler runs. The index is a cache: a problem reading it runs the node."""
+    def _reused(self, node: Node, context: Context, trace: Trace) -> Outcome | None:
+        """The outcome of an earlier equal execution when the run reuses (:mod:`.reuse`), its
+        reads noted in ``trace`` as the handler would have read them; None: the handler runs.
+        The index is a cache: a problem reading it runs the node."""
         run = self._run
         reuser = run.reuser
         if reuser is None:
             return None
         try:
-            return reuser.lookup(node, context, run.run_dir, run.run_id)
-        except (OSError, ValueError) as exc:
+            identity = self._handler_identity(node)
+            if identity is None:
+                return None
+            with self._hooks:
+                inputs = self._declared_inputs(node)
+            entry = reuser.lookup(
+                node,
+                context,
+                definition=trace.definition,
+                inputs=inputs,
+                handler=identity,
+                run_dir=run.run_dir,
+            )
+            if entry is None:
+                return None
+            outcome = reuser.take(entry, node, run.run_dir)
+        except (OSError, ValueError, FreshnessMagicError) as exc:
             log.warning("reuse: lookup for node %s failed; it runs: %s", node.id, exc)
             return None
+        for key in entry.reads:
+            if key in context:
+                trace.record_read(key, context[key], context.writer_of(key))
+            else:
+                trace.record_absent(key)
+        return outcome
+
+    def _handler_identity(self, node: Node) -> str | None:
+        """What decides the node's work besides its definition and reads: its handler (and,
+        where it says, its backend or code: ``reuse_identity``); None: no handler."""
+        try:
+            handler = self._run.registry.resolve(node)
+        except LookupError:
+            return None
+        own = getattr(handler, "reuse_identity", None)
+        kind = f"{type(handler).__module__}.{type(handler).__qualname__}"
+        return f"{kind}: {own(node)}" if callable(own) else kind
+
+    def _declared_inputs(self, node: Node) -> dict[str, str] | None:
+        """The node's declared input files now, path -> digest, as the run extensions that
+        fingerprint files report them (``reuse_inputs``); None: it declares none."""
+        found: dict[str, str] | None = None
+        run = self._run
+        for ext in run.extensions:
+            report = getattr(ext, "reuse_inputs", None)
+            if callable(report):
+                got = report(run, node)
+                if got is not None:
+                    found = {**(found or {}), **got}
+        return found
 
     def _call_handler(
-        self, node: Node, attempt: int, context: Context, branch_of: str | None
+        self, node: Node, attempt: int, context: Context, branch_of: str | None, trace: Trace
     ) -> Outcome:
         run = self._run
         try:
@@ -375,11 +490,12 @@ class NodeExecutor:
                 return call_remote(dispatch, handler, node, context, env, timeout)
 
         try:
-            if timeout and not shipped:
-                limit = timeout + env.slack
-                result: object = self._call_with_timeout(work, node, context, env, limit)
-            else:
-                result = work(node, context, env)
+            with context.recording(trace):
+                if timeout and not shipped:
+                    limit = timeout + env.slack
+                    result: object = self._call_with_timeout(work, node, context, env, limit)
+                else:
+                    result = work(node, context, env)
         except _TimedOut:
             cancel.set()
             return failed(f"timed out after {timeout:g}s")

@@ -62,6 +62,7 @@ from freshness_magic.engine.run_lifecycle import reopen
 from freshness_magic.engine.run_recovery import RunRecovery
 from freshness_magic.engine.state import Durability, RunResult, RunState, StepResult
 from freshness_magic.engine.store import RunStore
+from freshness_magic.engine.trace import Trace
 from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.pathsafety import check_state_path, read_state
 
@@ -237,6 +238,12 @@ class Run(RunRecovery):
         """Executed nodes in order (a node executed twice appears twice)."""
         with self._lock:
             return list(self._memory.completed)
+
+    @property
+    def traces(self) -> list[Trace]:
+        """What each execution read and wrote, in step order (:mod:`.trace`)."""
+        with self._lock:
+            return list(self._memory.traces)
 
     @property
     def node_retries(self) -> dict[str, int]:

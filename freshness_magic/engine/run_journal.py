@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine.reuse import Reuser
     from freshness_magic.engine.state import StepResult
     from freshness_magic.engine.store import RunStore
+    from freshness_magic.engine.trace import Trace
 
 log = logging.getLogger(__name__)
 
@@ -77,6 +78,17 @@ class RunJournal:
         """Remember a finished node's outcome (thread-safe); its index in ``completed_nodes``."""
         with self._lock:
             return self._memory.record(node_id, outcome)
+
+    def record_traces(self, traces: list[Trace]) -> None:
+        """Keep the traces of finished executions (a parallel node's after its branches')."""
+        with self._lock:
+            self._memory.traces.extend(traces)
+
+    def take_rearmed(self) -> bool:
+        """Whether the node about to run was asked for by a ``retry`` (then no longer)."""
+        with self._lock:
+            rearmed, self._memory.rearmed = self._memory.rearmed, False
+            return rearmed
 
     def set_retries(self, node_id: str, retries: int) -> None:
         with self._lock:

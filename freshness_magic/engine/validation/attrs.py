@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from types import MappingProxyType
@@ -636,3 +637,41 @@ def prompt_file_exists(graph: Graph) -> list[Diagnostic]:
             )
         )
     return out
+
+
+_TEMPLATE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
+
+
+def template_syntax(graph: Graph, node: Node, out: Out) -> None:
+    """``{{ ... }}`` and ``{% ... %}`` (Jinja-style templates of other pipeline runners) are
+    not Attractor syntax: a prompt would show them verbatim and a ``tool_command`` hands them to
+    ``/bin/sh`` as written. Say what to write instead."""
+    for key, fix in (
+        (
+            "tool_command",
+            "a tool_command goes to /bin/sh as written, nothing in it is expanded: read run values"
+            " from the environment ($FRESHNESS_RUN_DIR, $FRESHNESS_NODE_ID...) or from a file an"
+            " earlier node wrote",
+        ),
+        (
+            "prompt",
+            "in a prompt write $goal for the graph's goal and {context_key} for a context value"
+            " (an unknown {key} is left as is); there are no conditionals",
+        ),
+    ):
+        value = node.attrs.get(key, "")
+        found = _TEMPLATE.search(value)
+        if found is None:
+            continue
+        shown = found.group(0) if len(found.group(0)) <= 40 else found.group(0)[:39] + "…"
+        out.append(
+            node_diag(
+                "template_syntax",
+                WARNING,
+                node,
+                f"node `{node.id}`: {key} contains template syntax {shown!r}, which is not"
+                " Attractor syntax and is not expanded",
+                fix,
+                key,
+            )
+        )

@@ -51,7 +51,7 @@ from freshness_magic.atomicio import append_jsonl, read_jsonl, write_atomic
 from freshness_magic.engine.model import Node, parse_bool
 from freshness_magic.engine.outcome import Outcome, ReusedFrom, StageStatus
 from freshness_magic.engine.persistence import outcome_record
-from freshness_magic.engine.trace import ABSENT, Trace, value_fingerprint
+from freshness_magic.engine.trace import Trace, value_fingerprint
 from freshness_magic.pathsafety import make_state_dir, read_state
 
 log = logging.getLogger(__name__)
@@ -96,6 +96,11 @@ def reuse_key(pipeline: str, node_id: str, definition: str, inputs: str) -> str:
     """The index key of an execution: what is known before it runs (not its reads)."""
     text = "\0".join((str(INDEX_VERSION), pipeline, node_id, definition, inputs))
     return hashlib.sha256(text.encode("utf-8", "surrogatepass")).hexdigest()
+
+
+ABSENT = "-"
+"""The fingerprint recorded for a key the execution looked for that was not set
+(``Trace.absent``)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -347,7 +352,10 @@ class Reuser:
             run_dir=os.fspath(run_dir),
             node=node.id,
             step=trace.step,
-            reads={r.key: r.fingerprint for r in trace.reads},
+            reads={
+                **{r.key: r.fingerprint for r in trace.reads},
+                **dict.fromkeys(trace.absent, ABSENT),
+            },
             outcome=outcome_record(outcome),
             outputs=outputs,
         )

@@ -103,7 +103,7 @@ def test_a_second_run_with_nothing_changed_executes_nothing_reusable(work: Path)
         "freshness"
     )
     # The evidence record says so, with the run and step it reused.
-    records = {r.node_id: r for r in read_evidence_log(second.run_dir / "evidence.jsonl")}
+    records = {r.node_id: r for r in read_evidence_log(second.run_dir)}
     engine = records["draft"].outcome["engine"]
     assert engine["reused_from"] == {"run_id": first.run_id, "step": steps["draft"]}
     assert "reused (from run" in records["draft"].summary
@@ -180,7 +180,7 @@ def test_a_gate_is_never_reused(work: Path) -> None:
         with run:
             assert run.run().state.value == "waiting"  # the gate asks again
             run.answer("ok", "Y")
-            assert run.state.value == "completed"
+            assert run.run().state.value == "completed"
     assert "ok" not in reused(run)
 
 
@@ -207,10 +207,11 @@ if mode == "crash":
         return outcome
     reuse.Reuser.take = crashing
     run = open_run(work / "notes.dot", workdir=work, backend=backend, warn=False, reuse=True)
+elif mode == "first":
+    run = open_run(work / "notes.dot", workdir=work, backend=backend, warn=False, reuse=True)
 else:
     folders = sorted((work / ".freshness" / "runs").iterdir())
-    run = open_run(work / "notes.dot", workdir=work, backend=backend, warn=False, reuse=True) \
-        if mode == "first" else resume_run(folders[-1], backend=backend, reuse=True)
+    run = resume_run(folders[-1], backend=backend, reuse=True)
 with run:
     print(run.run().state.value)
 """
@@ -242,7 +243,7 @@ def test_a_crash_during_a_reused_step_resumes_correctly(work: Path) -> None:
     with second:
         assert set(reused(second)) == {"gather", "draft", "polish"}
         assert second.completed_nodes == ["start", "stamp", "gather", "draft", "polish", "done"]
-    records = [r.node_id for r in read_evidence_log(runs[-1] / "evidence.jsonl")]
+    records = [r.node_id for r in read_evidence_log(runs[-1])]
     assert records.count("draft") == 1
 
 
@@ -276,3 +277,22 @@ def test_the_index_and_the_reused_records_match_their_schemas(work: Path) -> Non
     for line in (second.run_dir / "events.jsonl").read_text().splitlines():
         check("event.schema.json", json.loads(line))
     assert StageStatus.SUCCESS.value == status["outcome"]
+
+
+def test_a_key_the_prompt_looked_for_and_did_not_find_is_verified_too(work: Path) -> None:
+    """``{graph.audience}`` is read from the context: absent in the first run (the prompt kept
+    it as written), set in the second: the node runs again; the same value again: reused."""
+    text = PIPELINE.replace("Polish the notes for $goal", "Polish the notes for {graph.audience}")
+    (work / "a.dot").write_text(text)
+    (work / "b.dot").write_text(
+        text.replace('goal="Write the notes"', 'goal="Write the notes", audience="ops"')
+    )
+    backend = Counting()
+    first = finish(work / "a.dot", work, backend, reuse=True)
+    polish = next(t for t in first.traces if t.node_id == "polish")
+    assert "graph.audience" in polish.absent
+    finish(work / "b.dot", work, backend, reuse=True)
+    assert backend.calls == ["draft", "polish", "polish"]  # draft reused, polish not
+    third = finish(work / "b.dot", work, backend, reuse=True)
+    assert backend.calls == ["draft", "polish", "polish"]
+    assert set(reused(third)) == {"gather", "draft", "polish"}

@@ -25,12 +25,11 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from freshness_magic.engine.trace import Trace  # noqa: E402
-
 from freshness_magic.engine.context import Context  # noqa: E402
 from freshness_magic.engine.model import Node  # noqa: E402
 from freshness_magic.engine.outcome import Outcome  # noqa: E402
 from freshness_magic.engine.reuse import ReuseIndex, Reuser  # noqa: E402
+from freshness_magic.engine.trace import Trace  # noqa: E402
 
 HANDLER = "codergen:simulated"
 

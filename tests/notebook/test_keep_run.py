@@ -11,7 +11,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.notebook.viewstate import BannerKind
+from freshness_magic.views.state import BannerKind
 from tests.notebook.conftest import REVIEW_DOT, load_review
 
 EDITED = REVIEW_DOT.replace("Summarise the change for $goal", "Summarise the change briefly")

@@ -206,10 +206,15 @@ class Progress:
             held = self.held.pop(event.node_id or "", None)
             if held is not None and status == "fail":  # the handler never ran: say why
                 note = blocked_by(held)
+            source = data.get("reused_from")
+            mark = _MARKS.get(status, status)
+            if isinstance(source, dict):  # not run: taken from an earlier execution
+                mark = "reused"
+                note = f"from run {source.get('run_id')}, step {source.get('step')}"
             if branch_of:
                 note = f"[branch of {branch_of}] {note}"
             duration = float(data.get("duration") or 0.0)
-            line = f"  {_MARKS.get(status, status):<7} {node:<24} {duration:7.2f}s"
+            line = f"  {mark:<7} {node:<24} {duration:7.2f}s"
             clear = "\x1b[2K" if self.live else ""
             self._print(f"{clear}{line}  {note}".rstrip())
         elif event.type is EventType.STAGE_RETRYING:

@@ -222,7 +222,7 @@ class NodeExecutor:
             payload["branch_of"] = branch_of
         if outcome.reused_from is not None:
             payload["reused_from"] = outcome.reused_from.to_dict()
-        if index is not None and run.reuser is not None:
+        if index is not None:
             run.reuser.executed(node, outcome, trace, run.run_dir, run.run_id)
         if skipped:
             kind = EventType.STAGE_SKIPPED
@@ -393,10 +393,12 @@ class NodeExecutor:
         """The outcome of an earlier equal execution when the run reuses (:mod:`.reuse`), its
         reads noted in ``trace`` as the handler would have read them; None: the handler runs.
         The index is a cache: a problem reading it runs the node."""
+        from freshness_magic.engine.reuse import reusable
+
+        if not reusable(node, declares_inputs=True):  # never, whatever it declares
+            return None
         run = self._run
         reuser = run.reuser
-        if reuser is None:
-            return None
         try:
             identity = self._handler_identity(node)
             if identity is None:
@@ -410,6 +412,7 @@ class NodeExecutor:
                 inputs=inputs,
                 handler=identity,
                 run_dir=run.run_dir,
+                search=run.reuses,
             )
             if entry is None:
                 return None

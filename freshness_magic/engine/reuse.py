@@ -292,11 +292,13 @@ class Reuser:
         inputs: Mapping[str, str] | None,
         handler: str,
         run_dir: Path,
+        search: bool = True,
     ) -> IndexEntry | None:
         """The earlier execution equal to this one (None: the node runs): same ``definition``,
         declared ``inputs`` (path -> digest; None: it declares none) and ``handler`` (the
         handler and backend that would run it), and every value it read equal now. Remembers
-        the key for :meth:`executed`."""
+        the key for :meth:`executed`; without ``search`` (the run does not reuse) only that:
+        a run records its executions whether or not it reuses, so a later run can."""
         if not reusable(node, inputs is not None):
             return None
         key = reuse_key(
@@ -308,6 +310,8 @@ class Reuser:
         looked = _Looked(key, _files(run_dir / "nodes" / node.id))
         with self._lock:
             self._looked[node.id] = looked
+        if not search:
+            return None
         entry = self.index.find(key, lambda k: current_fingerprint(context, k))
         looked.reused = entry is not None
         return entry

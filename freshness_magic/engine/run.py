@@ -199,10 +199,15 @@ class Run(RunRecovery):
             self._scoped.context = previous
 
     @property
-    def reuser(self) -> Reuser | None:
-        """The run's reuse lookup and record, when it reuses (else None)."""
-        if not self.reuse and parse_bool(self.graph.attrs.get("reuse", "")) is not True:
-            return None
+    def reuses(self) -> bool:
+        """Whether executions are taken from earlier equal ones (``reuse``, or the graph's
+        ``reuse="true"``)."""
+        return self.reuse or parse_bool(self.graph.attrs.get("reuse", "")) is True
+
+    @property
+    def reuser(self) -> Reuser:
+        """The run's reuse index: looked up before a node when the run :attr:`reuses`, and
+        given every successful execution of a reusable node, so that a later run can reuse."""
         if self._reuser is None:
             from freshness_magic.engine.reuse import ReuseIndex, Reuser
 

@@ -84,7 +84,9 @@ EVIDENCE_ROWS = 8
 """Evidence rows sent with every step (newest first); "show all" asks for the rest."""
 NOTE_CHARS = 240
 """An explanation sent with the states is cut here; the node's details have the whole text."""
-_QUIET = frozenset({NodeState.PENDING, NodeState.SUCCEEDED, NodeState.SKIPPED, NodeState.NEXT})
+_QUIET = frozenset(
+    {NodeState.PENDING, NodeState.SUCCEEDED, NodeState.REUSED, NodeState.SKIPPED, NodeState.NEXT}
+)
 LIVE_DELAY = 0.4
 """Seconds a node runs before the view shows it running, and between two live updates while it
 runs (its output, a retry). Short enough to see a slow node start at once; long enough that a

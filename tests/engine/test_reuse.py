@@ -296,3 +296,30 @@ def test_a_key_the_prompt_looked_for_and_did_not_find_is_verified_too(work: Path
     third = finish(work / "b.dot", work, backend, reuse=True)
     assert backend.calls == ["draft", "polish", "polish"]
     assert set(reused(third)) == {"gather", "draft", "polish"}
+
+
+def test_the_command_line_reuses_and_says_so_in_run_status_and_why(work: Path) -> None:
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "freshness_magic", *args],
+            cwd=work,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    first = cli("run", "notes.dot", "--reuse")
+    assert first.returncode == 0, first.stderr
+    second = cli("run", "notes.dot", "--reuse")
+    assert second.returncode == 0, second.stderr
+    run_id = first.stdout.split("run dir ")[-1].strip().rsplit("/", 1)[-1]
+    assert "reused  gather" in second.stdout and f"from run {run_id}, step 3" in second.stdout
+    assert lines(work / "gather.calls") == 1
+    run_dir = second.stdout.split("run dir ")[-1].strip()
+    status = cli("status", run_dir)
+    assert f"reused (from run {run_id}, step 4)" in status.stdout  # draft
+    why = cli("why", run_dir, "draft")
+    assert why.stdout.startswith("draft: reused") and f"from run {run_id}, step 4" in why.stdout
+    data = json.loads(cli("status", run_dir, "--json").stdout)
+    assert data["node_outcomes"]["polish"]["reused_from"] == {"run_id": run_id, "step": 5}
+    assert "reused_from" not in data["node_outcomes"]["stamp"]

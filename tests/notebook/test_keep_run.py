@@ -20,8 +20,8 @@ EDITED = REVIEW_DOT.replace("Summarise the change for $goal", "Summarise the cha
 def waiting(shell: InteractiveShell, workdir: Path) -> Path:
     pipeline = load_review(shell, workdir)
     shell.run_line_magic("pipeline", "run")
-    assert pipeline.run.state.value == "waiting"
-    return Path(pipeline.run.run_dir)
+    assert pipeline.current_run.state.value == "waiting"
+    return Path(pipeline.current_run.run_dir)
 
 
 def tree(folder: Path) -> dict[str, bytes]:
@@ -40,12 +40,12 @@ def test_keep_run_carries_the_live_run_over_to_the_edited_cell(
     said = capsys.readouterr().out
     assert f"kept run {run_dir.name}" in said
     assert "edited: draft (its definition changed: prompt)" in said
-    assert Path(pipeline.run.run_dir) == run_dir
-    assert pipeline.run.state.value == "waiting"
+    assert Path(pipeline.current_run.run_dir) == run_dir
+    assert pipeline.current_run.state.value == "waiting"
     assert set(pipeline.outcomes()) >= {"start", "lint", "draft"}
-    assert pipeline.run.graph.nodes["draft"].prompt == "Summarise the change briefly"
+    assert pipeline.current_run.graph.nodes["draft"].prompt == "Summarise the change briefly"
     result = shell.run_line_magic("pipeline", "resume approve --choice Y")
-    assert pipeline.run.state.value == "completed", result.text
+    assert pipeline.current_run.state.value == "completed", result.text
 
 
 def test_an_edited_reload_offers_the_run_and_the_banner_keeps_it(
@@ -58,7 +58,7 @@ def test_an_edited_reload_offers_the_run_and_the_banner_keeps_it(
     assert "%pipeline keep" in banner.full_text
     result = shell.run_line_magic("pipeline", "keep")
     assert f"kept run {run_dir.name}" in result.text
-    assert pipeline.run.state.value == "waiting"
+    assert pipeline.current_run.state.value == "waiting"
 
 
 def test_a_refused_edit_leaves_the_run_as_it_was(shell: InteractiveShell, workdir: Path) -> None:

@@ -10,7 +10,7 @@
 const CODES = {
   p: "pending", n: "next", r: "running", s: "succeeded", a: "partial", f: "failed",
   y: "retrying", w: "waiting", b: "blocked", k: "skipped", i: "interrupted", t: "stale",
-  T: "stale", o: "outdated", O: "outdated",
+  T: "stale", o: "outdated", O: "outdated", u: "reused",
 };
 const STALE = { t: "baseline", T: "run" };
 const MIN_LABEL_PX = 9.5; // smallest node label on screen at the default zoom
@@ -837,7 +837,7 @@ function render({ model, el }) {
     detailsState.replaceChildren(chip);
     if (notes[view.selected]) detailsState.append(h("span", "fm-details-why", notes[view.selected]));
     retryB.hidden = !(model.get("run") || {}).can_retry;
-    retryB.disabled = !["failed", "interrupted", "succeeded", "partial", "stale", "outdated", "blocked"].includes(state);
+    retryB.disabled = !["failed", "interrupted", "succeeded", "reused", "partial", "stale", "outdated", "blocked"].includes(state);
     acceptHereB.disabled = !["stale", "blocked"].includes(state) && code !== "o";
     acceptHereB.title = code === "o" ? "Accept the changed inputs upstream that make it outdated"
       : "Accept this node's changed inputs";

@@ -112,11 +112,19 @@ def is_edit(run_dir: Path, source: str) -> bool:
     """Whether ``source`` is another text than the pipeline the run executes (an edit to carry
     the run over to), rather than that text given again for a damaged copy."""
     from freshness_magic.engine.checkpoint import load_checkpoint
-    from freshness_magic.engine.persistence import follow_restarts, same_pipeline
+    from freshness_magic.engine.persistence import follow_restarts, same_pipeline, stored_pipeline
 
-    data, _ = load_checkpoint(follow_restarts(run_dir))
-    stored = str((data.get("pipeline") or {}).get("sha256") or "")
-    return bool(stored) and not same_pipeline(source, stored)
+    folder = follow_restarts(run_dir)
+    data, used = load_checkpoint(folder)
+    pipeline = data.get("pipeline") or {}
+    stored = str(pipeline.get("sha256") or "")
+    if not stored or same_pipeline(source, stored):
+        return False
+    try:  # a damaged or missing copy is put back from the run's own text first, not edited
+        stored_pipeline(folder, pipeline, used)
+    except StoredPipelineError:
+        return False
+    return True
 
 
 def main(args: argparse.Namespace) -> int:

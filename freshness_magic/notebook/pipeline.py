@@ -540,7 +540,8 @@ class Pipeline:
             f"nothing to resume with this text of {self.name}: its unfinished run "
             f"{other.run_dir.name} was started from another text, and a run goes on only with the "
             f"text it started with. %pipeline step starts a new run with this one; %pipeline load "
-            f"{other.run_dir / PIPELINE_FILE}{where} then %pipeline resume reopens the old one"
+            f"{other.run_dir / PIPELINE_FILE}{where} then %pipeline resume reopens the old one; "
+            "%pipeline keep carries it over to this text (unchanged nodes keep their results)"
         )
 
     def _resume_offered(self, to: str | None) -> TextResult:
@@ -548,6 +549,8 @@ class Pipeline:
         else go on with the open run where it stopped (paused), or say what does (waiting,
         failed); else reopen the newest unfinished run of this text on disk."""
         offer = self.resume_offer
+        if offer is not None and offer.edited:  # of another text: kept only by carrying over
+            return TextResult(self._nothing_to_resume())
         if offer is None:
             gate = self.pending_gate()
             if gate is not None:

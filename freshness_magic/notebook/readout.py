@@ -20,6 +20,7 @@ from freshness_magic.engine.state import RunState
 from freshness_magic.notebook.live import LiveRun, require_node
 from freshness_magic.views import text
 from freshness_magic.views.evidence_log import EvidenceTail
+from freshness_magic.views.frame import ViewFrame
 from freshness_magic.views.marks import NodeStale
 from freshness_magic.views.model import ViewModel
 from freshness_magic.views.render import NodeState, NodeView
@@ -139,11 +140,11 @@ class PipelineView:
         )
 
     def stale_upstream(self, node_id: str) -> tuple[list[str], int]:
-        """The nodes upstream of ``node_id`` shown stale, and how many are shown outdated by
-        changed inputs (:func:`freshness_magic.views.why.stale_upstream`)."""
+        """The nodes that led to the waiting gate ``node_id`` shown stale, and how many are
+        shown outdated by changed inputs (:func:`freshness_magic.views.why.stale_upstream`)."""
         from freshness_magic.views.why import stale_upstream
 
-        return stale_upstream(self.graph, self.views(), node_id)
+        return stale_upstream(self.views(), self.model.snapshot.traces)
 
     def gate_note(self) -> str:
         """The note under the waiting gate when nodes upstream of it have changed inputs ("" when
@@ -246,15 +247,55 @@ class PipelineView:
         backend = self.live.run_options.get("backend")
         return backend if isinstance(backend, str) and backend else "simulated"
 
+    def frame(self) -> ViewFrame:
+        """Everything the widget shows now, from the last published views (one read of each)."""
+        from freshness_magic.notebook.viewdata import approving
+
+        views = self.views()
+        gate = self.pending_gate()
+        records = self.evidence_records()
+        snapshot = self.model.snapshot
+        return ViewFrame(
+            name=self.name,
+            graph=self.graph,
+            structure_version=self.live.structure_version,
+            views=views,
+            state=snapshot.state,
+            state_name=self.state_name,
+            status_line=self.status_line(),
+            next_node=self.next_node(),
+            nodes_run=self.nodes_run(views),
+            backend=self.backend_name,
+            superseded=self.superseded,
+            banner=None if self.superseded else self.banner(),
+            gate=gate,
+            gate_note=self.gate_note(),
+            gate_visit=snapshot.completed.count(gate.node_id) + 1 if gate else 0,
+            approving=approving(records, gate.node_id, self.details) if gate else {},
+            evidence=records,
+            stopped=self.model.stopped,
+        )
+
     def explain(
-        self, expr: str, from_node: str | None = None, *, infer_node: bool = False
+        self,
+        expr: str,
+        from_node: str | None = None,
+        *,
+        step: int | None = None,
+        infer_node: bool = False,
     ) -> ConditionAnswer:
-        """``expr`` explained on the live context (and, from a node, the edge it would take):
-        the one explanation of ``cond`` and the widget's playground."""
-        from freshness_magic.views.explain import explain_on_context
+        """``expr`` explained, and from a node the edge routing would take: from a node that
+        ran (or at ``step``), in the context and outcome of that execution (its latest by
+        default; the answer names the step), else on the live context. The one explanation
+        of ``cond`` and the widget's playground."""
+        from freshness_magic.views.explain import execution_context, explain_on_context
 
         run = self.live_run
         context = dict(run.context) if run is not None else {}
+        at = None
+        ran = run is not None and any(t.node_id == from_node for t in run.traces)
+        if run is not None and (step is not None or ran):
+            at = execution_context(run.run_dir, run.traces, from_node, step)
         return explain_on_context(
-            self.graph, context, self.outcomes(), expr, from_node, infer_node=infer_node
+            self.graph, context, self.outcomes(), expr, from_node, infer_node=infer_node, at=at
         )

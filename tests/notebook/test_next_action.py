@@ -86,8 +86,8 @@ def test_why_a_node_stale_since_it_ran_says_what_accept_does(
 TWO_INPUTS_DOT = """digraph two {
   start  [shape=Mdiamond]
   prep   [shape=parallelogram, tool_command="true", source_files="src/**/*.py", freshness="warn"]
-  spec   [shape=parallelogram, tool_command="true", source_files="docs/spec.md", freshness="warn"]
-  report [shape=parallelogram, tool_command="true"]
+  spec   [prompt="Read the spec", source_files="docs/spec.md", freshness="warn"]
+  report [prompt="Report on {tool.output} and {last_response}"]
   done   [shape=Msquare]
   start -> prep -> spec -> report -> done
 }
@@ -106,7 +106,8 @@ def test_why_an_outdated_node_with_two_changed_upstream_nodes_accepts_both(
     said = line(shell, "why report").text.splitlines()
     assert said[:2] == [
         "report: outdated",
-        "  may be outdated: the inputs of upstream prep and spec changed",
+        "  `report` read `tool.output` of `prep` (step 2), whose input `src/login.py` changed; "
+        "it also rests on `spec`, changed too",
     ]
     assert said[-2:] == [
         "  next: clear this mark without running anything again (accept all 2: each of them "
@@ -222,11 +223,11 @@ def test_the_gate_panel_carries_the_note_on_changed_inputs_upstream(
 
     pipeline = _waiting_with_lint_changed(shell, workdir)
     line(shell, "status")  # the magic re-checks freshness, as the view's input watcher does
-    assert gate_value(pipeline)["note"] == (
+    assert gate_value(pipeline.frame())["note"] == (
         "note: upstream of approve: lint stale, 1 outdated (inputs changed; %pipeline why lint)"
     )
     line(shell, "accept lint")
-    assert gate_value(pipeline)["note"] == ""
+    assert gate_value(pipeline.frame())["note"] == ""
 
 
 def test_the_gate_panel_says_which_time_the_gate_asks(
@@ -238,9 +239,9 @@ def test_the_gate_panel_says_which_time_the_gate_asks(
 
     pipeline = load_review(shell, workdir)
     line(shell, "run")
-    assert gate_value(pipeline)["visit"] == 1
+    assert gate_value(pipeline.frame())["visit"] == 1
     line(shell, "resume approve --choice N")  # draft again, then the gate asks again
-    assert gate_value(pipeline)["visit"] == 2
+    assert gate_value(pipeline.frame())["visit"] == 2
 
 
 PAST_THE_GATE = """digraph past {

@@ -131,7 +131,7 @@ def explain_on_context(
         selection = select_edge(graph, from_node, outcome, context)
         edge = selection.edge
         target = edge.target if edge is not None else "(none)"
-        edge_line = f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})"
+        edge_line = f"edge from {from_node}: -> {target} ({selection.reason})"
     text = condition_text(
         expr,
         explanation,

@@ -10,7 +10,7 @@
 const CODES = {
   p: "pending", n: "next", r: "running", s: "succeeded", a: "partial", f: "failed",
   y: "retrying", w: "waiting", b: "blocked", k: "skipped", i: "interrupted", t: "stale",
-  T: "stale", o: "outdated", O: "outdated",
+  T: "stale", o: "outdated", O: "outdated", u: "reused",
 };
 const STALE = { t: "baseline", T: "run" };
 const MIN_LABEL_PX = 9.5; // smallest node label on screen at the default zoom
@@ -34,7 +34,7 @@ const ACCEPT_TITLE = "Accept changed inputs as the new baseline";
 const RUN_TITLE = "Run to the exit, a gate or a failure";
 const RUN_TO_TITLE = "Run until the chosen node is next";
 const WORKER_ACTIONS = new Set(["step", "run", "run_to", "retry", "accept", "reset",
-  "resume_offered", "start_new", "answer"]); // run on the kernel's worker; end with "done"
+  "resume_offered", "start_new", "keep_run", "answer"]); // run on the kernel's worker; end with "done"
 
 function h(tag, cls, text) {
   const e = document.createElement(tag);
@@ -759,7 +759,8 @@ function render({ model, el }) {
     banner.dataset.kind = b.kind;
     if (b.node) banner.dataset.node = b.node; else delete banner.dataset.node;
     const label = { failed: "Run failed", dead_end: "Dead end", interrupted: "Stopped",
-      superseded: "Superseded", resume: "Unfinished run", info: "Note" }[b.kind] || b.kind;
+      superseded: "Superseded", resume: "Unfinished run", keep_run: "Edited pipeline",
+      info: "Note" }[b.kind] || b.kind;
     const head = h("strong", "fm-banner-kind", label);
     const text = h("span", "fm-banner-text", b.text || "");
     banner.replaceChildren(head, text);
@@ -774,6 +775,14 @@ function render({ model, el }) {
       const fresh = btn("Start new", "fm-banner-start-new", "Leave it on disk; start a new run");
       fresh.onclick = () => send({ action: "start_new" });
       banner.append(again, fresh);
+    }
+    if (b.kind === "keep_run") {
+      const keep = btn("Keep the run", "fm-banner-keep-run",
+        "Carry the run over to this edit: unchanged nodes keep their results, edited ones show stale");
+      keep.onclick = () => send({ action: "keep_run" });
+      const fresh = btn("Start new", "fm-banner-start-new", "Leave it on disk; start a new run");
+      fresh.onclick = () => send({ action: "start_new" });
+      banner.append(keep, fresh);
     }
     if ((b.kind === "failed" || b.kind === "interrupted") && (model.get("run") || {}).can_retry) {
       const retry = btn("Retry", "fm-banner-retry", "Retry from the failed or stopped node");
@@ -855,7 +864,7 @@ function render({ model, el }) {
     detailsState.replaceChildren(chip);
     if (notes[view.selected]) detailsState.append(h("span", "fm-details-why", notes[view.selected]));
     retryB.hidden = !(model.get("run") || {}).can_retry;
-    retryB.disabled = !["failed", "interrupted", "succeeded", "partial", "stale", "outdated", "blocked"].includes(state);
+    retryB.disabled = !["failed", "interrupted", "succeeded", "reused", "partial", "stale", "outdated", "blocked"].includes(state);
     acceptHereB.disabled = !["stale", "blocked"].includes(state) && code !== "o";
     acceptHereB.title = code === "o" ? "Accept the changed inputs upstream that make it outdated"
       : "Accept this node's changed inputs";

@@ -224,6 +224,7 @@ class NodeExecutor:
         if index is not None:
             trace.seal(index + 1, outcome.status.value)
             self._sealed[(node.id, branch_of)] = trace
+            run.reuser.executed(node, outcome, trace, run.run_dir, run.run_id)
         return index
 
     def _announce(self, result: NodeRun, index: int | None, branch_of: str | None) -> None:
@@ -242,8 +243,6 @@ class NodeExecutor:
             payload["branch_of"] = branch_of
         if outcome.reused_from is not None:
             payload["reused_from"] = outcome.reused_from.to_dict()
-        if index is not None:
-            run.reuser.executed(node, outcome, trace, run.run_dir, run.run_id)
         if skipped:
             kind = EventType.STAGE_SKIPPED
         elif outcome.status is StageStatus.FAIL:

@@ -33,13 +33,14 @@ from freshness_magic.freshness.resolve import Resolver
 from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Snapshotter
 from freshness_magic.vcs.git import MAX_PATHSPECS
 
-STATE_VERSION = 3
+STATE_VERSION = 4
 """The tracker's checkpoint state: baselines by node, then completion snapshots by node. Since
 version 2 a baseline may list only its differences from another node's whole baseline, and a
 completion snapshot only its differences from its node's baseline (``files_from``); since
 version 3 a digest may be git's blob id (:mod:`.gitindex`), which older readers would take for a
-changed file."""
-READABLE_VERSIONS = (1, 2, STATE_VERSION)
+changed file; since version 4 a whole snapshot's files are packed in columns
+(``files_packed``, :func:`.baseline.pack_files`) instead of one JSON object per file."""
+READABLE_VERSIONS = (1, 2, 3, STATE_VERSION)
 MAX_EXPLAINED = 16
 """Stale files a check before a node asks git about (see the module docstring). git matches every
 index entry against every path asked: on 100,000 files 16 paths took 46 ms and 64 took 113 ms,

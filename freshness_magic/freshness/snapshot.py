@@ -17,6 +17,7 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_module
+import struct
 import threading
 import time
 import weakref
@@ -72,6 +73,7 @@ class HashSource(Protocol):
 _MISSING = FileRecord(existed=False, method=NONE)
 _Members = list[str]
 _S_IFMT, _S_IFREG = 0o170000, 0o100000
+_MTIME, _MTIME_AT = struct.Struct("<q"), 32
 
 
 def _kind_name(mode: int) -> str:
@@ -134,10 +136,18 @@ class Snapshotter:
 
     def seed(self, baseline: Baseline) -> None:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
+        horizon = baseline.fs_time_ns - RACY_WINDOW_NS
+        records, blob_size = self.cache.records, BLOB_LAYOUT.size
+        mtime_of, unhashed = _MTIME.unpack_from, STAT_LAYOUT.size
         for key, rec in baseline.files.items():
-            if rec.digest is not None and rec.mtime_ns is not None:
-                self.cache.store(key, rec, baseline.fs_time_ns)
-                self.blob_ids = self.blob_ids or rec.blob
+            packed = rec[0]
+            if packed is None or len(packed) == unhashed:
+                continue  # no digest: nothing to trust
+            self.blob_ids = self.blob_ids or len(packed) == blob_size
+            if mtime_of(packed, _MTIME_AT)[0] < horizon:  # the racy rule of StatCache.store
+                records[key] = rec
+            else:
+                records.pop(key, None)
 
     def take(
         self, nodes: Mapping[str, Sequence[str]], kind: str, *, with_git: bool = True

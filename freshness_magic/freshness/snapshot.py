@@ -4,8 +4,9 @@ One snapshot covers any number of nodes: folders are listed once, each file is l
 (grouped by folder and opened relative to the folder's descriptor, which saves a path lookup
 per file), and git runs once, in the background while files are hashed. A first look in a git
 work tree takes the blob ids git's index holds for clean tracked files instead of reading them
-(:mod:`.gitindex`), and while the index holds HEAD's tree it tells their git status as well, so
-no git process runs unless some files are untracked or otherwise beyond the index. Hashing
+(:mod:`.gitindex`), and while the index holds HEAD's tree (one ``git rev-parse`` names it) it
+tells their git status as well, so no ``git status`` runs unless some files are untracked or
+otherwise beyond the index. Hashing
 stays in this process: a helper process that hashed part of the files on the second core was
 measured slower than none at 20,000 and 100,000 files on a 2-core machine
 (``benchmarks/bench_freshness.py``), and so was a worker process sharing a re-check's stat calls
@@ -69,6 +70,7 @@ DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC
 def name_start(folder: str) -> int:
     """Where a file's name starts in its snapshot key (``folder/name``; '' is the workdir)."""
     return 1 if folder == "/" else len(folder) + 1 if folder else 0
+
 
 _MTIME, _MTIME_AT = struct.Struct("<q"), 32
 

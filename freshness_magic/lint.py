@@ -28,7 +28,7 @@ from freshness_magic.engine.validation import LintRule, Validator
 from freshness_magic.evidence.lint import evidence_rules
 from freshness_magic.freshness.lint import freshness_rules
 from freshness_magic.hub.lint import hub_rules
-from freshness_magic.pathsafety.lint import path_rules
+from freshness_magic.pathlint import path_rules
 
 if TYPE_CHECKING:
     from pathlib import Path

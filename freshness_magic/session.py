@@ -24,12 +24,14 @@ from freshness_magic.errors import RunError
 from freshness_magic.evidence.validator import EvidenceValidator
 
 if TYPE_CHECKING:
+    from freshness_magic.engine.carry import CarryPlan
     from freshness_magic.engine.validation import Diagnostic
     from freshness_magic.freshness.report import FreshnessReport
 
 __all__ = [
     "PipelineWarning",
     "accept_changes",
+    "carry_over",
     "default_extensions",
     "freshness_report",
     "open_run",
@@ -82,11 +84,13 @@ def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension
     from freshness_magic.evidence.extension import EvidenceExtension
     from freshness_magic.freshness.extension import FreshnessExtension
     from freshness_magic.hub.extension import HubContextExtension
+    from freshness_magic.hub.integration import HubHashSource
 
     extensions: list[RunExtension] = [
         FreshnessExtension(
             options.get("hash_size_limit"),
             allow_outside=options.get("freshness_allow_outside", False),
+            hash_sources=HubHashSource,  # known digests from a running hub, else hashed here
         )
     ]
     # Evidence goes last: its after_execute must see the outcome the other extensions settled on.
@@ -253,11 +257,11 @@ def _refuse_ignored_interviewer(kwargs: dict[str, Any]) -> None:
 def _refuse_outside_paths(graph: Graph, workdir: str | Path) -> None:
     """UnsafePathError, before the run starts (validated or not), for a path the pipeline names
     outside the work tree (a prompt file, a manager's child pipeline or working directory), at
-    its line and column: the rules of :mod:`freshness_magic.pathsafety.lint`. ``source_files``
+    its line and column: the rules of :mod:`freshness_magic.pathlint`. ``source_files``
     entries are refused by the run's own validation; the handlers refuse again as they run."""
     from freshness_magic.engine.validation import Validator, has_errors
     from freshness_magic.errors import UnsafePathError
-    from freshness_magic.pathsafety.lint import path_rules
+    from freshness_magic.pathlint import path_rules
 
     found = Validator(rules=path_rules(workdir)).validate(graph)
     if has_errors(found):
@@ -290,17 +294,25 @@ def _with_registry(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_graph_executor(graph: Graph, spec: str) -> None:
-    """A ClusterError naming the pipeline's ``executor`` attribute and where it is written."""
+    """A ClusterError naming the pipeline's ``executor`` attribute and where it is written, for
+    a spec the cluster layer does not know or one that names a scheduler's address."""
     from freshness_magic.cluster import parse_executor
     from freshness_magic.engine.validation.core import graph_at
     from freshness_magic.errors import ClusterError
 
+    line, column = graph_at(graph, "executor")
+    where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path or graph.name
     try:
-        parse_executor(spec)
+        parsed = parse_executor(spec)
     except ClusterError as exc:
-        line, column = graph_at(graph, "executor")
-        where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path or graph.name
         raise ClusterError(f"{where}: the pipeline's executor attribute: {exc}") from None
+    if parsed.address:
+        from freshness_magic.cluster.lint import ADDRESS_FIX
+
+        raise ClusterError(
+            f"{where}: the pipeline's executor attribute names a scheduler's address "
+            f"({spec}); where work is sent is yours to choose, never a pipeline's: {ADDRESS_FIX}"
+        )
 
 
 def _open_executor(
@@ -454,3 +466,44 @@ def resume_run(
         if owned:
             run.close_with(cluster.close)
     return run
+
+
+def carry_over(
+    run_dir: str | Path, pipeline: Graph | str | Path | object, **kwargs: Any
+) -> tuple[Run, CarryPlan]:
+    """Resume the run in ``run_dir`` with an edited ``pipeline`` of the same name, keeping the
+    run (``Run.carry_over``): unchanged nodes keep their results, edited ones show stale,
+    removed ones drop out, added ones are pending.
+
+    The edited pipeline is validated with every rule :func:`validate` has and the plan is made
+    from the run's saved state *before* the run is opened: a refused edit (ValidationError,
+    RunError) leaves the run directory exactly as it was. ``kwargs`` go to :func:`resume_run`.
+    """
+    from freshness_magic.engine.carry import plan_carry_over
+    from freshness_magic.engine.checkpoint import load_checkpoint
+    from freshness_magic.engine.persistence import follow_restarts, restore_memory, stored_pipeline
+    from freshness_magic.engine.run import stored_workdir
+    from freshness_magic.lint import session_validator
+    from freshness_magic.rundirs import checked_run_dir
+
+    checked_run_dir(run_dir)
+    graph = _load(pipeline)
+    folder = follow_restarts(Path(run_dir))
+    workdir = kwargs.get("workdir") or stored_workdir(folder)
+    session_validator(workdir=workdir).validate_or_raise(graph)
+    data, used = load_checkpoint(folder)
+    old = stored_pipeline(folder, data.get("pipeline") or {}, used)
+    if old.name != graph.name:
+        raise RunError(
+            f"the run in {folder} is of pipeline {old.name!r}, the edited one is {graph.name!r}: "
+            "carry a run over only to an edit of its own pipeline (or start a new run)"
+        )
+    memory, context = restore_memory(data, folder)
+    plan_carry_over(old, graph, memory, context)  # RunError: refused before anything is written
+    run = resume_run(run_dir, **kwargs)
+    try:
+        plan = run.carry_over(graph)
+    except BaseException:
+        run.close()
+        raise
+    return run, plan

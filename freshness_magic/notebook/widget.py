@@ -10,8 +10,9 @@ ends sooner sends nothing but its one update at the end.
 Clicks come back as ``{"action": ...}`` messages and call the pipeline object (``step``,
 ``run_to``, ``retry``, ``accept``, ``resume``, ``stop``, ``reset``); node details, evidence
 records and playground answers are asked for when needed and answered with a custom message.
-Every bundle also carries ``text/html``: the graph with its states as static SVG
-(:func:`render.static_html`) for front ends without a widget runtime.
+Every view comes with the graph with its states as static HTML for front ends without a widget
+runtime: in a kernel as its own output that follows the run (see
+:meth:`PipelineWidget._repr_mimebundle_`), elsewhere in the bundle's ``text/html``.
 
 The page contract (what browser tests may rely on): root ``.fm-root.fm-widget`` (also
 ``.fm-superseded`` or ``.fm-dead`` when it no longer drives a run: greyed, controls disabled but
@@ -41,6 +42,7 @@ from __future__ import annotations
 import threading
 import time
 import traceback
+import uuid
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -85,7 +87,9 @@ EVIDENCE_ROWS = 8
 """Evidence rows sent with every step (newest first); "show all" asks for the rest."""
 NOTE_CHARS = 240
 """An explanation sent with the states is cut here; the node's details have the whole text."""
-_QUIET = frozenset({NodeState.PENDING, NodeState.SUCCEEDED, NodeState.SKIPPED, NodeState.NEXT})
+_QUIET = frozenset(
+    {NodeState.PENDING, NodeState.SUCCEEDED, NodeState.REUSED, NodeState.SKIPPED, NodeState.NEXT}
+)
 LIVE_DELAY = 0.4
 """Seconds a node runs before the view shows it running, and between two live updates while it
 runs (its output, a retry). Short enough to see a slow node start at once; long enough that a
@@ -142,6 +146,11 @@ class PipelineWidget(anywidget.AnyWidget):
         self.update_stats: list[tuple[float, int]] = []
         """(seconds, bytes of changed state) of every refresh that sent something (benchmarks)."""
         self.last_action: dict[str, Any] = {}
+        self.follow_id = f"fm-static-{uuid.uuid4().hex}"
+        """The display id of the static graph shown beside each view (see :meth:`follow`)."""
+        self._followed: str | None = None
+        """The static HTML last published under ``follow_id`` (None: not displayed yet)."""
+        self._follow_lock = threading.Lock()
         self.on_msg(self._on_msg)
         pipeline.subscribe(self._on_pipeline_event)
         pipeline.subscribe_frames(self._on_frame)
@@ -241,6 +250,10 @@ class PipelineWidget(anywidget.AnyWidget):
         changed = {k: v for k, v in values.items() if getattr(self, k) != v}
         if not changed:
             return
+        if {"states", "banner", "gate"} & changed.keys() or (
+            changed.get("run", {}).get("line") != self.run.get("line")
+        ):
+            self.follow()
         with self.hold_sync():
             for name, value in changed.items():
                 setattr(self, name, value)
@@ -428,13 +441,46 @@ class PipelineWidget(anywidget.AnyWidget):
         """A node's details: the pipeline's ``details(node)`` plus its attributes and state."""
         return node_details(self.pipeline, node_id, self.views().get(node_id, NodeView()))
 
+    def follow(self) -> None:
+        """Bring the static graph shown beside the views up to this step (an updated display):
+        a notebook saved at any moment, or executed by ``nbconvert --execute``, then shows the
+        states of its last step without a widget runtime or network."""
+        if self._followed is None:
+            return
+        from IPython.display import update_display
+
+        with self._follow_lock:
+            html = following_html(self.static_html())
+            if html == self._followed:
+                return
+            self._followed = html
+            update_display({"text/html": html}, raw=True, display_id=self.follow_id)
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
-        """The widget view, the static graph as ``text/html`` and the state table as text."""
+        """The widget view and the state table as text; the static graph as ``text/html``.
+
+        In a kernel the static graph is its own output, published just before the view under
+        :attr:`follow_id` and updated at every step, so it follows the run; the widget's CSS
+        hides it wherever the view itself is drawn. The widget's own bundle then carries no
+        ``text/html``: saved from a front end, it would show the graph as it was when the cell
+        ran. Outside a kernel there is nothing to update: the bundle carries it."""
         found = super()._repr_mimebundle_(**kwargs)
         data = dict(found[0] if isinstance(found, tuple) else found or {})
         data["text/plain"] = self.pipeline.status_text()
-        data["text/html"] = self.static_html()
+        if not self.background:
+            data["text/html"] = self.static_html()
+            return data
+        from IPython.display import display
+
+        with self._follow_lock:
+            self._followed = following_html(self.static_html())
+            display({"text/html": self._followed}, raw=True, display_id=self.follow_id)
         return data
+
+
+def following_html(html: str) -> str:
+    """``html`` (the static graph) marked as the output that follows a widget view."""
+    return f'<div class="fm-static-follow">{html}</div>'
 
 
 _Factory = Callable[[PipelineWidget, Mapping[str, Any], Any], Callable[[], Any]]
@@ -447,6 +493,7 @@ _ACTIONS: dict[str, _Factory] = {
     "reset": lambda w, _m, _n: w.pipeline.reset,
     "resume_offered": lambda w, _m, _n: w.pipeline.resume,
     "start_new": lambda w, _m, _n: w.pipeline.start_new,
+    "keep_run": lambda w, _m, _n: w.pipeline.keep_run,
     "answer": lambda w, m, n: w._answer(n, str(m.get("choice", "")), str(m.get("comment", ""))),
 }
 """Actions that change the run: each gives the call to make (on a worker thread in a kernel)."""

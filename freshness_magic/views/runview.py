@@ -84,7 +84,7 @@ class RunView:
             missing=self._missing(node_id),
             output=self.output(node_id),
             gate=gate,
-            gate_upstream=stale_upstream(self.graph, views, gate.node_id) if gate else ((), 0),
+            gate_upstream=stale_upstream(views, memory.traces) if gate else ((), 0),
             blocked=self.model.blocked,
             failed=memory.state is RunState.FAILED and memory.failed_node == node_id,
             paused_at=memory.state is RunState.PAUSED and memory.next_node == node_id,
@@ -135,6 +135,7 @@ def read_run(run_dir: Path) -> RunView:
     from freshness_magic.engine.runlock import live_driver
     from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.runcheck import checkpoint_report
+    from freshness_magic.hub.integration import HubHashSource
     from freshness_magic.views.marks import stale_from_report
 
     folder = follow_restarts(run_dir)
@@ -142,7 +143,9 @@ def read_run(run_dir: Path) -> RunView:
     graph = stored_pipeline(folder, data.get("pipeline") or {}, used)
     memory, context = restore_memory(data, folder)
     try:
-        report: FreshnessReport | None = checkpoint_report(data, used, folder)
+        report: FreshnessReport | None = checkpoint_report(
+            data, used, folder, hash_sources=HubHashSource
+        )
     except FreshnessError:
         report = None
     freshness = (data.get("extensions") or {}).get("freshness") or {}
@@ -154,6 +157,7 @@ def read_run(run_dir: Path) -> RunView:
         gate=memory.pending_gate,
         next_node=memory.next_node,
         failure_reason=memory.failure_reason,
+        traces=tuple(memory.traces),
     )
     model = ViewModel(graph)
     seen = _int(data.get("event_seq"))

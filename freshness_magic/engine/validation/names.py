@@ -5,7 +5,7 @@ An attribute nobody reads is kept but ignored, so a misspelt one (``tool_comand=
 attribute that no registered rule declares: the engine's are declared here
 (:data:`ENGINE_NODE_ATTRIBUTES`), and each package that reads attributes of its own declares
 them on its rules (``node_attributes``; :func:`~.attrs.attr_type_rule` declares its typed ones),
-so the :class:`~.core.Validator` that holds the rules is the one place that knows them all.
+so the :class:`~.validator.Validator` that holds the rules is the one place that knows them all.
 
 Severity (decision): a name close to an attribute the engine or an extension reads is a WARNING
 (the intended attribute is missing, so the node behaves differently: ``validate --strict``
@@ -54,6 +54,8 @@ ENGINE_NODE_ATTRIBUTES: frozenset[str] = frozenset({
     "max_parallel", "join_k", "join_quorum", "stack.child_dotfile", "stack.child_workdir",
     "manager.max_cycles", "manager.steps_per_cycle", "manager.poll_interval",
     "manager.stop_condition", "manager.actions",
+    # reuse of an earlier execution (engine/reuse.py)
+    "reuse",
 })
 # fmt: on
 """The node attributes the engine and its built-in handlers read."""
@@ -85,6 +87,8 @@ ENGINE_GRAPH_ATTRIBUTES: frozenset[str] = frozenset({
     "stack.child_dotfile", "stack.child_workdir", "manager.max_cycles",
     "manager.steps_per_cycle", "manager.poll_interval", "manager.stop_condition",
     "manager.actions",
+    # reuse of earlier executions for the whole run (engine/reuse.py)
+    "reuse",
 })
 # fmt: on
 """The graph attributes the engine reads (its typed ones are declared by ``attr_type``)."""

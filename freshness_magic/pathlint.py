@@ -12,13 +12,13 @@ Both are ERRORs at the attribute's line:col; the run refuses the same paths as i
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.prompts import prompt_file_problem
 from freshness_magic.engine.validation import ERROR, LintRule, Out, ScanRule, node_diag
 from freshness_magic.engine.validation.core import Diagnostic, node_at, position_in_value
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 

@@ -49,10 +49,9 @@ from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import BranchStep, StepEnv, stop_slack
 from freshness_magic.engine.model import NODE_ID_RE, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.engine.routing import next_edge
-from freshness_magic.engine.trace import Trace, definition_fingerprint
+from freshness_magic.engine.trace import Trace, node_definition
 from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
@@ -186,14 +185,7 @@ class NodeExecutor:
 
     def definition(self, node: Node) -> str:
         """The fingerprint of ``node`` as it runs now: attributes and prompt file text."""
-        text: str | None = None
-        if prompt_file_name(node) is not None:
-            path = prompt_file_path(node, self._run.graph, self._run.workdir)
-            try:
-                text = read_prompt_file(path) if path is not None else None
-            except (OSError, ValueError):
-                text = None
-        return definition_fingerprint(node.attrs, text)
+        return node_definition(node, self._run.graph, self._run.workdir)
 
     def finish(self, result: NodeRun, context: Context, branch_of: str | None = None) -> None:
         """Apply a finished node's outcome: status file, context, the run's record, event."""

@@ -63,6 +63,12 @@ INTERRUPTED = "interrupted"
 """The failure reason of an interrupted attempt."""
 
 
+def _step_of(trace: Trace) -> int:
+    """A sealed trace's step: branch nodes report in the order their threads get there, which
+    need not be the order their outcomes were recorded in."""
+    return trace.step or 0
+
+
 def failed(reason: str, **kw: Any) -> Outcome:
     return Outcome(status=StageStatus.FAIL, failure_reason=reason, **kw)
 
@@ -246,7 +252,7 @@ class NodeExecutor:
                         log.exception("run extension %r failed in trace_inputs", ext.name)
             trace.set_inputs(digests)
         if step.branch_of is None:
-            run.record_traces([*trace.children, trace])
+            run.record_traces([*sorted(trace.children, key=_step_of), trace])
             trace.children = []
             return
         parent = self._tracing.get(step.branch_of)

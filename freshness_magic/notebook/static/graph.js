@@ -26,7 +26,8 @@ const AROUND_Y = 2 * CANVAS_PAD + 4; // ...and down
 const VIEW_ONLY = ["fm-zoom-in", "fm-zoom-out", "fm-fit", "fm-zoom-reset", "fm-details-close",
   "fm-evidence-fewer"]; // what still works in a view that no longer drives a run
 const DEAD = "This view lost its kernel (restarted or shut down), so it drives nothing any more:"
-  + " run this cell again for a live view.";
+  + " run %load_ext freshness_magic (the extension is not loaded in a new kernel), then run"
+  + " this cell again for a live view of the run it left on disk.";
 const NO_ANSWER_MS = 5000; // a click the kernel has not answered by then gets a notice
 const STEP_TITLE = "Run the next node";
 const ACCEPT_TITLE = "Accept changed inputs as the new baseline";
@@ -153,6 +154,8 @@ function render({ model, el }) {
     if (WORKER_ACTIONS.has(msg.action) && active && active !== root && root.contains(active)) {
       view.returnTo = active;
     }
+    clearRefusal();
+    view.asker = active && active !== root && root.contains(active) ? active : null;
     try {
       model.send(msg);
     } catch (err) {
@@ -169,8 +172,8 @@ function render({ model, el }) {
       clearTimeout(view.waiting);
       view.waiting = setTimeout(() => {
         notice.textContent = `The kernel has not answered "${msg.action}" yet. It may be busy`
-          + " running a cell. If it was restarted, run this cell again (after a restart"
-          + " outside this page, reload the page first).";
+          + " running a cell. If it was restarted, run %load_ext freshness_magic and then this"
+          + " cell again (after a restart outside this page, reload the page first).";
         notice.hidden = false;
       }, NO_ANSWER_MS);
     }
@@ -258,9 +261,26 @@ function render({ model, el }) {
     target.focus({ preventScroll: true });
   }
   function showSaid(line, text) {
+    view.saidLine = (model.get("run") || {}).line;
     said.textContent = line;
     said.title = text;
     said.hidden = !line;
+  }
+  // An action's refusal is shown next to the control that asked (the banner's Resume, a gate's
+  // choice, a button in the toolbar or the details), not only in the log at the bottom.
+  function clearRefusal() {
+    for (const r of root.querySelectorAll(".fm-refusal")) r.remove();
+  }
+  function showRefusal(text) {
+    const asker = view.asker;
+    view.asker = null;
+    if (!asker || !asker.isConnected) return false;
+    const box = asker.closest(".fm-banner, .fm-gate-choices, .fm-toolbar, .fm-details, section")
+      || asker.parentElement;
+    const line = h("div", "fm-refusal", text.replace(/^[\w.]*Error: /, ""));
+    line.setAttribute("role", "alert");
+    box.after(line);
+    return true;
   }
   function showError(text) {
     const pre = h("pre", "fm-error", text);
@@ -634,8 +654,15 @@ function render({ model, el }) {
   function applyRun() {
     const run = model.get("run") || {};
     runReceived = performance.now();
-    const span = h("span", "", run.line || "");
-    span.dataset.state = run.state || "";
+    // Between two nodes of this view's own Run the run is briefly "paused": the header says
+    // it goes on (it is not waiting for anyone); the kernel's "done" ends that.
+    const between = view.acting && run.state === "paused";
+    const line = between ? (run.line || "").replace(": paused", ": running") : run.line || "";
+    const span = h("span", "", line);
+    span.dataset.state = between ? "running" : run.state || "";
+    // The line under the buttons answers the view's last action: a run driven from a cell
+    // (the run line changes while this view is not acting) makes it old news.
+    if (!view.acting && !said.hidden && run.line !== view.saidLine) showSaid("", "");
     status.title = run.line || "";
     elapsed.hidden = run.elapsed === undefined;
     span.append(elapsed);
@@ -1197,7 +1224,10 @@ function render({ model, el }) {
     else if (msg.reply === "evidence_detail") {
       const body = evList.querySelector(`.fm-evidence-row[data-seq="${CSS.escape(String(msg.seq))}"] .fm-evidence-detail`);
       if (body) body.replaceChildren(msg.record ? value(msg.record) : h("div", "fm-muted", msg.note || "not available"));
-    } else if (msg.reply === "error") showError(msg.text || "error");
+    } else if (msg.reply === "error") {
+      showRefusal(msg.text || "error");
+      showError(msg.text || "error");
+    }
     else if (msg.reply === "done" && view.selected) send({ action: "details", node: view.selected });
   }
   model.on("msg:custom", onCustom);

@@ -49,10 +49,9 @@ from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import BranchStep, StepEnv, stop_slack
 from freshness_magic.engine.model import NODE_ID_RE, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.engine.routing import next_edge
-from freshness_magic.engine.trace import Trace, definition_fingerprint
+from freshness_magic.engine.trace import Trace, node_definition
 from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
@@ -65,6 +64,12 @@ INTERRUPTED = "interrupted"
 STOP_WAIT_SECONDS = 10.0
 """How long an interrupt waits for a node's handler to stop its work (a tool's SIGTERM grace
 and SIGKILL) before the interrupt goes on without it."""
+
+
+def _step_of(trace: Trace) -> int:
+    """A sealed trace's step: branch nodes report in the order their threads get there, which
+    need not be the order their outcomes were recorded in."""
+    return trace.step or 0
 
 
 def failed(reason: str, **kw: Any) -> Outcome:
@@ -192,14 +197,7 @@ class NodeExecutor:
 
     def definition(self, node: Node) -> str:
         """The fingerprint of ``node`` as it runs now: attributes and prompt file text."""
-        text: str | None = None
-        if prompt_file_name(node) is not None:
-            path = prompt_file_path(node, self._run.graph, self._run.workdir)
-            try:
-                text = read_prompt_file(path) if path is not None else None
-            except (OSError, ValueError):
-                text = None
-        return definition_fingerprint(node.attrs, text)
+        return node_definition(node, self._run.graph, self._run.workdir)
 
     def finish(self, result: NodeRun, context: Context, branch_of: str | None = None) -> None:
         """Apply a finished node's outcome: context, the run's record, event; its status file
@@ -274,7 +272,7 @@ class NodeExecutor:
                         log.exception("run extension %r failed in trace_inputs", ext.name)
             trace.set_inputs(digests)
         if step.branch_of is None:
-            run.record_traces([*trace.children, trace])
+            run.record_traces([*sorted(trace.children, key=_step_of), trace])
             trace.children = []
             return
         parent = self._tracing.get(step.branch_of)

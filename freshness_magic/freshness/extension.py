@@ -33,6 +33,7 @@ from freshness_magic.freshness.attrs import (
     freshness_mode,
     inputs_checked,
     node_inputs,
+    source_files,
     tracked_nodes,
 )
 from freshness_magic.freshness.check import FreshnessTracker
@@ -202,6 +203,22 @@ class FreshnessExtension(BaseRunExtension):
             ids = [i.strip() for raw in ids for i in str(raw).split(",") if i.strip()]
             accept(run, ids, source="context")
 
+    def reuse_inputs(self, run: Run, node: Node) -> dict[str, str] | None:
+        """The declared input files (``source_files``) of ``node`` now, path -> content digest
+        (``"-"`` for a file that does not exist, ``"?"`` for one not hashed), for looking up an
+        earlier equal execution before it runs (engine/reuse.py); None when it declares none."""
+        entries = source_files(node)
+        if not entries:
+            return None
+        taken = self._tracker(run).snapshotter.take({node.id: entries}, "current", with_git=False)
+        snapshot = taken.get(node.id)
+        if snapshot is None:
+            return {}
+        return {
+            path: (record.digest or "?") if record.existed else "-"
+            for path, record in snapshot.files.items()
+        }
+
     def trace_inputs(self, run: Run, node_id: str) -> dict[str, str]:
         """The declared input files of the execution of ``node_id`` that just finished, with
         their content digests from its completion snapshot (its trace keeps them): path ->
@@ -236,6 +253,33 @@ class FreshnessExtension(BaseRunExtension):
     def report(self, run: Run, node_ids: Sequence[str] | None = None) -> FreshnessReport:
         """The public freshness report of ``node_ids`` (default: every tracked node) of ``run``."""
         return self._tracker(run).report(node_ids)
+
+
+def changed_since_run(report: FreshnessReport, graph: Any) -> dict[str, list[str]]:
+    """Node id -> its input files that changed since its latest execution finished, for the
+    nodes whose inputs are checked (what :func:`~freshness_magic.engine.marks.derive_marks`
+    takes as ``stale_inputs``)."""
+    found: dict[str, list[str]] = {}
+    for node_id, entry in report.nodes.items():
+        node = graph.nodes.get(node_id)
+        if node is None or not inputs_checked(node) or entry.since_run is None:
+            continue
+        files = entry.since_run.stale_files
+        if files:
+            found[node_id] = list(files)
+    return found
+
+
+def run_marks(run: Any) -> dict[str, Any]:
+    """The mark of each node's latest execution in ``run`` (:func:`~.engine.marks.node_marks`
+    with the inputs changed since each node ran, as the run's freshness extension sees them)."""
+    from freshness_magic.engine.marks import node_marks
+
+    stale: dict[str, list[str]] = {}
+    for ext in getattr(run, "extensions", ()):
+        if isinstance(ext, FreshnessExtension):
+            stale = changed_since_run(ext.report(run), run.graph)
+    return dict(node_marks(run.traces, stale))
 
 
 def extension_of(run: Any) -> FreshnessExtension:

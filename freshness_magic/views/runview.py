@@ -84,7 +84,7 @@ class RunView:
             missing=self._missing(node_id),
             output=self.output(node_id),
             gate=gate,
-            gate_upstream=stale_upstream(self.graph, views, gate.node_id) if gate else ((), 0),
+            gate_upstream=stale_upstream(views, memory.traces) if gate else ((), 0),
             blocked=self.model.blocked,
             failed=memory.state is RunState.FAILED and memory.failed_node == node_id,
             paused_at=memory.state is RunState.PAUSED and memory.next_node == node_id,
@@ -131,8 +131,14 @@ def read_run(run_dir: Path) -> RunView:
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.context import partial_key
     from freshness_magic.engine.handlers.parallel import kept_branch_ids
-    from freshness_magic.engine.persistence import follow_restarts, restore_memory, stored_pipeline
+    from freshness_magic.engine.persistence import (
+        follow_restarts,
+        restore_memory,
+        stored_pipeline,
+        was_edited,
+    )
     from freshness_magic.engine.runlock import live_driver
+    from freshness_magic.engine.trace import graph_definitions
     from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.runcheck import checkpoint_report
     from freshness_magic.hub.integration import HubHashSource
@@ -157,6 +163,10 @@ def read_run(run_dir: Path) -> RunView:
         gate=memory.pending_gate,
         next_node=memory.next_node,
         failure_reason=memory.failure_reason,
+        traces=tuple(memory.traces),
+        definitions=graph_definitions(graph, Path(str(data.get("workdir") or folder)))
+        if was_edited(data)
+        else None,
     )
     model = ViewModel(graph)
     seen = _int(data.get("event_seq"))

@@ -106,7 +106,12 @@ def main(args: argparse.Namespace) -> int:
         outcome = info["node_outcomes"].get(node, {})
         note = _first_line(outcome.get("failure_reason") or outcome.get("notes") or "")
         mark = " (stale)" if node in (stale or ()) else " (outdated)" if node in outdated else ""
-        rows.append((outcome.get("status", "") + mark, node, note))
+        said = outcome.get("status", "")
+        source = outcome.get("reused_from")
+        if isinstance(source, dict):  # not run: taken from an earlier execution
+            said = "reused"
+            note = f"reused (from run {source.get('run_id')}, step {source.get('step')})"
+        rows.append((said + mark, node, note))
     width = max([16, *(len(said) for said, _, _ in rows)])
     for said, node, note in rows:
         print(f"  {said:<{width}} {node:<24} {note}".rstrip(), file=out)
@@ -182,7 +187,8 @@ def changed_nodes(
     (:func:`~freshness_magic.engine.marks.node_marks`, from the run's traces, as every view
     shows them)."""
     from freshness_magic.engine.marks import MarkKind, node_marks
-    from freshness_magic.engine.trace import Trace
+    from freshness_magic.engine.persistence import was_edited
+    from freshness_magic.engine.trace import Trace, graph_definitions
     from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.extension import changed_since_run
     from freshness_magic.freshness.runcheck import checkpoint_report
@@ -192,14 +198,20 @@ def changed_nodes(
         report = checkpoint_report(data, used, run_dir, hash_sources=HubHashSource)
     except FreshnessError:
         return None, []
-    if not report.stale_nodes:
+    edited = graph is not None and was_edited(data)  # carried over: definitions changed
+    if not report.stale_nodes and not edited:
         return [], []
     if graph is None:
         return report.stale_nodes, []  # no pipeline to tell the modes from
-    stale = report.with_modes(graph).stale_nodes
+    stale = list(report.with_modes(graph).stale_nodes)
     run_id = str(data.get("run_id") or "")
     traces = [Trace.from_dict(t, run_id) for t in data.get("traces") or ()]
-    marks = node_marks(traces, changed_since_run(report, graph))
+    workdir = Path(str(data.get("workdir") or run_dir))
+    definitions = graph_definitions(graph, workdir) if edited else None
+    marks = node_marks(traces, changed_since_run(report, graph), definitions)
+    stale += [
+        n for n, m in marks.items() if m.kind is MarkKind.STALE and m.definition and n not in stale
+    ]
     outdated = {n for n, m in marks.items() if m.kind is MarkKind.OUTDATED}
     return stale, [n for n in graph.nodes if n in outdated and n not in stale]
 

@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph
     from freshness_magic.engine.outcome import Outcome
     from freshness_magic.engine.persistence import RunMemory
+    from freshness_magic.engine.reuse import Reuser
     from freshness_magic.engine.state import StepResult
     from freshness_magic.engine.store import RunStore
     from freshness_magic.engine.trace import Trace
@@ -40,6 +41,7 @@ _HOOK_WORK = {
     "on_run_start": "its work at the start of the run",
     "on_resume": "its work on resuming the run",
     "on_step_finished": "its record of the step of node {node!r}",
+    "on_step_saved": "its record of the step of node {node!r}",
 }
 """What an extension's hook does, for the one-line warning when it fails."""
 
@@ -63,11 +65,13 @@ class RunJournal:
     _memory: RunMemory
     _source_hash: str
     _pipeline_path: str | None
+    _pipeline_file: str
     _exit_ids: frozenset[str]
     _started: bool
     _history: list[StepResult]
     _executor: NodeExecutor
     _closers: list[Callable[[], None]]
+    _reuser: Reuser | None
 
     # ----------------------------------------------------------------- the executor's record
 
@@ -150,6 +154,7 @@ class RunJournal:
                     graph=self.graph,
                     pipeline_path=self._pipeline_path,
                     pipeline_hash=self._source_hash,
+                    pipeline_file=self._pipeline_file,
                     workdir=self.workdir,
                     event_seq=seq,
                     now=now,
@@ -163,6 +168,7 @@ class RunJournal:
         if lost is not None:
             log.warning("%s", lost)
             self.events.emit(EventType.STAGE_OUTPUT, None, {"stream": "stderr", "text": lost})
+        self._executor.saved()  # what the steps in this record write comes after it
         if announce:
             self.events.emit(
                 EventType.CHECKPOINT_SAVED, self._memory.current_node, {"path": str(path)}

@@ -30,11 +30,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import xxhash
 
 from freshness_magic.engine.checkpoint_format import encode_json
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from freshness_magic.engine.model import Graph, Node
 
 VALUE_CHARS = 200
 """A value read or written whose JSON is longer than this is kept as its fingerprint only."""
@@ -67,6 +72,27 @@ def definition_fingerprint(attrs: Mapping[str, str], prompt_text: str | None = N
     """The fingerprint of a node's definition: its attributes (after the stylesheet and the
     transforms) and its prompt file's text (None: it has none, or it could not be read)."""
     return value_fingerprint({"attrs": dict(attrs), "prompt_file": prompt_text})
+
+
+def node_definition(node: Node, graph: Graph, workdir: Path) -> str:
+    """The definition fingerprint of ``node`` now: its attributes and its prompt file's text
+    (as an execution of it records it)."""
+    from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
+
+    text: str | None = None
+    if prompt_file_name(node) is not None:
+        path = prompt_file_path(node, graph, workdir)
+        try:
+            text = read_prompt_file(path) if path is not None else None
+        except (OSError, ValueError):
+            text = None
+    return definition_fingerprint(node.attrs, text)
+
+
+def graph_definitions(graph: Graph, workdir: Path) -> dict[str, str]:
+    """Every node's definition fingerprint now (the marks compare an edited pipeline's nodes
+    with the executions of their earlier definitions)."""
+    return {node_id: node_definition(node, graph, workdir) for node_id, node in graph.nodes.items()}
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +204,10 @@ class Trace:
     writes: dict[str, Write] = field(default_factory=dict)
     truncated: int = 0
     """Reads not kept past :data:`MAX_READS`."""
+    absent: list[str] = field(default_factory=list)
+    """Keys the handler looked for that were not set: their absence decided what it did (a
+    prompt left ``{key}`` as written), so reuse verifies they are still not set. Not reads:
+    no execution wrote them, so they make no marks."""
     children: list[Trace] = field(default_factory=list, repr=False)
     """The traces of the branch nodes a parallel execution ran (recorded with it)."""
     parts: dict[str, dict[str, Part]] = field(default_factory=dict, repr=False)
@@ -221,6 +251,16 @@ class Trace:
                 value=_kept(value),
             )
         )
+
+    def record_absent(self, key: str) -> None:
+        """Note that the handler looked for ``key`` and it was not set (once per key)."""
+        with self._lock:
+            if key in self.absent:
+                return
+            if len(self.absent) >= MAX_READS:
+                self.truncated += 1
+                return
+            self.absent.append(key)
 
     def _other_run(self, writer: Trace | None) -> str | None:
         return writer.run_id if writer is not None and writer.run_id != self.run_id else None
@@ -284,6 +324,8 @@ class Trace:
             data["within"] = self.within
         if self.truncated:
             data["truncated"] = self.truncated
+        if self.absent:
+            data["absent"] = list(self.absent)
         return data
 
     @classmethod
@@ -303,6 +345,7 @@ class Trace:
             reads=[Read.from_dict(r) for r in data.get("reads") or ()],
             writes={str(k): Write.from_dict(w) for k, w in dict(data.get("writes") or {}).items()},
             truncated=int(data.get("truncated") or 0),
+            absent=[str(k) for k in data.get("absent") or ()],
         )
 
 

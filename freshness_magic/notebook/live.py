@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from freshness_magic.atomicio import write_json_atomic
 from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
@@ -29,7 +31,13 @@ from freshness_magic.notebook.watch import InputWatcher, input_folders
 from freshness_magic.pathsafety.state import first_non_folder
 from freshness_magic.views.marks import freshness_of
 from freshness_magic.views.model import RunSnapshot, ViewModel, stopped_spans
-from freshness_magic.views.saved import ResumeOffer, find_unfinished, latest_run_dir, run_dir_hash
+from freshness_magic.views.saved import (
+    STARTED_BY_FILE,
+    ResumeOffer,
+    find_unfinished,
+    latest_run_dir,
+    run_dir_hash,
+)
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
@@ -104,6 +112,8 @@ class LiveRun:
         self.reopened = False
         """The open run was reopened from disk and has not stepped since (going on from an
         interrupt need not reopen it again)."""
+        self.reuse = False
+        """Whether the current action reuses earlier executions (``--reuse`` on it)."""
         self.structure_version = 0
         """Bumped whenever something the layout shows changes (a ``%%node`` changes a type)."""
         self.model = ViewModel(graph)
@@ -137,7 +147,10 @@ class LiveRun:
 
     def offer_resume(self) -> ResumeOffer | None:
         """Look for an unfinished run of this pipeline on disk and offer it (``resume_offer``)."""
-        self.resume_offer = find_unfinished(self.graph, self.workdir)
+        notebook = this_notebook()
+        self.resume_offer = find_unfinished(
+            self.graph, self.workdir, notebook=notebook
+        ) or find_unfinished(self.graph, self.workdir, any_text=True, notebook=notebook)
         return self.resume_offer
 
     @property
@@ -154,8 +167,9 @@ class LiveRun:
             return self.open(resume=None)
         return self._run
 
-    def open(self, *, resume: Path | None) -> Run:
-        """Open a new run, or (``resume``: its folder) reopen one from disk, and follow it."""
+    def open(self, *, resume: Path | None, carry: bool = False) -> Run:
+        """Open a new run, or (``resume``: its folder) reopen one from disk, and follow it;
+        with ``carry``, the run in ``resume`` carried over to this text of the pipeline."""
         from freshness_magic import session
 
         self._install_cells()
@@ -174,18 +188,37 @@ class LiveRun:
 
             options = self.resume_options(resume)
             try:
-                run = session.resume_run(resume, executor=executor, workdir=self.workdir, **options)
+                if carry:  # to this text of the pipeline: unchanged nodes keep their results
+                    options.pop("graph", None)
+                    run, plan = session.carry_over(
+                        resume, self.graph, executor=executor, workdir=self.workdir, **options
+                    )
+                else:
+                    run = session.resume_run(
+                        resume, executor=executor, workdir=self.workdir, **options
+                    )
             except RunBusyError as exc:  # another kernel, idle: say where to act
                 raise busy_refusal(exc) or exc from None
             self.resume_notes = [f"  {node}: {words}" for node, words in resume_drift(run)]
+            if carry:
+                self.resume_notes[:0] = [f"  {line}" for line in plan.lines()]
         else:
             run = session.open_run(
                 self.graph, workdir=self.workdir, executor=executor, warn=False, **options
             )
+            notebook = this_notebook()
+            if notebook is not None:  # so another notebook in this folder does not offer it
+                write_json_atomic(Path(run.run_dir) / STARTED_BY_FILE, {"notebook": notebook})
         self.resume_offer = None
         self.reopened = resume is not None
         self._attach(run, reopened=self.reopened)
         return run
+
+    def use_reuse(self, reuse: bool) -> None:
+        """Reuse earlier executions (``--reuse``) in the action about to run, or not."""
+        self.reuse = reuse
+        if self._run is not None:
+            self._run.reuse = reuse
 
     @property
     def started(self) -> bool:
@@ -233,6 +266,7 @@ class LiveRun:
         the view model, as ``freshness-magic why`` reads them from its event log."""
         self.detach()
         self._run = run
+        run.reuse = self.reuse
         self.model = ViewModel(self.graph)
         if reopened:
             self.model.replay(run.events.kinds.read(Path(run.run_dir) / EVENTS_FILE), at_rest=True)
@@ -412,3 +446,9 @@ class LiveRun:
         finally:
             self._refreshing = False
             self._lock.release()
+
+
+def this_notebook() -> str | None:
+    """The notebook this kernel runs for, as the Jupyter server names the kernel's session
+    (``JPY_SESSION_NAME``, its path); None outside a notebook server (a script, the terminal)."""
+    return os.environ.get("JPY_SESSION_NAME") or None

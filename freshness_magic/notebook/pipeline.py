@@ -50,6 +50,7 @@ from freshness_magic.views.render import LayoutCache, LayoutUnavailable
 from freshness_magic.views.saved import ResumeOffer, find_unfinished
 from freshness_magic.views.state import NodeState, NodeView, RunBanner
 from freshness_magic.views.text import TextResult
+from freshness_magic.views.why import MethodCommands, NotebookCommands, PipelineCommands
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
@@ -100,6 +101,8 @@ class Pipeline:
         folder = _workdir(workdir)
         graph = _load(source, folder)
         self._setup(name or graph.name or "pipeline", graph, folder)
+        if not _in_ipython():  # no magics here: messages name this object's methods
+            self.live.commands = MethodCommands.named(self.name)
         for key, value in (("backend", backend), ("executor", executor)):
             if value:
                 self.live.run_options[key] = value
@@ -162,6 +165,15 @@ class Pipeline:
     @property
     def name(self) -> str:
         return self.live.name
+
+    @property
+    def _say(self) -> PipelineCommands:
+        """How messages spell the actions (the magics, or this object's methods)."""
+        return self.live.commands
+
+    def _choice_command(self, gate: Question) -> Callable[[str], str] | None:
+        """How a line answering ``gate`` is spelled (None: the magic's, keeping the comment)."""
+        return None if isinstance(self._say, NotebookCommands) else self._say.answer(gate)
 
     @property
     def graph(self) -> Graph:
@@ -496,7 +508,8 @@ class Pipeline:
                 gate = run.pending_gate
                 if (choice or "").strip() or gate is None:
                     raise
-                raise RunError(text.choose_text(gate, comment)) from None  # no choice, no default
+                answers = self._choice_command(gate)  # no choice, no default
+                raise RunError(text.choose_text(gate, comment, answers)) from None
             self.live.publish()
             return self._advance(to=to, answered=answered, first=first)
 
@@ -509,8 +522,8 @@ class Pipeline:
         if run.next_node != node_id:
             raise RunError(
                 f"gate '{node_id}' is not waiting: the run is {run.state.value} before "
-                f"'{run.next_node}'; run to it first (%pipeline run --to {node_id}, or "
-                "%pipeline run, which stops when a gate waits)"
+                f"'{run.next_node}'; run to it first ({self._say.run_to(node_id)}, or "
+                f"{self._say.go_on()}, which stops when a gate waits)"
             )
         step_loop(
             run,
@@ -518,6 +531,7 @@ class Pipeline:
             after_step=lambda: self.live.publish(freshness=False),
             on_interrupt=lambda node: self.live.interrupted(node, "interrupted (kernel interrupt)"),
             max_steps=1,
+            go_on=self._say.keep_going(),
         )
 
     def _waiting_gate_for(self, choice: str | None) -> str:
@@ -537,7 +551,7 @@ class Pipeline:
             return offer.where
         raise RunError(
             f"--choice {choice or ''} answers a waiting gate, and no gate of {self.name} waits; "
-            "name the gate to run to it and answer it there: %pipeline resume GATE --choice KEY"
+            f"name the gate to run to it and answer it there: {self._say.answer_with('GATE')}"
         )
 
     def _other_unfinished(self, *, any_text: bool = False) -> ResumeOffer | None:
@@ -554,7 +568,7 @@ class Pipeline:
         if other is None:
             if self.live.started and self.live.run.state is RunState.COMPLETED:
                 return (
-                    f"nothing to resume: the run of {self.name} completed; %pipeline reset "
+                    f"nothing to resume: the run of {self.name} completed; {self._say.reset()} "
                     "starts a new one"
                 )
             return f"nothing to resume: no unfinished run of {self.name} on disk"
@@ -563,8 +577,9 @@ class Pipeline:
         return (
             f"nothing to resume with this text of {self.name}: its unfinished run "
             f"{other.run_dir.name} was started from another text, and a run goes on only with the "
-            f"text it started with. %pipeline step starts a new run with this one; %pipeline load "
-            f"{other.run_dir / PIPELINE_FILE}{where} then %pipeline resume reopens the old one"
+            f"text it started with. {self._say.step()} starts a new run with this one; "
+            f"%pipeline load {other.run_dir / PIPELINE_FILE}{where} then {self._say.resume()} "
+            "reopens the old one"
         )
 
     def _resume_offered(self, to: str | None) -> TextResult:
@@ -575,14 +590,14 @@ class Pipeline:
         if offer is None:
             gate = self.pending_gate()
             if gate is not None:
-                return TextResult(text.waiting_text(gate, self.gate_note()))
+                return TextResult(text.waiting_text(gate, self.gate_note(), self._say.answer_with))
             state = self.live.run.state if self.live.started else None
             if state is RunState.PAUSED:
                 return self._advance(to=to)
             if state is RunState.FAILED:
                 raise RunError(
                     f"the run of {self.name} failed at {self.live.run.failed_node or 'a node'}: "
-                    "%pipeline retry goes on from there, %pipeline reset starts a new run"
+                    f"{self._say.again()} goes on from there, {self._say.reset()} starts a new run"
                 )
             offer = self._other_unfinished()
             if offer is None:
@@ -598,7 +613,10 @@ class Pipeline:
         lines.append(self.status_line())
         failure = self.failure_text()
         if failure:
-            lines += [f"failed: {text.failure_line(failure, 300)}", "%pipeline retry runs it again"]
+            lines += [
+                f"failed: {text.failure_line(failure, 300)}",
+                f"{self._say.again()} runs it again",
+            ]
         return TextResult("\n".join(lines))
 
     def start_new(self) -> TextResult:
@@ -616,7 +634,7 @@ class Pipeline:
             try:
                 armed = self.live.run.retry(node_id)
             except NothingToRetryError as exc:  # the engine names its Python call
-                raise RunError(f"{exc.problem} (%pipeline retry NODE)") from None
+                raise RunError(f"{exc.problem} ({self._say.retry('NODE')})") from None
             self.live.publish()
             note = rearmed_note(node_id, armed)
             return self._advance(first=[f"note: {note}"] if note else [])
@@ -626,11 +644,12 @@ class Pipeline:
         offer = self.resume_offer
         if self.live.live_run is None and offer is not None:
             return f"nothing to retry in this kernel yet; {offer.describe(self.name)}"
-        way = "%pipeline step runs the first node, %pipeline run runs on to a gate or the end"
+        say = self._say
+        way = f"{say.step()} runs the first node, {say.go_on()} runs on to a gate or the end"
         if node_id is not None and node_id == self.next_node():
-            way = f"%pipeline step runs {node_id}"
+            way = f"{say.step()} runs {node_id}"
         elif node_id is not None:
-            way = f"%pipeline run --to {node_id} runs up to {node_id}, then %pipeline step runs it"
+            way = f"{say.run_to(node_id)} runs up to {node_id}, then {say.step()} runs it"
         return f"nothing to retry: no node of {self.name} has run yet; {way}"
 
     def stop(self) -> TextResult:
@@ -698,10 +717,10 @@ class Pipeline:
             if run.state is RunState.FAILED:
                 at = f" at {run.failed_node}" if run.failed_node else ""
                 return TextResult(
-                    f"run failed{at}; nothing to do: %pipeline retry goes on from there, "
-                    "%pipeline reset starts a new run"
+                    f"run failed{at}; nothing to do: {self._say.again()} goes on from there, "
+                    f"{self._say.reset()} starts a new run"
                 )
-            return TextResult("run completed; nothing to do: %pipeline reset starts a new run")
+            return TextResult(f"run completed; nothing to do: {self._say.reset()} starts a new run")
         # One step's line is its result: printed as it came, it would leave the result empty
         # (terminal IPython shows an empty Out[N]) and ``r = %pipeline step`` without it.
         show = None if single else self.live_lines
@@ -718,13 +737,16 @@ class Pipeline:
             to=to,
             max_steps=max_steps,
             show=show,
+            go_on=self._say.keep_going(),
         )
         run, steps = done.run, done.steps + (answered is not None)
         if show is None:
             lines.extend(done.lines)
         self.live.settle(republish=steps == 0)
         if run.state is RunState.WAITING:
-            lines.append(text.waiting_text(self.pending_gate(), self.gate_note()))
+            lines.append(
+                text.waiting_text(self.pending_gate(), self.gate_note(), self._say.answer_with)
+            )
         elif single and steps == 0 and not lines:
             lines.append(f"step: nothing executed ({run.state.value})")
         if not single:
@@ -794,7 +816,7 @@ class Pipeline:
         else:
             head = (
                 f"reset: the next action starts a new run; {offer.run_dir.name} stays on disk "
-                "and %pipeline resume goes back to it"
+                f"and {self._say.resume()} goes back to it"
             )
         return TextResult(head + "\n" + self.status_line())
 
@@ -813,6 +835,13 @@ def _shows_html(include: Any) -> bool:
     shell = get_ipython()
     formatter = getattr(shell, "display_formatter", None)
     return formatter is None or "text/html" in getattr(formatter, "active_types", ("text/html",))
+
+
+def _in_ipython() -> bool:
+    """Whether an IPython shell runs in this process (where the magics are the way to act);
+    never imports IPython itself."""
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and ipython.get_ipython() is not None
 
 
 def _workdir(raw: str | os.PathLike[str] | None) -> Path:

@@ -222,6 +222,10 @@ class NodeExecutor:
         }
         if branch_of is not None:
             payload["branch_of"] = branch_of
+        if outcome.reused_from is not None:
+            payload["reused_from"] = outcome.reused_from.to_dict()
+        if index is not None:
+            run.reuser.executed(node, outcome, trace, run.run_dir, run.run_id)
         if skipped:
             kind = EventType.STAGE_SKIPPED
         elif outcome.status is StageStatus.FAIL:
@@ -375,6 +379,8 @@ class NodeExecutor:
                         outcome = replaced
                         break
             if outcome is None:
+                outcome = self._reused(node, context, trace)
+            if outcome is None:
                 outcome = self._call_handler(node, attempt, context, branch_of, trace)
             with self._hooks:
                 for ext in run.extensions:
@@ -386,6 +392,68 @@ class NodeExecutor:
                 f"run extension error at node '{node.id}': {type(exc).__name__}: {exc}"
             )
         return _normalised(node, outcome)
+
+    def _reused(self, node: Node, context: Context, trace: Trace) -> Outcome | None:
+        """The outcome of an earlier equal execution when the run reuses (:mod:`.reuse`), its
+        reads noted in ``trace`` as the handler would have read them; None: the handler runs.
+        The index is a cache: a problem reading it runs the node."""
+        from freshness_magic.engine.reuse import reusable
+
+        if not reusable(node, declares_inputs=True):  # never, whatever it declares
+            return None
+        run = self._run
+        reuser = run.reuser
+        try:
+            identity = self._handler_identity(node)
+            if identity is None:
+                return None
+            with self._hooks:
+                inputs = self._declared_inputs(node)
+            entry = reuser.lookup(
+                node,
+                context,
+                definition=trace.definition,
+                inputs=inputs,
+                handler=identity,
+                run_dir=run.run_dir,
+                search=run.reuses,
+            )
+            if entry is None:
+                return None
+            outcome = reuser.take(entry, node, run.run_dir)
+        except (OSError, ValueError, FreshnessMagicError) as exc:
+            log.warning("reuse: lookup for node %s failed; it runs: %s", node.id, exc)
+            return None
+        for key in entry.reads:
+            if key in context:
+                trace.record_read(key, context[key], context.writer_of(key))
+            else:
+                trace.record_absent(key)
+        return outcome
+
+    def _handler_identity(self, node: Node) -> str | None:
+        """What decides the node's work besides its definition and reads: its handler (and,
+        where it says, its backend or code: ``reuse_identity``); None: no handler."""
+        try:
+            handler = self._run.registry.resolve(node)
+        except LookupError:
+            return None
+        own = getattr(handler, "reuse_identity", None)
+        kind = f"{type(handler).__module__}.{type(handler).__qualname__}"
+        return f"{kind}: {own(node)}" if callable(own) else kind
+
+    def _declared_inputs(self, node: Node) -> dict[str, str] | None:
+        """The node's declared input files now, path -> digest, as the run extensions that
+        fingerprint files report them (``reuse_inputs``); None: it declares none."""
+        found: dict[str, str] | None = None
+        run = self._run
+        for ext in run.extensions:
+            report = getattr(ext, "reuse_inputs", None)
+            if callable(report):
+                got = report(run, node)
+                if got is not None:
+                    found = {**(found or {}), **got}
+        return found
 
     def _call_handler(
         self, node: Node, attempt: int, context: Context, branch_of: str | None, trace: Trace

@@ -29,9 +29,10 @@ import threading
 import time
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.atomicio import loads_bounded
+from freshness_magic.engine.carry import CarryPlan
 from freshness_magic.engine.checkpoint_format import MANIFEST_FILE
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.dispatch import Dispatch
@@ -43,10 +44,11 @@ from freshness_magic.engine.extensions import (
     extension_rules,
 )
 from freshness_magic.engine.handlers.base import ChildRun, HandlerRegistry
-from freshness_magic.engine.model import Graph
+from freshness_magic.engine.model import Graph, parse_bool
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.persistence import (
     EVENTS_FILE,
+    PIPELINE_FILE,
     RUN_ID_RE,
     RunMemory,
     new_run_id,
@@ -63,6 +65,9 @@ from freshness_magic.engine.store import RunStore
 from freshness_magic.engine.trace import Trace
 from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.pathsafety import check_state_path, read_state
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.reuse import Reuser
 
 
 class _ChildRuns:
@@ -93,7 +98,9 @@ class Run(RunRecovery):
     ``durability`` says what is fsynced (:class:`~.state.Durability`). ``dispatch`` sends the
     work of portable nodes (tool commands) to an executor such as a Dask cluster
     (:mod:`.dispatch`). A started or resumed run holds its run directory's driver lock until
-    :meth:`close` (or the object is collected).
+    :meth:`close` (or the object is collected). ``reuse`` takes an execution from an earlier
+    successful one of the same node with the same definition, inputs and read values
+    (:mod:`.reuse`).
     The run directory is ``runs_dir/run_id`` (default ``workdir/.freshness/runs/<stamp>-<hex>``).
     """
 
@@ -114,6 +121,7 @@ class Run(RunRecovery):
         backoff: BackoffConfig | None = None,
         durability: Durability | str = Durability.DURABLE,
         dispatch: Dispatch | None = None,
+        reuse: bool = False,
         _restore: dict[str, Any] | None = None,
     ) -> None:
         from freshness_magic.engine.validation import validate_or_raise
@@ -125,6 +133,10 @@ class Run(RunRecovery):
         self.registry = registry
         self.dispatch = dispatch
         """Where portable node work runs (a cluster); None: in this process."""
+        self.reuse = reuse
+        """Take executions from earlier equal ones (:mod:`.reuse`); the graph's ``reuse="true"``
+        turns it on too. Settable between steps (``--reuse`` on one notebook action)."""
+        self._reuser: Reuser | None = None
         self._closers: list[Callable[[], None]] = []
         self.extensions = list(extensions)
         validate_or_raise(
@@ -155,6 +167,7 @@ class Run(RunRecovery):
         self._memory = RunMemory(next_node=start.id)
         self._source_hash = source_hash(graph.source)
         self._pipeline_path = stored_pipeline_path(graph.path)
+        self._pipeline_file = PIPELINE_FILE
         self._exit_ids = frozenset(n.id for n in graph.exit_candidates())
         self._started = False
         self._history = []
@@ -184,6 +197,22 @@ class Run(RunRecovery):
             yield
         finally:
             self._scoped.context = previous
+
+    @property
+    def reuses(self) -> bool:
+        """Whether executions are taken from earlier equal ones (``reuse``, or the graph's
+        ``reuse="true"``)."""
+        return self.reuse or parse_bool(self.graph.attrs.get("reuse", "")) is True
+
+    @property
+    def reuser(self) -> Reuser:
+        """The run's reuse index: looked up before a node when the run :attr:`reuses`, and
+        given every successful execution of a reusable node, so that a later run can reuse."""
+        if self._reuser is None:
+            from freshness_magic.engine.reuse import ReuseIndex, Reuser
+
+            self._reuser = Reuser(ReuseIndex(self.workdir), self.graph.name)
+        return self._reuser
 
     @property
     def state(self) -> RunState:
@@ -331,6 +360,64 @@ class Run(RunRecovery):
         """A snapshot of where the run stands."""
         with self._lock:
             return self._memory.result(self._run_dir, self._context)
+
+    def carry_over(self, graph: Graph) -> CarryPlan:
+        """Go on with the edited pipeline ``graph``, keeping the run (:mod:`.carry`).
+
+        ``graph`` is validated first (the engine's rules, the extensions' and the handler
+        types: ValidationError) and the plan made (RunError when the run cannot go on in it);
+        either refusal changes nothing. Then the edited text is written to the run directory
+        (``pipeline-<hash>.dot``), the memory changed as planned, a PIPELINE_EDITED event
+        emitted and the whole state journaled, naming that file: a crash before the record
+        leaves the run as it was, after it the edited one.
+        """
+        from freshness_magic.atomicio import write_atomic
+        from freshness_magic.engine.carry import apply_carry_over, plan_carry_over
+        from freshness_magic.engine.persistence import edited_pipeline_file, write_manifest_file
+        from freshness_magic.engine.validation import validate_or_raise
+
+        self._store.check_driver()
+        if not graph.source:
+            raise RunError("carry_over needs a pipeline with its DOT text (load it from text)")
+        if self.state is RunState.RUNNING:
+            raise RunError("the run is executing a node; carry it over when the step is done")
+        if not self._started:
+            raise RunError(
+                "the run has not begun: nothing to keep; start it with the edited pipeline"
+            )
+        validate_or_raise(
+            graph,
+            extra_rules=[rule for ext in self.extensions for rule in extension_rules(ext)],
+            known_types=self.registry.types(),
+        )
+        if graph.start_node() is None:
+            raise RunError("the edited pipeline has no single start node (shape=Mdiamond)")
+        with self._lock:
+            plan = plan_carry_over(self.graph, graph, self._memory, self._context)
+        self.start()
+        name = edited_pipeline_file(graph.source)
+        write_atomic(self._run_dir / name, graph.source)
+        with self._lock:
+            apply_carry_over(self._memory, plan)
+            self.graph = graph
+            self._source_hash = source_hash(graph.source)
+            self._pipeline_file = name
+            self._pipeline_path = stored_pipeline_path(graph.path)
+            self._exit_ids = frozenset(n.id for n in graph.exit_candidates())
+            self._reuser = None
+        for key, value in graph.attrs.items():
+            self._context.set(f"graph.{key}", value)
+        self._context.set("graph.goal", graph.goal)
+        self.events.emit(
+            EventType.PIPELINE_EDITED, self._memory.next_node, {**plan.to_dict(), "pipeline": name}
+        )
+        self._store.rewrite_whole()
+        self.save_checkpoint()
+        write_atomic(self._run_dir / PIPELINE_FILE, graph.source)
+        write_manifest_file(
+            self._run_dir, graph, self._run_id, self.workdir, self._memory, self._pipeline_path
+        )
+        return plan
 
     @classmethod
     def resume(

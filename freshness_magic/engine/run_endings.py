@@ -160,4 +160,6 @@ class RunEndings(RunLifecycle):
         self._executor.node_finished(result)
         state = self._memory.state
         self._save(rest=state.finished or state is RunState.WAITING)
+        if self._reuser is not None:  # after the journal: the index names only saved steps
+            self._reuser.flush()
         return result

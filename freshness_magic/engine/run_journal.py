@@ -30,6 +30,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph
     from freshness_magic.engine.outcome import Outcome
     from freshness_magic.engine.persistence import RunMemory
+    from freshness_magic.engine.reuse import Reuser
     from freshness_magic.engine.state import StepResult
     from freshness_magic.engine.store import RunStore
     from freshness_magic.engine.trace import Trace
@@ -63,11 +64,13 @@ class RunJournal:
     _memory: RunMemory
     _source_hash: str
     _pipeline_path: str | None
+    _pipeline_file: str
     _exit_ids: frozenset[str]
     _started: bool
     _history: list[StepResult]
     _executor: NodeExecutor
     _closers: list[Callable[[], None]]
+    _reuser: Reuser | None
 
     # ----------------------------------------------------------------- the executor's record
 
@@ -150,6 +153,7 @@ class RunJournal:
                     graph=self.graph,
                     pipeline_path=self._pipeline_path,
                     pipeline_hash=self._source_hash,
+                    pipeline_file=self._pipeline_file,
                     workdir=self.workdir,
                     event_seq=seq,
                     now=now,

@@ -188,6 +188,9 @@ class RunLifecycle(RunJournal):
     def _restore_state(self, data: dict[str, Any]) -> None:
         """Take memory, context and the event sequence from a loaded state (``Run.__init__``)."""
         self._memory, self._context = restore_memory(data, self._run_dir)
+        stored = (data.get("pipeline") or {}).get("source_file")
+        if isinstance(stored, str) and stored:
+            self._pipeline_file = stored
         next_node = self._memory.next_node
         if next_node is not None and next_node not in self.graph.nodes:
             raise CheckpointError(

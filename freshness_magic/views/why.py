@@ -113,6 +113,10 @@ class NotebookCommands:
     def reset(self) -> str:
         return "%pipeline reset"
 
+    def keep(self) -> str:
+        """Carry a run of an earlier text over to this one."""
+        return "%pipeline keep"
+
     def status(self) -> str:
         return "%pipeline status"
 
@@ -181,6 +185,9 @@ class MethodCommands:
 
     def reset(self) -> str:
         return self._call("reset")
+
+    def keep(self) -> str:
+        return self._call("keep_run")
 
     def status(self) -> str:
         return self._call("status")

@@ -495,7 +495,8 @@ class Pipeline:
             if self.live.live_run is None and offer is not None:
                 if offer.state is not RunState.WAITING or offer.where != node_id:
                     raise RunError(
-                        f"no gate waits in this kernel's run; {offer.describe(self.name)}"
+                        "no gate waits in this kernel's run; "
+                        + offer.describe(self.name, self._say)
                     )
                 self.live.open(resume=offer.run_dir)  # the run on disk waits there: answer it
                 first = [f"resumed run {offer.run_dir.name}", *self.live.resume_notes]
@@ -650,7 +651,7 @@ class Pipeline:
         """Why a retry before the run began is refused, and what runs the node instead."""
         offer = self.resume_offer
         if self.live.live_run is None and offer is not None:
-            return f"nothing to retry in this kernel yet; {offer.describe(self.name)}"
+            return f"nothing to retry in this kernel yet; {offer.describe(self.name, self._say)}"
         say = self._say
         way = f"{say.step()} runs the first node, {say.go_on()} runs on to a gate or the end"
         if node_id is not None and node_id == self.next_node():
@@ -820,7 +821,7 @@ class Pipeline:
             if same_pipeline(self.graph.source, run_dir_hash(found)):
                 raise RunError(
                     f"run {found.name} already runs this text of {self.name}: "
-                    "%pipeline resume goes on with it"
+                    f"{self._say.resume()} goes on with it"
                 )
             run = live.open(resume=found, carry=True)
             lines = [f"kept run {found.name} with this text of {self.name}:", *live.resume_notes]

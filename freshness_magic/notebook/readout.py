@@ -190,7 +190,7 @@ class PipelineView:
         if self.superseded:
             lines.append(f"this view was replaced by a newer load of {self.name}")
         elif self.resume_offer is not None:
-            lines.append(self.resume_offer.describe(self.name))
+            lines.append(self.resume_offer.describe(self.name, self.live.commands))
         return "\n".join(lines)
 
     def status(self) -> TextResult:

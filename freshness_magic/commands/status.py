@@ -62,7 +62,10 @@ def main(args: argparse.Namespace) -> int:
     view = run_view(run_dir) if graph is not None else None
     if view is not None:  # the marks as every view shows them: one snapshot, one set of rules
         views = view.model.views()
-        stale = list(view.model.stale) if view.report is not None else None
+        # stale: changed inputs (whatever the node shows), or an edited definition (as shown)
+        edited = [n for n, v in views.items() if v.state is NodeState.STALE]
+        edited = [n for n in edited if n not in view.model.stale]
+        stale = None if view.report is None and not edited else [*view.model.stale, *edited]
         outdated = [n for n, v in views.items() if v.state is NodeState.OUTDATED]
     else:
         views, outdated = {}, []

@@ -199,6 +199,12 @@ class Run(RunRecovery):
             self._scoped.context = previous
 
     @property
+    def edited(self) -> bool:
+        """Whether the run was carried over to an edited pipeline (:meth:`carry_over`): its
+        executions of an edited node are stale."""
+        return self._pipeline_file != PIPELINE_FILE
+
+    @property
     def reuses(self) -> bool:
         """Whether executions are taken from earlier equal ones (``reuse``, or the graph's
         ``reuse="true"``)."""

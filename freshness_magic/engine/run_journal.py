@@ -41,6 +41,7 @@ _HOOK_WORK = {
     "on_run_start": "its work at the start of the run",
     "on_resume": "its work on resuming the run",
     "on_step_finished": "its record of the step of node {node!r}",
+    "on_step_saved": "its record of the step of node {node!r}",
 }
 """What an extension's hook does, for the one-line warning when it fails."""
 
@@ -167,6 +168,7 @@ class RunJournal:
         if lost is not None:
             log.warning("%s", lost)
             self.events.emit(EventType.STAGE_OUTPUT, None, {"stream": "stderr", "text": lost})
+        self._executor.saved()  # what the steps in this record write comes after it
         if announce:
             self.events.emit(
                 EventType.CHECKPOINT_SAVED, self._memory.current_node, {"path": str(path)}

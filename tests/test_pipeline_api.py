@@ -34,6 +34,15 @@ REVIEW = """digraph review {
 """
 
 
+@pytest.fixture(autouse=True)
+def _no_shell() -> None:
+    """As in a script: no IPython shell in the process (a test before may have left one, and a
+    pipeline made where a shell runs says the magics)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    InteractiveShell.clear_instance()
+
+
 def _workdir(root: Path) -> Path:
     (root / "docs").mkdir(parents=True)
     (root / "docs" / "spec.md").write_text("the spec\n")

@@ -222,7 +222,10 @@ class NodeExecutor:
         if index is not None:
             trace.seal(index + 1, outcome.status.value)
             self._sealed[(node.id, branch_of)] = trace
-            run.reuser.executed(node, outcome, trace, run.run_dir, run.run_id)
+            try:
+                run.reuser.executed(node, outcome, trace, run.run_dir, run.run_id)
+            except (OSError, FreshnessMagicError) as exc:  # a cache: the run goes on without it
+                log.warning("reuse: node %s was not recorded for reuse: %s", node.id, exc)
         return index
 
     def _announce(self, result: NodeRun, index: int | None, branch_of: str | None) -> None:

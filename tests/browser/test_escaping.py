@@ -173,5 +173,6 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
         "s6_escaping_completed",
         page.locator(WIDGET),
         "hostile pipeline after a click on its first choice button: completed, every node green"
-        " but the stale one and the one that read its response (outdated), no dialog, window.__pwned still undefined",
+        " but the stale one and the one that read its response (outdated), no dialog,"
+        " window.__pwned still undefined",
     )

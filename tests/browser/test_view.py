@@ -191,8 +191,9 @@ def test_the_legend_draws_stale_and_outdated_as_the_nodes_are(
             f"view_legend_stale_{theme}",
             page.locator(WIDGET),
             f"{theme} theme: docs/notes.md and src/search.py changed while waiting at design_ok:"
-            " gather stale since it ran (dotted), scope_work that read its output outdated (dash-dot),"
-            " be_tests stale since baseline (dashed); the legend draws each the same way",
+            " gather stale since it ran (dotted), scope_work that read its output outdated"
+            " (dash-dot), be_tests stale since baseline (dashed); the legend draws each"
+            " the same way",
         )
     finally:
         set_theme(page, "light")

@@ -202,7 +202,7 @@ class PipelineWidget(anywidget.AnyWidget):
         if key != self._layout_key:
             self._layout = self.pipeline.layout_cache.get(frame.graph)
             self._layout_key = key
-            values["graph"] = graph_value(self.pipeline, self.layout)
+            values["graph"] = graph_value(frame.graph, self.layout)
         views = frame.views
         layout = self.layout
         codes = ["p"] * len(layout.index)

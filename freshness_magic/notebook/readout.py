@@ -88,7 +88,7 @@ class PipelineView:
     def state_name(self) -> str:
         if self.superseded:
             return "superseded"
-        if self.live_run is None:
+        if self.live_run is None and not self.live.offer_drawn:
             return "ready"
         if self.model.running is not None:
             return "running"
@@ -101,7 +101,7 @@ class PipelineView:
         return self.model.snapshot.gate
 
     def next_node(self) -> str | None:
-        if self.live_run is None:
+        if self.live_run is None and not self.live.offer_drawn:
             start = self.graph.start_node()
             return start.id if start else None
         return self.model.snapshot.next_node

@@ -616,7 +616,7 @@ def side_by_side(run_dir: Path, name: str) -> list[str]:
     """A note for each other run of pipeline ``name`` in the same runs folder that a live
     process drives now: two runs of one pipeline in one folder run their tools at the same
     time, on the same files (a trial saw both tools write one file, and no word of it)."""
-    from freshness_magic.engine.run import read_manifest
+    from freshness_magic.engine.lifecycle import read_manifest
     from freshness_magic.engine.runlock import live_driver
 
     try:

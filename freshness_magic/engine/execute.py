@@ -23,6 +23,10 @@ Errors, each turned into an outcome rather than raised:
 
 Extension hooks run under one lock, so branches running in threads call them one at a time; a
 branch's hooks see the branch's context as ``run.context`` (see ``Run.context_scope``).
+
+The executor sees its run only through :class:`RunHost`: the pipeline, where it runs, the
+handlers and extensions, the event bus, and three reports (an outcome, a retry count, a node's
+partial work) that the run's journal records under its lock.
 """
 
 from __future__ import annotations
@@ -30,18 +34,26 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from freshness_magic.atomicio import loads_bounded, write_json_atomic
 from freshness_magic.engine.context import Context, partial_key
-from freshness_magic.engine.dispatch import call_remote, ships
+from freshness_magic.engine.dispatch import Dispatch, call_remote, ships
 from freshness_magic.engine.edges import EdgeStep
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.handlers.base import BranchStep, StepEnv, stop_slack
-from freshness_magic.engine.model import NODE_ID_RE, Node
+from freshness_magic.engine.extensions import RunExtension, call_extension
+from freshness_magic.engine.handlers.base import (
+    BranchStep,
+    ChildRuns,
+    HandlerRegistry,
+    StepEnv,
+    stop_slack,
+)
+from freshness_magic.engine.model import NODE_ID_RE, Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.engine.routing import next_edge
@@ -58,6 +70,52 @@ INTERRUPTED = "interrupted"
 
 def failed(reason: str, **kw: Any) -> Outcome:
     return Outcome(status=StageStatus.FAIL, failure_reason=reason, **kw)
+
+
+class RunHost(Protocol):
+    """What the node executor needs of its run, and nothing more (``Run`` builds one)."""
+
+    @property
+    def graph(self) -> Graph: ...
+
+    @property
+    def run_dir(self) -> Path:
+        """The run's directory now (a ``loop_restart`` moves it)."""
+
+    @property
+    def workdir(self) -> Path: ...
+
+    @property
+    def registry(self) -> HandlerRegistry: ...
+
+    @property
+    def dispatch(self) -> Dispatch | None:
+        """Where portable node work runs (a cluster); None: in this process."""
+
+    @property
+    def child_runs(self) -> ChildRuns: ...
+
+    @property
+    def extensions(self) -> Sequence[RunExtension]: ...
+
+    @property
+    def run(self) -> Run:
+        """The run the extensions' hooks are given."""
+
+    def emit(self, kind: str, node_id: str | None, data: dict[str, Any]) -> None:
+        """Put an event on the run's bus."""
+
+    def context_scope(self, context: Context) -> AbstractContextManager[None]:
+        """Make ``context`` what ``run.context`` is for the calling thread (a branch's)."""
+
+    def record_outcome(self, node_id: str, outcome: Outcome) -> int:
+        """Record a finished node's outcome (any thread); its index in ``completed_nodes``."""
+
+    def set_retries(self, node_id: str, retries: int) -> None:
+        """Record how many times ``node_id`` was retried so far in this step (any thread)."""
+
+    def keep_partial(self, node_id: str, value: Any) -> None:
+        """Journal now what the running main-path node has finished of its work."""
 
 
 @dataclass
@@ -97,10 +155,10 @@ def _normalised(node: Node, outcome: Outcome) -> Outcome:
 
 
 class NodeExecutor:
-    """Runs nodes for one :class:`~freshness_magic.engine.run.Run`; see the module docstring."""
+    """Runs nodes for one run, seen through its :class:`RunHost`; see the module docstring."""
 
-    def __init__(self, run: Run, timing: Timing) -> None:
-        self._run = run
+    def __init__(self, host: RunHost, timing: Timing) -> None:
+        self._host = host
         self._timing = timing
         self._hooks = threading.RLock()
         self._stop = threading.Event()
@@ -128,17 +186,17 @@ class NodeExecutor:
 
     def execute(self, node: Node, context: Context, branch_of: str | None = None) -> NodeRun:
         """Run ``node`` with its retries in ``context``; the outcome is not applied yet."""
-        run = self._run
+        host = self._host
         data: dict[str, Any] = {"handler_type": node.handler_type}
         if branch_of is not None:
             data["branch_of"] = branch_of
-        run.events.emit(EventType.STAGE_STARTED, node.id, data)
+        host.emit(EventType.STAGE_STARTED, node.id, data)
         started = self._timing.clock()
-        with run.context_scope(context):
+        with host.context_scope(context):
             outcome, attempts = self._with_retries(node, context, branch_of)
         duration = self._timing.clock() - started
         if self._stop.is_set():
-            run.events.emit(
+            host.emit(
                 EventType.STAGE_INTERRUPTED,
                 node.id,
                 {"attempts": attempts, "duration": duration, "branch_of": branch_of},
@@ -149,7 +207,7 @@ class NodeExecutor:
     def finish(self, result: NodeRun, context: Context, branch_of: str | None = None) -> None:
         """Apply a finished node's outcome: status file, context, the run's record, event."""
         node, outcome = result.node, result.outcome
-        run = self._run
+        host = self._host
         self._write_status(node.id, outcome)
         context.apply_updates(outcome.context_updates)
         context.set("outcome", outcome.status.value)
@@ -158,7 +216,7 @@ class NodeExecutor:
         if branch_of is None:
             context.delete(partial_key(node.id))  # its partial work is done with
         skipped = outcome.status is StageStatus.SKIPPED
-        index = None if skipped else run.record_outcome(node.id, outcome)
+        index = None if skipped else host.record_outcome(node.id, outcome)
         payload: dict[str, Any] = {
             "status": outcome.status.value,
             "notes": outcome.notes,
@@ -175,13 +233,13 @@ class NodeExecutor:
             kind = EventType.STAGE_FAILED
         else:
             kind = EventType.STAGE_COMPLETED
-        run.events.emit(kind, node.id, payload)
+        host.emit(kind, node.id, payload)
 
     def node_finished(self, step: Any) -> None:
         """Call every extension's ``on_step_finished`` for one executed node (under the lock)."""
         with self._hooks:
-            for ext in self._run.extensions:
-                self._run.call_extension(ext, "on_step_finished", self._run, step)
+            for ext in self._host.extensions:
+                call_extension(ext, "on_step_finished", self._host.run, step)
 
     # ----------------------------------------------------------------- a branch
 
@@ -212,8 +270,8 @@ class NodeExecutor:
                 "wait for an answer; give the run an interviewer or move the gate after the join"
             )
         self.finish(result, context, branch_of)
-        with self._run.context_scope(context):
-            decision = next_edge(self._run.graph, node, outcome, context)
+        with self._host.context_scope(context):
+            decision = next_edge(self._host.graph, node, outcome, context)
             self.node_finished(
                 StepResult(
                     node_id=node.id,
@@ -234,10 +292,10 @@ class NodeExecutor:
     def _with_retries(
         self, node: Node, context: Context, branch_of: str | None
     ) -> tuple[Outcome, int]:
-        run = self._run
-        policy = build_retry_policy(node, run.graph, self._timing.backoff)
+        host = self._host
+        policy = build_retry_policy(node, host.graph, self._timing.backoff)
         counter = f"internal.retry_count.{node.id}"
-        run.set_retries(node.id, 0)
+        host.set_retries(node.id, 0)
         if counter in context:
             context.set(counter, 0)
         attempt = 1
@@ -247,10 +305,10 @@ class NodeExecutor:
                 return outcome, attempt
             if attempt >= policy.max_attempts:
                 return self._exhausted(node, outcome, attempt), attempt
-            run.set_retries(node.id, attempt)
+            host.set_retries(node.id, attempt)
             context.set(counter, attempt)
             delay = policy.backoff.delay_for_attempt(attempt, self._timing.rng)
-            run.events.emit(
+            host.emit(
                 EventType.STAGE_RETRYING,
                 node.id,
                 {
@@ -289,21 +347,21 @@ class NodeExecutor:
     def _attempt(
         self, node: Node, attempt: int, context: Context, branch_of: str | None
     ) -> Outcome:
-        run = self._run
+        host = self._host
         started = self._timing.clock()
         outcome: Outcome | None = None
         try:
             with self._hooks:
-                for ext in run.extensions:
-                    replaced = ext.before_execute(run, node, attempt)
+                for ext in host.extensions:
+                    replaced = ext.before_execute(host.run, node, attempt)
                     if replaced is not None:
                         outcome = replaced
                         break
             if outcome is None:
                 outcome = self._call_handler(node, attempt, context, branch_of)
             with self._hooks:
-                for ext in run.extensions:
-                    outcome = ext.after_execute(run, node, outcome, attempt, started)
+                for ext in host.extensions:
+                    outcome = ext.after_execute(host.run, node, outcome, attempt, started)
         except Exception as exc:
             if not isinstance(exc, FreshnessMagicError):  # ours say all in the failure reason
                 log.exception("run extension failed at node %s", node.id)
@@ -315,9 +373,9 @@ class NodeExecutor:
     def _call_handler(
         self, node: Node, attempt: int, context: Context, branch_of: str | None
     ) -> Outcome:
-        run = self._run
+        host = self._host
         try:
-            handler = run.registry.resolve(node)
+            handler = host.registry.resolve(node)
         except LookupError as exc:
             return failed(str(exc))
         timeout = node.timeout
@@ -325,9 +383,9 @@ class NodeExecutor:
         over = threading.Event()
         main_path = branch_of is None
         env = StepEnv(
-            graph=run.graph,
-            run_dir=run.run_dir,
-            workdir=run.workdir,
+            graph=host.graph,
+            run_dir=host.run_dir,
+            workdir=host.workdir,
             attempt=attempt,
             emit=lambda kind, data: self._emit(kind, node.id, data),
             deadline=self._timing.clock() + timeout if timeout else None,
@@ -335,18 +393,18 @@ class NodeExecutor:
             sleep=self._timing.sleep,
             cancel=cancel,
             branches=self,
-            child_runs=run.child_runs,
+            child_runs=host.child_runs,
             keep=self._keeper(node.id, over) if main_path else None,
             kept=context.get(partial_key(node.id)) if main_path else None,
         )
-        status_file = run.run_dir / "nodes" / node.id / "status.json"
+        status_file = host.run_dir / "nodes" / node.id / "status.json"
         before = status_file.stat().st_mtime_ns if status_file.exists() else None
         with self._active_lock:
             self._active.add(cancel)
             if self._stop.is_set():
                 cancel.set()
         work = handler.execute
-        dispatch = run.dispatch
+        dispatch = host.dispatch
         shipped = dispatch is not None and ships(dispatch, node, handler)
         if dispatch is not None and shipped:  # its timeout counts from the start on a worker
 
@@ -387,7 +445,7 @@ class NodeExecutor:
         def keep(value: Any) -> None:
             with self._hooks:  # the extensions' state is saved too: not while a hook changes it
                 if not over.is_set():
-                    self._run.keep_partial(node_id, value)
+                    self._host.keep_partial(node_id, value)
 
         return keep
 
@@ -440,10 +498,10 @@ class NodeExecutor:
         return box.get("result")
 
     def _emit(self, kind: str, node_id: str, data: dict[str, Any]) -> None:
-        self._run.events.emit(kind, node_id, data)
+        self._host.emit(kind, node_id, data)
 
     def _write_status(self, node_id: str, outcome: Outcome) -> None:
         if not NODE_ID_RE.match(node_id):
             log.warning("node id %r is not a safe folder name; status.json not written", node_id)
             return
-        write_json_atomic(self._run.run_dir / "nodes" / node_id / "status.json", outcome.to_dict())
+        write_json_atomic(self._host.run_dir / "nodes" / node_id / "status.json", outcome.to_dict())

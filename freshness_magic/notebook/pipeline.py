@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING
 from freshness_magic.engine import RunState
 from freshness_magic.engine.handlers.tool import reap_survivors
 from freshness_magic.engine.persistence import PIPELINE_FILE
-from freshness_magic.engine.run_recovery import rearmed_note
+from freshness_magic.engine.recovery import rearmed_note
 from freshness_magic.errors import GateAnswerError, NothingToRetryError, RunError
 from freshness_magic.notebook import text
 from freshness_magic.notebook.live import LivePipeline

@@ -7,9 +7,9 @@ VENV := .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 # The extras `make test` needs; a branch that adds an extra appends it here (comma-separated).
-INSTALL_EXTRAS := test,browser,dev
+INSTALL_EXTRAS := test,browser,dev,docs
 
-.PHONY: demo test lint lab setup clean
+.PHONY: demo test lint docs lab setup clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -29,11 +29,15 @@ lint: setup
 	$(VENV)/bin/ruff format --check freshness_magic tests benchmarks
 	$(VENV)/bin/mypy
 
+docs: setup
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict --site-dir build/site
+
 test: setup
 	scripts/system-deps.sh graphviz xxhash
 	scripts/system-deps.sh chromium || { [ "$${CI:-}" != true ] \
 	  && echo "chromium could not be installed: the browser tests will be skipped"; }
 	$(MAKE) lint
+	$(MAKE) docs
 	$(VENV)/bin/pytest -q tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 clean:

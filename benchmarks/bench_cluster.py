@@ -1,4 +1,4 @@
-"""Benchmark: node work on a Dask cluster against local threads (issue 17).
+"""Benchmark: node work on a Dask cluster against local threads.
 
 Two measurements, interleaved round by round so load on the machine hits both sides alike:
 

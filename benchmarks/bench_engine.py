@@ -1,4 +1,4 @@
-"""Engine persistence cost per step as a run gets long (issue 15 goal 1).
+"""Engine persistence cost per step as a run gets long.
 
 Runs, with the default extensions on (freshness and evidence, through ``session.open_run``, as
 the notebook and the CLI run), a 5,000-node linear pipeline and a loop of 2,000 iterations. The
@@ -14,7 +14,7 @@ alike. Each last window resumes a run of its own that a fresh process grew up to
 grows: a copy of one prepared run measured 1.13x on tmpfs where grown runs measure 1.01x (the
 copy's files have new inodes and ctimes, so freshness hashes its inputs again and the evidence is
 read again, which a real run does not). The windows run on
-tmpfs (``/dev/shm``, else ``--scratch``), as the issue's own baseline was measured: on a disk the
+tmpfs (``/dev/shm``, else ``--scratch``), as the old format's baseline was measured: on a disk the
 first window of a brand-new run measured 1.7 ms a step, then 4.4-5.9 ms in the next four
 repetitions of one session, after the harness's deletes of the earlier ones; the one fsync a
 step waits for ext4's journal, whatever is in it, so that ratio measures the disk's state, not
@@ -26,7 +26,7 @@ interleaved ratio and that median whole-run ratio <= 1.2, median bytes per step 
 
 ``--baseline-src DIR`` (a source tree of an older version, e.g. ``git archive 1f796d6``) runs
 the same cases against it in the same session, interleaved with the current tree, each case in a
-fresh process. Without it the issue's numbers for the old format are printed for reference.
+fresh process. Without it the measured numbers for the old format are printed for reference.
 
     .venv/bin/python benchmarks/bench_engine.py [--nodes 5000] [--loop 2000] [--baseline-src DIR]
         [--scratch DIR] [--whole-runs 3]
@@ -294,7 +294,7 @@ def main() -> None:
                 )
     if args.baseline_src is None:
         print(
-            "baseline (issue 15, old format, 5,000-node linear run on tmpfs): 1.3 ms per step at "
+            "baseline (the old format, 5,000-node linear run on tmpfs): 1.3 ms per step at "
             "the start, 7.4 ms at the end (5.5x); 12.8 fsyncs per step with freshness and evidence"
         )
 

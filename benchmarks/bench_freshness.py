@@ -1,4 +1,4 @@
-"""Freshness speed and memory against xxhsum and git status (issue 15, goal 2).
+"""Freshness speed and memory against xxhsum and git status.
 
 Builds two git work trees of 4 KiB files (20,000 and 100,000 files; on tmpfs ``/dev/shm`` when it
 exists, so the disk does not decide) once, then measures, as medians of interleaved repetitions
@@ -19,7 +19,7 @@ cost is its four syscalls, and the GIL changes hands around each.
 The capture "as a run takes it" is in a git work tree, so it takes the blob ids of the clean
 tracked files from git's index and only stats them (``freshness/gitindex.py``), and, as the
 committed tree's index holds HEAD's tree, it tells git's status of the files (which the
-baseline records, issue 4) from the index too: no git process runs, and no stat worker either,
+baseline records) from the index too: no git process runs, and no stat worker either,
 so it uses one core and is held to the one-core line. Both ratios are printed. Until this
 session git status ran on the second core and the capture was held to ``xargs -P2 xxhsum``,
 which a pure-Python snapshot cannot reach: about 5 µs per file (a ``stat`` of about 2 µs, the
@@ -54,8 +54,8 @@ from freshness_magic.freshness.check import FreshnessTracker
 
 FILE_BYTES = 4096
 BEFORE_BYTES_PER_FILE = 800
-"""Memory kept per tracked file before issue 15, measured here (783 at 20k, 836 at 100k). The
-issue's "about 1 KB per file" was the whole process's growth; this counts what the tracker
+"""Memory kept per tracked file by the earlier tracker, measured here (783 at 20k, 836 at 100k).
+An "about 1 KB per file" estimate was the whole process's growth; this counts what the tracker
 keeps (tracemalloc), so it is compared with its own earlier measurement."""
 RACY_WAIT_S = 2.2
 """Longer than the racy window: a check after it trusts unchanged stat keys."""

@@ -1,4 +1,4 @@
-"""Benchmark the Node State Hub on a copy of this Python's standard library (issue 15, goal 3).
+"""Benchmark the Node State Hub on a copy of this Python's standard library.
 
 Measures, on the same ~1,800 ``.py`` files (the venv's ``sysconfig.get_paths()["stdlib"]``,
 without ``site-packages``):
@@ -10,7 +10,7 @@ without ``site-packages``):
   CPU time (both sides are single-threaded and in-process; on a shared machine the CPU ratio is
   the steadier one). Goal: at most 1.5x by both. For information, a third side, interleaved
   with the two, times the read, parse and symbol walk alone (``parse_python`` as the indexer
-  calls it, the collector paused as in the indexer): what is left of the index is hashing,
+  calls it): what is left of the index is hashing,
   queueing rows, the rules, SQLite and the commit.
 * **Queries** through :class:`HubClient` against a running hub: one median and p99 per query
   kind, the kinds' calls interleaved round-robin. Goal: every kind under 1 ms (median).
@@ -39,7 +39,6 @@ from collections.abc import Callable
 from pathlib import Path
 
 from freshness_magic.freshness.hashing import StatKey
-from freshness_magic.gcpause import cyclic_gc_paused
 from freshness_magic.hub import daemon
 from freshness_magic.hub.client import HubClient
 from freshness_magic.hub.ignore import IgnoreRules
@@ -105,14 +104,13 @@ def cold_index(lib: Path) -> tuple[float, float, int]:
 def extraction_cpu(lib: Path, py_files: list[str]) -> float:
     """CPU seconds of reading, parsing and walking every file as the indexer does."""
     cpu = time.process_time()
-    with cyclic_gc_paused():
-        for rel in py_files:
-            parse_python(
-                (lib / rel).read_bytes(),
-                module=module_name(rel),
-                is_package=rel.endswith("__init__.py"),
-                mentions=is_test_file(rel),
-            )
+    for rel in py_files:
+        parse_python(
+            (lib / rel).read_bytes(),
+            module=module_name(rel),
+            is_package=rel.endswith("__init__.py"),
+            mentions=is_test_file(rel),
+        )
     return time.process_time() - cpu
 
 
@@ -150,7 +148,7 @@ def bench_index(lib: Path, py_files: list[str], reps: int) -> bool:
     index_cpu = statistics.median(o[1] for o in ours)
     walked = statistics.median(walks)
     print(
-        f"  of which read + parse + symbol walk (parse_python, collector paused): "
+        f"  of which read + parse + symbol walk (parse_python): "
         f"{walked:.2f} s CPU = {walked / ref_cpu:.2f}x (medians, interleaved); the rest "
         f"(hashing, queueing rows, rules, SQLite, commit): {index_cpu - walked:.2f} s = "
         f"{(index_cpu - walked) / ref_cpu:.2f}x"

@@ -11,7 +11,7 @@ are CPU time of this process (``time.process_time``), for us and for pydot alike
 other jobs on a shared machine do not inflate one side or one size more than another. Our
 loader's repetitions are interleaved across sizes so that load spikes affect all sizes alike.
 
-Targets (issue #2), each printed with "goal met: yes/no": at least 50x faster than pydot at 1,000
+Targets, each printed with "goal met: yes/no": at least 50x faster than pydot at 1,000
 nodes, and 5,000 nodes in at most 6x the 1,000-node time. pydot is slow (several ms per node),
 so it runs fewer repetitions.
 

@@ -7,13 +7,13 @@ messages: the ``comm_open`` carrying the first render, and per step the ``update
 (state sync) and any custom replies. Prints per size: first render time (``dot`` layout + widget
 build, cold layout cache) and bytes; per step (mean and max over the steps in the middle of the
 run): messages, bytes, the widget's own refresh time and, for reference, the engine's step time
-measured in the same run. Goal (issue 14): ONE message and under 2 KB per step at 200 nodes.
+measured in the same run. Goal: ONE message and under 2 KB per step at 200 nodes.
 
 Stop: a pipeline whose tool runs ``sleep 30`` is run from the view's Run button (on the view's
 worker thread, as in a kernel); once the view shows the node running, Stop is pressed and the
 time until the view's state says ``interrupted`` (its process group killed and reaped) is
 measured, against a reference measured in the same run: starting ``sleep 30`` in its own process
-group and killing that group directly. Goal (issue 14): Stop interrupts it within 2 s.
+group and killing that group directly. Goal: Stop interrupts it within 2 s.
 
     .venv/bin/python benchmarks/bench_widget.py [--sizes 20,200,1000] [--steps 20] [--stops 3]
 """

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-TYPE_CHECKING = False  # typing stays out of the import: the CLI's start-up counts every module
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 __version__ = "0.1.0"
 

@@ -4,10 +4,7 @@ parsers both build on it, so a misspelt command gets the same hint in a shell an
 from __future__ import annotations
 
 import argparse
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 
 class HintingParser(argparse.ArgumentParser):

@@ -23,21 +23,17 @@ Manners every command shares (handled here, once):
 from __future__ import annotations
 
 import argparse
-import gc
 import importlib
 import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any, NoReturn
 
 from freshness_magic import __version__
 from freshness_magic.choices import HintingParser
 from freshness_magic.commands import invoked_as
 from freshness_magic.errors import FileAccessError, FreshnessMagicError
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, NoReturn
 
 COMMAND_MODULES: tuple[str, ...] = (
     "parse",
@@ -262,13 +258,5 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def program() -> int:
     """The ``freshness-magic`` program (and ``python -m freshness_magic``): :func:`main`, after
-    which the process ends.
-
-    What is still alive is left to the operating system: frozen objects are skipped by the cycle
-    collector's last pass at interpreter exit, which otherwise visits every one of them (5 ms of
-    a 50 ms ``validate``). Callers in a longer-lived process use :func:`main`, which leaves the
-    collector alone.
-    """
-    code = main()
-    gc.freeze()
-    return code
+    which the process ends."""
+    return main()

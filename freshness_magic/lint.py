@@ -20,6 +20,7 @@ with ``commit=true`` works in a git work tree (``commit_repo``); without one the
 from __future__ import annotations
 
 from collections.abc import Iterable
+from typing import TYPE_CHECKING
 
 from freshness_magic.backends.lint import backend_rules
 from freshness_magic.cluster.lint import executor_rules
@@ -28,7 +29,6 @@ from freshness_magic.evidence.lint import evidence_rules
 from freshness_magic.freshness.lint import freshness_rules
 from freshness_magic.hub.lint import hub_rules
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 

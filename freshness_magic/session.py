@@ -120,11 +120,26 @@ def _resolved_backend(kwargs: dict[str, Any]) -> str | None:
 
 
 def _check_models(graph: Graph, backend: Any) -> None:
-    """A model API backend refuses a pipeline with LLM nodes it has no model for."""
+    """Before a run starts: a real backend refuses a pipeline whose LLM nodes name an endpoint
+    or a key (validated or not), and a model API backend one with LLM nodes it has no model
+    for."""
     from freshness_magic.backends.base import ModelBackend
 
+    _refuse_pipeline_endpoints(graph, backend)
     if isinstance(backend, ModelBackend):
         backend.check_models(graph)
+
+
+def _refuse_pipeline_endpoints(graph: Graph, backend: Any) -> None:
+    """BackendError (naming the node) when a real backend would run a node whose provider or
+    model carries an endpoint or a key; the simulation (None) calls nothing."""
+    if backend is None:
+        return
+    from freshness_magic.backends.choice import refuse_endpoint
+
+    for node in graph.nodes.values():
+        if node.handler_type == "codergen":
+            refuse_endpoint(node)
 
 
 class _RememberSpecs(BaseRunExtension):
@@ -383,6 +398,7 @@ def resume_run(
         kwargs["backend"] = remembered(run_dir, "backend")
         _refuse_lost_credentials(kwargs["backend"])
     spec = _resolved_backend(kwargs)
+    backend = kwargs.get("backend")
     kwargs = _with_registry(kwargs)
     if evidence_validator is not None:
         extension_options = {**(extension_options or {}), "evidence_validator": evidence_validator}
@@ -393,6 +409,11 @@ def resume_run(
         base = workdir if workdir is not None else stored_workdir(follow_restarts(Path(run_dir)))
         extensions = default_extensions(base, **(extension_options or {}))
     run = Run.resume(run_dir, extensions=extensions, workdir=workdir, **kwargs)
+    try:
+        _refuse_pipeline_endpoints(run.graph, backend)
+    except BaseException:
+        run.close()
+        raise
     check_state_dirs(run.workdir, run.run_dir.parent)
     if isinstance(given, str) and spec is not None and spec != remembered(run.run_dir, "backend"):
         from freshness_magic.atomicio import write_json_atomic

@@ -38,7 +38,7 @@ class Commands(Protocol):
     @property
     def reopens(self) -> bool:
         """Whether going on reopens the run from its checkpoint (a resume), where every node
-        that has not run takes its baseline again (AC-IF-002.2), rather than a live run."""
+        that has not run takes its baseline again, rather than a live run."""
         ...
 
     def why(self, node_id: str) -> str:
@@ -173,8 +173,8 @@ REBASELINED = (
     "a resume takes its inputs as they are then as its new baseline, as for every node not run "
     "yet, so it runs on them without a freshness warning or hold-back"
 )
-"""What a resume does to a node that has not run (AC-IF-002.2): said where a change to its
-inputs is shown, so nothing promises a ``block`` that the resume will not make."""
+"""What a resume does to a node that has not run (it takes its baseline again): said where a
+change to its inputs is shown, so nothing promises a ``block`` that the resume will not make."""
 
 COMMAND_INDENT = "    "
 """How far a step's command stands in under its sentence."""

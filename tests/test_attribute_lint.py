@@ -71,6 +71,7 @@ ATTRIBUTE_RULES = [
     "attr_type",
     "attr_type",
     "executor_valid",
+    "llm_endpoint",
     "llm_provider_known",
 ]
 

@@ -16,7 +16,6 @@ from pathlib import Path
 
 import pytest
 
-import freshness_magic
 from freshness_magic import cli
 from freshness_magic.commands.run import Progress
 from freshness_magic.engine.events import EventBus, EventType
@@ -214,40 +213,6 @@ def test_building_the_parser_loads_no_engine_hub_or_evidence_code(argv: list[str
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY []"
-
-
-@pytest.mark.parametrize("argv", [["validate", "tiny.dot"], ["--version"]])
-def test_validate_and_version_load_none_of_the_slow_standard_modules(
-    argv: list[str], tmp_path: Path
-) -> None:
-    """typing, dataclasses (with inspect) and pathlib are most of the start-up budget
-    (issue 15): the model, parser, lint rules (conditions, gates, freshness too) and the
-    validate command keep them out. Run without ``site``, so an editable install's import hook
-    does not load them first."""
-    (tmp_path / "tiny.dot").write_text(
-        'digraph t { goal="g"; start [shape=Mdiamond]; work [prompt="p $goal", '
-        'source_files="a.txt", freshness=warn]; ask [shape=hexagon, label="Ship?"]; '
-        'done [shape=Msquare]; start -> work -> ask; ask -> done [label="[Y] Yes"]; '
-        'ask -> work [label="[N] No", condition="outcome=success"] }'
-    )
-    (tmp_path / "a.txt").write_text("input")
-    root = Path(freshness_magic.__file__).resolve().parents[1]
-    code = (
-        "import sys\n"
-        f"sys.path.insert(0, {str(root)!r})\n"
-        "from freshness_magic import cli\n"
-        f"try:\n    code = cli.main({argv!r})\nexcept SystemExit as exit:\n    code = exit.code\n"
-        "slow = sorted({'typing', 'dataclasses', 'inspect', 'pathlib'} & set(sys.modules))\n"
-        "print('SLOW', code, slow)\n"
-    )
-    proc = subprocess.run(
-        [sys.executable, "-I", "-S", "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=tmp_path,
-    )
-    assert proc.stdout.strip().splitlines()[-1] == "SLOW 0 []", proc.stdout + proc.stderr
 
 
 def test_help_is_wrapped_to_the_columns_the_environment_names() -> None:

@@ -623,7 +623,8 @@ def test_a_node_not_run_yet_says_a_resume_takes_its_changed_inputs_as_its_baseli
     workdir: Path,
 ) -> None:
     """``why`` promised that freshness=block would hold ``pack`` back; the resume that answered
-    the gate took its inputs as its new baseline (AC-IF-002.2) and ran it (a recovery trial)."""
+    the gate took its inputs as its new baseline (every node not yet run does) and ran it (a
+    recovery trial)."""
     (workdir / "packed.dot").write_text(PACKED)
     run_dir = start(workdir, dot="packed.dot")  # waits at approve; pack has not run
     (workdir / "docs" / "spec.md").write_text("# Spec, changed\n")

@@ -1,4 +1,4 @@
-"""The event vocabularies of a session (issue 12 §5): the engine's ``EventType`` plus the enums
+"""The event vocabularies of a session: the engine's ``EventType`` plus the enums
 freshness and evidence define, composed by the session layer and never by the engine."""
 
 from __future__ import annotations

@@ -12,11 +12,9 @@ The names are imported when first used, so ``validate`` (whose ``llm_provider`` 
 from __future__ import annotations
 
 import importlib
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from freshness_magic.backends.registry import (
         ENTRY_POINT_GROUP,
         is_simulated,

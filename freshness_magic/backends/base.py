@@ -18,6 +18,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any, TypeVar
 
+from freshness_magic.backends.choice import CREDENTIAL_ENV_VARS, refuse_endpoint
 from freshness_magic.engine.handlers.llm import REQUEST_TIMED_OUT, BackendReply, BackendRequest
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.retry import BackoffConfig
@@ -25,13 +26,6 @@ from freshness_magic.errors import BackendError
 
 MAX_RETRIES = 4
 """Retries of one call on a retryable error (the spec's ``standard`` preset: 5 attempts)."""
-CREDENTIAL_ENV_VARS: tuple[str, ...] = (
-    "OPENAI_API_KEY",
-    "ANTHROPIC_API_KEY",
-    "ANTHROPIC_AUTH_TOKEN",
-)
-"""Environment variables whose values must never appear in anything we write."""
-
 T = TypeVar("T")
 
 
@@ -188,14 +182,26 @@ class ModelBackend:
 
     def for_node(self, node: Node) -> ModelBackend:
         """This backend with the node's model settings; another provider's backend when the
-        node's ``llm_provider`` names one."""
+        node's ``llm_provider`` names one.
+
+        Where the call goes stays the user's: a provider or model that carries an endpoint or
+        a key is refused (:func:`~freshness_magic.backends.choice.refuse_endpoint`), and the
+        other provider's backend is built from its name and the model alone, so its endpoint
+        and key come from the user's environment."""
+        refuse_endpoint(node)
         provider = node.llm_provider.strip().lower()
         if provider and provider != self.name:
-            from freshness_magic.backends.registry import resolve_backend
+            from freshness_magic.backends.registry import BUILTIN_KINDS, build_backend
+            from freshness_magic.backends.spec import MODEL_KINDS, BackendSpec
 
+            if provider in BUILTIN_KINDS and provider not in MODEL_KINDS:  # never built
+                raise BackendError(
+                    f"node '{node.id}': llm_provider={provider!r} is not a model API backend; "
+                    "use openai or anthropic"
+                )
             try:
-                other = resolve_backend(
-                    f"{provider}:{node.llm_model}" if node.llm_model else provider
+                other = build_backend(
+                    BackendSpec(provider, node.llm_model, model=node.llm_model.strip())
                 )
             except BackendError as exc:
                 raise BackendError(f"node '{node.id}': llm_provider={provider!r}: {exc}") from None

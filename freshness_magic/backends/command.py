@@ -49,6 +49,11 @@ class CommandBackend:
         return facts
 
     def for_node(self, node: Node) -> CommandBackend:
+        """This command for ``node``; its model and provider reach the command's environment,
+        so one that carries an endpoint or a key is refused as by the model backends."""
+        from freshness_magic.backends.choice import refuse_endpoint
+
+        refuse_endpoint(node)
         return CommandBackend(self.command, node)
 
     def _llm_env(self) -> dict[str, str]:

@@ -1,4 +1,6 @@
-"""The ``llm_provider`` attribute's rule: a provider a model backend can switch to.
+"""The rules of the attributes that choose a backend: ``llm_endpoint`` (an ERROR: a pipeline's
+``llm_provider``/``llm_model`` never carries a URL, host, port or key; see :mod:`.choice`) and
+``llm_provider_known`` (a provider a model backend can switch to).
 
 A node's ``llm_provider`` (its own, or the one ``model_stylesheet`` gives it) makes a model
 backend hand the node to that provider's backend; a name that is none fails the node only when
@@ -8,9 +10,14 @@ loading a pipeline say it first. A warning: with the simulated default it has no
 
 from __future__ import annotations
 
+from typing import Any
+
+from freshness_magic.backends.choice import PIPELINE_CHOICES, WHERE_ENDPOINTS_GO, choice_problem
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.validation import (
+    ERROR,
     WARNING,
+    Diagnostic,
     LintRule,
     Out,
     ScanRule,
@@ -19,6 +26,7 @@ from freshness_magic.engine.validation import (
 )
 
 RULE = "llm_provider_known"
+ENDPOINT_RULE = "llm_endpoint"
 CODERGEN = "codergen"
 """The handler type whose nodes a model backend runs."""
 OTHER_PROVIDERS = frozenset({"gemini", "google", "mistral", "ollama", "groq", "xai", "deepseek"})
@@ -62,6 +70,8 @@ def _node(graph: Graph, node: Node, out: Out) -> None:
     value = node.attrs.get("llm_provider", "")
     if not value.strip() or node.handler_type != CODERGEN or not _given(node):
         return
+    if choice_problem("llm_provider", value) is not None:
+        return  # llm_endpoint reports it
     unknown, fix = _unknown(value)
     if unknown:
         out.append(
@@ -82,6 +92,8 @@ def _stylesheet(graph: Graph, out: Out) -> None:
     given: dict[str, list[str]] = {}
     for node in graph.nodes.values():
         value = node.attrs.get("llm_provider", "")
+        if choice_problem("llm_provider", value) is not None:
+            continue  # llm_endpoint reports it
         if value.strip() and node.handler_type == CODERGEN and not _given(node):
             given.setdefault(value, []).append(node.id)
     for value, nodes in given.items():
@@ -119,6 +131,92 @@ def _written_at(graph: Graph, value: str) -> str:
     return ""
 
 
+def _from_stylesheet(graph: Graph, node: Node, attribute: str) -> bool:
+    """Whether the node's ``attribute`` came from ``model_stylesheet`` (reported there)."""
+    if attribute in node.explicit or attribute in node.attr_positions:
+        return False
+    return any(decl.value == node.attrs.get(attribute) for decl in _declarations(graph, attribute))
+
+
+def _declarations(graph: Graph, attribute: str) -> list[Any]:
+    from freshness_magic.engine.stylesheet import parse_stylesheet
+    from freshness_magic.errors import StylesheetError
+
+    if not graph.model_stylesheet.strip():
+        return []
+    try:
+        rules = parse_stylesheet(graph.model_stylesheet).rules
+    except StylesheetError:
+        return []
+    return [d for rule in rules for d in rule.declarations if d.property == attribute]
+
+
+def _endpoint_node(graph: Graph, node: Node, out: Out) -> None:
+    from freshness_magic.backends.choice import shown
+
+    for attribute in PIPELINE_CHOICES:
+        value = node.attrs.get(attribute, "")
+        problem = choice_problem(attribute, value)
+        if problem is None or _from_stylesheet(graph, node, attribute):
+            continue
+        out.append(
+            node_diag(
+                ENDPOINT_RULE,
+                ERROR,
+                node,
+                f"node `{node.id}`: {attribute}={shown(value)} {problem}; a pipeline may not "
+                "choose where model calls go nor with which key (it would receive the user's "
+                "key)",
+                WHERE_ENDPOINTS_GO,
+                attribute,
+            )
+        )
+
+
+def _endpoint_stylesheet(graph: Graph, out: Out) -> None:
+    """Each stylesheet declaration that carries an endpoint, at its line and column in the
+    file, naming the nodes it applies to."""
+    from freshness_magic.backends.choice import shown
+    from freshness_magic.engine.validation.core import graph_at, position_in_value
+
+    for attribute in PIPELINE_CHOICES:
+        for decl in _declarations(graph, attribute):
+            problem = choice_problem(attribute, decl.value)
+            if problem is None:
+                continue
+            nodes = [
+                n.id
+                for n in graph.nodes.values()
+                if n.attrs.get(attribute) == decl.value and n.handler_type == CODERGEN
+            ]
+            applies = ", ".join(f"`{n}`" for n in nodes[:5]) + (" ..." if len(nodes) > 5 else "")
+            text = graph.model_stylesheet
+            index = sum(len(line) + 1 for line in text.split("\n")[: decl.line - 1])
+            where = position_in_value(
+                graph,
+                graph.attr_positions.get("model_stylesheet"),
+                "model_stylesheet",
+                index + decl.column - 1,
+            ) or graph_at(graph, "model_stylesheet")
+            out.append(
+                Diagnostic(
+                    ENDPOINT_RULE,
+                    ERROR,
+                    f"model_stylesheet: {attribute}: {shown(decl.value)} {problem} (for "
+                    f"{applies or 'no node'}); a pipeline may not choose where model calls go "
+                    "nor with which key (it would receive the user's key)",
+                    nodes[0] if nodes else None,
+                    None,
+                    where[0],
+                    where[1],
+                    WHERE_ENDPOINTS_GO,
+                )
+            )
+
+
 def backend_rules() -> list[LintRule]:
-    """The ``llm_provider`` attribute's rule, to register with a Validator."""
-    return [ScanRule(RULE, _stylesheet, _node)]
+    """The rules of the attributes that choose a backend, to register with a Validator."""
+    return [
+        ScanRule(ENDPOINT_RULE, _endpoint_stylesheet, _endpoint_node),
+        ScanRule(RULE, _stylesheet, _node),
+    ]

@@ -8,10 +8,10 @@ here, and only when a spec asks for it (the ``distributed`` extra).
 
 from __future__ import annotations
 
-from freshness_magic.errors import ClusterError
-from freshness_magic.typing_lite import NamedTuple, Protocol
+from typing import TYPE_CHECKING, NamedTuple, Protocol
 
-TYPE_CHECKING = False
+from freshness_magic.errors import ClusterError
+
 if TYPE_CHECKING:
     import concurrent.futures
     from pathlib import Path

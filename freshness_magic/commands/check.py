@@ -12,12 +12,9 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from freshness_magic.commands import path_arg
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def register(subparsers: Any) -> None:

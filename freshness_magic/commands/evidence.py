@@ -6,14 +6,12 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.commands import path_arg
 from freshness_magic.errors import EvidenceError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from freshness_magic.evidence.record import EvidenceRecord
 
 COLUMNS: tuple[str, ...] = (

@@ -6,13 +6,11 @@ import argparse
 import json
 import os
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.commands import path_arg
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from freshness_magic.hub.client import NodeState
 
 

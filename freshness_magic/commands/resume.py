@@ -13,6 +13,7 @@ import os
 import sys
 from pathlib import Path
 from shlex import quote
+from typing import Any, TextIO
 
 from freshness_magic.commands import invoked_as, path_arg
 from freshness_magic.commands.run import add_drive_options, checked_answers, drive, existing_dir
@@ -22,10 +23,6 @@ from freshness_magic.errors import (
     RunError,
     StoredPipelineError,
 )
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any, TextIO
 
 
 def register(subparsers: Any) -> None:

@@ -32,14 +32,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from shlex import quote
+from typing import IO, TYPE_CHECKING, Any
 
 from freshness_magic.commands import invoked_as, path_arg
 from freshness_magic.errors import RunError
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import IO, Any
-
     from freshness_magic.engine import Run, RunResult
     from freshness_magic.engine.events import Event
     from freshness_magic.engine.interviewers import Interviewer

@@ -7,15 +7,13 @@ import json
 import sys
 from pathlib import Path
 from shlex import quote
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.commands import path_arg
 from freshness_magic.commands.run import EXIT_CODES
 from freshness_magic.holders import driven_now, held_open
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from freshness_magic.engine.model import Graph
 
 

@@ -10,14 +10,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from typing import Any
 
 from freshness_magic.commands import path_arg
 from freshness_magic.commands.parse import load_for_command, shown_name
-from freshness_magic.gcpause import cyclic_gc_paused
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 
 def register(subparsers: Any) -> None:
@@ -42,15 +38,12 @@ def register(subparsers: Any) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    # The engine's modules load and the pipeline is checked with the cycle collector paused:
-    # both create many objects and no garbage cycles, and collections were 4% of the command.
-    with cyclic_gc_paused():
-        from freshness_magic.engine.validation import Severity
-        from freshness_magic.lint import session_validator
+    from freshness_magic.engine.validation import Severity
+    from freshness_magic.lint import session_validator
 
-        graph = load_for_command(args.pipeline, stdin=True)
-        # The working directory a `run` without --workdir uses, for `source_files_exist`.
-        diagnostics = session_validator(workdir=".").validate(graph)
+    graph = load_for_command(args.pipeline, stdin=True)
+    # The working directory a `run` without --workdir uses, for `source_files_exist`.
+    diagnostics = session_validator(workdir=".").validate(graph)
     name = shown_name(args.pipeline)
     counts = {severity: 0 for severity in Severity}
     for diagnostic in diagnostics:

@@ -34,10 +34,7 @@ Names (loaded on first use, so ``import freshness_magic.engine`` stays cheap):
 from __future__ import annotations
 
 import importlib
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
+from typing import TYPE_CHECKING, Any
 
 _WHERE = {
     "load_pipeline": "pipeline",

@@ -13,9 +13,9 @@ from __future__ import annotations
 
 import enum
 import re
+from typing import NamedTuple
 
 from freshness_magic.errors import ConditionError
-from freshness_magic.typing_lite import NamedTuple
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
 _WORD_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

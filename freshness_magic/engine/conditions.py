@@ -16,14 +16,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping
 from functools import lru_cache
+from typing import Any, NamedTuple
 
 from freshness_magic.engine.condition_syntax import Clause, Operator, parse_clauses
 from freshness_magic.errors import ConditionError
-from freshness_magic.typing_lite import NamedTuple
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class Condition(NamedTuple):

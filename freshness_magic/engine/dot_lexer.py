@@ -17,10 +17,10 @@ from __future__ import annotations
 import re
 from bisect import bisect_right
 from itertools import accumulate, islice
+from typing import NamedTuple
 
 from freshness_magic.engine.model import Position
 from freshness_magic.errors import ParseError
-from freshness_magic.typing_lite import NamedTuple
 
 WORD = "word"
 STRING = "str"

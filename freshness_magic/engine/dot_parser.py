@@ -30,7 +30,6 @@ from freshness_magic.engine.dot_graph import GraphBuilder
 from freshness_magic.engine.dot_lexer import ARROW, EOF, STRING, WORD, SourceMap, string_value
 from freshness_magic.engine.model import MAX_NODE_ID, NODE_ID_RE, Graph
 from freshness_magic.errors import ParseError
-from freshness_magic.gcpause import cyclic_gc_paused
 
 __all__ = ["parse_dot"]
 
@@ -43,12 +42,11 @@ _KEYWORDS = frozenset(("node", "edge", "graph", "digraph", "subgraph", "strict")
 def parse_dot(text: str, path: str | None = None) -> Graph:
     """Parse one Attractor DOT digraph; raises ParseError (with line, column and caret) only."""
     source = SourceMap(text, path)
-    with cyclic_gc_paused():
-        parser = _Parser(text, source)
-        try:
-            return parser.parse()
-        except ParseError as exc:
-            raise parser.with_quote_hint(exc) from None
+    parser = _Parser(text, source)
+    try:
+        return parser.parse()
+    except ParseError as exc:
+        raise parser.with_quote_hint(exc) from None
 
 
 def _suggest_id(text: str) -> str:

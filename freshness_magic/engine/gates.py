@@ -8,10 +8,10 @@ Choices come from a gate's outgoing edges in declaration order; an edge label su
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from freshness_magic.engine.model import Graph, Node, parse_duration
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from freshness_magic.engine.outcome import Choice, Outcome, Question
 

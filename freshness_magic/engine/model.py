@@ -9,25 +9,20 @@ Only the engine's attributes have properties here. Attributes that run extension
 the same store and get their typed readers in the package that reads them (``parse_bool`` and
 ``split_list`` are for that), so the model stays the engine's.
 
-``Graph``, ``Node`` and ``Edge`` are plain classes with ``__slots__`` (the record of
-``graphlib``), not dataclasses: ``dataclasses`` imports ``inspect`` and compiles each class's
-methods at import, about 9 ms of every CLI command's start-up (issue 15). They keep what a
-dataclass gives: keyword or positional construction, ``==`` over their fields, a ``repr``, and
-``replace(**changes)`` for a changed copy (what a transform returns).
+``Graph``, ``Node`` and ``Edge`` are slotted dataclasses: keyword or positional construction,
+``==`` over their fields, a ``repr``, and :func:`dataclasses.replace` for a changed copy (what a
+transform returns). They are mutable (the parser builds them up), so they are not hashable.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import NamedTuple
 
 from freshness_magic.ids import MAX_NODE_ID as MAX_NODE_ID
 from freshness_magic.ids import NODE_ID_RE as NODE_ID_RE
-from freshness_magic.typing_lite import NamedTuple
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 SHAPE_TO_TYPE: Mapping[str, str] = {
     "Mdiamond": "start",
@@ -94,11 +89,8 @@ def split_list(value: str) -> tuple[str, ...]:
 
 
 class Position(NamedTuple):
-    """1-based line and column in the DOT source.
-
-    Value records of the model that are never changed are named tuples: immutable, and cheap to
-    define, which every command's start-up pays (``benchmarks/bench_cli.py``).
-    """
+    """1-based line and column in the DOT source (value records that never change are named
+    tuples)."""
 
     line: int
     column: int
@@ -108,22 +100,7 @@ NOWHERE = Position(0, 0)
 """The position of what was not written in a file (a node made by code)."""
 
 
-_NODE_FIELDS = ("id", "attrs", "position", "attr_positions", "explicit", "subgraph_classes")
-_EDGE_FIELDS = ("source", "target", "attrs", "position", "attr_positions", "index")
-_GRAPH_FIELDS = (
-    "name",
-    "attrs",
-    "nodes",
-    "edges",
-    "attr_positions",
-    "path",
-    "source",
-    "subgraphs",
-    "repeated",
-)
-"""Each record's fields in constructor order: ``==``, ``repr`` and ``replace`` go over these."""
-
-
+@dataclass(slots=True)
 class Node:
     """A stage. ``attrs`` holds every attribute after defaults and stylesheet, as strings.
 
@@ -131,34 +108,12 @@ class Node:
     stylesheet); ``subgraph_classes`` the classes derived from enclosing subgraph labels (§2.10).
     """
 
-    __slots__ = _NODE_FIELDS
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
-
-    def __init__(
-        self,
-        id: str,
-        attrs: dict[str, str] | None = None,
-        position: Position = NOWHERE,
-        attr_positions: dict[str, Position] | None = None,
-        explicit: frozenset[str] = frozenset(),
-        subgraph_classes: tuple[str, ...] = (),
-    ) -> None:
-        self.id = id
-        self.attrs: dict[str, str] = {} if attrs is None else attrs
-        self.position = position
-        self.attr_positions: dict[str, Position] = {} if attr_positions is None else attr_positions
-        self.explicit = explicit
-        self.subgraph_classes = subgraph_classes
-
-    def __eq__(self, other: object) -> bool:
-        return _fields_equal(self, other)
-
-    def __repr__(self) -> str:
-        return _fields_repr(self)
-
-    def replace(self, **changes: Any) -> Node:
-        """A copy with ``changes`` (keywords named as the fields), as ``dataclasses.replace``."""
-        return _replaced(self, changes)
+    id: str
+    attrs: dict[str, str] = field(default_factory=dict)
+    position: Position = NOWHERE
+    attr_positions: dict[str, Position] = field(default_factory=dict)
+    explicit: frozenset[str] = frozenset()
+    subgraph_classes: tuple[str, ...] = ()
 
     def get(self, key: str, default: str = "") -> str:
         return self.attrs.get(key, default)
@@ -255,37 +210,16 @@ class Node:
         return self.attrs.get("tool_command", "")
 
 
+@dataclass(slots=True)
 class Edge:
     """A transition ``source -> target``; ``index`` is its declaration order in the file."""
 
-    __slots__ = _EDGE_FIELDS
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
-
-    def __init__(
-        self,
-        source: str,
-        target: str,
-        attrs: dict[str, str] | None = None,
-        position: Position = NOWHERE,
-        attr_positions: dict[str, Position] | None = None,
-        index: int = 0,
-    ) -> None:
-        self.source = source
-        self.target = target
-        self.attrs: dict[str, str] = {} if attrs is None else attrs
-        self.position = position
-        self.attr_positions: dict[str, Position] = {} if attr_positions is None else attr_positions
-        self.index = index
-
-    def __eq__(self, other: object) -> bool:
-        return _fields_equal(self, other)
-
-    def __repr__(self) -> str:
-        return _fields_repr(self)
-
-    def replace(self, **changes: Any) -> Edge:
-        """A copy with ``changes`` (keywords named as the fields), as ``dataclasses.replace``."""
-        return _replaced(self, changes)
+    source: str
+    target: str
+    attrs: dict[str, str] = field(default_factory=dict)
+    position: Position = NOWHERE
+    attr_positions: dict[str, Position] = field(default_factory=dict)
+    index: int = 0
 
     @property
     def label(self) -> str:
@@ -343,49 +277,29 @@ class RepeatedAttr(NamedTuple):
     value: str
 
 
+@dataclass(slots=True, repr=False)
 class Graph:
     """A parsed pipeline: graph attributes, nodes in order of first appearance, edges in order.
 
     ``subgraphs`` lists every subgraph in order of opening (views only; see :class:`Subgraph`);
     ``repeated`` the attributes written twice in one statement's attribute list (the last one
-    counts).
+    counts). A copy made with :func:`dataclasses.replace` shares what is not changed: pass
+    ``edges=list(graph.edges)`` to add edges to the copy alone.
     """
 
-    __slots__ = (*_GRAPH_FIELDS, "_index")
-    __hash__ = None  # type: ignore[assignment]  # mutable, compared by value
-
-    def __init__(
-        self,
-        name: str,
-        attrs: dict[str, str] | None = None,
-        nodes: dict[str, Node] | None = None,
-        edges: list[Edge] | None = None,
-        attr_positions: dict[str, Position] | None = None,
-        path: str | None = None,
-        source: str = "",
-        subgraphs: list[Subgraph] | None = None,
-        repeated: list[RepeatedAttr] | None = None,
-    ) -> None:
-        self.name = name
-        self.attrs: dict[str, str] = {} if attrs is None else attrs
-        self.nodes: dict[str, Node] = {} if nodes is None else nodes
-        self.edges: list[Edge] = [] if edges is None else edges
-        self.attr_positions: dict[str, Position] = {} if attr_positions is None else attr_positions
-        self.path = path
-        self.source = source
-        self.subgraphs: list[Subgraph] = [] if subgraphs is None else subgraphs
-        self.repeated: list[RepeatedAttr] = [] if repeated is None else repeated
-        self._index: tuple[int, dict[str, list[Edge]], dict[str, list[Edge]]] | None = None
-
-    def __eq__(self, other: object) -> bool:
-        return _fields_equal(self, other)
-
-    def replace(self, **changes: Any) -> Graph:
-        """A copy with ``changes`` (keywords named as the fields), as ``dataclasses.replace``.
-
-        The copy shares what is not changed: pass ``edges=list(graph.edges)`` to add edges to
-        the copy alone."""
-        return _replaced(self, changes)
+    name: str
+    attrs: dict[str, str] = field(default_factory=dict)
+    nodes: dict[str, Node] = field(default_factory=dict)
+    edges: list[Edge] = field(default_factory=list)
+    attr_positions: dict[str, Position] = field(default_factory=dict)
+    path: str | None = None
+    source: str = ""
+    subgraphs: list[Subgraph] = field(default_factory=list)
+    repeated: list[RepeatedAttr] = field(default_factory=list)
+    _index: tuple[int, dict[str, list[Edge]], dict[str, list[Edge]]] | None = field(
+        default=None, init=False, compare=False
+    )
+    """Outgoing and incoming edges by node, for the number of edges they were built from."""
 
     def __repr__(self) -> str:
         """One short line: the source and every node's attributes would fill a screen (``parse``
@@ -514,41 +428,3 @@ class Graph:
             self.attrs.get("rankdir", ""),
             self.label,
         )
-
-    def to_pydot(self) -> Any:
-        """This graph as a ``pydot.Dot`` (needs pydot; see :mod:`freshness_magic.interop`)."""
-        from freshness_magic.interop import to_pydot
-
-        return to_pydot(self)
-
-    def to_graphviz(self) -> Any:
-        """This graph as a ``graphviz.Digraph`` (needs graphviz; :mod:`freshness_magic.interop`)."""
-        from freshness_magic.interop import to_graphviz
-
-        return to_graphviz(self)
-
-
-_Record = Node | Edge | Graph
-
-
-def _fields(record: _Record) -> tuple[str, ...]:
-    """The constructor's fields: the slots, less the private caches."""
-    return tuple(name for name in type(record).__slots__ if not name.startswith("_"))
-
-
-def _fields_equal(record: _Record, other: object) -> bool:
-    if other.__class__ is not record.__class__:
-        return NotImplemented
-    return all(getattr(record, name) == getattr(other, name) for name in _fields(record))
-
-
-def _fields_repr(record: _Record) -> str:
-    shown = ", ".join(f"{name}={getattr(record, name)!r}" for name in _fields(record))
-    return f"{type(record).__name__}({shown})"
-
-
-def _replaced(record: Any, changes: dict[str, Any]) -> Any:
-    unknown = sorted(set(changes) - set(_fields(record)))
-    if unknown:
-        raise TypeError(f"{type(record).__name__} has no field {', '.join(unknown)}")
-    return type(record)(**{name: getattr(record, name) for name in _fields(record)} | changes)

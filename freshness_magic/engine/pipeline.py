@@ -17,11 +17,6 @@ from freshness_magic.engine.transforms import Transform, apply_transforms
 from freshness_magic.engine.utf8 import not_utf8, where_not_utf8
 from freshness_magic.engine.validation import Diagnostic, LintRule, validate
 from freshness_magic.errors import PipelineFileError, PipelineSourceError
-from freshness_magic.gcpause import cyclic_gc_paused
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    pass
 
 ACCEPTED_SOURCES = "DOT text, a pydot.Dot, or a graphviz.Digraph / graphviz.Source"
 
@@ -60,9 +55,7 @@ def load_pipeline(
     location names its kind), :class:`PipelineSourceError` for any other object.
     """
     source, name = dot_source(text)
-    # The built-in transforms copy every node a stylesheet touches: bulk work without cycles.
-    with cyclic_gc_paused():
-        return apply_transforms(parse_dot(source, path=path or name), transforms)
+    return apply_transforms(parse_dot(source, path=path or name), transforms)
 
 
 MAX_PIPELINE_BYTES = 16 * 1024 * 1024

@@ -4,11 +4,11 @@ and run extensions use it without importing the codergen handler)."""
 from __future__ import annotations
 
 import re
+from typing import TYPE_CHECKING
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.utf8 import decode
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 

@@ -22,6 +22,7 @@ no style property has a meaning when empty.
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import re
 from collections.abc import Mapping
@@ -301,7 +302,7 @@ def apply_stylesheet(graph: Graph, stylesheet: Stylesheet) -> Graph:
     nodes: dict[str, Node] = {}
     for node_id, node in graph.nodes.items():
         nodes[node_id] = _styled(node, stylesheet.properties_for(node))
-    return graph.replace(nodes=nodes, edges=list(graph.edges))
+    return dataclasses.replace(graph, nodes=nodes, edges=list(graph.edges))
 
 
 def _styled(node: Node, props: Mapping[str, str]) -> Node:
@@ -315,4 +316,4 @@ def _styled(node: Node, props: Mapping[str, str]) -> Node:
     if not updates:
         return node
     positions = {k: v for k, v in node.attr_positions.items() if k not in updates}
-    return node.replace(attrs={**node.attrs, **updates}, attr_positions=positions)
+    return dataclasses.replace(node, attrs={**node.attrs, **updates}, attr_positions=positions)

@@ -7,11 +7,12 @@ caller's custom transforms in the order given.
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Iterable
+from typing import Protocol, runtime_checkable
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.errors import StylesheetError
-from freshness_magic.typing_lite import Protocol, runtime_checkable
 
 
 @runtime_checkable
@@ -53,11 +54,11 @@ class GoalExpansionTransform:
             prompt = node.attrs.get("prompt", "")
             if "$goal" in prompt:
                 attrs = {**node.attrs, "prompt": prompt.replace("$goal", goal)}
-                changed[node_id] = node.replace(attrs=attrs)
+                changed[node_id] = dataclasses.replace(node, attrs=attrs)
         if not changed:
             return graph
         nodes = {node_id: changed.get(node_id, node) for node_id, node in graph.nodes.items()}
-        return graph.replace(nodes=nodes, edges=list(graph.edges))
+        return dataclasses.replace(graph, nodes=nodes, edges=list(graph.edges))
 
 
 def builtin_transforms() -> tuple[Transform, ...]:

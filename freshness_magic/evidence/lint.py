@@ -9,6 +9,7 @@ the engine knows nothing of them.
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.validation import (
@@ -25,7 +26,6 @@ from freshness_magic.engine.validation import (
 )
 from freshness_magic.evidence.attrs import EVIDENCE_MODES, commit_enabled, is_work_type
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 

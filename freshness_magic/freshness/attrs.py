@@ -3,8 +3,7 @@
 The engine keeps every attribute as the string written (``Node.attrs``) and knows nothing of
 these; freshness reads them here, and :mod:`freshness_magic.freshness.lint` checks them.
 
-- ``source_files``: paths or globs, comma-separated, relative to the working directory
-  (REQ-IF-001);
+- ``source_files``: paths or globs, comma-separated, relative to the working directory;
 - ``freshness``: ``ignore`` (also when unset), ``warn`` or ``block``;
 - ``prompt="@file"``: the prompt file is an input too, so an edited prompt is a changed input.
 """

@@ -52,7 +52,7 @@ def describe_input_drift(data: Mapping[str, Any], shown: int = 3) -> list[tuple[
     per node, for the lines a resume prints (CLI and notebook alike).
 
     A node that already ran may have outputs built on the old inputs. A node that has not run
-    takes its baseline again on resume (REQ-IF-002.2), so it runs on the new content: that is
+    takes its baseline again on resume, so it runs on the new content: that is
     said here, because its ``block`` or ``warn`` check will not report this change again. A node
     a ``block`` stopped before the pause (``held``) keeps its baseline and stays stopped; the
     files it was stopped for are not drift (they were said before the pause).

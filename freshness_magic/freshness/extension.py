@@ -1,7 +1,7 @@
 """The freshness run extension: baselines, stale-input warn/block, accept, drift on resume.
 
-- Run start: a baseline for every node with ``source_files`` (REQ-IF-002), whatever its
-  ``freshness`` mode; nodes without ``source_files`` are not tracked (AC-001.2). A codergen
+- Run start: a baseline for every node with ``source_files``, whatever its
+  ``freshness`` mode; nodes without ``source_files`` are not tracked. A codergen
   prompt file (``prompt="@path"``) counts as one more input of its node.
 - Before each attempt (after the retry delay, before the handler) of a node whose ``freshness``
   is ``warn`` or ``block``: check it against its effective snapshot (the completion snapshot once
@@ -14,7 +14,7 @@
 - Resume: the checkpointed snapshots are compared with the disk first and every change is
   reported in one ``INPUT_DRIFT`` event (kept for :func:`resume_drift`: the CLI's ``resume``
   and the notebook print it, since the checks will not see it again); then baselines of nodes
-  whose handler has not run are re-captured (AC-002.2) — except nodes that a ``block`` stopped,
+  whose handler has not run are re-captured — except nodes that a ``block`` stopped,
   which keep theirs until the change is accepted, so a pause never silently unblocks a node.
 """
 
@@ -50,7 +50,7 @@ MAX_EVENT_FILES = 200
 
 
 def stale_key(node_id: str) -> str:
-    """The context key that lists a node's stale files (AC-004.1)."""
+    """The context key that lists a node's stale files."""
     return f"freshness.{node_id}.stale_files"
 
 

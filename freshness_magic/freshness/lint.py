@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import os
 import re
+from typing import TYPE_CHECKING
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.prompts import prompt_file_name
@@ -27,7 +28,6 @@ from freshness_magic.engine.validation.core import node_at, position_in_value
 from freshness_magic.freshness.attrs import FRESHNESS_MODES, source_files
 from freshness_magic.pathsafety import is_glob
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
     from pathlib import Path
 

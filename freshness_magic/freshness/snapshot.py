@@ -54,7 +54,6 @@ from freshness_magic.freshness.statworker import (
     take_unchanged,
     worth_a_worker,
 )
-from freshness_magic.gcpause import cyclic_gc_paused
 
 ResolveHook = Callable[[Mapping[str, Resolution]], None]
 """Called after resolving and before hashing (lets tests change files in between)."""
@@ -148,7 +147,7 @@ class Snapshotter:
         Snapshots are serialised (a widget thread may ask for a report while a step runs): the
         caches they share are never updated by two snapshots at once.
         """
-        with self._lock, cyclic_gc_paused():
+        with self._lock:
             return self._take(nodes, kind, with_git=with_git)
 
     def _take(

@@ -19,7 +19,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey, read_hashed
-from freshness_magic.gcpause import cyclic_gc_paused
 from freshness_magic.hub import rules
 from freshness_magic.hub.ignore import IgnoreRules
 from freshness_magic.hub.store import (
@@ -181,8 +180,7 @@ class Indexer:
                 todo.append(rel)
         removed = [rel for rel in stored if rel not in on_disk]
         cold = get_meta(self.conn, "indexed") != "1"
-        with cyclic_gc_paused():
-            return self._apply(todo, removed, cold=cold, stored=stored)
+        return self._apply(todo, removed, cold=cold, stored=stored)
 
     def update(self, rels: Iterable[str]) -> int:
         """Re-check the given tree-relative paths (files or folders, present or gone)."""
@@ -209,8 +207,7 @@ class Indexer:
                 removed.update(
                     p for p in stored_paths if (p == rel or p.startswith(prefix)) and p not in files
                 )
-        with cyclic_gc_paused():
-            return self._apply(sorted(files), sorted(removed))
+        return self._apply(sorted(files), sorted(removed))
 
     # -- applying -----------------------------------------------------------------------------
 
@@ -222,11 +219,7 @@ class Indexer:
         cold: bool = False,
         stored: dict[str, FileRow] | None = None,
     ) -> int:
-        """Scan ``todo``, queue and write one update (a sweep when ``stored`` is given).
-
-        Called with the cycle collector paused: the update's rows are freed when this returns,
-        before the collector runs again, so it never scans them (65 ms after a cold index).
-        """
+        """Scan ``todo``, queue and write one update (a sweep when ``stored`` is given)."""
         batch, affected = self._queue(map(self.scan, todo), removed, cold=cold, stored=stored)
         with write_transaction(self.conn):
             count = self._write(batch, affected, bulk=cold and not stored)

@@ -203,11 +203,37 @@ CELL_MAGICS: tuple[str, ...] = ("pipeline", "node")
 """The cell magics whose ``--help`` works without a body (see :func:`help_without_body`)."""
 
 
+def split_line(line: str) -> list[str]:
+    """A magic line's words, as a POSIX shell splits them: quotes group, and a ``#`` that starts
+    a word begins a comment to the end of the line (``%pipeline step  # the next node``), so the
+    lines the documentation shows work pasted; ``fix#2`` and ``"#2"`` stay words. Raises
+    ``ValueError`` for an unclosed quote, as :func:`shlex.split` does."""
+    return shlex.split(line[: _comment_start(line)])
+
+
+def _comment_start(line: str) -> int:
+    """Where a shell comment begins in ``line`` (its length when there is none)."""
+    quote: str | None = None
+    escaped = False
+    for at, char in enumerate(line):
+        if escaped:
+            escaped = False
+        elif char == "\\" and quote != "'":
+            escaped = True
+        elif quote is not None:
+            quote = None if char == quote else quote
+        elif char in "'\"":
+            quote = char
+        elif char == "#" and (at == 0 or line[at - 1].isspace()):
+            return at
+    return len(line)
+
+
 def asks_for_help(line: str) -> bool:
     """Whether a magic line asks for help: ``-h``, ``--help`` or an abbreviation argparse takes
     (``--he``), before any ``--``."""
     try:
-        words = shlex.split(line)
+        words = split_line(line)
     except ValueError:
         return False
     for word in words:

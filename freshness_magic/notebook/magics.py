@@ -17,7 +17,6 @@ import functools
 import keyword
 import os
 import re
-import shlex
 import sys
 import weakref
 from collections.abc import Callable, Sequence
@@ -40,6 +39,7 @@ from freshness_magic.notebook.arguments import (
     build_cell_parser,
     build_node_parser,
     build_pipeline_parser,
+    split_line,
 )
 from freshness_magic.notebook.completion import complete_line
 from freshness_magic.notebook.pipeline import RUN_SPECS, NotebookPipeline
@@ -168,7 +168,7 @@ class PipelineMagics(Magics):
 
     def _parse(self, parser: MagicArgumentParser, line: str) -> argparse.Namespace | TextResult:
         try:
-            argv = shlex.split(line)
+            argv = split_line(line)
         except ValueError as exc:
             raise UsageError(
                 f"{parser.prog}: cannot split the line: {unsplit(line, exc)}"

@@ -7,11 +7,13 @@ from __future__ import annotations
 
 import bisect
 import json
+import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from freshness_magic.engine import explain_condition
 from freshness_magic.engine.edges import select_edge
+from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.state import RunState
 from freshness_magic.notebook.pipeline import NotebookPipeline
@@ -186,6 +188,35 @@ def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
     }
 
 
+IRREVERSIBLE_WORDS = (
+    "deploy", "release", "ship", "publish", "push", "merge", "delete", "remove", "drop",
+    "destroy", "purge", "send", "email", "pay", "upload", "tag", "prod", "production", "migrate",
+)  # fmt: skip
+"""Words in a node's id or label that say its act is hard to take back once it has run."""
+
+_WORDS = re.compile(r"[a-z]+")
+
+
+def irreversible_reason(node: Node | None) -> str:
+    """Why a gate's choice that goes on to ``node`` needs a second click, or ``""``.
+
+    A node looks irreversible when it runs a shell command (a tool node: what it does outside the
+    run, the run cannot undo) or when its id or label names an act such as deploy, publish or
+    delete. The view asks for a confirming click instead of offering an Undo: the answer is
+    written to the journal and the evidence log at once and the run goes straight on to the
+    next node, so there is no moment at which undoing would be safe.
+    """
+    if node is None:
+        return ""
+    if node.tool_command:
+        command = " ".join(node.tool_command.split())
+        shown = command if len(command) <= 60 else command[:59] + "…"
+        return f"runs a command: {shown}"
+    words = set(_WORDS.findall(f"{node.id} {node.label}".lower().replace("_", " ")))
+    named = [word for word in IRREVERSIBLE_WORDS if word in words]
+    return f"is named for an act that is hard to undo ({named[0]})" if named else ""
+
+
 def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
     """The waiting gate for the gate panel: question, one entry per choice, what it approves,
     the note on changed inputs upstream of it (``""`` when none), and which time it asks (a
@@ -193,8 +224,15 @@ def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
     gate = pipeline.pending_gate()
     if gate is None:
         return {}
+    graph = pipeline.graph
     choices = [
-        {"key": c.key, "label": c.label, "target": c.target, "text": choice_text(c)}
+        {
+            "key": c.key,
+            "label": c.label,
+            "target": c.target,
+            "text": choice_text(c),
+            "confirm": irreversible_reason(graph.nodes.get(c.target)),
+        }
         for c in gate.choices
     ]
     return {

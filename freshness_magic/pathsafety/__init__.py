@@ -23,11 +23,9 @@ from __future__ import annotations
 
 import importlib
 import re
+from typing import TYPE_CHECKING, Any
 
-TYPE_CHECKING = False
 if TYPE_CHECKING:
-    from typing import Any
-
     from freshness_magic.pathsafety.globs import (
         DirKey,
         FolderMemo,

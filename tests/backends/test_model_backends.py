@@ -14,6 +14,7 @@ import pytest
 from freshness_magic.backends import BackendError, describe_backend, resolve_backend
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import Event, EventType
+from freshness_magic.engine.handlers import llm
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.codergen import CodergenHandler
 from freshness_magic.engine.handlers.llm import BackendReply, BackendRequest
@@ -130,15 +131,34 @@ def test_slow_response_past_the_timeout_fails(tmp_path: Path) -> None:
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])
 def test_a_stream_cut_by_the_timeout_names_no_error_of_its_own_stop(
-    tmp_path: Path, kind: str
+    tmp_path: Path, kind: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """A trial's timed-out stream said "(last error: cannot connect ...: Bad file descriptor)":
-    the error of the stream the stop itself had closed, after text had arrived."""
+    the error of the stream the stop itself had closed, after text had arrived.
+
+    The deadline passes when the first text has arrived, not after a second of real time (a
+    loaded machine may take longer than that to connect): the handler's clock jumps past it
+    on the streamed text's event."""
+    arrived = threading.Event()
+
+    class Clock:
+        """``time`` for the handler's deadline checks: a day later once text arrived."""
+
+        @staticmethod
+        def monotonic() -> float:
+            return time.monotonic() + (86400.0 if arrived.is_set() else 0.0)
+
+    monkeypatch.setattr(llm, "time", Clock)
     with serve(kind) as server:
-        run, _ = run_one(tmp_path, f"{kind}:trickle-model@{server.url}", ', timeout="1s"')
+        backend = f"{kind}:trickle-model@{server.url}"
+        run = open_run(ONE_NODE % ', timeout="60s"', workdir=tmp_path, backend=backend)
+        run.events.subscribe(
+            lambda e: arrived.set() if e.data.get("stream") == "response" else None
+        )
+        run.run()
         server.stop.set()
     reason = run.node_outcomes["draft"].failure_reason
-    assert reason == f"timed out after 1s waiting for {kind}:trickle-model@{server.url}", reason
+    assert reason == f"timed out after 60s waiting for {backend}", reason
 
 
 def test_cancel_closes_the_stream_and_fails_interrupted(tmp_path: Path) -> None:

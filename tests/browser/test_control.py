@@ -74,7 +74,7 @@ TIME_STOP_JS = """([scope, node]) => {
 def test_stop_interrupts_a_running_tool(lab_server: Any, page: Any) -> None:
     """Run, then Stop while the tool sleeps: by the time the node is drawn interrupted its process
     group is killed (the ``sleep`` pid is gone, the command after it never ran), and the run can
-    go on. The issue's "within 2 s" is a time, so it is measured, not asserted: the latency from
+    go on. The goal "within 2 s" is a time, so it is measured, not asserted: the latency from
     the click to the interrupted drawing goes into the screenshot index, and
     ``benchmarks/bench_widget.py`` prints it against the 2 s goal."""
     folder = lab_server.root / "control_stop"
@@ -103,7 +103,7 @@ def test_stop_interrupts_a_running_tool(lab_server: Any, page: Any) -> None:
         "control_stopped",
         page.locator(WIDGET),
         f"Stop while the tool `{SLEEP}` ran: its process group killed, the node drawn"
-        f" interrupted {seconds:.2f} s after the click (issue goal: within 2 s; measured here,"
+        f" interrupted {seconds:.2f} s after the click (goal: within 2 s; measured here,"
         " not asserted), the run paused there",
     )
     assert error_outputs(page) == []

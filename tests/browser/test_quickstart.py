@@ -245,7 +245,7 @@ def test_changed_source_file_shows_stale_until_accepted(lab_server: Any, page: A
     wait_node_states(page, {"lint": SUCCEEDED, "draft": SUCCEEDED, "approve": NEXT})
     (folder / "src" / "login.py").write_text("def login(email: str) -> str:\n    return email\n")
     run_cell(page, STATUS_CELL)
-    # draft ran after lint, so it may be outdated now (issue 14: downstream of stale)
+    # draft ran after lint, so it may be outdated now (downstream of a stale node is outdated)
     wait_node_states(page, {"lint": STALE, "draft": OUTDATED, "approve": NEXT})
     assert node_paint(page)["lint"][2] == stale_dash(StaleKind.RUN)  # type: ignore[index]
     tooltip = wait_tooltip(page, "lint", "src/login.py (modified)")

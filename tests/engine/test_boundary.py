@@ -1,4 +1,4 @@
-"""The engine knows nothing of freshness or evidence (issue 12 §5): no engine module imports them,
+"""The engine knows nothing of freshness or evidence: no engine module imports them,
 importing every engine module loads none of them, and no engine code names their attributes,
 their typed readers (those live in ``freshness/attrs.py`` and ``evidence/attrs.py``) or their
 event types (``freshness/events.py``, ``evidence/events.py``)."""

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import subprocess
 import textwrap
 
@@ -12,7 +11,6 @@ from freshness_magic.engine.dot_graph import subgraph_class
 from freshness_magic.engine.dot_parser import parse_dot
 from freshness_magic.engine.dot_writer import quote, to_dot
 from freshness_magic.engine.model import Graph, Position
-from freshness_magic.errors import ParseError
 
 from .spec_examples import BRANCH, REVIEW, SIMPLE, SMOKE, STYLESHEET
 
@@ -556,18 +554,3 @@ def test_real_dot_accepts_the_writer_output_and_keeps_labels_as_text() -> None:
     assert "&lt;b&gt;Draft&lt;/b&gt; &amp; &quot;go&quot;" in svg
     assert "<b>" not in svg
     assert "Ship it?" in svg
-
-
-def test_parse_leaves_the_cycle_collector_as_it_found_it() -> None:
-    assert gc.isenabled()
-    parse_dot(SIMPLE)
-    assert gc.isenabled()
-    with pytest.raises(ParseError):
-        parse_dot("digraph G { a -- b }")
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        parse_dot(SIMPLE)
-        assert not gc.isenabled()
-    finally:
-        gc.enable()

@@ -14,7 +14,7 @@ import pytest
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.errors import ParseError, PipelineSourceError
-from freshness_magic.interop import graph_from_object
+from freshness_magic.interop import graph_from_object, to_graphviz, to_pydot
 from freshness_magic.session import open_run
 
 TRICKY = r"""digraph "tricky graph" {
@@ -87,7 +87,7 @@ def test_an_undirected_graphviz_graph_is_a_parse_error_naming_the_object() -> No
 
 def test_round_trip_through_pydot() -> None:
     graph = load_pipeline(TRICKY)
-    dot = graph.to_pydot()
+    dot = to_pydot(graph)
     assert isinstance(dot, pydot.Dot)
     assert {n.get_name() for n in dot.get_nodes()} >= {"start", "work", "done"}
     assert model(load_pipeline(dot)) == model(graph)
@@ -96,7 +96,7 @@ def test_round_trip_through_pydot() -> None:
 
 def test_round_trip_through_graphviz() -> None:
     graph = load_pipeline(TRICKY)
-    digraph = graph.to_graphviz()
+    digraph = to_graphviz(graph)
     assert isinstance(digraph, graphviz.Digraph)
     back = load_pipeline(digraph)
     assert model(back) == model(graph)
@@ -105,7 +105,7 @@ def test_round_trip_through_graphviz() -> None:
 
 def test_exports_are_valid_for_the_graphviz_program() -> None:
     graph = load_pipeline(TRICKY)
-    for text in (graph.to_pydot().to_string(), graph.to_graphviz().source):
+    for text in (to_pydot(graph).to_string(), to_graphviz(graph).source):
         proc = subprocess.run(
             ["dot", "-Tsvg"], input=text, capture_output=True, text=True, timeout=60, check=False
         )
@@ -135,7 +135,7 @@ def test_an_export_is_the_pipeline_as_written_so_edits_to_it_take_effect(export:
     expanded, so editing the exported stylesheet or goal changed nothing; clusters lost their
     names (and so their boxes)."""
     graph = load_pipeline(TRICKY)
-    text = graph.to_pydot().to_string() if export == "pydot" else graph.to_graphviz().source
+    text = to_pydot(graph).to_string() if export == "pydot" else to_graphviz(graph).source
     assert "$goal" in text and "subgraph cluster_x" in text
     edited = load_pipeline(text.replace("llm_model: f;", "llm_model: g;"))
     work = edited.nodes["work"]
@@ -147,7 +147,7 @@ def test_an_export_is_the_pipeline_as_written_so_edits_to_it_take_effect(export:
 def test_a_graph_changed_in_code_is_exported_as_it_is_now() -> None:
     graph = load_pipeline(TRICKY)
     graph.nodes["work"].attrs["llm_model"] = "pinned"
-    back = load_pipeline(graph.to_pydot())
+    back = load_pipeline(to_pydot(graph))
     assert back.nodes["work"].attrs["llm_model"] == "pinned"
 
 
@@ -157,6 +157,6 @@ def test_a_quoted_subgraph_name_is_exported_quoted() -> None:
         'w [prompt="p"] } done [shape=Msquare]; start -> w -> done }'
     )
     assert [s.name for s in graph.subgraphs] == ["cluster a b"]  # as the graph's name: unquoted
-    for back in (load_pipeline(graph.to_graphviz()), load_pipeline(graph.to_pydot())):
+    for back in (load_pipeline(to_graphviz(graph)), load_pipeline(to_pydot(graph))):
         named = [(s.name, s.label) for s in back.subgraphs if s.name]
         assert named == [("cluster a b", "Team A")]

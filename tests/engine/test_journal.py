@@ -300,16 +300,20 @@ def test_a_step_with_freshness_and_evidence_makes_one_fsync_in_durable_mode(
         open_run(linear(3), workdir=tmp_path / "bad", durability="sometimes")
 
 
-WIPES_ITS_STATE = """digraph g {
+# The node waits for the event of its own start being recorded (its group id kept), not for time.
+WIPE = 'until [ -f \\"$FRESHNESS_STAGE_DIR/pgid\\" ]; do sleep 0.01; done; rm -rf .freshness'
+WIPES_ITS_STATE = (
+    """digraph g {
   start [shape=Mdiamond]
   a    [shape=parallelogram, tool_command="echo a"]
-  wipe [shape=parallelogram, tool_command="rm -rf .freshness"]
+  wipe [shape=parallelogram, tool_command="WIPE"]
   b    [shape=parallelogram, tool_command="echo b"]
   gate [shape=hexagon, label="Go?"]
   done [shape=Msquare]
   start -> a -> wipe -> b -> gate
   gate -> done [label="[Y] Yes"]
 }"""
+).replace("WIPE", WIPE, 1)
 TRY_TO_DRIVE = """
 import sys
 from freshness_magic.engine import Run

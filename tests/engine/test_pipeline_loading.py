@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from pathlib import Path
 
 import pytest
@@ -48,10 +49,10 @@ class Tag:
     def apply(self, graph: Graph) -> Graph:
         self.seen.append(f"{self.tag}:{graph.nodes['a'].prompt}:{graph.nodes['a'].llm_model}")
         nodes = {
-            k: n.replace(attrs={**n.attrs, "tags": n.attrs.get("tags", "") + self.tag})
+            k: dataclasses.replace(n, attrs={**n.attrs, "tags": n.attrs.get("tags", "") + self.tag})
             for k, n in graph.nodes.items()
         }
-        return graph.replace(nodes=nodes)
+        return dataclasses.replace(graph, nodes=nodes)
 
 
 def test_load_applies_stylesheet_and_goal_expansion() -> None:

@@ -1,4 +1,4 @@
-"""One driver per run directory (issue 13 items 1 and 7): concurrent resumes, a killed holder's
+"""One driver per run directory: concurrent resumes, a killed holder's
 lock taken over, read-only commands while locked, a dead driver's tool reaped on resume."""
 
 from __future__ import annotations

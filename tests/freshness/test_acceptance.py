@@ -1,4 +1,5 @@
-"""One test per acceptance criterion of REQ-IF-001..004 (and the rules around them)."""
+"""One test per rule of input freshness: which files a node names, the baseline taken at run
+start and resume, the check before a node executes, and the stale files it leaves in the context."""
 
 from __future__ import annotations
 
@@ -66,10 +67,10 @@ def tracker_of(run: Run) -> Any:
     return tracker
 
 
-# REQ-IF-001 -------------------------------------------------------------------------------
+# Which files a node names -----------------------------------------------------------------
 
 
-def test_ac_if_001_1_source_files_is_a_comma_separated_list(tmp_path: Path) -> None:
+def test_source_files_is_a_comma_separated_list(tmp_path: Path) -> None:
     write(tmp_path, "src/models/user.ts")
     write(tmp_path, "src/models/team.ts")
     write(tmp_path, "docs/spec.md")
@@ -83,7 +84,7 @@ def test_ac_if_001_1_source_files_is_a_comma_separated_list(tmp_path: Path) -> N
     assert sorted(baseline.files) == ["docs/spec.md", "src/models/team.ts", "src/models/user.ts"]
 
 
-def test_ac_if_001_2_no_source_files_means_no_checking(tmp_path: Path) -> None:
+def test_no_source_files_means_no_checking(tmp_path: Path) -> None:
     write(tmp_path, "docs/spec.md")
     with pytest.warns(PipelineWarning, match="`a` has freshness='block' but no source_files"):
         run, rec = make_run(
@@ -97,9 +98,7 @@ def test_ac_if_001_2_no_source_files_means_no_checking(tmp_path: Path) -> None:
     assert not events(run, FreshnessEvent.STALE_INPUT)
 
 
-def test_ac_if_001_3_globs_resolve_against_the_working_directory(
-    tmp_path: Path, monkeypatch: Any
-) -> None:
+def test_globs_resolve_against_the_working_directory(tmp_path: Path, monkeypatch: Any) -> None:
     work = tmp_path / "work"
     write(work, "src/deep/er/x.py")
     write(work, "src/y.py")
@@ -111,10 +110,10 @@ def test_ac_if_001_3_globs_resolve_against_the_working_directory(
     assert sorted(tracker_of(run).baselines["a"].files) == ["src/deep/er/x.py", "src/y.py"]
 
 
-# REQ-IF-002 -------------------------------------------------------------------------------
+# The baseline at run start and resume -----------------------------------------------------
 
 
-def test_ac_if_002_1_run_start_hashes_every_file_of_every_node(tmp_path: Path) -> None:
+def test_run_start_hashes_every_file_of_every_node(tmp_path: Path) -> None:
     write(tmp_path, "a.txt", "A")
     write(tmp_path, "b/c.txt", "C")
     run, _ = make_run(
@@ -132,7 +131,7 @@ def test_ac_if_002_1_run_start_hashes_every_file_of_every_node(tmp_path: Path) -
     assert hash_file(tmp_path / "b/c.txt").digest in checkpoint
 
 
-def test_ac_if_002_2_resume_recaptures_nodes_not_yet_executed(tmp_path: Path) -> None:
+def test_resume_recaptures_nodes_not_yet_executed(tmp_path: Path) -> None:
     write(tmp_path, "a.txt", "a1")
     write(tmp_path, "b.txt", "b1")
     run, _ = make_run(
@@ -153,7 +152,7 @@ def test_ac_if_002_2_resume_recaptures_nodes_not_yet_executed(tmp_path: Path) ->
     assert resumed.run().status == "completed" and rec.ran == ["b"]
 
 
-def test_ac_if_002_3_glob_without_matches_records_an_empty_set(tmp_path: Path) -> None:
+def test_glob_without_matches_records_an_empty_set(tmp_path: Path) -> None:
     run, rec = make_run(
         tmp_path,
         'a [source_files="nothing/**/*.c", freshness="block"]\n start -> a -> done',
@@ -163,10 +162,10 @@ def test_ac_if_002_3_glob_without_matches_records_an_empty_set(tmp_path: Path) -
     assert run.run().status == "completed" and rec.ran == ["a"]
 
 
-# REQ-IF-003 -------------------------------------------------------------------------------
+# The check before a node executes ---------------------------------------------------------
 
 
-def test_ac_if_003_1_files_are_rehashed_before_the_node_executes(tmp_path: Path) -> None:
+def test_files_are_rehashed_before_the_node_executes(tmp_path: Path) -> None:
     write(tmp_path, "in.txt", "v1")
     run, rec = make_run(
         tmp_path,
@@ -181,7 +180,7 @@ def test_ac_if_003_1_files_are_rehashed_before_the_node_executes(tmp_path: Path)
     assert detail["old_hash"] != detail["new_hash"]
 
 
-def test_ac_if_003_2_all_match_execution_proceeds(tmp_path: Path) -> None:
+def test_all_match_execution_proceeds(tmp_path: Path) -> None:
     write(tmp_path, "in.txt", "v1")
     run, rec = make_run(
         tmp_path, 'a [source_files="in.txt", freshness="block"]\n start -> a -> done'
@@ -190,7 +189,7 @@ def test_ac_if_003_2_all_match_execution_proceeds(tmp_path: Path) -> None:
     assert rec.ran == ["a"] and not events(run, FreshnessEvent.STALE_INPUT)
 
 
-def test_ac_if_003_3_warn_emits_stale_input_and_proceeds(tmp_path: Path) -> None:
+def test_warn_emits_stale_input_and_proceeds(tmp_path: Path) -> None:
     write(tmp_path, "in.txt", "v1")
     run, rec = make_run(
         tmp_path,
@@ -203,7 +202,7 @@ def test_ac_if_003_3_warn_emits_stale_input_and_proceeds(tmp_path: Path) -> None
     assert stale.data["mode"] == "warn"
 
 
-def test_ac_if_003_4_block_returns_retry(tmp_path: Path) -> None:
+def test_block_returns_retry(tmp_path: Path) -> None:
     write(tmp_path, "in.txt", "v1")
     run, rec = make_run(
         tmp_path,
@@ -225,7 +224,7 @@ def test_ac_if_003_4_block_returns_retry(tmp_path: Path) -> None:
     assert run.node_outcomes["a"].status is StageStatus.FAIL
 
 
-def test_ac_if_003_5_unset_or_ignore_means_no_check(tmp_path: Path) -> None:
+def test_unset_or_ignore_means_no_check(tmp_path: Path) -> None:
     write(tmp_path, "in.txt", "v1")
     run, rec = make_run(
         tmp_path,
@@ -264,10 +263,10 @@ def test_rule_stale_input_retry_consumes_an_attempt_after_the_retry_delay(tmp_pa
     assert run.history[-2].attempts == 2  # node a: blocked attempt, then the real one
 
 
-# REQ-IF-004 -------------------------------------------------------------------------------
+# Stale files in the context ---------------------------------------------------------------
 
 
-def test_ac_if_004_1_stale_files_listed_in_the_context(tmp_path: Path) -> None:
+def test_stale_files_listed_in_the_context(tmp_path: Path) -> None:
     write(tmp_path, "x.md", "1")
     write(tmp_path, "y.md", "1")
     run, rec = make_run(
@@ -279,14 +278,14 @@ def test_ac_if_004_1_stale_files_listed_in_the_context(tmp_path: Path) -> None:
     assert run.context["freshness.a.stale_files"] == ["y.md"]
 
 
-def test_ac_if_004_2_no_stale_files_no_key(tmp_path: Path) -> None:
+def test_no_stale_files_no_key(tmp_path: Path) -> None:
     write(tmp_path, "x.md", "1")
     run, _ = make_run(tmp_path, 'a [source_files="x.md", freshness="warn"]\n start -> a -> done')
     run.run()
     assert "freshness.a.stale_files" not in run.context
 
 
-def test_ac_if_004_2_key_is_removed_once_fresh_again(tmp_path: Path) -> None:
+def test_key_is_removed_once_fresh_again(tmp_path: Path) -> None:
     write(tmp_path, "x.md", "1")
     run, rec = make_run(
         tmp_path,
@@ -302,7 +301,7 @@ def test_ac_if_004_2_key_is_removed_once_fresh_again(tmp_path: Path) -> None:
     assert "freshness.a.stale_files" not in run.context
 
 
-def test_ac_if_004_3_edge_condition_on_stale_files(tmp_path: Path) -> None:
+def test_edge_condition_on_stale_files(tmp_path: Path) -> None:
     write(tmp_path, "x.md", "1")
     body = (
         'edit\n a [source_files="x.md", freshness="warn"]\n review\n'
@@ -321,7 +320,7 @@ def test_ac_if_004_3_edge_condition_on_stale_files(tmp_path: Path) -> None:
     assert rec2.ran == ["edit", "a"]  # edit rewrote x.md with "2" in tmp_path, not here
 
 
-# Beyond: accept, loops, checkpoint -----------------------------------------------------------
+# Beyond: accept, loops, checkpoint --------------------------------------------------------
 
 
 def test_accept_changes_unblocks_and_is_checkpointed(tmp_path: Path) -> None:

@@ -474,20 +474,6 @@ def test_folder_named_as_a_path_is_unknown_with_advice(tree: Path) -> None:
     assert "folder/**" in entry.note
 
 
-def test_snapshots_leave_the_cycle_collector_as_they_found_it(tree: Path) -> None:
-    import gc
-
-    tracker = FreshnessTracker(tree)
-    tracker.capture({"n": ["src/*.py"]})
-    assert gc.isenabled()
-    gc.disable()
-    try:
-        tracker.check("n")
-        assert not gc.isenabled()
-    finally:
-        gc.enable()
-
-
 def test_symlink_to_outside_is_unknown_and_its_content_never_stored(tmp_path: Path) -> None:
     work = tmp_path / "work"
     write(tmp_path, "outside/secret.txt", "secret")
@@ -505,7 +491,7 @@ def test_symlink_to_outside_is_unknown_and_its_content_never_stored(tmp_path: Pa
 
 
 def test_freshness_works_without_fcntl(tmp_path: Path) -> None:
-    """Issue 13: importing and snapshotting must not need fcntl (absent on Windows)."""
+    """Importing and snapshotting must not need fcntl (absent on Windows)."""
     import subprocess
     import sys
 

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import gc
 import os
 import shutil
 from pathlib import Path
@@ -326,33 +325,6 @@ def test_cold_index_equals_an_index_built_one_batch_at_a_time(tmp_path: Path) ->
     assert isinstance(linked, int) and isinstance(tested, int) and linked > 10 and tested > 0
     conn.close()
     grown_conn.close()
-
-
-def test_a_sweep_frees_its_rows_before_the_cycle_collector_runs_again(tmp_path: Path) -> None:
-    """The first collection after a cold index does not scan the rows the index wrote."""
-    for source in (STDLIB / "json", STDLIB / "test" / "test_json"):
-        if source.is_dir():
-            shutil.copytree(source, tmp_path / source.name)
-    conn = connect_writer(tmp_path)
-    indexer = Indexer(tmp_path, conn, IgnoreRules(tmp_path))
-    scanned: list[int] = []
-
-    def record(phase: str, info: dict[str, int]) -> None:
-        if phase == "start":
-            scanned.append(len(gc.get_objects(generation=info["generation"])))
-
-    assert gc.isenabled()
-    gc.collect()
-    gc.callbacks.append(record)
-    try:
-        indexer.sweep()
-        [[] for _ in range(2000)]  # allocations enough to start a collection
-    finally:
-        gc.callbacks.remove(record)
-    refs = rows(conn, "SELECT count(*) FROM refs")[0][0]
-    conn.close()
-    assert isinstance(refs, int) and refs > 300
-    assert scanned and scanned[0] < refs // 2
 
 
 def test_a_test_files_calls_count_as_mentions_for_related_tests(

@@ -1,5 +1,5 @@
 """A backend chosen with ``%config`` drives the codergen nodes of notebook runs, and its streamed
-response reaches the node's details (issue 16)."""
+response reaches the node's details."""
 
 from __future__ import annotations
 

@@ -847,3 +847,21 @@ def test_no_hub_says_the_magic_that_starts_one(shell: InteractiveShell, workdir:
     assert str(info.value) == (
         f"no hub running for {workdir}; start it with `%pipeline hub start --workdir {workdir}`"
     )
+
+
+def test_a_comment_after_a_magic_line_is_ignored_as_a_shell_would(
+    shell: InteractiveShell, workdir: Path
+):
+    """The documentation shows magics with trailing comments; pasted, they work."""
+    load_review(shell, workdir)
+    stepped = line(shell, "step               # run the next node")
+    assert "start" in str(stepped)
+    assert "run the next node" not in str(stepped)
+    ran = line(shell, 'run --to approve   # "up to" a node, not into it')
+    assert "next: approve" in plain(shell.user_ns["review"])
+    assert ran is not None
+    # a '#' inside a word or inside quotes is text, not a comment
+    result = line(shell, 'cond "context.tool.output=#1" --from lint  # nothing')
+    assert "context.tool.output=#1" in str(result)
+    with pytest.raises(UsageError, match="unrecognized arguments: fix#2"):
+        shell.run_line_magic("pipeline", "status fix#2")

@@ -57,7 +57,7 @@ STREAMING_DOT = """digraph streaming {
 def test_a_running_nodes_tooltip_shows_its_latest_output(
     shell: InteractiveShell, workdir: Path
 ) -> None:
-    """Issue 16: streamed output reaches the running node's tooltip while it runs."""
+    """Streamed output reaches the running node's tooltip while it runs."""
     pipeline: NotebookPipeline = shell.run_cell_magic(
         "pipeline", f"streaming --workdir {workdir}", STREAMING_DOT
     )

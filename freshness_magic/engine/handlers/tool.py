@@ -94,6 +94,16 @@ def reason_ends(reason: str) -> tuple[str, str]:
     return " ".join(head.split()), lines[-1].strip() if lines else ""
 
 
+def _keep_group_id(path: Path, record: dict[str, Any]) -> None:
+    """Write ``nodes/<id>/pgid`` for a started command. A command that removed the run
+    directory already (``git clean -x``, ``rm -rf .freshness``) leaves no folder to write it in:
+    the command still runs and ends as usual; only a kill of this driver would not find it."""
+    try:
+        atomicio.write_atomic(path, json.dumps(record) + "\n")
+    except FileNotFoundError:
+        return
+
+
 def _tail_lines(text: str, lines: int) -> str:
     return "\n".join(text.rstrip("\n").splitlines()[-lines:])
 
@@ -388,7 +398,7 @@ class ToolHandler:
         end = None if wait_for is None else time.monotonic() + wait_for
         ending = "exited"
         try:
-            atomicio.write_atomic(pgid_file, json.dumps(record) + "\n")
+            _keep_group_id(pgid_file, record)
             while True:
                 remaining = None if end is None else end - time.monotonic()
                 if remaining is not None and remaining <= 0:

@@ -15,15 +15,10 @@ from __future__ import annotations
 import enum
 import re
 from collections.abc import Callable, Iterable
+from typing import Any, NamedTuple, Protocol, runtime_checkable
 
 from freshness_magic.engine.model import Edge, Graph, Node, Position
 from freshness_magic.errors import ValidationError
-from freshness_magic.gcpause import cyclic_gc_paused
-from freshness_magic.typing_lite import NamedTuple, Protocol, runtime_checkable
-
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
 
 
 class Severity(enum.Enum):
@@ -326,8 +321,7 @@ class Validator:
         together in one pass over the nodes and one over the edges. A rule that raises is
         reported once as an ERROR diagnostic under its own name instead of aborting validation.
         """
-        with cyclic_gc_paused():
-            return self._validate(graph)
+        return self._validate(graph)
 
     def _validate(self, graph: Graph) -> list[Diagnostic]:
         out: list[Diagnostic] = []

@@ -3,6 +3,8 @@ node's edges that test ``outcome`` (§3.2, §3.3, §10)."""
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from freshness_magic.engine.model import BUILTIN_HANDLER_TYPES, Edge, Graph, Node
 from freshness_magic.engine.validation.attrs import closest
 from freshness_magic.engine.validation.core import (
@@ -15,7 +17,6 @@ from freshness_magic.engine.validation.core import (
     position_in_value,
 )
 from freshness_magic.errors import ConditionError
-from freshness_magic.typing_lite import NamedTuple
 
 _SUCCESS_ROUTES = frozenset({"outcome=success", "outcome!=fail"})
 """Conditions after which a plain success always has somewhere to go."""

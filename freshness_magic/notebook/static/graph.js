@@ -124,6 +124,7 @@ function render({ model, el }) {
   // --- gate, evidence, playground, log ---------------------------------------------------------
   const gate = h("section", "fm-gate");
   gate.hidden = true;
+  gate.tabIndex = -1; // a click anywhere on the panel puts the focus in it: its keys then answer
   const evidence = h("section", "fm-evidence");
   const playground = h("section", "fm-playground");
   const log = h("div", "fm-log");
@@ -137,7 +138,7 @@ function render({ model, el }) {
   const view = { scale: 1, natural: [0, 0], svg: null, groups: [], edges: [], titles: [],
     nodes: [], selected: null, mode: "readable", moved: false, expect: null, chosenEdge: null,
     focus: null, acting: false, waiting: null, dead: false, shownWidth: -1, shownHeight: -1,
-    shownGate: null, asked: false, returnTo: null,
+    shownGate: null, asked: false, returnTo: null, armed: null,
     keyNode: null, start: null, exit: null }; // the node in the Tab order; Home's and End's
 
   // A click is answered by the kernel: a reply, or a state update (a longer action is shown
@@ -413,7 +414,7 @@ function render({ model, el }) {
     } else if (ev.key === "0") {
       actualB.click();
     } else {
-      return; // a gate's key goes on to the view
+      return; // other keys go on to the view
     }
     ev.preventDefault();
     ev.stopPropagation();
@@ -569,7 +570,7 @@ function render({ model, el }) {
     else if (ev.key === "Enter" || ev.key === " ") select(id);
     else if (ev.key === "Escape" && !details.hidden) closeB.click();
     else if (ev.key === "Escape") viewport.focus({ preventScroll: true });
-    else return; // zoom keys and Page Up/Down go on to the graph, a gate's key to the view
+    else return; // zoom keys and Page Up/Down go on to the graph
     if (to) focusOn(to);
     ev.preventDefault();
     ev.stopPropagation();
@@ -863,9 +864,48 @@ function render({ model, el }) {
   }
 
   // --- gate --------------------------------------------------------------------------------------
+  // A gate is answered only by an act aimed at it: a click on a choice, or a choice's key pressed
+  // while the focus is inside the gate panel (not in its comment box). A key pressed on the graph,
+  // a node or any other control does nothing to it. A choice that goes on to a node that looks
+  // irreversible (it runs a command, or its name says deploy, publish, delete...) is armed by the
+  // first click or key and answered by the second; another choice, or Escape, disarms it. The
+  // answer is journalled at once and the run goes straight on, so the view asks before rather
+  // than offering an Undo after.
+  function choiceId(g, c) {
+    return `${g.node}\u0000${c.key || c.target}`;
+  }
+  function disarm() {
+    view.armed = null;
+    for (const b of gate.querySelectorAll(".fm-gate-choice.fm-gate-armed")) {
+      b.classList.remove("fm-gate-armed");
+      b.textContent = b.dataset.text;
+      b.removeAttribute("aria-describedby");
+    }
+    const line = gate.querySelector(".fm-gate-confirm");
+    if (line) { line.hidden = true; line.textContent = ""; }
+  }
+  function arm(b, c) {
+    disarm();
+    view.armed = b.dataset.choiceId;
+    b.classList.add("fm-gate-armed");
+    b.textContent = `Confirm: ${c.text}`;
+    const line = gate.querySelector(".fm-gate-confirm");
+    line.textContent = `"${c.text}" goes on to ${c.target}, which ${c.confirm}.`
+      + ` Click it again${c.key ? ` (or press ${c.key} again)` : ""} to answer;`
+      + " another choice or Escape cancels.";
+    line.hidden = false;
+    b.setAttribute("aria-describedby", line.id);
+  }
+  function choose(g, c, b, comment) {
+    if (c.confirm && view.armed !== b.dataset.choiceId) { arm(b, c); return; }
+    disarm();
+    send({ action: "answer", node: g.node, choice: c.key || c.target, comment: comment.value });
+  }
   function applyGate() {
     const g = model.get("gate") || {};
-    if (!g.node) { gate.hidden = true; gate.replaceChildren(); view.shownGate = null; return; }
+    if (!g.node) {
+      gate.hidden = true; gate.replaceChildren(); view.shownGate = null; view.armed = null; return;
+    }
     gate.hidden = false;
     const q = h("div", "fm-gate-question");
     const inner = h("div");
@@ -880,21 +920,38 @@ function render({ model, el }) {
       ap.append(h("div", "fm-muted", g.approving.title || "what is being approved"), h("pre", "fm-pre", g.approving.text));
       parts.push(ap);
     }
+    const old = gate.querySelector(".fm-gate-comment");
     const comment = h("textarea", "fm-gate-comment");
     comment.placeholder = "optional comment (stored with the answer)";
     comment.rows = 2;
+    if (old && g.node === view.shownGate) comment.value = old.value; // an update keeps what was typed
     const row = h("div", "fm-gate-choices");
+    const confirmLine = h("div", "fm-gate-confirm");
+    confirmLine.id = `fm-gate-confirm-${Math.random().toString(36).slice(2)}`;
+    confirmLine.setAttribute("role", "status");
+    confirmLine.hidden = true;
+    const armed = g.node === view.shownGate ? view.armed : null;
+    view.armed = null;
     for (const c of g.choices || []) {
-      const b = btn(c.text, "fm-gate-choice", `→ ${c.target}${c.key ? ` (key ${c.key})` : ""}`);
+      const b = btn(c.text, "fm-gate-choice", `→ ${c.target}${c.key ? ` (key ${c.key})` : ""}`
+        + (c.confirm ? ` · asks for a second click: ${c.target} ${c.confirm}` : ""));
       const safe = (c.key || "").replace(/[^A-Za-z0-9_-]/g, "");
       if (safe) b.classList.add(`fm-gate-choice-${safe}`);
+      if (c.confirm) b.classList.add("fm-gate-choice-confirm");
       b.dataset.key = c.key || "";
       b.dataset.target = c.target;
-      b.onclick = () => send({ action: "answer", node: g.node, choice: c.key || c.target, comment: comment.value });
+      b.dataset.text = c.text;
+      b.dataset.choiceId = choiceId(g, c);
+      b.onclick = () => choose(g, c, b, comment);
       row.append(b);
     }
-    parts.push(comment, row);
+    parts.push(comment, row, confirmLine);
     gate.replaceChildren(...parts);
+    if (armed) {
+      const c = (g.choices || []).find((x) => choiceId(g, x) === armed);
+      const b = [...row.children].find((x) => x.dataset.choiceId === armed);
+      if (c && b && c.confirm) arm(b, c);
+    }
     lockControls();
     // A gate that starts waiting after this view's own action is brought into view: its
     // buttons sit below the graph, often off screen.
@@ -902,25 +959,39 @@ function render({ model, el }) {
     view.shownGate = g.node;
     view.asked = false;
   }
-  root.addEventListener("keydown", (ev) => {
-    if (gate.hidden || ev.ctrlKey || ev.metaKey || ev.altKey) return;
+  // A choice's key answers only with the focus inside the gate panel.
+  function gateChoiceFor(ev) {
+    if (gate.hidden || ev.ctrlKey || ev.metaKey || ev.altKey || ev.key.length !== 1) return null;
     const tag = (ev.target.tagName || "").toLowerCase();
-    if (tag === "textarea" || tag === "input" || tag === "select") return;
+    if (tag === "textarea" || tag === "input" || tag === "select") return null;
     for (const b of gate.querySelectorAll(".fm-gate-choice")) {
       if (b.dataset.key && b.dataset.key.toLowerCase() === ev.key.toLowerCase() && !b.disabled) {
-        ev.preventDefault();
-        b.click();
-        return;
+        return b;
       }
     }
+    return null;
+  }
+  gate.addEventListener("keydown", (ev) => {
+    if (ev.key === "Escape" && view.armed) {
+      disarm();
+      ev.preventDefault();
+      ev.stopPropagation();
+      return;
+    }
+    const b = gateChoiceFor(ev);
+    if (!b) return;
+    ev.preventDefault();
+    b.focus({ preventScroll: true });
+    b.click();
   });
 
   // Keys pressed in the view are the view's: the notebook's one-key shortcuts (a, b, d d, m,
-  // j, k, the arrows...) would act on the cells around it. Modified keys, Escape and
-  // Shift+Enter still reach the notebook. JupyterLab reads keys as they bubble, so stopping
-  // them at the root is enough there. Notebook 7 reads them on the way down, before any
-  // element: there the focused element carries Lumino's mark that its shortcuts skip, set for
-  // each key the view keeps by a listener on the window, which sees a key first.
+  // j, k, the arrows...) would act on the cells around it. The view itself binds no letter outside its
+  // text fields and the gate panel, so such a key pressed on the graph does nothing at all. Modified keys, Escape and Shift+Enter still reach the notebook. JupyterLab
+  // reads keys as they bubble, so stopping them at the root is enough there. Notebook 7 reads
+  // them on the way down, before any element: there the focused element carries Lumino's mark
+  // that its shortcuts skip, set for each key the view keeps by a listener on the window, which
+  // sees a key first.
   const viewsKey = (ev) => {
     if (ev.ctrlKey || ev.metaKey || ev.altKey || ev.key === "Escape") return false;
     return !(ev.key === "Enter" && ev.shiftKey);

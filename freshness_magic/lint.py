@@ -35,11 +35,14 @@ if TYPE_CHECKING:
 __all__ = ["attribute_rules", "session_validator"]
 
 
-def attribute_rules(workdir: str | Path | None = None) -> list[LintRule]:
+def attribute_rules(
+    workdir: str | Path | None = None, allow_outside: object = False
+) -> list[LintRule]:
     """The freshness, evidence and hub attributes' rules, in the order a session run registers
-    them, then the ``executor`` and ``llm_provider`` attributes'."""
+    them, then the ``executor`` and ``llm_provider`` attributes' (``allow_outside``: the run's
+    ``freshness_allow_outside``, which makes an outside ``source_files`` entry a warning)."""
     return [
-        *freshness_rules(workdir),
+        *freshness_rules(workdir, allow_outside),
         *evidence_rules(workdir),
         *hub_rules(),
         *executor_rules(),
@@ -48,11 +51,13 @@ def attribute_rules(workdir: str | Path | None = None) -> list[LintRule]:
 
 
 def session_validator(
-    known_types: Iterable[str] | None = None, workdir: str | Path | None = None
+    known_types: Iterable[str] | None = None,
+    workdir: str | Path | None = None,
+    allow_outside: object = False,
 ) -> Validator:
     """A Validator with the engine's rules (``known_types`` feeds ``type_known``) and then
     :func:`attribute_rules` (``workdir``: see the module docstring)."""
     validator = Validator(known_types=known_types)
-    for rule in attribute_rules(workdir):
+    for rule in attribute_rules(workdir, allow_outside):
         validator.register_rule(rule)
     return validator

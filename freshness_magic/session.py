@@ -249,7 +249,29 @@ def _refuse_ignored_interviewer(kwargs: dict[str, Any]) -> None:
         )
 
 
-def _check_and_warn(graph: Graph, workdir: str | Path, registry: HandlerRegistry | None) -> None:
+def _refuse_outside_paths(graph: Graph, workdir: str | Path) -> None:
+    """UnsafePathError, before the run starts (validated or not), for a prompt file outside the
+    work tree, at its line and column: the one path rule of
+    :func:`freshness_magic.pathsafety.pipeline_path_problem` (``source_files`` entries are
+    refused by the run's own validation, and the codergen handler refuses again as it runs)."""
+    from freshness_magic.engine.prompts import prompt_file_problem
+    from freshness_magic.engine.validation.core import node_at
+    from freshness_magic.errors import UnsafePathError
+
+    for node in graph.nodes.values():
+        problem = prompt_file_problem(node, graph, workdir)
+        if problem is not None:
+            line, column = node_at(node, "prompt")
+            where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path
+            raise UnsafePathError(
+                f"{where}: node `{node.id}`: prompt file {node.prompt.strip()!r} is refused: "
+                f"{problem}"
+            )
+
+
+def _check_and_warn(
+    graph: Graph, workdir: str | Path, registry: HandlerRegistry | None, allow_outside: object
+) -> None:
     """Refuse a pipeline with errors (ValidationError, the warnings with them) and issue each
     warning as a :class:`PipelineWarning` from the caller's line."""
     from freshness_magic.engine.handlers.builtin import default_registry
@@ -257,7 +279,7 @@ def _check_and_warn(graph: Graph, workdir: str | Path, registry: HandlerRegistry
     from freshness_magic.lint import session_validator
 
     types = (registry or default_registry()).types()
-    validator = session_validator(known_types=types, workdir=workdir)
+    validator = session_validator(known_types=types, workdir=workdir, allow_outside=allow_outside)
     for diagnostic in validator.validate_or_raise(graph):
         if diagnostic.severity is Severity.WARNING:
             warnings.warn(diagnostic.format(graph.path), PipelineWarning, stacklevel=3)
@@ -345,7 +367,9 @@ def open_run(
     graph = _load(pipeline)
     check_state_dirs(workdir, kwargs.get("runs_dir"))  # before warnings about files under it
     if warn:
-        _check_and_warn(graph, workdir, kwargs.get("registry"))
+        allow = (extension_options or {}).get("freshness_allow_outside", False)
+        _check_and_warn(graph, workdir, kwargs.get("registry"), allow)
+    _refuse_outside_paths(graph, workdir)
     spec = _resolved_backend(kwargs)
     _check_models(graph, kwargs.get("backend"))
     kwargs = _with_registry(kwargs)

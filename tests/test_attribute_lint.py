@@ -54,8 +54,8 @@ EXPECTED = [
     "(fix: write commit as true or false)",
     "6:6: error attr_type: node `a`: expects_no_changes='kinda' is not true or false "
     "(fix: write expects_no_changes as true or false)",
-    "6:32: warning source_files_path: node `a`: source_files entry '../up' climbs out of the "
-    "working directory with `..`; files outside the working directory are reported as unknown "
+    "6:46: error source_files_path: node `a`: source_files entry '../up' is outside the "
+    "working directory (not allowed): it climbs out of the working directory with `..` "
     "(fix: use a path relative to the working directory)",
     "7:18: warning freshness_sources: node `b` has freshness='warn' but no source_files, so "
     'there is nothing to check (fix: add source_files="path/or/*.glob" to `b`, or remove '
@@ -105,7 +105,7 @@ def test_cli_validate_reports_them_as_before(tmp_path: Path) -> None:
     )
     assert result.returncode == 1
     assert result.stdout.splitlines() == [f"{path}:{line}" for line in EXPECTED]
-    assert result.stderr.strip() == f"{path}: 6 error(s), 2 warning(s), 0 info"
+    assert result.stderr.strip() == f"{path}: 7 error(s), 1 warning(s), 0 info"
 
 
 def test_cli_validate_json_names_the_rules(tmp_path: Path) -> None:
@@ -125,7 +125,7 @@ def test_cli_validate_json_names_the_rules(tmp_path: Path) -> None:
         ("evidence_valid", "error", "a"),
         ("attr_type", "error", "a"),
         ("attr_type", "error", "a"),
-        ("source_files_path", "warning", "a"),
+        ("source_files_path", "error", "a"),
         ("freshness_sources", "warning", "b"),
     ]
 
@@ -164,7 +164,7 @@ def test_attr_type_rule_refuses_an_unknown_kind() -> None:
 
 MISSING_INPUT = """digraph g {
   start [shape=Mdiamond]
-  a [prompt="a", source_files="nope.txt,data/*.txt, present.txt,../up", freshness=warn]
+  a [prompt="a", source_files="nope.txt,data/*.txt, present.txt", freshness=warn]
   done [shape=Msquare]
   start -> a -> done
 }
@@ -178,7 +178,7 @@ def test_a_literal_source_file_missing_from_the_workdir_is_a_warning(tmp_path: P
         d for d in session_validator(workdir=tmp_path).validate(graph)
         if d.rule == "source_files_exist"
     ]  # fmt: skip
-    assert len(found) == 1, found  # not the glob, not present.txt, not ../up (outside)
+    assert len(found) == 1, found  # not the glob, not present.txt
     d = found[0]
     assert (d.severity.value, d.node, d.line, d.column) == ("warning", "a", 3, 32)
     assert d.message == (

@@ -132,6 +132,26 @@ def test_a_kernel_idle_at_a_gate_is_named_with_where_to_act_until_it_lets_go(
     assert json.loads((run_dir / "driver.lock").read_text())["program"] == "freshness-magic"
 
 
+def test_runs_held_idle_by_a_kernel_get_no_note_that_they_are_running(
+    tmp_path: Path, kernel: BlockingKernelClient
+) -> None:
+    """A trial: the command line warned "another run of release_sync is running here" for runs
+    a kernel only held idle, one of them completed. A held run that runs no node (waiting at a
+    gate, or completed) runs nothing beside a new one, so no note."""
+    execute(kernel, "%load_ext freshness_magic")
+    execute(kernel, GATED)
+    assert "waiting" in execute(kernel, "%pipeline run")
+    (tmp_path / "g.dot").write_text(GATED.split("\n", 1)[1])
+    beside = cli("run", "g.dot", "--to", "review", cwd=tmp_path)
+    assert beside.returncode == 3, beside.stderr  # paused before the gate
+    assert "another run" not in beside.stderr, beside.stderr
+    execute(kernel, "%pipeline resume review --choice Y")
+    assert "completed" in execute(kernel, "%pipeline status")
+    after = cli("run", "g.dot", "--to", "review", cwd=tmp_path)
+    assert after.returncode == 3, after.stderr
+    assert "another run" not in after.stderr, after.stderr
+
+
 OLD_HOLDER = r"""
 import fcntl, json, os, socket, sys, time
 fd = os.open(os.path.join(sys.argv[1], "driver.lock"), os.O_RDWR | os.O_CREAT)

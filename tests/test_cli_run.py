@@ -1015,8 +1015,8 @@ def test_a_second_run_of_a_pipeline_running_in_the_folder_says_so(tmp_path: Path
         second = cli("run", "waits.dot", "--to", "w", cwd=tmp_path)  # its tool does not run
         assert second.returncode == 3, second.stderr  # paused before w
         assert second.stderr.splitlines()[0] == (
-            f"note: another run of waits is running here (pid {first.pid}, {first_dir}); both "
-            "run their tools at the same time, on the same files"
+            f"note: another run of waits is running w here (pid {first.pid}, {first_dir}); "
+            "both run their tools at the same time, on the same files"
         )
     finally:
         (tmp_path / "go").touch()

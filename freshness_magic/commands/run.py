@@ -611,9 +611,12 @@ NEWEST_LOOKED_AT = 50
 
 
 def side_by_side(run_dir: Path, name: str) -> list[str]:
-    """A note for each other run of pipeline ``name`` in the same runs folder that a live
-    process drives now: two runs of one pipeline in one folder run their tools at the same
-    time, on the same files (a trial saw both tools write one file, and no word of it)."""
+    """A note for each other run of pipeline ``name`` in the same runs folder whose live driver
+    is running a node now: two runs of one pipeline in one folder run their tools at the same
+    time, on the same files (a trial saw both tools write one file, and no word of it). A run
+    only held by an idle kernel (between nodes, at a gate, or completed) runs nothing beside
+    this one and gets no note."""
+    from freshness_magic.engine.activity import activity
     from freshness_magic.engine.lifecycle import read_manifest
     from freshness_magic.engine.runlock import live_driver
 
@@ -626,9 +629,13 @@ def side_by_side(run_dir: Path, name: str) -> list[str]:
         if folder == run_dir or not folder.is_dir():
             continue
         driver = live_driver(folder)
-        if driver is not None and read_manifest(folder).get("name") == name:
+        if driver is None or read_manifest(folder).get("name") != name:
+            continue
+        running = activity(folder).running
+        if running:
             notes.append(
-                f"note: another run of {name} is running here (pid {driver.get('pid')}, "
-                f"{folder}); both run their tools at the same time, on the same files"
+                f"note: another run of {name} is running {', '.join(running)} here (pid "
+                f"{driver.get('pid')}, {folder}); both run their tools at the same time, on"
+                " the same files"
             )
     return notes

@@ -123,6 +123,8 @@ def apply_record(state: dict[str, Any], record: dict[str, Any]) -> dict[str, Any
         return {k: v for k, v in record.items() if k != "kind"}
     state["completed_nodes"].extend(record.get("completed", []))
     state["node_outcomes"].update(record.get("outcomes", {}))
+    if "traces" in record:
+        state.setdefault("traces", []).extend(record["traces"])
     context = state["context"]
     context.update(record.get("set", {}))
     for key in record.get("unset", []):

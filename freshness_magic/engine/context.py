@@ -2,14 +2,23 @@
 
 The context remembers which keys were set or deleted since :meth:`Context.take_changes` was last
 called, so the run journal records only what a step changed (constant bytes per step).
+
+It also remembers which execution wrote each value (its :class:`~.trace.Trace`), and while a
+handler runs (:meth:`Context.recording`) it notes in that execution's trace every value the
+handler reads and every key it sets. Reads outside that window (routing's conditions, the
+checkpoint, a snapshot, the extensions' hooks) are the engine's and are never counted.
 """
 
 from __future__ import annotations
 
+import contextlib
 import copy
 import threading
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.trace import Part, Trace
 
 _MISSING = object()
 
@@ -38,10 +47,16 @@ class Context(Mapping[str, Any]):
         self._lock = threading.RLock()
         self._changed: set[str] = set()
         self._deleted: set[str] = set()
+        self._writers: dict[str, Trace] = {}
+        self._recorder: Trace | None = None
 
     def __getitem__(self, key: str) -> Any:
         with self._lock:
-            return self._values[key]
+            value = self._values[key]
+            recorder = self._recorder
+            if recorder is not None:
+                recorder.record_read(key, value, self._writers.get(key))
+            return value
 
     def __iter__(self) -> Iterator[str]:
         with self._lock:
@@ -57,11 +72,22 @@ class Context(Mapping[str, Any]):
     def __delitem__(self, key: str) -> None:
         self.delete(key)
 
-    def set(self, key: str, value: Any) -> None:
+    def set(self, key: str, value: Any, writer: Trace | None = None) -> None:
+        """Set ``key``; ``writer`` is the execution whose outcome sets it (default: the one
+        whose handler runs now, if any, else none: the run itself)."""
         with self._lock:
             self._values[key] = value
             self._changed.add(key)
             self._deleted.discard(key)
+            self._stamp(key, value, writer)
+
+    def _stamp(self, key: str, value: Any, writer: Trace | None) -> None:
+        writer = writer or self._recorder
+        if writer is None:
+            self._writers.pop(key, None)
+        else:
+            self._writers[key] = writer
+            writer.record_write(key, value)
 
     def delete(self, key: str) -> None:
         """Remove ``key`` if present (used for keys that must be unset, e.g. no stale files)."""
@@ -69,16 +95,53 @@ class Context(Mapping[str, Any]):
             if self._values.pop(key, _MISSING) is not _MISSING:
                 self._deleted.add(key)
                 self._changed.discard(key)
+                self._writers.pop(key, None)
+                if self._recorder is not None:
+                    self._recorder.forget_write(key)
 
     def get_string(self, key: str, default: str = "") -> str:
         value = self.get(key)
         return default if value is None else str(value)
 
-    def apply_updates(self, updates: Mapping[str, Any]) -> None:
+    def apply_updates(self, updates: Mapping[str, Any], writer: Trace | None = None) -> None:
+        """Set every key of ``updates`` (an outcome's context updates, written by ``writer``)."""
         with self._lock:
             self._values.update(updates)
             self._changed.update(updates)
             self._deleted.difference_update(updates)
+            for key, value in updates.items():
+                self._stamp(key, value, writer)
+
+    # ----------------------------------------------------------------- traces
+
+    @contextlib.contextmanager
+    def recording(self, trace: Trace) -> Iterator[None]:
+        """Note in ``trace`` what is read and set while the block runs (a handler's call)."""
+        with self._lock:
+            previous, self._recorder = self._recorder, trace
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._recorder = previous
+
+    def writer_of(self, key: str) -> Trace | None:
+        """The execution that wrote the current value of ``key`` (None: none did)."""
+        with self._lock:
+            return self._writers.get(key)
+
+    def adopt_writers(self, writers: Mapping[str, Trace]) -> None:
+        """Take the writers of restored values (:func:`~.trace.latest_writers`)."""
+        with self._lock:
+            self._writers.update({k: t for k, t in writers.items() if k in self._values})
+
+    def note_parts(self, key: str, parts: Mapping[str, Part]) -> None:
+        """The value the running handler is about to return for ``key`` is made of others'
+        results (a parallel node's ``parallel.results``, one part per branch): a later read of
+        it reads each part from the execution that made it."""
+        recorder = self._recorder
+        if recorder is not None:
+            recorder.parts[key] = dict(parts)
 
     def append_log(self, entry: str) -> None:
         with self._lock:
@@ -115,7 +178,9 @@ class Context(Mapping[str, Any]):
     def clone(self) -> Context:
         """An isolated copy for a parallel branch (§3.8)."""
         with self._lock:
-            return Context(copy.deepcopy(self._values), list(self._logs))
+            clone = Context(copy.deepcopy(self._values), list(self._logs))
+            clone._writers = dict(self._writers)
+            return clone
 
     def __repr__(self) -> str:
         return f"Context({len(self)} keys)"

@@ -13,6 +13,12 @@ For one node, :meth:`NodeExecutor.execute`:
    updates, the run's record of the outcome (not for SKIPPED, §5.2) and STAGE_COMPLETED,
    STAGE_FAILED or STAGE_SKIPPED. ``Run.answer`` finishes a gate through it too.
 
+Every execution gets a :class:`~.trace.Trace`: the context records into it what the handler
+reads and sets (only during the handler's call), :meth:`NodeExecutor.finish` what the outcome
+writes and its step, and :meth:`NodeExecutor.node_finished` the input fingerprints the run
+extensions report (``trace_inputs``) before the run keeps it (a branch node's with its parallel
+node's, when that one finishes).
+
 Errors, each turned into an outcome rather than raised:
 
 - (a) a handler exception or an extension exception: FAIL with its text;
@@ -25,8 +31,9 @@ Extension hooks run under one lock, so branches running in threads call them one
 branch's hooks see the branch's context as ``run.context`` (see ``Run.context_scope``).
 
 The executor sees its run only through :class:`RunHost`: the pipeline, where it runs, the
-handlers and extensions, the event bus, and three reports (an outcome, a retry count, a node's
-partial work) that the run's journal records under its lock.
+handlers and extensions, the event bus, and what it reports (an outcome, a retry count, a node's
+partial work, the traces of finished executions), which the run's journal records under its
+lock.
 """
 
 from __future__ import annotations
@@ -55,8 +62,10 @@ from freshness_magic.engine.handlers.base import (
 )
 from freshness_magic.engine.model import NODE_ID_RE, Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.engine.routing import next_edge
+from freshness_magic.engine.trace import Trace, definition_fingerprint
 from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
@@ -77,6 +86,10 @@ class RunHost(Protocol):
 
     @property
     def graph(self) -> Graph: ...
+
+    @property
+    def run_id(self) -> str:
+        """The run's id now (a ``loop_restart`` changes it): a trace names its run."""
 
     @property
     def run_dir(self) -> Path:
@@ -117,6 +130,12 @@ class RunHost(Protocol):
     def keep_partial(self, node_id: str, value: Any) -> None:
         """Journal now what the running main-path node has finished of its work."""
 
+    def record_traces(self, traces: list[Trace]) -> None:
+        """Keep the traces of finished executions (a parallel node's after its branches')."""
+
+    def take_rearmed(self) -> bool:
+        """Whether the node about to run was asked for by a ``retry`` (then no longer)."""
+
 
 @dataclass
 class NodeRun:
@@ -127,6 +146,7 @@ class NodeRun:
     attempts: int
     duration: float
     interrupted: bool = False
+    trace: Trace | None = None
 
 
 @dataclass(frozen=True)
@@ -164,6 +184,11 @@ class NodeExecutor:
         self._stop = threading.Event()
         self._active: set[threading.Event] = set()
         self._active_lock = threading.Lock()
+        self._tracing: dict[str, Trace] = {}
+        """Node id -> the trace of its execution running now (a parallel node's branch nodes
+        find their parallel execution here)."""
+        self._sealed: dict[tuple[str, str | None], Trace] = {}
+        """(node id, parallel node) -> the trace its finish sealed, until ``node_finished``."""
 
     # ----------------------------------------------------------------- stopping
 
@@ -191,9 +216,14 @@ class NodeExecutor:
         if branch_of is not None:
             data["branch_of"] = branch_of
         host.emit(EventType.STAGE_STARTED, node.id, data)
+        trace = self.new_trace(node, context, branch_of)
+        self._tracing[node.id] = trace
         started = self._timing.clock()
-        with host.context_scope(context):
-            outcome, attempts = self._with_retries(node, context, branch_of)
+        try:
+            with host.context_scope(context):
+                outcome, attempts = self._with_retries(node, context, branch_of, trace)
+        finally:
+            self._tracing.pop(node.id, None)
         duration = self._timing.clock() - started
         if self._stop.is_set():
             host.emit(
@@ -202,21 +232,53 @@ class NodeExecutor:
                 {"attempts": attempts, "duration": duration, "branch_of": branch_of},
             )
             return NodeRun(node, failed(INTERRUPTED), attempts, duration, interrupted=True)
-        return NodeRun(node, outcome, attempts, duration)
+        return NodeRun(node, outcome, attempts, duration, trace=trace)
+
+    def new_trace(self, node: Node, context: Context, branch_of: str | None = None) -> Trace:
+        """The trace of an execution of ``node`` that starts now in ``context``: its cause is the
+        execution that wrote the context's ``outcome`` (the step before it on its path), or
+        none after a person asked for this one (``Run.retry``)."""
+        host = self._host
+        cause = context.writer_of("outcome")
+        if branch_of is None and host.take_rearmed():
+            cause = None
+        trace = Trace(
+            node_id=node.id,
+            run_id=host.run_id,
+            definition=self.definition(node),
+            cause=cause.step if cause is not None and cause.run_id == host.run_id else None,
+            branch_of=branch_of,
+        )
+        return trace
+
+    def definition(self, node: Node) -> str:
+        """The fingerprint of ``node`` as it runs now: attributes and prompt file text."""
+        text: str | None = None
+        if prompt_file_name(node) is not None:
+            path = prompt_file_path(node, self._host.graph, self._host.workdir)
+            try:
+                text = read_prompt_file(path) if path is not None else None
+            except (OSError, ValueError):
+                text = None
+        return definition_fingerprint(node.attrs, text)
 
     def finish(self, result: NodeRun, context: Context, branch_of: str | None = None) -> None:
         """Apply a finished node's outcome: status file, context, the run's record, event."""
         node, outcome = result.node, result.outcome
         host = self._host
+        trace = result.trace or self.new_trace(node, context, branch_of)  # an answered gate
         self._write_status(node.id, outcome)
-        context.apply_updates(outcome.context_updates)
-        context.set("outcome", outcome.status.value)
+        context.apply_updates(outcome.context_updates, writer=trace)
+        context.set("outcome", outcome.status.value, writer=trace)
         if outcome.preferred_label:
-            context.set("preferred_label", outcome.preferred_label)
+            context.set("preferred_label", outcome.preferred_label, writer=trace)
         if branch_of is None:
             context.delete(partial_key(node.id))  # its partial work is done with
         skipped = outcome.status is StageStatus.SKIPPED
         index = None if skipped else host.record_outcome(node.id, outcome)
+        if index is not None:
+            trace.seal(index + 1, outcome.status.value)
+            self._sealed[(node.id, branch_of)] = trace
         payload: dict[str, Any] = {
             "status": outcome.status.value,
             "notes": outcome.notes,
@@ -236,10 +298,30 @@ class NodeExecutor:
         host.emit(kind, node.id, payload)
 
     def node_finished(self, step: Any) -> None:
-        """Call every extension's ``on_step_finished`` for one executed node (under the lock)."""
+        """Call every extension's ``on_step_finished`` for one executed node (under the lock),
+        then keep its trace with the input fingerprints the extensions report."""
+        host = self._host
         with self._hooks:
-            for ext in self._host.extensions:
-                call_extension(ext, "on_step_finished", self._host.run, step)
+            for ext in host.extensions:
+                call_extension(ext, "on_step_finished", host.run, step)
+            trace = self._sealed.pop((step.node_id, step.branch_of), None)
+            if trace is None or step.interrupted:
+                return
+            for ext in host.extensions:
+                report = getattr(ext, "trace_inputs", None)
+                if callable(report):
+                    try:
+                        trace.inputs.update(report(host.run, trace.node_id) or {})
+                    except Exception:
+                        log.exception("run extension %r failed in trace_inputs", ext.name)
+        if step.branch_of is None:
+            host.record_traces([*trace.children, trace])
+            trace.children = []
+            return
+        parent = self._tracing.get(step.branch_of)
+        if parent is not None:
+            with self._hooks:
+                parent.children.append(trace)
 
     # ----------------------------------------------------------------- a branch
 
@@ -290,7 +372,7 @@ class NodeExecutor:
     # ----------------------------------------------------------------- attempts
 
     def _with_retries(
-        self, node: Node, context: Context, branch_of: str | None
+        self, node: Node, context: Context, branch_of: str | None, trace: Trace
     ) -> tuple[Outcome, int]:
         host = self._host
         policy = build_retry_policy(node, host.graph, self._timing.backoff)
@@ -300,7 +382,7 @@ class NodeExecutor:
             context.set(counter, 0)
         attempt = 1
         while True:
-            outcome = self._attempt(node, attempt, context, branch_of)
+            outcome = self._attempt(node, attempt, context, branch_of, trace)
             if outcome.status is not StageStatus.RETRY or self._stop.is_set():
                 return outcome, attempt
             if attempt >= policy.max_attempts:
@@ -345,7 +427,7 @@ class NodeExecutor:
         )
 
     def _attempt(
-        self, node: Node, attempt: int, context: Context, branch_of: str | None
+        self, node: Node, attempt: int, context: Context, branch_of: str | None, trace: Trace
     ) -> Outcome:
         host = self._host
         started = self._timing.clock()
@@ -358,7 +440,7 @@ class NodeExecutor:
                         outcome = replaced
                         break
             if outcome is None:
-                outcome = self._call_handler(node, attempt, context, branch_of)
+                outcome = self._call_handler(node, attempt, context, branch_of, trace)
             with self._hooks:
                 for ext in host.extensions:
                     outcome = ext.after_execute(host.run, node, outcome, attempt, started)
@@ -371,7 +453,7 @@ class NodeExecutor:
         return _normalised(node, outcome)
 
     def _call_handler(
-        self, node: Node, attempt: int, context: Context, branch_of: str | None
+        self, node: Node, attempt: int, context: Context, branch_of: str | None, trace: Trace
     ) -> Outcome:
         host = self._host
         try:
@@ -412,11 +494,12 @@ class NodeExecutor:
                 return call_remote(dispatch, handler, node, context, env, timeout)
 
         try:
-            if timeout and not shipped:
-                limit = timeout + env.slack
-                result: object = self._call_with_timeout(work, node, context, env, limit)
-            else:
-                result = work(node, context, env)
+            with context.recording(trace):
+                if timeout and not shipped:
+                    limit = timeout + env.slack
+                    result: object = self._call_with_timeout(work, node, context, env, limit)
+                else:
+                    result = work(node, context, env)
         except _TimedOut:
             cancel.set()
             return failed(f"timed out after {timeout:g}s")

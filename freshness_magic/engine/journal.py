@@ -3,8 +3,8 @@
 :class:`Journal` is the only code that writes a run's state (:class:`~.run_data.RunData`) to
 disk, through :class:`~.store.RunStore`: a journal record per step, a snapshot when the run
 rests or the journal outgrew the last one (see :mod:`.checkpoint_format`). The node executor's
-reports (a finished node's outcome, retry counts, a node's partial work) arrive here too, from
-any branch thread, under the run's lock.
+reports (a finished node's outcome, retry counts, a node's partial work, the traces of finished
+executions) arrive here too, from any branch thread, under the run's lock.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ from freshness_magic.engine.persistence import (
 )
 from freshness_magic.engine.run_data import RunData
 from freshness_magic.engine.store import RunStore
+from freshness_magic.engine.trace import Trace
 from freshness_magic.pathsafety import make_state_dir
 
 log = logging.getLogger(__name__)
@@ -55,6 +56,17 @@ class Journal:
         """Remember a finished node's outcome (thread-safe); its index in ``completed_nodes``."""
         with self._data.lock:
             return self._data.memory.record(node_id, outcome)
+
+    def record_traces(self, traces: list[Trace]) -> None:
+        """Keep the traces of finished executions (a parallel node's after its branches')."""
+        with self._data.lock:
+            self._data.memory.traces.extend(traces)
+
+    def take_rearmed(self) -> bool:
+        """Whether the node about to run was asked for by a ``retry`` (then no longer)."""
+        with self._data.lock:
+            rearmed, self._data.memory.rearmed = self._data.memory.rearmed, False
+            return rearmed
 
     def set_retries(self, node_id: str, retries: int) -> None:
         """Remember how many times ``node_id`` was retried in its current step (thread-safe)."""

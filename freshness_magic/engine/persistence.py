@@ -34,6 +34,7 @@ from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.engine.routing import ConditionTrial, DeadEnd
 from freshness_magic.engine.state import RunResult, RunState
+from freshness_magic.engine.trace import Trace, latest_writers
 from freshness_magic.errors import CheckpointError, StoredPipelineError
 from freshness_magic.pathsafety import read_state
 
@@ -104,6 +105,10 @@ class RunMemory:
     interrupted_node: str | None = None
     restarts: int = 0
     restarted_from: str | None = None
+    traces: list[Trace] = field(default_factory=list)
+    """What each execution read and wrote, in the order of their steps (:mod:`.trace`)."""
+    rearmed: bool = False
+    """The next node runs because a person asked for it (``retry``): no step led to it."""
 
     def record(self, node_id: str, outcome: Outcome) -> int:
         """Remember a node's outcome; returns its index in ``completed``."""
@@ -132,6 +137,7 @@ class RunMemory:
     def forget_nodes(self) -> None:
         """Start over with no completed nodes (a ``loop_restart``)."""
         self.completed, self.outcomes, self.retries = [], {}, {}
+        self.traces = []
         self.records.clear()
         self.redirects = 0
         self.failure_redirects = {}
@@ -157,6 +163,7 @@ def checkpoint_payload(
         "run_id": run_id,
         "completed_nodes": list(memory.completed),
         "node_outcomes": memory.records,
+        "traces": [t.to_dict() for t in memory.traces],
         "context": context.snapshot(),
         "logs": context.logs,
         "workdir": str(workdir),
@@ -193,6 +200,7 @@ def _scalar_fields(memory: RunMemory, *, event_seq: int, now: float) -> dict[str
         "interrupted_node": memory.interrupted_node,
         "restarts": memory.restarts,
         "restarted_from": memory.restarted_from,
+        "rearmed": memory.rearmed,
         "event_seq": event_seq,
     }
 
@@ -252,12 +260,14 @@ class JournalMarks:
 
     completed: int = 0
     logs: int = 0
+    traces: int = 0
     extensions: dict[str, dict[str, Any]] = field(default_factory=dict)
 
     def reset(self, memory: RunMemory, context: Context, extensions: dict[str, Any]) -> None:
         """After a whole-state record: everything so far is written."""
         self.completed = len(memory.completed)
         self.logs = context.log_count()
+        self.traces = len(memory.traces)
         self.extensions = dict(extensions)
         context.take_changes()
 
@@ -280,6 +290,9 @@ def step_record(
     if completed:
         record["completed"] = completed
         record["outcomes"] = memory.records.subset(list(dict.fromkeys(completed)))
+    traces = memory.traces[marks.traces :]
+    if traces:
+        record["traces"] = [t.to_dict() for t in traces]
     changed, deleted = context.take_changes()
     if changed:
         record["set"] = changed
@@ -298,6 +311,7 @@ def step_record(
     if patches:
         record["extensions"] = patches
     marks.completed = len(memory.completed)
+    marks.traces = len(memory.traces)
     marks.logs += len(logs)
     marks.extensions = dict(extensions)
     return record
@@ -331,7 +345,10 @@ def restore_memory(data: dict[str, Any], run_dir: Path) -> tuple[RunMemory, Cont
             dead_end=_dead_end(data.get("dead_end")),
             interrupted_node=data.get("interrupted_node"),
             restarted_from=data.get("restarted_from"),
+            rearmed=bool(data.get("rearmed", False)),
         )
+        run_id = str(data.get("run_id") or "")
+        memory.traces = [Trace.from_dict(t, run_id) for t in data.get("traces") or ()]
         for key, value in dict(data["node_outcomes"]).items():
             restored = Outcome.from_dict(value)
             memory.outcomes[str(key)] = restored
@@ -339,6 +356,7 @@ def restore_memory(data: dict[str, Any], run_dir: Path) -> tuple[RunMemory, Cont
         gate = data.get("pending_gate")
         memory.pending_gate = Question.from_dict(gate) if isinstance(gate, dict) else None
         context = Context(dict(data["context"]), [str(x) for x in data.get("logs", [])])
+        context.adopt_writers(latest_writers(memory.traces, context.snapshot()))
         nxt, cur = data.get("next_node"), data.get("current_node")
     except (AttributeError, KeyError, TypeError, ValueError) as exc:
         raise CheckpointError(

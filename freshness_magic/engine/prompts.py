@@ -37,6 +37,20 @@ def prompt_file_path(node: Node, graph: Graph, workdir: Path | None = None) -> P
     return None if workdir is None else Path(workdir) / given
 
 
+def prompt_file_problem(node: Node, graph: Graph, workdir: Path | str) -> str | None:
+    """Why the node's prompt file may not be read (it lies outside the work tree at
+    ``workdir``: see :func:`freshness_magic.pathsafety.pipeline_path_problem`), or None."""
+    name = prompt_file_name(node)
+    if name is None:
+        return None
+    import os
+
+    from freshness_magic.pathsafety import pipeline_path_problem
+
+    base = os.path.dirname(os.path.realpath(graph.path)) if graph.path else workdir
+    return pipeline_path_problem(name, base, workdir)
+
+
 def read_prompt_file(path: Path) -> str:
     """The prompt file's text; OSError when it cannot be read, ValueError when it is not UTF-8
     (saying where)."""

@@ -159,6 +159,7 @@ def rearm(data: RunData, target: str) -> None:
     memory.failed_node = None
     memory.dead_end = None
     memory.interrupted_node = None
+    memory.rearmed = True  # no step led to it: its trace has no cause
     memory.failure_redirects.pop(target, None)
     data.events.emit(EventType.RUN_RETRIED, target, {"from_state": previous.value, "node": target})
 

@@ -61,6 +61,7 @@ from freshness_magic.engine.routing import DeadEnd, route
 from freshness_magic.engine.run_data import RunData
 from freshness_magic.engine.state import Durability, RunResult, RunState, StepResult
 from freshness_magic.engine.store import RunStore
+from freshness_magic.engine.trace import Trace
 from freshness_magic.errors import RunError
 from freshness_magic.pathsafety import check_state_path
 
@@ -95,6 +96,10 @@ class _Host:
     @property
     def graph(self) -> Graph:
         return self._data.graph
+
+    @property
+    def run_id(self) -> str:
+        return self._data.run_id
 
     @property
     def run_dir(self) -> Path:
@@ -138,6 +143,12 @@ class _Host:
 
     def keep_partial(self, node_id: str, value: Any) -> None:
         self._journal.keep_partial(node_id, value)
+
+    def record_traces(self, traces: list[Trace]) -> None:
+        self._journal.record_traces(traces)
+
+    def take_rearmed(self) -> bool:
+        return self._journal.take_rearmed()
 
 
 class Run:
@@ -274,6 +285,12 @@ class Run:
         """Executed nodes in order (a node executed twice appears twice)."""
         with self._data.lock:
             return list(self._data.memory.completed)
+
+    @property
+    def traces(self) -> list[Trace]:
+        """What each execution read and wrote, in step order (:mod:`.trace`)."""
+        with self._data.lock:
+            return list(self._data.memory.traces)
 
     @property
     def node_retries(self) -> dict[str, int]:

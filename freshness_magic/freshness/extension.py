@@ -198,9 +198,25 @@ class FreshnessExtension(BaseRunExtension):
             ids = [i.strip() for raw in ids for i in str(raw).split(",") if i.strip()]
             accept(run, ids, source="context")
 
+    def trace_inputs(self, run: Run, node_id: str) -> dict[str, str]:
+        """The declared input files of the execution of ``node_id`` that just finished, with
+        their content digests from its completion snapshot (its trace keeps them): path ->
+        digest, ``"-"`` for a file that does not exist, ``"?"`` for one not hashed."""
+        tracker = self.tracker
+        taken = tracker.run_snapshots.get(node_id) if tracker is not None else None
+        if taken is None:
+            return {}
+        found: dict[str, str] = {}
+        for path, record in taken.files.items():
+            if not record.existed:
+                found[path] = "-"
+            else:
+                found[path] = record.digest or "?"
+        return found
+
     def lint_rules(self) -> list[LintRule]:
         """The rules for this extension's attributes (see :mod:`freshness_magic.freshness.lint`)."""
-        return freshness_rules()
+        return freshness_rules(allow_outside=self.allow_outside)
 
     def event_kinds(self) -> tuple[type[FreshnessEvent]]:
         """The events this extension emits (the run's bus must know them)."""

@@ -1,5 +1,6 @@
 """Freshness lint rules (``freshness_valid``, ``freshness_sources``, ``freshness_unset``,
-``source_files_path``, and ``source_files_exist`` when the working directory is known).
+``source_files_path``, and ``source_files_exist`` and ``prompt_file_path`` when the working
+directory is known).
 
 The layer that composes a session registers them with its Validator
 (:mod:`freshness_magic.lint`; a run gets them through :meth:`FreshnessExtension.lint_rules`);
@@ -13,7 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from freshness_magic.engine.model import Graph, Node
-from freshness_magic.engine.prompts import prompt_file_name
+from freshness_magic.engine.prompts import prompt_file_name, prompt_file_problem
 from freshness_magic.engine.validation import (
     ERROR,
     INFO,
@@ -106,25 +107,77 @@ def _outside(entry: str) -> str | None:
     return None
 
 
-def _source_files_path(graph: Graph, node: Node, out: Out) -> None:
-    raw = node.attrs.get("source_files")
-    if not raw or not re.search(_MAYBE_OUTSIDE, raw):
-        return
-    for entry in source_files(node):
-        problem = _outside(entry)
+def _source_files_path(allowed: bool) -> ScanRule:
+    """A ``source_files`` entry outside the working directory is an ERROR (the one path rule
+    of a pipeline: see :func:`freshness_magic.pathsafety.pipeline_path_problem`); a WARNING
+    when the caller admitted folders outside (``freshness_allow_outside``)."""
+
+    def check(graph: Graph, node: Node, out: Out) -> None:
+        raw = node.attrs.get("source_files")
+        if not raw or not re.search(_MAYBE_OUTSIDE, raw):
+            return
+        offset = 0
+        for piece in raw.split(","):
+            entry = piece.strip()
+            index = offset + len(piece) - len(piece.lstrip())
+            offset += len(piece) + 1
+            problem = _outside(entry) if entry else None
+            if problem is None:
+                continue
+            key = "source_files"
+            where = position_in_value(graph, node.attr_positions.get(key), key, index)
+            line, column = where if where is not None else node_at(node, key)
+            if allowed:
+                message = (
+                    f"node `{node.id}`: source_files entry {entry!r} {problem}; files outside "
+                    "the working directory are read only from the folders you allowed"
+                )
+            else:
+                message = (
+                    f"node `{node.id}`: source_files entry {entry!r} is outside the working "
+                    f"directory (not allowed): it {problem}"
+                )
+            out.append(
+                Diagnostic(
+                    "source_files_path",
+                    WARNING if allowed else ERROR,
+                    message,
+                    node.id,
+                    None,
+                    line,
+                    column,
+                    "use a path relative to the working directory",
+                )
+            )
+
+    return ScanRule("source_files_path", node_check=check)
+
+
+def _prompt_file_path(workdir: str) -> ScanRule:
+    """A ``prompt="@path"`` file outside the working directory is an ERROR: the run refuses to
+    read it (the one path rule, :func:`freshness_magic.pathsafety.pipeline_path_problem`)."""
+
+    def check(graph: Graph, node: Node, out: Out) -> None:
+        problem = prompt_file_problem(node, graph, workdir)
         if problem is None:
-            continue
+            return
+        where = position_in_value(graph, node.attr_positions.get("prompt"), "prompt", 1)
+        line, column = where if where is not None else node_at(node, "prompt")
         out.append(
-            node_diag(
-                "source_files_path",
-                WARNING,
-                node,
-                f"node `{node.id}`: source_files entry {entry!r} {problem}; files outside "
-                "the working directory are reported as unknown",
-                "use a path relative to the working directory",
-                "source_files",
+            Diagnostic(
+                "prompt_file_path",
+                ERROR,
+                f"node `{node.id}`: prompt file {node.prompt.strip()!r} is refused: {problem}",
+                node.id,
+                None,
+                line,
+                column,
+                "put the prompt file in the working directory and name it relative to the "
+                "pipeline file's folder",
             )
         )
+
+    return ScanRule("prompt_file_path", node_check=check)
 
 
 def _source_files_exist(workdir: str) -> ScanRule:
@@ -169,9 +222,12 @@ def _missing(graph: Graph, node: Node, entry: str, index: int, workdir: str) -> 
     )
 
 
-def freshness_rules(workdir: str | Path | None = None) -> list[LintRule]:
+def freshness_rules(
+    workdir: str | Path | None = None, allow_outside: object = False
+) -> list[LintRule]:
     """The freshness attributes' rules, to register with a Validator; with ``workdir`` (where
-    the run works), ``source_files_exist`` too."""
+    the run works), ``source_files_exist`` and ``prompt_file_path`` too. ``allow_outside``
+    (the run's ``freshness_allow_outside``) makes an outside ``source_files`` entry a WARNING."""
     rules: list[LintRule] = [
         ScanRule(
             "freshness_valid",
@@ -180,8 +236,9 @@ def freshness_rules(workdir: str | Path | None = None) -> list[LintRule]:
         ),
         ScanRule("freshness_sources", node_check=_freshness_sources),
         ScanRule("freshness_unset", node_check=_freshness_unset),
-        ScanRule("source_files_path", node_check=_source_files_path),
+        _source_files_path(bool(allow_outside)),
     ]
     if workdir is not None:
         rules.append(_source_files_exist(os.path.realpath(workdir)))
+        rules.append(_prompt_file_path(os.path.realpath(workdir)))
     return rules

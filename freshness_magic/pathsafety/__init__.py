@@ -14,6 +14,9 @@ Two halves, one rule: nothing is reached through a symbolic link that leads wher
   ``unknown``; a glob never follows a symlinked folder out of the tree nor around a loop, a run
   of ``**`` counts once, and a folder it cannot list is reported ``unknown`` with the error.
   Freshness resolves ``source_files`` with these, and the hub indexes no link leading outside.
+- **Pipeline paths** (:func:`pipeline_path_problem`): the one rule for a path a pipeline
+  names (a prompt file, a ``source_files`` entry): in the work tree, by entry and real path;
+  ``validate`` and the run both ask it.
 
 :func:`is_glob` lives here and the rest loads on first use: the ``source_files`` lint rule asks
 only whether an entry is a glob, and every CLI command's start-up pays for what it imports.
@@ -58,6 +61,7 @@ if TYPE_CHECKING:
         Located,
         Refused,
         WorkTree,
+        pipeline_path_problem,
     )
 
 _MAGIC = re.compile(r"[*?[]")
@@ -96,6 +100,7 @@ _WHERE = {
     "Located": "tree",
     "Refused": "tree",
     "WorkTree": "tree",
+    "pipeline_path_problem": "tree",
 }
 
 
@@ -136,6 +141,7 @@ __all__ = [
     "open_for_read",
     "open_for_write",
     "open_state",
+    "pipeline_path_problem",
     "read_state",
     "refuse_link",
     "remembering",

@@ -50,6 +50,28 @@ def _under(path: str, root: str) -> bool:
     return path == root or path.startswith(root.rstrip("/") + "/")
 
 
+def pipeline_path_problem(
+    name: str, base: str | os.PathLike[str], workdir: str | os.PathLike[str]
+) -> str | None:
+    """Why a path a pipeline names may not be read or written, or None when it may.
+
+    The one rule for every path a pipeline makes the product use (a prompt file, a
+    ``source_files`` entry, a file a node is told to write): it lies in the work tree at
+    ``workdir``. ``name`` is relative to ``base`` (the pipeline file's folder, or the work
+    tree) unless absolute. Refused: ``~`` (never expanded), a path that leaves the work tree
+    by its entry (absolute elsewhere, ``..``), and one that leaves it through a symbolic link.
+    """
+    if name.startswith("~"):
+        return TILDE
+    tree = WorkTree(workdir)
+    path = posixpath.normpath(os.path.join(os.path.abspath(os.fspath(base)), name))
+    if not (_under(path, tree.workdir) or _under(path, tree.real_workdir)):
+        return OUTSIDE_ENTRY
+    if tree.escapes(path):
+        return OUTSIDE_LINK
+    return None
+
+
 class WorkTree:
     """The work tree at ``workdir`` (plus ``allow_outside``: True, or extra folders to admit)."""
 

@@ -3,7 +3,7 @@
 A host written here (a real pipeline, handler registry, event bus and run folder, and lists for
 what the executor reports) runs a node with a retry through ``NodeExecutor`` exactly as a run's
 step does: the events, the status file, the retry counts and the outcome reach the host, and
-the extensions are handed the host's run.
+the extensions are handed the host's run, and the execution's trace is kept by the host.
 """
 
 from __future__ import annotations
@@ -24,7 +24,8 @@ from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig
 from freshness_magic.engine.run import Run
-from freshness_magic.engine.state import RunState
+from freshness_magic.engine.state import RunState, StepResult
+from freshness_magic.engine.trace import Trace
 from tests.engine.runkit import FakeClock, Scripted, graph, registry
 
 PIPELINE = """
@@ -55,6 +56,7 @@ class Host:
 
     def __init__(self, pipeline: Graph, reg: HandlerRegistry, folder: Path, ext: Seen) -> None:
         self.graph = pipeline
+        self.run_id = "r1"
         self.run_dir = folder / "run"
         self.workdir = folder
         self.registry = reg
@@ -65,6 +67,7 @@ class Host:
         self.bus = EventBus("r1", self.run_dir / "events.jsonl")
         self.outcomes: list[tuple[str, str]] = []
         self.retries: list[int] = []
+        self.traces: list[Trace] = []
 
     def emit(self, kind: str, node_id: str | None, data: dict[str, Any]) -> None:
         self.bus.emit(kind, node_id, data)
@@ -82,6 +85,12 @@ class Host:
 
     def keep_partial(self, node_id: str, value: Any) -> None:
         raise AssertionError("no node here keeps partial work")
+
+    def record_traces(self, traces: list[Trace]) -> None:
+        self.traces.extend(traces)
+
+    def take_rearmed(self) -> bool:
+        return False
 
 
 class _NoChildren:
@@ -106,6 +115,11 @@ def test_a_node_runs_through_a_host_that_has_only_what_run_host_lists(tmp_path: 
 
     result = executor.execute(pipeline.nodes["work"], context)
     executor.finish(result, context)
+    executor.node_finished(
+        StepResult(
+            "work", result.outcome, result.attempts, result.duration, "done", "", RunState.PAUSED
+        )
+    )
 
     assert (result.attempts, result.interrupted) == (2, False)
     assert handler.calls == [("work", 1), ("work", 2)]
@@ -116,6 +130,7 @@ def test_a_node_runs_through_a_host_that_has_only_what_run_host_lists(tmp_path: 
     assert status["outcome"] == "success"
     assert context.get("outcome") == "success"
     assert ext.runs == [host.run, host.run]
+    assert [(t.node_id, t.run_id) for t in host.traces] == [("work", "r1")]
 
 
 def test_run_is_composed_not_stacked(tmp_path: Path) -> None:

@@ -328,8 +328,9 @@ def test_source_files_outside_the_work_tree(entry: str, warned: bool) -> None:
     found = lint(text, "source_files_path")
     assert bool(found) is warned
     if warned:
-        assert found[0].severity is Severity.WARNING
+        assert found[0].severity is Severity.ERROR
         assert entry in found[0].message
+        assert "outside the working directory (not allowed)" in found[0].message
 
 
 GATE = """digraph g {

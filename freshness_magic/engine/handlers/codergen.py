@@ -40,7 +40,12 @@ from freshness_magic.engine.handlers.llm import (
 )
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
+from freshness_magic.engine.prompts import (
+    prompt_file_name,
+    prompt_file_path,
+    prompt_file_problem,
+    read_prompt_file,
+)
 from freshness_magic.errors import BackendError, FreshnessMagicError
 
 STAGE_DIR_KEY = "internal.stage_dir"
@@ -187,6 +192,11 @@ class CodergenHandler:
         """The expanded prompt (from the prompt file when ``prompt="@path"``) plus the suffix."""
         text = node.prompt or node.label
         if prompt_file_name(node) is not None:
+            problem = prompt_file_problem(node, env.graph, env.workdir)
+            if problem is not None:  # never read, never copied into prompt.md
+                raise PromptFileError(
+                    f"the prompt file {node.prompt!r} of node '{node.id}' is refused: {problem}"
+                )
             path = prompt_file_path(node, env.graph, env.workdir)
             try:
                 text = read_prompt_file(path) if path is not None else ""

@@ -30,6 +30,7 @@ from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.model import Edge, Graph, Node, parse_int
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.reach import first_fan_in
+from freshness_magic.engine.trace import Part, value_fingerprint
 
 DEFAULT_MAX_PARALLEL = 4
 DEFAULT_MAX_BRANCH_STEPS = 1000
@@ -54,6 +55,9 @@ class BranchResult:
     stopped_at: str | None = None
     fan_in: str | None = None
     duration: float = 0.0
+    writer: int | None = None
+    """The step of the branch's last node (its result's writer, for the traces); None for a
+    branch kept from an interrupted attempt."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -186,6 +190,16 @@ class ParallelHandler:
             node, branches, context, env, max_parallel, join_policy, error_policy, dict(kept)
         )
         outcome = self._join(node, results, join_policy, error_policy, env, started)
+        kept_results = outcome.context_updates.get("parallel.results") or []
+        by_id = {r.id: r for r in results}
+        context.note_parts(
+            "parallel.results",
+            {
+                str(entry["id"]): Part(by_id[entry["id"]].writer, result_fingerprint(entry))
+                for entry in kept_results
+                if entry.get("id") in by_id
+            },
+        )
         if kept:
             names = ", ".join(kept[i].id for i in sorted(kept))
             outcome.notes += f"; {names}: ended before the node was interrupted, not run again"
@@ -345,6 +359,9 @@ class ParallelHandler:
             result.failure_reason = last.failure_reason
         result.context_updates = _changed(before, context.snapshot())
         result.score = _score(context)
+        last_writer = context.writer_of("outcome")
+        if result.completed_nodes and last_writer is not None:
+            result.writer = last_writer.step
         result.duration = time.monotonic() - started
         env.emit(
             EventType.PARALLEL_BRANCH_COMPLETED,
@@ -419,6 +436,12 @@ class ParallelHandler:
             notes=summary,
             failure_reason="" if status.is_success else summary,
         )
+
+
+def result_fingerprint(entry: dict[str, Any]) -> str:
+    """The fingerprint of one branch's result without what changes every time it runs (how
+    long it took): equal results of two runs of a branch are equal here (early cutoff)."""
+    return value_fingerprint({k: v for k, v in entry.items() if k not in ("duration", "index")})
 
 
 def join_node(graph: Graph, parallel_id: str, results: list[BranchResult]) -> str | None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Mapping
 from functools import lru_cache
 from types import MappingProxyType
@@ -15,7 +16,12 @@ from freshness_magic.engine.model import (
     parse_duration,
     parse_int,
 )
-from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
+from freshness_magic.engine.prompts import (
+    prompt_file_name,
+    prompt_file_path,
+    prompt_file_problem,
+    read_prompt_file,
+)
 from freshness_magic.engine.validation.core import (
     ERROR,
     INFO,
@@ -591,6 +597,12 @@ def reasoning_effort_known(graph: Graph, node: Node, out: Out) -> None:
         )
 
 
+def _folder_of(graph: Graph) -> str:
+    import os
+
+    return os.path.dirname(os.path.realpath(graph.path or "."))
+
+
 def prompt_file_exists(graph: Graph) -> list[Diagnostic]:
     """A ``prompt="@path"`` file must exist and be UTF-8 text (checked for pipelines loaded
     from a file: one without a path reads its prompt files from the work directory at run
@@ -602,6 +614,8 @@ def prompt_file_exists(graph: Graph) -> list[Diagnostic]:
         if name is None or path is None:
             continue
         if path.is_file():
+            if prompt_file_problem(node, graph, _folder_of(graph)) is not None:
+                continue  # outside the pipeline's folder: not read here (see prompt_file_path)
             try:
                 read_prompt_file(path)
                 continue
@@ -621,3 +635,41 @@ def prompt_file_exists(graph: Graph) -> list[Diagnostic]:
             )
         )
     return out
+
+
+_TEMPLATE = re.compile(r"\{\{.*?\}\}|\{%.*?%\}", re.DOTALL)
+
+
+def template_syntax(graph: Graph, node: Node, out: Out) -> None:
+    """``{{ ... }}`` and ``{% ... %}`` (Jinja-style templates of other pipeline runners) are
+    not Attractor syntax: a prompt would show them verbatim and a ``tool_command`` hands them to
+    ``/bin/sh`` as written. Say what to write instead."""
+    for key, fix in (
+        (
+            "tool_command",
+            "a tool_command goes to /bin/sh as written, nothing in it is expanded: read run values"
+            " from the environment ($FRESHNESS_RUN_DIR, $FRESHNESS_NODE_ID...) or from a file an"
+            " earlier node wrote",
+        ),
+        (
+            "prompt",
+            "in a prompt write $goal for the graph's goal and {context_key} for a context value"
+            " (an unknown {key} is left as is); there are no conditionals",
+        ),
+    ):
+        value = node.attrs.get(key, "")
+        found = _TEMPLATE.search(value)
+        if found is None:
+            continue
+        shown = found.group(0) if len(found.group(0)) <= 40 else found.group(0)[:39] + "…"
+        out.append(
+            node_diag(
+                "template_syntax",
+                WARNING,
+                node,
+                f"node `{node.id}`: {key} contains template syntax {shown!r}, which is not"
+                " Attractor syntax and is not expanded",
+                fix,
+                key,
+            )
+        )

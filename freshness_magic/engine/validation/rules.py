@@ -521,6 +521,7 @@ def default_rules(known_types: Iterable[str] | None = None) -> list[LintRule]:
         FunctionRule("stylesheet_property", attrs.stylesheet_property),
         FunctionRule("stylesheet_selector", attrs.stylesheet_selector),
         ScanRule("reasoning_effort_known", node_check=attrs.reasoning_effort_known),
+        ScanRule("template_syntax", node_check=attrs.template_syntax),
         ScanRule("dead_end_possible", node_check=flow.dead_end_possible),
         ScanRule("unconditional_choice", node_check=flow.unconditional_choice),
         ScanRule("condition_values", edge_check=flow.condition_values),

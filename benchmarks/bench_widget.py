@@ -36,9 +36,9 @@ import comm
 from comm.base_comm import BaseComm
 
 from freshness_magic.engine.pipeline import load_pipeline
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import LayoutCache
+from freshness_magic.notebook.pipeline import Pipeline
 from freshness_magic.notebook.widget import PipelineWidget
+from freshness_magic.views.render import LayoutCache
 
 GOAL_BYTES = 2048
 GOAL_MESSAGES = 1
@@ -93,7 +93,7 @@ def pipeline_dot(n: int) -> str:
 
 def measure(n: int, root: Path, steps: int) -> dict[str, float]:
     graph = load_pipeline(pipeline_dot(n))
-    pipeline = NotebookPipeline(
+    pipeline = Pipeline(
         name="bench", graph=graph, workdir=root / f"w{n}", layout_cache=LayoutCache()
     )
     RecordingComm.log.clear()
@@ -145,7 +145,7 @@ def bare_kill() -> float:
 def measure_stop(root: Path) -> float:
     """Seconds from pressing Stop to the view's state showing the tool node interrupted."""
     graph = load_pipeline(STOP_DOT)
-    pipeline = NotebookPipeline(name="stop", graph=graph, workdir=root, layout_cache=LayoutCache())
+    pipeline = Pipeline(name="stop", graph=graph, workdir=root, layout_cache=LayoutCache())
     widget = PipelineWidget(pipeline)
     widget.background = True  # as in a kernel: the run goes on the view's worker thread
     work = widget.graph["nodes"].index("work")

@@ -122,12 +122,13 @@ def _resolved_backend(kwargs: dict[str, Any]) -> str | None:
 def _check_models(graph: Graph, backend: Any) -> None:
     """Before a run starts: a real backend refuses a pipeline whose LLM nodes name an endpoint
     or a key (validated or not), and a model API backend one with LLM nodes it has no model
-    for."""
+    or no API key for."""
     from freshness_magic.backends.base import ModelBackend
 
     _refuse_pipeline_endpoints(graph, backend)
     if isinstance(backend, ModelBackend):
         backend.check_models(graph)
+        backend.check_credentials(graph)
 
 
 def _refuse_pipeline_endpoints(graph: Graph, backend: Any) -> None:
@@ -413,6 +414,7 @@ def resume_run(
     A ``backend`` spec given here is remembered instead: the run goes on with it, and so does
     the next resume. A file, or a folder that holds runs, is refused with the runs to pick from.
     """
+    from freshness_magic.backends.base import ModelBackend
     from freshness_magic.rundirs import checked_run_dir
 
     checked_run_dir(run_dir)
@@ -435,6 +437,8 @@ def resume_run(
     run = Run.resume(run_dir, extensions=extensions, workdir=workdir, **kwargs)
     try:
         _refuse_pipeline_endpoints(run.graph, backend)
+        if isinstance(backend, ModelBackend):
+            backend.check_credentials(run.graph)
     except BaseException:
         run.close()
         raise

@@ -1,17 +1,63 @@
-"""Processes the tests start and check: the command line in a new process, and process groups
-(the tests that kill tools and workers)."""
+"""The command line as the tests call it, and processes they start and check (process groups:
+the tests that kill tools and workers).
+
+:func:`cli` runs the command line inside the test process, as ``python -m freshness_magic``
+would (its ``main``, the folder, no standard input, its output captured): most tests check what a
+command says and does, and a new interpreter per call cost most of their time.
+:func:`cli_process` starts a real process, for what only a process shows: start-up, signals,
+exit on a closed pipe, the driver lock held by another process, file permissions.
+"""
 
 from __future__ import annotations
 
+import contextlib
+import io
+import logging
 import os
 import subprocess
 import sys
+import warnings
 from pathlib import Path
 
+from freshness_magic import cli as command_line
+
 REPO = Path(__file__).resolve().parents[1]
+MAIN = str(REPO / "freshness_magic" / "__main__.py")
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+    """``python -m freshness_magic ARGS`` run in this process, in folder ``cwd``, without standard
+    input; its exit code and output as a finished process's."""
+    out, err = io.StringIO(), io.StringIO()
+    before, argv, handlers = os.getcwd(), sys.argv, logging.root.handlers
+    logging.root.handlers = []  # as in a new process: warnings reach stderr (logging's last resort)
+    os.chdir(cwd)
+    sys.argv = [MAIN, *args]
+    try:
+        with (
+            open(os.devnull) as nothing,
+            contextlib.redirect_stdout(out),
+            contextlib.redirect_stderr(err),
+            warnings.catch_warnings(),
+        ):
+            warnings.simplefilter("default")
+            stdin, sys.stdin = sys.stdin, nothing
+            try:
+                code = command_line.main(list(args))
+            except SystemExit as stop:
+                code = stop.code if isinstance(stop.code, int) else 1
+            finally:
+                sys.stdin = stdin
+    finally:
+        logging.root.handlers = handlers
+        sys.argv = argv
+        os.chdir(before)
+    return subprocess.CompletedProcess(
+        ["python", "-m", "freshness_magic", *args], code, out.getvalue(), err.getvalue()
+    )
+
+
+def cli_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """``python -m freshness_magic ARGS`` in a new process, this checkout first on its path, no
     standard input."""
     return _cli([], args, cwd)

@@ -19,7 +19,7 @@ from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import start_new_kernel
 
 from tests.pipelines import SLOW_TOOL
-from tests.processes import cli, group_alive
+from tests.processes import cli, cli_process, group_alive
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
@@ -127,7 +127,7 @@ def test_a_kernel_idle_at_a_gate_is_named_with_where_to_act_until_it_lets_go(
     assert status.stdout.splitlines()[0] == f"run {run_dir.name}: waiting", status.stdout
     assert "held open" not in status.stdout and "note:" not in status.stdout
     assert "driver" not in json.loads(cli("status", str(run_dir), "--json", cwd=tmp_path).stdout)
-    done = cli("resume", str(run_dir), "--answer", "review=Y", cwd=tmp_path)
+    done = cli_process("resume", str(run_dir), "--answer", "review=Y", cwd=tmp_path)  # its lock
     assert done.returncode == 0, done.stderr
     assert json.loads((run_dir / "driver.lock").read_text())["program"] == "freshness-magic"
 

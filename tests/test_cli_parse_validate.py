@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from freshness_magic import cli
-from tests.processes import cli as cli_process
+from tests.processes import cli_process
 
 ROOT = Path(__file__).resolve().parents[1]
 QUICKSTART = ROOT / "examples" / "quickstart.dot"

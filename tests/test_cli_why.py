@@ -1,6 +1,6 @@
 """``python -m freshness_magic why RUN_DIR NODE`` as a user runs it (subprocesses, real runs).
 
-It says what ``%pipeline why`` says (one explanation, :mod:`freshness_magic.why`) and ends with
+It says what ``%pipeline why`` says (one explanation, ``freshness_magic.views.why``) and ends with
 command-line commands that work when pasted: each test runs one of them and checks the run goes
 on. It reads the run without taking its lock: a run held open by a kernel, a failed, a waiting,
 a paused and a killed run all explain themselves.
@@ -461,6 +461,7 @@ def test_a_killed_run_names_the_node_cut_off_and_the_resume_line(tmp_path: Path)
         assert during[0] == "wait: running"
         assert during[-1].startswith(f"note: the run is driven now by pid {process.pid} (")
         assert during[-1].endswith(", running wait)")  # nothing to paste while it runs
+        wait_until(lambda: "  output: started" in why(run_dir, "wait", tmp_path), "output logged")
     finally:
         process.kill()  # -9: no word, no checkpoint
         process.wait(timeout=60)

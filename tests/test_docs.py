@@ -132,3 +132,10 @@ def test_the_code_examples_of_a_page_run_in_order(page: str, tmp_path: Path) -> 
     )
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     assert "Error" not in done.stdout, done.stdout[-3000:]
+
+
+def test_the_api_reference_documents_the_pipeline_and_the_magics_actions(site: Path) -> None:
+    page = (site / "reference" / "api" / "index.html").read_text()
+    actions = ("step", "run", "run_to", "resume", "retry", "accept", "why", "cond", "status")
+    for name in (*actions, "evidence", "stop", "widget"):
+        assert f'id="freshness_magic.Pipeline.{name}"' in page, name

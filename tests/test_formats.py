@@ -83,7 +83,13 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     (root / "src" / "app.py").write_text("x = 1\n")
     (root / "tour.dot").write_text(PIPELINE)
     (root / "write_evidence.py").write_text(WRITE_EVIDENCE)
-    first = cli("run", "tour.dot", "--answer", "approve=N", "--answer", "approve=Y", cwd=root)
+    first = cli(
+        "run",
+        "tour.dot",
+        *("--backend", "simulated", "--executor", "local"),  # backend.json, executor.json
+        *("--answer", "approve=N", "--answer", "approve=Y"),
+        cwd=root,
+    )
     assert first.returncode == 3, first.stdout + first.stderr  # waits at approve after restart
     run_dir = first.stdout.split("resume ", 1)[1].split()[0]
     second = cli("resume", run_dir, "--answer", "approve=Y", cwd=root)
@@ -140,6 +146,8 @@ def test_every_file_of_a_real_run_matches_its_schema(workdir: Path) -> None:
         "manifest.schema.json",
         "restart-link.schema.json",
         "node-status.schema.json",
+        "backend.schema.json",
+        "executor.schema.json",
     }
 
 

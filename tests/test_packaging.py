@@ -149,7 +149,7 @@ def test_the_wheel_works_in_a_fresh_venv_outside_the_checkout(dist: Path, tmp_pa
 
     facts = json.loads(run([str(python), "-c", IN_IPYTHON], work).stdout.strip().splitlines()[-1])
     assert facts["package"].startswith(str(env_dir))
-    assert facts["pipeline"] == "NotebookPipeline"
+    assert facts["pipeline"] == "Pipeline"
     assert facts["greeting"] == "hello\n"
 
     program = str(env_dir / "bin" / "freshness-magic")

@@ -14,14 +14,16 @@ import importlib
 import os
 import random
 import time
-from collections.abc import Callable
-from dataclasses import dataclass, replace
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 from freshness_magic.backends.choice import CREDENTIAL_ENV_VARS, refuse_endpoint
 from freshness_magic.engine.handlers.llm import REQUEST_TIMED_OUT, BackendReply, BackendRequest
 from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.outcome import Outcome
 from freshness_magic.engine.retry import BackoffConfig
+from freshness_magic.engine.status import StageStatus
 from freshness_magic.errors import BackendError
 
 MAX_RETRIES = 4
@@ -160,6 +162,48 @@ def reply_from_text(text: str, model: str, usage: dict[str, int]) -> BackendRepl
     return BackendReply(text=text, model=model, usage={k: v for k, v in usage.items() if v})
 
 
+@dataclass
+class StreamEnd:
+    """How one streamed answer ended: the model that answered, token counts, and whether the
+    provider said the answer was complete (``ended``; else ``missing`` names what it left out,
+    e.g. ``a finish_reason or [DONE]``)."""
+
+    model: str = ""
+    usage: dict[str, int] = field(default_factory=dict)
+    ended: bool = False
+    missing: str = ""
+
+
+def is_json_response(response: Any) -> bool:
+    """Whether an HTTP response to a streamed request is one JSON document (a server that
+    ignores ``stream=true``), not server-sent events."""
+    kind = str(response.headers.get("content-type", "")).split(";")[0].strip().lower()
+    return kind == "application/json" or kind.endswith("+json")
+
+
+def server_events(response: Any, sdk: Any) -> Iterator[str]:
+    """The ``data`` of each server-sent event of ``response`` (the text of ``[DONE]`` too);
+    a transport error as the client library's own (``sdk.APITimeoutError`` or
+    ``sdk.APIConnectionError``), which the retry loop knows."""
+    data: list[str] = []
+    try:
+        for line in response.iter_lines():
+            if not line:
+                if data:
+                    yield "\n".join(data)
+                    data = []
+            elif line.startswith("data:"):
+                data.append(line[5:].removeprefix(" "))
+        if data:
+            yield "\n".join(data)
+    except sdk.APIError:
+        raise
+    except Exception as exc:
+        if "timeout" in type(exc).__name__.lower():
+            raise sdk.APITimeoutError(request=response.request) from exc
+        raise sdk.APIConnectionError(request=response.request) from exc
+
+
 class ModelBackend:
     """Common part of the model-API backends; subclasses set ``name`` and implement
     ``_client_for`` (build the client), ``_stream`` and ``_complete``."""
@@ -228,6 +272,29 @@ class ModelBackend:
                 "stylesheet"
             )
 
+    def missing_credentials(self) -> tuple[str, ...]:
+        """The environment variables of which one must be set for this backend's calls to
+        carry a key (empty: none is missing)."""
+        return ()
+
+    def check_credentials(self, graph: Graph) -> None:
+        """Refuse, before a run starts (before its directory exists), a pipeline whose LLM
+        nodes would reach a backend without its API key: one line naming the variable."""
+        needed: dict[tuple[str, tuple[str, ...]], list[str]] = {}
+        for node in graph.nodes.values():
+            if node.handler_type == "codergen":
+                backend = self.for_node(node)
+                missing = backend.missing_credentials()
+                if missing:
+                    needed.setdefault((backend.name, missing), []).append(node.id)
+        for (name, missing), nodes in needed.items():
+            named = ", ".join(f"'{node_id}'" for node_id in nodes[:5])
+            more = f" and {len(nodes) - 5} more" if len(nodes) > 5 else ""
+            raise BackendError(
+                f"the {name} backend has no API key (needed by {named}{more}): set "
+                f"{' or '.join(missing)} in the environment, then run again"
+            )
+
     def _model(self, node: Node) -> str:
         if not self.config.model:
             raise BackendError(
@@ -263,8 +330,11 @@ class ModelBackend:
             return RetryableCallError(f"the connection to {self.describe()} failed: {cause}")
         return exc
 
-    def _stream(self, request: BackendRequest, model: str, sink: Callable[[str], None]) -> Any:
-        """Stream one answer into ``sink``; return (model, usage)."""
+    def _stream(
+        self, request: BackendRequest, model: str, sink: Callable[[str], None]
+    ) -> StreamEnd:
+        """Stream one answer into ``sink`` (a JSON answer to the streamed request: all of it
+        at once); say how it ended."""
         raise NotImplementedError
 
     def _complete(self, node: Node, prompt: str, model: str) -> BackendReply:
@@ -279,18 +349,29 @@ class ModelBackend:
                 streamed[0] = True
                 request.on_text(text)
 
-        answered, usage = with_retries(
+        end: StreamEnd = with_retries(
             lambda: self._stream(request, model, sink),
             request,
             self._classify,
             streamed=lambda: streamed[0],
         )
-        if not streamed[0] and not request.cancel.is_set():
+        reply = reply_from_text("", end.model or model, end.usage)
+        if request.cancel.is_set():
+            return reply
+        if not streamed[0]:
             raise BackendError(
-                f"{self.describe()} answered without any text (an empty answer, or a reply "
-                "that was not a stream of chunks): there is no response to go on with"
+                f"{self.describe()} answered without any text (an empty answer): there is no "
+                "response to go on with"
             )
-        return reply_from_text("", answered or model, usage)
+        if not end.ended:  # a cleanly closed connection is no complete answer
+            reply.outcome = Outcome(
+                status=StageStatus.RETRY,
+                failure_reason=(
+                    f"{self.describe()}: the answer was cut off: the stream ended without "
+                    f"{end.missing}; the partial answer is in response.md"
+                ),
+            )
+        return reply
 
     def __call__(self, node: Node, prompt: str, context: Any) -> str:
         """The plain §4.5 interface (one JSON response, no streaming), e.g. for fan-in."""

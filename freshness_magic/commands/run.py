@@ -303,7 +303,7 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
         # nodes ran: their results stand, and the exit code says where the run is
         print(f"warning: {problem}; the nodes that ran keep their results", file=sys.stderr)
     if args.to and result.state in (RunState.COMPLETED, RunState.FAILED) and not stops.received:
-        from freshness_magic.notebook.text import missed_stop_note
+        from freshness_magic.views.text import missed_stop_note
 
         print(missed_stop_note(result.status, args.to), file=sys.stderr)
     return EXIT_CODES[result.status]

@@ -1,7 +1,7 @@
 """``freshness-magic why RUN_DIR NODE [--json]``: why a node of a run is in its state.
 
-The same explanation as ``%pipeline why NODE`` (:mod:`freshness_magic.why`), read from the run
-directory (:mod:`freshness_magic.runview`) without taking its driver lock, and ending with the
+The same explanation as ``%pipeline why NODE`` (:mod:`freshness_magic.views.why`), read from the run
+directory (:mod:`freshness_magic.views.runview`) without taking its driver lock, and ending with the
 command-line commands that go on (``resume RUN_DIR --answer``, ``--accept``, ``--retry``). When a
 live process holds the run (a notebook's kernel, a ``run`` in progress), a note says who and
 where to act.
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any
 from freshness_magic.commands import path_arg
 
 if TYPE_CHECKING:
-    from freshness_magic.runview import RunView
+    from freshness_magic.views.runview import RunView
 
 
 def register(subparsers: Any) -> None:
@@ -42,12 +42,12 @@ def register(subparsers: Any) -> None:
 
 
 def main(args: argparse.Namespace) -> int:
-    from freshness_magic import why
     from freshness_magic.commands import invoked_as
     from freshness_magic.engine.state import RunState
     from freshness_magic.errors import CheckpointError, StoredPipelineError
     from freshness_magic.rundirs import checked_run_dir
-    from freshness_magic.runview import read_run
+    from freshness_magic.views import why
+    from freshness_magic.views.runview import read_run
 
     try:
         view = read_run(checked_run_dir(args.run_dir))

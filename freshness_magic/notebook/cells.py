@@ -23,11 +23,10 @@ from freshness_magic.atomicio import write_atomic
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.views.state import CELL_OUTPUT_FILE
 
 CELL_HANDLER_TYPE = "notebook.cell"
 """The handler type given to nodes whose handler is a ``%%node`` cell."""
-CELL_OUTPUT_FILE = "cell_output.txt"
-"""What a ``%%node`` cell printed, in its node's folder of the run."""
 
 OUTCOME_WORDS: Mapping[str, StageStatus] = {
     "success": StageStatus.SUCCESS,

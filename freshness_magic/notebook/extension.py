@@ -21,6 +21,26 @@ _COMPLETE_KEYS = ("%pipeline", "%%pipeline", "%%node")
 _MAGICS = (("line", "pipeline"), ("cell", "pipeline"), ("cell", "node"))
 
 
+class TargetedMagic:
+    """The ``%pipeline`` magic as registered: it calls the bound method, and its help
+    (``%pipeline?``) ends with which loaded pipeline a line without ``--name`` acts on now.
+    IPython reads every other attribute (no variable expansion...) from the method."""
+
+    def __init__(self, method: Any, magics: PipelineMagics) -> None:
+        self._method = method
+        self._magics = magics
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        return self._method(*args, **kwargs)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._method, name)
+
+    def getdoc(self) -> str:
+        """What IPython's ``?`` shows: the magic's help, then the pipeline it acts on now."""
+        return f"{self._method.__doc__}\n{self._magics.target_note()}"
+
+
 def instance(ipython: Any) -> PipelineMagics | None:
     """The loaded :class:`PipelineMagics` of this shell, if any."""
     found = ipython.magics_manager.registry.get(PipelineMagics.__name__)
@@ -37,6 +57,9 @@ def load(ipython: Any) -> PipelineMagics:
 
     magics.hub_handler = NotebookHub()
     ipython.register_magics(magics)
+    table = ipython.magics_manager.magics
+    for kind in ("line", "cell"):
+        table[kind]["pipeline"] = TargetedMagic(table[kind]["pipeline"], magics)
     ipython.configurables.append(magics)
     ipython.events.register("post_execute", magics.post_execute)
     if help_without_body not in ipython.input_transformers_cleanup:

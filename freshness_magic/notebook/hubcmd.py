@@ -8,7 +8,6 @@ pipelines in that folder (skipping a pipeline that is busy with an action), and 
 restyle through their usual change notification. No cell has to run,
 so highlights move while a human gate waits.
 
-:func:`why_lines` gives the symbol-level lines of ``%pipeline why`` for a node's stale files.
 """
 
 from __future__ import annotations
@@ -20,8 +19,8 @@ from typing import Any
 
 from freshness_magic.errors import HubError
 from freshness_magic.hub.client import Change, HubNotRunning, Subscription
-from freshness_magic.hub.integration import hub_command, live_refresh, report_symbol_lines
-from freshness_magic.notebook.text import TextResult
+from freshness_magic.hub.integration import hub_command, live_refresh
+from freshness_magic.views.text import TextResult
 
 
 class NotebookHub:
@@ -103,16 +102,3 @@ class NotebookHub:
                 continue
             if pipeline.has_run and not pipeline.busy:
                 pipeline.refresh_freshness()
-
-
-def why_lines(run: Any, node_id: str) -> list[str]:
-    """Symbol-level lines (``src/auth.py: login() signature changed``) for a stale node.
-
-    Uses the node's effective freshness view (since it ran, else since its baseline) and the
-    hub's change log after that snapshot's time; empty when no hub runs or nothing applies.
-    """
-    for ext in getattr(run, "extensions", ()):
-        if getattr(ext, "name", "") == "freshness" and callable(getattr(ext, "report", None)):
-            lines = report_symbol_lines(ext.report(run), [node_id])
-            return [line.split(": ", 1)[1] for line in lines]
-    return []

@@ -1,55 +1,161 @@
-"""A loaded pipeline's live side: its run, opened, reopened and closed, the view model fed
-from it, the ``%%node`` cells, the input watcher, and the lock that lets one action run at a time.
+"""A loaded pipeline's live part: its run, opened, reopened and closed, the view model fed from
+it, the ``%%node`` cells, the input watcher, and the lock that lets one action run at a time.
 
-:class:`~freshness_magic.notebook.pipeline.NotebookPipeline` adds the actions on top (step,
-run, resume, retry, stop, accept, reset); :class:`~freshness_magic.notebook.readout.PipelineReadout`
-below holds the fields and everything the pipeline shows.
+:class:`LiveRun` is one of the two parts of :class:`~freshness_magic.notebook.pipeline.Pipeline`
+(the other is its read-only view, :class:`~freshness_magic.notebook.readout.PipelineView`); it
+holds the run and publishes the view model at every step boundary, and never renders anything.
+Imports no IPython: a plain script drives a pipeline through it.
 """
 
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Mapping
-from dataclasses import dataclass
+import functools
+import sys
+import threading
+from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from IPython.core.error import UsageError
-
+from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
+from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.persistence import EVENTS_FILE, same_pipeline
-from freshness_magic.errors import FreshnessMagicError, NotAFolderError, RunError
+from freshness_magic.engine.validation.attrs import no_node
+from freshness_magic.errors import NotAFolderError, RunError
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler, cell_runs_in
-from freshness_magic.notebook.readout import PipelineReadout
-from freshness_magic.notebook.saved import run_dir_hash
-from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel, freshness_of, stopped_spans
 from freshness_magic.notebook.watch import InputWatcher, input_folders
 from freshness_magic.pathsafety.state import first_non_folder
+from freshness_magic.views.marks import freshness_of
+from freshness_magic.views.model import RunSnapshot, ViewModel, stopped_spans
+from freshness_magic.views.saved import ResumeOffer, find_unfinished, latest_run_dir, run_dir_hash
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
 
 
-class SupersededError(FreshnessMagicError, UsageError):
+class SupersededError(RunError):
     """An action on a pipeline object that a newer load of the same name replaced."""
 
 
-@dataclass(repr=False, eq=False)
-class LivePipeline(PipelineReadout):
-    """A loaded pipeline with its run, view model, cells and watcher (no actions yet)."""
+def superseded_error(name: str) -> SupersededError:
+    """The refusal of an action on a replaced pipeline. Only a notebook replaces one (a new
+    ``%%pipeline`` of the same name): where IPython is loaded, the error is also its
+    ``UsageError``, so a direct call (``review.step()``) shows one line, not a traceback;
+    without IPython nothing of it is imported."""
+    message = f"this view was replaced by a newer load of {name}"
+    ipython_errors = sys.modules.get("IPython.core.error")
+    if ipython_errors is None:
+        return SupersededError(message)
+    return _with_usage_error(ipython_errors.UsageError)(message)
+
+
+@functools.cache
+def _with_usage_error(usage_error: type[Exception]) -> type[SupersededError]:
+    """:class:`SupersededError` that is also IPython's ``UsageError`` (made once)."""
+    return type(
+        "SupersededError",
+        (SupersededError, usage_error),
+        {"__module__": __name__, "__doc__": SupersededError.__doc__},
+    )
+
+
+def require_node(name: str, graph: Graph, node_id: str) -> Node:
+    """The node ``node_id`` of ``graph``; :class:`RunError` naming the likely one, or the nodes
+    there are, when missing."""
+    if not isinstance(node_id, str):  # from Python: review.run_to(5)
+        example = next(iter(graph.nodes), "start")
+        raise RunError(f"a node id is a string such as {example!r}, not {node_id!r}")
+    node = graph.nodes.get(node_id)
+    if node is None:
+        raise RunError(no_node(name, node_id, graph.nodes))
+    return node
+
+
+class LiveRun:
+    """A loaded pipeline's run with its view model, cells, watcher and lock (no actions)."""
+
+    def __init__(
+        self,
+        name: str,
+        graph: Graph,
+        workdir: Path,
+        *,
+        namespace: dict[str, Any] | None = None,
+        clusters: ClusterPool | None = None,
+        run_options: dict[str, Any] | None = None,
+        cells: dict[str, str] | None = None,
+    ) -> None:
+        self.name = name
+        self.graph = graph
+        self.workdir = workdir
+        self.namespace: dict[str, Any] = namespace if namespace is not None else {}
+        self.clusters = clusters if clusters is not None else ClusterPool()
+        """The kernel's open clusters (``executor`` specs), shared by every pipeline's runs."""
+        self.run_options: dict[str, Any] = run_options if run_options is not None else {}
+        self.cells: dict[str, str] = cells if cells is not None else {}
+        self.superseded = False
+        """True once a newer load of the same name replaced it: every action refuses."""
+        self.resume_offer: ResumeOffer | None = None
+        """An unfinished run of this pipeline on disk, offered to resume (None: nothing)."""
+        self.resume_notes: list[str] = []
+        """What changed while the run last reopened from disk was stopped (one line per node)."""
+        self.reopened = False
+        """The open run was reopened from disk and has not stepped since (going on from an
+        interrupt need not reopen it again)."""
+        self.structure_version = 0
+        """Bumped whenever something the layout shows changes (a ``%%node`` changes a type)."""
+        self.model = ViewModel(graph)
+        """The view model: node views folded from the run's events, published per step."""
+        self.stop_requested = threading.Event()
+        """Set by ``stop``: the step loop starts no further node."""
+        self._run: Run | None = None
+        self._listeners: list[Callable[[Any], None]] = []
+        self._lock = threading.RLock()
+        self._refreshing = False
+        self._watcher: InputWatcher | None = None
+
+    @property
+    def live_run(self) -> Run | None:
+        """The run if one is open (``run`` opens one; this never does)."""
+        return self._run
+
+    # --- listeners, saved runs -------------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[..., None]) -> None:
+        """Call ``listener(event_or_None)`` after every published update of the views."""
+        self._listeners.append(listener)
+
+    def notify(self, event: Any = None) -> None:
+        for listener in list(self._listeners):
+            listener(event)
+
+    def latest_run_dir(self) -> Path | None:
+        """The newest run folder under ``<workdir>/.freshness/runs`` for this pipeline."""
+        return latest_run_dir(self.graph, self.workdir)
+
+    def offer_resume(self) -> ResumeOffer | None:
+        """Look for an unfinished run of this pipeline on disk and offer it (``resume_offer``)."""
+        self.resume_offer = find_unfinished(self.graph, self.workdir)
+        return self.resume_offer
+
+    @property
+    def watching(self) -> bool:
+        return self._watcher is not None and self._watcher.alive
 
     # --- the run -------------------------------------------------------------------------------
 
     @property
     def run(self) -> Run:
         """The current run, opened on first use (``session.open_run``)."""
-        self._check_current()
+        self.check_current()
         if self._run is None:
-            return self._open(resume=None)
+            return self.open(resume=None)
         return self._run
 
-    def _open(self, *, resume: Path | None) -> Run:
+    def open(self, *, resume: Path | None) -> Run:
+        """Open a new run, or (``resume``: its folder) reopen one from disk, and follow it."""
         from freshness_magic import session
 
         self._install_cells()
@@ -66,7 +172,7 @@ class LivePipeline(PipelineReadout):
             from freshness_magic.freshness.extension import resume_drift
             from freshness_magic.holders import busy_refusal
 
-            options = self._resume_options(resume)
+            options = self.resume_options(resume)
             try:
                 run = session.resume_run(resume, executor=executor, workdir=self.workdir, **options)
             except RunBusyError as exc:  # another kernel, idle: say where to act
@@ -108,12 +214,12 @@ class LivePipeline(PipelineReadout):
                 self.run_options.pop("registry", None)
             if self._run is not None:
                 run_dir = Path(self._run.run_dir) if begun else None
-                self._detach()
-                self._open(resume=run_dir)
+                self.detach()
+                self.open(resume=run_dir)
                 self.resume_notes = []
             return True
 
-    def _resume_options(self, run_dir: Path) -> dict[str, Any]:
+    def resume_options(self, run_dir: Path) -> dict[str, Any]:
         """Options of a resume: the loaded graph (it carries the ``%%node`` handlers) when the
         run was started from the same text, else the run's stored pipeline."""
         keep = ("registry", "backend")
@@ -125,19 +231,20 @@ class LivePipeline(PipelineReadout):
     def _attach(self, run: Run, *, reopened: bool) -> None:
         """Follow ``run``; one ``reopened`` from disk brings its outputs and routes so far into
         the view model, as ``freshness-magic why`` reads them from its event log."""
-        self._detach()
+        self.detach()
         self._run = run
-        self._model = ViewModel(self.graph)
+        self.model = ViewModel(self.graph)
         if reopened:
-            self._model.replay(run.events.kinds.read(Path(run.run_dir) / EVENTS_FILE), at_rest=True)
-        self._model.load_stopped(stopped_spans(Path(run.run_dir)))
+            self.model.replay(run.events.kinds.read(Path(run.run_dir) / EVENTS_FILE), at_rest=True)
+        self.model.load_stopped(stopped_spans(Path(run.run_dir)))
         if self.cells:
             self._register_cells(run)
         run.events.subscribe(self._on_event)
         self.publish()
         self.start_watching()
 
-    def _detach(self) -> None:
+    def detach(self) -> None:
+        """Stop following the open run (it stays open for whoever holds it)."""
         self.stop_watching()
         if self._run is not None:
             self._run.events.unsubscribe(self._on_event)
@@ -149,9 +256,9 @@ class LivePipeline(PipelineReadout):
         if run is not None:
             stale, blocked = freshness_of(run) if freshness else (None, None)
             self.model.publish(RunSnapshot.of(run), stale, blocked)
-        self._notify()
+        self.notify()
 
-    def _settle(self, *, republish: bool) -> None:
+    def settle(self, *, republish: bool) -> None:
         """After a loop: publish again only when freshness changed (or nothing was published)."""
         run = self._run
         if run is None:
@@ -159,25 +266,25 @@ class LivePipeline(PipelineReadout):
         stale, blocked = freshness_of(run)
         if republish or stale != self.model.stale or blocked != self.model.blocked:
             self.model.publish(RunSnapshot.of(run), stale, blocked)
-            self._notify()
+            self.notify()
 
     def _on_event(self, event: Any) -> None:
         if self.model.fold(event):
-            self._notify(event)
+            self.notify(event)
 
     def resume_latest(self) -> bool:
         """Reopen the newest run of this pipeline from its checkpoint; False when there is none."""
         latest = self.latest_run_dir()
         if latest is None:
             return False
-        self._open(resume=latest)
+        self.open(resume=latest)
         return True
 
     # --- lifecycle -------------------------------------------------------------------------------
 
-    def _check_current(self) -> None:
+    def check_current(self) -> None:
         if self.superseded:
-            raise SupersededError(f"this view was replaced by a newer load of {self.name}")
+            raise superseded_error(self.name)
 
     def supersede(self) -> None:
         """A newer load of the same name replaced this object: stop and refuse every action.
@@ -185,12 +292,9 @@ class LivePipeline(PipelineReadout):
         Its run is closed, so another process (or the newer load) can drive it from disk."""
         self.superseded = True
         run = self._run
-        self._detach()
+        self.detach()
         if run is not None:
             run.close()
-        if self._widget is not None:
-            self._widget.supersede(f"this view was replaced by a newer load of {self.name}")
-        self._notify()
 
     def close(self) -> None:
         """Stop the background work (the input watcher); the run on disk stays as it is."""
@@ -216,14 +320,14 @@ class LivePipeline(PipelineReadout):
 
     def set_cell(self, node_id: str, code: str) -> None:
         """Make ``code`` the handler of ``node_id`` (a ``%%node`` cell)."""
-        self._check_current()
-        self.require_node(node_id)
+        self.check_current()
+        require_node(self.name, self.graph, node_id)
         self.cells[node_id] = code
         self.structure_version += 1
         self._install_cells()
         if self._run is not None:
             self._register_cells(self._run)
-        self._notify()
+        self.notify()
 
     def _register_cells(self, run: Run) -> None:
         """The run's handler of ``%%node`` cells, and each cell's node declared in the run, so a
@@ -250,7 +354,7 @@ class LivePipeline(PipelineReadout):
     @contextlib.contextmanager
     def exclusive(self) -> Iterator[None]:
         """One action at a time: a second one (another thread) is refused, not queued."""
-        self._check_current()
+        self.check_current()
         # A re-check of the inputs (watcher, hub) holds the lock only briefly: wait for it.
         waited = self._refreshing and self._lock.acquire(timeout=30)
         if not waited and not self._lock.acquire(blocking=False):
@@ -263,6 +367,11 @@ class LivePipeline(PipelineReadout):
         finally:
             self._lock.release()
 
+    def wait_idle(self, timeout: float) -> None:
+        """Wait at most ``timeout`` seconds for the running action (if any) to end."""
+        if self._lock.acquire(timeout=timeout):
+            self._lock.release()
+
     @property
     def busy(self) -> bool:
         """Whether an action is running in another thread."""
@@ -271,14 +380,14 @@ class LivePipeline(PipelineReadout):
             return False
         return True
 
-    def _interrupted(self, node_id: str, reason: str) -> Run:
+    def interrupted(self, node_id: str, reason: str) -> Run:
         """After a kernel interrupt inside a step: reopen the run from its last checkpoint (the
         step boundary before the node), paused at the node, which shows ``interrupted``."""
         from freshness_magic import session
 
         old = self.run
         old.events.unsubscribe(self._on_event)
-        run = session.resume_run(old.run_dir, **self._resume_options(old.run_dir))
+        run = session.resume_run(old.run_dir, **self.resume_options(old.run_dir))
         self._attach(run, reopened=True)
         run.events.emit(EventType.STAGE_INTERRUPTED, node_id, {"reason": reason})
         self.model.mark_interrupted(node_id, reason)

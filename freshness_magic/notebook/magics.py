@@ -1,7 +1,7 @@
 """The IPython magics: ``%%pipeline``, ``%pipeline <subcommand>`` and ``%%node``.
 
 Parsing and dispatch only: each magic parses its line (:mod:`~freshness_magic.notebook.arguments`)
-and calls one method of a :class:`~freshness_magic.notebook.pipeline.NotebookPipeline`. The loaded
+and calls one method of a :class:`~freshness_magic.notebook.pipeline.Pipeline`. The loaded
 pipelines live in the user namespace (the variable bound to each), not in this object, so they
 survive ``%reload_ext``; the newest loaded is the default. Errors from the engine are shown as a
 one-line ``UsageError`` (DOT errors with the cell-relative line and a caret). Cell bodies are never
@@ -42,10 +42,11 @@ from freshness_magic.notebook.arguments import (
     split_line,
 )
 from freshness_magic.notebook.completion import complete_line
-from freshness_magic.notebook.pipeline import RUN_SPECS, NotebookPipeline
-from freshness_magic.notebook.render import LayoutCache
-from freshness_magic.notebook.text import TextResult
+from freshness_magic.notebook.pipeline import RUN_SPECS, Pipeline
 from freshness_magic.pathsafety import workdir_problem
+from freshness_magic.views.explain import ConditionAnswer
+from freshness_magic.views.render import LayoutCache
+from freshness_magic.views.text import TextResult
 
 HubHandler = Callable[["PipelineMagics", Sequence[str]], Any]
 _NEEDS_NODE = ("why",)
@@ -121,7 +122,7 @@ class PipelineMagics(Magics):
         self._pipeline_parser = build_pipeline_parser()
         self._cell_parser = build_cell_parser()
         self._node_parser = build_node_parser()
-        self._loaded: weakref.WeakSet[NotebookPipeline] = weakref.WeakSet()
+        self._loaded: weakref.WeakSet[Pipeline] = weakref.WeakSet()
         """Every pipeline object loaded here, also those no variable names any more (``del``):
         a newer load of the name supersedes them all, so an old view cannot act."""
 
@@ -131,12 +132,12 @@ class PipelineMagics(Magics):
     def namespace(self) -> dict[str, Any]:
         return self.shell.user_ns if self.shell is not None else {}
 
-    def pipelines(self) -> dict[str, NotebookPipeline]:
+    def pipelines(self) -> dict[str, Pipeline]:
         """The loaded pipelines by name (the variables bound to live pipeline objects)."""
         found = [
             (name, value)
             for name, value in list(self.namespace.items())
-            if isinstance(value, NotebookPipeline) and value.name == name and not value.superseded
+            if isinstance(value, Pipeline) and value.name == name and not value.superseded
         ]
         return dict(sorted(found, key=lambda item: item[1].loaded_at))
 
@@ -146,7 +147,7 @@ class PipelineMagics(Magics):
         names = list(self.pipelines())
         return names[-1] if names else None
 
-    def get(self, name: str | None) -> NotebookPipeline:
+    def get(self, name: str | None) -> Pipeline:
         """The pipeline called ``name``, or the last loaded one."""
         loaded = self.pipelines()
         key = name or self.current
@@ -164,7 +165,41 @@ class PipelineMagics(Magics):
             )
         return found
 
+    def target_note(self) -> str:
+        """Which pipeline a ``%pipeline`` line without ``--name`` acts on now (``%pipeline?``)."""
+        loaded = list(self.pipelines())
+        if not loaded:
+            return "Now: no pipeline is loaded, so a %pipeline action has nothing to act on."
+        note = f"Now: without --name, %pipeline acts on {loaded[-1]} (the last loaded)"
+        if len(loaded) > 1:
+            note += f"; loaded: {', '.join(loaded)} (add --name NAME for another)"
+        return note + "."
+
     # --- helpers ---------------------------------------------------------------------------------
+
+    def _node_check(self, pipeline: Pipeline, *, named: bool) -> Callable[[str | None, str], None]:
+        """A check that a node id given to ``where`` is one of ``pipeline``'s: a name another
+        loaded pipeline has is refused naming that pipeline and the ``--name`` to add (magics
+        go to the last loaded pipeline unless told otherwise)."""
+
+        def require(node_id: str | None, where: str) -> None:
+            if node_id is None or node_id in pipeline.graph.nodes:
+                return
+            owners = [
+                name
+                for name, other in self.pipelines().items()
+                if other is not pipeline and node_id in other.graph.nodes
+            ]
+            if not owners:
+                _require_node(pipeline, node_id, where)
+                return
+            which = "named by --name" if named else "the last loaded, which magics act on"
+            raise UsageError(
+                f"{where}: no node {node_id!r} in {pipeline.name} ({which}); {node_id!r} is a "
+                f"node of {' and '.join(owners)}: add --name {owners[0]}"
+            )
+
+        return require
 
     def _parse(self, parser: MagicArgumentParser, line: str) -> argparse.Namespace | TextResult:
         try:
@@ -239,13 +274,13 @@ class PipelineMagics(Magics):
 
     def _register(
         self, name: str, graph: Graph, workdir: Path, *, resume: bool, force: bool
-    ) -> NotebookPipeline:
+    ) -> Pipeline:
         if not name.isidentifier() or keyword.iskeyword(name):
             kind = "a Python keyword" if name.isidentifier() else "not a Python identifier"
             raise UsageError(f"pipeline name {name!r} is {kind}; choose another name")
         namespace = self.namespace
         old = namespace.get(name)
-        if name in namespace and not isinstance(old, NotebookPipeline) and not force:
+        if name in namespace and not isinstance(old, Pipeline) and not force:
             raise UsageError(
                 f"{name!r} is already a variable ({type(old).__name__}), not a pipeline; "
                 "choose another name or add --force to replace it"
@@ -256,14 +291,14 @@ class PipelineMagics(Magics):
                 "notebook; choose another name or add --force"
             )
         earlier = {p for p in self._loaded if p.name == name and not p.superseded}
-        if isinstance(old, NotebookPipeline):
+        if isinstance(old, Pipeline):
             earlier.add(old)
         _refuse_while_running(name, earlier)
-        cells = dict(old.cells) if isinstance(old, NotebookPipeline) else {}
-        pipeline = NotebookPipeline(
-            name=name,
-            graph=graph,
-            workdir=workdir,
+        cells = dict(old.cells) if isinstance(old, Pipeline) else {}
+        pipeline = Pipeline.loaded(
+            name,
+            graph,
+            workdir,
             namespace=namespace,
             layout_cache=self.layout_cache,
             clusters=self.clusters,
@@ -292,7 +327,7 @@ class PipelineMagics(Magics):
         except FreshnessMagicError as exc:
             raise UsageError(str(exc)) from None
 
-    def _run_options(self, pipeline: NotebookPipeline, args: argparse.Namespace) -> None:
+    def _run_options(self, pipeline: Pipeline, args: argparse.Namespace) -> None:
         """``--backend``/``--executor`` (else the configured ones) for the run: the next one, or
         the open one while it has not begun. A run that has begun keeps what it was opened with
         unless the action names a spec: then it is reopened from its directory with it (as the
@@ -333,7 +368,7 @@ class PipelineMagics(Magics):
         graph = self._load_graph(cell, None, workdir, cell=f"%%pipeline {args.name} cell")
         return self._register(args.name, graph, workdir, resume=args.resume, force=args.force)
 
-    def _load(self, args: argparse.Namespace) -> NotebookPipeline:
+    def _load(self, args: argparse.Namespace) -> Pipeline:
         workdir = self._workdir(args.workdir, loading=True)
         if args.var:
             graph = self._graph_from_variable(args.var, workdir)
@@ -391,16 +426,17 @@ class PipelineMagics(Magics):
             return self._call(lambda: self._hub()(self, args.args))
         pipeline = self.get(args.name)
         node = getattr(args, "node", None)
+        require = self._node_check(pipeline, named=args.name is not None)
         if command in _NEEDS_NODE or command in _MAY_NAME_NODE:
-            _require_node(pipeline, node, f"%pipeline {command}")
+            require(node, f"%pipeline {command}")
         for node_id in getattr(args, "nodes", ()):  # accept's
-            _require_node(pipeline, node_id, f"%pipeline {command}")
-        if command == "run":
-            _require_node(pipeline, args.to, "%pipeline run --to")
+            require(node_id, f"%pipeline {command}")
+        if command in ("run", "resume"):
+            require(args.to, f"%pipeline {command} --to")
         if command == "run" and args.max_steps is not None and args.max_steps < 1:
             raise UsageError("%pipeline run --max-steps: N must be at least 1")
         if command == "cond":
-            _require_node(pipeline, args.from_node, "%pipeline cond --from")
+            require(args.from_node, "%pipeline cond --from")
         if command in ("step", "run", "resume", "retry"):
             self._run_options(pipeline, args)
         pipeline.live_lines = self._live_lines()
@@ -414,7 +450,7 @@ class PipelineMagics(Magics):
             "stop": pipeline.stop,
             "accept": lambda: pipeline.accept(*args.nodes),
             "why": lambda: pipeline.why(str(node)),
-            "cond": lambda: TextResult(*pipeline.explain(args.expr, args.from_node)),
+            "cond": lambda: _cond_text(pipeline.explain(args.expr, args.from_node)),
             "status": pipeline.status,
             "evidence": lambda: pipeline.evidence(node),
             "reset": pipeline.reset,
@@ -501,7 +537,7 @@ def _as_path(raw: str) -> Path:
     return Path(os.path.expanduser(raw)).resolve()
 
 
-def _require_node(pipeline: NotebookPipeline, node_id: str | None, where: str) -> None:
+def _require_node(pipeline: Pipeline, node_id: str | None, where: str) -> None:
     """A UsageError from ``where`` when ``node_id`` (None: not given) is not a node."""
     if node_id is not None and node_id not in pipeline.graph.nodes:
         raise UsageError(f"{where}: {no_node(pipeline.name, node_id, pipeline.graph.nodes)}")
@@ -583,7 +619,7 @@ def unsplit(line: str, error: ValueError) -> str:
 _set_docs()
 
 
-def _refuse_while_running(name: str, loaded: set[NotebookPipeline]) -> None:
+def _refuse_while_running(name: str, loaded: set[Pipeline]) -> None:
     """UsageError when a loaded object of ``name`` is in the middle of an action (the view's
     Run, a step): replacing it then would cut its run off mid-step, and the new load would
     run that node again."""
@@ -596,3 +632,8 @@ def _refuse_while_running(name: str, loaded: set[NotebookPipeline]) -> None:
                 f"stop it ({name}.stop(), %pipeline stop or the view's Stop), then run this cell "
                 "again"
             )
+
+
+def _cond_text(answer: ConditionAnswer) -> TextResult:
+    """``%pipeline cond``'s answer: the explanation's text, the explanation as its data."""
+    return TextResult(answer.text, answer.explanation)

@@ -1,35 +1,59 @@
-"""The notebook's pipeline object: one loaded pipeline and its actions (step, run, resume, retry,
-stop, accept, reset); its run's lifecycle is in :mod:`~freshness_magic.notebook.live`.
+"""The pipeline object: one loaded pipeline and its actions (step, run, resume, retry, stop,
+accept, reset), the same from a plain Python script, from the magics and from the widget.
 
+:class:`Pipeline` is composed of two parts: its live run (:class:`~freshness_magic.notebook.live.
+LiveRun`: the run's lifecycle, the ``%%node`` cells, the input watcher and one lock per
+pipeline) and a read-only view (:class:`~freshness_magic.notebook.readout.PipelineView`: status,
+why, evidence, conditions, from the view model the live part publishes at every step boundary).
 The magics and the widget's buttons both call these methods, so a click and a magic do exactly
-the same thing. One lock per pipeline (and so per run) lets one action run at a time; ``stop``
-is the one action that does not take it. Steps go one at a time through :meth:`Run.step`; after
-each the view model takes the run's state (:mod:`~freshness_magic.notebook.viewmodel`), so a
-view never reads a run in the middle of a step. The text of every answer comes from
-:mod:`~freshness_magic.notebook.text`.
+the same thing. ``stop`` is the one action that does not take the lock. Steps go one at a time
+through :meth:`Run.step`; after each the view model takes the run's state
+(:mod:`~freshness_magic.views.model`), so a view never reads a run in the middle of a step. The
+text of every answer comes from :mod:`~freshness_magic.views.text`.
+
+Nothing here needs IPython: errors are :class:`~freshness_magic.errors.FreshnessMagicError`s
+(the magics turn them into one-line ``UsageError``s), and the widget is made only when asked for.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping
+from dataclasses import replace
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
+from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine import RunState
 from freshness_magic.engine.handlers.tool import reap_survivors
+from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.engine.persistence import PIPELINE_FILE
 from freshness_magic.engine.recovery import rearmed_note
-from freshness_magic.errors import GateAnswerError, NothingToRetryError, RunError
-from freshness_magic.notebook import text
-from freshness_magic.notebook.live import LivePipeline
-from freshness_magic.notebook.saved import ResumeOffer, find_unfinished
+from freshness_magic.errors import (
+    GateAnswerError,
+    NothingToRetryError,
+    PipelineSourceError,
+    RunError,
+    ValidationError,
+)
+from freshness_magic.notebook.live import LiveRun
+from freshness_magic.notebook.readout import PipelineView
 from freshness_magic.notebook.stepping import step_loop
-from freshness_magic.notebook.text import TextResult
-from freshness_magic.notebook.viewmodel import ViewModel
-from freshness_magic.notebook.viewstate import NodeState
+from freshness_magic.views import text
+from freshness_magic.views.marks import NodeStale
+from freshness_magic.views.model import ViewModel
+from freshness_magic.views.render import LayoutCache, LayoutUnavailable
+from freshness_magic.views.saved import ResumeOffer, find_unfinished
+from freshness_magic.views.state import NodeState, NodeView, RunBanner
+from freshness_magic.views.text import TextResult
 
 if TYPE_CHECKING:
+    from freshness_magic.engine.run import Run
     from freshness_magic.engine.state import StepResult
+    from freshness_magic.views.explain import ConditionAnswer
 
 
 RUN_SPECS = ("backend", "executor")
@@ -43,20 +67,353 @@ STOP_AT_CLOSE_SECONDS = 4.0
 SIGKILL; short of the 5 s a Jupyter restart waits before it kills the kernel."""
 
 
-@dataclass(repr=False, eq=False)
-class NotebookPipeline(LivePipeline):
-    """A pipeline loaded in the notebook under ``name``; owns its run, view model and widget."""
+class Pipeline:
+    """A pipeline loaded from DOT, with its run, its view and its actions.
+
+    ``Pipeline(source, workdir=..., name=...)``: ``source`` is a path to a ``.dot`` file, DOT
+    text or a :class:`~freshness_magic.engine.Graph`; it is parsed and validated as
+    ``freshness-magic validate`` does (errors raise :class:`~freshness_magic.errors.
+    ValidationError`, warnings go to stderr). ``workdir`` (default: the current folder) is where
+    the run reads its ``source_files`` and keeps ``.freshness/runs``; ``name`` (default: the
+    graph's) is what messages call it. ``backend`` and ``executor`` are the spec strings of
+    ``%pipeline --backend/--executor``. An unfinished run of the same text in ``workdir`` is
+    offered: :meth:`resume` goes back to it, any other action starts a new run.
+
+    The actions are those of the ``%pipeline`` magics and return a
+    :class:`~freshness_magic.views.text.TextResult` (its ``text``, and for steps the run's
+    result as ``data``): :meth:`step`, :meth:`run`, :meth:`run_to`, :meth:`resume`,
+    :meth:`retry`, :meth:`accept`, :meth:`why`, :meth:`cond`, :meth:`status`, :meth:`evidence`,
+    :meth:`stop`, :meth:`reset`. :attr:`widget` is the anywidget view. The object a
+    ``%%pipeline`` cell binds is one of these.
+    """
+
+    def __init__(
+        self,
+        source: str | os.PathLike[str] | Graph,
+        workdir: str | os.PathLike[str] | None = None,
+        name: str | None = None,
+        *,
+        backend: str | None = None,
+        executor: str | None = None,
+    ) -> None:
+        folder = _workdir(workdir)
+        graph = _load(source, folder)
+        self._setup(name or graph.name or "pipeline", graph, folder)
+        for key, value in (("backend", backend), ("executor", executor)):
+            if value:
+                self.live.run_options[key] = value
+        self.live.offer_resume()
+
+    @classmethod
+    def loaded(
+        cls,
+        name: str,
+        graph: Graph,
+        workdir: Path,
+        *,
+        namespace: dict[str, Any] | None = None,
+        layout_cache: LayoutCache | None = None,
+        clusters: ClusterPool | None = None,
+        cells: dict[str, str] | None = None,
+    ) -> Pipeline:
+        """A pipeline of a graph already loaded and validated (``%%pipeline``, ``%pipeline
+        load``), sharing the kernel's layout cache, clusters and namespace (for ``%%node``)."""
+        pipeline = cls.__new__(cls)
+        pipeline._setup(
+            name,
+            graph,
+            workdir,
+            namespace=namespace,
+            layout_cache=layout_cache,
+            clusters=clusters,
+            cells=cells,
+        )
+        return pipeline
+
+    def _setup(
+        self,
+        name: str,
+        graph: Graph,
+        workdir: Path,
+        *,
+        namespace: dict[str, Any] | None = None,
+        layout_cache: LayoutCache | None = None,
+        clusters: ClusterPool | None = None,
+        cells: dict[str, str] | None = None,
+    ) -> None:
+        self.live = LiveRun(
+            name, graph, workdir, namespace=namespace, clusters=clusters, cells=cells
+        )
+        """The live part: the run, its lifecycle, the view model it publishes, one lock."""
+        self.view = PipelineView(self.live)
+        """The read-only part: what the pipeline shows, from the published view model."""
+        self.layout_cache = layout_cache if layout_cache is not None else LayoutCache()
+        self.loaded_at = time.monotonic_ns()
+        """When it was loaded (the newest loaded pipeline is the magics' default)."""
+        self.live_lines: Callable[[str], None] | None = None
+        """Where step lines go as each step ends (a terminal's print); None: in the result."""
+        self._widget: Any = None
+
+    # --- the parts' fields -----------------------------------------------------------------------
+
+    @property
+    def name(self) -> str:
+        return self.live.name
+
+    @property
+    def graph(self) -> Graph:
+        return self.live.graph
+
+    @property
+    def workdir(self) -> Path:
+        return self.live.workdir
+
+    @property
+    def namespace(self) -> dict[str, Any]:
+        return self.live.namespace
+
+    @property
+    def clusters(self) -> ClusterPool:
+        return self.live.clusters
+
+    @property
+    def run_options(self) -> dict[str, Any]:
+        return self.live.run_options
+
+    @property
+    def cells(self) -> dict[str, str]:
+        return self.live.cells
+
+    @property
+    def structure_version(self) -> int:
+        return self.live.structure_version
+
+    @property
+    def superseded(self) -> bool:
+        return self.live.superseded
+
+    @property
+    def resume_offer(self) -> ResumeOffer | None:
+        return self.live.resume_offer
+
+    @property
+    def resume_notes(self) -> list[str]:
+        return self.live.resume_notes
+
+    @property
+    def model(self) -> ViewModel:
+        return self.live.model
+
+    @property
+    def current_run(self) -> Run:
+        """The engine's :class:`~freshness_magic.engine.Run`, opened on first use."""
+        return self.live.run
+
+    @property
+    def live_run(self) -> Run | None:
+        """The engine's run if one is open (never opens one)."""
+        return self.live.live_run
+
+    @property
+    def has_run(self) -> bool:
+        return self.live.live_run is not None
+
+    @property
+    def started(self) -> bool:
+        return self.live.started
+
+    @property
+    def busy(self) -> bool:
+        return self.live.busy
+
+    @property
+    def watching(self) -> bool:
+        return self.live.watching
+
+    # --- the live part's operations -------------------------------------------------------------
+
+    def subscribe(self, listener: Callable[..., None]) -> None:
+        """Call ``listener(event_or_None)`` after every published update of the views."""
+        self.live.subscribe(listener)
+
+    def publish(self, *, freshness: bool = True) -> None:
+        self.live.publish(freshness=freshness)
+
+    def refresh_freshness(self) -> bool:
+        """Re-check stale inputs and publish; True when they changed."""
+        return self.live.refresh_freshness()
+
+    def use_run_options(self, specs: Mapping[str, str], *, reopen: bool = False) -> bool:
+        return self.live.use_run_options(specs, reopen=reopen)
+
+    def set_cell(self, node_id: str, code: str) -> None:
+        """Make ``code`` the handler of ``node_id`` (a ``%%node`` cell)."""
+        self.live.set_cell(node_id, code)
+
+    def offer_resume(self) -> ResumeOffer | None:
+        return self.live.offer_resume()
+
+    def resume_latest(self) -> bool:
+        return self.live.resume_latest()
+
+    def latest_run_dir(self) -> Path | None:
+        return self.live.latest_run_dir()
+
+    def start_watching(self) -> None:
+        self.live.start_watching()
+
+    def stop_watching(self) -> None:
+        self.live.stop_watching()
+
+    def supersede(self) -> None:
+        """A newer load of the same name replaced this object: stop and refuse every action."""
+        self.live.supersede()
+        if self._widget is not None:
+            self._widget.supersede(f"this view was replaced by a newer load of {self.name}")
+        self.live.notify()
+
+    # --- the view part's answers -----------------------------------------------------------------
+
+    @property
+    def state_name(self) -> str:
+        return self.view.state_name
+
+    @property
+    def stale(self) -> Mapping[str, NodeStale]:
+        return self.view.stale
+
+    @property
+    def backend_name(self) -> str:
+        return self.view.backend_name
+
+    def require_node(self, node_id: str) -> Node:
+        return self.view.require_node(node_id)
+
+    def views(self) -> dict[str, NodeView]:
+        """Every node's visible state and why; a fresh dict the caller may keep."""
+        return self.view.views()
+
+    def outcomes(self) -> Mapping[str, Outcome]:
+        return self.view.outcomes()
+
+    def pending_gate(self) -> Question | None:
+        return self.view.pending_gate()
+
+    def next_node(self) -> str | None:
+        return self.view.next_node()
+
+    def blocked_nodes(self) -> frozenset[str]:
+        return self.view.blocked_nodes()
+
+    def nodes_run(self, views: Mapping[str, NodeView]) -> int:
+        return self.view.nodes_run(views)
+
+    def status_line(self) -> str:
+        return self.view.status_line()
+
+    def status_text(self, limit: int | None = None) -> str:
+        return self.view.status_text(limit)
+
+    def gate_note(self) -> str:
+        return self.view.gate_note()
+
+    def failure_text(self) -> str:
+        return self.view.failure_text()
+
+    def stale_upstream(self, node_id: str) -> tuple[list[str], int]:
+        return self.view.stale_upstream(node_id)
+
+    def evidence_records(self, node_id: str | None = None) -> list[dict[str, Any]]:
+        """The valid records in the run's evidence log on disk, oldest first."""
+        return self.view.evidence_records(node_id)
+
+    def details(self, node_id: str) -> dict[str, Any]:
+        return self.view.details(node_id)
+
+    def banner(self) -> RunBanner | None:
+        return self.view.banner()
+
+    def explain(
+        self, expr: str, from_node: str | None = None, *, infer_node: bool = False
+    ) -> ConditionAnswer:
+        return self.view.explain(expr, from_node, infer_node=infer_node)
+
+    def status(self) -> TextResult:
+        """``%pipeline status``: the status line and the node-state table."""
+        return self.view.status()
+
+    def why(self, node_id: str) -> TextResult:
+        """``%pipeline why NODE``: why the node is in its state and what to do next."""
+        return self.view.why(node_id)
+
+    def cond(self, expr: str, from_node: str | None = None) -> TextResult:
+        """``%pipeline cond EXPR [--from NODE]``: the condition explained on the live context
+        (and, from a node, the edge routing would take); the explanation is the ``data``."""
+        answer = self.view.explain(expr, from_node)
+        return TextResult(answer.text, answer.explanation)
+
+    def evidence(self, node_id: str | None = None) -> TextResult:
+        """``%pipeline evidence [NODE]``: the evidence records (all, or of one node)."""
+        return self.view.evidence(node_id)
+
+    # --- display -------------------------------------------------------------------------------
+
+    def __repr__(self) -> str:
+        return f"<pipeline {self.name}: {len(self.graph.nodes)} nodes, {self.state_name}>"
+
+    @property
+    def widget(self) -> Any:
+        """The anywidget view (created on first use; one per pipeline, many displays): show it in
+        Jupyter, or in marimo with ``mo.ui.anywidget(pipeline.widget)``."""
+        if self._widget is None:
+            from freshness_magic.notebook.widget import PipelineWidget
+
+            self._widget = PipelineWidget(self)
+        return self._widget
+
+    def _repr_mimebundle_(self, include: Any = None, exclude: Any = None) -> dict[str, Any]:
+        """The widget for rich frontends, the graph with its states as static ``text/html`` for
+        front ends without a widget runtime (nbconvert, GitHub, VS Code without widgets), and
+        the node-state table as ``text/plain`` (with a one-line note when no layout engine is
+        installed)."""
+        from freshness_magic.notebook.widget import in_kernel
+        from freshness_magic.views.render import RenderError
+        from freshness_magic.views.snapshot import static_html
+
+        bundle: dict[str, Any] = {}
+        if not in_kernel() and not _shows_html(include):  # terminal IPython: no layout to make
+            bundle["text/plain"] = self.status_text(REPR_ROWS)
+            return bundle
+        try:
+            layout = self.layout_cache.get(self.graph)  # cached; fails before any widget exists
+        except LayoutUnavailable as exc:  # no Graphviz anywhere: the text view, one note
+            bundle["text/plain"] = f"{exc}\n" + self.status_text()
+            return bundle
+        except RenderError:
+            layout = None
+        if in_kernel() or self._widget is not None:
+            widget_bundle = self.widget._repr_mimebundle_()
+            if isinstance(widget_bundle, dict):
+                bundle.update(widget_bundle)
+        if "text/html" not in bundle and layout is not None:
+            bundle["text/html"] = static_html(layout, self.views(), self.status_line())
+        bundle["text/plain"] = self.status_text(REPR_ROWS)
+        return bundle
 
     # --- actions ---------------------------------------------------------------------------------
 
+    def run(self, to: str | None = None, max_steps: int | None = None) -> TextResult:
+        """``%pipeline run``: run until ``to``, the exit, a failure or a gate."""
+        return self.run_to(to, max_steps)
+
     def step(self) -> TextResult:
         """Execute the next node."""
-        with self.exclusive():
+        with self.live.exclusive():
             return self._advance(max_steps=1, single=True)
 
     def run_to(self, to: str | None = None, max_steps: int | None = None) -> TextResult:
         """Run until ``to``, the exit, a failure or a gate (``run`` on a finished run: no-op)."""
-        with self.exclusive():
+        with self.live.exclusive():
             if to is not None:
                 self.require_node(to)
             return self._advance(to=to, max_steps=max_steps)
@@ -81,7 +438,7 @@ class NotebookPipeline(LivePipeline):
         for name, value in (("choice", choice), ("comment", comment)):
             if value is not None and not isinstance(value, str):  # from Python
                 raise RunError(f"{name} is a string such as 'Y', not {value!r}")
-        with self.exclusive():
+        with self.live.exclusive():
             if to is not None:
                 self.require_node(to)
             if node_id is None and (choice or comment):
@@ -91,17 +448,17 @@ class NotebookPipeline(LivePipeline):
             self.require_node(node_id)
             first: list[str] = []
             offer = self.resume_offer
-            if self._run is None and offer is not None:
+            if self.live.live_run is None and offer is not None:
                 if offer.state is not RunState.WAITING or offer.where != node_id:
                     raise RunError(
                         f"no gate waits in this kernel's run; {offer.describe(self.name)}"
                     )
-                self._open(resume=offer.run_dir)  # the run on disk waits there: answer it
-                first = [f"resumed run {offer.run_dir.name}", *self.resume_notes]
-            run = self.run
+                self.live.open(resume=offer.run_dir)  # the run on disk waits there: answer it
+                first = [f"resumed run {offer.run_dir.name}", *self.live.resume_notes]
+            run = self.live.run
             if run.pending_gate is None and not run.state.finished:
                 self._reach_gate(node_id)
-                run = self.run  # a kernel interrupt there reopens it
+                run = self.live.run  # a kernel interrupt there reopens it
             try:
                 if comment:
                     answered = run.answer(node_id, choice, comment=comment)
@@ -112,13 +469,13 @@ class NotebookPipeline(LivePipeline):
                 if (choice or "").strip() or gate is None:
                     raise
                 raise RunError(text.choose_text(gate, comment)) from None  # no choice, no default
-            self.publish()
+            self.live.publish()
             return self._advance(to=to, answered=answered, first=first)
 
     def _reach_gate(self, node_id: str) -> None:
         """Run the gate ``node_id`` the run is paused in front of, so that it waits; a RunError
         saying what to run when the run is elsewhere."""
-        run = self.run
+        run = self.live.run
         if self.graph.nodes[node_id].handler_type != "wait.human":
             raise RunError(f"'{node_id}' is not a human gate; only a gate takes --choice")
         if run.next_node != node_id:
@@ -129,9 +486,9 @@ class NotebookPipeline(LivePipeline):
             )
         step_loop(
             run,
-            stop=self._stop,
-            after_step=lambda: self.publish(freshness=False),
-            on_interrupt=lambda node: self._interrupted(node, "interrupted (kernel interrupt)"),
+            stop=self.live.stop_requested,
+            after_step=lambda: self.live.publish(freshness=False),
+            on_interrupt=lambda node: self.live.interrupted(node, "interrupted (kernel interrupt)"),
             max_steps=1,
         )
 
@@ -144,7 +501,7 @@ class NotebookPipeline(LivePipeline):
             return gate.node_id
         offer = self.resume_offer
         if (
-            self._run is None
+            self.live.live_run is None
             and offer is not None
             and offer.state is RunState.WAITING
             and offer.where is not None
@@ -158,7 +515,7 @@ class NotebookPipeline(LivePipeline):
     def _other_unfinished(self, *, any_text: bool = False) -> ResumeOffer | None:
         """The newest unfinished run of this pipeline on disk that is not the open run."""
         found = find_unfinished(self.graph, self.workdir, any_text=any_text)
-        mine = self._run.run_dir if self._run is not None else None
+        mine = self.live.live_run.run_dir if self.live.live_run is not None else None
         return None if found is None or found.run_dir == mine else found
 
     def _nothing_to_resume(self) -> str:
@@ -167,7 +524,7 @@ class NotebookPipeline(LivePipeline):
         the old run is not offered)."""
         other = self._other_unfinished(any_text=True)
         if other is None:
-            if self.started and self.run.state is RunState.COMPLETED:
+            if self.live.started and self.live.run.state is RunState.COMPLETED:
                 return (
                     f"nothing to resume: the run of {self.name} completed; %pipeline reset "
                     "starts a new one"
@@ -191,19 +548,19 @@ class NotebookPipeline(LivePipeline):
             gate = self.pending_gate()
             if gate is not None:
                 return TextResult(text.waiting_text(gate, self.gate_note()))
-            state = self.run.state if self.started else None
+            state = self.live.run.state if self.live.started else None
             if state is RunState.PAUSED:
                 return self._advance(to=to)
             if state is RunState.FAILED:
                 raise RunError(
-                    f"the run of {self.name} failed at {self.run.failed_node or 'a node'}: "
+                    f"the run of {self.name} failed at {self.live.run.failed_node or 'a node'}: "
                     "%pipeline retry goes on from there, %pipeline reset starts a new run"
                 )
             offer = self._other_unfinished()
             if offer is None:
                 return TextResult(self._nothing_to_resume())
-        run = self._open(resume=offer.run_dir)
-        lines = [f"resumed run {offer.run_dir.name}", *self.resume_notes]
+        run = self.live.open(resume=offer.run_dir)
+        lines = [f"resumed run {offer.run_dir.name}", *self.live.resume_notes]
         if run.state is RunState.PAUSED:  # it goes on, as the CLI's resume does
             if self.live_lines is not None:
                 for head in lines:
@@ -218,28 +575,28 @@ class NotebookPipeline(LivePipeline):
 
     def start_new(self) -> TextResult:
         """Decline the offered run: the next action starts a new run (the old one stays)."""
-        self.resume_offer = None
+        self.live.resume_offer = None
         return self.reset()
 
     def retry(self, node_id: str | None = None) -> TextResult:
         """Re-arm a failed or stopped run at its failed node (or ``node_id``), then ``run``."""
-        with self.exclusive():
+        with self.live.exclusive():
             if node_id is not None:
                 self.require_node(node_id)
-            if not self.started:
+            if not self.live.started:
                 raise RunError(self._nothing_ran_yet(node_id))
             try:
-                armed = self.run.retry(node_id)
+                armed = self.live.run.retry(node_id)
             except NothingToRetryError as exc:  # the engine names its Python call
                 raise RunError(f"{exc.problem} (%pipeline retry NODE)") from None
-            self.publish()
+            self.live.publish()
             note = rearmed_note(node_id, armed)
             return self._advance(first=[f"note: {note}"] if note else [])
 
     def _nothing_ran_yet(self, node_id: str | None) -> str:
         """Why a retry before the run began is refused, and what runs the node instead."""
         offer = self.resume_offer
-        if self._run is None and offer is not None:
+        if self.live.live_run is None and offer is not None:
             return f"nothing to retry in this kernel yet; {offer.describe(self.name)}"
         way = "%pipeline step runs the first node, %pipeline run runs on to a gate or the end"
         if node_id is not None and node_id == self.next_node():
@@ -252,32 +609,31 @@ class NotebookPipeline(LivePipeline):
         """Ask the running action to stop: the running node is interrupted (a tool's process
         group is killed) and no further node starts; the run stays resumable. With nothing
         running, it does nothing and says so."""
-        self._check_current()
+        self.live.check_current()
         running = self.model.running
-        if running is None and not self.busy:
+        if running is None and not self.live.busy:
             return TextResult(f"nothing to stop: no step or run of {self.name} is running")
-        self._stop.set()
+        self.live.stop_requested.set()
         self._cancel_running()
         where = f" at {running[0]}" if running is not None else ""
         return TextResult(f"stop requested{where}")
 
     def _cancel_running(self) -> None:
         """The one place that asks the engine to stop the running node."""
-        if self._run is not None:
-            self._run.interrupt()
+        if self.live.live_run is not None:
+            self.live.live_run.interrupt()
 
     def close(self) -> None:
         """Also stop an action still running (the kernel shuts down or restarts): its node is
         interrupted, so no tool outlives the kernel to finish its work unwatched while the
         re-run notebook does it again, and the run stays resumable at that node. Waits for the
         stop at most :data:`STOP_AT_CLOSE_SECONDS`."""
-        super().close()
-        if not self.busy:
+        self.live.close()
+        if not self.live.busy:
             return
-        self._stop.set()
+        self.live.stop_requested.set()
         self._cancel_running()
-        if self._lock.acquire(timeout=STOP_AT_CLOSE_SECONDS):
-            self._lock.release()
+        self.live.wait_idle(STOP_AT_CLOSE_SECONDS)
 
     def _advance(
         self,
@@ -294,9 +650,9 @@ class NotebookPipeline(LivePipeline):
         does (the CLI's, or one after a restart): reopened from its checkpoint, so the nodes
         not run yet take the files as they are now, and what changed meanwhile is said.
         """
-        fresh = self._run is None
+        fresh = self.live.live_run is None
         offer = self.resume_offer
-        run = self.run
+        run = self.live.run
         lines: list[str] = [*(first or ())]
         if answered is not None:
             lines.append(text.step_line(answered))
@@ -305,11 +661,11 @@ class NotebookPipeline(LivePipeline):
             if offer.orphans:  # unwatched, it would do its work alongside the new run's
                 lines += [f"note: {said}" for said in reap_survivors(offer.run_dir)]
         interrupted = run.state is RunState.PAUSED and run.result().interrupted_node is not None
-        if interrupted and not self.reopened:
-            run = self._open(resume=run.run_dir)
-            if self.resume_notes:
-                lines += ["changed while the run was stopped:", *self.resume_notes]
-        self.reopened = False
+        if interrupted and not self.live.reopened:
+            run = self.live.open(resume=run.run_dir)
+            if self.live.resume_notes:
+                lines += ["changed while the run was stopped:", *self.live.resume_notes]
+        self.live.reopened = False
         if run.state.finished and answered is None:
             if run.state is RunState.FAILED:
                 at = f" at {run.failed_node}" if run.failed_node else ""
@@ -325,12 +681,12 @@ class NotebookPipeline(LivePipeline):
             for line in lines:
                 show(line)
             lines = []
-        self._stop.clear()
+        self.live.stop_requested.clear()
         done = step_loop(
             run,
-            stop=self._stop,
-            after_step=lambda: self.publish(freshness=False),
-            on_interrupt=lambda node: self._interrupted(node, "interrupted (kernel interrupt)"),
+            stop=self.live.stop_requested,
+            after_step=lambda: self.live.publish(freshness=False),
+            on_interrupt=lambda node: self.live.interrupted(node, "interrupted (kernel interrupt)"),
             to=to,
             max_steps=max_steps,
             show=show,
@@ -338,7 +694,7 @@ class NotebookPipeline(LivePipeline):
         run, steps = done.run, done.steps + (answered is not None)
         if show is None:
             lines.extend(done.lines)
-        self._settle(republish=steps == 0)
+        self.live.settle(republish=steps == 0)
         if run.state is RunState.WAITING:
             lines.append(text.waiting_text(self.pending_gate(), self.gate_note()))
         elif single and steps == 0 and not lines:
@@ -363,17 +719,17 @@ class NotebookPipeline(LivePipeline):
         from freshness_magic.freshness.events import some_files
         from freshness_magic.freshness.extension import accept_changes
 
-        with self.exclusive():
+        with self.live.exclusive():
             self.refresh_freshness()
             if node_ids:
                 accepted = {}
                 for node_id in dict.fromkeys(node_ids):
-                    accepted.update(accept_changes(self.run, node_id=node_id))
+                    accepted.update(accept_changes(self.live.run, node_id=node_id))
             else:
-                accepted = accept_changes(self.run)
+                accepted = accept_changes(self.live.run)
                 for stale_id in sorted(set(self.stale) - set(accepted)):
-                    accepted.update(accept_changes(self.run, node_id=stale_id))
-            self.publish()
+                    accepted.update(accept_changes(self.live.run, node_id=stale_id))
+            self.live.publish()
         target = ", ".join(dict.fromkeys(node_ids)) or "all stale nodes and nodes not run yet"
         files = sorted({f for changed in accepted.values() for f in changed})
         what = f": {some_files(files, ACCEPTED_SHOWN)}" if files else ": no changed files"
@@ -394,17 +750,17 @@ class NotebookPipeline(LivePipeline):
         disk: ``resume`` (or the view's Resume) goes back to it, so a stray reset loses
         nothing. A reset with no begun run (or ``start_new``) declines the offer.
         """
-        with self.exclusive():
-            left = self._run if self.started else None
-            self._detach()
+        with self.live.exclusive():
+            left = self.live.live_run if self.live.started else None
+            self.live.detach()
             if left is not None:
                 left.close()
-            self._model = ViewModel(self.graph)
+            self.live.model = ViewModel(self.graph)
             offer = find_unfinished(self.graph, self.workdir) if left is not None else None
             if offer is not None and left is not None and offer.run_dir != left.run_dir:
                 offer = None  # an older run, not the one just left
-            self.resume_offer = replace(offer, left=True) if offer else None
-            self.publish()
+            self.live.resume_offer = replace(offer, left=True) if offer else None
+            self.live.publish()
         if offer is None:
             head = "reset: a new run starts at the beginning"
         else:
@@ -413,3 +769,68 @@ class NotebookPipeline(LivePipeline):
                 "and %pipeline resume goes back to it"
             )
         return TextResult(head + "\n" + self.status_line())
+
+
+REPR_ROWS = 60
+"""Most node rows the object's own display lists (a 38,000-node pipeline printed them all)."""
+
+
+def _shows_html(include: Any) -> bool:
+    """Whether the front end shows HTML: ``include`` when given, else the shell's active types
+    (terminal IPython shows text only, and the layout would be made for nothing)."""
+    if include is not None:
+        return "text/html" in include
+    from IPython import get_ipython
+
+    shell = get_ipython()
+    formatter = getattr(shell, "display_formatter", None)
+    return formatter is None or "text/html" in getattr(formatter, "active_types", ("text/html",))
+
+
+def _workdir(raw: str | os.PathLike[str] | None) -> Path:
+    """The work directory of a pipeline made from Python: a folder (it may not exist yet)."""
+    from freshness_magic.pathsafety import workdir_problem
+
+    path = Path(raw if raw is not None else Path.cwd()).expanduser().resolve()
+    problem = workdir_problem(path)
+    if problem is not None:
+        raise RunError(f"workdir {raw}: {problem}")
+    return path
+
+
+def _load(source: str | os.PathLike[str] | Graph, workdir: Path) -> Graph:
+    """The graph of ``source`` (a path, DOT text or a Graph), validated against ``workdir`` as
+    ``freshness-magic validate`` does: errors raise, warnings go to stderr."""
+    from freshness_magic.engine.pipeline import load_pipeline, read_pipeline_text
+    from freshness_magic.engine.validation import Severity
+    from freshness_magic.lint import session_validator
+
+    path: str | None = None
+    if isinstance(source, Graph):
+        graph = source
+    elif isinstance(source, str | os.PathLike):
+        raw = os.fspath(source)
+        if isinstance(source, os.PathLike) or "digraph" not in raw:
+            path = raw
+            raw = read_pipeline_text(raw)
+        graph = load_pipeline(raw, path=path)
+    else:
+        raise PipelineSourceError(
+            f"a pipeline is made from a .dot path, DOT text or a Graph, not {type(source).__name__}"
+        )
+    shown = [
+        d
+        for d in session_validator(workdir=workdir).validate(graph)
+        if d.severity is not Severity.INFO
+    ]
+    errors = [d for d in shown if d.severity is Severity.ERROR]
+    if errors:
+        lines = "\n".join("  " + d.format(path) for d in shown)
+        raise ValidationError(
+            f"pipeline {graph.name or path or ''} did not load: {len(errors)} validation "
+            f"error{'s' if len(errors) != 1 else ''} to fix:\n{lines}",
+            list(shown),
+        )
+    for diagnostic in shown:
+        print(diagnostic.format(path), file=sys.stderr)
+    return graph

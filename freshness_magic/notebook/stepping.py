@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING
 from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
 from freshness_magic.freshness.events import FreshnessEvent, describe_stale_input
-from freshness_magic.notebook import text
+from freshness_magic.views import text
 
 if TYPE_CHECKING:
     from freshness_magic.engine.events import Event

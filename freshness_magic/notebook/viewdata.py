@@ -9,64 +9,17 @@ import bisect
 import json
 import re
 from collections.abc import Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from freshness_magic.engine import explain_condition
-from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.model import Node
-from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.state import RunState
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import Layout
-from freshness_magic.notebook.text import choice_text, condition_text, evidence_row, first_items
-from freshness_magic.notebook.viewmodel import Span, parse_time
-from freshness_magic.notebook.viewstate import STATE_STYLES, NodeState, NodeView, legend_items
+from freshness_magic.views.model import Span, parse_time
+from freshness_magic.views.render import Layout
+from freshness_magic.views.state import STATE_STYLES, NodeState, NodeView, legend_items
+from freshness_magic.views.text import choice_text, evidence_row, first_items
 
-
-def explain_on_live_context(
-    pipeline: NotebookPipeline, expr: str, from_node: str | None
-) -> tuple[str, Any]:
-    """Explain ``expr`` against the run's context and (with a node) the edge that would be taken.
-
-    The outcome used is the last outcome of ``from_node`` (or of the last executed node).
-    """
-    text, explanation, _ = explain(pipeline, expr, from_node, infer_node=False)
-    return text, explanation
-
-
-def explain(
-    pipeline: NotebookPipeline, expr: str, from_node: str | None, infer_node: bool = True
-) -> tuple[str, Any, Any]:
-    """The explanation text, the explanation and the edge routing would take from the node
-    (``from_node``, or with ``infer_node`` the last executed node)."""
-    context: dict[str, Any] = dict(pipeline.run.context) if pipeline.has_run else {}
-    outcomes = pipeline.outcomes()
-    outcome: Outcome | None = None
-    if from_node is not None:
-        outcome = outcomes.get(from_node)
-    elif outcomes:
-        last, outcome = list(outcomes.items())[-1]
-        from_node = last if infer_node else None
-    if outcome is None:
-        outcome = Outcome(StageStatus.SUCCESS)
-    explanation = explain_condition(
-        expr, outcome=outcome.status.value, preferred_label=outcome.preferred_label, context=context
-    )
-    edge = None
-    edge_line = None
-    if from_node is not None and from_node in pipeline.graph.nodes:
-        selection = select_edge(pipeline.graph, from_node, outcome, context)
-        edge = selection.edge
-        target = edge.target if edge is not None else "(none)"
-        edge_line = f"edge from {from_node}: -> {target} ({selection.step}: {selection.reason})"
-    text = condition_text(
-        expr,
-        explanation,
-        outcome=outcome.status.value,
-        preferred_label=outcome.preferred_label,
-        edge=edge_line,
-    )
-    return text, explanation, edge
+if TYPE_CHECKING:
+    from freshness_magic.notebook.pipeline import Pipeline
 
 
 def short(text: str, limit: int) -> str:
@@ -132,7 +85,7 @@ def to_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-def approving(pipeline: NotebookPipeline, gate_node: str) -> dict[str, str]:
+def approving(pipeline: Pipeline, gate_node: str) -> dict[str, str]:
     """What the gate approves: the response or changed files of the node that ran before it."""
     records = [r for r in pipeline.evidence_records() if r.get("nodeId") != gate_node]
     if not records:
@@ -150,7 +103,7 @@ def approving(pipeline: NotebookPipeline, gate_node: str) -> dict[str, str]:
     return {"title": f"result of {node}", "text": "\n".join(lines)}
 
 
-def node_details(pipeline: NotebookPipeline, node_id: str, view: NodeView) -> dict[str, Any]:
+def node_details(pipeline: Pipeline, node_id: str, view: NodeView) -> dict[str, Any]:
     """A node's details: the pipeline's ``details(node)`` plus its state and attributes."""
     node = pipeline.require_node(node_id)
     data: dict[str, Any] = {"state": view.state.value, "why": view.why}
@@ -159,16 +112,16 @@ def node_details(pipeline: NotebookPipeline, node_id: str, view: NodeView) -> di
     return data
 
 
-def context_keys(pipeline: NotebookPipeline, limit: int = 200) -> list[list[str]]:
+def context_keys(pipeline: Pipeline, limit: int = 200) -> list[list[str]]:
     """The run context's keys with short values (the playground lists and completes them)."""
     keys = [["outcome", ""], ["preferred_label", ""]]
     if pipeline.has_run:
-        for key, value in sorted(pipeline.run.context.items())[:limit]:
+        for key, value in sorted(pipeline.current_run.context.items())[:limit]:
             keys.append([f"context.{key}", short(repr(value), 60)])
     return keys
 
 
-def graph_value(pipeline: NotebookPipeline, layout: Layout) -> dict[str, Any]:
+def graph_value(pipeline: Pipeline, layout: Layout) -> dict[str, Any]:
     """What the page gets once per structure: the SVG, the nodes in index order, the exit nodes
     (the Run to list starts at one) and the start node (the Home and End keys go to them), the
     goal, the legend of the states this pipeline can show
@@ -217,7 +170,7 @@ def irreversible_reason(node: Node | None) -> str:
     return f"is named for an act that is hard to undo ({named[0]})" if named else ""
 
 
-def gate_value(pipeline: NotebookPipeline) -> dict[str, Any]:
+def gate_value(pipeline: Pipeline) -> dict[str, Any]:
     """The waiting gate for the gate panel: question, one entry per choice, what it approves,
     the note on changed inputs upstream of it (``""`` when none), and which time it asks (a
     loop that comes back at once would otherwise look as if the answer did nothing)."""
@@ -331,7 +284,7 @@ def active_seconds(records: Sequence[Mapping[str, Any]], stopped: Sequence[Span]
 
 
 def run_value(
-    pipeline: NotebookPipeline,
+    pipeline: Pipeline,
     views: Mapping[str, NodeView],
     now: float,
     active: ActiveTime | None = None,

@@ -43,24 +43,19 @@ import time
 import traceback
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import anywidget
 import traitlets
 
 from freshness_magic.errors import RunError
 from freshness_magic.notebook.interrupts import InterruptForwarding
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import Layout
-from freshness_magic.notebook.snapshot import snapshot_svg, static_html
 from freshness_magic.notebook.viewdata import (
     ActiveTime,
     context_keys,
     cut,
     evidence_detail,
     evidence_summary_row,
-    explain,
-    explain_on_live_context,
     gate_value,
     graph_value,
     node_details,
@@ -68,7 +63,9 @@ from freshness_magic.notebook.viewdata import (
     short,
     to_json,
 )
-from freshness_magic.notebook.viewstate import (
+from freshness_magic.views.render import Layout
+from freshness_magic.views.snapshot import snapshot_svg, static_html
+from freshness_magic.views.state import (
     NodeState,
     NodeView,
     RunBanner,
@@ -76,7 +73,11 @@ from freshness_magic.notebook.viewstate import (
     state_code,
 )
 
-__all__ = ["PipelineWidget", "explain_on_live_context", "in_kernel"]
+if TYPE_CHECKING:
+    from freshness_magic.notebook.pipeline import Pipeline
+
+
+__all__ = ["PipelineWidget", "in_kernel"]
 
 STATIC = Path(__file__).with_name("static")
 EVIDENCE_ROWS = 8
@@ -116,7 +117,7 @@ class PipelineWidget(anywidget.AnyWidget):
     note = traitlets.Unicode("").tag(sync=True)
     """Set when this view no longer drives a run (superseded): the view greys out."""
 
-    def __init__(self, pipeline: NotebookPipeline, **kwargs: Any) -> None:
+    def __init__(self, pipeline: Pipeline, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.pipeline = pipeline
         self.background = in_kernel()
@@ -403,7 +404,8 @@ class PipelineWidget(anywidget.AnyWidget):
     def playground(self, expr: str, node: str | None = None) -> dict[str, Any]:
         """The condition playground's answer: the explanation text, the edge routing would take
         from ``node`` (default: the last executed node) and the context keys for completion."""
-        text, _, edge = explain(self.pipeline, expr, node)
+        answer = self.pipeline.explain(expr, node, infer_node=True)
+        text, edge = answer.text, answer.edge
         if not expr.strip():
             text = "type a condition, e.g. outcome=success && context.tests.passed=true"
         found = None

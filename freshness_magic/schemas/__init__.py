@@ -41,6 +41,8 @@ RUN_DIR_FILES: tuple[tuple[str, str | None], ...] = (
     ("evidence.jsonl", "evidence-record.schema.json"),
     ("manifest.json", "manifest.schema.json"),
     ("restarted_as.json", "restart-link.schema.json"),
+    ("backend.json", "backend.schema.json"),
+    ("executor.json", "executor.schema.json"),
     ("nodes/*/status.json", "node-status.schema.json"),
     ("pipeline.dot", None),
     ("nodes/*/prompt.md", None),

@@ -9,6 +9,10 @@ The requested model name picks the behaviour:
 - ``trickle-*``: streams one chunk, then waits (until the server stops);
 - ``badkey-*``: 401 whose message repeats the key it was sent (as some providers do);
 - ``silent-*``: a well-formed stream without any text;
+- ``cutoff-*``: streams three chunks of text, then closes the connection cleanly without the
+  end of the answer (no ``finish_reason`` nor ``[DONE]``; no ``message_stop``);
+- ``nodone-*``: (OpenAI) the last chunk has ``finish_reason`` but no ``[DONE]`` follows;
+- ``plainjson-*``: ignores ``stream=true`` and answers one JSON completion;
 - anything else: the answer ``ANSWER`` in words (streamed word by word when asked).
 """
 
@@ -69,7 +73,7 @@ class _Handler(BaseHTTPRequestHandler):
         if model.startswith("slow"):
             fake.stop.wait(30)
             return self._error(500, "too late")
-        if body.get("stream"):
+        if body.get("stream") and not model.startswith("plainjson"):
             return self._stream(kind, model)
         return self._json(200, _complete(kind, model))
 
@@ -97,6 +101,8 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self.close_connection = True
         events = _openai_events(model) if kind == "openai" else _anthropic_events(model)
+        if model.startswith("cutoff"):
+            events = _first_texts(events, 3)
         try:
             for index, (name, data) in enumerate(events):
                 head = f"event: {name}\n" if name else ""
@@ -104,7 +110,7 @@ class _Handler(BaseHTTPRequestHandler):
                 self.wfile.flush()
                 if model.startswith("trickle") and index == (0 if kind == "openai" else 2):
                     self.server.fake.stop.wait(30)
-            if kind == "openai":
+            if kind == "openai" and not model.startswith(("cutoff", "nodone")):
                 self.wfile.write(b"data: [DONE]\n\n")
                 self.wfile.flush()
         except (BrokenPipeError, ConnectionResetError):
@@ -118,10 +124,29 @@ def _words(model: str = "") -> list[str]:
     return [w if i == 0 else " " + w for i, w in enumerate(words)]
 
 
+def _first_texts(
+    events: Iterator[tuple[str, dict[str, Any]]], count: int
+) -> Iterator[tuple[str, dict[str, Any]]]:
+    """The events up to the ``count``-th that carries text."""
+    for event in events:
+        yield event
+        count -= _has_text(event[1])
+        if count == 0:
+            return
+
+
+def _has_text(data: dict[str, Any]) -> bool:
+    delta = data.get("delta") or {}
+    chunks = [c.get("delta", {}) for c in data.get("choices", [])]
+    return bool(delta.get("text") or any(c.get("content") for c in chunks))
+
+
 def _openai_events(model: str) -> Iterator[tuple[str, dict[str, Any]]]:
     base = {"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": model}
-    for word in _words(model):
-        choice = {"index": 0, "delta": {"content": word}, "finish_reason": None}
+    words = _words(model)
+    for index, word in enumerate(words):
+        last = model.startswith("nodone") and index == len(words) - 1
+        choice = {"index": 0, "delta": {"content": word}, "finish_reason": "stop" if last else None}
         yield "", {**base, "choices": [choice]}
     yield (
         "",

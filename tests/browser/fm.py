@@ -13,7 +13,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from freshness_magic.notebook.render import STALE_DASH, STATE_STYLES, NodeState, StaleKind
+from freshness_magic.views.render import STALE_DASH, STATE_STYLES, NodeState, StaleKind
 from tests.browser.lab import WAIT_MS, write_notebook
 
 WIDGET = ".fm-widget"

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from freshness_magic.notebook.render import NodeState
+from freshness_magic.views.render import NodeState
 from tests.browser.fm import QUICKSTART_NODES, WIDGET, mark_views, node_states, wait_node_states
 from tests.browser.lab import REPO, WAIT_MS, open_lab_notebook, run_all_cells, save_screenshot
 from tests.browser.view import set_theme

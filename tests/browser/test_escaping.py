@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from freshness_magic.engine.model import Edge
-from freshness_magic.notebook.render import NodeState, edge_text
+from freshness_magic.views.render import NodeState, edge_text
 from tests.browser.fm import (
     WIDGET,
     click,

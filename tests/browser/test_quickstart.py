@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from freshness_magic.notebook.render import NodeState, StaleKind
+from freshness_magic.views.render import NodeState, StaleKind
 from tests.browser.fm import (
     PAINT,
     QUICKSTART_NODES,

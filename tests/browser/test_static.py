@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from freshness_magic.notebook.demo import _without_widget_views, build_quickstart
-from freshness_magic.notebook.viewstate import STATE_STYLES, NodeState
+from freshness_magic.views.state import STATE_STYLES, NodeState
 from tests.browser.fm import DARK_PAINT, PAINT, _rgb
 from tests.browser.lab import REPO, save_screenshot
 from tests.browser.view import contrast

@@ -24,9 +24,9 @@ from typing import Any
 import pytest
 
 from freshness_magic.engine.pipeline import load_pipeline
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import LayoutCache
+from freshness_magic.notebook.pipeline import Pipeline
 from freshness_magic.notebook.widget import STATIC, PipelineWidget
+from freshness_magic.views.render import LayoutCache
 from tests.browser.fm import DARK_PAINT, PAINT, node_states
 from tests.browser.lab import WAIT_MS, save_screenshot
 from tests.browser.view import contrast
@@ -84,7 +84,7 @@ def webview(theme: str, body: str) -> str:
 @pytest.fixture(scope="module")
 def waiting_widget(tmp_path_factory: pytest.TempPathFactory) -> PipelineWidget:
     """A real widget of a run waiting at its gate (succeeded, waiting and pending nodes)."""
-    pipeline = NotebookPipeline(
+    pipeline = Pipeline(
         name="review",
         graph=load_pipeline(GATED),
         workdir=tmp_path_factory.mktemp("vscode"),

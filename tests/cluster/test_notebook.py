@@ -27,7 +27,7 @@ def test_dask_executor_from_config_then_resume_in_a_new_kernel(
     pipeline = shell.run_cell_magic("pipeline", f"fan --workdir {workdir}", DOT)
     text = str(shell.run_line_magic("pipeline", "run"))
     assert "ship" in text and "waiting" in text.lower(), text
-    run = pipeline.run
+    run = pipeline.current_run
     assert run.dispatch is not None and "LocalCluster" in run.dispatch.label
     parents = {int((workdir / f"ppid{i}.txt").read_text()) for i in range(4)}
     assert os.getpid() not in parents
@@ -46,7 +46,7 @@ def test_dask_executor_from_config_then_resume_in_a_new_kernel(
         sh.run_line_magic("config", 'PipelineMagics.executor = "dask"')
         sh.run_cell_magic("pipeline", "fan --resume --workdir {workdir}", {DOT!r})
         print(sh.run_line_magic("pipeline", "resume ship --choice Y"))
-        print("STATE", sh.user_ns["fan"].run.state.value)
+        print("STATE", sh.user_ns["fan"].current_run.state.value)
         """
     )
     done = subprocess.run(
@@ -81,7 +81,7 @@ def test_run_with_the_executor_option(
     assert f"run on dask scheduler {dask_cluster.client.scheduler.address}" in status
     parents = {int((workdir / f"ppid{i}.txt").read_text()) for i in range(2)}
     assert parents <= set(dask_cluster.client.run(os.getpid).values())
-    pipeline.run.close()
+    pipeline.current_run.close()
 
 
 def test_an_unknown_executor_is_refused_when_configured(

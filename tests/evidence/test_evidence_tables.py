@@ -6,8 +6,8 @@ from pathlib import Path
 
 from freshness_magic.commands.evidence import COLUMNS, row
 from freshness_magic.evidence.record import read_evidence_log
-from freshness_magic.notebook.text import evidence_row
 from freshness_magic.session import open_run
+from freshness_magic.views.text import evidence_row
 
 PIPELINE = """digraph p {
   start [shape=Mdiamond]

@@ -201,7 +201,7 @@ def test_a_check_explains_at_most_max_explained_stale_files(repo: Path, git_log:
 def test_a_rename_is_one_change_in_check_and_in_why(repo: Path) -> None:
     """`git mv` read as a delete and an add in `check` and `why` (a trial)."""
     from freshness_magic.engine import load_pipeline
-    from freshness_magic.notebook.viewmodel import StaleFile, stale_from_report
+    from freshness_magic.views.marks import StaleFile, stale_from_report
 
     tracker = FreshnessTracker(repo)
     tracker.capture({"n": ["src/*.py"]})

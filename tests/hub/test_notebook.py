@@ -11,7 +11,8 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.hub import daemon
 from freshness_magic.notebook.extension import instance
-from freshness_magic.notebook.hubcmd import NotebookHub, why_lines
+from freshness_magic.notebook.hubcmd import NotebookHub
+from freshness_magic.views.details import hub_symbol_lines
 from tests.waiting import wait_until
 
 from .conftest import write
@@ -54,7 +55,7 @@ def test_hub_magics_and_live_refresh_without_running_a_cell(
     write(hub_dir, "src/auth.py", "def login(user):\n    return user\n")
     wait_until(lambda: "code" in pipeline.stale, "the widget state to turn stale")
     assert [f.path for f in pipeline.stale["code"].files] == ["src/auth.py"]
-    assert why_lines(pipeline.run, "code") == [
+    assert hub_symbol_lines(pipeline.current_run, "code") == [
         "src/auth.py: helper() removed; login() signature changed; login() body changed; "
         "login() docstring changed (first indexed by the hub after that point; earlier changes "
         "not seen)"

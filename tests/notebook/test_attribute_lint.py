@@ -9,7 +9,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.notebook.pipeline import NotebookPipeline
+from freshness_magic.notebook.pipeline import Pipeline
 
 BAD = """digraph bad {
   start [shape=Mdiamond]
@@ -47,7 +47,7 @@ def test_their_warnings_do_not_stop_a_load_and_are_shown(
     warned = BAD.replace(", freshness=blok, evidence=strict, commit=perhaps", ", freshness=warn")
     warned = warned.replace("start -> a -> done", 'start -> a -> done [condition="outcome=succes"]')
     pipeline = shell.run_cell_magic("pipeline", f"warned --workdir {workdir}", warned)
-    assert isinstance(pipeline, NotebookPipeline)
+    assert isinstance(pipeline, Pipeline)
     assert pipeline.graph.nodes["a"].attrs["freshness"] == "warn"
     err = capsys.readouterr().err
     assert "%%pipeline warned cell:6:23: warning condition_values: edge a -> done:" in err

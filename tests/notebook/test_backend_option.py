@@ -44,7 +44,7 @@ def test_config_backend_streams_into_the_node_details(
         assert "Ship the login fix" in details["prompt"]
         streamed = [
             e["data"]["text"]
-            for e in read_jsonl(pipeline.run.run_dir / "events.jsonl")
+            for e in read_jsonl(pipeline.current_run.run_dir / "events.jsonl")
             if e["type"] == "stage_output" and e["node_id"] == "draft"
         ]
         assert "".join(streamed) == "reviewed: the login fix looks right"

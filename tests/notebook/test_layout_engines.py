@@ -14,7 +14,7 @@ import pytest
 from nbclient import NotebookClient
 
 from freshness_magic.engine.pipeline import load_pipeline
-from freshness_magic.notebook.render import LayoutUnavailable, build_layout, run_dot
+from freshness_magic.views.render import LayoutUnavailable, build_layout, run_dot
 
 PIPELINE = """digraph g {
   start [shape=Mdiamond]

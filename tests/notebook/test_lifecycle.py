@@ -18,10 +18,10 @@ from IPython.core.interactiveshell import InteractiveShell
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.errors import RunError
 from freshness_magic.notebook.magics import PipelineMagics
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import NodeState, StaleKind
-from freshness_magic.notebook.text import TextResult
-from freshness_magic.notebook.viewstate import BannerKind
+from freshness_magic.notebook.pipeline import Pipeline
+from freshness_magic.views.render import NodeState, StaleKind
+from freshness_magic.views.state import BannerKind
+from freshness_magic.views.text import TextResult
 from tests.notebook.conftest import REVIEW_DOT, load_review
 from tests.pipelines import SLOW_TOOL
 from tests.processes import group_alive
@@ -45,7 +45,7 @@ def test_reload_offers_the_unfinished_run_and_resume_reopens_it(
 ):
     first = load_review(shell, workdir)
     line(shell, "run")
-    run_id = first.run.run_id
+    run_id = first.current_run.run_id
     del shell.user_ns["review"]  # what a kernel restart leaves: nothing in memory
     again = load_review(shell, workdir)
     assert again.resume_offer is not None
@@ -59,7 +59,7 @@ def test_reload_offers_the_unfinished_run_and_resume_reopens_it(
     out = line(shell, "resume approve --choice Y").text.splitlines()  # reopens it, answers
     assert out[0] == f"resumed run {run_id}" and out[1].startswith("step: approve -> success")
     assert out[-1] == "run: 2 step(s); completed"
-    assert again.resume_offer is None and again.run.run_id == run_id
+    assert again.resume_offer is None and again.current_run.run_id == run_id
     del shell.user_ns["review"]
     assert load_review(shell, workdir).resume_offer is None  # finished runs are not offered
 
@@ -71,7 +71,7 @@ def test_choice_alone_after_a_restart_answers_the_gate_the_run_on_disk_waits_at(
     answered "no gate of review waits", as the README says it reopens the run first."""
     first = load_review(shell, workdir)
     line(shell, "run")
-    run_id = first.run.run_id
+    run_id = first.current_run.run_id
     del shell.user_ns["review"]  # a kernel restart
     load_review(shell, workdir)
     out = line(shell, "resume --choice Y").text.splitlines()
@@ -87,7 +87,7 @@ def test_a_run_that_failed_at_a_node_is_offered_after_a_restart_and_retried(
     failing = REVIEW_DOT.replace('tool_command="true"', 'tool_command="test -f fixed"')
     first = load_review(shell, workdir, failing)
     assert line(shell, "run").text.splitlines()[-1].startswith("run: 2 step(s); failed: ")
-    run_id = first.run.run_id
+    run_id = first.current_run.run_id
     del shell.user_ns["review"]  # a kernel restart
     with pytest.raises(UsageError, match="after a kernel restart, run that cell again"):
         shell.run_line_magic("pipeline", "status")
@@ -102,11 +102,11 @@ def test_a_run_that_failed_at_a_node_is_offered_after_a_restart_and_retried(
     said = line(shell, "resume").text.splitlines()
     assert said[0] == f"resumed run {run_id}" and said[-1] == "%pipeline retry runs it again"
     assert said[-2].startswith("failed: node 'lint' failed")
-    assert again.run.run_id == run_id and again.resume_offer is None
+    assert again.current_run.run_id == run_id and again.resume_offer is None
     (workdir / "fixed").write_text("")
     retried = line(shell, "retry").text
     assert retried.startswith("step: lint -> success") and retried.endswith("waiting")
-    assert again.run.run_id == run_id
+    assert again.current_run.run_id == run_id
 
 
 def test_resume_after_the_pipeline_was_fixed_names_the_old_run_and_both_ways_on(
@@ -117,7 +117,7 @@ def test_resume_after_the_pipeline_was_fixed_names_the_old_run_and_both_ways_on(
     failing = REVIEW_DOT.replace('tool_command="true"', 'tool_command="test -f fixed"')
     first = load_review(shell, workdir, failing)
     line(shell, "run")
-    old = first.run.run_dir
+    old = first.current_run.run_dir
     del shell.user_ns["review"]
     load_review(shell, workdir)  # the fixed text
     said = line(shell, "resume").text
@@ -161,7 +161,7 @@ def test_a_run_of_a_cell_is_offered_from_a_file_without_the_final_newline(
     body = REVIEW_DOT.rstrip("\n")
     first = load_review(shell, workdir, body + "\n")
     line(shell, "run")
-    run_id = first.run.run_id
+    run_id = first.current_run.run_id
     del shell.user_ns["review"]
     path = workdir / "review.dot"
     path.write_text(body)
@@ -176,12 +176,12 @@ def test_a_run_of_a_cell_is_offered_from_a_file_without_the_final_newline(
 def test_start_new_declines_the_offer(shell: InteractiveShell, workdir: Path):
     first = load_review(shell, workdir)
     line(shell, "run")
-    old_dir = first.run.run_dir
+    old_dir = first.current_run.run_dir
     del shell.user_ns["review"]
     again = load_review(shell, workdir)
     assert again.resume_offer is not None
     again.start_new()
-    assert again.resume_offer is None and again.run.run_dir != old_dir
+    assert again.resume_offer is None and again.current_run.run_dir != old_dir
     assert again.state_name == "paused" or again.state_name == "ready"
 
 
@@ -205,16 +205,16 @@ def test_the_offer_is_the_newest_run_as_its_journal_says(shell: InteractiveShell
         (folder / f"f{i}.txt").write_text(f"{i}\n")
     older = shell.run_cell_magic("pipeline", f"wide --workdir {workdir}", WIDE_DOT)
     line(shell, "step")
-    older_dir = older.run.run_dir
+    older_dir = older.current_run.run_dir
     del shell.user_ns["wide"]
     newer = shell.run_cell_magic("pipeline", f"wide --workdir {workdir}", WIDE_DOT)
     assert newer.resume_offer is not None and newer.resume_offer.run_dir == older_dir
     newer.start_new()
     for _ in range(3):
         line(shell, "step")
-    snapshot = json.loads((newer.run.run_dir / "checkpoint.json").read_text())
+    snapshot = json.loads((newer.current_run.run_dir / "checkpoint.json").read_text())
     assert snapshot["completed_nodes"] == []  # the snapshot lags; the journal has the steps
-    newer_run = newer.run
+    newer_run = newer.current_run
     del shell.user_ns["wide"]
     again = shell.run_cell_magic("pipeline", f"wide --workdir {workdir}", WIDE_DOT)
     assert again.resume_offer is not None
@@ -246,7 +246,7 @@ def driven_from_elsewhere(run_dir: Path) -> bool:
 def test_a_replaced_pipeline_refuses_every_action(shell: InteractiveShell, workdir: Path):
     old = load_review(shell, workdir)
     line(shell, "run --to approve")
-    old_dir = old.run.run_dir
+    old_dir = old.current_run.run_dir
     old_run = old_dir.name
     assert driven_from_elsewhere(old_dir)  # this kernel holds it while it drives
     seen: list[object] = []
@@ -313,7 +313,7 @@ def test_load_expands_the_path_and_loads_from_variables(
     (folder / "review.dot").write_text(REVIEW_DOT)
     shell.user_ns["pipes"] = str(folder)
     loaded = shell.run_line_magic("pipeline", f"load {{pipes}}/review.dot --workdir {workdir}")
-    assert isinstance(loaded, NotebookPipeline) and loaded.graph.path == f"{folder}/review.dot"
+    assert isinstance(loaded, Pipeline) and loaded.graph.path == f"{folder}/review.dot"
     dollar = shell.run_line_magic(
         "pipeline", f"load $pipes/review.dot --name r2 --workdir {workdir}"
     )
@@ -365,8 +365,8 @@ MODEL_DOT = """digraph model {
 DEAD_BACKEND = f"command:{shlex.quote(sys.executable)} -c 'raise SystemExit(3)'"
 
 
-def backend_of(pipeline: NotebookPipeline) -> str:
-    return str(json.loads((pipeline.run.run_dir / "backend.json").read_text())["backend"])
+def backend_of(pipeline: Pipeline) -> str:
+    return str(json.loads((pipeline.current_run.run_dir / "backend.json").read_text())["backend"])
 
 
 def test_after_a_reset_the_next_step_takes_another_backend_or_executor(
@@ -387,7 +387,9 @@ def test_after_a_reset_the_next_step_takes_another_backend_or_executor(
     assert backend_of(pipeline) == "simulated"
     line(shell, "reset")
     line(shell, "step --executor local")
-    assert json.loads((pipeline.run.run_dir / "executor.json").read_text()) == {"executor": "local"}
+    assert json.loads((pipeline.current_run.run_dir / "executor.json").read_text()) == {
+        "executor": "local"
+    }
     assert line(shell, "run").text.splitlines()[-1] == "run: 2 step(s); completed"
 
 
@@ -395,13 +397,15 @@ def test_runs_that_never_began_leave_no_folder(shell: InteractiveShell, workdir:
     """A trial: every reset (and load) left a folder holding only executor.json."""
     pipeline = shell.run_cell_magic("pipeline", f"model --workdir {workdir}", MODEL_DOT)
     line(shell, "step --backend simulated")
-    first = pipeline.run.run_dir
+    first = pipeline.current_run.run_dir
     line(shell, "reset")
     line(shell, "reset")
     runs = workdir / ".freshness" / "runs"
     assert [p.name for p in runs.iterdir()] == [first.name]
     line(shell, "step")
-    assert sorted(p.name for p in runs.iterdir()) == sorted([first.name, pipeline.run.run_dir.name])
+    assert sorted(p.name for p in runs.iterdir()) == sorted(
+        [first.name, pipeline.current_run.run_dir.name]
+    )
     assert backend_of(pipeline) == "simulated"
 
 
@@ -425,10 +429,13 @@ def test_a_run_that_has_begun_goes_on_with_the_backend_an_action_names(
     could do it. The run keeps what ran and remembers the backend it goes on with."""
     pipeline = shell.run_cell_magic("pipeline", f"model --workdir {workdir}", MODEL_DOT)
     line(shell, f"step --backend {shlex.quote(DEAD_BACKEND)}")
-    run_dir = pipeline.run.run_dir
+    run_dir = pipeline.current_run.run_dir
     assert backend_of(pipeline) == DEAD_BACKEND
     assert line(shell, "step --backend simulated").text.startswith("step: draft -> success")
-    assert pipeline.run.run_dir == run_dir and pipeline.run.completed_nodes == ["start", "draft"]
+    assert pipeline.current_run.run_dir == run_dir and pipeline.current_run.completed_nodes == [
+        "start",
+        "draft",
+    ]
     assert backend_of(pipeline) == "simulated"  # a resume from the CLI goes on with it too
 
 
@@ -474,7 +481,7 @@ def test_a_reset_offers_the_run_it_left_and_resume_goes_back(
     """A stray Reset lost the run's place: it is now offered, as a load offers one on disk."""
     pipeline = load_review(shell, workdir)
     line(shell, "run")
-    left = pipeline.run.run_dir
+    left = pipeline.current_run.run_dir
     line(shell, "reset")
     banner = pipeline.banner()
     assert banner is not None and banner.kind is BannerKind.RESUME and banner.node == "approve"
@@ -483,7 +490,7 @@ def test_a_reset_offers_the_run_it_left_and_resume_goes_back(
     assert banner.full_text == f"{banner.text}: {banner.way}"  # where there are no buttons
     assert pipeline.views()["approve"].state is NodeState.PENDING
     back = line(shell, "resume").text.splitlines()
-    assert back[0] == f"resumed run {left.name}" and pipeline.run.run_dir == left
+    assert back[0] == f"resumed run {left.name}" and pipeline.current_run.run_dir == left
     assert pipeline.pending_gate() is not None
     done = line(shell, "resume approve --choice Y").text.splitlines()
     assert done[-1] == "run: 2 step(s); completed"
@@ -528,7 +535,7 @@ def test_resume_of_a_paused_run_after_a_restart_goes_on(shell: InteractiveShell,
     the user had to guess that `%pipeline run` goes on)."""
     first = load_review(shell, workdir)
     line(shell, "run --to draft")
-    run_id = first.run.run_id
+    run_id = first.current_run.run_id
     del shell.user_ns["review"]
     load_review(shell, workdir)
     lines = line(shell, "resume").text.splitlines()
@@ -544,14 +551,14 @@ def test_resume_to_a_node_stops_before_it_as_the_command_lines_resume_does(
     arguments), though ``freshness-magic resume RUN --to approve`` takes it."""
     first = load_review(shell, workdir)
     line(shell, "run --to lint")
-    run_id = first.run.run_id
+    run_id = first.current_run.run_id
     del shell.user_ns["review"]
     again = load_review(shell, workdir)
     lines = line(shell, "resume --to draft").text.splitlines()
     assert lines[0] == f"resumed run {run_id}"
-    assert lines[-1] == "run: 1 step(s); paused" and again.run.next_node == "draft"
+    assert lines[-1] == "run: 1 step(s); paused" and again.current_run.next_node == "draft"
     lines = line(shell, "resume --to approve").text.splitlines()  # the open run goes on
-    assert lines[-1] == "run: 1 step(s); paused" and again.run.next_node == "approve"
+    assert lines[-1] == "run: 1 step(s); paused" and again.current_run.next_node == "approve"
     with pytest.raises(UsageError, match="nowhere"):
         shell.run_line_magic("pipeline", "resume --to nowhere")
 
@@ -638,7 +645,7 @@ def test_a_pipeline_hidden_by_del_is_replaced_too_and_its_view_cannot_act(
     assert old.superseded and old_view.note == "this view was replaced by a newer load of review"
     line(shell, "resume approve --choice Y")
     assert new.status_line().startswith("pipeline review: completed")
-    run_dir = Path(new.run.run_dir)
+    run_dir = Path(new.current_run.run_dir)
     journal = (run_dir / "journal.jsonl").read_bytes()
     with pytest.raises(RunError, match="replaced by a newer load of review"):
         old_view.handle({"action": "answer", "node": "approve", "choice": "N", "comment": "x"})

@@ -13,9 +13,9 @@ from IPython.core.interactiveshell import InteractiveShell
 from freshness_magic.errors import RunError
 from freshness_magic.notebook.arguments import help_without_body
 from freshness_magic.notebook.magics import PipelineMagics
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.text import TextResult
-from freshness_magic.notebook.viewstate import NodeState
+from freshness_magic.notebook.pipeline import Pipeline
+from freshness_magic.views.state import NodeState
+from freshness_magic.views.text import TextResult
 from tests.notebook.conftest import REVIEW_DOT, load_review
 
 
@@ -34,7 +34,7 @@ def plain(obj: object) -> str:
 
 def test_cell_magic_loads_binds_and_shows_state_table(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
-    assert isinstance(pipeline, NotebookPipeline)
+    assert isinstance(pipeline, Pipeline)
     assert shell.user_ns["review"] is pipeline
     text = plain(pipeline)
     assert text.splitlines()[0] == "pipeline review: ready · next: start · 0/5 nodes run"
@@ -196,7 +196,7 @@ def test_run_max_steps_and_reset(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     out = line(shell, "run --max-steps 2").text
     assert out.splitlines()[-1] == "run: 2 step(s); paused"
-    first_dir = pipeline.run.run_dir
+    first_dir = pipeline.current_run.run_dir
     out = line(shell, "reset").text
     assert out.splitlines() == [
         f"reset: the next action starts a new run; {first_dir.name} stays on disk and "
@@ -205,7 +205,7 @@ def test_run_max_steps_and_reset(shell: InteractiveShell, workdir: Path):
     ]
     assert pipeline.outcomes() == {}
     assert line(shell, "reset").text.startswith("reset: a new run starts at the beginning")
-    assert pipeline.run.run_dir != first_dir
+    assert pipeline.current_run.run_dir != first_dir
 
 
 def test_resume_errors(shell: InteractiveShell, workdir: Path):
@@ -242,7 +242,7 @@ def test_resume_of_a_gate_without_a_choice_gives_the_lines_that_answer_it(
     assert pasted.startswith("%pipeline ")
     out = line(shell, pasted.removeprefix("%pipeline ")).text
     assert out.splitlines()[-1] == "run: 2 step(s); completed"
-    assert pipeline.run.context["human.gate.comment"] == "looks good"
+    assert pipeline.current_run.context["human.gate.comment"] == "looks good"
 
 
 def test_line_usage_errors(shell: InteractiveShell, workdir: Path):
@@ -406,7 +406,7 @@ def test_a_big_change_is_named_briefly_in_why_and_the_details_panel(
     assert why == f"inputs changed since it ran: {first} (+140 more)"
     listed = pipeline.details("lint")["stale_files"]
     assert len(listed) == 101 and listed[99] == "src/gen099.py (added)"
-    where = f"all of them: freshness-magic check {pipeline.run.run_dir}"
+    where = f"all of them: freshness-magic check {pipeline.current_run.run_dir}"
     assert listed[100] == f"… and 50 more ({where})"
 
 
@@ -479,7 +479,7 @@ def test_load_list_show_and_name_selection(shell: InteractiveShell, workdir: Pat
         "start -> work -> done }\n"
     )
     other = shell.run_line_magic("pipeline", f"load {dot} --workdir {workdir}")
-    assert isinstance(other, NotebookPipeline) and other.name == "other"
+    assert isinstance(other, Pipeline) and other.name == "other"
     assert shell.user_ns["other"] is other
     listing = line(shell, "list").text.splitlines()
     assert listing[0].split() == ["variable", "graph", "nodes", "state", "workdir"]
@@ -531,7 +531,7 @@ def test_node_cell_success_writes_context(shell: InteractiveShell, workdir: Path
     result = line(shell, "run").text
     assert "step: work -> success; next: done" in result
     assert "work   succeeded  %%node work cell ran" in line(shell, "status").text
-    assert pipeline.run.context["work.answer"] == 42
+    assert pipeline.current_run.context["work.answer"] == 42
     assert "context" not in shell.user_ns and "outcome" not in shell.user_ns
 
 
@@ -566,7 +566,8 @@ def test_node_cell_exception_is_fail_with_its_line_and_the_traceback_in_the_outp
     assert "    raise ValueError('boom at work')\n" in output
     assert output.endswith("ValueError: boom at work\n") and "cells.py" not in output
     records = [
-        json.loads(x) for x in (pipeline.run.run_dir / "evidence.jsonl").read_text().splitlines()
+        json.loads(x)
+        for x in (pipeline.current_run.run_dir / "evidence.jsonl").read_text().splitlines()
     ]
     work = [r for r in records if r["nodeId"] == "work"]
     assert reason in json.dumps(work)
@@ -775,10 +776,10 @@ def test_resume_from_checkpoint_on_disk(shell: InteractiveShell, workdir: Path):
         shell.run_cell_magic("pipeline", f"review --workdir {workdir} --resume", REVIEW_DOT)
     first = load_review(shell, workdir)
     line(shell, "run")
-    run_dir = first.run.run_dir
+    run_dir = first.current_run.run_dir
     restored = shell.run_cell_magic("pipeline", f"review --workdir {workdir} --resume", REVIEW_DOT)
     assert restored is not first and shell.user_ns["review"] is restored
-    assert restored.run.run_dir == run_dir
+    assert restored.current_run.run_dir == run_dir
     assert restored.state_name == "waiting"
     assert plain(restored).splitlines()[0].startswith("pipeline review: waiting · waiting at")
     out = line(shell, "resume approve --choice Yes").text

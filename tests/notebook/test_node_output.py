@@ -7,8 +7,8 @@ from pathlib import Path
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.notebook.details import node_details
-from freshness_magic.notebook.pipeline import NotebookPipeline
+from freshness_magic.notebook.pipeline import Pipeline
+from freshness_magic.views.details import node_details
 
 FLAKY = """digraph flaky {
   start [shape=Mdiamond]
@@ -27,9 +27,9 @@ COMMAND = (
 )
 
 
-def load(shell: InteractiveShell, workdir: Path, dot: str) -> NotebookPipeline:
+def load(shell: InteractiveShell, workdir: Path, dot: str) -> Pipeline:
     pipeline = shell.run_cell_magic("pipeline", f"flaky --workdir {workdir}", dot)
-    assert isinstance(pipeline, NotebookPipeline)
+    assert isinstance(pipeline, Pipeline)
     return pipeline
 
 
@@ -52,7 +52,7 @@ RETRIED = """digraph retried {
 
 def test_a_retried_attempt_shows_only_its_own_output(shell: InteractiveShell, workdir: Path):
     pipeline = shell.run_cell_magic("pipeline", f"retried --workdir {workdir}", RETRIED)
-    assert isinstance(pipeline, NotebookPipeline)
+    assert isinstance(pipeline, Pipeline)
     shell.user_ns["tries"] = []
     shell.run_cell_magic(
         "node",
@@ -77,12 +77,12 @@ def test_outputs_and_routes_so_far_come_back_with_a_run_reopened_after_a_restart
     )
     first = load(shell, workdir, gated)
     shell.run_line_magic("pipeline", "run")
-    run_id = first.run.run_id
+    run_id = first.current_run.run_id
     before = shell.run_line_magic("pipeline", "why evaluate").text.splitlines()
     assert "  output: auc 0.81" in before
     del shell.user_ns["flaky"]  # a kernel restart
     again = load(shell, workdir, gated)
     shell.run_line_magic("pipeline", "resume")
-    assert again.run.run_id == run_id
+    assert again.current_run.run_id == run_id
     assert shell.run_line_magic("pipeline", "why evaluate").text.splitlines() == before
     assert again.model.running is None and again.views()["gate"].state.value == "waiting"

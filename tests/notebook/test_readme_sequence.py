@@ -11,7 +11,7 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.notebook.pipeline import NotebookPipeline
+from freshness_magic.notebook.pipeline import Pipeline
 from tests.notebook.conftest import make_workdir
 from tests.test_readme_headline import REPO, headline
 
@@ -36,18 +36,21 @@ def test_the_readme_sequence_runs_to_the_gate_answers_it_and_completes(
     make_workdir(tmp_path)  # the folder the shell fixture changed to
     shell.run_cell_magic("pipeline", "review", headline() + "\n")
     pipeline = shell.user_ns["review"]
-    assert isinstance(pipeline, NotebookPipeline)
+    assert isinstance(pipeline, Pipeline)
     results = []
     for line in lines[:3]:
         name, _, rest = line[1:].partition(" ")
         results.append(str(shell.run_line_magic(name, rest)))
         if len(results) == 2:  # `run --to approve` stops in front of the gate
-            assert (pipeline.run.state.value, pipeline.run.next_node) == ("paused", "approve")
-            assert pipeline.run.pending_gate is None
+            assert (pipeline.current_run.state.value, pipeline.current_run.next_node) == (
+                "paused",
+                "approve",
+            )
+            assert pipeline.current_run.pending_gate is None
     answered = results[2]
     assert answered.splitlines()[0] == "step: approve -> success; next: done", answered
-    assert pipeline.run.state.value == "completed", answered
-    assert pipeline.run.context.get("human.gate.comment") == "checked"
+    assert pipeline.current_run.state.value == "completed", answered
+    assert pipeline.current_run.context.get("human.gate.comment") == "checked"
 
 
 def test_resume_of_a_gate_the_run_is_not_in_front_of_says_what_to_run(
@@ -64,4 +67,4 @@ def test_resume_of_a_gate_the_run_is_not_in_front_of_says_what_to_run(
     )
     with pytest.raises(UsageError, match="'lint' is not a human gate"):
         shell.run_line_magic("pipeline", "resume lint --choice Y")
-    assert shell.user_ns["review"].run.next_node == "lint"  # nothing ran
+    assert shell.user_ns["review"].current_run.next_node == "lint"  # nothing ran

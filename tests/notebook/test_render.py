@@ -8,7 +8,7 @@ from pathlib import Path
 from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.engine.pipeline import load_pipeline
-from freshness_magic.notebook.render import (
+from freshness_magic.views.render import (
     SVG_NS,
     LayoutCache,
     NodeState,
@@ -19,8 +19,8 @@ from freshness_magic.notebook.render import (
     run_dot,
     sanitize_svg,
 )
-from freshness_magic.notebook.snapshot import snapshot_svg, static_html
-from freshness_magic.notebook.viewstate import (
+from freshness_magic.views.snapshot import snapshot_svg, static_html
+from freshness_magic.views.state import (
     DARK_BACKGROUND,
     LIGHT_BACKGROUND,
     STALE_DASH,

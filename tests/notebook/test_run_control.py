@@ -13,9 +13,9 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.engine.context import partial_key
 from freshness_magic.errors import RunError
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import NodeState
-from freshness_magic.notebook.text import TextResult
+from freshness_magic.notebook.pipeline import Pipeline
+from freshness_magic.views.render import NodeState
+from freshness_magic.views.text import TextResult
 from tests.notebook.conftest import load_review
 from tests.pipelines import GATED_CHILD, ONE_ENDS_ONE_WAITS, TWO_BRANCHES, managing
 from tests.waiting import wait_until
@@ -36,14 +36,14 @@ def line(shell: InteractiveShell, text: str) -> TextResult:
     return result
 
 
-def load_cells(shell: InteractiveShell, workdir: Path) -> NotebookPipeline:
+def load_cells(shell: InteractiveShell, workdir: Path) -> Pipeline:
     pipeline = shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", CELLS_DOT)
-    assert isinstance(pipeline, NotebookPipeline)
+    assert isinstance(pipeline, Pipeline)
     return pipeline
 
 
-def events_of(pipeline: NotebookPipeline) -> list[dict[str, object]]:
-    path = pipeline.run.run_dir / "events.jsonl"
+def events_of(pipeline: Pipeline) -> list[dict[str, object]]:
+    path = pipeline.current_run.run_dir / "events.jsonl"
     return [json.loads(raw) for raw in path.read_text().splitlines()]
 
 
@@ -76,7 +76,7 @@ def test_kernel_interrupt_in_a_node_is_one_line_and_leaves_it_interrupted(
     out = line(shell, "run").text
     assert out.splitlines()[-1] == "run: 3 step(s); completed"
     assert pipeline.views()["work"].state is NodeState.SUCCEEDED
-    assert pipeline.run.context["work.done"] == "yes"
+    assert pipeline.current_run.context["work.done"] == "yes"
 
 
 def test_stop_from_another_thread_pauses_before_the_next_node(
@@ -116,7 +116,8 @@ def test_stop_in_a_fan_out_keeps_the_branches_that_had_ended_and_why_names_them(
     worker.start()
     wait_until(
         lambda: (
-            (workdir / "slow.txt").exists() and partial_key("fan") in pipeline.run.result().context
+            (workdir / "slow.txt").exists()
+            and partial_key("fan") in pipeline.current_run.result().context
         ),
         "quick ended while slow runs",
     )
@@ -163,7 +164,7 @@ def test_gate_comment_goes_to_context_and_evidence(shell: InteractiveShell, work
     line(shell, "run")
     out = line(shell, 'resume approve --choice Y --comment "checked the login path"').text
     assert out.splitlines()[-1] == "run: 2 step(s); completed"
-    assert pipeline.run.context["human.gate.comment"] == "checked the login path"
+    assert pipeline.current_run.context["human.gate.comment"] == "checked the login path"
     records = [r for r in pipeline.evidence_records("approve")]
     assert "comment: checked the login path" in records[-1]["outcome"]["engine"]["notes"]
     answered = [e for e in events_of(pipeline) if e["type"] == "gate_answered"]
@@ -174,7 +175,7 @@ def test_gate_comment_through_the_method(shell: InteractiveShell, workdir: Path)
     pipeline = load_review(shell, workdir)
     pipeline.run_to()
     pipeline.resume("approve", "N", comment="redo the summary")
-    assert pipeline.run.context["human.gate.comment"] == "redo the summary"
+    assert pipeline.current_run.context["human.gate.comment"] == "redo the summary"
     assert pipeline.pending_gate() is not None  # back at the gate after the redo
 
 
@@ -187,9 +188,9 @@ def test_node_cell_output_goes_to_the_node_folder_not_the_cell(
     line(shell, "run")
     printed = capsys.readouterr()
     assert "hello from work" not in printed.out + printed.err
-    saved = pipeline.run.run_dir / "nodes" / "work" / "cell_output.txt"
+    saved = pipeline.current_run.run_dir / "nodes" / "work" / "cell_output.txt"
     assert saved.read_text() == "hello from work\n"
-    from freshness_magic.notebook.details import node_details
+    from freshness_magic.views.details import node_details
 
     assert node_details(pipeline, "work").output == "hello from work\n"
     details = pipeline.details("work")
@@ -220,12 +221,16 @@ def test_step_lines_can_come_as_each_step_ends(
         ]
         assert not any(text in result.text for text in printed[:3])
         assert result.text.splitlines()[-1] == "run: 4 step(s); waiting"
-        review.live_lines = lambda text: at_each_line.append((text, review.run.completed_nodes))
+        review.live_lines = lambda text: at_each_line.append(
+            (text, review.current_run.completed_nodes)
+        )
         line(shell, "resume approve --choice N")
     finally:
         shell.run_line_magic("config", "PipelineMagics.step_lines = 'auto'")
     assert at_each_line == []  # the magic sets where lines go for every action
-    review.live_lines = lambda text: at_each_line.append((text, list(review.run.completed_nodes)))
+    review.live_lines = lambda text: at_each_line.append(
+        (text, list(review.current_run.completed_nodes))
+    )
     review.resume("approve", "Y")
     steps = [(text.split()[1], done[-1]) for text, done in at_each_line if text[:5] == "step:"]
     assert steps[:2] == [("approve", "approve"), ("done", "done")]
@@ -417,11 +422,11 @@ def test_a_begun_run_goes_on_with_the_backend_a_retry_names(shell: InteractiveSh
     line(shell, "step --backend command:false")  # start
     failed = line(shell, "run").text
     assert pipeline.state_name == "failed", failed
-    run_dir = pipeline.run.run_dir
+    run_dir = pipeline.current_run.run_dir
     out = line(shell, "retry work --backend simulated").text
     assert out.splitlines()[-1] == "run: 3 step(s); completed"
-    assert pipeline.run.run_dir == run_dir  # the same run, reopened
-    assert pipeline.run.completed_nodes[:2] == ["start", "work"]
+    assert pipeline.current_run.run_dir == run_dir  # the same run, reopened
+    assert pipeline.current_run.completed_nodes[:2] == ["start", "work"]
     with pytest.raises(UsageError, match="unknown backend 'simulatd'"):
         line(shell, "retry work --backend simulatd")
 
@@ -462,7 +467,7 @@ def test_a_node_upstream_of_a_waiting_gate_runs_again_and_the_gate_is_asked_agai
     line(shell, "accept lint")
     out = line(shell, "retry lint").text
     assert out.splitlines()[-1] == "run: 3 step(s); waiting", out
-    assert pipeline.run.completed_nodes == ["start", "lint", "draft", "lint", "draft"]
+    assert pipeline.current_run.completed_nodes == ["start", "lint", "draft", "lint", "draft"]
     assert pipeline.pending_gate() is not None
     with pytest.raises(UsageError, match="answer it, or name the node to run again"):
         line(shell, "retry")
@@ -514,6 +519,6 @@ def test_running_the_cell_again_while_its_run_is_mid_step_is_refused_and_the_ste
     assert shell.user_ns["cells"] is pipeline and not pipeline.superseded
     release.set()
     worker.join(30)
-    assert pipeline.run.completed_nodes == ["start", "work"]
+    assert pipeline.current_run.completed_nodes == ["start", "work"]
     again = load_cells(shell, workdir)
     assert again is not pipeline and pipeline.superseded

@@ -6,8 +6,8 @@ from pathlib import Path
 
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import NodeState
+from freshness_magic.notebook.pipeline import Pipeline
+from freshness_magic.views.render import NodeState
 
 BRANCH_DOT = """digraph branch {
   start [shape=Mdiamond]
@@ -24,7 +24,7 @@ BRANCH_DOT = """digraph branch {
 """
 
 
-def states(pipeline: NotebookPipeline) -> dict[str, str]:
+def states(pipeline: Pipeline) -> dict[str, str]:
     return {n: v.state.value for n, v in pipeline.views().items()}
 
 
@@ -58,7 +58,7 @@ def test_a_running_nodes_tooltip_shows_its_latest_output(
     shell: InteractiveShell, workdir: Path
 ) -> None:
     """Streamed output reaches the running node's tooltip while it runs."""
-    pipeline: NotebookPipeline = shell.run_cell_magic(
+    pipeline: Pipeline = shell.run_cell_magic(
         "pipeline", f"streaming --workdir {workdir}", STREAMING_DOT
     )
     seen: list[str] = []
@@ -93,7 +93,7 @@ def test_branch_nodes_show_their_state_while_the_fan_out_runs(
     from tests.waiting import wait_until
 
     pipeline = shell.run_cell_magic("pipeline", f"fan --workdir {workdir}", FAN_DOT)
-    run = pipeline.run
+    run = pipeline.current_run
     driver = threading.Thread(target=run.run)
     driver.start()
     try:
@@ -131,7 +131,7 @@ def test_nodes_a_retried_node_leads_to_are_outdated_until_the_run_reaches_them(
 ):
     """They ran on the earlier run's results: shown ``outdated`` (no Accept clears it), and
     ``succeeded`` again once the run passes them."""
-    from freshness_magic.notebook.viewstate import state_code
+    from freshness_magic.views.state import state_code
 
     pipeline = shell.run_cell_magic("pipeline", f"gated --workdir {workdir}", GATED_DOT)
     shell.run_line_magic("pipeline", "run")
@@ -191,7 +191,7 @@ def test_a_loop_that_ran_its_course_leaves_nothing_outdated(shell: InteractiveSh
     edge back to ``fix`` is no reason to doubt either node's result."""
     pipeline = shell.run_cell_magic("pipeline", f"loop --workdir {workdir}", LOOP_DOT)
     shell.run_line_magic("pipeline", "run")
-    assert pipeline.run.completed_nodes == ["start", "fix", "test", "fix", "test", "exit"]
+    assert pipeline.current_run.completed_nodes == ["start", "fix", "test", "fix", "test", "exit"]
     assert set(states(pipeline).values()) == {"succeeded"}
 
 
@@ -219,6 +219,6 @@ def test_a_gate_that_sent_the_run_round_its_loop_leaves_nothing_outdated(
     shell.run_line_magic("pipeline", "resume --choice F")
     shell.run_line_magic("pipeline", "resume --choice A")
     completed = ["start", "review", "fixes", "review", "ship", "exit"]
-    assert pipeline.run.completed_nodes == completed
+    assert pipeline.current_run.completed_nodes == completed
     assert states(pipeline)["fixes"] == "succeeded"
     assert "outdated" not in pipeline.status_line()

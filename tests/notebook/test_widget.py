@@ -13,11 +13,11 @@ from typing import Any
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.render import NodeState, node_groups
+from freshness_magic.notebook.pipeline import Pipeline
 from freshness_magic.notebook.viewdata import ActiveTime, active_seconds, evidence_detail
-from freshness_magic.notebook.viewstate import STATE_CODES
 from freshness_magic.notebook.widget import PipelineWidget
+from freshness_magic.views.render import NodeState, node_groups
+from freshness_magic.views.state import STATE_CODES
 from tests.notebook.conftest import load_review
 from tests.waiting import wait_until
 
@@ -46,7 +46,7 @@ class Replies:
 
 
 def test_graph_sent_once_and_states_per_step(shell: InteractiveShell, workdir: Path):
-    pipeline: NotebookPipeline = load_review(shell, workdir)
+    pipeline: Pipeline = load_review(shell, workdir)
     widget = pipeline.widget
     svg = widget.graph["svg"]
     assert [g.get("data-node") for g in node_groups(svg)] == list(pipeline.graph.nodes)
@@ -111,7 +111,7 @@ def test_a_gate_comment_from_the_view_reaches_the_context(
     widget.handle({"action": "run"})
     widget.handle({"action": "answer", "node": "approve", "choice": "Y", "comment": "ok by me"})
     assert pipeline.state_name == "completed"
-    assert pipeline.run.context.get("human.gate.comment") == "ok by me"
+    assert pipeline.current_run.context.get("human.gate.comment") == "ok by me"
 
 
 def test_action_errors_are_replied_not_raised(shell: InteractiveShell, workdir: Path):
@@ -149,7 +149,8 @@ def test_evidence_rows_newest_first_bounded_and_expandable(shell: InteractiveShe
     for _ in range(3):
         widget.handle({"action": "step"})
     log = [
-        json.loads(x) for x in (pipeline.run.run_dir / "evidence.jsonl").read_text().splitlines()
+        json.loads(x)
+        for x in (pipeline.current_run.run_dir / "evidence.jsonl").read_text().splitlines()
     ]
     rows = widget.evidence["rows"]
     assert (
@@ -194,6 +195,47 @@ def test_playground_replies_text_edge_and_keys(shell: InteractiveShell, workdir:
     assert "syntax error at column" in reply["text"]
     assert reply["edge"]["source"] == "approve"
     assert widget.errors == []
+
+
+def test_playground_and_cond_give_one_explanation_with_the_same_warnings(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """The playground warns of a key that looks like a typo of ``outcome`` as ``cond`` does,
+    with the same text; both read the live context the same way."""
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    replies = Replies(widget)
+    widget.handle({"action": "step"})
+    widget.handle({"action": "playground", "expr": "outcom=success", "node": "start"})
+    played = replies.last("playground")["text"]
+    said = shell.run_line_magic("pipeline", 'cond "outcom=success" --from start').text
+    assert played.splitlines()[0] == "result: false"
+    assert "warning: key `outcom` looks like a typo of `outcome`" in played
+    assert "(fix: write `outcome` instead of `outcom`)" in played
+    assert played == said
+    assert widget.errors == []
+
+
+def test_playground_after_completion_names_no_edge_from_the_exit(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """Once the run completed, the last node executed is the exit: no edge leaves it, so the
+    playground's answer names none (it used to end every answer with ``-> (none)``)."""
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    replies = Replies(widget)
+    shell.run_line_magic("pipeline", "run")
+    shell.run_line_magic("pipeline", "resume approve --choice Y")
+    assert pipeline.state_name == "completed"
+    widget.handle({"action": "playground", "expr": "outcome=success", "node": None})
+    reply = replies.last("playground")
+    assert reply["text"].splitlines()[0] == "result: true"
+    assert "edge from" not in reply["text"] and "(none)" not in reply["text"]
+    assert reply["edge"] is None
+    said = shell.run_line_magic("pipeline", 'cond "outcome=success" --from done').text
+    assert "edge from" not in said
+    widget.handle({"action": "playground", "expr": "outcome=success", "node": "approve"})
+    assert "edge from approve: -> done" in replies.last("playground")["text"]
 
 
 XSS_DOT = """digraph xss {
@@ -262,9 +304,9 @@ def test_accept_and_reset(shell: InteractiveShell, workdir: Path):
     assert "src/login.py (modified)" in widget.notes["lint"]
     widget.handle({"action": "accept", "node": "lint"})
     assert states(widget)["lint"] == "succeeded"
-    first_dir = pipeline.run.run_dir
+    first_dir = pipeline.current_run.run_dir
     widget.handle({"action": "reset"})
-    assert pipeline.run.run_dir != first_dir
+    assert pipeline.current_run.run_dir != first_dir
     assert states(widget)["start"] == "next"
     assert {s for n, s in states(widget).items() if n != "start"} == {"pending"}
     assert widget.evidence["total"] == 0
@@ -347,14 +389,14 @@ def test_the_view_offers_an_unfinished_run_and_resumes_it(
     at its gate, so the gate's buttons answer the run that waited on disk."""
     first = load_review(shell, workdir)
     first.run_to()
-    run_id = first.run.run_id
+    run_id = first.current_run.run_id
     del shell.user_ns["review"]  # what a kernel restart leaves: nothing in memory
     again = load_review(shell, workdir)
     widget = again.widget
     assert widget.banner["kind"] == "resume"
     assert run_id in widget.banner["text"] and widget.banner["node"] == "approve"
     widget.handle({"action": "resume_offered"})
-    assert again.run.run_id == run_id and again.resume_offer is None
+    assert again.current_run.run_id == run_id and again.resume_offer is None
     assert widget.banner.get("kind") is None
     assert states(widget)["approve"] == "waiting"
     widget.handle({"action": "answer", "node": "approve", "choice": "Y"})
@@ -364,13 +406,13 @@ def test_the_view_offers_an_unfinished_run_and_resumes_it(
 def test_the_view_can_decline_the_offer(shell: InteractiveShell, workdir: Path) -> None:
     first = load_review(shell, workdir)
     first.run_to()
-    old = first.run.run_dir
+    old = first.current_run.run_dir
     del shell.user_ns["review"]
     again = load_review(shell, workdir)
     again.widget.handle({"action": "start_new"})
     assert again.resume_offer is None
     assert again.widget.banner.get("kind") is None
-    assert again.run.run_dir != old
+    assert again.current_run.run_dir != old
 
 
 def test_an_evidence_row_lists_at_most_100_files_and_says_where_the_rest_are() -> None:
@@ -476,7 +518,7 @@ def test_elapsed_counts_an_attempt_stopped_midway_also_after_a_restart(
 def test_stopped_spans_pair_a_start_with_its_interruption(tmp_path: Path) -> None:
     """Stop (the engine's event) and a kernel interrupt (the notebook's, without a duration)
     alike; a node started and never ended (a kill) and a torn last line count nothing."""
-    from freshness_magic.notebook.viewmodel import stopped_spans
+    from freshness_magic.views.model import stopped_spans
 
     def event(kind: str, node: str, second: int) -> str:
         stamp = f"2025-01-01T10:00:{second:02d}Z"

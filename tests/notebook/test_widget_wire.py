@@ -15,8 +15,8 @@ import pytest
 from comm.base_comm import BaseComm
 from IPython.core.interactiveshell import InteractiveShell
 
-from freshness_magic.notebook.pipeline import NotebookPipeline
-from freshness_magic.notebook.viewstate import STATE_CODES, NodeState
+from freshness_magic.notebook.pipeline import Pipeline
+from freshness_magic.views.state import STATE_CODES, NodeState
 from tests.notebook.conftest import load_review
 from tests.waiting import wait_until
 
@@ -70,7 +70,7 @@ def wire(monkeypatch: pytest.MonkeyPatch) -> Iterator[Wire]:
 def test_a_step_sends_one_update_with_everything_that_changed(
     shell: InteractiveShell, workdir: Path, wire: Wire
 ) -> None:
-    pipeline: NotebookPipeline = load_review(shell, workdir)
+    pipeline: Pipeline = load_review(shell, workdir)
     widget = pipeline.widget
     widget.live_delay = 3600  # steps here are short; a long node's live updates: the next test
     assert [kind for kind, _ in wire.messages][:1] == ["comm_open"]
@@ -95,7 +95,7 @@ def test_a_step_from_the_button_in_a_kernel_sends_one_update_and_its_end(
 ) -> None:
     """In a kernel the button's action runs on a worker thread: the step's one update, then
     the reply that ends the action (the page re-enables its buttons on it)."""
-    pipeline: NotebookPipeline = load_review(shell, workdir)
+    pipeline: Pipeline = load_review(shell, workdir)
     widget = pipeline.widget
     widget.background = True
     widget.live_delay = 3600
@@ -131,7 +131,7 @@ DOT = """digraph held {
 def test_a_long_node_is_shown_running_while_it_runs(
     shell: InteractiveShell, workdir: Path, wire: Wire
 ) -> None:
-    pipeline: NotebookPipeline = shell.run_cell_magic("pipeline", f"held --workdir {workdir}", DOT)
+    pipeline: Pipeline = shell.run_cell_magic("pipeline", f"held --workdir {workdir}", DOT)
     widget = pipeline.widget
     widget.background = True
     widget.live_delay = 0.05

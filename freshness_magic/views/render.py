@@ -28,7 +28,7 @@ from freshness_magic.engine.model import Edge, Graph, Node
 from freshness_magic.engine.visible import CONTROL_PICTURES
 from freshness_magic.errors import FreshnessMagicError
 from freshness_magic.freshness.attrs import freshness_mode, inputs_checked, source_files
-from freshness_magic.notebook.viewstate import (
+from freshness_magic.views.state import (
     STALE_DASH,
     STATE_STYLES,
     NodeState,

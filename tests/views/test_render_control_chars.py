@@ -8,7 +8,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from freshness_magic.engine.model import Edge, Graph, Node
-from freshness_magic.notebook.render import build_layout
+from freshness_magic.views.render import build_layout
 
 C0 = "".join(chr(code) for code in range(0x20))
 

@@ -18,7 +18,7 @@ from freshness_magic.engine.gates import match_choice
 from freshness_magic.engine.handlers.tool import reason_ends
 from freshness_magic.engine.outcome import Choice, Question, StageStatus
 from freshness_magic.freshness.events import blocked_by, some_files
-from freshness_magic.notebook.render import NodeState, NodeView, state_table
+from freshness_magic.views.render import NodeState, NodeView, state_table
 
 
 class TextResult:

@@ -4,7 +4,7 @@ For commands that explain a run on disk (``freshness-magic why``). The run's new
 checkpoint is its last step boundary (outcomes, the waiting gate, the next node, freshness
 baselines); ``events.jsonl`` says what happened inside the steps (the edge taken after each node,
 output, interrupts, skips). Both go through the notebook's own
-:class:`~freshness_magic.notebook.viewmodel.ViewModel` the way a kernel feeds it: the events up to
+:class:`~freshness_magic.views.model.ViewModel` the way a kernel feeds it: the events up to
 the checkpoint are folded in, the checkpoint is published, then the events after it (a step in
 progress) are folded on top. So a node's state and reason are the ones the notebook shows, from
 one set of rules.
@@ -24,8 +24,8 @@ from freshness_magic.engine import front_end
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.state import RunState
 from freshness_magic.engine.visible import visible
-from freshness_magic.notebook.viewmodel import RunSnapshot, ViewModel
-from freshness_magic.why import NodeFacts, stale_upstream
+from freshness_magic.views.model import RunSnapshot, ViewModel
+from freshness_magic.views.why import NodeFacts, stale_upstream
 
 if TYPE_CHECKING:
     from freshness_magic.engine.events import Event
@@ -96,7 +96,7 @@ class RunView:
     def output(self, node_id: str) -> str:
         """The node's streamed output in its latest attempt, else what its ``%%node`` cell
         printed (``nodes/<id>/cell_output.txt``), as the notebook's details show it."""
-        from freshness_magic.notebook.cells import CELL_OUTPUT_FILE
+        from freshness_magic.views.state import CELL_OUTPUT_FILE
 
         output = self.model.outputs.get(node_id, "")
         if not output:
@@ -135,7 +135,7 @@ def read_run(run_dir: Path) -> RunView:
     from freshness_magic.engine.runlock import live_driver
     from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.runcheck import checkpoint_report
-    from freshness_magic.notebook.viewmodel import stale_from_report
+    from freshness_magic.views.marks import stale_from_report
 
     folder = follow_restarts(run_dir)
     data, used = load_checkpoint(folder)

@@ -17,6 +17,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph
 
+CELL_OUTPUT_FILE = "cell_output.txt"
+"""What a ``%%node`` cell printed, in its node's folder of the run directory."""
+
 
 class NodeState(StrEnum):
     """What the user sees for a node (the legend's states; start and exit are shapes)."""

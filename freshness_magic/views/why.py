@@ -2,14 +2,14 @@
 why``.
 
 Both surfaces gather the same :class:`NodeFacts` (the node's published view, last outcome, stale
-inputs, the gate waiting, ...): the notebook from its pipeline (``notebook/details.py``), the
-command line from the run directory (:mod:`freshness_magic.runview`). :func:`why_lines` turns them
-into the lines both print, and :func:`next_steps` into what to do next, each step spelled in the
+inputs, the gate waiting, ...): the notebook from its pipeline (``views/details.py``), the
+command line from the run directory (``views/runview.py``). :func:`why_lines` turns them into
+the lines both print, and :func:`next_steps` into what to do next, each step spelled in the
 commands of the surface that asked (:class:`Commands`: :data:`NOTEBOOK` or :class:`CliCommands`),
 so the text is written once and a pasted line works where it was read.
 
-Imports no IPython or ipywidgets (the command line uses it); the views it reads come from
-``notebook/viewmodel.py``, which imports neither.
+Like all of ``views/``, it imports no IPython, ipywidgets or ``notebook/`` code (the command
+line uses it); the views it reads come from the view model (``views/model.py``).
 """
 
 from __future__ import annotations
@@ -23,10 +23,10 @@ from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.engine.reach import upstream
 from freshness_magic.freshness.attrs import freshness_mode, inputs_checked, source_files
-from freshness_magic.notebook import text
-from freshness_magic.notebook.render import inputs_text
-from freshness_magic.notebook.viewmodel import NodeStale
-from freshness_magic.notebook.viewstate import NodeState, NodeView, StaleKind
+from freshness_magic.views import text
+from freshness_magic.views.marks import NodeStale
+from freshness_magic.views.render import inputs_text
+from freshness_magic.views.state import NodeState, NodeView, StaleKind
 
 
 class Commands(Protocol):

@@ -10,8 +10,8 @@ import html
 import xml.etree.ElementTree as ET
 from collections.abc import Iterable, Mapping
 
-from freshness_magic.notebook.render import SVG_NS, Layout, local_name, set_title
-from freshness_magic.notebook.viewstate import (
+from freshness_magic.views.render import SVG_NS, Layout, local_name, set_title
+from freshness_magic.views.state import (
     STALE_DASH,
     STATE_STYLES,
     NodeState,

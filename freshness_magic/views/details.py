@@ -1,35 +1,68 @@
 """What the notebook says about one node or one condition: ``why``, node details, ``cond``.
 
 Built from the pipeline's published views and its run at a step boundary; the text itself
-comes from :mod:`~freshness_magic.notebook.text`, and ``why`` from :mod:`freshness_magic.why`
+comes from :mod:`~freshness_magic.views.text`, and ``why`` from :mod:`freshness_magic.views.why`
 (which the command line's ``why`` shares).
 """
 
 from __future__ import annotations
 
 import shlex
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
-from freshness_magic import why
-from freshness_magic.engine.condition_explain import ConditionExplanation, explain_condition
 from freshness_magic.engine.context import partial_key
-from freshness_magic.engine.edges import select_edge
 from freshness_magic.engine.handlers.parallel import kept_branch_ids
-from freshness_magic.engine.model import Graph
-from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.engine.state import RunState
 from freshness_magic.engine.visible import visible
 from freshness_magic.freshness.attrs import source_files
 from freshness_magic.freshness.extension import missing_inputs
-from freshness_magic.notebook import text
-from freshness_magic.notebook.cells import CELL_OUTPUT_FILE
-from freshness_magic.notebook.viewstate import BannerKind, RunBanner
-from freshness_magic.why import NodeFacts
+from freshness_magic.views import text, why
+from freshness_magic.views.state import CELL_OUTPUT_FILE, BannerKind, RunBanner
+from freshness_magic.views.why import NodeFacts
 
 if TYPE_CHECKING:
-    from freshness_magic.notebook.readout import PipelineReadout
+    from freshness_magic.engine.model import Graph, Node
+    from freshness_magic.engine.outcome import Outcome, Question
+    from freshness_magic.engine.run import Run
+    from freshness_magic.views.marks import NodeStale
+    from freshness_magic.views.model import ViewModel
+    from freshness_magic.views.saved import ResumeOffer
+    from freshness_magic.views.state import NodeView
+
+
+class PipelineReadout(Protocol):
+    """What details, banners and ``why`` read of a loaded pipeline: its published views (the
+    view model), its live run when one is open, and its run folder's evidence."""
+
+    @property
+    def name(self) -> str: ...
+    @property
+    def graph(self) -> Graph: ...
+    @property
+    def superseded(self) -> bool: ...
+    @property
+    def resume_offer(self) -> ResumeOffer | None: ...
+
+    @property
+    def model(self) -> ViewModel: ...
+    @property
+    def live_run(self) -> Run | None: ...
+    @property
+    def has_run(self) -> bool: ...
+    @property
+    def stale(self) -> Mapping[str, NodeStale]: ...
+    def require_node(self, node_id: str) -> Node: ...
+    def views(self) -> dict[str, NodeView]: ...
+    def outcomes(self) -> Mapping[str, Outcome]: ...
+    def pending_gate(self) -> Question | None: ...
+    def blocked_nodes(self) -> frozenset[str]: ...
+    def stale_upstream(self, node_id: str) -> tuple[list[str], int]: ...
+    def failure_text(self) -> str: ...
+    def evidence_records(self, node_id: str | None = None) -> list[dict[str, Any]]: ...
 
 
 @dataclass(frozen=True)
@@ -45,6 +78,21 @@ class NodeDetails:
     output: str
     """The node's streamed output so far, else what its ``%%node`` cell printed."""
     retries: int
+
+
+def hub_symbol_lines(run: Any, node_id: str) -> list[str]:
+    """Symbol-level lines (``src/auth.py: login() signature changed``) for a stale node.
+
+    Uses the node's effective freshness view (since it ran, else since its baseline) and the
+    hub's change log after that snapshot's time; empty when no hub runs or nothing applies.
+    """
+    from freshness_magic.hub.integration import report_symbol_lines
+
+    for ext in getattr(run, "extensions", ()):
+        if getattr(ext, "name", "") == "freshness" and callable(getattr(ext, "report", None)):
+            lines = report_symbol_lines(ext.report(run), [node_id])
+            return [line.split(": ", 1)[1] for line in lines]
+    return []
 
 
 NODE_FILES = (
@@ -167,9 +215,7 @@ def why_facts(pipeline: PipelineReadout, node_id: str) -> NodeFacts:
     run = pipeline.live_run
     symbols: list[str] = []
     if stale is not None and run is not None:
-        from freshness_magic.notebook.hubcmd import why_lines
-
-        symbols = why_lines(run, node_id)
+        symbols = hub_symbol_lines(run, node_id)
     snapshot = pipeline.model.snapshot
     going_on = snapshot.next_node if snapshot.state is RunState.PAUSED else None
     return NodeFacts(
@@ -195,50 +241,5 @@ def why_facts(pipeline: PipelineReadout, node_id: str) -> NodeFacts:
 
 def why_text(pipeline: PipelineReadout, node_id: str) -> str:
     """Why ``node_id`` is in its state: outcome, failure, stale files, waiting question, output,
-    and what to do next in the magics' words (:mod:`freshness_magic.why`)."""
+    and what to do next in the magics' words (:mod:`freshness_magic.views.why`)."""
     return why.why_text(why_facts(pipeline, node_id), why.NOTEBOOK)
-
-
-def explain_condition_live(
-    pipeline: PipelineReadout, expr: str, from_node: str | None
-) -> tuple[str, ConditionExplanation]:
-    """Explain ``expr`` against the run's context and (with a node) the edge that would be taken.
-
-    The outcome used is the last outcome of ``from_node`` (or of the last executed node).
-    """
-    run = pipeline.live_run
-    context: dict[str, Any] = dict(run.context) if run is not None else {}
-    outcomes = pipeline.outcomes()
-    outcome: Outcome | None = None
-    if from_node is not None:
-        outcome = outcomes.get(from_node)
-    elif outcomes:
-        outcome = list(outcomes.values())[-1]
-    if outcome is None:
-        outcome = Outcome(StageStatus.SUCCESS)
-    explanation = explain_condition(
-        expr, outcome=outcome.status.value, preferred_label=outcome.preferred_label, context=context
-    )
-    edge = None
-    if from_node is not None:
-        selection = select_edge(pipeline.graph, from_node, outcome, context)
-        target = selection.edge.target if selection.edge is not None else "(none)"
-        edge = f"edge from {from_node}: -> {target} ({selection.reason})"
-    answer = text.condition_text(
-        expr,
-        explanation,
-        outcome=outcome.status.value,
-        preferred_label=outcome.preferred_label,
-        edge=edge,
-        checks=condition_checks(pipeline.graph, expr),
-    )
-    return answer, explanation
-
-
-def condition_checks(graph: Graph, expr: str) -> list[str]:
-    """What ``validate`` warns about ``expr`` as an edge condition of ``graph`` (a key that
-    looks like a typo of ``outcome``, ``'succes' is not an outcome status``), each with its fix:
-    the validator's own findings, so the playground and ``validate`` never disagree."""
-    from freshness_magic.engine.validation.flow import condition_findings
-
-    return [f"{f.message} (fix: {f.fix})" for f in condition_findings(graph, expr)]

@@ -1,0 +1,55 @@
+"""The view layer needs no IPython: no module of ``views/`` imports IPython, ipywidgets,
+anywidget or ``freshness_magic.notebook`` (at any depth, lazy imports included), importing all
+of them loads none of those, and the command line's subcommands reach the views only through
+``views/``."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import freshness_magic.commands
+import freshness_magic.views
+from tests.engine.test_boundary import imported_modules, parse
+
+VIEWS = Path(freshness_magic.views.__file__).parent
+COMMANDS = Path(freshness_magic.commands.__file__).parent
+NOTEBOOK_ONLY = ("IPython", "ipywidgets", "anywidget", "traitlets", "freshness_magic.notebook")
+
+
+def _hits(path: Path) -> list[str]:
+    below = tuple(f"{name}." for name in NOTEBOOK_ONLY)
+    return [m for m in imported_modules(parse(path)) if m in NOTEBOOK_ONLY or m.startswith(below)]
+
+
+def test_no_views_module_imports_ipython_widgets_or_the_notebook_layer() -> None:
+    modules = sorted(VIEWS.rglob("*.py"))
+    assert len(modules) > 10
+    found = {str(path.relative_to(VIEWS)): _hits(path) for path in modules}
+    assert {path: hits for path, hits in found.items() if hits} == {}
+
+
+def test_no_cli_command_imports_the_notebook_layer() -> None:
+    modules = sorted(COMMANDS.rglob("*.py"))
+    found = {str(path.relative_to(COMMANDS)): _hits(path) for path in modules}
+    assert {path: hits for path, hits in found.items() if hits} == {}
+
+
+def test_importing_every_views_module_loads_no_notebook_code() -> None:
+    code = (
+        "import importlib, pkgutil, sys\n"
+        "import freshness_magic.views as views\n"
+        "found = pkgutil.walk_packages(views.__path__, 'freshness_magic.views.')\n"
+        "names = [m.name for m in found]\n"
+        "for name in names:\n"
+        "    importlib.import_module(name)\n"
+        f"outside = sorted(m for m in sys.modules if m.startswith({NOTEBOOK_ONLY!r}))\n"
+        "print(len(names), outside)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    count, outside = proc.stdout.strip().split(" ", 1)
+    assert int(count) > 10
+    assert outside == "[]"

@@ -93,9 +93,7 @@ def pipeline_dot(n: int) -> str:
 
 def measure(n: int, root: Path, steps: int) -> dict[str, float]:
     graph = load_pipeline(pipeline_dot(n))
-    pipeline = Pipeline(
-        name="bench", graph=graph, workdir=root / f"w{n}", layout_cache=LayoutCache()
-    )
+    pipeline = Pipeline.loaded("bench", graph, root / f"w{n}", layout_cache=LayoutCache())
     RecordingComm.log.clear()
     started = time.perf_counter()
     widget = PipelineWidget(pipeline)
@@ -145,7 +143,7 @@ def bare_kill() -> float:
 def measure_stop(root: Path) -> float:
     """Seconds from pressing Stop to the view's state showing the tool node interrupted."""
     graph = load_pipeline(STOP_DOT)
-    pipeline = Pipeline(name="stop", graph=graph, workdir=root, layout_cache=LayoutCache())
+    pipeline = Pipeline.loaded("stop", graph, root, layout_cache=LayoutCache())
     widget = PipelineWidget(pipeline)
     widget.background = True  # as in a kernel: the run goes on the view's worker thread
     work = widget.graph["nodes"].index("work")

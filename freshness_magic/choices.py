@@ -1,10 +1,20 @@
-"""An argparse parser whose ``invalid choice`` names the likely choice: the CLI's and the magics'
-parsers both build on it, so a misspelt command gets the same hint in a shell and a notebook."""
+"""What the CLI's and the magics' parsers share: a parser whose ``invalid choice`` names the
+likely choice (so a misspelt command gets the same hint in a shell and a notebook), and the
+argparse types of their arguments."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
+
+
+def path_arg(text: str) -> str:
+    """An argparse ``type`` for a file or folder argument: the text as given, refusing an empty
+    one (an unset shell variable, ``--workdir "$DIR"``), which would otherwise mean the current
+    folder and run the pipeline's commands there."""
+    if not text:
+        raise argparse.ArgumentTypeError("is empty (an unset variable?): give a path")
+    return text
 
 
 class HintingParser(argparse.ArgumentParser):

@@ -28,6 +28,7 @@ from freshness_magic.engine.validation import LintRule, Validator
 from freshness_magic.evidence.lint import evidence_rules
 from freshness_magic.freshness.lint import freshness_rules
 from freshness_magic.hub.lint import hub_rules
+from freshness_magic.pathlint import path_rules
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -43,6 +44,7 @@ def attribute_rules(
     ``freshness_allow_outside``, which makes an outside ``source_files`` entry a warning)."""
     return [
         *freshness_rules(workdir, allow_outside),
+        *(path_rules(workdir) if workdir is not None else []),
         *evidence_rules(workdir),
         *hub_rules(),
         *executor_rules(),

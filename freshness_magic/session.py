@@ -82,11 +82,13 @@ def default_extensions(workdir: str | Path, **options: Any) -> list[RunExtension
     from freshness_magic.evidence.extension import EvidenceExtension
     from freshness_magic.freshness.extension import FreshnessExtension
     from freshness_magic.hub.extension import HubContextExtension
+    from freshness_magic.hub.integration import HubHashSource
 
     extensions: list[RunExtension] = [
         FreshnessExtension(
             options.get("hash_size_limit"),
             allow_outside=options.get("freshness_allow_outside", False),
+            hash_sources=HubHashSource,  # known digests from a running hub, else hashed here
         )
     ]
     # Evidence goes last: its after_execute must see the outcome the other extensions settled on.
@@ -251,23 +253,17 @@ def _refuse_ignored_interviewer(kwargs: dict[str, Any]) -> None:
 
 
 def _refuse_outside_paths(graph: Graph, workdir: str | Path) -> None:
-    """UnsafePathError, before the run starts (validated or not), for a prompt file outside the
-    work tree, at its line and column: the one path rule of
-    :func:`freshness_magic.pathsafety.pipeline_path_problem` (``source_files`` entries are
-    refused by the run's own validation, and the codergen handler refuses again as it runs)."""
-    from freshness_magic.engine.prompts import prompt_file_problem
-    from freshness_magic.engine.validation.core import node_at
+    """UnsafePathError, before the run starts (validated or not), for a path the pipeline names
+    outside the work tree (a prompt file, a manager's child pipeline or working directory), at
+    its line and column: the rules of :mod:`freshness_magic.pathlint`. ``source_files``
+    entries are refused by the run's own validation; the handlers refuse again as they run."""
+    from freshness_magic.engine.validation import Validator, has_errors
     from freshness_magic.errors import UnsafePathError
+    from freshness_magic.pathlint import path_rules
 
-    for node in graph.nodes.values():
-        problem = prompt_file_problem(node, graph, workdir)
-        if problem is not None:
-            line, column = node_at(node, "prompt")
-            where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path
-            raise UnsafePathError(
-                f"{where}: node `{node.id}`: prompt file {node.prompt.strip()!r} is refused: "
-                f"{problem}"
-            )
+    found = Validator(rules=path_rules(workdir)).validate(graph)
+    if has_errors(found):
+        raise UnsafePathError(found[0].format(graph.path or graph.name))
 
 
 def _check_and_warn(

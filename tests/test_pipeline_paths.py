@@ -146,3 +146,64 @@ def test_a_source_files_entry_outside_is_an_error_at_its_column_and_refused_by_a
         run = open_run(dot, workdir=work, extension_options=options)
     with run:
         assert run.run().state is RunState.COMPLETED
+
+
+MANAGER = """digraph p {
+  start [shape=Mdiamond]
+  boss [shape=house, %s]
+  done [shape=Msquare]
+  start -> boss -> done
+}
+"""
+CHILD = """digraph c {
+  start [shape=Mdiamond]
+  t [shape=parallelogram, tool_command="touch ran.txt"]
+  done [shape=Msquare]
+  start -> t -> done
+}
+"""
+
+
+@pytest.mark.parametrize(
+    ("attrs", "key"),
+    [
+        ('"stack.child_dotfile"="../child.dot"', "stack.child_dotfile"),
+        (
+            '"stack.child_dotfile"="child.dot", "stack.child_workdir"="../elsewhere"',
+            "stack.child_workdir",
+        ),
+    ],
+)
+def test_a_child_pipeline_or_child_workdir_outside_the_work_tree_is_refused(
+    work: Path, attrs: str, key: str
+) -> None:
+    (work.parent / "child.dot").write_text(CHILD)
+    (work / "child.dot").write_text(CHILD)
+    (work.parent / "elsewhere").mkdir()
+    dot = MANAGER % attrs
+    found = [
+        d
+        for d in session_validator(workdir=work).validate(load_pipeline(dot, path="p.dot"))
+        if d.rule == "child_path"
+    ]
+    assert [(d.severity.value, d.line, d.node) for d in found] == [("error", 3, "boss")]
+    assert f"{key}=" in found[0].message and "outside the working directory" in found[0].message
+    with pytest.raises(UnsafePathError, match="child_path"):
+        open_run(dot, workdir=work, warn=False)
+    run = Run(load_pipeline(dot), workdir=work)
+    result = run.run()
+    run.close()
+    assert result.state is RunState.FAILED
+    assert "is refused" in result.node_outcomes["boss"].failure_reason
+    assert not list(work.parent.rglob("ran.txt"))  # the child never ran
+    assert not (work.parent / "elsewhere" / ".freshness").exists()
+
+
+def test_a_child_pipeline_inside_the_work_tree_runs(work: Path) -> None:
+    (work / "child.dot").write_text(CHILD)
+    (work / "sub").mkdir()
+    dot = MANAGER % '"stack.child_dotfile"="child.dot", "stack.child_workdir"="sub"'
+    with open_run(dot, workdir=work) as run:
+        result = run.run()
+    assert result.state is RunState.COMPLETED, result.failure_reason
+    assert (work / "sub" / "ran.txt").exists()

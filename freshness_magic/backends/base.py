@@ -30,6 +30,10 @@ MAX_RETRIES = 4
 """Retries of one call on a retryable error (the spec's ``standard`` preset: 5 attempts)."""
 T = TypeVar("T")
 
+ProviderBackends = Callable[[str, str], object]
+"""``(provider, llm_model) -> backend``: another provider's backend for a node that names one
+(None when the provider is no model API)."""
+
 
 def redact(text: str) -> str:
     """``text`` with the value of every credential variable replaced by ``***``."""
@@ -210,10 +214,18 @@ class ModelBackend:
 
     name = "model"
 
-    def __init__(self, config: ModelSettings, clients: dict[str, Any] | None = None) -> None:
+    def __init__(
+        self,
+        config: ModelSettings,
+        clients: dict[str, Any] | None = None,
+        providers: ProviderBackends | None = None,
+    ) -> None:
         self.config = config
         self._clients: dict[str, Any] = clients if clients is not None else {}
         """Clients by base URL, shared with the per-node copies of this backend."""
+        self._providers = providers
+        """Builds another provider's backend for a node's ``llm_provider`` (the registry gives
+        it, so this module need not know the registry); None: no other provider."""
 
     def describe(self) -> str:
         from freshness_magic.backends.spec import BackendSpec
@@ -235,18 +247,14 @@ class ModelBackend:
         refuse_endpoint(node)
         provider = node.llm_provider.strip().lower()
         if provider and provider != self.name:
-            from freshness_magic.backends.registry import BUILTIN_KINDS, build_backend
-            from freshness_magic.backends.spec import MODEL_KINDS, BackendSpec
-
-            if provider in BUILTIN_KINDS and provider not in MODEL_KINDS:  # never built
+            if self._providers is None:
                 raise BackendError(
-                    f"node '{node.id}': llm_provider={provider!r} is not a model API backend; "
-                    "use openai or anthropic"
+                    f"node '{node.id}': llm_provider={provider!r}, but this {self.name} backend "
+                    "was not made by resolve_backend, which knows the other providers; make it "
+                    "with resolve_backend or remove llm_provider"
                 )
             try:
-                other = build_backend(
-                    BackendSpec(provider, node.llm_model, model=node.llm_model.strip())
-                )
+                other = self._providers(provider, node.llm_model)
             except BackendError as exc:
                 raise BackendError(f"node '{node.id}': llm_provider={provider!r}: {exc}") from None
             if not isinstance(other, ModelBackend):
@@ -255,7 +263,7 @@ class ModelBackend:
                     "use openai or anthropic"
                 )
             return other.for_node(_without_provider(node))
-        return type(self)(self.config.for_node(node), self._clients)
+        return type(self)(self.config.for_node(node), self._clients, self._providers)
 
     def check_models(self, graph: Graph) -> None:
         """Refuse, before a run starts, a pipeline whose LLM nodes would reach this backend

@@ -118,7 +118,7 @@ class CommandBackend:
 
     def __call__(self, node: Node, prompt: str, context: Context) -> str:
         """The plain §4.5 interface: run the command once and return its whole stdout."""
-        from freshness_magic.backends.registry import collect_text
+        from freshness_magic.backends.collect import collect_text
 
         return collect_text(self.for_node(node), node, prompt, context)
 

@@ -8,15 +8,13 @@ factory returns may be a plain ``(node, prompt, context)`` callable or a streami
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Callable
 from importlib import metadata
 from typing import Any
 
 from freshness_magic.backends.spec import BackendSpec, parse_spec
-from freshness_magic.engine.context import Context
 from freshness_magic.engine.handlers.codergen import CallableBackend, simulated_backend
-from freshness_magic.engine.handlers.llm import BackendRequest, StreamingBackend
+from freshness_magic.engine.handlers.llm import StreamingBackend
 from freshness_magic.engine.model import Node
 from freshness_magic.errors import BackendError
 
@@ -42,13 +40,15 @@ def _build(spec: BackendSpec) -> StreamingBackend:
         from freshness_magic.backends.openai_compat import OpenAIBackend
 
         client_module("openai")
-        return OpenAIBackend(ModelSettings("openai", spec.model, spec.base_url))
+        settings = ModelSettings("openai", spec.model, spec.base_url)
+        return OpenAIBackend(settings, providers=_provider_backend)
     if spec.kind == "anthropic":
         from freshness_magic.backends.anthropic_api import AnthropicBackend
         from freshness_magic.backends.base import client_module
 
         client_module("anthropic")
-        return AnthropicBackend(ModelSettings("anthropic", spec.model, spec.base_url))
+        settings = ModelSettings("anthropic", spec.model, spec.base_url)
+        return AnthropicBackend(settings, providers=_provider_backend)
     if spec.kind == "command":
         from freshness_magic.backends.command import CommandBackend
 
@@ -58,6 +58,17 @@ def _build(spec: BackendSpec) -> StreamingBackend:
 
         return python_backend(spec.argument)
     return _from_entry_point(spec)
+
+
+def _provider_backend(provider: str, llm_model: str) -> StreamingBackend | None:
+    """The backend a node's ``llm_provider`` names, from the provider and model alone (so its
+    endpoint and key come from the user's environment); None for a built-in that is no model
+    API (never built)."""
+    from freshness_magic.backends.spec import MODEL_KINDS
+
+    if provider in BUILTIN_KINDS and provider not in MODEL_KINDS:
+        return None
+    return _build(BackendSpec(provider, llm_model, model=llm_model.strip()))
 
 
 def _from_entry_point(spec: BackendSpec) -> StreamingBackend:
@@ -124,27 +135,3 @@ def run_backend(run: Any) -> object:
     """The backend of the codergen handler of ``run``'s registry (None: the simulation)."""
     handler = run.registry.resolve(Node("_", {"type": "codergen"}))
     return getattr(handler, "backend", None)
-
-
-def collect_text(backend: StreamingBackend, node: Node, prompt: str, context: Context) -> str:
-    """Run a streaming backend without a sink (no deadline) and return the whole text."""
-    import tempfile
-    from pathlib import Path
-
-    parts: list[str] = []
-    with tempfile.TemporaryDirectory(prefix="fm-backend-") as folder:
-        stage = Path(folder)
-        prompt_file = stage / "prompt.md"
-        prompt_file.write_text(prompt, encoding="utf-8")
-        request = BackendRequest(
-            node=node,
-            prompt=prompt,
-            context=context,
-            workdir=Path.cwd(),
-            stage_dir=stage,
-            prompt_file=prompt_file,
-            on_text=parts.append,
-            cancel=threading.Event(),
-        )
-        reply = backend.generate(request)
-    return "".join(parts) + reply.text

@@ -2,18 +2,8 @@
 
 from __future__ import annotations
 
-import argparse
 import os
 import sys
-
-
-def path_arg(text: str) -> str:
-    """An argparse ``type`` for a file or folder argument: the text as given, refusing an empty
-    one (an unset shell variable, ``--workdir "$DIR"``), which would otherwise mean the current
-    folder and run the pipeline's commands there."""
-    if not text:
-        raise argparse.ArgumentTypeError("is empty (an unset variable?): give a path")
-    return text
 
 
 def invoked_as() -> str:

@@ -14,7 +14,7 @@ import json
 import sys
 from typing import Any
 
-from freshness_magic.commands import path_arg
+from freshness_magic.choices import path_arg
 
 
 def register(subparsers: Any) -> None:
@@ -42,8 +42,9 @@ def register(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.commands._rundir import run_dir_or_newest
     from freshness_magic.freshness.runcheck import check_run_dir
+    from freshness_magic.hub.integration import HubHashSource
 
-    report = check_run_dir(run_dir_or_newest(args.run_dir, "check"))
+    report = check_run_dir(run_dir_or_newest(args.run_dir, "check"), hash_sources=HubHashSource)
     if args.json:
         json.dump(report.to_dict(all_files=args.all_files), sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")

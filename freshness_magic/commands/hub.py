@@ -8,7 +8,7 @@ import os
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.commands import path_arg
+from freshness_magic.choices import path_arg
 
 if TYPE_CHECKING:
     from freshness_magic.hub.client import NodeState

@@ -13,7 +13,7 @@ import json
 import sys
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.commands import path_arg
+from freshness_magic.choices import path_arg
 
 if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph

@@ -15,7 +15,8 @@ from pathlib import Path
 from shlex import quote
 from typing import Any, TextIO
 
-from freshness_magic.commands import invoked_as, path_arg
+from freshness_magic.choices import path_arg
+from freshness_magic.commands import invoked_as
 from freshness_magic.commands.run import add_drive_options, checked_answers, drive, existing_dir
 from freshness_magic.errors import (
     CheckpointError,

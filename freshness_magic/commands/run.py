@@ -34,7 +34,8 @@ from pathlib import Path
 from shlex import quote
 from typing import IO, TYPE_CHECKING, Any
 
-from freshness_magic.commands import invoked_as, path_arg
+from freshness_magic.choices import path_arg
+from freshness_magic.commands import invoked_as
 from freshness_magic.errors import RunError
 
 if TYPE_CHECKING:

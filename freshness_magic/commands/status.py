@@ -9,7 +9,7 @@ from pathlib import Path
 from shlex import quote
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.commands import path_arg
+from freshness_magic.choices import path_arg
 from freshness_magic.commands.run import EXIT_CODES
 from freshness_magic.holders import driven_now, held_open
 
@@ -174,13 +174,15 @@ def changed_nodes(
     """From the checkpoint ``status`` read: the nodes whose inputs changed (as ``check`` finds
     them) and are checked (``freshness`` warn or block: the nodes every view shows stale; None
     when the run keeps no freshness state), and the nodes that ran after one of them changed
-    since it ran, downstream of it (outdated, as every view shows them)."""
-    from freshness_magic.engine.reach import ran_after, successor_map
+    since it ran, downstream of it, or that ran before a node upstream of them ran again
+    (outdated: the one rule of every view, :mod:`freshness_magic.views.marks`)."""
     from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.runcheck import checkpoint_report
+    from freshness_magic.hub.integration import HubHashSource
+    from freshness_magic.views.marks import GraphMarks, stale_from_report
 
     try:
-        report = checkpoint_report(data, used, run_dir)
+        report = checkpoint_report(data, used, run_dir, hash_sources=HubHashSource)
     except FreshnessError:
         return None, []
     if not report.stale_nodes:
@@ -188,9 +190,8 @@ def changed_nodes(
     if graph is None:
         return report.stale_nodes, []  # no pipeline to tell the modes and the edges from
     stale = report.with_modes(graph).stale_nodes
-    since_run = [n for n in stale if report.nodes[n].since_run is not None]
     completed = [str(n) for n in data.get("completed_nodes") or ()]
-    later = ran_after(successor_map(graph), completed, since_run)
+    later = GraphMarks(graph).outdated(completed, stale_from_report(report, graph))
     return stale, [n for n in graph.nodes if n in later and n not in stale]
 
 

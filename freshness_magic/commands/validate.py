@@ -12,7 +12,7 @@ import json
 import sys
 from typing import Any
 
-from freshness_magic.commands import path_arg
+from freshness_magic.choices import path_arg
 from freshness_magic.commands.parse import load_for_command, shown_name
 
 

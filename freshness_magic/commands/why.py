@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.commands import path_arg
+from freshness_magic.choices import path_arg
 
 if TYPE_CHECKING:
     from freshness_magic.views.runview import RunView

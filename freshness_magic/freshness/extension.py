@@ -42,6 +42,7 @@ from freshness_magic.freshness.report import FreshnessReport, NodeReport
 
 if TYPE_CHECKING:
     from freshness_magic.engine import Run, StepResult
+    from freshness_magic.freshness.snapshot import HashSources
 
 NAME = "freshness"
 ACCEPT_KEY = "freshness.accept"
@@ -69,10 +70,14 @@ class FreshnessExtension(BaseRunExtension):
         *,
         allow_outside: bool | Iterable[str] = False,
         git: bool = True,
+        hash_sources: HashSources | None = None,
     ) -> None:
         self.hash_size_limit = hash_size_limit
         self.allow_outside = allow_outside
         self.git = git
+        self.hash_sources = hash_sources
+        """Makes the run's source of known digests (the session passes the hub's); None:
+        every file is hashed here."""
         self.tracker: FreshnessTracker | None = None
         self.blocked: set[str] = set()
         """Nodes a ``block`` stopped whose change has not been accepted since."""
@@ -84,14 +89,13 @@ class FreshnessExtension(BaseRunExtension):
 
     def _tracker(self, run: Run) -> FreshnessTracker:
         if self.tracker is None:
-            from freshness_magic.hub.integration import HubHashSource
-
+            make = self.hash_sources
             self.tracker = FreshnessTracker(
                 Path(run.workdir),
                 self.hash_size_limit,
                 allow_outside=self.allow_outside,
                 git=self.git,
-                hash_source=HubHashSource(run.workdir),
+                hash_source=make(str(run.workdir)) if make is not None else None,
             )
         return self.tracker
 

@@ -1,6 +1,5 @@
 """Freshness lint rules (``freshness_valid``, ``freshness_sources``, ``freshness_unset``,
-``source_files_path``, and ``source_files_exist`` and ``prompt_file_path`` when the working
-directory is known).
+``source_files_path``, and ``source_files_exist`` when the working directory is known).
 
 The layer that composes a session registers them with its Validator
 (:mod:`freshness_magic.lint`; a run gets them through :meth:`FreshnessExtension.lint_rules`);
@@ -14,7 +13,7 @@ import re
 from typing import TYPE_CHECKING
 
 from freshness_magic.engine.model import Graph, Node
-from freshness_magic.engine.prompts import prompt_file_name, prompt_file_problem
+from freshness_magic.engine.prompts import prompt_file_name
 from freshness_magic.engine.validation import (
     ERROR,
     INFO,
@@ -153,33 +152,6 @@ def _source_files_path(allowed: bool) -> ScanRule:
     return ScanRule("source_files_path", node_check=check)
 
 
-def _prompt_file_path(workdir: str) -> ScanRule:
-    """A ``prompt="@path"`` file outside the working directory is an ERROR: the run refuses to
-    read it (the one path rule, :func:`freshness_magic.pathsafety.pipeline_path_problem`)."""
-
-    def check(graph: Graph, node: Node, out: Out) -> None:
-        problem = prompt_file_problem(node, graph, workdir)
-        if problem is None:
-            return
-        where = position_in_value(graph, node.attr_positions.get("prompt"), "prompt", 1)
-        line, column = where if where is not None else node_at(node, "prompt")
-        out.append(
-            Diagnostic(
-                "prompt_file_path",
-                ERROR,
-                f"node `{node.id}`: prompt file {node.prompt.strip()!r} is refused: {problem}",
-                node.id,
-                None,
-                line,
-                column,
-                "put the prompt file in the working directory and name it relative to the "
-                "pipeline file's folder",
-            )
-        )
-
-    return ScanRule("prompt_file_path", node_check=check)
-
-
 def _source_files_exist(workdir: str) -> ScanRule:
     """A literal ``source_files`` path (no ``*``, ``?`` or ``[``) that does not exist under
     ``workdir`` is a WARNING: freshness tracks nothing for it, so a typo there silently turns the
@@ -226,7 +198,7 @@ def freshness_rules(
     workdir: str | Path | None = None, allow_outside: object = False
 ) -> list[LintRule]:
     """The freshness attributes' rules, to register with a Validator; with ``workdir`` (where
-    the run works), ``source_files_exist`` and ``prompt_file_path`` too. ``allow_outside``
+    the run works), ``source_files_exist`` too. ``allow_outside``
     (the run's ``freshness_allow_outside``) makes an outside ``source_files`` entry a WARNING."""
     rules: list[LintRule] = [
         ScanRule(
@@ -240,5 +212,4 @@ def freshness_rules(
     ]
     if workdir is not None:
         rules.append(_source_files_exist(os.path.realpath(workdir)))
-        rules.append(_prompt_file_path(os.path.realpath(workdir)))
     return rules

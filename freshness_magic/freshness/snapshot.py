@@ -69,6 +69,12 @@ class HashSource(Protocol):
     def file_hash(self, path: str, stat_key: StatKey) -> str | None: ...
 
 
+HashSources = Callable[[str], HashSource]
+"""Makes the hash source of a working directory. Freshness does not know where known digests
+come from: the layer that composes the packages (``session.py``, a CLI command) passes the
+hub's ``HubHashSource``; without one, every file is hashed here."""
+
+
 _MISSING = FileRecord(existed=False, method=NONE)
 _Members = list[str]
 _S_IFMT, _S_IFREG = 0o170000, 0o100000

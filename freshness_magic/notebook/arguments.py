@@ -9,8 +9,7 @@ from typing import Any, NoReturn
 
 from IPython.core.error import UsageError
 
-from freshness_magic.choices import HintingParser
-from freshness_magic.commands import path_arg
+from freshness_magic.choices import HintingParser, path_arg
 
 SUBCOMMANDS: tuple[str, ...] = (
     "load", "step", "run", "resume", "retry", "stop", "accept", "why", "cond", "status",

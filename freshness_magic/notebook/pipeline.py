@@ -43,6 +43,7 @@ from freshness_magic.notebook.live import LiveRun
 from freshness_magic.notebook.readout import PipelineView
 from freshness_magic.notebook.stepping import step_loop
 from freshness_magic.views import text
+from freshness_magic.views.frame import ViewFrame
 from freshness_magic.views.marks import NodeStale
 from freshness_magic.views.model import ViewModel
 from freshness_magic.views.render import LayoutCache, LayoutUnavailable
@@ -153,6 +154,8 @@ class Pipeline:
         self.live_lines: Callable[[str], None] | None = None
         """Where step lines go as each step ends (a terminal's print); None: in the result."""
         self._widget: Any = None
+        self._frame_listeners: list[Callable[[ViewFrame], None]] = []
+        self.live.subscribe(self._push_frame)
 
     # --- the parts' fields -----------------------------------------------------------------------
 
@@ -235,6 +238,21 @@ class Pipeline:
     def subscribe(self, listener: Callable[..., None]) -> None:
         """Call ``listener(event_or_None)`` after every published update of the views."""
         self.live.subscribe(listener)
+
+    def subscribe_frames(self, listener: Callable[[ViewFrame], None]) -> None:
+        """Call ``listener(frame)`` with a :class:`~freshness_magic.views.frame.ViewFrame` at
+        every published step boundary (the widget serialises it; it reads nothing back)."""
+        self._frame_listeners.append(listener)
+
+    def _push_frame(self, event: Any) -> None:
+        if event is None and self._frame_listeners:
+            frame = self.view.frame()
+            for listener in list(self._frame_listeners):
+                listener(frame)
+
+    def frame(self) -> ViewFrame:
+        """Everything the view shows now (:class:`~freshness_magic.views.frame.ViewFrame`)."""
+        return self.view.frame()
 
     def publish(self, *, freshness: bool = True) -> None:
         self.live.publish(freshness=freshness)
@@ -395,7 +413,8 @@ class Pipeline:
             widget_bundle = self.widget._repr_mimebundle_()
             if isinstance(widget_bundle, dict):
                 bundle.update(widget_bundle)
-        if "text/html" not in bundle and layout is not None:
+        followed = self._widget is not None and self._widget.background  # its own output
+        if "text/html" not in bundle and layout is not None and not followed:
             bundle["text/html"] = static_html(layout, self.views(), self.status_line())
         bundle["text/plain"] = self.status_text(REPR_ROWS)
         return bundle

@@ -20,6 +20,7 @@ from freshness_magic.engine.state import RunState
 from freshness_magic.notebook.live import LiveRun, require_node
 from freshness_magic.views import text
 from freshness_magic.views.evidence_log import EvidenceTail
+from freshness_magic.views.frame import ViewFrame
 from freshness_magic.views.marks import NodeStale
 from freshness_magic.views.model import ViewModel
 from freshness_magic.views.render import NodeState, NodeView
@@ -245,6 +246,35 @@ class PipelineView:
         """The codergen backend new runs use (what the view's badge says)."""
         backend = self.live.run_options.get("backend")
         return backend if isinstance(backend, str) and backend else "simulated"
+
+    def frame(self) -> ViewFrame:
+        """Everything the widget shows now, from the last published views (one read of each)."""
+        from freshness_magic.notebook.viewdata import approving
+
+        views = self.views()
+        gate = self.pending_gate()
+        records = self.evidence_records()
+        snapshot = self.model.snapshot
+        return ViewFrame(
+            name=self.name,
+            graph=self.graph,
+            structure_version=self.live.structure_version,
+            views=views,
+            state=snapshot.state,
+            state_name=self.state_name,
+            status_line=self.status_line(),
+            next_node=self.next_node(),
+            nodes_run=self.nodes_run(views),
+            backend=self.backend_name,
+            superseded=self.superseded,
+            banner=None if self.superseded else self.banner(),
+            gate=gate,
+            gate_note=self.gate_note(),
+            gate_visit=snapshot.completed.count(gate.node_id) + 1 if gate else 0,
+            approving=approving(records, gate.node_id, self.details) if gate else {},
+            evidence=records,
+            stopped=self.model.stopped,
+        )
 
     def explain(
         self, expr: str, from_node: str | None = None, *, infer_node: bool = False

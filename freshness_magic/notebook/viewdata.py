@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.model import Node
@@ -20,6 +20,7 @@ from freshness_magic.views.text import choice_text, evidence_row, first_items
 
 if TYPE_CHECKING:
     from freshness_magic.notebook.pipeline import Pipeline
+    from freshness_magic.views.frame import ViewFrame
 
 
 def short(text: str, limit: int) -> str:
@@ -85,14 +86,19 @@ def to_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-def approving(pipeline: Pipeline, gate_node: str) -> dict[str, str]:
-    """What the gate approves: the response or changed files of the node that ran before it."""
-    records = [r for r in pipeline.evidence_records() if r.get("nodeId") != gate_node]
+def approving(
+    evidence: Sequence[Mapping[str, Any]],
+    gate_node: str,
+    details: Callable[[str], Mapping[str, Any]],
+) -> dict[str, str]:
+    """What the gate approves: the response or changed files of the node that ran before it
+    (its last evidence record, and ``details(node)`` for its response)."""
+    records = [r for r in evidence if r.get("nodeId") != gate_node]
     if not records:
         return {}
     last = records[-1]
     node = str(last.get("nodeId", ""))
-    response = pipeline.details(node).get("response") or ""
+    response = details(node).get("response") or ""
     if response:
         return {"title": f"response of {node}", "text": cut(str(response), 2000)}
     detail = evidence_detail(last)
@@ -170,14 +176,14 @@ def irreversible_reason(node: Node | None) -> str:
     return f"is named for an act that is hard to undo ({named[0]})" if named else ""
 
 
-def gate_value(pipeline: Pipeline) -> dict[str, Any]:
+def gate_value(frame: ViewFrame) -> dict[str, Any]:
     """The waiting gate for the gate panel: question, one entry per choice, what it approves,
     the note on changed inputs upstream of it (``""`` when none), and which time it asks (a
     loop that comes back at once would otherwise look as if the answer did nothing)."""
-    gate = pipeline.pending_gate()
+    gate = frame.gate
     if gate is None:
         return {}
-    graph = pipeline.graph
+    graph = frame.graph
     choices = [
         {
             "key": c.key,
@@ -192,9 +198,9 @@ def gate_value(pipeline: Pipeline) -> dict[str, Any]:
         "node": gate.node_id,
         "question": gate.text,
         "choices": choices,
-        "approving": approving(pipeline, gate.node_id),
-        "note": pipeline.gate_note(),
-        "visit": pipeline.model.snapshot.completed.count(gate.node_id) + 1,
+        "approving": dict(frame.approving),
+        "note": frame.gate_note,
+        "visit": frame.gate_visit,
     }
 
 
@@ -283,36 +289,32 @@ def active_seconds(records: Sequence[Mapping[str, Any]], stopped: Sequence[Span]
     return ActiveTime().update(records, stopped)
 
 
-def run_value(
-    pipeline: Pipeline,
-    views: Mapping[str, NodeView],
-    now: float,
-    active: ActiveTime | None = None,
-) -> dict[str, Any]:
+def run_value(frame: ViewFrame, now: float, active: ActiveTime | None = None) -> dict[str, Any]:
     """The run line above the graph: state, progress, the run's active time (from ``active``,
     else from its evidence log), and the running node with how long it has run at ``now``
     (wall clock); while a node runs the page counts both on from there."""
+    views = frame.views
     if active is None:
         active = ActiveTime()
-        active.update(pipeline.evidence_records(), pipeline.model.stopped)
-    done = pipeline.nodes_run(views)
-    total = max(len(pipeline.graph.nodes), 1)
-    if pipeline.model.snapshot.state is RunState.COMPLETED:
+        active.update(frame.evidence, frame.stopped)
+    done = frame.nodes_run
+    total = max(len(frame.graph.nodes), 1)
+    if frame.state is RunState.COMPLETED:
         done = total
     running = next((n for n, v in views.items() if v.state is NodeState.RUNNING), "")
     started = views[running].details.get("started_at") if running else None
     running_for = max(now - started, 0.0) if isinstance(started, int | float) else 0.0
     elapsed = active.before(started) if isinstance(started, int | float) else active.seconds
     return {
-        "state": pipeline.state_name,
-        "line": pipeline.status_line(),
+        "state": frame.state_name,
+        "line": frame.status_line,
         "elapsed": round(elapsed, 1),
         "done": min(done, total),
         "total": total,
         "running": running,
         "running_for": round(running_for, 1),
-        "next": pipeline.next_node() or "",
-        "backend": pipeline.backend_name,
+        "next": frame.next_node or "",
+        "backend": frame.backend,
         "can_stop": True,
         "can_retry": True,
     }

@@ -10,8 +10,9 @@ ends sooner sends nothing but its one update at the end.
 Clicks come back as ``{"action": ...}`` messages and call the pipeline object (``step``,
 ``run_to``, ``retry``, ``accept``, ``resume``, ``stop``, ``reset``); node details, evidence
 records and playground answers are asked for when needed and answered with a custom message.
-Every bundle also carries ``text/html``: the graph with its states as static SVG
-(:func:`render.static_html`) for front ends without a widget runtime.
+Every view comes with the graph with its states as static HTML for front ends without a widget
+runtime: in a kernel as its own output that follows the run (see
+:meth:`PipelineWidget._repr_mimebundle_`), elsewhere in the bundle's ``text/html``.
 
 The page contract (what browser tests may rely on): root ``.fm-root.fm-widget`` (also
 ``.fm-superseded`` or ``.fm-dead`` when it no longer drives a run: greyed, controls disabled but
@@ -41,7 +42,8 @@ from __future__ import annotations
 import threading
 import time
 import traceback
-from collections.abc import Callable, Mapping
+import uuid
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -75,6 +77,7 @@ from freshness_magic.views.state import (
 
 if TYPE_CHECKING:
     from freshness_magic.notebook.pipeline import Pipeline
+    from freshness_magic.views.frame import ViewFrame
 
 
 __all__ = ["PipelineWidget", "in_kernel"]
@@ -132,15 +135,23 @@ class PipelineWidget(anywidget.AnyWidget):
         self._layout: Layout | None = None
         self._layout_key: tuple[object, ...] | None = None
         self._evidence_count = -1
-        self._records: list[dict[str, Any]] = []
+        self._records: Sequence[Mapping[str, Any]] = []
+        self.frame: ViewFrame
+        """The frame the page shows (pushed by the pipeline at every step boundary)."""
         self._active = ActiveTime()
         """The run's active time, folded in from ``_records`` as they come."""
         self.errors: list[BaseException] = []
         self.update_stats: list[tuple[float, int]] = []
         """(seconds, bytes of changed state) of every refresh that sent something (benchmarks)."""
         self.last_action: dict[str, Any] = {}
+        self.follow_id = f"fm-static-{uuid.uuid4().hex}"
+        """The display id of the static graph shown beside each view (see :meth:`follow`)."""
+        self._followed: str | None = None
+        """The static HTML last published under ``follow_id`` (None: not displayed yet)."""
+        self._follow_lock = threading.Lock()
         self.on_msg(self._on_msg)
         pipeline.subscribe(self._on_pipeline_event)
+        pipeline.subscribe_frames(self._on_frame)
         self.refresh()
 
     # --- the pipeline's side ---------------------------------------------------------------------
@@ -153,11 +164,12 @@ class PipelineWidget(anywidget.AnyWidget):
         return self._layout
 
     def views(self) -> dict[str, NodeView]:
-        return dict(self.pipeline.views())
+        """Every node's view as the last frame sent showed it."""
+        return dict(self.frame.views)
 
     def current_banner(self) -> RunBanner | None:
         """The run-level message above the graph (failure, dead end, interrupt, superseded)."""
-        return self.pipeline.banner()
+        return self.frame.banner
 
     def snapshot(self) -> str:
         """The SVG with states written in (what a static export shows)."""
@@ -165,14 +177,12 @@ class PipelineWidget(anywidget.AnyWidget):
 
     def static_html(self) -> str:
         """The text/html fallback: the graph with its states, the status line and the legend."""
-        return static_html(
-            self.layout, self.views(), self.pipeline.status_line(), self.current_banner()
-        )
+        frame = self.frame
+        return static_html(self.layout, dict(frame.views), frame.status_line, frame.banner)
 
     # --- state sent to the page ------------------------------------------------------------------
 
-    def _evidence_value(self) -> dict[str, Any] | None:
-        records = self.pipeline.evidence_records()
+    def _evidence_value(self, records: Sequence[Mapping[str, Any]]) -> dict[str, Any] | None:
         if len(records) == self._evidence_count:
             return None
         self._evidence_count = len(records)
@@ -180,25 +190,26 @@ class PipelineWidget(anywidget.AnyWidget):
         newest = list(enumerate(records))[-EVIDENCE_ROWS:][::-1]
         return {"total": len(records), "rows": [evidence_summary_row(i, r) for i, r in newest]}
 
-    def refresh(self) -> None:
-        """Bring the page up to date: only changed values, all in one model update.
+    def refresh(self, frame: ViewFrame | None = None) -> None:
+        """Bring the page up to date with ``frame`` (None: the pipeline's frame now): only
+        changed values, all in one model update.
 
         Runs on the kernel thread and on the action's worker thread; one at a time, so a slower
         refresh never overwrites a newer one with older values.
         """
         with self._refresh_lock:
-            self._refresh()
+            self._refresh(frame if frame is not None else self.pipeline.frame())
 
-    def _refresh(self) -> None:
+    def _refresh(self, frame: ViewFrame) -> None:
         started = time.perf_counter()
-        pipeline = self.pipeline
+        self.frame = frame
         values: dict[str, Any] = {}
-        key = (id(pipeline.graph), pipeline.structure_version)
+        key = (id(frame.graph), frame.structure_version)
         if key != self._layout_key:
-            self._layout = pipeline.layout_cache.get(pipeline.graph)
+            self._layout = self.pipeline.layout_cache.get(frame.graph)
             self._layout_key = key
             values["graph"] = graph_value(self.pipeline, self.layout)
-        views = self.views()
+        views = frame.views
         layout = self.layout
         codes = ["p"] * len(layout.index)
         notes: dict[str, str] = {}
@@ -216,7 +227,7 @@ class PipelineWidget(anywidget.AnyWidget):
             # Superseded (a note), the view keeps what it showed last, read-only: its banner,
             # gate and evidence rows. The note says why, once (the superseded banner would say it
             # again), and the pipeline object no longer has a run to read the rest from.
-            banner = self.current_banner()
+            banner = frame.banner
             values["banner"] = (
                 {}
                 if banner is None
@@ -228,15 +239,19 @@ class PipelineWidget(anywidget.AnyWidget):
                     "holds": banner.holds,
                 }
             )
-            values["gate"] = gate_value(self.pipeline)
-            found = self._evidence_value()
+            values["gate"] = gate_value(frame)
+            found = self._evidence_value(frame.evidence)
             if found is not None:
                 values["evidence"] = found
-        self._active.update(self._records, self.pipeline.model.stopped)
-        values["run"] = run_value(self.pipeline, views, time.time(), self._active)
+        self._active.update(self._records, frame.stopped)
+        values["run"] = run_value(frame, time.time(), self._active)
         changed = {k: v for k, v in values.items() if getattr(self, k) != v}
         if not changed:
             return
+        if {"states", "banner", "gate"} & changed.keys() or (
+            changed.get("run", {}).get("line") != self.run.get("line")
+        ):
+            self.follow()
         with self.hold_sync():
             for name, value in changed.items():
                 setattr(self, name, value)
@@ -244,13 +259,15 @@ class PipelineWidget(anywidget.AnyWidget):
         self.update_stats.append((time.perf_counter() - started, size))
 
     def _on_pipeline_event(self, event: Any) -> None:
-        """A published step boundary (``None``) is sent at once, in one update; an event inside a
-        step only arms the live timer (see :data:`LIVE_DELAY`)."""
+        """An event inside a step only arms the live timer (see :data:`LIVE_DELAY`); a step
+        boundary (``None``) comes as a frame (:meth:`_on_frame`)."""
         if event is not None:
             self._arm_live()
-            return
+
+    def _on_frame(self, frame: ViewFrame) -> None:
+        """A published step boundary: its frame is sent at once, in one update."""
         self._disarm_live()
-        self._safe_refresh()
+        self._safe_refresh(frame)
 
     def _arm_live(self) -> None:
         with self._live_lock:
@@ -270,9 +287,9 @@ class PipelineWidget(anywidget.AnyWidget):
             self._live = None
         self._safe_refresh()
 
-    def _safe_refresh(self) -> None:
+    def _safe_refresh(self, frame: ViewFrame | None = None) -> None:
         try:
-            self.refresh()
+            self.refresh(frame)
         except Exception as exc:  # a view error must never break the run
             self._report(exc)
 
@@ -422,13 +439,46 @@ class PipelineWidget(anywidget.AnyWidget):
         """A node's details: the pipeline's ``details(node)`` plus its attributes and state."""
         return node_details(self.pipeline, node_id, self.views().get(node_id, NodeView()))
 
+    def follow(self) -> None:
+        """Bring the static graph shown beside the views up to this step (an updated display):
+        a notebook saved at any moment, or executed by ``nbconvert --execute``, then shows the
+        states of its last step without a widget runtime or network."""
+        if self._followed is None:
+            return
+        from IPython.display import update_display
+
+        with self._follow_lock:
+            html = following_html(self.static_html())
+            if html == self._followed:
+                return
+            self._followed = html
+            update_display({"text/html": html}, raw=True, display_id=self.follow_id)
+
     def _repr_mimebundle_(self, **kwargs: Any) -> dict[str, Any]:  # type: ignore[override]
-        """The widget view, the static graph as ``text/html`` and the state table as text."""
+        """The widget view and the state table as text; the static graph as ``text/html``.
+
+        In a kernel the static graph is its own output, published just before the view under
+        :attr:`follow_id` and updated at every step, so it follows the run; the widget's CSS
+        hides it wherever the view itself is drawn. The widget's own bundle then carries no
+        ``text/html``: saved from a front end, it would show the graph as it was when the cell
+        ran. Outside a kernel there is nothing to update: the bundle carries it."""
         found = super()._repr_mimebundle_(**kwargs)
         data = dict(found[0] if isinstance(found, tuple) else found or {})
         data["text/plain"] = self.pipeline.status_text()
-        data["text/html"] = self.static_html()
+        if not self.background:
+            data["text/html"] = self.static_html()
+            return data
+        from IPython.display import display
+
+        with self._follow_lock:
+            self._followed = following_html(self.static_html())
+            display({"text/html": self._followed}, raw=True, display_id=self.follow_id)
         return data
+
+
+def following_html(html: str) -> str:
+    """``html`` (the static graph) marked as the output that follows a widget view."""
+    return f'<div class="fm-static-follow">{html}</div>'
 
 
 _Factory = Callable[[PipelineWidget, Mapping[str, Any], Any], Callable[[], Any]]

@@ -135,6 +135,7 @@ def read_run(run_dir: Path) -> RunView:
     from freshness_magic.engine.runlock import live_driver
     from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.runcheck import checkpoint_report
+    from freshness_magic.hub.integration import HubHashSource
     from freshness_magic.views.marks import stale_from_report
 
     folder = follow_restarts(run_dir)
@@ -142,7 +143,9 @@ def read_run(run_dir: Path) -> RunView:
     graph = stored_pipeline(folder, data.get("pipeline") or {}, used)
     memory, context = restore_memory(data, folder)
     try:
-        report: FreshnessReport | None = checkpoint_report(data, used, folder)
+        report: FreshnessReport | None = checkpoint_report(
+            data, used, folder, hash_sources=HubHashSource
+        )
     except FreshnessError:
         report = None
     freshness = (data.get("extensions") or {}).get("freshness") or {}

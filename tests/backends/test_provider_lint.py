@@ -7,7 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from freshness_magic.backends import BackendError
+from freshness_magic.backends import BackendError, resolve_backend
+from freshness_magic.backends.base import ModelBackend, ModelSettings
+from freshness_magic.backends.openai_compat import OpenAIBackend
+from freshness_magic.engine.model import Node
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.validation import Severity
 from freshness_magic.lint import session_validator
@@ -71,3 +74,24 @@ def test_a_provider_with_no_backend_here_is_not_taken_for_a_typo() -> None:
         "this package has no gemini backend: reach it through an OpenAI-compatible endpoint "
         "(llm_provider=openai, backend openai:MODEL@URL), or use one of openai, anthropic"
     )
+
+
+def test_a_node_naming_a_builtin_that_is_no_model_api_is_refused() -> None:
+    backend = resolve_backend("openai:gpt-4o-mini@http://127.0.0.1:9/v1")
+    assert isinstance(backend, ModelBackend)
+    node = Node("a", {"prompt": "A", "llm_provider": "command", "llm_model": "true"})
+    with pytest.raises(BackendError, match=r"^node 'a': llm_provider='command' is not a model API"):
+        backend.for_node(node)
+
+
+def test_a_model_backend_made_by_hand_hands_no_node_to_another_provider() -> None:
+    """The registry gives a backend the other providers; one made without it says so."""
+    backend = OpenAIBackend(ModelSettings("openai", "gpt-4o-mini", "http://127.0.0.1:9/v1"))
+    node = Node("a", {"prompt": "A", "llm_provider": "anthropic", "llm_model": "claude-x"})
+    with pytest.raises(BackendError, match="not made by resolve_backend"):
+        backend.for_node(node)
+    same = backend.for_node(Node("b", {"prompt": "B", "llm_provider": "openai"}))
+    assert isinstance(same, OpenAIBackend) and same.config.model == "gpt-4o-mini"
+    other = resolve_backend("openai:gpt-4o-mini@http://127.0.0.1:9/v1")
+    assert isinstance(other, ModelBackend)
+    assert other.for_node(node).name == "anthropic"

@@ -10,8 +10,10 @@ second.
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
+import nbformat
 import pytest
 
 from tests.browser.fm import WIDGET, wait_node_states, widget_log_errors
@@ -115,5 +117,21 @@ def test_only_a_click_on_a_choice_answers_a_gate(lab_server: Any, page: Any, ui:
         "keys on the graph and in command mode left the gate waiting; the clicked Rework and"
         " the confirmed Publish answered it",
     )
+    assert page.locator(".fm-static-follow").first.is_hidden()  # the view is drawn instead
+
+    # Saved now, the notebook's static graph (for exports and GitHub) shows the completed run.
+    page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+    wait_until(lambda: "completed" in followed_status(folder / "docs.ipynb"), "saved follow")
     assert error_outputs(page) == []
     assert widget_log_errors(page) == []
+
+
+def followed_status(path: Path) -> str:
+    """The status line of the static graph saved in the notebook at ``path``."""
+    notebook = nbformat.read(path, as_version=4)
+    for cell in notebook.cells:
+        for output in cell.get("outputs", []):
+            html = output.get("data", {}).get("text/html", "")
+            if "fm-static-follow" in html:
+                return html.split('fm-static-status">', 1)[1].split("<", 1)[0]
+    return ""

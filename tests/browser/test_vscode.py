@@ -84,10 +84,10 @@ def webview(theme: str, body: str) -> str:
 @pytest.fixture(scope="module")
 def waiting_widget(tmp_path_factory: pytest.TempPathFactory) -> PipelineWidget:
     """A real widget of a run waiting at its gate (succeeded, waiting and pending nodes)."""
-    pipeline = Pipeline(
-        name="review",
-        graph=load_pipeline(GATED),
-        workdir=tmp_path_factory.mktemp("vscode"),
+    pipeline = Pipeline.loaded(
+        "review",
+        load_pipeline(GATED),
+        tmp_path_factory.mktemp("vscode"),
         layout_cache=LayoutCache(),
     )
     widget = PipelineWidget(pipeline)

@@ -93,12 +93,12 @@ def test_child_file_from_graph_attribute_relative_to_parent_file(tmp_path: Path)
     (pipelines / "parent.dot").write_text(
         parent('"manager.steps_per_cycle"=10', graph_attrs='"stack.child_dotfile"="child.dot"')
     )
-    workdir = tmp_path / "work"
-    workdir.mkdir()
+    workdir = tmp_path  # the pipelines folder is in the work tree, as every pipeline path
     run = Run(load_pipeline_file(pipelines / "parent.dot"), workdir=workdir)
     run.run()
     assert run.node_outcomes["manage"].notes.startswith("Child completed after 1 cycle(s)")
     assert (workdir / "built.txt").exists()
+    assert not (workdir / "child.dot").exists()  # found beside the parent file
 
 
 def test_failed_child_fails_the_manager(tmp_path: Path) -> None:

@@ -193,6 +193,26 @@ def test_freshness_check_takes_hashes_from_the_hub(hub_dir: Path) -> None:
     source.close()
 
 
+def test_a_session_run_takes_hashes_from_a_running_hub(hub_dir: Path) -> None:
+    """The session hands freshness the hub's hash source; freshness alone knows no hub."""
+    from freshness_magic.freshness.extension import FreshnessExtension
+
+    daemon.start(hub_dir)
+    client = HubClient(hub_dir)
+    keys = {rel: _age(hub_dir / rel) for rel in ("src/auth.py", "src/app.py")}
+    _wait_seq(
+        client,
+        lambda: all(s.stat == keys[s.path] for s in client.get_context(sorted(keys))),
+    )
+    run = open_run(PIPELINE, workdir=hub_dir)
+    run.step()
+    (freshness,) = [e for e in run.extensions if isinstance(e, FreshnessExtension)]
+    assert freshness.tracker is not None
+    source = freshness.tracker.snapshotter.hash_source
+    assert isinstance(source, HubHashSource) and source.hits >= 2
+    assert FreshnessExtension().hash_sources is None
+
+
 def test_check_command_prints_symbol_changes(hub_dir: Path) -> None:
     import subprocess
     import sys

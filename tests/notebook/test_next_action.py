@@ -222,11 +222,11 @@ def test_the_gate_panel_carries_the_note_on_changed_inputs_upstream(
 
     pipeline = _waiting_with_lint_changed(shell, workdir)
     line(shell, "status")  # the magic re-checks freshness, as the view's input watcher does
-    assert gate_value(pipeline)["note"] == (
+    assert gate_value(pipeline.frame())["note"] == (
         "note: upstream of approve: lint stale, 1 outdated (inputs changed; %pipeline why lint)"
     )
     line(shell, "accept lint")
-    assert gate_value(pipeline)["note"] == ""
+    assert gate_value(pipeline.frame())["note"] == ""
 
 
 def test_the_gate_panel_says_which_time_the_gate_asks(
@@ -238,9 +238,9 @@ def test_the_gate_panel_says_which_time_the_gate_asks(
 
     pipeline = load_review(shell, workdir)
     line(shell, "run")
-    assert gate_value(pipeline)["visit"] == 1
+    assert gate_value(pipeline.frame())["visit"] == 1
     line(shell, "resume approve --choice N")  # draft again, then the gate asks again
-    assert gate_value(pipeline)["visit"] == 2
+    assert gate_value(pipeline.frame())["visit"] == 2
 
 
 PAST_THE_GATE = """digraph past {

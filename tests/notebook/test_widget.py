@@ -197,6 +197,25 @@ def test_playground_replies_text_edge_and_keys(shell: InteractiveShell, workdir:
     assert widget.errors == []
 
 
+def test_the_widget_serialises_the_frame_the_pipeline_pushes(
+    shell: InteractiveShell, workdir: Path
+) -> None:
+    """At every step boundary the pipeline pushes one frame; the widget shows that frame (the
+    same object), not what it could read back from the pipeline object."""
+    pipeline = load_review(shell, workdir)
+    widget = pipeline.widget
+    pushed: list[Any] = []
+    pipeline.subscribe_frames(pushed.append)
+    shell.run_line_magic("pipeline", "run")
+    assert pushed and widget.frame is pushed[-1]
+    frame = pushed[-1]
+    assert frame.gate is not None and frame.gate.node_id == "approve"
+    assert widget.gate["node"] == "approve" and widget.gate["visit"] == frame.gate_visit == 1
+    assert widget.run["line"] == frame.status_line
+    assert states(widget)["approve"] == frame.views["approve"].state.value == "waiting"
+    assert widget.evidence["total"] == len(frame.evidence) == 4  # the gate waiting has one
+
+
 def test_playground_and_cond_give_one_explanation_with_the_same_warnings(
     shell: InteractiveShell, workdir: Path
 ) -> None:

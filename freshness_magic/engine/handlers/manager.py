@@ -41,6 +41,7 @@ from freshness_magic.engine.gates import child_answer_key
 from freshness_magic.engine.handlers.base import ChildRun, StepEnv
 from freshness_magic.engine.model import (
     MANAGER_ACTIONS,
+    Graph,
     Node,
     parse_duration,
     parse_int,
@@ -49,6 +50,7 @@ from freshness_magic.engine.model import (
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.state import RunState
 from freshness_magic.errors import FreshnessMagicError, RunError
+from freshness_magic.pathsafety import pipeline_path_problem
 
 DEFAULT_MAX_CYCLES = 1000
 SUPERVISION_FILE = "supervision.json"
@@ -73,6 +75,30 @@ def resolve_child_dotfile(name: str, env: StepEnv) -> tuple[Path | None, list[Pa
         if candidate.is_file():
             return candidate, candidates
     return None, candidates
+
+
+CHILD_PATHS = ("stack.child_dotfile", "stack.child_workdir")
+"""The manager attributes that name a path: the child pipeline read, the folder it works in."""
+
+
+def child_path_problem(node: Node, graph: Graph, workdir: Path | str) -> str:
+    """Why a manager's child pipeline file or child working directory may not be used ("" when
+    they may): each lies in the work tree (the one rule of
+    :func:`freshness_magic.pathsafety.pipeline_path_problem`; the child file may also be named
+    relative to the pipeline file's folder)."""
+    import os
+
+    for key in CHILD_PATHS:
+        name = (node.get(key) or graph.attrs.get(key, "")).strip()
+        if not name:
+            continue
+        bases = [workdir]
+        if key == "stack.child_dotfile" and graph.path:
+            bases.append(os.path.dirname(os.path.realpath(graph.path)))
+        problems = [pipeline_path_problem(name, base, workdir) for base in bases]
+        if all(problems):
+            return f"manager node {node.id!r}: {key}={name!r} is refused: {problems[0]}"
+    return ""
 
 
 def unfinished_child(children: Path) -> Path | None:
@@ -153,7 +179,14 @@ class ManagerLoopHandler:
                 f"manager node {node.id!r} has no stack.child_dotfile; set it on the node or the "
                 "graph to the child pipeline's .dot file"
             )
+        refused = child_path_problem(node, env.graph, env.workdir)
+        if refused:
+            return _fail(refused)
         path, looked = resolve_child_dotfile(name, env)
+        if path is not None and (outside := pipeline_path_problem(str(path), "/", env.workdir)):
+            return _fail(
+                f"manager node {node.id!r}: child pipeline {str(path)!r} is refused: {outside}"
+            )
         if path is None:
             return _fail(
                 f"manager node {node.id!r}: child pipeline {name!r} not found (looked at "

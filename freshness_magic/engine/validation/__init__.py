@@ -23,15 +23,13 @@ from freshness_magic.engine.validation.core import (
     Out,
     ScanRule,
     Severity,
-    Validator,
     edge_diag,
     graph_diag,
     has_errors,
     node_diag,
-    validate,
-    validate_or_raise,
 )
 from freshness_magic.engine.validation.rules import default_rules
+from freshness_magic.engine.validation.validator import Validator, validate, validate_or_raise
 
 __all__ = [
     "BOOL",

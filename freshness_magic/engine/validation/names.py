@@ -5,7 +5,7 @@ An attribute nobody reads is kept but ignored, so a misspelt one (``tool_comand=
 attribute that no registered rule declares: the engine's are declared here
 (:data:`ENGINE_NODE_ATTRIBUTES`), and each package that reads attributes of its own declares
 them on its rules (``node_attributes``; :func:`~.attrs.attr_type_rule` declares its typed ones),
-so the :class:`~.core.Validator` that holds the rules is the one place that knows them all.
+so the :class:`~.validator.Validator` that holds the rules is the one place that knows them all.
 
 Severity (decision): a name close to an attribute the engine or an extension reads is a WARNING
 (the intended attribute is missing, so the node behaves differently: ``validate --strict``

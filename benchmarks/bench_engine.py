@@ -26,10 +26,15 @@ interleaved ratio and that median whole-run ratio <= 1.2, median bytes per step 
 
 ``--baseline-src DIR`` (a source tree of an older version, e.g. ``git archive 1f796d6``) runs
 the same cases against it in the same session, interleaved with the current tree, each case in a
-fresh process. Without it the measured numbers for the old format are printed for reference.
+fresh process. ``--against REV`` does the same with commit REV of this repository, checked out
+into a temporary folder (``git archive``), and prints the per-step cost of this tree against it
+(the median ms per step of the median whole run, and of the interleaved first windows): every
+execution's trace (what it read and wrote, in the journal) was measured this way against the
+commit before it (goal: at most 1.3x). Without either the measured numbers for the old format
+are printed for reference.
 
     .venv/bin/python benchmarks/bench_engine.py [--nodes 5000] [--loop 2000] [--baseline-src DIR]
-        [--scratch DIR] [--whole-runs 3]
+        [--against REV] [--scratch DIR] [--whole-runs 3]
 """
 
 from __future__ import annotations
@@ -211,6 +216,7 @@ def summary(steps: list[list[float]]) -> dict[str, float]:
 
     return {
         "first_ms": med(first, 0) * 1000,
+        "all_ms": med(steps, 0) * 1000,
         "last_ms": med(last, 0) * 1000,
         "first_bytes": med(first, 1),
         "last_bytes": med(last, 1),
@@ -248,6 +254,9 @@ def main() -> None:
     parser.add_argument("--nodes", type=int, default=5000)
     parser.add_argument("--loop", type=int, default=2000)
     parser.add_argument("--baseline-src", type=Path, default=None)
+    parser.add_argument(
+        "--against", default=None, metavar="REV", help="compare with this commit (git archive)"
+    )
     parser.add_argument("--cases", default="linear,loop", help="comma-separated: linear, loop")
     parser.add_argument(
         "--reps", type=int, default=11, help="interleaved first/last window runs per case and tree"
@@ -262,10 +271,28 @@ def main() -> None:
     trees = [("current", REPO)]
     if args.baseline_src is not None:
         trees.append(("baseline", args.baseline_src.resolve()))
+    if args.against is not None:
+        with tempfile.TemporaryDirectory(prefix="bench-engine-rev-") as tree:
+            archive = subprocess.run(
+                ["git", "-C", str(REPO), "archive", "--format=tar", args.against],
+                capture_output=True,
+                check=True,
+            )
+            subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
+            trees.append((args.against[:9], Path(tree)))
+            measure(args, trees)
+        return
+    measure(args, trees)
+
+
+def measure(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
+    """Every case on every tree; with two trees, the per-step cost of the first against the
+    second (whole run and interleaved first window)."""
     sizes = {"linear": args.nodes, "loop": args.loop}
     scratch = scratch_dir(args.scratch)
     for case in args.cases.split(","):
         size = sizes[case]
+        per_step: dict[str, tuple[float, float]] = {}
         for label, src in trees:
             runs = [summary(run_case(src, case, size)["steps"]) for _ in range(args.whole_runs)]
             for run in runs:
@@ -281,6 +308,7 @@ def main() -> None:
                 f"processes, in {scratch}): first {first:.2f} ms, last {last:.2f} ms per step, "
                 f"ratio {ratio:.2f}"
             )
+            per_step[label] = (stats["all_ms"], first)
             if label == "current":
                 met = (
                     ratio <= 1.2
@@ -292,7 +320,14 @@ def main() -> None:
                     f"goal met ({case}: interleaved and whole-run time ratios <= 1.2, median "
                     f"bytes/step ratio <= 1.2, <= 1 fsync/step): {'yes' if met else 'no'}"
                 )
-    if args.baseline_src is None:
+        if len(trees) == 2:
+            (mine, (w1, f1)), (theirs, (w2, f2)) = list(per_step.items())
+            print(
+                f"{case} {size}: per step {mine} : {theirs} = {w1 / w2:.2f} (median of a whole "
+                f"run, {w1:.2f} vs {w2:.2f} ms), {f1 / f2:.2f} (interleaved first windows, "
+                f"{f1:.2f} vs {f2:.2f} ms); goal <= 1.3"
+            )
+    if len(trees) == 1:
         print(
             "baseline (the old format, 5,000-node linear run on tmpfs): 1.3 ms per step at "
             "the start, 7.4 ms at the end (5.5x); 12.8 fsyncs per step with freshness and evidence"

@@ -292,17 +292,25 @@ def _with_registry(kwargs: dict[str, Any]) -> dict[str, Any]:
 
 
 def _check_graph_executor(graph: Graph, spec: str) -> None:
-    """A ClusterError naming the pipeline's ``executor`` attribute and where it is written."""
+    """A ClusterError naming the pipeline's ``executor`` attribute and where it is written, for
+    a spec the cluster layer does not know or one that names a scheduler's address."""
     from freshness_magic.cluster import parse_executor
     from freshness_magic.engine.validation.core import graph_at
     from freshness_magic.errors import ClusterError
 
+    line, column = graph_at(graph, "executor")
+    where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path or graph.name
     try:
-        parse_executor(spec)
+        parsed = parse_executor(spec)
     except ClusterError as exc:
-        line, column = graph_at(graph, "executor")
-        where = f"{graph.path or graph.name}:{line}:{column}" if line else graph.path or graph.name
         raise ClusterError(f"{where}: the pipeline's executor attribute: {exc}") from None
+    if parsed.address:
+        from freshness_magic.cluster.lint import ADDRESS_FIX
+
+        raise ClusterError(
+            f"{where}: the pipeline's executor attribute names a scheduler's address "
+            f"({spec}); where work is sent is yours to choose, never a pipeline's: {ADDRESS_FIX}"
+        )
 
 
 def _open_executor(

@@ -203,6 +203,13 @@ def test_to_pauses_with_exit_3_then_resume_and_status(tmp_path: Path) -> None:
     assert final.returncode == 0
     info = json.loads(final.stdout)
     assert info["status"] == "completed"
+    nodes = info.pop("nodes")  # each node's view state: status's own
+    assert {n: v["state"] for n, v in nodes.items()} == {
+        "start": "succeeded",
+        "draft": "succeeded",
+        "approve": "succeeded",
+        "done": "succeeded",
+    }
     assert info == json.loads(done.stdout)
 
 
@@ -835,16 +842,17 @@ def test_status_names_nodes_whose_inputs_changed_and_notes_them_at_the_gate(
     assert as_json["stale_nodes"] == ["lint", "notes"]
 
 
-def test_status_marks_the_nodes_after_a_changed_one_outdated(tmp_path: Path) -> None:
+def test_status_marks_the_nodes_that_read_a_changed_one_outdated(tmp_path: Path) -> None:
     """A recovery trial: the table marked nothing, and the node that ran on the changed node's
-    results was named nowhere, while the notebook showed it outdated."""
+    results was named nowhere, while the notebook showed it outdated. A node after it that read
+    nothing of it (``done``) is not marked."""
     dot = write(
         tmp_path,
         "after.dot",
         """digraph after {
   start  [shape=Mdiamond]
   lint   [shape=parallelogram, tool_command="cat in.txt", source_files="in.txt", freshness=warn]
-  report [shape=parallelogram, tool_command="echo report"]
+  report [prompt="Report on {tool.output}"]
   done   [shape=Msquare]
   start -> lint -> report -> done
 }""",
@@ -855,14 +863,20 @@ def test_status_marks_the_nodes_after_a_changed_one_outdated(tmp_path: Path) -> 
     (tmp_path / "in.txt").write_text("v2\n")
     lines = cli("status", run_dir, cwd=tmp_path).stdout.splitlines()
     rows = {line.split()[2]: line.split()[:2] for line in lines if "(" in line.split()[1]}
-    assert rows == {
-        "lint": ["success", "(stale)"],
-        "report": ["success", "(outdated)"],
-        "done": ["success", "(outdated)"],
-    }
+    assert rows == {"lint": ["success", "(stale)"], "report": ["success", "(outdated)"]}
     as_json = json.loads(cli("status", run_dir, "--json", cwd=tmp_path).stdout)
     assert as_json["stale_nodes"] == ["lint"]
-    assert as_json["outdated_nodes"] == ["report", "done"]  # they ran on lint's old results
+    assert as_json["outdated_nodes"] == ["report"]  # it read lint's old output
+    states = {n: v["state"] for n, v in as_json["nodes"].items()}
+    assert states == {
+        "start": "succeeded",
+        "lint": "stale",
+        "report": "outdated",
+        "done": "succeeded",
+    }
+    assert as_json["nodes"]["report"]["why"] == (
+        "`report` read `tool.output` of `lint` (step 2), whose input `in.txt` changed"
+    )
     table = [re.match(r"  success(?: \(\w+\))? +(\w+)", line) for line in lines]
     assert len([m for m in table if m]) == 4
     assert len({m.start(1) for m in table if m}) == 1  # the labels' column fits the longest

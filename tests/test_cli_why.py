@@ -32,7 +32,8 @@ REVIEW = """digraph review {
   start   [shape=Mdiamond]
   lint    [shape=parallelogram, tool_command="cat src/login.py", source_files="src/*.py",
            freshness="block"]
-  draft   [prompt="Summarise the change for $goal", source_files="docs/spec.md", freshness="warn"]
+  draft   [prompt="Summarise the change for $goal: {tool.output}",
+           source_files="docs/spec.md", freshness="warn"]
   approve [shape=hexagon, label="Ship it?"]
   done    [shape=Msquare]
   start -> lint -> draft -> approve
@@ -202,8 +203,8 @@ def test_an_outdated_node_after_two_changed_nodes_gets_one_line_that_accepts_bot
         """digraph two {
   start  [shape=Mdiamond]
   prep   [shape=parallelogram, tool_command="true", source_files="src/*.py", freshness="warn"]
-  spec   [shape=parallelogram, tool_command="true", source_files="docs/spec.md", freshness="warn"]
-  report [shape=parallelogram, tool_command="true"]
+  spec   [prompt="Read the spec", source_files="docs/spec.md", freshness="warn"]
+  report [prompt="Report on {tool.output} and {last_response}"]
   done   [shape=Msquare]
   start -> prep -> spec -> report -> done
 }
@@ -215,7 +216,8 @@ def test_an_outdated_node_after_two_changed_nodes_gets_one_line_that_accepts_bot
     said = why(run_dir, "report", workdir)
     assert said[:2] == [
         "report: outdated",
-        "  may be outdated: the inputs of upstream prep and spec changed",
+        "  `report` read `tool.output` of `prep` (step 2), whose input `src/login.py` changed; "
+        "it also rests on `spec`, changed too",
     ]
     accept = f"{PROGRAM} resume {run_dir} --accept prep --accept spec --to done"
     assert next_steps(said) == {

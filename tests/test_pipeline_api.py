@@ -150,8 +150,7 @@ def test_a_plain_script_drives_a_pipeline_to_the_end(tmp_path: Path) -> None:
         "run: 3 step(s); paused",
         "run: 2 step(s); completed",
         "pipeline review: completed · 5/5 nodes run",
-        "edge from approve: -> done (preferred_label: preferred label '[Y] Yes' matched edge "
-        "label '[Y] Yes')",
+        "edge from approve: -> done (preferred label '[Y] Yes' matched edge label '[Y] Yes')",
         "ipython loaded: False",
         "PipelineWidget ['approve', 'check', 'done', 'draft', 'start']",
     ]

@@ -109,6 +109,10 @@ class AnthropicBackend(ModelBackend):
 
     def _complete(self, node: Node, prompt: str, model: str) -> BackendReply:
         message = self.client().messages.create(**self._options(model, prompt))
+        if not message.stop_reason:
+            raise BackendError(
+                f"{self.describe()}: the answer was cut off: it came without a stop_reason"
+            )
         text = "".join(getattr(block, "text", "") for block in message.content)
         usage = {
             "input_tokens": int(message.usage.input_tokens or 0),

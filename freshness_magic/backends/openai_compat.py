@@ -96,6 +96,10 @@ class OpenAIBackend(ModelBackend):
 
     def _complete(self, node: Node, prompt: str, model: str) -> BackendReply:
         response = self.client().chat.completions.create(**self._options(node, model, prompt))
+        if not response.choices or not all(c.finish_reason for c in response.choices):
+            raise BackendError(
+                f"{self.describe()}: the answer was cut off: it came without a finish_reason"
+            )
         text = "".join(c.message.content or "" for c in response.choices)
         usage = _usage(response.usage) if response.usage is not None else {}
         return reply_from_text(text, response.model or model, usage)

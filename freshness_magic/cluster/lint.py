@@ -1,5 +1,6 @@
-"""The ``executor`` attribute's rule: a graph's spec must be one the cluster layer knows, and a
-node's may only be ``local`` (keep it on the driver). Registered by the session validator."""
+"""The ``executor`` attribute's rule: a graph's spec must be one the cluster layer knows and name
+no scheduler's address (hosts belong to the user, as model endpoints do), and a node's may only
+be ``local`` (keep it on the driver). Registered by the session validator."""
 
 from __future__ import annotations
 
@@ -16,13 +17,20 @@ from freshness_magic.engine.validation import (
 )
 from freshness_magic.errors import ClusterError
 
+ADDRESS_FIX = (
+    'write executor="dask" (a cluster on this machine) or remove it, and give the address '
+    "when you run: --executor dask://HOST:PORT, open_run(..., executor=...), or "
+    "%config PipelineMagics.executor"
+)
+"""What to do instead of naming a scheduler in a pipeline."""
+
 
 def _graph(graph: Graph, out: Out) -> None:
     value = graph.attrs.get("executor")
     if value is None:
         return
     try:
-        parse_executor(value)
+        spec = parse_executor(value)
     except ClusterError as exc:
         out.append(
             graph_diag(
@@ -31,6 +39,19 @@ def _graph(graph: Graph, out: Out) -> None:
                 graph,
                 f"graph executor={value!r} is not known",
                 str(exc).split("; ", 1)[-1],
+                "executor",
+            )
+        )
+        return
+    if spec.address:
+        out.append(
+            graph_diag(
+                "executor_valid",
+                ERROR,
+                graph,
+                f"graph executor={value!r} names a scheduler's address: where work is sent is "
+                "the user's choice, never a pipeline's",
+                ADDRESS_FIX,
                 "executor",
             )
         )

@@ -15,6 +15,7 @@ from freshness_magic.holders import driven_now, held_open
 
 if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph
+    from freshness_magic.engine.trace import Trace
 
 
 def register(subparsers: Any) -> None:
@@ -50,6 +51,7 @@ def main(args: argparse.Namespace) -> int:
     from freshness_magic.engine.gates import parse_accelerator
     from freshness_magic.engine.persistence import follow_restarts, workdir_gone
     from freshness_magic.engine.runlock import live_driver
+    from freshness_magic.engine.trace import Trace
 
     run_dir = follow_restarts(run_dir_or_newest(args.run_dir, "status"))
     data, used = load_checkpoint(run_dir)
@@ -64,6 +66,8 @@ def main(args: argparse.Namespace) -> int:
         info["outdated_nodes"] = outdated
     if damage:
         info["stored_pipeline_problem"] = damage
+    elif graph is not None and args.json and (states := node_states(run_dir)) is not None:
+        info["nodes"] = states
     if gone := workdir_gone(run_dir, data.get("workdir")):
         info["workdir_missing"] = gone
     driver = live_driver(run_dir)
@@ -113,7 +117,8 @@ def main(args: argparse.Namespace) -> int:
         print(info["summary"], file=out)
     if info["interrupted_node"]:
         print(info["summary"], file=out)
-    for line in _stale_lines(run_dir, graph, stale or [], gate):
+    traces = [Trace.from_dict(t, str(data.get("run_id") or "")) for t in data.get("traces") or ()]
+    for line in _stale_lines(run_dir, graph, stale or [], gate, traces):
         print(line, file=out)
     if isinstance(gate, dict):
         print(f"waiting at gate '{gate.get('node')}': {gate.get('question')}", file=out)
@@ -173,13 +178,15 @@ def changed_nodes(
 ) -> tuple[list[str] | None, list[str]]:
     """From the checkpoint ``status`` read: the nodes whose inputs changed (as ``check`` finds
     them) and are checked (``freshness`` warn or block: the nodes every view shows stale; None
-    when the run keeps no freshness state), and the nodes that ran after one of them changed
-    since it ran, downstream of it, or that ran before a node upstream of them ran again
-    (outdated: the one rule of every view, :mod:`freshness_magic.views.marks`)."""
+    when the run keeps no freshness state), and the nodes whose latest execution is outdated
+    (:func:`~freshness_magic.engine.marks.node_marks`, from the run's traces, as every view
+    shows them)."""
+    from freshness_magic.engine.marks import MarkKind, node_marks
+    from freshness_magic.engine.trace import Trace
     from freshness_magic.errors import FreshnessError
+    from freshness_magic.freshness.extension import changed_since_run
     from freshness_magic.freshness.runcheck import checkpoint_report
     from freshness_magic.hub.integration import HubHashSource
-    from freshness_magic.views.marks import GraphMarks, stale_from_report
 
     try:
         report = checkpoint_report(data, used, run_dir, hash_sources=HubHashSource)
@@ -188,19 +195,37 @@ def changed_nodes(
     if not report.stale_nodes:
         return [], []
     if graph is None:
-        return report.stale_nodes, []  # no pipeline to tell the modes and the edges from
+        return report.stale_nodes, []  # no pipeline to tell the modes from
     stale = report.with_modes(graph).stale_nodes
-    completed = [str(n) for n in data.get("completed_nodes") or ()]
-    later = GraphMarks(graph).outdated(completed, stale_from_report(report, graph))
-    return stale, [n for n in graph.nodes if n in later and n not in stale]
+    run_id = str(data.get("run_id") or "")
+    traces = [Trace.from_dict(t, run_id) for t in data.get("traces") or ()]
+    marks = node_marks(traces, changed_since_run(report, graph))
+    outdated = {n for n, m in marks.items() if m.kind is MarkKind.OUTDATED}
+    return stale, [n for n in graph.nodes if n in outdated and n not in stale]
 
 
-def _stale_lines(run_dir: Path, graph: Graph | None, stale: list[str], gate: object) -> list[str]:
+def node_states(run_dir: Path) -> dict[str, dict[str, str]] | None:
+    """Each node's state and reason as the notebook's view shows them (``status --json``'s
+    ``nodes``); None when the run cannot be read that way (no stored pipeline)."""
+    from freshness_magic.errors import FreshnessMagicError
+    from freshness_magic.views.runview import read_run
+
+    try:
+        views = read_run(run_dir).model.views()
+    except FreshnessMagicError:
+        return None
+    return {n: {"state": v.state.value, "why": v.why} for n, v in views.items()}
+
+
+def _stale_lines(
+    run_dir: Path, graph: Graph | None, stale: list[str], gate: object, traces: list[Trace]
+) -> list[str]:
     """What ``status`` says about changed inputs: a line naming the stale nodes, and (next to
-    the waiting gate) a note naming those upstream of it, whose old results an answer goes on
+    the waiting gate) a note naming those whose executions led to it
+    (:func:`~freshness_magic.engine.marks.led_to`), whose old results an answer goes on
     from."""
     from freshness_magic.commands import invoked_as
-    from freshness_magic.engine.reach import upstream
+    from freshness_magic.engine.marks import led_to
     from freshness_magic.freshness.events import some_files
 
     if not stale:
@@ -208,7 +233,7 @@ def _stale_lines(run_dir: Path, graph: Graph | None, stale: list[str], gate: obj
     check = f"{invoked_as()} check {quote(str(run_dir))}"
     before: list[str] = []
     if isinstance(gate, dict) and graph is not None and gate.get("node") in graph.nodes:
-        ahead = set(upstream(graph, str(gate["node"])))
+        ahead = led_to(traces)
         before = [n for n in stale if n in ahead]
     lines = []
     if others := [n for n in stale if n not in before]:

@@ -315,3 +315,30 @@ def last_written_ns(run_dir: Path) -> int | None:
         except OSError:
             continue
     return max(stamps, default=None)
+
+
+def state_after_step(run_dir: Path, step: int) -> dict[str, Any] | None:
+    """The run's state as the journal record that completed its ``step``-th execution left it
+    (the context routing saw after that node; for a node of a parallel branch, the run's
+    context after its parallel node). None when the journal does not reach that step (a
+    ``loop_restart`` began a new directory, or the journal was written again after the run
+    directory was removed). Replays the journal from its start: for questions about the past
+    (``cond --step``), not for every step."""
+    journal = run_dir / JOURNAL_FILE
+    state: dict[str, Any] | None = None
+    try:
+        handle = open_state(journal)
+    except OSError:
+        return None
+    with handle:
+        for raw in handle:
+            record = parse_journal_line(raw)
+            if record is None or (state is None and record.get("kind") != "full"):
+                return None
+            try:
+                state = apply_record(state if state is not None else {}, record)
+            except (AttributeError, KeyError, TypeError):
+                return None
+            if len(state.get("completed_nodes") or ()) >= step:
+                return state
+    return None

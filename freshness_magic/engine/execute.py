@@ -242,14 +242,16 @@ class NodeExecutor:
         cause = context.writer_of("outcome")
         if branch_of is None and host.take_rearmed():
             cause = None
-        trace = Trace(
+        step = None
+        if cause is not None and cause.run_id == host.run_id:
+            step = cause.step if cause.step is not None else cause.cause  # after a skip
+        return Trace(
             node_id=node.id,
             run_id=host.run_id,
             definition=self.definition(node),
-            cause=cause.step if cause is not None and cause.run_id == host.run_id else None,
+            cause=step,
             branch_of=branch_of,
         )
-        return trace
 
     def definition(self, node: Node) -> str:
         """The fingerprint of ``node`` as it runs now: attributes and prompt file text."""
@@ -307,13 +309,15 @@ class NodeExecutor:
             trace = self._sealed.pop((step.node_id, step.branch_of), None)
             if trace is None or step.interrupted:
                 return
+            digests: dict[str, str] = {}
             for ext in host.extensions:
                 report = getattr(ext, "trace_inputs", None)
                 if callable(report):
                     try:
-                        trace.inputs.update(report(host.run, trace.node_id) or {})
+                        digests.update(report(host.run, trace.node_id) or {})
                     except Exception:
                         log.exception("run extension %r failed in trace_inputs", ext.name)
+            trace.set_inputs(digests)
         if step.branch_of is None:
             host.record_traces([*trace.children, trace])
             trace.children = []

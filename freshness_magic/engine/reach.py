@@ -1,4 +1,6 @@
-"""Where a run can go from a node, and the walks over it (validation, views, ``status``).
+"""Where a run can go from a node, and the walks over it (validation, retries, ``--to``).
+
+Never for freshness marks: those come from what executions read (:mod:`.marks`).
 
 A run moves along edges, and on failure or an unsatisfied goal gate it jumps to a node's
 ``retry_target``/``fallback_retry_target``, else the graph's (§3.3, §3.4): :func:`successors`
@@ -8,7 +10,7 @@ counts those jumps as edges, so every walk here agrees with the engine on what c
 from __future__ import annotations
 
 import collections
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping
 
 from freshness_magic.engine.model import Graph, Node
 
@@ -94,23 +96,6 @@ def inside_branches(graph: Graph, node_id: str) -> tuple[str, str] | None:
     return None
 
 
-def ran_after(
-    succ: Mapping[str, set[str]], completed: Sequence[str], roots: Iterable[str]
-) -> dict[str, list[str]]:
-    """The nodes downstream of a root that last ran after the root's last run, each with every
-    such root in the order given: their results may rest on those roots' (the nodes roots whose
-    inputs changed since they ran make outdated, until each of those roots is dealt with)."""
-    last = {node_id: i for i, node_id in enumerate(completed)}
-    found: dict[str, list[str]] = {}
-    for root in roots:
-        if root not in last:
-            continue
-        for down in sorted(reachable(succ, [root])):
-            if down != root and last.get(down, -1) > last[root]:
-                found.setdefault(down, []).append(root)
-    return found
-
-
 def upstream(graph: Graph, node_id: str) -> list[str]:
     """The nodes a run can pass before reaching ``node_id``, in the pipeline's order."""
     before: dict[str, set[str]] = {n: set() for n in graph.nodes}
@@ -119,45 +104,3 @@ def upstream(graph: Graph, node_id: str) -> list[str]:
             before[target].add(source)
     found = reachable(before, [node_id]) - {node_id}
     return [n for n in graph.nodes if n in found]
-
-
-def forward_order(graph: Graph) -> tuple[list[str], dict[str, list[str]]]:
-    """The pipeline's edges with the loops cut: its nodes in an order where every node comes
-    after those that lead to it, and each node's predecessors along the edges kept.
-
-    An edge is cut when it goes back to a node the depth-first walk is still inside (from the
-    start node, then from any node not reached yet, in the pipeline's order): in ``fix -> test
-    -> fix`` the edge back to ``fix`` is the loop. Retry targets are jumps back, not edges, so
-    they count as neither. Data flows along what is kept: a node that ran after one of its
-    predecessors here (directly or further up) worked on that node's earlier results.
-    """
-    targets = {
-        n: [e.target for e in graph.outgoing(n) if e.target in graph.nodes] for n in graph.nodes
-    }
-    start = graph.start_node()
-    roots = ([start.id] if start is not None else []) + list(graph.nodes)
-    done: list[str] = []
-    state: dict[str, bool] = {}  # False while the walk is inside the node, True once left
-    before: dict[str, list[str]] = {n: [] for n in graph.nodes}
-    for root in roots:
-        if root in state:
-            continue
-        state[root] = False
-        stack = [(root, iter(targets[root]))]
-        while stack:
-            node, pending = stack[-1]
-            for target in pending:
-                seen = state.get(target)
-                if seen is False:
-                    continue  # a loop back to a node the walk is inside
-                before[target].append(node)
-                if seen is None:
-                    state[target] = False
-                    stack.append((target, iter(targets[target])))
-                    break
-            else:
-                stack.pop()
-                state[node] = True
-                done.append(node)
-    done.reverse()
-    return done, before

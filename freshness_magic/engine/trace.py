@@ -40,6 +40,8 @@ VALUE_CHARS = 200
 """A value read or written whose JSON is longer than this is kept as its fingerprint only."""
 MAX_READS = 64
 """Reads kept per execution; more are counted in ``Trace.truncated``."""
+MAX_INPUT_FILES = 32
+"""Input files listed one by one per execution; past that only ``Trace.inputs_fingerprint``."""
 NO_VALUE = object()
 """``Read.value`` / ``Write.value`` when only the fingerprint is kept."""
 
@@ -168,7 +170,10 @@ class Trace:
     within: int | None = None
     branch_of: str | None = None
     inputs: dict[str, str] = field(default_factory=dict)
-    """Declared input file -> content digest (``freshness/hashing``), as the node ran."""
+    """Declared input file -> content digest (``freshness/hashing``), as the node ran; empty
+    past :data:`MAX_INPUT_FILES` files (``inputs_fingerprint`` still tells them apart)."""
+    inputs_fingerprint: str = ""
+    """One fingerprint of all its input files and digests (empty: it has none)."""
     reads: list[Read] = field(default_factory=list)
     writes: dict[str, Write] = field(default_factory=dict)
     truncated: int = 0
@@ -246,6 +251,13 @@ class Trace:
         with self._lock:
             self.writes.pop(key, None)
 
+    def set_inputs(self, digests: Mapping[str, str]) -> None:
+        """Its declared input files with their digests (a run extension reports them)."""
+        self.inputs_fingerprint = (
+            value_fingerprint(dict(sorted(digests.items()))) if digests else ""
+        )
+        self.inputs = dict(digests) if len(digests) <= MAX_INPUT_FILES else {}
+
     def seal(self, step: int | None, status: str) -> None:
         """The outcome is recorded: its step in the run and status."""
         self.step = step
@@ -263,6 +275,7 @@ class Trace:
             "definition": self.definition,
             "cause": self.cause,
             "inputs": dict(self.inputs),
+            "inputs_fp": self.inputs_fingerprint,
             "reads": [r.to_dict() for r in self.reads],
             "writes": {k: w.to_dict() for k, w in self.writes.items()},
         }
@@ -286,6 +299,7 @@ class Trace:
             within=int(within) if within is not None else None,
             branch_of=data.get("branch_of"),
             inputs={str(k): str(v) for k, v in dict(data.get("inputs") or {}).items()},
+            inputs_fingerprint=str(data.get("inputs_fp") or ""),
             reads=[Read.from_dict(r) for r in data.get("reads") or ()],
             writes={str(k): Write.from_dict(w) for k, w in dict(data.get("writes") or {}).items()},
             truncated=int(data.get("truncated") or 0),

@@ -238,6 +238,33 @@ class FreshnessExtension(BaseRunExtension):
         return self._tracker(run).report(node_ids)
 
 
+def changed_since_run(report: FreshnessReport, graph: Any) -> dict[str, list[str]]:
+    """Node id -> its input files that changed since its latest execution finished, for the
+    nodes whose inputs are checked (what :func:`~freshness_magic.engine.marks.derive_marks`
+    takes as ``stale_inputs``)."""
+    found: dict[str, list[str]] = {}
+    for node_id, entry in report.nodes.items():
+        node = graph.nodes.get(node_id)
+        if node is None or not inputs_checked(node) or entry.since_run is None:
+            continue
+        files = entry.since_run.stale_files
+        if files:
+            found[node_id] = list(files)
+    return found
+
+
+def run_marks(run: Any) -> dict[str, Any]:
+    """The mark of each node's latest execution in ``run`` (:func:`~.engine.marks.node_marks`
+    with the inputs changed since each node ran, as the run's freshness extension sees them)."""
+    from freshness_magic.engine.marks import node_marks
+
+    stale: dict[str, list[str]] = {}
+    for ext in getattr(run, "extensions", ()):
+        if isinstance(ext, FreshnessExtension):
+            stale = changed_since_run(ext.report(run), run.graph)
+    return dict(node_marks(run.traces, stale))
+
+
 def extension_of(run: Any) -> FreshnessExtension:
     """The run's freshness extension; FreshnessError when the run has none."""
     for ext in getattr(run, "extensions", ()):

@@ -22,7 +22,7 @@ FLAGS: dict[str, list[str]] = {
     "run": ["--to", "--max-steps", "--backend", "--executor", "--name"],
     "resume": ["--choice", "--comment", "--to", "--backend", "--executor", "--name"],
     "retry": ["--backend", "--executor", "--name"],
-    "cond": ["--from", "--name"],
+    "cond": ["--from", "--step", "--name"],
     "list": [],
     "show": [],
     "hub": [],
@@ -146,7 +146,18 @@ def build_pipeline_parser() -> MagicArgumentParser:
     p.add_argument("node", metavar="NODE")
     p = add("cond", "evaluate a condition on the live context, clause by clause")
     p.add_argument("expr", metavar="EXPR", help='e.g. "outcome=success && context.x=1"')
-    p.add_argument("--from", dest="from_node", metavar="NODE", help="also show the edge taken")
+    p.add_argument(
+        "--from",
+        dest="from_node",
+        metavar="NODE",
+        help="in the context and outcome of NODE's latest execution; also show the edge taken",
+    )
+    p.add_argument(
+        "--step",
+        type=int,
+        metavar="N",
+        help="in the context of the execution at step N (with --from: an earlier one of NODE)",
+    )
     add("status", "the node-state table")
     p = add("evidence", "evidence records from the run's log on disk")
     p.add_argument("node", nargs="?", metavar="NODE")

@@ -450,7 +450,7 @@ class PipelineMagics(Magics):
             "stop": pipeline.stop,
             "accept": lambda: pipeline.accept(*args.nodes),
             "why": lambda: pipeline.why(str(node)),
-            "cond": lambda: _cond_text(pipeline.explain(args.expr, args.from_node)),
+            "cond": lambda: _cond_text(pipeline.explain(args.expr, args.from_node, step=args.step)),
             "status": pipeline.status,
             "evidence": lambda: pipeline.evidence(node),
             "reset": pipeline.reset,

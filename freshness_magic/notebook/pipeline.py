@@ -352,9 +352,16 @@ class Pipeline:
         return self.view.banner()
 
     def explain(
-        self, expr: str, from_node: str | None = None, *, infer_node: bool = False
+        self,
+        expr: str,
+        from_node: str | None = None,
+        *,
+        step: int | None = None,
+        infer_node: bool = False,
     ) -> ConditionAnswer:
-        return self.view.explain(expr, from_node, infer_node=infer_node)
+        """``expr`` explained in the context of ``from_node``'s latest execution (or the one at
+        ``step``), else on the live context (:meth:`PipelineView.explain`)."""
+        return self.view.explain(expr, from_node, step=step, infer_node=infer_node)
 
     def status(self) -> TextResult:
         """``%pipeline status``: the status line and the node-state table."""
@@ -364,10 +371,12 @@ class Pipeline:
         """``%pipeline why NODE``: why the node is in its state and what to do next."""
         return self.view.why(node_id)
 
-    def cond(self, expr: str, from_node: str | None = None) -> TextResult:
-        """``%pipeline cond EXPR [--from NODE]``: the condition explained on the live context
-        (and, from a node, the edge routing would take); the explanation is the ``data``."""
-        answer = self.view.explain(expr, from_node)
+    def cond(self, expr: str, from_node: str | None = None, step: int | None = None) -> TextResult:
+        """``%pipeline cond EXPR [--from NODE] [--step N]``: the condition explained in the
+        context and outcome of NODE's latest execution (or the one at step N), else on the live
+        context (and, from a node, the edge routing would take); the explanation is the
+        ``data``."""
+        answer = self.view.explain(expr, from_node, step=step)
         return TextResult(answer.text, answer.explanation)
 
     def evidence(self, node_id: str | None = None) -> TextResult:

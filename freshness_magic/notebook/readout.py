@@ -140,11 +140,11 @@ class PipelineView:
         )
 
     def stale_upstream(self, node_id: str) -> tuple[list[str], int]:
-        """The nodes upstream of ``node_id`` shown stale, and how many are shown outdated by
-        changed inputs (:func:`freshness_magic.views.why.stale_upstream`)."""
+        """The nodes that led to the waiting gate ``node_id`` shown stale, and how many are
+        shown outdated by changed inputs (:func:`freshness_magic.views.why.stale_upstream`)."""
         from freshness_magic.views.why import stale_upstream
 
-        return stale_upstream(self.graph, self.views(), node_id)
+        return stale_upstream(self.views(), self.model.snapshot.traces)
 
     def gate_note(self) -> str:
         """The note under the waiting gate when nodes upstream of it have changed inputs ("" when
@@ -277,14 +277,25 @@ class PipelineView:
         )
 
     def explain(
-        self, expr: str, from_node: str | None = None, *, infer_node: bool = False
+        self,
+        expr: str,
+        from_node: str | None = None,
+        *,
+        step: int | None = None,
+        infer_node: bool = False,
     ) -> ConditionAnswer:
-        """``expr`` explained on the live context (and, from a node, the edge it would take):
-        the one explanation of ``cond`` and the widget's playground."""
-        from freshness_magic.views.explain import explain_on_context
+        """``expr`` explained, and from a node the edge routing would take: from a node that
+        ran (or at ``step``), in the context and outcome of that execution (its latest by
+        default; the answer names the step), else on the live context. The one explanation
+        of ``cond`` and the widget's playground."""
+        from freshness_magic.views.explain import execution_context, explain_on_context
 
         run = self.live_run
         context = dict(run.context) if run is not None else {}
+        at = None
+        ran = run is not None and any(t.node_id == from_node for t in run.traces)
+        if run is not None and (step is not None or ran):
+            at = execution_context(run.run_dir, run.traces, from_node, step)
         return explain_on_context(
-            self.graph, context, self.outcomes(), expr, from_node, infer_node=infer_node
+            self.graph, context, self.outcomes(), expr, from_node, infer_node=infer_node, at=at
         )

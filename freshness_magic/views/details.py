@@ -8,7 +8,7 @@ comes from :mod:`~freshness_magic.views.text`, and ``why`` from :mod:`freshness_
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -17,6 +17,7 @@ from freshness_magic.engine.context import partial_key
 from freshness_magic.engine.handlers.parallel import kept_branch_ids
 from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.engine.state import RunState
+from freshness_magic.engine.trace import NO_VALUE, Trace
 from freshness_magic.engine.visible import visible
 from freshness_magic.freshness.attrs import source_files
 from freshness_magic.freshness.extension import missing_inputs
@@ -169,11 +170,46 @@ def details_dict(pipeline: PipelineReadout, node_id: str) -> dict[str, Any]:
                 data[key] = tail
         if "output" in data and data["output"] in (data.get("response"), data.get("stdout")):
             del data["output"]  # the streamed output is the response (or stdout) shown below
+    if run is not None:
+        data.update(execution_lines(run.traces, node_id))
     records = pipeline.evidence_records(node_id)
     if records:
         rows = [text.evidence_row(r) for r in records[-3:]][::-1]
         data["evidence"] = [{k: v for k, v in row.items() if v} for row in rows]  # no empty fields
     data["attributes"] = found.attrs
+    return data
+
+
+def execution_lines(traces: Sequence[Trace], node_id: str) -> dict[str, Any]:
+    """What the latest execution of ``node_id`` read and wrote, for the details panel:
+    ``execution`` (its step), ``read`` (``key = value, from NODE (step N)``) and ``wrote``
+    (``key = value``); a value too long to keep shows its fingerprint. Empty when it has not
+    run."""
+    mine = [t for t in traces if t.node_id == node_id and t.step is not None]
+    if not mine:
+        return {}
+    trace = mine[-1]
+    names = {t.step: t.node_id for t in traces}
+
+    def shown(value: Any, fingerprint: str) -> str:
+        return f"(fingerprint {fingerprint[:12]})" if value is NO_VALUE else repr(value)
+
+    read = []
+    for r in trace.reads:
+        key = f"{r.key}[{r.part}]" if r.part is not None else r.key
+        if r.writer is None:
+            origin = "set by the run"
+        elif r.writer_run is not None:
+            origin = f"from run {r.writer_run} (step {r.writer})"
+        else:
+            origin = f"from {names.get(r.writer, '?')} (step {r.writer})"
+        read.append(f"{key} = {shown(r.value, r.fingerprint)}, {origin}")
+    if trace.truncated:
+        read.append(f"... and {trace.truncated} more reads not kept")
+    wrote = [f"{k} = {shown(w.value, w.fingerprint)}" for k, w in trace.writes.items()]
+    data: dict[str, Any] = {"execution": f"step {trace.step} ({trace.status})"}
+    data["read"] = read or ["nothing from the context"]
+    data["wrote"] = wrote
     return data
 
 

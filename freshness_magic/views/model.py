@@ -24,8 +24,9 @@ from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.persistence import EVENTS_FILE
 from freshness_magic.engine.reach import reachable, successor_map
 from freshness_magic.engine.state import RunState
+from freshness_magic.engine.trace import Trace
 from freshness_magic.engine.visible import visible
-from freshness_magic.views.marks import GraphMarks, NodeStale, marked
+from freshness_magic.views.marks import NodeStale, marked, outdated_views
 from freshness_magic.views.render import NodeState, NodeView
 from freshness_magic.views.text import choice_text
 
@@ -44,10 +45,13 @@ class RunSnapshot:
     gate: Question | None = None
     next_node: str | None = None
     failure_reason: str = ""
+    traces: tuple[Trace, ...] = ()
+    """What each execution read and wrote (the marks are derived from them)."""
 
     @classmethod
     def of(cls, run: Any) -> RunSnapshot:
         return cls(
+            traces=tuple(getattr(run, "traces", ())),
             state=RunState(run.state),
             outcomes=dict(run.node_outcomes),
             completed=tuple(run.completed_nodes),
@@ -118,8 +122,6 @@ class ViewModel:
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
         self._succ = successor_map(graph)
-        self.marks = GraphMarks(graph)
-        """Where the stale and outdated marks come from (:mod:`freshness_magic.views.marks`)."""
         self._lock = threading.Lock()
         self.snapshot = RunSnapshot()
         self.stale: dict[str, NodeStale] = {}
@@ -274,7 +276,7 @@ class ViewModel:
         ahead = reachable(self._succ, [nxt]) | {nxt} if nxt is not None else set()
         if snap.gate is not None:
             ahead |= reachable(self._succ, [snap.gate.node_id]) | {snap.gate.node_id}
-        outdated = self.marks.outdated(snap.completed, self.stale)
+        outdated = outdated_views(snap.traces, self.stale)
         running = self.running[0] if self.running is not None else None
         result: dict[str, NodeView] = {}
         for node_id in self.graph.nodes:

@@ -84,7 +84,7 @@ class RunView:
             missing=self._missing(node_id),
             output=self.output(node_id),
             gate=gate,
-            gate_upstream=stale_upstream(self.graph, views, gate.node_id) if gate else ((), 0),
+            gate_upstream=stale_upstream(views, memory.traces) if gate else ((), 0),
             blocked=self.model.blocked,
             failed=memory.state is RunState.FAILED and memory.failed_node == node_id,
             paused_at=memory.state is RunState.PAUSED and memory.next_node == node_id,
@@ -157,6 +157,7 @@ def read_run(run_dir: Path) -> RunView:
         gate=memory.pending_gate,
         next_node=memory.next_node,
         failure_reason=memory.failure_reason,
+        traces=tuple(memory.traces),
     )
     model = ViewModel(graph)
     seen = _int(data.get("event_seq"))

@@ -19,9 +19,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from freshness_magic.engine.marks import led_to
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.engine.reach import upstream
+from freshness_magic.engine.trace import Trace
 from freshness_magic.freshness.attrs import freshness_mode, inputs_checked, source_files
 from freshness_magic.views import text
 from freshness_magic.views.marks import NodeStale
@@ -146,7 +148,7 @@ class NodeFacts:
     gate: Question | None = None
     """The gate the run waits at (any node's)."""
     gate_upstream: tuple[Sequence[str], int] = ((), 0)
-    """The nodes upstream of the waiting gate shown stale, and how many shown outdated."""
+    """The nodes that led to the waiting gate shown stale, and how many shown outdated."""
     blocked: frozenset[str] = frozenset()
     """Nodes a ``freshness=block`` holds back until their changed inputs are accepted."""
     failed: bool = False
@@ -200,15 +202,16 @@ class NextStep:
         return [f"{self.line}:", f"{COMMAND_INDENT}{self.command}"]
 
 
-def stale_upstream(
-    graph: Graph, views: Mapping[str, NodeView], node_id: str
-) -> tuple[list[str], int]:
-    """The nodes upstream of ``node_id`` shown stale, and how many are shown outdated by changed
-    inputs (the run goes on from their results)."""
-    found = upstream(graph, node_id)
-    stale = [n for n in found if views[n].state is NodeState.STALE]
+def stale_upstream(views: Mapping[str, NodeView], traces: Sequence[Trace]) -> tuple[list[str], int]:
+    """The nodes that led to where the run stands (:func:`~.engine.marks.led_to`: what a
+    waiting gate's question rests on) shown stale, and how many are shown outdated by changed
+    inputs, in the pipeline's order."""
+    found = led_to(traces)
+    stale = [n for n in views if n in found and views[n].state is NodeState.STALE]
     outdated = [
-        n for n in found if views[n].state is NodeState.OUTDATED and "upstream" in views[n].details
+        n
+        for n in views
+        if n in found and views[n].state is NodeState.OUTDATED and "upstream" in views[n].details
     ]
     return stale, len(outdated)
 

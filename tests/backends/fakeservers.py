@@ -10,7 +10,8 @@ The requested model name picks the behaviour:
 - ``badkey-*``: 401 whose message repeats the key it was sent (as some providers do);
 - ``silent-*``: a well-formed stream without any text;
 - ``cutoff-*``: streams three chunks of text, then closes the connection cleanly without the
-  end of the answer (no ``finish_reason`` nor ``[DONE]``; no ``message_stop``);
+  end of the answer (no ``finish_reason`` nor ``[DONE]``; no ``message_stop``); asked without
+  streaming, answers a completion whose ``finish_reason``/``stop_reason`` is null;
 - ``nodone-*``: (OpenAI) the last chunk has ``finish_reason`` but no ``[DONE]`` follows;
 - ``plainjson-*``: ignores ``stream=true`` and answers one JSON completion;
 - anything else: the answer ``ANSWER`` in words (streamed word by word when asked).
@@ -198,7 +199,7 @@ def _complete(kind: str, model: str) -> dict[str, Any]:
                 {
                     "index": 0,
                     "message": {"role": "assistant", "content": ANSWER},
-                    "finish_reason": "stop",
+                    "finish_reason": None if model.startswith("cutoff") else "stop",
                 }
             ],
             "usage": {"prompt_tokens": 11, "completion_tokens": 6, "total_tokens": 17},
@@ -209,7 +210,7 @@ def _complete(kind: str, model: str) -> dict[str, Any]:
         "role": "assistant",
         "model": model,
         "content": [{"type": "text", "text": ANSWER}],
-        "stop_reason": "end_turn",
+        "stop_reason": None if model.startswith("cutoff") else "end_turn",
         "stop_sequence": None,
         "usage": {"input_tokens": 13, "output_tokens": 6},
     }

@@ -92,3 +92,21 @@ def test_a_complete_stream_still_succeeds(tmp_path: Path, kind: str) -> None:
         run, result, _ = run_one(tmp_path, f"{kind}:good-model@{server.url}")
     assert result.state is RunState.COMPLETED
     assert (run.run_dir / "nodes" / "draft" / "response.md").read_text() == ANSWER
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_the_plain_call_refuses_an_answer_without_its_end_and_takes_a_whole_one(
+    kind: str,
+) -> None:
+    """The one-response interface (fan-in, callables) holds answers to the same rule."""
+    from freshness_magic.backends import resolve_backend
+    from freshness_magic.engine.model import Node
+    from freshness_magic.errors import BackendError
+
+    node = Node("judge", {"prompt": "Which branch is best?"})
+    with serve(kind) as server:
+        whole = resolve_backend(f"{kind}:whole-model@{server.url}")
+        assert whole(node, "Which branch is best?", {}) == ANSWER
+        cut = resolve_backend(f"{kind}:cutoff-model@{server.url}")
+        with pytest.raises(BackendError, match="the answer was cut off: it came without a"):
+            cut(node, "Which branch is best?", {})

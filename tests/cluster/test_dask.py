@@ -17,7 +17,7 @@ from freshness_magic.cluster.daskcluster import DaskCluster
 from freshness_magic.engine import RunState
 from freshness_magic.errors import ClusterError
 from freshness_magic.session import open_run, resume_run
-from tests.processes import group_alive
+from tests.processes import cli, group_alive
 from tests.waiting import wait_until
 
 
@@ -372,28 +372,33 @@ def test_max_parallel_bounds_branches_in_flight_on_the_cluster(
     assert len(counts) == 6 and max(counts) <= 2
 
 
-def test_the_graph_attribute_chooses_the_executor(
+def test_a_pipeline_may_not_name_a_scheduler_only_the_user_does(
     tmp_path: Path, dask_cluster: DaskCluster
 ) -> None:
+    """Where work is sent is the user's choice, as model endpoints are: a pipeline's
+    ``executor="dask://HOST:PORT"`` is refused by validate and by run (the scheduler gets no
+    work); the same address given by the user runs the pipeline there."""
     address = dask_cluster.client.scheduler.address.replace("tcp://", "dask://")
     dot = fan_out(2, "echo $PPID > ppid{i}.txt").replace(
         "digraph fan {", f'digraph fan {{\n  executor="{address}"', 1
     )
-    (tmp_path / "p.dot").write_text(dot)
-    done = subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "freshness_magic",
-            "run",
-            str(tmp_path / "p.dot"),
-            "--workdir",
-            str(tmp_path),
-        ],
-        capture_output=True,
-        text=True,
-        timeout=120,
+    (tmp_path / "named.dot").write_text(dot)
+    checked = cli("validate", "named.dot", cwd=tmp_path)
+    assert checked.returncode == 1, checked.stdout
+    assert "named.dot:2:3: error executor_valid: graph executor=" in checked.stdout
+    assert "names a scheduler's address" in checked.stdout
+    refused = cli("run", "named.dot", "--workdir", str(tmp_path), cwd=tmp_path)
+    assert refused.returncode == 2
+    assert "names a scheduler's address" in refused.stderr
+    assert not list(tmp_path.glob("ppid*.txt"))
+    with pytest.raises(ClusterError, match="names a scheduler's address"):
+        open_run(tmp_path / "named.dot", workdir=tmp_path, warn=False)
+    assert not (tmp_path / ".freshness" / "runs").exists() or not list(
+        (tmp_path / ".freshness" / "runs").iterdir()
     )
+
+    (tmp_path / "plain.dot").write_text(fan_out(2, "echo $PPID > ppid{i}.txt"))
+    done = cli("run", "plain.dot", "--workdir", str(tmp_path), "--executor", address, cwd=tmp_path)
     assert done.returncode == 0, done.stderr
     assert f"executor: dask scheduler {address.replace('dask://', 'tcp://')}" in done.stdout
     parents = {int((tmp_path / f"ppid{i}.txt").read_text()) for i in range(2)}

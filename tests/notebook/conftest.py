@@ -16,7 +16,8 @@ REVIEW_DOT = """digraph review {
   graph [goal="Ship the login fix"]
   start   [shape=Mdiamond]
   lint    [shape=parallelogram, tool_command="true", source_files="src/**/*.py", freshness="block"]
-  draft   [prompt="Summarise the change for $goal", source_files="docs/spec.md", freshness="warn"]
+  draft   [prompt="Summarise the change for $goal: {tool.output}",
+           source_files="docs/spec.md", freshness="warn"]
   approve [shape=hexagon, label="Ship it?"]
   done    [shape=Msquare]
   start -> lint -> draft -> approve

@@ -452,7 +452,9 @@ def test_an_input_saved_while_idle_turns_its_node_stale(shell: InteractiveShell,
     )
     assert pipeline.views()["lint"].stale is StaleKind.RUN
     assert pipeline.views()["draft"].state is NodeState.OUTDATED
-    assert pipeline.views()["draft"].why == "may be outdated: upstream lint's inputs changed"
+    assert pipeline.views()["draft"].why == (
+        "`draft` read `tool.output` of `lint` (step 2), whose input `src/login.py` changed"
+    )
     assert updates
     pipeline.reset()
     assert not pipeline.watching  # the run was left; nothing ran since

@@ -53,7 +53,9 @@ def test_cell_magic_loads_binds_and_shows_state_table(shell: InteractiveShell, w
 def test_cell_body_is_not_variable_expanded(shell: InteractiveShell, workdir: Path):
     shell.user_ns["goal"] = "EXPANDED"
     pipeline = load_review(shell, workdir)
-    assert pipeline.graph.nodes["draft"].prompt == "Summarise the change for Ship the login fix"
+    assert pipeline.graph.nodes["draft"].prompt == (
+        "Summarise the change for Ship the login fix: {tool.output}"
+    )
     assert "EXPANDED" not in pipeline.graph.source
 
 
@@ -337,7 +339,7 @@ def test_why_cond_evidence(shell: InteractiveShell, workdir: Path):
     assert out.splitlines()[0] == "approve: waiting"
     assert "Ship it?" in out
     out = line(shell, 'cond "outcome=success && context.graph.goal" --from draft').text
-    assert out.splitlines()[0] == "result: true"
+    assert out.splitlines()[:2] == ["in the context after draft ran (step 3)", "result: true"]
     assert "edge from draft: -> approve" in out
     out = line(shell, "cond outcome==success").text
     assert out.startswith("syntax error at column")
@@ -647,7 +649,9 @@ def test_post_execute_refreshes_stale_markers_and_accept_clears(
     status = line(shell, "status").text
     assert "lint     stale(run)  inputs changed since it ran: " in status
     assert "src/login.py (modified)" in status and "src/new.py (added)" in status
-    assert "draft    outdated    may be outdated: upstream lint's inputs changed" in status
+    assert (
+        "draft    outdated    `draft` read `tool.output` of `lint` (step 2), whose inputs" in status
+    )
     why = line(shell, "why lint").text
     assert why.splitlines()[0] == "lint: stale(run)"
     views = pipeline.views()

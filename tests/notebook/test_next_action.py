@@ -86,8 +86,8 @@ def test_why_a_node_stale_since_it_ran_says_what_accept_does(
 TWO_INPUTS_DOT = """digraph two {
   start  [shape=Mdiamond]
   prep   [shape=parallelogram, tool_command="true", source_files="src/**/*.py", freshness="warn"]
-  spec   [shape=parallelogram, tool_command="true", source_files="docs/spec.md", freshness="warn"]
-  report [shape=parallelogram, tool_command="true"]
+  spec   [prompt="Read the spec", source_files="docs/spec.md", freshness="warn"]
+  report [prompt="Report on {tool.output} and {last_response}"]
   done   [shape=Msquare]
   start -> prep -> spec -> report -> done
 }
@@ -106,7 +106,8 @@ def test_why_an_outdated_node_with_two_changed_upstream_nodes_accepts_both(
     said = line(shell, "why report").text.splitlines()
     assert said[:2] == [
         "report: outdated",
-        "  may be outdated: the inputs of upstream prep and spec changed",
+        "  `report` read `tool.output` of `prep` (step 2), whose input `src/login.py` changed; "
+        "it also rests on `spec`, changed too",
     ]
     assert said[-2:] == [
         "  next: clear this mark without running anything again (accept all 2: each of them "

@@ -113,10 +113,10 @@ def test_branch_nodes_show_their_state_while_the_fan_out_runs(
 
 GATED_DOT = """digraph gated {
   start [shape=Mdiamond]  exit [shape=Msquare]
-  prep  [shape=parallelogram, tool_command="true"]
+  prep  [shape=parallelogram, tool_command="date +%s%N"]
   other [shape=parallelogram, tool_command="true"]
   gate  [shape=hexagon, label="Ship it?"]
-  after [shape=parallelogram, tool_command="true"]
+  after [prompt="Ship the build of {tool.output}"]
   start -> prep -> gate
   gate -> after [label="[Y] Yes"]
   gate -> other [label="[N] No"]
@@ -126,11 +126,12 @@ GATED_DOT = """digraph gated {
 """
 
 
-def test_nodes_a_retried_node_leads_to_are_outdated_until_the_run_reaches_them(
+def test_nodes_that_read_a_retried_node_s_result_are_outdated_until_the_run_reaches_them(
     shell: InteractiveShell, workdir: Path
 ):
-    """They ran on the earlier run's results: shown ``outdated`` (no Accept clears it), and
-    ``succeeded`` again once the run passes them."""
+    """``after`` read the earlier result of ``prep``, which a retry ran again with another
+    output: shown ``outdated`` (no Accept clears it), and ``succeeded`` again once the run
+    passes it. ``exit`` read nothing of it: never marked, though it comes after."""
     from freshness_magic.views.state import state_code
 
     pipeline = shell.run_cell_magic("pipeline", f"gated --workdir {workdir}", GATED_DOT)
@@ -141,14 +142,16 @@ def test_nodes_a_retried_node_leads_to_are_outdated_until_the_run_reaches_them(
     shell.run_line_magic("pipeline", "retry prep")  # runs prep, then waits at the gate again
     views = pipeline.views()
     assert states(pipeline)["gate"] == "waiting"
-    for node_id in ("after", "exit"):
-        assert views[node_id].state is NodeState.OUTDATED, node_id
-        assert views[node_id].why == "may be outdated: upstream prep ran again after it"
-        assert state_code(views[node_id]) == "O"  # the view offers no Accept for it
+    assert views["after"].state is NodeState.OUTDATED
+    said = "`after` read `tool.output` of `prep` (step 2), and `prep` ran again (step 6) and "
+    said += "wrote a different value"
+    assert views["after"].why == said
+    assert state_code(views["after"]) == "O"  # the view offers no Accept for it
+    assert states(pipeline)["exit"] == "succeeded"
     assert states(pipeline)["start"] == "succeeded" and states(pipeline)["prep"] == "succeeded"
-    assert "2 outdated" in pipeline.status_line()
+    assert "1 outdated" in pipeline.status_line()
     why = str(shell.run_line_magic("pipeline", "why after")).splitlines()
-    assert why[:2] == ["after: outdated", "  may be outdated: upstream prep ran again after it"]
+    assert why[:2] == ["after: outdated", f"  {said}"]
     assert why[-1] == "  next: it runs again if the run gets there after the gate is answered"
     assert "note: upstream" not in str(shell.run_line_magic("pipeline", "status"))  # no inputs
 
@@ -165,7 +168,8 @@ def test_a_branch_the_retried_run_did_not_take_again_stays_outdated(
     shell.run_line_magic("pipeline", "retry prep")
     shell.run_line_magic("pipeline", "resume --choice N")
     assert states(pipeline)["other"] == "succeeded" and states(pipeline)["exit"] == "succeeded"
-    assert pipeline.views()["after"].why == "may be outdated: upstream gate ran again after it"
+    assert pipeline.views()["after"].state is NodeState.OUTDATED
+    assert "and `prep` ran again" in pipeline.views()["after"].why
     why = str(shell.run_line_magic("pipeline", "why after")).splitlines()
     assert why[-2:] == [
         "  next: run it again on the new results, and go on:",

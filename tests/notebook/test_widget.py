@@ -228,7 +228,7 @@ def test_playground_and_cond_give_one_explanation_with_the_same_warnings(
     widget.handle({"action": "playground", "expr": "outcom=success", "node": "start"})
     played = replies.last("playground")["text"]
     said = shell.run_line_magic("pipeline", 'cond "outcom=success" --from start').text
-    assert played.splitlines()[0] == "result: false"
+    assert played.splitlines()[:2] == ["in the context after start ran (step 1)", "result: false"]
     assert "warning: key `outcom` looks like a typo of `outcome`" in played
     assert "(fix: write `outcome` instead of `outcom`)" in played
     assert played == said

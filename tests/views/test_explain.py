@@ -32,7 +32,7 @@ def test_a_typo_of_outcome_is_warned_with_validates_fix() -> None:
     assert any(
         line.startswith("warning: key `outcom` looks like a typo of `outcome`") for line in lines
     )
-    assert lines[-1].startswith("edge from work: -> done (condition:")
+    assert lines[-1] == "edge from work: -> done (condition `outcome=success` held)"
     assert answer.edge is not None and answer.edge.target == "done"
 
 

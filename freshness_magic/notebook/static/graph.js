@@ -1172,6 +1172,12 @@ function render({ model, el }) {
       restoreFocus();
     }
     if (msg.reply === "done" && msg.line !== undefined) showSaid(msg.line || "", msg.text || "");
+    if (msg.reply === "done" && msg.action === "reset") { // a new run: no edge was taken yet
+      for (const e of view.edges) e.classList.remove("fm-chosen");
+      playResult.dataset.edge = "";
+      playResult.replaceChildren();
+      view.playedFrom = null;
+    }
     if (msg.reply === "done" && msg.action === "run_to") { // reached: the list starts over
       const exits = (model.get("graph") || {}).exits || [];
       if (exits[0]) runToSel.value = exits[0];

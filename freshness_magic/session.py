@@ -24,12 +24,14 @@ from freshness_magic.errors import RunError
 from freshness_magic.evidence.validator import EvidenceValidator
 
 if TYPE_CHECKING:
+    from freshness_magic.engine.carry import CarryPlan
     from freshness_magic.engine.validation import Diagnostic
     from freshness_magic.freshness.report import FreshnessReport
 
 __all__ = [
     "PipelineWarning",
     "accept_changes",
+    "carry_over",
     "default_extensions",
     "freshness_report",
     "open_run",
@@ -464,3 +466,44 @@ def resume_run(
         if owned:
             run.close_with(cluster.close)
     return run
+
+
+def carry_over(
+    run_dir: str | Path, pipeline: Graph | str | Path | object, **kwargs: Any
+) -> tuple[Run, CarryPlan]:
+    """Resume the run in ``run_dir`` with an edited ``pipeline`` of the same name, keeping the
+    run (``Run.carry_over``): unchanged nodes keep their results, edited ones show stale,
+    removed ones drop out, added ones are pending.
+
+    The edited pipeline is validated with every rule :func:`validate` has and the plan is made
+    from the run's saved state *before* the run is opened: a refused edit (ValidationError,
+    RunError) leaves the run directory exactly as it was. ``kwargs`` go to :func:`resume_run`.
+    """
+    from freshness_magic.engine.carry import plan_carry_over
+    from freshness_magic.engine.checkpoint import load_checkpoint
+    from freshness_magic.engine.lifecycle import stored_workdir
+    from freshness_magic.engine.persistence import follow_restarts, restore_memory, stored_pipeline
+    from freshness_magic.lint import session_validator
+    from freshness_magic.rundirs import checked_run_dir
+
+    checked_run_dir(run_dir)
+    graph = _load(pipeline)
+    folder = follow_restarts(Path(run_dir))
+    workdir = kwargs.get("workdir") or stored_workdir(folder)
+    session_validator(workdir=workdir).validate_or_raise(graph)
+    data, used = load_checkpoint(folder)
+    old = stored_pipeline(folder, data.get("pipeline") or {}, used)
+    if old.name != graph.name:
+        raise RunError(
+            f"the run in {folder} is of pipeline {old.name!r}, the edited one is {graph.name!r}: "
+            "carry a run over only to an edit of its own pipeline (or start a new run)"
+        )
+    memory, context = restore_memory(data, folder)
+    plan_carry_over(old, graph, memory, context)  # RunError: refused before anything is written
+    run = resume_run(run_dir, **kwargs)
+    try:
+        plan = run.carry_over(graph)
+    except BaseException:
+        run.close()
+        raise
+    return run, plan

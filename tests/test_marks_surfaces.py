@@ -55,6 +55,16 @@ def test_the_view_model_and_the_command_line_give_the_engine_s_marks(tmp_path: P
     assert command_line == EXPECTED
     assert set(status["outdated_nodes"]) == EXPECTED[1]
     assert status["nodes"]["docs_join"]["why"] == chain
+    checked = cli("check", str(run_dir), "--json", cwd=tmp_path)
+    assert checked.returncode == 1
+    found = json.loads(checked.stdout)
+    assert found["stale_nodes"] == ["cli_docs"]
+    assert found["outdated"] == {
+        "docs_join": chain,
+        "summary": status["nodes"]["summary"]["why"],
+    }
+    text = cli("check", str(run_dir), cwd=tmp_path).stdout
+    assert f"outdated: docs_join: {chain}" in text
     said = cli("why", str(run_dir), "docs_join", cwd=tmp_path).stdout.splitlines()
     assert said[:2] == ["docs_join: outdated", f"  {chain}"]
     assert chain.startswith("`docs_join` read the result of `cli_docs` (step ")

@@ -44,9 +44,13 @@ def main(args: argparse.Namespace) -> int:
     from freshness_magic.freshness.runcheck import check_run_dir
     from freshness_magic.hub.integration import HubHashSource
 
-    report = check_run_dir(run_dir_or_newest(args.run_dir, "check"), hash_sources=HubHashSource)
+    run_dir = run_dir_or_newest(args.run_dir, "check")
+    report = check_run_dir(run_dir, hash_sources=HubHashSource)
+    outdated = outdated_nodes(run_dir, report)
     if args.json:
-        json.dump(report.to_dict(all_files=args.all_files), sys.stdout, indent=2, sort_keys=True)
+        data = report.to_dict(all_files=args.all_files)
+        data["outdated"] = outdated
+        json.dump(data, sys.stdout, indent=2, sort_keys=True)
         sys.stdout.write("\n")
     else:
         print(report)
@@ -54,4 +58,28 @@ def main(args: argparse.Namespace) -> int:
 
         for line in report_symbol_lines(report, [*report.stale_nodes, *report.changed_unchecked]):
             print(f"  {line}")
+        for node_id, because in outdated.items():
+            print(f"outdated: {node_id}: {because}")
     return 0 if report.all_fresh else 1
+
+
+def outdated_nodes(run_dir: Any, report: Any) -> dict[str, str]:
+    """The nodes whose latest execution is outdated, each with its chain (the derivation of
+    every view, :func:`~freshness_magic.engine.marks.node_marks`); empty without the run's
+    stored pipeline."""
+    from freshness_magic.commands.status import stored_graph
+    from freshness_magic.engine.checkpoint import load_checkpoint
+    from freshness_magic.engine.marks import MarkKind, node_marks
+    from freshness_magic.engine.persistence import follow_restarts
+    from freshness_magic.engine.trace import Trace
+    from freshness_magic.freshness.extension import changed_since_run
+
+    folder = follow_restarts(run_dir)
+    data, used = load_checkpoint(folder)
+    graph, _ = stored_graph(folder, data, used)
+    if graph is None:
+        return {}
+    run_id = str(data.get("run_id") or "")
+    traces = [Trace.from_dict(t, run_id) for t in data.get("traces") or ()]
+    marks = node_marks(traces, changed_since_run(report, graph))
+    return {n: m.because() for n, m in marks.items() if m.kind is MarkKind.OUTDATED}

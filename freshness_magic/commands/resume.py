@@ -45,8 +45,11 @@ def register(subparsers: Any) -> None:
         dest="pipeline_file",
         metavar="PIPELINE.dot",
         type=path_arg,
-        help="the pipeline file the run was started with (the same text), instead of the run "
-        "directory's copy pipeline.dot, when that copy is damaged or missing",
+        help="the pipeline file: the same text the run was started with, when the run "
+        "directory's copy pipeline.dot is damaged or missing; or an edit of that pipeline, "
+        "to go on with it keeping the run (unchanged nodes keep their results, edited ones "
+        "show stale, removed ones drop out, added ones are pending; a refused edit changes "
+        "nothing)",
     )
     parser.add_argument(
         "--workdir",
@@ -106,6 +109,25 @@ def say_pipeline_changed(run: Any, out: TextIO) -> None:
         )
 
 
+def is_edit(run_dir: Path, source: str) -> bool:
+    """Whether ``source`` is another text than the pipeline the run executes (an edit to carry
+    the run over to), rather than that text given again for a damaged copy."""
+    from freshness_magic.engine.checkpoint import load_checkpoint
+    from freshness_magic.engine.persistence import follow_restarts, same_pipeline, stored_pipeline
+
+    folder = follow_restarts(run_dir)
+    data, used = load_checkpoint(folder)
+    pipeline = data.get("pipeline") or {}
+    stored = str(pipeline.get("sha256") or "")
+    if not stored or same_pipeline(source, stored):
+        return False
+    try:  # a damaged or missing copy is put back from the run's own text first, not edited
+        stored_pipeline(folder, pipeline, used)
+    except StoredPipelineError:
+        return False
+    return True
+
+
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.engine.runlock import RunBusyError
     from freshness_magic.holders import busy_refusal
@@ -118,14 +140,21 @@ def main(args: argparse.Namespace) -> int:
         from freshness_magic.commands.parse import load_for_command
 
         graph = load_for_command(args.pipeline_file)
+    options: dict[str, Any] = {
+        "backend": args.backend,
+        "executor": args.executor,
+        "workdir": existing_dir(Path(args.workdir), "--workdir") if args.workdir else None,
+        "reuse": args.reuse,
+    }
     try:
-        run = resume_run(
-            args.run_dir,
-            backend=args.backend,
-            executor=args.executor,
-            graph=graph,
-            workdir=existing_dir(Path(args.workdir), "--workdir") if args.workdir else None,
-        )
+        if graph is not None and is_edit(Path(args.run_dir), graph.source):
+            from freshness_magic.session import carry_over
+
+            run, plan = carry_over(args.run_dir, graph, **options)
+            for line in plan.lines():
+                print(f"  {'edit':<7} {line}", file=sys.stderr if args.json else sys.stdout)
+        else:
+            run = resume_run(args.run_dir, graph=graph, **options)
     except RunBusyError as exc:
         raise busy_refusal(exc) or exc from None
     except StoredPipelineError as exc:

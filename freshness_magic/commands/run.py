@@ -102,6 +102,12 @@ def add_drive_options(parser: argparse.ArgumentParser) -> None:
         help="where tool commands run: local, dask (a Dask cluster on this machine) or "
         "dask://HOST:PORT (default: the pipeline's executor attribute, else local)",
     )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="take a node's execution from an earlier successful one with the same definition, "
+        "input files and read values (this run or an earlier run here) instead of running it",
+    )
     parser.add_argument("--json", action="store_true", help="print one JSON object at the end")
 
 
@@ -201,10 +207,15 @@ class Progress:
             held = self.held.pop(event.node_id or "", None)
             if held is not None and status == "fail":  # the handler never ran: say why
                 note = blocked_by(held)
+            source = data.get("reused_from")
+            mark = _MARKS.get(status, status)
+            if isinstance(source, dict):  # not run: taken from an earlier execution
+                mark = "reused"
+                note = f"from run {source.get('run_id')}, step {source.get('step')}"
             if branch_of:
                 note = f"[branch of {branch_of}] {note}"
             duration = float(data.get("duration") or 0.0)
-            line = f"  {_MARKS.get(status, status):<7} {node:<24} {duration:7.2f}s"
+            line = f"  {mark:<7} {node:<24} {duration:7.2f}s"
             clear = "\x1b[2K" if self.live else ""
             self._print(f"{clear}{line}  {note}".rstrip())
         elif event.type is EventType.STAGE_RETRYING:
@@ -600,6 +611,7 @@ def main(args: argparse.Namespace) -> int:
         runs_dir=args.runs_dir,
         backend=args.backend,
         executor=args.executor,
+        reuse=args.reuse,
     )
     with run:
         for line in side_by_side(Path(run.run_dir), graph.name):

@@ -106,7 +106,12 @@ def main(args: argparse.Namespace) -> int:
         outcome = info["node_outcomes"].get(node, {})
         note = _first_line(outcome.get("failure_reason") or outcome.get("notes") or "")
         mark = " (stale)" if node in (stale or ()) else " (outdated)" if node in outdated else ""
-        rows.append((outcome.get("status", "") + mark, node, note))
+        said = outcome.get("status", "")
+        source = outcome.get("reused_from")
+        if isinstance(source, dict):  # not run: taken from an earlier execution
+            said = "reused"
+            note = f"reused (from run {source.get('run_id')}, step {source.get('step')})"
+        rows.append((said + mark, node, note))
     width = max([16, *(len(said) for said, _, _ in rows)])
     for said, node, note in rows:
         print(f"  {said:<{width}} {node:<24} {note}".rstrip(), file=out)

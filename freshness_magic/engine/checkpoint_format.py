@@ -73,6 +73,9 @@ class EncodedMap:
     def clear(self) -> None:
         self._members.clear()
 
+    def discard(self, key: str) -> None:
+        self._members.pop(key, None)
+
     def subset(self, keys: list[str]) -> EncodedMap:
         """The members of ``keys`` (those present), sharing their encoded text."""
         part = EncodedMap()

@@ -5,7 +5,8 @@ called, so the run journal records only what a step changed (constant bytes per 
 
 It also remembers which execution wrote each value (its :class:`~.trace.Trace`), and while a
 handler runs (:meth:`Context.recording`) it notes in that execution's trace every value the
-handler reads and every key it sets. Reads outside that window (routing's conditions, the
+handler reads, every key it looks for that is not set (``Trace.absent``) and every key it sets.
+Reads outside that window (routing's conditions, the
 checkpoint, a snapshot, the extensions' hooks) are the engine's and are never counted.
 """
 
@@ -52,8 +53,13 @@ class Context(Mapping[str, Any]):
 
     def __getitem__(self, key: str) -> Any:
         with self._lock:
-            value = self._values[key]
             recorder = self._recorder
+            try:
+                value = self._values[key]
+            except KeyError:
+                if recorder is not None:  # ``in`` and ``get`` come here too
+                    recorder.record_absent(key)
+                raise
             if recorder is not None:
                 recorder.record_read(key, value, self._writers.get(key))
             return value

@@ -42,6 +42,8 @@ class EventType(StrEnum):
     PIPELINE_FAILED = "pipeline_failed"
     PIPELINE_PAUSED = "pipeline_paused"
     PIPELINE_RESTARTED = "pipeline_restarted"
+    PIPELINE_EDITED = "pipeline_edited"
+    """The run was carried over to an edited pipeline (``Run.carry_over``)."""
     """A ``loop_restart`` edge moved the run into a fresh run directory."""
     STAGE_STARTED = "stage_started"
     STAGE_COMPLETED = "stage_completed"

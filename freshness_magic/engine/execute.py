@@ -69,6 +69,7 @@ from freshness_magic.engine.trace import Trace, definition_fingerprint
 from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
+    from freshness_magic.engine.reuse import Reuser
     from freshness_magic.engine.run import Run
 
 log = logging.getLogger(__name__)
@@ -114,6 +115,14 @@ class RunHost(Protocol):
     @property
     def run(self) -> Run:
         """The run the extensions' hooks are given."""
+
+    @property
+    def reuses(self) -> bool:
+        """Whether the run takes executions from earlier equal ones (:mod:`.reuse`)."""
+
+    @property
+    def reuser(self) -> Reuser:
+        """The run's reuse index: looked up before a node, told of every execution."""
 
     def emit(self, kind: str, node_id: str | None, data: dict[str, Any]) -> None:
         """Put an event on the run's bus."""
@@ -291,6 +300,10 @@ class NodeExecutor:
         }
         if branch_of is not None:
             payload["branch_of"] = branch_of
+        if outcome.reused_from is not None:
+            payload["reused_from"] = outcome.reused_from.to_dict()
+        if index is not None:
+            host.reuser.executed(node, outcome, trace, host.run_dir, host.run_id)
         if skipped:
             kind = EventType.STAGE_SKIPPED
         elif outcome.status is StageStatus.FAIL:
@@ -444,6 +457,8 @@ class NodeExecutor:
                         outcome = replaced
                         break
             if outcome is None:
+                outcome = self._reused(node, context, trace)
+            if outcome is None:
                 outcome = self._call_handler(node, attempt, context, branch_of, trace)
             with self._hooks:
                 for ext in host.extensions:
@@ -455,6 +470,68 @@ class NodeExecutor:
                 f"run extension error at node '{node.id}': {type(exc).__name__}: {exc}"
             )
         return _normalised(node, outcome)
+
+    def _reused(self, node: Node, context: Context, trace: Trace) -> Outcome | None:
+        """The outcome of an earlier equal execution when the run reuses (:mod:`.reuse`), its
+        reads noted in ``trace`` as the handler would have read them; None: the handler runs.
+        The index is a cache: a problem reading it runs the node."""
+        from freshness_magic.engine.reuse import reusable
+
+        if not reusable(node, declares_inputs=True):  # never, whatever it declares
+            return None
+        host = self._host
+        reuser = host.reuser
+        try:
+            identity = self._handler_identity(node)
+            if identity is None:
+                return None
+            with self._hooks:
+                inputs = self._declared_inputs(node)
+            entry = reuser.lookup(
+                node,
+                context,
+                definition=trace.definition,
+                inputs=inputs,
+                handler=identity,
+                run_dir=host.run_dir,
+                search=host.reuses,
+            )
+            if entry is None:
+                return None
+            outcome = reuser.take(entry, node, host.run_dir)
+        except (OSError, ValueError, FreshnessMagicError) as exc:
+            log.warning("reuse: lookup for node %s failed; it runs: %s", node.id, exc)
+            return None
+        for key in entry.reads:
+            if key in context:
+                trace.record_read(key, context[key], context.writer_of(key))
+            else:
+                trace.record_absent(key)
+        return outcome
+
+    def _handler_identity(self, node: Node) -> str | None:
+        """What decides the node's work besides its definition and reads: its handler (and,
+        where it says, its backend or code: ``reuse_identity``); None: no handler."""
+        try:
+            handler = self._host.registry.resolve(node)
+        except LookupError:
+            return None
+        own = getattr(handler, "reuse_identity", None)
+        kind = f"{type(handler).__module__}.{type(handler).__qualname__}"
+        return f"{kind}: {own(node)}" if callable(own) else kind
+
+    def _declared_inputs(self, node: Node) -> dict[str, str] | None:
+        """The node's declared input files now, path -> digest, as the run extensions that
+        fingerprint files report them (``reuse_inputs``); None: it declares none."""
+        found: dict[str, str] | None = None
+        host = self._host
+        for ext in host.extensions:
+            report = getattr(ext, "reuse_inputs", None)
+            if callable(report):
+                got = report(host.run, node)
+                if got is not None:
+                    found = {**(found or {}), **got}
+        return found
 
     def _call_handler(
         self, node: Node, attempt: int, context: Context, branch_of: str | None, trace: Trace

@@ -119,6 +119,7 @@ class Journal:
                     graph=data.graph,
                     pipeline_path=data.pipeline_path,
                     pipeline_hash=data.source_hash,
+                    pipeline_file=data.pipeline_file,
                     workdir=data.workdir,
                     event_seq=seq,
                     now=now,

@@ -7,7 +7,8 @@ and check it against the pipeline; :func:`restore` puts that state into the new 
 :func:`resumed` finishes once the run exists (journal reopened, damaged files reported; the
 facade then tells the extensions and, holding a fresh lock, :func:`reap_survivors` stops tool
 process groups of a dead driver). :func:`loop_restart` moves the run to a fresh, linked
-directory. ``Run.close`` lets go of the lock through the journal's store.
+directory, and :func:`carry_over` into an edited pipeline. ``Run.close`` lets go of the lock
+through the journal's store.
 
 The run directory's manifest is read here too, without a lock (:func:`read_manifest`,
 :func:`stored_workdir`), for commands that look at a run before they open it.
@@ -21,7 +22,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from freshness_magic.atomicio import ensure_ignored_dir, loads_bounded, read_jsonl
+from freshness_magic.atomicio import ensure_ignored_dir, loads_bounded, read_jsonl, write_atomic
+from freshness_magic.engine.carry import CarryPlan, apply_carry_over
 from freshness_magic.engine.checkpoint import (
     LoadedState,
     has_state,
@@ -34,12 +36,16 @@ from freshness_magic.engine.journal import Journal
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.persistence import (
     EVENTS_FILE,
+    PIPELINE_FILE,
+    edited_pipeline_file,
     follow_restarts,
     restart_dir,
     restore_memory,
     restore_stored_pipeline,
     same_pipeline,
+    source_hash,
     stored_pipeline,
+    stored_pipeline_path,
     workdir_gone,
     write_manifest_file,
     write_pipeline,
@@ -170,6 +176,9 @@ def begin(data: RunData, journal: Journal) -> None:
 def restore(data: RunData, saved: dict[str, Any]) -> None:
     """Take memory, context and the event sequence from a loaded state (a resumed run's data)."""
     data.memory, data.context = restore_memory(saved, data.run_dir)
+    stored = (saved.get("pipeline") or {}).get("source_file")
+    if isinstance(stored, str) and stored:
+        data.pipeline_file = stored
     next_node = data.memory.next_node
     if next_node is not None and next_node not in data.graph.nodes:
         raise CheckpointError(
@@ -243,6 +252,34 @@ def loop_restart(data: RunData, journal: Journal, target: str, reason: str) -> s
         {"restarted_from": str(old_dir), "old_run_id": old_id, "target": target},
     )
     return f"{reason}; loop_restart: continuing at '{target}' in {new_dir}"
+
+
+def carry_over(data: RunData, journal: Journal, graph: Graph, plan: CarryPlan) -> None:
+    """Go on in the edited, checked pipeline ``graph`` (``Run.carry_over``): its text in the run
+    directory (``pipeline-<hash>.dot``), the memory changed as ``plan`` says, PIPELINE_EDITED,
+    the whole state journaled naming that file; then ``pipeline.dot`` and the manifest. A crash
+    before the record leaves the run as it was, after it the edited one."""
+    name = edited_pipeline_file(graph.source)
+    write_atomic(data.run_dir / name, graph.source)
+    with data.lock:
+        apply_carry_over(data.memory, plan)
+        data.graph = graph
+        data.source_hash = source_hash(graph.source)
+        data.pipeline_file = name
+        data.pipeline_path = stored_pipeline_path(graph.path)
+        data.exit_ids = frozenset(n.id for n in graph.exit_candidates())
+    for key, value in graph.attrs.items():
+        data.context.set(f"graph.{key}", value)
+    data.context.set("graph.goal", graph.goal)
+    data.events.emit(
+        EventType.PIPELINE_EDITED, data.memory.next_node, {**plan.to_dict(), "pipeline": name}
+    )
+    journal.store.rewrite_whole()
+    journal.save_checkpoint()
+    write_atomic(data.run_dir / PIPELINE_FILE, graph.source)
+    write_manifest_file(
+        data.run_dir, graph, data.run_id, data.workdir, data.memory, data.pipeline_path
+    )
 
 
 # --------------------------------------------------------------------- the manifest, unlocked

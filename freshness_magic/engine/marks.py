@@ -280,20 +280,31 @@ def node_marks(
 
 def led_to(traces: Sequence[Trace]) -> set[str]:
     """The nodes whose latest execution led to where the run stands now: the causes of its
-    latest main-path execution, back to the start (or to a retry a person asked for), with
-    the branch nodes of the parallel executions among them. What a waiting gate's question
-    rests on: its note names the marked ones."""
+    latest main-path execution back to the start (or to a retry a person asked for), the branch
+    nodes of the parallel executions among them, and every execution whose value any of those
+    read (and so on). What a waiting gate's question rests on: its note names the marked ones."""
     by_step = {t.step: t for t in traces if t.step is not None}
     main = [t for t in traces if t.branch_of is None and t.step is not None]
     if not main:
         return set()
-    chain: set[int] = set()
+    found: set[int] = set()
+    todo: list[int] = []
     current: Trace | None = main[-1]
-    while current is not None and current.step is not None and current.step not in chain:
-        chain.add(current.step)
+    while current is not None and current.step is not None and current.step not in found:
+        found.add(current.step)
+        todo.append(current.step)
         current = by_step.get(current.cause) if current.cause is not None else None
-    chain |= {s for s, t in by_step.items() if t.within in chain}
+    for step, trace in by_step.items():
+        if trace.within in found and step not in found:
+            found.add(step)
+            todo.append(step)
+    while todo:  # what they read, and what that read
+        trace = by_step[todo.pop()]
+        for read in trace.reads:
+            if read.writer in by_step and read.writer_run is None and read.writer not in found:
+                found.add(read.writer)
+                todo.append(read.writer)
     latest: dict[str, int] = {}
     for step, trace in sorted(by_step.items()):
         latest[trace.node_id] = step
-    return {node for node, step in latest.items() if step in chain}
+    return {node for node, step in latest.items() if step in found}

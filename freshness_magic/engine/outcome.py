@@ -67,6 +67,31 @@ class Question:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ReusedFrom:
+    """Which execution a reused one was taken from: its run and its step (1-based)."""
+
+    run_id: str
+    step: int
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"run_id": self.run_id, "step": self.step}
+
+    @classmethod
+    def from_dict(cls, data: object) -> ReusedFrom | None:
+        """None when ``data`` is not the shape :meth:`to_dict` writes."""
+        if not isinstance(data, dict):
+            return None
+        run_id, step = data.get("run_id"), data.get("step")
+        if not isinstance(run_id, str) or not isinstance(step, int) or isinstance(step, bool):
+            return None
+        return cls(run_id, step)
+
+    def text(self) -> str:
+        """``from run 20260102T030405-ab12cd, step 3`` (what ``status`` and ``why`` show)."""
+        return f"from run {self.run_id}, step {self.step}"
+
+
 @dataclass
 class Outcome:
     """The result of executing a node; drives routing and context updates."""
@@ -79,6 +104,8 @@ class Outcome:
     failure_reason: str = ""
     question: Question | None = None
     """Set with status WAITING: what the run will ask the human."""
+    reused_from: ReusedFrom | None = None
+    """Set when the execution was not run but taken from an earlier one (reuse)."""
 
     def to_dict(self) -> dict[str, Any]:
         data: dict[str, Any] = {
@@ -91,6 +118,8 @@ class Outcome:
         }
         if self.question is not None:
             data["question"] = self.question.to_dict()
+        if self.reused_from is not None:
+            data["reused_from"] = self.reused_from.to_dict()
         return data
 
     @classmethod
@@ -115,4 +144,5 @@ class Outcome:
             notes=str(data.get("notes", "")),
             failure_reason=str(data.get("failure_reason", "")),
             question=Question.from_dict(question) if isinstance(question, dict) else None,
+            reused_from=ReusedFrom.from_dict(data.get("reused_from")),
         )

@@ -155,6 +155,7 @@ def checkpoint_payload(
     event_seq: int,
     now: float,
     extensions: dict[str, Any],
+    pipeline_file: str = PIPELINE_FILE,
 ) -> dict[str, Any]:
     """Everything a resume needs (§5.3 fields plus the engine's own), ready to encode."""
     return {
@@ -171,7 +172,7 @@ def checkpoint_payload(
             "name": graph.name,
             "path": pipeline_path,
             "sha256": pipeline_hash,
-            "source_file": PIPELINE_FILE if graph.source else None,
+            "source_file": pipeline_file if graph.source else None,
         },
         "extensions": extensions,
     }
@@ -370,6 +371,11 @@ def restore_memory(data: dict[str, Any], run_dir: Path) -> tuple[RunMemory, Cont
     if memory.state is RunState.WAITING and memory.pending_gate is None:
         memory.state = RunState.PAUSED
     return memory, context
+
+
+def edited_pipeline_file(source: str) -> str:
+    """The run directory's file that holds an edited pipeline's text (``Run.carry_over``)."""
+    return f"pipeline-{source_hash(source)[:12]}.dot"
 
 
 def write_pipeline(run_dir: Path, graph: Graph) -> None:

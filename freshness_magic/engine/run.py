@@ -28,9 +28,10 @@ import time
 from collections.abc import Callable, Iterable, Sequence
 from contextlib import AbstractContextManager
 from pathlib import Path
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from freshness_magic.engine import front_end, lifecycle, recovery
+from freshness_magic.engine.carry import CarryPlan
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.dispatch import Dispatch
 from freshness_magic.engine.edges import EdgeStep
@@ -45,7 +46,7 @@ from freshness_magic.engine.extensions import (
 from freshness_magic.engine.gates import gate_question
 from freshness_magic.engine.handlers.base import ChildRun, ChildRuns, HandlerRegistry
 from freshness_magic.engine.journal import Journal
-from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.model import Graph, Node, parse_bool
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.persistence import (
     EVENTS_FILE,
@@ -64,6 +65,9 @@ from freshness_magic.engine.store import RunStore
 from freshness_magic.engine.trace import Trace
 from freshness_magic.errors import RunError
 from freshness_magic.pathsafety import check_state_path
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.reuse import Reuser
 
 
 class _ChildRuns:
@@ -129,6 +133,14 @@ class _Host:
     def run(self) -> Run:
         return self._run
 
+    @property
+    def reuses(self) -> bool:
+        return self._run.reuses
+
+    @property
+    def reuser(self) -> Reuser:
+        return self._run.reuser
+
     def emit(self, kind: str, node_id: str | None, data: dict[str, Any]) -> None:
         self._data.events.emit(kind, node_id, data)
 
@@ -161,7 +173,9 @@ class Run:
     ``durability`` says what is fsynced (:class:`~.state.Durability`). ``dispatch`` sends the
     work of portable nodes (tool commands) to an executor such as a Dask cluster
     (:mod:`.dispatch`). A started or resumed run holds its run directory's driver lock until
-    :meth:`close` (or the object is collected).
+    :meth:`close` (or the object is collected). ``reuse`` takes an execution from an earlier
+    successful one of the same node with the same definition, inputs and read values
+    (:mod:`.reuse`).
     The run directory is ``runs_dir/run_id`` (default ``workdir/.freshness/runs/<stamp>-<hex>``).
     """
 
@@ -182,6 +196,7 @@ class Run:
         backoff: BackoffConfig | None = None,
         durability: Durability | str = Durability.DURABLE,
         dispatch: Dispatch | None = None,
+        reuse: bool = False,
         _restore: dict[str, Any] | None = None,
     ) -> None:
         from freshness_magic.engine.validation import validate_or_raise
@@ -193,6 +208,10 @@ class Run:
         self.registry = registry
         self.dispatch = dispatch
         """Where portable node work runs (a cluster); None: in this process."""
+        self.reuse = reuse
+        """Take executions from earlier equal ones (:mod:`.reuse`); the graph's ``reuse="true"``
+        turns it on too. Settable between steps (``--reuse`` on one notebook action)."""
+        self._reuser: Reuser | None = None
         self._closers: list[Callable[[], None]] = []
         self.extensions = list(extensions)
         validate_or_raise(
@@ -255,6 +274,22 @@ class Run:
     def context_scope(self, context: Context) -> AbstractContextManager[None]:
         """Make ``context`` this thread's ``run.context`` (a parallel branch's extensions)."""
         return self._data.context_scope(context)
+
+    @property
+    def reuses(self) -> bool:
+        """Whether executions are taken from earlier equal ones (``reuse``, or the graph's
+        ``reuse="true"``)."""
+        return self.reuse or parse_bool(self.graph.attrs.get("reuse", "")) is True
+
+    @property
+    def reuser(self) -> Reuser:
+        """The run's reuse index: looked up before a node when the run :attr:`reuses`, and
+        given every successful execution of a reusable node, so that a later run can reuse."""
+        if self._reuser is None:
+            from freshness_magic.engine.reuse import ReuseIndex, Reuser
+
+            self._reuser = Reuser(ReuseIndex(self.workdir), self.graph.name)
+        return self._reuser
 
     @property
     def state(self) -> RunState:
@@ -516,6 +551,43 @@ class Run:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    def carry_over(self, graph: Graph) -> CarryPlan:
+        """Go on with the edited pipeline ``graph``, keeping the run (:mod:`.carry`).
+
+        ``graph`` is validated first (the engine's rules, the extensions' and the handler
+        types: ValidationError) and the plan made (RunError when the run cannot go on in it);
+        either refusal changes nothing. Then the edited text is written to the run directory
+        (``pipeline-<hash>.dot``), the memory changed as planned, a PIPELINE_EDITED event
+        emitted and the whole state journaled, naming that file: a crash before the record
+        leaves the run as it was, after it the edited one.
+        """
+        from freshness_magic.engine.carry import plan_carry_over
+        from freshness_magic.engine.validation import validate_or_raise
+
+        data = self._data
+        self._journal.store.check_driver()
+        if not graph.source:
+            raise RunError("carry_over needs a pipeline with its DOT text (load it from text)")
+        if self.state is RunState.RUNNING:
+            raise RunError("the run is executing a node; carry it over when the step is done")
+        if not data.started:
+            raise RunError(
+                "the run has not begun: nothing to keep; start it with the edited pipeline"
+            )
+        validate_or_raise(
+            graph,
+            extra_rules=[rule for ext in self.extensions for rule in extension_rules(ext)],
+            known_types=self.registry.types(),
+        )
+        if graph.start_node() is None:
+            raise RunError("the edited pipeline has no single start node (shape=Mdiamond)")
+        with data.lock:
+            plan = plan_carry_over(data.graph, graph, data.memory, data.context)
+        self.start()
+        self._reuser = None  # the index names the pipeline it was made for
+        lifecycle.carry_over(data, self._journal, graph, plan)
+        return plan
+
     @classmethod
     def resume(
         cls,
@@ -730,4 +802,6 @@ class Run:
         self._executor.node_finished(result)
         state = self._data.memory.state
         self._journal.save(rest=state.finished or state is RunState.WAITING)
+        if self._reuser is not None:  # after the journal: the index names only saved steps
+            self._reuser.flush()
         return result

@@ -19,7 +19,7 @@ from pathlib import Path
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import EventBus
 from freshness_magic.engine.model import Graph
-from freshness_magic.engine.persistence import RunMemory
+from freshness_magic.engine.persistence import PIPELINE_FILE, RunMemory
 from freshness_magic.engine.state import RunResult, StepResult
 
 
@@ -28,6 +28,7 @@ class RunData:
     """Everything one run holds; see the module docstring."""
 
     graph: Graph
+    """The pipeline (an edited one after ``Run.carry_over``)."""
     workdir: Path
     run_id: str
     run_dir: Path
@@ -39,6 +40,8 @@ class RunData:
     pipeline_path: str | None = None
     """The pipeline file's path as the run stores it (absolute when it is a file)."""
     source_hash: str = ""
+    pipeline_file: str = PIPELINE_FILE
+    """The run directory's file holding the pipeline text (another after ``carry_over``)."""
     exit_ids: frozenset[str] = frozenset()
     started: bool = False
     """The run directory is set up and the journal open (:meth:`~.run.Run.start`)."""

@@ -167,6 +167,7 @@ class RunResult:
                     "status": o.status.value,
                     "notes": o.notes,
                     "failure_reason": o.failure_reason,
+                    **({"reused_from": o.reused_from.to_dict()} if o.reused_from else {}),
                 }
                 for node_id, o in self.node_outcomes.items()
             },

@@ -102,6 +102,11 @@ class RunStore:
         )
         self.marks = JournalMarks()
 
+    def rewrite_whole(self) -> None:
+        """Make the next save a whole-state record (the pipeline itself changed)."""
+        if self.writer is not None:
+            self.writer.needs_snapshot = True
+
     @contextlib.contextmanager
     def writes(self) -> Iterator[None]:
         """The context a step's writes run in: journaled unless STRICT; the run's checked state

@@ -178,6 +178,10 @@ class Trace:
     writes: dict[str, Write] = field(default_factory=dict)
     truncated: int = 0
     """Reads not kept past :data:`MAX_READS`."""
+    absent: list[str] = field(default_factory=list)
+    """Keys the handler looked for that were not set: their absence decided what it did (a
+    prompt left ``{key}`` as written), so reuse verifies they are still not set. Not reads:
+    no execution wrote them, so they make no marks."""
     children: list[Trace] = field(default_factory=list, repr=False)
     """The traces of the branch nodes a parallel execution ran (recorded with it)."""
     parts: dict[str, dict[str, Part]] = field(default_factory=dict, repr=False)
@@ -221,6 +225,16 @@ class Trace:
                 value=_kept(value),
             )
         )
+
+    def record_absent(self, key: str) -> None:
+        """Note that the handler looked for ``key`` and it was not set (once per key)."""
+        with self._lock:
+            if key in self.absent:
+                return
+            if len(self.absent) >= MAX_READS:
+                self.truncated += 1
+                return
+            self.absent.append(key)
 
     def _other_run(self, writer: Trace | None) -> str | None:
         return writer.run_id if writer is not None and writer.run_id != self.run_id else None
@@ -284,6 +298,8 @@ class Trace:
             data["within"] = self.within
         if self.truncated:
             data["truncated"] = self.truncated
+        if self.absent:
+            data["absent"] = list(self.absent)
         return data
 
     @classmethod
@@ -303,6 +319,7 @@ class Trace:
             reads=[Read.from_dict(r) for r in data.get("reads") or ()],
             writes={str(k): Write.from_dict(w) for k, w in dict(data.get("writes") or {}).items()},
             truncated=int(data.get("truncated") or 0),
+            absent=[str(k) for k in data.get("absent") or ()],
         )
 
 

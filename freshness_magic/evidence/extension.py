@@ -27,7 +27,8 @@ wrote), node_file_digest (the content digest of the node's file that counted), s
 index in the run: with run_id, node and attempt the record's identity), invalid_node_record (the
 text of an invalid file the node wrote), evidence_file, next_node; for codergen nodes llm
 (backend, model, usage); for a node run on a cluster worker (executor, worker, address, host,
-pid, seconds).
+pid, seconds); for a reused execution (not run, taken from an earlier one) reused_from
+(run_id, step) and evidence_method ``reused``.
 """
 
 from __future__ import annotations
@@ -160,6 +161,11 @@ def record_summary(node: Node, outcome: Outcome, interrupted: bool = False) -> s
     if interrupted:
         what = f"{node.handler_type} node '{node.label}'"
         return f"{what} interrupted: it runs again when the run goes on"
+    if outcome.reused_from is not None:
+        return one_line(
+            f"{node.handler_type} node '{node.label}' reused ({outcome.reused_from.text()}): "
+            "not run, its outcome and outputs taken from that execution"
+        )
     status = outcome.status.value
     detail = outcome.failure_reason if outcome.status is StageStatus.FAIL else outcome.notes
     text = f"{node.handler_type} node '{node.label}' {status}"
@@ -280,6 +286,9 @@ class EvidenceExtension:
         run.context.delete(prompt_suffix_key(node.id))
         facts = self._facts.get(node.id)
         if facts is None or facts.snapshot is None or not outcome.status.is_success:
+            return outcome
+        if outcome.reused_from is not None:  # its work was judged when it ran
+            facts.method = "reused"
             return outcome
         graph = run.graph
         changes: WorkChanges | None = None
@@ -466,6 +475,8 @@ class EvidenceExtension:
         }
         if step_result.interrupted:
             engine_facts["interrupted"] = True
+        if outcome.reused_from is not None:
+            engine_facts["reused_from"] = outcome.reused_from.to_dict()
         if facts.invalid_record is not None:
             engine_facts["invalid_node_record"] = facts.invalid_record
         llm = outcome.context_updates.get(LLM_KEY.format(node_id=node.id))

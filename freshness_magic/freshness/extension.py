@@ -33,6 +33,7 @@ from freshness_magic.freshness.attrs import (
     freshness_mode,
     inputs_checked,
     node_inputs,
+    source_files,
     tracked_nodes,
 )
 from freshness_magic.freshness.check import FreshnessTracker
@@ -201,6 +202,22 @@ class FreshnessExtension(BaseRunExtension):
             ids = [requested] if isinstance(requested, str) else list(requested)
             ids = [i.strip() for raw in ids for i in str(raw).split(",") if i.strip()]
             accept(run, ids, source="context")
+
+    def reuse_inputs(self, run: Run, node: Node) -> dict[str, str] | None:
+        """The declared input files (``source_files``) of ``node`` now, path -> content digest
+        (``"-"`` for a file that does not exist, ``"?"`` for one not hashed), for looking up an
+        earlier equal execution before it runs (engine/reuse.py); None when it declares none."""
+        entries = source_files(node)
+        if not entries:
+            return None
+        taken = self._tracker(run).snapshotter.take({node.id: entries}, "current", with_git=False)
+        snapshot = taken.get(node.id)
+        if snapshot is None:
+            return {}
+        return {
+            path: (record.digest or "?") if record.existed else "-"
+            for path, record in snapshot.files.items()
+        }
 
     def trace_inputs(self, run: Run, node_id: str) -> dict[str, str]:
         """The declared input files of the execution of ``node_id`` that just finished, with

@@ -87,6 +87,12 @@ def _run_options(parser: argparse.ArgumentParser) -> None:
         help="where node work runs (default: %%config PipelineMagics.executor); a run that "
         "has begun is reopened with it",
     )
+    parser.add_argument(
+        "--reuse",
+        action="store_true",
+        help="in this action, take a node from an earlier successful execution with the same "
+        "definition, input files and read values instead of running it",
+    )
 
 
 def build_pipeline_parser() -> MagicArgumentParser:
@@ -116,6 +122,11 @@ def build_pipeline_parser() -> MagicArgumentParser:
     p.add_argument("--name", help="bind the pipeline to this name (default: the graph's name)")
     p.add_argument("--workdir", type=path_arg, help="working directory of its runs")
     p.add_argument("--resume", action="store_true", help="resume its latest run if any")
+    p.add_argument(
+        "--keep-run",
+        action="store_true",
+        help="go on with the run of this pipeline, carried over to the edited pipeline",
+    )
     p.add_argument("--force", action="store_true", help="replace a variable of that name")
     p = add("step", "execute the next node")
     _run_options(p)
@@ -162,6 +173,11 @@ def build_pipeline_parser() -> MagicArgumentParser:
     p = add("evidence", "evidence records from the run's log on disk")
     p.add_argument("node", nargs="?", metavar="NODE")
     add("reset", "discard the current run; the next step starts a new one")
+    add(
+        "keep",
+        "carry the run of an earlier text of this pipeline (the one offered, else the latest) "
+        "over to this text: unchanged nodes keep their results, edited ones show stale",
+    )
     sub.add_parser("list", help="the loaded pipelines", description="List loaded pipelines.")
     p = sub.add_parser("show", help="display a pipeline's widget", description="Show the widget.")
     p.add_argument("name", nargs="?", metavar="NAME")
@@ -181,6 +197,12 @@ def build_cell_parser() -> MagicArgumentParser:
     parser.add_argument("name", metavar="NAME", help="a Python identifier")
     parser.add_argument("--workdir", type=path_arg, help="working directory of its runs")
     parser.add_argument("--resume", action="store_true", help="resume its latest run if any")
+    parser.add_argument(
+        "--keep-run",
+        action="store_true",
+        help="go on with the run of NAME (the live one, else the latest on disk), carried over "
+        "to the edited pipeline: unchanged nodes keep their results, edited ones show stale",
+    )
     parser.add_argument(
         "--force", action="store_true", help="replace a variable NAME that is not a pipeline"
     )

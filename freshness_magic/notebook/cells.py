@@ -110,6 +110,11 @@ class CellHandler:
     namespace: dict[str, Any]
     fallback: Callable[[Node, Any, Any], Outcome] | None = None
 
+    def reuse_identity(self, node: Node) -> str:
+        """What decides the node's work besides its definition: its cell's code (an edited
+        cell is never taken from an execution of its earlier code)."""
+        return f"%%node cell: {self.cells.get(node.id, '')}"
+
     def execute(self, node: Node, context: Any, env: Any) -> Outcome:
         code = self.cells.get(node.id)
         if code is None:

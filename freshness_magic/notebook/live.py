@@ -104,6 +104,8 @@ class LiveRun:
         self.reopened = False
         """The open run was reopened from disk and has not stepped since (going on from an
         interrupt need not reopen it again)."""
+        self.reuse = False
+        """Whether the current action reuses earlier executions (``--reuse`` on it)."""
         self.structure_version = 0
         """Bumped whenever something the layout shows changes (a ``%%node`` changes a type)."""
         self.model = ViewModel(graph)
@@ -137,7 +139,9 @@ class LiveRun:
 
     def offer_resume(self) -> ResumeOffer | None:
         """Look for an unfinished run of this pipeline on disk and offer it (``resume_offer``)."""
-        self.resume_offer = find_unfinished(self.graph, self.workdir)
+        self.resume_offer = find_unfinished(self.graph, self.workdir) or find_unfinished(
+            self.graph, self.workdir, any_text=True
+        )
         return self.resume_offer
 
     @property
@@ -154,8 +158,9 @@ class LiveRun:
             return self.open(resume=None)
         return self._run
 
-    def open(self, *, resume: Path | None) -> Run:
-        """Open a new run, or (``resume``: its folder) reopen one from disk, and follow it."""
+    def open(self, *, resume: Path | None, carry: bool = False) -> Run:
+        """Open a new run, or (``resume``: its folder) reopen one from disk, and follow it;
+        with ``carry``, the run in ``resume`` carried over to this text of the pipeline."""
         from freshness_magic import session
 
         self._install_cells()
@@ -174,10 +179,20 @@ class LiveRun:
 
             options = self.resume_options(resume)
             try:
-                run = session.resume_run(resume, executor=executor, workdir=self.workdir, **options)
+                if carry:  # to this text of the pipeline: unchanged nodes keep their results
+                    options.pop("graph", None)
+                    run, plan = session.carry_over(
+                        resume, self.graph, executor=executor, workdir=self.workdir, **options
+                    )
+                else:
+                    run = session.resume_run(
+                        resume, executor=executor, workdir=self.workdir, **options
+                    )
             except RunBusyError as exc:  # another kernel, idle: say where to act
                 raise busy_refusal(exc) or exc from None
             self.resume_notes = [f"  {node}: {words}" for node, words in resume_drift(run)]
+            if carry:
+                self.resume_notes[:0] = [f"  {line}" for line in plan.lines()]
         else:
             run = session.open_run(
                 self.graph, workdir=self.workdir, executor=executor, warn=False, **options
@@ -186,6 +201,12 @@ class LiveRun:
         self.reopened = resume is not None
         self._attach(run, reopened=self.reopened)
         return run
+
+    def use_reuse(self, reuse: bool) -> None:
+        """Reuse earlier executions (``--reuse``) in the action about to run, or not."""
+        self.reuse = reuse
+        if self._run is not None:
+            self._run.reuse = reuse
 
     @property
     def started(self) -> bool:
@@ -233,6 +254,7 @@ class LiveRun:
         the view model, as ``freshness-magic why`` reads them from its event log."""
         self.detach()
         self._run = run
+        run.reuse = self.reuse
         self.model = ViewModel(self.graph)
         if reopened:
             self.model.replay(run.events.kinds.read(Path(run.run_dir) / EVENTS_FILE), at_rest=True)

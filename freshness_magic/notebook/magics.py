@@ -273,7 +273,14 @@ class PipelineMagics(Magics):
         return graph
 
     def _register(
-        self, name: str, graph: Graph, workdir: Path, *, resume: bool, force: bool
+        self,
+        name: str,
+        graph: Graph,
+        workdir: Path,
+        *,
+        resume: bool,
+        force: bool,
+        keep_run: bool = False,
     ) -> Pipeline:
         if not name.isidentifier() or keyword.iskeyword(name):
             kind = "a Python keyword" if name.isidentifier() else "not a Python identifier"
@@ -307,13 +314,19 @@ class PipelineMagics(Magics):
         for key in RUN_SPECS:  # the configured specs, so every action uses them
             if getattr(self, key):
                 pipeline.run_options[key] = getattr(self, key)
+        if resume and keep_run:
+            raise UsageError("--resume and --keep-run: give one (--keep-run resumes it edited)")
+        if keep_run:
+            for replaced in earlier:  # a live run of the old text goes on in this object
+                replaced.supersede()
+            print(self._call(pipeline.keep_run).text)
         if resume and not self._call(pipeline.resume_latest):
             raise UsageError(
                 f"--resume: no saved run of {graph.name!r} under {workdir}/.freshness/runs"
             )
         for line in pipeline.resume_notes:
             print(line)
-        if not resume:
+        if not resume and not keep_run:
             pipeline.offer_resume()
         for replaced in earlier:
             replaced.supersede()
@@ -366,7 +379,14 @@ class PipelineMagics(Magics):
             return args
         workdir = self._workdir(args.workdir, loading=True)
         graph = self._load_graph(cell, None, workdir, cell=f"%%pipeline {args.name} cell")
-        return self._register(args.name, graph, workdir, resume=args.resume, force=args.force)
+        return self._register(
+            args.name,
+            graph,
+            workdir,
+            resume=args.resume,
+            force=args.force,
+            keep_run=args.keep_run,
+        )
 
     def _load(self, args: argparse.Namespace) -> Pipeline:
         workdir = self._workdir(args.workdir, loading=True)
@@ -396,7 +416,9 @@ class PipelineMagics(Magics):
         name = args.name or graph.name
         if not name.isidentifier():
             raise UsageError(f"graph name {name!r} is not an identifier; pass --name NAME")
-        return self._register(name, graph, workdir, resume=args.resume, force=args.force)
+        return self._register(
+            name, graph, workdir, resume=args.resume, force=args.force, keep_run=args.keep_run
+        )
 
     def _graph_from_variable(self, variable: str, workdir: Path) -> Graph:
         """A Graph, DOT text, or (with the interop module) a pydot / graphviz object."""
@@ -439,6 +461,7 @@ class PipelineMagics(Magics):
             require(args.from_node, "%pipeline cond --from")
         if command in ("step", "run", "resume", "retry"):
             self._run_options(pipeline, args)
+            pipeline.use_reuse(args.reuse)
         pipeline.live_lines = self._live_lines()
         if command in ("why", "status") and pipeline.has_run and not pipeline.busy:
             pipeline.refresh_freshness()
@@ -454,6 +477,7 @@ class PipelineMagics(Magics):
             "status": pipeline.status,
             "evidence": lambda: pipeline.evidence(node),
             "reset": pipeline.reset,
+            "keep": pipeline.keep_run,
         }
         return self._call(actions[command])
 

@@ -30,7 +30,7 @@ from freshness_magic.engine import RunState
 from freshness_magic.engine.handlers.tool import reap_survivors
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question
-from freshness_magic.engine.persistence import PIPELINE_FILE
+from freshness_magic.engine.persistence import PIPELINE_FILE, same_pipeline
 from freshness_magic.engine.recovery import rearmed_note
 from freshness_magic.errors import (
     GateAnswerError,
@@ -47,7 +47,7 @@ from freshness_magic.views.frame import ViewFrame
 from freshness_magic.views.marks import NodeStale
 from freshness_magic.views.model import ViewModel
 from freshness_magic.views.render import LayoutCache, LayoutUnavailable
-from freshness_magic.views.saved import ResumeOffer, find_unfinished
+from freshness_magic.views.saved import ResumeOffer, find_unfinished, run_dir_hash
 from freshness_magic.views.state import NodeState, NodeView, RunBanner
 from freshness_magic.views.text import TextResult
 
@@ -263,6 +263,10 @@ class Pipeline:
 
     def use_run_options(self, specs: Mapping[str, str], *, reopen: bool = False) -> bool:
         return self.live.use_run_options(specs, reopen=reopen)
+
+    def use_reuse(self, reuse: bool) -> None:
+        """Reuse earlier executions (``--reuse``) in the action about to run, or not."""
+        self.live.use_reuse(reuse)
 
     def set_cell(self, node_id: str, code: str) -> None:
         """Make ``code`` the handler of ``node_id`` (a ``%%node`` cell)."""
@@ -564,7 +568,8 @@ class Pipeline:
             f"nothing to resume with this text of {self.name}: its unfinished run "
             f"{other.run_dir.name} was started from another text, and a run goes on only with the "
             f"text it started with. %pipeline step starts a new run with this one; %pipeline load "
-            f"{other.run_dir / PIPELINE_FILE}{where} then %pipeline resume reopens the old one"
+            f"{other.run_dir / PIPELINE_FILE}{where} then %pipeline resume reopens the old one; "
+            "%pipeline keep carries it over to this text (unchanged nodes keep their results)"
         )
 
     def _resume_offered(self, to: str | None) -> TextResult:
@@ -572,6 +577,8 @@ class Pipeline:
         else go on with the open run where it stopped (paused), or say what does (waiting,
         failed); else reopen the newest unfinished run of this text on disk."""
         offer = self.resume_offer
+        if offer is not None and offer.edited:  # of another text: kept only by carrying over
+            return TextResult(self._nothing_to_resume())
         if offer is None:
             gate = self.pending_gate()
             if gate is not None:
@@ -770,6 +777,33 @@ class Pipeline:
         view = self.views()[node_id]
         made_by = view.details.get("upstream") if view.state is NodeState.OUTDATED else None
         return self.accept(*(made_by or [node_id]))
+
+    def keep_run(self) -> TextResult:
+        """Carry a run of an earlier text of this pipeline over to this text (``--keep-run``,
+        ``%pipeline keep``, the banner's Keep the run): the offered one, else the newest run of
+        this pipeline on disk. Unchanged nodes keep their results, an edited node shows stale
+        and its readers outdated, removed nodes drop out, added ones are pending. A refused
+        edit (the run cannot go on in it) changes nothing."""
+        live = self.live
+        with live.exclusive():
+            if live.started:
+                raise RunError(
+                    f"{self.name} has its own run already; %pipeline reset first to keep another"
+                )
+            offer = live.resume_offer
+            found = offer.run_dir if offer is not None else live.latest_run_dir()
+            if found is None:
+                raise RunError(f"no run of {self.name} under {self.workdir} to keep")
+            if same_pipeline(self.graph.source, run_dir_hash(found)):
+                raise RunError(
+                    f"run {found.name} already runs this text of {self.name}: "
+                    "%pipeline resume goes on with it"
+                )
+            run = live.open(resume=found, carry=True)
+            lines = [f"kept run {found.name} with this text of {self.name}:", *live.resume_notes]
+            lines.append(self.status_line())
+            live.publish()
+            return TextResult("\n".join(lines), run.result())
 
     def reset(self) -> TextResult:
         """Leave the current run; the next action starts a new one.

@@ -32,7 +32,7 @@ if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
     from freshness_magic.views.explain import ConditionAnswer
 
-_ENDED = frozenset({NodeState.SUCCEEDED, NodeState.PARTIAL, NodeState.FAILED})
+_ENDED = frozenset({NodeState.SUCCEEDED, NodeState.REUSED, NodeState.PARTIAL, NodeState.FAILED})
 """States a node shows once it ran (and ended) in the step in progress."""
 
 

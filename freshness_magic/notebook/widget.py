@@ -87,7 +87,9 @@ EVIDENCE_ROWS = 8
 """Evidence rows sent with every step (newest first); "show all" asks for the rest."""
 NOTE_CHARS = 240
 """An explanation sent with the states is cut here; the node's details have the whole text."""
-_QUIET = frozenset({NodeState.PENDING, NodeState.SUCCEEDED, NodeState.SKIPPED, NodeState.NEXT})
+_QUIET = frozenset(
+    {NodeState.PENDING, NodeState.SUCCEEDED, NodeState.REUSED, NodeState.SKIPPED, NodeState.NEXT}
+)
 LIVE_DELAY = 0.4
 """Seconds a node runs before the view shows it running, and between two live updates while it
 runs (its output, a retry). Short enough to see a slow node start at once; long enough that a
@@ -491,6 +493,7 @@ _ACTIONS: dict[str, _Factory] = {
     "reset": lambda w, _m, _n: w.pipeline.reset,
     "resume_offered": lambda w, _m, _n: w.pipeline.resume,
     "start_new": lambda w, _m, _n: w.pipeline.start_new,
+    "keep_run": lambda w, _m, _n: w.pipeline.keep_run,
     "answer": lambda w, m, n: w._answer(n, str(m.get("choice", "")), str(m.get("comment", ""))),
 }
 """Actions that change the run: each gives the call to make (on a worker thread in a kernel)."""

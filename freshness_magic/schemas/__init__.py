@@ -20,6 +20,7 @@ from freshness_magic.schemas._check import SchemaError, describe, first_problem
 __all__ = [
     "BASE_URI",
     "EVIDENCE_DIR_FILES",
+    "REUSE_DIR_FILES",
     "RUN_DIR_FILES",
     "SchemaError",
     "describe",
@@ -61,6 +62,12 @@ EVIDENCE_DIR_FILES: tuple[tuple[str, str | None], ...] = (
     ("evidence/*.json", "evidence-node.schema.json"),
 )
 """Paths inside ``.orchestrator/`` after the engine has recorded a step."""
+
+REUSE_DIR_FILES: tuple[tuple[str, str | None], ...] = (
+    ("index/*/*.jsonl", "reuse-entry.schema.json"),
+    ("blobs/*/*", None),
+)
+"""Paths inside ``.freshness/reuse/`` (the reuse index) after a run with reuse on."""
 
 
 def names() -> list[str]:

@@ -222,7 +222,7 @@ def banner(pipeline: PipelineReadout) -> RunBanner | None:
     offer = pipeline.resume_offer
     if offer is not None and not pipeline.has_run:
         return make(
-            kinds.RESUME,
+            kinds.KEEP_RUN if offer.edited else kinds.RESUME,
             offer.headline(pipeline.name),
             offer.where or "",
             way=offer.way,

@@ -23,7 +23,13 @@ from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.report import FreshnessReport, renamed
 from freshness_magic.views.state import NodeState, NodeView, StaleKind
 
-_QUIET = (NodeState.PENDING, NodeState.SUCCEEDED, NodeState.PARTIAL, NodeState.SKIPPED)
+_QUIET = (
+    NodeState.PENDING,
+    NodeState.SUCCEEDED,
+    NodeState.REUSED,
+    NodeState.PARTIAL,
+    NodeState.SKIPPED,
+)
 """States a stale mark may cover (a running, failed, waiting ... node shows that instead)."""
 
 
@@ -114,7 +120,11 @@ def marked(
     if entry is not None and view.state in _QUIET:
         kind = StaleKind.RUN if node_id in outcomes else StaleKind.BASELINE
         return NodeView(NodeState.STALE, kind, entry.describe())
-    if node_id in outdated and view.state in (NodeState.SUCCEEDED, NodeState.PARTIAL):
+    if node_id in outdated and view.state in (
+        NodeState.SUCCEEDED,
+        NodeState.REUSED,
+        NodeState.PARTIAL,
+    ):
         return outdated[node_id]
     return view
 

@@ -20,7 +20,7 @@ from typing import Any
 from freshness_magic.atomicio import loads_bounded
 from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.model import Graph
-from freshness_magic.engine.outcome import Outcome, Question, StageStatus
+from freshness_magic.engine.outcome import Outcome, Question, ReusedFrom, StageStatus
 from freshness_magic.engine.persistence import EVENTS_FILE
 from freshness_magic.engine.reach import reachable, successor_map
 from freshness_magic.engine.state import RunState
@@ -195,6 +195,7 @@ class ViewModel:
                 status=StageStatus.parse(str(event.data.get("status", "fail"))),
                 failure_reason=str(event.data.get("failure_reason") or ""),
                 notes=str(event.data.get("notes") or ""),
+                reused_from=ReusedFrom.from_dict(event.data.get("reused_from")),
             )
         elif kind is EventType.STAGE_INTERRUPTED and node is not None:
             self.interrupted[node] = str(event.data.get("reason") or "interrupted")
@@ -319,6 +320,8 @@ class ViewModel:
         if outcome is None:
             return NodeView()
         status = outcome.status
+        if status is StageStatus.SUCCESS and outcome.reused_from is not None:
+            return NodeView(NodeState.REUSED, why=f"reused ({outcome.reused_from.text()})")
         if status is StageStatus.SUCCESS:
             return NodeView(NodeState.SUCCEEDED, why=outcome.notes or "success")
         if status is StageStatus.PARTIAL_SUCCESS:

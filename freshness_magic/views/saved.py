@@ -62,6 +62,9 @@ class ResumeOffer:
     orphans: tuple[str, ...] = ()
     """Tools of the run that still run although the kernel that started them is gone (it was
     killed): :func:`~freshness_magic.engine.handlers.tool.orphaned_tools`."""
+    edited: bool = False
+    """The run was started from another text of the pipeline: taking the offer carries it
+    over to this text (``Run.carry_over``) instead of resuming it as it was."""
     left: bool = False
     """Offered after a reset in this kernel: the user chose to leave it, so the next action
     starts a new run, as the reset said (found on disk after a load: the user has not chosen)."""
@@ -70,7 +73,12 @@ class ResumeOffer:
         """What the offered run is: ``an unfinished run of review (ID) waits at approve``, and
         any of its tools still running on their own."""
         at = f" at {self.where}" if self.where else ""
-        if self.state is RunState.FAILED:
+        if self.edited:
+            head = (
+                f"a run of an earlier text of {name} ({self.run_dir.name}, "
+                f"{self.state.value}{at}) can go on with this edit"
+            )
+        elif self.state is RunState.FAILED:
             head = f"the last run of {name} ({self.run_dir.name}) failed{at}"
         else:
             verb = "waits" if self.state is RunState.WAITING else "is paused"
@@ -80,6 +88,11 @@ class ResumeOffer:
     @property
     def way(self) -> str:
         """The magics that take the offer or decline it."""
+        if self.edited:
+            return (
+                "%pipeline keep carries it over (unchanged nodes keep their results, edited "
+                "ones show stale), %pipeline reset starts a new one"
+            )
         again = "reopens it to retry" if self.state is RunState.FAILED else "reopens it"
         return f"%pipeline resume {again}, %pipeline reset starts a new one"
 
@@ -127,5 +140,6 @@ def find_unfinished(graph: Graph, workdir: Path, *, any_text: bool = False) -> R
         else:
             where = gate.get("node") if isinstance(gate, dict) else data.get("next_node")
         orphans = tuple(orphaned_tools(folder))
-        return ResumeOffer(folder, state, str(where) if where else None, orphans)
+        edited = any_text and not same_pipeline(graph.source, run_dir_hash(folder))
+        return ResumeOffer(folder, state, str(where) if where else None, orphans, edited)
     return None

@@ -28,6 +28,8 @@ class NodeState(StrEnum):
     NEXT = "next"
     RUNNING = "running"
     SUCCEEDED = "succeeded"
+    REUSED = "reused"
+    """Not run: its outcome and outputs were taken from an earlier equal execution (reuse)."""
     PARTIAL = "partial"
     FAILED = "failed"
     RETRYING = "retrying"
@@ -79,6 +81,8 @@ class BannerKind(StrEnum):
     SUPERSEDED = "superseded"
     RESUME = "resume"
     """An unfinished run of the same pipeline waits on disk (after a kernel restart)."""
+    KEEP_RUN = "keep_run"
+    """A run of an earlier text of the pipeline exists: it can be carried over to this edit."""
     INFO = "info"
 
 
@@ -125,6 +129,7 @@ pending     #f7f7f7 #767676    #262626 #9e9e9e    1.2   -    -  not run yet
 next        #e3f2fd #1565c0    #10263d #64b5f6    2.5   6,3  →  runs next
 running     #90caf9 #0d47a1    #1e4a80 #90caf9    3.5   -    ▶  running
 succeeded   #c8e6c9 #2e7d32    #1b3a1e #66bb6a    1.8   -    ✓  succeeded
+reused      #dcedc8 #33691e    #1e3313 #9ccc65    1.8   5,2  ♻  taken from an earlier run
 partial     #f0f4c3 #6b6b00    #33330d #d4e157    2.0   -    ½  partial success
 failed      #ffcdd2 #c62828    #4a1414 #ef5350    3.0   -    ✗  failed
 retrying    #ffe0b2 #bf4500    #45280a #ffa726    2.5   -    ↻  retrying
@@ -176,7 +181,7 @@ STATE_CODES: Mapping[NodeState, str] = {
     NodeState.SUCCEEDED: "s", NodeState.PARTIAL: "a", NodeState.FAILED: "f",
     NodeState.RETRYING: "y", NodeState.WAITING: "w", NodeState.BLOCKED: "b",
     NodeState.SKIPPED: "k", NodeState.INTERRUPTED: "i", NodeState.STALE: "t",
-    NodeState.OUTDATED: "o",
+    NodeState.OUTDATED: "o", NodeState.REUSED: "u",
 }  # fmt: skip
 """One character per state: the widget receives all node states as one short string."""
 STALE_CODES: Mapping[StaleKind, str] = {StaleKind.BASELINE: "t", StaleKind.RUN: "T"}
@@ -291,6 +296,7 @@ def palette_css(root: str = ".fm-root") -> str:
 
 def possible_states(graph: Graph) -> tuple[NodeState, ...]:
     """The states this pipeline can show (the legend lists only these), in palette order."""
+    from freshness_magic.engine.reuse import reusable
     from freshness_magic.freshness.attrs import freshness_mode, inputs_checked, source_files
 
     nodes = list(graph.nodes.values())
@@ -312,6 +318,8 @@ def possible_states(graph: Graph) -> tuple[NodeState, ...]:
         can.add(NodeState.PARTIAL)
     if any(len(graph.outgoing(n.id)) > 1 for n in nodes):
         can.add(NodeState.SKIPPED)
+    if any(reusable(n, declares_inputs=bool(source_files(n))) for n in nodes):
+        can.add(NodeState.REUSED)
     return tuple(state for state in NodeState if state in can)
 
 

@@ -202,6 +202,8 @@ def step_line(result: Any) -> str:
             return f"step: {result.node_id}: {result.reason}"
         return f"step: nothing executed ({result.reason})"
     line = f"step: {result.node_id} -> {result.outcome.status.value}"
+    if result.outcome.reused_from is not None:
+        line = f"step: {result.node_id} -> reused ({result.outcome.reused_from.text()})"
     if result.outcome.failure_reason and not result.outcome.status.is_success:
         line += f" ({failure_line(result.outcome.failure_reason, 120)})"
     waiting = result.next_node == result.node_id and result.outcome.status is StageStatus.WAITING

@@ -139,12 +139,12 @@ def test_a_superseded_view_cannot_drive_a_run(lab_server: Any, page: Any) -> Non
     )
     page.wait_for_function(
         "s => document.querySelectorAll(s)[0].classList.contains('fm-superseded')",
-        arg=".fm-root",
+        arg=".fm-root.fm-widget",
         timeout=WAIT_MS,
     )
     old = page.evaluate(
         """() => {
-            const root = document.querySelectorAll('.fm-root')[0];
+            const root = document.querySelectorAll(".fm-root.fm-widget")[0];
             return {
                 note: root.querySelector('.fm-note').textContent,
                 said: [...root.querySelectorAll('.fm-note, .fm-banner, .fm-notice')]
@@ -265,7 +265,8 @@ def test_a_view_from_before_a_kernel_restart_is_greyed_and_disabled(
     restart_kernel_from_menu(page)
     notice = page.locator(f"{WIDGET} .fm-notice")
     notice.wait_for(state="visible", timeout=WAIT_MS)
-    assert "run this cell again" in notice.inner_text()
+    said = notice.inner_text()  # what to run, the extension first (a new kernel lacks it)
+    assert "run %load_ext freshness_magic" in said and "run this cell again" in said, said
     dead = page.evaluate(
         """(s) => {
             const root = document.querySelector(s);

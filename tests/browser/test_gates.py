@@ -10,6 +10,9 @@ second.
 
 from __future__ import annotations
 
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -18,12 +21,14 @@ import pytest
 
 from tests.browser.fm import WIDGET, wait_node_states, widget_log_errors
 from tests.browser.lab import (
+    REPO,
     WAIT_MS,
     error_outputs,
     open_lab_notebook,
     open_nb7_notebook,
     run_all_cells,
     save_screenshot,
+    wait_notebook_ready,
     write_notebook,
 )
 from tests.waiting import wait_until
@@ -135,3 +140,109 @@ def followed_status(path: Path) -> str:
             if "fm-static-follow" in html:
                 return html.split('fm-static-status">', 1)[1].split("<", 1)[0]
     return ""
+
+
+HELD = """digraph held {
+  start   [shape=Mdiamond]
+  approve [shape=hexagon, label="Go?"]
+  work    [shape=parallelogram, tool_command="until test -f go; do sleep 0.1; done"]
+  done    [shape=Msquare]
+  start -> approve
+  approve -> work [label="[Y] Yes"]
+  work -> done
+}
+"""
+
+
+def test_a_refused_action_says_why_next_to_its_button(lab_server: Any, page: Any) -> None:
+    """A trial's Resume click on the banner showed its refusal as a raw RunError about 1,000 px
+    below the button. Here the run the banner offers is driven meanwhile by the command line:
+    the refusal is shown right under the banner, without the exception's class name."""
+    folder = lab_server.root / "gates_refused"
+    write_notebook(
+        folder / "held.ipynb",
+        ["%load_ext freshness_magic", "%%pipeline held\n" + HELD, "%pipeline run"],
+    )
+    open_lab_notebook(page, lab_server, "gates_refused/held.ipynb")
+    run_all_cells(page)
+    wait_node_states(page, {"approve": "waiting"})
+    page.locator(f"{WIDGET} .fm-reset").click()  # the run stays on disk, offered
+    offer = page.locator(f"{WIDGET} .fm-banner[data-kind='resume']")
+    offer.wait_for(state="visible", timeout=WAIT_MS)
+    (run_dir,) = (folder / ".freshness" / "runs").iterdir()
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "resume", str(run_dir), "--answer",
+         "approve=Y"],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    try:
+        wait_until(lambda: (run_dir / "nodes" / "work").exists(), "the command line drives it")
+        page.locator(f"{WIDGET} .fm-banner-resume").click()
+        refusal = page.locator(f"{WIDGET} .fm-banner + .fm-refusal")
+        refusal.wait_for(state="visible", timeout=WAIT_MS)
+        said = refusal.inner_text()
+        assert said.startswith(f"run directory {run_dir} is driven by another process"), said
+        gap = page.evaluate(
+            """(s) => document.querySelector(s + ' .fm-refusal').getBoundingClientRect().top
+                - document.querySelector(s + ' .fm-banner').getBoundingClientRect().bottom""",
+            WIDGET,
+        )
+        assert 0 <= gap < 20, gap
+        save_screenshot(
+            page,
+            "gate_refusal_beside_resume",
+            page.locator(WIDGET),
+            "Resume refused (the command line drives that run now): the reason under the banner",
+        )
+    finally:
+        (folder / "go").touch()
+        driver.wait(timeout=60)
+
+
+CHAIN = """digraph chain {
+  start [shape=Mdiamond]
+  a     [prompt="a"]
+  b     [prompt="b"]
+  done  [shape=Msquare]
+  start -> a -> b -> done
+}
+"""
+
+
+def test_after_each_of_five_reloads_run_and_reset_are_answered(lab_server: Any, page: Any) -> None:
+    """A Notebook 7 trial dropped one Run click in three after a page reload (the server said
+    ``Unknown subshell_id``; the view then had Run off and Stop on, the kernel idle). Five times:
+    save, reload, and the restored view's Run runs the pipeline and its Reset starts over."""
+    name = "gates_reload/chain.ipynb"
+    write_notebook(
+        lab_server.root / name, ["%load_ext freshness_magic", "%%pipeline chain\n" + CHAIN]
+    )
+    open_nb7_notebook(page, lab_server, name)
+    run_all_cells(page)
+    wait_node_states(page, {"start": "next", "done": "pending"})
+    for attempt in range(5):
+        page.evaluate("() => window.jupyterapp.commands.execute('docmanager:save')")
+        page.reload()
+        wait_notebook_ready(page, name)
+        wait_node_states(page, {"start": "next", "done": "pending"})
+        page.locator(f"{WIDGET} .fm-run").click()
+        try:
+            wait_node_states(page, {"a": "succeeded", "b": "succeeded", "done": "succeeded"})
+        except AssertionError as exc:
+            notice = page.locator(f"{WIDGET} .fm-notice").inner_text()
+            raise AssertionError(
+                f"reload {attempt + 1}: Run not answered; notice: {notice}"
+            ) from exc
+        page.locator(f"{WIDGET} .fm-reset").click()
+        wait_node_states(page, {"start": "next", "a": "pending", "done": "pending"})
+    save_screenshot(
+        page,
+        "gate_reload_run_5",
+        page.locator(WIDGET),
+        "Notebook 7, after the fifth reload: Run ran the pipeline and Reset started over",
+    )
+    assert error_outputs(page) == []
+    assert widget_log_errors(page) == []

@@ -23,6 +23,7 @@ from freshness_magic.engine.handlers.base import ChildRuns, HandlerRegistry
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig
+from freshness_magic.engine.reuse import ReuseIndex, Reuser
 from freshness_magic.engine.run import Run
 from freshness_magic.engine.state import RunState, StepResult
 from freshness_magic.engine.trace import Trace
@@ -64,6 +65,8 @@ class Host:
         self.child_runs: ChildRuns = _NoChildren()
         self.extensions = [ext]
         self.run: Any = object()
+        self.reuses = False
+        self.reuser = Reuser(ReuseIndex(folder), pipeline.name)
         self.bus = EventBus("r1", self.run_dir / "events.jsonl")
         self.outcomes: list[tuple[str, str]] = []
         self.retries: list[int] = []

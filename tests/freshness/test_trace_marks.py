@@ -212,3 +212,17 @@ def test_marks_survive_a_resume(tmp_path: Path) -> None:
     assert marked(again) == ({"cli_docs"}, {"docs_join", "summary"})
     assert isinstance(run_marks(again)["docs_join"], Mark)
     again.close()
+
+
+def test_a_gate_s_note_names_only_what_led_to_it(tmp_path: Path) -> None:
+    from freshness_magic.engine.marks import led_to
+
+    run = open_run(docs_tree(tmp_path), workdir=tmp_path)
+    run.run()
+    # docs_fix is upstream of docs_gate in the graph (a loop), but it has not run: not named
+    assert led_to(run.traces) == {
+        "start", "draft", "fan", "cli_docs", "api_docs", "changelog", "docs_join", "summary"
+    }  # fmt: skip
+    run.retry("summary")  # a person asked for summary again: what came before is not its cause,
+    run.step()  # but what it read still counts
+    assert led_to(run.traces) == {"summary", "docs_join", "cli_docs", "api_docs", "changelog"}

@@ -125,9 +125,10 @@ def test_resume_after_the_pipeline_was_fixed_names_the_old_run_and_both_ways_on(
         f"nothing to resume with this text of review: its unfinished run {old.name} was started "
         "from another text, and a run goes on only with the text it started with. %pipeline "
         f"step starts a new run with this one; %pipeline load {old / 'pipeline.dot'} --workdir "
-        f"{workdir} then %pipeline resume reopens the old one"
+        f"{workdir} then %pipeline resume reopens the old one; %pipeline keep carries it over "
+        "to this text (unchanged nodes keep their results)"
     )
-    pasted = said.split("%pipeline ")[-2].removesuffix(" then ")
+    pasted = said.split("%pipeline ")[-3].removesuffix(" then ")
     shell.run_line_magic("pipeline", pasted)  # as advised
     said = line(shell, "resume").text.splitlines()
     assert said[0] == f"resumed run {old.name}" and said[-1] == "%pipeline retry runs it again"
@@ -170,7 +171,8 @@ def test_a_run_of_a_cell_is_offered_from_a_file_without_the_final_newline(
     assert line(shell, "resume").text.startswith(f"resumed run {run_id}\npipeline review: waiting")
     path.write_text(REVIEW_DOT.replace("Ship the login fix", "Ship the logout fix"))
     del shell.user_ns["review"]
-    assert shell.run_line_magic("pipeline", f"load {path} --workdir {workdir}").resume_offer is None
+    edited = shell.run_line_magic("pipeline", f"load {path} --workdir {workdir}").resume_offer
+    assert edited is not None and edited.edited  # offered to carry over, not to resume as is
 
 
 def test_start_new_declines_the_offer(shell: InteractiveShell, workdir: Path):

@@ -183,6 +183,11 @@ class CodergenHandler:
     def __init__(self, backend: CodergenBackend | StreamingBackend | None = None) -> None:
         self.backend: CodergenBackend | StreamingBackend = backend or simulated_backend
 
+    def reuse_identity(self, node: Node) -> str:
+        """What decides the node's work besides its definition and reads: the backend (a
+        response of the simulation is never taken for a model's)."""
+        return f"codergen: {describe_backend(self.backend)}"
+
     def _streaming(self) -> StreamingBackend:
         if isinstance(self.backend, StreamingBackend):
             return self.backend

@@ -176,6 +176,7 @@ _NODE_TYPED = {
     "max_parallel": POSITIVE,
     "join_k": POSITIVE,
     "join_quorum": FRACTION,
+    "reuse": BOOL,
 }
 _EDGE_TYPED = {"weight": INT, "loop_restart": BOOL}
 _GRAPH_TYPED = {
@@ -183,6 +184,7 @@ _GRAPH_TYPED = {
     "default_max_retry": COUNT,
     "max_goal_gate_redirects": COUNT,
     "max_failure_redirects": COUNT,
+    "reuse": BOOL,
 }
 
 

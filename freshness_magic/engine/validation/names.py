@@ -54,6 +54,8 @@ ENGINE_NODE_ATTRIBUTES: frozenset[str] = frozenset({
     "max_parallel", "join_k", "join_quorum", "stack.child_dotfile", "stack.child_workdir",
     "manager.max_cycles", "manager.steps_per_cycle", "manager.poll_interval",
     "manager.stop_condition", "manager.actions",
+    # reuse of an earlier execution (engine/reuse.py)
+    "reuse",
 })
 # fmt: on
 """The node attributes the engine and its built-in handlers read."""
@@ -85,6 +87,8 @@ ENGINE_GRAPH_ATTRIBUTES: frozenset[str] = frozenset({
     "stack.child_dotfile", "stack.child_workdir", "manager.max_cycles",
     "manager.steps_per_cycle", "manager.poll_interval", "manager.stop_condition",
     "manager.actions",
+    # reuse of earlier executions for the whole run (engine/reuse.py)
+    "reuse",
 })
 # fmt: on
 """The graph attributes the engine reads (its typed ones are declared by ``attr_type``)."""

@@ -10,7 +10,7 @@
 const CODES = {
   p: "pending", n: "next", r: "running", s: "succeeded", a: "partial", f: "failed",
   y: "retrying", w: "waiting", b: "blocked", k: "skipped", i: "interrupted", t: "stale",
-  T: "stale", o: "outdated", O: "outdated",
+  T: "stale", o: "outdated", O: "outdated", u: "reused",
 };
 const STALE = { t: "baseline", T: "run" };
 const MIN_LABEL_PX = 9.5; // smallest node label on screen at the default zoom
@@ -26,14 +26,15 @@ const AROUND_Y = 2 * CANVAS_PAD + 4; // ...and down
 const VIEW_ONLY = ["fm-zoom-in", "fm-zoom-out", "fm-fit", "fm-zoom-reset", "fm-details-close",
   "fm-evidence-fewer"]; // what still works in a view that no longer drives a run
 const DEAD = "This view lost its kernel (restarted or shut down), so it drives nothing any more:"
-  + " run this cell again for a live view.";
+  + " run %load_ext freshness_magic (the extension is not loaded in a new kernel), then run"
+  + " this cell again for a live view of the run it left on disk.";
 const NO_ANSWER_MS = 5000; // a click the kernel has not answered by then gets a notice
 const STEP_TITLE = "Run the next node";
 const ACCEPT_TITLE = "Accept changed inputs as the new baseline";
 const RUN_TITLE = "Run to the exit, a gate or a failure";
 const RUN_TO_TITLE = "Run until the chosen node is next";
 const WORKER_ACTIONS = new Set(["step", "run", "run_to", "retry", "accept", "reset",
-  "resume_offered", "start_new", "answer"]); // run on the kernel's worker; end with "done"
+  "resume_offered", "start_new", "keep_run", "answer"]); // run on the kernel's worker; end with "done"
 
 function h(tag, cls, text) {
   const e = document.createElement(tag);
@@ -153,6 +154,8 @@ function render({ model, el }) {
     if (WORKER_ACTIONS.has(msg.action) && active && active !== root && root.contains(active)) {
       view.returnTo = active;
     }
+    clearRefusal();
+    view.asker = active && active !== root && root.contains(active) ? active : null;
     try {
       model.send(msg);
     } catch (err) {
@@ -169,8 +172,8 @@ function render({ model, el }) {
       clearTimeout(view.waiting);
       view.waiting = setTimeout(() => {
         notice.textContent = `The kernel has not answered "${msg.action}" yet. It may be busy`
-          + " running a cell. If it was restarted, run this cell again (after a restart"
-          + " outside this page, reload the page first).";
+          + " running a cell. If it was restarted, run %load_ext freshness_magic and then this"
+          + " cell again (after a restart outside this page, reload the page first).";
         notice.hidden = false;
       }, NO_ANSWER_MS);
     }
@@ -258,9 +261,26 @@ function render({ model, el }) {
     target.focus({ preventScroll: true });
   }
   function showSaid(line, text) {
+    view.saidLine = (model.get("run") || {}).line;
     said.textContent = line;
     said.title = text;
     said.hidden = !line;
+  }
+  // An action's refusal is shown next to the control that asked (the banner's Resume, a gate's
+  // choice, a button in the toolbar or the details), not only in the log at the bottom.
+  function clearRefusal() {
+    for (const r of root.querySelectorAll(".fm-refusal")) r.remove();
+  }
+  function showRefusal(text) {
+    const asker = view.asker;
+    view.asker = null;
+    if (!asker || !asker.isConnected) return false;
+    const box = asker.closest(".fm-banner, .fm-gate-choices, .fm-toolbar, .fm-details, section")
+      || asker.parentElement;
+    const line = h("div", "fm-refusal", text.replace(/^[\w.]*Error: /, ""));
+    line.setAttribute("role", "alert");
+    box.after(line);
+    return true;
   }
   function showError(text) {
     const pre = h("pre", "fm-error", text);
@@ -634,8 +654,15 @@ function render({ model, el }) {
   function applyRun() {
     const run = model.get("run") || {};
     runReceived = performance.now();
-    const span = h("span", "", run.line || "");
-    span.dataset.state = run.state || "";
+    // Between two nodes of this view's own Run the run is briefly "paused": the header says
+    // it goes on (it is not waiting for anyone); the kernel's "done" ends that.
+    const between = view.acting && run.state === "paused";
+    const line = between ? (run.line || "").replace(": paused", ": running") : run.line || "";
+    const span = h("span", "", line);
+    span.dataset.state = between ? "running" : run.state || "";
+    // The line under the buttons answers the view's last action: a run driven from a cell
+    // (the run line changes while this view is not acting) makes it old news.
+    if (!view.acting && !said.hidden && run.line !== view.saidLine) showSaid("", "");
     status.title = run.line || "";
     elapsed.hidden = run.elapsed === undefined;
     span.append(elapsed);
@@ -732,7 +759,8 @@ function render({ model, el }) {
     banner.dataset.kind = b.kind;
     if (b.node) banner.dataset.node = b.node; else delete banner.dataset.node;
     const label = { failed: "Run failed", dead_end: "Dead end", interrupted: "Stopped",
-      superseded: "Superseded", resume: "Unfinished run", info: "Note" }[b.kind] || b.kind;
+      superseded: "Superseded", resume: "Unfinished run", keep_run: "Edited pipeline",
+      info: "Note" }[b.kind] || b.kind;
     const head = h("strong", "fm-banner-kind", label);
     const text = h("span", "fm-banner-text", b.text || "");
     banner.replaceChildren(head, text);
@@ -747,6 +775,14 @@ function render({ model, el }) {
       const fresh = btn("Start new", "fm-banner-start-new", "Leave it on disk; start a new run");
       fresh.onclick = () => send({ action: "start_new" });
       banner.append(again, fresh);
+    }
+    if (b.kind === "keep_run") {
+      const keep = btn("Keep the run", "fm-banner-keep-run",
+        "Carry the run over to this edit: unchanged nodes keep their results, edited ones show stale");
+      keep.onclick = () => send({ action: "keep_run" });
+      const fresh = btn("Start new", "fm-banner-start-new", "Leave it on disk; start a new run");
+      fresh.onclick = () => send({ action: "start_new" });
+      banner.append(keep, fresh);
     }
     if ((b.kind === "failed" || b.kind === "interrupted") && (model.get("run") || {}).can_retry) {
       const retry = btn("Retry", "fm-banner-retry", "Retry from the failed or stopped node");
@@ -828,7 +864,7 @@ function render({ model, el }) {
     detailsState.replaceChildren(chip);
     if (notes[view.selected]) detailsState.append(h("span", "fm-details-why", notes[view.selected]));
     retryB.hidden = !(model.get("run") || {}).can_retry;
-    retryB.disabled = !["failed", "interrupted", "succeeded", "partial", "stale", "outdated", "blocked"].includes(state);
+    retryB.disabled = !["failed", "interrupted", "succeeded", "reused", "partial", "stale", "outdated", "blocked"].includes(state);
     acceptHereB.disabled = !["stale", "blocked"].includes(state) && code !== "o";
     acceptHereB.title = code === "o" ? "Accept the changed inputs upstream that make it outdated"
       : "Accept this node's changed inputs";
@@ -1188,7 +1224,10 @@ function render({ model, el }) {
     else if (msg.reply === "evidence_detail") {
       const body = evList.querySelector(`.fm-evidence-row[data-seq="${CSS.escape(String(msg.seq))}"] .fm-evidence-detail`);
       if (body) body.replaceChildren(msg.record ? value(msg.record) : h("div", "fm-muted", msg.note || "not available"));
-    } else if (msg.reply === "error") showError(msg.text || "error");
+    } else if (msg.reply === "error") {
+      showRefusal(msg.text || "error");
+      showError(msg.text || "error");
+    }
     else if (msg.reply === "done" && view.selected) send({ action: "details", node: view.selected });
   }
   model.on("msg:custom", onCustom);

@@ -32,7 +32,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-from freshness_magic import pathsafety
+from freshness_magic import faults, pathsafety
 from freshness_magic.errors import StateFileError
 
 log = logging.getLogger(__name__)
@@ -86,6 +86,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool
     existing = pathsafety.refuse_link(target)
     mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o644
     payload = data.encode("utf-8") if isinstance(data, str) else data
+    faults.reached(faults.ATOMIC, target)
     fd, tmp_name = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent
     )
@@ -135,6 +136,7 @@ def append_jsonl(path: str | os.PathLike[str], obj: Any, *, fsync: bool = True) 
     line = (
         json.dumps(obj, sort_keys=True, ensure_ascii=False, allow_nan=False, default=str) + "\n"
     ).encode("utf-8")
+    faults.reached(faults.APPEND, path)
     fd = pathsafety.open_for_write(path, os.O_RDWR | os.O_APPEND | os.O_CREAT)
     try:
         size = os.fstat(fd).st_size

@@ -444,6 +444,44 @@ def test_a_stop_signal_stops_the_tool_and_leaves_the_run_resumable(
     assert "driver" not in info  # nobody drives it now
 
 
+OUTLIVES = """digraph outlives {
+  start [shape=Mdiamond]
+  wait  [shape=parallelogram, timeout="300s",
+         tool_command="sleep 120 & echo $! > child.txt; echo $$ > pgid.txt; wait"]
+  done  [shape=Msquare]
+  start -> wait -> done
+}
+"""
+
+
+@pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
+def test_a_stop_signal_stops_a_tools_children_when_the_node_has_a_timeout(
+    tmp_path: Path, signame: str
+) -> None:
+    """A node with a timeout runs its handler on a worker thread; SIGTERM stops its process
+    group (the child the command started in the background too) before the command exits, as
+    Ctrl-C does, instead of leaving the child running."""
+    import signal
+
+    from freshness_magic.engine.runlock import pid_alive
+    from tests.processes import group_alive
+    from tests.waiting import wait_until
+
+    dot = write(tmp_path, "outlives.dot", OUTLIVES)
+    process = started(tmp_path, "run", str(dot), "--workdir", str(tmp_path))
+    child_file = tmp_path / "child.txt"
+    wait_until(lambda: child_file.exists() and child_file.read_text().strip(), "child started")
+    run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
+    wait_until((run_dir / "nodes" / "wait" / "pgid").exists, "the tool's group id recorded")
+    child = int(child_file.read_text())
+    process.send_signal(getattr(signal, signame))
+    out, err = process.communicate(timeout=60)
+    assert process.returncode == 3, out + err
+    assert "the running node was interrupted" in out
+    assert not group_alive(int((tmp_path / "pgid.txt").read_text()))
+    wait_until(lambda: not pid_alive(child), "the background child reaped")  # not a zombie
+
+
 AGENT = """digraph agent {
   start [shape=Mdiamond]
   plan  [prompt="plan it"]

@@ -295,6 +295,7 @@ def drive(run: Run, args: argparse.Namespace, *, every_answer: bool = False) -> 
     finally:
         run.events.unsubscribe(listener)
     if stops.received:
+        _stop_tool_groups(run)
         _say_stopped(stops.received[0], out, between=between)
     result = run.result()
     if args.json:
@@ -388,6 +389,16 @@ def _signals_as_interrupt(stops: _Stops) -> Iterator[None]:
     finally:
         for number, handler in previous.items():
             signal.signal(number, handler)
+
+
+def _stop_tool_groups(run: Run) -> None:
+    """After a stop signal, end every tool process group this command started that still runs
+    (recorded in ``nodes/<id>/pgid``): a handler abandoned at the stop (a node with a timeout
+    runs on a worker thread) may not have stopped its group before the command exits, and its
+    children would outlive the command."""
+    from freshness_magic.engine.handlers.tool import reap_survivors
+
+    reap_survivors(run.run_dir)
 
 
 def _reopened(run: Run) -> Run:

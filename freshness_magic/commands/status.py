@@ -187,7 +187,8 @@ def changed_nodes(
     (:func:`~freshness_magic.engine.marks.node_marks`, from the run's traces, as every view
     shows them)."""
     from freshness_magic.engine.marks import MarkKind, node_marks
-    from freshness_magic.engine.trace import Trace
+    from freshness_magic.engine.persistence import was_edited
+    from freshness_magic.engine.trace import Trace, graph_definitions
     from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.extension import changed_since_run
     from freshness_magic.freshness.runcheck import checkpoint_report
@@ -197,14 +198,20 @@ def changed_nodes(
         report = checkpoint_report(data, used, run_dir, hash_sources=HubHashSource)
     except FreshnessError:
         return None, []
-    if not report.stale_nodes:
+    edited = graph is not None and was_edited(data)  # carried over: definitions changed
+    if not report.stale_nodes and not edited:
         return [], []
     if graph is None:
         return report.stale_nodes, []  # no pipeline to tell the modes from
-    stale = report.with_modes(graph).stale_nodes
+    stale = list(report.with_modes(graph).stale_nodes)
     run_id = str(data.get("run_id") or "")
     traces = [Trace.from_dict(t, run_id) for t in data.get("traces") or ()]
-    marks = node_marks(traces, changed_since_run(report, graph))
+    workdir = Path(str(data.get("workdir") or run_dir))
+    definitions = graph_definitions(graph, workdir) if edited else None
+    marks = node_marks(traces, changed_since_run(report, graph), definitions)
+    stale += [
+        n for n, m in marks.items() if m.kind is MarkKind.STALE and m.definition and n not in stale
+    ]
     outdated = {n for n, m in marks.items() if m.kind is MarkKind.OUTDATED}
     return stale, [n for n in graph.nodes if n in outdated and n not in stale]
 

@@ -14,6 +14,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
+from freshness_magic import faults
 from freshness_magic.atomicio import write_atomic, write_json_atomic
 from freshness_magic.engine.checkpoint_format import (
     CHECKPOINT_FILE,
@@ -77,6 +78,7 @@ class CheckpointWriter:
         """Append one record (fsynced when durable); returns the journal's new end."""
         line = journal_line(record)
         self.run_dir.mkdir(parents=True, exist_ok=True)
+        faults.reached(faults.JOURNAL, self.journal)
         fd = os.open(self.journal, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
         try:
             os.write(fd, line)

@@ -62,10 +62,9 @@ from freshness_magic.engine.handlers.base import (
 )
 from freshness_magic.engine.model import NODE_ID_RE, Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
-from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.engine.routing import next_edge
-from freshness_magic.engine.trace import Trace, definition_fingerprint
+from freshness_magic.engine.trace import Trace, node_definition
 from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
@@ -76,6 +75,15 @@ log = logging.getLogger(__name__)
 
 INTERRUPTED = "interrupted"
 """The failure reason of an interrupted attempt."""
+STOP_WAIT_SECONDS = 10.0
+"""How long an interrupt waits for a node's handler to stop its work (a tool's SIGTERM grace
+and SIGKILL) before the interrupt goes on without it."""
+
+
+def _step_of(trace: Trace) -> int:
+    """A sealed trace's step: branch nodes report in the order their threads get there, which
+    need not be the order their outcomes were recorded in."""
+    return trace.step or 0
 
 
 def failed(reason: str, **kw: Any) -> Outcome:
@@ -193,6 +201,9 @@ class NodeExecutor:
         self._stop = threading.Event()
         self._active: set[threading.Event] = set()
         self._active_lock = threading.Lock()
+        self._unsaved: list[tuple[Any, Outcome | None]] = []
+        """Steps ended since the last journal record, with the outcome for their status file:
+        what they write after it (:meth:`saved`)."""
         self._tracing: dict[str, Trace] = {}
         """Node id -> the trace of its execution running now (a parallel node's branch nodes
         find their parallel execution here)."""
@@ -264,21 +275,20 @@ class NodeExecutor:
 
     def definition(self, node: Node) -> str:
         """The fingerprint of ``node`` as it runs now: attributes and prompt file text."""
-        text: str | None = None
-        if prompt_file_name(node) is not None:
-            path = prompt_file_path(node, self._host.graph, self._host.workdir)
-            try:
-                text = read_prompt_file(path) if path is not None else None
-            except (OSError, ValueError):
-                text = None
-        return definition_fingerprint(node.attrs, text)
+        return node_definition(node, self._host.graph, self._host.workdir)
 
     def finish(self, result: NodeRun, context: Context, branch_of: str | None = None) -> None:
-        """Apply a finished node's outcome: status file, context, the run's record, event."""
+        """Apply a finished node's outcome: context, the run's record, event; its status file
+        is written after the step's journal record (:meth:`saved`)."""
+        self._announce(result, self._apply(result, context, branch_of), branch_of)
+
+    def _apply(self, result: NodeRun, context: Context, branch_of: str | None) -> int | None:
+        """A finished node's outcome in memory (context, the run's record); its record index."""
         node, outcome = result.node, result.outcome
         host = self._host
         trace = result.trace or self.new_trace(node, context, branch_of)  # an answered gate
-        self._write_status(node.id, outcome)
+        with self._active_lock:
+            self._unsaved.append((node.id, outcome))
         context.apply_updates(outcome.context_updates, writer=trace)
         context.set("outcome", outcome.status.value, writer=trace)
         if outcome.preferred_label:
@@ -290,6 +300,13 @@ class NodeExecutor:
         if index is not None:
             trace.seal(index + 1, outcome.status.value)
             self._sealed[(node.id, branch_of)] = trace
+            host.reuser.executed(node, outcome, trace, host.run_dir, host.run_id)
+        return index
+
+    def _announce(self, result: NodeRun, index: int | None, branch_of: str | None) -> None:
+        """The event of a finished node (STAGE_COMPLETED, STAGE_FAILED or STAGE_SKIPPED)."""
+        outcome = result.outcome
+        skipped = outcome.status is StageStatus.SKIPPED
         payload: dict[str, Any] = {
             "status": outcome.status.value,
             "notes": outcome.notes,
@@ -302,23 +319,24 @@ class NodeExecutor:
             payload["branch_of"] = branch_of
         if outcome.reused_from is not None:
             payload["reused_from"] = outcome.reused_from.to_dict()
-        if index is not None:
-            host.reuser.executed(node, outcome, trace, host.run_dir, host.run_id)
         if skipped:
             kind = EventType.STAGE_SKIPPED
         elif outcome.status is StageStatus.FAIL:
             kind = EventType.STAGE_FAILED
         else:
             kind = EventType.STAGE_COMPLETED
-        host.emit(kind, node.id, payload)
+        self._host.emit(kind, result.node.id, payload)
 
     def node_finished(self, step: Any) -> None:
         """Call every extension's ``on_step_finished`` for one executed node (under the lock),
-        then keep its trace with the input fingerprints the extensions report."""
+        then keep its trace with the input fingerprints the extensions report; their
+        ``on_step_saved`` follows the journal record that holds the step (:meth:`saved`)."""
         host = self._host
         with self._hooks:
             for ext in host.extensions:
                 call_extension(ext, "on_step_finished", host.run, step)
+            with self._active_lock:
+                self._unsaved.append((step, None))
             trace = self._sealed.pop((step.node_id, step.branch_of), None)
             if trace is None or step.interrupted:
                 return
@@ -332,7 +350,7 @@ class NodeExecutor:
                         log.exception("run extension %r failed in trace_inputs", ext.name)
             trace.set_inputs(digests)
         if step.branch_of is None:
-            host.record_traces([*trace.children, trace])
+            host.record_traces([*sorted(trace.children, key=_step_of), trace])
             trace.children = []
             return
         parent = self._tracing.get(step.branch_of)
@@ -340,10 +358,36 @@ class NodeExecutor:
             with self._hooks:
                 parent.children.append(trace)
 
+    def saved(self) -> None:
+        """After a journal record: the writes of the steps it holds, which come after it so
+        that a kill before it runs the step again with nothing of it written, and a kill after
+        it never runs the step again (docs/ARCHITECTURE.md, "Kill windows"): each node's
+        ``status.json`` and every extension's ``on_step_saved`` (evidence records)."""
+        with self._hooks:
+            with self._active_lock:
+                unsaved, self._unsaved = self._unsaved, []
+            for item, outcome in unsaved:
+                if isinstance(item, str):
+                    if outcome is not None:
+                        self._write_status(item, outcome)
+                    continue
+                for ext in self._host.extensions:
+                    if callable(getattr(ext, "on_step_saved", None)):
+                        call_extension(ext, "on_step_saved", self._host.run, item)
+
     # ----------------------------------------------------------------- a branch
 
-    def run_node(self, node: Node, context: Context, branch_of: str) -> BranchStep:
-        """One node of a branch: execute, finish, route inside the branch, record (BranchRunner)."""
+    def run_node(
+        self,
+        node: Node,
+        context: Context,
+        branch_of: str,
+        ended: Callable[[BranchStep], None] | None = None,
+    ) -> BranchStep:
+        """One node of a branch: execute, then (one at a time with the other branches) apply its
+        outcome, route inside the branch, let the extensions note it and call ``ended`` (the
+        parallel handler journals the branch's progress there: the node's end is then
+        recorded before anything of it is written), then its event (BranchRunner)."""
         from freshness_magic.engine.state import RunState, StepResult
 
         result = self.execute(node, context, branch_of)
@@ -368,8 +412,8 @@ class NodeExecutor:
                 f"human gate '{node.id}' inside the parallel branches of '{branch_of}' cannot "
                 "wait for an answer; give the run an interviewer or move the gate after the join"
             )
-        self.finish(result, context, branch_of)
-        with self._host.context_scope(context):
+        with self._hooks, self._host.context_scope(context):
+            index = self._apply(result, context, branch_of)
             decision = next_edge(self._host.graph, node, outcome, context)
             self.node_finished(
                 StepResult(
@@ -384,7 +428,11 @@ class NodeExecutor:
                     branch_of=branch_of,
                 )
             )
-        return BranchStep(outcome, decision.target, joined=decision.step is EdgeStep.FAN_IN)
+            step = BranchStep(outcome, decision.target, joined=decision.step is EdgeStep.FAN_IN)
+            if ended is not None:
+                ended(step)
+        self._announce(result, index, branch_of)
+        return step
 
     # ----------------------------------------------------------------- attempts
 
@@ -604,10 +652,14 @@ class NodeExecutor:
 
     def _keeper(self, node_id: str, over: threading.Event) -> Callable[[Any], None]:
         """``StepEnv.keep`` for one attempt at a main-path node; a handler that outlived its
-        attempt (abandoned at its timeout) can no longer save."""
+        attempt (abandoned at its timeout) can no longer save. Given a function, it keeps what
+        the function returns, calling it under the hook lock (a change and its record are one
+        step for the other branches)."""
 
         def keep(value: Any) -> None:
             with self._hooks:  # the extensions' state is saved too: not while a hook changes it
+                if callable(value):
+                    value = value()
                 if not over.is_set():
                     self._host.keep_partial(node_id, value)
 
@@ -652,7 +704,10 @@ class NodeExecutor:
         try:
             worker.join(timeout)
         except KeyboardInterrupt:
+            # Ctrl-C or a stop signal: the handler stops its work (a tool kills its process
+            # group) on its thread; wait for that, or the process may end first and leave it.
             env.cancel.set()
+            worker.join(STOP_WAIT_SECONDS)
             raise
         if worker.is_alive():
             raise _TimedOut
@@ -668,4 +723,13 @@ class NodeExecutor:
         if not NODE_ID_RE.match(node_id):
             log.warning("node id %r is not a safe folder name; status.json not written", node_id)
             return
-        write_json_atomic(self._host.run_dir / "nodes" / node_id / "status.json", outcome.to_dict())
+        path = self._host.run_dir / "nodes" / node_id / "status.json"
+        try:
+            write_json_atomic(path, outcome.to_dict())
+        except OSError as exc:  # the journal holds the outcome: the run goes on without it
+            log.warning(
+                "cannot write %s (%s); the node's outcome is kept in the run's journal: free "
+                "disk space or make the folder writable",
+                path,
+                exc.strerror or exc,
+            )

@@ -12,6 +12,10 @@ A run calls its extensions at fixed points of its life:
   outcome to use (an extension that judges the work may turn SUCCESS into FAIL);
 - ``on_step_finished(run, step_result)`` after the step's routing, before its checkpoint (so
   the state an extension records there is in that checkpoint);
+- ``on_step_saved(run, step_result)`` (optional) after the journal record that holds the step:
+  the place for files that must not exist unless the step's end is recorded (evidence records;
+  what such a hook will write belongs in ``checkpoint_state`` meanwhile, so a kill between the
+  record and the write loses nothing);
 - ``checkpoint_state()`` is stored in every checkpoint under ``extensions[<name>]``;
 - ``lint_rules()`` (optional) adds validation rules for the attributes the extension reads, so a
   run refuses a pipeline whose extension attributes are wrong without the engine knowing those
@@ -53,6 +57,7 @@ _HOOK_WORK = {
     "on_run_start": "its work at the start of the run",
     "on_resume": "its work on resuming the run",
     "on_step_finished": "its record of the step of node {node!r}",
+    "on_step_saved": "its record of the step of node {node!r}",
 }
 """What an extension's hook does, for the one-line warning when it fails."""
 
@@ -130,6 +135,9 @@ class BaseRunExtension:
         return outcome
 
     def on_step_finished(self, run: Run, step_result: StepResult) -> None:
+        return None
+
+    def on_step_saved(self, run: Run, step_result: StepResult) -> None:
         return None
 
     def checkpoint_state(self) -> dict[str, Any]:

@@ -35,7 +35,9 @@ class Journal:
     """Records one run's state; see the module docstring.
 
     ``store`` is the run's journal writer and driver lock; a resume hands over the one that
-    took the lock (:func:`~.lifecycle.resumed`).
+    took the lock (:func:`~.lifecycle.resumed`). ``after_record`` is called after every
+    record: what the steps it holds write comes after it (the executor's ``saved``: status
+    files, the extensions' ``on_step_saved``).
     """
 
     def __init__(
@@ -44,11 +46,13 @@ class Journal:
         store: RunStore,
         extensions: Sequence[RunExtension],
         wall_clock: Callable[[], float],
+        after_record: Callable[[], None],
     ) -> None:
         self.store = store
         self._data = data
         self._extensions = extensions
         self._wall_clock = wall_clock
+        self._after_record = after_record
 
     # ----------------------------------------------------------------- the executor's reports
 
@@ -133,6 +137,7 @@ class Journal:
         if lost is not None:
             log.warning("%s", lost)
             data.events.emit(EventType.STAGE_OUTPUT, None, {"stream": "stderr", "text": lost})
+        self._after_record()  # what the steps in this record write comes after it
         if announce:
             data.events.emit(
                 EventType.CHECKPOINT_SAVED, data.memory.current_node, {"path": str(path)}

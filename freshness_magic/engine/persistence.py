@@ -373,6 +373,13 @@ def restore_memory(data: dict[str, Any], run_dir: Path) -> tuple[RunMemory, Cont
     return memory, context
 
 
+def was_edited(data: dict[str, Any]) -> bool:
+    """Whether the run a checkpoint holds was carried over to an edited pipeline (its text is
+    in an ``edited_pipeline_file``, not ``pipeline.dot``)."""
+    stored = (data.get("pipeline") or {}).get("source_file")
+    return isinstance(stored, str) and stored not in ("", PIPELINE_FILE)
+
+
 def edited_pipeline_file(source: str) -> str:
     """The run directory's file that holds an edited pipeline's text (``Run.carry_over``)."""
     return f"pipeline-{source_hash(source)[:12]}.dot"

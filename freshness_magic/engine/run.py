@@ -50,6 +50,7 @@ from freshness_magic.engine.model import Graph, Node, parse_bool
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.persistence import (
     EVENTS_FILE,
+    PIPELINE_FILE,
     RUN_ID_RE,
     RunMemory,
     new_run_id,
@@ -248,7 +249,13 @@ class Run:
             exit_ids=frozenset(n.id for n in graph.exit_candidates()),
         )
         self.events = self._data.events
-        self._journal = Journal(self._data, store, self.extensions, wall_clock)
+        self._journal = Journal(
+            self._data,
+            store,
+            self.extensions,
+            wall_clock,
+            after_record=lambda: self._executor.saved(),
+        )
         timing = Timing(clock, sleep, rng or random.Random(), backoff or BackoffConfig())
         self._executor = NodeExecutor(_Host(self, self._data, self._journal), timing)
         if _restore is not None:
@@ -274,6 +281,12 @@ class Run:
     def context_scope(self, context: Context) -> AbstractContextManager[None]:
         """Make ``context`` this thread's ``run.context`` (a parallel branch's extensions)."""
         return self._data.context_scope(context)
+
+    @property
+    def edited(self) -> bool:
+        """Whether the run was carried over to an edited pipeline (:meth:`carry_over`): its
+        executions of an edited node are stale."""
+        return self._data.pipeline_file != PIPELINE_FILE
 
     @property
     def reuses(self) -> bool:

@@ -30,11 +30,16 @@ from __future__ import annotations
 import threading
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import xxhash
 
 from freshness_magic.engine.checkpoint_format import encode_json
+
+if TYPE_CHECKING:
+    from pathlib import Path
+
+    from freshness_magic.engine.model import Graph, Node
 
 VALUE_CHARS = 200
 """A value read or written whose JSON is longer than this is kept as its fingerprint only."""
@@ -67,6 +72,27 @@ def definition_fingerprint(attrs: Mapping[str, str], prompt_text: str | None = N
     """The fingerprint of a node's definition: its attributes (after the stylesheet and the
     transforms) and its prompt file's text (None: it has none, or it could not be read)."""
     return value_fingerprint({"attrs": dict(attrs), "prompt_file": prompt_text})
+
+
+def node_definition(node: Node, graph: Graph, workdir: Path) -> str:
+    """The definition fingerprint of ``node`` now: its attributes and its prompt file's text
+    (as an execution of it records it)."""
+    from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
+
+    text: str | None = None
+    if prompt_file_name(node) is not None:
+        path = prompt_file_path(node, graph, workdir)
+        try:
+            text = read_prompt_file(path) if path is not None else None
+        except (OSError, ValueError):
+            text = None
+    return definition_fingerprint(node.attrs, text)
+
+
+def graph_definitions(graph: Graph, workdir: Path) -> dict[str, str]:
+    """Every node's definition fingerprint now (the marks compare an edited pipeline's nodes
+    with the executions of their earlier definitions)."""
+    return {node_id: node_definition(node, graph, workdir) for node_id, node in graph.nodes.items()}
 
 
 @dataclass(frozen=True, slots=True)

@@ -8,10 +8,13 @@ key ``internal.prompt_suffix.<node_id>`` (the codergen handler appends it to the
 ``after_execute`` validates successful work nodes under ``require`` (no evidence -> FAIL with the
 actionable message, then the usual failure routing) and commits under ``commit=true``.
 
-Per step: ``on_step_finished`` (after the handler) appends the step's record (merged with the
-node's own record if this step wrote one) to ``evidence.jsonl`` in the run directory, unless the
-log's last record is already this step's (a kill between the record and the checkpoint re-runs
-the step on resume: one record per run id, node, attempt and step index). A record the log refuses
+Per step: ``on_step_finished`` (after the handler) builds the step's record (merged with the
+node's own record if this step wrote one) and holds it in the checkpoint state; ``on_step_saved``
+(after the journal record of the step's end) appends it to ``evidence.jsonl`` in the run
+directory, unless the log already ends with it. A kill before the journal record runs the step
+again and leaves no record of the lost end; one after it never runs the step again, and the
+resume writes the held record if the log lacks it (docs/ARCHITECTURE.md, "Kill windows"): one
+record per run id, node, attempt and step index. A record the log refuses
 (a full disk, a lost permission) is kept in the checkpoint, and the next node fails instead of
 running until a retry can append it: no work goes on without its record. It never writes over
 the node's own file: it writes the claim ``<node_id>.engine.json`` beside it when the node's file
@@ -125,6 +128,15 @@ class _StepFacts:
     """Whether this step holds a running marker (see evidence/binding.py)."""
 
 
+@dataclass
+class _Ended:
+    """A step's record, held until its journal record is written (``on_step_saved``)."""
+
+    record: EvidenceRecord
+    own_digest: str | None
+    facts: _StepFacts
+
+
 def _stale_files(value: Any) -> list[str]:
     if isinstance(value, str):
         return [part.strip() for part in value.split(",") if part.strip()]
@@ -182,7 +194,10 @@ class EvidenceExtension:
         self._facts: dict[str, _StepFacts] = {}
         self._records = 0
         self._unwritten: list[EvidenceRecord] = []
-        """Step records the run's log refused (a full disk, a lost permission), oldest first."""
+        """Step records not in the run's log yet, oldest first: held until their step's journal
+        record is written, or refused by the log (a full disk, a lost permission)."""
+        self._ended: dict[int, _Ended] = {}
+        """Steps whose record waits for their journal record (by ``id`` of the StepResult)."""
 
     # ----------------------------------------------------------------- run lifecycle
 
@@ -198,11 +213,17 @@ class EvidenceExtension:
         saved = (saved_state or {}).get("unwritten")
         held = {step_identity(r) for r in records}
         self._unwritten = []
+        self._ended = {}
         for data in saved if isinstance(saved, list) else ():
             node = data.get("nodeId") if isinstance(data, dict) else None
             found = validate_evidence(data, node if isinstance(node, str) else "").record
             if found is not None and step_identity(found) not in held:
                 self._unwritten.append(found)
+        # A driver stopped after a step's journal record and before its log line: the step
+        # does not run again, and its record is written now (or kept, if the log refuses).
+        error = self._write_unwritten(run)
+        if error is not None:
+            log.warning("evidence: %s; the records are kept and written later", error)
 
     def lint_rules(self) -> list[LintRule]:
         """The rules for this extension's attributes (see :mod:`freshness_magic.evidence.lint`)."""
@@ -221,13 +242,15 @@ class EvidenceExtension:
         return state
 
     def _write_unwritten(self, run: Run) -> EvidenceError | None:
-        """Append the records the log refused, oldest first; the error if it refuses again (the
-        rest are kept, in order, for the next try)."""
+        """Append the held records (the log refused them, or their step's journal record was
+        just written), oldest first, each unless the log already ends with it; the error if the
+        log refuses again (the rest are kept, in order, for the next try)."""
         try:
             while self._unwritten:
-                append_evidence_log(run.run_dir, self._unwritten[0])
+                if not same_step(last_log_record(run.run_dir), self._unwritten[0]):
+                    append_evidence_log(run.run_dir, self._unwritten[0])
+                    self._records += 1
                 self._unwritten.pop(0)
-                self._records += 1
         except EvidenceError as exc:
             return exc
         return None
@@ -272,7 +295,10 @@ class EvidenceExtension:
                 binding.end_step(workdir, node.id, run.run_id)
             facts = _StepFacts(evidence_digest(workdir, node.id), snapshot)
             if is_work_type(node.handler_type):
-                binding.begin_step(workdir, node.id, run.run_id)
+                try:
+                    binding.begin_step(workdir, node.id, run.run_id)
+                except OSError as exc:
+                    raise _refused_write(exc) from None
                 facts.marked = True
             self._facts[node.id] = facts
         if node.handler_type == "codergen" and evidence_mode(run.graph, node) == "require":
@@ -366,6 +392,10 @@ class EvidenceExtension:
     # ----------------------------------------------------------------- per step
 
     def on_step_finished(self, run: Run, step_result: StepResult) -> None:
+        """Build the step's record and hold it (in the checkpoint state): the step's journal
+        record, written next, holds it, and :meth:`on_step_saved` writes it after that, so a
+        kill between the two never runs the step again nor loses its record, and a kill before
+        the journal record leaves no record of an end the run does not know."""
         node_id = step_result.node_id
         if not step_result.executed or node_id is None or step_result.outcome is None:
             return
@@ -377,17 +407,39 @@ class EvidenceExtension:
             facts = _StepFacts(evidence_digest(run.workdir, node_id))  # file is as it was
         elif step_result.interrupted and facts.snapshot is not None:
             self._note_changes(facts, changes_since(facts.snapshot))  # what it left behind
-        error = None
         try:
             record, own_digest = self.build_record(run, node, step_result, facts)
-            if not same_step(last_log_record(run.run_dir), record):
-                self._unwritten.append(record)
-                error = self._write_unwritten(run)
+        except BaseException:
+            if facts.marked:
+                binding.end_step(run.workdir, node_id, run.run_id)
+            raise
+        self._unwritten.append(record)
+        self._ended[id(step_result)] = _Ended(record, own_digest, facts)
+
+    def on_step_saved(self, run: Run, step_result: StepResult) -> None:
+        """After the journal record that holds the step: append its record to the run's log
+        (with any the log refused before), then the node's file or the claim beside it."""
+        ended = self._ended.pop(id(step_result), None)
+        if ended is None:
+            return
+        try:
+            self._write_ended(run, step_result, ended)
+        except OSError as exc:
+            raise _refused_write(exc) from None
+
+    def _write_ended(self, run: Run, step_result: StepResult, ended: _Ended) -> None:
+        record, facts, node_id = ended.record, ended.facts, ended.record.node_id
+        try:
+            error = self._write_unwritten(run)
             current = evidence_digest(run.workdir, node_id)
             if current == facts.evidence_digest and not _node_written(run.workdir, node_id):
                 # No file of the node's own: the file shows this step's record, bound to this
-                # run (runId), so another run never counts it as its own work evidence.
-                write_evidence(run.workdir, replace(record, run_id=run.run_id))
+                # run (runId), so another run never counts it as its own work evidence. A link
+                # standing there is left alone (never written through): the log has the record.
+                try:
+                    write_evidence(run.workdir, replace(record, run_id=run.run_id))
+                except EvidenceError as exc:
+                    log.warning("evidence: the copy of the record in the node's file: %s", exc)
             elif current is not None and current != facts.evidence_digest:
                 binding.write_claim(
                     run.workdir,
@@ -396,7 +448,7 @@ class EvidenceExtension:
                     attempt=step_result.attempts,
                     digest=current,
                     run_dir=run.run_dir,
-                    counted=own_digest is not None,
+                    counted=ended.own_digest is not None,
                 )
         finally:
             if facts.marked:
@@ -496,6 +548,15 @@ class EvidenceExtension:
             engine_facts=engine_facts,
         )
         return record, own_digest
+
+
+def _refused_write(exc: OSError) -> EvidenceError:
+    """One line for a state write the system refused (full disk, read-only, permission)."""
+    where = f" {exc.filename}" if exc.filename else ""
+    return EvidenceError(
+        f"cannot write{where} ({exc.strerror or exc}): free disk space or make the folder "
+        "writable, then go on with the run"
+    )
 
 
 def _invalid_text(path: Path) -> str | None:

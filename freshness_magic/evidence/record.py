@@ -253,11 +253,14 @@ def check_node_id(node_id: str) -> str:
 
 
 def evidence_path(workdir: str | os.PathLike[str], node_id: str) -> Path:
-    """``<workdir>/.orchestrator/evidence/<node_id>.json``, reached through no symbolic link."""
+    """``<workdir>/.orchestrator/evidence/<node_id>.json``, in a folder reached through no
+    symbolic link. The file itself is the node's: a link there (or anything else that is not a
+    valid record) only makes the node's file invalid, since it is read without following links
+    (:func:`read_limited`) and never written through one."""
     check_node_id(node_id)
     path = evidence_dir(workdir) / f"{node_id}.json"
     try:
-        pathsafety.check_state_path(path)
+        pathsafety.check_state_path(path.parent)
     except UnsafePathError as exc:
         raise EvidenceError(f"evidence file for node {node_id!r}: {exc}") from exc
     return path

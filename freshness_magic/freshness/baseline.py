@@ -10,6 +10,7 @@ snapshot the filesystem time (for the racy rule) and HEAD.
 
 from __future__ import annotations
 
+import base64
 import os
 import struct
 from collections.abc import Mapping
@@ -232,7 +233,7 @@ class Baseline:
         }
         delta = _files_delta(self.files, base.files) if base is not None else None
         if delta is None:
-            data["files"] = {path: rec.to_dict() for path, rec in self.files.items()}
+            data["files_packed"] = pack_files(self.files)
         else:
             data["files_from"] = base_id
             data["files_changed"], data["files_removed"] = delta
@@ -307,8 +308,72 @@ def _files_delta(
     return changed, removed
 
 
+_KIND_BYTES = {"x": STAT_LAYOUT.size + 16, "b": STAT_LAYOUT.size + BLOB_ID_BYTES}
+"""A packed record's kind letter and its bytes: a hashed regular file with an xxh3_128 digest
+(``x``) or a blob id (``b``); any other record (``o``) is listed as a dict in ``others``."""
+_KIND_OF = {size: kind for kind, size in _KIND_BYTES.items()}
+
+
+def pack_files(files: Mapping[str, FileRecord]) -> dict[str, Any]:
+    """A whole snapshot's files, columnar: ``paths`` in order, one ``kinds`` letter per file,
+    ``records`` (base64 of the packed stat keys and digests of the ``x`` and ``b`` files, in
+    order) and ``others`` (the record dicts of the ``o`` files, in order).
+
+    Reading 20,000 records back from one string costs a few milliseconds; rebuilding them from
+    20,000 JSON objects cost about 150 ms, most of a ``freshness-magic check``.
+    """
+    kinds: list[str] = []
+    chunks: list[bytes] = []
+    others: list[dict[str, Any]] = []
+    for rec in files.values():
+        packed, info = rec
+        kind = _KIND_OF.get(len(packed)) if packed is not None and info is _HASHED else None
+        if kind is None:
+            kinds.append("o")
+            others.append(rec.to_dict())
+        else:
+            kinds.append(kind)
+            chunks.append(packed)
+    return {
+        "paths": list(files),
+        "kinds": "".join(kinds),
+        "records": base64.b64encode(b"".join(chunks)).decode("ascii"),
+        "others": others,
+    }
+
+
+def unpack_files(data: Mapping[str, Any]) -> dict[str, FileRecord]:
+    """The records :func:`pack_files` wrote; ValueError (or KeyError, TypeError) when the
+    columns do not fit together."""
+    paths = [str(path) for path in data["paths"]]
+    kinds = str(data["kinds"])
+    raw = base64.b64decode(str(data["records"]), validate=True)
+    others = list(data["others"])
+    if len(kinds) != len(paths):
+        raise ValueError(f"{len(paths)} paths but {len(kinds)} kinds")
+    files: dict[str, FileRecord] = {}
+    new = tuple.__new__
+    at = other = 0
+    for path, kind in zip(paths, kinds, strict=True):
+        size = _KIND_BYTES.get(kind)
+        if size is None:
+            if kind != "o" or other == len(others):
+                raise ValueError(f"record kind {kind!r} has no record")
+            files[path] = FileRecord.from_dict(others[other])
+            other += 1
+            continue
+        files[path] = new(FileRecord, (raw[at : at + size], _HASHED))
+        at += size
+    if at != len(raw) or other != len(others):
+        raise ValueError("records and kinds do not fit together")
+    return files
+
+
 def _files_of(data: dict[str, Any], bases: Mapping[str, Baseline]) -> dict[str, FileRecord]:
-    """The file records of a baseline's dict, whole or as a delta of one of ``bases``."""
+    """The file records of a baseline's dict, whole (packed, or by path in versions before
+    4) or as a delta of one of ``bases``."""
+    if "files_packed" in data:
+        return unpack_files(data["files_packed"])
     if "files_from" not in data:
         return {str(path): FileRecord.from_dict(rec) for path, rec in dict(data["files"]).items()}
     base_id = str(data["files_from"])

@@ -7,7 +7,9 @@ accepts changes, and round-trips through a checkpoint dict. The check always com
 snapshot, never with git's HEAD; git only explains stale files (one call per check, only when
 something is stale, asking about those paths only). A check before a node explains at most
 :data:`MAX_EXPLAINED` stale files (the first, sorted; the others keep ``git_change`` None): more
-paths would make git slower than the check itself. The full report explains every stale file.
+paths would make git slower than the check itself. The full report explains every stale file:
+it starts one ``git status`` of the whole working directory before looking at the files, so git
+runs on the other core meanwhile.
 """
 
 from __future__ import annotations
@@ -33,13 +35,14 @@ from freshness_magic.freshness.resolve import Resolver
 from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Snapshotter
 from freshness_magic.vcs.git import MAX_PATHSPECS
 
-STATE_VERSION = 3
+STATE_VERSION = 4
 """The tracker's checkpoint state: baselines by node, then completion snapshots by node. Since
 version 2 a baseline may list only its differences from another node's whole baseline, and a
 completion snapshot only its differences from its node's baseline (``files_from``); since
 version 3 a digest may be git's blob id (:mod:`.gitindex`), which older readers would take for a
-changed file."""
-READABLE_VERSIONS = (1, 2, STATE_VERSION)
+changed file; since version 4 a whole snapshot's files are packed in columns
+(``files_packed``, :func:`.baseline.pack_files`) instead of one JSON object per file."""
+READABLE_VERSIONS = (1, 2, 3, STATE_VERSION)
 MAX_EXPLAINED = 16
 """Stale files a check before a node asks git about (see the module docstring). git matches every
 index entry against every path asked: on 100,000 files 16 paths took 46 ms and 64 took 113 ms,
@@ -269,12 +272,22 @@ class FreshnessTracker:
             reports[node_id] = compare(
                 ref or self.baselines[node_id], current[node_id], since, self.snapshotter.relook
             )
-        return self._explain(reports, always=False)
+        return self._explain(reports)
 
     def report(self, node_ids: Sequence[str] | None = None) -> FreshnessReport:
-        """The public report: every node since its baseline and, once it ran, since its run."""
+        """The public report: every node since its baseline and, once it ran, since its run.
+
+        The report explains every stale file, so git's status of the whole working directory is
+        asked at once and runs on the other core while the files are looked at.
+        """
         ids = list(self.baselines) if node_ids is None else list(node_ids)
-        current = self._current(ids)
+        pending = self.git.start_status(ignored=True) if self.git.available else None
+        try:
+            current = self._current(ids)
+        except BaseException:
+            if pending is not None:
+                pending.cancel()
+            raise
         flat: dict[str, NodeReport] = {}
         relook = self.snapshotter.relook
         for node_id in ids:
@@ -284,25 +297,27 @@ class FreshnessTracker:
             run = self.run_snapshots.get(node_id)
             if run is not None:
                 flat[f"r:{node_id}"] = compare(run, current[node_id], "run", relook)
-        flat = self._explain(flat, always=True)
+        if pending is not None:
+            status = pending.result()
+            if status is not None:
+                flat = {k: _with_git(r, status, None) for k, r in flat.items()}
         nodes = {
             node_id: NodeFreshness(node_id, flat[f"b:{node_id}"], flat.get(f"r:{node_id}"))
             for node_id in ids
         }
         return FreshnessReport(self.workdir, time.time(), nodes, git=self.git.available)
 
-    def _explain(self, reports: dict[str, NodeReport], *, always: bool) -> dict[str, NodeReport]:
+    def _explain(self, reports: dict[str, NodeReport]) -> dict[str, NodeReport]:
+        """``reports`` with git's view of at most :data:`MAX_EXPLAINED` stale files."""
         if not self.git.available:
             return reports
-        stale = sorted({p for r in reports.values() for p in r.stale_files})
-        if not stale and not always:
+        stale = sorted({p for r in reports.values() for p in r.stale_files})[:MAX_EXPLAINED]
+        if not stale:
             return reports
-        if not always:
-            stale = stale[:MAX_EXPLAINED]
-        status = self.git.status(stale or None, ignored=bool(stale))
+        status = self.git.status(stale, ignored=True)
         if status is None:
             return reports
-        asked = set(stale) if len(stale) <= MAX_PATHSPECS and stale else None
+        asked = set(stale) if len(stale) <= MAX_PATHSPECS else None
         return {k: _with_git(r, status, asked) for k, r in reports.items()}
 
     # -- accepting changes -----------------------------------------------------------------

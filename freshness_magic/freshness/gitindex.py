@@ -17,8 +17,9 @@ hashed as before. A ``.git`` file (a linked worktree, a submodule) is followed t
 
 When the index also holds exactly HEAD's tree (the root tree id git caches in the index, which
 stays valid from a commit, checkout or reset until an entry changes, equals the tree of HEAD's
-commit, :mod:`.githead`), a file that matches its entry is clean in git's eyes, and one hashed to
-another blob id is modified: a first capture then needs no ``git status`` for its tracked files
+commit as one ``git rev-parse`` tells: git reads its own refs and objects, whatever their
+store), a file that matches its entry is clean in git's eyes, and one hashed to another blob id
+is modified: a first capture then needs no ``git status`` for its tracked files
 (:meth:`GitIndex.states`). git is still asked about untracked files (only git reads the ignore
 rules), links, mode changes and entries git flags. git compares whole seconds unless built
 otherwise; this compares nanoseconds, so a same-size rewrite within a second is seen here even
@@ -35,8 +36,8 @@ import struct
 from collections.abc import Iterable, Mapping
 
 from freshness_magic.freshness.baseline import BLOB_LAYOUT, STAT_LAYOUT, FileRecord
-from freshness_magic.freshness.githead import commit_tree, head_commit
 from freshness_magic.freshness.hashing import BLOB_ID_BYTES
+from freshness_magic.vcs.git import head_and_tree
 
 _HEADER = struct.Struct(">4sII")
 _ENTRY = struct.Struct(">IIIIxxxxIIxxxxxxxxI20sH")
@@ -125,9 +126,9 @@ class GitIndex:
             return None
         head = None
         if root_tree is not None:
-            commit = head_commit(git_dir, common_dir)
-            if commit is not None and commit_tree(common_dir, commit) == root_tree:
-                head = commit
+            found = head_and_tree(top)  # git reads its refs and objects, whatever their store
+            if found is not None and found[1] == root_tree.hex():
+                head = found[0]
         index = cls(data, offsets, written_ns, top, prefix, head)
         # Attributes over the whole workdir: no blob id is usable, so none is taken at all.
         return index if index.folder_usable("") else None

@@ -4,12 +4,14 @@ One snapshot covers any number of nodes: folders are listed once, each file is l
 (grouped by folder and opened relative to the folder's descriptor, which saves a path lookup
 per file), and git runs once, in the background while files are hashed. A first look in a git
 work tree takes the blob ids git's index holds for clean tracked files instead of reading them
-(:mod:`.gitindex`), and while the index holds HEAD's tree it tells their git status as well, so
-no git process runs unless some files are untracked or otherwise beyond the index. Hashing
+(:mod:`.gitindex`), and while the index holds HEAD's tree (one ``git rev-parse`` names it) it
+tells their git status as well, so no ``git status`` runs unless some files are untracked or
+otherwise beyond the index. Hashing
 stays in this process: a helper process that hashed part of the files on the second core was
 measured slower than none at 20,000 and 100,000 files on a 2-core machine
-(``benchmarks/bench_freshness.py``). A large re-check shares its stat calls with a worker
-process instead (:mod:`.statworker`).
+(``benchmarks/bench_freshness.py``), and so was a worker process sharing a re-check's stat calls
+(0.98x of none at 20,000 files, and a loss in a one-shot ``freshness-magic check``, which paid
+for starting it): a re-check stats every file here.
 """
 
 from __future__ import annotations
@@ -17,9 +19,9 @@ from __future__ import annotations
 import errno
 import os
 import stat as stat_module
+import struct
 import threading
 import time
-import weakref
 from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol, cast
 
@@ -44,16 +46,6 @@ from freshness_magic.freshness.hashing import (
 )
 from freshness_magic.freshness.resolve import OUTSIDE_LINK, Resolution, Resolver
 from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
-from freshness_magic.freshness.statworker import (
-    DIR_FLAGS,
-    MIN_FILES,
-    Share,
-    StatWorker,
-    name_start,
-    share,
-    take_unchanged,
-    worth_a_worker,
-)
 
 ResolveHook = Callable[[Mapping[str, Resolution]], None]
 """Called after resolving and before hashing (lets tests change files in between)."""
@@ -78,6 +70,15 @@ hub's ``HubHashSource``; without one, every file is hashed here."""
 _MISSING = FileRecord(existed=False, method=NONE)
 _Members = list[str]
 _S_IFMT, _S_IFREG = 0o170000, 0o100000
+DIR_FLAGS = os.O_RDONLY | getattr(os, "O_DIRECTORY", 0) | getattr(os, "O_CLOEXEC", 0)
+
+
+def name_start(folder: str) -> int:
+    """Where a file's name starts in its snapshot key (``folder/name``; '' is the workdir)."""
+    return 1 if folder == "/" else len(folder) + 1 if folder else 0
+
+
+_MTIME, _MTIME_AT = struct.Struct("<q"), 32
 
 
 def _kind_name(mode: int) -> str:
@@ -128,11 +129,6 @@ class Snapshotter:
         self.after_resolve = after_resolve
         self.hash_source = hash_source
         self._last_groups: tuple[list[str], dict[str, _Members]] | None = None
-        self.worker = StatWorker() if worth_a_worker() else None
-        """The process that stats half of a large re-check (None with one core)."""
-        if self.worker is not None:
-            weakref.finalize(self, self.worker.close)
-        self._plan: tuple[dict[str, _Members], Share] | None = None
         self._lock = threading.RLock()
         self.blob_ids = False
         """Whether files are hashed as git blob ids: once records came from git's index, so
@@ -140,10 +136,18 @@ class Snapshotter:
 
     def seed(self, baseline: Baseline) -> None:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
+        horizon = baseline.fs_time_ns - RACY_WINDOW_NS
+        records, blob_size = self.cache.records, BLOB_LAYOUT.size
+        mtime_of, unhashed = _MTIME.unpack_from, STAT_LAYOUT.size
         for key, rec in baseline.files.items():
-            if rec.digest is not None and rec.mtime_ns is not None:
-                self.cache.store(key, rec, baseline.fs_time_ns)
-                self.blob_ids = self.blob_ids or rec.blob
+            packed = rec[0]
+            if packed is None or len(packed) == unhashed:
+                continue  # no digest: nothing to trust
+            self.blob_ids = self.blob_ids or len(packed) == blob_size
+            if mtime_of(packed, _MTIME_AT)[0] < horizon:  # the racy rule of StatCache.store
+                records[key] = rec
+            else:
+                records.pop(key, None)
 
     def take(
         self, nodes: Mapping[str, Sequence[str]], kind: str, *, with_git: bool = True
@@ -229,23 +233,8 @@ class Snapshotter:
                 source = None  # asked once per snapshot, not once per file
         self.blob_ids = self.blob_ids or git_index is not None
         records: dict[str, FileRecord] = {}
-        plan = self._worker_plan(groups, len(keys))
-        if plan is None or self.worker is None or not self.worker.send(plan.request):
-            for folder, members in groups.items():
-                self._observe_members(folder, members, fs_now, records, source, git_index)
-            return records
-        for folder, members in plan.mine:
+        for folder, members in groups.items():
             self._observe_members(folder, members, fs_now, records, source, git_index)
-        answer = self.worker.receive(plan.their_files)
-        for folder, members in plan.theirs:
-            if answer is None:
-                self._observe_members(folder, members, fs_now, records, source, git_index)
-                continue
-            changed = take_unchanged(
-                members, answer, plan.offsets[folder], self.cache.records, records, _MISSING
-            )
-            if changed:
-                self._observe_members(folder, changed, fs_now, records, source, git_index)
         return records
 
     def _git_index(self, keys: Sequence[str]) -> GitIndex | None:
@@ -267,19 +256,6 @@ class Snapshotter:
                 return None
             states.update((key, asked.entries[key]) for key in ask if key in asked.entries)
         return GitStatus(index.head, states)
-
-    def _worker_plan(self, groups: dict[str, _Members], count: int) -> Share | None:
-        """How a look at ``groups`` is shared with the stat worker; None: not worth it (see
-        :mod:`.statworker`): only a large look the stat cache mostly knows is. Kept while the
-        groups stay the same, as they do between checks."""
-        worker = self.worker
-        if worker is None or worker.broken or count < MIN_FILES:
-            return None
-        if 2 * len(self.cache) < count:
-            return None
-        if self._plan is None or self._plan[0] is not groups:
-            self._plan = (groups, share(groups, count, self._folder_path))
-        return self._plan[1]
 
     def _observe_members(
         self,

@@ -11,12 +11,14 @@ from __future__ import annotations
 
 import contextlib
 import functools
+import os
 import sys
 import threading
 from collections.abc import Callable, Iterator, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from freshness_magic.atomicio import write_json_atomic
 from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
@@ -29,7 +31,13 @@ from freshness_magic.notebook.watch import InputWatcher, input_folders
 from freshness_magic.pathsafety.state import first_non_folder
 from freshness_magic.views.marks import freshness_of
 from freshness_magic.views.model import RunSnapshot, ViewModel, stopped_spans
-from freshness_magic.views.saved import ResumeOffer, find_unfinished, latest_run_dir, run_dir_hash
+from freshness_magic.views.saved import (
+    STARTED_BY_FILE,
+    ResumeOffer,
+    find_unfinished,
+    latest_run_dir,
+    run_dir_hash,
+)
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
@@ -139,9 +147,10 @@ class LiveRun:
 
     def offer_resume(self) -> ResumeOffer | None:
         """Look for an unfinished run of this pipeline on disk and offer it (``resume_offer``)."""
-        self.resume_offer = find_unfinished(self.graph, self.workdir) or find_unfinished(
-            self.graph, self.workdir, any_text=True
-        )
+        notebook = this_notebook()
+        self.resume_offer = find_unfinished(
+            self.graph, self.workdir, notebook=notebook
+        ) or find_unfinished(self.graph, self.workdir, any_text=True, notebook=notebook)
         return self.resume_offer
 
     @property
@@ -197,6 +206,9 @@ class LiveRun:
             run = session.open_run(
                 self.graph, workdir=self.workdir, executor=executor, warn=False, **options
             )
+            notebook = this_notebook()
+            if notebook is not None:  # so another notebook in this folder does not offer it
+                write_json_atomic(Path(run.run_dir) / STARTED_BY_FILE, {"notebook": notebook})
         self.resume_offer = None
         self.reopened = resume is not None
         self._attach(run, reopened=self.reopened)
@@ -434,3 +446,9 @@ class LiveRun:
         finally:
             self._refreshing = False
             self._lock.release()
+
+
+def this_notebook() -> str | None:
+    """The notebook this kernel runs for, as the Jupyter server names the kernel's session
+    (``JPY_SESSION_NAME``, its path); None outside a notebook server (a script, the terminal)."""
+    return os.environ.get("JPY_SESSION_NAME") or None

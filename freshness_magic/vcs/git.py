@@ -179,6 +179,19 @@ def head(root: str | os.PathLike[str]) -> str | None:
     return result.stdout.decode("ascii").strip() or None
 
 
+def head_and_tree(root: str | os.PathLike[str]) -> tuple[str, str] | None:
+    """HEAD's commit id and its root tree id (hex), from one ``git rev-parse``; None before the
+    first commit, outside a repository or without git."""
+    try:
+        result = run(["rev-parse", "--quiet", "HEAD^{commit}", "HEAD^{tree}"], root)
+    except GitError:
+        return None
+    lines = result.stdout.decode("ascii", "replace").split()
+    if result.returncode != 0 or len(lines) != 2:
+        return None
+    return lines[0], lines[1]
+
+
 @dataclass(frozen=True, slots=True)
 class PorcelainRecord:
     """One path of ``git status --porcelain=v2 -z``: kind (``1 2 u ? !``), ``XY`` and path."""

@@ -129,16 +129,31 @@ def marked(
     return view
 
 
-def outdated_views(traces: Sequence[Trace], stale: Mapping[str, NodeStale]) -> dict[str, NodeView]:
+def outdated_views(
+    traces: Sequence[Trace],
+    stale: Mapping[str, NodeStale],
+    definitions: Mapping[str, str] | None = None,
+    edited: Mapping[str, Sequence[str]] | None = None,
+) -> dict[str, NodeView]:
     """The views of nodes whose latest execution is outdated, from the run's traces
     (:mod:`freshness_magic.engine.marks`; never from the graph's shape): ``why`` is the chain
     ("`join` read the result of `lint` (step 4), whose input `a.py` changed");
     ``details["upstream"]`` the stale nodes at its ends (accepting all their inputs clears it),
     else ``details["reran"]``, the node whose newer execution wrote a different value (only
-    running this node again clears that)."""
+    running this node again clears that). With ``definitions`` (each node's definition now, for
+    a run carried over to an edited pipeline), also the nodes whose latest execution ran an
+    earlier definition: stale, "its definition changed: prompt" (``edited`` names the
+    attributes the edits changed)."""
     changed = {n: [f.path for f in s.files] for n, s in stale.items() if s.kind is StaleKind.RUN}
     found: dict[str, NodeView] = {}
-    for node_id, mark in node_marks(traces, changed).items():
+    for node_id, mark in node_marks(traces, changed, definitions).items():
+        if mark.kind is MarkKind.STALE and mark.definition and node_id not in stale:
+            names = (edited or {}).get(node_id, ())
+            why = "its definition changed" + (f": {', '.join(names)}" if names else "")
+            found[node_id] = NodeView(
+                NodeState.STALE, StaleKind.RUN, why, details={"definition": list(names)}
+            )
+            continue
         if mark.kind is not MarkKind.OUTDATED:
             continue
         roots = mark.roots()

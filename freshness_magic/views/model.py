@@ -47,11 +47,18 @@ class RunSnapshot:
     failure_reason: str = ""
     traces: tuple[Trace, ...] = ()
     """What each execution read and wrote (the marks are derived from them)."""
+    definitions: Mapping[str, str] | None = None
+    """Each node's definition fingerprint now, for a run carried over to an edited pipeline
+    (its executions of an edited node are stale); None: the pipeline was never edited."""
 
     @classmethod
     def of(cls, run: Any) -> RunSnapshot:
+        from freshness_magic.engine.trace import graph_definitions
+
+        edited = bool(getattr(run, "edited", False))
         return cls(
             traces=tuple(getattr(run, "traces", ())),
+            definitions=graph_definitions(run.graph, run.workdir) if edited else None,
             state=RunState(run.state),
             outcomes=dict(run.node_outcomes),
             completed=tuple(run.completed_nodes),
@@ -137,6 +144,8 @@ class ViewModel:
         """Branch nodes finished inside the current step (the snapshot has them after it)."""
         self.interrupted: dict[str, str] = {}
         self.skipped: dict[str, str] = {}
+        self.edited: dict[str, tuple[str, ...]] = {}
+        """Node -> the attributes the pipeline's edits changed (``pipeline_edited`` events)."""
         self.outputs: dict[str, str] = {}
         """The tail of each node's streamed output (``stage_output`` events) in its latest
         attempt: a retry or a new visit starts it again, as the node's output files do."""
@@ -176,6 +185,11 @@ class ViewModel:
         """:meth:`fold` without the publish; True when the views changed."""
         kind, node = event.type, event.node_id
         branch = event.data.get("branch_of") is not None
+        if kind is EventType.PIPELINE_EDITED:
+            for node_id, names in dict(event.data.get("edited") or {}).items():
+                known = self.edited.get(str(node_id), ())
+                self.edited[str(node_id)] = tuple(dict.fromkeys([*known, *map(str, names)]))
+            return False
         if kind is EventType.STAGE_STARTED and node is not None:
             if branch:
                 self.branches_running.add(node)
@@ -277,7 +291,7 @@ class ViewModel:
         ahead = reachable(self._succ, [nxt]) | {nxt} if nxt is not None else set()
         if snap.gate is not None:
             ahead |= reachable(self._succ, [snap.gate.node_id]) | {snap.gate.node_id}
-        outdated = outdated_views(snap.traces, self.stale)
+        outdated = outdated_views(snap.traces, self.stale, snap.definitions, self.edited)
         running = self.running[0] if self.running is not None else None
         result: dict[str, NodeView] = {}
         for node_id in self.graph.nodes:

@@ -131,8 +131,14 @@ def read_run(run_dir: Path) -> RunView:
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.context import partial_key
     from freshness_magic.engine.handlers.parallel import kept_branch_ids
-    from freshness_magic.engine.persistence import follow_restarts, restore_memory, stored_pipeline
+    from freshness_magic.engine.persistence import (
+        follow_restarts,
+        restore_memory,
+        stored_pipeline,
+        was_edited,
+    )
     from freshness_magic.engine.runlock import live_driver
+    from freshness_magic.engine.trace import graph_definitions
     from freshness_magic.errors import FreshnessError
     from freshness_magic.freshness.runcheck import checkpoint_report
     from freshness_magic.hub.integration import HubHashSource
@@ -158,6 +164,9 @@ def read_run(run_dir: Path) -> RunView:
         next_node=memory.next_node,
         failure_reason=memory.failure_reason,
         traces=tuple(memory.traces),
+        definitions=graph_definitions(graph, Path(str(data.get("workdir") or folder)))
+        if was_edited(data)
+        else None,
     )
     model = ViewModel(graph)
     seen = _int(data.get("event_seq"))

@@ -101,11 +101,26 @@ class ResumeOffer:
         return f"{self.headline(name)}: {self.way}"
 
 
-def find_unfinished(graph: Graph, workdir: Path, *, any_text: bool = False) -> ResumeOffer | None:
+STARTED_BY_FILE = "started_by.json"
+"""In a run directory opened from a notebook: ``{"notebook": ...}``, the notebook (its path as
+the Jupyter server names the kernel's session) whose kernel started the run."""
+
+
+def started_by(run_dir: Path) -> str | None:
+    """The notebook that started the run in ``run_dir`` (None: not recorded, e.g. the CLI)."""
+    data = _json(run_dir / STARTED_BY_FILE)
+    found = data.get("notebook") if data else None
+    return found if isinstance(found, str) and found else None
+
+
+def find_unfinished(
+    graph: Graph, workdir: Path, *, any_text: bool = False, notebook: str | None = None
+) -> ResumeOffer | None:
     """The newest run of ``graph`` in ``workdir`` that executed at least one node and did not
     complete: waiting, paused, or failed at a node (not one that failed otherwise). With
     ``any_text``, a run of any text of a pipeline of the same name (one that can be resumed only
-    with the text it started with)."""
+    with the text it started with). With ``notebook``, a run another notebook started is not
+    offered (two notebooks in one folder each see only their own runs and unrecorded ones)."""
     root = workdir / ".freshness" / "runs"
     if not root.is_dir():
         return None
@@ -121,6 +136,8 @@ def find_unfinished(graph: Graph, workdir: Path, *, any_text: bool = False) -> R
             if manifest.get("name") != graph.name:
                 continue
         elif not same_pipeline(graph.source, manifest.get("pipeline_hash")):
+            continue
+        if notebook is not None and started_by(folder) not in (None, notebook):
             continue
         if manifest.get("workdir") == str(workdir):
             candidates.append((stamp, folder))

@@ -169,3 +169,46 @@ def test_cli_resume_with_an_edited_pipeline_keeps_the_run(tmp_path: Path) -> Non
     with run:
         assert run.state.value == "completed"
         assert run.completed_nodes.count("plan") == 1  # kept, not run again
+
+
+def test_an_edited_prompt_marks_that_node_stale_and_its_readers_outdated(tmp_path: Path) -> None:
+    """``draft`` read ``plan``'s response: editing ``plan``'s prompt marks ``plan`` stale
+    ("its definition changed: prompt") and ``draft`` outdated, nothing else; in the view model
+    of the live run, the command line's ``why`` and ``status --json`` alike."""
+    from freshness_magic.views.model import RunSnapshot, ViewModel
+    from freshness_magic.views.state import NodeState
+
+    run_dir = waiting_run(tmp_path)
+    edited = PIPELINE.replace('"Plan the change"', '"Plan the change carefully"')
+    run, _ = carry_over(run_dir, edited)
+    with run:
+        model = ViewModel(run.graph)  # as a kernel follows the run: its events, then a step
+        model.replay(run.events.kinds.read(run.run_dir / "events.jsonl"), at_rest=True)
+        model.publish(RunSnapshot.of(run), {}, frozenset())
+        views = model.views()
+        marked = {
+            n: v.state for n, v in views.items() if v.state in (NodeState.STALE, NodeState.OUTDATED)
+        }
+        assert marked == {"plan": NodeState.STALE, "draft": NodeState.OUTDATED}
+        assert views["plan"].why == "its definition changed: prompt"
+        assert "`draft` read `last_response` of `plan`" in views["draft"].why
+
+    def cli(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run(
+            [sys.executable, "-m", "freshness_magic", *args],
+            cwd=tmp_path,
+            capture_output=True,
+            text=True,
+            timeout=120,
+        )
+
+    why = cli("why", str(run_dir), "plan")
+    assert why.stdout.startswith("plan: stale"), why.stdout + why.stderr
+    assert "its definition changed: prompt" in why.stdout
+    import json
+
+    data = json.loads(cli("status", str(run_dir), "--json").stdout)
+    states = {
+        n: s["state"] for n, s in data["nodes"].items() if s["state"] in ("stale", "outdated")
+    }
+    assert states == {"plan": "stale", "draft": "outdated"}

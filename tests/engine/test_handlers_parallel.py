@@ -475,8 +475,13 @@ def test_a_parallel_node_whose_driver_was_killed_keeps_the_branches_that_had_end
     runs = tmp_path / ".freshness" / "runs"
 
     def journaled() -> bool:
+        """quick's branch journaled as ended (its result; before it, its position at the
+        fan-in, which a resume does not run again either)."""
         journals = list(runs.glob(f"*/{JOURNAL_FILE}"))
-        return bool(journals) and partial_key("fan").encode() in journals[0].read_bytes()
+        if not journals:
+            return False
+        text = journals[0].read_bytes()
+        return partial_key("fan").encode() in text and b"stopped_at" in text
 
     try:
         wait_until(

@@ -21,11 +21,13 @@ WAITS_FOR_GO = """digraph p {
 """
 
 
-def interrupt_when(run: Run, path: Path) -> threading.Thread:
-    """Interrupt ``run`` from another thread once ``path`` exists (the node is running)."""
+def interrupt_when(run: Run, path: Path, *ended: str) -> threading.Thread:
+    """Interrupt ``run`` from another thread once ``path`` exists (the node is running) and
+    the nodes ``ended`` have their outcomes."""
 
     def watch() -> None:
         wait_until(path.exists, f"{path.name} written by the running node")
+        wait_until(lambda: set(ended) <= set(run.node_outcomes), f"{ended} ended")
         run.interrupt()
 
     thread = threading.Thread(target=watch, daemon=True)
@@ -63,7 +65,7 @@ def test_an_interrupted_attempt_is_recorded_and_its_rerun_too(tmp_path: Path) ->
 
 def test_interrupted_branch_nodes_are_recorded_and_ended_ones_once(tmp_path: Path) -> None:
     run = open_run(ONE_ENDS_ONE_WAITS, workdir=tmp_path)
-    watcher = interrupt_when(run, tmp_path / "slow.txt")
+    watcher = interrupt_when(run, tmp_path / "slow.txt", "quick")
     assert run.run().state is RunState.PAUSED
     watcher.join()
 

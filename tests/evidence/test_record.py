@@ -108,12 +108,26 @@ def test_evidence_path_refuses_ids_that_are_not_identifiers(tmp_path: Path, bad:
         evidence_path(tmp_path, bad)
 
 
-def test_evidence_path_refuses_a_symlink_leading_outside(tmp_path: Path) -> None:
+def test_a_symlink_as_the_evidence_file_is_an_invalid_file_never_followed(
+    tmp_path: Path,
+) -> None:
+    """The file is the node's: a link there makes it invalid (not read through); a linked
+    folder on the way is refused (the engine's own files would land outside)."""
     folder = tmp_path / ".orchestrator" / "evidence"
     folder.mkdir(parents=True)
     outside = tmp_path / "outside.json"
-    outside.write_text("{}")
+    outside.write_text(json.dumps(valid_doc(nodeId="draft")))
     os.symlink(outside, folder / "draft.json")
+    path = evidence_path(tmp_path, "draft")
+    result = read_evidence(path, "draft")
+    assert result.record is None and not result.valid
+    [problem] = result.problems
+    assert problem.startswith(f"{path}: not read: ") and "symbolic link" in problem
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (folder / "draft.json").unlink()
+    folder.rmdir()
+    os.symlink(elsewhere, folder)
     with pytest.raises(EvidenceError, match="outside"):
         evidence_path(tmp_path, "draft")
 

@@ -3,6 +3,7 @@ start and resume, the check before a node executes, and the stale files it leave
 
 from __future__ import annotations
 
+import json
 import os
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,7 @@ from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.run import Run
 from freshness_magic.events import session_event_kinds
+from freshness_magic.freshness.baseline import unpack_files
 from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.freshness.extension import FreshnessExtension, extension_of
 from freshness_magic.freshness.hashing import hash_file
@@ -127,8 +129,12 @@ def test_run_start_hashes_every_file_of_every_node(tmp_path: Path) -> None:
     for node_id, rels in (("a", ["a.txt"]), ("b", ["a.txt", "b/c.txt"])):
         for rel in rels:
             assert baselines[node_id].files[rel].digest == hash_file(tmp_path / rel).digest
-    checkpoint = (run.run_dir / "checkpoint.json").read_text()
-    assert hash_file(tmp_path / "b/c.txt").digest in checkpoint
+    checkpoint = json.loads((run.run_dir / "checkpoint.json").read_text())
+    saved = checkpoint["extensions"]["freshness"]["tracker"]["baselines"]["b"]
+    assert (
+        unpack_files(saved["files_packed"])["b/c.txt"].digest
+        == hash_file(tmp_path / "b/c.txt").digest
+    )
 
 
 def test_resume_recaptures_nodes_not_yet_executed(tmp_path: Path) -> None:
@@ -336,8 +342,10 @@ def test_accept_changes_unblocks_and_is_checkpointed(tmp_path: Path) -> None:
     assert accept_changes(run, "a") == {"a": ["in.txt"]}
     (accepted,) = events(run, FreshnessEvent.BASELINE_ACCEPTED)
     assert accepted.data["files"] == ["in.txt"]
-    state = (run.run_dir / "checkpoint.json").read_text()
-    assert hash_file(tmp_path / "in.txt").digest in state
+    checkpoint = json.loads((run.run_dir / "checkpoint.json").read_text())
+    saved = checkpoint["extensions"]["freshness"]["tracker"]["baselines"]["a"]
+    digest = unpack_files(saved["files_packed"])["in.txt"].digest
+    assert digest == hash_file(tmp_path / "in.txt").digest
     assert run.run().status == "completed" and rec.ran == ["a"]
 
 

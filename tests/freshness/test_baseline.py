@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import json
 import pickle
+from typing import Any
 
 import pytest
 
@@ -53,15 +55,68 @@ def test_hashed_record_matches_the_general_constructor() -> None:
     )
 
 
+def by_path(baseline: Baseline) -> dict[str, Any]:
+    """``baseline`` as state versions before 4 wrote it: one JSON object per file."""
+    data = dict(baseline.to_dict())
+    del data["files_packed"]
+    data["files"] = {path: rec.to_dict() for path, rec in baseline.files.items()}
+    return data
+
+
 def test_a_checkpointed_digest_that_is_not_hex_is_a_malformed_baseline() -> None:
-    data = Baseline("n", ("a",), "baseline", 0.0, 0, {"a": FileRecord(True, KEY, DIGEST)}).to_dict()
+    data = by_path(Baseline("n", ("a",), "baseline", 0.0, 0, {"a": FileRecord(True, KEY, DIGEST)}))
     data["files"]["a"]["digest"] = "not hex"
     with pytest.raises(FreshnessError, match="malformed"):
         Baseline.from_dict(data)
 
 
 def test_a_checkpointed_stat_key_out_of_range_is_a_malformed_baseline() -> None:
-    data = Baseline("n", ("a",), "baseline", 0.0, 0, {"a": FileRecord(True, KEY, DIGEST)}).to_dict()
+    data = by_path(Baseline("n", ("a",), "baseline", 0.0, 0, {"a": FileRecord(True, KEY, DIGEST)}))
     data["files"]["a"]["stat"][1] = -1
     with pytest.raises(FreshnessError, match="malformed"):
+        Baseline.from_dict(data)
+
+
+MIXED = {
+    "a.txt": FileRecord(True, KEY, DIGEST),
+    "b.bin": FileRecord(True, KEY, "ab" * 20),  # a git blob id
+    "gone.txt": FileRecord(existed=False, method=NONE),
+    "big.iso": FileRecord(True, KEY, None, STAT, "too large to hash", True),
+    "fifo": FileRecord(True, KEY, None, NONE, "is a FIFO", False),
+    "c.txt": FileRecord(True, KEY._replace(size=11), DIGEST),
+}
+
+
+def test_a_whole_snapshot_is_written_in_columns_and_reads_back_in_order() -> None:
+    baseline = Baseline("n", ("**",), "baseline", 1.5, 7, dict(MIXED), head="f" * 40, git=True)
+    data = json.loads(json.dumps(baseline.to_dict()))
+    packed = data["files_packed"]
+    assert "files" not in data and packed["paths"] == list(MIXED)
+    assert packed["kinds"] == "xbooox" and len(packed["others"]) == 3
+    again = Baseline.from_dict(data)
+    assert again == baseline and list(again.files) == list(MIXED)
+
+
+def test_a_version_3_snapshot_with_one_object_per_file_still_reads() -> None:
+    baseline = Baseline("n", ("**",), "baseline", 1.5, 7, dict(MIXED))
+    assert Baseline.from_dict(json.loads(json.dumps(by_path(baseline)))) == baseline
+
+
+@pytest.mark.parametrize(
+    "damage",
+    [
+        lambda p: p.update(kinds=p["kinds"][:-1]),  # a kind missing
+        lambda p: p.update(kinds="q" + p["kinds"][1:]),  # an unknown kind
+        lambda p: p.update(records=p["records"][:-8]),  # records cut short
+        lambda p: p.update(records="not base64!"),
+        lambda p: p.update(others=p["others"][:-1]),  # a record missing
+        lambda p: p.update(others=[*p["others"], {"existed": True}]),  # one too many
+        lambda p: p.pop("paths"),
+    ],
+)
+def test_damaged_columns_are_a_malformed_baseline(damage: Any) -> None:
+    data = Baseline("n", ("**",), "baseline", 1.5, 7, dict(MIXED)).to_dict()
+    data = json.loads(json.dumps(data))
+    damage(data["files_packed"])
+    with pytest.raises(FreshnessError, match="baseline of node 'n' is malformed"):
         Baseline.from_dict(data)

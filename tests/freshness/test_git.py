@@ -137,14 +137,16 @@ def test_at_most_one_git_call_per_check_and_none_when_fresh(repo: Path, git_log:
         write(repo, f"src/m{i}.py", f"{i}\n")
     tracker = FreshnessTracker(repo)
     tracker.capture({"n": ["src/**/*.py"]})
-    assert len(calls(git_log)) == 1  # the capture's status (HEAD comes with it)
+    # the capture's status, and the rev-parse that names HEAD's tree for git's index
+    assert [c.split()[1] for c in calls(git_log)] == ["--quiet", "status"]
+    assert calls(git_log)[0].startswith("rev-parse")
     tracker.check("n")
-    assert len(calls(git_log)) == 1  # nothing stale: git is not asked
+    assert len(calls(git_log)) == 2  # nothing stale: git is not asked
     for i in range(30):
         write(repo, f"src/m{i}.py", f"changed {i}\n")
     report = tracker.check("n")
     assert len(report.stale_files) == 30
-    assert len(calls(git_log)) == 2
+    assert len(calls(git_log)) == 3
     assert "status" in calls(git_log)[-1]
 
 

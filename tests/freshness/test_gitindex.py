@@ -262,21 +262,18 @@ def test_a_linked_worktree_and_a_submodule_use_their_own_index(
 def test_a_large_first_look_through_the_index_stays_on_one_core(
     repo: Path, reads: list[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """No stat worker and no git process: the index tells both the blob ids and git's status."""
+    """No git process: the index tells both the blob ids and git's status."""
     for folder in range(4):
         for i in range(10):
             write(repo, f"data/d{folder}/f{i}.txt", f"{folder}.{i}\n")
     git(repo, "add", "-A")
     git(repo, "commit", "-q", "-m", "data")
     settle(repo)
-    monkeypatch.setattr(snapshot, "MIN_FILES", 10)  # the real size is 10,000 files
     started: list[object] = []
     monkeypatch.setattr(vcs, "start", lambda *args: started.append(args))
     write(repo, "data/d3/f9.txt", "changed\n")
     tracker = FreshnessTracker(repo)
     baseline = tracker.capture({"n": ["data/**"]})["n"]
-    worker = tracker.snapshotter.worker
-    assert worker is None or worker.pid is None
     assert started == []
     assert reads == ["f9.txt"]
     assert len(blob_paths(baseline)) == 40
@@ -398,3 +395,61 @@ def test_a_look_the_stat_cache_knows_asks_git_about_its_files_by_name(
     tracker.capture({"m": ["many/*"]})  # untracked: asked for by name, 70 of them: whole tree
     tracker.capture({"m": ["many/*"]})
     assert git_calls[-1][git_calls[-1].index("--") + 1 :] == ["."]
+
+
+TRACKED = ("src/a.py", "src/b.py", "docs/spec.md")
+
+
+@pytest.mark.parametrize("version", ["2", "3", "4"])
+def test_every_index_version_gives_git_s_blob_ids_head_and_status(
+    repo: Path, reads: list[str], version: str
+) -> None:
+    git(repo, "update-index", "--index-version", version)
+    write(repo, "src/a.py", "a = 3\n")  # modified: the only file read
+    baseline = FreshnessTracker(repo).capture({"n": ["src/*", "docs/**"]})["n"]
+    assert reads == ["a.py"]
+    assert {path: baseline.files[path].digest for path in TRACKED} == {
+        path: hash_object(repo, path) for path in TRACKED
+    }
+    assert (baseline.head, baseline.git_states) == git_view(repo, baseline)
+    assert baseline.git_states == {"src/a.py": "modified"}
+
+
+@pytest.mark.parametrize("layout", ["packed refs", "packed objects", "detached", "worktree"])
+def test_head_is_the_one_git_names_whatever_the_ref_and_object_store(
+    repo: Path, tmp_path: Path, layout: str
+) -> None:
+    """HEAD comes from ``git rev-parse``: git reads its own refs and objects (a reftable
+    store too, with a git that writes one; the installed git may not)."""
+    write(repo, "src/a.py", "a = 2\n")
+    git(repo, "commit", "-q", "-am", "two")
+    where = repo
+    if layout == "packed refs":
+        git(repo, "pack-refs", "--all")
+    elif layout == "packed objects":
+        git(repo, "gc", "-q")
+        assert not list((repo / ".git/objects").glob("??/*"))
+    elif layout == "detached":
+        git(repo, "checkout", "-q", "--detach", "HEAD~1")
+    else:
+        where = tmp_path / "other"
+        git(repo, "worktree", "add", "-q", "-b", "side", str(where))
+        write(where, "x.txt", "x\n")
+        git(where, "add", "x.txt")
+        git(where, "commit", "-q", "-m", "side")
+    settle(where)
+    baseline = FreshnessTracker(where).capture({"n": ["src/*", "docs/**"]})["n"]
+    assert blob_paths(baseline) == set(TRACKED)
+    assert baseline.head == git(where, "rev-parse", "HEAD").strip()
+    assert (baseline.head, baseline.git_states) == git_view(where, baseline)
+
+
+def test_a_sparse_index_is_not_read_and_git_tells_the_status(repo: Path) -> None:
+    git(repo, "sparse-checkout", "set", "--cone", "--sparse-index", "src")
+    assert b"sdir" in (repo / ".git/index").read_bytes()  # a folder entry stands for docs/
+    assert GitIndex.read(str(repo.resolve()), "") is None
+    write(repo, "src/a.py", "a = 3\n")
+    baseline = FreshnessTracker(repo).capture({"n": ["src/*"]})["n"]
+    assert blob_paths(baseline) == set()
+    assert (baseline.head, baseline.git_states) == git_view(repo, baseline)
+    assert baseline.git_states == {"src/a.py": "modified"}

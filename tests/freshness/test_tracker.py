@@ -337,10 +337,10 @@ def test_checkpoint_lists_shared_and_unchanged_files_once(tree: Path) -> None:
     tracker.snapshot_run("a")
     state = json.loads(json.dumps(tracker.to_dict()))
     saved = state["baselines"]
-    assert len(saved["a"]["files"]) == 40 and "files_from" not in saved["a"]
+    assert len(saved["a"]["files_packed"]["paths"]) == 40 and "files_from" not in saved["a"]
     assert saved["b"]["files_from"] == "a" and "files" not in saved["b"]
     assert saved["b"]["files_changed"] == {} and saved["b"]["files_removed"] == []
-    assert "files" in saved["c"]  # other entries: whole
+    assert "files_packed" in saved["c"]  # other entries: whole
     run = state["run_snapshots"]["a"]
     assert run["files_from"] == "a" and set(run["files_changed"]) == {"data/f007.txt"}
     assert run["files_removed"] == ["data/f008.txt"]
@@ -387,7 +387,7 @@ def test_a_delta_larger_than_half_the_files_is_written_whole(tree: Path) -> None
         write(tree, f"data/f{i:03d}.txt", "rewritten\n")
     tracker.snapshot_run("a")
     run = tracker.to_dict()["run_snapshots"]["a"]
-    assert "files_from" not in run and len(run["files"]) == 10
+    assert "files_from" not in run and len(run["files_packed"]["paths"]) == 10
 
 
 def test_a_version_1_checkpoint_state_still_loads(tree: Path) -> None:

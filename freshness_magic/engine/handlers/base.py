@@ -104,7 +104,16 @@ class BranchRunner(Protocol):
     """Executes one node of a branch exactly as the main path does (run extensions, retries,
     events, status) in the branch's own context, then routes it within the branch."""
 
-    def run_node(self, node: Node, context: Context, branch_of: str) -> BranchStep: ...
+    def run_node(
+        self,
+        node: Node,
+        context: Context,
+        branch_of: str,
+        ended: Callable[[BranchStep], None] | None = None,
+    ) -> BranchStep:
+        """``ended`` is called with the routed step before anything of the node's end is
+        written (the parallel handler journals the branch's progress there)."""
+        ...
 
     def interrupt(self) -> None:
         """Stop every running node (thread-safe): a Ctrl-C while branches run stops them all."""

@@ -10,9 +10,11 @@ contexts are never merged back (§3.8): only the parallel node's ``context_updat
 run, chiefly ``parallel.results``. When the branches converge on one fan-in node, the outcome
 suggests it as the next node, so the run continues there.
 
-Each branch that ends is saved at once (``StepEnv.keep``): when the parallel node is interrupted
-or its driver killed, running it again starts only the branches that had not ended, and joins
-their results with the saved ones.
+Every node a branch ends is journaled at once with the branch's progress (``StepEnv.keep``:
+where the branch goes next, its context changes, the nodes it ran), before anything of that
+node's end is written (its event, status file, evidence record): when the parallel node is
+interrupted or its driver killed, running it again runs no node whose end was recorded. A branch
+that had ended is joined as it was saved; one that had not goes on from its next node.
 """
 
 from __future__ import annotations
@@ -20,13 +22,14 @@ from __future__ import annotations
 import collections
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.handlers.base import StepEnv
+from freshness_magic.engine.handlers.base import BranchStep, StepEnv
 from freshness_magic.engine.model import Edge, Graph, Node, parse_int
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.reach import first_fan_in
@@ -132,6 +135,105 @@ def kept_branches(kept: Any, branches: list[Edge]) -> dict[int, BranchResult]:
     }
 
 
+@dataclass
+class _Position:
+    """Where a branch that has not ended stands: the entry kept under ``progress``."""
+
+    index: int
+    id: str
+    at: str | None
+    """The node the branch runs next (or where it stops: a fan-in, an exit)."""
+    nested_join: str | None = None
+    context_updates: dict[str, Any] = field(default_factory=dict)
+    completed_nodes: list[str] = field(default_factory=list)
+    last: dict[str, Any] | None = None
+    """The outcome of the branch's last node (``Outcome.to_dict``)."""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "index": self.index,
+            "id": self.id,
+            "at": self.at,
+            "nested_join": self.nested_join,
+            "context_updates": self.context_updates,
+            "completed_nodes": list(self.completed_nodes),
+            "last": self.last,
+        }
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> _Position:
+        at, join, last = data.get("at"), data.get("nested_join"), data.get("last")
+        return cls(
+            index=int(data["index"]),
+            id=str(data["id"]),
+            at=at if isinstance(at, str) else None,
+            nested_join=join if isinstance(join, str) else None,
+            context_updates=dict(data.get("context_updates") or {}),
+            completed_nodes=[str(n) for n in data.get("completed_nodes") or ()],
+            last=last if isinstance(last, dict) else None,
+        )
+
+
+def kept_positions(kept: Any, branches: list[Edge]) -> dict[int, _Position]:
+    """Where the branches an interrupted run of the node had not ended stood, by index."""
+    entries = kept.get("progress") if isinstance(kept, dict) else None
+    found: dict[int, _Position] = {}
+    for entry in entries if isinstance(entries, list) else ():
+        try:
+            position = _Position.from_dict(entry)
+        except (KeyError, TypeError, ValueError, AttributeError):
+            continue
+        if 0 <= position.index < len(branches) and branches[position.index].target == position.id:
+            found[position.index] = position
+    return found
+
+
+class _Progress:
+    """The branches' ends and positions, journaled together at every branch node's end.
+
+    Each change is made inside ``StepEnv.keep`` (given a function, it calls it under the run's
+    hook lock), so a change and its journal record are one step for the other branches, and no
+    lock of its own can be taken in the other order."""
+
+    def __init__(
+        self, env: StepEnv, results: dict[int, BranchResult], positions: dict[int, _Position]
+    ) -> None:
+        self._env = env
+        self.results = results
+        self.positions = positions
+
+    def moved(self, position: _Position) -> None:
+        """A branch node ended: journal where its branch stands now."""
+
+        def change() -> dict[str, Any]:
+            self.positions[position.index] = position
+            return self._value()
+
+        self._keep(change)
+
+    def ended(self, result: BranchResult) -> None:
+        """A branch ended: journal its result (one stopped before its end keeps its position)."""
+
+        def change() -> dict[str, Any]:
+            self.results[result.index] = result
+            if not _stopped(result):
+                self.positions.pop(result.index, None)
+            return self._value()
+
+        self._keep(change)
+
+    def _keep(self, change: Callable[[], dict[str, Any]]) -> None:
+        if self._env.keep is None:
+            change()
+        else:
+            self._env.keep(change)
+
+    def _value(self) -> dict[str, Any]:
+        ended = [r.to_dict() for _, r in sorted(self.results.items()) if not _stopped(r)]
+        progress = [p.to_dict() for _, p in sorted(self.positions.items())]
+        return {"branches": ended, "progress": progress}
+
+
 def kept_branch_ids(kept: Any) -> list[str]:
     """The branches an interrupted parallel node had ended (``StepEnv.kept``, the context's
     :func:`~freshness_magic.engine.context.partial_key` of the node): they do not run again."""
@@ -186,8 +288,13 @@ class ParallelHandler:
             {"node": node.id, "branch_count": len(branches), "join_policy": join_policy},
         )
         kept = kept_branches(env.kept, branches)
+        progress = _Progress(
+            env,
+            dict(kept),
+            {i: p for i, p in kept_positions(env.kept, branches).items() if i not in kept},
+        )
         results = self._run_branches(
-            node, branches, context, env, max_parallel, join_policy, error_policy, dict(kept)
+            node, branches, context, env, max_parallel, join_policy, error_policy, progress
         )
         outcome = self._join(node, results, join_policy, error_policy, env, started)
         kept_results = outcome.context_updates.get("parallel.results") or []
@@ -214,9 +321,11 @@ class ParallelHandler:
         max_parallel: int,
         join_policy: str,
         error_policy: str,
-        results: dict[int, BranchResult],
+        progress: _Progress,
     ) -> list[BranchResult]:
-        """Run the branches not in ``results`` (those ended before an interrupt)."""
+        """Run the branches not in ``progress.results`` (those ended before an interrupt); one
+        with a kept position goes on from there."""
+        results = progress.results
         stop = threading.Event()
         for index, kept in sorted(results.items()):
             env.emit(
@@ -251,7 +360,7 @@ class ParallelHandler:
                 while waiting and len(running) < max_parallel and not stop.is_set():
                     index, edge = waiting.popleft()
                     future = pool.submit(
-                        self._branch, node, edge, index, context.clone(), env, stop
+                        self._branch, node, edge, index, context.clone(), env, stop, progress
                     )
                     running[future] = index
 
@@ -260,11 +369,9 @@ class ParallelHandler:
                 while running:
                     done, _ = wait(running, return_when=FIRST_COMPLETED)
                     for future in done:
-                        result = future.result()
-                        results[running.pop(future)] = result
-                        if decides(result):
+                        running.pop(future)
+                        if decides(future.result()):
                             stop.set()
-                    self._keep(env, results)
                     launch()
             except KeyboardInterrupt:
                 # Leaving the pool waits for its threads: stop their nodes first.
@@ -282,13 +389,6 @@ class ParallelHandler:
                 )
         return [results[i] for i in range(len(branches))]
 
-    @staticmethod
-    def _keep(env: StepEnv, results: dict[int, BranchResult]) -> None:
-        """Save the branches that ended (not those stopped before their end)."""
-        ended = [r.to_dict() for _, r in sorted(results.items()) if not _stopped(r)]
-        if env.keep is not None and ended:
-            env.keep({"branches": ended})
-
     def _branch(
         self,
         parent: Node,
@@ -297,8 +397,36 @@ class ParallelHandler:
         context: Context,
         env: StepEnv,
         stop: threading.Event,
+        progress: _Progress,
     ) -> BranchResult:
-        """Walk one branch; never raises (a handler exception is a FAIL of the branch)."""
+        """Walk one branch (from its kept position, if any); never raises (a handler exception
+        is a FAIL of the branch). Its result is journaled (``progress.ended``) before it is
+        announced."""
+        result = self._walk(parent, edge, index, context, env, stop, progress)
+        progress.ended(result)
+        env.emit(
+            EventType.PARALLEL_BRANCH_COMPLETED,
+            {
+                "node": parent.id,
+                "branch": edge.target,
+                "index": index,
+                "duration": result.duration,
+                "success": result.status.is_success,
+                "status": result.status.value,
+            },
+        )
+        return result
+
+    def _walk(
+        self,
+        parent: Node,
+        edge: Edge,
+        index: int,
+        context: Context,
+        env: StepEnv,
+        stop: threading.Event,
+        progress: _Progress,
+    ) -> BranchResult:
         graph = env.graph
         result = BranchResult(id=edge.target, index=index)
         if stop.is_set():
@@ -316,6 +444,28 @@ class ParallelHandler:
         last: Outcome | None = None
         # The fan-in of a nested parallel node just executed: the branch runs that one itself.
         nested_join: str | None = None
+        kept = progress.positions.get(index)
+        if kept is not None:  # it had run some nodes before the interrupt: go on from there
+            context.apply_updates(kept.context_updates)
+            current, nested_join = kept.at, kept.nested_join
+            result.completed_nodes = list(kept.completed_nodes)
+            steps = len(kept.completed_nodes)
+            last = Outcome.from_dict(kept.last) if kept.last is not None else None
+
+        def ended(done: BranchStep) -> None:
+            """The node's end, journaled with where the branch goes next."""
+            progress.moved(
+                _Position(
+                    index=index,
+                    id=edge.target,
+                    at=done.next_node,
+                    nested_join=done.next_node if done.joined else None,
+                    context_updates=_changed(before, context.snapshot()),
+                    completed_nodes=[*result.completed_nodes, str(current)],
+                    last=done.outcome.to_dict(),
+                )
+            )
+
         while current is not None:
             target = graph.nodes.get(current)
             if target is None:
@@ -345,7 +495,7 @@ class ParallelHandler:
                 break
             steps += 1
             assert env.branches is not None
-            done = env.branches.run_node(target, context, parent.id)
+            done = env.branches.run_node(target, context, parent.id, ended)
             last = done.outcome
             result.completed_nodes.append(current)
             if done.interrupted:
@@ -363,17 +513,6 @@ class ParallelHandler:
         if result.completed_nodes and last_writer is not None:
             result.writer = last_writer.step
         result.duration = time.monotonic() - started
-        env.emit(
-            EventType.PARALLEL_BRANCH_COMPLETED,
-            {
-                "node": parent.id,
-                "branch": edge.target,
-                "index": index,
-                "duration": result.duration,
-                "success": result.status.is_success,
-                "status": result.status.value,
-            },
-        )
         return result
 
     @staticmethod

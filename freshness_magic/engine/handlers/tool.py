@@ -96,11 +96,12 @@ def reason_ends(reason: str) -> tuple[str, str]:
 
 def _keep_group_id(path: Path, record: dict[str, Any]) -> None:
     """Write ``nodes/<id>/pgid`` for a started command. A command that removed the run
-    directory already (``git clean -x``, ``rm -rf .freshness``) leaves no folder to write it in:
-    the command still runs and ends as usual; only a kill of this driver would not find it."""
+    directory already (``git clean -x``, ``rm -rf .freshness``) leaves no folder to write it in,
+    and a full disk may refuse it: the command still runs and ends as usual; only a kill of this
+    driver would not find it."""
     try:
         atomicio.write_atomic(path, json.dumps(record) + "\n")
-    except FileNotFoundError:
+    except OSError:  # gone, or refused (a full disk): the next state write reports that
         return
 
 

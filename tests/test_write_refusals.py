@@ -1,0 +1,94 @@
+"""A state write the system refuses (a full disk, a read-only folder, a lost permission, a
+quota) at any point of a step is one line naming the file and what to do, never a traceback;
+what is already on disk stays intact and the run resumes once the write can be made.
+
+The refusal is injected through ``freshness_magic.faults`` at each write of a run in turn (the
+writes enumerated by a first, traced run), so every write site of a step is hit.
+"""
+
+from __future__ import annotations
+
+import errno
+import json
+import os
+import subprocess
+import sys
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from freshness_magic import faults
+from tests.processes import REPO, cli
+
+PIPELINE = """digraph p {
+  start [shape=Mdiamond]
+  tool  [shape=parallelogram, tool_command="echo tool >> ran.txt"]
+  done  [shape=Msquare]
+  start -> tool -> done
+}
+"""
+
+
+def run_cli(
+    workdir: Path, *args: str, fault: str | None = None
+) -> subprocess.CompletedProcess[str]:
+    env = {**os.environ, "PYTHONPATH": str(REPO), faults.TRACE_ENV: str(workdir / "trace")}
+    env.pop(faults.FAULT_ENV, None)
+    if fault is not None:
+        env[faults.FAULT_ENV] = fault
+    return subprocess.run(
+        [sys.executable, "-m", "freshness_magic", *args],
+        cwd=workdir,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        stdin=subprocess.DEVNULL,
+    )
+
+
+@pytest.fixture(scope="module")
+def tool_step(tmp_path_factory: pytest.TempPathFactory) -> range:
+    """The write numbers of the tool node's step: from its step marker (the first write of
+    the step) to the journal record of the step after it."""
+    folder = tmp_path_factory.mktemp("reference")
+    (folder / "p.dot").write_text(PIPELINE)
+    done = run_cli(folder, "run", "p.dot")
+    assert done.returncode == 0, done.stderr
+    writes = (folder / "trace").read_text().splitlines()
+    first = next(i for i, w in enumerate(writes, 1) if "/tool.running." in w)
+    end = next(i for i, w in enumerate(writes, 1) if i > first and "/nodes/done/" in w)
+    return range(first, end)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("code", ["ENOSPC", "EROFS", "EACCES", "EDQUOT"])
+def test_a_refused_write_at_any_point_of_a_step_is_one_line_and_the_run_resumes(
+    tmp_path: Path, tool_step: range, code: str
+) -> None:
+    points = tool_step if code == "ENOSPC" else [tool_step[len(tool_step) // 2]]
+    message = os.strerror(getattr(errno, code))
+    for at in points:
+        workdir = tmp_path / f"{code}-{at}"
+        workdir.mkdir()
+        (workdir / "p.dot").write_text(PIPELINE)
+        refused = run_cli(workdir, "run", "p.dot", fault=f"{at}:{code}")
+        site = (workdir / "trace").read_text().splitlines()[at - 1]
+        said = [line for line in refused.stderr.splitlines() if line.strip()]
+        assert "Traceback" not in refused.stderr, (at, site, refused.stderr)
+        assert len(said) <= 1, (at, site, said)  # one line, or none (a node failed, said so)
+        if said:
+            assert message in said[0] or message.lower() in said[0], (at, site, said)
+        if refused.returncode == 1:  # the node failed with the refusal as its reason
+            assert message in refused.stdout, (at, site, refused.stdout)
+        [run_dir] = (workdir / ".freshness" / "runs").iterdir()
+        again = cli("resume", str(run_dir), cwd=workdir)
+        if again.returncode == 1:  # failed at the node: retry it once the write can be made
+            again = cli("resume", str(run_dir), "--retry", cwd=workdir)
+        assert again.returncode == 0, (at, site, refused.stdout, again.stdout, again.stderr)
+        ran = Counter((workdir / "ran.txt").read_text().split())
+        assert ran["tool"] in (1, 2), (at, site, ran)
+        if at > tool_step[0] + 2:  # its step's records and status are whole after the resume
+            log = (run_dir / "evidence.jsonl").read_text().splitlines()
+            assert Counter(json.loads(x)["nodeId"] for x in log)["done"] == 1, (at, site)

@@ -129,7 +129,10 @@ def test_a_node_runs_through_a_host_that_has_only_what_run_host_lists(tmp_path: 
     assert seen == [EventType.STAGE_STARTED, EventType.STAGE_RETRYING, EventType.STAGE_COMPLETED]
     assert host.retries == [0, 1]
     assert host.outcomes == [("work", "success")]
-    status = json.loads((host.run_dir / "nodes" / "work" / "status.json").read_text())
+    status_file = host.run_dir / "nodes" / "work" / "status.json"
+    assert not status_file.exists()  # written after the journal record that holds the step
+    executor.saved()
+    status = json.loads(status_file.read_text())
     assert status["outcome"] == "success"
     assert context.get("outcome") == "success"
     assert ext.runs == [host.run, host.run]

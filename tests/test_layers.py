@@ -12,11 +12,12 @@ import pytest
 import freshness_magic
 
 PACKAGE = Path(freshness_magic.__file__).parent
-BASE = {"errors", "ids", "atomicio", "pathsafety", "schemas", "vcs"}
-"""What every layer may use: errors, ids, crash-safe files, path checks, schemas, git."""
+BASE = {"errors", "ids", "faults", "atomicio", "pathsafety", "schemas", "vcs"}
+"""What every layer may use: errors, ids, write sites, safe files and paths, schemas, git."""
 MAY_IMPORT: dict[str, set[str]] = {
     "pathsafety": {"errors", "ids"},
-    "atomicio": {"errors", "pathsafety"},
+    "faults": set(),
+    "atomicio": {"errors", "faults", "pathsafety"},
     "engine": BASE - {"vcs"},
     "freshness": BASE | {"engine"},
     "evidence": BASE | {"engine", "freshness"},

@@ -34,6 +34,15 @@ REVIEW = """digraph review {
 """
 
 
+@pytest.fixture(autouse=True)
+def _no_shell() -> None:
+    """As in a script: no IPython shell in the process (a test before may have left one, and a
+    pipeline made where a shell runs says the magics)."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    InteractiveShell.clear_instance()
+
+
 def _workdir(root: Path) -> Path:
     (root / "docs").mkdir(parents=True)
     (root / "docs" / "spec.md").write_text("the spec\n")
@@ -53,7 +62,7 @@ def test_the_actions_of_the_magics_from_python(tmp_path: Path) -> None:
     assert retried.text.splitlines()[-1] == "run: 3 step(s); waiting"
     assert pipeline.pending_gate() is not None
     said = pipeline.cond("outcom=success", "draft").text
-    assert said.splitlines()[0] == "result: false"
+    assert said.splitlines()[:2] == ["in the context after draft ran (step 4)", "result: false"]
     assert "warning: key `outcom` looks like a typo of `outcome`" in said
     assert "edge from draft: -> approve" in said
     (workdir / "docs" / "spec.md").write_text("the spec, changed\n")
@@ -67,9 +76,49 @@ def test_the_actions_of_the_magics_from_python(tmp_path: Path) -> None:
     assert status.splitlines()[0].startswith("pipeline review: completed")
     records = pipeline.evidence("draft")
     assert "draft" in records.text and len(records.data) == 1
-    assert (
-        pipeline.run_to().text == "run completed; nothing to do: %pipeline reset starts a new run"
-    )
+    assert pipeline.run_to().text == "run completed; nothing to do: review.reset() starts a new run"
+
+
+def test_outside_ipython_the_hints_name_the_objects_methods(tmp_path: Path) -> None:
+    """A script has no magics: each line to paste is a call of the pipeline object."""
+    workdir = _workdir(tmp_path / "work")
+    (workdir / "ok.txt").write_text("ok\n")
+    pipeline = freshness_magic.Pipeline(REVIEW, workdir=workdir, name="review")
+    waiting = pipeline.run().text
+    assert '  answer with: review.resume("approve", choice="<key>"[, comment="TEXT"])' in waiting
+    why = pipeline.why("approve").text
+    assert '[Y] Yes -> done:        review.resume("approve", choice="Y")' in why
+    assert '[N] No, redo -> draft:  review.resume("approve", choice="N")' in why
+    assert "%pipeline" not in waiting + why
+    (workdir / "docs" / "spec.md").write_text("the spec, changed\n")
+    pipeline.refresh_freshness()
+    said = pipeline.why("draft").text
+    assert 'review.accept("draft")' in said and "%pipeline" not in said
+    unnamed = freshness_magic.Pipeline(REVIEW, workdir=workdir, name="two words")
+    offered = str(_refusal(unnamed.retry))  # the run above waits on disk: it is offered
+    assert offered.endswith("pipeline.resume() reopens it, pipeline.reset() starts a new one")
+
+
+def _refusal(action: object) -> RunError:
+    with pytest.raises(RunError) as refused:
+        action()  # type: ignore[operator]
+    return refused.value
+
+
+def test_in_ipython_a_pipeline_made_in_python_says_the_magics(tmp_path: Path) -> None:
+    from IPython.core.interactiveshell import InteractiveShell
+
+    shell = InteractiveShell.instance()
+    try:
+        assert shell is not None
+        workdir = _workdir(tmp_path / "work")
+        (workdir / "ok.txt").write_text("ok\n")
+        pipeline = freshness_magic.Pipeline(REVIEW, workdir=workdir, name="review")
+        waiting = pipeline.run().text
+        assert "  answer with: %pipeline resume approve --choice <key> [--comment TEXT]" in waiting
+        pipeline.close()
+    finally:
+        InteractiveShell.clear_instance()
 
 
 def test_errors_outside_ipython_are_the_package_errors_not_usage_errors(tmp_path: Path) -> None:

@@ -12,9 +12,12 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.choices import path_arg
+
+if TYPE_CHECKING:
+    from freshness_magic.freshness.runcheck import RunCheck
 
 
 def register(subparsers: Any) -> None:
@@ -41,12 +44,13 @@ def register(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.commands._rundir import run_dir_or_newest
-    from freshness_magic.freshness.runcheck import check_run_dir
+    from freshness_magic.freshness.runcheck import check_run
     from freshness_magic.hub.integration import HubHashSource
 
     run_dir = run_dir_or_newest(args.run_dir, "check")
-    report = check_run_dir(run_dir, hash_sources=HubHashSource)
-    outdated = outdated_nodes(run_dir, report)
+    checked = check_run(run_dir, hash_sources=HubHashSource)
+    report = checked.report
+    outdated = outdated_nodes(checked)
     if args.json:
         data = report.to_dict(all_files=args.all_files)
         data["outdated"] = outdated
@@ -63,23 +67,19 @@ def main(args: argparse.Namespace) -> int:
     return 0 if report.all_fresh else 1
 
 
-def outdated_nodes(run_dir: Any, report: Any) -> dict[str, str]:
+def outdated_nodes(checked: RunCheck) -> dict[str, str]:
     """The nodes whose latest execution is outdated, each with its chain (the derivation of
     every view, :func:`~freshness_magic.engine.marks.node_marks`); empty without the run's
-    stored pipeline."""
-    from freshness_magic.commands.status import stored_graph
-    from freshness_magic.engine.checkpoint import load_checkpoint
+    stored pipeline. ``checked`` is the :class:`~freshness_magic.freshness.runcheck.RunCheck`
+    the report came from (its checkpoint and pipeline are not read again)."""
     from freshness_magic.engine.marks import MarkKind, node_marks
-    from freshness_magic.engine.persistence import follow_restarts
     from freshness_magic.engine.trace import Trace
     from freshness_magic.freshness.extension import changed_since_run
 
-    folder = follow_restarts(run_dir)
-    data, used = load_checkpoint(folder)
-    graph, _ = stored_graph(folder, data, used)
-    if graph is None:
+    if checked.graph is None:
         return {}
+    data = checked.data
     run_id = str(data.get("run_id") or "")
     traces = [Trace.from_dict(t, run_id) for t in data.get("traces") or ()]
-    marks = node_marks(traces, changed_since_run(report, graph))
+    marks = node_marks(traces, changed_since_run(checked.report, checked.graph))
     return {n: m.because() for n, m in marks.items() if m.kind is MarkKind.OUTDATED}

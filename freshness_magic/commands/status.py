@@ -16,6 +16,7 @@ from freshness_magic.holders import driven_now, held_open
 if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph
     from freshness_magic.engine.trace import Trace
+    from freshness_magic.views.runview import RunView
 
 
 def register(subparsers: Any) -> None:
@@ -46,28 +47,37 @@ def status_dict(run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.commands import invoked_as
     from freshness_magic.commands._rundir import run_dir_or_newest
-    from freshness_magic.engine.activity import activity
+    from freshness_magic.engine.activity import CUT_OFF_BY_ERROR, CUT_OFF_BY_KILL, activity, cut_off
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.gates import parse_accelerator
     from freshness_magic.engine.persistence import follow_restarts, workdir_gone
     from freshness_magic.engine.runlock import live_driver
     from freshness_magic.engine.trace import Trace
+    from freshness_magic.views.state import NodeState
 
     run_dir = follow_restarts(run_dir_or_newest(args.run_dir, "status"))
     data, used = load_checkpoint(run_dir)
     info = status_dict(run_dir.resolve(), data)
     graph, damage = stored_graph(run_dir, data, used)
-    stale, outdated = changed_nodes(data, used, run_dir, graph)
-    ran = ("success", "partial_success")  # a failed node is shown failed, not outdated
-    outdated = [n for n in outdated if info["node_outcomes"].get(n, {}).get("status") in ran]
+    view = run_view(run_dir) if graph is not None else None
+    if view is not None:  # the marks as every view shows them: one snapshot, one set of rules
+        views = view.model.views()
+        # stale: changed inputs (whatever the node shows), or an edited definition (as shown)
+        edited = [n for n, v in views.items() if v.state is NodeState.STALE]
+        edited = [n for n in edited if n not in view.model.stale]
+        stale = None if view.report is None and not edited else [*view.model.stale, *edited]
+        outdated = [n for n, v in views.items() if v.state is NodeState.OUTDATED]
+    else:
+        views, outdated = {}, []
+        stale = changed_nodes(data, used, run_dir)
     if stale:  # as driver and orphaned_tools: only when there is something to say
         info["stale_nodes"] = stale
     if outdated:
         info["outdated_nodes"] = outdated
     if damage:
         info["stored_pipeline_problem"] = damage
-    elif graph is not None and args.json and (states := node_states(run_dir)) is not None:
-        info["nodes"] = states
+    elif view is not None and args.json:
+        info["nodes"] = {n: {"state": v.state.value, "why": v.why} for n, v in views.items()}
     if gone := workdir_gone(run_dir, data.get("workdir")):
         info["workdir_missing"] = gone
     driver = live_driver(run_dir)
@@ -79,8 +89,10 @@ def main(args: argparse.Namespace) -> int:
         if orphans := orphaned_tools(run_dir):
             info["orphaned_tools"] = orphans
         # started and never ended, with no driver left: it stopped without a word (kill -9)
-        if (cut := activity(run_dir).running) and not info["interrupted_node"]:
-            info["cut_off_nodes"] = cut
+        stopped = cut_off(run_dir)
+        if stopped.nodes and not info["interrupted_node"]:
+            info["cut_off_nodes"] = stopped.nodes
+            info["cut_off_by"] = "kill" if stopped.reason == CUT_OFF_BY_KILL else "error"
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False, default=str))
         return EXIT_CODES[info["status"]]
@@ -105,7 +117,13 @@ def main(args: argparse.Namespace) -> int:
     for node in dict.fromkeys(info["completed_nodes"]):
         outcome = info["node_outcomes"].get(node, {})
         note = _first_line(outcome.get("failure_reason") or outcome.get("notes") or "")
-        mark = " (stale)" if node in (stale or ()) else " (outdated)" if node in outdated else ""
+        mark = (
+            " (stale)"
+            if node in (stale or ())
+            else " (outdated)"
+            if node in views and views[node].state is NodeState.OUTDATED
+            else ""
+        )
         said = outcome.get("status", "")
         source = outcome.get("reused_from")
         if isinstance(source, dict):  # not run: taken from an earlier execution
@@ -136,11 +154,8 @@ def main(args: argparse.Namespace) -> int:
     elif info["next_node"]:
         print(f"next node: {info['next_node']}", file=out)
     for node in info.get("cut_off_nodes", ()):
-        print(
-            f"note: {node} was running when its driver stopped without saving (killed?); "
-            f"resume runs it again",
-            file=out,
-        )
+        reason = CUT_OFF_BY_KILL if info.get("cut_off_by") == "kill" else CUT_OFF_BY_ERROR
+        print(f"note: {node} {reason}", file=out)
     for line in info.get("orphaned_tools", ()):
         print(f"note: {line}", file=out)
     if damage:
@@ -178,55 +193,33 @@ def stored_graph(
         return None, f"the stored pipeline {stored} does not load: {exc}"
 
 
-def changed_nodes(
-    data: dict[str, Any], used: Path, run_dir: Path, graph: Graph | None
-) -> tuple[list[str] | None, list[str]]:
-    """From the checkpoint ``status`` read: the nodes whose inputs changed (as ``check`` finds
-    them) and are checked (``freshness`` warn or block: the nodes every view shows stale; None
-    when the run keeps no freshness state), and the nodes whose latest execution is outdated
-    (:func:`~freshness_magic.engine.marks.node_marks`, from the run's traces, as every view
-    shows them)."""
-    from freshness_magic.engine.marks import MarkKind, node_marks
-    from freshness_magic.engine.persistence import was_edited
-    from freshness_magic.engine.trace import Trace, graph_definitions
+def changed_nodes(data: dict[str, Any], used: Path, run_dir: Path) -> list[str] | None:
+    """The nodes whose inputs changed (as ``check`` finds them), for a run ``status`` cannot
+    read through the views (a pipeline built in code, or a stored copy that is damaged: no
+    pipeline to tell the checked nodes or the outdated ones from); None when the run keeps no
+    freshness state."""
     from freshness_magic.errors import FreshnessError
-    from freshness_magic.freshness.extension import changed_since_run
     from freshness_magic.freshness.runcheck import checkpoint_report
     from freshness_magic.hub.integration import HubHashSource
 
     try:
         report = checkpoint_report(data, used, run_dir, hash_sources=HubHashSource)
     except FreshnessError:
-        return None, []
-    edited = graph is not None and was_edited(data)  # carried over: definitions changed
-    if not report.stale_nodes and not edited:
-        return [], []
-    if graph is None:
-        return report.stale_nodes, []  # no pipeline to tell the modes from
-    stale = list(report.with_modes(graph).stale_nodes)
-    run_id = str(data.get("run_id") or "")
-    traces = [Trace.from_dict(t, run_id) for t in data.get("traces") or ()]
-    workdir = Path(str(data.get("workdir") or run_dir))
-    definitions = graph_definitions(graph, workdir) if edited else None
-    marks = node_marks(traces, changed_since_run(report, graph), definitions)
-    stale += [
-        n for n, m in marks.items() if m.kind is MarkKind.STALE and m.definition and n not in stale
-    ]
-    outdated = {n for n, m in marks.items() if m.kind is MarkKind.OUTDATED}
-    return stale, [n for n in graph.nodes if n in outdated and n not in stale]
+        return None
+    return report.stale_nodes
 
 
-def node_states(run_dir: Path) -> dict[str, dict[str, str]] | None:
-    """Each node's state and reason as the notebook's view shows them (``status --json``'s
-    ``nodes``); None when the run cannot be read that way (no stored pipeline)."""
+def run_view(run_dir: Path) -> RunView | None:
+    """The run as the notebook's views show it (:func:`~freshness_magic.views.runview.read_run`:
+    the same view model and snapshot as ``%pipeline status``), where ``status`` reads every
+    node's state, reason and marks; None when it cannot be read that way."""
     from freshness_magic.errors import FreshnessMagicError
     from freshness_magic.views.runview import read_run
 
     try:
-        views = read_run(run_dir).model.views()
+        return read_run(run_dir)
     except FreshnessMagicError:
         return None
-    return {n: {"state": v.state.value, "why": v.why} for n, v in views.items()}
 
 
 def _stale_lines(

@@ -300,7 +300,10 @@ class NodeExecutor:
         if index is not None:
             trace.seal(index + 1, outcome.status.value)
             self._sealed[(node.id, branch_of)] = trace
-            host.reuser.executed(node, outcome, trace, host.run_dir, host.run_id)
+            try:
+                host.reuser.executed(node, outcome, trace, host.run_dir, host.run_id)
+            except (OSError, FreshnessMagicError) as exc:  # a cache: the run goes on without it
+                log.warning("reuse: node %s was not recorded for reuse: %s", node.id, exc)
         return index
 
     def _announce(self, result: NodeRun, index: int | None, branch_of: str | None) -> None:

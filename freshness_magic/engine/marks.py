@@ -23,6 +23,7 @@ at the chain's ends (:meth:`Mark.roots`: accepting their inputs clears it).
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
@@ -149,13 +150,51 @@ class _Derivation:
         self.by_step = {t.step: t for t in traces if t.step is not None}
         self.latest: dict[str, Trace] = {}
         self.runs_of: dict[str, list[Trace]] = {}
-        for trace in self.by_step.values():
+        self.steps_of: dict[str, list[int]] = {}
+        for step in sorted(self.by_step):
+            trace = self.by_step[step]
             self.latest[trace.node_id] = trace
             self.runs_of.setdefault(trace.node_id, []).append(trace)
+            self.steps_of.setdefault(trace.node_id, []).append(step)
         self.stale_inputs = stale_inputs
         self.definitions = definitions or {}
         self.memo: dict[int, Mark | None] = {}
         self.busy: set[int] = set()
+        self._segments()
+
+    def _segments(self) -> None:
+        """Number the stretches of the main path that follow one another by cause (a retry a
+        person asked for begins a new one), and each branch's chain inside its parallel
+        execution: :meth:`descends` is then a comparison, not a walk."""
+        self.segment: dict[int, int] = {}
+        self.segment_end: dict[int, int] = {}
+        self.root: dict[int, int] = {}
+        number, previous = 0, None
+        for step in sorted(self.by_step):
+            trace = self.by_step[step]
+            if trace.branch_of is None:
+                if trace.cause is None or trace.cause != previous:
+                    number += 1
+                self.segment[step] = number
+                previous = step
+            else:
+                cause = self.by_step.get(trace.cause) if trace.cause is not None else None
+                if cause is not None and cause.branch_of is not None and cause.step is not None:
+                    self.root[step] = self.root.get(cause.step, step)
+                else:
+                    self.root[step] = step
+        for step in self.by_step:
+            anchor = self.anchor(self.by_step[step])
+            seg = self.segment.get(anchor.step or 0, 0)
+            self.segment_end[seg] = max(self.segment_end.get(seg, 0), step)
+
+    def anchor(self, trace: Trace) -> Trace:
+        """The main-path execution ``trace`` ran in: itself, or its parallel execution."""
+        seen = 0
+        while trace.branch_of is not None and trace.within in self.by_step and seen < 64:
+            trace = self.by_step[trace.within]
+            seen += 1
+        return trace
 
     def mark(self, step: int) -> Mark | None:
         if step in self.memo:
@@ -221,28 +260,47 @@ class _Derivation:
 
     def _superseding(self, anchor: Trace, reader: Trace) -> Trace | None:
         """The latest execution of ``anchor``'s node after it that does not descend from
-        ``reader`` (None: there is none)."""
+        ``reader`` (None: there is none). Every execution from the reader's main-path
+        execution to the end of its segment descends from it (inside the reader's own parallel
+        execution only its branch does): that stretch is skipped at once."""
         assert anchor.step is not None
-        for later in reversed(self.runs_of[anchor.node_id]):
-            assert later.step is not None
-            if later.step <= anchor.step:
-                return None
-            if not self.descends(later, reader):
-                return later
+        runs, steps = self.runs_of[anchor.node_id], self.steps_of[anchor.node_id]
+        base = self.anchor(reader)
+        assert base.step is not None
+        end = self.segment_end.get(self.segment.get(base.step, -1), base.step)
+        lowest = bisect.bisect_right(steps, anchor.step)
+        index = len(runs) - 1
+        while index >= lowest:
+            step = steps[index]
+            if step > end:
+                return runs[index]  # a later segment: a retry a person asked for, or after it
+            if step >= base.step:
+                index = bisect.bisect_left(steps, base.step) - 1
+                continue
+            if not self.descends(runs[index], reader):
+                return runs[index]
+            index -= 1
         return None
 
     def descends(self, later: Trace, earlier: Trace) -> bool:
         """Whether ``later``'s causes lead back to ``earlier`` or to the parallel execution it
-        ran inside (steps only decrease along causes, so the walk stops below ``earlier``)."""
-        assert earlier.step is not None
-        current: Trace | None = later
-        while current is not None and current.step is not None:
-            if current.step == earlier.step or current.step == earlier.within:
-                return True
-            if current.step < earlier.step or current.cause is None:
-                return False
-            current = self.by_step.get(current.cause)
-        return False
+        ran inside (a loop's next pass descends from the pass before; a retry a person asked
+        for begins a new segment, which descends from nothing before it)."""
+        if later is earlier:
+            return True
+        mine, theirs = self.anchor(later), self.anchor(earlier)
+        assert mine.step is not None and theirs.step is not None
+        assert later.step is not None and earlier.step is not None
+        if self.segment.get(mine.step) != self.segment.get(theirs.step):
+            return False
+        if earlier.branch_of is None:
+            return (later.step if later.branch_of is None else mine.step) >= earlier.step
+        if later.branch_of is None:
+            return later.step >= theirs.step
+        if mine is theirs:
+            same = self.root.get(later.step) == self.root.get(earlier.step)
+            return same and later.step >= earlier.step
+        return mine.step > theirs.step
 
 
 def derive_marks(
@@ -269,6 +327,8 @@ def node_marks(
 ) -> dict[str, Mark]:
     """The mark of each node's latest execution (the nodes a view shows stale or outdated)."""
     derivation = _Derivation(traces, stale_inputs, definitions)
+    for step in sorted(derivation.by_step):  # in step order: no deep chains of judgements
+        derivation.mark(step)
     found: dict[str, Mark] = {}
     for node_id, trace in derivation.latest.items():
         assert trace.step is not None

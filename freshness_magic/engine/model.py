@@ -165,14 +165,6 @@ class Node:
         return self.attrs.get("fallback_retry_target", "")
 
     @property
-    def fidelity(self) -> str:
-        return self.attrs.get("fidelity", "")
-
-    @property
-    def thread_id(self) -> str:
-        return self.attrs.get("thread_id", "")
-
-    @property
     def classes(self) -> tuple[str, ...]:
         """Explicit ``class`` entries followed by subgraph-derived ones, without repeats."""
         seen: dict[str, None] = dict.fromkeys(split_list(self.attrs.get("class", "")))
@@ -234,14 +226,6 @@ class Edge:
         raw = self.attrs.get("weight")
         parsed = parse_int(raw) if raw is not None else None
         return parsed or 0
-
-    @property
-    def fidelity(self) -> str:
-        return self.attrs.get("fidelity", "")
-
-    @property
-    def thread_id(self) -> str:
-        return self.attrs.get("thread_id", "")
 
     @property
     def loop_restart(self) -> bool:

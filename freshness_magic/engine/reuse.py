@@ -52,6 +52,7 @@ from freshness_magic.engine.model import Node, parse_bool
 from freshness_magic.engine.outcome import Outcome, ReusedFrom, StageStatus
 from freshness_magic.engine.persistence import outcome_record
 from freshness_magic.engine.trace import Trace, value_fingerprint
+from freshness_magic.errors import FreshnessMagicError
 from freshness_magic.pathsafety import make_state_dir, read_state
 
 log = logging.getLogger(__name__)
@@ -373,7 +374,7 @@ class Reuser:
         for key, entry in pending:
             try:
                 self.index.add(key, entry)
-            except OSError as exc:  # a cache: the run goes on without it
+            except (OSError, FreshnessMagicError) as exc:  # a cache: the run goes on without it
                 log.warning("reuse index: could not record node %s: %s", entry.node, exc)
 
 

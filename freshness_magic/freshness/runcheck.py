@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.persistence import workdir_gone
 from freshness_magic.errors import CheckpointError, FreshnessError, FreshnessMagicError
@@ -11,12 +12,35 @@ from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.report import FreshnessReport
 from freshness_magic.freshness.snapshot import HashSources
 
+if TYPE_CHECKING:
+    from freshness_magic.engine.model import Graph
+
 
 def check_run_dir(
     run_dir: Path, *, hash_size_limit: int | None = None, hash_sources: HashSources | None = None
 ) -> FreshnessReport:
     """Compare the baselines in ``run_dir``'s newest valid checkpoint with the disk (read-only);
     ``hash_sources`` may supply known digests (see :data:`~.snapshot.HashSources`)."""
+    return check_run(run_dir, hash_size_limit=hash_size_limit, hash_sources=hash_sources).report
+
+
+@dataclass(frozen=True)
+class RunCheck:
+    """A run's freshness report with what was read to make it (the run's folder after restarts,
+    its checkpoint's data and file, its stored pipeline or None), so a caller that needs them
+    too does not read and parse them a second time."""
+
+    report: FreshnessReport
+    folder: Path
+    data: dict[str, Any]
+    used: Path
+    graph: Graph | None
+
+
+def check_run(
+    run_dir: Path, *, hash_size_limit: int | None = None, hash_sources: HashSources | None = None
+) -> RunCheck:
+    """Like :func:`check_run_dir`, keeping the checkpoint and pipeline it read."""
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.persistence import follow_restarts, stored_pipeline
 
@@ -33,10 +57,12 @@ def check_run_dir(
         data, used, folder, hash_size_limit=hash_size_limit, hash_sources=hash_sources
     )
     try:
-        graph = stored_pipeline(folder, data.get("pipeline") or {}, used)
+        graph: Graph | None = stored_pipeline(folder, data.get("pipeline") or {}, used)
     except FreshnessMagicError:
-        return report  # no pipeline to tell the modes from: every node as checked
-    return report.with_modes(graph)
+        graph = None  # no pipeline to tell the modes from: every node as checked
+    if graph is not None:
+        report = report.with_modes(graph)
+    return RunCheck(report, folder, data, used, graph)
 
 
 def checkpoint_report(

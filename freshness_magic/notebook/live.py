@@ -38,6 +38,7 @@ from freshness_magic.views.saved import (
     latest_run_dir,
     run_dir_hash,
 )
+from freshness_magic.views.why import NOTEBOOK, PipelineCommands
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
@@ -103,6 +104,9 @@ class LiveRun:
         """The kernel's open clusters (``executor`` specs), shared by every pipeline's runs."""
         self.run_options: dict[str, Any] = run_options if run_options is not None else {}
         self.cells: dict[str, str] = cells if cells is not None else {}
+        self.commands: PipelineCommands = NOTEBOOK
+        """How messages spell the actions: the magics, or the object's methods from plain
+        Python (:class:`~freshness_magic.views.why.MethodCommands`)."""
         self.superseded = False
         """True once a newer load of the same name replaced it: every action refuses."""
         self.resume_offer: ResumeOffer | None = None

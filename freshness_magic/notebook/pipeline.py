@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -50,6 +51,7 @@ from freshness_magic.views.render import LayoutCache, LayoutUnavailable
 from freshness_magic.views.saved import ResumeOffer, find_unfinished, run_dir_hash
 from freshness_magic.views.state import NodeState, NodeView, RunBanner
 from freshness_magic.views.text import TextResult
+from freshness_magic.views.why import MethodCommands, NotebookCommands, PipelineCommands
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
@@ -62,6 +64,11 @@ RUN_SPECS = ("backend", "executor")
 ACCEPTED_SHOWN = 10
 """Files ``accept`` names before it counts the rest."""
 
+
+LIVE_DELAY = 0.4
+"""Seconds a node runs before the view shows it running, and between two live frames while it
+runs (its output, a retry). Short enough to see a slow node start at once; long enough that a
+step that takes less sends one frame, at its end."""
 
 STOP_AT_CLOSE_SECONDS = 4.0
 """Long enough for a tool's process group to get SIGTERM and, after the tool handler's grace,
@@ -100,6 +107,8 @@ class Pipeline:
         folder = _workdir(workdir)
         graph = _load(source, folder)
         self._setup(name or graph.name or "pipeline", graph, folder)
+        if not _in_ipython():  # no magics here: messages name this object's methods
+            self.live.commands = MethodCommands.named(self.name)
         for key, value in (("backend", backend), ("executor", executor)):
             if value:
                 self.live.run_options[key] = value
@@ -155,6 +164,12 @@ class Pipeline:
         """Where step lines go as each step ends (a terminal's print); None: in the result."""
         self._widget: Any = None
         self._frame_listeners: list[Callable[[ViewFrame], None]] = []
+        self._frame_errors: list[Callable[[BaseException], None]] = []
+        self.live_delay = LIVE_DELAY
+        """Seconds between an event inside a step and the frame that shows it (see
+        :data:`LIVE_DELAY`)."""
+        self._live_lock = threading.Lock()
+        self._live: threading.Timer | None = None
         self.live.subscribe(self._push_frame)
 
     # --- the parts' fields -----------------------------------------------------------------------
@@ -162,6 +177,15 @@ class Pipeline:
     @property
     def name(self) -> str:
         return self.live.name
+
+    @property
+    def _say(self) -> PipelineCommands:
+        """How messages spell the actions (the magics, or this object's methods)."""
+        return self.live.commands
+
+    def _choice_command(self, gate: Question) -> Callable[[str], str] | None:
+        """How a line answering ``gate`` is spelled (None: the magic's, keeping the comment)."""
+        return None if isinstance(self._say, NotebookCommands) else self._say.answer(gate)
 
     @property
     def graph(self) -> Graph:
@@ -239,16 +263,51 @@ class Pipeline:
         """Call ``listener(event_or_None)`` after every published update of the views."""
         self.live.subscribe(listener)
 
-    def subscribe_frames(self, listener: Callable[[ViewFrame], None]) -> None:
+    def subscribe_frames(
+        self,
+        listener: Callable[[ViewFrame], None],
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
         """Call ``listener(frame)`` with a :class:`~freshness_magic.views.frame.ViewFrame` at
-        every published step boundary (the widget serialises it; it reads nothing back)."""
+        every published step boundary and, inside a long step, at most once per
+        :attr:`live_delay` after events (the widget serialises it; it reads nothing back).
+        ``on_error`` hears a frame that could not be made (the run goes on regardless)."""
         self._frame_listeners.append(listener)
+        if on_error is not None:
+            self._frame_errors.append(on_error)
 
     def _push_frame(self, event: Any) -> None:
-        if event is None and self._frame_listeners:
+        """A step boundary (``None``) is pushed at once; an event inside a step only arms the
+        live timer, so a step that ends sooner sends nothing but its boundary's frame."""
+        if not self._frame_listeners:
+            return
+        if event is not None:
+            with self._live_lock:
+                if self._live is None:
+                    self._live = threading.Timer(self.live_delay, self._push_live)
+                    self._live.daemon = True
+                    self._live.start()
+            return
+        with self._live_lock:
+            timer, self._live = self._live, None
+        if timer is not None:
+            timer.cancel()
+        self._send_frame()
+
+    def _push_live(self) -> None:
+        with self._live_lock:
+            self._live = None
+        self._send_frame()
+
+    def _send_frame(self) -> None:
+        try:
             frame = self.view.frame()
-            for listener in list(self._frame_listeners):
-                listener(frame)
+        except Exception as exc:  # a view error must never break the run
+            for report in list(self._frame_errors):
+                report(exc)
+            return
+        for listener in list(self._frame_listeners):
+            listener(frame)
 
     def frame(self) -> ViewFrame:
         """Everything the view shows now (:class:`~freshness_magic.views.frame.ViewFrame`)."""
@@ -483,7 +542,8 @@ class Pipeline:
             if self.live.live_run is None and offer is not None:
                 if offer.state is not RunState.WAITING or offer.where != node_id:
                     raise RunError(
-                        f"no gate waits in this kernel's run; {offer.describe(self.name)}"
+                        "no gate waits in this kernel's run; "
+                        + offer.describe(self.name, self._say)
                     )
                 self.live.open(resume=offer.run_dir)  # the run on disk waits there: answer it
                 first = [f"resumed run {offer.run_dir.name}", *self.live.resume_notes]
@@ -500,7 +560,8 @@ class Pipeline:
                 gate = run.pending_gate
                 if (choice or "").strip() or gate is None:
                     raise
-                raise RunError(text.choose_text(gate, comment)) from None  # no choice, no default
+                answers = self._choice_command(gate)  # no choice, no default
+                raise RunError(text.choose_text(gate, comment, answers)) from None
             self.live.publish()
             return self._advance(to=to, answered=answered, first=first)
 
@@ -513,8 +574,8 @@ class Pipeline:
         if run.next_node != node_id:
             raise RunError(
                 f"gate '{node_id}' is not waiting: the run is {run.state.value} before "
-                f"'{run.next_node}'; run to it first (%pipeline run --to {node_id}, or "
-                "%pipeline run, which stops when a gate waits)"
+                f"'{run.next_node}'; run to it first ({self._say.run_to(node_id)}, or "
+                f"{self._say.go_on()}, which stops when a gate waits)"
             )
         step_loop(
             run,
@@ -522,6 +583,7 @@ class Pipeline:
             after_step=lambda: self.live.publish(freshness=False),
             on_interrupt=lambda node: self.live.interrupted(node, "interrupted (kernel interrupt)"),
             max_steps=1,
+            go_on=self._say.keep_going(),
         )
 
     def _waiting_gate_for(self, choice: str | None) -> str:
@@ -541,7 +603,7 @@ class Pipeline:
             return offer.where
         raise RunError(
             f"--choice {choice or ''} answers a waiting gate, and no gate of {self.name} waits; "
-            "name the gate to run to it and answer it there: %pipeline resume GATE --choice KEY"
+            f"name the gate to run to it and answer it there: {self._say.answer_with('GATE')}"
         )
 
     def _other_unfinished(self, *, any_text: bool = False) -> ResumeOffer | None:
@@ -558,7 +620,7 @@ class Pipeline:
         if other is None:
             if self.live.started and self.live.run.state is RunState.COMPLETED:
                 return (
-                    f"nothing to resume: the run of {self.name} completed; %pipeline reset "
+                    f"nothing to resume: the run of {self.name} completed; {self._say.reset()} "
                     "starts a new one"
                 )
             return f"nothing to resume: no unfinished run of {self.name} on disk"
@@ -567,9 +629,10 @@ class Pipeline:
         return (
             f"nothing to resume with this text of {self.name}: its unfinished run "
             f"{other.run_dir.name} was started from another text, and a run goes on only with the "
-            f"text it started with. %pipeline step starts a new run with this one; %pipeline load "
-            f"{other.run_dir / PIPELINE_FILE}{where} then %pipeline resume reopens the old one; "
-            "%pipeline keep carries it over to this text (unchanged nodes keep their results)"
+            f"text it started with. {self._say.step()} starts a new run with this one; "
+            f"%pipeline load {other.run_dir / PIPELINE_FILE}{where} then {self._say.resume()} "
+            f"reopens the old one; {self._say.keep()} carries it over to this text (unchanged "
+            "nodes keep their results)"
         )
 
     def _resume_offered(self, to: str | None) -> TextResult:
@@ -582,14 +645,14 @@ class Pipeline:
         if offer is None:
             gate = self.pending_gate()
             if gate is not None:
-                return TextResult(text.waiting_text(gate, self.gate_note()))
+                return TextResult(text.waiting_text(gate, self.gate_note(), self._say.answer_with))
             state = self.live.run.state if self.live.started else None
             if state is RunState.PAUSED:
                 return self._advance(to=to)
             if state is RunState.FAILED:
                 raise RunError(
                     f"the run of {self.name} failed at {self.live.run.failed_node or 'a node'}: "
-                    "%pipeline retry goes on from there, %pipeline reset starts a new run"
+                    f"{self._say.again()} goes on from there, {self._say.reset()} starts a new run"
                 )
             offer = self._other_unfinished()
             if offer is None:
@@ -605,7 +668,10 @@ class Pipeline:
         lines.append(self.status_line())
         failure = self.failure_text()
         if failure:
-            lines += [f"failed: {text.failure_line(failure, 300)}", "%pipeline retry runs it again"]
+            lines += [
+                f"failed: {text.failure_line(failure, 300)}",
+                f"{self._say.again()} runs it again",
+            ]
         return TextResult("\n".join(lines))
 
     def start_new(self) -> TextResult:
@@ -623,7 +689,7 @@ class Pipeline:
             try:
                 armed = self.live.run.retry(node_id)
             except NothingToRetryError as exc:  # the engine names its Python call
-                raise RunError(f"{exc.problem} (%pipeline retry NODE)") from None
+                raise RunError(f"{exc.problem} ({self._say.retry('NODE')})") from None
             self.live.publish()
             note = rearmed_note(node_id, armed)
             return self._advance(first=[f"note: {note}"] if note else [])
@@ -632,12 +698,13 @@ class Pipeline:
         """Why a retry before the run began is refused, and what runs the node instead."""
         offer = self.resume_offer
         if self.live.live_run is None and offer is not None:
-            return f"nothing to retry in this kernel yet; {offer.describe(self.name)}"
-        way = "%pipeline step runs the first node, %pipeline run runs on to a gate or the end"
+            return f"nothing to retry in this kernel yet; {offer.describe(self.name, self._say)}"
+        say = self._say
+        way = f"{say.step()} runs the first node, {say.go_on()} runs on to a gate or the end"
         if node_id is not None and node_id == self.next_node():
-            way = f"%pipeline step runs {node_id}"
+            way = f"{say.step()} runs {node_id}"
         elif node_id is not None:
-            way = f"%pipeline run --to {node_id} runs up to {node_id}, then %pipeline step runs it"
+            way = f"{say.run_to(node_id)} runs up to {node_id}, then {say.step()} runs it"
         return f"nothing to retry: no node of {self.name} has run yet; {way}"
 
     def stop(self) -> TextResult:
@@ -705,10 +772,10 @@ class Pipeline:
             if run.state is RunState.FAILED:
                 at = f" at {run.failed_node}" if run.failed_node else ""
                 return TextResult(
-                    f"run failed{at}; nothing to do: %pipeline retry goes on from there, "
-                    "%pipeline reset starts a new run"
+                    f"run failed{at}; nothing to do: {self._say.again()} goes on from there, "
+                    f"{self._say.reset()} starts a new run"
                 )
-            return TextResult("run completed; nothing to do: %pipeline reset starts a new run")
+            return TextResult(f"run completed; nothing to do: {self._say.reset()} starts a new run")
         # One step's line is its result: printed as it came, it would leave the result empty
         # (terminal IPython shows an empty Out[N]) and ``r = %pipeline step`` without it.
         show = None if single else self.live_lines
@@ -725,13 +792,16 @@ class Pipeline:
             to=to,
             max_steps=max_steps,
             show=show,
+            go_on=self._say.keep_going(),
         )
         run, steps = done.run, done.steps + (answered is not None)
         if show is None:
             lines.extend(done.lines)
         self.live.settle(republish=steps == 0)
         if run.state is RunState.WAITING:
-            lines.append(text.waiting_text(self.pending_gate(), self.gate_note()))
+            lines.append(
+                text.waiting_text(self.pending_gate(), self.gate_note(), self._say.answer_with)
+            )
         elif single and steps == 0 and not lines:
             lines.append(f"step: nothing executed ({run.state.value})")
         if not single:
@@ -788,7 +858,8 @@ class Pipeline:
         with live.exclusive():
             if live.started:
                 raise RunError(
-                    f"{self.name} has its own run already; %pipeline reset first to keep another"
+                    f"{self.name} has its own run already; {self._say.reset()} first to keep "
+                    "another"
                 )
             offer = live.resume_offer
             found = offer.run_dir if offer is not None else live.latest_run_dir()
@@ -797,7 +868,7 @@ class Pipeline:
             if same_pipeline(self.graph.source, run_dir_hash(found)):
                 raise RunError(
                     f"run {found.name} already runs this text of {self.name}: "
-                    "%pipeline resume goes on with it"
+                    f"{self._say.resume()} goes on with it"
                 )
             run = live.open(resume=found, carry=True)
             lines = [f"kept run {found.name} with this text of {self.name}:", *live.resume_notes]
@@ -828,7 +899,7 @@ class Pipeline:
         else:
             head = (
                 f"reset: the next action starts a new run; {offer.run_dir.name} stays on disk "
-                "and %pipeline resume goes back to it"
+                f"and {self._say.resume()} goes back to it"
             )
         return TextResult(head + "\n" + self.status_line())
 
@@ -847,6 +918,13 @@ def _shows_html(include: Any) -> bool:
     shell = get_ipython()
     formatter = getattr(shell, "display_formatter", None)
     return formatter is None or "text/html" in getattr(formatter, "active_types", ("text/html",))
+
+
+def _in_ipython() -> bool:
+    """Whether an IPython shell runs in this process (where the magics are the way to act);
+    never imports IPython itself."""
+    ipython = sys.modules.get("IPython")
+    return ipython is not None and ipython.get_ipython() is not None
 
 
 def _workdir(raw: str | os.PathLike[str] | None) -> Path:

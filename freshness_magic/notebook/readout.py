@@ -153,7 +153,7 @@ class PipelineView:
         if gate is None or self.superseded:
             return ""
         stale, outdated = self.stale_upstream(gate.node_id)
-        return text.stale_upstream_note(gate.node_id, stale, outdated)
+        return text.stale_upstream_note(gate.node_id, stale, outdated, self.live.commands.why)
 
     def failure_text(self) -> str:
         """Why the run failed ("" unless it did): a node a ``freshness=block`` held back is
@@ -167,13 +167,16 @@ class PipelineView:
             node = self.live_run.failed_node
             held = blocked_inputs(self.live_run, node)
             if node is not None and held is not None:
-                return text.blocked_text(node, held)
+                return text.blocked_text(node, held, self.live.commands.accept(node))
         return snapshot.failure_reason
 
     def status_text(self, limit: int | None = None) -> str:
         """The status line, the node-state table (its first ``limit`` rows), and the resume
         offer or superseded note."""
-        lines = [self.status_line(), text.status_table(self.views(), limit)]
+        lines = [
+            self.status_line(),
+            text.status_table(self.views(), limit, self.live.commands.status()),
+        ]
         if note := self.gate_note():
             lines.append(note)
         dispatch = self.live_run.dispatch if self.live_run is not None else None
@@ -187,7 +190,7 @@ class PipelineView:
         if self.superseded:
             lines.append(f"this view was replaced by a newer load of {self.name}")
         elif self.resume_offer is not None:
-            lines.append(self.resume_offer.describe(self.name))
+            lines.append(self.resume_offer.describe(self.name, self.live.commands))
         return "\n".join(lines)
 
     def status(self) -> TextResult:
@@ -198,7 +201,7 @@ class PipelineView:
         """Why ``node_id`` is in its state: outcome, failure, stale files, waiting question."""
         from freshness_magic.views.details import why_text
 
-        return TextResult(why_text(self, node_id))
+        return TextResult(why_text(self, node_id, self.live.commands))
 
     def evidence_records(self, node_id: str | None = None) -> list[dict[str, Any]]:
         """The valid records in the run's evidence log on disk, oldest first."""

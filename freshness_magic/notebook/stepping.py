@@ -64,13 +64,15 @@ def step_loop(
     to: str | None = None,
     max_steps: int | None = None,
     show: Callable[[str], None] | None = None,
+    go_on: str = "%pipeline run or step",
 ) -> Stepped:
     """Step until ``to`` (not executed), ``max_steps``, a gate, the end, ``stop`` or an interrupt.
 
     ``after_step`` runs at every step boundary (publish the views); ``on_interrupt(node)`` gets
     a run that is consistent again after a ``KeyboardInterrupt`` that the engine let through.
     A step the engine reports as ``interrupted`` (``Run.interrupt``, or a kernel interrupt it
-    caught) ends the loop too: the run is paused at that node.
+    caught) ends the loop too: the run is paused at that node, and ``go_on`` (the actions that
+    continue, in the caller's words) is said.
     """
     done = Stepped(run, show=show)
     under: list[str] = []
@@ -86,7 +88,7 @@ def step_loop(
 
     listener = run.events.subscribe(note)
     try:
-        _loop(done, under, stop, after_step, on_interrupt, to, max_steps)
+        _loop(done, under, stop, after_step, on_interrupt, to, max_steps, go_on)
     finally:
         run.events.unsubscribe(listener)
     return done
@@ -100,6 +102,7 @@ def _loop(
     on_interrupt: Callable[[str], Run],
     to: str | None,
     max_steps: int | None,
+    go_on: str,
 ) -> None:
     run = done.run
     while not run.state.finished and run.state is not RunState.WAITING:
@@ -114,13 +117,13 @@ def _loop(
         except KeyboardInterrupt:
             done.run = run = on_interrupt(node_id)
             done.interrupted = True
-            done.say(f"interrupted at {node_id}; %pipeline run or step goes on from there")
+            done.say(f"interrupted at {node_id}; {go_on} goes on from there")
             break
         if result.interrupted:  # the engine stopped the node (Stop, a kernel interrupt)
             after_step()
             done.interrupted = True
             why = "stopped" if stop.is_set() else "interrupted"
-            done.say(f"{why} at {node_id}; %pipeline run or step goes on from there")
+            done.say(f"{why} at {node_id}; {go_on} goes on from there")
             stop.clear()
             break
         done.steps += 1

@@ -46,6 +46,7 @@ RUN_DIR_FILES: tuple[tuple[str, str | None], ...] = (
     ("executor.json", "executor.schema.json"),
     ("nodes/*/status.json", "node-status.schema.json"),
     ("pipeline.dot", None),
+    ("pipeline-*.dot", None),
     ("nodes/*/prompt.md", None),
     ("nodes/*/response.md", None),
     ("nodes/*/stdout*.txt", None),

@@ -275,7 +275,8 @@ def why_facts(pipeline: PipelineReadout, node_id: str) -> NodeFacts:
     )
 
 
-def why_text(pipeline: PipelineReadout, node_id: str) -> str:
+def why_text(pipeline: PipelineReadout, node_id: str, commands: why.Commands = why.NOTEBOOK) -> str:
     """Why ``node_id`` is in its state: outcome, failure, stale files, waiting question, output,
-    and what to do next in the magics' words (:mod:`freshness_magic.views.why`)."""
-    return why.why_text(why_facts(pipeline, node_id), why.NOTEBOOK)
+    and what to do next in ``commands``' words (default: the magics';
+    :mod:`freshness_magic.views.why`)."""
+    return why.why_text(why_facts(pipeline, node_id), commands)

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.atomicio import loads_bounded
 from freshness_magic.engine.checkpoint import last_written_ns, load_checkpoint
@@ -18,6 +18,9 @@ from freshness_magic.engine.model import Graph
 from freshness_magic.engine.persistence import follow_restarts, same_pipeline
 from freshness_magic.engine.state import RunState
 from freshness_magic.errors import FreshnessMagicError
+
+if TYPE_CHECKING:
+    from freshness_magic.views.why import PipelineCommands
 
 
 def _json(path: Path) -> dict[str, Any] | None:
@@ -88,17 +91,27 @@ class ResumeOffer:
     @property
     def way(self) -> str:
         """The magics that take the offer or decline it."""
+        return self.way_in(None)
+
+    def way_in(self, commands: PipelineCommands | None) -> str:
+        """The actions that take the offer or decline it, spelled by ``commands`` (None: the
+        magics)."""
+        keep, reset, resume = (
+            ("%pipeline keep", "%pipeline reset", "%pipeline resume")
+            if commands is None
+            else (commands.keep(), commands.reset(), commands.resume())
+        )
         if self.edited:
             return (
-                "%pipeline keep carries it over (unchanged nodes keep their results, edited "
-                "ones show stale), %pipeline reset starts a new one"
+                f"{keep} carries it over (unchanged nodes keep their results, edited "
+                f"ones show stale), {reset} starts a new one"
             )
         again = "reopens it to retry" if self.state is RunState.FAILED else "reopens it"
-        return f"%pipeline resume {again}, %pipeline reset starts a new one"
+        return f"{resume} {again}, {reset} starts a new one"
 
-    def describe(self, name: str) -> str:
-        """The offer as text: :meth:`headline` and :attr:`way`."""
-        return f"{self.headline(name)}: {self.way}"
+    def describe(self, name: str, commands: PipelineCommands | None = None) -> str:
+        """The offer as text: :meth:`headline` and :meth:`way_in` ``commands``."""
+        return f"{self.headline(name)}: {self.way_in(commands)}"
 
 
 STARTED_BY_FILE = "started_by.json"

@@ -87,14 +87,16 @@ def reason(view: NodeView) -> str:
     return "" if view.why == state_word(view) else view.why
 
 
-def status_table(views: Mapping[str, NodeView], limit: int | None = None) -> str:
+def status_table(
+    views: Mapping[str, NodeView], limit: int | None = None, everything: str = "%pipeline status"
+) -> str:
     """The node-state table (stable: no times, ids or paths); with ``limit``, its first rows
-    and a line saying how many more there are and where they are all listed."""
+    and a line saying how many more there are and that ``everything`` lists them all."""
     shown = list(views.items()) if limit is None else list(views.items())[:limit]
     rows = [(node_id, state_word(v), failure_line(reason(v), 90)) for node_id, v in shown]
     table = state_table(rows)
     more = len(views) - len(shown)
-    return f"{table}\n… and {more} more nodes (%pipeline status lists them all)" if more else table
+    return f"{table}\n… and {more} more nodes ({everything} lists them all)" if more else table
 
 
 def status_line(
@@ -143,16 +145,21 @@ def stale_upstream_note(
     return f"note: upstream of {gate}: {', '.join(found)} (inputs changed; {said})"
 
 
-def waiting_text(gate: Question | None, note: str = "") -> str:
+def waiting_text(
+    gate: Question | None, note: str = "", answer_with: Callable[[str], str] | None = None
+) -> str:
     """The waiting gate, its choices and the command that answers it (and ``note``: changed
-    inputs upstream of it, :func:`stale_upstream_note`)."""
+    inputs upstream of it, :func:`stale_upstream_note`); ``answer_with(gate)`` spells that
+    command (default: the magic)."""
     if gate is None:
         return "waiting"
     choices = "  ".join(choice_text(c) for c in gate.choices)
-    text = (
-        f"waiting at {gate.node_id}: {gate.text}\n  choices: {choices}\n"
-        f"  answer with: %pipeline resume {gate.node_id} --choice <key> [--comment TEXT]"
+    said = (
+        answer_with(gate.node_id)
+        if answer_with is not None
+        else f"%pipeline resume {gate.node_id} --choice <key> [--comment TEXT]"
     )
+    text = f"waiting at {gate.node_id}: {gate.text}\n  choices: {choices}\n  answer with: {said}"
     return f"{text}\n  {note}" if note else text
 
 
@@ -185,13 +192,15 @@ def answer_lines(
     return lines
 
 
-def choose_text(gate: Question, comment: str | None = None) -> str:
+def choose_text(
+    gate: Question, comment: str | None = None, command: Callable[[str], str] | None = None
+) -> str:
     """A gate answered without a choice that has no default: each choice with the line that
-    answers with it (:func:`answer_lines`)."""
+    answers with it (:func:`answer_lines`; ``command`` as there)."""
     head = (
         f"gate '{gate.node_id}' has no default choice (human.default_choice); answer with one of:"
     )
-    return "\n".join([head, *indented(answer_lines(gate, comment))])
+    return "\n".join([head, *indented(answer_lines(gate, comment, command))])
 
 
 def step_line(result: Any) -> str:
@@ -214,11 +223,13 @@ def step_line(result: Any) -> str:
     return line
 
 
-def blocked_text(node_id: str, files: Sequence[str]) -> str:
-    """Why a run failed at a node ``freshness=block`` held back, and the notebook's way on."""
+def blocked_text(node_id: str, files: Sequence[str], accept: str | None = None) -> str:
+    """Why a run failed at a node ``freshness=block`` held back, and the notebook's way on
+    (``accept`` spells the command that accepts it; default: the magic)."""
+    said = accept if accept is not None else f"%pipeline accept {node_id}"
     return (
-        f"{node_id} did not run, {blocked_by(files)}. Accept the change (%pipeline accept "
-        f"{node_id}, or the view's Accept changes) and retry, or restore the files and retry"
+        f"{node_id} did not run, {blocked_by(files)}. Accept the change ({said}, or the "
+        f"view's Accept changes) and retry, or restore the files and retry"
     )
 
 

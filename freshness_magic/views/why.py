@@ -14,6 +14,8 @@ line uses it); the views it reads come from the view model (``views/model.py``).
 
 from __future__ import annotations
 
+import json
+import keyword
 import shlex
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -86,8 +88,113 @@ class NotebookCommands:
     def go_on(self) -> str:
         return "%pipeline run"  # as the interrupt's own line and the view's banner say
 
+    def answer_with(self, gate: str) -> str:
+        """The line under a waiting gate: how to answer it with any of its keys."""
+        return f"%pipeline resume {gate} --choice <key> [--comment TEXT]"
+
+    def step(self) -> str:
+        return "%pipeline step"
+
+    def run_to(self, node_id: str) -> str:
+        return f"%pipeline run --to {node_id}"
+
+    def keep_going(self) -> str:
+        """What goes on after a stop or an interrupt."""
+        return "%pipeline run or step"
+
+    def again(self) -> str:
+        """Run the failed node again and go on."""
+        return "%pipeline retry"
+
+    def resume(self) -> str:
+        """Go back to the run on disk offered for resume."""
+        return "%pipeline resume"
+
+    def reset(self) -> str:
+        return "%pipeline reset"
+
+    def keep(self) -> str:
+        """Carry a run of an earlier text over to this one."""
+        return "%pipeline keep"
+
+    def status(self) -> str:
+        return "%pipeline status"
+
 
 NOTEBOOK = NotebookCommands()
+
+
+def _literal(value: str) -> str:
+    """``value`` as a double-quoted Python string literal (``"lint"``)."""
+    return json.dumps(value, ensure_ascii=False)
+
+
+@dataclass(frozen=True)
+class MethodCommands:
+    """The pipeline object's methods, for a ``Pipeline`` used from plain Python (a script,
+    marimo) where no magic exists: ``review.accept("lint")``, ``review.resume("approve",
+    choice="Y")``. ``variable`` is what the object is called (its pipeline's name when that is
+    an identifier, else ``pipeline``)."""
+
+    variable: str = "pipeline"
+    answers_default = True
+    reopens = False
+
+    @classmethod
+    def named(cls, name: str) -> MethodCommands:
+        """The spelling for a pipeline called ``name``."""
+        return cls(name if name.isidentifier() and not keyword.iskeyword(name) else "pipeline")
+
+    def _call(self, method: str, *args: str, **kwargs: str) -> str:
+        words = [*map(_literal, args), *(f"{k}={_literal(v)}" for k, v in kwargs.items())]
+        return f"{self.variable}.{method}({', '.join(words)})"
+
+    def why(self, node_id: str) -> str:
+        return self._call("why", node_id)
+
+    def accept(self, *node_ids: str) -> str:
+        return self._call("accept", *node_ids)
+
+    def retry(self, node_id: str, *, accept: bool = False) -> str:
+        first = f"{self.accept(node_id)}, then " if accept else ""
+        return f"{first}{self._call('retry', node_id)}"
+
+    def answer(self, gate: Question) -> Callable[[str], str]:
+        return lambda key: self._call("resume", gate.node_id, choice=key)
+
+    def go_on(self) -> str:
+        return self._call("run")
+
+    def answer_with(self, gate: str) -> str:
+        return f'{self._call("resume", gate)[:-1]}, choice="<key>"[, comment="TEXT"])'
+
+    def step(self) -> str:
+        return self._call("step")
+
+    def run_to(self, node_id: str) -> str:
+        return self._call("run", to=node_id)
+
+    def keep_going(self) -> str:
+        return f"{self.go_on()} or {self.step()}"
+
+    def again(self) -> str:
+        return self._call("retry")
+
+    def resume(self) -> str:
+        return self._call("resume")
+
+    def reset(self) -> str:
+        return self._call("reset")
+
+    def keep(self) -> str:
+        return self._call("keep_run")
+
+    def status(self) -> str:
+        return self._call("status")
+
+
+PipelineCommands = NotebookCommands | MethodCommands
+"""How a loaded pipeline spells its actions: the magics in IPython, its methods elsewhere."""
 
 
 @dataclass(frozen=True)

@@ -323,3 +323,15 @@ def test_the_command_line_reuses_and_says_so_in_run_status_and_why(work: Path) -
     data = json.loads(cli("status", run_dir, "--json").stdout)
     assert data["node_outcomes"]["polish"]["reused_from"] == {"run_id": run_id, "step": 5}
     assert "reused_from" not in data["node_outcomes"]["stamp"]
+
+
+def test_an_index_that_cannot_be_written_or_read_never_fails_a_run(
+    work: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    (work / ".freshness").mkdir()
+    (work / ".freshness" / "reuse").write_text("not a folder")  # the index is a cache
+    backend = Counting()
+    finish(work / "notes.dot", work, backend, reuse=True)
+    finish(work / "notes.dot", work, backend, reuse=True)
+    assert backend.calls == ["draft", "polish"] * 2  # nothing to reuse, everything ran
+    assert "not recorded for reuse" in caplog.text or "could not record" in caplog.text

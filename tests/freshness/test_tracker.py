@@ -404,6 +404,24 @@ def test_a_version_1_checkpoint_state_still_loads(tree: Path) -> None:
     assert again.baselines == tracker.baselines and again.run_snapshots == tracker.run_snapshots
 
 
+def test_a_version_3_checkpoint_state_with_one_object_per_file_still_loads(tree: Path) -> None:
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"a": ["src/*.py"], "b": ["src/*.py"]})
+    write(tree, "src/a.py", "changed\n")
+    tracker.snapshot_run("a")
+    state = json.loads(json.dumps(tracker.to_dict()))
+    assert state["version"] == 4
+    whole = state["baselines"]["a"]
+    whole["files"] = {p: r.to_dict() for p, r in tracker.baselines["a"].files.items()}
+    del whole["files_packed"]
+    state["version"] = 3
+    again = FreshnessTracker(tree)
+    again.load(state)
+    assert again.baselines == tracker.baselines and again.run_snapshots == tracker.run_snapshots
+    write(tree, "src/b.py", "changed too\n")
+    assert list(again.check("a").stale_files) == ["src/b.py"]
+
+
 def test_a_delta_naming_a_missing_baseline_is_a_freshness_error(tree: Path) -> None:
     tracker = FreshnessTracker(tree)
     tracker.capture({"a": ["src/*.py"], "b": ["src/*.py"]})

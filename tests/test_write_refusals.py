@@ -92,3 +92,40 @@ def test_a_refused_write_at_any_point_of_a_step_is_one_line_and_the_run_resumes(
         if at > tool_step[0] + 2:  # its step's records and status are whole after the resume
             log = (run_dir / "evidence.jsonl").read_text().splitlines()
             assert Counter(json.loads(x)["nodeId"] for x in log)["done"] == 1, (at, site)
+
+
+@pytest.mark.slow
+def test_status_after_a_refused_write_tells_it_from_a_kill(
+    tmp_path: Path, tool_step: range
+) -> None:
+    """A driver that stopped on a refused write let go of its run: ``status`` never calls that
+    a kill, and names at most the one node that was running."""
+    for at in tool_step:
+        workdir = tmp_path / f"at-{at}"
+        workdir.mkdir()
+        (workdir / "p.dot").write_text(PIPELINE)
+        run_cli(workdir, "run", "p.dot", fault=f"{at}:ENOSPC")
+        site = (workdir / "trace").read_text().splitlines()[at - 1]
+        [run_dir] = (workdir / ".freshness" / "runs").iterdir()
+        status = cli("status", str(run_dir), cwd=workdir)
+        assert "killed?" not in status.stdout, (at, site, status.stdout)
+        notes = [line for line in status.stdout.splitlines() if "was running when" in line]
+        assert len(notes) <= 1, (at, site, notes)
+        for note in notes:
+            assert "stopped on an error before its end was saved" in note, (at, site, note)
+        as_json = json.loads(cli("status", str(run_dir), "--json", cwd=workdir).stdout)
+        assert as_json.get("cut_off_by") in (None, "error"), (at, site, as_json)
+
+
+def test_status_after_a_kill_still_says_killed(tmp_path: Path, tool_step: range) -> None:
+    """The same point of the step with the driver killed outright: the lock was never let go."""
+    at = tool_step[len(tool_step) // 2]
+    (tmp_path / "p.dot").write_text(PIPELINE)
+    run_cli(tmp_path, "run", "p.dot", fault=f"{at}:kill")
+    [run_dir] = (tmp_path / ".freshness" / "runs").iterdir()
+    status = cli("status", str(run_dir), "--json", cwd=tmp_path)
+    as_json = json.loads(status.stdout)
+    if as_json.get("cut_off_nodes"):
+        assert as_json["cut_off_by"] == "kill"
+        text = cli("status", str(run_dir), cwd=tmp_path).stdout
+        assert "without saving (killed?)" in text

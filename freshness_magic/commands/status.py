@@ -47,7 +47,7 @@ def status_dict(run_dir: Path, data: dict[str, Any]) -> dict[str, Any]:
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.commands import invoked_as
     from freshness_magic.commands._rundir import run_dir_or_newest
-    from freshness_magic.engine.activity import activity
+    from freshness_magic.engine.activity import CUT_OFF_BY_ERROR, CUT_OFF_BY_KILL, activity, cut_off
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.gates import parse_accelerator
     from freshness_magic.engine.persistence import follow_restarts, workdir_gone
@@ -89,8 +89,10 @@ def main(args: argparse.Namespace) -> int:
         if orphans := orphaned_tools(run_dir):
             info["orphaned_tools"] = orphans
         # started and never ended, with no driver left: it stopped without a word (kill -9)
-        if (cut := activity(run_dir).running) and not info["interrupted_node"]:
-            info["cut_off_nodes"] = cut
+        stopped = cut_off(run_dir)
+        if stopped.nodes and not info["interrupted_node"]:
+            info["cut_off_nodes"] = stopped.nodes
+            info["cut_off_by"] = "kill" if stopped.reason == CUT_OFF_BY_KILL else "error"
     if args.json:
         print(json.dumps(info, indent=2, ensure_ascii=False, default=str))
         return EXIT_CODES[info["status"]]
@@ -152,11 +154,8 @@ def main(args: argparse.Namespace) -> int:
     elif info["next_node"]:
         print(f"next node: {info['next_node']}", file=out)
     for node in info.get("cut_off_nodes", ()):
-        print(
-            f"note: {node} was running when its driver stopped without saving (killed?); "
-            f"resume runs it again",
-            file=out,
-        )
+        reason = CUT_OFF_BY_KILL if info.get("cut_off_by") == "kill" else CUT_OFF_BY_ERROR
+        print(f"note: {node} {reason}", file=out)
     for line in info.get("orphaned_tools", ()):
         print(f"note: {line}", file=out)
     if damage:

@@ -61,3 +61,32 @@ def activity(run_dir: Path) -> Activity:
         elif event.type is EventType.GATE_ANSWERED:
             waiting = None
     return Activity(list(running), waiting)
+
+
+CUT_OFF_BY_KILL = (
+    "was running when its driver stopped without saving (killed?); resume runs it again"
+)
+"""A node started and never ended whose driver died holding the run (a kill, a crash)."""
+CUT_OFF_BY_ERROR = (
+    "was running when its driver stopped on an error before its end was saved (a write the "
+    "system refused, as the driver said); resume runs it again"
+)
+"""A node started and never ended whose driver exited cleanly: it stopped on an error, such as
+a state file it could not write (a full disk, a read-only folder)."""
+
+
+class CutOff(NamedTuple):
+    """The nodes a run's last driver left started and not ended, and why it stopped."""
+
+    nodes: list[str]
+    reason: str
+
+
+def cut_off(run_dir: Path) -> CutOff:
+    """The nodes started and never ended in ``run_dir`` (call it when no driver is live), with
+    the words for them: a kill when the driver died holding its lock, an error when it let go."""
+    from freshness_magic.engine.runlock import released_cleanly
+
+    nodes = activity(run_dir).running
+    reason = CUT_OFF_BY_ERROR if released_cleanly(run_dir) else CUT_OFF_BY_KILL
+    return CutOff(nodes, reason)

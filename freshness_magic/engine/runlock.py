@@ -247,6 +247,12 @@ PROCESS_LOCKS = RunLocks()
 """This process's run directory locks (a lock is per process, so its table is too)."""
 
 
+def released_cleanly(run_dir: Path) -> bool:
+    """Whether the last driver of ``run_dir`` let go of its lock itself (it wrote ``released``),
+    rather than dying with it held (a kill): what a node left started then means differs."""
+    return "released" in _holder(run_dir / LOCK_FILE)
+
+
 def live_driver(run_dir: Path) -> dict[str, Any] | None:
     """Who drives ``run_dir`` right now, read without taking the lock: the holder's pid, host,
     ``since`` (epoch seconds) and ``program`` (when it wrote one) when its process is alive on

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import os
 import sys
+import threading
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import replace
@@ -63,6 +64,11 @@ RUN_SPECS = ("backend", "executor")
 ACCEPTED_SHOWN = 10
 """Files ``accept`` names before it counts the rest."""
 
+
+LIVE_DELAY = 0.4
+"""Seconds a node runs before the view shows it running, and between two live frames while it
+runs (its output, a retry). Short enough to see a slow node start at once; long enough that a
+step that takes less sends one frame, at its end."""
 
 STOP_AT_CLOSE_SECONDS = 4.0
 """Long enough for a tool's process group to get SIGTERM and, after the tool handler's grace,
@@ -158,6 +164,12 @@ class Pipeline:
         """Where step lines go as each step ends (a terminal's print); None: in the result."""
         self._widget: Any = None
         self._frame_listeners: list[Callable[[ViewFrame], None]] = []
+        self._frame_errors: list[Callable[[BaseException], None]] = []
+        self.live_delay = LIVE_DELAY
+        """Seconds between an event inside a step and the frame that shows it (see
+        :data:`LIVE_DELAY`)."""
+        self._live_lock = threading.Lock()
+        self._live: threading.Timer | None = None
         self.live.subscribe(self._push_frame)
 
     # --- the parts' fields -----------------------------------------------------------------------
@@ -251,16 +263,51 @@ class Pipeline:
         """Call ``listener(event_or_None)`` after every published update of the views."""
         self.live.subscribe(listener)
 
-    def subscribe_frames(self, listener: Callable[[ViewFrame], None]) -> None:
+    def subscribe_frames(
+        self,
+        listener: Callable[[ViewFrame], None],
+        on_error: Callable[[BaseException], None] | None = None,
+    ) -> None:
         """Call ``listener(frame)`` with a :class:`~freshness_magic.views.frame.ViewFrame` at
-        every published step boundary (the widget serialises it; it reads nothing back)."""
+        every published step boundary and, inside a long step, at most once per
+        :attr:`live_delay` after events (the widget serialises it; it reads nothing back).
+        ``on_error`` hears a frame that could not be made (the run goes on regardless)."""
         self._frame_listeners.append(listener)
+        if on_error is not None:
+            self._frame_errors.append(on_error)
 
     def _push_frame(self, event: Any) -> None:
-        if event is None and self._frame_listeners:
+        """A step boundary (``None``) is pushed at once; an event inside a step only arms the
+        live timer, so a step that ends sooner sends nothing but its boundary's frame."""
+        if not self._frame_listeners:
+            return
+        if event is not None:
+            with self._live_lock:
+                if self._live is None:
+                    self._live = threading.Timer(self.live_delay, self._push_live)
+                    self._live.daemon = True
+                    self._live.start()
+            return
+        with self._live_lock:
+            timer, self._live = self._live, None
+        if timer is not None:
+            timer.cancel()
+        self._send_frame()
+
+    def _push_live(self) -> None:
+        with self._live_lock:
+            self._live = None
+        self._send_frame()
+
+    def _send_frame(self) -> None:
+        try:
             frame = self.view.frame()
-            for listener in list(self._frame_listeners):
-                listener(frame)
+        except Exception as exc:  # a view error must never break the run
+            for report in list(self._frame_errors):
+                report(exc)
+            return
+        for listener in list(self._frame_listeners):
+            listener(frame)
 
     def frame(self) -> ViewFrame:
         """Everything the view shows now (:class:`~freshness_magic.views.frame.ViewFrame`)."""

@@ -11,7 +11,7 @@ import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.engine.model import Node
+from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.state import RunState
 from freshness_magic.views.model import Span, parse_time
 from freshness_magic.views.render import Layout
@@ -127,13 +127,12 @@ def context_keys(pipeline: Pipeline, limit: int = 200) -> list[list[str]]:
     return keys
 
 
-def graph_value(pipeline: Pipeline, layout: Layout) -> dict[str, Any]:
+def graph_value(graph: Graph, layout: Layout) -> dict[str, Any]:
     """What the page gets once per structure: the SVG, the nodes in index order, the exit nodes
     (the Run to list starts at one) and the start node (the Home and End keys go to them), the
     goal, the legend of the states this pipeline can show
     and, per state, its legend entries (for a state shown that the legend did not list; stale
     has two), and each state's mark (drawn in the node's corner)."""
-    graph = pipeline.graph
     return {
         "svg": layout.svg,
         "nodes": layout.nodes,

@@ -2,9 +2,9 @@
 
 The model carries the laid-out SVG once per pipeline structure and, per step, the node states as
 one character per node plus the few lines that explain nodes needing attention, so a step at 200
-nodes sends a few hundred bytes in one update. Events inside a step (a node starts, prints,
-retries) only arm a timer: a node still running after :data:`LIVE_DELAY` is shown running (its
-timer, its latest output) with at most one more update per :data:`LIVE_DELAY`, and a step that
+nodes sends a few hundred bytes in one update. The widget only serialises the frames the
+pipeline pushes: one per step boundary and, inside a long step, at most one per the pipeline's
+``live_delay`` (a node still running is shown running, its timer, its latest output); a step that
 ends sooner sends nothing but its one update at the end.
 
 Clicks come back as ``{"action": ...}`` messages and call the pipeline object (``step``,
@@ -90,10 +90,6 @@ NOTE_CHARS = 240
 _QUIET = frozenset(
     {NodeState.PENDING, NodeState.SUCCEEDED, NodeState.REUSED, NodeState.SKIPPED, NodeState.NEXT}
 )
-LIVE_DELAY = 0.4
-"""Seconds a node runs before the view shows it running, and between two live updates while it
-runs (its output, a retry). Short enough to see a slow node start at once; long enough that a
-step that takes less sends one update, at its end."""
 
 
 def in_kernel() -> bool:
@@ -131,9 +127,6 @@ class PipelineWidget(anywidget.AnyWidget):
         self._interrupts = InterruptForwarding(self._stop_from_signal)
         """Kernel > Interrupt stops what a click started, as the view's Stop does."""
         self._refresh_lock = threading.Lock()
-        self.live_delay = LIVE_DELAY
-        self._live_lock = threading.Lock()
-        self._live: threading.Timer | None = None
         self._layout: Layout | None = None
         self._layout_key: tuple[object, ...] | None = None
         self._evidence_count = -1
@@ -152,8 +145,7 @@ class PipelineWidget(anywidget.AnyWidget):
         """The static HTML last published under ``follow_id`` (None: not displayed yet)."""
         self._follow_lock = threading.Lock()
         self.on_msg(self._on_msg)
-        pipeline.subscribe(self._on_pipeline_event)
-        pipeline.subscribe_frames(self._on_frame)
+        pipeline.subscribe_frames(self._on_frame, self._report)
         self.refresh()
 
     # --- the pipeline's side ---------------------------------------------------------------------
@@ -210,7 +202,7 @@ class PipelineWidget(anywidget.AnyWidget):
         if key != self._layout_key:
             self._layout = self.pipeline.layout_cache.get(frame.graph)
             self._layout_key = key
-            values["graph"] = graph_value(self.pipeline, self.layout)
+            values["graph"] = graph_value(frame.graph, self.layout)
         views = frame.views
         layout = self.layout
         codes = ["p"] * len(layout.index)
@@ -260,34 +252,19 @@ class PipelineWidget(anywidget.AnyWidget):
         size = sum(len(to_json(v)) for v in changed.values())
         self.update_stats.append((time.perf_counter() - started, size))
 
-    def _on_pipeline_event(self, event: Any) -> None:
-        """An event inside a step only arms the live timer (see :data:`LIVE_DELAY`); a step
-        boundary (``None``) comes as a frame (:meth:`_on_frame`)."""
-        if event is not None:
-            self._arm_live()
+    @property
+    def live_delay(self) -> float:
+        """Seconds between events inside a step and the frame the pipeline pushes for them."""
+        return float(self.pipeline.live_delay)
+
+    @live_delay.setter
+    def live_delay(self, seconds: float) -> None:
+        self.pipeline.live_delay = seconds
 
     def _on_frame(self, frame: ViewFrame) -> None:
-        """A published step boundary: its frame is sent at once, in one update."""
-        self._disarm_live()
+        """A frame the pipeline pushed (a step boundary, or a long step's live frame): sent in
+        one update."""
         self._safe_refresh(frame)
-
-    def _arm_live(self) -> None:
-        with self._live_lock:
-            if self._live is None:
-                self._live = threading.Timer(self.live_delay, self._live_refresh)
-                self._live.daemon = True
-                self._live.start()
-
-    def _disarm_live(self) -> None:
-        with self._live_lock:
-            timer, self._live = self._live, None
-        if timer is not None:
-            timer.cancel()
-
-    def _live_refresh(self) -> None:
-        with self._live_lock:
-            self._live = None
-        self._safe_refresh()
 
     def _safe_refresh(self, frame: ViewFrame | None = None) -> None:
         try:
@@ -399,8 +376,7 @@ class PipelineWidget(anywidget.AnyWidget):
             finally:
                 self._interrupts.disarm()
                 self._worker = None
-                self._disarm_live()
-                self._safe_refresh()
+                self._safe_refresh()  # the reply to the page's own action
                 self.send({"reply": "done", "action": name, "text": said, "line": self._gist(said)})
 
         self._worker = threading.Thread(target=work, name="fm-widget", daemon=True)

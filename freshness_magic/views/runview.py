@@ -32,9 +32,6 @@ if TYPE_CHECKING:
     from freshness_magic.engine.persistence import RunMemory
     from freshness_magic.freshness.report import FreshnessReport
 
-CUT_OFF = "was running when its driver stopped without saving (killed?); resume runs it again"
-"""Why a node is shown interrupted when its step never ended and no process drives the run."""
-
 
 @dataclass(frozen=True)
 class RunView:
@@ -127,7 +124,7 @@ def read_run(run_dir: Path) -> RunView:
     Raises CheckpointError when it is no run directory or has no usable checkpoint (the error
     ``status`` gives), StoredPipelineError when its copy of the pipeline is missing or altered.
     """
-    from freshness_magic.engine.activity import activity
+    from freshness_magic.engine.activity import cut_off as engine_cut_off
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.context import partial_key
     from freshness_magic.engine.handlers.parallel import kept_branch_ids
@@ -181,9 +178,10 @@ def read_run(run_dir: Path) -> RunView:
     driver = live_driver(folder)
     cut_off: tuple[str, ...] = ()
     if driver is None:  # the nodes started and never ended, as status names them
-        cut_off = tuple(n for n in activity(folder).running if n in graph.nodes)
+        stopped = engine_cut_off(folder)
+        cut_off = tuple(n for n in stopped.nodes if n in graph.nodes)
         for node_id in cut_off:
-            model.mark_interrupted(node_id, CUT_OFF)
+            model.mark_interrupted(node_id, stopped.reason)
         model.publish(snapshot)  # nothing runs: back to the checkpoint, the cut-off marked
     going_on = memory.next_node if memory.state is RunState.PAUSED else None
     kept = kept_branch_ids(context.get(partial_key(going_on))) if going_on else []

@@ -22,7 +22,7 @@ FACTORY_DOT = """digraph factory {
     read_issue [label="Read issue", prompt="Read the issue for $goal"]
     gather     [label="Gather notes", shape=parallelogram, tool_command="echo notes",
                 source_files="docs/*.md", freshness="warn"]
-    scope_work [label="Scope the work", prompt="Scope $goal"]
+    scope_work [label="Scope the work", prompt="Scope $goal from {tool.output}"]
     triage     [label="Triage", prompt="Which area does $goal touch?"]
   }
   subgraph cluster_design {

@@ -48,9 +48,11 @@ HOSTILE_DOT = f"""digraph hostile {{
   work  [label={_dot(IMG)}, prompt={_dot(IMG + " for $goal " + SVG)},
          source_files="docs/*.md", freshness="warn"]
   gate  [shape=hexagon, label={_dot(SVG)}]
+  note  [label={_dot(SCRIPT)}, prompt="Note on {{last_response}}"]
   done  [shape=Msquare, label={_dot(TITLE)}]
   start -> work -> gate
-  gate -> done [label={_dot("[Y] " + IMG)}]
+  gate -> note [label={_dot("[Y] " + IMG)}]
+  note -> done
   gate -> work [label={_dot("[N] " + SVG)}]
 }}
 """
@@ -99,7 +101,7 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
                                        .map(t => t.textContent).join('')]))""",
         WIDGET,
     )
-    assert labels == {"start": SCRIPT, "work": IMG, "gate": SVG, "done": TITLE}
+    assert labels == {"start": SCRIPT, "work": IMG, "gate": SVG, "note": SCRIPT, "done": TITLE}
     edge_text = page.evaluate(
         "(s) => [...document.querySelectorAll(s + ' svg g.fm-edge text')].map(t => t.textContent)",
         WIDGET,
@@ -152,13 +154,15 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
     assert live_elements(page) == {"img": 0, "svgOnload": 0, "handlers": 0, "scripts": 0}
 
     page.locator(f"{WIDGET} .fm-gate-choice").first.click()
-    # `work`'s inputs changed after it ran, so the nodes that ran after it may be outdated.
+    # `work`'s inputs changed after it ran: `note` read its response, so it is outdated; the
+    # gate and the exit read nothing of it and stay succeeded.
     outdated = NodeState.OUTDATED.value
-    wait_node_states(page, {"gate": outdated, "done": outdated})
+    wait_node_states(page, {"note": outdated})
     wait_status(page, "completed")
     states = node_states(page)
     assert states.pop("work") == NodeState.STALE.value
-    assert set(states.values()) == {NodeState.SUCCEEDED.value, outdated}
+    assert states.pop("note") == outdated
+    assert set(states.values()) == {NodeState.SUCCEEDED.value}
     assert pwned(page) == "undefined"
     assert page.dialogs == []
     assert live_elements(page) == {"img": 0, "svgOnload": 0, "handlers": 0, "scripts": 0}
@@ -169,5 +173,6 @@ def test_hostile_labels_render_as_text(lab_server: Any, page: Any) -> None:
         "s6_escaping_completed",
         page.locator(WIDGET),
         "hostile pipeline after a click on its first choice button: completed, every node green"
-        " but the stale one, no dialog, window.__pwned still undefined",
+        " but the stale one and the one that read its response (outdated), no dialog,"
+        " window.__pwned still undefined",
     )

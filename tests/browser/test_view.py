@@ -163,8 +163,8 @@ _SWATCHES_JS = """(s) => {
 def test_the_legend_draws_stale_and_outdated_as_the_nodes_are(
     lab_server: Any, page: Any, theme: str
 ) -> None:
-    """An input of a node that ran changes (stale since it ran: dotted; the nodes that ran
-    after it: outdated) and an input of a node still to run (stale since baseline: dashed). The
+    """An input of a node that ran changes (stale since it ran: dotted; scope_work, which read
+    its output: outdated) and an input of a node still to run (stale since baseline: dashed). The
     legend has a swatch for each kind painted exactly as those nodes are, and the three look
     different from each other, in the light and the dark theme."""
     folder = lab_server.root / f"view_legend_{theme}"
@@ -191,8 +191,9 @@ def test_the_legend_draws_stale_and_outdated_as_the_nodes_are(
             f"view_legend_stale_{theme}",
             page.locator(WIDGET),
             f"{theme} theme: docs/notes.md and src/search.py changed while waiting at design_ok:"
-            " gather stale since it ran (dotted), the nodes after it outdated (dash-dot),"
-            " be_tests stale since baseline (dashed); the legend draws each the same way",
+            " gather stale since it ran (dotted), scope_work that read its output outdated"
+            " (dash-dot), be_tests stale since baseline (dashed); the legend draws each"
+            " the same way",
         )
     finally:
         set_theme(page, "light")

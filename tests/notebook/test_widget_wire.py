@@ -128,6 +128,37 @@ DOT = """digraph held {
 """
 
 
+def test_the_live_updates_of_a_long_node_are_pushed_not_asked_for(
+    shell: InteractiveShell, workdir: Path, wire: Wire, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """While a node runs, its live frames come from the pipeline: the widget never reads the
+    pipeline back to learn what to show (only the reply to its own action does, at the end)."""
+    pipeline: Pipeline = shell.run_cell_magic("pipeline", f"held --workdir {workdir}", DOT)
+    widget = pipeline.widget
+    widget.background = True
+    widget.live_delay = 0.05
+    asked: list[str] = []
+    made = pipeline.view.frame
+
+    def frame() -> Any:
+        asked.append("widget")
+        return made()
+
+    monkeypatch.setattr(pipeline, "frame", frame)
+    work = widget.graph["nodes"].index("work")
+    widget.handle({"action": "run"})
+    running = STATE_CODES[NodeState.RUNNING]
+    wait_until(
+        lambda: any(u.get("states", "")[work : work + 1] == running for u in wire.updates()),
+        "an update showing `work` running while its tool waits for the file `go`",
+    )
+    live = len([u for u in wire.updates() if "run" in u])
+    assert live >= 1 and asked == []
+    (workdir / "go").write_text("")
+    widget.wait(30)
+    assert pipeline.state_name == "completed" and widget.errors == []
+
+
 def test_a_long_node_is_shown_running_while_it_runs(
     shell: InteractiveShell, workdir: Path, wire: Wire
 ) -> None:

@@ -44,6 +44,11 @@ def one_line(text: str, limit: int) -> str:
     return flat if len(flat) <= limit else flat[: limit - 1] + "…"
 
 
+def cut(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters with an ellipsis (its lines kept)."""
+    return text if len(text) <= limit else text[: limit - 1] + "…"
+
+
 def failure_line(reason: str, limit: int) -> str:
     """A failure reason in ``limit`` characters: the text before a tool's stderr section and,
     after `` · ``, that section's last line (the error itself), each cut to fit; folding the

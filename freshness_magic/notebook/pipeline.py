@@ -32,7 +32,7 @@ from freshness_magic.engine.handlers.tool import reap_survivors
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.engine.persistence import PIPELINE_FILE, same_pipeline
-from freshness_magic.engine.run_recovery import rearmed_note
+from freshness_magic.engine.recovery import rearmed_note
 from freshness_magic.errors import (
     GateAnswerError,
     NothingToRetryError,

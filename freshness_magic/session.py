@@ -435,8 +435,8 @@ def resume_run(
     if evidence_validator is not None:
         extension_options = {**(extension_options or {}), "evidence_validator": evidence_validator}
     if extensions is None:
+        from freshness_magic.engine.lifecycle import stored_workdir
         from freshness_magic.engine.persistence import follow_restarts
-        from freshness_magic.engine.run import stored_workdir
 
         base = workdir if workdir is not None else stored_workdir(follow_restarts(Path(run_dir)))
         extensions = default_extensions(base, **(extension_options or {}))
@@ -481,8 +481,8 @@ def carry_over(
     """
     from freshness_magic.engine.carry import plan_carry_over
     from freshness_magic.engine.checkpoint import load_checkpoint
+    from freshness_magic.engine.lifecycle import stored_workdir
     from freshness_magic.engine.persistence import follow_restarts, restore_memory, stored_pipeline
-    from freshness_magic.engine.run import stored_workdir
     from freshness_magic.lint import session_validator
     from freshness_magic.rundirs import checked_run_dir
 

@@ -128,7 +128,7 @@ def _unknown_node(run_dir: Path, node: str) -> str | None:
 def damaged_files(run_dir: Path, records: list[EvidenceRecord]) -> list[str]:
     """What is wrong with each node evidence file the records name that is damaged on disk (the
     files are under the run's working directory; nothing when its manifest does not say where)."""
-    from freshness_magic.engine.run import stored_workdir
+    from freshness_magic.engine.lifecycle import stored_workdir
     from freshness_magic.errors import FreshnessMagicError
     from freshness_magic.evidence.damage import damaged_files
 

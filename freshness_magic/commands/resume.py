@@ -177,7 +177,7 @@ def main(args: argparse.Namespace) -> int:
                 news = some_files(files, 3) if files else "nothing had changed"
                 print(f"  {'accept':<7} {node_id:<24} {'':8}  new baseline: {news}", file=out)
         if args.retry is not None:
-            from freshness_magic.engine.run_recovery import rearmed_note
+            from freshness_magic.engine.recovery import rearmed_note
 
             try:
                 armed = run.retry(args.retry or None)

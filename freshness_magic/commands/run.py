@@ -641,7 +641,7 @@ def side_by_side(run_dir: Path, name: str) -> list[str]:
     only held by an idle kernel (between nodes, at a gate, or completed) runs nothing beside
     this one and gets no note."""
     from freshness_magic.engine.activity import activity
-    from freshness_magic.engine.run import read_manifest
+    from freshness_magic.engine.lifecycle import read_manifest
     from freshness_magic.engine.runlock import live_driver
 
     try:

@@ -29,6 +29,11 @@ Errors, each turned into an outcome rather than raised:
 
 Extension hooks run under one lock, so branches running in threads call them one at a time; a
 branch's hooks see the branch's context as ``run.context`` (see ``Run.context_scope``).
+
+The executor sees its run only through :class:`RunHost`: the pipeline, where it runs, the
+handlers and extensions, the event bus, and what it reports (an outcome, a retry count, a node's
+partial work, the traces of finished executions), which the run's journal records under its
+lock.
 """
 
 from __future__ import annotations
@@ -36,18 +41,26 @@ from __future__ import annotations
 import logging
 import random
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
+from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from freshness_magic.atomicio import loads_bounded, write_json_atomic
 from freshness_magic.engine.context import Context, partial_key
-from freshness_magic.engine.dispatch import call_remote, ships
+from freshness_magic.engine.dispatch import Dispatch, call_remote, ships
 from freshness_magic.engine.edges import EdgeStep
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.handlers.base import BranchStep, StepEnv, stop_slack
-from freshness_magic.engine.model import NODE_ID_RE, Node
+from freshness_magic.engine.extensions import RunExtension, call_extension
+from freshness_magic.engine.handlers.base import (
+    BranchStep,
+    ChildRuns,
+    HandlerRegistry,
+    StepEnv,
+    stop_slack,
+)
+from freshness_magic.engine.model import NODE_ID_RE, Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
 from freshness_magic.engine.routing import next_edge
@@ -55,6 +68,7 @@ from freshness_magic.engine.trace import Trace, node_definition
 from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
+    from freshness_magic.engine.reuse import Reuser
     from freshness_magic.engine.run import Run
 
 log = logging.getLogger(__name__)
@@ -74,6 +88,70 @@ def _step_of(trace: Trace) -> int:
 
 def failed(reason: str, **kw: Any) -> Outcome:
     return Outcome(status=StageStatus.FAIL, failure_reason=reason, **kw)
+
+
+class RunHost(Protocol):
+    """What the node executor needs of its run, and nothing more (``Run`` builds one)."""
+
+    @property
+    def graph(self) -> Graph: ...
+
+    @property
+    def run_id(self) -> str:
+        """The run's id now (a ``loop_restart`` changes it): a trace names its run."""
+
+    @property
+    def run_dir(self) -> Path:
+        """The run's directory now (a ``loop_restart`` moves it)."""
+
+    @property
+    def workdir(self) -> Path: ...
+
+    @property
+    def registry(self) -> HandlerRegistry: ...
+
+    @property
+    def dispatch(self) -> Dispatch | None:
+        """Where portable node work runs (a cluster); None: in this process."""
+
+    @property
+    def child_runs(self) -> ChildRuns: ...
+
+    @property
+    def extensions(self) -> Sequence[RunExtension]: ...
+
+    @property
+    def run(self) -> Run:
+        """The run the extensions' hooks are given."""
+
+    @property
+    def reuses(self) -> bool:
+        """Whether the run takes executions from earlier equal ones (:mod:`.reuse`)."""
+
+    @property
+    def reuser(self) -> Reuser:
+        """The run's reuse index: looked up before a node, told of every execution."""
+
+    def emit(self, kind: str, node_id: str | None, data: dict[str, Any]) -> None:
+        """Put an event on the run's bus."""
+
+    def context_scope(self, context: Context) -> AbstractContextManager[None]:
+        """Make ``context`` what ``run.context`` is for the calling thread (a branch's)."""
+
+    def record_outcome(self, node_id: str, outcome: Outcome) -> int:
+        """Record a finished node's outcome (any thread); its index in ``completed_nodes``."""
+
+    def set_retries(self, node_id: str, retries: int) -> None:
+        """Record how many times ``node_id`` was retried so far in this step (any thread)."""
+
+    def keep_partial(self, node_id: str, value: Any) -> None:
+        """Journal now what the running main-path node has finished of its work."""
+
+    def record_traces(self, traces: list[Trace]) -> None:
+        """Keep the traces of finished executions (a parallel node's after its branches')."""
+
+    def take_rearmed(self) -> bool:
+        """Whether the node about to run was asked for by a ``retry`` (then no longer)."""
 
 
 @dataclass
@@ -114,10 +192,10 @@ def _normalised(node: Node, outcome: Outcome) -> Outcome:
 
 
 class NodeExecutor:
-    """Runs nodes for one :class:`~freshness_magic.engine.run.Run`; see the module docstring."""
+    """Runs nodes for one run, seen through its :class:`RunHost`; see the module docstring."""
 
-    def __init__(self, run: Run, timing: Timing) -> None:
-        self._run = run
+    def __init__(self, host: RunHost, timing: Timing) -> None:
+        self._host = host
         self._timing = timing
         self._hooks = threading.RLock()
         self._stop = threading.Event()
@@ -153,22 +231,22 @@ class NodeExecutor:
 
     def execute(self, node: Node, context: Context, branch_of: str | None = None) -> NodeRun:
         """Run ``node`` with its retries in ``context``; the outcome is not applied yet."""
-        run = self._run
+        host = self._host
         data: dict[str, Any] = {"handler_type": node.handler_type}
         if branch_of is not None:
             data["branch_of"] = branch_of
-        run.events.emit(EventType.STAGE_STARTED, node.id, data)
+        host.emit(EventType.STAGE_STARTED, node.id, data)
         trace = self.new_trace(node, context, branch_of)
         self._tracing[node.id] = trace
         started = self._timing.clock()
         try:
-            with run.context_scope(context):
+            with host.context_scope(context):
                 outcome, attempts = self._with_retries(node, context, branch_of, trace)
         finally:
             self._tracing.pop(node.id, None)
         duration = self._timing.clock() - started
         if self._stop.is_set():
-            run.events.emit(
+            host.emit(
                 EventType.STAGE_INTERRUPTED,
                 node.id,
                 {"attempts": attempts, "duration": duration, "branch_of": branch_of},
@@ -180,16 +258,16 @@ class NodeExecutor:
         """The trace of an execution of ``node`` that starts now in ``context``: its cause is the
         execution that wrote the context's ``outcome`` (the step before it on its path), or
         none after a person asked for this one (``Run.retry``)."""
-        run = self._run
+        host = self._host
         cause = context.writer_of("outcome")
-        if branch_of is None and run.take_rearmed():
+        if branch_of is None and host.take_rearmed():
             cause = None
         step = None
-        if cause is not None and cause.run_id == run.run_id:
+        if cause is not None and cause.run_id == host.run_id:
             step = cause.step if cause.step is not None else cause.cause  # after a skip
         return Trace(
             node_id=node.id,
-            run_id=run.run_id,
+            run_id=host.run_id,
             definition=self.definition(node),
             cause=step,
             branch_of=branch_of,
@@ -197,7 +275,7 @@ class NodeExecutor:
 
     def definition(self, node: Node) -> str:
         """The fingerprint of ``node`` as it runs now: attributes and prompt file text."""
-        return node_definition(node, self._run.graph, self._run.workdir)
+        return node_definition(node, self._host.graph, self._host.workdir)
 
     def finish(self, result: NodeRun, context: Context, branch_of: str | None = None) -> None:
         """Apply a finished node's outcome: context, the run's record, event; its status file
@@ -207,7 +285,7 @@ class NodeExecutor:
     def _apply(self, result: NodeRun, context: Context, branch_of: str | None) -> int | None:
         """A finished node's outcome in memory (context, the run's record); its record index."""
         node, outcome = result.node, result.outcome
-        run = self._run
+        host = self._host
         trace = result.trace or self.new_trace(node, context, branch_of)  # an answered gate
         with self._active_lock:
             self._unsaved.append((node.id, outcome))
@@ -218,12 +296,12 @@ class NodeExecutor:
         if branch_of is None:
             context.delete(partial_key(node.id))  # its partial work is done with
         skipped = outcome.status is StageStatus.SKIPPED
-        index = None if skipped else run.record_outcome(node.id, outcome)
+        index = None if skipped else host.record_outcome(node.id, outcome)
         if index is not None:
             trace.seal(index + 1, outcome.status.value)
             self._sealed[(node.id, branch_of)] = trace
             try:
-                run.reuser.executed(node, outcome, trace, run.run_dir, run.run_id)
+                host.reuser.executed(node, outcome, trace, host.run_dir, host.run_id)
             except (OSError, FreshnessMagicError) as exc:  # a cache: the run goes on without it
                 log.warning("reuse: node %s was not recorded for reuse: %s", node.id, exc)
         return index
@@ -250,32 +328,32 @@ class NodeExecutor:
             kind = EventType.STAGE_FAILED
         else:
             kind = EventType.STAGE_COMPLETED
-        self._run.events.emit(kind, result.node.id, payload)
+        self._host.emit(kind, result.node.id, payload)
 
     def node_finished(self, step: Any) -> None:
         """Call every extension's ``on_step_finished`` for one executed node (under the lock),
         then keep its trace with the input fingerprints the extensions report; their
         ``on_step_saved`` follows the journal record that holds the step (:meth:`saved`)."""
-        run = self._run
+        host = self._host
         with self._hooks:
-            for ext in run.extensions:
-                run.call_extension(ext, "on_step_finished", run, step)
+            for ext in host.extensions:
+                call_extension(ext, "on_step_finished", host.run, step)
             with self._active_lock:
                 self._unsaved.append((step, None))
             trace = self._sealed.pop((step.node_id, step.branch_of), None)
             if trace is None or step.interrupted:
                 return
             digests: dict[str, str] = {}
-            for ext in run.extensions:
+            for ext in host.extensions:
                 report = getattr(ext, "trace_inputs", None)
                 if callable(report):
                     try:
-                        digests.update(report(run, trace.node_id) or {})
+                        digests.update(report(host.run, trace.node_id) or {})
                     except Exception:
                         log.exception("run extension %r failed in trace_inputs", ext.name)
             trace.set_inputs(digests)
         if step.branch_of is None:
-            run.record_traces([*sorted(trace.children, key=_step_of), trace])
+            host.record_traces([*sorted(trace.children, key=_step_of), trace])
             trace.children = []
             return
         parent = self._tracing.get(step.branch_of)
@@ -296,9 +374,9 @@ class NodeExecutor:
                     if outcome is not None:
                         self._write_status(item, outcome)
                     continue
-                for ext in self._run.extensions:
+                for ext in self._host.extensions:
                     if callable(getattr(ext, "on_step_saved", None)):
-                        self._run.call_extension(ext, "on_step_saved", self._run, item)
+                        call_extension(ext, "on_step_saved", self._host.run, item)
 
     # ----------------------------------------------------------------- a branch
 
@@ -337,9 +415,9 @@ class NodeExecutor:
                 f"human gate '{node.id}' inside the parallel branches of '{branch_of}' cannot "
                 "wait for an answer; give the run an interviewer or move the gate after the join"
             )
-        with self._hooks, self._run.context_scope(context):
+        with self._hooks, self._host.context_scope(context):
             index = self._apply(result, context, branch_of)
-            decision = next_edge(self._run.graph, node, outcome, context)
+            decision = next_edge(self._host.graph, node, outcome, context)
             self.node_finished(
                 StepResult(
                     node_id=node.id,
@@ -364,10 +442,10 @@ class NodeExecutor:
     def _with_retries(
         self, node: Node, context: Context, branch_of: str | None, trace: Trace
     ) -> tuple[Outcome, int]:
-        run = self._run
-        policy = build_retry_policy(node, run.graph, self._timing.backoff)
+        host = self._host
+        policy = build_retry_policy(node, host.graph, self._timing.backoff)
         counter = f"internal.retry_count.{node.id}"
-        run.set_retries(node.id, 0)
+        host.set_retries(node.id, 0)
         if counter in context:
             context.set(counter, 0)
         attempt = 1
@@ -377,10 +455,10 @@ class NodeExecutor:
                 return outcome, attempt
             if attempt >= policy.max_attempts:
                 return self._exhausted(node, outcome, attempt), attempt
-            run.set_retries(node.id, attempt)
+            host.set_retries(node.id, attempt)
             context.set(counter, attempt)
             delay = policy.backoff.delay_for_attempt(attempt, self._timing.rng)
-            run.events.emit(
+            host.emit(
                 EventType.STAGE_RETRYING,
                 node.id,
                 {
@@ -419,13 +497,13 @@ class NodeExecutor:
     def _attempt(
         self, node: Node, attempt: int, context: Context, branch_of: str | None, trace: Trace
     ) -> Outcome:
-        run = self._run
+        host = self._host
         started = self._timing.clock()
         outcome: Outcome | None = None
         try:
             with self._hooks:
-                for ext in run.extensions:
-                    replaced = ext.before_execute(run, node, attempt)
+                for ext in host.extensions:
+                    replaced = ext.before_execute(host.run, node, attempt)
                     if replaced is not None:
                         outcome = replaced
                         break
@@ -434,8 +512,8 @@ class NodeExecutor:
             if outcome is None:
                 outcome = self._call_handler(node, attempt, context, branch_of, trace)
             with self._hooks:
-                for ext in run.extensions:
-                    outcome = ext.after_execute(run, node, outcome, attempt, started)
+                for ext in host.extensions:
+                    outcome = ext.after_execute(host.run, node, outcome, attempt, started)
         except Exception as exc:
             if not isinstance(exc, FreshnessMagicError):  # ours say all in the failure reason
                 log.exception("run extension failed at node %s", node.id)
@@ -452,8 +530,8 @@ class NodeExecutor:
 
         if not reusable(node, declares_inputs=True):  # never, whatever it declares
             return None
-        run = self._run
-        reuser = run.reuser
+        host = self._host
+        reuser = host.reuser
         try:
             identity = self._handler_identity(node)
             if identity is None:
@@ -466,12 +544,12 @@ class NodeExecutor:
                 definition=trace.definition,
                 inputs=inputs,
                 handler=identity,
-                run_dir=run.run_dir,
-                search=run.reuses,
+                run_dir=host.run_dir,
+                search=host.reuses,
             )
             if entry is None:
                 return None
-            outcome = reuser.take(entry, node, run.run_dir)
+            outcome = reuser.take(entry, node, host.run_dir)
         except (OSError, ValueError, FreshnessMagicError) as exc:
             log.warning("reuse: lookup for node %s failed; it runs: %s", node.id, exc)
             return None
@@ -486,7 +564,7 @@ class NodeExecutor:
         """What decides the node's work besides its definition and reads: its handler (and,
         where it says, its backend or code: ``reuse_identity``); None: no handler."""
         try:
-            handler = self._run.registry.resolve(node)
+            handler = self._host.registry.resolve(node)
         except LookupError:
             return None
         own = getattr(handler, "reuse_identity", None)
@@ -497,11 +575,11 @@ class NodeExecutor:
         """The node's declared input files now, path -> digest, as the run extensions that
         fingerprint files report them (``reuse_inputs``); None: it declares none."""
         found: dict[str, str] | None = None
-        run = self._run
-        for ext in run.extensions:
+        host = self._host
+        for ext in host.extensions:
             report = getattr(ext, "reuse_inputs", None)
             if callable(report):
-                got = report(run, node)
+                got = report(host.run, node)
                 if got is not None:
                     found = {**(found or {}), **got}
         return found
@@ -509,9 +587,9 @@ class NodeExecutor:
     def _call_handler(
         self, node: Node, attempt: int, context: Context, branch_of: str | None, trace: Trace
     ) -> Outcome:
-        run = self._run
+        host = self._host
         try:
-            handler = run.registry.resolve(node)
+            handler = host.registry.resolve(node)
         except LookupError as exc:
             return failed(str(exc))
         timeout = node.timeout
@@ -519,9 +597,9 @@ class NodeExecutor:
         over = threading.Event()
         main_path = branch_of is None
         env = StepEnv(
-            graph=run.graph,
-            run_dir=run.run_dir,
-            workdir=run.workdir,
+            graph=host.graph,
+            run_dir=host.run_dir,
+            workdir=host.workdir,
             attempt=attempt,
             emit=lambda kind, data: self._emit(kind, node.id, data),
             deadline=self._timing.clock() + timeout if timeout else None,
@@ -529,18 +607,18 @@ class NodeExecutor:
             sleep=self._timing.sleep,
             cancel=cancel,
             branches=self,
-            child_runs=run.child_runs,
+            child_runs=host.child_runs,
             keep=self._keeper(node.id, over) if main_path else None,
             kept=context.get(partial_key(node.id)) if main_path else None,
         )
-        status_file = run.run_dir / "nodes" / node.id / "status.json"
+        status_file = host.run_dir / "nodes" / node.id / "status.json"
         before = status_file.stat().st_mtime_ns if status_file.exists() else None
         with self._active_lock:
             self._active.add(cancel)
             if self._stop.is_set():
                 cancel.set()
         work = handler.execute
-        dispatch = run.dispatch
+        dispatch = host.dispatch
         shipped = dispatch is not None and ships(dispatch, node, handler)
         if dispatch is not None and shipped:  # its timeout counts from the start on a worker
 
@@ -586,7 +664,7 @@ class NodeExecutor:
                 if callable(value):
                     value = value()
                 if not over.is_set():
-                    self._run.keep_partial(node_id, value)
+                    self._host.keep_partial(node_id, value)
 
         return keep
 
@@ -642,13 +720,13 @@ class NodeExecutor:
         return box.get("result")
 
     def _emit(self, kind: str, node_id: str, data: dict[str, Any]) -> None:
-        self._run.events.emit(kind, node_id, data)
+        self._host.emit(kind, node_id, data)
 
     def _write_status(self, node_id: str, outcome: Outcome) -> None:
         if not NODE_ID_RE.match(node_id):
             log.warning("node id %r is not a safe folder name; status.json not written", node_id)
             return
-        path = self._run.run_dir / "nodes" / node_id / "status.json"
+        path = self._host.run_dir / "nodes" / node_id / "status.json"
         try:
             write_json_atomic(path, outcome.to_dict())
         except OSError as exc:  # the journal holds the outcome: the run goes on without it

@@ -36,6 +36,7 @@ error text; one that raises elsewhere is logged and skipped.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Iterable, Sequence
 from enum import StrEnum
 from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
@@ -43,11 +44,38 @@ from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 from freshness_magic.engine.events import EventKinds
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome
+from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
     from freshness_magic.engine.state import StepResult
     from freshness_magic.engine.validation import LintRule
+
+log = logging.getLogger(__name__)
+
+_HOOK_WORK = {
+    "on_run_start": "its work at the start of the run",
+    "on_resume": "its work on resuming the run",
+    "on_step_finished": "its record of the step of node {node!r}",
+    "on_step_saved": "its record of the step of node {node!r}",
+}
+"""What an extension's hook does, for the one-line warning when it fails."""
+
+
+def call_extension(ext: RunExtension, hook: str, *args: Any) -> None:
+    """Call ``ext.hook(*args)``; an exception is logged and skipped, never raised.
+
+    An error of our own hierarchy (a file the extension cannot write, say) is one line that
+    says what was skipped; any other is a bug, logged with its traceback.
+    """
+    name = getattr(ext, "name", ext)
+    try:
+        getattr(ext, hook)(*args)
+    except FreshnessMagicError as exc:
+        work = _HOOK_WORK.get(hook, hook).format(node=getattr(args[-1], "node_id", None))
+        log.warning("run extension %r: %s was skipped: %s", name, work, exc)
+    except Exception:
+        log.exception("run extension %r raised in %s; skipped", name, hook)
 
 
 def extension_rules(ext: RunExtension) -> Sequence[LintRule]:

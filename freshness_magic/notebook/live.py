@@ -2,7 +2,7 @@
 it, the ``%%node`` cells, the input watcher, and the lock that lets one action run at a time.
 
 :class:`LiveRun` is one of the two parts of :class:`~freshness_magic.notebook.pipeline.Pipeline`
-(the other is its read-only view, :class:`~freshness_magic.notebook.readout.PipelineView`); it
+(the other is its read-only view, :class:`~freshness_magic.views.pipeline_view.PipelineView`); it
 holds the run and publishes the view model at every step boundary, and never renders anything.
 Imports no IPython: a plain script drives a pipeline through it.
 """
@@ -22,15 +22,15 @@ from freshness_magic.atomicio import write_json_atomic
 from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
-from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.model import Graph
 from freshness_magic.engine.persistence import EVENTS_FILE, same_pipeline
-from freshness_magic.engine.validation.attrs import no_node
 from freshness_magic.errors import NotAFolderError, RunError
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler, cell_runs_in
 from freshness_magic.notebook.watch import InputWatcher, input_folders
 from freshness_magic.pathsafety.state import first_non_folder
 from freshness_magic.views.marks import freshness_of
 from freshness_magic.views.model import RunSnapshot, ViewModel, stopped_spans
+from freshness_magic.views.pipeline_view import require_node
 from freshness_magic.views.saved import (
     STARTED_BY_FILE,
     ResumeOffer,
@@ -68,18 +68,6 @@ def _with_usage_error(usage_error: type[Exception]) -> type[SupersededError]:
         (SupersededError, usage_error),
         {"__module__": __name__, "__doc__": SupersededError.__doc__},
     )
-
-
-def require_node(name: str, graph: Graph, node_id: str) -> Node:
-    """The node ``node_id`` of ``graph``; :class:`RunError` naming the likely one, or the nodes
-    there are, when missing."""
-    if not isinstance(node_id, str):  # from Python: review.run_to(5)
-        example = next(iter(graph.nodes), "start")
-        raise RunError(f"a node id is a string such as {example!r}, not {node_id!r}")
-    node = graph.nodes.get(node_id)
-    if node is None:
-        raise RunError(no_node(name, node_id, graph.nodes))
-    return node
 
 
 class LiveRun:

@@ -3,7 +3,7 @@ accept, reset), the same from a plain Python script, from the magics and from th
 
 :class:`Pipeline` is composed of two parts: its live run (:class:`~freshness_magic.notebook.live.
 LiveRun`: the run's lifecycle, the ``%%node`` cells, the input watcher and one lock per
-pipeline) and a read-only view (:class:`~freshness_magic.notebook.readout.PipelineView`: status,
+pipeline) and a read-only view (:class:`~freshness_magic.views.pipeline_view.PipelineView`: status,
 why, evidence, conditions, from the view model the live part publishes at every step boundary).
 The magics and the widget's buttons both call these methods, so a click and a magic do exactly
 the same thing. ``stop`` is the one action that does not take the lock. Steps go one at a time
@@ -32,7 +32,7 @@ from freshness_magic.engine.handlers.tool import reap_survivors
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.engine.persistence import PIPELINE_FILE, same_pipeline
-from freshness_magic.engine.run_recovery import rearmed_note
+from freshness_magic.engine.recovery import rearmed_note
 from freshness_magic.errors import (
     GateAnswerError,
     NothingToRetryError,
@@ -41,12 +41,12 @@ from freshness_magic.errors import (
     ValidationError,
 )
 from freshness_magic.notebook.live import LiveRun
-from freshness_magic.notebook.readout import PipelineView
 from freshness_magic.notebook.stepping import step_loop
 from freshness_magic.views import text
 from freshness_magic.views.frame import ViewFrame
 from freshness_magic.views.marks import NodeStale
 from freshness_magic.views.model import ViewModel
+from freshness_magic.views.pipeline_view import PipelineView
 from freshness_magic.views.render import LayoutCache, LayoutUnavailable
 from freshness_magic.views.saved import ResumeOffer, find_unfinished, run_dir_hash
 from freshness_magic.views.state import NodeState, NodeView, RunBanner

@@ -8,7 +8,7 @@ from __future__ import annotations
 import bisect
 import json
 import re
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.model import Graph, Node
@@ -16,7 +16,7 @@ from freshness_magic.engine.state import RunState
 from freshness_magic.views.model import Span, parse_time
 from freshness_magic.views.render import Layout
 from freshness_magic.views.state import STATE_STYLES, NodeState, NodeView, legend_items
-from freshness_magic.views.text import choice_text, evidence_row, first_items
+from freshness_magic.views.text import choice_text, evidence_row
 
 if TYPE_CHECKING:
     from freshness_magic.notebook.pipeline import Pipeline
@@ -33,38 +33,6 @@ def clock_time(timestamp: str) -> str:
     return timestamp[11:19] if len(timestamp) >= 19 and timestamp[10] in "T " else timestamp
 
 
-def evidence_detail(record: Mapping[str, Any]) -> dict[str, Any]:
-    """What an expanded evidence row shows: summary, method, files changed, commit, tails."""
-    found = record.get("outcome")
-    outcome: Mapping[str, Any] = found if isinstance(found, dict) else {}
-    facts = outcome.get("engine")
-    engine: Mapping[str, Any] = facts if isinstance(facts, dict) else {}
-    files = engine.get("files") if isinstance(engine.get("files"), dict) else {}
-    changed = [
-        f"{path} ({kind})"
-        for kind in ("added", "modified", "deleted")
-        for path in (files or {}).get(kind, [])
-    ]
-    detail: dict[str, Any] = {
-        "summary": record.get("summary", ""),
-        "status": engine.get("status") or outcome.get("status", ""),
-        "method": engine.get("evidence_method") or record.get("type", ""),
-        "files changed": first_items(changed, "all of them: the record in evidence.jsonl"),
-        "commit": engine.get("commit") or "",
-        "stale files": first_items(
-            [str(f) for f in engine.get("stale_files") or []],
-            "all of them: the record in evidence.jsonl",
-        ),
-        "failure reason": engine.get("failure_reason", ""),
-        "attempt": engine.get("attempt", ""),
-        "time": record.get("timestamp", ""),
-    }
-    for key, value in engine.items():
-        if "tail" in key or key in ("stdout", "stderr", "response"):
-            detail[key.replace("_", " ")] = value
-    return {k: v for k, v in detail.items() if v not in ("", None, [])}
-
-
 def evidence_summary_row(seq: int, record: Mapping[str, Any]) -> list[Any]:
     """One compact evidence row: sequence number, clock time, node, status, method, summary."""
     row = evidence_row(record)
@@ -78,35 +46,8 @@ def evidence_summary_row(seq: int, record: Mapping[str, Any]) -> list[Any]:
     ]
 
 
-def cut(text: str, limit: int) -> str:
-    return text if len(text) <= limit else text[: limit - 1] + "…"
-
-
 def to_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
-
-
-def approving(
-    evidence: Sequence[Mapping[str, Any]],
-    gate_node: str,
-    details: Callable[[str], Mapping[str, Any]],
-) -> dict[str, str]:
-    """What the gate approves: the response or changed files of the node that ran before it
-    (its last evidence record, and ``details(node)`` for its response)."""
-    records = [r for r in evidence if r.get("nodeId") != gate_node]
-    if not records:
-        return {}
-    last = records[-1]
-    node = str(last.get("nodeId", ""))
-    response = details(node).get("response") or ""
-    if response:
-        return {"title": f"response of {node}", "text": cut(str(response), 2000)}
-    detail = evidence_detail(last)
-    lines = [str(detail.get("summary", ""))]
-    files = detail.get("files changed") or []
-    if files:
-        lines.append("files changed: " + ", ".join(files))
-    return {"title": f"result of {node}", "text": "\n".join(lines)}
 
 
 def node_details(pipeline: Pipeline, node_id: str, view: NodeView) -> dict[str, Any]:

@@ -55,8 +55,6 @@ from freshness_magic.notebook.interrupts import InterruptForwarding
 from freshness_magic.notebook.viewdata import (
     ActiveTime,
     context_keys,
-    cut,
-    evidence_detail,
     evidence_summary_row,
     gate_value,
     graph_value,
@@ -65,6 +63,7 @@ from freshness_magic.notebook.viewdata import (
     short,
     to_json,
 )
+from freshness_magic.views.evidence_log import evidence_detail
 from freshness_magic.views.render import Layout
 from freshness_magic.views.snapshot import snapshot_svg, static_html
 from freshness_magic.views.state import (
@@ -74,6 +73,7 @@ from freshness_magic.views.state import (
     palette_css,
     state_code,
 )
+from freshness_magic.views.text import cut
 
 if TYPE_CHECKING:
     from freshness_magic.notebook.pipeline import Pipeline

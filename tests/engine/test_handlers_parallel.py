@@ -373,7 +373,7 @@ def test_retrying_a_branch_node_runs_its_parallel_node_again_with_every_branch(
 ) -> None:
     """Alone, the branch would go on to the fan-in and join its new result with the other
     branches' old ones."""
-    from freshness_magic.engine.run_recovery import rearmed_note
+    from freshness_magic.engine.recovery import rearmed_note
 
     run = open_run(load_pipeline(TWO_BRANCHES), workdir=tmp_path, extensions=[])
     events: list[Event] = []

@@ -1,10 +1,10 @@
 """What a loaded pipeline shows: its run's state as last published, as views, text and evidence.
 
-:class:`PipelineView` is the read-only part of :class:`~freshness_magic.notebook.pipeline.Pipeline`:
-it answers from the view model its live part publishes at every step boundary (never from a run
-in the middle of a step) and from the run folder on disk; the text comes from
-:mod:`freshness_magic.views`. It changes nothing: the actions are the pipeline's, the run's
-lifecycle is :class:`~freshness_magic.notebook.live.LiveRun`'s.
+:class:`PipelineView` is the read-only part of the notebook's ``Pipeline``: it answers from the
+view model its live part publishes at every step boundary (never from a run in the middle of a
+step) and from the run folder on disk. It changes nothing: the actions are the pipeline's, the
+run's lifecycle is the live part's (``notebook/live.py``), which it sees only through
+:class:`LiveSource`, so this module needs no IPython and no notebook code.
 """
 
 from __future__ import annotations
@@ -12,12 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
 from freshness_magic.engine.state import RunState
-from freshness_magic.notebook.live import LiveRun, require_node
+from freshness_magic.engine.validation.attrs import no_node
+from freshness_magic.errors import RunError
 from freshness_magic.views import text
 from freshness_magic.views.evidence_log import EvidenceTail
 from freshness_magic.views.frame import ViewFrame
@@ -27,6 +28,7 @@ from freshness_magic.views.render import NodeState, NodeView
 from freshness_magic.views.saved import ResumeOffer
 from freshness_magic.views.state import RunBanner
 from freshness_magic.views.text import TextResult
+from freshness_magic.views.why import PipelineCommands
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
@@ -36,10 +38,39 @@ _ENDED = frozenset({NodeState.SUCCEEDED, NodeState.REUSED, NodeState.PARTIAL, No
 """States a node shows once it ran (and ended) in the step in progress."""
 
 
+class LiveSource(Protocol):
+    """What the view reads of a pipeline's live part (``notebook.live.LiveRun``)."""
+
+    name: str
+    graph: Graph
+    superseded: bool
+    resume_offer: ResumeOffer | None
+    model: ViewModel
+    run_options: dict[str, Any]
+    structure_version: int
+    commands: PipelineCommands
+    """How messages spell the actions (the magics, or the object's methods)."""
+
+    @property
+    def live_run(self) -> Run | None: ...
+
+
+def require_node(name: str, graph: Graph, node_id: str) -> Node:
+    """The node ``node_id`` of ``graph``; :class:`RunError` naming the likely one, or the nodes
+    there are, when missing."""
+    if not isinstance(node_id, str):  # from Python: review.run_to(5)
+        example = next(iter(graph.nodes), "start")
+        raise RunError(f"a node id is a string such as {example!r}, not {node_id!r}")
+    node = graph.nodes.get(node_id)
+    if node is None:
+        raise RunError(no_node(name, node_id, graph.nodes))
+    return node
+
+
 class PipelineView:
     """The read side of a loaded pipeline: status, why, evidence, details, conditions."""
 
-    def __init__(self, live: LiveRun) -> None:
+    def __init__(self, live: LiveSource) -> None:
         self.live = live
         self._evidence: EvidenceTail | None = None
 
@@ -252,7 +283,7 @@ class PipelineView:
 
     def frame(self) -> ViewFrame:
         """Everything the widget shows now, from the last published views (one read of each)."""
-        from freshness_magic.notebook.viewdata import approving
+        from freshness_magic.views.evidence_log import approving
 
         views = self.views()
         gate = self.pending_gate()

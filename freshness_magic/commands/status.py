@@ -178,7 +178,7 @@ def stored_graph(
     """The run's pipeline from the run directory's copy (read once for all ``status`` says),
     and what is wrong with that copy (missing, unreadable, altered: ``resume`` and ``why``
     refuse it); neither for a run started from a graph built in code (it has no copy)."""
-    from freshness_magic.engine.persistence import stored_pipeline
+    from freshness_magic.engine.runread import stored_pipeline
     from freshness_magic.errors import FreshnessMagicError, StoredPipelineError
 
     pipeline = data.get("pipeline") or {}

@@ -5,17 +5,17 @@ the whole checkpoint (the §5.3 field names plus the engine's own: ``node_outcom
 ``next_node``, ``pending_gate``, the failure, the extensions' state), :func:`step_record` into one
 journal record of what changed since the last record (see :mod:`.checkpoint_format`), and
 :func:`restore_memory` reads the checkpoint back.
-The pipeline text is kept once per run directory as ``pipeline.dot`` (:func:`stored_pipeline`
-rebuilds the Graph on resume), and ``loop_restart`` continues in ``<run_id>-r<N>`` linked from
-the old directory by ``restarted_as.json`` (:func:`follow_restarts`).
+The pipeline text is kept once per run directory as ``pipeline.dot``
+(:func:`.runread.stored_pipeline` rebuilds the Graph on resume), and ``loop_restart`` continues
+in ``<run_id>-r<N>`` linked from the old directory by ``restarted_as.json``
+(:func:`.runread.follow_restarts`). What read-only commands need of a run directory lives in
+:mod:`.runread`, re-exported here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
-import shlex
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
@@ -25,7 +25,7 @@ from operator import is_not
 from pathlib import Path
 from typing import Any
 
-from freshness_magic.atomicio import loads_bounded, write_atomic, write_json_atomic
+from freshness_magic.atomicio import write_atomic, write_json_atomic
 from freshness_magic.engine.checkpoint_format import CHECKPOINT_FORMAT, EncodedMap
 from freshness_magic.engine.checkpoint_writer import write_manifest
 from freshness_magic.engine.context import Context
@@ -33,22 +33,21 @@ from freshness_magic.engine.events import utc_now_iso
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.outcome import Outcome, Question
 from freshness_magic.engine.routing import ConditionTrial, DeadEnd
+from freshness_magic.engine.runread import RESTART_LINK as RESTART_LINK
+from freshness_magic.engine.runread import follow_restarts as follow_restarts
+from freshness_magic.engine.runread import source_hash as source_hash
+from freshness_magic.engine.runread import stored_pipeline as stored_pipeline
+from freshness_magic.engine.runread import workdir_gone as workdir_gone
 from freshness_magic.engine.state import RunResult, RunState
 from freshness_magic.engine.trace import Trace, latest_writers
-from freshness_magic.errors import CheckpointError, StoredPipelineError
+from freshness_magic.errors import CheckpointError
 from freshness_magic.pathsafety import read_state
 
-RESTART_LINK = "restarted_as.json"
 PIPELINE_FILE = "pipeline.dot"
 DAMAGED_PIPELINE_FILE = "pipeline.dot.damaged"
 """The pipeline text, stored once per run directory so a resume needs no original file."""
 EVENTS_FILE = "events.jsonl"
 RUN_ID_RE = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]*\Z")
-
-
-def source_hash(source: str) -> str:
-    """Identity of a pipeline text, to check that a checkpoint belongs to a pipeline."""
-    return hashlib.sha256(source.encode("utf-8")).hexdigest()
 
 
 def same_pipeline(source: str, stored_hash: str | None) -> bool:
@@ -429,31 +428,6 @@ def restart_dir(old_dir: Path, old_id: str, restarts: int, target: str) -> tuple
     return new_id, new_dir
 
 
-def stored_pipeline(folder: Path, pipeline: dict[str, Any], used: Path) -> Graph:
-    """The pipeline a run was started with, from ``pipeline.dot`` in its run directory."""
-    from freshness_magic.engine.pipeline import load_pipeline
-
-    if not pipeline.get("source_file"):
-        raise StoredPipelineError(
-            f"checkpoint {used} has no stored pipeline (the run was started from a Graph built in "
-            "code)",
-            "to resume it",
-        )
-    stored = folder / str(pipeline["source_file"])
-    try:
-        source = read_state(stored).decode("utf-8")
-    except OSError as exc:
-        raise StoredPipelineError(
-            f"cannot read the run's stored pipeline {stored} ({exc.strerror or exc})"
-        ) from exc
-    if source_hash(source) != pipeline.get("sha256"):
-        raise StoredPipelineError(
-            f"the stored pipeline {stored} does not match its checkpoint {used} (hash differs)"
-        )
-    path = pipeline.get("path")
-    return load_pipeline(source, path=str(path) if path else None)
-
-
 def restore_stored_pipeline(folder: Path, pipeline: dict[str, Any], source: str) -> str | None:
     """Put the run directory's ``pipeline.dot`` back from ``source`` (the pipeline text of the
     run, as ``same_pipeline`` found) when that copy is missing or altered, so that later commands
@@ -481,36 +455,3 @@ def restore_stored_pipeline(folder: Path, pipeline: dict[str, Any], source: str)
     except OSError:
         return None
     return f"put back the run's copy of its pipeline, {stored}, from the pipeline given{kept}"
-
-
-def follow_restarts(run_dir: Path) -> Path:
-    """The directory a run continued in after ``loop_restart`` (``run_dir`` if none)."""
-    seen: set[Path] = set()
-    current = run_dir
-    while (current / RESTART_LINK).exists() and current not in seen:
-        seen.add(current)
-        try:
-            link = loads_bounded(read_state(current / RESTART_LINK))
-            current = Path(str(link["run_dir"]))
-        except (OSError, ValueError, KeyError, TypeError):
-            break
-    return current
-
-
-def workdir_gone(run_dir: Path, stored: object) -> str:
-    """What to say when the working directory a run was started in (``stored``) is gone, a
-    project moved or deleted; empty when it is there (or unknown). Nothing that reads or goes
-    on with the run may create it again: its tools would run in an empty folder."""
-    if not isinstance(stored, str) or Path(stored).is_dir():
-        return ""
-    home = run_dir.parent.parent.parent
-    if run_dir.parent.name == "runs" and run_dir.parent.parent.name == ".freshness":
-        hint = (
-            f"if the project moved to {home}, resume with --workdir {shlex.quote(str(home))} "
-            "(workdir= in Python)"
-        )
-    else:
-        hint = "restore it, or resume with --workdir DIR (workdir= in Python) to work in another"
-    return (
-        f"{run_dir}: the run's working directory {stored} is not there (moved or deleted?); {hint}"
-    )

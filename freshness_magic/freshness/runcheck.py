@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.engine.persistence import workdir_gone
+from freshness_magic.engine.runread import workdir_gone
 from freshness_magic.errors import CheckpointError, FreshnessError, FreshnessMagicError
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.report import FreshnessReport
@@ -42,7 +42,7 @@ def check_run(
 ) -> RunCheck:
     """Like :func:`check_run_dir`, keeping the checkpoint and pipeline it read."""
     from freshness_magic.engine.checkpoint import load_checkpoint
-    from freshness_magic.engine.persistence import follow_restarts, stored_pipeline
+    from freshness_magic.engine.runread import follow_restarts, stored_pipeline
 
     if not run_dir.is_dir():
         raise FreshnessError(

@@ -46,15 +46,6 @@ class Stepped:
 _ENDED = (EventType.STAGE_COMPLETED, EventType.STAGE_FAILED)
 
 
-def branch_line(event: Event) -> str:
-    """``  b1 -> success (branch of fan)``: a node a parallel node ran in one of its branches,
-    under the parallel node's step line (the command line indents them the same way)."""
-    data = event.data
-    line = f"  {event.node_id} -> {data.get('status', '')} (branch of {data['branch_of']})"
-    reason = str(data.get("failure_reason") or "")
-    return f"{line}: {text.one_line(reason, 120)}" if reason else line
-
-
 def step_loop(
     run: Run,
     *,
@@ -84,7 +75,7 @@ def step_loop(
             if said not in under:  # a block's retries check again: say the same news once
                 under.append(said)
         elif event.type in _ENDED and event.data.get("branch_of"):
-            under.append(branch_line(event))
+            under.append(text.branch_line(event))
 
     listener = run.events.subscribe(note)
     try:

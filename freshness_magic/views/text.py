@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.condition_explain import ConditionExplanation
 from freshness_magic.engine.edges import EdgeStep
@@ -19,6 +19,9 @@ from freshness_magic.engine.handlers.tool import reason_ends
 from freshness_magic.engine.outcome import Choice, Question, StageStatus
 from freshness_magic.freshness.events import blocked_by, some_files
 from freshness_magic.views.render import NodeState, NodeView, state_table
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.events import Event
 
 
 class TextResult:
@@ -226,6 +229,15 @@ def step_line(result: Any) -> str:
         if result.edge_step is EdgeStep.GOAL_GATE:  # not where its edges lead: say why
             line += f": {result.reason}"
     return line
+
+
+def branch_line(event: Event) -> str:
+    """``  b1 -> success (branch of fan)``: a node a parallel node ran in one of its branches,
+    under the parallel node's step line (the command line indents them the same way)."""
+    data = event.data
+    line = f"  {event.node_id} -> {data.get('status', '')} (branch of {data['branch_of']})"
+    reason = str(data.get("failure_reason") or "")
+    return f"{line}: {one_line(reason, 120)}" if reason else line
 
 
 def blocked_text(node_id: str, files: Sequence[str], accept: str | None = None) -> str:

@@ -1,0 +1,87 @@
+"""Reading a run directory without the engine: its restart link, working directory and stored
+pipeline copy.
+
+What ``check`` and the other read-only commands need of a run directory, kept apart from
+:mod:`.persistence` (which writes and restores runs and imports the engine's routing and state),
+so a read-only command does not pay for importing the engine.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shlex
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from freshness_magic.atomicio import loads_bounded
+from freshness_magic.errors import StoredPipelineError
+from freshness_magic.pathsafety import read_state
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.model import Graph
+
+RESTART_LINK = "restarted_as.json"
+"""In a run directory a loop restart left: where the run continues."""
+
+
+def source_hash(source: str) -> str:
+    """Identity of a pipeline text, to check that a checkpoint belongs to a pipeline."""
+    return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def follow_restarts(run_dir: Path) -> Path:
+    """The directory a run continued in after ``loop_restart`` (``run_dir`` if none)."""
+    seen: set[Path] = set()
+    current = run_dir
+    while (current / RESTART_LINK).exists() and current not in seen:
+        seen.add(current)
+        try:
+            link = loads_bounded(read_state(current / RESTART_LINK))
+            current = Path(str(link["run_dir"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            break
+    return current
+
+
+def workdir_gone(run_dir: Path, stored: object) -> str:
+    """What to say when the working directory a run was started in (``stored``) is gone, a
+    project moved or deleted; empty when it is there (or unknown). Nothing that reads or goes
+    on with the run may create it again: its tools would run in an empty folder."""
+    if not isinstance(stored, str) or Path(stored).is_dir():
+        return ""
+    home = run_dir.parent.parent.parent
+    if run_dir.parent.name == "runs" and run_dir.parent.parent.name == ".freshness":
+        hint = (
+            f"if the project moved to {home}, resume with --workdir {shlex.quote(str(home))} "
+            "(workdir= in Python)"
+        )
+    else:
+        hint = "restore it, or resume with --workdir DIR (workdir= in Python) to work in another"
+    return (
+        f"{run_dir}: the run's working directory {stored} is not there (moved or deleted?); {hint}"
+    )
+
+
+def stored_pipeline(folder: Path, pipeline: dict[str, Any], used: Path) -> Graph:
+    """The pipeline a run was started with, from ``pipeline.dot`` in its run directory."""
+    from freshness_magic.engine.pipeline import load_pipeline
+
+    if not pipeline.get("source_file"):
+        raise StoredPipelineError(
+            f"checkpoint {used} has no stored pipeline (the run was started from a Graph built in "
+            "code)",
+            "to resume it",
+        )
+    stored = folder / str(pipeline["source_file"])
+    try:
+        source = read_state(stored).decode("utf-8")
+    except OSError as exc:
+        raise StoredPipelineError(
+            f"cannot read the run's stored pipeline {stored} ({exc.strerror or exc})"
+        ) from exc
+    if source_hash(source) != pipeline.get("sha256"):
+        raise StoredPipelineError(
+            f"the stored pipeline {stored} does not match its checkpoint {used} (hash differs)"
+        )
+    path = pipeline.get("path")
+    return load_pipeline(source, path=str(path) if path else None)

@@ -714,3 +714,31 @@ def test_running_node_shows_a_live_timer(lab_server: Any, page: Any) -> None:
     took = page.evaluate(f"(s) => ({_RUN_ELAPSED_JS})(s)", WIDGET)
     assert float(took.rstrip("s")) >= 4.0, took  # the run's active time, not the last step's
     assert_clean(page)
+
+
+_IN_VIEWPORT_JS = """([s, node]) => {
+    const g = document.querySelector(s + ` svg g.fm-node[data-node="${node}"]`);
+    const v = g.closest('.fm-viewport').getBoundingClientRect(), r = g.getBoundingClientRect();
+    return r.left >= v.left && r.right <= v.right && r.top >= v.top && r.bottom <= v.bottom;
+}"""
+"""Whether a node lies wholly inside the graph's viewport."""
+
+
+def test_the_view_follows_a_cell_driven_run_to_its_gate(lab_server: Any, page: Any) -> None:
+    """A run driven from a cell stops at a gate far to the right of where the view opened: the
+    view scrolls the graph so the waiting gate is in sight (the user did not pan or zoom)."""
+    start_factory(page, lab_server, "view_follow", extra=[RUN_TO_GATE])
+    wait_node_states(page, {"design_ok": "waiting"})
+    gate = [WIDGET, "design_ok"]
+    wait_until(lambda: page.evaluate(_IN_VIEWPORT_JS, gate), "the waiting gate is in sight")
+    scrolled = page.evaluate(
+        "(s) => document.querySelector(s + ' .fm-viewport').scrollLeft", WIDGET
+    )
+    assert scrolled > 0  # it opened at the start: the graph moved to the gate
+    save_screenshot(
+        page,
+        "view_follows_to_gate",
+        page.locator(WIDGET),
+        "a run driven from a cell waits at design_ok: the graph scrolled to keep it in sight",
+    )
+    assert_clean(page)

@@ -106,6 +106,15 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool
         fsync_dir(target.parent)
 
 
+def check_writable(folder: str | os.PathLike[str]) -> None:
+    """Raise the OSError a new file in ``folder`` would meet (a read-only folder, a lost
+    permission), before a run commits anything there: a journal record appended to a file that
+    is still writable must not be the one write of a step that succeeds."""
+    fd, name = tempfile.mkstemp(prefix=".probe.", suffix=TEMP_SUFFIX, dir=folder)
+    os.close(fd)
+    os.unlink(name)
+
+
 def dumps(obj: Any) -> str:
     """The project's one JSON style for files on disk (sorted keys, UTF-8, no NaN)."""
     return json.dumps(

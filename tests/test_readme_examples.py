@@ -63,4 +63,6 @@ def test_the_python_example_runs_as_written(tmp_path: Path) -> None:
         [sys.executable, "-c", script], cwd=REPO, capture_output=True, text=True, timeout=120
     )
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "completed ['start', 'lint', 'draft', 'approve', 'done']"
+    lines = done.stdout.splitlines()
+    assert "step: approve -> waiting" in lines
+    assert lines[-1] == "pipeline review: completed · 5/5 nodes run"

@@ -13,7 +13,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-from freshness_magic.atomicio import journaled_writes
+from freshness_magic.atomicio import check_writable, journaled_writes
 from freshness_magic.engine.checkpoint_writer import CheckpointWriter
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.persistence import JournalMarks, RunMemory, step_record
@@ -92,7 +92,9 @@ class RunStore:
     def open(
         self, run_dir: Path, *, keep: tuple[Path, ...] = (), valid_end: int | None = None
     ) -> None:
-        """Start writing to ``run_dir`` (its first save writes the whole state)."""
+        """Start writing to ``run_dir`` (its first save writes the whole state); an OSError when
+        the folder refuses new files, before anything is written."""
+        check_writable(run_dir)
         self.writer = CheckpointWriter(
             run_dir,
             history=self.history,

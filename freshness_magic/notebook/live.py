@@ -24,13 +24,14 @@ from freshness_magic.engine import RunState
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.persistence import EVENTS_FILE, same_pipeline
-from freshness_magic.errors import NotAFolderError, RunError
+from freshness_magic.errors import FreshnessMagicError, NotAFolderError, RunError
 from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler, cell_runs_in
 from freshness_magic.notebook.watch import InputWatcher, input_folders
 from freshness_magic.pathsafety.state import first_non_folder
 from freshness_magic.views.marks import freshness_of
 from freshness_magic.views.model import RunSnapshot, ViewModel, stopped_spans
 from freshness_magic.views.pipeline_view import require_node
+from freshness_magic.views.runview import read_run
 from freshness_magic.views.saved import (
     STARTED_BY_FILE,
     ResumeOffer,
@@ -110,6 +111,8 @@ class LiveRun:
         """Bumped whenever something the layout shows changes (a ``%%node`` changes a type)."""
         self.model = ViewModel(graph)
         """The view model: node views folded from the run's events, published per step."""
+        self.offer_drawn = False
+        """``model`` shows the offered run as its checkpoint left it (no run is open yet)."""
         self.stop_requested = threading.Event()
         """Set by ``stop``: the step loop starts no further node."""
         self._run: Run | None = None
@@ -143,7 +146,23 @@ class LiveRun:
         self.resume_offer = find_unfinished(
             self.graph, self.workdir, notebook=notebook
         ) or find_unfinished(self.graph, self.workdir, any_text=True, notebook=notebook)
+        self._draw_offer()
         return self.resume_offer
+
+    def _draw_offer(self) -> None:
+        """Show the offered run of this text as its checkpoint left it (its waiting gate, what
+        ran), read from disk as ``freshness-magic why`` reads it; a run of another text or one
+        that cannot be read leaves the view at the start."""
+        offer = self.resume_offer
+        if self._run is not None or offer is None or offer.edited:
+            return
+        try:
+            drawn = read_run(offer.run_dir)
+        except FreshnessMagicError:
+            return
+        self.model = drawn.model
+        self.offer_drawn = True
+        self.notify()
 
     @property
     def watching(self) -> bool:
@@ -260,6 +279,7 @@ class LiveRun:
         self._run = run
         run.reuse = self.reuse
         self.model = ViewModel(self.graph)
+        self.offer_drawn = False
         if reopened:
             self.model.replay(run.events.kinds.read(Path(run.run_dir) / EVENTS_FILE), at_rest=True)
         self.model.load_stopped(stopped_spans(Path(run.run_dir)))

@@ -889,6 +889,7 @@ class Pipeline:
             if left is not None:
                 left.close()
             self.live.model = ViewModel(self.graph)
+            self.live.offer_drawn = False
             offer = find_unfinished(self.graph, self.workdir) if left is not None else None
             if offer is not None and left is not None and offer.run_dir != left.run_dir:
                 offer = None  # an older run, not the one just left

@@ -46,6 +46,8 @@ class LiveSource(Protocol):
     superseded: bool
     resume_offer: ResumeOffer | None
     model: ViewModel
+    offer_drawn: bool
+    """``model`` shows the offered run as its checkpoint left it (no run is open yet)."""
     run_options: dict[str, Any]
     structure_version: int
     commands: PipelineCommands
@@ -119,7 +121,7 @@ class PipelineView:
     def state_name(self) -> str:
         if self.superseded:
             return "superseded"
-        if self.live_run is None:
+        if self.live_run is None and not self.live.offer_drawn:
             return "ready"
         if self.model.running is not None:
             return "running"
@@ -132,7 +134,7 @@ class PipelineView:
         return self.model.snapshot.gate
 
     def next_node(self) -> str | None:
-        if self.live_run is None:
+        if self.live_run is None and not self.live.offer_drawn:
             start = self.graph.start_node()
             return start.id if start else None
         return self.model.snapshot.next_node

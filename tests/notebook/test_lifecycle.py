@@ -654,3 +654,46 @@ def test_a_pipeline_hidden_by_del_is_replaced_too_and_its_view_cannot_act(
     with pytest.raises(RunError, match="replaced by a newer load of review"):
         old_view.handle({"action": "answer", "node": "approve", "choice": "N", "comment": "x"})
     assert (run_dir / "journal.jsonl").read_bytes() == journal
+
+
+def test_after_a_restart_the_view_and_status_show_the_offered_run_as_it_waits(
+    shell: InteractiveShell, workdir: Path
+):
+    """Re-loaded after a kernel restart, the view and ``status`` draw the run that waits on disk
+    with its real states (what ran, the waiting gate), not a fresh "ready · 0/5 nodes run"; an
+    action then reopens that run, and a reset goes back to the start."""
+    load_review(shell, workdir)
+    line(shell, "run")
+    del shell.user_ns["review"]  # a kernel restart
+    again = load_review(shell, workdir)
+    assert again.live.live_run is None  # nothing opened yet: only drawn from disk
+    status = line(shell, "status").text.splitlines()
+    assert status[0] == "pipeline review: waiting · waiting at approve · 3/5 nodes run", status
+    views = again.views()
+    assert (
+        views["lint"].state is NodeState.SUCCEEDED and views["draft"].state is NodeState.SUCCEEDED
+    )
+    assert views["approve"].state is NodeState.WAITING and views["done"].state is NodeState.PENDING
+    frame = again.frame()  # what the widget and the saved notebook draw
+    assert (frame.state_name, frame.next_node, frame.nodes_run) == ("waiting", "approve", 3)
+    assert frame.gate is not None and frame.gate.node_id == "approve"
+    assert frame.views["approve"].state is NodeState.WAITING
+    assert line(shell, "resume approve --choice Y").text.splitlines()[-1].endswith("completed")
+    assert again.views()["done"].state is NodeState.SUCCEEDED
+    del shell.user_ns["review"]
+    finished = load_review(shell, workdir)  # a completed run is not offered, nor drawn
+    assert line(shell, "status").text.splitlines()[0].startswith("pipeline review: ready")
+    assert finished.views()["lint"].state is NodeState.PENDING
+
+
+def test_a_reset_after_a_restart_draws_the_start_again(shell: InteractiveShell, workdir: Path):
+    """The offered run drawn after a re-load goes away with a reset: the next action starts a
+    new run, and the view says so."""
+    load_review(shell, workdir)
+    line(shell, "run")
+    del shell.user_ns["review"]  # a kernel restart
+    again = load_review(shell, workdir)
+    assert again.views()["approve"].state is NodeState.WAITING
+    line(shell, "reset")
+    assert line(shell, "status").text.splitlines()[0].startswith("pipeline review: ready")
+    assert again.views()["lint"].state is NodeState.PENDING

@@ -515,7 +515,6 @@ def test_why_reads_without_loading_ipython_or_taking_the_lock(workdir: Path) -> 
     assert (run_dir / "driver.lock").read_bytes() == lock
 
 
-
 def test_check_reads_without_loading_the_engine_that_runs_pipelines(workdir: Path) -> None:
     """``check`` is a one-shot command timed against ``git status``: it reads the run directory
     and the pipeline's text, never the code that runs, restores or validates a pipeline."""
@@ -541,6 +540,7 @@ def test_check_reads_without_loading_the_engine_that_runs_pipelines(workdir: Pat
     )
     assert "src/login.py" in proc.stdout, proc.stdout + proc.stderr  # the report still says it
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY 1 []", proc.stdout + proc.stderr
+
 
 GATED = """%%pipeline g
 digraph g {

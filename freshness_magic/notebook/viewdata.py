@@ -15,7 +15,13 @@ from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.state import RunState
 from freshness_magic.views.model import Span, parse_time
 from freshness_magic.views.render import Layout
-from freshness_magic.views.state import STATE_STYLES, NodeState, NodeView, legend_items
+from freshness_magic.views.state import (
+    STALE_GLYPH,
+    STATE_STYLES,
+    NodeState,
+    NodeView,
+    legend_items,
+)
 from freshness_magic.views.text import choice_text, evidence_row
 
 if TYPE_CHECKING:
@@ -83,7 +89,10 @@ def graph_value(graph: Graph, layout: Layout) -> dict[str, Any]:
         "goal": graph.goal,
         "legend": legend_items(layout.states),
         "describe": {state.value: legend_items([state]) for state in STATE_STYLES},
-        "glyphs": {state.value: style.glyph for state, style in STATE_STYLES.items()},
+        "glyphs": {
+            **{state.value: style.glyph for state, style in STATE_STYLES.items()},
+            **{f"stale:{kind.value}": glyph for kind, glyph in STALE_GLYPH.items()},
+        },
     }
 
 

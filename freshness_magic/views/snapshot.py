@@ -18,8 +18,10 @@ from freshness_magic.views.state import (
     NodeView,
     RunBanner,
     StaleKind,
+    glyph_of,
     legend_items,
     palette_css,
+    width_of,
 )
 
 
@@ -52,7 +54,7 @@ def snapshot_svg(layout: Layout, views: Mapping[str, NodeView]) -> str:
             if tag in ("polygon", "ellipse", "path"):
                 part.set("fill", style.fill)
                 part.set("stroke", style.stroke)
-                part.set("stroke-width", str(style.width))
+                part.set("stroke-width", str(width_of(view.state, view.stale.value)))
                 if dash:
                     part.set("stroke-dasharray", dash)
             elif tag == "polyline":
@@ -60,7 +62,7 @@ def snapshot_svg(layout: Layout, views: Mapping[str, NodeView]) -> str:
             elif tag == "text":
                 part.set("fill", "#1a1a1a")
                 if part.get("class") == "fm-glyph":
-                    part.text = style.glyph
+                    part.text = glyph_of(view.state, view.stale.value)
     return ET.tostring(root, encoding="unicode")
 
 

@@ -138,7 +138,7 @@ blocked     #d7ccc8 #4e342e    #3a2c27 #bcaaa4    3.0   -    ⊘  blocked by sta
 skipped     #ececec #858585    #1c1c1c #8a8a8a    1.2   2,3  –  branch not taken
 interrupted #f8bbd0 #ad1457    #451228 #f48fb1    3.0   -    ‖  stopped; resumable
 stale       #ffecb3 #a35200    #3f300a #ffca28    2.5   -    !  inputs changed
-outdated    #fff8e1 #8a6d00    #2e2a1a #e0c46c    2.0   10,3,2,3 ~ upstream changed or ran again
+outdated    #fff8e1 #8a6d00    #2e2a1a #e0c46c    2.0   10,3,2,3 ↑ upstream changed or ran again
 """
 
 
@@ -166,6 +166,28 @@ STALE_DASH: Mapping[StaleKind, str] = {StaleKind.BASELINE: "8,4", StaleKind.RUN:
 """Stale since baseline is dashed, stale since the node ran is dotted; ``outdated`` (the nodes
 that ran after a stale one, or before an upstream node ran again) is dash-dotted, so neither stale
 kind looks like it."""
+STALE_WIDTH: Mapping[StaleKind, float] = {StaleKind.BASELINE: 2.5, StaleKind.RUN: 4.0}
+"""Stale since the node ran has a heavy dotted outline, since baseline a thinner dashed one."""
+STALE_GLYPH: Mapping[StaleKind, str] = {StaleKind.BASELINE: "Δ", StaleKind.RUN: "!"}
+"""The corner mark of each stale kind: changed before the node ran (Δ), after it ran (!); an
+outdated node shows ↑ (what it read upstream changed). Three marks, three outlines: the kinds
+are told apart without their shade (a greyscale print, the dark theme at 64%)."""
+
+
+def glyph_of(state: NodeState, stale: StaleKind | str = "") -> str:
+    """The corner mark of a node in ``state`` (of the stale kind ``stale`` when stale)."""
+    if state is NodeState.STALE and stale:
+        return STALE_GLYPH[StaleKind(stale)]
+    return STATE_STYLES[state].glyph
+
+
+def width_of(state: NodeState, stale: StaleKind | str = "") -> float:
+    """The outline width of a node in ``state`` (of the stale kind ``stale`` when stale)."""
+    if state is NodeState.STALE and stale:
+        return STALE_WIDTH[StaleKind(stale)]
+    return STATE_STYLES[state].width
+
+
 STALE_LEGEND: Mapping[StaleKind, str] = {
     StaleKind.BASELINE: "stale since baseline",
     StaleKind.RUN: "stale since it ran",
@@ -281,8 +303,10 @@ def palette_css(root: str = ".fm-root") -> str:
     for kind, dash in STALE_DASH.items():
         rules.append(
             f'{root} {_PAINTED}[data-state="stale"][data-stale="{kind.value}"]>{_SHAPE}'
-            f"{{stroke-dasharray:{dash}}}"
+            f"{{stroke-dasharray:{dash};stroke-width:{STALE_WIDTH[kind]}px}}"
         )
+    marked = ",".join(f'[data-state="{s}"]' for s in ("stale", "outdated"))
+    rules.append(f"{root} {_PAINTED}:is({marked})>text.fm-glyph{{font-size:15px}}")
     dark_scope = ",".join(f"{sel} {root}" for sel in DARK_SELECTORS[:-1])
     dark_scope += f",{root}{DARK_SELECTORS[-1]}"
     return "\n".join(
@@ -331,17 +355,17 @@ def swatch_svg(state: NodeState, stale: str = "") -> str:
     dash = STALE_DASH.get(StaleKind(stale), "") if state is NodeState.STALE else style.dash
     kind = f' data-stale="{stale}"' if stale else ""
     dashed = f' stroke-dasharray="{dash}"' if dash else ""
+    glyph = glyph_of(state, stale)
     mark = (
-        f'<text class="fm-glyph" x="13" y="12" text-anchor="middle" font-size="10">'
-        f"{style.glyph}</text>"
-        if style.glyph
+        f'<text class="fm-glyph" x="13" y="12" text-anchor="middle" font-size="10">{glyph}</text>'
+        if glyph
         else ""
     )
     return (
         f'<svg class="fm-swatch" width="26" height="16" viewBox="0 0 26 16" aria-hidden="true">'
         f'<g class="fm-key" data-state="{state.value}"{kind}>'
         f'<polygon points="2,2 24,2 24,14 2,14" fill="{style.fill}" stroke="{style.stroke}"'
-        f' stroke-width="{style.width}"{dashed}/>{mark}</g></svg>'
+        f' stroke-width="{width_of(state, stale)}"{dashed}/>{mark}</g></svg>'
     )
 
 

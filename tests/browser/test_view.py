@@ -152,11 +152,24 @@ _SWATCHES_JS = """(s) => {
         const shape = item.querySelector('svg.fm-swatch g.fm-key > polygon');
         const key = item.dataset.state + (item.dataset.stale ? ':' + item.dataset.stale : '');
         const label = item.querySelector('.fm-legend-text').innerText.trim();
-        out[key] = {paint: shape ? paint(shape) : null, label};
+        const mark = item.querySelector('svg.fm-swatch text.fm-glyph');
+        out[key] = {paint: shape ? paint(shape) : null, label,
+                    width: shape ? getComputedStyle(shape).strokeWidth : null,
+                    glyph: mark ? mark.textContent : ''};
     }
     return out;
 }"""
-"""Each legend entry's swatch as painted (fill, stroke, dash), keyed ``state[:stale kind]``."""
+"""Each legend entry's swatch as painted (fill, stroke, dash), its outline width and corner mark,
+keyed ``state[:stale kind]``."""
+
+_MARKS_JS = """(s) => Object.fromEntries(
+  [...document.querySelectorAll(s + ' svg g.fm-node')].map(g => {
+    const shape = g.querySelector(':scope > polygon, :scope > ellipse, :scope > path');
+    const mark = g.querySelector(':scope > text.fm-glyph');
+    return [g.dataset.node, [shape ? getComputedStyle(shape).strokeWidth : null,
+                             mark ? mark.textContent : '']];
+}))"""
+"""Each node's outline width and corner mark as drawn."""
 
 
 @pytest.mark.parametrize("theme", ["light", "dark"])
@@ -185,15 +198,25 @@ def test_the_legend_draws_stale_and_outdated_as_the_nodes_are(
         dashes = {swatches[key]["paint"][2] for key in drawn}
         assert len(dashes) == 3 and "none" not in dashes, dashes  # three patterns
         assert swatches["outdated"]["paint"][1] != swatches["stale:run"]["paint"][1]
+        # Not only a shade: each has its own corner mark and outline weight, node and swatch alike.
+        marks = page.evaluate(_MARKS_JS, WIDGET)
+        for key, node in drawn.items():
+            assert [swatches[key]["width"], swatches[key]["glyph"]] == marks[node], (key, node)
+        assert {swatches[key]["glyph"] for key in drawn} == {"Δ", "!", "↑"}
+        assert len({swatches[key]["width"] for key in drawn}) == 3
+        ratios = contrast(page, WIDGET)["states"]
+        for state in ("stale", "outdated"):  # outline on the background, label on the fill
+            assert ratios[state]["painted_stroke"] >= 3, (theme, state, ratios[state])
+            assert ratios[state]["text_on_fill"] >= 4.5, (theme, state, ratios[state])
         page.locator(f"{WIDGET} g.fm-node[data-node='gather']").scroll_into_view_if_needed()
         save_screenshot(
             page,
             f"view_legend_stale_{theme}",
             page.locator(WIDGET),
             f"{theme} theme: docs/notes.md and src/search.py changed while waiting at design_ok:"
-            " gather stale since it ran (dotted), scope_work that read its output outdated"
-            " (dash-dot), be_tests stale since baseline (dashed); the legend draws each"
-            " the same way",
+            " gather stale since it ran (heavy dotted, !), scope_work that read its output"
+            " outdated (dash-dot, ↑), be_tests stale since baseline (dashed, Δ); the legend"
+            " draws each the same way",
         )
     finally:
         set_theme(page, "light")

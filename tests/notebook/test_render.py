@@ -262,6 +262,45 @@ def test_snapshot_writes_state_classes_data_and_tooltips():
     assert groups["n1"].get("class", "").endswith("fm-state-waiting")
 
 
+def test_stale_kinds_and_outdated_differ_by_mark_and_outline_not_only_shade():
+    """Stale since baseline, stale since it ran and outdated: each its own corner mark, dash
+    pattern and outline width, in the static graph and its legend swatches alike."""
+    graph = load_pipeline(chain(3))
+    layout = LayoutCache().get(graph)
+    views = {
+        "n0": NodeView(NodeState.STALE, StaleKind.RUN),
+        "n1": NodeView(NodeState.OUTDATED),
+        "n2": NodeView(NodeState.STALE, StaleKind.BASELINE),
+    }
+    drawn = {}
+    for group in node_groups(snapshot_svg(layout, views)):
+        shape = next(p for p in group if p.tag.endswith(("polygon", "ellipse", "path")))
+        mark = next(p for p in group if p.get("class") == "fm-glyph")
+        drawn[group.get("data-node")] = (
+            mark.text,
+            shape.get("stroke-dasharray"),
+            shape.get("stroke-width"),
+        )
+    kinds = [drawn["n0"], drawn["n1"], drawn["n2"]]
+    assert [k[0] for k in kinds] == ["!", "↑", "Δ"]
+    assert len({k[1] for k in kinds}) == 3 and len({k[2] for k in kinds}) == 3
+    swatches = {
+        (item["state"], item["stale"]): item["swatch"]
+        for item in legend_items([NodeState.STALE, NodeState.OUTDATED])
+    }
+    assert (
+        ">!</text>" in swatches[("stale", "run")]
+        and 'stroke-width="4.0"' in swatches[("stale", "run")]
+    )
+    assert ">Δ</text>" in swatches[("stale", "baseline")]
+    assert ">↑</text>" in swatches[("outdated", "")]
+    css = palette_css()
+    assert (
+        '[data-stale="run"]>:is(polygon,ellipse,path){stroke-dasharray:2,3;stroke-width:4.0px}'
+        in css
+    )
+
+
 def test_static_html_shows_states_banner_and_legend():
     graph = load_pipeline(chain(2))
     layout = LayoutCache().get(graph)

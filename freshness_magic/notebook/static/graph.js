@@ -606,9 +606,11 @@ function render({ model, el }) {
       const code = codes[i] || "p";
       const state = CODES[code] || "pending";
       if (grp.dataset.state !== state) grp.dataset.state = state;
-      const mark = grp.querySelector(":scope > text.fm-glyph");
-      if (mark && mark.textContent !== (glyphs[state] || "")) mark.textContent = glyphs[state] || "";
       if (STALE[code]) grp.dataset.stale = STALE[code]; else delete grp.dataset.stale;
+      // Each stale kind has its own mark (viewstate.STALE_GLYPH), as its own outline.
+      const glyph = (STALE[code] && glyphs[`stale:${STALE[code]}`]) || glyphs[state] || "";
+      const mark = grp.querySelector(":scope > text.fm-glyph");
+      if (mark && mark.textContent !== glyph) mark.textContent = glyph;
       const id = view.nodes[i];
       const t = grp.querySelector(":scope > title");
       const extra = notes[id] ? `\n${state}: ${notes[id]}` : `\n${state}`;

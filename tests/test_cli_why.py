@@ -515,6 +515,33 @@ def test_why_reads_without_loading_ipython_or_taking_the_lock(workdir: Path) -> 
     assert (run_dir / "driver.lock").read_bytes() == lock
 
 
+def test_check_reads_without_loading_the_engine_that_runs_pipelines(workdir: Path) -> None:
+    """``check`` is a one-shot command timed against ``git status``: it reads the run directory
+    and the pipeline's text, never the code that runs, restores or validates a pipeline."""
+    run_dir = start(workdir)
+    (workdir / "src" / "login.py").write_text("def login():\n    return False\n")
+    code = (
+        "import sys\n"
+        "from freshness_magic import cli\n"
+        f"code = cli.main(['check', {str(run_dir)!r}])\n"
+        "heavy = sorted(m for m in sys.modules if m.startswith(('IPython', "
+        "'freshness_magic.engine.persistence', 'freshness_magic.engine.routing', "
+        "'freshness_magic.engine.validation', 'freshness_magic.engine.handlers', "
+        "'freshness_magic.freshness.extension', 'freshness_magic.session')))\n"
+        "print('HEAVY', code, heavy)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=ENV,
+        cwd=workdir,
+    )
+    assert "src/login.py" in proc.stdout, proc.stdout + proc.stderr  # the report still says it
+    assert proc.stdout.strip().splitlines()[-1] == "HEAVY 1 []", proc.stdout + proc.stderr
+
+
 GATED = """%%pipeline g
 digraph g {
   start  [shape=Mdiamond]

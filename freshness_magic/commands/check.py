@@ -74,7 +74,7 @@ def outdated_nodes(checked: RunCheck) -> dict[str, str]:
     the report came from (its checkpoint and pipeline are not read again)."""
     from freshness_magic.engine.marks import MarkKind, node_marks
     from freshness_magic.engine.trace import Trace
-    from freshness_magic.freshness.extension import changed_since_run
+    from freshness_magic.freshness.runcheck import changed_since_run
 
     if checked.graph is None:
         return {}

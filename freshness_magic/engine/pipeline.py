@@ -10,13 +10,16 @@ from __future__ import annotations
 import os
 from collections.abc import Iterable
 from itertools import islice
+from typing import TYPE_CHECKING
 
 from freshness_magic.engine.dot_parser import parse_dot
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.transforms import Transform, apply_transforms
 from freshness_magic.engine.utf8 import not_utf8, where_not_utf8
-from freshness_magic.engine.validation import Diagnostic, LintRule, validate
 from freshness_magic.errors import PipelineFileError, PipelineSourceError
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.validation import Diagnostic, LintRule
 
 ACCEPTED_SOURCES = "DOT text, a pydot.Dot, or a graphviz.Digraph / graphviz.Source"
 
@@ -133,5 +136,7 @@ def prepare_pipeline(
     known_types: Iterable[str] | None = None,
 ) -> tuple[Graph, list[Diagnostic]]:
     """Load ``text`` and validate the result; returns the graph and all diagnostics."""
+    from freshness_magic.engine.validation import validate  # loading alone (check) needs no rules
+
     graph = load_pipeline(text, path=path, transforms=transforms)
     return graph, validate(graph, extra_rules=extra_rules, known_types=known_types)

@@ -40,6 +40,7 @@ from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.events import FreshnessEvent, describe_input_drift
 from freshness_magic.freshness.lint import freshness_rules
 from freshness_magic.freshness.report import FreshnessReport, NodeReport
+from freshness_magic.freshness.runcheck import changed_since_run as changed_since_run
 
 if TYPE_CHECKING:
     from freshness_magic.engine import Run, StepResult
@@ -253,21 +254,6 @@ class FreshnessExtension(BaseRunExtension):
     def report(self, run: Run, node_ids: Sequence[str] | None = None) -> FreshnessReport:
         """The public freshness report of ``node_ids`` (default: every tracked node) of ``run``."""
         return self._tracker(run).report(node_ids)
-
-
-def changed_since_run(report: FreshnessReport, graph: Any) -> dict[str, list[str]]:
-    """Node id -> its input files that changed since its latest execution finished, for the
-    nodes whose inputs are checked (what :func:`~freshness_magic.engine.marks.derive_marks`
-    takes as ``stale_inputs``)."""
-    found: dict[str, list[str]] = {}
-    for node_id, entry in report.nodes.items():
-        node = graph.nodes.get(node_id)
-        if node is None or not inputs_checked(node) or entry.since_run is None:
-            continue
-        files = entry.since_run.stale_files
-        if files:
-            found[node_id] = list(files)
-    return found
 
 
 def run_marks(run: Any) -> dict[str, Any]:

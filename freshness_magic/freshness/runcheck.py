@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.runread import workdir_gone
 from freshness_magic.errors import CheckpointError, FreshnessError, FreshnessMagicError
+from freshness_magic.freshness.attrs import inputs_checked
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.report import FreshnessReport
 from freshness_magic.freshness.snapshot import HashSources
@@ -90,3 +91,18 @@ def checkpoint_report(
     tracker = FreshnessTracker(workdir, hash_size_limit, hash_source=source)
     tracker.load(tracker_state)
     return tracker.report()
+
+
+def changed_since_run(report: FreshnessReport, graph: Any) -> dict[str, list[str]]:
+    """Node id -> its input files that changed since its latest execution finished, for the
+    nodes whose inputs are checked (what :func:`~freshness_magic.engine.marks.derive_marks`
+    takes as ``stale_inputs``)."""
+    found: dict[str, list[str]] = {}
+    for node_id, entry in report.nodes.items():
+        node = graph.nodes.get(node_id)
+        if node is None or not inputs_checked(node) or entry.since_run is None:
+            continue
+        files = entry.since_run.stale_files
+        if files:
+            found[node_id] = list(files)
+    return found

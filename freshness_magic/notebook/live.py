@@ -113,6 +113,9 @@ class LiveRun:
         """The view model: node views folded from the run's events, published per step."""
         self.offer_drawn = False
         """``model`` shows the offered run as its checkpoint left it (no run is open yet)."""
+        self.going = False
+        """A loop of several steps (``run``, ``run --to``, ``resume``) is stepping: between its
+        nodes the run is going on, not paused, whoever drives it (a cell or the view)."""
         self.stop_requested = threading.Event()
         """Set by ``stop``: the step loop starts no further node."""
         self._run: Run | None = None

@@ -784,16 +784,24 @@ class Pipeline:
                 show(line)
             lines = []
         self.live.stop_requested.clear()
-        done = step_loop(
-            run,
-            stop=self.live.stop_requested,
-            after_step=lambda: self.live.publish(freshness=False),
-            on_interrupt=lambda node: self.live.interrupted(node, "interrupted (kernel interrupt)"),
-            to=to,
-            max_steps=max_steps,
-            show=show,
-            go_on=self._say.keep_going(),
-        )
+        self.live.going = max_steps != 1
+        try:
+            done = step_loop(
+                run,
+                stop=self.live.stop_requested,
+                after_step=lambda: self.live.publish(freshness=False),
+                on_interrupt=lambda node: self.live.interrupted(
+                    node, "interrupted (kernel interrupt)"
+                ),
+                to=to,
+                max_steps=max_steps,
+                show=show,
+                go_on=self._say.keep_going(),
+            )
+        finally:
+            if self.live.going:  # the loop ended: say where it stopped (paused, waiting...)
+                self.live.going = False
+                self.live.notify()
         run, steps = done.run, done.steps + (answered is not None)
         if show is None:
             lines.extend(done.lines)

@@ -48,6 +48,8 @@ class LiveSource(Protocol):
     model: ViewModel
     offer_drawn: bool
     """``model`` shows the offered run as its checkpoint left it (no run is open yet)."""
+    going: bool
+    """A loop of several steps is stepping (between its nodes the run is not paused)."""
     run_options: dict[str, Any]
     structure_version: int
     commands: PipelineCommands
@@ -125,6 +127,8 @@ class PipelineView:
             return "ready"
         if self.model.running is not None:
             return "running"
+        if self.live.going and self.model.snapshot.state is RunState.PAUSED:
+            return "running"  # between two nodes of a run that goes on
         return self.model.snapshot.state.value
 
     def outcomes(self) -> Mapping[str, Outcome]:

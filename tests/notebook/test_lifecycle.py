@@ -697,3 +697,21 @@ def test_a_reset_after_a_restart_draws_the_start_again(shell: InteractiveShell, 
     line(shell, "reset")
     assert line(shell, "status").text.splitlines()[0].startswith("pipeline review: ready")
     assert again.views()["lint"].state is NodeState.PENDING
+
+
+def test_a_run_driven_from_a_cell_says_running_between_its_nodes(
+    shell: InteractiveShell, workdir: Path
+):
+    """Every view update of ``%pipeline run`` says the run is running until it stops (the view
+    showed "paused · next: X" between nodes); where it stops it says so: paused, waiting."""
+    review = load_review(shell, workdir)
+    seen: list[str] = []
+    review.live.subscribe(lambda event: seen.append(review.status_line()))
+    line(shell, "run --to draft")
+    assert seen[-1].startswith("pipeline review: paused · next: draft")
+    assert any(": running" in said for said in seen[:-1]), seen  # (the first: ready, opening)
+    assert not any(": paused" in said for said in seen[:-1]), seen
+    seen.clear()
+    line(shell, "run")
+    assert seen[-1].startswith("pipeline review: waiting"), seen
+    assert not any(": paused" in said for said in seen), seen

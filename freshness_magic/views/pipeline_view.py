@@ -292,7 +292,9 @@ class PipelineView:
         from freshness_magic.views.evidence_log import approving
 
         views = self.views()
-        gate = self.pending_gate()
+        # An offered run drawn from disk shows its waiting gate in the graph and the status;
+        # its panel comes once Resume opens the run (answers go to the open run).
+        gate = self.pending_gate() if self.live_run is not None else None
         records = self.evidence_records()
         snapshot = self.model.snapshot
         return ViewFrame(

@@ -323,6 +323,9 @@ def test_a_kernel_restart_offers_resume_and_it_resumes_at_the_gate(
     offer = page.locator(f"{WIDGET} .fm-banner[data-kind='resume']")
     offer.wait_for(state="visible", timeout=WAIT_MS)
     assert "waits at approve" in offer.inner_text()
+    # Drawn as it waits on disk (what ran, the gate), not "ready · 0/N nodes run".
+    wait_node_states(page, {"draft": "succeeded", "approve": "waiting", "done": "pending"})
+    assert "waiting at approve" in page.locator(f"{WIDGET} .fm-status").inner_text()
     run = page.locator(f"{WIDGET} .fm-run")  # it would start a new run beside the offered one
     assert run.is_disabled() and "Resume it, or Start new" in (run.get_attribute("title") or "")
     save_screenshot(
@@ -330,7 +333,7 @@ def test_a_kernel_restart_offers_resume_and_it_resumes_at_the_gate(
         "control_restart_offer",
         page.locator(WIDGET),
         "after a kernel restart, loading the pipeline again offers the run that waits at its"
-        " gate on disk: Resume or Start new",
+        " gate on disk, drawn with its states (what ran, the waiting gate): Resume or Start new",
     )
     page.locator(f"{WIDGET} .fm-banner-resume").click()
     wait_node_states(page, {"approve": "waiting", "draft": "succeeded"})

@@ -245,8 +245,9 @@ def test_changed_source_file_shows_stale_until_accepted(lab_server: Any, page: A
     wait_node_states(page, {"lint": SUCCEEDED, "draft": SUCCEEDED, "approve": NEXT})
     (folder / "src" / "login.py").write_text("def login(email: str) -> str:\n    return email\n")
     run_cell(page, STATUS_CELL)
-    # draft ran after lint, so it may be outdated now (downstream of a stale node is outdated)
-    wait_node_states(page, {"lint": STALE, "draft": OUTDATED, "approve": NEXT})
+    # draft ran after lint but read nothing lint wrote: marks follow what each execution
+    # read, so only lint is marked
+    wait_node_states(page, {"lint": STALE, "draft": SUCCEEDED, "approve": NEXT})
     assert node_paint(page)["lint"][2] == stale_dash(StaleKind.RUN)  # type: ignore[index]
     tooltip = wait_tooltip(page, "lint", "src/login.py (modified)")
     assert "inputs changed since it ran" in tooltip
@@ -257,7 +258,7 @@ def test_changed_source_file_shows_stale_until_accepted(lab_server: Any, page: A
         "s3_stale_since_run",
         page.locator(WIDGET),
         "src/login.py rewritten after lint ran: lint drawn stale since run (dotted outline),"
-        " tooltip names src/login.py (modified); draft, which ran after it, may be outdated",
+        " tooltip names src/login.py (modified); draft, which read nothing of lint's, unmarked",
     )
 
     click(page, "fm-accept")

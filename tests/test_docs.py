@@ -85,7 +85,7 @@ def test_the_formats_page_lists_every_shipped_schema(site: Path) -> None:
 
 
 def test_the_pictures_the_pages_show_are_in_the_repository(site: Path) -> None:
-    for picture in ("view-light.png", "view-dark.png"):
+    for picture in ("view-light.png", "view-dark.png", "marks-light.png", "marks-dark.png"):
         assert (DOCS / "images" / picture).stat().st_size > 10_000
         assert (site / "images" / picture).exists()
 

@@ -5,6 +5,7 @@ banner, the condition playground and the gate with a comment.
 
 from __future__ import annotations
 
+import shutil
 from typing import Any
 
 import pytest
@@ -20,6 +21,7 @@ from tests.browser.fm import (
     widget_log_errors,
 )
 from tests.browser.lab import (
+    REPO,
     WAIT_MS,
     error_outputs,
     open_lab_notebook,
@@ -209,7 +211,7 @@ def test_the_legend_draws_stale_and_outdated_as_the_nodes_are(
             assert ratios[state]["painted_stroke"] >= 3, (theme, state, ratios[state])
             assert ratios[state]["text_on_fill"] >= 4.5, (theme, state, ratios[state])
         page.locator(f"{WIDGET} g.fm-node[data-node='gather']").scroll_into_view_if_needed()
-        save_screenshot(
+        shot = save_screenshot(
             page,
             f"view_legend_stale_{theme}",
             page.locator(WIDGET),
@@ -218,6 +220,8 @@ def test_the_legend_draws_stale_and_outdated_as_the_nodes_are(
             " outdated (dash-dot, ↑), be_tests stale since baseline (dashed, Δ); the legend"
             " draws each the same way",
         )
+        # the documentation's picture of the marks (docs/concepts/freshness.md)
+        shutil.copyfile(shot, REPO / "docs" / "images" / f"marks-{theme}.png")
     finally:
         set_theme(page, "light")
     assert_clean(page)

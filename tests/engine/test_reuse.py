@@ -210,8 +210,7 @@ if mode == "crash":
 elif mode == "first":
     run = open_run(work / "notes.dot", workdir=work, backend=backend, warn=False, reuse=True)
 else:
-    folders = sorted((work / ".freshness" / "runs").iterdir())
-    run = resume_run(folders[-1], backend=backend, reuse=True)
+    run = resume_run(Path(sys.argv[3]), backend=backend, reuse=True)
 with run:
     print(run.run().state.value)
 """
@@ -221,9 +220,9 @@ def test_a_crash_during_a_reused_step_resumes_correctly(work: Path) -> None:
     driver = work / "driver.py"
     driver.write_text(CRASHING_DRIVER)
 
-    def drive(mode: str) -> subprocess.CompletedProcess[str]:
+    def drive(mode: str, *run_dir: Path) -> subprocess.CompletedProcess[str]:
         return subprocess.run(
-            [sys.executable, str(driver), str(work), mode],
+            [sys.executable, str(driver), str(work), mode, *map(str, run_dir)],
             capture_output=True,
             text=True,
             timeout=120,
@@ -232,18 +231,21 @@ def test_a_crash_during_a_reused_step_resumes_correctly(work: Path) -> None:
 
     first = drive("first")
     assert first.stdout.strip() == "completed", first.stderr
+    [first_run] = (work / ".freshness" / "runs").iterdir()
     crashed = drive("crash")
     assert crashed.returncode == -9, crashed.stderr
-    resumed = drive("resume")
+    # run ids order by the second they began and then at random: two runs begun in one second
+    # may sort either way, so the crashed run is the one that is not the first
+    [crashed_run] = [r for r in (work / ".freshness" / "runs").iterdir() if r != first_run]
+    resumed = drive("resume", crashed_run)
     assert resumed.stdout.strip() == "completed", resumed.stderr
     assert (work / "backend.calls").read_text().split() == ["draft", "polish"]
     assert lines(work / "gather.calls") == 1
-    runs = sorted((work / ".freshness" / "runs").iterdir())
-    second = resume_run(runs[-1])
+    second = resume_run(crashed_run)
     with second:
         assert set(reused(second)) == {"gather", "draft", "polish"}
         assert second.completed_nodes == ["start", "stamp", "gather", "draft", "polish", "done"]
-    records = [r.node_id for r in read_evidence_log(runs[-1])]
+    records = [r.node_id for r in read_evidence_log(crashed_run)]
     assert records.count("draft") == 1
 
 

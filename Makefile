@@ -8,6 +8,8 @@ PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 # The extras `make test` needs; a branch that adds an extra appends it here (comma-separated).
 INSTALL_EXTRAS := test,browser,dev,docs
+# pytest workers for `make test` (pytest-xdist; tests/conftest.py says what shares a worker).
+TEST_WORKERS ?= 2
 
 .PHONY: demo test lint docs lab setup clean
 
@@ -38,7 +40,8 @@ test: setup
 	  && echo "chromium could not be installed: the browser tests will be skipped"; }
 	$(MAKE) lint
 	$(MAKE) docs
-	$(VENV)/bin/pytest -q tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
+	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup \
+	  tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

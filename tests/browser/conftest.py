@@ -26,7 +26,6 @@ from pathlib import Path
 import pytest
 
 from tests.browser.lab import (
-    SCREENSHOT_INDEX,
     SCREENSHOTS,
     record_screenshot,
     reset_screenshot_index,
@@ -236,21 +235,9 @@ def page(
         shutdown_sessions(lab_server)
 
 
-BROWSER_RAN = pytest.StashKey[bool]()
-
-
 @pytest.fixture(scope="session", autouse=True)
-def screenshot_index(request: pytest.FixtureRequest) -> Iterator[None]:
-    """Start each run with an empty screenshot index (and without the last run's pictures)."""
+def screenshot_index() -> Iterator[None]:
+    """Start each run with an empty screenshot index (and without the last run's pictures); the
+    index is listed at the end of the run by tests/conftest.py."""
     reset_screenshot_index()
-    request.config.stash[BROWSER_RAN] = True
     yield
-
-
-def pytest_terminal_summary(terminalreporter: object, config: pytest.Config) -> None:
-    """List the pictures this run took (only when browser tests ran in it)."""
-    if config.stash.get(BROWSER_RAN, False) and SCREENSHOT_INDEX.exists():
-        write = terminalreporter.write_line  # type: ignore[attr-defined]
-        write(f"browser screenshots in {SCREENSHOTS} (index: {SCREENSHOT_INDEX.name}):")
-        for line in SCREENSHOT_INDEX.read_text().splitlines():
-            write(f"  {line}")

@@ -1,0 +1,86 @@
+"""What the whole suite shares: how its tests are split between pytest-xdist workers, and the list
+of browser screenshots at the end of a run.
+
+``make test`` runs the suite on two workers (``-n 2 --dist loadgroup``). The scheduler below gives
+each worker whole files: a module's fixtures (a built docs site, a built wheel, a Dask cluster, a
+recorded run) are made once, and the cells of a notebook (nbval) run in order in one kernel. All
+the browser tests form one unit, as they share one JupyterLab server, one Chromium and one
+screenshot folder. Units start longest first, so no long one is left for the end of the run.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from tests.browser.lab import SCREENSHOT_INDEX, SCREENSHOTS
+
+STARTED = pytest.StashKey[float]()
+
+BROWSER = "tests/browser/"
+LONG_FIRST = (
+    BROWSER,
+    "tests/cluster/test_dask.py",
+    "tests/engine/test_kill_windows.py",
+    "tests/test_packaging.py",
+    "tests/engine/test_crash_resume.py",
+    "tests/engine/test_journal.py",
+    "tests/test_docs.py",
+)
+"""The units that take longest (seconds each), started before all others in this order; the rest
+follow by their number of tests."""
+
+
+def unit_of(nodeid: str) -> str:
+    """The unit of work ``nodeid`` belongs to: the browser tests, or its file."""
+    if nodeid.startswith(BROWSER):
+        return BROWSER
+    return nodeid.split("::", 1)[0]
+
+
+def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
+    """With ``--dist loadgroup``, schedule whole files and the browser tests as one unit.
+
+    xdist's own ``loadgroup`` reads ``xdist_group`` marks through a rewritten node id, which this
+    pytest no longer honours; a scheduler that derives the unit from the node id does not depend
+    on it.
+    """
+    if config.getvalue("dist") != "loadgroup":
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class FileScheduling(LoadScopeScheduling):
+        def _split_scope(self, nodeid: str) -> str:
+            return unit_of(nodeid)
+
+        def _assign_work_unit(self, node: Any) -> None:
+            if not getattr(self, "ranked", False):
+                order = {unit: index for index, unit in enumerate(LONG_FIRST)}
+                units = sorted(
+                    self.workqueue.items(),
+                    key=lambda item: (order.get(item[0], len(order)), -len(item[1])),
+                )
+                self.workqueue.clear()
+                self.workqueue.update(units)
+                self.ranked = True
+            super()._assign_work_unit(node)
+
+    return FileScheduling(config, log)
+
+
+def pytest_sessionstart(session: pytest.Session) -> None:
+    session.config.stash[STARTED] = time.time()
+
+
+def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
+    """List the pictures this run took (only when browser tests ran in it, on any worker)."""
+    started = config.stash.get(STARTED, None)
+    if started is None or not SCREENSHOT_INDEX.exists():
+        return
+    if SCREENSHOT_INDEX.stat().st_mtime < started:
+        return
+    terminalreporter.write_line(f"browser screenshots in {SCREENSHOTS} ({SCREENSHOT_INDEX.name}):")
+    for line in SCREENSHOT_INDEX.read_text().splitlines():
+        terminalreporter.write_line(f"  {line}")

@@ -579,9 +579,11 @@ class ParallelHandler:
 
 def result_fingerprint(entry: dict[str, Any]) -> str:
     """The fingerprint of one branch's result without what changes every time it runs (how
-    long it took, and where its nodes ran: the ``worker.<node>`` key a cluster call adds):
-    equal results of two runs of a branch are equal here (early cutoff), on a cluster or not."""
-    kept = {k: v for k, v in entry.items() if k not in ("duration", "index")}
+    long it took, which its ``notes`` say too, e.g. a tool's "completed in 0.02s"; and where its
+    nodes ran: the ``worker.<node>`` key a cluster call adds): equal results of two runs of a
+    branch are equal here (early cutoff), on a cluster or not. What it produced is in its
+    status, failure reason and context updates."""
+    kept = {k: v for k, v in entry.items() if k not in ("duration", "index", "notes")}
     updates = kept.get("context_updates")
     if isinstance(updates, dict):
         where = {WORKER_KEY.format(node_id=n) for n in entry.get("completed_nodes") or ()}

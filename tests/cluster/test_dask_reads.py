@@ -54,7 +54,14 @@ SHIPPED = """digraph shipped {
 }
 """
 SHIPPED_NODES = {
-    "draft", "cli_docs", "api_docs", "changelog", "summary", "docs_fix", "publish", "kind"
+    "draft",
+    "cli_docs",
+    "api_docs",
+    "changelog",
+    "summary",
+    "docs_fix",
+    "publish",
+    "kind",
 }
 """The nodes whose handler call goes to the cluster (tools and codergen)."""
 STALE = {"draft"}
@@ -88,7 +95,9 @@ def finish(run: Run) -> Run:
 ReadRow = tuple[str, str, str | None, str | None, str | None, Any]
 
 
-def reads_by_execution(traces: list[Trace]) -> dict[tuple[str, int], tuple[list[ReadRow], list[str]]]:
+def reads_by_execution(
+    traces: list[Trace],
+) -> dict[tuple[str, int], tuple[list[ReadRow], list[str]]]:
     """Each execution (node, its n-th run) -> its reads (key, fingerprint, writer node, branch,
     parallel node, value) and absent keys; writers named by node and pass, not by step (branch
     nodes take steps in the order their threads finish)."""
@@ -299,9 +308,7 @@ def test_a_worker_that_reports_no_reads_leaves_no_mark_falsely_absent(tmp_path: 
         restored.close()
         # An execution whose reads are not known cannot be verified: never reused.
         (work / "core.py").write_text("x = 1\n")
-        second = finish(
-            open_run(work / "shipped.dot", workdir=work, executor=workers, reuse=True)
-        )
+        second = finish(open_run(work / "shipped.dot", workdir=work, executor=workers, reuse=True))
         second.close()
         assert reused(second) == set()
     finally:

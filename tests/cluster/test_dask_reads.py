@@ -313,3 +313,64 @@ def test_a_worker_that_reports_no_reads_leaves_no_mark_falsely_absent(tmp_path: 
         assert reused(second) == set()
     finally:
         workers.shutdown()
+
+
+class LosesTheFirstCall(concurrent.futures.Executor):
+    """Runs every call; the first call of ``node`` runs on its worker, but its result never
+    comes back (the connection to the worker drops): the driver must count none of its reads."""
+
+    def __init__(self, node: str) -> None:
+        self.node = node
+        self.lost = 0
+        self.pool = concurrent.futures.ThreadPoolExecutor(max_workers=2)
+
+    def submit(  # type: ignore[override]
+        self, fn: Callable[[RemoteCall], RemoteResult], call: RemoteCall
+    ) -> concurrent.futures.Future[RemoteResult]:
+        lose = call.node.id == self.node and not self.lost
+        self.lost += lose
+
+        def work() -> RemoteResult:
+            result = fn(call)
+            if lose:
+                raise ConnectionError("the worker's connection dropped")
+            return result
+
+        return self.pool.submit(work)
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        self.pool.shutdown(wait=wait, cancel_futures=cancel_futures)
+
+
+RETRIED = """digraph retried {
+  start   [shape=Mdiamond]
+  draft   [shape=parallelogram, tool_command="cat core.py"]
+  summary [prompt="Attempt {internal.retry_count.summary} at {tool.output}", max_retries=1]
+  done    [shape=Msquare]
+  start -> draft -> summary -> done
+}
+"""
+
+
+def test_a_lost_call_counts_none_of_its_reads_the_retry_that_came_back_does(
+    tmp_path: Path,
+) -> None:
+    (tmp_path / "core.py").write_text("x = 1\n")
+    workers = LosesTheFirstCall("summary")
+    try:
+        with open_run(RETRIED, workdir=tmp_path, executor=workers) as run:
+            assert run.run().state is RunState.COMPLETED
+            traces = {t.node_id: t for t in run.traces}
+            events = (run.run_dir / "events.jsonl").read_text()
+    finally:
+        workers.shutdown()
+    assert workers.lost == 1 and "the worker's connection dropped" in events
+    summary = traces["summary"]
+    # The lost attempt ran with no retry count set (it would have noted the key absent); only
+    # the second attempt, which came back, counts: it read the count 1.
+    assert [(r.key, r.value, r.writer) for r in summary.reads] == [
+        ("internal.retry_count.summary", 1, None),
+        ("tool.output", "x = 1", traces["draft"].step),
+    ]
+    assert "internal.retry_count.summary" not in summary.absent
+    assert not summary.reads_unknown

@@ -22,6 +22,7 @@ from freshness_magic.engine.run import Run
 from freshness_magic.engine.trace import Trace
 from freshness_magic.freshness.extension import run_marks
 from freshness_magic.session import open_run, resume_run
+from freshness_magic.views.details import execution_lines
 from tests.processes import cli
 
 SHIPPED = """digraph shipped {
@@ -302,6 +303,8 @@ def test_a_worker_that_reports_no_reads_leaves_no_mark_falsely_absent(tmp_path: 
         assert stale == STALE
         assert outdated >= OUTDATED  # at least what a reporting worker's run would mark
         assert run_marks(run)["summary"].because().startswith("`summary` may have read ")
+        shown = execution_lines(list(run.traces), "summary")["read"]
+        assert shown[0].startswith("(its worker did not report what it read")
         assert status_sets(work, run.run_dir) == (stale, outdated)
         restored = resume_run(run.run_dir)  # kept in the journal
         assert {t.node_id for t in restored.traces if t.reads_unknown} == SHIPPED_NODES

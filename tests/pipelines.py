@@ -44,6 +44,29 @@ def one_gate(
 """
 
 
+def gate_to_tools(
+    label: str, choices: Mapping[str, tuple[str, str]], *, node: str = "ask", name: str = "g"
+) -> str:
+    """A human gate asking ``label`` whose each choice (its edge label, such as ``[Y] Yes``)
+    leads to its own tool node (id and DOT-escaped command) and then to ``done``: which tool ran
+    shows which answer the run took."""
+    tools = "".join(
+        f'  {tool} [shape=parallelogram, tool_command="{command}"]\n'
+        for tool, command in choices.values()
+    )
+    edges = "".join(
+        f'  {node} -> {tool} [label="{choice}"]\n' for choice, (tool, _) in choices.items()
+    )
+    ends = "".join(f"  {tool} -> done\n" for tool, _ in choices.values())
+    return f"""digraph {name} {{
+  start [shape=Mdiamond]
+  {node} [shape=hexagon, label="{label}"]
+{tools}  done  [shape=Msquare]
+  start -> {node}
+{edges}{ends}}}
+"""
+
+
 def fan_out(branches: Mapping[str, str], *, name: str = "p") -> str:
     """A parallel node ``fan`` whose branches (node id to DOT attributes) meet at the fan-in
     ``join`` before ``done``."""
@@ -80,20 +103,15 @@ ONE_ENDS_ONE_WAITS = fan_out(
 """``quick`` ends at once; ``slow`` sleeps until the file ``go`` exists, so a test stops the
 parallel node with one branch ended and one running. Each appends to its file per run."""
 
-GATED_CHILD = """
-digraph child {
-  start    [shape=Mdiamond]
-  approve  [shape=hexagon, label="Approve the sprint?"]
-  approved [shape=parallelogram, tool_command="echo approved > verdict.txt"]
-  rejected [shape=parallelogram, tool_command="echo rejected > verdict.txt"]
-  done     [shape=Msquare]
-  start -> approve
-  approve -> approved [label="[A] Approve"]
-  approve -> rejected [label="[R] Reject"]
-  approved -> done
-  rejected -> done
-}
-"""
+GATED_CHILD = gate_to_tools(
+    "Approve the sprint?",
+    {
+        "[A] Approve": ("approved", "echo approved > verdict.txt"),
+        "[R] Reject": ("rejected", "echo rejected > verdict.txt"),
+    },
+    node="approve",
+    name="child",
+)
 """A child pipeline for a manager node: its gate ``approve`` decides what ``verdict.txt`` says."""
 
 

@@ -42,10 +42,11 @@ class Tree:
     src: Path
 
 
-def checkout(rev: str, folder: Path) -> Path:
-    """Commit ``rev`` of this repository extracted into ``folder``, its bytecode compiled."""
+def checkout(rev: str, folder: Path, repo: Path = REPO) -> Path:
+    """Commit ``rev`` of ``repo`` (this repository) extracted into ``folder``, its bytecode
+    compiled."""
     archive = subprocess.run(
-        ["git", "-C", str(REPO), "archive", "--format=tar", rev], capture_output=True, check=False
+        ["git", "-C", str(repo), "archive", "--format=tar", rev], capture_output=True, check=False
     )
     if archive.returncode != 0:
         message = archive.stderr.decode(errors="replace").strip()
@@ -63,15 +64,16 @@ def compile_tree(src: Path) -> None:
 
 
 @contextlib.contextmanager
-def trees(rev: str | None) -> Iterator[list[Tree]]:
-    """The current tree, then (with ``rev``) that commit's tree, for as long as the block runs."""
-    compile_tree(REPO)
-    current = Tree("current", REPO)
+def trees(rev: str | None, repo: Path = REPO) -> Iterator[list[Tree]]:
+    """The tree of ``repo`` (this checkout), then (with ``rev``) that commit's tree, for as long
+    as the block runs."""
+    compile_tree(repo)
+    current = Tree("current", repo)
     if rev is None:
         yield [current]
         return
     with tempfile.TemporaryDirectory(prefix="bench-against-") as folder:
-        yield [current, Tree(rev[:9], checkout(rev, Path(folder)))]
+        yield [current, Tree(rev[:9], checkout(rev, Path(folder), repo))]
 
 
 def rounds(items: Sequence[Tree], reps: int) -> Iterator[tuple[int, Tree]]:
@@ -90,7 +92,10 @@ def env_for(src: Path) -> dict[str, str]:
 
 def imported_from(src: str | os.PathLike[str]) -> None:
     """In a worker: stop unless the package was imported from ``src``."""
-    import freshness_magic
+    try:
+        import freshness_magic
+    except ImportError as error:
+        raise SystemExit(f"the worker found no package under {src}: {error}") from None
 
     where = Path(freshness_magic.__file__).resolve()
     if not where.is_relative_to(Path(src).resolve()):

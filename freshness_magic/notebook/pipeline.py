@@ -1,7 +1,7 @@
 """The pipeline object: one loaded pipeline and its actions (step, run, resume, retry, stop,
 accept, reset), the same from a plain Python script, from the magics and from the widget.
 
-:class:`Pipeline` is composed of two parts: its live run (:class:`~freshness_magic.notebook.live.
+:class:`Pipeline` is composed of two parts: its live run (:class:`~freshness_magic.live.run.
 LiveRun`: the run's lifecycle, the ``%%node`` cells, the input watcher and one lock per
 pipeline) and a read-only view (:class:`~freshness_magic.views.pipeline_view.PipelineView`: status,
 why, evidence, conditions, from the view model the live part publishes at every step boundary).
@@ -40,8 +40,8 @@ from freshness_magic.errors import (
     RunError,
     ValidationError,
 )
-from freshness_magic.notebook.live import LiveRun
-from freshness_magic.notebook.stepping import step_loop
+from freshness_magic.live.run import LiveRun
+from freshness_magic.live.stepping import step_loop
 from freshness_magic.views import text
 from freshness_magic.views.frame import ViewFrame
 from freshness_magic.views.marks import NodeStale

@@ -25,8 +25,8 @@ from freshness_magic.engine.events import EventType
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.persistence import EVENTS_FILE, same_pipeline
 from freshness_magic.errors import FreshnessMagicError, NotAFolderError, RunError
-from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler, cell_runs_in
-from freshness_magic.notebook.watch import InputWatcher, input_folders
+from freshness_magic.live.cells import CELL_HANDLER_TYPE, CellHandler, cell_runs_in
+from freshness_magic.live.watch import InputWatcher, input_folders
 from freshness_magic.pathsafety.state import first_non_folder
 from freshness_magic.views.marks import freshness_of
 from freshness_magic.views.model import RunSnapshot, ViewModel, stopped_spans

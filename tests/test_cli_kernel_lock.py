@@ -18,22 +18,13 @@ import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
 from jupyter_client.manager import start_new_kernel
 
-from tests.pipelines import SLOW_TOOL
+from tests.pipelines import GO_GATE, SLOW_TOOL
 from tests.processes import cli, cli_process, group_alive
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-
-GATED = """%%pipeline g
-digraph g {
-  start [shape=Mdiamond]
-  review [shape=hexagon, label="Go?"]
-  done [shape=Msquare]
-  start -> review
-  review -> done [label="[Y] Yes"]
-  review -> done [label="[N] No"]
-}"""
+GATED = f"%%pipeline g\n{GO_GATE}"
 
 
 @pytest.fixture
@@ -141,7 +132,7 @@ def test_runs_held_idle_by_a_kernel_get_no_note_that_they_are_running(
     execute(kernel, "%load_ext freshness_magic")
     execute(kernel, GATED)
     assert "waiting" in execute(kernel, "%pipeline run")
-    (tmp_path / "g.dot").write_text(GATED.split("\n", 1)[1])
+    (tmp_path / "g.dot").write_text(GO_GATE)
     beside = cli("run", "g.dot", "--to", "review", cwd=tmp_path)
     assert beside.returncode == 3, beside.stderr  # paused before the gate
     assert "another run" not in beside.stderr, beside.stderr
@@ -168,7 +159,7 @@ def test_a_lock_file_without_its_program_still_names_its_holder_and_excludes(
     tmp_path: Path,
 ) -> None:
     """A holder of an older version writes no ``program``: it is named by pid, as before."""
-    (tmp_path / "g.dot").write_text(GATED.split("\n", 1)[1])
+    (tmp_path / "g.dot").write_text(GO_GATE)
     waiting = cli("run", "g.dot", "--json", cwd=tmp_path)
     assert waiting.returncode == 3, waiting.stderr
     run_dir = Path(json.loads(waiting.stdout)["run_dir"])

@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipelines import ONE_ENDS_ONE_WAITS
+from tests.pipelines import BLOCKED_BY_OWN_EDIT, GO_GATE, ONE_ENDS_ONE_WAITS, one_tool
 from tests.processes import cli
 from tests.waiting import wait_until
 
@@ -42,21 +42,9 @@ REVIEW = """digraph review {
 }
 """
 
-FAILING = """digraph bad {
-  start [shape=Mdiamond]
-  boom  [shape=parallelogram, tool_command="test -f fixed.txt || { echo not fixed >&2; exit 7; }"]
-  done  [shape=Msquare]
-  start -> boom -> done
-}
-"""
+FAILING = one_tool("test -f fixed.txt || { echo not fixed >&2; exit 7; }", node="boom", name="bad")
 
-SLOW = """digraph slow {
-  start [shape=Mdiamond]
-  wait  [shape=parallelogram, tool_command="echo started; echo $$ > pgid.txt; exec sleep 60"]
-  done  [shape=Msquare]
-  start -> wait -> done
-}
-"""
+SLOW = one_tool("echo started; echo $$ > pgid.txt; exec sleep 60", node="wait", name="slow")
 
 
 def paste(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -258,17 +246,6 @@ def test_a_node_whose_freshness_is_ignored_is_not_stale_and_says_its_inputs_are_
     assert report["unchecked_nodes"] == ["lint"]
 
 
-BLOCKED = """digraph blk {
-  start [shape=Mdiamond]
-  edit  [shape=parallelogram, tool_command="echo two > data/input.txt"]
-  prep  [shape=parallelogram, tool_command="cat data/input.txt", source_files="data/*.txt",
-         freshness="block"]
-  done  [shape=Msquare]
-  start -> edit -> prep -> done
-}
-"""
-
-
 def test_a_node_a_block_held_back_offers_the_accept_and_retry_that_goes_on(
     tmp_path: Path,
 ) -> None:
@@ -277,7 +254,7 @@ def test_a_node_a_block_held_back_offers_the_accept_and_retry_that_goes_on(
     to paste, with the run directory."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "input.txt").write_text("one\n")
-    (tmp_path / "blk.dot").write_text(BLOCKED)
+    (tmp_path / "blk.dot").write_text(BLOCKED_BY_OWN_EDIT)
     run_dir = start(tmp_path, dot="blk.dot")
     said = why(run_dir, "prep", tmp_path)
     assert said[0] == "prep: blocked"
@@ -298,7 +275,7 @@ def test_a_node_a_block_held_back_offers_the_accept_and_retry_that_goes_on(
     assert why(run_dir, "prep", tmp_path)[0] == "prep: succeeded"
 
 
-ROUTED = BLOCKED.replace(
+ROUTED = BLOCKED_BY_OWN_EDIT.replace(
     "start -> edit -> prep -> done",
     'start -> edit -> prep\n  prep -> done [condition="outcome=success"]\n'
     '  prep -> report [condition="outcome=fail"]\n  report -> done\n'
@@ -542,15 +519,7 @@ def test_check_reads_without_loading_the_engine_that_runs_pipelines(workdir: Pat
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY 1 []", proc.stdout + proc.stderr
 
 
-GATED = """%%pipeline g
-digraph g {
-  start  [shape=Mdiamond]
-  review [shape=hexagon, label="Go?"]
-  done   [shape=Msquare]
-  start -> review
-  review -> done [label="[Y] Yes"]
-  review -> done [label="[N] No"]
-}"""
+GATED = f"%%pipeline g\n{GO_GATE}"
 
 
 def test_a_run_held_open_by_a_kernel_is_explained_and_says_where_to_answer(

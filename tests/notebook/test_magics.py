@@ -17,6 +17,7 @@ from freshness_magic.notebook.pipeline import Pipeline
 from freshness_magic.views.state import NodeState
 from freshness_magic.views.text import TextResult
 from tests.notebook.conftest import REVIEW_DOT, load_review
+from tests.pipelines import one_step
 
 
 def line(shell: InteractiveShell, text: str) -> TextResult:
@@ -517,13 +518,7 @@ def test_hub_handler_is_created_once_and_replaceable(
     assert seen == [["query", "src/a.py", "--x"]]
 
 
-NODE_DOT = """digraph cells {
-  start [shape=Mdiamond]
-  work  [label="Work"]
-  done  [shape=Msquare]
-  start -> work -> done
-}
-"""
+NODE_DOT = one_step('label="Work"', name="cells")
 
 
 def test_node_cell_success_writes_context(shell: InteractiveShell, workdir: Path):

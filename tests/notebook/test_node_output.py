@@ -9,6 +9,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import Pipeline
 from freshness_magic.views.details import node_details
+from tests.pipelines import one_step
 
 FLAKY = """digraph flaky {
   start [shape=Mdiamond]
@@ -41,13 +42,7 @@ def test_a_second_visit_shows_only_its_own_output(shell: InteractiveShell, workd
     assert [line for line in why if line.startswith("  output:")] == ["  output: auc 0.81"]
 
 
-RETRIED = """digraph retried {
-  start [shape=Mdiamond]
-  work [max_retries=1]
-  done [shape=Msquare]
-  start -> work -> done
-}
-"""
+RETRIED = one_step("max_retries=1", name="retried")
 
 
 def test_a_retried_attempt_shows_only_its_own_output(shell: InteractiveShell, workdir: Path):

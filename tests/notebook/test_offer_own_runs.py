@@ -11,14 +11,9 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-GATED = """digraph g {
-  start  [shape=Mdiamond]
-  review [shape=hexagon, label="Go?"]
-  done   [shape=Msquare]
-  start -> review
-  review -> done [label="[Y] Yes"]
-}
-"""
+from tests.pipelines import one_gate
+
+GATED = one_gate("Go?", node="review", name="g")
 
 
 def load(shell: InteractiveShell, tmp_path: Path) -> object:

@@ -11,21 +11,10 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-RELEASE = """digraph release_sync {
-  start        [shape=Mdiamond]
-  release_gate [shape=hexagon, label="Release?"]
-  done         [shape=Msquare]
-  start -> release_gate
-  release_gate -> done [label="[Y] Yes"]
-}
-"""
-SLEEPER = """digraph sleeper {
-  start [shape=Mdiamond]
-  nap   [prompt="nap"]
-  done  [shape=Msquare]
-  start -> nap -> done
-}
-"""
+from tests.pipelines import one_gate, one_step
+
+RELEASE = one_gate("Release?", node="release_gate", name="release_sync")
+SLEEPER = one_step('prompt="nap"', node="nap", name="sleeper")
 
 
 def load_both(shell: InteractiveShell, tmp_path: Path) -> None:

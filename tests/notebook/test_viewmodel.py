@@ -8,6 +8,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import Pipeline
 from freshness_magic.views.render import NodeState
+from tests.pipelines import one_tool
 
 BRANCH_DOT = """digraph branch {
   start [shape=Mdiamond]
@@ -45,13 +46,7 @@ def test_next_then_untaken_branch_skipped(shell: InteractiveShell, workdir: Path
     assert NodeState.SKIPPED.value in shell.run_line_magic("pipeline", "status").text
 
 
-STREAMING_DOT = """digraph streaming {
-  start [shape=Mdiamond]
-  work  [shape=parallelogram, tool_command="printf 'building...\\\\n'; sleep 1; echo built"]
-  done  [shape=Msquare]
-  start -> work -> done
-}
-"""
+STREAMING_DOT = one_tool("printf 'building...\\\\n'; sleep 1; echo built", name="streaming")
 
 
 def test_a_running_nodes_tooltip_shows_its_latest_output(

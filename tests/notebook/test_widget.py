@@ -20,6 +20,7 @@ from freshness_magic.views.evidence_log import evidence_detail
 from freshness_magic.views.render import NodeState, node_groups
 from freshness_magic.views.state import STATE_CODES
 from tests.notebook.conftest import load_review
+from tests.pipelines import fan_out, one_step, one_tool
 from tests.waiting import wait_until
 
 STATE_OF_CODE = {code: state.value for state, code in STATE_CODES.items()} | {"T": "stale"}
@@ -369,10 +370,7 @@ def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
 ):
     from IPython.core.error import UsageError
 
-    dot = (
-        "digraph slow { start [shape=Mdiamond]; work [label=Work]; done [shape=Msquare]; "
-        "start -> work -> done }"
-    )
+    dot = one_step("label=Work", name="slow")
     pipeline = shell.run_cell_magic("pipeline", f"slow --workdir {workdir}", dot)
     entered, release = threading.Event(), threading.Event()
     shell.user_ns.update(entered=entered, release=release)
@@ -503,13 +501,7 @@ def test_elapsed_is_the_runs_active_time_and_goes_on_across_a_resume(
     assert again.widget.run["elapsed"] >= before
 
 
-STOPPABLE = """digraph review {
-  start [shape=Mdiamond]
-  work  [shape=parallelogram, tool_command="test -f go || sleep 30"]
-  done  [shape=Msquare]
-  start -> work -> done
-}
-"""
+STOPPABLE = one_tool("test -f go || sleep 30", name="review")
 
 
 def test_elapsed_counts_an_attempt_stopped_midway_also_after_a_restart(
@@ -632,21 +624,12 @@ def test_active_time_before_a_moment_is_the_covered_time_before_it() -> None:
         assert folded.before(1_700_000_000 + moment) == pytest.approx(expected, abs=1e-3)
 
 
-BRANCH_ENDS_FIRST = """digraph p {
-  start [shape=Mdiamond]
-  fan   [shape=component]
-  quick [shape=parallelogram, tool_command="sleep 1; echo quick >> quick.txt"]
-  slow  [shape=parallelogram, tool_command="until test -f go; do sleep 0.05; done"]
-  join  [shape=tripleoctagon]
-  done  [shape=Msquare]
-  start -> fan
-  fan -> quick
-  fan -> slow
-  quick -> join
-  slow -> join
-  join -> done
-}
-"""
+BRANCH_ENDS_FIRST = fan_out(
+    {
+        "quick": 'shape=parallelogram, tool_command="sleep 1; echo quick >> quick.txt"',
+        "slow": 'shape=parallelogram, tool_command="until test -f go; do sleep 0.05; done"',
+    }
+)
 
 
 def test_the_active_time_does_not_count_a_finished_branch_again_while_its_fan_runs(

@@ -19,6 +19,7 @@ from IPython.core.interactiveshell import InteractiveShell
 from freshness_magic.notebook.pipeline import Pipeline
 from freshness_magic.views.state import STATE_CODES, NodeState
 from tests.notebook.conftest import load_review
+from tests.pipelines import one_tool
 from tests.waiting import wait_until
 
 
@@ -120,13 +121,7 @@ def test_a_step_from_the_button_in_a_kernel_sends_one_update_and_its_end(
     assert widget.errors == []
 
 
-DOT = """digraph held {
-  start [shape=Mdiamond]
-  work  [shape=parallelogram, tool_command="echo started; while [ ! -f go ]; do sleep 0.02; done"]
-  done  [shape=Msquare]
-  start -> work -> done
-}
-"""
+DOT = one_tool("echo started; while [ ! -f go ]; do sleep 0.02; done", name="held")
 
 
 def test_the_live_updates_of_a_long_node_are_pushed_not_asked_for(

@@ -44,6 +44,33 @@ def one_gate(
 """
 
 
+def rework_loop(
+    attrs: str,
+    *,
+    node: str = "draft",
+    gate: str = "approve",
+    label: str = "Ship it?",
+    choices: tuple[str, str] = ("[Y] Yes", "[N] No, redo"),
+    name: str = "review",
+    goal: str = "",
+) -> str:
+    """``start -> NODE -> GATE``, a human gate asking ``label``: its first choice ends the run,
+    its second sends the work back to ``node`` (DOT attributes ``attrs``), as a reviewer does.
+    ``goal``, when given, is the graph's ``$goal``."""
+    done_choice, again_choice = choices
+    graph = f'  graph [goal="{goal}"]\n' if goal else ""
+    return f"""digraph {name} {{
+{graph}  start [shape=Mdiamond]
+  {node} [{attrs}]
+  {gate} [shape=hexagon, label="{label}"]
+  done  [shape=Msquare]
+  start -> {node} -> {gate}
+  {gate} -> done [label="{done_choice}"]
+  {gate} -> {node} [label="{again_choice}"]
+}}
+"""
+
+
 def gate_to_tools(
     label: str, choices: Mapping[str, tuple[str, str]], *, node: str = "ask", name: str = "g"
 ) -> str:

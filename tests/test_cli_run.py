@@ -19,22 +19,13 @@ from tests.pipelines import (
     one_gate,
     one_step,
     one_tool,
+    rework_loop,
 )
 from tests.processes import cli
 
 REPO = Path(__file__).resolve().parents[1]
 
-REVIEW = """digraph review {
-  graph [goal="Ship the login fix"]
-  start   [shape=Mdiamond]
-  draft   [prompt="Summarise the change for $goal"]
-  approve [shape=hexagon, label="Ship it?"]
-  done    [shape=Msquare]
-  start -> draft -> approve
-  approve -> done  [label="[Y] Yes"]
-  approve -> draft [label="[N] No, redo"]
-}
-"""
+REVIEW = rework_loop('prompt="Summarise the change for $goal"', goal="Ship the login fix")
 
 FAILING = one_tool("exit 7", node="boom", name="bad")
 

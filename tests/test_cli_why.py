@@ -16,12 +16,17 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
 from tests.pipelines import BLOCKED_BY_OWN_EDIT, GO_GATE, ONE_ENDS_ONE_WAITS, one_tool
 from tests.processes import cli
 from tests.waiting import wait_until
+
+if TYPE_CHECKING:
+    from jupyter_client.blocking.client import BlockingKernelClient
+    from jupyter_client.manager import KernelManager
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -523,37 +528,31 @@ GATED = f"%%pipeline g\n{GO_GATE}"
 
 
 def test_a_run_held_open_by_a_kernel_is_explained_and_says_where_to_answer(
-    tmp_path: Path,
+    tmp_path: Path, kernel: tuple[KernelManager, BlockingKernelClient]
 ) -> None:
     """A kernel keeps its run (and the driver lock) between cells: ``why`` reads it anyway, and
     notes that the kernel holds it, as ``status`` does; the lock stays the kernel's."""
-    from jupyter_client.manager import start_new_kernel
+    from tests.kernels import execute
 
-    from tests.test_cli_kernel_lock import execute
-
-    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
-    try:
-        execute(client, "%load_ext freshness_magic")
-        execute(client, GATED)
-        assert "waiting" in execute(client, "%pipeline run")
-        (run_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
-        lock = (run_dir / "driver.lock").read_bytes()
-        said = why(run_dir, "review", tmp_path)
-        assert said[0] == "review: waiting"
-        assert f"    [Y] Yes -> done:  {PROGRAM} resume {run_dir} --answer review=Y" in said
-        assert said[-1].startswith("note: the run is held open by an IPython kernel (pid ")
-        assert said[-1].endswith(
-            "idle and waiting at gate 'review': answer it there (%pipeline resume review "
-            "--choice KEY), or leave the run there (%pipeline reset) to go on from here"
-        )
-        assert (run_dir / "driver.lock").read_bytes() == lock
-        execute(client, "%pipeline reset")  # the kernel lets go of the run
-        assert not why(run_dir, "review", tmp_path)[-1].startswith("note:")
-        answered = paste(said[-3].split(":  ", 1)[1], tmp_path)
-        assert answered.returncode == 0, answered.stdout + answered.stderr
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    _, client = kernel
+    execute(client, "%load_ext freshness_magic")
+    execute(client, GATED)
+    assert "waiting" in execute(client, "%pipeline run")
+    (run_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
+    lock = (run_dir / "driver.lock").read_bytes()
+    said = why(run_dir, "review", tmp_path)
+    assert said[0] == "review: waiting"
+    assert f"    [Y] Yes -> done:  {PROGRAM} resume {run_dir} --answer review=Y" in said
+    assert said[-1].startswith("note: the run is held open by an IPython kernel (pid ")
+    assert said[-1].endswith(
+        "idle and waiting at gate 'review': answer it there (%pipeline resume review "
+        "--choice KEY), or leave the run there (%pipeline reset) to go on from here"
+    )
+    assert (run_dir / "driver.lock").read_bytes() == lock
+    execute(client, "%pipeline reset")  # the kernel lets go of the run
+    assert not why(run_dir, "review", tmp_path)[-1].startswith("note:")
+    answered = paste(said[-3].split(":  ", 1)[1], tmp_path)
+    assert answered.returncode == 0, answered.stdout + answered.stderr
 
 
 def test_an_interrupted_branch_says_its_parallel_node_runs_again(tmp_path: Path) -> None:

@@ -20,7 +20,7 @@ from freshness_magic.views.evidence_log import evidence_detail
 from freshness_magic.views.render import NodeState, node_groups
 from freshness_magic.views.state import STATE_CODES
 from tests.notebook.conftest import load_review
-from tests.pipelines import fan_out, one_step, one_tool
+from tests.pipelines import fan_out, one_step, one_tool, rework_loop
 from tests.waiting import wait_until
 
 STATE_OF_CODE = {code: state.value for state, code in STATE_CODES.items()} | {"T": "stale"}
@@ -470,16 +470,9 @@ def test_a_superseded_view_says_so_once_and_keeps_its_evidence(
     assert widget.gate == gate
 
 
-SLOW_GATE = """digraph review {
-  start   [shape=Mdiamond]
-  work    [shape=parallelogram, tool_command="sleep 0.3"]
-  approve [shape=hexagon, label="Ship it?"]
-  done    [shape=Msquare]
-  start -> work -> approve
-  approve -> done  [label="[Y] Yes"]
-  approve -> work  [label="[N] No"]
-}
-"""
+SLOW_GATE = rework_loop(
+    'shape=parallelogram, tool_command="sleep 0.3"', node="work", choices=("[Y] Yes", "[N] No")
+)
 
 
 def test_elapsed_is_the_runs_active_time_and_goes_on_across_a_resume(

@@ -38,7 +38,7 @@ def test_kernel_interrupt_stops_the_views_run_and_cells_are_interrupted_as_befor
     manager.interrupt_kernel()
     wait_until(lambda: not group_alive(pgid), "the tool stops on the kernel's interrupt")
     ok(client, "slow.widget.wait(30)")
-    assert "paused" in ok(client, "print(slow.status_line())")
+    assert "paused" in ok(client, "print(slow.view.status_line())")
     assert not (tmp_path / "work.log").exists()
 
     ok(client, HANDLER_BETWEEN_MESSAGES)

@@ -45,7 +45,7 @@ def test_a_node_of_another_pipeline_is_refused_naming_it_and_the_name_to_add(
     )
     shell.run_line_magic("pipeline", "run --name release_sync")  # as it says: it waits there
     shell.run_line_magic("pipeline", "resume release_gate --choice Y --name release_sync")
-    assert shell.user_ns["release_sync"].state_name == "completed"
+    assert shell.user_ns["release_sync"].view.state_name == "completed"
 
 
 def test_pipeline_help_says_which_pipeline_a_magic_acts_on(

@@ -97,10 +97,10 @@ def test_gate_value_and_answer_routes(shell: InteractiveShell, workdir: Path):
     assert [c["target"] for c in gate["choices"]] == ["done", "draft"]
     assert "draft" in gate["approving"]["title"]
     widget.handle({"action": "answer", "node": "approve", "choice": "N", "comment": ""})
-    assert pipeline.state_name == "waiting"
-    assert pipeline.outcomes()["approve"].preferred_label == "[N] No, redo"
+    assert pipeline.view.state_name == "waiting"
+    assert pipeline.view.outcomes()["approve"].preferred_label == "[N] No, redo"
     widget.handle({"action": "answer", "node": "approve", "choice": "Y", "comment": ""})
-    assert pipeline.state_name == "completed"
+    assert pipeline.view.state_name == "completed"
     assert widget.gate == {}
     assert states(widget)["done"] == "succeeded"
 
@@ -112,7 +112,7 @@ def test_a_gate_comment_from_the_view_reaches_the_context(
     widget = pipeline.widget
     widget.handle({"action": "run"})
     widget.handle({"action": "answer", "node": "approve", "choice": "Y", "comment": "ok by me"})
-    assert pipeline.state_name == "completed"
+    assert pipeline.view.state_name == "completed"
     assert pipeline.current_run.context.get("human.gate.comment") == "ok by me"
 
 
@@ -247,7 +247,7 @@ def test_playground_after_completion_names_no_edge_from_the_exit(
     replies = Replies(widget)
     shell.run_line_magic("pipeline", "run")
     shell.run_line_magic("pipeline", "resume approve --choice Y")
-    assert pipeline.state_name == "completed"
+    assert pipeline.view.state_name == "completed"
     widget.handle({"action": "playground", "expr": "outcome=success", "node": None})
     reply = replies.last("playground")
     assert reply["text"].splitlines()[0] == "result: true"
@@ -275,7 +275,7 @@ def test_pipeline_text_is_escaped_in_the_svg_and_static_html(
     pipeline = shell.run_cell_magic("pipeline", f"xss --workdir {workdir}", XSS_DOT)
     widget = pipeline.widget
     widget.handle({"action": "run"})
-    assert pipeline.state_name == "waiting"
+    assert pipeline.view.state_name == "waiting"
     for value in (widget.graph["svg"], widget.static_html()):
         assert "<img" not in value and "<script" not in value
         assert "<svg onload" not in value and "<b onmouseover" not in value
@@ -311,7 +311,7 @@ def test_superseded_view_refuses_actions(shell: InteractiveShell, workdir: Path)
     widget.supersede("a newer %%pipeline review replaced this one")
     widget._on_msg(widget, {"action": "step"}, [])
     assert "no longer drives a run" in replies.last("error")["text"]
-    assert pipeline.state_name == "ready"
+    assert pipeline.view.state_name == "ready"
 
 
 def test_accept_and_reset(shell: InteractiveShell, workdir: Path):
@@ -388,7 +388,7 @@ def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
     assert "still running" in replies.last("error")["text"]
     release.set()
     widget.wait(30)
-    assert pipeline.state_name == "completed"
+    assert pipeline.view.state_name == "completed"
     assert not widget.busy
     assert replies.last("done")["action"] == "run"
     assert states(widget)["done"] == "succeeded"
@@ -397,7 +397,7 @@ def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
 def test_views_states_are_all_known(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     pipeline.run_to()
-    assert {v.state for v in pipeline.views().values()} <= set(NodeState)
+    assert {v.state for v in pipeline.view.views().values()} <= set(NodeState)
 
 
 def test_the_view_offers_an_unfinished_run_and_resumes_it(
@@ -414,11 +414,11 @@ def test_the_view_offers_an_unfinished_run_and_resumes_it(
     assert widget.banner["kind"] == "resume"
     assert run_id in widget.banner["text"] and widget.banner["node"] == "approve"
     widget.handle({"action": "resume_offered"})
-    assert again.current_run.run_id == run_id and again.resume_offer is None
+    assert again.current_run.run_id == run_id and again.view.resume_offer is None
     assert widget.banner.get("kind") is None
     assert states(widget)["approve"] == "waiting"
     widget.handle({"action": "answer", "node": "approve", "choice": "Y"})
-    assert again.state_name == "completed"
+    assert again.view.state_name == "completed"
 
 
 def test_the_view_can_decline_the_offer(shell: InteractiveShell, workdir: Path) -> None:
@@ -428,7 +428,7 @@ def test_the_view_can_decline_the_offer(shell: InteractiveShell, workdir: Path) 
     del shell.user_ns["review"]
     again = load_review(shell, workdir)
     again.widget.handle({"action": "start_new"})
-    assert again.resume_offer is None
+    assert again.view.resume_offer is None
     assert again.widget.banner.get("kind") is None
     assert again.current_run.run_dir != old
 
@@ -490,7 +490,7 @@ def test_elapsed_is_the_runs_active_time_and_goes_on_across_a_resume(
     again.widget.handle({"action": "resume_offered"})
     assert again.widget.run["elapsed"] == before
     again.widget.handle({"action": "answer", "node": "approve", "choice": "Y"})
-    assert again.state_name == "completed"
+    assert again.view.state_name == "completed"
     assert again.widget.run["elapsed"] >= before
 
 
@@ -505,18 +505,18 @@ def test_elapsed_counts_an_attempt_stopped_midway_also_after_a_restart(
     first = load_review(shell, workdir, STOPPABLE)
     worker = threading.Thread(target=first.run_to)
     worker.start()
-    wait_until(lambda: first.views()["work"].state is NodeState.RUNNING, "work running")
+    wait_until(lambda: first.view.views()["work"].state is NodeState.RUNNING, "work running")
     threading.Event().wait(0.6)
     first.stop()
     worker.join(30)
-    assert first.views()["work"].state is NodeState.INTERRUPTED
+    assert first.view.views()["work"].state is NodeState.INTERRUPTED
     stopped = first.widget.run["elapsed"]
     assert stopped >= 0.5
     del shell.user_ns["review"]  # what a kernel restart leaves: nothing in memory
     (workdir / "go").write_text("")  # the next attempt ends at once
     again = load_review(shell, workdir, STOPPABLE)
     again.widget.handle({"action": "resume_offered"})
-    assert again.state_name == "completed"
+    assert again.view.state_name == "completed"
     assert stopped <= again.widget.run["elapsed"] < stopped + 5
 
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import subprocess
@@ -92,3 +93,24 @@ def group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def waiting_run(folder: Path, dot: str, name: str = "p.dot") -> Path:
+    """The run directory of ``dot``, written to ``folder/name`` and run there by :func:`cli`
+    until it waits at a gate (exit 3): what a test of answering, resuming or locking starts from."""
+    (folder / name).write_text(dot)
+    started = cli("run", name, "--json", cwd=folder)
+    assert started.returncode == 3, started.stderr
+    return Path(json.loads(started.stdout)["run_dir"])
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """A refusal as the command line gives one: exit 2 and one line on stderr (no traceback)
+    holding each of ``needles``."""
+    stderr = proc.stderr
+    assert proc.returncode == 2, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    for needle in needles:
+        assert needle in lines[0]

@@ -366,6 +366,22 @@ def test_nested_parallel_runs_its_own_fan_in_inside_the_branch(tmp_path: Path) -
     assert branches["inner"]["fan_in"] == "join"
     assert branches["inner"]["context_updates"]["parallel.fan_in.best_id"] == "i1"
     assert branches["x"]["completed_nodes"] == ["x"]
+    # every execution has its trace, each branch node inside the parallel node it ran in
+    traces = {t.node_id: t for t in run.traces}
+    assert sorted(traces) == sorted(result.completed_nodes)
+    outer, inner = traces["outer"].step, traces["inner"].step
+    assert {n: t.within for n, t in traces.items() if t.branch_of is not None} == {
+        "i1": inner,
+        "i2": inner,
+        "x": outer,
+        "inner": outer,
+        "ijoin": outer,
+        "after_inner": outer,
+    }
+    assert {r.part: r.writer for r in traces["ijoin"].reads} == {
+        "i1": traces["i1"].step,
+        "i2": traces["i2"].step,
+    }
 
 
 def test_retrying_a_branch_node_runs_its_parallel_node_again_with_every_branch(
@@ -442,6 +458,14 @@ def test_an_interrupted_parallel_node_runs_only_the_branches_that_had_not_ended(
     ]
     assert partial_key("fan") not in result.context  # the node finished: nothing left to keep
     assert result.node_outcomes["join"].notes.startswith("Selected best candidate")
+    # quick's execution keeps its trace, and the fan-in reads its result from it
+    traces = {t.node_id: t for t in run.traces}
+    assert [t.node_id for t in run.traces] == ["start", "quick", "slow", "fan", "join", "done"]
+    assert traces["quick"].within == traces["fan"].step == traces["slow"].within
+    assert {r.part: r.writer for r in traces["join"].reads} == {
+        "quick": traces["quick"].step,
+        "slow": traces["slow"].step,
+    }
 
 
 @pytest.mark.parametrize("node", [None, "start"])

@@ -114,3 +114,42 @@ def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> Non
     assert len(lines) == 1, stderr
     for needle in needles:
         assert needle in lines[0]
+
+
+def killed_after_quick(folder: Path) -> Path:
+    """Run ``folder/p.dot`` in a driver process and SIGKILL it once the branch ``quick`` of its
+    parallel node ``fan`` is journaled as ended and the branch ``slow`` runs (it appends to
+    ``slow.txt``, then waits for a file ``go``); the run's folder."""
+    from freshness_magic.engine.checkpoint_format import JOURNAL_FILE
+    from freshness_magic.engine.context import partial_key
+    from tests.waiting import wait_until
+
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    runs = folder / ".freshness" / "runs"
+
+    def quick_journaled() -> bool:
+        """quick's branch journaled as ended (the parallel node's kept progress names where it
+        stopped); slow starts only after that, one branch at a time."""
+        journals = list(runs.glob(f"*/{JOURNAL_FILE}"))
+        if not journals:
+            return False
+        text = journals[0].read_bytes()
+        return partial_key("fan").encode() in text and b"stopped_at" in text
+
+    try:
+        wait_until(
+            lambda: (folder / "slow.txt").exists() and quick_journaled(),
+            "quick ended and was journaled while slow runs",
+        )
+    finally:
+        driver.kill()
+        driver.wait()
+    (run_dir,) = runs.iterdir()
+    return run_dir

@@ -1,5 +1,7 @@
-"""What the whole suite shares: how its tests are split between pytest-xdist workers, and the list
-of browser screenshots at the end of a run.
+"""What the whole suite shares: fixtures that tests in several folders use (a real IPython
+kernel, the in-process InteractiveShell with the extension loaded), how its tests are split
+between pytest-xdist workers, and the list of browser screenshots at the end of a run. IPython and
+jupyter_client are imported only by the tests that ask for them.
 
 ``make test`` runs the suite on two workers (``-n 2 --dist loadgroup``). The scheduler below gives
 each worker whole files: a module's fixtures (a built docs site, a built wheel, a Dask cluster, a
@@ -11,11 +13,58 @@ screenshot folder. Units start longest first, so no long one is left for the end
 from __future__ import annotations
 
 import time
-from typing import Any
+from collections.abc import Iterator
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from tests.browser.lab import SCREENSHOT_INDEX, SCREENSHOTS
+if TYPE_CHECKING:
+    from IPython.core.interactiveshell import InteractiveShell
+    from jupyter_client.blocking.client import BlockingKernelClient
+    from jupyter_client.manager import KernelManager
+
+    from freshness_magic.notebook.magics import PipelineMagics
+
+
+@pytest.fixture
+def kernel(tmp_path: Path) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
+    """A real IPython kernel working in ``tmp_path`` and its client (tests/kernels.py); shut
+    down after the test."""
+    from tests.kernels import running_kernel
+
+    with running_kernel(tmp_path) as started:
+        yield started
+
+
+@pytest.fixture
+def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
+    """The process-wide InteractiveShell with freshness_magic loaded, working in ``tmp_path``;
+    unloaded afterwards, and the names the test's cells made taken out of its namespace."""
+    from IPython.core.interactiveshell import InteractiveShell
+
+    monkeypatch.chdir(tmp_path)
+    sh = InteractiveShell.instance()
+    sh.run_line_magic("load_ext", "freshness_magic")
+    before = set(sh.user_ns)
+    yield sh
+    sh.run_line_magic("unload_ext", "freshness_magic")
+    sh.config.pop("PipelineMagics", None)
+    for key in set(sh.user_ns) - before:
+        sh.user_ns.pop(key, None)
+    for key in ("review", "gates", "xss", "other"):
+        sh.user_ns.pop(key, None)
+
+
+@pytest.fixture
+def magics(shell: InteractiveShell) -> PipelineMagics:
+    """The extension's magics object in ``shell``."""
+    from freshness_magic.notebook.extension import instance
+
+    found = instance(shell)
+    assert found is not None
+    return found
+
 
 STARTED = pytest.StashKey[float]()
 
@@ -29,8 +78,8 @@ LONG_FIRST = (
     "tests/engine/test_journal.py",
     "tests/test_docs.py",
 )
-"""The units that take longest (seconds each), started before all others in this order; the rest
-follow by their number of tests."""
+"""The units that take longest (the browser tests minutes, the others tens of seconds), started
+before all others in this order; the rest follow by their number of tests."""
 
 
 def unit_of(nodeid: str) -> str:
@@ -76,6 +125,8 @@ def pytest_sessionstart(session: pytest.Session) -> None:
 
 def pytest_terminal_summary(terminalreporter: Any, config: pytest.Config) -> None:
     """List the pictures this run took (only when browser tests ran in it, on any worker)."""
+    from tests.browser.lab import SCREENSHOT_INDEX, SCREENSHOTS
+
     started = config.stash.get(STARTED, None)
     if started is None or not SCREENSHOT_INDEX.exists():
         return

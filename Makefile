@@ -40,7 +40,9 @@ test: setup
 	  && echo "chromium could not be installed: the browser tests will be skipped"; }
 	$(MAKE) lint
 	@# No `make docs` here: tests/test_docs.py builds the same site with --strict and checks it.
-	$(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup \
+	@# The hundreds of interpreters the tests start reuse the bytecode the first one writes (and
+	@# pytest its rewritten test modules), even where the environment says not to write it.
+	env -u PYTHONDONTWRITEBYTECODE $(VENV)/bin/pytest -q -n $(TEST_WORKERS) --dist loadgroup \
 	  tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg
 
 clean:

@@ -23,6 +23,7 @@ from typing import Any
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier, change_kind
+from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel, aggregate
 from freshness_magic.freshness.report import (
     MISSING_NOTE,
@@ -32,7 +33,7 @@ from freshness_magic.freshness.report import (
     NodeReport,
 )
 from freshness_magic.freshness.resolve import Resolver
-from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Snapshotter
+from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Settle, Snapshotter
 from freshness_magic.vcs.git import MAX_PATHSPECS
 
 STATE_VERSION = 4
@@ -254,9 +255,19 @@ class FreshnessTracker:
 
     # -- checks ----------------------------------------------------------------------------
 
-    def _current(self, node_ids: Sequence[str]) -> dict[str, Baseline]:
+    def _snapshots(self, node_id: str) -> list[Baseline]:
+        """The snapshots a report compares ``node_id``'s files with: baseline, then run."""
+        found = [self.baselines[node_id]]
+        run = self.run_snapshots.get(node_id)
+        return found if run is None else [*found, run]
+
+    def _current(
+        self, node_ids: Sequence[str], settle: Settle | None = None
+    ) -> dict[str, Baseline]:
         nodes = {n: self._entries(n) for n in node_ids}
-        return self.snapshotter.take(nodes, "current", with_git=False) if nodes else {}
+        if not nodes:
+            return {}
+        return self.snapshotter.take(nodes, "current", with_git=False, settle=settle)
 
     def check(self, node_id: str) -> NodeReport:
         """Compare ``node_id`` with its effective snapshot; git explains stale files."""
@@ -278,15 +289,19 @@ class FreshnessTracker:
         """The public report: every node since its baseline and, once it ran, since its run.
 
         The report explains every stale file, so git's status of the whole working directory is
-        asked at once and runs on the other core while the files are looked at.
+        asked at once and runs on the other core while the folders are listed; the files it
+        vouches for are not looked at again (:class:`StatusVouch`).
         """
         ids = list(self.baselines) if node_ids is None else list(node_ids)
-        pending = self.git.start_status(ignored=True) if self.git.available else None
+        vouch = None
+        if self.git.available:
+            references = {n: self._snapshots(n) for n in ids}
+            vouch = StatusVouch(self.git, references)
         try:
-            current = self._current(ids)
+            current = self._current(ids, vouch.settle if vouch is not None else None)
         except BaseException:
-            if pending is not None:
-                pending.cancel()
+            if vouch is not None:
+                vouch.cancel()
             raise
         flat: dict[str, NodeReport] = {}
         relook = self.snapshotter.relook
@@ -297,8 +312,8 @@ class FreshnessTracker:
             run = self.run_snapshots.get(node_id)
             if run is not None:
                 flat[f"r:{node_id}"] = compare(run, current[node_id], "run", relook)
-        if pending is not None:
-            status = pending.result()
+        if vouch is not None:
+            status = vouch.result()
             if status is not None:
                 flat = {k: _with_git(r, status, None) for k, r in flat.items()}
         nodes = {

@@ -49,6 +49,9 @@ from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
 
 ResolveHook = Callable[[Mapping[str, Resolution]], None]
 """Called after resolving and before hashing (lets tests change files in between)."""
+Settle = Callable[[Mapping[str, Sequence[str]], int], Mapping[str, FileRecord]]
+"""Given the keys of each node and the snapshot's filesystem time, the records of the files
+known unchanged without a look (``check.StatusVouch.settle``: git vouched for them)."""
 
 
 class HashSource(Protocol):
@@ -150,18 +153,29 @@ class Snapshotter:
                 records.pop(key, None)
 
     def take(
-        self, nodes: Mapping[str, Sequence[str]], kind: str, *, with_git: bool = True
+        self,
+        nodes: Mapping[str, Sequence[str]],
+        kind: str,
+        *,
+        with_git: bool = True,
+        settle: Settle | None = None,
     ) -> dict[str, Baseline]:
-        """Snapshot the files of ``nodes`` (node id -> entries) as baselines of ``kind``.
+        """Snapshot the files of ``nodes`` (node id -> entries) as baselines of ``kind``;
+        ``settle`` names the records of files not to look at (see :data:`Settle`).
 
         Snapshots are serialised (a widget thread may ask for a report while a step runs): the
         caches they share are never updated by two snapshots at once.
         """
         with self._lock:
-            return self._take(nodes, kind, with_git=with_git)
+            return self._take(nodes, kind, with_git=with_git, settle=settle)
 
     def _take(
-        self, nodes: Mapping[str, Sequence[str]], kind: str, *, with_git: bool
+        self,
+        nodes: Mapping[str, Sequence[str]],
+        kind: str,
+        *,
+        with_git: bool,
+        settle: Settle | None = None,
     ) -> dict[str, Baseline]:
         fs_now = filesystem_now_ns(self.state_dir)
         taken_at = time.time()
@@ -182,7 +196,10 @@ class Snapshotter:
             if asks_git and (git_index is None or git_index.head is None):
                 # on the other core while files are read; by name for a few files (a step's)
                 pending = self.git.start_status(keys)
-            records = self.observe(keys, fs_now, git_index)
+            settled = None
+            if settle is not None:
+                settled = settle({n: r.files for n, r in resolutions.items()}, fs_now)
+            records = self.observe(keys, fs_now, git_index, settled)
         except BaseException:
             if pending is not None:
                 pending.cancel()
@@ -217,13 +234,18 @@ class Snapshotter:
         return baselines
 
     def observe(
-        self, keys: Sequence[str], fs_now: int, git_index: GitIndex | None = None
+        self,
+        keys: Sequence[str],
+        fs_now: int,
+        git_index: GitIndex | None = None,
+        settled: Mapping[str, FileRecord] | None = None,
     ) -> dict[str, FileRecord]:
         """A record per key, grouped by folder so each file is opened relative to its folder.
 
         The hot loop of every check: a cached record whose stat key is unchanged (and not racily
         clean) is returned as is, without reading the file. With ``git_index`` (a first capture)
-        clean tracked files take their blob ids from git's index.
+        clean tracked files take their blob ids from git's index. The files in ``settled`` are
+        not looked at: they get the record given there.
         """
         groups = self._groups(keys)
         source = self.hash_source
@@ -233,6 +255,13 @@ class Snapshotter:
                 source = None  # asked once per snapshot, not once per file
         self.blob_ids = self.blob_ids or git_index is not None
         records: dict[str, FileRecord] = {}
+        if settled:
+            for folder, members in groups.items():
+                rest = [key for key in members if key not in settled]
+                if rest:
+                    self._observe_members(folder, rest, fs_now, records, source, git_index)
+            looked = records.get
+            return {key: looked(key) or settled[key] for key in keys}
         for folder, members in groups.items():
             self._observe_members(folder, members, fs_now, records, source, git_index)
         return records

@@ -64,10 +64,10 @@ class HashSource(Protocol):
     def file_hash(self, path: str, stat_key: StatKey) -> str | None: ...
 
 
-HashSources = Callable[[str], HashSource]
-"""Makes the hash source of a working directory. Freshness does not know where known digests
-come from: the layer that composes the packages (``session.py``, a CLI command) passes the
-hub's ``HubHashSource``; without one, every file is hashed here."""
+HashSources = Callable[[str], HashSource | None]
+"""Makes the hash source of a working directory (None: there is none). Freshness does not know
+where known digests come from: the layer that composes the packages (``session.py``, a CLI
+command) passes the hub's ``HubHashSource``; without one, every file is hashed here."""
 
 
 _MISSING = FileRecord(existed=False, method=NONE)
@@ -108,6 +108,23 @@ def _known(source: HashSource, key: str, stat_key: StatKey) -> FileRecord | None
         return FileRecord(True, stat_key, digest)
     except ValueError:
         return None
+
+
+def _group(keys: Sequence[str]) -> dict[str, _Members]:
+    """Keys grouped by folder. Sorted keys of one folder mostly follow each other, so the
+    folder's list is looked up only when the folder changes."""
+    groups: dict[str, _Members] = {}
+    current: str | None = None
+    members: _Members = []
+    for key in keys:
+        folder = key.rpartition("/")[0]
+        if not folder and key[:1] == "/":
+            folder = "/"
+        if folder != current:
+            members = groups.setdefault(folder, [])
+            current = folder
+        members.append(key)
+    return groups
 
 
 class Snapshotter:
@@ -211,10 +228,8 @@ class Snapshotter:
             status = self._status_through(git_index, records)
         baselines = {}
         for node_id, res in resolutions.items():
-            if len(resolutions) == 1 and list(records) == res.files:
-                files = records  # one node, same order: no second dict of 20,000 entries
-            else:
-                files = {k: records[k] for k in res.files}
+            # one node: the same keys, no second dict of 20,000 entries
+            files = records if len(resolutions) == 1 else {k: records[k] for k in res.files}
             states = {}
             if status is not None:
                 states = {k: v for k, v in status.entries.items() if k in files}
@@ -247,7 +262,6 @@ class Snapshotter:
         clean tracked files take their blob ids from git's index. The files in ``settled`` are
         not looked at: they get the record given there.
         """
-        groups = self._groups(keys)
         source = self.hash_source
         if source is not None:
             available = getattr(source, "available", None)
@@ -255,14 +269,13 @@ class Snapshotter:
                 source = None  # asked once per snapshot, not once per file
         self.blob_ids = self.blob_ids or git_index is not None
         records: dict[str, FileRecord] = {}
-        if settled:
-            for folder, members in groups.items():
-                rest = [key for key in members if key not in settled]
-                if rest:
-                    self._observe_members(folder, rest, fs_now, records, source, git_index)
-            looked = records.get
-            return {key: looked(key) or settled[key] for key in keys}
-        for folder, members in groups.items():
+        if settled:  # only the others are looked at, grouped afresh
+            records = dict(settled)
+            rest = [key for key in keys if key not in settled]
+            for folder, members in _group(rest).items():
+                self._observe_members(folder, members, fs_now, records, source, git_index)
+            return records
+        for folder, members in self._groups(keys).items():
             self._observe_members(folder, members, fs_now, records, source, git_index)
         return records
 
@@ -326,17 +339,7 @@ class Snapshotter:
         last = self._last_groups
         if last is not None and last[0] == keys:
             return last[1]
-        groups: dict[str, _Members] = {}
-        current: str | None = None
-        members: _Members = []
-        for key in keys:
-            folder = key.rpartition("/")[0]
-            if not folder and key[:1] == "/":
-                folder = "/"
-            if folder != current:
-                members = groups.setdefault(folder, [])
-                current = folder
-            members.append(key)
+        groups = _group(keys)
         self._last_groups = (list(keys), groups)
         return groups
 

@@ -111,6 +111,7 @@ def compare(
     since: str,
     relook: Relook | None = None,
     status: GitStatus | None = None,
+    memo: dict[str, tuple[Any, ...]] | None = None,
 ) -> NodeReport:
     """Label every file of a node; unresolved entries (outside the workdir) are ``unknown``.
 
@@ -119,6 +120,9 @@ def compare(
     A file whose digest is not of the reference's kind (a blob id from git's index against a
     hash, or the other way) is digested again like the reference by ``relook``. With git's
     ``status`` of the working directory every stale file gets git's view of its change.
+    ``memo`` (shared by the comparisons of one report) hands back the file report made for the
+    same records in another comparison (a node's baseline and completion snapshot mostly hold
+    the same records).
     """
     files: list[FileReport] = []
     explain = None
@@ -140,18 +144,21 @@ def compare(
         for path in differing:
             old = ref_files[path]
             new = cur_get(path)
+            old_digest = old.digest
+            new_digest = new.digest if new is not None else None
             if (
                 relook is not None
                 and new is not None
-                and new.digest is not None
-                and old.digest is not None
+                and new_digest is not None
+                and old_digest is not None
                 and new.blob != old.blob
             ):
                 new = relook(path, old.blob) or new
+                new_digest = new.digest
             if (
                 new is not None
-                and old.digest is not None
-                and old.digest == new.digest
+                and old_digest is not None
+                and old_digest == new_digest
                 and old.existed
                 and new.existed
                 and new.regular
@@ -160,7 +167,15 @@ def compare(
             elif not old.existed and (new is None or not new.existed):
                 continue  # missing then and now: a literal path is reported below
             else:
-                files.append(compare_file(path, old, new, reference.git_state(path), explain))
+                state = reference.git_state(path)
+                hit = memo.get(path) if memo is not None else None
+                if hit is not None and hit[:4] == (old, new, state, reference.head):
+                    files.append(hit[4])
+                    continue
+                made = compare_file(path, old, new, state, explain)
+                if memo is not None:
+                    memo[path] = (old, new, state, reference.head, made)
+                files.append(made)
         if len(fresh) > len(ref_files) - len(skip):
             fresh.sort()  # re-verified files were appended after the untouched ones
     still_matched = len(ref_files) - sum(1 for p in differing if p not in cur_files)
@@ -327,13 +342,14 @@ class FreshnessTracker:
         status = vouch.result() if vouch is not None else None
         relook = self.snapshotter.relook
         nodes = {}
+        memo: dict[str, tuple[Any, ...]] = {}
         for node_id in ids:
             now = current[node_id]
             run = self.run_snapshots.get(node_id)
             nodes[node_id] = NodeFreshness(
                 node_id,
-                compare(self.baselines[node_id], now, "baseline", relook, status),
-                compare(run, now, "run", relook, status) if run is not None else None,
+                compare(self.baselines[node_id], now, "baseline", relook, status, memo),
+                compare(run, now, "run", relook, status, memo) if run is not None else None,
             )
         return FreshnessReport(self.workdir, time.time(), nodes, git=self.git.available)
 

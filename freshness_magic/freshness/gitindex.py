@@ -181,9 +181,14 @@ class GitIndex:
         window: any later edit then gives a ctime in a later second than the entry's."""
         held: dict[str, FileRecord] = {}
         offsets, data, prefix = self._offsets, self._data, self._prefix
-        entry_of, usable = _CTIME_MODE_BLOB_FLAGS.unpack_from, self.folder_usable
+        entry_of = _CTIME_MODE_BLOB_FLAGS.unpack_from
         blob_size, blob_at = BLOB_LAYOUT.size, STAT_LAYOUT.size
         before_s, before_ns = divmod(changed_before_ns, _SECOND)
+        filtered = {
+            folder
+            for folder in {key.rpartition("/")[0] for key in records}
+            if not self.folder_usable(folder)
+        }
         for key, record in records.items():
             packed = record[0]
             if packed is None or len(packed) != blob_size:
@@ -193,13 +198,14 @@ class GitIndex:
                 continue
             cs, cns, mode, blob, flags = entry_of(data, offset)
             if (
-                not flags & _UNTRUSTED_FLAGS
+                blob == packed[blob_at:]
+                and not flags & _UNTRUSTED_FLAGS
                 and mode & _FORMAT_MASK == _REGULAR
                 and (cs < before_s or (cs == before_s and cns < before_ns))
-                and packed[blob_at:] == blob
-                and usable(key.rpartition("/")[0])
             ):
                 held[key] = record
+        if filtered:
+            held = {k: r for k, r in held.items() if k.rpartition("/")[0] not in filtered}
         return held
 
     def states(self, records: Mapping[str, FileRecord]) -> tuple[dict[str, str], list[str]]:

@@ -157,17 +157,23 @@ class Snapshotter:
     def seed(self, baseline: Baseline) -> None:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
         horizon = baseline.fs_time_ns - RACY_WINDOW_NS
-        records, blob_size = self.cache.records, BLOB_LAYOUT.size
         mtime_of, unhashed = _MTIME.unpack_from, STAT_LAYOUT.size
-        for key, rec in baseline.files.items():
-            packed = rec[0]
-            if packed is None or len(packed) == unhashed:
-                continue  # no digest: nothing to trust
-            self.blob_ids = self.blob_ids or len(packed) == blob_size
-            if mtime_of(packed, _MTIME_AT)[0] < horizon:  # the racy rule of StatCache.store
-                records[key] = rec
-            else:
+        hashed = {  # a record without a digest has nothing to trust
+            key: rec
+            for key, rec in baseline.files.items()
+            if (packed := rec[0]) is not None and len(packed) != unhashed
+        }
+        trusted = {  # the racy rule of StatCache.store
+            key: rec for key, rec in hashed.items() if mtime_of(rec[0], _MTIME_AT)[0] < horizon
+        }
+        records = self.cache.records
+        records.update(trusted)
+        if len(trusted) < len(hashed):
+            for key in hashed.keys() - trusted.keys():
                 records.pop(key, None)
+        if not self.blob_ids:
+            blob_size = BLOB_LAYOUT.size
+            self.blob_ids = any(len(rec[0]) == blob_size for rec in hashed.values())
 
     def take(
         self,

@@ -106,17 +106,6 @@ _INDEXES = {
 }
 """The secondary indexes of the cache tables; a bulk load drops them and builds them after."""
 
-CHANGE_KINDS = (
-    "file_added",
-    "file_removed",
-    "file_modified",
-    "symbol_added",
-    "symbol_removed",
-    "signature_changed",
-    "body_changed",
-    "docstring_changed",
-)
-
 
 def db_path(workdir: str | Path) -> Path:
     return state_dir(workdir) / DB_NAME

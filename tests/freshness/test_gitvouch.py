@@ -12,8 +12,9 @@ from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.statcache import filesystem_now_ns
+from tests.gitrepo import git
 
-from .conftest import git, write
+from .conftest import write
 
 ENTRIES = {"n": ["**"]}
 

@@ -106,17 +106,6 @@ _INDEXES = {
 }
 """The secondary indexes of the cache tables; a bulk load drops them and builds them after."""
 
-CHANGE_KINDS = (
-    "file_added",
-    "file_removed",
-    "file_modified",
-    "symbol_added",
-    "symbol_removed",
-    "signature_changed",
-    "body_changed",
-    "docstring_changed",
-)
-
 
 def state_dir(workdir: str | Path) -> Path:
     """``<workdir>/.freshness``: where the store, pid file, lock and log live."""

@@ -69,7 +69,6 @@ from freshness_magic.views.snapshot import snapshot_svg, static_html
 from freshness_magic.views.state import (
     NodeState,
     NodeView,
-    RunBanner,
     palette_css,
     state_code,
 )
@@ -138,7 +137,6 @@ class PipelineWidget(anywidget.AnyWidget):
         self.errors: list[BaseException] = []
         self.update_stats: list[tuple[float, int]] = []
         """(seconds, bytes of changed state) of every refresh that sent something (benchmarks)."""
-        self.last_action: dict[str, Any] = {}
         self.follow_id = f"fm-static-{uuid.uuid4().hex}"
         """The display id of the static graph shown beside each view (see :meth:`follow`)."""
         self._followed: str | None = None
@@ -160,10 +158,6 @@ class PipelineWidget(anywidget.AnyWidget):
     def views(self) -> dict[str, NodeView]:
         """Every node's view as the last frame sent showed it."""
         return dict(self.frame.views)
-
-    def current_banner(self) -> RunBanner | None:
-        """The run-level message above the graph (failure, dead end, interrupt, superseded)."""
-        return self.frame.banner
 
     def snapshot(self) -> str:
         """The SVG with states written in (what a static export shows)."""
@@ -292,7 +286,6 @@ class PipelineWidget(anywidget.AnyWidget):
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, dict):
             return
-        self.last_action = dict(content)
         try:
             self.handle(content)
         except Exception as exc:

@@ -52,17 +52,6 @@ import traitlets
 
 from freshness_magic.errors import RunError
 from freshness_magic.notebook.interrupts import InterruptForwarding
-from freshness_magic.notebook.viewdata import (
-    ActiveTime,
-    context_keys,
-    evidence_summary_row,
-    gate_value,
-    graph_value,
-    node_details,
-    run_value,
-    short,
-    to_json,
-)
 from freshness_magic.views.evidence_log import evidence_detail
 from freshness_magic.views.render import Layout
 from freshness_magic.views.snapshot import snapshot_svg, static_html
@@ -73,6 +62,17 @@ from freshness_magic.views.state import (
     state_code,
 )
 from freshness_magic.views.text import cut
+from freshness_magic.views.wire import (
+    ActiveTime,
+    context_keys,
+    evidence_summary_row,
+    gate_value,
+    graph_value,
+    node_details,
+    run_value,
+    short,
+    to_json,
+)
 
 if TYPE_CHECKING:
     from freshness_magic.notebook.pipeline import Pipeline
@@ -403,12 +403,12 @@ class PipelineWidget(anywidget.AnyWidget):
             "reply": "playground",
             "text": text,
             "edge": found,
-            "keys": context_keys(self.pipeline),
+            "keys": context_keys(self.pipeline.view),
         }
 
     def node_details(self, node_id: str) -> dict[str, Any]:
         """A node's details: the pipeline's ``details(node)`` plus its attributes and state."""
-        return node_details(self.pipeline, node_id, self.views().get(node_id, NodeView()))
+        return node_details(self.pipeline.view, node_id, self.views().get(node_id, NodeView()))
 
     def follow(self) -> None:
         """Bring the static graph shown beside the views up to this step (an updated display):

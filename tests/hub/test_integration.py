@@ -25,18 +25,14 @@ from freshness_magic.hub.integration import (
     symbol_changes,
 )
 from freshness_magic.session import open_run
+from tests.pipelines import one_step
 from tests.waiting import wait_until
 
 from .conftest import write
 
-PIPELINE = """
-digraph p {
-  start [shape=Mdiamond]
-  draft [prompt="Review the auth module", source_files="src/*.py", hub_context=true]
-  done  [shape=Msquare]
-  start -> draft -> done
-}
-"""
+PIPELINE = one_step(
+    'prompt="Review the auth module", source_files="src/*.py", hub_context=true', node="draft"
+)
 
 
 def _age(path: Path) -> StatKey:

@@ -7,13 +7,16 @@ import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Any, Protocol, runtime_checkable
 
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.model import NODE_ID_RE, Graph, Node
 from freshness_magic.engine.outcome import Outcome
 from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.pathsafety import make_state_dir
+
+if TYPE_CHECKING:
+    from freshness_magic.engine.fidelity import Resolved
 
 TRACEBACK_FILE = "traceback.txt"
 """The traceback of code that raised, in its node's folder (the latest attempt's)."""
@@ -59,6 +62,9 @@ class StepEnv:
     (a parallel node keeps its finished branches). None for a node inside a parallel branch."""
     kept: Any = None
     """What an earlier, unfinished run of this node saved with ``keep`` (None: nothing)."""
+    fidelity: Resolved | None = None
+    """How much of the run a codergen node passes to its model (:mod:`..fidelity`), resolved
+    from the edge the run took; None: resolved from the node and graph alone."""
 
     def node_dir(self, node_id: str) -> Path:
         """The node's folder for artifacts (prompt.md, response.md, status.json, tool output).

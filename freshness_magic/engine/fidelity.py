@@ -14,17 +14,18 @@ recording context, so the trace holds every value the model was given, each with
 reuse can verify it; the text is a pure function of those values (same values, same text):
 
 - ``truncate``: the graph goal (``graph.goal``).
-- ``compact``: a bullet list: the goal and every shared value (the ``context.*`` keys, which
-  spec §5.1 reserves for state shared between nodes), each clipped to 200 characters, at most
-  20 of them.
+- ``compact``: a bullet list of the shared values (the ``context.*`` keys, which spec §5.1
+  reserves for state shared between nodes), each clipped to 200 characters, at most 20 of them.
+  Not the goal: a prompt names it with ``$goal``, and with no shared value the model gets the
+  prompt alone, byte for byte.
 - ``summary:low``: a few sentences: the goal, the last stage and its outcome, the names of the
   shared values (at most 2,400 characters, about 600 tokens).
 - ``summary:medium``: that, with the shared values (300 characters each), the last response and
   the last tool output (at most 6,000 characters, about 1,500 tokens).
 - ``summary:high``: that, with every value that is not the engine's bookkeeping (1,000 characters
   each, at most 40; at most 12,000 characters, about 3,000 tokens).
-- ``full``: the goal, and the earlier prompts and responses of the thread the node shares
-  (``thread.<key>`` in the context) as prior messages. A node that ran with ``full`` adds its
+- ``full``: the earlier prompts and responses of the thread the node shares (``thread.<key>``
+  in the context) as prior messages. A node that ran with ``full`` adds its
   own exchange to its thread (:func:`thread_value`; each text at most 8,000 characters, the
   newest 20 exchanges and 64,000 characters kept).
 
@@ -305,7 +306,9 @@ def carry(resolved: Resolved, graph: Graph, node: Node, context: Context) -> Car
     """What an execution with ``resolved`` passes to its model; every value read from
     ``context`` (inside the handler's recording, so its trace holds them)."""
     mode = resolved.effective
-    goal = _text(_get(context, "graph.goal") or "")
+    goal = ""
+    if mode is not FidelityMode.COMPACT and mode is not FidelityMode.FULL:
+        goal = _text(_get(context, "graph.goal") or "")
 
     def carried(
         preamble: str, history: tuple[Message, ...] = (), thread: str | None = None
@@ -315,7 +318,7 @@ def carry(resolved: Resolved, graph: Graph, node: Node, context: Context) -> Car
     if mode is FidelityMode.TRUNCATE:
         return carried(f"Goal: {goal}" if goal else "")
     if mode is FidelityMode.COMPACT:
-        lines = [f"- Goal: {goal}"] if goal else []
+        lines = []
         keys = _read_keys(context, SHARED_PREFIX)
         for key in keys[:COMPACT_MAX_VALUES]:
             lines.append(f"- {key}: {clip(_text(context[key]), COMPACT_VALUE_CHARS)}")
@@ -328,8 +331,7 @@ def carry(resolved: Resolved, graph: Graph, node: Node, context: Context) -> Car
         for exchange in _exchanges(_get(context, THREAD_PREFIX + thread)):
             history.append(Message("user", exchange["prompt"], exchange["node"]))
             history.append(Message("assistant", exchange["response"], exchange["node"]))
-        preamble = f"Goal: {goal}" if goal else ""
-        return carried(preamble, tuple(history), thread)
+        return carried("", tuple(history), thread)
     return carried(_summary(mode, goal, context))
 
 

@@ -28,7 +28,13 @@ sides load cached bytecode as the standard library does: with ``PYTHONDONTWRITEB
 (as in some sandboxes) every run would otherwise compile our sources again, and the ratio would
 measure the compiler.
 
-    python benchmarks/bench_cli.py [--reps N]
+``--against REV`` measures the same in both installs for this tree and for commit REV of this
+repository (``against.py``): the console script of this environment with each tree first on
+``sys.path``, and a regular install of each tree's wheel; all commands of both trees take turns in
+every round, in alternating order. Per command it prints both medians and their ratio: start-up
+may grow while it stays within the goal (at most 3x the reference).
+
+    python benchmarks/bench_cli.py [--reps N] [--against REV]
 """
 
 from __future__ import annotations
@@ -42,6 +48,8 @@ import sys
 import tempfile
 import time
 from pathlib import Path
+
+import against
 
 import freshness_magic
 
@@ -107,10 +115,69 @@ def regular_install(source: Path, folder: Path) -> Path:
     return python
 
 
-def wall_time(command: list[str]) -> float:
+def wall_time(command: list[str], env: dict[str, str] | None = None) -> float:
     start = time.perf_counter()
-    subprocess.run(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True)
+    subprocess.run(
+        command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=True, env=env
+    )
     return time.perf_counter() - start
+
+
+def compare(rev: str, reps: int) -> None:
+    """Every command of both installs for this tree and for ``rev``, taking turns each round."""
+    print(against.machine_load())
+    with against.trees(rev) as trees, tempfile.TemporaryDirectory() as folder:
+        tiny, quickstart = Path(folder) / "tiny.dot", Path(folder) / "quickstart.dot"
+        tiny.write_text(TINY)
+        quickstart.write_text(QUICKSTART_DOT.read_text())
+        here = Path(sys.executable)
+        plain = {k: v for k, v in against.env_for(Path(folder)).items() if k != "PYTHONPATH"}
+        installs: dict[tuple[str, str], tuple[dict[str, list[str]], dict[str, str]]] = {}
+        for tree in trees:
+            installs["this environment, tree first on sys.path", tree.label] = (
+                cases(here, tiny, quickstart),
+                against.env_for(tree.src),
+            )
+            built = regular_install(tree.src, Path(folder) / tree.label)
+            installs["a regular install (wheel, new venv)", tree.label] = (
+                cases(built, tiny, quickstart),
+                plain,
+            )
+        for each, env in installs.values():  # warm the file cache; a failing command stops here
+            for command in each.values():
+                wall_time(command, env)
+        times: dict[tuple[str, str, str], list[float]] = {
+            (kind, label, name): []
+            for (kind, label), (each, _) in installs.items()
+            for name in each
+        }
+        order = list(installs)
+        for rep in range(reps):
+            for kind, label in order if rep % 2 == 0 else order[::-1]:
+                each, env = installs[kind, label]
+                for name, command in each.items():
+                    times[kind, label, name].append(wall_time(command, env) * 1000)
+        labels = [tree.label for tree in trees]
+    print(f"interleaved medians of {reps} rounds, ms")
+    met = True
+    for kind in dict.fromkeys(kind for kind, _ in installs):
+        print(kind)
+        names = list(installs[kind, labels[0]][0])
+        for name in names:
+            mine, theirs = (against.median(times[kind, label, name]) for label in labels)
+            against.verdict(name, mine, theirs, labels)
+        reference = against.median(times[kind, labels[0], REFERENCE])
+        for name in names:
+            if name == REFERENCE or name in INFORMATION:
+                continue
+            ratio = against.median(times[kind, labels[0], name]) / reference
+            met = met and ratio <= GOAL
+            print(f"  {labels[0]} {name}: {ratio:.2f}x the reference (goal <= {GOAL:.0f}x)")
+    print(
+        f"start-up within {GOAL:.0f}x the reference in both installs: goal met: "
+        f"{'yes' if met else 'no'}"
+    )
+    print(f"at the end: {against.machine_load()}")
 
 
 def report(title: str, medians: dict[str, float]) -> bool:
@@ -138,7 +205,13 @@ def report(title: str, medians: dict[str, float]) -> bool:
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--reps", type=int, default=30, help="rounds (default 30)")
+    parser.add_argument(
+        "--against", default=None, metavar="REV", help="compare with this commit (git archive)"
+    )
     args = parser.parse_args()
+    if args.against is not None:
+        compare(args.against, args.reps)
+        return 0
     package = Path(freshness_magic.__file__).parent
     if not compileall.compile_dir(package, quiet=1):
         raise SystemExit(f"compiling the bytecode of {package} failed")

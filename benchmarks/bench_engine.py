@@ -44,14 +44,15 @@ import json
 import os
 import shutil
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
-REPO = Path(__file__).resolve().parents[1]
+import against
+from against import Tree
+
 WINDOW = 100
 
 
@@ -155,27 +156,18 @@ def _wchar() -> int:
     return 0
 
 
-def run_worker(src: Path, case: str, size: int, root: Path, mode: str) -> dict[str, Any]:
-    proc = subprocess.run(
-        [sys.executable, __file__, "--worker", case, str(size), str(root), mode],
-        env={**os.environ, "PYTHONPATH": str(src)},
-        capture_output=True,
-        text=True,
-        check=False,
-    )
-    if proc.returncode != 0:
-        raise SystemExit(f"{case} ({mode}) on {src} failed:\n{proc.stderr[-3000:]}")
-    result: dict[str, Any] = json.loads(proc.stdout.splitlines()[-1])
+def run_worker(src: Tree, case: str, size: int, root: Path, mode: str) -> dict[str, Any]:
+    result: dict[str, Any] = against.run_worker(__file__, src, case, str(size), str(root), mode)
     return result
 
 
-def run_case(src: Path, case: str, size: int) -> dict[str, Any]:
+def run_case(src: Tree, case: str, size: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-engine-") as tmp:
         return run_worker(src, case, size, Path(tmp), "full")
 
 
 def window_ratio(
-    src: Path, case: str, size: int, reps: int, scratch: Path
+    src: Tree, case: str, size: int, reps: int, scratch: Path
 ) -> tuple[float, float, float]:
     """Median ms per step of the first and of the last WINDOW steps, measured in fresh
     processes with the two kinds interleaved (each last window resumes a run of its own, grown
@@ -197,27 +189,26 @@ def window_ratio(
     return a, b, b / a
 
 
-def compare(trees: list[tuple[str, Path]], case: str, size: int, reps: int, scratch: Path) -> None:
+def compare(trees: list[Tree], case: str, size: int, reps: int, scratch: Path) -> None:
     """The per-step cost of the first tree against the second: the first WINDOW steps of a new
     run, the two trees alternating in fresh processes on ``scratch`` (so load hits both alike),
     ``reps`` times each; median wall and CPU milliseconds per step."""
-    wall: dict[str, list[float]] = {label: [] for label, _ in trees}
-    cpu: dict[str, list[float]] = {label: [] for label, _ in trees}
+    wall: dict[str, list[float]] = {tree.label: [] for tree in trees}
+    cpu: dict[str, list[float]] = {tree.label: [] for tree in trees}
     with tempfile.TemporaryDirectory(prefix="bench-engine-", dir=scratch) as tmp:
-        for rep in range(reps):
-            for label, src in trees if rep % 2 == 0 else trees[::-1]:
-                root = Path(tmp) / f"{label}-{rep}"
-                steps = run_worker(src, case, size, root, "first")["steps"]
-                wall[label] += [s[0] * 1000 for s in steps]
-                cpu[label] += [s[3] * 1000 for s in steps]
-                shutil.rmtree(root)
-    (mine, _), (theirs, _) = trees
+        for rep, tree in against.rounds(trees, reps):
+            root = Path(tmp) / f"{tree.label}-{rep}"
+            steps = run_worker(tree, case, size, root, "first")["steps"]
+            wall[tree.label] += [s[0] * 1000 for s in steps]
+            cpu[tree.label] += [s[3] * 1000 for s in steps]
+            shutil.rmtree(root)
+    mine, theirs = (tree.label for tree in trees)
     w1, w2 = statistics.median(wall[mine]), statistics.median(wall[theirs])
     c1, c2 = statistics.median(cpu[mine]), statistics.median(cpu[theirs])
     print(
         f"{case} {size}: per step {mine} : {theirs} = {w1 / w2:.2f} wall ({w1:.2f} vs {w2:.2f} "
         f"ms), {c1 / c2:.2f} CPU ({c1:.2f} vs {c2:.2f} ms); alternating, {reps} x {WINDOW} "
-        "steps each, fresh processes; goal <= 1.3"
+        f"steps each, fresh processes; goal <= {against.LIMIT:.2f}"
     )
 
 
@@ -270,8 +261,9 @@ def report(label: str, case: str, size: int, s: dict[str, float]) -> None:
 
 
 def main() -> None:
-    if len(sys.argv) == 6 and sys.argv[1] == "--worker":
-        result = worker(sys.argv[2], int(sys.argv[3]), Path(sys.argv[4]), sys.argv[5])
+    if len(sys.argv) == 7 and sys.argv[1] == "--worker":
+        against.imported_from(sys.argv[2])
+        result = worker(sys.argv[3], int(sys.argv[4]), Path(sys.argv[5]), sys.argv[6])
         print(json.dumps(result))
         return
     parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
@@ -292,31 +284,24 @@ def main() -> None:
         "--whole-runs", type=int, default=3, help="whole runs per case and tree (median ratio)"
     )
     args = parser.parse_args()
-    trees = [("current", REPO)]
-    if args.baseline_src is not None:
-        trees.append(("baseline", args.baseline_src.resolve()))
-    if args.against is not None:
-        with tempfile.TemporaryDirectory(prefix="bench-engine-rev-") as tree:
-            archive = subprocess.run(
-                ["git", "-C", str(REPO), "archive", "--format=tar", args.against],
-                capture_output=True,
-                check=True,
-            )
-            subprocess.run(["tar", "-x", "-C", tree], input=archive.stdout, check=True)
-            trees.append((args.against[:9], Path(tree)))
-            measure(args, trees)
-        return
-    measure(args, trees)
+    print(against.machine_load())
+    with against.trees(args.against) as trees:
+        if args.baseline_src is not None:
+            against.compile_tree(args.baseline_src.resolve())
+            trees.append(Tree("baseline", args.baseline_src.resolve()))
+        measure(args, trees)
+    print(f"at the end: {against.machine_load()}")
 
 
-def measure(args: argparse.Namespace, trees: list[tuple[str, Path]]) -> None:
+def measure(args: argparse.Namespace, trees: list[Tree]) -> None:
     """Every case on every tree; with two trees, the per-step cost of the first against the
     second (whole run and interleaved first window)."""
     sizes = {"linear": args.nodes, "loop": args.loop}
     scratch = scratch_dir(args.scratch)
     for case in args.cases.split(","):
         size = sizes[case]
-        for label, src in trees:
+        for src in trees:
+            label = src.label
             runs = [summary(run_case(src, case, size)["steps"]) for _ in range(args.whole_runs)]
             for run in runs:
                 run["ratio"] = run["last_ms"] / run["first_ms"]

@@ -33,10 +33,19 @@ unchanged tree, same run), and a one-shot ``freshness-magic check`` paid for sta
 after an install), with 1,000 of the files changed, against ``git status``; the CLI's start-up
 (``freshness-magic --version``) is measured in the same run and subtracted.
 
+``--against REV`` measures the captures, the re-checks, the memory per file and the CLI's check
+on this tree and on commit REV of this repository (``against.py``) in the same run: each tree has
+its own copy of every work tree (both ``.freshness`` folders kept apart) and a long-lived worker
+process importing its package; the two take turns at every repetition, in alternating order, and
+their medians are printed side by side with the ratio (goal: at most 1.10x).
+
 Both file lists for xxhsum are prepared beforehand (``git ls-files``), so the reference does only
 hashing. Every goal ends in a ``goal met: yes/no`` line. Run:
 ``python benchmarks/bench_freshness.py`` (about 3-5 minutes on 2 cores; ``--sizes 20000`` for a
 quick look).
+
+    python benchmarks/bench_freshness.py [--sizes 20000,100000] [--repeat 5]
+        [--only all|shortcuts|cli] [--against REV]
 """
 
 from __future__ import annotations
@@ -53,6 +62,9 @@ import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
+from pathlib import Path
+
+import against
 
 from freshness_magic.freshness.check import FreshnessTracker
 
@@ -335,14 +347,236 @@ def bench_cli_check(root: str, paths: list[str], repeat: int) -> None:
     shutil.rmtree(os.path.join(root, ".freshness"), ignore_errors=True)
 
 
+def copy_tree(root: str, copy: str) -> str:
+    """A copy of the git work tree ``root`` whose index is refreshed, as a user's would be."""
+    subprocess.run(["cp", "-a", root, copy], check=True)
+    git(copy, "status", "--porcelain")
+    return copy
+
+
+def serve_tree() -> None:
+    """The worker of ``--against``: captures and checks on the package it imported, timed here
+    (so the time is the tracker's own, not the worker protocol's)."""
+    trackers: dict[str, FreshnessTracker] = {}
+
+    def capture_time(root: str, with_git: bool) -> float:
+        return timed(lambda: capture(root, with_git=with_git))
+
+    def track(root: str) -> None:
+        trackers[root] = capture(root, with_git=True)
+
+    def check_time(root: str, expected: int) -> float:
+        start = time.perf_counter()
+        report = trackers[root].check("all")
+        took = time.perf_counter() - start
+        if len(report.stale_files) != expected:
+            raise SystemExit(f"{root}: {len(report.stale_files)} stale files, not {expected}")
+        return took
+
+    def accept(root: str) -> None:
+        trackers[root].accept(["all"])
+
+    against.serve(
+        {
+            "capture": capture_time,
+            "track": track,
+            "check": check_time,
+            "accept": accept,
+            "memory": memory_per_file,
+        }
+    )
+
+
+def compare_size(
+    drivers: dict[str, against.Driver], copies: dict[str, str], paths: list[str], repeat: int
+) -> None:
+    """Captures, re-checks and memory per file of every tree in its own copy, taking turns."""
+    count, labels = len(paths), list(drivers)
+    trees = [driver.tree for driver in drivers.values()]
+    print(f"-- {count:,} files (medians of {repeat} rounds, the trees alternating)")
+
+    def both(name: str, ask: Callable[[str], float], setup: Callable[[str], object]) -> None:
+        times: dict[str, list[float]] = {label: [] for label in labels}
+        for _, tree in against.rounds(trees, repeat):
+            setup(tree.label)
+            times[tree.label].append(ask(tree.label) * 1000)
+        against.verdict(name, *(against.median(times[label]) for label in labels), labels)
+
+    def nothing(label: str) -> None:
+        pass
+
+    for with_git, name in ((False, "capture, one core (no git)"), (True, "capture as a run")):
+        both(
+            name,
+            lambda label, with_git=with_git: drivers[label].ask("capture", copies[label], with_git),
+            nothing,
+        )
+    for label in labels:
+        drivers[label].ask("track", copies[label])
+    time.sleep(RACY_WAIT_S)
+    for label in labels:
+        drivers[label].ask("check", copies[label], 0)  # re-hashes what the racy window held
+    step = max(1, count // 1000)
+    counter = [0]
+    for changed in (0, 1, 1000):
+        chosen = paths[::step][:changed]
+
+        def modify(label: str, chosen: list[str] = chosen) -> None:
+            counter[0] += 1
+            stamp = counter[0].to_bytes(8, "little")
+            for path in chosen:
+                with open(os.path.join(copies[label], path), "r+b") as handle:
+                    handle.write(stamp)
+
+        both(
+            f"re-check, {changed} changed",
+            lambda label, changed=changed: drivers[label].ask("check", copies[label], changed),
+            modify if changed else nothing,
+        )
+        for label in labels:
+            for path in chosen:  # back to the committed content for the next case
+                git(copies[label], "checkout", "-q", "--", path)
+            drivers[label].ask("accept", copies[label])
+        time.sleep(RACY_WAIT_S)
+        for label in labels:
+            drivers[label].ask("check", copies[label], 0)
+    memory = [drivers[label].ask("memory", copies[label], count) for label in labels]
+    against.verdict("memory kept per tracked file", *memory, labels, unit="B")
+
+
+def compare_cli(
+    trees: list[against.Tree], copies: dict[str, str], paths: list[str], repeat: int
+) -> None:
+    """``freshness-magic check RUN_DIR`` with 1,000 files changed, as users call it, each tree
+    on a run it made in its own copy, taking turns; its start-up measured and subtracted."""
+    count, labels = len(paths), [tree.label for tree in trees]
+    step = max(1, count // 1000)
+    runs: dict[str, str] = {}
+    for tree in trees:
+        root = copies[tree.label]
+        runs[tree.label] = start_run(root, against.env_for(tree.src))
+        for path in paths[::step][:1000]:
+            with open(os.path.join(root, path), "r+b") as handle:
+                handle.write(b"changed!")
+    cli = [sys.executable, "-m", "freshness_magic"]
+
+    def check(tree: against.Tree) -> float:
+        root = copies[tree.label]
+        env = against.env_for(tree.src)
+        start = time.perf_counter()
+        done = subprocess.run(
+            [*cli, "check", runs[tree.label]], cwd=root, env=env, stdout=subprocess.DEVNULL
+        )
+        took = time.perf_counter() - start
+        if done.returncode != 1:  # something stale
+            raise SystemExit(f"check on {tree.label} exited {done.returncode}, not 1 (stale)")
+        return took
+
+    def version(tree: against.Tree) -> float:
+        env = against.env_for(tree.src)
+        return timed(
+            lambda: subprocess.run(
+                [*cli, "--version"],
+                cwd=tempfile.gettempdir(),
+                env=env,
+                check=True,
+                stdout=subprocess.DEVNULL,
+            )
+        )
+
+    for tree in trees:
+        check(tree)  # warm the file cache
+    checks: dict[str, list[float]] = {label: [] for label in labels}
+    nets: dict[str, list[float]] = {label: [] for label in labels}
+    gits: list[float] = []
+    for rep, tree in against.rounds(trees, repeat):
+        took, start = check(tree), version(tree)
+        checks[tree.label].append(took * 1000)
+        nets[tree.label].append((took - start) * 1000)
+        if tree is trees[-1 if rep % 2 == 0 else 0]:
+            gits.append(timed(lambda: git_status(copies[labels[0]])) * 1000)
+    print(f"-- {count:,} files, 1,000 changed: freshness-magic check RUN_DIR (medians of {repeat})")
+    against.verdict("check (with start-up)", *(against.median(checks[x]) for x in labels), labels)
+    against.verdict("check net of start-up", *(against.median(nets[x]) for x in labels), labels)
+    git_ms = against.median(gits)
+    mine = against.median(nets[labels[0]])
+    print(f"  git status {git_ms:.0f} ms; current net / git status {mine / git_ms:.2f} (goal <= 2)")
+
+
+def start_run(root: str, env: dict[str, str]) -> str:
+    """Run the one-node pipeline tracking every file in ``root``; its run folder."""
+    with open(os.path.join(root, "p.dot"), "w") as handle:
+        handle.write(
+            "digraph p { start [shape=Mdiamond]; done [shape=Msquare];\n"
+            '  work [prompt="x", source_files="**", freshness="warn"];\n'
+            "  start -> work -> done }\n"
+        )
+    runs = Path(root, ".freshness", "runs")
+    before = set(runs.iterdir()) if runs.is_dir() else set()
+    subprocess.run(
+        [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
+        cwd=root,
+        env=env,
+        check=True,
+        stdout=subprocess.DEVNULL,
+    )
+    (made,) = set(runs.iterdir()) - before
+    return str(made)
+
+
+def compare(rev: str, sizes: list[int], repeat: int, only: str) -> None:
+    """Every size on this tree and on ``rev``, each in its own copy of the work tree."""
+    print(f"{against.machine_load()}")
+    parent = "/dev/shm" if os.path.isdir("/dev/shm") else None
+    top = tempfile.mkdtemp(prefix="bench-fresh-", dir=parent)
+    try:
+        with against.trees(rev) as trees:
+            drivers = {tree.label: against.Driver(__file__, tree) for tree in trees}
+            try:
+                for size in sizes:
+                    root = os.path.join(top, f"t{size}")
+                    os.makedirs(root)
+                    paths = build_tree(root, size)
+                    copies = {x: copy_tree(root, f"{root}-{x}") for x in drivers}
+                    shutil.rmtree(root)
+                    if only in ("all", "cli"):
+                        compare_cli(trees, copies, paths, repeat)
+                        for copy in copies.values():  # the run's changes and folder undone
+                            git(copy, "checkout", "-q", "--", ".")
+                            shutil.rmtree(os.path.join(copy, ".freshness"))
+                            git_status(copy)
+                    if only == "all":
+                        compare_size(drivers, copies, paths, repeat)
+                    for copy in copies.values():
+                        shutil.rmtree(copy)
+            finally:
+                for driver in drivers.values():
+                    driver.close()
+    finally:
+        shutil.rmtree(top, ignore_errors=True)
+    print(f"at the end: {against.machine_load()}")
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
+        against.imported_from(sys.argv[2])
+        serve_tree()
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="20000,100000", help="comma-separated file counts")
     parser.add_argument("--repeat", type=int, default=5)
     parser.add_argument(
         "--only", choices=("all", "shortcuts", "cli"), default="all", help="which part to run"
     )
+    parser.add_argument(
+        "--against", default=None, metavar="REV", help="compare with this commit (git archive)"
+    )
     args = parser.parse_args()
+    if args.against is not None:
+        if args.only == "shortcuts":
+            raise SystemExit("--against compares the captures, re-checks and CLI check, not this")
+        compare(args.against, [int(s) for s in args.sizes.split(",")], args.repeat, args.only)
+        return
     if args.only == "all" and shutil.which("xxhsum") is None:
         raise SystemExit("xxhsum is not installed (apt-get install xxhash)")
     load = os.getloadavg()[0]

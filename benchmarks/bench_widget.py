@@ -15,7 +15,14 @@ time until the view's state says ``interrupted`` (its process group killed and r
 measured, against a reference measured in the same run: starting ``sleep 30`` in its own process
 group and killing that group directly. Goal: Stop interrupts it within 2 s.
 
+``--against REV`` measures the same against commit REV of this repository (``against.py``): each
+round runs every size and the Stops once per tree, in a fresh process per tree, the trees taking
+turns; it prints the medians over ``--reps`` rounds side by side, with their ratio (goal: at most
+1.10x). Each tree is driven through the names it has (the notebook pipeline and the layout cache
+moved between modules), so the same work is measured.
+
     .venv/bin/python benchmarks/bench_widget.py [--sizes 20,200,1000] [--steps 20] [--stops 3]
+        [--against REV] [--reps 5]
 """
 
 from __future__ import annotations
@@ -27,18 +34,16 @@ import os
 import signal
 import statistics
 import subprocess
+import sys
 import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, ClassVar
 
+import against
 import comm
 from comm.base_comm import BaseComm
-
-from freshness_magic.engine.pipeline import load_pipeline
-from freshness_magic.notebook.pipeline import Pipeline
-from freshness_magic.notebook.widget import PipelineWidget
-from freshness_magic.views.render import LayoutCache
 
 GOAL_BYTES = 2048
 GOAL_MESSAGES = 1
@@ -91,9 +96,37 @@ def pipeline_dot(n: int) -> str:
     return "\n".join(lines) + "\n"
 
 
+def notebook() -> tuple[Callable[[str, str, Path], Any], Any]:
+    """(a function making a notebook pipeline of a DOT source, the widget class), through the
+    names the imported tree has: the pipeline became ``Pipeline.loaded`` and the layout cache
+    moved to ``views``."""
+    from freshness_magic.engine.pipeline import load_pipeline
+    from freshness_magic.notebook.widget import PipelineWidget
+
+    try:
+        from freshness_magic.notebook.pipeline import Pipeline
+        from freshness_magic.views.render import LayoutCache
+    except ImportError:  # the older tree
+        from freshness_magic.notebook.render import LayoutCache  # type: ignore[no-redef]
+
+        from freshness_magic.notebook.pipeline import NotebookPipeline
+
+        def make(name: str, dot: str, workdir: Path) -> Any:
+            return NotebookPipeline(
+                name=name, graph=load_pipeline(dot), workdir=workdir, layout_cache=LayoutCache()
+            )
+
+        return make, PipelineWidget
+
+    def loaded(name: str, dot: str, workdir: Path) -> Any:
+        return Pipeline.loaded(name, load_pipeline(dot), workdir, layout_cache=LayoutCache())
+
+    return loaded, PipelineWidget
+
+
 def measure(n: int, root: Path, steps: int) -> dict[str, float]:
-    graph = load_pipeline(pipeline_dot(n))
-    pipeline = Pipeline.loaded("bench", graph, root / f"w{n}", layout_cache=LayoutCache())
+    make, PipelineWidget = notebook()
+    pipeline = make("bench", pipeline_dot(n), root / f"w{n}")
     RecordingComm.log.clear()
     started = time.perf_counter()
     widget = PipelineWidget(pipeline)
@@ -142,8 +175,8 @@ def bare_kill() -> float:
 
 def measure_stop(root: Path) -> float:
     """Seconds from pressing Stop to the view's state showing the tool node interrupted."""
-    graph = load_pipeline(STOP_DOT)
-    pipeline = Pipeline.loaded("stop", graph, root, layout_cache=LayoutCache())
+    make, PipelineWidget = notebook()
+    pipeline = make("stop", STOP_DOT, root)
     widget = PipelineWidget(pipeline)
     widget.background = True  # as in a kernel: the run goes on the view's worker thread
     work = widget.graph["nodes"].index("work")
@@ -157,13 +190,72 @@ def measure_stop(root: Path) -> float:
     return seconds
 
 
+def worker(sizes: list[int], steps: int, stops: int) -> dict[str, Any]:
+    """One round on the imported tree: every size, then ``stops`` Stops (see :func:`measure`)."""
+    comm.create_comm = RecordingComm
+    with tempfile.TemporaryDirectory() as tmp:
+        measure(5, Path(tmp), 2)  # warm-up: imports and first widget construction
+        found = {str(n): measure(n, Path(tmp), min(steps, n // 2)) for n in sizes}
+        times = [measure_stop(Path(tmp) / f"stop{i}") for i in range(stops)]
+    return {"sizes": found, "stops": times}
+
+
+COMPARED = (
+    ("first render", "first", 1000, "ms"),
+    ("first render bytes", "first_bytes", 1, "B"),
+    ("messages per step", "msgs", 1, ""),
+    ("bytes per step", "bytes", 1, "B"),
+    ("view refresh per step", "view", 1000, "ms"),
+    ("engine step (for reference)", "engine", 1000, "ms"),
+)
+
+
+def compare(rev: str, sizes: list[int], steps: int, stops: int, reps: int) -> None:
+    """Every size and the Stops on this tree and on ``rev``, alternating, a fresh process per
+    tree and round; medians over the rounds side by side."""
+    print(f"{against.machine_load()}; {reps} rounds, alternating, a fresh process each")
+    args = (",".join(map(str, sizes)), str(steps), str(stops))
+    with against.trees(rev) as trees:
+        found: dict[str, list[dict[str, Any]]] = {tree.label: [] for tree in trees}
+        for _, tree in against.rounds(trees, reps):
+            found[tree.label].append(against.run_worker(__file__, tree, *args))
+        labels = [tree.label for tree in trees]
+    for n in sizes:
+        print(f"-- {n} nodes (medians of {reps} rounds)")
+        for name, key, scale, unit in COMPARED:
+            mine, theirs = (
+                against.median([r["sizes"][str(n)][key] * scale for r in found[label]])
+                for label in labels
+            )
+            against.verdict(name, mine, theirs, labels, unit)
+    if stops > 0:
+        print("-- Stop on a running `sleep 30` tool until the view shows it interrupted")
+        mine, theirs = (
+            against.median([t * 1000 for r in found[label] for t in r["stops"]]) for label in labels
+        )
+        against.verdict("Stop -> interrupted", mine, theirs, labels)
+    print(f"at the end: {against.machine_load()}")
+
+
 def main() -> None:
+    if len(sys.argv) == 6 and sys.argv[1] == "--worker":
+        against.imported_from(sys.argv[2])
+        sizes = [int(x) for x in sys.argv[3].split(",")]
+        print(json.dumps(worker(sizes, int(sys.argv[4]), int(sys.argv[5]))))
+        return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="20,200,1000")
     parser.add_argument("--steps", type=int, default=20)
     parser.add_argument("--stops", type=int, default=3, help="Stop measurements (0: none)")
+    parser.add_argument(
+        "--against", default=None, metavar="REV", help="compare with this commit (git archive)"
+    )
+    parser.add_argument("--reps", type=int, default=5, help="rounds per tree with --against")
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
+    if args.against is not None:
+        compare(args.against, sizes, args.steps, args.stops, args.reps)
+        return
     comm.create_comm = RecordingComm
     print(
         f"{'nodes':>6} {'first render':>13} {'first bytes':>12} {'msgs/step':>9} "

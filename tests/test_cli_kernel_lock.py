@@ -6,60 +6,20 @@ and after ``%pipeline reset`` there the command line drives the run."""
 from __future__ import annotations
 
 import json
-import os
 import socket
 import subprocess
 import sys
-from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
 
-import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
-from jupyter_client.manager import start_new_kernel
+from jupyter_client.manager import KernelManager
 
-from tests.pipelines import SLOW_TOOL
-from tests.processes import cli, cli_process, group_alive
+from tests.kernels import execute, running_kernel
+from tests.pipelines import GO_GATE, SLOW_TOOL
+from tests.processes import cli, cli_process, group_alive, waiting_run
 from tests.waiting import wait_until
 
-REPO = Path(__file__).resolve().parents[1]
-ENV = {**os.environ, "PYTHONPATH": str(REPO)}
-
-GATED = """%%pipeline g
-digraph g {
-  start [shape=Mdiamond]
-  review [shape=hexagon, label="Go?"]
-  done [shape=Msquare]
-  start -> review
-  review -> done [label="[Y] Yes"]
-  review -> done [label="[N] No"]
-}"""
-
-
-@pytest.fixture
-def kernel(tmp_path: Path) -> Iterator[BlockingKernelClient]:
-    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
-    try:
-        yield client
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
-
-
-def execute(client: BlockingKernelClient, code: str) -> str:
-    """Run ``code`` in the kernel; its text output (an error fails the test)."""
-    texts: list[str] = []
-
-    def keep(message: dict[str, Any]) -> None:
-        content = message["content"]
-        if message["msg_type"] == "stream":
-            texts.append(content["text"])
-        elif message["msg_type"] in ("execute_result", "display_data"):
-            texts.append(content["data"].get("text/plain", ""))
-
-    reply = client.execute_interactive(code, output_hook=keep, timeout=120)
-    assert reply["content"]["status"] == "ok", (code, texts, reply["content"])
-    return "".join(texts)
+GATED = f"%%pipeline g\n{GO_GATE}"
 
 
 def refusal(client: BlockingKernelClient, code: str) -> str:
@@ -71,12 +31,13 @@ def refusal(client: BlockingKernelClient, code: str) -> str:
 
 
 def test_a_kernel_idle_at_a_gate_is_named_with_where_to_act_until_it_lets_go(
-    tmp_path: Path, kernel: BlockingKernelClient
+    tmp_path: Path, kernel: tuple[KernelManager, BlockingKernelClient]
 ) -> None:
-    execute(kernel, "%load_ext freshness_magic")
-    execute(kernel, GATED)
-    assert "waiting" in execute(kernel, "%pipeline run")
-    pid = int(execute(kernel, "import os; print(os.getpid())"))
+    _, client = kernel
+    execute(client, "%load_ext freshness_magic")
+    execute(client, GATED)
+    assert "waiting" in execute(client, "%pipeline run")
+    pid = int(execute(client, "import os; print(os.getpid())"))
     (run_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
     lock = json.loads((run_dir / "driver.lock").read_text())
     assert (lock["pid"], lock["program"]) == (pid, "ipykernel")
@@ -107,8 +68,8 @@ def test_a_kernel_idle_at_a_gate_is_named_with_where_to_act_until_it_lets_go(
         "--choice KEY), or leave the run there (%pipeline reset) to resume it here"
     ), refused.stderr
 
-    other_manager, other = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
-    try:  # a second kernel (a terminal trial): "wait for it to finish" would wait for ever
+    # a second kernel (a terminal trial): "wait for it to finish" would wait for ever
+    with running_kernel(tmp_path) as (_, other):
         execute(other, "%load_ext freshness_magic")
         said = refusal(other, GATED.replace("%%pipeline g", "%%pipeline g --resume"))
         assert said.startswith(f"run directory {run_dir} is held open by an IPython kernel (pid ")
@@ -116,11 +77,8 @@ def test_a_kernel_idle_at_a_gate_is_named_with_where_to_act_until_it_lets_go(
             "idle and waiting at gate 'review': answer it there (%pipeline resume review "
             "--choice KEY), or leave the run there (%pipeline reset) to resume it here"
         ), said
-    finally:
-        other.stop_channels()
-        other_manager.shutdown_kernel(now=True)
 
-    execute(kernel, "%pipeline reset")  # the kernel lives on; its lock is let go of
+    execute(client, "%pipeline reset")  # the kernel lives on; its lock is let go of
     released = json.loads((run_dir / "driver.lock").read_text())
     assert released["pid"] == pid and released["released"] >= released["since"]
     status = cli("status", str(run_dir), cwd=tmp_path)
@@ -133,20 +91,21 @@ def test_a_kernel_idle_at_a_gate_is_named_with_where_to_act_until_it_lets_go(
 
 
 def test_runs_held_idle_by_a_kernel_get_no_note_that_they_are_running(
-    tmp_path: Path, kernel: BlockingKernelClient
+    tmp_path: Path, kernel: tuple[KernelManager, BlockingKernelClient]
 ) -> None:
     """A trial: the command line warned "another run of release_sync is running here" for runs
     a kernel only held idle, one of them completed. A held run that runs no node (waiting at a
     gate, or completed) runs nothing beside a new one, so no note."""
-    execute(kernel, "%load_ext freshness_magic")
-    execute(kernel, GATED)
-    assert "waiting" in execute(kernel, "%pipeline run")
-    (tmp_path / "g.dot").write_text(GATED.split("\n", 1)[1])
+    _, client = kernel
+    execute(client, "%load_ext freshness_magic")
+    execute(client, GATED)
+    assert "waiting" in execute(client, "%pipeline run")
+    (tmp_path / "g.dot").write_text(GO_GATE)
     beside = cli("run", "g.dot", "--to", "review", cwd=tmp_path)
     assert beside.returncode == 3, beside.stderr  # paused before the gate
     assert "another run" not in beside.stderr, beside.stderr
-    execute(kernel, "%pipeline resume review --choice Y")
-    assert "completed" in execute(kernel, "%pipeline status")
+    execute(client, "%pipeline resume review --choice Y")
+    assert "completed" in execute(client, "%pipeline status")
     after = cli("run", "g.dot", "--to", "review", cwd=tmp_path)
     assert after.returncode == 3, after.stderr
     assert "another run" not in after.stderr, after.stderr
@@ -168,10 +127,7 @@ def test_a_lock_file_without_its_program_still_names_its_holder_and_excludes(
     tmp_path: Path,
 ) -> None:
     """A holder of an older version writes no ``program``: it is named by pid, as before."""
-    (tmp_path / "g.dot").write_text(GATED.split("\n", 1)[1])
-    waiting = cli("run", "g.dot", "--json", cwd=tmp_path)
-    assert waiting.returncode == 3, waiting.stderr
-    run_dir = Path(json.loads(waiting.stdout)["run_dir"])
+    run_dir = waiting_run(tmp_path, GO_GATE, "g.dot")
     holder = subprocess.Popen(
         [sys.executable, "-c", OLD_HOLDER, str(run_dir)],
         stdin=subprocess.PIPE,
@@ -199,8 +155,7 @@ def test_a_lock_file_without_its_program_still_names_its_holder_and_excludes(
 def test_a_kernel_restart_stops_the_tool_its_view_was_running(tmp_path: Path) -> None:
     """The tool outlived the restart, finished its work unwatched, and the re-run notebook's Run
     did it again: a JupyterLab trial found `work` in work.log twice."""
-    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
-    try:
+    with running_kernel(tmp_path) as (manager, client):
         execute(client, "%load_ext freshness_magic")
         execute(client, "%%pipeline slow\n" + SLOW_TOOL)
         # as the view's Run button does: the action in a background thread, the kernel idle
@@ -213,9 +168,6 @@ def test_a_kernel_restart_stops_the_tool_its_view_was_running(tmp_path: Path) ->
         assert group_alive(pgid)
         manager.restart_kernel(now=False)
         wait_until(lambda: not group_alive(pgid), "the tool stops with its kernel", timeout=10)
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
     assert not (tmp_path / "work.log").exists()
     (run_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
     status = cli("status", str(run_dir), cwd=tmp_path)

@@ -12,30 +12,22 @@ from pathlib import Path
 
 import pytest
 
-from tests.pipelines import GATED_CHILD, managing
+from tests.pipelines import (
+    BLOCKED_BY_OWN_EDIT,
+    GATED_CHILD,
+    managing,
+    one_gate,
+    one_step,
+    one_tool,
+    rework_loop,
+)
 from tests.processes import cli
 
 REPO = Path(__file__).resolve().parents[1]
 
-REVIEW = """digraph review {
-  graph [goal="Ship the login fix"]
-  start   [shape=Mdiamond]
-  draft   [prompt="Summarise the change for $goal"]
-  approve [shape=hexagon, label="Ship it?"]
-  done    [shape=Msquare]
-  start -> draft -> approve
-  approve -> done  [label="[Y] Yes"]
-  approve -> draft [label="[N] No, redo"]
-}
-"""
+REVIEW = rework_loop('prompt="Summarise the change for $goal"', goal="Ship the login fix")
 
-FAILING = """digraph bad {
-  start [shape=Mdiamond]
-  boom [shape=parallelogram, tool_command="exit 7"]
-  done [shape=Msquare]
-  start -> boom -> done
-}
-"""
+FAILING = one_tool("exit 7", node="boom", name="bad")
 
 
 def write(tmp_path: Path, name: str, text: str) -> Path:
@@ -399,13 +391,7 @@ def started(tmp_path: Path, *args: str) -> subprocess.Popen[str]:
     return process
 
 
-SLOW = """digraph slow {
-  start [shape=Mdiamond]
-  wait  [shape=parallelogram, tool_command="echo $$ > pgid.txt; exec sleep 60"]
-  done  [shape=Msquare]
-  start -> wait -> done
-}
-"""
+SLOW = one_tool("echo $$ > pgid.txt; exec sleep 60", node="wait", name="slow")
 
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGHUP"])
@@ -444,14 +430,12 @@ def test_a_stop_signal_stops_the_tool_and_leaves_the_run_resumable(
     assert "driver" not in info  # nobody drives it now
 
 
-OUTLIVES = """digraph outlives {
-  start [shape=Mdiamond]
-  wait  [shape=parallelogram, timeout="300s",
-         tool_command="sleep 120 & echo $! > child.txt; echo $$ > pgid.txt; wait"]
-  done  [shape=Msquare]
-  start -> wait -> done
-}
-"""
+OUTLIVES = one_tool(
+    "sleep 120 & echo $! > child.txt; echo $$ > pgid.txt; wait",
+    node="wait",
+    name="outlives",
+    more='timeout="300s"',
+)
 
 
 @pytest.mark.parametrize("signame", ["SIGTERM", "SIGINT"])
@@ -482,13 +466,7 @@ def test_a_stop_signal_stops_a_tools_children_when_the_node_has_a_timeout(
     wait_until(lambda: not pid_alive(child), "the background child reaped")  # not a zombie
 
 
-AGENT = """digraph agent {
-  start [shape=Mdiamond]
-  plan  [prompt="plan it"]
-  done  [shape=Msquare]
-  start -> plan -> done
-}
-"""
+AGENT = one_step('prompt="plan it"', node="plan", name="agent")
 
 
 @pytest.mark.parametrize("signame", ["SIGINT", "SIGTERM"])
@@ -639,19 +617,7 @@ def test_a_block_failure_says_so_and_its_hint_is_the_command_that_goes_on(tmp_pa
     as printed, accepts the change and goes on; a bare `--retry` would be blocked again."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "input.txt").write_text("one\n")
-    dot = write(
-        tmp_path,
-        "blk.dot",
-        """digraph blk {
-  start [shape=Mdiamond]
-  edit  [shape=parallelogram, tool_command="echo two > data/input.txt"]
-  prep  [shape=parallelogram, tool_command="cat data/input.txt", source_files="data/*.txt",
-         freshness="block"]
-  done  [shape=Msquare]
-  start -> edit -> prep -> done
-}
-""",
-    )
+    dot = write(tmp_path, "blk.dot", BLOCKED_BY_OWN_EDIT)
     proc = cli("run", str(dot), "--workdir", str(tmp_path), cwd=tmp_path)
     assert proc.returncode == 1, proc.stderr
     run_dir = next((tmp_path / ".freshness" / "runs").iterdir())
@@ -1037,14 +1003,9 @@ def test_ask_takes_the_default_when_the_gates_timeout_passes(tmp_path: Path) -> 
     assert "Human selected" not in proc.stdout
 
 
-WAITS = """digraph waits {
-  start [shape=Mdiamond]
-  w     [shape=parallelogram,
-         tool_command="echo $$ >> started.txt; until test -f go; do sleep 0.05; done"]
-  done  [shape=Msquare]
-  start -> w -> done
-}
-"""
+WAITS = one_tool(
+    "echo $$ >> started.txt; until test -f go; do sleep 0.05; done", node="w", name="waits"
+)
 
 
 def test_a_second_run_of_a_pipeline_running_in_the_folder_says_so(tmp_path: Path) -> None:
@@ -1082,18 +1043,7 @@ def test_the_commands_a_run_suggests_work_pasted_in_a_folder_with_spaces(tmp_pat
     into three words at the spaces when pasted."""
     work = tmp_path / "my proj ünï"
     work.mkdir()
-    dot = write(
-        work,
-        "p.dot",
-        """digraph p {
-  start [shape=Mdiamond]
-  approve [shape=hexagon, label="Go?"]
-  done [shape=Msquare]
-  start -> approve
-  approve -> done [label="[Y] Yes"]
-}
-""",
-    )
+    dot = write(work, "p.dot", one_gate("Go?", node="approve"))
     waiting = cli("run", str(dot), "--workdir", str(work), cwd=work)
     assert waiting.returncode == 3, waiting.stderr
     said = next(line for line in waiting.stdout.splitlines() if line.startswith("answer with: "))

@@ -16,12 +16,17 @@ import signal
 import subprocess
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import pytest
 
-from tests.pipelines import ONE_ENDS_ONE_WAITS
+from tests.pipelines import BLOCKED_BY_OWN_EDIT, GO_GATE, ONE_ENDS_ONE_WAITS, one_tool
 from tests.processes import cli
 from tests.waiting import wait_until
+
+if TYPE_CHECKING:
+    from jupyter_client.blocking.client import BlockingKernelClient
+    from jupyter_client.manager import KernelManager
 
 REPO = Path(__file__).resolve().parents[1]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
@@ -42,21 +47,9 @@ REVIEW = """digraph review {
 }
 """
 
-FAILING = """digraph bad {
-  start [shape=Mdiamond]
-  boom  [shape=parallelogram, tool_command="test -f fixed.txt || { echo not fixed >&2; exit 7; }"]
-  done  [shape=Msquare]
-  start -> boom -> done
-}
-"""
+FAILING = one_tool("test -f fixed.txt || { echo not fixed >&2; exit 7; }", node="boom", name="bad")
 
-SLOW = """digraph slow {
-  start [shape=Mdiamond]
-  wait  [shape=parallelogram, tool_command="echo started; echo $$ > pgid.txt; exec sleep 60"]
-  done  [shape=Msquare]
-  start -> wait -> done
-}
-"""
+SLOW = one_tool("echo started; echo $$ > pgid.txt; exec sleep 60", node="wait", name="slow")
 
 
 def paste(command: str, cwd: Path) -> subprocess.CompletedProcess[str]:
@@ -258,17 +251,6 @@ def test_a_node_whose_freshness_is_ignored_is_not_stale_and_says_its_inputs_are_
     assert report["unchecked_nodes"] == ["lint"]
 
 
-BLOCKED = """digraph blk {
-  start [shape=Mdiamond]
-  edit  [shape=parallelogram, tool_command="echo two > data/input.txt"]
-  prep  [shape=parallelogram, tool_command="cat data/input.txt", source_files="data/*.txt",
-         freshness="block"]
-  done  [shape=Msquare]
-  start -> edit -> prep -> done
-}
-"""
-
-
 def test_a_node_a_block_held_back_offers_the_accept_and_retry_that_goes_on(
     tmp_path: Path,
 ) -> None:
@@ -277,7 +259,7 @@ def test_a_node_a_block_held_back_offers_the_accept_and_retry_that_goes_on(
     to paste, with the run directory."""
     (tmp_path / "data").mkdir()
     (tmp_path / "data" / "input.txt").write_text("one\n")
-    (tmp_path / "blk.dot").write_text(BLOCKED)
+    (tmp_path / "blk.dot").write_text(BLOCKED_BY_OWN_EDIT)
     run_dir = start(tmp_path, dot="blk.dot")
     said = why(run_dir, "prep", tmp_path)
     assert said[0] == "prep: blocked"
@@ -298,7 +280,7 @@ def test_a_node_a_block_held_back_offers_the_accept_and_retry_that_goes_on(
     assert why(run_dir, "prep", tmp_path)[0] == "prep: succeeded"
 
 
-ROUTED = BLOCKED.replace(
+ROUTED = BLOCKED_BY_OWN_EDIT.replace(
     "start -> edit -> prep -> done",
     'start -> edit -> prep\n  prep -> done [condition="outcome=success"]\n'
     '  prep -> report [condition="outcome=fail"]\n  report -> done\n'
@@ -542,49 +524,35 @@ def test_check_reads_without_loading_the_engine_that_runs_pipelines(workdir: Pat
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY 1 []", proc.stdout + proc.stderr
 
 
-GATED = """%%pipeline g
-digraph g {
-  start  [shape=Mdiamond]
-  review [shape=hexagon, label="Go?"]
-  done   [shape=Msquare]
-  start -> review
-  review -> done [label="[Y] Yes"]
-  review -> done [label="[N] No"]
-}"""
+GATED = f"%%pipeline g\n{GO_GATE}"
 
 
 def test_a_run_held_open_by_a_kernel_is_explained_and_says_where_to_answer(
-    tmp_path: Path,
+    tmp_path: Path, kernel: tuple[KernelManager, BlockingKernelClient]
 ) -> None:
     """A kernel keeps its run (and the driver lock) between cells: ``why`` reads it anyway, and
     notes that the kernel holds it, as ``status`` does; the lock stays the kernel's."""
-    from jupyter_client.manager import start_new_kernel
+    from tests.kernels import execute
 
-    from tests.test_cli_kernel_lock import execute
-
-    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
-    try:
-        execute(client, "%load_ext freshness_magic")
-        execute(client, GATED)
-        assert "waiting" in execute(client, "%pipeline run")
-        (run_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
-        lock = (run_dir / "driver.lock").read_bytes()
-        said = why(run_dir, "review", tmp_path)
-        assert said[0] == "review: waiting"
-        assert f"    [Y] Yes -> done:  {PROGRAM} resume {run_dir} --answer review=Y" in said
-        assert said[-1].startswith("note: the run is held open by an IPython kernel (pid ")
-        assert said[-1].endswith(
-            "idle and waiting at gate 'review': answer it there (%pipeline resume review "
-            "--choice KEY), or leave the run there (%pipeline reset) to go on from here"
-        )
-        assert (run_dir / "driver.lock").read_bytes() == lock
-        execute(client, "%pipeline reset")  # the kernel lets go of the run
-        assert not why(run_dir, "review", tmp_path)[-1].startswith("note:")
-        answered = paste(said[-3].split(":  ", 1)[1], tmp_path)
-        assert answered.returncode == 0, answered.stdout + answered.stderr
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
+    _, client = kernel
+    execute(client, "%load_ext freshness_magic")
+    execute(client, GATED)
+    assert "waiting" in execute(client, "%pipeline run")
+    (run_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
+    lock = (run_dir / "driver.lock").read_bytes()
+    said = why(run_dir, "review", tmp_path)
+    assert said[0] == "review: waiting"
+    assert f"    [Y] Yes -> done:  {PROGRAM} resume {run_dir} --answer review=Y" in said
+    assert said[-1].startswith("note: the run is held open by an IPython kernel (pid ")
+    assert said[-1].endswith(
+        "idle and waiting at gate 'review': answer it there (%pipeline resume review "
+        "--choice KEY), or leave the run there (%pipeline reset) to go on from here"
+    )
+    assert (run_dir / "driver.lock").read_bytes() == lock
+    execute(client, "%pipeline reset")  # the kernel lets go of the run
+    assert not why(run_dir, "review", tmp_path)[-1].startswith("note:")
+    answered = paste(said[-3].split(":  ", 1)[1], tmp_path)
+    assert answered.returncode == 0, answered.stdout + answered.stderr
 
 
 def test_an_interrupted_branch_says_its_parallel_node_runs_again(tmp_path: Path) -> None:

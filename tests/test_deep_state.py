@@ -9,14 +9,7 @@ import sys
 from pathlib import Path
 
 from freshness_magic.session import open_run
-
-PIPELINE = """digraph p {
-  start [shape=Mdiamond]
-  work  [shape=parallelogram, tool_command="echo hi"]
-  done  [shape=Msquare]
-  start -> work -> done
-}
-"""
+from tests.pipelines import ECHO_HI
 
 DEEP = "[" * 200_000 + "]" * 200_000
 
@@ -32,7 +25,7 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
 
 
 def test_deep_snapshot_and_log_lines_are_survived(tmp_path: Path) -> None:
-    run = open_run(PIPELINE, workdir=tmp_path)
+    run = open_run(ECHO_HI, workdir=tmp_path)
     assert run.run().status == "completed"
     run.close()
     run_dir = run.run_dir

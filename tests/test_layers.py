@@ -27,9 +27,13 @@ MAY_IMPORT: dict[str, set[str]] = {
     "interop": BASE | {"engine"},
     "pathlint": BASE | {"engine"},
     "views": BASE | {"engine", "freshness", "evidence", "hub", "backends", "cluster", "interop"},
+    "live": BASE
+    | {"engine", "freshness", "evidence", "hub", "backends", "cluster", "interop", "views"}
+    | {"session", "lint", "holders"},
 }
 """Each package below the surfaces and what it may import besides itself. ``lint.py`` and
-``session.py`` compose the packages; ``notebook/``, ``commands/`` and ``cli.py`` are surfaces."""
+``session.py`` compose the packages; ``live/`` drives a loaded pipeline's run through them, with
+no IPython; ``notebook/``, ``commands/`` and ``cli.py`` are surfaces."""
 
 
 def module_files() -> dict[str, Path]:

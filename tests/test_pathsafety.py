@@ -21,6 +21,7 @@ from freshness_magic import atomicio, pathsafety
 from freshness_magic.errors import UnsafePathError
 from freshness_magic.pathsafety import Listing, Refused, StateDirs, Walker, WorkTree
 from freshness_magic.session import open_run
+from tests.pipelines import ECHO_HI
 from tests.unprivileged import unprivileged
 
 
@@ -39,12 +40,6 @@ def glob(root: Path, pattern: str, listing: Listing | None = None) -> tuple[list
 
 # -- state: no write through a link ---------------------------------------------------------
 
-PIPELINE = """digraph p {
-  start [shape=Mdiamond]
-  work [shape=parallelogram, tool_command="echo hi"]
-  done [shape=Msquare]
-  start -> work -> done
-}"""
 LINKED = [".freshness", ".freshness/runs", ".freshness/runs/r1", ".freshness/runs/r1/nodes"]
 
 
@@ -115,7 +110,7 @@ def test_a_linked_driver_lock_is_refused_and_its_target_untouched(tmp_path: Path
     run_dir.mkdir(parents=True)
     (run_dir / "driver.lock").symlink_to(outside)
     with pytest.raises(UnsafePathError, match=r"driver\.lock is a symbolic link"):
-        open_run(PIPELINE, workdir=work, run_id="r1").step()
+        open_run(ECHO_HI, workdir=work, run_id="r1").step()
     assert outside.read_text() == "keep me\n"
 
 

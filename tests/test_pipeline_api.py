@@ -52,22 +52,22 @@ def _workdir(root: Path) -> Path:
 def test_the_actions_of_the_magics_from_python(tmp_path: Path) -> None:
     workdir = _workdir(tmp_path / "work")
     pipeline = freshness_magic.Pipeline(REVIEW, workdir=workdir, name="review")
-    assert pipeline.name == "review" and pipeline.state_name == "ready"
+    assert pipeline.name == "review" and pipeline.view.state_name == "ready"
     assert pipeline.step().text.startswith("step: start -> success")
     failed = pipeline.run()
-    assert "check" in failed.text and pipeline.state_name == "failed"
+    assert "check" in failed.text and pipeline.view.state_name == "failed"
     assert pipeline.why("check").text.splitlines()[0] == "check: failed"
     (workdir / "ok.txt").write_text("ok\n")
     retried = pipeline.retry()
     assert retried.text.splitlines()[-1] == "run: 3 step(s); waiting"
-    assert pipeline.pending_gate() is not None
+    assert pipeline.view.pending_gate() is not None
     said = pipeline.cond("outcom=success", "draft").text
     assert said.splitlines()[:2] == ["in the context after draft ran (step 4)", "result: false"]
     assert "warning: key `outcom` looks like a typo of `outcome`" in said
     assert "edge from draft: -> approve" in said
     (workdir / "docs" / "spec.md").write_text("the spec, changed\n")
-    pipeline.refresh_freshness()
-    assert pipeline.views()["draft"].state.value == "stale"
+    pipeline.live.refresh_freshness()
+    assert pipeline.view.views()["draft"].state.value == "stale"
     assert pipeline.accept("draft").text == "accepted current inputs of draft: docs/spec.md"
     assert pipeline.stop().text == "nothing to stop: no step or run of review is running"
     answered = pipeline.resume("approve", "Y")
@@ -91,7 +91,7 @@ def test_outside_ipython_the_hints_name_the_objects_methods(tmp_path: Path) -> N
     assert '[N] No, redo -> draft:  review.resume("approve", choice="N")' in why
     assert "%pipeline" not in waiting + why
     (workdir / "docs" / "spec.md").write_text("the spec, changed\n")
-    pipeline.refresh_freshness()
+    pipeline.live.refresh_freshness()
     said = pipeline.why("draft").text
     assert 'review.accept("draft")' in said and "%pipeline" not in said
     unnamed = freshness_magic.Pipeline(REVIEW, workdir=workdir, name="two words")
@@ -145,9 +145,9 @@ def test_a_pipeline_loads_from_a_file_and_offers_its_unfinished_run(tmp_path: Pa
     first.close()
     first.current_run.close()
     again = freshness_magic.Pipeline(str(source), workdir=workdir)
-    assert again.resume_offer is not None
+    assert again.view.resume_offer is not None
     assert again.resume().text.splitlines()[0].startswith("resumed run ")
-    assert again.state_name == "waiting"
+    assert again.view.state_name == "waiting"
 
 
 def test_the_object_a_pipeline_cell_binds_is_a_pipeline(tmp_path: Path) -> None:

@@ -29,16 +29,10 @@ from freshness_magic.evidence.record import (
     write_evidence,
 )
 from freshness_magic.session import open_run, resume_run
+from tests.pipelines import ECHO_HI, one_tool
 from tests.waiting import wait_until
 
 DEEP = 200_000
-
-PIPELINE = """digraph p {
-  start [shape=Mdiamond]
-  work [shape=parallelogram, tool_command="echo hi"]
-  done [shape=Msquare]
-  start -> work -> done
-}"""
 
 
 def nest(depth: int, kinds: list[bool]) -> str:
@@ -100,7 +94,7 @@ def test_damaged_log_lines_are_skipped_with_a_warning(
 
 
 def test_a_run_resumes_and_reports_evidence_past_deep_log_lines(tmp_path: Path) -> None:
-    run = open_run(PIPELINE, workdir=tmp_path)
+    run = open_run(ECHO_HI, workdir=tmp_path)
     run.step()
     for name in ("events.jsonl", "evidence.jsonl"):
         with (run.run_dir / name).open("ab") as handle:
@@ -126,7 +120,7 @@ def test_a_step_whose_node_wrote_deep_json_keeps_its_record_with_the_problem(
         "mkdir -p .orchestrator/evidence && "
         f"python3 -c \"print('[' * {DEEP})\" > .orchestrator/evidence/work.json"
     )
-    run = open_run(PIPELINE.replace('"echo hi"', json.dumps(command)), workdir=tmp_path)
+    run = open_run(ECHO_HI.replace('"echo hi"', json.dumps(command)), workdir=tmp_path)
     assert run.run().state is RunState.COMPLETED
     record = [r for r in read_evidence_log(run.run_dir) if r.node_id == "work"][-1]
     assert any("nested more than 100" in p for p in record.engine["evidence_problems"])
@@ -147,7 +141,7 @@ def test_an_oversized_node_file_never_reaches_the_run_log(tmp_path: Path) -> Non
     command = (
         f"mkdir -p .orchestrator/evidence && truncate -s {size} .orchestrator/evidence/work.json"
     )
-    run = open_run(PIPELINE.replace('"echo hi"', json.dumps(command)), workdir=tmp_path)
+    run = open_run(ECHO_HI.replace('"echo hi"', json.dumps(command)), workdir=tmp_path)
     assert run.run().state is RunState.COMPLETED
     assert (run.run_dir / "evidence.jsonl").stat().st_size < 64 * 1024
     record = [r for r in read_evidence_log(run.run_dir) if r.node_id == "work"][-1]
@@ -169,7 +163,7 @@ def test_a_linked_state_folder_is_refused_and_nothing_lands_outside(
 ) -> None:
     work, outside = outside_link(tmp_path, inside)
     with pytest.raises(UnsafePathError) as caught:
-        open_run(PIPELINE, workdir=work).run()
+        open_run(ECHO_HI, workdir=work).run()
     message = str(caught.value)
     assert "\n" not in message and "is a symbolic link" in message and inside in message
     assert list(outside.iterdir()) == []
@@ -184,7 +178,7 @@ def test_a_linked_evidence_file_is_never_written_through_and_costs_no_record(
     link = tmp_path / ".orchestrator/evidence/work.json"
     link.symlink_to(tmp_path / "elsewhere.json")
     with caplog.at_level("WARNING"):
-        run = open_run(PIPELINE, workdir=tmp_path)
+        run = open_run(ECHO_HI, workdir=tmp_path)
         result = run.run()
     assert result.state is RunState.COMPLETED
     assert [r.exc_info for r in caplog.records] == [None] * len(caplog.records), caplog.text
@@ -236,7 +230,7 @@ def test_a_python_graph_with_a_path_like_node_id_writes_nothing_outside(tmp_path
 
 
 def test_stale_temp_files_of_ours_are_removed_on_resume(tmp_path: Path) -> None:
-    run = open_run(PIPELINE, workdir=tmp_path)
+    run = open_run(ECHO_HI, workdir=tmp_path)
     run.step()
     ours = [
         run.run_dir / ".checkpoint.json.k3j_x9a2.tmp",
@@ -258,7 +252,7 @@ def test_stale_temp_files_of_ours_are_removed_on_resume(tmp_path: Path) -> None:
 
 
 def test_resume_stops_a_tool_that_outlived_its_killed_driver(tmp_path: Path) -> None:
-    (tmp_path / "p.dot").write_text(PIPELINE.replace('"echo hi"', '"sleep 300"'))
+    (tmp_path / "p.dot").write_text(one_tool("sleep 300"))
     driver = subprocess.Popen(
         [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
         cwd=tmp_path,
@@ -306,7 +300,7 @@ def test_a_run_built_directly_refuses_a_linked_freshness_folder(tmp_path: Path) 
     """Not only the session: the engine's Run checks its run directory's path itself."""
     work, outside = outside_link(tmp_path, ".freshness")
     with pytest.raises(UnsafePathError, match="is a symbolic link"):
-        Run(load_pipeline(PIPELINE), workdir=work)
+        Run(load_pipeline(ECHO_HI), workdir=work)
     assert list(outside.iterdir()) == []
 
 

@@ -368,10 +368,14 @@ class NodeExecutor:
             kind = EventType.STAGE_COMPLETED
         self._host.emit(kind, result.node.id, payload)
 
-    def node_finished(self, step: Any) -> None:
+    def node_finished(self, step: Any) -> list[Trace]:
         """Call every extension's ``on_step_finished`` for one executed node (under the lock),
         then keep its trace with the input fingerprints the extensions report; their
-        ``on_step_saved`` follows the journal record that holds the step (:meth:`saved`)."""
+        ``on_step_saved`` follows the journal record that holds the step (:meth:`saved`).
+
+        A branch node's trace goes to its parallel execution's (a nested parallel node's with
+        its own branch nodes' before it); they are returned, for the parallel handler to
+        journal with the branch's progress (:meth:`restore_traces` takes them back)."""
         host = self._host
         with self._hooks:
             for ext in host.extensions:
@@ -380,7 +384,7 @@ class NodeExecutor:
                 self._unsaved.append((step, None))
             trace = self._sealed.pop((step.node_id, step.branch_of), None)
             if trace is None or step.interrupted:
-                return
+                return []
             digests: dict[str, str] = {}
             for ext in host.extensions:
                 report = getattr(ext, "trace_inputs", None)
@@ -390,14 +394,35 @@ class NodeExecutor:
                     except Exception:
                         log.exception("run extension %r failed in trace_inputs", ext.name)
             trace.set_inputs(digests)
+        kept = [*sorted(trace.children, key=_step_of), trace]
+        trace.children = []
         if step.branch_of is None:
-            host.record_traces([*sorted(trace.children, key=_step_of), trace])
-            trace.children = []
-            return
+            host.record_traces(kept)
+            return kept
         parent = self._tracing.get(step.branch_of)
         if parent is not None:
             with self._hooks:
-                parent.children.append(trace)
+                parent.children.extend(kept)
+        return kept
+
+    def restore_traces(self, branch_of: str, saved: list[Any]) -> list[Trace]:
+        """The traces of branch nodes that ended before parallel node ``branch_of`` was
+        interrupted or its driver killed (journaled with the branch's progress, as
+        :meth:`node_finished` gave them): kept with the running parallel execution's, as if
+        they had just ended. An entry that is not a trace is left out."""
+        restored = []
+        for data in saved:
+            try:
+                trace = Trace.from_dict(data, self._host.run_id)
+            except (KeyError, TypeError, ValueError, AttributeError):
+                continue
+            if trace.step is not None and trace.branch_of is not None:
+                restored.append(trace)
+        parent = self._tracing.get(branch_of)
+        if parent is not None:
+            with self._hooks:
+                parent.children.extend(restored)
+        return restored
 
     def saved(self) -> None:
         """After a journal record: the writes of the steps it holds, which come after it so
@@ -456,7 +481,7 @@ class NodeExecutor:
         with self._hooks, self._host.context_scope(context):
             index = self._apply(result, context, branch_of)
             decision = next_edge(self._host.graph, node, outcome, context)
-            self.node_finished(
+            traces = self.node_finished(
                 StepResult(
                     node_id=node.id,
                     outcome=outcome,
@@ -469,7 +494,12 @@ class NodeExecutor:
                     branch_of=branch_of,
                 )
             )
-            step = BranchStep(outcome, decision.target, joined=decision.step is EdgeStep.FAN_IN)
+            step = BranchStep(
+                outcome,
+                decision.target,
+                joined=decision.step is EdgeStep.FAN_IN,
+                traces=tuple(traces),
+            )
             if ended is not None:
                 ended(step)
         self._announce(result, index, branch_of)

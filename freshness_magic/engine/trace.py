@@ -341,7 +341,8 @@ class Trace:
         self.step = step
         self.status = status
         for child in self.children:
-            child.within = step
+            if child.within is None:  # a nested parallel node's own branch nodes keep theirs
+                child.within = step
 
     # ------------------------------------------------------------ the journal's side
 
@@ -393,13 +394,16 @@ class Trace:
         )
 
 
-def latest_writers(traces: Iterable[Trace], values: Mapping[str, Any]) -> dict[str, Trace]:
-    """Which main-path execution wrote each value of ``values`` (a restored context): the
+def latest_writers(
+    traces: Iterable[Trace], values: Mapping[str, Any], branch_of: str | None = None
+) -> dict[str, Trace]:
+    """Which execution on one path wrote each value of ``values`` (a restored context): the
     latest one that wrote that key with that value's fingerprint. A value no execution wrote
-    (or that something else changed since) has none."""
+    (or that something else changed since) has none. The path is the main path, or with
+    ``branch_of`` a branch of that parallel node (``traces`` then those of one branch)."""
     last: dict[str, Trace] = {}
     for trace in traces:
-        if trace.branch_of is None:
+        if trace.branch_of == branch_of:
             for key in trace.writes:
                 last[key] = trace
     found: dict[str, Trace] = {}

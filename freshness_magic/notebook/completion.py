@@ -39,7 +39,7 @@ def complete_line(magics: PipelineMagics, line: str, symbol: str) -> list[str]:
     except UsageError:
         return []
     if previous == "--choice":
-        gate = pipeline.pending_gate()
+        gate = pipeline.view.pending_gate()
         return [c.key for c in gate.choices if c.key.startswith(symbol)] if gate else []
     return [n for n in pipeline.graph.nodes if n.startswith(symbol)]
 

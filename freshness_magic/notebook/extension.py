@@ -66,7 +66,7 @@ def load(ipython: Any) -> PipelineMagics:
         ipython.input_transformers_cleanup.append(help_without_body)
     atexit.register(magics.close)
     for pipeline in magics.pipelines().values():
-        pipeline.start_watching()
+        pipeline.live.start_watching()
 
     def complete(_self: Any, event: Any) -> list[str]:
         return magics.complete(event.line, event.symbol)

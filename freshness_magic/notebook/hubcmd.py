@@ -100,5 +100,4 @@ class NotebookHub:
         for pipeline in list(magics.pipelines().values()):
             if Path(pipeline.workdir).resolve() != root:
                 continue
-            if pipeline.has_run and not pipeline.busy:
-                pipeline.refresh_freshness()
+            pipeline.live.refresh_freshness()

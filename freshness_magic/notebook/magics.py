@@ -137,7 +137,7 @@ class PipelineMagics(Magics):
         found = [
             (name, value)
             for name, value in list(self.namespace.items())
-            if isinstance(value, Pipeline) and value.name == name and not value.superseded
+            if isinstance(value, Pipeline) and value.name == name and not value.live.superseded
         ]
         return dict(sorted(found, key=lambda item: item[1].loaded_at))
 
@@ -297,11 +297,11 @@ class PipelineMagics(Magics):
                 f"{name!r} is a Python builtin, which a pipeline of that name would hide in this "
                 "notebook; choose another name or add --force"
             )
-        earlier = {p for p in self._loaded if p.name == name and not p.superseded}
+        earlier = {p for p in self._loaded if p.name == name and not p.live.superseded}
         if isinstance(old, Pipeline):
             earlier.add(old)
         _refuse_while_running(name, earlier)
-        cells = dict(old.cells) if isinstance(old, Pipeline) else {}
+        cells = dict(old.live.cells) if isinstance(old, Pipeline) else {}
         pipeline = Pipeline.loaded(
             name,
             graph,
@@ -313,21 +313,21 @@ class PipelineMagics(Magics):
         )
         for key in RUN_SPECS:  # the configured specs, so every action uses them
             if getattr(self, key):
-                pipeline.run_options[key] = getattr(self, key)
+                pipeline.live.run_options[key] = getattr(self, key)
         if resume and keep_run:
             raise UsageError("--resume and --keep-run: give one (--keep-run resumes it edited)")
         if keep_run:
             for replaced in earlier:  # a live run of the old text goes on in this object
                 replaced.supersede()
             print(self._call(pipeline.keep_run).text)
-        if resume and not self._call(pipeline.resume_latest):
+        if resume and not self._call(pipeline.live.resume_latest):
             raise UsageError(
                 f"--resume: no saved run of {graph.name!r} under {workdir}/.freshness/runs"
             )
-        for line in pipeline.resume_notes:
+        for line in pipeline.live.resume_notes:
             print(line)
         if not resume and not keep_run:
-            pipeline.offer_resume()
+            pipeline.live.offer_resume()
         for replaced in earlier:
             replaced.supersede()
         self._loaded.add(pipeline)
@@ -349,13 +349,13 @@ class PipelineMagics(Magics):
         wanted: dict[str, str] = {}
         for key in RUN_SPECS:
             value = getattr(args, key, None) or getattr(self, key)
-            if value and pipeline.run_options.get(key) != value:
+            if value and pipeline.live.run_options.get(key) != value:
                 wanted[key] = value
-        if not wanted or self._call(lambda: pipeline.use_run_options(wanted)):
+        if not wanted or self._call(lambda: pipeline.live.use_run_options(wanted)):
             return
         given = {key: value for key, value in wanted.items() if getattr(args, key, None)}
         if given:
-            self._call(lambda: pipeline.use_run_options(given, reopen=True))
+            self._call(lambda: pipeline.live.use_run_options(given, reopen=True))
             said = ", ".join(f"{key} {value}" for key, value in given.items())
             print(f"note: the run of {pipeline.name} goes on with {said}")
 
@@ -461,10 +461,10 @@ class PipelineMagics(Magics):
             require(args.from_node, "%pipeline cond --from")
         if command in ("step", "run", "resume", "retry"):
             self._run_options(pipeline, args)
-            pipeline.use_reuse(args.reuse)
+            pipeline.live.use_reuse(args.reuse)
         pipeline.live_lines = self._live_lines()
-        if command in ("why", "status") and pipeline.has_run and not pipeline.busy:
-            pipeline.refresh_freshness()
+        if command in ("why", "status"):
+            pipeline.live.refresh_freshness()
         actions: dict[str, Callable[[], Any]] = {
             "step": pipeline.step,
             "run": lambda: pipeline.run_to(args.to, args.max_steps),
@@ -473,7 +473,9 @@ class PipelineMagics(Magics):
             "stop": pipeline.stop,
             "accept": lambda: pipeline.accept(*args.nodes),
             "why": lambda: pipeline.why(str(node)),
-            "cond": lambda: _cond_text(pipeline.explain(args.expr, args.from_node, step=args.step)),
+            "cond": lambda: _cond_text(
+                pipeline.view.explain(args.expr, args.from_node, step=args.step)
+            ),
             "status": pipeline.status,
             "evidence": lambda: pipeline.evidence(node),
             "reset": pipeline.reset,
@@ -490,7 +492,7 @@ class PipelineMagics(Magics):
         for name, pipeline in loaded.items():
             graph = pipeline.graph
             mark = "*" if name == current else " "
-            state = pipeline.state_name
+            state = pipeline.view.state_name
             rows.append(
                 (mark, name, graph.name, str(len(graph.nodes)), state, str(pipeline.workdir))
             )
@@ -533,7 +535,7 @@ class PipelineMagics(Magics):
         except SyntaxError as exc:
             raise UsageError(f"%%node {args.node}: line {exc.lineno}: {exc.msg}") from None
         replaced = pipeline.graph.nodes[args.node].handler_type
-        self._call(lambda: pipeline.set_cell(args.node, cell))
+        self._call(lambda: pipeline.live.set_cell(args.node, cell))
         said = f"{pipeline.name}.{args.node}: handled by this cell"
         lost = _REPLACED.get(replaced)
         return TextResult(f"{said}\nnote: it was {lost}" if lost else said)
@@ -545,10 +547,8 @@ class PipelineMagics(Magics):
         if not self.auto_refresh:
             return
         for pipeline in self.pipelines().values():
-            if not pipeline.has_run or pipeline.busy:
-                continue
             try:
-                pipeline.refresh_freshness()
+                pipeline.live.refresh_freshness()
             except FreshnessMagicError as exc:
                 print(f"freshness_magic: cannot re-check {pipeline.name}: {exc}", file=sys.stderr)
 
@@ -648,8 +648,8 @@ def _refuse_while_running(name: str, loaded: set[Pipeline]) -> None:
     Run, a step): replacing it then would cut its run off mid-step, and the new load would
     run that node again."""
     for pipeline in loaded:
-        if pipeline.busy:
-            running = pipeline.model.running
+        if pipeline.live.busy:
+            running = pipeline.live.model.running
             what = f"running {running[0]}" if running is not None else "in the middle of an action"
             raise UsageError(
                 f"{name} is {what} (started earlier in this kernel); wait for it to end, or "

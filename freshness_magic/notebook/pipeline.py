@@ -1,7 +1,7 @@
 """The pipeline object: one loaded pipeline and its actions (step, run, resume, retry, stop,
 accept, reset), the same from a plain Python script, from the magics and from the widget.
 
-:class:`Pipeline` is composed of two parts: its live run (:class:`~freshness_magic.notebook.live.
+:class:`Pipeline` is composed of two parts: its live run (:class:`~freshness_magic.live.run.
 LiveRun`: the run's lifecycle, the ``%%node`` cells, the input watcher and one lock per
 pipeline) and a read-only view (:class:`~freshness_magic.views.pipeline_view.PipelineView`: status,
 why, evidence, conditions, from the view model the live part publishes at every step boundary).
@@ -21,7 +21,7 @@ import os
 import sys
 import threading
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -29,8 +29,8 @@ from typing import TYPE_CHECKING, Any
 from freshness_magic.cluster import ClusterPool
 from freshness_magic.engine import RunState
 from freshness_magic.engine.handlers.tool import reap_survivors
-from freshness_magic.engine.model import Graph, Node
-from freshness_magic.engine.outcome import Outcome, Question
+from freshness_magic.engine.model import Graph
+from freshness_magic.engine.outcome import Question
 from freshness_magic.engine.persistence import PIPELINE_FILE, same_pipeline
 from freshness_magic.engine.recovery import rearmed_note
 from freshness_magic.errors import (
@@ -40,23 +40,20 @@ from freshness_magic.errors import (
     RunError,
     ValidationError,
 )
-from freshness_magic.notebook.live import LiveRun
-from freshness_magic.notebook.stepping import step_loop
+from freshness_magic.live.run import LiveRun
 from freshness_magic.views import text
 from freshness_magic.views.frame import ViewFrame
-from freshness_magic.views.marks import NodeStale
 from freshness_magic.views.model import ViewModel
 from freshness_magic.views.pipeline_view import PipelineView
 from freshness_magic.views.render import LayoutCache, LayoutUnavailable
 from freshness_magic.views.saved import ResumeOffer, find_unfinished, run_dir_hash
-from freshness_magic.views.state import NodeState, NodeView, RunBanner
+from freshness_magic.views.state import NodeState
 from freshness_magic.views.text import TextResult
 from freshness_magic.views.why import MethodCommands, NotebookCommands, PipelineCommands
 
 if TYPE_CHECKING:
     from freshness_magic.engine.run import Run
     from freshness_magic.engine.state import StepResult
-    from freshness_magic.views.explain import ConditionAnswer
 
 
 RUN_SPECS = ("backend", "executor")
@@ -172,20 +169,14 @@ class Pipeline:
         self._live: threading.Timer | None = None
         self.live.subscribe(self._push_frame)
 
-    # --- the parts' fields -----------------------------------------------------------------------
+    # --- the parts -------------------------------------------------------------------------------
+    # What the pipeline shows is ``self.view`` (status, why, evidence, details, the views, the
+    # frame); what changes its run is ``self.live`` (the run, its options, cells, the lock). Only
+    # what a script names, and the actions below, are on the pipeline itself.
 
     @property
     def name(self) -> str:
         return self.live.name
-
-    @property
-    def _say(self) -> PipelineCommands:
-        """How messages spell the actions (the magics, or this object's methods)."""
-        return self.live.commands
-
-    def _choice_command(self, gate: Question) -> Callable[[str], str] | None:
-        """How a line answering ``gate`` is spelled (None: the magic's, keeping the comment)."""
-        return None if isinstance(self._say, NotebookCommands) else self._say.answer(gate)
 
     @property
     def graph(self) -> Graph:
@@ -196,72 +187,26 @@ class Pipeline:
         return self.live.workdir
 
     @property
-    def namespace(self) -> dict[str, Any]:
-        return self.live.namespace
-
-    @property
-    def clusters(self) -> ClusterPool:
-        return self.live.clusters
-
-    @property
-    def run_options(self) -> dict[str, Any]:
-        return self.live.run_options
-
-    @property
-    def cells(self) -> dict[str, str]:
-        return self.live.cells
-
-    @property
-    def structure_version(self) -> int:
-        return self.live.structure_version
-
-    @property
-    def superseded(self) -> bool:
-        return self.live.superseded
-
-    @property
-    def resume_offer(self) -> ResumeOffer | None:
-        return self.live.resume_offer
-
-    @property
-    def resume_notes(self) -> list[str]:
-        return self.live.resume_notes
-
-    @property
-    def model(self) -> ViewModel:
-        return self.live.model
-
-    @property
     def current_run(self) -> Run:
         """The engine's :class:`~freshness_magic.engine.Run`, opened on first use."""
         return self.live.run
 
     @property
-    def live_run(self) -> Run | None:
-        """The engine's run if one is open (never opens one)."""
-        return self.live.live_run
+    def _say(self) -> PipelineCommands:
+        """How messages spell the actions (the magics, or this object's methods)."""
+        return self.live.commands
 
-    @property
-    def has_run(self) -> bool:
-        return self.live.live_run is not None
+    def _choice_command(self, gate: Question) -> Callable[[str], str] | None:
+        """How a line answering ``gate`` is spelled (None: the magic's, keeping the comment)."""
+        return None if isinstance(self._say, NotebookCommands) else self._say.answer(gate)
 
-    @property
-    def started(self) -> bool:
-        return self.live.started
+    def _waiting_text(self) -> str:
+        """The waiting gate's question, its choices and how to answer them."""
+        return text.waiting_text(
+            self.view.pending_gate(), self.view.gate_note(), self._say.answer_with
+        )
 
-    @property
-    def busy(self) -> bool:
-        return self.live.busy
-
-    @property
-    def watching(self) -> bool:
-        return self.live.watching
-
-    # --- the live part's operations -------------------------------------------------------------
-
-    def subscribe(self, listener: Callable[..., None]) -> None:
-        """Call ``listener(event_or_None)`` after every published update of the views."""
-        self.live.subscribe(listener)
+    # --- frames for the widget -------------------------------------------------------------------
 
     def subscribe_frames(
         self,
@@ -309,43 +254,6 @@ class Pipeline:
         for listener in list(self._frame_listeners):
             listener(frame)
 
-    def frame(self) -> ViewFrame:
-        """Everything the view shows now (:class:`~freshness_magic.views.frame.ViewFrame`)."""
-        return self.view.frame()
-
-    def publish(self, *, freshness: bool = True) -> None:
-        self.live.publish(freshness=freshness)
-
-    def refresh_freshness(self) -> bool:
-        """Re-check stale inputs and publish; True when they changed."""
-        return self.live.refresh_freshness()
-
-    def use_run_options(self, specs: Mapping[str, str], *, reopen: bool = False) -> bool:
-        return self.live.use_run_options(specs, reopen=reopen)
-
-    def use_reuse(self, reuse: bool) -> None:
-        """Reuse earlier executions (``--reuse``) in the action about to run, or not."""
-        self.live.use_reuse(reuse)
-
-    def set_cell(self, node_id: str, code: str) -> None:
-        """Make ``code`` the handler of ``node_id`` (a ``%%node`` cell)."""
-        self.live.set_cell(node_id, code)
-
-    def offer_resume(self) -> ResumeOffer | None:
-        return self.live.offer_resume()
-
-    def resume_latest(self) -> bool:
-        return self.live.resume_latest()
-
-    def latest_run_dir(self) -> Path | None:
-        return self.live.latest_run_dir()
-
-    def start_watching(self) -> None:
-        self.live.start_watching()
-
-    def stop_watching(self) -> None:
-        self.live.stop_watching()
-
     def supersede(self) -> None:
         """A newer load of the same name replaced this object: stop and refuse every action."""
         self.live.supersede()
@@ -353,78 +261,7 @@ class Pipeline:
             self._widget.supersede(f"this view was replaced by a newer load of {self.name}")
         self.live.notify()
 
-    # --- the view part's answers -----------------------------------------------------------------
-
-    @property
-    def state_name(self) -> str:
-        return self.view.state_name
-
-    @property
-    def stale(self) -> Mapping[str, NodeStale]:
-        return self.view.stale
-
-    @property
-    def backend_name(self) -> str:
-        return self.view.backend_name
-
-    def require_node(self, node_id: str) -> Node:
-        return self.view.require_node(node_id)
-
-    def views(self) -> dict[str, NodeView]:
-        """Every node's visible state and why; a fresh dict the caller may keep."""
-        return self.view.views()
-
-    def outcomes(self) -> Mapping[str, Outcome]:
-        return self.view.outcomes()
-
-    def pending_gate(self) -> Question | None:
-        return self.view.pending_gate()
-
-    def next_node(self) -> str | None:
-        return self.view.next_node()
-
-    def blocked_nodes(self) -> frozenset[str]:
-        return self.view.blocked_nodes()
-
-    def nodes_run(self, views: Mapping[str, NodeView]) -> int:
-        return self.view.nodes_run(views)
-
-    def status_line(self) -> str:
-        return self.view.status_line()
-
-    def status_text(self, limit: int | None = None) -> str:
-        return self.view.status_text(limit)
-
-    def gate_note(self) -> str:
-        return self.view.gate_note()
-
-    def failure_text(self) -> str:
-        return self.view.failure_text()
-
-    def stale_upstream(self, node_id: str) -> tuple[list[str], int]:
-        return self.view.stale_upstream(node_id)
-
-    def evidence_records(self, node_id: str | None = None) -> list[dict[str, Any]]:
-        """The valid records in the run's evidence log on disk, oldest first."""
-        return self.view.evidence_records(node_id)
-
-    def details(self, node_id: str) -> dict[str, Any]:
-        return self.view.details(node_id)
-
-    def banner(self) -> RunBanner | None:
-        return self.view.banner()
-
-    def explain(
-        self,
-        expr: str,
-        from_node: str | None = None,
-        *,
-        step: int | None = None,
-        infer_node: bool = False,
-    ) -> ConditionAnswer:
-        """``expr`` explained in the context of ``from_node``'s latest execution (or the one at
-        ``step``), else on the live context (:meth:`PipelineView.explain`)."""
-        return self.view.explain(expr, from_node, step=step, infer_node=infer_node)
+    # --- what the magics print -------------------------------------------------------------------
 
     def status(self) -> TextResult:
         """``%pipeline status``: the status line and the node-state table."""
@@ -449,7 +286,7 @@ class Pipeline:
     # --- display -------------------------------------------------------------------------------
 
     def __repr__(self) -> str:
-        return f"<pipeline {self.name}: {len(self.graph.nodes)} nodes, {self.state_name}>"
+        return f"<pipeline {self.name}: {len(self.graph.nodes)} nodes, {self.view.state_name}>"
 
     @property
     def widget(self) -> Any:
@@ -472,12 +309,12 @@ class Pipeline:
 
         bundle: dict[str, Any] = {}
         if not in_kernel() and not _shows_html(include):  # terminal IPython: no layout to make
-            bundle["text/plain"] = self.status_text(REPR_ROWS)
+            bundle["text/plain"] = self.view.status_text(REPR_ROWS)
             return bundle
         try:
             layout = self.layout_cache.get(self.graph)  # cached; fails before any widget exists
         except LayoutUnavailable as exc:  # no Graphviz anywhere: the text view, one note
-            bundle["text/plain"] = f"{exc}\n" + self.status_text()
+            bundle["text/plain"] = f"{exc}\n" + self.view.status_text()
             return bundle
         except RenderError:
             layout = None
@@ -487,8 +324,8 @@ class Pipeline:
                 bundle.update(widget_bundle)
         followed = self._widget is not None and self._widget.background  # its own output
         if "text/html" not in bundle and layout is not None and not followed:
-            bundle["text/html"] = static_html(layout, self.views(), self.status_line())
-        bundle["text/plain"] = self.status_text(REPR_ROWS)
+            bundle["text/html"] = static_html(layout, self.view.views(), self.view.status_line())
+        bundle["text/plain"] = self.view.status_text(REPR_ROWS)
         return bundle
 
     # --- actions ---------------------------------------------------------------------------------
@@ -506,7 +343,7 @@ class Pipeline:
         """Run until ``to``, the exit, a failure or a gate (``run`` on a finished run: no-op)."""
         with self.live.exclusive():
             if to is not None:
-                self.require_node(to)
+                self.view.require_node(to)
             return self._advance(to=to, max_steps=max_steps)
 
     def resume(
@@ -531,14 +368,14 @@ class Pipeline:
                 raise RunError(f"{name} is a string such as 'Y', not {value!r}")
         with self.live.exclusive():
             if to is not None:
-                self.require_node(to)
+                self.view.require_node(to)
             if node_id is None and (choice or comment):
                 node_id = self._waiting_gate_for(choice)
             if node_id is None:
                 return self._resume_offered(to)
-            self.require_node(node_id)
+            self.view.require_node(node_id)
             first: list[str] = []
-            offer = self.resume_offer
+            offer = self.live.resume_offer
             if self.live.live_run is None and offer is not None:
                 if offer.state is not RunState.WAITING or offer.where != node_id:
                     raise RunError(
@@ -577,23 +414,16 @@ class Pipeline:
                 f"'{run.next_node}'; run to it first ({self._say.run_to(node_id)}, or "
                 f"{self._say.go_on()}, which stops when a gate waits)"
             )
-        step_loop(
-            run,
-            stop=self.live.stop_requested,
-            after_step=lambda: self.live.publish(freshness=False),
-            on_interrupt=lambda node: self.live.interrupted(node, "interrupted (kernel interrupt)"),
-            max_steps=1,
-            go_on=self._say.keep_going(),
-        )
+        self.live.steps(max_steps=1)
 
     def _waiting_gate_for(self, choice: str | None) -> str:
         """The gate ``resume --choice`` without a node answers: the one waiting, in the open run
         or (after a restart) in the run on disk offered for resume; a RunError saying how to
         name one when none waits."""
-        gate = self.pending_gate()
+        gate = self.view.pending_gate()
         if gate is not None:
             return gate.node_id
-        offer = self.resume_offer
+        offer = self.live.resume_offer
         if (
             self.live.live_run is None
             and offer is not None
@@ -639,13 +469,15 @@ class Pipeline:
         """``resume`` without a gate: reopen the offered run (and go on, when it was paused);
         else go on with the open run where it stopped (paused), or say what does (waiting,
         failed); else reopen the newest unfinished run of this text on disk."""
-        offer = self.resume_offer
+        offer = self.live.resume_offer
         if offer is not None and offer.edited:  # of another text: kept only by carrying over
             return TextResult(self._nothing_to_resume())
         if offer is None:
-            gate = self.pending_gate()
+            gate = self.view.pending_gate()
             if gate is not None:
-                return TextResult(text.waiting_text(gate, self.gate_note(), self._say.answer_with))
+                return TextResult(
+                    text.waiting_text(gate, self.view.gate_note(), self._say.answer_with)
+                )
             state = self.live.run.state if self.live.started else None
             if state is RunState.PAUSED:
                 return self._advance(to=to)
@@ -665,8 +497,8 @@ class Pipeline:
                     self.live_lines(head)
                 return self._advance(to=to)
             return TextResult("\n".join([*lines, self._advance(to=to).text]))
-        lines.append(self.status_line())
-        failure = self.failure_text()
+        lines.append(self.view.status_line())
+        failure = self.view.failure_text()
         if failure:
             lines += [
                 f"failed: {text.failure_line(failure, 300)}",
@@ -683,7 +515,7 @@ class Pipeline:
         """Re-arm a failed or stopped run at its failed node (or ``node_id``), then ``run``."""
         with self.live.exclusive():
             if node_id is not None:
-                self.require_node(node_id)
+                self.view.require_node(node_id)
             if not self.live.started:
                 raise RunError(self._nothing_ran_yet(node_id))
             try:
@@ -696,12 +528,12 @@ class Pipeline:
 
     def _nothing_ran_yet(self, node_id: str | None) -> str:
         """Why a retry before the run began is refused, and what runs the node instead."""
-        offer = self.resume_offer
+        offer = self.live.resume_offer
         if self.live.live_run is None and offer is not None:
             return f"nothing to retry in this kernel yet; {offer.describe(self.name, self._say)}"
         say = self._say
         way = f"{say.step()} runs the first node, {say.go_on()} runs on to a gate or the end"
-        if node_id is not None and node_id == self.next_node():
+        if node_id is not None and node_id == self.view.next_node():
             way = f"{say.step()} runs {node_id}"
         elif node_id is not None:
             way = f"{say.run_to(node_id)} runs up to {node_id}, then {say.step()} runs it"
@@ -712,7 +544,7 @@ class Pipeline:
         group is killed) and no further node starts; the run stays resumable. With nothing
         running, it does nothing and says so."""
         self.live.check_current()
-        running = self.model.running
+        running = self.live.model.running
         if running is None and not self.live.busy:
             return TextResult(f"nothing to stop: no step or run of {self.name} is running")
         self.live.stop_requested.set()
@@ -753,7 +585,7 @@ class Pipeline:
         not run yet take the files as they are now, and what changed meanwhile is said.
         """
         fresh = self.live.live_run is None
-        offer = self.resume_offer
+        offer = self.live.resume_offer
         run = self.live.run
         lines: list[str] = [*(first or ())]
         if answered is not None:
@@ -786,18 +618,7 @@ class Pipeline:
         self.live.stop_requested.clear()
         self.live.going = max_steps != 1
         try:
-            done = step_loop(
-                run,
-                stop=self.live.stop_requested,
-                after_step=lambda: self.live.publish(freshness=False),
-                on_interrupt=lambda node: self.live.interrupted(
-                    node, "interrupted (kernel interrupt)"
-                ),
-                to=to,
-                max_steps=max_steps,
-                show=show,
-                go_on=self._say.keep_going(),
-            )
+            done = self.live.steps(to=to, max_steps=max_steps, show=show)
         finally:
             if self.live.going:  # the loop ended: say where it stopped (paused, waiting...)
                 self.live.going = False
@@ -808,17 +629,19 @@ class Pipeline:
         self.live.settle(republish=steps == 0)
         if run.state is RunState.WAITING:
             lines.append(
-                text.waiting_text(self.pending_gate(), self.gate_note(), self._say.answer_with)
+                text.waiting_text(
+                    self.view.pending_gate(), self.view.gate_note(), self._say.answer_with
+                )
             )
         elif single and steps == 0 and not lines:
             lines.append(f"step: nothing executed ({run.state.value})")
         if not single:
-            reason = self.failure_text() if run.state.finished else ""
-            lines.append(text.summary_line(steps, self.state_name, reason))
+            reason = self.view.failure_text() if run.state.finished else ""
+            lines.append(text.summary_line(steps, self.view.state_name, reason))
         elif run.state is RunState.FAILED:
-            lines.append(f"run failed: {text.failure_line(self.failure_text(), 300)}")
-        if self.model.dead_end is not None and run.state.finished:
-            lines.append(text.dead_end_text(self.model.dead_end))
+            lines.append(f"run failed: {text.failure_line(self.view.failure_text(), 300)}")
+        if self.live.model.dead_end is not None and run.state.finished:
+            lines.append(text.dead_end_text(self.live.model.dead_end))
         if to is not None and run.state.finished:
             lines.append(text.missed_stop_note(run.state.value, to))
         return TextResult("\n".join(lines), run.result())
@@ -828,19 +651,19 @@ class Pipeline:
         that is not run yet or is shown stale now (also nodes whose inputs changed after they
         ran)."""
         for node_id in node_ids:
-            self.require_node(node_id)
+            self.view.require_node(node_id)
         from freshness_magic.freshness.events import some_files
         from freshness_magic.freshness.extension import accept_changes
 
         with self.live.exclusive():
-            self.refresh_freshness()
+            self.live.refresh_freshness()
             if node_ids:
                 accepted = {}
                 for node_id in dict.fromkeys(node_ids):
                     accepted.update(accept_changes(self.live.run, node_id=node_id))
             else:
                 accepted = accept_changes(self.live.run)
-                for stale_id in sorted(set(self.stale) - set(accepted)):
+                for stale_id in sorted(set(self.view.stale) - set(accepted)):
                     accepted.update(accept_changes(self.live.run, node_id=stale_id))
             self.live.publish()
         target = ", ".join(dict.fromkeys(node_ids)) or "all stale nodes and nodes not run yet"
@@ -851,8 +674,8 @@ class Pipeline:
     def accept_here(self, node_id: str) -> TextResult:
         """The view's Accept on one node: its changed inputs; for a node shown outdated by
         changed inputs upstream, those nodes' (what ``why`` offers, as that clears its mark)."""
-        self.require_node(node_id)
-        view = self.views()[node_id]
+        self.view.require_node(node_id)
+        view = self.view.views()[node_id]
         made_by = view.details.get("upstream") if view.state is NodeState.OUTDATED else None
         return self.accept(*(made_by or [node_id]))
 
@@ -880,7 +703,7 @@ class Pipeline:
                 )
             run = live.open(resume=found, carry=True)
             lines = [f"kept run {found.name} with this text of {self.name}:", *live.resume_notes]
-            lines.append(self.status_line())
+            lines.append(self.view.status_line())
             live.publish()
             return TextResult("\n".join(lines), run.result())
 
@@ -910,7 +733,7 @@ class Pipeline:
                 f"reset: the next action starts a new run; {offer.run_dir.name} stays on disk "
                 f"and {self._say.resume()} goes back to it"
             )
-        return TextResult(head + "\n" + self.status_line())
+        return TextResult(head + "\n" + self.view.status_line())
 
 
 REPR_ROWS = 60

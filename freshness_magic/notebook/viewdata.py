@@ -58,9 +58,9 @@ def to_json(value: Any) -> str:
 
 def node_details(pipeline: Pipeline, node_id: str, view: NodeView) -> dict[str, Any]:
     """A node's details: the pipeline's ``details(node)`` plus its state and attributes."""
-    node = pipeline.require_node(node_id)
+    node = pipeline.view.require_node(node_id)
     data: dict[str, Any] = {"state": view.state.value, "why": view.why}
-    data.update(pipeline.details(node_id))
+    data.update(pipeline.view.details(node_id))
     data.setdefault("attributes", dict(node.attrs))
     return data
 
@@ -68,7 +68,7 @@ def node_details(pipeline: Pipeline, node_id: str, view: NodeView) -> dict[str, 
 def context_keys(pipeline: Pipeline, limit: int = 200) -> list[list[str]]:
     """The run context's keys with short values (the playground lists and completes them)."""
     keys = [["outcome", ""], ["preferred_label", ""]]
-    if pipeline.has_run:
+    if pipeline.view.has_run:
         for key, value in sorted(pipeline.current_run.context.items())[:limit]:
             keys.append([f"context.{key}", short(repr(value), 60)])
     return keys

@@ -192,7 +192,7 @@ class PipelineWidget(anywidget.AnyWidget):
         refresh never overwrites a newer one with older values.
         """
         with self._refresh_lock:
-            self._refresh(frame if frame is not None else self.pipeline.frame())
+            self._refresh(frame if frame is not None else self.pipeline.view.frame())
 
     def _refresh(self, frame: ViewFrame) -> None:
         started = time.perf_counter()
@@ -306,21 +306,21 @@ class PipelineWidget(anywidget.AnyWidget):
         if self.note:
             raise RunError(f"this view no longer drives a run: {self.note}")
         if node is not None:
-            pipeline.require_node(str(node))
+            pipeline.view.require_node(str(node))
         if action == "details":
             self.send({"reply": "details", "node": node, "data": self.node_details(str(node))})
         elif action == "playground":
             self.send(self.playground(str(msg.get("expr", "")), node))
         elif action == "evidence_all":
-            rows = [evidence_summary_row(i, r) for i, r in enumerate(pipeline.evidence_records())][
-                ::-1
-            ]
+            rows = [
+                evidence_summary_row(i, r) for i, r in enumerate(pipeline.view.evidence_records())
+            ][::-1]
             self.send({"reply": "evidence_all", "rows": rows})
         elif action == "evidence_detail":
             seq = msg.get("seq")
             if not isinstance(seq, int):
                 raise RunError(f"the view asked for evidence record {seq!r}, not a number")
-            records = pipeline.evidence_records()
+            records = pipeline.view.evidence_records()
             reply: dict[str, Any] = {"reply": "evidence_detail", "seq": seq, "record": None}
             if 0 <= seq < len(records):
                 reply["record"] = evidence_detail(records[seq])
@@ -386,7 +386,7 @@ class PipelineWidget(anywidget.AnyWidget):
     def _gist(self, said: str) -> str:
         """The line of an action's text the page shows under its toolbar: the last one, the
         status line left out (the header shows it)."""
-        status = self.pipeline.status_line()
+        status = self.pipeline.view.status_line()
         lines = [line for line in said.splitlines() if line.strip() and line != status]
         return lines[-1].strip() if lines else ""
 
@@ -399,7 +399,7 @@ class PipelineWidget(anywidget.AnyWidget):
     def playground(self, expr: str, node: str | None = None) -> dict[str, Any]:
         """The condition playground's answer: the explanation text, the edge routing would take
         from ``node`` (default: the last executed node) and the context keys for completion."""
-        answer = self.pipeline.explain(expr, node, infer_node=True)
+        answer = self.pipeline.view.explain(expr, node, infer_node=True)
         text, edge = answer.text, answer.edge
         if not expr.strip():
             text = "type a condition, e.g. outcome=success && context.tests.passed=true"
@@ -442,7 +442,7 @@ class PipelineWidget(anywidget.AnyWidget):
         ran. Outside a kernel there is nothing to update: the bundle carries it."""
         found = super()._repr_mimebundle_(**kwargs)
         data = dict(found[0] if isinstance(found, tuple) else found or {})
-        data["text/plain"] = self.pipeline.status_text()
+        data["text/plain"] = self.pipeline.view.status_text()
         if not self.background:
             data["text/html"] = self.static_html()
             return data

@@ -3,7 +3,7 @@
 :class:`PipelineView` is the read-only part of the notebook's ``Pipeline``: it answers from the
 view model its live part publishes at every step boundary (never from a run in the middle of a
 step) and from the run folder on disk. It changes nothing: the actions are the pipeline's, the
-run's lifecycle is the live part's (``notebook/live.py``), which it sees only through
+run's lifecycle is the live part's (``live/run.py``), which it sees only through
 :class:`LiveSource`, so this module needs no IPython and no notebook code.
 """
 
@@ -39,7 +39,7 @@ _ENDED = frozenset({NodeState.SUCCEEDED, NodeState.REUSED, NodeState.PARTIAL, No
 
 
 class LiveSource(Protocol):
-    """What the view reads of a pipeline's live part (``notebook.live.LiveRun``)."""
+    """What the view reads of a pipeline's live part (``live.run.LiveRun``)."""
 
     name: str
     graph: Graph

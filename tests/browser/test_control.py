@@ -309,7 +309,7 @@ def test_a_kernel_restart_offers_resume_and_it_resumes_at_the_gate(
             "%load_ext freshness_magic",
             "%%pipeline gated\n" + GATED,
             "%pipeline run",
-            "print(gated.current_run.run_id, gated.state_name)",
+            "print(gated.current_run.run_id, gated.view.state_name)",
         ],
     )
     open_lab_notebook(page, lab_server, "control_restart/gate.ipynb")

@@ -92,7 +92,7 @@ def waiting_widget(tmp_path_factory: pytest.TempPathFactory) -> PipelineWidget:
     )
     widget = PipelineWidget(pipeline)
     pipeline.run_to()
-    assert pipeline.state_name == "waiting"
+    assert pipeline.view.state_name == "waiting"
     return widget
 
 

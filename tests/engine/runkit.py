@@ -13,6 +13,7 @@ from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.run import Run
+from freshness_magic.engine.trace import Trace
 
 
 def graph(dot: str) -> Graph:
@@ -107,3 +108,23 @@ def path_of(run: Run) -> list[str]:
 
 def outcomes(statuses: Iterable[str]) -> list[StageStatus]:
     return [StageStatus.parse(s) for s in statuses]
+
+
+def trace_shape(traces: Iterable[Trace]) -> list[tuple[Any, ...]]:
+    """What each execution is and read, comparable across two runs of one pipeline: the
+    fingerprints of values are left out (a tool's output files name the run's own folder)."""
+    return [
+        (
+            t.node_id,
+            t.step,
+            t.status,
+            t.cause,
+            t.branch_of,
+            t.within,
+            t.definition,
+            t.inputs,
+            sorted((r.key, r.part, r.writer, r.via) for r in t.reads),
+            sorted(t.writes),
+        )
+        for t in traces
+    ]

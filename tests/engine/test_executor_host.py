@@ -28,15 +28,9 @@ from freshness_magic.engine.run import Run
 from freshness_magic.engine.state import RunState, StepResult
 from freshness_magic.engine.trace import Trace
 from tests.engine.runkit import FakeClock, Scripted, graph, registry
+from tests.pipelines import one_step
 
-PIPELINE = """
-digraph g {
-  start [shape=Mdiamond]
-  work  [prompt="do it", max_retries=1]
-  done  [shape=Msquare]
-  start -> work -> done
-}
-"""
+PIPELINE = one_step('prompt="do it", max_retries=1', name="g")
 
 
 class Seen(BaseRunExtension):

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from freshness_magic.engine.checkpoint_format import JOURNAL_FILE
 from freshness_magic.engine.context import Context, partial_key
 from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.handlers.base import StepEnv
@@ -23,7 +19,7 @@ from freshness_magic.engine.run import Run
 from freshness_magic.errors import ValidationError
 from freshness_magic.session import open_run
 from tests.pipelines import ONE_ENDS_ONE_WAITS, TWO_BRANCHES
-from tests.processes import REPO, cli
+from tests.processes import cli, killed_after_quick
 from tests.waiting import wait_until
 
 
@@ -366,6 +362,22 @@ def test_nested_parallel_runs_its_own_fan_in_inside_the_branch(tmp_path: Path) -
     assert branches["inner"]["fan_in"] == "join"
     assert branches["inner"]["context_updates"]["parallel.fan_in.best_id"] == "i1"
     assert branches["x"]["completed_nodes"] == ["x"]
+    # every execution has its trace, each branch node inside the parallel node it ran in
+    traces = {t.node_id: t for t in run.traces}
+    assert sorted(traces) == sorted(result.completed_nodes)
+    outer, inner = traces["outer"].step, traces["inner"].step
+    assert {n: t.within for n, t in traces.items() if t.branch_of is not None} == {
+        "i1": inner,
+        "i2": inner,
+        "x": outer,
+        "inner": outer,
+        "ijoin": outer,
+        "after_inner": outer,
+    }
+    assert {r.part: r.writer for r in traces["ijoin"].reads} == {
+        "i1": traces["i1"].step,
+        "i2": traces["i2"].step,
+    }
 
 
 def test_retrying_a_branch_node_runs_its_parallel_node_again_with_every_branch(
@@ -442,6 +454,14 @@ def test_an_interrupted_parallel_node_runs_only_the_branches_that_had_not_ended(
     ]
     assert partial_key("fan") not in result.context  # the node finished: nothing left to keep
     assert result.node_outcomes["join"].notes.startswith("Selected best candidate")
+    # quick's execution keeps its trace, and the fan-in reads its result from it
+    traces = {t.node_id: t for t in run.traces}
+    assert [t.node_id for t in run.traces] == ["start", "quick", "slow", "fan", "join", "done"]
+    assert traces["quick"].within == traces["fan"].step == traces["slow"].within
+    assert {r.part: r.writer for r in traces["join"].reads} == {
+        "quick": traces["quick"].step,
+        "slow": traces["slow"].step,
+    }
 
 
 @pytest.mark.parametrize("node", [None, "start"])
@@ -464,34 +484,7 @@ def test_a_parallel_node_whose_driver_was_killed_keeps_the_branches_that_had_end
     """SIGKILL with ``quick`` ended and ``slow`` running: a resume in a new process runs only
     ``slow`` (each ended branch is journaled at once)."""
     (tmp_path / "p.dot").write_text(ONE_ENDS_ONE_WAITS)
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
-    runs = tmp_path / ".freshness" / "runs"
-
-    def journaled() -> bool:
-        """quick's branch journaled as ended (its result; before it, its position at the
-        fan-in, which a resume does not run again either)."""
-        journals = list(runs.glob(f"*/{JOURNAL_FILE}"))
-        if not journals:
-            return False
-        text = journals[0].read_bytes()
-        return partial_key("fan").encode() in text and b"stopped_at" in text
-
-    try:
-        wait_until(
-            lambda: (tmp_path / "slow.txt").exists() and journaled(),
-            "quick ended and was journaled while slow runs",
-        )
-    finally:
-        driver.kill()
-        driver.wait()
-    (run_dir,) = runs.iterdir()
+    run_dir = killed_after_quick(tmp_path)
     for node in ("fan", "slow"):  # what was running is named cut off, as status does
         said = cli("why", str(run_dir), node, cwd=tmp_path).stdout.splitlines()
         assert said[:2] == [

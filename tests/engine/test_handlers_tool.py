@@ -13,6 +13,7 @@ from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.run import Run
+from tests.pipelines import one_tool
 
 
 def run_tool(
@@ -114,15 +115,9 @@ def test_command_sees_where_it_runs(tmp_path: Path) -> None:
 
 
 def test_timeout_inside_a_run_reports_the_tool_failure(tmp_path: Path) -> None:
-    source = """
-    digraph p {
-      start [shape=Mdiamond]
-      slow [shape=parallelogram, timeout="1s",
-            tool_command="sleep 300 & echo $! > grandchild.pid; echo partial; wait"]
-      done [shape=Msquare]
-      start -> slow -> done
-    }
-    """
+    source = one_tool(
+        "sleep 300 & echo $! > grandchild.pid; echo partial; wait", node="slow", more='timeout="1s"'
+    )
     run = Run(load_pipeline(source), workdir=tmp_path)
     result = run.run()
     assert result.status == "failed"

@@ -1,6 +1,8 @@
 """A driver killed between any two writes of a node's end (a parallel branch's or the main
 path's) never runs a node again whose end was journaled, and leaves exactly one evidence record
-per journaled execution; a kill before the journal record runs it again (at-least-once).
+per journaled execution; a kill before the journal record runs it again (at-least-once). The
+resumed run's traces are those of an uninterrupted run: an ended branch's trace is journaled
+with its end, and the fan-in reads each branch's result from that branch's last node.
 
 The kills are not timed: ``freshness_magic.faults`` stops the driver (SIGKILL) just before its
 N-th state write, counted in a trace of a first run, so every window between two writes of a
@@ -21,7 +23,10 @@ import pytest
 
 from freshness_magic import faults
 from freshness_magic.engine import RunState
+from freshness_magic.engine.checkpoint import load_checkpoint
+from freshness_magic.engine.trace import Trace
 from freshness_magic.session import resume_run
+from tests.engine.runkit import trace_shape
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -86,12 +91,37 @@ def tool_windows(trace: list[tuple[str, str]]) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture(scope="module")
-def reference(tmp_path_factory: pytest.TempPathFactory) -> list[tuple[str, str]]:
-    """The writes of a whole run, in order (branches one at a time: the order is fixed)."""
+def reference_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The folder of a whole run, not killed (branches one at a time: the order is fixed)."""
     folder = tmp_path_factory.mktemp("reference")
     done = drive(folder, folder / "trace")
     assert done.returncode == 0 and done.stdout.strip() == "completed", done.stderr
-    return writes(folder / "trace")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def reference(reference_folder: Path) -> list[tuple[str, str]]:
+    """The writes of a whole run, in order."""
+    return writes(reference_folder / "trace")
+
+
+def traces_of(workdir: Path) -> list[Trace]:
+    """The traces of the one run in ``workdir``, as its checkpoint holds them."""
+    [run_dir] = (workdir / ".freshness" / "runs").iterdir()
+    data, _ = load_checkpoint(run_dir)
+    return [Trace.from_dict(t, data["run_id"]) for t in data["traces"]]
+
+
+def test_an_uninterrupted_run_traces_every_branch_node(reference_folder: Path) -> None:
+    traces = {t.node_id: t for t in traces_of(reference_folder)}
+    assert set(traces) == {"start", "fan", "a", "b", "b2", "join", "after", "done"}
+    fan = traces["fan"].step
+    assert [traces[n].within for n in ("a", "b", "b2")] == [fan, fan, fan]
+    assert traces["b2"].cause == traces["b"].step  # b's outcome led to b2 in its branch
+    assert {r.part: r.writer for r in traces["join"].reads} == {
+        "a": traces["a"].step,
+        "b": traces["b2"].step,  # a branch's result is its last node's
+    }
 
 
 def test_the_trace_sees_each_write_of_a_nodes_end(reference: list[tuple[str, str]]) -> None:
@@ -105,9 +135,10 @@ def test_the_trace_sees_each_write_of_a_nodes_end(reference: list[tuple[str, str
 
 @pytest.mark.slow
 def test_a_kill_between_any_two_writes_of_a_nodes_end_runs_no_journaled_node_again(
-    reference: list[tuple[str, str]], tmp_path: Path
+    reference: list[tuple[str, str]], reference_folder: Path, tmp_path: Path
 ) -> None:
     windows = tool_windows(reference)
+    uninterrupted = trace_shape(traces_of(reference_folder))
     first = windows["a"][0] + 1
     last = windows["after"][1] + 6
     # A kill at a tool's group id (the command started, running or not) is a kill while its
@@ -131,3 +162,5 @@ def test_a_kill_between_any_two_writes_of_a_nodes_end_runs_no_journaled_node_aga
         records = Counter(r["nodeId"] for r in log)
         assert records == Counter(run.completed_nodes), (kill_at, reference[kill_at - 1], records)
         assert all(n == 1 for n in records.values()), (kill_at, records)
+        # the same executions, steps, causes, reads and writers as a run never killed
+        assert trace_shape(run.traces) == uninterrupted, (kill_at, reference[kill_at - 1])

@@ -15,20 +15,12 @@ import pytest
 from freshness_magic.engine import RunState
 from freshness_magic.errors import RunError
 from freshness_magic.session import open_run, resume_run
+from tests.pipelines import gate_to_tools
 
-GATE = """digraph g {
-  start [shape=Mdiamond]
-  ask   [shape=hexagon, label="Go?"]
-  yes   [shape=parallelogram, tool_command="echo yes >> said.txt"]
-  no    [shape=parallelogram, tool_command="echo no >> said.txt"]
-  done  [shape=Msquare]
-  start -> ask
-  ask -> yes [label="[Y] Yes"]
-  ask -> no  [label="[N] No"]
-  yes -> done
-  no -> done
-}
-"""
+GATE = gate_to_tools(
+    "Go?",
+    {"[Y] Yes": ("yes", "echo yes >> said.txt"), "[N] No": ("no", "echo no >> said.txt")},
+)
 
 
 def state_files(run_dir: Path) -> dict[str, bytes]:

@@ -19,6 +19,7 @@ from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.freshness.extension import accept_changes
 from freshness_magic.session import default_extensions, open_run
+from tests.pipelines import one_tool
 from tests.processes import cli
 
 FAN_OUT = """
@@ -226,15 +227,9 @@ def test_retry_a_named_completed_node(tmp_path: Path) -> None:
     assert run.run().completed_nodes[-2:] == ["ship", "done"]
 
 
-BLOCKED = """
-digraph blocked {
-  start [shape=Mdiamond]
-  draft [shape=parallelogram, tool_command="cat spec.md", source_files="spec.md",
-         freshness="block"]
-  done  [shape=Msquare]
-  start -> draft -> done
-}
-"""
+BLOCKED = one_tool(
+    "cat spec.md", node="draft", name="blocked", more='source_files="spec.md", freshness="block"'
+)
 
 
 def test_accept_changed_inputs_then_retry_without_reset(tmp_path: Path) -> None:

@@ -16,24 +16,21 @@ import pytest
 from freshness_magic.atomicio import read_jsonl
 from freshness_magic.engine import Run, RunState
 from freshness_magic.errors import RunError
+from tests.pipelines import gate_to_tools
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
 ENV = {**os.environ, "PYTHONPATH": str(REPO)}
 
 WAIT_FOR_GO = "touch started; while [ ! -f go ]; do sleep 0.05; done"
-GATED = f"""digraph g {{
-  start [shape=Mdiamond]
-  gate [shape=hexagon, label="Go?"]
-  yes [shape=parallelogram, tool_command="{WAIT_FOR_GO}; echo yes >> ran.txt"]
-  no [shape=parallelogram, tool_command="{WAIT_FOR_GO}; echo no >> ran.txt"]
-  done [shape=Msquare]
-  start -> gate
-  gate -> yes [label="[Y] Yes"]
-  gate -> no [label="[N] No"]
-  yes -> done
-  no -> done
-}}"""
+GATED = gate_to_tools(
+    "Go?",
+    {
+        "[Y] Yes": ("yes", f"{WAIT_FOR_GO}; echo yes >> ran.txt"),
+        "[N] No": ("no", f"{WAIT_FOR_GO}; echo no >> ran.txt"),
+    },
+    node="gate",
+)
 
 
 def cli(*args: str, cwd: Path) -> subprocess.Popen[str]:

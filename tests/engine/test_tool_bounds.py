@@ -19,6 +19,7 @@ from freshness_magic.engine.handlers.tool import PGID_FILE, ToolHandler, reap_su
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.errors import RunError
+from tests.pipelines import one_tool
 from tests.processes import group_alive
 from tests.waiting import wait_until
 
@@ -156,12 +157,7 @@ def test_a_run_logs_the_streamed_output_of_its_tool(tmp_path: Path) -> None:
     from freshness_magic.engine.pipeline import load_pipeline
     from freshness_magic.engine.run import Run
 
-    source = """digraph p {
-      start [shape=Mdiamond]
-      loud [shape=parallelogram, tool_command="echo one; sleep 0.4; echo two >&2"]
-      done [shape=Msquare]
-      start -> loud -> done
-    }"""
+    source = one_tool("echo one; sleep 0.4; echo two >&2", node="loud")
     run = Run(load_pipeline(source), workdir=tmp_path)
     assert run.run().status == "completed"
     lines = (run.run_dir / "events.jsonl").read_text().splitlines()

@@ -32,6 +32,8 @@ FLOW = """digraph flow {
   c -> done
 }
 """
+A_THEN_B = """digraph d { start [shape=Mdiamond] a b done [shape=Msquare]
+        start -> a -> b -> done }"""
 
 
 SHARED_KEYS = ("context.*", None, None)
@@ -114,8 +116,7 @@ def test_a_custom_handler_s_reads_and_writes(tmp_path: Path) -> None:
 
     handler = Scripted({"a": [Outcome(context_updates={"seed": "x" * 500})], "b": [reader]})
     run = make_run(
-        """digraph d { start [shape=Mdiamond] a b done [shape=Msquare]
-        start -> a -> b -> done }""",
+        A_THEN_B,
         tmp_path,
         handler=handler,
     )
@@ -139,8 +140,7 @@ def test_reads_are_bounded(tmp_path: Path) -> None:
 
     handler = Scripted({"a": [Outcome(context_updates=updates)], "b": [many]})
     run = make_run(
-        """digraph d { start [shape=Mdiamond] a b done [shape=Msquare]
-        start -> a -> b -> done }""",
+        A_THEN_B,
         tmp_path,
         handler=handler,
     )
@@ -186,8 +186,7 @@ def test_traces_are_in_the_journal_and_survive_a_resume(tmp_path: Path) -> None:
 def test_a_retry_asked_for_by_a_person_has_no_cause(tmp_path: Path) -> None:
     handler = Scripted({"b": ["fail", "success"]})
     run = make_run(
-        """digraph d { start [shape=Mdiamond] a b done [shape=Msquare]
-        start -> a -> b -> done }""",
+        A_THEN_B,
         tmp_path,
         handler=handler,
     )

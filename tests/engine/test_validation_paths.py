@@ -16,6 +16,7 @@ from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
 from freshness_magic.engine.validation import Diagnostic, Severity, Validator
 from freshness_magic.errors import ValidationError
 from freshness_magic.lint import session_validator
+from tests.pipelines import rework_loop
 
 
 def lint(text: str, rule: str | None = None) -> list[Diagnostic]:
@@ -272,15 +273,9 @@ def test_a_loop_with_an_edge_out_is_not_endless(way_out: str) -> None:
 
 
 def test_a_rework_loop_through_a_gate_is_not_endless() -> None:
-    text = """digraph r {
-      start [shape=Mdiamond]
-      draft [prompt="d"]
-      ok [shape=hexagon, label="OK?"]
-      done [shape=Msquare]
-      start -> draft -> ok
-      ok -> done [label="[A] Approve"]
-      ok -> draft [label="[R] Rework"]
-    }"""
+    text = rework_loop(
+        'prompt="d"', gate="ok", label="OK?", choices=("[A] Approve", "[R] Rework"), name="r"
+    )
     assert lint(text, "endless_loop") == []
 
 

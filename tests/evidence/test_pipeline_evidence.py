@@ -28,6 +28,7 @@ from freshness_magic.evidence.summary import run_work_summaries, work_summary
 from freshness_magic.evidence.validator import EvidenceReadResult, ValidationResult
 from freshness_magic.session import open_run, resume_run
 from tests.evidence.gitutil import git
+from tests.pipelines import one_gate
 
 Action = Callable[[Path], None]
 
@@ -430,13 +431,7 @@ def test_mixed_pipeline(repo: Path) -> None:
 
 
 def test_gate_steps_are_recorded(repo: Path) -> None:
-    dot = """digraph gate {
-      start [shape=Mdiamond]
-      ask [shape=hexagon, label="Ship?"]
-      done [shape=Msquare]
-      start -> ask
-      ask -> done [label="[Y] Yes"]
-    }"""
+    dot = one_gate("Ship?", name="gate")
     run = start_run(repo, dot)
     assert run.run().state is RunState.WAITING
     run.answer("ask", "Y")
@@ -477,13 +472,7 @@ def test_extension_is_in_the_default_session(repo: Path) -> None:
 
 
 def test_resume_in_a_new_process_keeps_one_log(repo: Path) -> None:
-    dot = """digraph gate {
-      start [shape=Mdiamond]
-      ask [shape=hexagon, label="Ship?"]
-      done [shape=Msquare]
-      start -> ask
-      ask -> done [label="[Y] Yes"]
-    }"""
+    dot = one_gate("Ship?", name="gate")
     first = start_run(repo, dot)
     first.run()
     resumed = resume_run(first.run_dir)

@@ -12,6 +12,7 @@ from freshness_magic.engine.marks import Mark, MarkKind
 from freshness_magic.engine.run import Run
 from freshness_magic.freshness.extension import run_marks
 from freshness_magic.session import open_run
+from tests.pipelines import rework_loop
 
 DOCS = """digraph docs {
   start      [shape=Mdiamond]
@@ -177,16 +178,7 @@ def test_a_retry_of_an_earlier_node_marks_what_read_its_old_result(tmp_path: Pat
     assert marked(run) == (set(), {"b", "c"})
 
 
-GATE_LOOP = """digraph review {
-  start   [shape=Mdiamond]
-  draft   [prompt="Draft it; last answer: {human.gate.label}"]
-  approve [shape=hexagon, label="Ship it?"]
-  done    [shape=Msquare]
-  start -> draft -> approve
-  approve -> done  [label="[Y] Yes"]
-  approve -> draft [label="[N] No, redo"]
-}
-"""
+GATE_LOOP = rework_loop('prompt="Draft it; last answer: {human.gate.label}"')
 
 
 def test_a_gate_loop_marks_nothing(tmp_path: Path) -> None:

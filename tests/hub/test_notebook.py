@@ -46,15 +46,15 @@ def test_hub_magics_and_live_refresh_without_running_a_cell(
     pipeline = shell.user_ns["review"]
     pipeline.step()
     pipeline.step()
-    assert "code" not in pipeline.stale
+    assert "code" not in pipeline.view.stale
     assert "caught up" in shell.run_line_magic("pipeline", "hub start").text
     hub = magics.hub_handler
     assert isinstance(hub, NotebookHub) and hub_dir.resolve() in hub.subscriptions
     query = shell.run_line_magic("pipeline", "hub query src/auth.py:login").text
     assert "def login(user, pw):" in query
     write(hub_dir, "src/auth.py", "def login(user):\n    return user\n")
-    wait_until(lambda: "code" in pipeline.stale, "the widget state to turn stale")
-    assert [f.path for f in pipeline.stale["code"].files] == ["src/auth.py"]
+    wait_until(lambda: "code" in pipeline.view.stale, "the widget state to turn stale")
+    assert [f.path for f in pipeline.view.stale["code"].files] == ["src/auth.py"]
     assert hub_symbol_lines(pipeline.current_run, "code") == [
         "src/auth.py: helper() removed; login() signature changed; login() body changed; "
         "login() docstring changed (first indexed by the hub after that point; earlier changes "

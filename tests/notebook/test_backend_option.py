@@ -36,10 +36,10 @@ def test_config_backend_streams_into_the_node_details(
     shell.run_line_magic("config", f"PipelineMagics.backend = {spec!r}")
     try:
         pipeline = shell.run_cell_magic("pipeline", f"review --workdir {tmp_path}", PIPELINE)
-        assert pipeline.backend_name == spec
+        assert pipeline.view.backend_name == spec
         shell.run_line_magic("pipeline", "run")
-        assert pipeline.state_name == "completed"
-        details = pipeline.details("draft")
+        assert pipeline.view.state_name == "completed"
+        details = pipeline.view.details("draft")
         assert details["response"] == "reviewed: the login fix looks right"
         assert "Ship the login fix" in details["prompt"]
         streamed = [

@@ -77,5 +77,5 @@ def test_a_cell_node_after_a_gate_answered_on_the_command_line_waits_for_the_not
     assert "more" not in after["completed_nodes"]  # type: ignore[operator]
 
     shell.run_line_magic("pipeline", "resume")
-    assert "completed" in shell.user_ns["fp"].status_line()
+    assert "completed" in shell.user_ns["fp"].view.status_line()
     assert (run_dir / "nodes" / "more" / "cell_output.txt").read_text() == "more\n"

@@ -42,7 +42,7 @@ def test_cond_from_a_node_reads_the_context_that_node_saw(
     shell: InteractiveShell, tmp_path: Path
 ) -> None:
     pipeline = release(shell, tmp_path)
-    run = pipeline.live_run  # type: ignore[attr-defined]
+    run = pipeline.view.live_run
     assert run.context["tool.output"] == "## 1.3.0"  # the latest tool's, not route's
     said = cond(shell, '"context.tool.output=minor" --from route').splitlines()
     assert said[0] == "in the context after route ran (step 2)"
@@ -51,7 +51,7 @@ def test_cond_from_a_node_reads_the_context_that_node_saw(
     # without --from: the live context, as before
     assert cond(shell, '"context.tool.output=minor"').splitlines()[0] == "result: false"
     # the playground asks the same way, and highlights the edge routing took from route
-    answer = pipeline.explain("context.tool.output=minor", "route", infer_node=True)  # type: ignore[attr-defined]
+    answer = pipeline.view.explain("context.tool.output=minor", "route", infer_node=True)
     assert answer.step == 2 and answer.edge is not None
     assert (answer.edge.source, answer.edge.target) == ("route", "minor_notes")
 
@@ -60,7 +60,7 @@ def test_cond_step_reads_an_earlier_execution(shell: InteractiveShell, tmp_path:
     pipeline = release(shell, tmp_path)
     (tmp_path / "RELEASE_KIND").write_text("major\n")
     shell.run_line_magic("pipeline", "retry route")  # route again: major this time
-    run = pipeline.live_run  # type: ignore[attr-defined]
+    run = pipeline.view.live_run
     steps = [t.step for t in run.traces if t.node_id == "route"]
     assert len(steps) == 2
     latest = cond(shell, '"context.tool.output=major" --from route').splitlines()
@@ -94,9 +94,9 @@ def test_the_details_panel_shows_what_an_execution_read_and_wrote(
     (tmp_path / "RELEASE_KIND").write_text("minor\n")
     pipeline = shell.run_cell_magic("pipeline", f"release --workdir {tmp_path}", dot)
     shell.run_line_magic("pipeline", "run")
-    details = pipeline.details("notes")
+    details = pipeline.view.details("notes")
     assert details["execution"] == "step 4 (success)"
     assert details["read"] == ["tool.output = '## 1.3.0', from minor_notes (step 3)"]
     assert "last_stage = 'notes'" in details["wrote"]
-    assert pipeline.details("route")["read"] == ["nothing from the context"]
-    assert "execution" not in pipeline.details("major_notes")
+    assert pipeline.view.details("route")["read"] == ["nothing from the context"]
+    assert "execution" not in pipeline.view.details("major_notes")

@@ -42,7 +42,7 @@ def test_keep_run_carries_the_live_run_over_to_the_edited_cell(
     assert "edited: draft (its definition changed: prompt)" in said
     assert Path(pipeline.current_run.run_dir) == run_dir
     assert pipeline.current_run.state.value == "waiting"
-    assert set(pipeline.outcomes()) >= {"start", "lint", "draft"}
+    assert set(pipeline.view.outcomes()) >= {"start", "lint", "draft"}
     assert pipeline.current_run.graph.nodes["draft"].prompt.startswith(
         "Summarise the change briefly"
     )
@@ -55,7 +55,7 @@ def test_an_edited_reload_offers_the_run_and_the_banner_keeps_it(
 ) -> None:
     run_dir = waiting(shell, workdir)
     pipeline = load_review(shell, workdir, EDITED)
-    banner = pipeline.banner()
+    banner = pipeline.view.banner()
     assert banner is not None and banner.kind is BannerKind.KEEP_RUN
     assert "%pipeline keep" in banner.full_text
     result = shell.run_line_magic("pipeline", "keep")
@@ -87,7 +87,7 @@ def test_reuse_on_a_stepping_magic_takes_unchanged_nodes(
     shell.run_line_magic("pipeline", "reset")
     result = shell.run_line_magic("pipeline", "run --reuse")
     pipeline = shell.user_ns["review"]
-    assert "draft" in pipeline.outcomes()
-    assert pipeline.outcomes()["draft"].reused_from is not None, result.text
+    assert "draft" in pipeline.view.outcomes()
+    assert pipeline.view.outcomes()["draft"].reused_from is not None, result.text
     status = shell.run_line_magic("pipeline", "status")
     assert "reused (from run" in status.text

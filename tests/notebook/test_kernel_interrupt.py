@@ -7,17 +7,14 @@ The interrupt now does what the view's Stop does, and a cell's Ctrl-C is as befo
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
 from jupyter_client.blocking.client import BlockingKernelClient
-from jupyter_client.manager import KernelManager, start_new_kernel
+from jupyter_client.manager import KernelManager
 
+from tests.kernels import execute as ok
 from tests.pipelines import SLOW_TOOL
 from tests.processes import group_alive
-from tests.test_cli_kernel_lock import ENV
-from tests.test_cli_kernel_lock import execute as ok
 from tests.waiting import wait_until
 
 HANDLER_BETWEEN_MESSAGES = """
@@ -25,16 +22,6 @@ import asyncio, signal
 between = []
 asyncio.get_running_loop().call_soon(lambda: between.append(signal.getsignal(signal.SIGINT)))
 """
-
-
-@pytest.fixture
-def kernel(tmp_path: Path) -> Iterator[tuple[KernelManager, BlockingKernelClient]]:
-    manager, client = start_new_kernel(kernel_name="python3", cwd=str(tmp_path), env=ENV)
-    try:
-        yield manager, client
-    finally:
-        client.stop_channels()
-        manager.shutdown_kernel(now=True)
 
 
 def test_kernel_interrupt_stops_the_views_run_and_cells_are_interrupted_as_before(
@@ -51,7 +38,7 @@ def test_kernel_interrupt_stops_the_views_run_and_cells_are_interrupted_as_befor
     manager.interrupt_kernel()
     wait_until(lambda: not group_alive(pgid), "the tool stops on the kernel's interrupt")
     ok(client, "slow.widget.wait(30)")
-    assert "paused" in ok(client, "print(slow.status_line())")
+    assert "paused" in ok(client, "print(slow.view.status_line())")
     assert not (tmp_path / "work.log").exists()
 
     ok(client, HANDLER_BETWEEN_MESSAGES)

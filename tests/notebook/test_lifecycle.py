@@ -48,8 +48,8 @@ def test_reload_offers_the_unfinished_run_and_resume_reopens_it(
     run_id = first.current_run.run_id
     del shell.user_ns["review"]  # what a kernel restart leaves: nothing in memory
     again = load_review(shell, workdir)
-    assert again.resume_offer is not None
-    assert again.resume_offer.where == "approve" and again.resume_offer.state == "waiting"
+    assert again.view.resume_offer is not None
+    assert again.view.resume_offer.where == "approve" and again.view.resume_offer.state == "waiting"
     assert plain(again).splitlines()[-1] == (
         f"an unfinished run of review ({run_id}) waits at approve: "
         "%pipeline resume reopens it, %pipeline reset starts a new one"
@@ -59,9 +59,9 @@ def test_reload_offers_the_unfinished_run_and_resume_reopens_it(
     out = line(shell, "resume approve --choice Y").text.splitlines()  # reopens it, answers
     assert out[0] == f"resumed run {run_id}" and out[1].startswith("step: approve -> success")
     assert out[-1] == "run: 2 step(s); completed"
-    assert again.resume_offer is None and again.current_run.run_id == run_id
+    assert again.view.resume_offer is None and again.current_run.run_id == run_id
     del shell.user_ns["review"]
-    assert load_review(shell, workdir).resume_offer is None  # finished runs are not offered
+    assert load_review(shell, workdir).view.resume_offer is None  # finished runs are not offered
 
 
 def test_choice_alone_after_a_restart_answers_the_gate_the_run_on_disk_waits_at(
@@ -92,7 +92,7 @@ def test_a_run_that_failed_at_a_node_is_offered_after_a_restart_and_retried(
     with pytest.raises(UsageError, match="after a kernel restart, run that cell again"):
         shell.run_line_magic("pipeline", "status")
     again = load_review(shell, workdir, failing)
-    assert again.resume_offer is not None and again.resume_offer.state == "failed"
+    assert again.view.resume_offer is not None and again.view.resume_offer.state == "failed"
     assert plain(again).splitlines()[-1] == (
         f"the last run of review ({run_id}) failed at lint: %pipeline resume reopens it to "
         "retry, %pipeline reset starts a new one"
@@ -102,7 +102,7 @@ def test_a_run_that_failed_at_a_node_is_offered_after_a_restart_and_retried(
     said = line(shell, "resume").text.splitlines()
     assert said[0] == f"resumed run {run_id}" and said[-1] == "%pipeline retry runs it again"
     assert said[-2].startswith("failed: node 'lint' failed")
-    assert again.current_run.run_id == run_id and again.resume_offer is None
+    assert again.current_run.run_id == run_id and again.view.resume_offer is None
     (workdir / "fixed").write_text("")
     retried = line(shell, "retry").text
     assert retried.startswith("step: lint -> success") and retried.endswith("waiting")
@@ -167,11 +167,11 @@ def test_a_run_of_a_cell_is_offered_from_a_file_without_the_final_newline(
     path = workdir / "review.dot"
     path.write_text(body)
     again = shell.run_line_magic("pipeline", f"load {path} --workdir {workdir}")
-    assert again.resume_offer is not None and again.resume_offer.run_dir.name == run_id
+    assert again.view.resume_offer is not None and again.view.resume_offer.run_dir.name == run_id
     assert line(shell, "resume").text.startswith(f"resumed run {run_id}\npipeline review: waiting")
     path.write_text(REVIEW_DOT.replace("Ship the login fix", "Ship the logout fix"))
     del shell.user_ns["review"]
-    edited = shell.run_line_magic("pipeline", f"load {path} --workdir {workdir}").resume_offer
+    edited = shell.run_line_magic("pipeline", f"load {path} --workdir {workdir}").view.resume_offer
     assert edited is not None and edited.edited  # offered to carry over, not to resume as is
 
 
@@ -181,10 +181,10 @@ def test_start_new_declines_the_offer(shell: InteractiveShell, workdir: Path):
     old_dir = first.current_run.run_dir
     del shell.user_ns["review"]
     again = load_review(shell, workdir)
-    assert again.resume_offer is not None
+    assert again.view.resume_offer is not None
     again.start_new()
-    assert again.resume_offer is None and again.current_run.run_dir != old_dir
-    assert again.state_name == "paused" or again.state_name == "ready"
+    assert again.view.resume_offer is None and again.current_run.run_dir != old_dir
+    assert again.view.state_name == "paused" or again.view.state_name == "ready"
 
 
 WIDE_DOT = """digraph wide {
@@ -210,7 +210,7 @@ def test_the_offer_is_the_newest_run_as_its_journal_says(shell: InteractiveShell
     older_dir = older.current_run.run_dir
     del shell.user_ns["wide"]
     newer = shell.run_cell_magic("pipeline", f"wide --workdir {workdir}", WIDE_DOT)
-    assert newer.resume_offer is not None and newer.resume_offer.run_dir == older_dir
+    assert newer.view.resume_offer is not None and newer.view.resume_offer.run_dir == older_dir
     newer.start_new()
     for _ in range(3):
         line(shell, "step")
@@ -219,8 +219,11 @@ def test_the_offer_is_the_newest_run_as_its_journal_says(shell: InteractiveShell
     newer_run = newer.current_run
     del shell.user_ns["wide"]
     again = shell.run_cell_magic("pipeline", f"wide --workdir {workdir}", WIDE_DOT)
-    assert again.resume_offer is not None
-    assert (again.resume_offer.run_dir, again.resume_offer.where) == (newer_run.run_dir, "c")
+    assert again.view.resume_offer is not None
+    assert (again.view.resume_offer.run_dir, again.view.resume_offer.where) == (
+        newer_run.run_dir,
+        "c",
+    )
     assert line(shell, "resume").text.startswith(f"resumed run {newer_run.run_id}")
 
 
@@ -252,16 +255,18 @@ def test_a_replaced_pipeline_refuses_every_action(shell: InteractiveShell, workd
     old_run = old_dir.name
     assert driven_from_elsewhere(old_dir)  # this kernel holds it while it drives
     seen: list[object] = []
-    old.subscribe(seen.append)
+    old.live.subscribe(seen.append)
     new = load_review(shell, workdir)
-    assert old.superseded and not new.superseded and seen
+    assert old.view.superseded and not new.view.superseded and seen
     assert not driven_from_elsewhere(old_dir)  # released: the CLI may drive it now
     for action in (old.step, old.run_to, lambda: old.resume("approve", "Y"), old.reset):
         with pytest.raises(UsageError, match=r"^this view was replaced by a newer load of review$"):
             action()
     assert plain(old).splitlines()[-1] == "this view was replaced by a newer load of review"
     assert [row.split()[1] for row in line(shell, "list").text.splitlines()[1:]] == ["review"]
-    assert new.resume_offer is not None and new.resume_offer.where == "approve"  # the old run
+    assert (
+        new.view.resume_offer is not None and new.view.resume_offer.where == "approve"
+    )  # the old run
     assert line(shell, "step").text.splitlines() == [
         f"note: started a new run; {old_run} stays on disk",
         "step: start -> success; next: lint",
@@ -271,15 +276,15 @@ def test_a_replaced_pipeline_refuses_every_action(shell: InteractiveShell, workd
 def test_pipelines_survive_reload_ext(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     line(shell, "step")
-    assert pipeline.watching
+    assert pipeline.live.watching
     shell.run_line_magic("reload_ext", "freshness_magic")
     assert line(shell, "list").text.splitlines()[1].split()[:2] == ["*", "review"]
     assert line(shell, "step").text == "step: lint -> success; next: draft"
-    assert pipeline.watching
+    assert pipeline.live.watching
     shell.run_line_magic("unload_ext", "freshness_magic")
-    assert not pipeline.watching  # unloading stops the background work
+    assert not pipeline.live.watching  # unloading stops the background work
     shell.run_line_magic("load_ext", "freshness_magic")
-    assert pipeline.watching
+    assert pipeline.live.watching
 
 
 def test_cell_refuses_to_replace_a_variable_that_is_not_a_pipeline(
@@ -341,20 +346,20 @@ def test_backend_and_executor_options_reach_the_run_opened_next(
     shell.run_line_magic("config", 'PipelineMagics.executor = "local"')
     assert magics.executor == "local"
     pipeline = load_review(shell, workdir)
-    assert pipeline.run_options["executor"] == "local"
+    assert pipeline.live.run_options["executor"] == "local"
     with pytest.raises(UsageError, match="executor 'local-test' is not known"):
         shell.run_line_magic("pipeline", "step --backend simulated --executor local-test")
-    assert pipeline.run_options == {"executor": "local"}  # a refused spec is not kept
+    assert pipeline.live.run_options == {"executor": "local"}  # a refused spec is not kept
     with pytest.raises(UsageError, match=r"unknown backend 'simulatd' \(did you mean 'simulated'"):
         shell.run_line_magic("pipeline", "step --backend simulatd")
     line(shell, "reset")
-    assert pipeline.run_options == {"executor": "local"}
+    assert pipeline.live.run_options == {"executor": "local"}
     shell.run_line_magic("config", 'PipelineMagics.executor = ""')
     line(shell, "step --backend simulated")
-    assert pipeline.run_options == {"executor": "local", "backend": "simulated"}
+    assert pipeline.live.run_options == {"executor": "local", "backend": "simulated"}
     with pytest.raises(UsageError, match=r"unknown backend 'other'"):  # begun: reopened with it
         shell.run_line_magic("pipeline", "run --backend other")
-    assert pipeline.run_options == {"executor": "local", "backend": "simulated"}
+    assert pipeline.live.run_options == {"executor": "local", "backend": "simulated"}
 
 
 MODEL_DOT = """digraph model {
@@ -417,7 +422,7 @@ def test_the_configured_backend_reaches_the_run_a_reset_opened(
     pipeline = shell.run_cell_magic("pipeline", f"model --workdir {workdir}", MODEL_DOT)
     shell.run_cell_magic("node", "done", "pass\n")  # a %%node cell: its own handler registry
     line(shell, f"run --backend {shlex.quote(DEAD_BACKEND)}")
-    assert pipeline.state_name == "failed"
+    assert pipeline.view.state_name == "failed"
     line(shell, "reset")
     shell.run_line_magic("config", 'PipelineMagics.backend = "simulated"')
     assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
@@ -444,26 +449,26 @@ def test_a_run_that_has_begun_goes_on_with_the_backend_an_action_names(
 def test_an_input_saved_while_idle_turns_its_node_stale(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     line(shell, "run --to approve")
-    assert pipeline.watching
+    assert pipeline.live.watching
     updates: list[object] = []
-    pipeline.subscribe(updates.append)
+    pipeline.live.subscribe(updates.append)
     (workdir / "src" / "login.py").write_text("def login():\n    return False\n")  # no cell runs
     wait_until(
-        lambda: pipeline.views()["lint"].state is NodeState.STALE,
+        lambda: pipeline.view.views()["lint"].state is NodeState.STALE,
         "the watcher marks lint stale",
     )
-    assert pipeline.views()["lint"].stale is StaleKind.RUN
-    assert pipeline.views()["draft"].state is NodeState.OUTDATED
-    assert pipeline.views()["draft"].why == (
+    assert pipeline.view.views()["lint"].stale is StaleKind.RUN
+    assert pipeline.view.views()["draft"].state is NodeState.OUTDATED
+    assert pipeline.view.views()["draft"].why == (
         "`draft` read `tool.output` of `lint` (step 2), whose input `src/login.py` changed"
     )
     assert updates
     pipeline.reset()
-    assert not pipeline.watching  # the run was left; nothing ran since
+    assert not pipeline.live.watching  # the run was left; nothing ran since
     line(shell, "step")
-    assert pipeline.watching  # a new run, watched again
+    assert pipeline.live.watching  # a new run, watched again
     pipeline.close()
-    assert not pipeline.watching
+    assert not pipeline.live.watching
 
 
 def test_why_of_a_gate_waiting_again_names_its_last_visit(shell: InteractiveShell, workdir: Path):
@@ -487,19 +492,19 @@ def test_a_reset_offers_the_run_it_left_and_resume_goes_back(
     line(shell, "run")
     left = pipeline.current_run.run_dir
     line(shell, "reset")
-    banner = pipeline.banner()
+    banner = pipeline.view.banner()
     assert banner is not None and banner.kind is BannerKind.RESUME and banner.node == "approve"
     assert banner.text == f"an unfinished run of review ({left.name}) waits at approve"
     assert banner.way == "%pipeline resume reopens it, %pipeline reset starts a new one"
     assert banner.full_text == f"{banner.text}: {banner.way}"  # where there are no buttons
-    assert pipeline.views()["approve"].state is NodeState.PENDING
+    assert pipeline.view.views()["approve"].state is NodeState.PENDING
     back = line(shell, "resume").text.splitlines()
     assert back[0] == f"resumed run {left.name}" and pipeline.current_run.run_dir == left
-    assert pipeline.pending_gate() is not None
+    assert pipeline.view.pending_gate() is not None
     done = line(shell, "resume approve --choice Y").text.splitlines()
     assert done[-1] == "run: 2 step(s); completed"
     assert line(shell, "reset").text.startswith("reset: a new run starts at the beginning")
-    assert pipeline.banner() is None  # a completed run is not offered
+    assert pipeline.view.banner() is None  # a completed run is not offered
 
 
 def test_resume_goes_on_from_where_the_open_run_stopped(shell: InteractiveShell, workdir: Path):
@@ -611,7 +616,7 @@ def test_a_tool_a_killed_driver_left_running_is_named_and_a_new_run_stops_it(
     driver.wait(timeout=30)
     try:
         pipeline = shell.run_cell_magic("pipeline", f"slow --workdir {workdir}", SLOW_TOOL)
-        offer = pipeline.resume_offer
+        offer = pipeline.view.resume_offer
         assert offer is not None
         assert offer.headline("slow").endswith(
             f"is paused at work; the tool of node 'work' (process group {pgid}) still runs, "
@@ -646,9 +651,11 @@ def test_a_pipeline_hidden_by_del_is_replaced_too_and_its_view_cannot_act(
     old_view = old.widget
     del shell.user_ns["review"]
     new = shell.run_cell_magic("pipeline", f"review --resume --workdir {workdir}", REVIEW_DOT)
-    assert old.superseded and old_view.note == "this view was replaced by a newer load of review"
+    assert (
+        old.view.superseded and old_view.note == "this view was replaced by a newer load of review"
+    )
     line(shell, "resume approve --choice Y")
-    assert new.status_line().startswith("pipeline review: completed")
+    assert new.view.status_line().startswith("pipeline review: completed")
     run_dir = Path(new.current_run.run_dir)
     journal = (run_dir / "journal.jsonl").read_bytes()
     with pytest.raises(RunError, match="replaced by a newer load of review"):
@@ -669,21 +676,21 @@ def test_after_a_restart_the_view_and_status_show_the_offered_run_as_it_waits(
     assert again.live.live_run is None  # nothing opened yet: only drawn from disk
     status = line(shell, "status").text.splitlines()
     assert status[0] == "pipeline review: waiting · waiting at approve · 3/5 nodes run", status
-    views = again.views()
+    views = again.view.views()
     assert (
         views["lint"].state is NodeState.SUCCEEDED and views["draft"].state is NodeState.SUCCEEDED
     )
     assert views["approve"].state is NodeState.WAITING and views["done"].state is NodeState.PENDING
-    frame = again.frame()  # what the widget and the saved notebook draw
+    frame = again.view.frame()  # what the widget and the saved notebook draw
     assert (frame.state_name, frame.next_node, frame.nodes_run) == ("waiting", "approve", 3)
     assert frame.gate is None  # the gate's panel comes with Resume, which opens the run
     assert frame.views["approve"].state is NodeState.WAITING
     assert line(shell, "resume approve --choice Y").text.splitlines()[-1].endswith("completed")
-    assert again.views()["done"].state is NodeState.SUCCEEDED
+    assert again.view.views()["done"].state is NodeState.SUCCEEDED
     del shell.user_ns["review"]
     finished = load_review(shell, workdir)  # a completed run is not offered, nor drawn
     assert line(shell, "status").text.splitlines()[0].startswith("pipeline review: ready")
-    assert finished.views()["lint"].state is NodeState.PENDING
+    assert finished.view.views()["lint"].state is NodeState.PENDING
 
 
 def test_a_reset_after_a_restart_draws_the_start_again(shell: InteractiveShell, workdir: Path):
@@ -693,10 +700,10 @@ def test_a_reset_after_a_restart_draws_the_start_again(shell: InteractiveShell, 
     line(shell, "run")
     del shell.user_ns["review"]  # a kernel restart
     again = load_review(shell, workdir)
-    assert again.views()["approve"].state is NodeState.WAITING
+    assert again.view.views()["approve"].state is NodeState.WAITING
     line(shell, "reset")
     assert line(shell, "status").text.splitlines()[0].startswith("pipeline review: ready")
-    assert again.views()["lint"].state is NodeState.PENDING
+    assert again.view.views()["lint"].state is NodeState.PENDING
 
 
 def test_a_run_driven_from_a_cell_says_running_between_its_nodes(
@@ -706,7 +713,7 @@ def test_a_run_driven_from_a_cell_says_running_between_its_nodes(
     showed "paused · next: X" between nodes); where it stops it says so: paused, waiting."""
     review = load_review(shell, workdir)
     seen: list[str] = []
-    review.live.subscribe(lambda event: seen.append(review.status_line()))
+    review.live.subscribe(lambda event: seen.append(review.view.status_line()))
     line(shell, "run --to draft")
     assert seen[-1].startswith("pipeline review: paused · next: draft")
     assert any(": running" in said for said in seen[:-1]), seen  # (the first: ready, opening)

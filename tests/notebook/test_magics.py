@@ -17,6 +17,7 @@ from freshness_magic.notebook.pipeline import Pipeline
 from freshness_magic.views.state import NodeState
 from freshness_magic.views.text import TextResult
 from tests.notebook.conftest import REVIEW_DOT, load_review
+from tests.pipelines import one_step
 
 
 def line(shell: InteractiveShell, text: str) -> TextResult:
@@ -205,7 +206,7 @@ def test_run_max_steps_and_reset(shell: InteractiveShell, workdir: Path):
         "%pipeline resume goes back to it",
         "pipeline review: ready · next: start · 0/5 nodes run",
     ]
-    assert pipeline.outcomes() == {}
+    assert pipeline.view.outcomes() == {}
     assert line(shell, "reset").text.startswith("reset: a new run starts at the beginning")
     assert pipeline.current_run.run_dir != first_dir
 
@@ -239,7 +240,7 @@ def test_resume_of_a_gate_without_a_choice_gives_the_lines_that_answer_it(
         "  [Y] Yes -> done:        %pipeline resume approve --choice Y --comment 'looks good'",
         "  [N] No, redo -> draft:  %pipeline resume approve --choice N --comment 'looks good'",
     ]
-    assert pipeline.pending_gate() is not None  # still waiting
+    assert pipeline.view.pending_gate() is not None  # still waiting
     pasted = said[1].split(":", 1)[1].strip()
     assert pasted.startswith("%pipeline ")
     out = line(shell, pasted.removeprefix("%pipeline ")).text
@@ -287,7 +288,7 @@ def test_a_misspelt_node_name_suggests_the_likely_node(shell: InteractiveShell, 
         shell.run_cell_magic("node", "dnoe", "pass\n")
     assert str(refused.value) == "%%node: no node 'dnoe' (did you mean 'done'?)"
     with pytest.raises(RunError, match=r"^no node 'lnit' \(did you mean 'lint'\?\)$"):
-        pipeline.details("lnit")  # what the widget's details and the Python calls say
+        pipeline.view.details("lnit")  # what the widget's details and the Python calls say
 
 
 def test_help_is_returned_as_text(shell: InteractiveShell):
@@ -403,10 +404,10 @@ def test_a_big_change_is_named_briefly_in_why_and_the_details_panel(
     for i in range(150):
         (workdir / "src" / f"gen{i:03d}.py").write_text(f"x = {i}\n")
     shell.run_cell("edited = True")  # the post_execute hook re-checks
-    why = pipeline.views()["lint"].why
+    why = pipeline.view.views()["lint"].why
     first = ", ".join(f"src/gen{i:03d}.py (added)" for i in range(10))
     assert why == f"inputs changed since it ran: {first} (+140 more)"
-    listed = pipeline.details("lint")["stale_files"]
+    listed = pipeline.view.details("lint")["stale_files"]
     assert len(listed) == 101 and listed[99] == "src/gen099.py (added)"
     where = f"all of them: freshness-magic check {pipeline.current_run.run_dir}"
     assert listed[100] == f"… and 50 more ({where})"
@@ -448,7 +449,7 @@ def test_a_node_held_back_by_block_says_so_and_how_to_go_on_in_the_notebook(
         "starts a new run"
     )
     assert "no edge condition matched" not in out
-    banner = pipeline.banner()
+    banner = pipeline.view.banner()
     assert banner is not None and banner.text == said and banner.node == "lint"
     assert f"failed: {said}" in line(shell, "status").text
     why = line(shell, "why lint").text.splitlines()
@@ -517,13 +518,7 @@ def test_hub_handler_is_created_once_and_replaceable(
     assert seen == [["query", "src/a.py", "--x"]]
 
 
-NODE_DOT = """digraph cells {
-  start [shape=Mdiamond]
-  work  [label="Work"]
-  done  [shape=Msquare]
-  start -> work -> done
-}
-"""
+NODE_DOT = one_step('label="Work"', name="cells")
 
 
 def test_node_cell_success_writes_context(shell: InteractiveShell, workdir: Path):
@@ -541,11 +536,11 @@ def test_node_cell_fail_outcome(shell: InteractiveShell, workdir: Path):
     pipeline = shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", NODE_DOT)
     shell.run_cell_magic("node", "work", "outcome = 'fail'\n")
     out = line(shell, "run").text
-    assert pipeline.state_name == "failed"
+    assert pipeline.view.state_name == "failed"
     assert line(shell, "status").text.splitlines()[-1].startswith("failed: node 'work' failed")
     assert "step: work -> fail (%%node work set outcome=fail)" in out
     assert "work   failed     %%node work set outcome=fail" in line(shell, "status").text
-    assert pipeline.outcomes()["work"].failure_reason == "%%node work set outcome=fail"
+    assert pipeline.view.outcomes()["work"].failure_reason == "%%node work set outcome=fail"
 
 
 def test_node_cell_exception_is_fail_with_its_line_and_the_traceback_in_the_output(
@@ -560,10 +555,10 @@ def test_node_cell_exception_is_fail_with_its_line_and_the_traceback_in_the_outp
     reason = "ValueError: boom at work (cell line 3)"
     assert f"step: work -> fail ({reason})" in out
     assert out[-1].startswith(f"run: 2 step(s); failed: node 'work' failed ({reason})")
-    outcome = pipeline.outcomes()["work"]
+    outcome = pipeline.view.outcomes()["work"]
     assert outcome.status.value == "fail" and outcome.failure_reason == reason
     assert "cells.py" not in line(shell, "status").text
-    output = pipeline.details("work")["output"]
+    output = pipeline.view.details("work")["output"]
     assert output.startswith('Traceback (most recent call last):\n  File "<%%node work>"')
     assert "    raise ValueError('boom at work')\n" in output
     assert output.endswith("ValueError: boom at work\n") and "cells.py" not in output
@@ -654,7 +649,7 @@ def test_post_execute_refreshes_stale_markers_and_accept_clears(
     )
     why = line(shell, "why lint").text
     assert why.splitlines()[0] == "lint: stale(run)"
-    views = pipeline.views()
+    views = pipeline.view.views()
     assert views["lint"].stale.value == "run"
     widget = pipeline.widget
     assert widget.states[widget.graph["nodes"].index("lint")] == "T"  # stale since it ran
@@ -677,8 +672,8 @@ def test_a_node_whose_freshness_is_ignored_is_never_shown_stale_nor_makes_others
     (workdir / "src" / "login.py").write_text("changed\n")
     (workdir / "docs" / "spec.md").write_text("changed\n")
     shell.run_cell("edited = True")  # the post_execute hook re-checks
-    assert dict(pipeline.stale) == {}
-    views = pipeline.views()
+    assert dict(pipeline.view.stale) == {}
+    views = pipeline.view.views()
     assert (
         views["lint"].state is NodeState.SUCCEEDED and views["draft"].state is NodeState.SUCCEEDED
     )
@@ -709,10 +704,10 @@ def test_auto_refresh_off_skips_the_post_execute_check(shell: InteractiveShell, 
     shell.run_line_magic("config", "PipelineMagics.auto_refresh = False")
     (workdir / "src" / "login.py").write_text("changed\n")
     shell.run_cell("x = 1")
-    assert dict(shell.user_ns["review"].stale) == {}
+    assert dict(shell.user_ns["review"].view.stale) == {}
     shell.run_line_magic("config", "PipelineMagics.auto_refresh = True")
     shell.run_cell("x = 2")
-    assert set(shell.user_ns["review"].stale) == {"lint"}
+    assert set(shell.user_ns["review"].view.stale) == {"lint"}
 
 
 def test_status_and_why_recheck_inputs_before_answering(shell: InteractiveShell, workdir: Path):
@@ -747,10 +742,10 @@ def test_accept_without_node_clears_nodes_stale_since_they_ran(
     line(shell, "run --to approve")
     (workdir / "src" / "login.py").write_text("changed\n")
     shell.run_cell("x = 1")
-    assert set(shell.user_ns["review"].stale) == {"lint"}
+    assert set(shell.user_ns["review"].view.stale) == {"lint"}
     text = line(shell, "accept").text
     assert "src/login.py" in text
-    assert dict(shell.user_ns["review"].stale) == {}
+    assert dict(shell.user_ns["review"].view.stale) == {}
 
 
 def test_pending_node_stale_since_baseline(shell: InteractiveShell, workdir: Path):
@@ -784,7 +779,7 @@ def test_resume_from_checkpoint_on_disk(shell: InteractiveShell, workdir: Path):
     restored = shell.run_cell_magic("pipeline", f"review --workdir {workdir} --resume", REVIEW_DOT)
     assert restored is not first and shell.user_ns["review"] is restored
     assert restored.current_run.run_dir == run_dir
-    assert restored.state_name == "waiting"
+    assert restored.view.state_name == "waiting"
     assert plain(restored).splitlines()[0].startswith("pipeline review: waiting · waiting at")
     out = line(shell, "resume approve --choice Yes").text
     assert out.splitlines()[-1] == "run: 2 step(s); completed"

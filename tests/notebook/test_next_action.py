@@ -36,7 +36,7 @@ def test_the_status_line_counts_stale_and_outdated_nodes(
     assert status[0] == (
         "pipeline review: waiting · waiting at approve · 3/5 nodes run · 1 stale, 1 outdated"
     )
-    assert pipeline.status_line() == status[0]  # the line the widget's header shows
+    assert pipeline.view.status_line() == status[0]  # the line the widget's header shows
     assert status[-1] == (
         "note: upstream of approve: lint stale, 1 outdated (inputs changed; %pipeline why lint)"
     )
@@ -154,16 +154,19 @@ def test_a_replaced_pipeline_says_so_in_its_status_line(
     old = load_review(shell, workdir)
     line(shell, "run")
     new = load_review(shell, workdir, REVIEW_DOT.replace("Ship it?", "Ship the fix?"))
-    assert old.state_name == "superseded"
-    assert old.status_line() == (
+    assert old.view.state_name == "superseded"
+    assert old.view.status_line() == (
         "pipeline review: superseded by a newer load; waiting at approve · 3/5 nodes run"
     )
-    assert old.status_text().splitlines()[-1] == "this view was replaced by a newer load of review"
+    assert (
+        old.view.status_text().splitlines()[-1]
+        == "this view was replaced by a newer load of review"
+    )
     assert "--choice" not in old.why("approve").text  # its answers would go nowhere
-    assert new.status_line() == "pipeline review: ready · next: start · 0/5 nodes run"
+    assert new.view.status_line() == "pipeline review: ready · next: start · 0/5 nodes run"
     fresh = load_review(shell, workdir)
-    assert new.status_line() == "pipeline review: superseded by a newer load · 0/5 nodes run"
-    assert fresh.state_name == "waiting"  # the run of this text on disk, drawn as it waits
+    assert new.view.status_line() == "pipeline review: superseded by a newer load · 0/5 nodes run"
+    assert fresh.view.state_name == "waiting"  # the run of this text on disk, drawn as it waits
 
 
 def test_the_waiting_text_notes_changed_nodes_upstream_of_the_gate(
@@ -223,11 +226,11 @@ def test_the_gate_panel_carries_the_note_on_changed_inputs_upstream(
 
     pipeline = _waiting_with_lint_changed(shell, workdir)
     line(shell, "status")  # the magic re-checks freshness, as the view's input watcher does
-    assert gate_value(pipeline.frame())["note"] == (
+    assert gate_value(pipeline.view.frame())["note"] == (
         "note: upstream of approve: lint stale, 1 outdated (inputs changed; %pipeline why lint)"
     )
     line(shell, "accept lint")
-    assert gate_value(pipeline.frame())["note"] == ""
+    assert gate_value(pipeline.view.frame())["note"] == ""
 
 
 def test_the_gate_panel_says_which_time_the_gate_asks(
@@ -239,9 +242,9 @@ def test_the_gate_panel_says_which_time_the_gate_asks(
 
     pipeline = load_review(shell, workdir)
     line(shell, "run")
-    assert gate_value(pipeline.frame())["visit"] == 1
+    assert gate_value(pipeline.view.frame())["visit"] == 1
     line(shell, "resume approve --choice N")  # draft again, then the gate asks again
-    assert gate_value(pipeline.frame())["visit"] == 2
+    assert gate_value(pipeline.view.frame())["visit"] == 2
 
 
 PAST_THE_GATE = """digraph past {

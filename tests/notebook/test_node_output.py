@@ -9,6 +9,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import Pipeline
 from freshness_magic.views.details import node_details
+from tests.pipelines import one_step
 
 FLAKY = """digraph flaky {
   start [shape=Mdiamond]
@@ -36,18 +37,12 @@ def load(shell: InteractiveShell, workdir: Path, dot: str) -> Pipeline:
 def test_a_second_visit_shows_only_its_own_output(shell: InteractiveShell, workdir: Path):
     pipeline = load(shell, workdir, FLAKY % COMMAND)
     assert shell.run_line_magic("pipeline", "run").text.splitlines()[-1].endswith("completed")
-    assert node_details(pipeline, "evaluate").output.strip() == "auc 0.81"
+    assert node_details(pipeline.view, "evaluate").output.strip() == "auc 0.81"
     why = shell.run_line_magic("pipeline", "why evaluate").text.splitlines()
     assert [line for line in why if line.startswith("  output:")] == ["  output: auc 0.81"]
 
 
-RETRIED = """digraph retried {
-  start [shape=Mdiamond]
-  work [max_retries=1]
-  done [shape=Msquare]
-  start -> work -> done
-}
-"""
+RETRIED = one_step("max_retries=1", name="retried")
 
 
 def test_a_retried_attempt_shows_only_its_own_output(shell: InteractiveShell, workdir: Path):
@@ -62,7 +57,7 @@ def test_a_retried_attempt_shows_only_its_own_output(shell: InteractiveShell, wo
     )
     assert shell.run_line_magic("pipeline", "run").text.splitlines()[-1].endswith("completed")
     assert shell.user_ns["tries"] == [1, 1]
-    assert node_details(pipeline, "work").output.strip() == "attempt 2"
+    assert node_details(pipeline.view, "work").output.strip() == "attempt 2"
 
 
 def test_outputs_and_routes_so_far_come_back_with_a_run_reopened_after_a_restart(
@@ -85,4 +80,4 @@ def test_outputs_and_routes_so_far_come_back_with_a_run_reopened_after_a_restart
     shell.run_line_magic("pipeline", "resume")
     assert again.current_run.run_id == run_id
     assert shell.run_line_magic("pipeline", "why evaluate").text.splitlines() == before
-    assert again.model.running is None and again.views()["gate"].state.value == "waiting"
+    assert again.view.model.running is None and again.view.views()["gate"].state.value == "waiting"

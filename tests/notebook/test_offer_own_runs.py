@@ -11,14 +11,9 @@ from pathlib import Path
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
-GATED = """digraph g {
-  start  [shape=Mdiamond]
-  review [shape=hexagon, label="Go?"]
-  done   [shape=Msquare]
-  start -> review
-  review -> done [label="[Y] Yes"]
-}
-"""
+from tests.pipelines import one_gate
+
+GATED = one_gate("Go?", node="review", name="g")
 
 
 def load(shell: InteractiveShell, tmp_path: Path) -> object:
@@ -38,11 +33,11 @@ def test_two_notebooks_in_one_folder_are_each_offered_their_own_runs(
     assert recorded == {"notebook": str(tmp_path / "a.ipynb")}
 
     monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "b.ipynb"))
-    assert load(shell, tmp_path).resume_offer is None  # a's run, not offered in b
+    assert load(shell, tmp_path).view.resume_offer is None  # a's run, not offered in b
 
     monkeypatch.setenv("JPY_SESSION_NAME", str(tmp_path / "a.ipynb"))
-    offer = load(shell, tmp_path).resume_offer
+    offer = load(shell, tmp_path).view.resume_offer
     assert offer is not None and offer.run_dir == run_dir and offer.where == "review"
 
     monkeypatch.delenv("JPY_SESSION_NAME")  # a terminal IPython: no notebook to tell apart
-    assert load(shell, tmp_path).resume_offer is not None
+    assert load(shell, tmp_path).view.resume_offer is not None

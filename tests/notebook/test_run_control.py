@@ -63,10 +63,10 @@ def test_kernel_interrupt_in_a_node_is_one_line_and_leaves_it_interrupted(
         "interrupted at work; %pipeline run or step goes on from there",
         "run: 1 step(s); paused",
     ]
-    views = pipeline.views()
+    views = pipeline.view.views()
     assert views["work"].state is NodeState.INTERRUPTED
     assert all(v.state is not NodeState.RUNNING for v in views.values())
-    assert pipeline.state_name == "paused" and pipeline.next_node() == "work"
+    assert pipeline.view.state_name == "paused" and pipeline.view.next_node() == "work"
     assert "stage_interrupted" in [e["type"] for e in events_of(pipeline)]
     why = line(shell, "why work").text.splitlines()
     assert why[0] == "work: interrupted" and "interrupted" not in "\n".join(why[1:])
@@ -75,7 +75,7 @@ def test_kernel_interrupt_in_a_node_is_one_line_and_leaves_it_interrupted(
     shell.run_cell_magic("node", "work", "context['work.done'] = 'yes'\n")
     out = line(shell, "run").text
     assert out.splitlines()[-1] == "run: 3 step(s); completed"
-    assert pipeline.views()["work"].state is NodeState.SUCCEEDED
+    assert pipeline.view.views()["work"].state is NodeState.SUCCEEDED
     assert pipeline.current_run.context["work.done"] == "yes"
 
 
@@ -90,9 +90,11 @@ def test_stop_from_another_thread_pauses_before_the_next_node(
     worker = threading.Thread(target=lambda: answers.append(pipeline.run_to()))
     worker.start()
     wait_until(started.is_set, "the work node started")
-    wait_until(lambda: pipeline.views()["work"].state is NodeState.RUNNING, "work shown running")
-    assert pipeline.views()["work"].details["started_at"] > 0  # the view's live timer
-    assert pipeline.views()["after"].state is NodeState.PENDING
+    wait_until(
+        lambda: pipeline.view.views()["work"].state is NodeState.RUNNING, "work shown running"
+    )
+    assert pipeline.view.views()["work"].details["started_at"] > 0  # the view's live timer
+    assert pipeline.view.views()["after"].state is NodeState.PENDING
     with pytest.raises(RunError, match="busy with another action"):
         pipeline.step()
     assert pipeline.stop().text == "stop requested at work"
@@ -101,8 +103,8 @@ def test_stop_from_another_thread_pauses_before_the_next_node(
     text = answers[0].text
     assert "stopped at work; %pipeline run or step goes on from there" in text
     assert text.splitlines()[-1] == "run: 1 step(s); paused"
-    assert pipeline.views()["work"].state is NodeState.INTERRUPTED
-    assert "after" not in pipeline.outcomes()
+    assert pipeline.view.views()["work"].state is NodeState.INTERRUPTED
+    assert "after" not in pipeline.view.outcomes()
     assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
 
 
@@ -122,7 +124,7 @@ def test_stop_in_a_fan_out_keeps_the_branches_that_had_ended_and_why_names_them(
         "quick ended while slow runs",
     )
     wait_until(  # the header counts it before the parallel node's step ends (start, quick)
-        lambda: "· 2/6 nodes run" in pipeline.status_line(), "quick counted as run"
+        lambda: "· 2/6 nodes run" in pipeline.view.status_line(), "quick counted as run"
     )
     pipeline.stop()
     worker.join(30)
@@ -145,7 +147,7 @@ def test_stop_with_nothing_running_says_so_and_changes_nothing(
     assert line(shell, "stop").text == said
     assert line(shell, "step").text == "step: start -> success; next: work"
     assert line(shell, "stop").text == said
-    assert pipeline.state_name == "paused" and "work" not in pipeline.model.interrupted
+    assert pipeline.view.state_name == "paused" and "work" not in pipeline.view.model.interrupted
     assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
 
 
@@ -153,7 +155,7 @@ def test_retry_after_a_failed_node(shell: InteractiveShell, workdir: Path):
     pipeline = load_cells(shell, workdir)
     shell.run_cell_magic("node", "work", "outcome = 'fail'\n")
     line(shell, "run")
-    assert pipeline.state_name == "failed"
+    assert pipeline.view.state_name == "failed"
     shell.run_cell_magic("node", "work", "outcome = 'success'\n")
     out = line(shell, "retry work").text
     assert out.splitlines()[-1] == "run: 3 step(s); completed"
@@ -165,7 +167,7 @@ def test_gate_comment_goes_to_context_and_evidence(shell: InteractiveShell, work
     out = line(shell, 'resume approve --choice Y --comment "checked the login path"').text
     assert out.splitlines()[-1] == "run: 2 step(s); completed"
     assert pipeline.current_run.context["human.gate.comment"] == "checked the login path"
-    records = [r for r in pipeline.evidence_records("approve")]
+    records = [r for r in pipeline.view.evidence_records("approve")]
     assert "comment: checked the login path" in records[-1]["outcome"]["engine"]["notes"]
     answered = [e for e in events_of(pipeline) if e["type"] == "gate_answered"]
     assert answered[-1]["data"]["comment"] == "checked the login path"
@@ -176,7 +178,7 @@ def test_gate_comment_through_the_method(shell: InteractiveShell, workdir: Path)
     pipeline.run_to()
     pipeline.resume("approve", "N", comment="redo the summary")
     assert pipeline.current_run.context["human.gate.comment"] == "redo the summary"
-    assert pipeline.pending_gate() is not None  # back at the gate after the redo
+    assert pipeline.view.pending_gate() is not None  # back at the gate after the redo
 
 
 def test_node_cell_output_goes_to_the_node_folder_not_the_cell(
@@ -192,8 +194,8 @@ def test_node_cell_output_goes_to_the_node_folder_not_the_cell(
     assert saved.read_text() == "hello from work\n"
     from freshness_magic.views.details import node_details
 
-    assert node_details(pipeline, "work").output == "hello from work\n"
-    details = pipeline.details("work")
+    assert node_details(pipeline.view, "work").output == "hello from work\n"
+    details = pipeline.view.details("work")
     assert details["output"] == "hello from work\n" and details["state"] == "succeeded"
     assert details["evidence"][0]["node"] == "work"
     assert "output: hello from work" in line(shell, "why work").text
@@ -256,7 +258,7 @@ def test_retry_before_anything_ran_is_refused_with_the_way_to_run_the_node(
     )
     with pytest.raises(UsageError, match=r"has run yet; %pipeline step runs start$"):
         shell.run_line_magic("pipeline", "retry start")
-    assert pipeline.outcomes() == {} and pipeline.state_name == "ready"
+    assert pipeline.view.outcomes() == {} and pipeline.view.state_name == "ready"
     line(shell, "run --to after")
     assert line(shell, "step").text == "step: after -> success; next: done"
     line(shell, "reset")
@@ -265,7 +267,7 @@ def test_retry_before_anything_ran_is_refused_with_the_way_to_run_the_node(
     line(shell, "reset")
     with pytest.raises(UsageError, match="no node of cells has run yet"):
         shell.run_line_magic("pipeline", "retry work")
-    assert pipeline.outcomes() == {}
+    assert pipeline.view.outcomes() == {}
 
 
 def test_a_step_in_terminal_ipython_shows_its_line_once_as_its_result(
@@ -321,7 +323,7 @@ def test_going_on_after_an_interrupt_takes_the_edited_inputs_as_a_resume_does(
     )
     assert "step: work -> success; next: after" in out
     assert out[-1] == "run: 3 step(s); completed"
-    assert pipeline.views()["work"].state is NodeState.SUCCEEDED
+    assert pipeline.view.views()["work"].state is NodeState.SUCCEEDED
 
 
 def test_a_resume_after_a_restart_says_once_what_changed_while_the_run_was_stopped(
@@ -357,8 +359,8 @@ def test_sys_exit_in_a_node_cell_fails_the_node_and_the_run_can_go_on(
     pipeline = load_cells(shell, workdir)
     shell.run_cell_magic("node", "work", "import sys\nsys.exit(0)\n")
     out = line(shell, "run").text
-    assert pipeline.state_name == "failed"
-    reason = pipeline.outcomes()["work"].failure_reason
+    assert pipeline.view.state_name == "failed"
+    reason = pipeline.view.outcomes()["work"].failure_reason
     assert reason.startswith("SystemExit: 0 (cell line 2); a %%node cell sets outcome")
     assert reason in out
     assert json.loads((workdir / ".orchestrator" / "evidence" / "work.json").read_text())
@@ -382,7 +384,7 @@ def test_a_node_cell_replacing_a_gate_says_what_it_takes_away(
         "note: it was a human gate: the run no longer asks there, the cell's outcome routes on"
     )
     assert line(shell, "run").text.splitlines()[-1] == "run: 3 step(s); completed"
-    assert pipeline.pending_gate() is None
+    assert pipeline.view.pending_gate() is None
 
 
 def test_wrong_types_from_python_are_one_line_errors(shell: InteractiveShell, workdir: Path):
@@ -393,7 +395,7 @@ def test_wrong_types_from_python_are_one_line_errors(shell: InteractiveShell, wo
             call()
     with pytest.raises(RunError, match=r"^choice is a string such as 'Y', not 5$"):
         pipeline.resume("work", 5)  # type: ignore[arg-type]
-    assert not pipeline.has_run
+    assert not pipeline.view.has_run
 
 
 def test_retry_of_a_branch_node_says_its_parallel_node_runs_again(
@@ -421,7 +423,7 @@ def test_a_begun_run_goes_on_with_the_backend_a_retry_names(shell: InteractiveSh
     pipeline = load_cells(shell, workdir)
     line(shell, "step --backend command:false")  # start
     failed = line(shell, "run").text
-    assert pipeline.state_name == "failed", failed
+    assert pipeline.view.state_name == "failed", failed
     run_dir = pipeline.current_run.run_dir
     out = line(shell, "retry work --backend simulated").text
     assert out.splitlines()[-1] == "run: 3 step(s); completed"
@@ -468,12 +470,12 @@ def test_a_node_upstream_of_a_waiting_gate_runs_again_and_the_gate_is_asked_agai
     out = line(shell, "retry lint").text
     assert out.splitlines()[-1] == "run: 3 step(s); waiting", out
     assert pipeline.current_run.completed_nodes == ["start", "lint", "draft", "lint", "draft"]
-    assert pipeline.pending_gate() is not None
+    assert pipeline.view.pending_gate() is not None
     with pytest.raises(UsageError, match="answer it, or name the node to run again"):
         line(shell, "retry")
     with pytest.raises(UsageError, match=r"'done' is not a node before it.*never goes past"):
         line(shell, "retry done")
-    assert pipeline.pending_gate() is not None
+    assert pipeline.view.pending_gate() is not None
     assert line(shell, "resume approve --choice Y").text.splitlines()[-1].endswith("completed")
 
 
@@ -516,9 +518,9 @@ def test_running_the_cell_again_while_its_run_is_mid_step_is_refused_and_the_ste
     wait_until(started.is_set, "the work node started")
     with pytest.raises(UsageError, match=r"cells is running work .*wait for it to end, or stop"):
         shell.run_cell_magic("pipeline", f"cells --workdir {workdir}", CELLS_DOT)
-    assert shell.user_ns["cells"] is pipeline and not pipeline.superseded
+    assert shell.user_ns["cells"] is pipeline and not pipeline.view.superseded
     release.set()
     worker.join(30)
     assert pipeline.current_run.completed_nodes == ["start", "work"]
     again = load_cells(shell, workdir)
-    assert again is not pipeline and pipeline.superseded
+    assert again is not pipeline and pipeline.view.superseded

@@ -11,21 +11,10 @@ import pytest
 from IPython.core.error import UsageError
 from IPython.core.interactiveshell import InteractiveShell
 
-RELEASE = """digraph release_sync {
-  start        [shape=Mdiamond]
-  release_gate [shape=hexagon, label="Release?"]
-  done         [shape=Msquare]
-  start -> release_gate
-  release_gate -> done [label="[Y] Yes"]
-}
-"""
-SLEEPER = """digraph sleeper {
-  start [shape=Mdiamond]
-  nap   [prompt="nap"]
-  done  [shape=Msquare]
-  start -> nap -> done
-}
-"""
+from tests.pipelines import one_gate, one_step
+
+RELEASE = one_gate("Release?", node="release_gate", name="release_sync")
+SLEEPER = one_step('prompt="nap"', node="nap", name="sleeper")
 
 
 def load_both(shell: InteractiveShell, tmp_path: Path) -> None:
@@ -56,7 +45,7 @@ def test_a_node_of_another_pipeline_is_refused_naming_it_and_the_name_to_add(
     )
     shell.run_line_magic("pipeline", "run --name release_sync")  # as it says: it waits there
     shell.run_line_magic("pipeline", "resume release_gate --choice Y --name release_sync")
-    assert shell.user_ns["release_sync"].state_name == "completed"
+    assert shell.user_ns["release_sync"].view.state_name == "completed"
 
 
 def test_pipeline_help_says_which_pipeline_a_magic_acts_on(

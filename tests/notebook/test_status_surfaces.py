@@ -20,11 +20,11 @@ def line(shell: InteractiveShell, text: str) -> Any:
 def _agree(shell: InteractiveShell, pipeline: Any, workdir: Path) -> dict[str, Any]:
     """Both surfaces' node states and reasons, asserted equal; the command line's JSON."""
     table = line(shell, "status").text
-    notebook = {n: {"state": v.state.value, "why": v.why} for n, v in pipeline.views().items()}
+    notebook = {n: {"state": v.state.value, "why": v.why} for n, v in pipeline.view.views().items()}
     for node_id, seen in notebook.items():  # the table the magic printed shows the same states
         row = next(r for r in table.splitlines() if r.split()[:1] == [node_id])
         assert row.split()[1].startswith(seen["state"]), (row, seen)
-    run_dir = pipeline.live_run.run_dir
+    run_dir = pipeline.view.live_run.run_dir
     found = json.loads(cli("status", str(run_dir), "--json", cwd=workdir).stdout)
     assert found["nodes"] == notebook
     return found
@@ -45,7 +45,7 @@ def test_the_command_line_and_the_magic_give_each_node_the_same_state_and_reason
     states = {n: v["state"] for n, v in found["nodes"].items()}
     assert (states["lint"], states["draft"]) == ("stale", "outdated")
     assert found["stale_nodes"] == ["lint"] and found["outdated_nodes"] == ["draft"]
-    text = cli("status", str(pipeline.live_run.run_dir), cwd=workdir).stdout.splitlines()
+    text = cli("status", str(pipeline.view.live_run.run_dir), cwd=workdir).stdout.splitlines()
     rows = [row.split() for row in text if row.startswith("  ")]
     marked = {words[2]: " ".join(words[:2]) for words in rows if words[1].startswith("(")}
     assert marked == {"lint": "success (stale)", "draft": "success (outdated)"}

@@ -8,6 +8,7 @@ from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import Pipeline
 from freshness_magic.views.render import NodeState
+from tests.pipelines import one_tool
 
 BRANCH_DOT = """digraph branch {
   start [shape=Mdiamond]
@@ -25,7 +26,7 @@ BRANCH_DOT = """digraph branch {
 
 
 def states(pipeline: Pipeline) -> dict[str, str]:
-    return {n: v.state.value for n, v in pipeline.views().items()}
+    return {n: v.state.value for n, v in pipeline.view.views().items()}
 
 
 def test_next_then_untaken_branch_skipped(shell: InteractiveShell, workdir: Path):
@@ -39,19 +40,13 @@ def test_next_then_untaken_branch_skipped(shell: InteractiveShell, workdir: Path
         "fix": "skipped",  # the run can no longer reach it
         "done": "pending",
     }
-    assert pipeline.views()["fix"].why == "not on the path taken"
+    assert pipeline.view.views()["fix"].why == "not on the path taken"
     shell.run_line_magic("pipeline", "run")
     assert states(pipeline)["fix"] == "skipped" and states(pipeline)["done"] == "succeeded"
     assert NodeState.SKIPPED.value in shell.run_line_magic("pipeline", "status").text
 
 
-STREAMING_DOT = """digraph streaming {
-  start [shape=Mdiamond]
-  work  [shape=parallelogram, tool_command="printf 'building...\\\\n'; sleep 1; echo built"]
-  done  [shape=Msquare]
-  start -> work -> done
-}
-"""
+STREAMING_DOT = one_tool("printf 'building...\\\\n'; sleep 1; echo built", name="streaming")
 
 
 def test_a_running_nodes_tooltip_shows_its_latest_output(
@@ -64,14 +59,14 @@ def test_a_running_nodes_tooltip_shows_its_latest_output(
     seen: list[str] = []
 
     def watch(_event: object = None) -> None:
-        view = pipeline.views()["work"]
+        view = pipeline.view.views()["work"]
         if view.state is NodeState.RUNNING:
             seen.append(view.why)
 
-    pipeline.subscribe(watch)
+    pipeline.live.subscribe(watch)
     shell.run_line_magic("pipeline", "run")
     assert "running: building..." in seen
-    assert pipeline.views()["work"].state is NodeState.SUCCEEDED
+    assert pipeline.view.views()["work"].state is NodeState.SUCCEEDED
 
 
 FAN_DOT = """digraph fan {
@@ -107,7 +102,7 @@ def test_branch_nodes_show_their_state_while_the_fan_out_runs(
     finally:
         (workdir / "go").write_text("")
         driver.join(timeout=60)
-    pipeline.publish()
+    pipeline.live.publish()
     assert states(pipeline)["slow"] == "succeeded" and states(pipeline)["done"] == "succeeded"
 
 
@@ -140,7 +135,7 @@ def test_nodes_that_read_a_retried_node_s_result_are_outdated_until_the_run_reac
     assert states(pipeline)["after"] == "succeeded"
 
     shell.run_line_magic("pipeline", "retry prep")  # runs prep, then waits at the gate again
-    views = pipeline.views()
+    views = pipeline.view.views()
     assert states(pipeline)["gate"] == "waiting"
     assert views["after"].state is NodeState.OUTDATED
     said = "`after` read `tool.output` of `prep` (step 2), and `prep` ran again (step 6) and "
@@ -149,7 +144,7 @@ def test_nodes_that_read_a_retried_node_s_result_are_outdated_until_the_run_reac
     assert state_code(views["after"]) == "O"  # the view offers no Accept for it
     assert states(pipeline)["exit"] == "succeeded"
     assert states(pipeline)["start"] == "succeeded" and states(pipeline)["prep"] == "succeeded"
-    assert "1 outdated" in pipeline.status_line()
+    assert "1 outdated" in pipeline.view.status_line()
     why = str(shell.run_line_magic("pipeline", "why after")).splitlines()
     assert why[:2] == ["after: outdated", f"  {said}"]
     assert why[-1] == "  next: it runs again if the run gets there after the gate is answered"
@@ -168,8 +163,8 @@ def test_a_branch_the_retried_run_did_not_take_again_stays_outdated(
     shell.run_line_magic("pipeline", "retry prep")
     shell.run_line_magic("pipeline", "resume --choice N")
     assert states(pipeline)["other"] == "succeeded" and states(pipeline)["exit"] == "succeeded"
-    assert pipeline.views()["after"].state is NodeState.OUTDATED
-    assert "and `prep` ran again" in pipeline.views()["after"].why
+    assert pipeline.view.views()["after"].state is NodeState.OUTDATED
+    assert "and `prep` ran again" in pipeline.view.views()["after"].why
     why = str(shell.run_line_magic("pipeline", "why after")).splitlines()
     assert why[-2:] == [
         "  next: run it again on the new results, and go on:",
@@ -225,4 +220,4 @@ def test_a_gate_that_sent_the_run_round_its_loop_leaves_nothing_outdated(
     completed = ["start", "review", "fixes", "review", "ship", "exit"]
     assert pipeline.current_run.completed_nodes == completed
     assert states(pipeline)["fixes"] == "succeeded"
-    assert "outdated" not in pipeline.status_line()
+    assert "outdated" not in pipeline.view.status_line()

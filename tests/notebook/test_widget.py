@@ -20,6 +20,7 @@ from freshness_magic.views.evidence_log import evidence_detail
 from freshness_magic.views.render import NodeState, node_groups
 from freshness_magic.views.state import STATE_CODES
 from tests.notebook.conftest import load_review
+from tests.pipelines import fan_out, one_step, one_tool, rework_loop
 from tests.waiting import wait_until
 
 STATE_OF_CODE = {code: state.value for state, code in STATE_CODES.items()} | {"T": "stale"}
@@ -96,10 +97,10 @@ def test_gate_value_and_answer_routes(shell: InteractiveShell, workdir: Path):
     assert [c["target"] for c in gate["choices"]] == ["done", "draft"]
     assert "draft" in gate["approving"]["title"]
     widget.handle({"action": "answer", "node": "approve", "choice": "N", "comment": ""})
-    assert pipeline.state_name == "waiting"
-    assert pipeline.outcomes()["approve"].preferred_label == "[N] No, redo"
+    assert pipeline.view.state_name == "waiting"
+    assert pipeline.view.outcomes()["approve"].preferred_label == "[N] No, redo"
     widget.handle({"action": "answer", "node": "approve", "choice": "Y", "comment": ""})
-    assert pipeline.state_name == "completed"
+    assert pipeline.view.state_name == "completed"
     assert widget.gate == {}
     assert states(widget)["done"] == "succeeded"
 
@@ -111,7 +112,7 @@ def test_a_gate_comment_from_the_view_reaches_the_context(
     widget = pipeline.widget
     widget.handle({"action": "run"})
     widget.handle({"action": "answer", "node": "approve", "choice": "Y", "comment": "ok by me"})
-    assert pipeline.state_name == "completed"
+    assert pipeline.view.state_name == "completed"
     assert pipeline.current_run.context.get("human.gate.comment") == "ok by me"
 
 
@@ -246,7 +247,7 @@ def test_playground_after_completion_names_no_edge_from_the_exit(
     replies = Replies(widget)
     shell.run_line_magic("pipeline", "run")
     shell.run_line_magic("pipeline", "resume approve --choice Y")
-    assert pipeline.state_name == "completed"
+    assert pipeline.view.state_name == "completed"
     widget.handle({"action": "playground", "expr": "outcome=success", "node": None})
     reply = replies.last("playground")
     assert reply["text"].splitlines()[0] == "result: true"
@@ -274,7 +275,7 @@ def test_pipeline_text_is_escaped_in_the_svg_and_static_html(
     pipeline = shell.run_cell_magic("pipeline", f"xss --workdir {workdir}", XSS_DOT)
     widget = pipeline.widget
     widget.handle({"action": "run"})
-    assert pipeline.state_name == "waiting"
+    assert pipeline.view.state_name == "waiting"
     for value in (widget.graph["svg"], widget.static_html()):
         assert "<img" not in value and "<script" not in value
         assert "<svg onload" not in value and "<b onmouseover" not in value
@@ -310,7 +311,7 @@ def test_superseded_view_refuses_actions(shell: InteractiveShell, workdir: Path)
     widget.supersede("a newer %%pipeline review replaced this one")
     widget._on_msg(widget, {"action": "step"}, [])
     assert "no longer drives a run" in replies.last("error")["text"]
-    assert pipeline.state_name == "ready"
+    assert pipeline.view.state_name == "ready"
 
 
 def test_accept_and_reset(shell: InteractiveShell, workdir: Path):
@@ -369,10 +370,7 @@ def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
 ):
     from IPython.core.error import UsageError
 
-    dot = (
-        "digraph slow { start [shape=Mdiamond]; work [label=Work]; done [shape=Msquare]; "
-        "start -> work -> done }"
-    )
+    dot = one_step("label=Work", name="slow")
     pipeline = shell.run_cell_magic("pipeline", f"slow --workdir {workdir}", dot)
     entered, release = threading.Event(), threading.Event()
     shell.user_ns.update(entered=entered, release=release)
@@ -390,7 +388,7 @@ def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
     assert "still running" in replies.last("error")["text"]
     release.set()
     widget.wait(30)
-    assert pipeline.state_name == "completed"
+    assert pipeline.view.state_name == "completed"
     assert not widget.busy
     assert replies.last("done")["action"] == "run"
     assert states(widget)["done"] == "succeeded"
@@ -399,7 +397,7 @@ def test_background_action_keeps_the_kernel_free_and_refuses_a_second_one(
 def test_views_states_are_all_known(shell: InteractiveShell, workdir: Path):
     pipeline = load_review(shell, workdir)
     pipeline.run_to()
-    assert {v.state for v in pipeline.views().values()} <= set(NodeState)
+    assert {v.state for v in pipeline.view.views().values()} <= set(NodeState)
 
 
 def test_the_view_offers_an_unfinished_run_and_resumes_it(
@@ -416,11 +414,11 @@ def test_the_view_offers_an_unfinished_run_and_resumes_it(
     assert widget.banner["kind"] == "resume"
     assert run_id in widget.banner["text"] and widget.banner["node"] == "approve"
     widget.handle({"action": "resume_offered"})
-    assert again.current_run.run_id == run_id and again.resume_offer is None
+    assert again.current_run.run_id == run_id and again.view.resume_offer is None
     assert widget.banner.get("kind") is None
     assert states(widget)["approve"] == "waiting"
     widget.handle({"action": "answer", "node": "approve", "choice": "Y"})
-    assert again.state_name == "completed"
+    assert again.view.state_name == "completed"
 
 
 def test_the_view_can_decline_the_offer(shell: InteractiveShell, workdir: Path) -> None:
@@ -430,7 +428,7 @@ def test_the_view_can_decline_the_offer(shell: InteractiveShell, workdir: Path) 
     del shell.user_ns["review"]
     again = load_review(shell, workdir)
     again.widget.handle({"action": "start_new"})
-    assert again.resume_offer is None
+    assert again.view.resume_offer is None
     assert again.widget.banner.get("kind") is None
     assert again.current_run.run_dir != old
 
@@ -472,16 +470,9 @@ def test_a_superseded_view_says_so_once_and_keeps_its_evidence(
     assert widget.gate == gate
 
 
-SLOW_GATE = """digraph review {
-  start   [shape=Mdiamond]
-  work    [shape=parallelogram, tool_command="sleep 0.3"]
-  approve [shape=hexagon, label="Ship it?"]
-  done    [shape=Msquare]
-  start -> work -> approve
-  approve -> done  [label="[Y] Yes"]
-  approve -> work  [label="[N] No"]
-}
-"""
+SLOW_GATE = rework_loop(
+    'shape=parallelogram, tool_command="sleep 0.3"', node="work", choices=("[Y] Yes", "[N] No")
+)
 
 
 def test_elapsed_is_the_runs_active_time_and_goes_on_across_a_resume(
@@ -499,17 +490,11 @@ def test_elapsed_is_the_runs_active_time_and_goes_on_across_a_resume(
     again.widget.handle({"action": "resume_offered"})
     assert again.widget.run["elapsed"] == before
     again.widget.handle({"action": "answer", "node": "approve", "choice": "Y"})
-    assert again.state_name == "completed"
+    assert again.view.state_name == "completed"
     assert again.widget.run["elapsed"] >= before
 
 
-STOPPABLE = """digraph review {
-  start [shape=Mdiamond]
-  work  [shape=parallelogram, tool_command="test -f go || sleep 30"]
-  done  [shape=Msquare]
-  start -> work -> done
-}
-"""
+STOPPABLE = one_tool("test -f go || sleep 30", name="review")
 
 
 def test_elapsed_counts_an_attempt_stopped_midway_also_after_a_restart(
@@ -520,18 +505,18 @@ def test_elapsed_counts_an_attempt_stopped_midway_also_after_a_restart(
     first = load_review(shell, workdir, STOPPABLE)
     worker = threading.Thread(target=first.run_to)
     worker.start()
-    wait_until(lambda: first.views()["work"].state is NodeState.RUNNING, "work running")
+    wait_until(lambda: first.view.views()["work"].state is NodeState.RUNNING, "work running")
     threading.Event().wait(0.6)
     first.stop()
     worker.join(30)
-    assert first.views()["work"].state is NodeState.INTERRUPTED
+    assert first.view.views()["work"].state is NodeState.INTERRUPTED
     stopped = first.widget.run["elapsed"]
     assert stopped >= 0.5
     del shell.user_ns["review"]  # what a kernel restart leaves: nothing in memory
     (workdir / "go").write_text("")  # the next attempt ends at once
     again = load_review(shell, workdir, STOPPABLE)
     again.widget.handle({"action": "resume_offered"})
-    assert again.state_name == "completed"
+    assert again.view.state_name == "completed"
     assert stopped <= again.widget.run["elapsed"] < stopped + 5
 
 
@@ -632,21 +617,12 @@ def test_active_time_before_a_moment_is_the_covered_time_before_it() -> None:
         assert folded.before(1_700_000_000 + moment) == pytest.approx(expected, abs=1e-3)
 
 
-BRANCH_ENDS_FIRST = """digraph p {
-  start [shape=Mdiamond]
-  fan   [shape=component]
-  quick [shape=parallelogram, tool_command="sleep 1; echo quick >> quick.txt"]
-  slow  [shape=parallelogram, tool_command="until test -f go; do sleep 0.05; done"]
-  join  [shape=tripleoctagon]
-  done  [shape=Msquare]
-  start -> fan
-  fan -> quick
-  fan -> slow
-  quick -> join
-  slow -> join
-  join -> done
-}
-"""
+BRANCH_ENDS_FIRST = fan_out(
+    {
+        "quick": 'shape=parallelogram, tool_command="sleep 1; echo quick >> quick.txt"',
+        "slow": 'shape=parallelogram, tool_command="until test -f go; do sleep 0.05; done"',
+    }
+)
 
 
 def test_the_active_time_does_not_count_a_finished_branch_again_while_its_fan_runs(

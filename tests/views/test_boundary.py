@@ -1,7 +1,7 @@
-"""The view layer needs no IPython: no module of ``views/`` imports IPython, ipywidgets,
-anywidget or ``freshness_magic.notebook`` (at any depth, lazy imports included), importing all
-of them loads none of those, and the command line's subcommands reach the views only through
-``views/``."""
+"""The view layer and a pipeline's live side need no IPython: no module of ``views/`` or
+``live/`` imports IPython, ipywidgets, anywidget or ``freshness_magic.notebook`` (at any depth,
+lazy imports included), importing all of them loads none of those, and the command line's
+subcommands reach the views only through ``views/``."""
 
 from __future__ import annotations
 
@@ -9,11 +9,15 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 import freshness_magic.commands
+import freshness_magic.live
 import freshness_magic.views
 from tests.engine.test_boundary import imported_modules, parse
 
 VIEWS = Path(freshness_magic.views.__file__).parent
+LIVE = Path(freshness_magic.live.__file__).parent
 COMMANDS = Path(freshness_magic.commands.__file__).parent
 NOTEBOOK_ONLY = ("IPython", "ipywidgets", "anywidget", "traitlets", "freshness_magic.notebook")
 
@@ -23,10 +27,11 @@ def _hits(path: Path) -> list[str]:
     return [m for m in imported_modules(parse(path)) if m in NOTEBOOK_ONLY or m.startswith(below)]
 
 
-def test_no_views_module_imports_ipython_widgets_or_the_notebook_layer() -> None:
-    modules = sorted(VIEWS.rglob("*.py"))
-    assert len(modules) > 10
-    found = {str(path.relative_to(VIEWS)): _hits(path) for path in modules}
+@pytest.mark.parametrize(("folder", "least"), [(VIEWS, 10), (LIVE, 3)], ids=["views", "live"])
+def test_no_module_imports_ipython_widgets_or_the_notebook_layer(folder: Path, least: int) -> None:
+    modules = sorted(folder.rglob("*.py"))
+    assert len(modules) > least
+    found = {str(path.relative_to(folder)): _hits(path) for path in modules}
     assert {path: hits for path, hits in found.items() if hits} == {}
 
 
@@ -36,11 +41,12 @@ def test_no_cli_command_imports_the_notebook_layer() -> None:
     assert {path: hits for path, hits in found.items() if hits} == {}
 
 
-def test_importing_every_views_module_loads_no_notebook_code() -> None:
+@pytest.mark.parametrize(("package", "least"), [("views", 10), ("live", 3)])
+def test_importing_every_module_loads_no_notebook_code(package: str, least: int) -> None:
     code = (
         "import importlib, pkgutil, sys\n"
-        "import freshness_magic.views as views\n"
-        "found = pkgutil.walk_packages(views.__path__, 'freshness_magic.views.')\n"
+        f"import freshness_magic.{package} as layer\n"
+        f"found = pkgutil.walk_packages(layer.__path__, 'freshness_magic.{package}.')\n"
         "names = [m.name for m in found]\n"
         "for name in names:\n"
         "    importlib.import_module(name)\n"
@@ -51,5 +57,5 @@ def test_importing_every_views_module_loads_no_notebook_code() -> None:
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     count, outside = proc.stdout.strip().split(" ", 1)
-    assert int(count) > 10
+    assert int(count) > least
     assert outside == "[]"

@@ -17,6 +17,7 @@ from freshness_magic.pathsafety import make_state_dir
 
 if TYPE_CHECKING:
     from freshness_magic.engine.fidelity import Resolved
+    from freshness_magic.engine.trace import Trace
 
 TRACEBACK_FILE = "traceback.txt"
 """The traceback of code that raised, in its node's folder (the latest attempt's)."""
@@ -104,6 +105,9 @@ class BranchStep:
     joined: bool = False
     """``next_node`` is the fan-in of a nested parallel node that just ran (the branch runs it)."""
     interrupted: bool = False
+    traces: tuple[Trace, ...] = ()
+    """What the execution read and wrote (a nested parallel node's branch nodes first); the
+    parallel handler journals them with the branch's progress, so a resume keeps them."""
 
 
 class BranchRunner(Protocol):
@@ -119,6 +123,11 @@ class BranchRunner(Protocol):
     ) -> BranchStep:
         """``ended`` is called with the routed step before anything of the node's end is
         written (the parallel handler journals the branch's progress there)."""
+        ...
+
+    def restore_traces(self, branch_of: str, saved: list[Any]) -> list[Trace]:
+        """Take back the traces (``Trace.to_dict``) of branch nodes that ended before the
+        parallel node ``branch_of`` was interrupted, as ``BranchStep.traces`` gave them."""
         ...
 
     def interrupt(self) -> None:

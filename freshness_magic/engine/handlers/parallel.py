@@ -15,6 +15,11 @@ where the branch goes next, its context changes, the nodes it ran), before anyth
 node's end is written (its event, status file, evidence record): when the parallel node is
 interrupted or its driver killed, running it again runs no node whose end was recorded. A branch
 that had ended is joined as it was saved; one that had not goes on from its next node.
+
+The same record holds the traces of the nodes each branch ran (``traces``, in their journal
+form): running the node again gives them back to the executor (``BranchRunner.restore_traces``)
+and names their writers in the branch's context again, so a resumed run has the traces of an
+uninterrupted one, and the fan-in reads a kept branch's result from the branch's last node.
 """
 
 from __future__ import annotations
@@ -33,7 +38,7 @@ from freshness_magic.engine.handlers.base import BranchStep, StepEnv
 from freshness_magic.engine.model import Edge, Graph, Node, parse_int
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.reach import first_fan_in
-from freshness_magic.engine.trace import Part, value_fingerprint
+from freshness_magic.engine.trace import Part, Trace, latest_writers, value_fingerprint
 
 DEFAULT_MAX_PARALLEL = 4
 DEFAULT_MAX_BRANCH_STEPS = 1000
@@ -59,8 +64,15 @@ class BranchResult:
     fan_in: str | None = None
     duration: float = 0.0
     writer: int | None = None
-    """The step of the branch's last node (its result's writer, for the traces); None for a
-    branch kept from an interrupted attempt."""
+    """The step of the branch's last node (its result's writer, for the traces)."""
+    traces: list[dict[str, Any]] = field(default_factory=list, repr=False)
+    """The traces of the nodes the branch ran, in journal form (``Trace.to_dict``)."""
+
+    def journal_entry(self) -> dict[str, Any]:
+        """The entry kept for an ended branch while its parallel node runs: ``to_dict`` plus
+        its writer and traces (not in ``parallel.results``: a step number would make equal
+        results of two runs differ)."""
+        return {**self.to_dict(), "writer": self.writer, "traces": list(self.traces)}
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -93,7 +105,18 @@ class BranchResult:
             stopped_at=data.get("stopped_at"),
             fan_in=data.get("fan_in"),
             duration=float(data.get("duration") or 0.0),
+            writer=_step(data.get("writer")),
+            traces=_trace_dicts(data.get("traces")),
         )
+
+
+def _step(value: Any) -> int | None:
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _trace_dicts(value: Any) -> list[dict[str, Any]]:
+    """The journal-form traces of a kept entry (ill-formed ones are left out on restore)."""
+    return [t for t in value if isinstance(t, dict)] if isinstance(value, list) else []
 
 
 def fan_out_edges(graph: Graph, node_id: str) -> list[Edge]:
@@ -148,6 +171,8 @@ class _Position:
     completed_nodes: list[str] = field(default_factory=list)
     last: dict[str, Any] | None = None
     """The outcome of the branch's last node (``Outcome.to_dict``)."""
+    traces: list[dict[str, Any]] = field(default_factory=list)
+    """The traces of the nodes the branch has run, in journal form (``Trace.to_dict``)."""
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -158,6 +183,7 @@ class _Position:
             "context_updates": self.context_updates,
             "completed_nodes": list(self.completed_nodes),
             "last": self.last,
+            "traces": list(self.traces),
         }
 
     @classmethod
@@ -171,6 +197,7 @@ class _Position:
             context_updates=dict(data.get("context_updates") or {}),
             completed_nodes=[str(n) for n in data.get("completed_nodes") or ()],
             last=last if isinstance(last, dict) else None,
+            traces=_trace_dicts(data.get("traces")),
         )
 
 
@@ -196,11 +223,18 @@ class _Progress:
     lock of its own can be taken in the other order."""
 
     def __init__(
-        self, env: StepEnv, results: dict[int, BranchResult], positions: dict[int, _Position]
+        self,
+        env: StepEnv,
+        results: dict[int, BranchResult],
+        positions: dict[int, _Position],
+        restored: dict[int, list[Trace]] | None = None,
     ) -> None:
         self._env = env
         self.results = results
         self.positions = positions
+        self.restored = restored or {}
+        """The traces of the nodes a kept position's branch ran, given back to the executor
+        (the branch names them again as the writers of its context's values)."""
 
     def moved(self, position: _Position) -> None:
         """A branch node ended: journal where its branch stands now."""
@@ -229,7 +263,7 @@ class _Progress:
             self._env.keep(change)
 
     def _value(self) -> dict[str, Any]:
-        ended = [r.to_dict() for _, r in sorted(self.results.items()) if not _stopped(r)]
+        ended = [r.journal_entry() for _, r in sorted(self.results.items()) if not _stopped(r)]
         progress = [p.to_dict() for _, p in sorted(self.positions.items())]
         return {"branches": ended, "progress": progress}
 
@@ -288,11 +322,11 @@ class ParallelHandler:
             {"node": node.id, "branch_count": len(branches), "join_policy": join_policy},
         )
         kept = kept_branches(env.kept, branches)
-        progress = _Progress(
-            env,
-            dict(kept),
-            {i: p for i, p in kept_positions(env.kept, branches).items() if i not in kept},
-        )
+        positions = {i: p for i, p in kept_positions(env.kept, branches).items() if i not in kept}
+        for result in kept.values():
+            env.branches.restore_traces(node.id, result.traces)
+        restored = {i: env.branches.restore_traces(node.id, p.traces) for i, p in positions.items()}
+        progress = _Progress(env, dict(kept), positions, restored)
         results = self._run_branches(
             node, branches, context, env, max_parallel, join_policy, error_policy, progress
         )
@@ -445,15 +479,20 @@ class ParallelHandler:
         # The fan-in of a nested parallel node just executed: the branch runs that one itself.
         nested_join: str | None = None
         kept = progress.positions.get(index)
+        saved: list[dict[str, Any]] = []
         if kept is not None:  # it had run some nodes before the interrupt: go on from there
             context.apply_updates(kept.context_updates)
+            ran = progress.restored.get(index, [])
+            context.adopt_writers(latest_writers(ran, context.snapshot(), branch_of=parent.id))
             current, nested_join = kept.at, kept.nested_join
             result.completed_nodes = list(kept.completed_nodes)
             steps = len(kept.completed_nodes)
             last = Outcome.from_dict(kept.last) if kept.last is not None else None
+            saved = list(kept.traces)
 
         def ended(done: BranchStep) -> None:
-            """The node's end, journaled with where the branch goes next."""
+            """The node's end, journaled with where the branch goes next and its trace."""
+            saved.extend(t.to_dict() for t in done.traces)
             progress.moved(
                 _Position(
                     index=index,
@@ -463,6 +502,7 @@ class ParallelHandler:
                     context_updates=_changed(before, context.snapshot()),
                     completed_nodes=[*result.completed_nodes, str(current)],
                     last=done.outcome.to_dict(),
+                    traces=list(saved),
                 )
             )
 
@@ -509,6 +549,7 @@ class ParallelHandler:
             result.failure_reason = last.failure_reason
         result.context_updates = _changed(before, context.snapshot())
         result.score = _score(context)
+        result.traces = saved
         last_writer = context.writer_of("outcome")
         if result.completed_nodes and last_writer is not None:
             result.writer = last_writer.step

@@ -25,8 +25,9 @@ from freshness_magic.engine.events import EventType
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.persistence import EVENTS_FILE, same_pipeline
 from freshness_magic.errors import FreshnessMagicError, NotAFolderError, RunError
-from freshness_magic.notebook.cells import CELL_HANDLER_TYPE, CellHandler, cell_runs_in
-from freshness_magic.notebook.watch import InputWatcher, input_folders
+from freshness_magic.live.cells import CELL_HANDLER_TYPE, CellHandler, cell_runs_in
+from freshness_magic.live.stepping import Stepped, step_loop
+from freshness_magic.live.watch import InputWatcher, input_folders
 from freshness_magic.pathsafety.state import first_non_folder
 from freshness_magic.views.marks import freshness_of
 from freshness_magic.views.model import RunSnapshot, ViewModel, stopped_spans
@@ -429,6 +430,27 @@ class LiveRun:
             return False
         return True
 
+    def steps(
+        self,
+        *,
+        to: str | None = None,
+        max_steps: int | None = None,
+        show: Callable[[str], None] | None = None,
+    ) -> Stepped:
+        """Step the open run (:func:`~freshness_magic.live.stepping.step_loop`): the views
+        published at every step boundary, ``stop`` honoured between nodes, a kernel interrupt
+        inside a node turned into an interrupted node of the reopened run."""
+        return step_loop(
+            self.run,
+            stop=self.stop_requested,
+            after_step=lambda: self.publish(freshness=False),
+            on_interrupt=lambda node: self.interrupted(node, "interrupted (kernel interrupt)"),
+            to=to,
+            max_steps=max_steps,
+            show=show,
+            go_on=self.commands.keep_going(),
+        )
+
     def interrupted(self, node_id: str, reason: str) -> Run:
         """After a kernel interrupt inside a step: reopen the run from its last checkpoint (the
         step boundary before the node), paused at the node, which shows ``interrupted``."""
@@ -447,7 +469,9 @@ class LiveRun:
     # --- freshness -------------------------------------------------------------------------------
 
     def refresh_freshness(self) -> bool:
-        """Re-check stale inputs (cheap stat-cache check) and publish; True when they changed."""
+        """Re-check stale inputs (cheap stat-cache check) and publish; True when they changed.
+        Does nothing (False) with no run open or while an action runs in another thread, which
+        publishes when its step ends."""
         if self._run is None:
             return False
         self._refreshing = True  # before the lock: an action starting now waits for us

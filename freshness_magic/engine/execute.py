@@ -57,7 +57,9 @@ from freshness_magic.engine.fidelity import (
     FidelityMode,
     Resolved,
     incoming_edge,
+    key_set_prefix,
     resolve,
+    selected_keys,
     uses_fidelity,
 )
 from freshness_magic.engine.handlers.base import (
@@ -625,7 +627,10 @@ class NodeExecutor:
             log.warning("reuse: lookup for node %s failed; it runs: %s", node.id, exc)
             return None
         for key in entry.reads:
-            if key in context:
+            prefix = key_set_prefix(key)
+            if prefix is not None:  # which keys were set (a fidelity mode's summary)
+                trace.record_read(key, selected_keys(list(context), prefix), None)
+            elif key in context:
                 trace.record_read(key, context[key], context.writer_of(key))
             else:
                 trace.record_absent(key)

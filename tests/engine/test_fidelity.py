@@ -322,6 +322,14 @@ def test_reuse_follows_what_each_mode_carried(tmp_path: Path) -> None:
     again.run()
     again.close()
     assert {n: len(v) for n, v in model.seen.items()} == {"plan": 1, "t": 1, "c": 1}
+    # a reused execution reads what the one it was taken from read, fidelity reads included
+    for node in ("t", "c"):
+        ran, reused = by_node(first)[node], by_node(again)[node]
+        assert again.node_outcomes[node].reused_from is not None
+        assert [(r.key, r.fingerprint) for r in reused.reads] == [
+            (r.key, r.fingerprint) for r in ran.reads
+        ]
+        assert reused.absent == ran.absent
     (tmp_path / "plan.txt").write_text("v2")
     third = open_run(CHAIN % "", workdir=tmp_path, backend=model, reuse=True)
     third.run()

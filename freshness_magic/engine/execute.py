@@ -72,7 +72,8 @@ from freshness_magic.engine.handlers.base import (
 from freshness_magic.engine.model import NODE_ID_RE, Edge, Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
-from freshness_magic.engine.routing import next_edge
+from freshness_magic.engine.routing import DeadEnd, next_edge
+from freshness_magic.engine.state import RunState, StepResult
 from freshness_magic.engine.trace import Trace, edge_key, node_definition
 from freshness_magic.errors import FreshnessMagicError
 
@@ -174,6 +175,32 @@ class NodeRun:
     interrupted: bool = False
     trace: Trace | None = None
 
+    def step_result(
+        self,
+        next_node: str | None,
+        reason: str,
+        state: RunState,
+        *,
+        edge_step: EdgeStep = EdgeStep.NONE,
+        dead_end: DeadEnd | None = None,
+        branch_of: str | None = None,
+    ) -> StepResult:
+        """This execution as the record of its step: where the run goes next, why, its state
+        after it (the one builder of a node's step, main path and branches alike)."""
+        return StepResult(
+            node_id=self.node.id,
+            outcome=self.outcome,
+            attempts=self.attempts,
+            duration=self.duration,
+            next_node=next_node,
+            reason=reason,
+            state=state,
+            edge_step=edge_step,
+            interrupted=self.interrupted,
+            dead_end=dead_end,
+            branch_of=branch_of,
+        )
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -236,10 +263,6 @@ class NodeExecutor:
     def rearm(self) -> None:
         """Forget an earlier interrupt (a new step starts)."""
         self._stop.clear()
-
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
 
     # ----------------------------------------------------------------- one node
 
@@ -456,21 +479,11 @@ class NodeExecutor:
         outcome, route inside the branch, let the extensions note it and call ``ended`` (the
         parallel handler journals the branch's progress there: the node's end is then
         recorded before anything of it is written), then its event (BranchRunner)."""
-        from freshness_magic.engine.state import RunState, StepResult
-
         result = self.execute(node, context, branch_of)
         if result.interrupted:
             self.node_finished(
-                StepResult(
-                    node_id=node.id,
-                    outcome=result.outcome,
-                    attempts=result.attempts,
-                    duration=result.duration,
-                    next_node=node.id,
-                    reason=f"'{node.id}' was interrupted",
-                    state=RunState.PAUSED,
-                    interrupted=True,
-                    branch_of=branch_of,
+                result.step_result(
+                    node.id, f"'{node.id}' was interrupted", RunState.PAUSED, branch_of=branch_of
                 )
             )
             return BranchStep(result.outcome, None, interrupted=True)
@@ -484,14 +497,10 @@ class NodeExecutor:
             index = self._apply(result, context, branch_of)
             decision = next_edge(self._host.graph, node, outcome, context)
             traces = self.node_finished(
-                StepResult(
-                    node_id=node.id,
-                    outcome=outcome,
-                    attempts=result.attempts,
-                    duration=result.duration,
-                    next_node=decision.target,
-                    reason=decision.reason,
-                    state=RunState.RUNNING,
+                result.step_result(
+                    decision.target,
+                    decision.reason,
+                    RunState.RUNNING,
                     edge_step=decision.step,
                     branch_of=branch_of,
                 )

@@ -343,6 +343,7 @@ class Reuser:
             or outcome.status is not StageStatus.SUCCESS
             or trace.step is None
             or trace.truncated  # reads were left out: it cannot be verified
+            or trace.reads_unknown  # its worker did not report them: neither can this
             or any(r.part is not None for r in trace.reads)
         ):
             return

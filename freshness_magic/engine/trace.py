@@ -19,6 +19,14 @@ gets one :class:`Trace` when it finishes with an outcome:
   branch node ran inside. A later execution *descends* from an earlier one when its causes lead
   back to it: a loop's next pass descends from the pass before.
 
+A handler call shipped to a cluster worker (:mod:`.dispatch`) runs against a copy of the
+context: the worker records its reads in a trace of its own and returns them as a
+:class:`ReadReport`, which the driver folds into the execution's trace with the writer of each
+key as the copy held it (:meth:`Trace.fold`), so a shipped execution reads what a local one
+does. A worker that reports no reads (an older version) leaves ``reads_unknown`` set: its
+``reads`` are then every written value the copy held (what it *may* have read), so no mark is
+falsely absent, and it is never reused (nothing can verify it).
+
 A trace is bounded: values whose encoding is longer than :data:`VALUE_CHARS` are kept as their
 fingerprint only, and at most :data:`MAX_READS` reads are kept (``truncated`` counts the rest).
 ``step`` is the execution's place in the run's ``completed_nodes`` plus one (the ``step`` of
@@ -211,6 +219,19 @@ class Write:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ReadReport:
+    """The reads of a handler call on a worker, sent back to the driver (picklable): each key
+    read with the fingerprint of the value the worker saw (in order), the keys looked for and
+    not set, the values composed of others' results (:meth:`~.context.Context.note_parts`),
+    and how many reads were not kept."""
+
+    reads: tuple[tuple[str, str], ...] = ()
+    absent: tuple[str, ...] = ()
+    parts: Mapping[str, Mapping[str, Part]] = field(default_factory=dict)
+    truncated: int = 0
+
+
 @dataclass(slots=True, eq=False)
 class Trace:
     """What one execution of a node read and wrote; see the module docstring.
@@ -246,6 +267,10 @@ class Trace:
     """Keys the handler looked for that were not set: their absence decided what it did (a
     prompt left ``{key}`` as written), so reuse verifies they are still not set. Not reads:
     no execution wrote them, so they make no marks."""
+    reads_unknown: bool = False
+    """Its handler ran on a worker that did not report its reads: ``reads`` are every value
+    written by an execution that the worker's copy of the context held (what it may have
+    read). Marks say "may have read"; it is never reused."""
     children: list[Trace] = field(default_factory=list, repr=False)
     """The traces of the branch nodes a parallel execution ran (recorded with it)."""
     parts: dict[str, dict[str, Part]] = field(default_factory=dict, repr=False)
@@ -260,10 +285,13 @@ class Trace:
 
     # ------------------------------------------------------------ recording (the context's side)
 
-    def record_read(self, key: str, value: Any, writer: Trace | None) -> None:
+    def record_read(
+        self, key: str, value: Any, writer: Trace | None, fingerprint: str | None = None
+    ) -> None:
         """Note that the handler read ``value`` of ``key`` (once per key), written by
         ``writer``; a read of the branch results a parallel node wrote is one read per branch
-        (:meth:`~.context.Context.note_parts`)."""
+        (:meth:`~.context.Context.note_parts`). ``fingerprint``: the one a worker saw (default:
+        that of ``value``)."""
         if writer is self:
             return  # a key it set itself during its own run
         written = writer.writes.get(key) if writer is not None else None
@@ -283,7 +311,7 @@ class Trace:
         self._add(
             Read(
                 key=key,
-                fingerprint=value_fingerprint(value),
+                fingerprint=fingerprint or value_fingerprint(value),
                 writer=writer.step if writer is not None else None,
                 writer_run=self._other_run(writer),
                 value=_kept(value),
@@ -329,6 +357,39 @@ class Trace:
         with self._lock:
             self.writes.pop(key, None)
 
+    def report(self) -> ReadReport:
+        """What a worker's trace returns to the driver (:meth:`fold`): its reads, absent keys,
+        composed values and count of reads not kept; no writers (the worker knows none)."""
+        with self._lock:
+            return ReadReport(
+                reads=tuple((r.key, r.fingerprint) for r in self.reads if r.part is None),
+                absent=tuple(self.absent),
+                parts={k: dict(v) for k, v in self.parts.items()},
+                truncated=self.truncated,
+            )
+
+    def fold(
+        self, report: ReadReport | None, values: Mapping[str, Any], writers: Mapping[str, Trace]
+    ) -> None:
+        """Take the reads a shipped handler call reported, as if it had run here against
+        ``values`` (the copy it was given) whose writers were ``writers``. ``report`` None (a
+        worker that does not report reads): every value of the copy that an execution wrote is
+        noted as read and ``reads_unknown`` is set (see the module docstring)."""
+        if report is None:
+            self.reads_unknown = True
+            for key in sorted(k for k in values if k in writers):
+                self.record_read(key, values[key], writers[key])
+            return
+        for key, fingerprint in report.reads:
+            value = values.get(key, NO_VALUE)
+            self.record_read(key, value, writers.get(key), fingerprint)
+        for key in report.absent:
+            self.record_absent(key)
+        with self._lock:
+            for key, parts in report.parts.items():
+                self.parts[key] = dict(parts)
+            self.truncated += report.truncated
+
     def set_inputs(self, digests: Mapping[str, str]) -> None:
         """Its declared input files with their digests (a run extension reports them)."""
         self.inputs_fingerprint = (
@@ -369,6 +430,8 @@ class Trace:
             data["truncated"] = self.truncated
         if self.absent:
             data["absent"] = list(self.absent)
+        if self.reads_unknown:
+            data["reads_unknown"] = True
         return data
 
     @classmethod
@@ -391,6 +454,7 @@ class Trace:
             writes={str(k): Write.from_dict(w) for k, w in dict(data.get("writes") or {}).items()},
             truncated=int(data.get("truncated") or 0),
             absent=[str(k) for k in data.get("absent") or ()],
+            reads_unknown=data.get("reads_unknown") is True,
         )
 
 

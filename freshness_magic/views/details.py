@@ -195,6 +195,8 @@ def execution_lines(traces: Sequence[Trace], node_id: str) -> dict[str, Any]:
         return f"(fingerprint {fingerprint[:12]})" if value is NO_VALUE else repr(value)
 
     read = []
+    if trace.reads_unknown:
+        read.append("(its worker did not report what it read: these are the values it was sent)")
     for r in trace.reads:
         key = f"{r.key}[{r.part}]" if r.part is not None else r.key
         if r.writer is None:

@@ -27,7 +27,7 @@ from freshness_magic.evidence.snapshot import WorkTreeSnapshot
 from freshness_magic.evidence.summary import run_work_summaries, work_summary
 from freshness_magic.evidence.validator import EvidenceReadResult, ValidationResult
 from freshness_magic.session import open_run, resume_run
-from tests.evidence.gitutil import git
+from tests.gitrepo import git
 from tests.pipelines import one_gate
 
 Action = Callable[[Path], None]

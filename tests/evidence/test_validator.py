@@ -17,7 +17,7 @@ from freshness_magic.evidence.validator import (
     ValidationResult,
     no_evidence_message,
 )
-from tests.evidence.gitutil import git
+from tests.gitrepo import git
 
 GRAPH = Graph("p", attrs={"evidence": "require"})
 

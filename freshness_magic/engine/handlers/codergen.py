@@ -273,6 +273,7 @@ class CodergenHandler:
         )
         started = time.monotonic()
         context.set(STAGE_DIR_KEY, str(stage_dir))
+        reason: str | None = None
         try:
             grace = STOP_GRACE_SECONDS
             if env.deadline is not None:
@@ -284,14 +285,6 @@ class CodergenHandler:
                 reason = "interrupted"
             else:
                 reason = _timed_out(node, started, backend, request.last_error)
-            return self._finish(
-                status_path,
-                Outcome(
-                    status=StageStatus.FAIL,
-                    failure_reason=reason,
-                    context_updates={llm_key: facts},
-                ),
-            )
         except Exception as exc:
             sink.close()
             if request.remaining() == 0:  # the client's own timeout, set to the time left
@@ -304,16 +297,15 @@ class CodergenHandler:
                 if not isinstance(exc, FreshnessMagicError):  # a bug in user code: its trace
                     kept = env.keep_traceback(node.id, exc)
                     reason += f" (traceback: {kept})" if kept else ""
-            return self._finish(
-                status_path,
-                Outcome(
-                    status=StageStatus.FAIL,
-                    failure_reason=reason,
-                    context_updates={llm_key: facts},
-                ),
-            )
         finally:
             context.delete(STAGE_DIR_KEY)
+        if (
+            reason is not None
+        ):  # stopped, timed out or refused: the backend's facts stay with the failure
+            failed = Outcome(
+                StageStatus.FAIL, failure_reason=reason, context_updates={llm_key: facts}
+            )
+            return self._finish(status_path, failed)
         sink(reply.text)
         sink.close(create=True)
         if reply.model:

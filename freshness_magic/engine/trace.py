@@ -43,7 +43,7 @@ from typing import TYPE_CHECKING, Any
 import xxhash
 
 from freshness_magic.engine.checkpoint_format import encode_json
-from freshness_magic.engine.fidelity import definition_part
+from freshness_magic.engine.fidelity import definition_part, key_set_prefix, selected_keys
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -381,7 +381,11 @@ class Trace:
                 self.record_read(key, values[key], writers[key])
             return
         for key, fingerprint in report.reads:
-            value = values.get(key, NO_VALUE)
+            prefix = key_set_prefix(key)
+            if prefix is not None:  # which keys were set: the names, as a local read keeps
+                value: Any = selected_keys(values, prefix)
+            else:
+                value = values.get(key, NO_VALUE)
             self.record_read(key, value, writers.get(key), fingerprint)
         for key in report.absent:
             self.record_absent(key)

@@ -88,8 +88,11 @@ class Pipeline:
     :class:`~freshness_magic.views.text.TextResult` (its ``text``, and for steps the run's
     result as ``data``): :meth:`step`, :meth:`run`, :meth:`run_to`, :meth:`resume`,
     :meth:`retry`, :meth:`accept`, :meth:`why`, :meth:`cond`, :meth:`status`, :meth:`evidence`,
-    :meth:`stop`, :meth:`reset`. :attr:`widget` is the anywidget view. The object a
-    ``%%pipeline`` cell binds is one of these.
+    :meth:`stop`, :meth:`reset`. :attr:`widget` is the anywidget view. Its two parts are used
+    by name: ``view`` (a :class:`~freshness_magic.views.pipeline_view.PipelineView`: its state,
+    node views, details, evidence, the frame; it changes nothing) and ``live`` (a
+    :class:`~freshness_magic.live.run.LiveRun`: the run, its options, cells and lock). The
+    object a ``%%pipeline`` cell binds is one of these.
     """
 
     def __init__(

@@ -15,6 +15,7 @@ from freshness_magic.engine.run import Run
 from freshness_magic.engine.trace import Trace, graph_definitions
 from freshness_magic.freshness.extension import run_marks
 from freshness_magic.session import open_run, resume_run
+from freshness_magic.views.details import execution_lines
 
 CHAIN = """digraph f {
   graph [goal="Ship it"%s]
@@ -201,6 +202,10 @@ def test_a_truncate_node_is_not_marked_a_compact_one_is(tmp_path: Path) -> None:
         ("context.*", None),
         ("context.plan", t["plan"].step),
     }
+    assert execution_lines(run.traces, "c")["read"] == [
+        "which context.* keys were set (its fidelity carries them): context.plan",
+        f"context.plan = 'v1', from plan (step {t['plan'].step})",
+    ]
     assert marked(run) == (set(), set())
     (tmp_path / "plan.txt").write_text("v2")
     # plan's input changed: c carried plan's value to its model, t never saw it

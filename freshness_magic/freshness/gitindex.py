@@ -127,7 +127,8 @@ class GitIndex:
         if parsed is None:
             return None
         offsets, root_tree = parsed
-        if any(e == b".gitattributes" or e.endswith(b"/.gitattributes") for e in offsets):
+        listed = b"\0" + b"\0".join(offsets) + b"\0"  # one search, not one per entry
+        if b"\0.gitattributes\0" in listed or b"/.gitattributes\0" in listed:
             return None
         head = None
         if root_tree is not None and with_head:

@@ -158,15 +158,17 @@ class Snapshotter:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
         horizon = baseline.fs_time_ns - RACY_WINDOW_NS
         mtime_of, unhashed = _MTIME.unpack_from, STAT_LAYOUT.size
-        hashed = {  # a record without a digest has nothing to trust
+        records = self.cache.records
+        known = records.get
+        # a record without a digest has nothing to trust; one the cache holds already stays
+        hashed = {
             key: rec
             for key, rec in baseline.files.items()
-            if (packed := rec[0]) is not None and len(packed) != unhashed
+            if known(key) is not rec and (packed := rec[0]) is not None and len(packed) != unhashed
         }
         trusted = {  # the racy rule of StatCache.store
             key: rec for key, rec in hashed.items() if mtime_of(rec[0], _MTIME_AT)[0] < horizon
         }
-        records = self.cache.records
         records.update(trusted)
         if len(trusted) < len(hashed):
             for key in hashed.keys() - trusted.keys():

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import os
 import time
 from pathlib import Path
@@ -13,6 +14,7 @@ from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.statcache import filesystem_now_ns
 from tests.gitrepo import git
+from tests.processes import cli
 
 from .conftest import write
 
@@ -65,12 +67,17 @@ def reloaded(repo: Path, later_s: float = 3.0) -> FreshnessTracker:
     return tracker
 
 
-def vouched(tracker: FreshnessTracker) -> set[str]:
-    """The files the report's git status vouches for now."""
-    vouch = StatusVouch(tracker.git, {"n": [tracker.baselines["n"]]})
+def vouched(tracker: FreshnessTracker, node: str = "n") -> set[str]:
+    """The files the report's git status vouches for now (``node``'s, against its baseline and,
+    once it ran, its completion snapshot)."""
+    snapshots = [tracker.baselines[node]]
+    if node in tracker.run_snapshots:
+        snapshots.append(tracker.run_snapshots[node])
+    vouch = StatusVouch(tracker.git, {node: snapshots})
     fs_now = filesystem_now_ns(tracker.snapshotter.state_dir)
-    resolved = tracker.snapshotter.resolver.resolve_many(ENTRIES, fs_now)
-    return set(vouch.settle({"n": resolved["n"].files}, fs_now))
+    entries = {node: tracker.baselines[node].entries}
+    resolved = tracker.snapshotter.resolver.resolve_many(entries, fs_now)
+    return set(vouch.settle({node: resolved[node].files}, fs_now))
 
 
 def labels(tracker: FreshnessTracker) -> dict[str, FileLabel]:
@@ -106,9 +113,9 @@ def test_unchanged_and_touched_files_are_vouched_for_an_edit_is_not(repo: Path) 
 
 
 def test_an_edit_in_the_second_of_git_s_ctime_is_caught(repo: Path) -> None:
-    tracker = reloaded(repo, later_s=0)  # right after git recorded the files
-    assert vouched(tracker) == set()
-    same_size_same_mtime(repo / "src/a.py", "a = 2\n")  # git, comparing whole seconds, may miss it
+    tracker = reloaded(repo, later_s=0)  # right after git recorded the files' ctimes
+    # within the second of that ctime: git, comparing whole seconds, does not see this edit
+    same_size_same_mtime(repo / "src/a.py", "a = 2\n")
     back(repo / ".git" / "index", 5)
     assert labels(tracker)["src/a.py"] is FileLabel.STALE_CHANGED
 
@@ -171,3 +178,31 @@ def test_files_not_recorded_by_blob_id_are_looked_at_without_waiting(
     assert vouched(tracker) == set()
     same_size_same_mtime(repo / "src/a.py", "a = 2\n")
     assert labels(tracker)["src/a.py"] is FileLabel.STALE_CHANGED
+
+
+PIPELINE = """digraph p { start [shape=Mdiamond]; done [shape=Msquare];
+  work [prompt="x", source_files="**", freshness="warn"];
+  start -> work -> done }
+"""
+
+
+def test_check_on_the_command_line_catches_what_git_misses(repo: Path) -> None:
+    write(repo, "p.dot", PIPELINE)  # untracked: looked at
+    age(repo)
+    time.sleep(2.1)  # git's ctimes older than the run's snapshots by more than the racy window
+    assert cli("run", "p.dot", cwd=repo).returncode == 0
+    (run_dir,) = (repo / ".freshness" / "runs").iterdir()
+    tracker = FreshnessTracker(repo)
+    data = json.loads((run_dir / "checkpoint.json").read_text())
+    tracker.load(data["extensions"]["freshness"]["tracker"])
+    assert vouched(tracker, "work") == {"src/a.py", "src/b.py", "docs/spec.md"}
+
+    back(repo / "docs/spec.md", 1)  # touched, content unchanged
+    git(repo, "update-index", "--assume-unchanged", "src/b.py")
+    same_size_same_mtime(repo / "src/b.py", "b = 2\n")  # git itself does not look at it
+    back(repo / ".git" / "index", 5)
+    done = cli("check", str(run_dir), "--json", cwd=repo)
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)["nodes"]["work"]["since_run"]
+    assert [(f["path"], f["label"]) for f in report["files"]] == [("src/b.py", "stale_changed")]
+    assert report["counts"] == {"fresh": 3, "stale_changed": 1}  # p.dot, src/a.py, docs/spec.md

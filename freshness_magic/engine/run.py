@@ -640,6 +640,7 @@ class Run:
             **kwargs,
         )
         saved = lifecycle.resumed(run._data, run._journal, found)
+        run._executor.resumed = True  # a model's session does not survive the process
         for ext in run.extensions:
             state = saved.get(ext.name)
             call_extension(ext, "on_resume", run, state if isinstance(state, dict) else None)

@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.context import partial_key
+from freshness_magic.engine.fidelity import key_set_prefix
 from freshness_magic.engine.handlers.parallel import kept_branch_ids
 from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.engine.state import RunState
@@ -161,6 +162,13 @@ def execution_lines(traces: Sequence[Trace], node_id: str) -> dict[str, Any]:
     if trace.reads_unknown:
         read.append("(its worker did not report what it read: these are the values it was sent)")
     for r in trace.reads:
+        if key_set_prefix(r.key) is not None:  # which keys were set, not a value
+            found = r.value if isinstance(r.value, list) else None
+            listed = ", ".join(map(str, found)) if found else "none"
+            if found is None:
+                listed = shown(r.value, r.fingerprint)
+            read.append(f"which {r.key} keys were set (its fidelity carries them): {listed}")
+            continue
         key = f"{r.key}[{r.part}]" if r.part is not None else r.key
         if r.writer is None:
             origin = "set by the run"

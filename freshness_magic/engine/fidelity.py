@@ -143,11 +143,15 @@ class Carried:
         return not self.preamble and not self.history
 
     def transcript(self) -> str:
-        """Everything carried as one text (``context.md``; backends with one text input)."""
+        """Everything carried as one text, with a comment saying which mode and where it
+        came from (``context.md``)."""
         said = f"how much was carried: {self.mode.value} (from {self.source})"
         if self.degraded:
             said += "; full degraded on resume"
-        parts = [f"# Carried context\n\n<!-- {said} -->"]
+        return self._text(f"<!-- {said} -->")
+
+    def _text(self, comment: str = "") -> str:
+        parts = ["# Carried context" + (f"\n\n{comment}" if comment else "")]
         if self.preamble:
             parts.append(self.preamble)
         if self.history:
@@ -157,10 +161,11 @@ class Carried:
         return "\n\n".join(parts) + "\n"
 
     def with_prompt(self, prompt: str) -> str:
-        """The carried context then the prompt, for a backend that takes one text."""
+        """The carried context then the prompt, for a backend that takes one text: only what
+        the node read (not where its mode came from), so equal reads give equal text."""
         if self.empty:
             return prompt
-        return f"{self.transcript()}\n# Prompt\n\n{prompt}"
+        return f"{self._text()}\n# Prompt\n\n{prompt}"
 
 
 def parse_mode(value: str) -> FidelityMode | None:

@@ -57,3 +57,27 @@ def test_the_server_receives_the_carried_context(tmp_path: Path, kind: str) -> N
         "## Earlier in thread `work`\n\n### draft (user)\n\nDraft it\n\n"
         f"### draft (assistant)\n\n{ANSWER}\n"
     )
+
+
+def test_an_agent_cli_reads_the_carried_context_before_the_prompt(tmp_path: Path) -> None:
+    dot = """digraph p {
+      graph [goal="Ship the fix"]
+      start [shape=Mdiamond]
+      plan  [prompt="Plan for $goal", fidelity="truncate"]
+      again [prompt="Again", fidelity="truncate"]
+      done  [shape=Msquare]
+      start -> plan -> again -> done
+    }"""
+    run = open_run(dot, workdir=tmp_path, backend="command:cat")
+    run.run()
+    nodes = run.run_dir / "nodes"
+    assert (nodes / "plan" / "response.md").read_text() == (
+        "# Carried context\n\nGoal: Ship the fix\n\n# Prompt\n\nPlan for Ship the fix"
+    )
+    run.close()
+    # {context_file} names the node's context.md (the prompt file stays the prompt)
+    files = open_run(dot, workdir=tmp_path, backend="command:cat {context_file} {prompt_file}")
+    files.run()
+    folder = files.run_dir / "nodes" / "again"
+    assert (folder / "response.md").read_text() == (folder / "context.md").read_text() + "Again"
+    files.close()

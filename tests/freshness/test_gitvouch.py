@@ -208,3 +208,18 @@ def test_check_on_the_command_line_catches_what_git_misses(repo: Path) -> None:
     report = json.loads(done.stdout)["nodes"]["work"]["since_run"]
     assert [(f["path"], f["label"]) for f in report["files"]] == [("src/b.py", "stale_changed")]
     assert report["counts"] == {"fresh": 3, "stale_changed": 1}  # p.dot, src/a.py, docs/spec.md
+
+
+def test_a_working_directory_inside_the_work_tree(repo: Path) -> None:
+    (repo / "src" / ".freshness").mkdir()
+    first = FreshnessTracker(repo / "src")
+    first.capture(ENTRIES)
+    state = first.to_dict()
+    state["baselines"]["n"]["fs_time_ns"] += 3_000_000_000  # see reloaded()
+    tracker = FreshnessTracker(repo / "src")
+    tracker.load(state)
+    assert vouched(tracker) == {"a.py", "b.py"}
+    write(repo, "src/a.py", "a = 22\n")
+    back(repo / ".git" / "index", 5)
+    assert vouched(tracker) == {"b.py"}
+    assert labels(tracker) == {"a.py": FileLabel.STALE_CHANGED, "b.py": FileLabel.FRESH}

@@ -261,6 +261,7 @@ class FreshnessTracker:
         )
         self.baselines: dict[str, Baseline] = {}
         self.run_snapshots: dict[str, Baseline] = {}
+        self._status_vouch: StatusVouch | None = None
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -329,11 +330,12 @@ class FreshnessTracker:
         vouches for are not looked at again (:class:`StatusVouch`).
         """
         ids = list(self.baselines) if node_ids is None else list(node_ids)
-        vouch = None
-        if self.git.available:
-            references = {n: self._snapshots(n) for n in ids}
-            vouch = StatusVouch(self.git, references)
+        vouch, self._status_vouch = self._status_vouch, None
+        if vouch is None and self.git.available:
+            vouch = StatusVouch(self.git)
         try:
+            if vouch is not None:
+                vouch.compare_with({n: self._snapshots(n) for n in ids})
             current = self._current(ids, vouch.settle if vouch is not None else None)
         except BaseException:
             if vouch is not None:
@@ -352,6 +354,19 @@ class FreshnessTracker:
                 compare(run, now, "run", relook, status, memo) if run is not None else None,
             )
         return FreshnessReport(self.workdir, time.time(), nodes, git=self.git.available)
+
+    def start_report(self) -> None:
+        """Start the git status of the next :meth:`report` now, so that git runs while the
+        caller does other work first (loading a checkpoint's baselines);
+        :meth:`cancel_report` stops it when no report follows."""
+        if self._status_vouch is None and self.git.available:
+            self._status_vouch = StatusVouch(self.git)
+
+    def cancel_report(self) -> None:
+        """Stop a git status :meth:`start_report` started."""
+        vouch, self._status_vouch = self._status_vouch, None
+        if vouch is not None:
+            vouch.cancel()
 
     def _explain(self, reports: dict[str, NodeReport]) -> dict[str, NodeReport]:
         """``reports`` with git's view of at most :data:`MAX_EXPLAINED` stale files."""

@@ -41,17 +41,23 @@ from freshness_magic.freshness.hashing import RACY_WINDOW_NS
 class StatusVouch:
     """The whole-tree ``git status`` of a report and what it vouches for (module docstring).
 
-    ``references``: node id -> each snapshot the report compares that node's files with.
+    Made as the status starts (so that git runs while the caller reads or resolves); the
+    snapshots the report compares with are named by :meth:`compare_with` before :meth:`settle`.
     """
 
-    def __init__(self, git: GitTier, references: Mapping[str, Sequence[Baseline]]):
+    def __init__(self, git: GitTier):
         self._git = git
-        self._references = {n: [s.files for s in snaps] for n, snaps in references.items()}
-        times = [s.fs_time_ns for snaps in references.values() for s in snaps]
-        self._changed_before = min(times) - RACY_WINDOW_NS if times else 0
+        self._references: dict[str, list[Mapping[str, FileRecord]]] = {}
+        self._changed_before = 0
         self._before = index_key(git.top_level)
         self._pending: PendingStatus | None = git.start_status(ignored=True, exact=True)
         self._status: GitStatus | None = None
+
+    def compare_with(self, references: Mapping[str, Sequence[Baseline]]) -> None:
+        """``references``: node id -> each snapshot the report compares that node's files with."""
+        self._references = {n: [s.files for s in snaps] for n, snaps in references.items()}
+        times = [s.fs_time_ns for snaps in references.values() for s in snaps]
+        self._changed_before = min(times) - RACY_WINDOW_NS if times else 0
 
     def cancel(self) -> None:
         """Stop the status (its result will not be read)."""

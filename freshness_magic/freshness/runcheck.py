@@ -83,7 +83,12 @@ def checkpoint_report(
         raise FreshnessError(f"{gone}; its inputs were not checked")
     source = hash_sources(workdir) if hash_sources is not None else None
     tracker = FreshnessTracker(workdir, hash_size_limit, hash_source=source)
-    tracker.load(tracker_state)
+    tracker.start_report()  # git runs while the baselines are loaded
+    try:
+        tracker.load(tracker_state)
+    except BaseException:
+        tracker.cancel_report()
+        raise
     return tracker.report()
 
 

@@ -73,7 +73,8 @@ def vouched(tracker: FreshnessTracker, node: str = "n") -> set[str]:
     snapshots = [tracker.baselines[node]]
     if node in tracker.run_snapshots:
         snapshots.append(tracker.run_snapshots[node])
-    vouch = StatusVouch(tracker.git, {node: snapshots})
+    vouch = StatusVouch(tracker.git)
+    vouch.compare_with({node: snapshots})
     fs_now = filesystem_now_ns(tracker.snapshotter.state_dir)
     entries = {node: tracker.baselines[node].entries}
     resolved = tracker.snapshotter.resolver.resolve_many(entries, fs_now)
@@ -149,7 +150,8 @@ def test_an_index_written_within_the_racy_window_is_not_trusted(repo: Path) -> N
 
 def test_an_index_replaced_while_git_looks_is_not_trusted(repo: Path) -> None:
     tracker = reloaded(repo)
-    vouch = StatusVouch(tracker.git, {"n": [tracker.baselines["n"]]})
+    vouch = StatusVouch(tracker.git)
+    vouch.compare_with({"n": [tracker.baselines["n"]]})
     write(repo, "src/a.py", "a = 22\n")
     git(repo, "add", "src/a.py")  # a new index file, aged: only its stat key differs
     back(repo / ".git" / "index", 5)

@@ -110,10 +110,6 @@ class Resolved:
     def effective(self) -> FidelityMode:
         return FidelityMode.SUMMARY_HIGH if self.degraded else self.mode
 
-    def describe(self) -> str:
-        said = f"{self.effective.value} (from {self.source})"
-        return said + ("; full degraded on resume" if self.degraded else "")
-
 
 @dataclass(frozen=True, slots=True)
 class Message:

@@ -24,8 +24,8 @@ Only where git's word is exact, else every file is looked at as before:
 - the index is the one git read: the same file (its stat key) before the status started, when
   read here and after the status ended, and written before the racy window of the check, so
   that a rewrite within one timestamp tick cannot hide;
-- most of the files must qualify: otherwise the files are looked at at once instead of after
-  waiting for git.
+- most of the files must qualify (up to git's verdict): otherwise the files are looked at at
+  once instead of after waiting for git, which then runs beside the look as before.
 """
 
 from __future__ import annotations
@@ -78,13 +78,16 @@ class StatusVouch:
         before = self._before
         if before is None or before[3] >= fs_now - RACY_WINDOW_NS:
             return {}
+        total = sum(len(keys) for keys in resolved.values())
         alike = self._alike(resolved)
-        if len(alike) * 2 < sum(len(keys) for keys in resolved.values()):
+        if len(alike) * 2 < total:
             return {}  # mostly files git cannot vouch for: look at them without waiting
         index = GitIndex.read(self._git.top_level, self._git.prefix, with_head=False)
         if index is None or index.file_key != before:
             return {}
         held = index.holding(alike, self._changed_before)
+        if len(held) * 2 < total:
+            return {}  # the same, told by the index: no wait for git
         status = self.result()
         if status is None or index_key(self._git.top_level) != before:
             return {}

@@ -160,12 +160,28 @@ def test_an_index_replaced_while_git_looks_is_not_trusted(repo: Path) -> None:
 
 
 def test_attributes_keep_git_s_word_out_of_their_folders(repo: Path) -> None:
+    for rel in ("docs/intro.md", "docs/usage.md"):  # most files outside src/
+        write(repo, rel, f"# {rel}\n")
+    git(repo, "add", "docs")
+    git(repo, "commit", "-q", "-m", "docs")
+    age(repo)
     tracker = reloaded(repo)
     write(repo, "src/.gitattributes", "*.py text eol=crlf\n")
-    assert vouched(tracker) == {"docs/spec.md"}
+    assert vouched(tracker) == {"docs/spec.md", "docs/intro.md", "docs/usage.md"}
     git(repo, "add", "src/.gitattributes")
     back(repo / ".git" / "index", 5)
     assert vouched(tracker) == set()
+
+
+def test_files_mostly_beyond_git_s_word_are_looked_at_without_waiting(repo: Path) -> None:
+    tracker = reloaded(repo)
+    write(repo, "src/.gitattributes", "*.py text eol=crlf\n")  # two of three files filtered
+    vouch = StatusVouch(tracker.git)
+    vouch.compare_with({"n": [tracker.baselines["n"]]})
+    fs_now = filesystem_now_ns(tracker.snapshotter.state_dir)
+    assert vouch.settle({"n": ["src/a.py", "src/b.py", "docs/spec.md"]}, fs_now) == {}
+    assert vouch._pending is not None  # git not waited for: it runs beside the look
+    vouch.cancel()
 
 
 def test_files_not_recorded_by_blob_id_are_looked_at_without_waiting(

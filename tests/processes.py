@@ -12,11 +12,13 @@ from __future__ import annotations
 
 import contextlib
 import io
+import json
 import logging
 import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 from freshness_magic import cli as command_line
@@ -57,17 +59,21 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def cli_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def cli_process(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``python -m freshness_magic ARGS`` in a new process, this checkout first on its path, no
-    standard input."""
-    return _cli([], args, cwd)
+    standard input; ``env`` adds to (or overrides) the test's environment."""
+    return _cli([], args, cwd, env)
 
 
-def _cli(prefix: list[str], args: tuple[str, ...], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _cli(
+    prefix: list[str], args: tuple[str, ...], cwd: Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*prefix, sys.executable, "-m", "freshness_magic", *args],
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,
@@ -92,3 +98,63 @@ def group_alive(pgid: int) -> bool:
     except ProcessLookupError:
         return False
     return True
+
+
+def waiting_run(folder: Path, dot: str, name: str = "p.dot") -> Path:
+    """The run directory of ``dot``, written to ``folder/name`` and run there by :func:`cli`
+    until it waits at a gate (exit 3): what a test of answering, resuming or locking starts from."""
+    (folder / name).write_text(dot)
+    started = cli("run", name, "--json", cwd=folder)
+    assert started.returncode == 3, started.stderr
+    return Path(json.loads(started.stdout)["run_dir"])
+
+
+def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
+    """A refusal as the command line gives one: exit 2 and one line on stderr (no traceback)
+    holding each of ``needles``."""
+    stderr = proc.stderr
+    assert proc.returncode == 2, stderr
+    assert "Traceback" not in stderr
+    lines = stderr.strip().splitlines()
+    assert len(lines) == 1, stderr
+    for needle in needles:
+        assert needle in lines[0]
+
+
+def killed_after_quick(folder: Path) -> Path:
+    """Run ``folder/p.dot`` in a driver process and SIGKILL it once the branch ``quick`` of its
+    parallel node ``fan`` is journaled as ended and the branch ``slow`` runs (it appends to
+    ``slow.txt``, then waits for a file ``go``); the run's folder."""
+    from freshness_magic.engine.checkpoint_format import JOURNAL_FILE
+    from freshness_magic.engine.context import partial_key
+    from tests.waiting import wait_until
+
+    driver = subprocess.Popen(
+        [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
+        cwd=folder,
+        env={**os.environ, "PYTHONPATH": str(REPO)},
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+        stdin=subprocess.DEVNULL,
+    )
+    runs = folder / ".freshness" / "runs"
+
+    def quick_journaled() -> bool:
+        """quick's branch journaled as ended (the parallel node's kept progress names where it
+        stopped); slow starts only after that, one branch at a time."""
+        journals = list(runs.glob(f"*/{JOURNAL_FILE}"))
+        if not journals:
+            return False
+        text = journals[0].read_bytes()
+        return partial_key("fan").encode() in text and b"stopped_at" in text
+
+    try:
+        wait_until(
+            lambda: (folder / "slow.txt").exists() and quick_journaled(),
+            "quick ended and was journaled while slow runs",
+        )
+    finally:
+        driver.kill()
+        driver.wait()
+    (run_dir,) = runs.iterdir()
+    return run_dir

@@ -16,7 +16,7 @@ from jupyter_client.manager import KernelManager
 
 from tests.kernels import execute, running_kernel
 from tests.pipelines import GO_GATE, SLOW_TOOL
-from tests.processes import cli, cli_process, group_alive
+from tests.processes import cli, cli_process, group_alive, waiting_run
 from tests.waiting import wait_until
 
 GATED = f"%%pipeline g\n{GO_GATE}"
@@ -127,10 +127,7 @@ def test_a_lock_file_without_its_program_still_names_its_holder_and_excludes(
     tmp_path: Path,
 ) -> None:
     """A holder of an older version writes no ``program``: it is named by pid, as before."""
-    (tmp_path / "g.dot").write_text(GO_GATE)
-    waiting = cli("run", "g.dot", "--json", cwd=tmp_path)
-    assert waiting.returncode == 3, waiting.stderr
-    run_dir = Path(json.loads(waiting.stdout)["run_dir"])
+    run_dir = waiting_run(tmp_path, GO_GATE, "g.dot")
     holder = subprocess.Popen(
         [sys.executable, "-c", OLD_HOLDER, str(run_dir)],
         stdin=subprocess.PIPE,

@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
 from pathlib import Path
 
 import pytest
 
-from tests.test_cli_run import cli, write
+from tests.processes import cli, one_line_error, waiting_run
+from tests.test_cli_run import write
 
 TINY = "digraph g { start [shape=Mdiamond]; done [shape=Msquare]; start -> done }\n"
 GATE = """digraph review {
@@ -22,16 +21,6 @@ GATE = """digraph review {
   fix -> approve
 }
 """
-
-
-def one_line_error(proc: subprocess.CompletedProcess[str], *needles: str) -> None:
-    stderr = proc.stderr
-    assert proc.returncode == 2, stderr
-    assert "Traceback" not in stderr
-    lines = stderr.strip().splitlines()
-    assert len(lines) == 1, stderr
-    for needle in needles:
-        assert needle in lines[0]
 
 
 @pytest.mark.parametrize(
@@ -72,10 +61,7 @@ def test_a_linked_state_folder_is_a_one_line_error(tmp_path: Path) -> None:
 def test_resume_with_an_answer_for_a_gate_that_is_not_waiting_is_an_error(
     tmp_path: Path,
 ) -> None:
-    write(tmp_path, "r.dot", GATE)
-    started = cli("run", "r.dot", "--json", cwd=tmp_path)
-    assert started.returncode == 3, started.stderr
-    run_dir = json.loads(started.stdout)["run_dir"]
+    run_dir = str(waiting_run(tmp_path, GATE, "r.dot"))
     assert cli("resume", run_dir, "--answer", "approve=Y", cwd=tmp_path).returncode == 0
     again = cli("resume", run_dir, "--answer", "approve=N", cwd=tmp_path)
     assert again.returncode == 2

@@ -15,9 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.processes import cli_without_privilege
-from tests.test_cli_run import cli, write
-from tests.test_cli_safety import one_line_error
+from tests.processes import cli, cli_without_privilege, one_line_error, waiting_run
+from tests.test_cli_run import write
 
 GATE = """digraph review {
   start   [shape=Mdiamond]
@@ -34,14 +33,6 @@ GATE = """digraph review {
 
 
 NOT_STATE = ("driver.lock", "events.jsonl")
-
-
-def waiting_run(work: Path) -> Path:
-    """A run of GATE in ``work``, waiting at ``approve``."""
-    write(work, "p.dot", GATE)
-    started = cli("run", "p.dot", "--json", cwd=work)
-    assert started.returncode == 3, started.stderr
-    return Path(json.loads(started.stdout)["run_dir"])
 
 
 @pytest.mark.parametrize("blocker", [".freshness", ".freshness/runs", ".orchestrator"])
@@ -70,7 +61,7 @@ def test_a_file_where_the_state_folder_goes_is_a_one_line_error(
 def test_a_working_directory_given_as_the_run_dir_lists_its_runs(tmp_path: Path) -> None:
     work = tmp_path / "w"
     work.mkdir()
-    run_dir = waiting_run(work)
+    run_dir = waiting_run(work, GATE)
     listed = f"{run_dir.relative_to(tmp_path)} (waiting at gate 'approve')"
     for given in ("w", "w/.freshness", "w/.freshness/runs"):
         for command in (["status"], ["resume"], ["why", given, "approve"], ["evidence"]):
@@ -90,7 +81,7 @@ def test_status_and_check_without_run_dir_read_the_newest_run_here(tmp_path: Pat
     work.mkdir()
     for command in ("status", "check"):
         one_line_error(cli(command, cwd=work), f"no runs under {work}", "run PIPELINE.dot")
-    first = waiting_run(work)
+    first = waiting_run(work, GATE)
     status = cli("status", cwd=work)
     assert status.returncode == 3 and status.stderr == ""
     assert status.stdout.startswith(f"run {first.name}: waiting")
@@ -127,7 +118,7 @@ def test_an_empty_path_is_refused_not_taken_for_the_current_folder(
 ) -> None:
     """``--workdir "$DIR"`` with DIR unset would run the pipeline's commands wherever the shell
     stands; nothing is written and the option is named."""
-    run_dir = waiting_run(tmp_path)
+    run_dir = waiting_run(tmp_path, GATE)
     before = sorted(p.relative_to(tmp_path) for p in tmp_path.rglob("*"))
     proc = cli(*[str(run_dir) if a == "RUN" else a for a in argv], cwd=tmp_path)
     assert proc.returncode == 2 and "Traceback" not in proc.stderr
@@ -149,7 +140,7 @@ def test_a_file_given_as_the_run_dir_is_named_as_a_file(tmp_path: Path) -> None:
 
 
 def test_evidence_json_of_an_unknown_node_is_an_error_object(tmp_path: Path) -> None:
-    run_dir = waiting_run(tmp_path)
+    run_dir = waiting_run(tmp_path, GATE)
     proc = cli("evidence", "--json", str(run_dir), "nosuch", cwd=tmp_path)
     assert proc.returncode == 2, proc.stdout
     error = json.loads(proc.stdout)
@@ -161,7 +152,7 @@ def test_evidence_json_of_an_unknown_node_is_an_error_object(tmp_path: Path) -> 
 def test_conflicting_answers_for_one_gate_are_refused_before_anything_runs(
     tmp_path: Path,
 ) -> None:
-    run_dir = waiting_run(tmp_path)
+    run_dir = waiting_run(tmp_path, GATE)
     before = (run_dir / "events.jsonl").read_text().splitlines()
     answers = ["--answer", "approve=Y", "--answer", "approve=N"]
     proc = cli("resume", str(run_dir), *answers, cwd=tmp_path)
@@ -190,7 +181,7 @@ def test_an_answer_for_a_node_that_is_not_a_gate_is_refused(tmp_path: Path) -> N
 
 
 def test_an_answer_for_a_gate_never_reached_is_a_warning_after_work(tmp_path: Path) -> None:
-    run_dir = waiting_run(tmp_path)
+    run_dir = waiting_run(tmp_path, GATE)
     # N is taken, then the run stops before fix (--to): Y, for the next visit, is not used
     answers = ["--answer", "approve=N", "--answer", "approve=Y"]
     proc = cli("resume", str(run_dir), *answers, "--to", "fix", cwd=tmp_path)
@@ -215,7 +206,7 @@ def test_a_run_of_a_moved_project_is_refused_until_told_where_it_is(tmp_path: Pa
     pipeline's tools there."""
     old, new = tmp_path / "old", tmp_path / "new"
     old.mkdir()
-    run_dir = waiting_run(old)
+    run_dir = waiting_run(old, GATE)
     old.rename(new)
     moved = new / run_dir.relative_to(old)
     before = {p: p.read_bytes() for p in moved.rglob("*") if p.is_file()}
@@ -242,10 +233,7 @@ def test_reading_a_run_of_a_moved_project_says_so_and_makes_no_folder(tmp_path: 
     tracked = GATE.replace(
         'tool_command="true"', 'tool_command="true", source_files="src/*.py", freshness="warn"'
     )
-    write(old, "p.dot", tracked)
-    started = cli("run", "p.dot", "--json", cwd=old)
-    assert started.returncode == 3, started.stderr
-    run_dir = Path(json.loads(started.stdout)["run_dir"])
+    run_dir = waiting_run(old, tracked)
     old.rename(new)
     moved = new / run_dir.relative_to(old)
     gone = f"{moved}: the run's working directory {old} is not there (moved or deleted?); "
@@ -283,7 +271,7 @@ def test_a_folder_the_user_may_not_write_is_one_line_that_names_it(tmp_path: Pat
         assert as_json["kind"] == "FileAccessError" and as_json["file"] == str(work / ".freshness")
     finally:
         work.chmod(0o755)
-    run_dir = waiting_run(work)
+    run_dir = waiting_run(work, GATE)
     events = run_dir / "events.jsonl"
     events.chmod(0)
     try:

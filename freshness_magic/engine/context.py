@@ -7,7 +7,9 @@ It also remembers which execution wrote each value (its :class:`~.trace.Trace`),
 handler runs (:meth:`Context.recording`) it notes in that execution's trace every value the
 handler reads, every key it looks for that is not set (``Trace.absent``) and every key it sets.
 Reads outside that window (routing's conditions, the
-checkpoint, a snapshot, the extensions' hooks) are the engine's and are never counted.
+checkpoint, a snapshot, the extensions' hooks) are the engine's and are never counted. A handler
+call shipped to a worker reads a copy (:meth:`Context.shipped_copy`); the worker's reads come back
+and are folded into the trace here (:meth:`Context.fold_reads`).
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from collections.abc import Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from freshness_magic.engine.trace import Part, Trace
+    from freshness_magic.engine.trace import Part, ReadReport, Trace
 
 _MISSING = object()
 
@@ -27,6 +29,11 @@ TOOL_KEYS = ("tool.output", "tool.exit_code", "tool.stdout_file", "tool.stderr_f
 """The context keys a tool node sets (spec §4.10 names ``tool.output``); no handler sets any
 other ``tool.`` key, so a condition on one can never hold (``validate`` says so)."""
 
+
+WORKER_KEY = "worker.{node_id}"
+"""Context key of where a node shipped to a cluster ran: ``{executor, worker, host, pid,
+seconds}`` (:mod:`.dispatch`). Not part of what the node produced: a branch result's fingerprint
+leaves it out."""
 
 PARTIAL_PREFIX = "internal.partial."
 
@@ -141,6 +148,24 @@ class Context(Mapping[str, Any]):
         with self._lock:
             self._writers.update({k: t for k, t in writers.items() if k in self._values})
 
+    def shipped_copy(self) -> tuple[dict[str, Any], dict[str, Trace]]:
+        """A copy of the values for a handler call run elsewhere (a cluster worker), with the
+        writer of each as it is now (taken together: :meth:`fold_reads` needs both)."""
+        with self._lock:
+            return copy.deepcopy(self._values), dict(self._writers)
+
+    def fold_reads(
+        self,
+        report: ReadReport | None,
+        values: Mapping[str, Any],
+        writers: Mapping[str, Trace],
+    ) -> None:
+        """Note in the running handler's trace the reads a call run elsewhere reported against
+        ``values`` and ``writers`` (:meth:`shipped_copy`; :meth:`~.trace.Trace.fold`)."""
+        recorder = self._recorder
+        if recorder is not None:
+            recorder.fold(report, values, writers)
+
     def note_parts(self, key: str, parts: Mapping[str, Part]) -> None:
         """The value the running handler is about to return for ``key`` is made of others'
         results (a parallel node's ``parallel.results``, one part per branch): a later read of
@@ -148,6 +173,14 @@ class Context(Mapping[str, Any]):
         recorder = self._recorder
         if recorder is not None:
             recorder.parts[key] = dict(parts)
+
+    def note_key_set(self, key: str, keys: list[str]) -> None:
+        """The running handler used which keys are set (``<prefix>*``: their names, say in a
+        summary), not their values: noted as a read of ``key`` with no writer, so reuse
+        verifies the set and no mark follows from it."""
+        recorder = self._recorder
+        if recorder is not None:
+            recorder.record_read(key, keys, None)
 
     def append_log(self, entry: str) -> None:
         with self._lock:

@@ -13,6 +13,14 @@ can still run work: a call is never waited for forever. A call the cluster lost 
 the node's retry policy decides (FAIL with the reason when no retries are left). The worker's
 identity and timing reach the outcome's context as ``worker.<node_id>``, so the node's
 ``status.json`` and its evidence record name where it ran.
+
+What the handler read on the worker comes back with the result and is folded into the
+execution's trace with the writer of each key as the copy it was sent held it
+(:meth:`~.context.Context.fold_reads`): a shipped execution records the reads a local one does.
+Every call that came back counts, as every attempt of a local execution does; a call that never
+came back (lost, not reported after a stop) adds none. A worker of an older version returns no
+reads: the trace then counts every written value it was sent as possibly read
+(``Trace.reads_unknown``): its readers' marks are never falsely absent, and it is never reused.
 """
 
 from __future__ import annotations
@@ -28,7 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic import atomicio
-from freshness_magic.engine.context import Context
+from freshness_magic.engine.context import WORKER_KEY, Context
 from freshness_magic.engine.handlers.base import Handler, StepEnv
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
@@ -36,8 +44,8 @@ from freshness_magic.engine.remote import RemoteCall, RemoteResult, local_identi
 
 log = logging.getLogger(__name__)
 
-WORKER_KEY = "worker.{node_id}"
-"""Context key of where a shipped node ran: ``{executor, worker, host, pid, seconds}``."""
+__all__ = ["WORKER_KEY", "Dispatch", "call_remote", "ships"]
+
 LOCAL = "local"
 """The node attribute value ``executor="local"``: the node always runs on the driver."""
 POLL_SECONDS = 0.05
@@ -89,11 +97,12 @@ def call_remote(
     timeout: float | None,
 ) -> Outcome:
     """Ship one attempt of ``node`` to ``dispatch`` and wait for it (on the driver)."""
+    values, writers = context.shipped_copy()
     call = RemoteCall(
         handler=handler,
         node=node,
         graph=env.graph,
-        context=context.snapshot(),
+        context=values,
         run_dir=env.run_dir,
         workdir=env.workdir,
         attempt=env.attempt,
@@ -101,11 +110,15 @@ def call_remote(
         label=dispatch.label,
         identify=dispatch.identify,
         call_id=secrets.token_hex(4),
+        fidelity=env.fidelity,
     )
     env.node_dir(node.id)
     waiting = _Waiting(dispatch, call, env)
     try:
-        return waiting.outcome()
+        outcome = waiting.outcome()
+        if waiting.result is not None:  # a call that never came back read nothing known
+            context.fold_reads(waiting.result.reads, values, writers)
+        return outcome
     finally:
         with contextlib.suppress(OSError):
             call.events_file.unlink()
@@ -122,6 +135,8 @@ class _Waiting:
         self.timed_out = False
         self.next_health = time.monotonic() + HEALTH_SECONDS
         self.unhealthy_since: float | None = None
+        self.result: RemoteResult | None = None
+        """What the worker returned (None: the call never came back)."""
 
     def outcome(self) -> Outcome:
         try:
@@ -192,6 +207,7 @@ class _Waiting:
         return None
 
     def finished(self, result: RemoteResult) -> Outcome:
+        self.result = result
         self.follower.poll()
         for kind, data in result.events[self.follower.seen :]:
             self.env.emit(kind, data)

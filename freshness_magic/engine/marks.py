@@ -16,6 +16,10 @@ and optionally each node's definition fingerprint now); never the graph's shape.
   from another when its causes (:attr:`.trace.Trace.cause`) lead back to it, or to the parallel
   execution it ran inside: a loop's next pass that the reader led to never marks it.
 
+An execution whose reads were not reported (a cluster worker of an older version:
+``Trace.reads_unknown``) is judged by every written value it was sent, and its mark says "may
+have read": a false "fresh" is the one answer a mark must never give.
+
 Each :class:`Mark` carries its reason as a chain (:meth:`Mark.because`, e.g. "`docs_join` read
 the result of `cli_docs` (step 14), whose input `docs/cli.md` changed") and the stale executions
 at the chain's ends (:meth:`Mark.roots`: accepting their inputs clears it).
@@ -65,6 +69,9 @@ class Mark:
     """Stale: its definition (attributes, prompt file text) changed."""
     links: tuple[Link, ...] = field(default=())
     """Outdated: the reads that make it so."""
+    unsure: bool = False
+    """Outdated: its reads were not reported (``Trace.reads_unknown``), so the links are
+    values it *may* have read."""
 
     def roots(self) -> list[str]:
         """The stale nodes at the ends of the chains (the node itself when it is stale); a
@@ -108,7 +115,8 @@ class Mark:
     def _chain(self) -> str:
         link = self.links[0]
         what = "the result" if link.read.part is not None else f"`{link.read.key}`"
-        head = f"read {what} of `{link.writer_node}` (step {link.writer_step})"
+        verb = "may have read" if self.unsure else "read"
+        head = f"{verb} {what} of `{link.writer_node}` (step {link.writer_step})"
         if link.superseded_by is not None:
             return (
                 f"{head}, and `{link.writer_node}` ran again (step {link.superseded_by}) "
@@ -214,7 +222,8 @@ class _Derivation:
         assert step is not None
         latest = self.latest[trace.node_id]
         files = _changed_inputs(trace, latest, self.stale_inputs.get(trace.node_id, ()))
-        now = self.definitions.get(trace.node_id)
+        now = self.definitions.get(trace.edge) if trace.edge is not None else None
+        now = now if now is not None else self.definitions.get(trace.node_id)
         definition = now is not None and now != trace.definition
         if files or definition:
             return Mark(MarkKind.STALE, trace.node_id, step, files, definition)
@@ -226,7 +235,13 @@ class _Derivation:
                 if len(links) >= MAX_REASONS:
                     break
         if links:
-            return Mark(MarkKind.OUTDATED, trace.node_id, step, links=tuple(links))
+            return Mark(
+                MarkKind.OUTDATED,
+                trace.node_id,
+                step,
+                links=tuple(links),
+                unsure=trace.reads_unknown,
+            )
         return None
 
     def _link(self, reader: Trace, read: Read) -> Link | None:

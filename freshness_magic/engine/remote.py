@@ -13,6 +13,12 @@ the attempt and a per-call id:
   it before starting does nothing.
 - ``events-<attempt>-<call>.jsonl``: the events the handler emits (its live output), one line
   each with its running count, for the driver to emit as they arrive.
+
+The handler runs against a copy of the driver's context, so the call records what the handler
+reads in a trace of its own and returns it in :attr:`RemoteResult.reads` (a
+:class:`~.trace.ReadReport`); the driver folds it into the execution's trace. A call that did
+not run the handler (started before, stopped first) reports no reads: an empty report, not None
+(None is what a worker of an older version, which does not report reads, gives).
 """
 
 from __future__ import annotations
@@ -30,9 +36,11 @@ from typing import Any
 
 from freshness_magic import atomicio
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.fidelity import Resolved
 from freshness_magic.engine.handlers.base import Handler, StepEnv, stop_slack
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
+from freshness_magic.engine.trace import ReadReport, Trace
 
 POLL_SECONDS = 0.05
 STOPPED_BEFORE_START = "interrupted before it started"
@@ -58,6 +66,8 @@ class RemoteCall:
     label: str
     identify: Callable[[], dict[str, Any]]
     call_id: str
+    fidelity: Resolved | None = None
+    """The node's fidelity as the driver resolved it (the edge the run took is known there)."""
 
     def _file(self, stem: str, suffix: str = "") -> Path:
         return (
@@ -83,11 +93,13 @@ class RemoteCall:
 
 @dataclass
 class RemoteResult:
-    """What came back from a worker: the outcome, every event it emitted, where and how long."""
+    """What came back from a worker: the outcome, every event it emitted, where and how long,
+    and what the handler read (None: the worker did not say; an older version)."""
 
     outcome: Outcome
     events: list[tuple[str, dict[str, Any]]]
     worker: dict[str, Any]
+    reads: ReadReport | None = None
 
 
 def run_remote(call: RemoteCall) -> RemoteResult:
@@ -96,10 +108,10 @@ def run_remote(call: RemoteCall) -> RemoteResult:
     worker = {"executor": call.label, **call.identify(), "pid": os.getpid()}
     worker["host"] = socket.gethostname()
     if call.marker.exists():
-        return RemoteResult(_rerun(call), [], worker)
+        return RemoteResult(_rerun(call), [], worker, ReadReport())
     if call.stop_file.exists():
         failed = Outcome(status=StageStatus.FAIL, failure_reason=STOPPED_BEFORE_START)
-        return RemoteResult(failed, [], worker)
+        return RemoteResult(failed, [], worker, ReadReport())
     # No fsync: the marker only has to outlive the worker process, not the machine.
     atomicio.write_atomic(call.marker, json.dumps(worker) + "\n", fsync=False)
     events: list[tuple[str, dict[str, Any]]] = []
@@ -130,18 +142,22 @@ def run_remote(call: RemoteCall) -> RemoteResult:
             deadline=time.monotonic() + call.timeout if call.timeout else None,
             slack=stop_slack(call.timeout) if call.timeout else 0.0,
             cancel=cancel,
+            fidelity=call.fidelity,
         )
+        reads = Trace(call.node.id, "", "")  # its reads only: the driver knows the rest
         try:
-            outcome = _execute(call, env, worker)
+            outcome = _execute(call, env, worker, reads)
         finally:
             done.set()
     worker["seconds"] = round(time.monotonic() - started, 6)
-    return RemoteResult(outcome, events, worker)
+    return RemoteResult(outcome, events, worker, reads.report())
 
 
-def _execute(call: RemoteCall, env: StepEnv, worker: dict[str, Any]) -> Outcome:
+def _execute(call: RemoteCall, env: StepEnv, worker: dict[str, Any], reads: Trace) -> Outcome:
+    context = Context(call.context)
     try:
-        outcome = call.handler.execute(call.node, Context(call.context), env)
+        with context.recording(reads):
+            outcome = call.handler.execute(call.node, context, env)
     except Exception as exc:
         return Outcome(
             status=StageStatus.FAIL,

@@ -19,6 +19,14 @@ gets one :class:`Trace` when it finishes with an outcome:
   branch node ran inside. A later execution *descends* from an earlier one when its causes lead
   back to it: a loop's next pass descends from the pass before.
 
+A handler call shipped to a cluster worker (:mod:`.dispatch`) runs against a copy of the
+context: the worker records its reads in a trace of its own and returns them as a
+:class:`ReadReport`, which the driver folds into the execution's trace with the writer of each
+key as the copy held it (:meth:`Trace.fold`), so a shipped execution reads what a local one
+does. A worker that reports no reads (an older version) leaves ``reads_unknown`` set: its
+``reads`` are then every written value the copy held (what it *may* have read), so no mark is
+falsely absent, and it is never reused (nothing can verify it).
+
 A trace is bounded: values whose encoding is longer than :data:`VALUE_CHARS` are kept as their
 fingerprint only, and at most :data:`MAX_READS` reads are kept (``truncated`` counts the rest).
 ``step`` is the execution's place in the run's ``completed_nodes`` plus one (the ``step`` of
@@ -35,11 +43,12 @@ from typing import TYPE_CHECKING, Any
 import xxhash
 
 from freshness_magic.engine.checkpoint_format import encode_json
+from freshness_magic.engine.fidelity import definition_part, key_set_prefix, selected_keys
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from freshness_magic.engine.model import Graph, Node
+    from freshness_magic.engine.model import Edge, Graph, Node
 
 VALUE_CHARS = 200
 """A value read or written whose JSON is longer than this is kept as its fingerprint only."""
@@ -68,15 +77,34 @@ def _kept(value: Any) -> Any:
         return NO_VALUE
 
 
-def definition_fingerprint(attrs: Mapping[str, str], prompt_text: str | None = None) -> str:
+def definition_fingerprint(
+    attrs: Mapping[str, str],
+    prompt_text: str | None = None,
+    fidelity: Mapping[str, str] | None = None,
+) -> str:
     """The fingerprint of a node's definition: its attributes (after the stylesheet and the
-    transforms) and its prompt file's text (None: it has none, or it could not be read)."""
-    return value_fingerprint({"attrs": dict(attrs), "prompt_file": prompt_text})
+    transforms), its prompt file's text (None: it has none, or it could not be read) and, for a
+    node that passes context to a model, its resolved fidelity (:mod:`.fidelity`)."""
+    data: dict[str, Any] = {"attrs": dict(attrs), "prompt_file": prompt_text}
+    if fidelity is not None:
+        data["fidelity"] = dict(fidelity)
+    return value_fingerprint(data)
 
 
-def node_definition(node: Node, graph: Graph, workdir: Path) -> str:
-    """The definition fingerprint of ``node`` now: its attributes and its prompt file's text
-    (as an execution of it records it)."""
+def edge_key(edge: Edge) -> str:
+    """``source->target``: how a trace names the edge the run took to its node."""
+    return f"{edge.source}->{edge.target}"
+
+
+def node_definition(node: Node, graph: Graph, workdir: Path, edge: Edge | None = None) -> str:
+    """The definition fingerprint of ``node`` now, reached by ``edge``: its attributes, its
+    prompt file's text and its resolved fidelity (as an execution of it records it)."""
+    return definition_fingerprint(
+        node.attrs, _prompt_text(node, graph, workdir), definition_part(graph, node, edge)
+    )
+
+
+def _prompt_text(node: Node, graph: Graph, workdir: Path) -> str | None:
     from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
 
     text: str | None = None
@@ -86,13 +114,25 @@ def node_definition(node: Node, graph: Graph, workdir: Path) -> str:
             text = read_prompt_file(path) if path is not None else None
         except (OSError, ValueError):
             text = None
-    return definition_fingerprint(node.attrs, text)
+    return text
 
 
 def graph_definitions(graph: Graph, workdir: Path) -> dict[str, str]:
     """Every node's definition fingerprint now (the marks compare an edited pipeline's nodes
-    with the executions of their earlier definitions)."""
-    return {node_id: node_definition(node, graph, workdir) for node_id, node in graph.nodes.items()}
+    with the executions of their earlier definitions), by node id; and, keyed by the edge
+    (:func:`edge_key`), the definition of a node reached by an edge that sets its fidelity or
+    thread (an execution that came by that edge is compared with it)."""
+    found: dict[str, str] = {}
+    for node_id, node in graph.nodes.items():
+        text = _prompt_text(node, graph, workdir)
+        found[node_id] = definition_fingerprint(
+            node.attrs, text, definition_part(graph, node, None)
+        )
+        for edge in graph.incoming(node_id):
+            if "fidelity" in edge.attrs or "thread_id" in edge.attrs:
+                part = definition_part(graph, node, edge)
+                found[edge_key(edge)] = definition_fingerprint(node.attrs, text, part)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,6 +219,19 @@ class Write:
         )
 
 
+@dataclass(frozen=True, slots=True)
+class ReadReport:
+    """The reads of a handler call on a worker, sent back to the driver (picklable): each key
+    read with the fingerprint of the value the worker saw (in order), the keys looked for and
+    not set, the values composed of others' results (:meth:`~.context.Context.note_parts`),
+    and how many reads were not kept."""
+
+    reads: tuple[tuple[str, str], ...] = ()
+    absent: tuple[str, ...] = ()
+    parts: Mapping[str, Mapping[str, Part]] = field(default_factory=dict)
+    truncated: int = 0
+
+
 @dataclass(slots=True, eq=False)
 class Trace:
     """What one execution of a node read and wrote; see the module docstring.
@@ -195,6 +248,12 @@ class Trace:
     cause: int | None = None
     within: int | None = None
     branch_of: str | None = None
+    edge: str | None = None
+    """The edge the run took to reach the node (``source->target``; None: none), when it
+    decides the node's fidelity (:mod:`.fidelity`)."""
+    fidelity: str = ""
+    """The fidelity mode it ran with (codergen nodes; ``summary:high`` for a ``full`` node
+    degraded on resume)."""
     inputs: dict[str, str] = field(default_factory=dict)
     """Declared input file -> content digest (``freshness/hashing``), as the node ran; empty
     past :data:`MAX_INPUT_FILES` files (``inputs_fingerprint`` still tells them apart)."""
@@ -208,6 +267,10 @@ class Trace:
     """Keys the handler looked for that were not set: their absence decided what it did (a
     prompt left ``{key}`` as written), so reuse verifies they are still not set. Not reads:
     no execution wrote them, so they make no marks."""
+    reads_unknown: bool = False
+    """Its handler ran on a worker that did not report its reads: ``reads`` are every value
+    written by an execution that the worker's copy of the context held (what it may have
+    read). Marks say "may have read"; it is never reused."""
     children: list[Trace] = field(default_factory=list, repr=False)
     """The traces of the branch nodes a parallel execution ran (recorded with it)."""
     parts: dict[str, dict[str, Part]] = field(default_factory=dict, repr=False)
@@ -222,10 +285,13 @@ class Trace:
 
     # ------------------------------------------------------------ recording (the context's side)
 
-    def record_read(self, key: str, value: Any, writer: Trace | None) -> None:
+    def record_read(
+        self, key: str, value: Any, writer: Trace | None, fingerprint: str | None = None
+    ) -> None:
         """Note that the handler read ``value`` of ``key`` (once per key), written by
         ``writer``; a read of the branch results a parallel node wrote is one read per branch
-        (:meth:`~.context.Context.note_parts`)."""
+        (:meth:`~.context.Context.note_parts`). ``fingerprint``: the one a worker saw (default:
+        that of ``value``)."""
         if writer is self:
             return  # a key it set itself during its own run
         written = writer.writes.get(key) if writer is not None else None
@@ -245,7 +311,7 @@ class Trace:
         self._add(
             Read(
                 key=key,
-                fingerprint=value_fingerprint(value),
+                fingerprint=fingerprint or value_fingerprint(value),
                 writer=writer.step if writer is not None else None,
                 writer_run=self._other_run(writer),
                 value=_kept(value),
@@ -291,6 +357,43 @@ class Trace:
         with self._lock:
             self.writes.pop(key, None)
 
+    def report(self) -> ReadReport:
+        """What a worker's trace returns to the driver (:meth:`fold`): its reads, absent keys,
+        composed values and count of reads not kept; no writers (the worker knows none)."""
+        with self._lock:
+            return ReadReport(
+                reads=tuple((r.key, r.fingerprint) for r in self.reads if r.part is None),
+                absent=tuple(self.absent),
+                parts={k: dict(v) for k, v in self.parts.items()},
+                truncated=self.truncated,
+            )
+
+    def fold(
+        self, report: ReadReport | None, values: Mapping[str, Any], writers: Mapping[str, Trace]
+    ) -> None:
+        """Take the reads a shipped handler call reported, as if it had run here against
+        ``values`` (the copy it was given) whose writers were ``writers``. ``report`` None (a
+        worker that does not report reads): every value of the copy that an execution wrote is
+        noted as read and ``reads_unknown`` is set (see the module docstring)."""
+        if report is None:
+            self.reads_unknown = True
+            for key in sorted(k for k in values if k in writers):
+                self.record_read(key, values[key], writers[key])
+            return
+        for key, fingerprint in report.reads:
+            prefix = key_set_prefix(key)
+            if prefix is not None:  # which keys were set: the names, as a local read keeps
+                value: Any = selected_keys(values, prefix)
+            else:
+                value = values.get(key, NO_VALUE)
+            self.record_read(key, value, writers.get(key), fingerprint)
+        for key in report.absent:
+            self.record_absent(key)
+        with self._lock:
+            for key, parts in report.parts.items():
+                self.parts[key] = dict(parts)
+            self.truncated += report.truncated
+
     def set_inputs(self, digests: Mapping[str, str]) -> None:
         """Its declared input files with their digests (a run extension reports them)."""
         self.inputs_fingerprint = (
@@ -323,10 +426,16 @@ class Trace:
         if self.branch_of is not None:
             data["branch_of"] = self.branch_of
             data["within"] = self.within
+        if self.edge is not None:
+            data["edge"] = self.edge
+        if self.fidelity:
+            data["fidelity"] = self.fidelity
         if self.truncated:
             data["truncated"] = self.truncated
         if self.absent:
             data["absent"] = list(self.absent)
+        if self.reads_unknown:
+            data["reads_unknown"] = True
         return data
 
     @classmethod
@@ -341,12 +450,15 @@ class Trace:
             cause=int(cause) if cause is not None else None,
             within=int(within) if within is not None else None,
             branch_of=data.get("branch_of"),
+            edge=data.get("edge"),
+            fidelity=str(data.get("fidelity") or ""),
             inputs={str(k): str(v) for k, v in dict(data.get("inputs") or {}).items()},
             inputs_fingerprint=str(data.get("inputs_fp") or ""),
             reads=[Read.from_dict(r) for r in data.get("reads") or ()],
             writes={str(k): Write.from_dict(w) for k, w in dict(data.get("writes") or {}).items()},
             truncated=int(data.get("truncated") or 0),
             absent=[str(k) for k in data.get("absent") or ()],
+            reads_unknown=data.get("reads_unknown") is True,
         )
 
 

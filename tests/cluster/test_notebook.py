@@ -13,13 +13,12 @@ from pathlib import Path
 from IPython.core.interactiveshell import InteractiveShell
 
 from tests.cluster.test_dask import evidence_log, fan_out
-from tests.notebook.conftest import magics, shell  # noqa: F401 (fixtures)
 
 DOT = fan_out(4, "echo $PPID > ppid{i}.txt", after="ship")
 
 
 def test_dask_executor_from_config_then_resume_in_a_new_kernel(
-    shell: InteractiveShell,  # noqa: F811
+    shell: InteractiveShell,
     tmp_path: Path,
 ) -> None:
     workdir = tmp_path / "work"
@@ -63,7 +62,7 @@ def test_dask_executor_from_config_then_resume_in_a_new_kernel(
 
 
 def test_run_with_the_executor_option(
-    shell: InteractiveShell,  # noqa: F811
+    shell: InteractiveShell,
     tmp_path: Path,
     dask_cluster: object,
 ) -> None:
@@ -85,8 +84,8 @@ def test_run_with_the_executor_option(
 
 
 def test_an_unknown_executor_is_refused_when_configured(
-    shell: InteractiveShell,  # noqa: F811
-    magics: object,  # noqa: F811
+    shell: InteractiveShell,
+    magics: object,
 ) -> None:
     shell.run_line_magic("config", 'PipelineMagics.executor = "spark"')
     assert magics.executor == ""  # refused: the old value stays

@@ -7,21 +7,15 @@ branch (stale) and the readers of its result (outdated), in the engine and on th
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 from freshness_magic.engine.checkpoint import load_checkpoint
-from freshness_magic.engine.checkpoint_format import JOURNAL_FILE
-from freshness_magic.engine.context import partial_key
 from freshness_magic.engine.marks import MarkKind
 from freshness_magic.engine.trace import Trace
 from freshness_magic.freshness.extension import run_marks
 from freshness_magic.session import resume_run
 from tests.engine.runkit import trace_shape
-from tests.processes import REPO, cli
-from tests.waiting import wait_until
+from tests.processes import cli, killed_after_quick
 
 THREE = """digraph three {
   start   [shape=Mdiamond]
@@ -59,40 +53,6 @@ def traces_of(run_dir: Path) -> list[Trace]:
     return [Trace.from_dict(t, data["run_id"]) for t in data["traces"]]
 
 
-def kill_after_quick(folder: Path) -> Path:
-    """Run THREE in a driver process and SIGKILL it once ``quick``'s end is journaled and
-    ``slow`` runs; the run's folder."""
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
-        cwd=folder,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
-    runs = folder / ".freshness" / "runs"
-
-    def quick_journaled() -> bool:
-        """quick's branch journaled (the parallel node's kept progress names where it
-        stopped); slow starts only after that, one branch at a time."""
-        journals = list(runs.glob(f"*/{JOURNAL_FILE}"))
-        if not journals:
-            return False
-        text = journals[0].read_bytes()
-        return partial_key("fan").encode() in text and b"stopped_at" in text
-
-    try:
-        wait_until(
-            lambda: (folder / "slow.txt").exists() and quick_journaled(),
-            "quick ended and was journaled while slow runs",
-        )
-    finally:
-        driver.kill()
-        driver.wait()
-    (run_dir,) = runs.iterdir()
-    return run_dir
-
-
 def test_a_killed_parallel_node_keeps_its_ended_branch_s_trace_and_marks_follow_it(
     tmp_path: Path,
 ) -> None:
@@ -103,7 +63,7 @@ def test_a_killed_parallel_node_keeps_its_ended_branch_s_trace_and_marks_follow_
     uninterrupted = traces_of(reference_dir)
 
     folder = tree(tmp_path / "killed")
-    run_dir = kill_after_quick(folder)
+    run_dir = killed_after_quick(folder)
     before = load_checkpoint(run_dir)[0]
     assert "quick" in before["completed_nodes"] and "slow" not in before["completed_nodes"]
     (folder / "go").touch()

@@ -2,15 +2,11 @@
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 import threading
 from pathlib import Path
 
 import pytest
 
-from freshness_magic.engine.checkpoint_format import JOURNAL_FILE
 from freshness_magic.engine.context import Context, partial_key
 from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.handlers.base import StepEnv
@@ -23,7 +19,7 @@ from freshness_magic.engine.run import Run
 from freshness_magic.errors import ValidationError
 from freshness_magic.session import open_run
 from tests.pipelines import ONE_ENDS_ONE_WAITS, TWO_BRANCHES
-from tests.processes import REPO, cli
+from tests.processes import cli, killed_after_quick
 from tests.waiting import wait_until
 
 
@@ -488,34 +484,7 @@ def test_a_parallel_node_whose_driver_was_killed_keeps_the_branches_that_had_end
     """SIGKILL with ``quick`` ended and ``slow`` running: a resume in a new process runs only
     ``slow`` (each ended branch is journaled at once)."""
     (tmp_path / "p.dot").write_text(ONE_ENDS_ONE_WAITS)
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
-        cwd=tmp_path,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        stdin=subprocess.DEVNULL,
-    )
-    runs = tmp_path / ".freshness" / "runs"
-
-    def journaled() -> bool:
-        """quick's branch journaled as ended (its result; before it, its position at the
-        fan-in, which a resume does not run again either)."""
-        journals = list(runs.glob(f"*/{JOURNAL_FILE}"))
-        if not journals:
-            return False
-        text = journals[0].read_bytes()
-        return partial_key("fan").encode() in text and b"stopped_at" in text
-
-    try:
-        wait_until(
-            lambda: (tmp_path / "slow.txt").exists() and journaled(),
-            "quick ended and was journaled while slow runs",
-        )
-    finally:
-        driver.kill()
-        driver.wait()
-    (run_dir,) = runs.iterdir()
+    run_dir = killed_after_quick(tmp_path)
     for node in ("fan", "slow"):  # what was running is named cut off, as status does
         said = cli("why", str(run_dir), node, cwd=tmp_path).stdout.splitlines()
         assert said[:2] == [

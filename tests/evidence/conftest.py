@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.evidence.gitutil import git
+from tests.gitrepo import git_repo
 
 IDENTITY = {
     "GIT_AUTHOR_NAME": "Evidence Tester",
@@ -31,14 +31,8 @@ def isolated_git(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.M
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A git repository with one commit holding ``keep.txt``, ``edit.txt`` and ``gone.txt``."""
-    root = tmp_path / "repo"
-    root.mkdir()
-    git(root, "init", "-q", "-b", "main")
-    for name in ("keep.txt", "edit.txt", "gone.txt"):
-        (root / name).write_text(f"{name} original\n")
-    git(root, "add", "-A")
-    git(root, "commit", "-q", "-m", "initial")
-    return root
+    names = ("keep.txt", "edit.txt", "gone.txt")
+    return git_repo(tmp_path / "repo", {name: f"{name} original\n" for name in names}, "initial")
 
 
 @pytest.fixture
@@ -51,3 +45,18 @@ def plain_dir(tmp_path: Path) -> Path:
     (root / "sub").mkdir()
     (root / "sub" / "gone.txt").write_text("gone\n")
     return root
+
+
+def no_evidence(workdir: Path, label: str) -> str:
+    """The failure reason of the node ``implement`` (labelled ``label``, its task "Fix the login
+    bug") when it left no work evidence in ``workdir``."""
+    return (
+        "No work evidence produced. The node must either:\n"
+        "  1. Modify files (results in a commit)\n"
+        "  2. Create an evidence file at .orchestrator/evidence/implement.json\n"
+        "  3. Declare expects_no_changes=true in the node\n"
+        "\n"
+        f"Node: implement ({label})\n"
+        "Task: Fix the login bug\n"
+        f"Work tree: {workdir.resolve()}"
+    )

@@ -11,7 +11,7 @@ from freshness_magic.errors import EvidenceError
 from freshness_magic.evidence.commit import commit_node_changes
 from freshness_magic.evidence.record import EvidenceRecord, write_evidence
 from freshness_magic.evidence.snapshot import changes_since, take_snapshot
-from tests.evidence.gitutil import git
+from tests.gitrepo import git
 
 NODE = Node("implement", {"label": "Implement the fix"})
 

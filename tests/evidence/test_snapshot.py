@@ -13,7 +13,7 @@ from freshness_magic.evidence.snapshot import (
     changes_since,
     take_snapshot,
 )
-from tests.evidence.gitutil import git
+from tests.gitrepo import git
 
 
 def test_clean_repo_without_changes_has_none(repo: Path) -> None:

@@ -12,8 +12,9 @@ import pytest
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.git import GitTier, parse_porcelain_v2
 from freshness_magic.vcs.git import find_work_tree
+from tests.gitrepo import git
 
-from .conftest import git, write
+from .conftest import write
 
 
 @pytest.fixture

@@ -17,8 +17,9 @@ from freshness_magic.freshness.gitindex import INDEX_BYTES_PER_FILE, GitIndex
 from freshness_magic.freshness.hashing import StatKey, digest_file_at, pack_files_at
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 from freshness_magic.vcs import git as vcs
+from tests.gitrepo import git
 
-from .conftest import git, write
+from .conftest import write
 
 
 @pytest.fixture(autouse=True)

@@ -16,9 +16,10 @@ from freshness_magic.engine.events import Event, EventType
 from freshness_magic.events import session_event_kinds
 from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.session import open_run
+from tests.gitrepo import git
 from tests.waiting import wait_until
 
-from .conftest import git, write
+from .conftest import write
 
 REPO_ROOT = Path(__file__).resolve().parents[2]
 

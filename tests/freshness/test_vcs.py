@@ -10,8 +10,9 @@ from freshness_magic.errors import GitError
 from freshness_magic.evidence import snapshot as evidence_snapshot
 from freshness_magic.freshness import hashing, statcache
 from freshness_magic.vcs import git as vcs
+from tests.gitrepo import git
 
-from .conftest import git, write
+from .conftest import write
 
 
 def test_status_of_named_paths_only(repo: Path) -> None:

@@ -1,16 +1,13 @@
-"""Fixtures for the notebook tests: a real InteractiveShell with the extension loaded."""
+"""Fixtures for the notebook tests: the review pipeline and a working directory with the files it
+reads. The shell with the extension loaded (``shell``, ``magics``) is in tests/conftest.py."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from IPython.core.interactiveshell import InteractiveShell
-
-from freshness_magic.notebook.extension import instance
-from freshness_magic.notebook.magics import PipelineMagics
 
 REVIEW_DOT = """digraph review {
   graph [goal="Ship the login fix"]
@@ -34,29 +31,6 @@ def make_workdir(root: Path) -> Path:
     (root / "src" / "login.py").write_text("def login():\n    return True\n")
     (root / "docs" / "spec.md").write_text("# Spec\nLogin must work.\n")
     return root
-
-
-@pytest.fixture
-def shell(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[InteractiveShell]:
-    """The process-wide InteractiveShell with freshness_magic loaded; unloaded afterwards."""
-    monkeypatch.chdir(tmp_path)
-    sh = InteractiveShell.instance()
-    sh.run_line_magic("load_ext", "freshness_magic")
-    before = set(sh.user_ns)
-    yield sh
-    sh.run_line_magic("unload_ext", "freshness_magic")
-    sh.config.pop("PipelineMagics", None)
-    for key in set(sh.user_ns) - before:
-        sh.user_ns.pop(key, None)
-    for key in ("review", "gates", "xss", "other"):
-        sh.user_ns.pop(key, None)
-
-
-@pytest.fixture
-def magics(shell: InteractiveShell) -> PipelineMagics:
-    found = instance(shell)
-    assert found is not None
-    return found
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from freshness_magic.engine.context import Context
+from freshness_magic.engine.context import WORKER_KEY, Context
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.handlers.base import BranchStep, StepEnv
 from freshness_magic.engine.model import Edge, Graph, Node, parse_int
@@ -620,8 +620,16 @@ class ParallelHandler:
 
 def result_fingerprint(entry: dict[str, Any]) -> str:
     """The fingerprint of one branch's result without what changes every time it runs (how
-    long it took): equal results of two runs of a branch are equal here (early cutoff)."""
-    return value_fingerprint({k: v for k, v in entry.items() if k not in ("duration", "index")})
+    long it took, which its ``notes`` say too, e.g. a tool's "completed in 0.02s"; and where its
+    nodes ran: the ``worker.<node>`` key a cluster call adds): equal results of two runs of a
+    branch are equal here (early cutoff), on a cluster or not. What it produced is in its
+    status, failure reason and context updates."""
+    kept = {k: v for k, v in entry.items() if k not in ("duration", "index", "notes")}
+    updates = kept.get("context_updates")
+    if isinstance(updates, dict):
+        where = {WORKER_KEY.format(node_id=n) for n in entry.get("completed_nodes") or ()}
+        kept["context_updates"] = {k: v for k, v in updates.items() if k not in where}
+    return value_fingerprint(kept)
 
 
 def join_node(graph: Graph, parallel_id: str, results: list[BranchResult]) -> str | None:

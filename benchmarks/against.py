@@ -20,10 +20,12 @@ import compileall
 import contextlib
 import json
 import os
+import resource
 import statistics
 import subprocess
 import sys
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -173,6 +175,13 @@ def verdict(
         f"ratio {ratio:5.2f}  (<= {LIMIT:.2f}: {ok})"
     )
     return ratio
+
+
+def cpu_seconds() -> float:
+    """CPU time of this process and its reaped children: on a loaded machine a process waits for
+    a core, so wall time grows with the load while CPU time mostly does not."""
+    children = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return time.process_time() + children.ru_utime + children.ru_stime
 
 
 def median(values: Sequence[float]) -> float:

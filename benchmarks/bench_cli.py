@@ -31,8 +31,9 @@ measure the compiler.
 ``--against REV`` measures the same in both installs for this tree and for commit REV of this
 repository (``against.py``): the console script of this environment with each tree first on
 ``sys.path``, and a regular install of each tree's wheel; all commands of both trees take turns in
-every round, in alternating order. Per command it prints both medians and their ratio: start-up
-may grow while it stays within the goal (at most 3x the reference).
+every round, in alternating order. Per command it prints both medians and their ratio, of wall
+time and of CPU time (the child's user and system time, which the load on the machine changes
+less): start-up may grow while it stays within the goal (at most 3x the reference).
 
     python benchmarks/bench_cli.py [--reps N] [--against REV]
 """
@@ -123,6 +124,13 @@ def wall_time(command: list[str], env: dict[str, str] | None = None) -> float:
     return time.perf_counter() - start
 
 
+def timed_run(command: list[str], env: dict[str, str]) -> tuple[float, float]:
+    """Wall and CPU seconds (the child's user and system time) of one command."""
+    cpu = against.cpu_seconds()
+    wall = wall_time(command, env)
+    return wall, against.cpu_seconds() - cpu
+
+
 def compare(rev: str, reps: int) -> None:
     """Every command of both installs for this tree and for ``rev``, taking turns each round."""
     print(against.machine_load())
@@ -151,12 +159,15 @@ def compare(rev: str, reps: int) -> None:
             for (kind, label), (each, _) in installs.items()
             for name in each
         }
+        cpus: dict[tuple[str, str, str], list[float]] = {key: [] for key in times}
         order = list(installs)
         for rep in range(reps):
             for kind, label in order if rep % 2 == 0 else order[::-1]:
                 each, env = installs[kind, label]
                 for name, command in each.items():
-                    times[kind, label, name].append(wall_time(command, env) * 1000)
+                    wall, cpu = timed_run(command, env)
+                    times[kind, label, name].append(wall * 1000)
+                    cpus[kind, label, name].append(cpu * 1000)
         labels = [tree.label for tree in trees]
     print(f"interleaved medians of {reps} rounds, ms")
     met = True
@@ -166,6 +177,8 @@ def compare(rev: str, reps: int) -> None:
         for name in names:
             mine, theirs = (against.median(times[kind, label, name]) for label in labels)
             against.verdict(name, mine, theirs, labels)
+            mine, theirs = (against.median(cpus[kind, label, name]) for label in labels)
+            against.verdict("  CPU", mine, theirs, labels)
         reference = against.median(times[kind, labels[0], REFERENCE])
         for name in names:
             if name == REFERENCE or name in INFORMATION:

@@ -18,6 +18,7 @@ import os
 import subprocess
 import sys
 import warnings
+from collections.abc import Mapping
 from pathlib import Path
 
 from freshness_magic import cli as command_line
@@ -58,17 +59,21 @@ def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     )
 
 
-def cli_process(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+def cli_process(
+    *args: str, cwd: Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     """``python -m freshness_magic ARGS`` in a new process, this checkout first on its path, no
-    standard input."""
-    return _cli([], args, cwd)
+    standard input; ``env`` adds to (or overrides) the test's environment."""
+    return _cli([], args, cwd, env)
 
 
-def _cli(prefix: list[str], args: tuple[str, ...], cwd: Path) -> subprocess.CompletedProcess[str]:
+def _cli(
+    prefix: list[str], args: tuple[str, ...], cwd: Path, env: Mapping[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [*prefix, sys.executable, "-m", "freshness_magic", *args],
         cwd=cwd,
-        env={**os.environ, "PYTHONPATH": str(REPO)},
+        env={**os.environ, "PYTHONPATH": str(REPO), **(env or {})},
         capture_output=True,
         text=True,
         timeout=120,

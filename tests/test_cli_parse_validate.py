@@ -48,14 +48,7 @@ def write(tmp_path: Path, name: str, text: str) -> str:
 
 
 def run_module(*args: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        capture_output=True,
-        text=True,
-        cwd=ROOT,
-        timeout=120,
-        check=False,
-    )
+    return cli_process(*args, cwd=ROOT)
 
 
 # -- parse --------------------------------------------------------------------------------------

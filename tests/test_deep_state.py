@@ -4,24 +4,13 @@ a deep snapshot falls back to the journal, deep log lines are skipped."""
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 from freshness_magic.session import open_run
 from tests.pipelines import ECHO_HI
+from tests.processes import cli_process as cli
 
 DEEP = "[" * 200_000 + "]" * 200_000
-
-
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
 
 
 def test_deep_snapshot_and_log_lines_are_survived(tmp_path: Path) -> None:

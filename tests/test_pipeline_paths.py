@@ -5,9 +5,7 @@ nothing is copied into ``nodes/<id>/prompt.md``."""
 
 from __future__ import annotations
 
-import os
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from freshness_magic.engine.state import RunState
 from freshness_magic.errors import UnsafePathError, ValidationError
 from freshness_magic.lint import session_validator
 from freshness_magic.session import open_run
+from tests.processes import cli_process
 
 SECRET = "the-secret-outside-the-tree"
 
@@ -43,14 +42,7 @@ def work(tmp_path: Path) -> Path:
 
 
 def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, "NO_COLOR": "1"},
-    )
+    return cli_process(*args, cwd=cwd, env={"NO_COLOR": "1"})
 
 
 def nothing_read(root: Path) -> None:

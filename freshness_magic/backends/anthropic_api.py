@@ -60,12 +60,20 @@ class AnthropicBackend(ModelBackend):
             )
         return super()._classify(exc)
 
-    def _options(self, model: str, prompt: str) -> dict[str, Any]:
+    def _options(
+        self, model: str, prompt: str, request: BackendRequest | None = None
+    ) -> dict[str, Any]:
+        """The request body: the carried context as the system text and the thread's earlier
+        messages before the prompt (:class:`BackendRequest`), or the prompt alone."""
         options: dict[str, Any] = {
             "model": model,
             "max_tokens": MAX_TOKENS,
             "messages": [{"role": "user", "content": prompt}],
         }
+        if request is not None:
+            options["messages"] = request.messages()
+            if request.system():
+                options["system"] = request.system()
         budget = THINKING_BUDGET.get(self.config.reasoning_effort)
         if budget:
             options["thinking"] = {"type": "enabled", "budget_tokens": budget}
@@ -80,7 +88,7 @@ class AnthropicBackend(ModelBackend):
         message is read as that."""
         remaining = request.remaining()
         stream = self.client().messages.create(
-            **self._options(model, request.prompt),
+            **self._options(model, request.prompt, request),
             stream=True,
             **({"timeout": remaining} if remaining is not None else {}),
         )

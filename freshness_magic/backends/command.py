@@ -1,7 +1,10 @@
 """``command:COMMAND LINE``: an agent CLI run in the work directory; its stdout is the response.
 
-The prompt goes to the command's stdin, or, when the command line contains ``{prompt_file}``,
-that placeholder becomes the (shell-quoted) path of the node's ``prompt.md`` and stdin is empty.
+The prompt goes to the command's stdin, after the context the node's fidelity mode carries
+(``BackendRequest.text``), or, when the command line contains ``{prompt_file}``, that
+placeholder becomes the (shell-quoted) path of the node's ``prompt.md`` and stdin is empty;
+``{context_file}`` becomes the path of its ``context.md`` (written only when something is
+carried).
 The command runs through the shell in its own process group (a stop or timeout ends the whole
 group: SIGTERM, a grace period, SIGKILL). stdout streams into the response; stderr goes to
 ``agent_stderr.txt`` in the node's folder. It sees ``FRESHNESS_NODE_ID``, ``FRESHNESS_STAGE_DIR``,
@@ -82,6 +85,8 @@ class CommandBackend:
     def generate(self, request: BackendRequest) -> BackendReply:
         uses_file = "{prompt_file}" in self.command
         line = self.command.replace("{prompt_file}", shlex.quote(str(request.prompt_file)))
+        context_file = request.context_file or request.stage_dir / "context.md"
+        line = line.replace("{context_file}", shlex.quote(str(context_file)))
         stderr_path = request.stage_dir / "agent_stderr.txt"
         with stderr_path.open("wb") as err:
             try:
@@ -99,7 +104,7 @@ class CommandBackend:
                 raise BackendError(f"cannot start {line!r} in {request.workdir}: {exc}") from None
             request.add_closer(lambda: kill_group(process.pid, process, KILL_GRACE_SECONDS))
             if not uses_file:
-                threading.Thread(target=_feed, args=(process, request.prompt), daemon=True).start()
+                threading.Thread(target=_feed, args=(process, request.text()), daemon=True).start()
             try:
                 _pump(process, request)
             finally:

@@ -54,11 +54,18 @@ class OpenAIBackend(ModelBackend):
             return ()
         return ("OPENAI_API_KEY",)
 
-    def _options(self, node: Node, model: str, prompt: str) -> dict[str, Any]:
-        options: dict[str, Any] = {
-            "model": model,
-            "messages": [{"role": "user", "content": prompt}],
-        }
+    def _options(
+        self, node: Node, model: str, prompt: str, request: BackendRequest | None = None
+    ) -> dict[str, Any]:
+        """The request body: the carried context as a system message and the thread's earlier
+        messages before the prompt (:class:`BackendRequest`), or the prompt alone."""
+        messages = [{"role": "user", "content": prompt}]
+        if request is not None:
+            system = request.system()
+            messages = ([{"role": "system", "content": system}] if system else []) + (
+                request.messages()
+            )
+        options: dict[str, Any] = {"model": model, "messages": messages}
         if self.config.reasoning_effort:
             options["reasoning_effort"] = self.config.reasoning_effort
         return options
@@ -72,7 +79,7 @@ class OpenAIBackend(ModelBackend):
         that ignores ``stream=true`` and answers one JSON completion is read as that."""
         remaining = request.remaining()
         stream = self.client().chat.completions.create(
-            **self._options(request.node, model, request.prompt),
+            **self._options(request.node, model, request.prompt, request),
             stream=True,
             stream_options={"include_usage": True},
             **({"timeout": remaining} if remaining is not None else {}),

@@ -22,13 +22,9 @@ ENTRY_POINT_GROUP = "freshness_magic.backends"
 BUILTIN_KINDS: tuple[str, ...] = ("simulated", "openai", "anthropic", "command", "python")
 
 
-def build_backend(spec: BackendSpec) -> StreamingBackend:
+def _build(spec: BackendSpec) -> StreamingBackend:
     """The backend of a parsed spec (its ``base_url`` is used as given: None for a spec made
     from a pipeline's provider and model, so the client's environment decides)."""
-    return _build(spec)
-
-
-def _build(spec: BackendSpec) -> StreamingBackend:
     from freshness_magic.backends.base import ModelSettings
 
     if spec.kind == "simulated":

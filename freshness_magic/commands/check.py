@@ -18,6 +18,7 @@ from freshness_magic.choices import path_arg
 
 if TYPE_CHECKING:
     from freshness_magic.freshness.runcheck import RunCheck
+    from freshness_magic.freshness.snapshot import HashSource
 
 
 def register(subparsers: Any) -> None:
@@ -45,10 +46,10 @@ def register(subparsers: Any) -> None:
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.commands._rundir import run_dir_or_newest
     from freshness_magic.freshness.runcheck import check_run
-    from freshness_magic.hub.integration import HubHashSource
+    from freshness_magic.hub.lock import lock_held
 
     run_dir = run_dir_or_newest(args.run_dir, "check")
-    checked = check_run(run_dir, hash_sources=HubHashSource)
+    checked = check_run(run_dir, hash_sources=hub_hashes)
     report = checked.report
     outdated = outdated_nodes(checked)
     if args.json:
@@ -58,13 +59,28 @@ def main(args: argparse.Namespace) -> int:
         sys.stdout.write("\n")
     else:
         print(report)
-        from freshness_magic.hub.integration import report_symbol_lines
+        if lock_held(report.workdir):  # what changed inside stale Python files
+            from freshness_magic.hub.integration import report_symbol_lines
 
-        for line in report_symbol_lines(report, [*report.stale_nodes, *report.changed_unchecked]):
-            print(f"  {line}")
+            stale = [*report.stale_nodes, *report.changed_unchecked]
+            for line in report_symbol_lines(report, stale):
+                print(f"  {line}")
         for node_id, because in outdated.items():
             print(f"outdated: {node_id}: {because}")
     return 0 if report.all_fresh else 1
+
+
+def hub_hashes(workdir: str) -> HashSource | None:
+    """The hub's known digests of ``workdir``'s files when a hub serves it, else None (every
+    file is hashed here): the hub's client is imported only then, so that a check where no hub
+    runs does not pay for loading it."""
+    from freshness_magic.hub.lock import lock_held
+
+    if not lock_held(workdir):
+        return None
+    from freshness_magic.hub.integration import HubHashSource
+
+    return HubHashSource(workdir)
 
 
 def outdated_nodes(checked: RunCheck) -> dict[str, str]:

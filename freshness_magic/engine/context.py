@@ -174,6 +174,14 @@ class Context(Mapping[str, Any]):
         if recorder is not None:
             recorder.parts[key] = dict(parts)
 
+    def note_key_set(self, key: str, keys: list[str]) -> None:
+        """The running handler used which keys are set (``<prefix>*``: their names, say in a
+        summary), not their values: noted as a read of ``key`` with no writer, so reuse
+        verifies the set and no mark follows from it."""
+        recorder = self._recorder
+        if recorder is not None:
+            recorder.record_read(key, keys, None)
+
     def append_log(self, entry: str) -> None:
         with self._lock:
             self._logs.append(entry)

@@ -110,6 +110,7 @@ def call_remote(
         label=dispatch.label,
         identify=dispatch.identify,
         call_id=secrets.token_hex(4),
+        fidelity=env.fidelity,
     )
     env.node_dir(node.id)
     waiting = _Waiting(dispatch, call, env)

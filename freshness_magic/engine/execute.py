@@ -43,7 +43,7 @@ import random
 import threading
 from collections.abc import Callable, Sequence
 from contextlib import AbstractContextManager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -53,6 +53,15 @@ from freshness_magic.engine.dispatch import Dispatch, call_remote, ships
 from freshness_magic.engine.edges import EdgeStep
 from freshness_magic.engine.events import EventType
 from freshness_magic.engine.extensions import RunExtension, call_extension
+from freshness_magic.engine.fidelity import (
+    FidelityMode,
+    Resolved,
+    incoming_edge,
+    key_set_prefix,
+    resolve,
+    selected_keys,
+    uses_fidelity,
+)
 from freshness_magic.engine.handlers.base import (
     BranchStep,
     ChildRuns,
@@ -60,11 +69,12 @@ from freshness_magic.engine.handlers.base import (
     StepEnv,
     stop_slack,
 )
-from freshness_magic.engine.model import NODE_ID_RE, Graph, Node
+from freshness_magic.engine.model import NODE_ID_RE, Edge, Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.retry import BackoffConfig, build_retry_policy
-from freshness_magic.engine.routing import next_edge
-from freshness_magic.engine.trace import Trace, node_definition
+from freshness_magic.engine.routing import DeadEnd, next_edge
+from freshness_magic.engine.state import RunState, StepResult
+from freshness_magic.engine.trace import Trace, edge_key, node_definition
 from freshness_magic.errors import FreshnessMagicError
 
 if TYPE_CHECKING:
@@ -165,6 +175,32 @@ class NodeRun:
     interrupted: bool = False
     trace: Trace | None = None
 
+    def step_result(
+        self,
+        next_node: str | None,
+        reason: str,
+        state: RunState,
+        *,
+        edge_step: EdgeStep = EdgeStep.NONE,
+        dead_end: DeadEnd | None = None,
+        branch_of: str | None = None,
+    ) -> StepResult:
+        """This execution as the record of its step: where the run goes next, why, its state
+        after it (the one builder of a node's step, main path and branches alike)."""
+        return StepResult(
+            node_id=self.node.id,
+            outcome=self.outcome,
+            attempts=self.attempts,
+            duration=self.duration,
+            next_node=next_node,
+            reason=reason,
+            state=state,
+            edge_step=edge_step,
+            interrupted=self.interrupted,
+            dead_end=dead_end,
+            branch_of=branch_of,
+        )
+
 
 @dataclass(frozen=True)
 class Timing:
@@ -207,6 +243,11 @@ class NodeExecutor:
         self._tracing: dict[str, Trace] = {}
         """Node id -> the trace of its execution running now (a parallel node's branch nodes
         find their parallel execution here)."""
+        self._fidelity: dict[str, Resolved] = {}
+        """Node id -> the fidelity of its execution running now (codergen nodes)."""
+        self.resumed = False
+        """The run was resumed and has executed no node since: a ``full`` node runs
+        ``summary:high`` once (:mod:`.fidelity`)."""
         self._sealed: dict[tuple[str, str | None], Trace] = {}
         """(node id, parallel node) -> the trace its finish sealed, until ``node_finished``."""
 
@@ -223,10 +264,6 @@ class NodeExecutor:
         """Forget an earlier interrupt (a new step starts)."""
         self._stop.clear()
 
-    @property
-    def stopping(self) -> bool:
-        return self._stop.is_set()
-
     # ----------------------------------------------------------------- one node
 
     def execute(self, node: Node, context: Context, branch_of: str | None = None) -> NodeRun:
@@ -236,7 +273,10 @@ class NodeExecutor:
         if branch_of is not None:
             data["branch_of"] = branch_of
         host.emit(EventType.STAGE_STARTED, node.id, data)
-        trace = self.new_trace(node, context, branch_of)
+        first_resumed = branch_of is None and self.resumed
+        if branch_of is None:
+            self.resumed = False
+        trace = self.new_trace(node, context, branch_of, first_resumed)
         self._tracing[node.id] = trace
         started = self._timing.clock()
         try:
@@ -244,6 +284,7 @@ class NodeExecutor:
                 outcome, attempts = self._with_retries(node, context, branch_of, trace)
         finally:
             self._tracing.pop(node.id, None)
+            self._fidelity.pop(node.id, None)
         duration = self._timing.clock() - started
         if self._stop.is_set():
             host.emit(
@@ -254,10 +295,17 @@ class NodeExecutor:
             return NodeRun(node, failed(INTERRUPTED), attempts, duration, interrupted=True)
         return NodeRun(node, outcome, attempts, duration, trace=trace)
 
-    def new_trace(self, node: Node, context: Context, branch_of: str | None = None) -> Trace:
+    def new_trace(
+        self,
+        node: Node,
+        context: Context,
+        branch_of: str | None = None,
+        first_resumed: bool = False,
+    ) -> Trace:
         """The trace of an execution of ``node`` that starts now in ``context``: its cause is the
         execution that wrote the context's ``outcome`` (the step before it on its path), or
-        none after a person asked for this one (``Run.retry``)."""
+        none after a person asked for this one (``Run.retry``). A codergen node's fidelity is
+        resolved here, from the edge the run took to reach it (:mod:`.fidelity`)."""
         host = self._host
         cause = context.writer_of("outcome")
         if branch_of is None and host.take_rearmed():
@@ -265,17 +313,32 @@ class NodeExecutor:
         step = None
         if cause is not None and cause.run_id == host.run_id:
             step = cause.step if cause.step is not None else cause.cause  # after a skip
+        edge, fidelity = None, ""
+        if uses_fidelity(node):
+            previous = cause.node_id if cause is not None else None
+            edge = incoming_edge(host.graph, node, previous, context, branch_of)
+            resolved = resolve(host.graph, node, edge)
+            resolved = replace(
+                resolved,
+                previous=previous,
+                degraded=first_resumed and resolved.mode is FidelityMode.FULL,
+            )
+            self._fidelity[node.id] = resolved
+            fidelity = resolved.effective.value
         return Trace(
             node_id=node.id,
             run_id=host.run_id,
-            definition=self.definition(node),
+            definition=self.definition(node, edge),
             cause=step,
             branch_of=branch_of,
+            edge=edge_key(edge) if edge is not None else None,
+            fidelity=fidelity,
         )
 
-    def definition(self, node: Node) -> str:
-        """The fingerprint of ``node`` as it runs now: attributes and prompt file text."""
-        return node_definition(node, self._host.graph, self._host.workdir)
+    def definition(self, node: Node, edge: Edge | None = None) -> str:
+        """The fingerprint of ``node`` as it runs now, reached by ``edge``: attributes, prompt
+        file text and resolved fidelity."""
+        return node_definition(node, self._host.graph, self._host.workdir, edge)
 
     def finish(self, result: NodeRun, context: Context, branch_of: str | None = None) -> None:
         """Apply a finished node's outcome: context, the run's record, event; its status file
@@ -416,21 +479,11 @@ class NodeExecutor:
         outcome, route inside the branch, let the extensions note it and call ``ended`` (the
         parallel handler journals the branch's progress there: the node's end is then
         recorded before anything of it is written), then its event (BranchRunner)."""
-        from freshness_magic.engine.state import RunState, StepResult
-
         result = self.execute(node, context, branch_of)
         if result.interrupted:
             self.node_finished(
-                StepResult(
-                    node_id=node.id,
-                    outcome=result.outcome,
-                    attempts=result.attempts,
-                    duration=result.duration,
-                    next_node=node.id,
-                    reason=f"'{node.id}' was interrupted",
-                    state=RunState.PAUSED,
-                    interrupted=True,
-                    branch_of=branch_of,
+                result.step_result(
+                    node.id, f"'{node.id}' was interrupted", RunState.PAUSED, branch_of=branch_of
                 )
             )
             return BranchStep(result.outcome, None, interrupted=True)
@@ -444,14 +497,10 @@ class NodeExecutor:
             index = self._apply(result, context, branch_of)
             decision = next_edge(self._host.graph, node, outcome, context)
             traces = self.node_finished(
-                StepResult(
-                    node_id=node.id,
-                    outcome=outcome,
-                    attempts=result.attempts,
-                    duration=result.duration,
-                    next_node=decision.target,
-                    reason=decision.reason,
-                    state=RunState.RUNNING,
+                result.step_result(
+                    decision.target,
+                    decision.reason,
+                    RunState.RUNNING,
                     edge_step=decision.step,
                     branch_of=branch_of,
                 )
@@ -566,6 +615,9 @@ class NodeExecutor:
             identity = self._handler_identity(node)
             if identity is None:
                 return None
+            resolved = self._fidelity.get(node.id)
+            if resolved is not None and resolved.degraded:  # carries what full would not
+                identity += "; fidelity degraded on resume"
             with self._hooks:
                 inputs = self._declared_inputs(node)
             entry = reuser.lookup(
@@ -584,7 +636,10 @@ class NodeExecutor:
             log.warning("reuse: lookup for node %s failed; it runs: %s", node.id, exc)
             return None
         for key in entry.reads:
-            if key in context:
+            prefix = key_set_prefix(key)
+            if prefix is not None:  # which keys were set (a fidelity mode's summary)
+                trace.record_read(key, selected_keys(list(context), prefix), None)
+            elif key in context:
                 trace.record_read(key, context[key], context.writer_of(key))
             else:
                 trace.record_absent(key)
@@ -640,6 +695,7 @@ class NodeExecutor:
             child_runs=host.child_runs,
             keep=self._keeper(node.id, over) if main_path else None,
             kept=context.get(partial_key(node.id)) if main_path else None,
+            fidelity=self._fidelity.get(node.id),
         )
         status_file = host.run_dir / "nodes" / node.id / "status.json"
         before = status_file.stat().st_mtime_ns if status_file.exists() else None

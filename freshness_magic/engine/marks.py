@@ -222,7 +222,8 @@ class _Derivation:
         assert step is not None
         latest = self.latest[trace.node_id]
         files = _changed_inputs(trace, latest, self.stale_inputs.get(trace.node_id, ()))
-        now = self.definitions.get(trace.node_id)
+        now = self.definitions.get(trace.edge) if trace.edge is not None else None
+        now = now if now is not None else self.definitions.get(trace.node_id)
         definition = now is not None and now != trace.definition
         if files or definition:
             return Mark(MarkKind.STALE, trace.node_id, step, files, definition)

@@ -36,6 +36,7 @@ from typing import Any
 
 from freshness_magic import atomicio
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.fidelity import Resolved
 from freshness_magic.engine.handlers.base import Handler, StepEnv, stop_slack
 from freshness_magic.engine.model import Graph, Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
@@ -65,6 +66,8 @@ class RemoteCall:
     label: str
     identify: Callable[[], dict[str, Any]]
     call_id: str
+    fidelity: Resolved | None = None
+    """The node's fidelity as the driver resolved it (the edge the run took is known there)."""
 
     def _file(self, stem: str, suffix: str = "") -> Path:
         return (
@@ -139,6 +142,7 @@ def run_remote(call: RemoteCall) -> RemoteResult:
             deadline=time.monotonic() + call.timeout if call.timeout else None,
             slack=stop_slack(call.timeout) if call.timeout else 0.0,
             cancel=cancel,
+            fidelity=call.fidelity,
         )
         reads = Trace(call.node.id, "", "")  # its reads only: the driver knows the rest
         try:

@@ -380,7 +380,13 @@ class Reuser:
 
 
 def current_fingerprint(context: Mapping[str, Any], key: str) -> str:
-    """The fingerprint of ``context[key]`` now, as a trace records a read of it."""
+    """The fingerprint of ``context[key]`` now, as a trace records a read of it (of a key-set
+    read ``<prefix>*``: the sorted keys it names, :func:`~.fidelity.selected_keys`)."""
+    from freshness_magic.engine.fidelity import key_set_prefix, selected_keys
+
+    prefix = key_set_prefix(key)
+    if prefix is not None:
+        return value_fingerprint(selected_keys(list(context), prefix))
     if key not in context:
         return ABSENT
     return value_fingerprint(context[key])

@@ -640,6 +640,7 @@ class Run:
             **kwargs,
         )
         saved = lifecycle.resumed(run._data, run._journal, found)
+        run._executor.resumed = True  # a model's session does not survive the process
         for ext in run.extensions:
             state = saved.get(ext.name)
             call_extension(ext, "on_resume", run, state if isinstance(state, dict) else None)
@@ -673,15 +674,10 @@ class Run:
             result.node.id,
             {"reason": f"'{result.node.id}' was interrupted", "next_node": result.node.id},
         )
-        step = StepResult(
-            node_id=result.node.id,
-            outcome=result.outcome,
-            attempts=result.attempts,
-            duration=result.duration,
-            next_node=result.node.id,
-            reason=f"'{result.node.id}' was interrupted; step or run to execute it again",
-            state=memory.state,
-            interrupted=True,
+        step = result.step_result(
+            result.node.id,
+            f"'{result.node.id}' was interrupted; step or run to execute it again",
+            memory.state,
         )
         self._data.history.append(step)
         self._executor.node_finished(step)
@@ -697,14 +693,10 @@ class Run:
         memory.next_node = node.id
         self.events.emit(EventType.GATE_WAITING, node.id, {"question": question.to_dict()})
         return self._finish_step(
-            StepResult(
-                node_id=node.id,
-                outcome=result.outcome,
-                attempts=result.attempts,
-                duration=result.duration,
-                next_node=node.id,
-                reason=f"waiting for an answer at gate '{node.id}': {question.text}",
-                state=memory.state,
+            result.step_result(
+                node.id,
+                f"waiting for an answer at gate '{node.id}': {question.text}",
+                memory.state,
             )
         )
 
@@ -733,16 +725,8 @@ class Run:
         else:
             reason, step, dead_end = self._route(node, outcome)
         return self._finish_step(
-            StepResult(
-                node_id=node.id,
-                outcome=outcome,
-                attempts=result.attempts,
-                duration=result.duration,
-                next_node=memory.next_node,
-                reason=reason,
-                state=memory.state,
-                edge_step=step,
-                dead_end=dead_end,
+            result.step_result(
+                memory.next_node, reason, memory.state, edge_step=step, dead_end=dead_end
             )
         )
 

@@ -43,11 +43,12 @@ from typing import TYPE_CHECKING, Any
 import xxhash
 
 from freshness_magic.engine.checkpoint_format import encode_json
+from freshness_magic.engine.fidelity import definition_part, key_set_prefix, selected_keys
 
 if TYPE_CHECKING:
     from pathlib import Path
 
-    from freshness_magic.engine.model import Graph, Node
+    from freshness_magic.engine.model import Edge, Graph, Node
 
 VALUE_CHARS = 200
 """A value read or written whose JSON is longer than this is kept as its fingerprint only."""
@@ -76,15 +77,34 @@ def _kept(value: Any) -> Any:
         return NO_VALUE
 
 
-def definition_fingerprint(attrs: Mapping[str, str], prompt_text: str | None = None) -> str:
+def definition_fingerprint(
+    attrs: Mapping[str, str],
+    prompt_text: str | None = None,
+    fidelity: Mapping[str, str] | None = None,
+) -> str:
     """The fingerprint of a node's definition: its attributes (after the stylesheet and the
-    transforms) and its prompt file's text (None: it has none, or it could not be read)."""
-    return value_fingerprint({"attrs": dict(attrs), "prompt_file": prompt_text})
+    transforms), its prompt file's text (None: it has none, or it could not be read) and, for a
+    node that passes context to a model, its resolved fidelity (:mod:`.fidelity`)."""
+    data: dict[str, Any] = {"attrs": dict(attrs), "prompt_file": prompt_text}
+    if fidelity is not None:
+        data["fidelity"] = dict(fidelity)
+    return value_fingerprint(data)
 
 
-def node_definition(node: Node, graph: Graph, workdir: Path) -> str:
-    """The definition fingerprint of ``node`` now: its attributes and its prompt file's text
-    (as an execution of it records it)."""
+def edge_key(edge: Edge) -> str:
+    """``source->target``: how a trace names the edge the run took to its node."""
+    return f"{edge.source}->{edge.target}"
+
+
+def node_definition(node: Node, graph: Graph, workdir: Path, edge: Edge | None = None) -> str:
+    """The definition fingerprint of ``node`` now, reached by ``edge``: its attributes, its
+    prompt file's text and its resolved fidelity (as an execution of it records it)."""
+    return definition_fingerprint(
+        node.attrs, _prompt_text(node, graph, workdir), definition_part(graph, node, edge)
+    )
+
+
+def _prompt_text(node: Node, graph: Graph, workdir: Path) -> str | None:
     from freshness_magic.engine.prompts import prompt_file_name, prompt_file_path, read_prompt_file
 
     text: str | None = None
@@ -94,13 +114,25 @@ def node_definition(node: Node, graph: Graph, workdir: Path) -> str:
             text = read_prompt_file(path) if path is not None else None
         except (OSError, ValueError):
             text = None
-    return definition_fingerprint(node.attrs, text)
+    return text
 
 
 def graph_definitions(graph: Graph, workdir: Path) -> dict[str, str]:
     """Every node's definition fingerprint now (the marks compare an edited pipeline's nodes
-    with the executions of their earlier definitions)."""
-    return {node_id: node_definition(node, graph, workdir) for node_id, node in graph.nodes.items()}
+    with the executions of their earlier definitions), by node id; and, keyed by the edge
+    (:func:`edge_key`), the definition of a node reached by an edge that sets its fidelity or
+    thread (an execution that came by that edge is compared with it)."""
+    found: dict[str, str] = {}
+    for node_id, node in graph.nodes.items():
+        text = _prompt_text(node, graph, workdir)
+        found[node_id] = definition_fingerprint(
+            node.attrs, text, definition_part(graph, node, None)
+        )
+        for edge in graph.incoming(node_id):
+            if "fidelity" in edge.attrs or "thread_id" in edge.attrs:
+                part = definition_part(graph, node, edge)
+                found[edge_key(edge)] = definition_fingerprint(node.attrs, text, part)
+    return found
 
 
 @dataclass(frozen=True, slots=True)
@@ -216,6 +248,12 @@ class Trace:
     cause: int | None = None
     within: int | None = None
     branch_of: str | None = None
+    edge: str | None = None
+    """The edge the run took to reach the node (``source->target``; None: none), when it
+    decides the node's fidelity (:mod:`.fidelity`)."""
+    fidelity: str = ""
+    """The fidelity mode it ran with (codergen nodes; ``summary:high`` for a ``full`` node
+    degraded on resume)."""
     inputs: dict[str, str] = field(default_factory=dict)
     """Declared input file -> content digest (``freshness/hashing``), as the node ran; empty
     past :data:`MAX_INPUT_FILES` files (``inputs_fingerprint`` still tells them apart)."""
@@ -343,7 +381,11 @@ class Trace:
                 self.record_read(key, values[key], writers[key])
             return
         for key, fingerprint in report.reads:
-            value = values.get(key, NO_VALUE)
+            prefix = key_set_prefix(key)
+            if prefix is not None:  # which keys were set: the names, as a local read keeps
+                value: Any = selected_keys(values, prefix)
+            else:
+                value = values.get(key, NO_VALUE)
             self.record_read(key, value, writers.get(key), fingerprint)
         for key in report.absent:
             self.record_absent(key)
@@ -384,6 +426,10 @@ class Trace:
         if self.branch_of is not None:
             data["branch_of"] = self.branch_of
             data["within"] = self.within
+        if self.edge is not None:
+            data["edge"] = self.edge
+        if self.fidelity:
+            data["fidelity"] = self.fidelity
         if self.truncated:
             data["truncated"] = self.truncated
         if self.absent:
@@ -404,6 +450,8 @@ class Trace:
             cause=int(cause) if cause is not None else None,
             within=int(within) if within is not None else None,
             branch_of=data.get("branch_of"),
+            edge=data.get("edge"),
+            fidelity=str(data.get("fidelity") or ""),
             inputs={str(k): str(v) for k, v in dict(data.get("inputs") or {}).items()},
             inputs_fingerprint=str(data.get("inputs_fp") or ""),
             reads=[Read.from_dict(r) for r in data.get("reads") or ()],

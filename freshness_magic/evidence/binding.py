@@ -36,7 +36,6 @@ from freshness_magic.evidence.record import (
     utc_timestamp,
 )
 
-RUN_ID_KEY = "runId"
 MARKER_INFIX = ".running."
 CLAIM_SUFFIX = ".engine.json"
 

@@ -23,6 +23,7 @@ from typing import Any
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier, change_kind
+from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel, aggregate
 from freshness_magic.freshness.report import (
     MISSING_NOTE,
@@ -32,7 +33,7 @@ from freshness_magic.freshness.report import (
     NodeReport,
 )
 from freshness_magic.freshness.resolve import Resolver
-from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Snapshotter
+from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Settle, Snapshotter
 from freshness_magic.vcs.git import MAX_PATHSPECS
 
 STATE_VERSION = 4
@@ -57,40 +58,47 @@ def _same_stat(old: FileRecord, new: FileRecord) -> bool:
 
 
 def compare_file(
-    path: str, old: FileRecord | None, new: FileRecord | None, git_at_snapshot: str | None = None
+    path: str,
+    old: FileRecord | None,
+    new: FileRecord | None,
+    git_at_snapshot: str | None = None,
+    explain: Callable[[str], str] | None = None,
 ) -> FileReport:
-    """Label one file: ``old`` from the snapshot, ``new`` from now (None: not matched)."""
-    before = old is not None and old.existed
-    after = new is not None and new.existed
+    """Label one file: ``old`` from the snapshot, ``new`` from now (None: not matched);
+    ``explain`` tells git's view of a stale file's change (``FileReport.git_change``)."""
+    label, method, note = _label(old, new)
     details: dict[str, Any] = {"git_at_snapshot": git_at_snapshot}
     if old is not None:
         details.update(old_digest=old.digest, old_size=old.size, old_mtime_ns=old.mtime_ns)
     if new is not None:
         details.update(new_digest=new.digest, new_size=new.size, new_mtime_ns=new.mtime_ns)
+    if explain is not None and label.is_stale and not os.path.isabs(path):
+        details["git_change"] = explain(path)
+    return FileReport(path, label, method=method, note=note, **details)
+
+
+def _label(old: FileRecord | None, new: FileRecord | None) -> tuple[FileLabel, str, str]:
+    """(label, method, note) of a file: ``old`` from the snapshot, ``new`` from now."""
+    before = old is not None and old.existed
+    after = new is not None and new.existed
     if not before and not after:
-        return FileReport(path, FileLabel.FRESH, method=NONE, note=MISSING_NOTE, **details)
+        return FileLabel.FRESH, NONE, MISSING_NOTE
     if before and not after:
-        return FileReport(path, FileLabel.STALE_DELETED, method=NONE, **details)
+        return FileLabel.STALE_DELETED, NONE, ""
     if not before:
-        return FileReport(path, FileLabel.STALE_ADDED, method=NONE, **details)
+        return FileLabel.STALE_ADDED, NONE, ""
     assert old is not None and new is not None
     if not new.regular or new.method == NONE:
-        return FileReport(path, FileLabel.UNKNOWN, method=NONE, note=new.note, **details)
+        return FileLabel.UNKNOWN, NONE, new.note
     if old.digest is not None and new.digest is not None:
         label = FileLabel.FRESH if old.digest == new.digest else FileLabel.STALE_CHANGED
-        return FileReport(path, label, method=HASH, **details)
+        return label, HASH, ""
     note = new.note or old.note or "compared by stat"
     if not _same_stat(old, new):
-        return FileReport(path, FileLabel.STALE_CHANGED, method=STAT, note=note, **details)
+        return FileLabel.STALE_CHANGED, STAT, note
     if new.digest is None and new.note.startswith("unreadable"):
-        return FileReport(
-            path,
-            FileLabel.UNKNOWN,
-            method=STAT,
-            note=f"{note}; stat unchanged, content not verifiable",
-            **details,
-        )
-    return FileReport(path, FileLabel.FRESH, method=STAT, note=note, **details)
+        return FileLabel.UNKNOWN, STAT, f"{note}; stat unchanged, content not verifiable"
+    return FileLabel.FRESH, STAT, note
 
 
 Relook = Callable[[str, bool], FileRecord | None]
@@ -98,16 +106,32 @@ Relook = Callable[[str, bool], FileRecord | None]
 
 
 def compare(
-    reference: Baseline, current: Baseline, since: str, relook: Relook | None = None
+    reference: Baseline,
+    current: Baseline,
+    since: str,
+    relook: Relook | None = None,
+    status: GitStatus | None = None,
+    memo: dict[str, tuple[Any, ...]] | None = None,
 ) -> NodeReport:
     """Label every file of a node; unresolved entries (outside the workdir) are ``unknown``.
 
     Files whose record is unchanged (the stat cache hands back the same record, or the digests
     match) only have their path listed in ``fresh``; everything else gets a :class:`FileReport`.
     A file whose digest is not of the reference's kind (a blob id from git's index against a
-    hash, or the other way) is digested again like the reference by ``relook``.
+    hash, or the other way) is digested again like the reference by ``relook``. With git's
+    ``status`` of the working directory every stale file gets git's view of its change.
+    ``memo`` (shared by the comparisons of one report) hands back the file report made for the
+    same records in another comparison (a node's baseline and completion snapshot mostly hold
+    the same records).
     """
     files: list[FileReport] = []
+    explain = None
+    if status is not None:
+        head = reference.head
+
+        def explain(path: str) -> str:
+            return change_kind(path, head, status)
+
     ref_files, cur_files = reference.files, current.files
     cur_get = cur_files.get
     # The common case first, at C speed: the stat cache handed back the very same record.
@@ -120,18 +144,21 @@ def compare(
         for path in differing:
             old = ref_files[path]
             new = cur_get(path)
+            old_digest = old.digest
+            new_digest = new.digest if new is not None else None
             if (
                 relook is not None
                 and new is not None
-                and new.digest is not None
-                and old.digest is not None
+                and new_digest is not None
+                and old_digest is not None
                 and new.blob != old.blob
             ):
                 new = relook(path, old.blob) or new
+                new_digest = new.digest
             if (
                 new is not None
-                and old.digest is not None
-                and old.digest == new.digest
+                and old_digest is not None
+                and old_digest == new_digest
                 and old.existed
                 and new.existed
                 and new.regular
@@ -140,14 +167,22 @@ def compare(
             elif not old.existed and (new is None or not new.existed):
                 continue  # missing then and now: a literal path is reported below
             else:
-                files.append(compare_file(path, old, new, reference.git_state(path)))
+                state = reference.git_state(path)
+                hit = memo.get(path) if memo is not None else None
+                if hit is not None and hit[:4] == (old, new, state, reference.head):
+                    files.append(hit[4])
+                    continue
+                made = compare_file(path, old, new, state, explain)
+                if memo is not None:
+                    memo[path] = (old, new, state, reference.head, made)
+                files.append(made)
         if len(fresh) > len(ref_files) - len(skip):
             fresh.sort()  # re-verified files were appended after the untouched ones
     still_matched = len(ref_files) - sum(1 for p in differing if p not in cur_files)
     if len(cur_files) > still_matched:  # some current paths are new matches
         for path, new in cur_files.items():
             if path not in ref_files:
-                files.append(compare_file(path, None, new, reference.git_state(path)))
+                files.append(compare_file(path, None, new, reference.git_state(path), explain))
     missing = [
         path
         for path in reference.literal
@@ -175,6 +210,8 @@ def compare(
         files=tuple(files),
         fresh=tuple(fresh),
         head_at_snapshot=reference.head,
+        head_now=status.head if status is not None else None,
+        git_checked=status is not None,
     )
 
 
@@ -224,6 +261,7 @@ class FreshnessTracker:
         )
         self.baselines: dict[str, Baseline] = {}
         self.run_snapshots: dict[str, Baseline] = {}
+        self._status_vouch: StatusVouch | None = None
 
     # -- snapshots -------------------------------------------------------------------------
 
@@ -254,9 +292,19 @@ class FreshnessTracker:
 
     # -- checks ----------------------------------------------------------------------------
 
-    def _current(self, node_ids: Sequence[str]) -> dict[str, Baseline]:
+    def _snapshots(self, node_id: str) -> list[Baseline]:
+        """The snapshots a report compares ``node_id``'s files with: baseline, then run."""
+        found = [self.baselines[node_id]]
+        run = self.run_snapshots.get(node_id)
+        return found if run is None else [*found, run]
+
+    def _current(
+        self, node_ids: Sequence[str], settle: Settle | None = None
+    ) -> dict[str, Baseline]:
         nodes = {n: self._entries(n) for n in node_ids}
-        return self.snapshotter.take(nodes, "current", with_git=False) if nodes else {}
+        if not nodes:
+            return {}
+        return self.snapshotter.take(nodes, "current", with_git=False, settle=settle)
 
     def check(self, node_id: str) -> NodeReport:
         """Compare ``node_id`` with its effective snapshot; git explains stale files."""
@@ -278,34 +326,47 @@ class FreshnessTracker:
         """The public report: every node since its baseline and, once it ran, since its run.
 
         The report explains every stale file, so git's status of the whole working directory is
-        asked at once and runs on the other core while the files are looked at.
+        asked at once and runs on the other core while the folders are listed; the files it
+        vouches for are not looked at again (:class:`StatusVouch`).
         """
         ids = list(self.baselines) if node_ids is None else list(node_ids)
-        pending = self.git.start_status(ignored=True) if self.git.available else None
+        vouch, self._status_vouch = self._status_vouch, None
+        if vouch is None and self.git.available:
+            vouch = StatusVouch(self.git)
         try:
-            current = self._current(ids)
+            if vouch is not None:
+                vouch.compare_with({n: self._snapshots(n) for n in ids})
+            current = self._current(ids, vouch.settle if vouch is not None else None)
         except BaseException:
-            if pending is not None:
-                pending.cancel()
+            if vouch is not None:
+                vouch.cancel()
             raise
-        flat: dict[str, NodeReport] = {}
+        status = vouch.result() if vouch is not None else None
         relook = self.snapshotter.relook
+        nodes = {}
+        memo: dict[str, tuple[Any, ...]] = {}
         for node_id in ids:
-            flat[f"b:{node_id}"] = compare(
-                self.baselines[node_id], current[node_id], "baseline", relook
-            )
+            now = current[node_id]
             run = self.run_snapshots.get(node_id)
-            if run is not None:
-                flat[f"r:{node_id}"] = compare(run, current[node_id], "run", relook)
-        if pending is not None:
-            status = pending.result()
-            if status is not None:
-                flat = {k: _with_git(r, status, None) for k, r in flat.items()}
-        nodes = {
-            node_id: NodeFreshness(node_id, flat[f"b:{node_id}"], flat.get(f"r:{node_id}"))
-            for node_id in ids
-        }
+            nodes[node_id] = NodeFreshness(
+                node_id,
+                compare(self.baselines[node_id], now, "baseline", relook, status, memo),
+                compare(run, now, "run", relook, status, memo) if run is not None else None,
+            )
         return FreshnessReport(self.workdir, time.time(), nodes, git=self.git.available)
+
+    def start_report(self) -> None:
+        """Start the git status of the next :meth:`report` now, so that git runs while the
+        caller does other work first (loading a checkpoint's baselines);
+        :meth:`cancel_report` stops it when no report follows."""
+        if self._status_vouch is None and self.git.available:
+            self._status_vouch = StatusVouch(self.git)
+
+    def cancel_report(self) -> None:
+        """Stop a git status :meth:`start_report` started."""
+        vouch, self._status_vouch = self._status_vouch, None
+        if vouch is not None:
+            vouch.cancel()
 
     def _explain(self, reports: dict[str, NodeReport]) -> dict[str, NodeReport]:
         """``reports`` with git's view of at most :data:`MAX_EXPLAINED` stale files."""

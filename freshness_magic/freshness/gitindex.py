@@ -43,6 +43,8 @@ _HEADER = struct.Struct(">4sII")
 _ENTRY = struct.Struct(">IIIIxxxxIIxxxxxxxxI20sH")
 """ctime s, ns, mtime s, ns, (dev), ino, mode, (uid, gid), size, blob id, flags."""
 _FLAGS = struct.Struct(">H")
+_CTIME_MODE_BLOB_FLAGS = struct.Struct(">II16xI12x20sH")
+"""An entry's ctime (seconds, ns), mode, blob id and flags."""
 _FLAGS_AT = 60
 _ENTRY_BYTES = 62
 _EXTENDED, _UNTRUSTED_FLAGS, _NAME_MASK = 0x4000, 0xF000, 0x0FFF
@@ -94,21 +96,24 @@ class GitIndex:
         self._top = top
         self._workdir = os.path.normpath(os.path.join(top, prefix))
         self._prefix = os.fsencode(prefix)
-        self._folders: dict[str, bool] = {}
+        self._attributes = AttributesRule(top, self._workdir)
+        self.file_key: tuple[int, ...] | None = None
+        """The stat key of the index file read (see :func:`index_key`)."""
 
     @classmethod
-    def read(cls, top: str, prefix: str, files: int | None = None) -> GitIndex | None:
+    def read(
+        cls, top: str, prefix: str, files: int | None = None, *, with_head: bool = True
+    ) -> GitIndex | None:
         """The index of the work tree at ``top`` (``prefix``: the workdir within it), or None
         when it cannot be trusted or read, or costs more than hashing ``files`` files would
-        (see :data:`INDEX_BYTES_PER_FILE`; None: read it anyway)."""
-        if any(name in os.environ for name in _ENVIRONMENT):
-            return None
+        (see :data:`INDEX_BYTES_PER_FILE`; None: read it anyway). ``with_head``: ask git
+        whether the index holds HEAD's tree (:attr:`head`)."""
         try:
-            folders = _git_folders(os.path.join(top, ".git"))
-            if folders is None:
+            found = _index_and_config_folder(top)
+            if found is None:
                 return None
-            git_dir, common_dir = folders
-            with open(os.path.join(git_dir, "index"), "rb") as handle:
+            path, common_dir = found
+            with open(path, "rb") as handle:
                 st = os.fstat(handle.fileno())
                 if files is not None and files * INDEX_BYTES_PER_FILE < st.st_size:
                     return None
@@ -122,14 +127,16 @@ class GitIndex:
         if parsed is None:
             return None
         offsets, root_tree = parsed
-        if any(path == b".gitattributes" or path.endswith(b"/.gitattributes") for path in offsets):
+        listed = b"\0" + b"\0".join(offsets) + b"\0"  # one search, not one per entry
+        if b"\0.gitattributes\0" in listed or b"/.gitattributes\0" in listed:
             return None
         head = None
-        if root_tree is not None:
+        if root_tree is not None and with_head:
             found = head_and_tree(top)  # git reads its refs and objects, whatever their store
             if found is not None and found[1] == root_tree.hex():
                 head = found[0]
         index = cls(data, offsets, written_ns, top, prefix, head)
+        index.file_key = _file_key(st)
         # Attributes over the whole workdir: no blob id is usable, so none is taken at all.
         return index if index.folder_usable("") else None
 
@@ -140,18 +147,7 @@ class GitIndex:
         """Whether blob ids may be taken for the files of ``folder`` (a snapshot's group:
         workdir-relative, or absolute outside the workdir, which the index never covers): False
         too when an attributes file in it or above may apply."""
-        if folder.startswith("/"):
-            return False
-        known = self._folders.get(folder)
-        if known is None:
-            here = os.path.join(self._workdir, folder) if folder else self._workdir
-            if folder:
-                above = self.folder_usable(os.path.dirname(folder))
-            else:
-                above = _no_attributes_above(self._top, here)
-            known = above and not os.path.lexists(os.path.join(here, ATTRIBUTES))
-            self._folders[folder] = known
-        return known
+        return self._attributes.free(folder)
 
     def blob(self, key: str, size: int, mtime_ns: int, ctime_ns: int, ino: int) -> bytes | None:
         """The blob id of the workdir-relative ``key`` if its entry matches this stat data
@@ -173,6 +169,45 @@ class GitIndex:
             return None
         self.matched.add(key)
         return blob
+
+    def holding(
+        self, records: Mapping[str, FileRecord], changed_before_ns: int
+    ) -> dict[str, FileRecord]:
+        """The blob records (workdir-relative key -> record) whose blob id this index holds
+        for the key, in an entry git compares with the file like any other (no flags, a
+        regular file, no attributes file that may apply) and whose ctime lies before
+        ``changed_before_ns``. git compares timestamps in whole seconds, so it may miss an
+        edit within the second of the ctime it recorded; a caller that knows the file is
+        unchanged up to ``changed_before_ns`` (its snapshot) passes that time less the racy
+        window: any later edit then gives a ctime in a later second than the entry's."""
+        held: dict[str, FileRecord] = {}
+        offsets, data, prefix = self._offsets, self._data, self._prefix
+        entry_of = _CTIME_MODE_BLOB_FLAGS.unpack_from
+        blob_size, blob_at = BLOB_LAYOUT.size, STAT_LAYOUT.size
+        before_s, before_ns = divmod(changed_before_ns, _SECOND)
+        filtered = {
+            folder
+            for folder in {key.rpartition("/")[0] for key in records}
+            if not self.folder_usable(folder)
+        }
+        for key, record in records.items():
+            packed = record[0]
+            if packed is None or len(packed) != blob_size:
+                continue
+            offset = offsets.get(prefix + key.encode("utf-8", "surrogateescape"))
+            if offset is None:
+                continue
+            cs, cns, mode, blob, flags = entry_of(data, offset)
+            if (
+                blob == packed[blob_at:]
+                and not flags & _UNTRUSTED_FLAGS
+                and mode & _FORMAT_MASK == _REGULAR
+                and (cs < before_s or (cs == before_s and cns < before_ns))
+            ):
+                held[key] = record
+        if filtered:
+            held = {k: r for k, r in held.items() if k.rpartition("/")[0] not in filtered}
+        return held
 
     def states(self, records: Mapping[str, FileRecord]) -> tuple[dict[str, str], list[str]]:
         """git's status of the files of a snapshot taken through this index, as far as it can
@@ -295,6 +330,64 @@ def _root_tree(data: bytes, at: int) -> bytes | None:
     if entries.startswith(b"-"):
         return None
     return data[line_end + 1 : line_end + 1 + BLOB_ID_BYTES]
+
+
+def _index_and_config_folder(top: str) -> tuple[str, str] | None:
+    """(the index file, the folder of the repository's config) of the work tree at ``top``;
+    None when git's environment names other places or ``.git`` is neither a folder nor a link
+    file (OSError when ``.git`` cannot be read)."""
+    if any(name in os.environ for name in _ENVIRONMENT):
+        return None
+    folders = _git_folders(os.path.join(top, ".git"))
+    if folders is None:
+        return None
+    git_dir, common_dir = folders
+    return os.path.join(git_dir, "index"), common_dir
+
+
+def index_key(top: str) -> tuple[int, ...] | None:
+    """The stat key of the index of the work tree at ``top`` (device, inode, size, mtime and
+    ctime in ns); None when git's environment names another index, git's config or attributes
+    may filter content (see the module docstring), or it cannot be read. git replaces its index
+    by renaming a new file over it, so an unchanged key means the same file (the caller rules
+    out a rewrite within one timestamp tick by the racy window)."""
+    try:
+        found = _index_and_config_folder(top)
+        if found is None or _filters_configured(found[1]):
+            return None
+        return _file_key(os.stat(found[0]))
+    except OSError:
+        return None
+
+
+def _file_key(st: os.stat_result) -> tuple[int, ...]:
+    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+
+
+class AttributesRule:
+    """Which folders of a workdir no attributes file applies to (none in them or above up to
+    the work tree's top), each folder looked at once."""
+
+    def __init__(self, top: str, workdir: str):
+        self._top = top
+        self._workdir = os.path.normpath(workdir)
+        self._known: dict[str, bool] = {}
+
+    def free(self, folder: str) -> bool:
+        """Whether no attributes file may apply to the files of the workdir-relative
+        ``folder`` ('' is the workdir; an absolute one is outside: False)."""
+        if folder.startswith("/"):
+            return False
+        known = self._known.get(folder)
+        if known is None:
+            here = os.path.join(self._workdir, folder) if folder else self._workdir
+            if folder:
+                above = self.free(os.path.dirname(folder))
+            else:
+                above = _no_attributes_above(self._top, here)
+            known = above and not os.path.lexists(os.path.join(here, ATTRIBUTES))
+            self._known[folder] = known
+        return known
 
 
 def _user_config() -> str:

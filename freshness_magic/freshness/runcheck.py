@@ -17,14 +17,6 @@ if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph
 
 
-def check_run_dir(
-    run_dir: Path, *, hash_size_limit: int | None = None, hash_sources: HashSources | None = None
-) -> FreshnessReport:
-    """Compare the baselines in ``run_dir``'s newest valid checkpoint with the disk (read-only);
-    ``hash_sources`` may supply known digests (see :data:`~.snapshot.HashSources`)."""
-    return check_run(run_dir, hash_size_limit=hash_size_limit, hash_sources=hash_sources).report
-
-
 @dataclass(frozen=True)
 class RunCheck:
     """A run's freshness report with what was read to make it (the run's folder after restarts,
@@ -41,7 +33,9 @@ class RunCheck:
 def check_run(
     run_dir: Path, *, hash_size_limit: int | None = None, hash_sources: HashSources | None = None
 ) -> RunCheck:
-    """Like :func:`check_run_dir`, keeping the checkpoint and pipeline it read."""
+    """Compare the baselines in ``run_dir``'s newest valid checkpoint with the disk (read-only),
+    keeping the checkpoint and pipeline it read; ``hash_sources`` may supply known digests (see
+    :data:`~.snapshot.HashSources`)."""
     from freshness_magic.engine.checkpoint import load_checkpoint
     from freshness_magic.engine.runread import follow_restarts, stored_pipeline
 
@@ -89,7 +83,12 @@ def checkpoint_report(
         raise FreshnessError(f"{gone}; its inputs were not checked")
     source = hash_sources(workdir) if hash_sources is not None else None
     tracker = FreshnessTracker(workdir, hash_size_limit, hash_source=source)
-    tracker.load(tracker_state)
+    tracker.start_report()  # git runs while the baselines are loaded
+    try:
+        tracker.load(tracker_state)
+    except BaseException:
+        tracker.cancel_report()
+        raise
     return tracker.report()
 
 

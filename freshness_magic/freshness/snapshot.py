@@ -49,6 +49,9 @@ from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
 
 ResolveHook = Callable[[Mapping[str, Resolution]], None]
 """Called after resolving and before hashing (lets tests change files in between)."""
+Settle = Callable[[Mapping[str, Sequence[str]], int], Mapping[str, FileRecord]]
+"""Given the keys of each node and the snapshot's filesystem time, the records of the files
+known unchanged without a look (``check.StatusVouch.settle``: git vouched for them)."""
 
 
 class HashSource(Protocol):
@@ -61,10 +64,10 @@ class HashSource(Protocol):
     def file_hash(self, path: str, stat_key: StatKey) -> str | None: ...
 
 
-HashSources = Callable[[str], HashSource]
-"""Makes the hash source of a working directory. Freshness does not know where known digests
-come from: the layer that composes the packages (``session.py``, a CLI command) passes the
-hub's ``HubHashSource``; without one, every file is hashed here."""
+HashSources = Callable[[str], HashSource | None]
+"""Makes the hash source of a working directory (None: there is none). Freshness does not know
+where known digests come from: the layer that composes the packages (``session.py``, a CLI
+command) passes the hub's ``HubHashSource``; without one, every file is hashed here."""
 
 
 _MISSING = FileRecord(existed=False, method=NONE)
@@ -107,6 +110,23 @@ def _known(source: HashSource, key: str, stat_key: StatKey) -> FileRecord | None
         return None
 
 
+def _group(keys: Sequence[str]) -> dict[str, _Members]:
+    """Keys grouped by folder. Sorted keys of one folder mostly follow each other, so the
+    folder's list is looked up only when the folder changes."""
+    groups: dict[str, _Members] = {}
+    current: str | None = None
+    members: _Members = []
+    for key in keys:
+        folder = key.rpartition("/")[0]
+        if not folder and key[:1] == "/":
+            folder = "/"
+        if folder != current:
+            members = groups.setdefault(folder, [])
+            current = folder
+        members.append(key)
+    return groups
+
+
 class Snapshotter:
     """Observes files for one working directory; keeps the stat cache between snapshots."""
 
@@ -137,31 +157,50 @@ class Snapshotter:
     def seed(self, baseline: Baseline) -> None:
         """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
         horizon = baseline.fs_time_ns - RACY_WINDOW_NS
-        records, blob_size = self.cache.records, BLOB_LAYOUT.size
         mtime_of, unhashed = _MTIME.unpack_from, STAT_LAYOUT.size
-        for key, rec in baseline.files.items():
-            packed = rec[0]
-            if packed is None or len(packed) == unhashed:
-                continue  # no digest: nothing to trust
-            self.blob_ids = self.blob_ids or len(packed) == blob_size
-            if mtime_of(packed, _MTIME_AT)[0] < horizon:  # the racy rule of StatCache.store
-                records[key] = rec
-            else:
+        records = self.cache.records
+        known = records.get
+        # a record without a digest has nothing to trust; one the cache holds already stays
+        hashed = {
+            key: rec
+            for key, rec in baseline.files.items()
+            if known(key) is not rec and (packed := rec[0]) is not None and len(packed) != unhashed
+        }
+        trusted = {  # the racy rule of StatCache.store
+            key: rec for key, rec in hashed.items() if mtime_of(rec[0], _MTIME_AT)[0] < horizon
+        }
+        records.update(trusted)
+        if len(trusted) < len(hashed):
+            for key in hashed.keys() - trusted.keys():
                 records.pop(key, None)
+        if not self.blob_ids:
+            blob_size = BLOB_LAYOUT.size
+            self.blob_ids = any(len(rec[0]) == blob_size for rec in hashed.values())
 
     def take(
-        self, nodes: Mapping[str, Sequence[str]], kind: str, *, with_git: bool = True
+        self,
+        nodes: Mapping[str, Sequence[str]],
+        kind: str,
+        *,
+        with_git: bool = True,
+        settle: Settle | None = None,
     ) -> dict[str, Baseline]:
-        """Snapshot the files of ``nodes`` (node id -> entries) as baselines of ``kind``.
+        """Snapshot the files of ``nodes`` (node id -> entries) as baselines of ``kind``;
+        ``settle`` names the records of files not to look at (see :data:`Settle`).
 
         Snapshots are serialised (a widget thread may ask for a report while a step runs): the
         caches they share are never updated by two snapshots at once.
         """
         with self._lock:
-            return self._take(nodes, kind, with_git=with_git)
+            return self._take(nodes, kind, with_git=with_git, settle=settle)
 
     def _take(
-        self, nodes: Mapping[str, Sequence[str]], kind: str, *, with_git: bool
+        self,
+        nodes: Mapping[str, Sequence[str]],
+        kind: str,
+        *,
+        with_git: bool,
+        settle: Settle | None = None,
     ) -> dict[str, Baseline]:
         fs_now = filesystem_now_ns(self.state_dir)
         taken_at = time.time()
@@ -182,7 +221,10 @@ class Snapshotter:
             if asks_git and (git_index is None or git_index.head is None):
                 # on the other core while files are read; by name for a few files (a step's)
                 pending = self.git.start_status(keys)
-            records = self.observe(keys, fs_now, git_index)
+            settled = None
+            if settle is not None:
+                settled = settle({n: r.files for n, r in resolutions.items()}, fs_now)
+            records = self.observe(keys, fs_now, git_index, settled)
         except BaseException:
             if pending is not None:
                 pending.cancel()
@@ -194,10 +236,8 @@ class Snapshotter:
             status = self._status_through(git_index, records)
         baselines = {}
         for node_id, res in resolutions.items():
-            if len(resolutions) == 1 and list(records) == res.files:
-                files = records  # one node, same order: no second dict of 20,000 entries
-            else:
-                files = {k: records[k] for k in res.files}
+            # one node: the same keys, no second dict of 20,000 entries
+            files = records if len(resolutions) == 1 else {k: records[k] for k in res.files}
             states = {}
             if status is not None:
                 states = {k: v for k, v in status.entries.items() if k in files}
@@ -217,15 +257,19 @@ class Snapshotter:
         return baselines
 
     def observe(
-        self, keys: Sequence[str], fs_now: int, git_index: GitIndex | None = None
+        self,
+        keys: Sequence[str],
+        fs_now: int,
+        git_index: GitIndex | None = None,
+        settled: Mapping[str, FileRecord] | None = None,
     ) -> dict[str, FileRecord]:
         """A record per key, grouped by folder so each file is opened relative to its folder.
 
         The hot loop of every check: a cached record whose stat key is unchanged (and not racily
         clean) is returned as is, without reading the file. With ``git_index`` (a first capture)
-        clean tracked files take their blob ids from git's index.
+        clean tracked files take their blob ids from git's index. The files in ``settled`` are
+        not looked at: they get the record given there.
         """
-        groups = self._groups(keys)
         source = self.hash_source
         if source is not None:
             available = getattr(source, "available", None)
@@ -233,7 +277,13 @@ class Snapshotter:
                 source = None  # asked once per snapshot, not once per file
         self.blob_ids = self.blob_ids or git_index is not None
         records: dict[str, FileRecord] = {}
-        for folder, members in groups.items():
+        if settled:  # only the others are looked at, grouped afresh
+            records = dict(settled)
+            rest = [key for key in keys if key not in settled]
+            for folder, members in _group(rest).items():
+                self._observe_members(folder, members, fs_now, records, source, git_index)
+            return records
+        for folder, members in self._groups(keys).items():
             self._observe_members(folder, members, fs_now, records, source, git_index)
         return records
 
@@ -297,17 +347,7 @@ class Snapshotter:
         last = self._last_groups
         if last is not None and last[0] == keys:
             return last[1]
-        groups: dict[str, _Members] = {}
-        current: str | None = None
-        members: _Members = []
-        for key in keys:
-            folder = key.rpartition("/")[0]
-            if not folder and key[:1] == "/":
-                folder = "/"
-            if folder != current:
-                members = groups.setdefault(folder, [])
-                current = folder
-            members.append(key)
+        groups = _group(keys)
         self._last_groups = (list(keys), groups)
         return groups
 

@@ -39,10 +39,6 @@ class StatCache:
     def __len__(self) -> int:
         return len(self.records)
 
-    def trusted(self, path: str) -> Any | None:
-        """The cached record (never a racily clean one), or None."""
-        return self.records.get(path)
-
     def lookup(self, path: str, key: StatKey) -> Any | None:
         """The cached record when ``key`` matches."""
         record = self.records.get(path)

@@ -9,9 +9,13 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from freshness_magic.hub.store import state_dir
-
+STATE_DIR = ".freshness"
 LOCK_NAME = "hub.lock"
+
+
+def state_dir(workdir: str | Path) -> Path:
+    """``<workdir>/.freshness``: where the store, pid file, lock and log live."""
+    return Path(workdir).resolve() / STATE_DIR
 
 
 def lock_held(workdir: str | Path) -> bool:

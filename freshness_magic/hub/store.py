@@ -37,6 +37,7 @@ from typing import Any
 from freshness_magic.atomicio import ensure_ignored_dir
 from freshness_magic.errors import HubError
 from freshness_magic.freshness.hashing import StatKey
+from freshness_magic.hub.lock import state_dir
 
 INITIAL_INDEX = "initial index"
 """The ``detail`` of the ``file_added`` changes a first sweep of the tree records."""
@@ -46,7 +47,6 @@ SCHEMA_VERSION = "5"
 3: ``refs`` is a rowid table with two indexes (a bulk load appends and indexes afterwards).
 4: a test file's ``mention`` rows leave out the qualnames its ``call`` rows of the name hold.
 5: a symbol's ``callers`` and ``related_tests`` are node-id lists (:func:`encode_node_ids`)."""
-STATE_DIR = ".freshness"
 DB_NAME = "hub.sqlite"
 BUSY_TIMEOUT_MS = 5000
 PAGE_BYTES = 16384
@@ -105,22 +105,6 @@ _INDEXES = {
     "refs_path": "refs(path)",
 }
 """The secondary indexes of the cache tables; a bulk load drops them and builds them after."""
-
-CHANGE_KINDS = (
-    "file_added",
-    "file_removed",
-    "file_modified",
-    "symbol_added",
-    "symbol_removed",
-    "signature_changed",
-    "body_changed",
-    "docstring_changed",
-)
-
-
-def state_dir(workdir: str | Path) -> Path:
-    """``<workdir>/.freshness``: where the store, pid file, lock and log live."""
-    return Path(workdir).resolve() / STATE_DIR
 
 
 def db_path(workdir: str | Path) -> Path:

@@ -88,8 +88,11 @@ class Pipeline:
     :class:`~freshness_magic.views.text.TextResult` (its ``text``, and for steps the run's
     result as ``data``): :meth:`step`, :meth:`run`, :meth:`run_to`, :meth:`resume`,
     :meth:`retry`, :meth:`accept`, :meth:`why`, :meth:`cond`, :meth:`status`, :meth:`evidence`,
-    :meth:`stop`, :meth:`reset`. :attr:`widget` is the anywidget view. The object a
-    ``%%pipeline`` cell binds is one of these.
+    :meth:`stop`, :meth:`reset`. :attr:`widget` is the anywidget view. Its two parts are used
+    by name: ``view`` (a :class:`~freshness_magic.views.pipeline_view.PipelineView`: its state,
+    node views, details, evidence, the frame; it changes nothing) and ``live`` (a
+    :class:`~freshness_magic.live.run.LiveRun`: the run, its options, cells and lock). The
+    object a ``%%pipeline`` cell binds is one of these.
     """
 
     def __init__(
@@ -103,7 +106,7 @@ class Pipeline:
     ) -> None:
         folder = _workdir(workdir)
         graph = _load(source, folder)
-        self._setup(name or graph.name or "pipeline", graph, folder)
+        self._compose(LiveRun(name or graph.name or "pipeline", graph, folder), None)
         if not _in_ipython():  # no magics here: messages name this object's methods
             self.live.commands = MethodCommands.named(self.name)
         for key, value in (("backend", backend), ("executor", executor)):
@@ -125,32 +128,13 @@ class Pipeline:
     ) -> Pipeline:
         """A pipeline of a graph already loaded and validated (``%%pipeline``, ``%pipeline
         load``), sharing the kernel's layout cache, clusters and namespace (for ``%%node``)."""
+        live = LiveRun(name, graph, workdir, namespace=namespace, clusters=clusters, cells=cells)
         pipeline = cls.__new__(cls)
-        pipeline._setup(
-            name,
-            graph,
-            workdir,
-            namespace=namespace,
-            layout_cache=layout_cache,
-            clusters=clusters,
-            cells=cells,
-        )
+        pipeline._compose(live, layout_cache)
         return pipeline
 
-    def _setup(
-        self,
-        name: str,
-        graph: Graph,
-        workdir: Path,
-        *,
-        namespace: dict[str, Any] | None = None,
-        layout_cache: LayoutCache | None = None,
-        clusters: ClusterPool | None = None,
-        cells: dict[str, str] | None = None,
-    ) -> None:
-        self.live = LiveRun(
-            name, graph, workdir, namespace=namespace, clusters=clusters, cells=cells
-        )
+    def _compose(self, live: LiveRun, layout_cache: LayoutCache | None) -> None:
+        self.live = live
         """The live part: the run, its lifecycle, the view model it publishes, one lock."""
         self.view = PipelineView(self.live)
         """The read-only part: what the pipeline shows, from the published view model."""
@@ -473,11 +457,8 @@ class Pipeline:
         if offer is not None and offer.edited:  # of another text: kept only by carrying over
             return TextResult(self._nothing_to_resume())
         if offer is None:
-            gate = self.view.pending_gate()
-            if gate is not None:
-                return TextResult(
-                    text.waiting_text(gate, self.view.gate_note(), self._say.answer_with)
-                )
+            if self.view.pending_gate() is not None:
+                return TextResult(self._waiting_text())
             state = self.live.run.state if self.live.started else None
             if state is RunState.PAUSED:
                 return self._advance(to=to)
@@ -628,11 +609,7 @@ class Pipeline:
             lines.extend(done.lines)
         self.live.settle(republish=steps == 0)
         if run.state is RunState.WAITING:
-            lines.append(
-                text.waiting_text(
-                    self.view.pending_gate(), self.view.gate_note(), self._say.answer_with
-                )
-            )
+            lines.append(self._waiting_text())
         elif single and steps == 0 and not lines:
             lines.append(f"step: nothing executed ({run.state.value})")
         if not single:

@@ -52,7 +52,17 @@ import traitlets
 
 from freshness_magic.errors import RunError
 from freshness_magic.notebook.interrupts import InterruptForwarding
-from freshness_magic.notebook.viewdata import (
+from freshness_magic.views.evidence_log import evidence_detail
+from freshness_magic.views.render import Layout
+from freshness_magic.views.snapshot import snapshot_svg, static_html
+from freshness_magic.views.state import (
+    NodeState,
+    NodeView,
+    palette_css,
+    state_code,
+)
+from freshness_magic.views.text import cut
+from freshness_magic.views.wire import (
     ActiveTime,
     context_keys,
     evidence_summary_row,
@@ -63,17 +73,6 @@ from freshness_magic.notebook.viewdata import (
     short,
     to_json,
 )
-from freshness_magic.views.evidence_log import evidence_detail
-from freshness_magic.views.render import Layout
-from freshness_magic.views.snapshot import snapshot_svg, static_html
-from freshness_magic.views.state import (
-    NodeState,
-    NodeView,
-    RunBanner,
-    palette_css,
-    state_code,
-)
-from freshness_magic.views.text import cut
 
 if TYPE_CHECKING:
     from freshness_magic.notebook.pipeline import Pipeline
@@ -138,7 +137,6 @@ class PipelineWidget(anywidget.AnyWidget):
         self.errors: list[BaseException] = []
         self.update_stats: list[tuple[float, int]] = []
         """(seconds, bytes of changed state) of every refresh that sent something (benchmarks)."""
-        self.last_action: dict[str, Any] = {}
         self.follow_id = f"fm-static-{uuid.uuid4().hex}"
         """The display id of the static graph shown beside each view (see :meth:`follow`)."""
         self._followed: str | None = None
@@ -160,10 +158,6 @@ class PipelineWidget(anywidget.AnyWidget):
     def views(self) -> dict[str, NodeView]:
         """Every node's view as the last frame sent showed it."""
         return dict(self.frame.views)
-
-    def current_banner(self) -> RunBanner | None:
-        """The run-level message above the graph (failure, dead end, interrupt, superseded)."""
-        return self.frame.banner
 
     def snapshot(self) -> str:
         """The SVG with states written in (what a static export shows)."""
@@ -292,7 +286,6 @@ class PipelineWidget(anywidget.AnyWidget):
     def _on_msg(self, _widget: Any, content: Any, _buffers: Any) -> None:
         if not isinstance(content, dict):
             return
-        self.last_action = dict(content)
         try:
             self.handle(content)
         except Exception as exc:
@@ -410,12 +403,12 @@ class PipelineWidget(anywidget.AnyWidget):
             "reply": "playground",
             "text": text,
             "edge": found,
-            "keys": context_keys(self.pipeline),
+            "keys": context_keys(self.pipeline.view),
         }
 
     def node_details(self, node_id: str) -> dict[str, Any]:
         """A node's details: the pipeline's ``details(node)`` plus its attributes and state."""
-        return node_details(self.pipeline, node_id, self.views().get(node_id, NodeView()))
+        return node_details(self.pipeline.view, node_id, self.views().get(node_id, NodeView()))
 
     def follow(self) -> None:
         """Bring the static graph shown beside the views up to this step (an updated display):

@@ -120,7 +120,9 @@ class Listing:
             with os.scandir(folder) as it:
                 for entry in it:
                     try:
-                        if entry.is_file():
+                        if entry.is_file(follow_symlinks=False):  # most entries: one test
+                            files.append(entry.name)
+                        elif entry.is_file():
                             files.append(entry.name)
                             if entry.is_symlink():
                                 linked.append(entry.name)

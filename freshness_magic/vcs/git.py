@@ -119,15 +119,35 @@ def start(args: Sequence[str], cwd: str | os.PathLike[str]) -> Pending:
     return Pending(process)
 
 
+EXACT_STATUS = (
+    "-c",
+    "core.fsmonitor=false",
+    "-c",
+    "core.checkStat=default",
+    "-c",
+    "core.trustctime=true",
+)
+"""Settings that make a status look at every tracked file itself: no file system monitor's word
+taken for it, and all of the stat data git keeps compared (ctime too), whatever the user's
+config says."""
+
+
 def status_args(
-    paths: Sequence[str] | None = None, *, branch: bool = False, ignored: bool = False
+    paths: Sequence[str] | None = None,
+    *,
+    branch: bool = False,
+    ignored: bool = False,
+    exact: bool = False,
 ) -> list[str]:
     """Arguments of ``git status --porcelain=v2 -z`` for ``paths`` (relative; None: all).
 
     Untracked files are listed one by one and renames as a deletion plus an addition; paths are
     literal (no pathspec magic). Above :data:`MAX_PATHSPECS` paths the whole folder is asked.
+    ``exact``: with :data:`EXACT_STATUS`, so that a file the status does not list is one git
+    compared with its index entry (a check takes its word for such files).
     """
-    args = ["--literal-pathspecs", "status", "--porcelain=v2", "-z"]
+    args = [*EXACT_STATUS] if exact else []
+    args += ["--literal-pathspecs", "status", "--porcelain=v2", "-z"]
     if branch:
         args.append("--branch")
     args += ["--untracked-files=all", "--no-renames"]

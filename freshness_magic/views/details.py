@@ -8,12 +8,13 @@ comes from :mod:`~freshness_magic.views.text`, and ``why`` from :mod:`freshness_
 from __future__ import annotations
 
 import shlex
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Protocol
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.engine.context import partial_key
+from freshness_magic.engine.fidelity import key_set_prefix
 from freshness_magic.engine.handlers.parallel import kept_branch_ids
 from freshness_magic.engine.outcome import StageStatus
 from freshness_magic.engine.state import RunState
@@ -26,44 +27,7 @@ from freshness_magic.views.state import CELL_OUTPUT_FILE, BannerKind, RunBanner
 from freshness_magic.views.why import NodeFacts
 
 if TYPE_CHECKING:
-    from freshness_magic.engine.model import Graph, Node
-    from freshness_magic.engine.outcome import Outcome, Question
-    from freshness_magic.engine.run import Run
-    from freshness_magic.views.marks import NodeStale
-    from freshness_magic.views.model import ViewModel
-    from freshness_magic.views.saved import ResumeOffer
-    from freshness_magic.views.state import NodeView
-
-
-class PipelineReadout(Protocol):
-    """What details, banners and ``why`` read of a loaded pipeline: its published views (the
-    view model), its live run when one is open, and its run folder's evidence."""
-
-    @property
-    def name(self) -> str: ...
-    @property
-    def graph(self) -> Graph: ...
-    @property
-    def superseded(self) -> bool: ...
-    @property
-    def resume_offer(self) -> ResumeOffer | None: ...
-
-    @property
-    def model(self) -> ViewModel: ...
-    @property
-    def live_run(self) -> Run | None: ...
-    @property
-    def has_run(self) -> bool: ...
-    @property
-    def stale(self) -> Mapping[str, NodeStale]: ...
-    def require_node(self, node_id: str) -> Node: ...
-    def views(self) -> dict[str, NodeView]: ...
-    def outcomes(self) -> Mapping[str, Outcome]: ...
-    def pending_gate(self) -> Question | None: ...
-    def blocked_nodes(self) -> frozenset[str]: ...
-    def stale_upstream(self, node_id: str) -> tuple[list[str], int]: ...
-    def failure_text(self) -> str: ...
-    def evidence_records(self, node_id: str | None = None) -> list[dict[str, Any]]: ...
+    from freshness_magic.views.pipeline_view import PipelineView
 
 
 @dataclass(frozen=True)
@@ -119,7 +83,7 @@ def _tail(path: Path) -> str:
     return visible(text if size <= FILE_TAIL_BYTES else "…" + text)
 
 
-def node_details(pipeline: PipelineReadout, node_id: str) -> NodeDetails:
+def node_details(pipeline: PipelineView, node_id: str) -> NodeDetails:
     """The details of ``node_id`` from the last published views and the run folder on disk."""
     node = pipeline.require_node(node_id)
     view = pipeline.views()[node_id]
@@ -145,7 +109,7 @@ def node_details(pipeline: PipelineReadout, node_id: str) -> NodeDetails:
     )
 
 
-def details_dict(pipeline: PipelineReadout, node_id: str) -> dict[str, Any]:
+def details_dict(pipeline: PipelineView, node_id: str) -> dict[str, Any]:
     """What the widget's details panel shows for a node, as plain JSON-able values."""
     found = node_details(pipeline, node_id)
     data: dict[str, Any] = {"state": found.state, "why": found.why}
@@ -198,6 +162,13 @@ def execution_lines(traces: Sequence[Trace], node_id: str) -> dict[str, Any]:
     if trace.reads_unknown:
         read.append("(its worker did not report what it read: these are the values it was sent)")
     for r in trace.reads:
+        if key_set_prefix(r.key) is not None:  # which keys were set, not a value
+            found = r.value if isinstance(r.value, list) else None
+            listed = ", ".join(map(str, found)) if found else "none"
+            if found is None:
+                listed = shown(r.value, r.fingerprint)
+            read.append(f"which {r.key} keys were set (its fidelity carries them): {listed}")
+            continue
         key = f"{r.key}[{r.part}]" if r.part is not None else r.key
         if r.writer is None:
             origin = "set by the run"
@@ -215,7 +186,7 @@ def execution_lines(traces: Sequence[Trace], node_id: str) -> dict[str, Any]:
     return data
 
 
-def banner(pipeline: PipelineReadout) -> RunBanner | None:
+def banner(pipeline: PipelineView) -> RunBanner | None:
     """The run-level message for the view (failed, dead end, interrupted, superseded) or None."""
     kinds, make = BannerKind, RunBanner
     model = pipeline.model
@@ -244,7 +215,7 @@ def banner(pipeline: PipelineReadout) -> RunBanner | None:
     return None
 
 
-def why_facts(pipeline: PipelineReadout, node_id: str) -> NodeFacts:
+def why_facts(pipeline: PipelineView, node_id: str) -> NodeFacts:
     """What ``why`` says about ``node_id``, from the pipeline's published views and its run."""
     node = pipeline.require_node(node_id)
     views = pipeline.views()
@@ -277,7 +248,7 @@ def why_facts(pipeline: PipelineReadout, node_id: str) -> NodeFacts:
     )
 
 
-def why_text(pipeline: PipelineReadout, node_id: str, commands: why.Commands = why.NOTEBOOK) -> str:
+def why_text(pipeline: PipelineView, node_id: str, commands: why.Commands = why.NOTEBOOK) -> str:
     """Why ``node_id`` is in its state: outcome, failure, stale files, waiting question, output,
     and what to do next in ``commands``' words (default: the magics';
     :mod:`freshness_magic.views.why`)."""

@@ -3,7 +3,6 @@ guidance, entry points and a missing extra."""
 
 from __future__ import annotations
 
-import os
 import re
 import shlex
 import subprocess
@@ -22,6 +21,7 @@ from freshness_magic.evidence.record import read_evidence, read_evidence_log
 from freshness_magic.freshness.extension import extension_of
 from freshness_magic.session import open_run, resume_run
 from tests.backends.fakeservers import serve
+from tests.processes import cli_process as cli
 
 SECRET = "sk-test-SECRET-7f3a9c1e55"
 
@@ -32,19 +32,6 @@ TWO_NODES = """digraph p {
   done [shape=Msquare]
   start -> draft -> check -> done
 }"""
-
-
-def cli(
-    *args: str, cwd: Path, env: dict[str, str] | None = None
-) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **(env or {})},
-    )
 
 
 def test_cli_says_when_the_backend_is_simulated_and_names_a_real_one(tmp_path: Path) -> None:

@@ -5,9 +5,6 @@ the server it names never receives a request (nor the user's key)."""
 
 from __future__ import annotations
 
-import os
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +18,7 @@ from freshness_magic.errors import ValidationError
 from freshness_magic.lint import session_validator
 from freshness_magic.session import builtin_registry, open_run
 from tests.backends.fakeservers import ANSWER, serve
+from tests.processes import cli_process as cli
 
 KEY = "sk-test-user-key-0123456789"
 
@@ -45,17 +43,6 @@ BY_NODE = """digraph p {
 def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
-
-
-def cli(*args: str, cwd: Path, env: dict[str, str]) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env={**os.environ, **env},
-    )
 
 
 @pytest.mark.parametrize("template", [BY_STYLESHEET, BY_NODE], ids=["stylesheet", "node"])

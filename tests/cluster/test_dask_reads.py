@@ -49,7 +49,7 @@ SHIPPED = """digraph shipped {
   fan -> changelog -> docs_join
   docs_join -> summary -> docs_gate
   docs_gate -> docs_fix [label="[F] Fix"]
-  docs_gate -> publish [label="[A] Approve"]
+  docs_gate -> publish [label="[A] Approve", fidelity="summary:low"]
   docs_fix -> fan
   publish -> kind -> done
 }
@@ -165,15 +165,29 @@ def test_a_shipped_execution_reads_what_a_local_one_reads(
         # Not equal by having nothing: the shipped executions read, with the writers as the
         # driver knew them.
         summary, absent = there[("summary", 1)]
+        # (``context.*``: which shared values its compact fidelity found set, no writer)
         assert [(r[0], r[2], r[3]) for r in summary] == [
+            ("context.*", None, None),
             ("parallel.fan_in.best_id", "docs_join#1", None),
             ("tool.output", "draft#0", None),
         ]
         assert "missing.key" in absent
-        assert [(r[0], r[2]) for r in there[("api_docs", 0)][0]] == [("tool.output", "draft#0")]
-        assert [(r[0], r[2]) for r in there[("publish", 0)][0]] == [("last_response", "summary#1")]
+        assert [(r[0], r[2]) for r in there[("api_docs", 0)][0]] == [
+            ("context.*", None),
+            ("tool.output", "draft#0"),
+        ]
+        # publish came by an edge whose fidelity (summary:low, resolved on the driver) reads
+        # the goal, the last stage and its outcome as well
+        assert [(r[0], r[2]) for r in there[("publish", 0)][0]] == [
+            ("context.*", None),
+            ("graph.goal", None),
+            ("last_response", "summary#1"),
+            ("last_stage", "summary#1"),
+            ("outcome", "docs_gate#1"),
+        ]
         assert [(r[0], r[2]) for r in there[("docs_fix", 0)][0]] == [
-            ("human.gate.label", "docs_gate#0")
+            ("context.*", None),
+            ("human.gate.label", "docs_gate#0"),
         ]
         parts = sorted((r[3], r[2]) for r in there[("docs_join", 0)][0])
         assert parts == [
@@ -374,6 +388,7 @@ def test_a_lost_call_counts_none_of_its_reads_the_retry_that_came_back_does(
     assert [(r.key, r.value, r.writer) for r in summary.reads] == [
         ("internal.retry_count.summary", 1, None),
         ("tool.output", "x = 1", traces["draft"].step),
+        ("context.*", [], None),
     ]
     assert "internal.retry_count.summary" not in summary.absent
     assert not summary.reads_unknown

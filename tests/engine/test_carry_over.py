@@ -13,6 +13,7 @@ import pytest
 from freshness_magic.engine.checkpoint import load_checkpoint
 from freshness_magic.errors import RunError, ValidationError
 from freshness_magic.session import carry_over, open_run, resume_run
+from tests.processes import cli_process
 
 PIPELINE = """digraph review {
   graph [goal="Ship it"]
@@ -194,13 +195,7 @@ def test_an_edited_prompt_marks_that_node_stale_and_its_readers_outdated(tmp_pat
         assert "`draft` read `last_response` of `plan`" in views["draft"].why
 
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "freshness_magic", *args],
-            cwd=tmp_path,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return cli_process(*args, cwd=tmp_path)
 
     why = cli("why", str(run_dir), "plan")
     assert why.stdout.startswith("plan: stale"), why.stdout + why.stderr

@@ -11,7 +11,7 @@ from freshness_magic.engine.pipeline import load_pipeline, load_pipeline_file
 from freshness_magic.engine.run import Run
 from freshness_magic.errors import ValidationError
 from freshness_magic.session import open_run
-from tests.pipelines import GATED_CHILD
+from tests.pipelines import GATED_CHILD, one_tool
 
 CHILD = """
 digraph child {
@@ -23,14 +23,7 @@ digraph child {
 }
 """
 
-FAILING_CHILD = """
-digraph child {
-  start [shape=Mdiamond]
-  build [shape=parallelogram, tool_command="echo nope >&2; exit 5"]
-  done  [shape=Msquare]
-  start -> build -> done
-}
-"""
+FAILING_CHILD = one_tool("echo nope >&2; exit 5", node="build", name="child")
 
 LOOPING_CHILD = """
 digraph child {

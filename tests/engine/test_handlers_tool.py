@@ -14,6 +14,7 @@ from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.run import Run
 from tests.pipelines import one_tool
+from tests.waiting import wait_until
 
 
 def run_tool(
@@ -79,11 +80,7 @@ def test_timeout_kills_the_whole_process_group(tmp_path: Path) -> None:
     assert outcome.status is StageStatus.FAIL
     assert "timed out after 1s" in outcome.failure_reason
     pid = int((tmp_path / "grandchild.pid").read_text())
-    for _ in range(100):
-        if process_gone(pid):
-            break
-        time.sleep(0.05)
-    assert process_gone(pid)
+    wait_until(lambda: process_gone(pid), "the tool's background child killed", timeout=5)
     assert outcome.context_updates["tool.output"] == "started"
 
 
@@ -126,11 +123,7 @@ def test_timeout_inside_a_run_reports_the_tool_failure(tmp_path: Path) -> None:
     assert "process group killed" in outcome.failure_reason
     assert result.context["tool.output"] == "partial"
     pid = int((tmp_path / "grandchild.pid").read_text())
-    for _ in range(100):
-        if process_gone(pid):
-            break
-        time.sleep(0.05)
-    assert process_gone(pid)
+    wait_until(lambda: process_gone(pid), "the tool's background child killed", timeout=5)
 
 
 def test_the_output_in_the_context_has_no_trailing_line_break_as_with_dollar_parens(

@@ -27,6 +27,7 @@ from freshness_magic.engine.run import Run
 from freshness_magic.evidence.record import read_evidence_log
 from freshness_magic.session import open_run, resume_run
 from tests.backends.fakeservers import serve
+from tests.processes import cli_process
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -302,13 +303,7 @@ def test_a_key_the_prompt_looked_for_and_did_not_find_is_verified_too(work: Path
 
 def test_the_command_line_reuses_and_says_so_in_run_status_and_why(work: Path) -> None:
     def cli(*args: str) -> subprocess.CompletedProcess[str]:
-        return subprocess.run(
-            [sys.executable, "-m", "freshness_magic", *args],
-            cwd=work,
-            capture_output=True,
-            text=True,
-            timeout=120,
-        )
+        return cli_process(*args, cwd=work)
 
     first = cli("run", "notes.dot", "--reuse")
     assert first.returncode == 0, first.stderr

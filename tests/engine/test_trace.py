@@ -36,6 +36,11 @@ A_THEN_B = """digraph d { start [shape=Mdiamond] a b done [shape=Msquare]
         start -> a -> b -> done }"""
 
 
+SHARED_KEYS = ("context.*", None, None)
+"""A codergen node's default (compact) fidelity consults which shared ``context.*`` values are
+set: a read with no writer (reuse verifies it; it makes no mark)."""
+
+
 def traces_by_node(run: Run) -> dict[str, Trace]:
     return {t.node_id: t for t in run.traces}
 
@@ -55,10 +60,11 @@ def test_each_execution_reads_what_its_handler_reads(tmp_path: Path) -> None:
     # a tool node reads nothing (its command expands no context key)
     assert t["a"].reads == []
     # a codergen node reads what its prompt expands, with the execution that wrote it
-    assert reads_of(t["b"]) == {("tool.output", None, steps["a"])}
+    # and which shared values its (default, compact) fidelity carries
+    assert reads_of(t["b"]) == {("tool.output", None, steps["a"]), SHARED_KEYS}
     assert t["b"].reads[0].value == "hi"
     # a branch node reads its own (cloned) context: the value b wrote before the fan-out
-    assert reads_of(t["left"]) == {("last_stage", None, steps["b"])}
+    assert reads_of(t["left"]) == {("last_stage", None, steps["b"]), SHARED_KEYS}
     # the parallel node reads nothing; the fan-in reads each branch's result from its branch
     assert t["par"].reads == []
     assert reads_of(t["join"]) == {
@@ -66,7 +72,7 @@ def test_each_execution_reads_what_its_handler_reads(tmp_path: Path) -> None:
         ("parallel.results", "right", steps["right"]),
     }
     assert {r.via for r in t["join"].reads} == {steps["par"]}
-    assert reads_of(t["c"]) == {("parallel.fan_in.best_id", None, steps["join"])}
+    assert reads_of(t["c"]) == {("parallel.fan_in.best_id", None, steps["join"]), SHARED_KEYS}
     # writes, and where each execution came from
     assert t["a"].writes["tool.output"].value == "hi"
     assert set(t["par"].writes["parallel.results"].parts or {}) == {"left", "right"}
@@ -93,7 +99,7 @@ def test_routing_and_extension_reads_are_not_the_node_s(tmp_path: Path) -> None:
     run.run()
     t = traces_by_node(run)
     assert run.completed_nodes == ["start", "a", "b", "done"]
-    assert t["a"].reads == [] and t["b"].reads == []
+    assert t["a"].reads == [] and reads_of(t["b"]) == {SHARED_KEYS}
     # the freshness extension reports the declared inputs' fingerprints
     assert set(t["a"].inputs) == {"in.txt"}
     assert len(t["a"].inputs["in.txt"]) in (32, 40)
@@ -172,7 +178,7 @@ def test_traces_are_in_the_journal_and_survive_a_resume(tmp_path: Path) -> None:
     again.run()
     t = traces_by_node(again)
     # the value a wrote before the resume is still known as a's
-    assert reads_of(t["b"]) == {("tool.output", None, t["a"].step)}
+    assert reads_of(t["b"]) == {("tool.output", None, t["a"].step), SHARED_KEYS}
     assert t["gate"].cause == t["a"].step and t["b"].cause == t["gate"].step
     again.close()
 

@@ -45,3 +45,18 @@ def plain_dir(tmp_path: Path) -> Path:
     (root / "sub").mkdir()
     (root / "sub" / "gone.txt").write_text("gone\n")
     return root
+
+
+def no_evidence(workdir: Path, label: str) -> str:
+    """The failure reason of the node ``implement`` (labelled ``label``, its task "Fix the login
+    bug") when it left no work evidence in ``workdir``."""
+    return (
+        "No work evidence produced. The node must either:\n"
+        "  1. Modify files (results in a commit)\n"
+        "  2. Create an evidence file at .orchestrator/evidence/implement.json\n"
+        "  3. Declare expects_no_changes=true in the node\n"
+        "\n"
+        f"Node: implement ({label})\n"
+        "Task: Fix the login bug\n"
+        f"Work tree: {workdir.resolve()}"
+    )

@@ -8,17 +8,13 @@ from pathlib import Path
 from freshness_magic.engine import Run, RunState
 from freshness_magic.evidence.record import EvidenceRecord, read_evidence_log
 from freshness_magic.session import open_run
-from tests.pipelines import ONE_ENDS_ONE_WAITS
+from tests.pipelines import ONE_ENDS_ONE_WAITS, one_tool
 from tests.waiting import wait_until
 
-WAITS_FOR_GO = """digraph p {
-  start [shape=Mdiamond]
-  work  [shape=parallelogram, evidence="require",
-         tool_command="echo draft > out.txt; echo $$ > pgid.txt; test -f go || exec sleep 60"]
-  done  [shape=Msquare]
-  start -> work -> done
-}
-"""
+WAITS_FOR_GO = one_tool(
+    "echo draft > out.txt; echo $$ > pgid.txt; test -f go || exec sleep 60",
+    more='evidence="require"',
+)
 
 
 def interrupt_when(run: Run, path: Path, *ended: str) -> threading.Thread:

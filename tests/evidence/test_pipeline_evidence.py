@@ -27,6 +27,7 @@ from freshness_magic.evidence.snapshot import WorkTreeSnapshot
 from freshness_magic.evidence.summary import run_work_summaries, work_summary
 from freshness_magic.evidence.validator import EvidenceReadResult, ValidationResult
 from freshness_magic.session import open_run, resume_run
+from tests.evidence.conftest import no_evidence
 from tests.gitrepo import git
 from tests.pipelines import one_gate
 
@@ -93,19 +94,6 @@ def record_of(workdir: Path, node_id: str) -> EvidenceRecord:
 
 def subjects(repo: Path) -> list[str]:
     return git(repo, "log", "--format=%s").splitlines()
-
-
-def message_for(workdir: Path) -> str:
-    return (
-        "No work evidence produced. The node must either:\n"
-        "  1. Modify files (results in a commit)\n"
-        "  2. Create an evidence file at .orchestrator/evidence/implement.json\n"
-        "  3. Declare expects_no_changes=true in the node\n"
-        "\n"
-        "Node: implement (Implement)\n"
-        "Task: Fix the login bug\n"
-        f"Work tree: {workdir.resolve()}"
-    )
 
 
 def test_changes_are_committed_with_commit_true(repo: Path) -> None:
@@ -221,10 +209,10 @@ def test_nothing_fails_with_the_exact_message(repo: Path) -> None:
     assert result.state is RunState.FAILED
     outcome = result.node_outcomes["implement"]
     assert outcome.status is StageStatus.FAIL
-    assert outcome.failure_reason == message_for(repo)
+    assert outcome.failure_reason == no_evidence(repo, "Implement")
     facts = record_of(repo, "implement").engine
     assert facts["status"] == "fail" and facts["evidence_method"] == "none"
-    assert facts["failure_reason"] == message_for(repo)
+    assert facts["failure_reason"] == no_evidence(repo, "Implement")
 
 
 def test_no_evidence_takes_the_failure_route(repo: Path) -> None:
@@ -251,7 +239,7 @@ def test_pre_existing_dirty_files_do_not_count(repo: Path) -> None:
     run = start_run(repo, single(graph_attrs="evidence=require, commit=true"))
     result = run.run()
     assert result.state is RunState.FAILED
-    assert result.node_outcomes["implement"].failure_reason == message_for(repo)
+    assert result.node_outcomes["implement"].failure_reason == no_evidence(repo, "Implement")
     assert subjects(repo) == ["initial"]
 
 
@@ -275,7 +263,8 @@ def test_require_outside_git_uses_a_content_snapshot(plain_dir: Path) -> None:
     assert record_of(plain_dir, "implement").engine["files"]["added"] == ["x.txt"]
     failing = start_run(plain_dir, single(graph_attrs="evidence=require"))
     assert failing.run().node_outcomes["implement"].failure_reason == (
-        message_for(plain_dir) + "\n.orchestrator/evidence/implement.json is unchanged since "
+        no_evidence(plain_dir, "Implement")
+        + "\n.orchestrator/evidence/implement.json is unchanged since "
         "before the node ran (left by an earlier execution), so it does not count: write it "
         "anew during the step"
     )  # the first run's record is there: option 2 alone would read as if it were missing
@@ -560,7 +549,7 @@ def test_invalid_own_record_is_reported_and_kept(repo: Path) -> None:
     assert result.state is RunState.FAILED
     outcome = result.node_outcomes["implement"]
     first, damage = outcome.failure_reason.rsplit("\n", 1)
-    assert first == message_for(repo)
+    assert first == no_evidence(repo, "Implement")
     assert damage.startswith(
         f"evidence file {evidence_path(repo, 'implement')} of node 'implement' is damaged: "
         "field 'timestamp' is missing. "
@@ -605,7 +594,7 @@ def test_a_run_directory_inside_the_work_tree_is_never_evidence(
     run = open_run(dot, workdir=workdir, runs_dir=workdir / "runs")
     result = run.run()
     assert (run.run_dir / "nodes" / "implement").is_dir()
-    assert result.node_outcomes["implement"].failure_reason == message_for(workdir)
+    assert result.node_outcomes["implement"].failure_reason == no_evidence(workdir, "Implement")
 
 
 def test_stale_inputs_are_in_the_record(repo: Path) -> None:

@@ -17,6 +17,7 @@ from freshness_magic.evidence.validator import (
     ValidationResult,
     no_evidence_message,
 )
+from tests.evidence.conftest import no_evidence
 from tests.gitrepo import git
 
 GRAPH = Graph("p", attrs={"evidence": "require"})
@@ -24,19 +25,6 @@ GRAPH = Graph("p", attrs={"evidence": "require"})
 
 def work_node(**attrs: str) -> Node:
     return Node("implement", {"label": "Implement it", "prompt": "Fix the login bug", **attrs})
-
-
-def expected_message(workdir: Path) -> str:
-    return (
-        "No work evidence produced. The node must either:\n"
-        "  1. Modify files (results in a commit)\n"
-        "  2. Create an evidence file at .orchestrator/evidence/implement.json\n"
-        "  3. Declare expects_no_changes=true in the node\n"
-        "\n"
-        "Node: implement (Implement it)\n"
-        "Task: Fix the login bug\n"
-        f"Work tree: {workdir.resolve()}"
-    )
 
 
 def validate(
@@ -107,7 +95,7 @@ def test_expects_no_changes(repo: Path) -> None:
 def test_nothing_fails_with_the_exact_message(repo: Path) -> None:
     result = validate(repo, work_node())
     assert not result.valid and result.method == "none"
-    assert result.reason == expected_message(repo)
+    assert result.reason == no_evidence(repo, "Implement it")
 
 
 def test_task_falls_back_to_the_label(repo: Path) -> None:
@@ -120,7 +108,7 @@ def test_pre_existing_dirty_files_are_no_evidence(repo: Path) -> None:
     (repo / "notes.txt").write_text("user notes\n")
     result = validate(repo, work_node())
     assert not result.valid
-    assert result.reason == expected_message(repo)
+    assert result.reason == no_evidence(repo, "Implement it")
 
 
 def test_plain_folder_changes_count(plain_dir: Path) -> None:
@@ -131,7 +119,7 @@ def test_plain_folder_changes_count(plain_dir: Path) -> None:
 
 def test_plain_folder_nothing_fails(plain_dir: Path) -> None:
     result = validate(plain_dir, work_node())
-    assert not result.valid and result.reason == expected_message(plain_dir)
+    assert not result.valid and result.reason == no_evidence(plain_dir, "Implement it")
 
 
 @pytest.mark.parametrize(
@@ -185,7 +173,7 @@ def test_invalid_evidence_file_is_reported_and_does_not_count(
     result = validate(repo, work_node(), write)
     assert not result.valid
     first, damage = result.reason.rsplit("\n", 1)
-    assert first == expected_message(repo)
+    assert first == no_evidence(repo, "Implement it")
     assert damage.startswith(
         f"evidence file {evidence_path(repo, 'implement')} of node 'implement' is damaged: "
     )
@@ -217,7 +205,7 @@ def test_evidence_file_left_from_an_earlier_execution_does_not_count(repo: Path)
         ".orchestrator/evidence/implement.json is unchanged since before the node ran (left by "
         "an earlier execution), so it does not count: write it anew during the step"
     )
-    assert not result.valid and result.reason == f"{expected_message(repo)}\n{said}"
+    assert not result.valid and result.reason == f"{no_evidence(repo, 'Implement it')}\n{said}"
     assert said in result.problems
 
 

@@ -69,7 +69,11 @@ def test_a_loop_pass_a_node_caused_never_marks_it(tmp_path: Path) -> None:
     assert run.pending_gate is not None
     # docs_fix read the gate's first answer; the gate's second pass came from docs_fix
     (fix,) = [t for t in run.traces if t.node_id == "docs_fix"]
-    assert [(r.key, r.value) for r in fix.reads] == [("human.gate.label", "[F] Fix")]
+    # (and, its fidelity being compact, which shared values were set: none)
+    assert [(r.key, r.value) for r in fix.reads] == [
+        ("human.gate.label", "[F] Fix"),
+        ("context.*", []),
+    ]
     assert marked(run) == (set(), set())
     run.answer("docs_gate", "A")
     run.run()
@@ -184,7 +188,7 @@ def test_a_gate_loop_marks_nothing(tmp_path: Path) -> None:
     run.run()
     assert run.completed_nodes.count("draft") == 2
     drafts = [t for t in run.traces if t.node_id == "draft"]
-    assert [r.key for r in drafts[1].reads] == ["human.gate.label"]
+    assert [r.key for r in drafts[1].reads] == ["human.gate.label", "context.*"]
     assert marked(run) == (set(), set())
     run.answer("approve", "Y")
     run.run()

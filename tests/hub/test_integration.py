@@ -25,18 +25,14 @@ from freshness_magic.hub.integration import (
     symbol_changes,
 )
 from freshness_magic.session import open_run
+from tests.pipelines import one_step
 from tests.waiting import wait_until
 
 from .conftest import write
 
-PIPELINE = """
-digraph p {
-  start [shape=Mdiamond]
-  draft [prompt="Review the auth module", source_files="src/*.py", hub_context=true]
-  done  [shape=Msquare]
-  start -> draft -> done
-}
-"""
+PIPELINE = one_step(
+    'prompt="Review the auth module", source_files="src/*.py", hub_context=true', node="draft"
+)
 
 
 def _age(path: Path) -> StatKey:
@@ -52,6 +48,18 @@ def _wait_seq(client: HubClient, predicate: Callable[[], object]) -> None:
         seq[0] = client.wait_for_change(seq[0], 1.0)
 
     wait_until(predicate, "the hub to index the change", pause=next_change)
+
+
+def _hub_holding_aged_sources(hub_dir: Path) -> None:
+    """Age ``src/auth.py`` and ``src/app.py``, start the hub and wait until it holds their stat
+    keys: a hash source then answers from the hub."""
+    daemon.start(hub_dir)
+    client = HubClient(hub_dir)
+    keys = {rel: _age(hub_dir / rel) for rel in ("src/auth.py", "src/app.py")}
+    _wait_seq(
+        client,
+        lambda: all(s.stat == keys[s.path] for s in client.get_context(sorted(keys))),
+    )
 
 
 def test_hash_source_answers_only_with_a_caught_up_hub(hub_dir: Path) -> None:
@@ -175,13 +183,7 @@ def test_live_refresh_calls_back_after_a_save(hub_dir: Path) -> None:
 def test_freshness_check_takes_hashes_from_the_hub(hub_dir: Path) -> None:
     from freshness_magic.freshness.check import FreshnessTracker
 
-    daemon.start(hub_dir)
-    client = HubClient(hub_dir)
-    keys = {rel: _age(hub_dir / rel) for rel in ("src/auth.py", "src/app.py")}
-    _wait_seq(
-        client,
-        lambda: all(s.stat == keys[s.path] for s in client.get_context(sorted(keys))),
-    )
+    _hub_holding_aged_sources(hub_dir)
     source = HubHashSource(hub_dir, recheck=0)
     tracker = FreshnessTracker(hub_dir, git=False, hash_source=source)
     baseline = tracker.capture({"n": ["src/*.py"]})["n"]
@@ -197,13 +199,7 @@ def test_a_session_run_takes_hashes_from_a_running_hub(hub_dir: Path) -> None:
     """The session hands freshness the hub's hash source; freshness alone knows no hub."""
     from freshness_magic.freshness.extension import FreshnessExtension
 
-    daemon.start(hub_dir)
-    client = HubClient(hub_dir)
-    keys = {rel: _age(hub_dir / rel) for rel in ("src/auth.py", "src/app.py")}
-    _wait_seq(
-        client,
-        lambda: all(s.stat == keys[s.path] for s in client.get_context(sorted(keys))),
-    )
+    _hub_holding_aged_sources(hub_dir)
     run = open_run(PIPELINE, workdir=hub_dir)
     run.step()
     (freshness,) = [e for e in run.extensions if isinstance(e, FreshnessExtension)]

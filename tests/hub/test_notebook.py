@@ -13,17 +13,14 @@ from freshness_magic.hub import daemon
 from freshness_magic.notebook.extension import instance
 from freshness_magic.notebook.hubcmd import NotebookHub
 from freshness_magic.views.details import hub_symbol_lines
+from tests.pipelines import one_step
 from tests.waiting import wait_until
 
 from .conftest import write
 
-DOT = """digraph review {
-  start [shape=Mdiamond]
-  code  [prompt="Review", source_files="src/*.py", freshness="warn"]
-  done  [shape=Msquare]
-  start -> code -> done
-}
-"""
+DOT = one_step(
+    'prompt="Review", source_files="src/*.py", freshness="warn"', node="code", name="review"
+)
 
 
 @pytest.fixture

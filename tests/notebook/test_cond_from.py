@@ -96,7 +96,10 @@ def test_the_details_panel_shows_what_an_execution_read_and_wrote(
     shell.run_line_magic("pipeline", "run")
     details = pipeline.view.details("notes")
     assert details["execution"] == "step 4 (success)"
-    assert details["read"] == ["tool.output = '## 1.3.0', from minor_notes (step 3)"]
+    assert details["read"] == [
+        "tool.output = '## 1.3.0', from minor_notes (step 3)",
+        "which context.* keys were set (its fidelity carries them): none",
+    ]
     assert "last_stage = 'notes'" in details["wrote"]
     assert pipeline.view.details("route")["read"] == ["nothing from the context"]
     assert "execution" not in pipeline.view.details("major_notes")

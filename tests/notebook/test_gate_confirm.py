@@ -4,7 +4,7 @@ irreversible (a tool node, or one whose id or label names an act such as deploy 
 from __future__ import annotations
 
 from freshness_magic.engine.dot_parser import parse_dot
-from freshness_magic.notebook.viewdata import irreversible_reason
+from freshness_magic.views.wire import irreversible_reason
 
 GRAPH = parse_dot("""digraph g {
   start   [shape=Mdiamond]

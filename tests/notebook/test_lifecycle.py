@@ -23,7 +23,7 @@ from freshness_magic.views.render import NodeState, StaleKind
 from freshness_magic.views.state import BannerKind
 from freshness_magic.views.text import TextResult
 from tests.notebook.conftest import REVIEW_DOT, load_review
-from tests.pipelines import SLOW_TOOL
+from tests.pipelines import SLOW_TOOL, one_step
 from tests.processes import group_alive
 from tests.waiting import wait_until
 
@@ -362,13 +362,7 @@ def test_backend_and_executor_options_reach_the_run_opened_next(
     assert pipeline.live.run_options == {"executor": "local", "backend": "simulated"}
 
 
-MODEL_DOT = """digraph model {
-  start [shape=Mdiamond]
-  draft [prompt="Summarise the change"]
-  done  [shape=Msquare]
-  start -> draft -> done
-}
-"""
+MODEL_DOT = one_step('prompt="Summarise the change"', node="draft", name="model")
 DEAD_BACKEND = f"command:{shlex.quote(sys.executable)} -c 'raise SystemExit(3)'"
 
 

@@ -222,7 +222,7 @@ def test_the_gate_panel_carries_the_note_on_changed_inputs_upstream(
     shell: InteractiveShell, workdir: Path
 ) -> None:
     """A trial approved a gate from the view's panel unaware: only the magic's status said."""
-    from freshness_magic.notebook.viewdata import gate_value
+    from freshness_magic.views.wire import gate_value
 
     pipeline = _waiting_with_lint_changed(shell, workdir)
     line(shell, "status")  # the magic re-checks freshness, as the view's input watcher does
@@ -238,7 +238,7 @@ def test_the_gate_panel_says_which_time_the_gate_asks(
 ) -> None:
     """A trial answered No, the loop came back to the gate at once, and the panel looked the
     same: nothing seemed to have happened."""
-    from freshness_magic.notebook.viewdata import gate_value
+    from freshness_magic.views.wire import gate_value
 
     pipeline = load_review(shell, workdir)
     line(shell, "run")

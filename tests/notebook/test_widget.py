@@ -14,11 +14,11 @@ import pytest
 from IPython.core.interactiveshell import InteractiveShell
 
 from freshness_magic.notebook.pipeline import Pipeline
-from freshness_magic.notebook.viewdata import ActiveTime, active_seconds
 from freshness_magic.notebook.widget import PipelineWidget
 from freshness_magic.views.evidence_log import evidence_detail
 from freshness_magic.views.render import NodeState, node_groups
 from freshness_magic.views.state import STATE_CODES
+from freshness_magic.views.wire import ActiveTime, active_seconds
 from tests.notebook.conftest import load_review
 from tests.pipelines import fan_out, one_step, one_tool, rework_loop
 from tests.waiting import wait_until

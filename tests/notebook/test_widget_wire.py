@@ -124,6 +124,19 @@ def test_a_step_from_the_button_in_a_kernel_sends_one_update_and_its_end(
 DOT = one_tool("echo started; while [ ! -f go ]; do sleep 0.02; done", name="held")
 
 
+def run_until_work_is_shown_running(widget: Any, wire: Wire) -> int:
+    """Press Run and wait for an update that shows ``work`` running (its tool waits for the
+    file ``go``); the index of ``work`` in the widget's states."""
+    work = widget.graph["nodes"].index("work")
+    widget.handle({"action": "run"})
+    running = STATE_CODES[NodeState.RUNNING]
+    wait_until(
+        lambda: any(u.get("states", "")[work : work + 1] == running for u in wire.updates()),
+        "an update showing `work` running while its tool waits for the file `go`",
+    )
+    return int(work)
+
+
 def test_the_live_updates_of_a_long_node_are_pushed_not_asked_for(
     shell: InteractiveShell, workdir: Path, wire: Wire, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -142,13 +155,7 @@ def test_the_live_updates_of_a_long_node_are_pushed_not_asked_for(
         return made()
 
     monkeypatch.setattr(pipeline.view, "frame", frame)
-    work = widget.graph["nodes"].index("work")
-    widget.handle({"action": "run"})
-    running = STATE_CODES[NodeState.RUNNING]
-    wait_until(
-        lambda: any(u.get("states", "")[work : work + 1] == running for u in wire.updates()),
-        "an update showing `work` running while its tool waits for the file `go`",
-    )
+    run_until_work_is_shown_running(widget, wire)
     live = len([u for u in wire.updates() if "run" in u])
     assert live >= 1 and asked == []
     (workdir / "go").write_text("")
@@ -163,13 +170,7 @@ def test_a_long_node_is_shown_running_while_it_runs(
     widget = pipeline.widget
     widget.background = True
     widget.live_delay = 0.05
-    work = widget.graph["nodes"].index("work")
-    widget.handle({"action": "run"})
-    running = STATE_CODES[NodeState.RUNNING]
-    wait_until(
-        lambda: any(u.get("states", "")[work : work + 1] == running for u in wire.updates()),
-        "an update showing `work` running while its tool waits for the file `go`",
-    )
+    work = run_until_work_is_shown_running(widget, wire)
     assert widget.run["running"] == "work"
     (workdir / "go").write_text("")
     widget.wait(30)

@@ -16,6 +16,7 @@ from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.pathsafety import make_state_dir
 
 if TYPE_CHECKING:
+    from freshness_magic.engine.fidelity import Resolved
     from freshness_magic.engine.trace import Trace
 
 TRACEBACK_FILE = "traceback.txt"
@@ -62,6 +63,9 @@ class StepEnv:
     (a parallel node keeps its finished branches). None for a node inside a parallel branch."""
     kept: Any = None
     """What an earlier, unfinished run of this node saved with ``keep`` (None: nothing)."""
+    fidelity: Resolved | None = None
+    """How much of the run a codergen node passes to its model (:mod:`..fidelity`), resolved
+    from the edge the run took; None: resolved from the node and graph alone."""
 
     def node_dir(self, node_id: str) -> Path:
         """The node's folder for artifacts (prompt.md, response.md, status.json, tool output).

@@ -3,9 +3,10 @@
 The backend is a plain callable ``(node, prompt, context) -> str | Outcome`` or a
 :class:`~freshness_magic.engine.handlers.llm.StreamingBackend`; the default is the simulated one,
 so no example or test needs a network (docs/ARCHITECTURE.md). Each call leaves ``prompt.md``,
-``response.md`` (streamed: appended as chunks arrive) and ``status.json`` in the node's folder of
-the run directory. The outcome's context updates carry ``llm.<node_id>``: the backend, the model
-and the token usage, which the node's status file and evidence record show.
+``context.md`` (what its fidelity mode carried besides the prompt, :mod:`..fidelity`; only when
+something is), ``response.md`` (streamed: appended as chunks arrive) and ``status.json`` in the
+node's folder of the run directory. The outcome's context updates carry ``llm.<node_id>``: the
+backend, the model and the token usage, which the node's status file and evidence record show.
 
 Prompt files: ``prompt="@prompts/plan.md"`` (one token starting with ``@``) reads the file
 relative to the pipeline file's folder (the working directory for a pipeline without a path);
@@ -27,6 +28,13 @@ from typing import Any
 
 from freshness_magic.atomicio import loads_bounded, write_atomic, write_json_atomic
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.fidelity import (
+    THREAD_PREFIX,
+    THREAD_TEXT_CHARS,
+    carry,
+    resolve,
+    thread_value,
+)
 from freshness_magic.engine.handlers.base import CodergenBackend, StepEnv
 from freshness_magic.engine.handlers.llm import (
     REQUEST_TIMED_OUT,
@@ -51,6 +59,9 @@ from freshness_magic.errors import BackendError, FreshnessMagicError
 STAGE_DIR_KEY = "internal.stage_dir"
 PROMPT_SUFFIX_KEY = "internal.prompt_suffix.{node_id}"
 """Context key a run extension sets to append a section to a node's prompt (work evidence)."""
+CONTEXT_FILE = "context.md"
+"""What the node's fidelity mode carried to the model besides the prompt (written only when
+something is carried); ``prompt.md`` stays the prompt as the node expands it."""
 LLM_KEY = "llm.{node_id}"
 """Context key of the backend facts of a node's last call (backend, model, usage)."""
 
@@ -105,6 +116,15 @@ def expand_prompt(text: str, graph: Graph, context: Context) -> str:
         return match.group(0)
 
     return _PLACEHOLDER.sub(replace, text)
+
+
+def _head(path: Path, chars: int) -> str:
+    """The first ``chars`` characters of a text file ('' when it cannot be read)."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as f:
+            return f.read(chars)
+    except OSError:
+        return ""
 
 
 def _file_signature(path: Path) -> tuple[int, int, int] | None:
@@ -163,7 +183,8 @@ class CallableBackend:
         return CallableBackend(self.fn, node, self.label)
 
     def generate(self, request: BackendRequest) -> BackendReply:
-        result = self.fn(request.node, request.prompt, request.context)
+        """Call the function with the carried context before the prompt (one text)."""
+        result = self.fn(request.node, request.text(), request.context)
         if isinstance(result, Outcome):
             return BackendReply(outcome=result)
         if not isinstance(result, str):
@@ -219,14 +240,23 @@ class CodergenHandler:
         status_path = stage_dir / "status.json"
         try:
             prompt = self._prompt(node, context, env)
+            resolved = env.fidelity or resolve(env.graph, node, None)
+            carried = carry(resolved, env.graph, node, context)
             backend = self._streaming().for_node(node)
         except Exception as exc:
             return self._finish(
                 status_path, Outcome(status=StageStatus.FAIL, failure_reason=_exception_text(exc))
             )
         facts = backend.settings()
+        if carried.thread is not None:
+            facts["thread"] = carried.thread
         llm_key = LLM_KEY.format(node_id=node.id)
         write_atomic(stage_dir / "prompt.md", prompt)
+        context_file = stage_dir / CONTEXT_FILE
+        if carried.empty:
+            context_file.unlink(missing_ok=True)  # an earlier attempt's would mislead
+        else:
+            write_atomic(context_file, carried.transcript())
         before = _file_signature(status_path)
         sink = ResponseSink(stage_dir / "response.md", env.emit)
         request = BackendRequest(
@@ -238,9 +268,12 @@ class CodergenHandler:
             prompt_file=stage_dir / "prompt.md",
             on_text=sink,
             deadline=env.deadline,
+            carried=None if carried.empty else carried,
+            context_file=None if carried.empty else context_file,
         )
         started = time.monotonic()
         context.set(STAGE_DIR_KEY, str(stage_dir))
+        reason: str | None = None
         try:
             grace = STOP_GRACE_SECONDS
             if env.deadline is not None:
@@ -252,14 +285,6 @@ class CodergenHandler:
                 reason = "interrupted"
             else:
                 reason = _timed_out(node, started, backend, request.last_error)
-            return self._finish(
-                status_path,
-                Outcome(
-                    status=StageStatus.FAIL,
-                    failure_reason=reason,
-                    context_updates={llm_key: facts},
-                ),
-            )
         except Exception as exc:
             sink.close()
             if request.remaining() == 0:  # the client's own timeout, set to the time left
@@ -272,16 +297,15 @@ class CodergenHandler:
                 if not isinstance(exc, FreshnessMagicError):  # a bug in user code: its trace
                     kept = env.keep_traceback(node.id, exc)
                     reason += f" (traceback: {kept})" if kept else ""
-            return self._finish(
-                status_path,
-                Outcome(
-                    status=StageStatus.FAIL,
-                    failure_reason=reason,
-                    context_updates={llm_key: facts},
-                ),
-            )
         finally:
             context.delete(STAGE_DIR_KEY)
+        if (
+            reason is not None
+        ):  # stopped, timed out or refused: the backend's facts stay with the failure
+            failed = Outcome(
+                StageStatus.FAIL, failure_reason=reason, context_updates={llm_key: facts}
+            )
+            return self._finish(status_path, failed)
         sink(reply.text)
         sink.close(create=True)
         if reply.model:
@@ -296,6 +320,10 @@ class CodergenHandler:
             "last_response": sink.head,
             llm_key: facts,
         }
+        if carried.thread is not None:  # a full session goes on with this exchange
+            response = _head(sink.path, THREAD_TEXT_CHARS + 1)
+            exchanges = thread_value(carried, node.id, prompt, response)
+            updates[THREAD_PREFIX + carried.thread] = exchanges
         if _file_signature(status_path) != before:
             outcome = self._read_status_file(status_path)
             for key, value in updates.items():

@@ -23,6 +23,7 @@ from typing import IO, Any, Protocol, runtime_checkable
 
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import EventType
+from freshness_magic.engine.fidelity import Carried
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome
 
@@ -54,11 +55,35 @@ class BackendRequest:
     """Give each response chunk here as it arrives; it reaches ``response.md`` and the UI."""
     deadline: float | None = None
     """``time.monotonic()`` value by which the call must have returned."""
+    carried: Carried | None = None
+    """What the node's fidelity mode passes to the model besides the prompt (a summary and,
+    for ``full``, the thread's earlier messages); None: nothing. A chat API sends it as a
+    system text and prior messages (:meth:`system` and :meth:`messages`), a backend with one
+    text input sends :meth:`text`."""
+    context_file: Path | None = None
+    """``context.md`` in the node's folder when something is carried (what :meth:`text` puts
+    before the prompt), for agents that read files."""
     cancel: threading.Event = field(default_factory=threading.Event)
     last_error: str = ""
     """The latest retryable problem (kept for the message when the deadline ends the retries)."""
     _closers: list[Callable[[], None]] = field(default_factory=list)
     _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def system(self) -> str:
+        """The carried summary ('' when none): a chat API's system text."""
+        return self.carried.preamble if self.carried is not None else ""
+
+    def messages(self) -> list[dict[str, str]]:
+        """The thread's earlier messages, then the prompt as the user's message."""
+        earlier = self.carried.history if self.carried is not None else ()
+        return [{"role": m.role, "content": m.text} for m in earlier] + [
+            {"role": "user", "content": self.prompt}
+        ]
+
+    def text(self) -> str:
+        """Everything as one text: the carried context, then the prompt (the prompt alone
+        when nothing is carried)."""
+        return self.carried.with_prompt(self.prompt) if self.carried is not None else self.prompt
 
     def remaining(self) -> float | None:
         """Seconds left before the deadline (None: no deadline; never negative)."""

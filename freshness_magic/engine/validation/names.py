@@ -82,7 +82,7 @@ GRAPHVIZ_GRAPH_ATTRIBUTES: frozenset[str] = frozenset({
 ENGINE_GRAPH_ATTRIBUTES: frozenset[str] = frozenset({
     # §2.5
     "goal", "label", "model_stylesheet", "default_max_retry", "retry_target",
-    "fallback_retry_target", "default_fidelity",
+    "fallback_retry_target", "default_fidelity", "thread_id",
     # the manager loop's settings, which a graph may give for all its manager nodes (§4.11)
     "stack.child_dotfile", "stack.child_workdir", "manager.max_cycles",
     "manager.steps_per_cycle", "manager.poll_interval", "manager.stop_condition",

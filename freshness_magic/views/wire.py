@@ -1,6 +1,7 @@
-"""What the pipeline view asks for and shows beside the graph: the graph and gate values it is
-sent, playground explanations, evidence rows and their expanded records, text cut to size. Pure
-functions of the pipeline object's state.
+"""What the widget sends its page beside the graph: the graph and gate values, node details,
+playground keys, evidence rows and their expanded records, text cut to size. Pure functions of
+a frame or of the pipeline's read-only view, with no widget runtime: ``notebook/widget.py`` only
+puts these values into its traits.
 """
 
 from __future__ import annotations
@@ -25,8 +26,8 @@ from freshness_magic.views.state import (
 from freshness_magic.views.text import choice_text, evidence_row
 
 if TYPE_CHECKING:
-    from freshness_magic.notebook.pipeline import Pipeline
     from freshness_magic.views.frame import ViewFrame
+    from freshness_magic.views.pipeline_view import PipelineView
 
 
 def short(text: str, limit: int) -> str:
@@ -56,20 +57,21 @@ def to_json(value: Any) -> str:
     return json.dumps(value, separators=(",", ":"), default=str)
 
 
-def node_details(pipeline: Pipeline, node_id: str, view: NodeView) -> dict[str, Any]:
+def node_details(pipeline: PipelineView, node_id: str, view: NodeView) -> dict[str, Any]:
     """A node's details: the pipeline's ``details(node)`` plus its state and attributes."""
-    node = pipeline.view.require_node(node_id)
+    node = pipeline.require_node(node_id)
     data: dict[str, Any] = {"state": view.state.value, "why": view.why}
-    data.update(pipeline.view.details(node_id))
+    data.update(pipeline.details(node_id))
     data.setdefault("attributes", dict(node.attrs))
     return data
 
 
-def context_keys(pipeline: Pipeline, limit: int = 200) -> list[list[str]]:
+def context_keys(pipeline: PipelineView, limit: int = 200) -> list[list[str]]:
     """The run context's keys with short values (the playground lists and completes them)."""
     keys = [["outcome", ""], ["preferred_label", ""]]
-    if pipeline.view.has_run:
-        for key, value in sorted(pipeline.current_run.context.items())[:limit]:
+    run = pipeline.live_run
+    if run is not None:
+        for key, value in sorted(run.context.items())[:limit]:
             keys.append([f"context.{key}", short(repr(value), 60)])
     return keys
 

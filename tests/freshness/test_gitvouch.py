@@ -1,0 +1,241 @@
+"""A report takes git's word for tracked files its status finds unchanged, where it is exact."""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.gitvouch import StatusVouch
+from freshness_magic.freshness.labels import FileLabel
+from freshness_magic.freshness.statcache import filesystem_now_ns
+from tests.gitrepo import git
+from tests.processes import cli
+
+from .conftest import write
+
+ENTRIES = {"n": ["**"]}
+
+
+@pytest.fixture(autouse=True)
+def plain_git_config(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """The machine's own git config and attributes files stay out of these tests."""
+    monkeypatch.setenv("GIT_CONFIG_GLOBAL", os.devnull)
+    monkeypatch.setenv("GIT_CONFIG_NOSYSTEM", "1")
+    monkeypatch.setenv("XDG_CONFIG_HOME", str(tmp_path / "xdg"))
+
+
+def back(path: Path, seconds: float) -> None:
+    """Give ``path`` an mtime ``seconds`` ago (its content stays)."""
+    then = time.time_ns() - int(seconds * 1e9)
+    os.utime(path, ns=(then, then))
+
+
+def age(repo: Path) -> None:
+    """Tracked files ten seconds old, recorded so in an index five seconds old: out of every
+    racy window, as in a work tree nobody touched for a while."""
+    for rel in git(repo, "ls-files", "-z").split("\0"):
+        if rel and (repo / rel).is_file():
+            back(repo / rel, 10)
+    git(repo, "update-index", "-q", "--refresh")
+    back(repo / ".git" / "index", 5)
+
+
+@pytest.fixture
+def repo(repo: Path) -> Path:
+    (repo / ".freshness").mkdir()
+    age(repo)
+    return repo
+
+
+def reloaded(repo: Path, later_s: float = 3.0) -> FreshnessTracker:
+    """A tracker with a capture of every file, restored from its state as another process
+    (``freshness-magic check``) restores it. The capture is dated ``later_s`` later than it
+    was taken, as if the files had been left alone that long before it (their ctimes cannot
+    be set back): a date after git's recorded ctimes, less the racy window, lets git vouch."""
+    first = FreshnessTracker(repo)
+    first.capture(ENTRIES)
+    assert all(record.blob for record in first.baselines["n"].files.values())
+    state = first.to_dict()
+    state["baselines"]["n"]["fs_time_ns"] += int(later_s * 1e9)
+    tracker = FreshnessTracker(repo)
+    tracker.load(state)
+    return tracker
+
+
+def vouched(tracker: FreshnessTracker, node: str = "n") -> set[str]:
+    """The files the report's git status vouches for now (``node``'s, against its baseline and,
+    once it ran, its completion snapshot)."""
+    snapshots = [tracker.baselines[node]]
+    if node in tracker.run_snapshots:
+        snapshots.append(tracker.run_snapshots[node])
+    vouch = StatusVouch(tracker.git)
+    vouch.compare_with({node: snapshots})
+    fs_now = filesystem_now_ns(tracker.snapshotter.state_dir)
+    entries = {node: tracker.baselines[node].entries}
+    resolved = tracker.snapshotter.resolver.resolve_many(entries, fs_now)
+    return set(vouch.settle({node: resolved[node].files}, fs_now))
+
+
+def labels(tracker: FreshnessTracker) -> dict[str, FileLabel]:
+    report = tracker.report().nodes["n"].since_baseline
+    found = {path: FileLabel.FRESH for path in report.fresh}
+    found.update((f.path, f.label) for f in report.files)
+    return found
+
+
+def same_size_same_mtime(path: Path, text: str) -> None:
+    """New content of the old size, the old mtime put back: only ctime tells."""
+    st = path.stat()
+    assert len(text.encode()) == st.st_size
+    path.write_text(text)
+    os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
+def test_unchanged_and_touched_files_are_vouched_for_an_edit_is_not(repo: Path) -> None:
+    time.sleep(2.1)  # git's ctimes (set by the ageing) older than the capture's racy window
+    tracker = reloaded(repo, later_s=0)
+    assert vouched(tracker) == {"src/a.py", "src/b.py", "docs/spec.md"}
+
+    same_size_same_mtime(repo / "src/a.py", "a = 2\n")
+    back(repo / "docs/spec.md", 1)  # touched, content unchanged
+    write(repo, "src/new.py", "new\n")
+    assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
+    assert labels(tracker) == {
+        "src/a.py": FileLabel.STALE_CHANGED,
+        "src/b.py": FileLabel.FRESH,
+        "docs/spec.md": FileLabel.FRESH,
+        "src/new.py": FileLabel.STALE_ADDED,
+    }
+
+
+def test_an_edit_in_the_second_of_git_s_ctime_is_caught(repo: Path) -> None:
+    tracker = reloaded(repo, later_s=0)  # right after git recorded the files' ctimes
+    # within the second of that ctime: git, comparing whole seconds, does not see this edit
+    same_size_same_mtime(repo / "src/a.py", "a = 2\n")
+    back(repo / ".git" / "index", 5)
+    assert labels(tracker)["src/a.py"] is FileLabel.STALE_CHANGED
+
+
+@pytest.mark.parametrize("flag", ["--assume-unchanged", "--skip-worktree"])
+def test_entries_git_does_not_compare_are_looked_at(repo: Path, flag: str) -> None:
+    tracker = reloaded(repo)
+    git(repo, "update-index", flag, "src/a.py")
+    same_size_same_mtime(repo / "src/a.py", "a = 2\n")
+    back(repo / ".git" / "index", 5)
+    assert "src/a.py" not in git(repo, "status", "--porcelain")  # git itself misses it
+    assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
+    assert labels(tracker)["src/a.py"] is FileLabel.STALE_CHANGED
+
+
+def test_a_file_staged_since_the_snapshot_is_looked_at(repo: Path) -> None:
+    tracker = reloaded(repo)
+    write(repo, "src/a.py", "a = 22\n")
+    git(repo, "add", "src/a.py")  # clean against the index, not against the snapshot
+    back(repo / ".git" / "index", 5)
+    assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
+    assert labels(tracker)["src/a.py"] is FileLabel.STALE_CHANGED
+
+
+def test_an_index_written_within_the_racy_window_is_not_trusted(repo: Path) -> None:
+    tracker = reloaded(repo)
+    os.utime(repo / ".git" / "index")  # written just now
+    assert vouched(tracker) == set()
+    assert set(labels(tracker).values()) == {FileLabel.FRESH}
+
+
+def test_an_index_replaced_while_git_looks_is_not_trusted(repo: Path) -> None:
+    tracker = reloaded(repo)
+    vouch = StatusVouch(tracker.git)
+    vouch.compare_with({"n": [tracker.baselines["n"]]})
+    write(repo, "src/a.py", "a = 22\n")
+    git(repo, "add", "src/a.py")  # a new index file, aged: only its stat key differs
+    back(repo / ".git" / "index", 5)
+    fs_now = filesystem_now_ns(tracker.snapshotter.state_dir)
+    assert vouch.settle({"n": ["src/a.py", "src/b.py", "docs/spec.md"]}, fs_now) == {}
+
+
+def test_attributes_keep_git_s_word_out_of_their_folders(repo: Path) -> None:
+    for rel in ("docs/intro.md", "docs/usage.md"):  # most files outside src/
+        write(repo, rel, f"# {rel}\n")
+    git(repo, "add", "docs")
+    git(repo, "commit", "-q", "-m", "docs")
+    age(repo)
+    tracker = reloaded(repo)
+    write(repo, "src/.gitattributes", "*.py text eol=crlf\n")
+    assert vouched(tracker) == {"docs/spec.md", "docs/intro.md", "docs/usage.md"}
+    git(repo, "add", "src/.gitattributes")
+    back(repo / ".git" / "index", 5)
+    assert vouched(tracker) == set()
+
+
+def test_files_mostly_beyond_git_s_word_are_looked_at_without_waiting(repo: Path) -> None:
+    tracker = reloaded(repo)
+    write(repo, "src/.gitattributes", "*.py text eol=crlf\n")  # two of three files filtered
+    vouch = StatusVouch(tracker.git)
+    vouch.compare_with({"n": [tracker.baselines["n"]]})
+    fs_now = filesystem_now_ns(tracker.snapshotter.state_dir)
+    assert vouch.settle({"n": ["src/a.py", "src/b.py", "docs/spec.md"]}, fs_now) == {}
+    assert vouch._pending is not None  # git not waited for: it runs beside the look
+    vouch.cancel()
+
+
+def test_files_not_recorded_by_blob_id_are_looked_at_without_waiting(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setenv("GIT_INDEX_FILE", str(repo / ".git" / "index"))  # no index: xxh3
+    first = FreshnessTracker(repo)
+    first.capture(ENTRIES)
+    monkeypatch.delenv("GIT_INDEX_FILE")
+    tracker = FreshnessTracker(repo)
+    tracker.load(first.to_dict())
+    assert vouched(tracker) == set()
+    same_size_same_mtime(repo / "src/a.py", "a = 2\n")
+    assert labels(tracker)["src/a.py"] is FileLabel.STALE_CHANGED
+
+
+PIPELINE = """digraph p { start [shape=Mdiamond]; done [shape=Msquare];
+  work [prompt="x", source_files="**", freshness="warn"];
+  start -> work -> done }
+"""
+
+
+def test_check_on_the_command_line_catches_what_git_misses(repo: Path) -> None:
+    write(repo, "p.dot", PIPELINE)  # untracked: looked at
+    age(repo)
+    time.sleep(2.1)  # git's ctimes older than the run's snapshots by more than the racy window
+    assert cli("run", "p.dot", cwd=repo).returncode == 0
+    (run_dir,) = (repo / ".freshness" / "runs").iterdir()
+    tracker = FreshnessTracker(repo)
+    data = json.loads((run_dir / "checkpoint.json").read_text())
+    tracker.load(data["extensions"]["freshness"]["tracker"])
+    assert vouched(tracker, "work") == {"src/a.py", "src/b.py", "docs/spec.md"}
+
+    back(repo / "docs/spec.md", 1)  # touched, content unchanged
+    git(repo, "update-index", "--assume-unchanged", "src/b.py")
+    same_size_same_mtime(repo / "src/b.py", "b = 2\n")  # git itself does not look at it
+    back(repo / ".git" / "index", 5)
+    done = cli("check", str(run_dir), "--json", cwd=repo)
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)["nodes"]["work"]["since_run"]
+    assert [(f["path"], f["label"]) for f in report["files"]] == [("src/b.py", "stale_changed")]
+    assert report["counts"] == {"fresh": 3, "stale_changed": 1}  # p.dot, src/a.py, docs/spec.md
+
+
+def test_a_working_directory_inside_the_work_tree(repo: Path) -> None:
+    (repo / "src" / ".freshness").mkdir()
+    first = FreshnessTracker(repo / "src")
+    first.capture(ENTRIES)
+    state = first.to_dict()
+    state["baselines"]["n"]["fs_time_ns"] += 3_000_000_000  # see reloaded()
+    tracker = FreshnessTracker(repo / "src")
+    tracker.load(state)
+    assert vouched(tracker) == {"a.py", "b.py"}
+    write(repo, "src/a.py", "a = 22\n")
+    back(repo / ".git" / "index", 5)
+    assert vouched(tracker) == {"b.py"}
+    assert labels(tracker) == {"a.py": FileLabel.STALE_CHANGED, "b.py": FileLabel.FRESH}

@@ -4,7 +4,9 @@ and what a ``%%node`` cell prints."""
 from __future__ import annotations
 
 import json
+import signal
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -47,6 +49,19 @@ def events_of(pipeline: Pipeline) -> list[dict[str, object]]:
     return [json.loads(raw) for raw in path.read_text().splitlines()]
 
 
+@pytest.fixture
+def sigint_raises() -> Iterator[None]:
+    """Python's own SIGINT handler (a KeyboardInterrupt), as a kernel and a terminal have it: a
+    test process started in the background inherits SIGINT ignored, and whether an earlier test
+    put the handler back depended on the order the tests ran in."""
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+@pytest.mark.usefixtures("sigint_raises")
 def test_kernel_interrupt_in_a_node_is_one_line_and_leaves_it_interrupted(
     shell: InteractiveShell, workdir: Path
 ):
@@ -295,6 +310,7 @@ def test_a_step_in_terminal_ipython_shows_its_line_once_as_its_result(
         shell.run_line_magic("config", "PipelineMagics.step_lines = 'auto'")
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_going_on_after_an_interrupt_takes_the_edited_inputs_as_a_resume_does(
     shell: InteractiveShell, workdir: Path
 ):
@@ -326,6 +342,7 @@ def test_going_on_after_an_interrupt_takes_the_edited_inputs_as_a_resume_does(
     assert pipeline.view.views()["work"].state is NodeState.SUCCEEDED
 
 
+@pytest.mark.usefixtures("sigint_raises")
 def test_a_resume_after_a_restart_says_once_what_changed_while_the_run_was_stopped(
     shell: InteractiveShell, workdir: Path
 ):

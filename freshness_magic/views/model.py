@@ -331,9 +331,12 @@ class ViewModel:
         edited = tuple(self.edited.items())
         key = (snap.traces, self.stale, snap.definitions, edited)
         last = self._outdated
-        if last is not None and all(a is b for a, b in zip(last[0][:3], key[:3], strict=True)):
-            if last[0][3] == edited:
-                return last[1]
+        if (
+            last is not None
+            and all(a is b for a, b in zip(last[0][:3], key[:3], strict=True))
+            and last[0][3] == edited
+        ):
+            return last[1]
         found = outdated_views(snap.traces, self.stale, snap.definitions, self.edited)
         self._outdated = (key, found)
         return found

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+from freshness_magic.engine.events import Event, EventType
 from freshness_magic.engine.marks import MarkKind
 from freshness_magic.freshness.extension import run_marks
 from freshness_magic.session import open_run, resume_run
@@ -69,3 +70,34 @@ def test_the_view_model_and_the_command_line_give_the_engine_s_marks(tmp_path: P
     assert said[:2] == ["docs_join: outdated", f"  {chain}"]
     assert chain.startswith("`docs_join` read the result of `cli_docs` (step ")
     assert chain.endswith("), whose input `docs/cli.md` changed")
+
+
+def test_the_view_model_s_marks_follow_each_change_of_freshness_and_events_keep_them(
+    tmp_path: Path,
+) -> None:
+    run = open_run(docs_tree(tmp_path), workdir=tmp_path)
+    run.run()
+    run_dir = run.run_dir
+    run.close()
+    (tmp_path / "docs" / "cli.md").write_text("cli v2\n")
+    live = resume_run(run_dir)
+    stale, blocked = freshness_of(live)
+    snapshot = RunSnapshot.of(live)
+    live.close()
+
+    def outdated(model: ViewModel) -> set[str]:
+        return {n for n, v in model.views().items() if v.state is NodeState.OUTDATED}
+
+    model = ViewModel(live.graph)
+    model.publish(snapshot, stale, blocked)
+    assert outdated(model) == EXPECTED[1]
+    # an event folded within a step shows the same traces: the marks stay
+    model.fold(Event(EventType.STAGE_STARTED, "run", 1, "", "docs_join"))
+    assert outdated(model) == EXPECTED[1] - {"docs_join"}  # it runs now
+    model.publish(snapshot, stale, blocked)
+    assert outdated(model) == EXPECTED[1]
+    # the same traces with the change accepted: nothing is outdated any more, then again
+    model.publish(snapshot, {}, frozenset())
+    assert outdated(model) == set()
+    model.publish(snapshot, stale, blocked)
+    assert outdated(model) == EXPECTED[1]

@@ -86,8 +86,19 @@ class EncodedMap:
         return "{" + ",".join(self._members.values()) + "}"
 
 
+class EncodedList:
+    """A JSON array whose items are already encoded (spliced into a record as they are)."""
+
+    def __init__(self, items: list[str]) -> None:
+        self.items = items
+
+    def encode(self) -> str:
+        return "[" + ",".join(self.items) + "]"
+
+
 def encode_checkpoint(data: dict[str, Any]) -> bytes:
-    """One line of compact JSON; :class:`EncodedMap` values are spliced in as they are."""
+    """One line of compact JSON; :class:`EncodedMap` and :class:`EncodedList` values are
+    spliced in as they are."""
     return (_encode_object(data) + "\n").encode("utf-8")
 
 
@@ -95,7 +106,10 @@ def _encode_object(data: dict[str, Any]) -> str:
     members = []
     for key in sorted(data):
         value = data[key]
-        encoded = value.encode() if isinstance(value, EncodedMap) else encode_json(value)
+        if isinstance(value, EncodedMap | EncodedList):
+            encoded = value.encode()
+        else:
+            encoded = encode_json(value)
         members.append(f"{encode_json(key)}:{encoded}")
     return "{" + ",".join(members) + "}"
 

@@ -26,7 +26,12 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.atomicio import write_atomic, write_json_atomic
-from freshness_magic.engine.checkpoint_format import CHECKPOINT_FORMAT, EncodedMap
+from freshness_magic.engine.checkpoint_format import (
+    CHECKPOINT_FORMAT,
+    EncodedList,
+    EncodedMap,
+    encode_json,
+)
 from freshness_magic.engine.checkpoint_writer import write_manifest
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.events import utc_now_iso
@@ -82,6 +87,31 @@ def outcome_record(outcome: Outcome) -> dict[str, Any]:
     return {k: v for k, v in data.items() if v or k == "outcome"}
 
 
+class TraceEncodings:
+    """Each kept trace's JSON, encoded once: the journal record that adds a trace and every
+    later snapshot (which holds every trace of the run) splice the same text. A trace is kept
+    only once it is sealed and its input digests are set, and never changes after that."""
+
+    def __init__(self) -> None:
+        self._texts: dict[int, tuple[Trace, str]] = {}
+
+    def of(self, traces: list[Trace], *, whole: bool = False) -> EncodedList:
+        """The encoded ``traces``; ``whole``: they are all the run's traces, and encodings of
+        traces no longer among them (a restart replaced the list) are dropped."""
+        texts = self._texts
+        items = []
+        for trace in traces:
+            known = texts.get(id(trace))
+            if known is None or known[0] is not trace:
+                known = (trace, encode_json(trace.to_dict()))
+                texts[id(trace)] = known
+            items.append(known[1])
+        if whole and len(texts) > len(traces):
+            kept = {id(t) for t in traces}
+            self._texts = {k: v for k, v in texts.items() if k in kept}
+        return EncodedList(items)
+
+
 @dataclass
 class RunMemory:
     """Everything a run remembers between steps, except the context."""
@@ -105,6 +135,9 @@ class RunMemory:
     restarts: int = 0
     restarted_from: str | None = None
     traces: list[Trace] = field(default_factory=list)
+    encoded_traces: TraceEncodings = field(
+        default_factory=TraceEncodings, compare=False, repr=False
+    )
     """What each execution read and wrote, in the order of their steps (:mod:`.trace`)."""
     rearmed: bool = False
     """The next node runs because a person asked for it (``retry``): no step led to it."""
@@ -163,7 +196,7 @@ def checkpoint_payload(
         "run_id": run_id,
         "completed_nodes": list(memory.completed),
         "node_outcomes": memory.records,
-        "traces": [t.to_dict() for t in memory.traces],
+        "traces": memory.encoded_traces.of(memory.traces, whole=True),
         "context": context.snapshot(),
         "logs": context.logs,
         "workdir": str(workdir),
@@ -292,7 +325,7 @@ def step_record(
         record["outcomes"] = memory.records.subset(list(dict.fromkeys(completed)))
     traces = memory.traces[marks.traces :]
     if traces:
-        record["traces"] = [t.to_dict() for t in traces]
+        record["traces"] = memory.encoded_traces.of(traces)
     changed, deleted = context.take_changes()
     if changed:
         record["set"] = changed

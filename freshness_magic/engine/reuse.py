@@ -239,7 +239,10 @@ class ReuseIndex:
         """Record ``entry`` under ``key``; the file keeps the newest :data:`KEEP_PER_KEY`."""
         path = self._index_file(key)
         make_state_dir(path.parent)
+        new = not path.exists()
         append_jsonl(path, entry.to_dict())
+        if new:  # it holds this one line: nothing to trim, so it is not read back
+            return
         lines = [r for r in read_jsonl(path) if IndexEntry.from_dict(r) is not None]
         if len(lines) > KEEP_PER_KEY:
             text = "".join(

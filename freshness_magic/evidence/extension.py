@@ -198,6 +198,10 @@ class EvidenceExtension:
         record is written, or refused by the log (a full disk, a lost permission)."""
         self._ended: dict[int, _Ended] = {}
         """Steps whose record waits for their journal record (by ``id`` of the StepResult)."""
+        self._appended_to: str | None = None
+        """The run folder whose evidence log this object appended to last, without an error
+        since: the log then ends with a record no longer held, so a held record is not read
+        back from its tail before it is appended (a resume or an error reads it again)."""
 
     # ----------------------------------------------------------------- run lifecycle
 
@@ -214,6 +218,7 @@ class EvidenceExtension:
         held = {step_identity(r) for r in records}
         self._unwritten = []
         self._ended = {}
+        self._appended_to = None
         for data in saved if isinstance(saved, list) else ():
             node = data.get("nodeId") if isinstance(data, dict) else None
             found = validate_evidence(data, node if isinstance(node, str) else "").record
@@ -245,12 +250,16 @@ class EvidenceExtension:
         """Append the held records (the log refused them, or their step's journal record was
         just written), oldest first, each unless the log already ends with it; the error if the
         log refuses again (the rest are kept, in order, for the next try)."""
+        folder = os.fspath(run.run_dir)
         try:
             while self._unwritten:
-                if not same_step(last_log_record(run.run_dir), self._unwritten[0]):
-                    append_evidence_log(run.run_dir, self._unwritten[0])
+                known = self._appended_to == folder
+                self._appended_to = None
+                if known or not same_step(last_log_record(folder), self._unwritten[0]):
+                    append_evidence_log(folder, self._unwritten[0])
                     self._records += 1
                 self._unwritten.pop(0)
+                self._appended_to = folder
         except EvidenceError as exc:
             return exc
         return None

@@ -157,6 +157,9 @@ class ViewModel:
         ends one): the run's active time counts them, though they leave no evidence record."""
         self.version = 0
         self._views: dict[str, NodeView] = {}
+        self._outdated: tuple[tuple[Any, ...], dict[str, NodeView]] | None = None
+        """The last outdated marks and what they were derived from: the events folded within a
+        step republish the same traces, which need not be judged again."""
         self.publish(RunSnapshot())
 
     # --- folding ---------------------------------------------------------------------------------
@@ -291,7 +294,7 @@ class ViewModel:
         ahead = reachable(self._succ, [nxt]) | {nxt} if nxt is not None else set()
         if snap.gate is not None:
             ahead |= reachable(self._succ, [snap.gate.node_id]) | {snap.gate.node_id}
-        outdated = outdated_views(snap.traces, self.stale, snap.definitions, self.edited)
+        outdated = self._outdated_views(snap)
         running = self.running[0] if self.running is not None else None
         result: dict[str, NodeView] = {}
         for node_id in self.graph.nodes:
@@ -321,6 +324,22 @@ class ViewModel:
                 view = NodeView(NodeState.NEXT, why="next to run")
             result[node_id] = marked(view, node_id, snap.outcomes, self.stale, outdated)
         return result
+
+    def _outdated_views(self, snap: RunSnapshot) -> dict[str, NodeView]:
+        """:func:`outdated_views` of ``snap``, derived again only when its traces, the stale
+        inputs, the definitions or the edits are not the ones of the last derivation."""
+        edited = tuple(self.edited.items())
+        key = (snap.traces, self.stale, snap.definitions, edited)
+        last = self._outdated
+        if (
+            last is not None
+            and all(a is b for a, b in zip(last[0][:3], key[:3], strict=True))
+            and last[0][3] == edited
+        ):
+            return last[1]
+        found = outdated_views(snap.traces, self.stale, snap.definitions, self.edited)
+        self._outdated = (key, found)
+        return found
 
     def _never_reached(self, node_id: str, snap: RunSnapshot, ahead: set[str]) -> bool:
         """A node the run can no longer reach: it finished without it, or it is not ahead."""

@@ -390,3 +390,24 @@ def test_a_journal_replaced_under_the_run_starts_again_with_the_whole_state(
     assert kinds.count("full") == 2  # the first one, and the one after the swap
     run.close()
     assert Run.resume(run.run_dir).state is RunState.COMPLETED
+
+
+def test_every_trace_is_in_the_snapshot_and_once_in_the_journal_as_the_run_holds_it(
+    tmp_path: Path,
+) -> None:
+    run = open_run(linear(40), workdir=tmp_path, durability="none")
+    run.step()
+    run.step()
+    run.save_checkpoint()  # a snapshot with two traces, then more steps and snapshots
+    assert run.run().state is RunState.COMPLETED
+    held = [t.to_dict() for t in run.traces]
+    assert len(held) == 42  # start, the 40 nodes and done
+    data, _ = load_checkpoint(run.run_dir)
+    assert data["traces"] == held
+    journaled: list[object] = []
+    for _, record in records(run.run_dir):
+        if record["kind"] == "full":
+            journaled = list(record["traces"])  # type: ignore[call-overload]
+        else:
+            journaled += record.get("traces", [])  # type: ignore[operator]
+    assert journaled == held

@@ -286,10 +286,16 @@ def _read_keys(context: Context, prefix: str) -> list[str]:
     return keys
 
 
-def _text(value: Any) -> str:
+def value_text(value: Any) -> str:
+    """A context value as a model reads it, in a prompt's ``{key}`` and in carried context alike:
+    text as is, containers as JSON, nothing as nothing."""
+    if value is None:
+        return ""
     if isinstance(value, str):
         return value
-    return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    if isinstance(value, dict | list | tuple):
+        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
+    return str(value)
 
 
 def clip(text: str, limit: int) -> str:
@@ -309,7 +315,7 @@ def carry(resolved: Resolved, graph: Graph, node: Node, context: Context) -> Car
     mode = resolved.effective
     goal = ""
     if mode is not FidelityMode.COMPACT and mode is not FidelityMode.FULL:
-        goal = _text(_get(context, "graph.goal") or "")
+        goal = value_text(_get(context, "graph.goal") or "")
 
     def carried(
         preamble: str, history: tuple[Message, ...] = (), thread: str | None = None
@@ -322,7 +328,7 @@ def carry(resolved: Resolved, graph: Graph, node: Node, context: Context) -> Car
         lines = []
         keys = _read_keys(context, SHARED_PREFIX)
         for key in keys[:COMPACT_MAX_VALUES]:
-            lines.append(f"- {key}: {clip(_text(context[key]), COMPACT_VALUE_CHARS)}")
+            lines.append(f"- {key}: {clip(value_text(context[key]), COMPACT_VALUE_CHARS)}")
         if len(keys) > COMPACT_MAX_VALUES:
             lines.append(f"- ({len(keys) - COMPACT_MAX_VALUES} more shared values not shown)")
         return carried("\n".join(lines))
@@ -362,7 +368,7 @@ def _summary(mode: FidelityMode, goal: str, context: Context) -> str:
         budget = HIGH_BUDGET
     if values:
         parts.append(
-            "Values:\n" + "\n".join(f"- {k}: {clip(_text(context[k]), n)}" for k, n in values)
+            "Values:\n" + "\n".join(f"- {k}: {clip(value_text(context[k]), n)}" for k, n in values)
         )
     text = "\n\n".join(p for p in parts if p)
     return text if len(text) <= budget else clip(text, budget)

@@ -19,7 +19,6 @@ call. When that file changed during the call it *is* the outcome.
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import time
@@ -34,6 +33,7 @@ from freshness_magic.engine.fidelity import (
     carry,
     resolve,
     thread_value,
+    value_text,
 )
 from freshness_magic.engine.handlers.base import CodergenBackend, StepEnv
 from freshness_magic.engine.handlers.llm import (
@@ -88,16 +88,6 @@ def describe_backend(backend: object) -> str:
     return f"python:{getattr(backend, '__module__', '?')}.{name}"
 
 
-def _as_text(value: Any) -> str:
-    if value is None:
-        return ""
-    if isinstance(value, str):
-        return value
-    if isinstance(value, dict | list | tuple):
-        return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
-    return str(value)
-
-
 def expand_prompt(text: str, graph: Graph, context: Context) -> str:
     """Replace ``$goal`` with the graph goal and ``{key}`` with context values, in one pass.
 
@@ -112,7 +102,7 @@ def expand_prompt(text: str, graph: Graph, context: Context) -> str:
             return graph.goal
         for candidate in (key, key.removeprefix("context.")):
             if candidate in context:
-                return _as_text(context[candidate])
+                return value_text(context[candidate])
         return match.group(0)
 
     return _PLACEHOLDER.sub(replace, text)

@@ -22,12 +22,7 @@ PIPELINE = """digraph p {
 }"""
 
 
-@pytest.fixture(autouse=True)
-def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai-0000")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000")
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+pytestmark = pytest.mark.usefixtures("model_keys")
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])

@@ -29,12 +29,7 @@ ONE_NODE = """digraph p {
 KINDS = ["openai", "anthropic"]
 
 
-@pytest.fixture(autouse=True)
-def _keys(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("OPENAI_API_KEY", "sk-test-openai-0000")
-    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-test-0000")
-    monkeypatch.delenv("OPENAI_BASE_URL", raising=False)
-    monkeypatch.delenv("ANTHROPIC_BASE_URL", raising=False)
+pytestmark = pytest.mark.usefixtures("model_keys")
 
 
 def run_one(tmp_path: Path, spec: str, extra: str = "") -> tuple[Any, Any, list[Event]]:

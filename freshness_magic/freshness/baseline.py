@@ -35,6 +35,7 @@ BLOB_LAYOUT = struct.Struct(f"<QQQQqq{BLOB_ID_BYTES}s")
 _DIGEST_BYTES = (16, BLOB_ID_BYTES)
 """An xxh3_128 digest, or the git blob id of a clean tracked file (:mod:`.gitindex`)."""
 _MTIME, _MTIME_AT = struct.Struct("<q"), 32
+_SIZE, _SIZE_AT = struct.Struct("<Q"), 24
 _HASHED = (True, HASH, "", True)
 """The (existed, method, note, regular) of a hashed file: one tuple all such records share."""
 
@@ -137,8 +138,8 @@ class FileRecord(tuple):
 
     @property
     def size(self) -> int | None:
-        stat = self.stat
-        return None if stat is None else stat.size
+        packed = self[0]
+        return None if packed is None else _SIZE.unpack_from(packed, _SIZE_AT)[0]
 
     @property
     def mtime_ns(self) -> int | None:

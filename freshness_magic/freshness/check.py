@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from freshness_magic.errors import FreshnessError
-from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
+from freshness_magic.freshness.baseline import HASH, NONE, STAT, STAT_LAYOUT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier, change_kind
 from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel, aggregate
@@ -72,7 +72,7 @@ def compare_file(
         details.update(old_digest=old.digest, old_size=old.size, old_mtime_ns=old.mtime_ns)
     if new is not None:
         details.update(new_digest=new.digest, new_size=new.size, new_mtime_ns=new.mtime_ns)
-    if explain is not None and label.is_stale and not os.path.isabs(path):
+    if explain is not None and label.is_stale and not path.startswith("/"):
         details["git_change"] = explain(path)
     return FileReport(path, label, method=method, note=note, **details)
 
@@ -90,16 +90,27 @@ def _label(old: FileRecord | None, new: FileRecord | None) -> tuple[FileLabel, s
     assert old is not None and new is not None
     if not new.regular or new.method == NONE:
         return FileLabel.UNKNOWN, NONE, new.note
-    if old.digest is not None and new.digest is not None:
-        label = FileLabel.FRESH if old.digest == new.digest else FileLabel.STALE_CHANGED
+    old_digest, new_digest = _raw_digest(old), _raw_digest(new)
+    if old_digest is not None and new_digest is not None:
+        label = FileLabel.FRESH if old_digest == new_digest else FileLabel.STALE_CHANGED
         return label, HASH, ""
     note = new.note or old.note or "compared by stat"
     if not _same_stat(old, new):
         return FileLabel.STALE_CHANGED, STAT, note
-    if new.digest is None and new.note.startswith("unreadable"):
+    if new_digest is None and new.note.startswith("unreadable"):
         return FileLabel.UNKNOWN, STAT, f"{note}; stat unchanged, content not verifiable"
     return FileLabel.FRESH, STAT, note
 
+
+def _raw_digest(record: FileRecord | None) -> bytes | None:
+    """The digest bytes of ``record`` (None: none), without making its hex text."""
+    packed = record[0] if record is not None else None
+    if packed is None or len(packed) == _STAT_BYTES:
+        return None
+    return packed[_STAT_BYTES:]
+
+
+_STAT_BYTES = STAT_LAYOUT.size
 
 Relook = Callable[[str, bool], FileRecord | None]
 """The file at a key now, digested as a git blob id (True) or as xxh3_128; None: not readable."""
@@ -144,17 +155,18 @@ def compare(
         for path in differing:
             old = ref_files[path]
             new = cur_get(path)
-            old_digest = old.digest
-            new_digest = new.digest if new is not None else None
+            # the raw digests (after the packed stat key): equal exactly when the hex ones are
+            old_digest = _raw_digest(old)
+            new_digest = _raw_digest(new)
             if (
                 relook is not None
                 and new is not None
                 and new_digest is not None
                 and old_digest is not None
-                and new.blob != old.blob
+                and len(new_digest) != len(old_digest)  # a blob id against an xxh3_128 digest
             ):
                 new = relook(path, old.blob) or new
-                new_digest = new.digest
+                new_digest = _raw_digest(new)
             if (
                 new is not None
                 and old_digest is not None

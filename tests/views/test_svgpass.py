@@ -104,7 +104,7 @@ def test_annotation_marks_nodes_edges_clusters_and_the_frame() -> None:
     assert [c.tag for c in a] == [f"{ns}ellipse", f"{ns}title", f"{ns}text"]
     assert a[1].text == "a\u2401tip"
     # a group without a title gets one first; the mark goes in its outline's corner
-    assert [c.tag for c in b][0] == f"{ns}title" and b[0].text == "b tip"
+    assert b[0].tag == f"{ns}title" and b[0].text == "b tip"
     glyph = b[-1]
     assert glyph.get("class") == "fm-glyph" and (glyph.get("x"), glyph.get("y")) == ("11.0", "7.0")
     assert found["fm-node-zz"].get("data-node") is None  # not a node of the pipeline

@@ -15,6 +15,7 @@ import enum
 import re
 from typing import NamedTuple
 
+from freshness_magic.engine.quoted import read_quoted
 from freshness_magic.errors import ConditionError
 
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_-]*(?:\.[A-Za-z0-9_-]+)*")
@@ -191,29 +192,20 @@ def _parse_key(scanner: _Scanner) -> str:
 def _parse_quoted(scanner: _Scanner) -> str:
     text, start = scanner.text, scanner.pos
     quote = text[start]
-    out: list[str] = []
-    pos = start + 1
-    while pos < len(text):
-        char = text[pos]
-        if char == "\\" and pos + 1 < len(text):
-            out.append(text[pos + 1])
-            pos += 2
-            continue
-        if char == quote:
-            scanner.pos = pos + 1
-            scanner.skip_spaces()
-            if scanner.pos < len(text) and not scanner.at("&&"):
-                bad = scanner.pos
-                token = text[bad:].split(None, 1)[0]
-                raise scanner.fail(
-                    f"unexpected `{token}` after the quoted value; clauses are joined with `&&`",
-                    bad,
-                    token,
-                )
-            return "".join(out)
-        out.append(char)
-        pos += 1
-    raise scanner.fail(f"unterminated quoted value; close it with `{quote}`", start, quote)
+    quoted = read_quoted(text, start)
+    if quoted is None:
+        raise scanner.fail(f"unterminated quoted value; close it with `{quote}`", start, quote)
+    value, scanner.pos = quoted
+    scanner.skip_spaces()
+    if scanner.pos < len(text) and not scanner.at("&&"):
+        bad = scanner.pos
+        token = text[bad:].split(None, 1)[0]
+        raise scanner.fail(
+            f"unexpected `{token}` after the quoted value; clauses are joined with `&&`",
+            bad,
+            token,
+        )
+    return value
 
 
 def _check_bare_value(scanner: _Scanner, start: int, end: int, key: str) -> None:

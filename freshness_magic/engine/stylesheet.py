@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from freshness_magic.engine.model import Graph, Node
+from freshness_magic.engine.quoted import read_quoted
 from freshness_magic.errors import StylesheetError
 
 _IDENT_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -191,19 +192,10 @@ def _parse_value(reader: _Reader, prop: str) -> str:
     start = reader.pos
     quote = reader.peek()
     if quote in ('"', "'"):
-        out: list[str] = []
-        pos = start + 1
-        while pos < len(text):
-            char = text[pos]
-            if char == "\\" and pos + 1 < len(text):
-                out.append(text[pos + 1])
-                pos += 2
-            elif char == quote:
-                reader.pos = pos + 1
-                return "".join(out)
-            else:
-                out.append(char)
-                pos += 1
+        quoted = read_quoted(text, start)
+        if quoted is not None:
+            value, reader.pos = quoted
+            return value
         raise reader.error(f"unterminated quoted value of `{prop}`; close it with {quote}", start)
     pos = start
     while pos < len(text) and text[pos] not in ";}\n" and not text.startswith("/*", pos):

@@ -101,11 +101,13 @@ def shape_box(tag: str, attrs: Mapping[str, str]) -> tuple[float, float, float, 
     """The bounding box (left, top, right, bottom) of a node's outline element (a ``polygon``
     with points or an ``ellipse``, inset to the part inside the curve), else None."""
     if tag == "polygon":
-        points = [
-            tuple(float(v) for v in pair.split(",")) for pair in attrs.get("points", "").split()
-        ]
-        if points:
-            xs, ys = [x for x, _ in points], [y for _, y in points]
+        xs: list[float] = []
+        ys: list[float] = []
+        for pair in attrs.get("points", "").split():
+            x, y = pair.split(",")  # no tuple per point: this runs for every node
+            xs.append(float(x))
+            ys.append(float(y))
+        if xs:
             return min(xs), min(ys), max(xs), max(ys)
     elif tag == "ellipse":
         cx, cy = float(attrs.get("cx", 0)), float(attrs.get("cy", 0))

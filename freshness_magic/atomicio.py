@@ -22,11 +22,9 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import json
-import logging
 import os
 import re
 import stat
-import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +33,14 @@ from typing import Any
 from freshness_magic import faults, pathsafety
 from freshness_magic.errors import StateFileError
 
-log = logging.getLogger(__name__)
+
+def _warn(message: str, *args: object) -> None:
+    """Log a warning. ``logging`` (and ``tempfile`` for the writers) is imported where used:
+    a read-only command such as ``freshness-magic check`` needs neither (about 10 ms)."""
+    import logging
+
+    logging.getLogger(__name__).warning(message, *args)
+
 
 MAX_JSON_DEPTH = 100
 """Deepest nesting of arrays/objects any state file may have (ours never exceed ~10)."""
@@ -87,6 +92,8 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool
     mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o644
     payload = data.encode("utf-8") if isinstance(data, str) else data
     faults.reached(faults.ATOMIC, target)
+    import tempfile
+
     fd, tmp_name = tempfile.mkstemp(
         prefix=f".{target.name}.", suffix=TEMP_SUFFIX, dir=target.parent
     )
@@ -110,6 +117,8 @@ def check_writable(folder: str | os.PathLike[str]) -> None:
     """Raise the OSError a new file in ``folder`` would meet (a read-only folder, a lost
     permission), before a run commits anything there: a journal record appended to a file that
     is still writable must not be the one write of a step that succeeds."""
+    import tempfile
+
     fd, name = tempfile.mkstemp(prefix=".probe.", suffix=TEMP_SUFFIX, dir=folder)
     os.close(fd)
     os.unlink(name)
@@ -226,12 +235,12 @@ def read_jsonl(path: str | os.PathLike[str]) -> Iterator[dict[str, Any]]:
             try:
                 record = loads_bounded(raw)
             except (ValueError, UnicodeDecodeError) as exc:
-                log.warning("%s:%d: damaged line skipped (%s)", target, number, exc)
+                _warn("%s:%d: damaged line skipped (%s)", target, number, exc)
                 continue
             if isinstance(record, dict):
                 yield record
             else:
-                log.warning("%s:%d: line is not a JSON object; skipped", target, number)
+                _warn("%s:%d: line is not a JSON object; skipped", target, number)
 
 
 def remove_stale_temp_files(folder: str | os.PathLike[str], *, min_age: float = 0.0) -> list[Path]:

@@ -12,7 +12,6 @@ is :mod:`.checkpoint_format`; :mod:`.checkpoint_writer` writes it.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -34,7 +33,12 @@ from freshness_magic.errors import CheckpointError
 from freshness_magic.pathsafety import open_state, read_state
 from freshness_magic.schemas import first_problem
 
-log = logging.getLogger(__name__)
+
+def _warn(message: str, *args: object) -> None:
+    """Log a warning; ``logging`` is imported only then (a clean read never needs it)."""
+    import logging
+
+    logging.getLogger(__name__).warning(message, *args)
 
 
 class FormatMismatch(CheckpointError):
@@ -195,15 +199,13 @@ def _replay(
             record = parse_journal_line(raw)
             if record is None:
                 if raw.endswith(b"\n"):
-                    log.warning(
-                        "journal %s has a damaged record at byte %d; stopped there", journal, end
-                    )
+                    _warn("journal %s has a damaged record at byte %d; stopped there", journal, end)
                 break
             if state is None and record.get("kind") != "full":
                 break
             problem = _record_problem(record, journal.parent)
             if problem is not None:
-                log.warning(
+                _warn(
                     "journal %s record at byte %d is not usable (%s); stopped there",
                     journal,
                     end,
@@ -213,7 +215,7 @@ def _replay(
             try:
                 state = apply_record(state if state is not None else {}, record)
             except (AttributeError, KeyError, TypeError) as exc:
-                log.warning("journal %s record at byte %d does not apply (%s)", journal, end, exc)
+                _warn("journal %s record at byte %d does not apply (%s)", journal, end, exc)
                 break
             end += len(raw)
             count += 1
@@ -254,7 +256,7 @@ def load_state(
             assert state is not None
             return LoadedState(state, path, end, count)
         problems.append(f"{path}: {why}")
-        log.warning("checkpoint %s is not usable (%s); trying an older one", path, why)
+        _warn("checkpoint %s is not usable (%s); trying an older one", path, why)
         if on_corrupt is not None:
             on_corrupt(path, why)
     state, end, count = _replay(journal, None, 0)

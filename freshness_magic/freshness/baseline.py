@@ -10,12 +10,11 @@ snapshot the filesystem time (for the racy rule) and HEAD.
 
 from __future__ import annotations
 
-import base64
+import binascii
 import os
 import struct
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from functools import partial
 from itertools import repeat
 from typing import Any
 
@@ -36,6 +35,7 @@ BLOB_LAYOUT = struct.Struct(f"<QQQQqq{BLOB_ID_BYTES}s")
 _DIGEST_BYTES = (16, BLOB_ID_BYTES)
 """An xxh3_128 digest, or the git blob id of a clean tracked file (:mod:`.gitindex`)."""
 _MTIME, _MTIME_AT = struct.Struct("<q"), 32
+_SIZE, _SIZE_AT = struct.Struct("<Q"), 24
 _HASHED = (True, HASH, "", True)
 """The (existed, method, note, regular) of a hashed file: one tuple all such records share."""
 
@@ -138,8 +138,8 @@ class FileRecord(tuple):
 
     @property
     def size(self) -> int | None:
-        stat = self.stat
-        return None if stat is None else stat.size
+        packed = self[0]
+        return None if packed is None else _SIZE.unpack_from(packed, _SIZE_AT)[0]
 
     @property
     def mtime_ns(self) -> int | None:
@@ -177,8 +177,9 @@ class FileRecord(tuple):
 
 def hashed_records(packed: list[bytes]) -> list[FileRecord]:
     """:meth:`FileRecord.hashed` of each packed stat key and digest, built without a Python
-    call per record (a first snapshot builds 100,000)."""
-    return list(map(partial(tuple.__new__, FileRecord), zip(packed, repeat(_HASHED))))
+    call per record (a first snapshot builds 100,000; ``map`` over two iterables calls
+    ``tuple.__new__`` directly, at a third of the cost of a ``partial``)."""
+    return list(map(tuple.__new__, repeat(FileRecord), zip(packed, repeat(_HASHED))))
 
 
 @dataclass
@@ -337,7 +338,7 @@ def pack_files(files: Mapping[str, FileRecord]) -> dict[str, Any]:
     return {
         "paths": list(files),
         "kinds": "".join(kinds),
-        "records": base64.b64encode(b"".join(chunks)).decode("ascii"),
+        "records": binascii.b2a_base64(b"".join(chunks), newline=False).decode("ascii"),
         "others": others,
     }
 
@@ -347,7 +348,8 @@ def unpack_files(data: Mapping[str, Any]) -> dict[str, FileRecord]:
     columns do not fit together."""
     paths = [str(path) for path in data["paths"]]
     kinds = str(data["kinds"])
-    raw = base64.b64decode(str(data["records"]), validate=True)
+    # strict: only the base64 alphabet (base64.b64decode's validation is a regex, 3x slower)
+    raw = binascii.a2b_base64(str(data["records"]), strict_mode=True)
     others = list(data["others"])
     if len(kinds) != len(paths):
         raise ValueError(f"{len(paths)} paths but {len(kinds)} kinds")

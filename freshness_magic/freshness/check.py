@@ -8,8 +8,9 @@ snapshot, never with git's HEAD; git only explains stale files (one call per che
 something is stale, asking about those paths only). A check before a node explains at most
 :data:`MAX_EXPLAINED` stale files (the first, sorted; the others keep ``git_change`` None): more
 paths would make git slower than the check itself. The full report explains every stale file:
-it starts one ``git status`` of the whole working directory before looking at the files, so git
-runs on the other core meanwhile.
+it starts one ``git status`` of the whole working directory's tracked files before looking at
+the files, so git runs on the other core meanwhile, and asks git by name about the stale files
+that status does not list (untracked, ignored, or unchanged against the index).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from freshness_magic.errors import FreshnessError
-from freshness_magic.freshness.baseline import HASH, NONE, STAT, Baseline, FileRecord
+from freshness_magic.freshness.baseline import HASH, NONE, STAT, STAT_LAYOUT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier, change_kind
 from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel, aggregate
@@ -72,7 +73,7 @@ def compare_file(
         details.update(old_digest=old.digest, old_size=old.size, old_mtime_ns=old.mtime_ns)
     if new is not None:
         details.update(new_digest=new.digest, new_size=new.size, new_mtime_ns=new.mtime_ns)
-    if explain is not None and label.is_stale and not os.path.isabs(path):
+    if explain is not None and label.is_stale and not path.startswith("/"):
         details["git_change"] = explain(path)
     return FileReport(path, label, method=method, note=note, **details)
 
@@ -90,16 +91,27 @@ def _label(old: FileRecord | None, new: FileRecord | None) -> tuple[FileLabel, s
     assert old is not None and new is not None
     if not new.regular or new.method == NONE:
         return FileLabel.UNKNOWN, NONE, new.note
-    if old.digest is not None and new.digest is not None:
-        label = FileLabel.FRESH if old.digest == new.digest else FileLabel.STALE_CHANGED
+    old_digest, new_digest = _raw_digest(old), _raw_digest(new)
+    if old_digest is not None and new_digest is not None:
+        label = FileLabel.FRESH if old_digest == new_digest else FileLabel.STALE_CHANGED
         return label, HASH, ""
     note = new.note or old.note or "compared by stat"
     if not _same_stat(old, new):
         return FileLabel.STALE_CHANGED, STAT, note
-    if new.digest is None and new.note.startswith("unreadable"):
+    if new_digest is None and new.note.startswith("unreadable"):
         return FileLabel.UNKNOWN, STAT, f"{note}; stat unchanged, content not verifiable"
     return FileLabel.FRESH, STAT, note
 
+
+def _raw_digest(record: FileRecord | None) -> bytes | None:
+    """The digest bytes of ``record`` (None: none), without making its hex text."""
+    packed = record[0] if record is not None else None
+    if packed is None or len(packed) == _STAT_BYTES:
+        return None
+    return packed[_STAT_BYTES:]
+
+
+_STAT_BYTES = STAT_LAYOUT.size
 
 Relook = Callable[[str, bool], FileRecord | None]
 """The file at a key now, digested as a git blob id (True) or as xxh3_128; None: not readable."""
@@ -144,17 +156,18 @@ def compare(
         for path in differing:
             old = ref_files[path]
             new = cur_get(path)
-            old_digest = old.digest
-            new_digest = new.digest if new is not None else None
+            # the raw digests (after the packed stat key): equal exactly when the hex ones are
+            old_digest = _raw_digest(old)
+            new_digest = _raw_digest(new)
             if (
                 relook is not None
                 and new is not None
                 and new_digest is not None
                 and old_digest is not None
-                and new.blob != old.blob
+                and len(new_digest) != len(old_digest)  # a blob id against an xxh3_128 digest
             ):
                 new = relook(path, old.blob) or new
-                new_digest = new.digest
+                new_digest = _raw_digest(new)
             if (
                 new is not None
                 and old_digest is not None
@@ -219,11 +232,19 @@ def _with_git(report: NodeReport, status: GitStatus, asked: set[str] | None) -> 
     """``report`` with git's view of its stale files (of those in ``asked``; None: all)."""
     files = tuple(
         dataclasses.replace(f, git_change=change_kind(f.path, report.head_at_snapshot, status))
-        if f.label.is_stale and not os.path.isabs(f.path) and (asked is None or f.path in asked)
+        if f.label.is_stale and not f.path.startswith("/") and (asked is None or f.path in asked)
         else f
         for f in report.files
     )
     return dataclasses.replace(report, files=files, head_now=status.head, git_checked=True)
+
+
+def _unexplained(report: NodeReport, paths: set[str]) -> NodeReport:
+    """``report`` with no git explanation for its files in ``paths`` (git could not tell)."""
+    files = tuple(
+        dataclasses.replace(f, git_change=None) if f.path in paths else f for f in report.files
+    )
+    return dataclasses.replace(report, files=files)
 
 
 class FreshnessTracker:
@@ -325,9 +346,9 @@ class FreshnessTracker:
     def report(self, node_ids: Sequence[str] | None = None) -> FreshnessReport:
         """The public report: every node since its baseline and, once it ran, since its run.
 
-        The report explains every stale file, so git's status of the whole working directory is
-        asked at once and runs on the other core while the folders are listed; the files it
-        vouches for are not looked at again (:class:`StatusVouch`).
+        The report explains every stale file, so git's status of the whole working directory's
+        tracked files is asked at once and runs on the other core while the folders are listed;
+        the files it vouches for are not looked at again (:class:`StatusVouch`).
         """
         ids = list(self.baselines) if node_ids is None else list(node_ids)
         vouch, self._status_vouch = self._status_vouch, None
@@ -353,7 +374,63 @@ class FreshnessTracker:
                 compare(self.baselines[node_id], now, "baseline", relook, status, memo),
                 compare(run, now, "run", relook, status, memo) if run is not None else None,
             )
+        if status is not None:
+            nodes = self._explain_unlisted(nodes, status)
         return FreshnessReport(self.workdir, time.time(), nodes, git=self.git.available)
+
+    def _explain_unlisted(
+        self, nodes: dict[str, NodeFreshness], status: GitStatus
+    ) -> dict[str, NodeFreshness]:
+        """``nodes`` with git's word on the stale files the report's status did not list.
+
+        That status lists tracked files only (listing untracked and ignored ones walks every
+        folder: about half of git's time), so a stale file it does not list is either tracked
+        and unchanged against the index, or untracked or ignored: git is asked about those
+        paths (by name up to :data:`~freshness_magic.vcs.git.MAX_PATHSPECS`), and their
+        explanation is git's answer, or none when git failed.
+        """
+        unlisted = sorted(
+            {
+                f.path
+                for entry in nodes.values()
+                for report in (entry.since_baseline, entry.since_run)
+                if report is not None
+                for f in report.files
+                if f.label.is_stale and not f.path.startswith("/") and f.path not in status.entries
+            }
+        )
+        if not unlisted:
+            return nodes
+        asked = set(unlisted)
+        more = self.git.status(unlisted, ignored=True)
+        if more is None:
+            return {
+                n: dataclasses.replace(
+                    entry,
+                    since_baseline=_unexplained(entry.since_baseline, asked),
+                    since_run=(
+                        _unexplained(entry.since_run, asked)
+                        if entry.since_run is not None
+                        else None
+                    ),
+                )
+                for n, entry in nodes.items()
+            }
+        entries = dict(status.entries)
+        entries.update((p, state) for p, state in more.entries.items() if p in asked)
+        merged = GitStatus(status.head, entries)
+        return {
+            n: dataclasses.replace(
+                entry,
+                since_baseline=_with_git(entry.since_baseline, merged, asked),
+                since_run=(
+                    _with_git(entry.since_run, merged, asked)
+                    if entry.since_run is not None
+                    else None
+                ),
+            )
+            for n, entry in nodes.items()
+        }
 
     def start_report(self) -> None:
         """Start the git status of the next :meth:`report` now, so that git runs while the

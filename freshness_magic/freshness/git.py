@@ -89,13 +89,20 @@ class GitTier:
         self.top_level, self.prefix = found if found else ("", "")
 
     def start_status(
-        self, paths: Sequence[str] | None = None, *, ignored: bool = False, exact: bool = False
+        self,
+        paths: Sequence[str] | None = None,
+        *,
+        ignored: bool = False,
+        exact: bool = False,
+        untracked: bool = True,
     ) -> PendingStatus:
         """Start one ``git status`` for ``paths`` (workdir-relative) or the whole workdir
-        (``exact``: see :func:`~freshness_magic.vcs.git.status_args`)."""
+        (``exact``, ``untracked``: see :func:`~freshness_magic.vcs.git.status_args`)."""
         if not self.available:
             return PendingStatus(vcs.Pending(None), "")
-        args = vcs.status_args(paths, branch=True, ignored=ignored, exact=exact)
+        args = vcs.status_args(
+            paths, branch=True, ignored=ignored, exact=exact, untracked=untracked
+        )
         return PendingStatus(vcs.start(args, self.workdir), self.prefix)
 
     def status(

@@ -1,13 +1,13 @@
 """What a report's ``git status`` vouches for: tracked files it need not look at again.
 
-A report runs one ``git status`` of the whole working directory anyway (to explain its stale
-files), and git compares every tracked file with its index entry there: the stat data it keeps,
-and the content where that is not conclusive (git's racy-clean rule). A file the status does
-not list has the content of its index entry, so one whose snapshots all recorded the blob id
-that entry holds (:mod:`.gitindex` took it at the capture) has not changed since them: the
-report hands back the snapshots' record without a stat here. The stat per file it saves cost
-about as much as the status itself (20,000 files). The entries are read from git's index
-(:class:`~.gitindex.GitIndex`) while git runs.
+A report runs one ``git status`` of the whole working directory's tracked files anyway (to
+explain its stale files), and git compares every tracked file with its index entry there: the
+stat data it keeps, and the content where that is not conclusive (git's racy-clean rule). A
+file the status does not list has the content of its index entry, so one whose snapshots all
+recorded the blob id that entry holds (:mod:`.gitindex` took it at the capture) has not changed
+since them: the report hands back the snapshots' record without a stat here. The stat per file
+it saves cost about as much as the status itself (20,000 files). The entries are read from
+git's index (:class:`~.gitindex.GitIndex`) while git runs.
 
 Only where git's word is exact, else every file is looked at as before:
 
@@ -50,7 +50,8 @@ class StatusVouch:
         self._references: dict[str, list[Mapping[str, FileRecord]]] = {}
         self._changed_before = 0
         self._before = index_key(git.top_level)
-        self._pending: PendingStatus | None = git.start_status(ignored=True, exact=True)
+        # tracked files only: the report asks about untracked or ignored stale files later
+        self._pending: PendingStatus | None = git.start_status(exact=True, untracked=False)
         self._status: GitStatus | None = None
 
     def compare_with(self, references: Mapping[str, Sequence[Baseline]]) -> None:

@@ -274,19 +274,24 @@ class FreshnessReport:
     @staticmethod
     def _node_lines(entry: NodeFreshness) -> list[str]:
         base, run = entry.since_baseline, entry.since_run
-        if run is not None and not run.is_stale and base.is_stale:
+        base_stale = base.is_stale
+        if run is not None and base_stale and not run.is_stale:
             # It ran after these changes: fresh where it counts, the changes still shown.
             return [
                 f"{entry.node_id}: fresh (since run); {base.shown_label} since baseline",
                 *base.details(),
             ]
-        same = run is not None and (run.label, run.details()) == (base.label, base.details())
-        if same and base.is_stale:  # the same change since both: said once
-            return [
-                f"{entry.node_id}: {base.shown_label} (since baseline and run)",
-                *base.details(),
-            ]
-        lines = str(base).split("\n")
+        details = base.details()  # made once: a thousand stale files make it cost
+        if base_stale and run is not None and run.label == base.label:
+            heads = (run.head_moved, run.head_at_snapshot, run.head_now)
+            same_lines = run.files == base.files and heads == (
+                base.head_moved,
+                base.head_at_snapshot,
+                base.head_now,
+            )
+            if same_lines or run.details() == details:  # the same change since both: said once
+                return [f"{entry.node_id}: {base.shown_label} (since baseline and run)", *details]
+        lines = [f"{base.node_id}: {base.shown_label} (since {base.since})", *details]
         if run is not None and run.is_stale:
             lines += str(run).split("\n")
         return lines

@@ -10,7 +10,6 @@ write in the same timestamp tick could have kept size and mtime, so it is always
 from __future__ import annotations
 
 import os
-import tempfile
 import time
 from typing import Any
 
@@ -66,7 +65,7 @@ def filesystem_now_ns(state_dir: str | os.PathLike[str]) -> int:
     """
     folder = os.fspath(state_dir)
     try:
-        fd, name = tempfile.mkstemp(prefix=".now.", dir=folder)
+        fd, name = _new_file(folder)
         try:
             os.write(fd, b"\0")
             return os.fstat(fd).st_mtime_ns
@@ -75,3 +74,18 @@ def filesystem_now_ns(state_dir: str | os.PathLike[str]) -> int:
             os.unlink(name)
     except OSError:
         return time.time_ns()
+
+
+_NEW_FILE_FLAGS = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_CLOEXEC", 0)
+
+
+def _new_file(folder: str) -> tuple[int, str]:
+    """A new file of a name no other process uses in ``folder``, open for writing (what
+    ``tempfile.mkstemp`` does, without importing it in every command that checks)."""
+    for _ in range(100):
+        name = os.path.join(folder, f".now.{os.getpid()}.{os.urandom(6).hex()}")
+        try:
+            return os.open(name, _NEW_FILE_FLAGS, 0o600), name
+        except FileExistsError:
+            continue
+    raise FileExistsError(f"no free temporary name in {folder}")

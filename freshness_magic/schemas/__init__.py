@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import fnmatch
 import json
-from importlib import resources
+import pkgutil
 from typing import Any
 
 from freshness_magic.schemas._check import SchemaError, describe, first_problem
@@ -65,21 +65,26 @@ EVIDENCE_DIR_FILES: tuple[tuple[str, str | None], ...] = (
 """Paths inside ``.orchestrator/`` after the engine has recorded a step."""
 
 REUSE_DIR_FILES: tuple[tuple[str, str | None], ...] = (
-    ("index/*/*.jsonl", "reuse-entry.schema.json"),
-    ("blobs/*/*", None),
+    ("index/*.jsonl", "reuse-entry.schema.json"),
+    ("blobs/*", None),
 )
 """Paths inside ``.freshness/reuse/`` (the reuse index) after a run with reuse on."""
 
 
 def names() -> list[str]:
     """The file names of all shipped schemas."""
+    from importlib import resources
+
     folder = resources.files(__name__)
     return sorted(p.name for p in folder.iterdir() if p.name.endswith(".schema.json"))
 
 
 def load(name: str) -> dict[str, Any]:
     """The schema in ``name`` (for example ``"event.schema.json"``) as a dict."""
-    data = json.loads((resources.files(__name__) / name).read_text(encoding="utf-8"))
+    raw = pkgutil.get_data(__name__, name)  # importlib.resources costs a command 10 ms
+    if raw is None:
+        raise ValueError(f"schema {name} cannot be read from the package")
+    data = json.loads(raw.decode("utf-8"))
     if not isinstance(data, dict):
         raise ValueError(f"schema {name} is not a JSON object")
     return data

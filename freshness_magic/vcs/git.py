@@ -138,20 +138,23 @@ def status_args(
     branch: bool = False,
     ignored: bool = False,
     exact: bool = False,
+    untracked: bool = True,
 ) -> list[str]:
     """Arguments of ``git status --porcelain=v2 -z`` for ``paths`` (relative; None: all).
 
     Untracked files are listed one by one and renames as a deletion plus an addition; paths are
     literal (no pathspec magic). Above :data:`MAX_PATHSPECS` paths the whole folder is asked.
     ``exact``: with :data:`EXACT_STATUS`, so that a file the status does not list is one git
-    compared with its index entry (a check takes its word for such files).
+    compared with its index entry (a check takes its word for such files). ``untracked=False``:
+    tracked files only (no untracked or ignored ones, so git lists no folder: about half of
+    its time in a tree of 20,000 files).
     """
     args = [*EXACT_STATUS] if exact else []
     args += ["--literal-pathspecs", "status", "--porcelain=v2", "-z"]
     if branch:
         args.append("--branch")
-    args += ["--untracked-files=all", "--no-renames"]
-    if ignored:
+    args += ["--untracked-files=all" if untracked else "--untracked-files=no", "--no-renames"]
+    if ignored and untracked:
         args.append("--ignored=matching")
     args.append("--")
     relative = [p for p in paths if not os.path.isabs(p)] if paths is not None else []

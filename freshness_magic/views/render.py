@@ -23,6 +23,7 @@ import xml.etree.ElementTree as ET
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from xml.parsers import expat
 
 from freshness_magic.engine.model import Edge, Graph, Node
 from freshness_magic.engine.visible import CONTROL_PICTURES
@@ -35,6 +36,14 @@ from freshness_magic.views.state import (
     NodeView,
     StaleKind,
     possible_states,
+)
+from freshness_magic.views.svgpass import (
+    SVG_NS,
+    XLINK_NS,
+    XML_TEXT,
+    Marks,
+    annotate_svg,
+    clean_svg,
 )
 
 __all__ = [
@@ -58,8 +67,6 @@ __all__ = [
     "state_table",
 ]
 
-SVG_NS = "http://www.w3.org/2000/svg"
-XLINK_NS = "http://www.w3.org/1999/xlink"
 ET.register_namespace("", SVG_NS)
 ET.register_namespace("xlink", XLINK_NS)
 
@@ -75,7 +82,6 @@ _SHAPES = frozenset(
     }
 )  # fmt: skip
 _RANKDIRS = frozenset({"TB", "LR", "BT", "RL"})
-_UNSAFE_ELEMENTS = frozenset({"script", "foreignObject", "iframe", "object", "embed", "use"})
 EDGE_LABEL_CHARS = 32
 """Edge labels longer than this are cut with an ellipsis on the graph (whole in the tooltip)."""
 
@@ -119,8 +125,6 @@ _CONTROL_PICTURES = {
     if code < 0x20 and code not in (10, 13)
 }
 """C0 control characters (invalid in the XML ``dot`` writes) shown as their Unicode pictures."""
-_XML_TEXT = {code: picture for code, picture in _CONTROL_PICTURES.items() if chr(code) != "\t"}
-"""The same for text put into the SVG directly (tooltips keep tabs and line breaks)."""
 
 
 def _dot_string(text: str) -> str:
@@ -264,24 +268,12 @@ def local_name(tag: str) -> str:
     return tag.rsplit("}", 1)[-1]
 
 
-def _sanitize(element: ET.Element) -> None:
-    """Drop executable parts anywhere below ``element`` (defence in depth; dot emits none)."""
-    for parent in element.iter():
-        for child in list(parent):
-            if local_name(child.tag) in _UNSAFE_ELEMENTS:
-                parent.remove(child)
-        for key in list(parent.attrib):
-            name = local_name(key).lower()
-            value = parent.attrib[key].strip().lower()
-            if name.startswith("on") or (name == "href" and value.startswith("javascript:")):
-                del parent.attrib[key]
-
-
 def sanitize_svg(svg: str) -> str:
     """``svg`` without scripts, foreign objects, ``on*`` handlers or ``javascript:`` links."""
-    root = ET.fromstring(svg)
-    _sanitize(root)
-    return ET.tostring(root, encoding="unicode")
+    try:
+        return clean_svg(svg)
+    except expat.ExpatError as exc:
+        raise RenderError(f"the SVG to clean is not well-formed XML: {exc}") from exc
 
 
 def set_title(group: ET.Element, text: str) -> None:
@@ -289,7 +281,7 @@ def set_title(group: ET.Element, text: str) -> None:
     if title is None:
         title = ET.Element(f"{{{SVG_NS}}}title")
         group.insert(0, title)
-    title.text = text.translate(_XML_TEXT)
+    title.text = text.translate(XML_TEXT)
 
 
 def static_title(graph: Graph, node_id: str) -> str:
@@ -314,109 +306,28 @@ def inputs_text(node: Node) -> str:
     return f"inputs: {', '.join(inputs)} ({mode})"
 
 
-def _follow_text_colour(group: ET.Element) -> None:
-    """Strokes, arrowheads and labels drawn black by ``dot`` take the text colour instead, so
-    they stay visible on a dark background even where no stylesheet applies."""
-    for part in group.iter():
-        for key in ("fill", "stroke"):
-            if part.get(key) == "black":
-                part.set(key, "currentColor")
-        if local_name(part.tag) == "text" and part.get("fill") is None:
-            part.set("fill", "currentColor")
+def build_layout(graph: Graph, titles: Mapping[str, str] | None = None) -> Layout:
+    """Lay ``graph`` out with ``dot`` and return the cleaned, annotated SVG (no states).
 
-
-GLYPH_PX = 12
-"""The size of a node's state mark (:attr:`StateStyle.glyph`), in the layout's units."""
-
-
-def _shape_box(group: ET.Element) -> tuple[float, float, float, float] | None:
-    """The bounding box (left, top, right, bottom) of a node's outline as ``dot`` drew it."""
-    for part in group:
-        tag = local_name(part.tag)
-        if tag == "polygon":
-            points = [
-                tuple(float(v) for v in pair.split(","))
-                for pair in (part.get("points") or "").split()
-            ]
-            if points:
-                xs, ys = [x for x, _ in points], [y for _, y in points]
-                return min(xs), min(ys), max(xs), max(ys)
-        elif tag == "ellipse":
-            cx, cy = float(part.get("cx", 0)), float(part.get("cy", 0))
-            rx, ry = float(part.get("rx", 0)), float(part.get("ry", 0))
-            return cx - rx * 0.7, cy - ry * 0.7, cx + rx * 0.7, cy + ry * 0.7
-    return None
-
-
-def _add_glyph(group: ET.Element) -> None:
-    """An empty ``text.fm-glyph`` in the top right corner of the node's outline: the view puts
-    the state's mark in it (inside the box, so the layout does not change)."""
-    box = _shape_box(group)
-    if box is None:
-        return
-    left, top, right, _bottom = box
-    glyph = ET.SubElement(group, f"{{{SVG_NS}}}text")
-    glyph.set("class", "fm-glyph")
-    glyph.set("x", f"{max(right - 4, left):.1f}")
-    glyph.set("y", f"{top + GLYPH_PX + 1:.1f}")
-    glyph.set("text-anchor", "end")
-    glyph.set("font-size", str(GLYPH_PX))
-    glyph.set("aria-hidden", "true")
-
-
-def build_layout(graph: Graph) -> Layout:
-    """Lay ``graph`` out with ``dot`` and return the cleaned, annotated SVG (no states)."""
+    ``titles`` are the nodes' static tooltips when the caller has them already
+    (:func:`static_title` of each node).
+    """
     raw = run_dot(layout_dot(graph))
-    root = ET.fromstring(raw)
-    _sanitize(root)
     index = {node_id: i for i, node_id in enumerate(graph.nodes)}
-    titles = {node_id: static_title(graph, node_id) for node_id in graph.nodes}
-    edges = {f"fm-edge-{e.index}": e for e in graph.edges}
-    for group in root.iter(f"{{{SVG_NS}}}g"):
-        gid = group.get("id", "")
-        classes = group.get("class", "").split()
-        if "node" in classes and gid.startswith("fm-node-"):
-            node_id = gid[len("fm-node-") :]
-            if node_id not in index:
-                continue
-            group.set("class", f"node fm-node fm-n{index[node_id]}")
-            group.set("data-node", node_id)
-            group.set("data-state", NodeState.PENDING.value)
-            set_title(group, titles[node_id])
-            _add_glyph(group)
-        elif "edge" in classes and gid in edges:
-            edge = edges[gid]
-            group.set("class", "edge fm-edge")
-            group.set("data-source", edge.source)
-            group.set("data-target", edge.target)
-            group.set("data-index", str(edge.index))
-            arrow = f"{edge.source} → {edge.target}"
-            cond = f"\ncondition: {edge.condition}" if edge.condition else ""
-            set_title(group, arrow + (f"\nlabel: {edge.label}" if edge.label else "") + cond)
-            _follow_text_colour(group)
-        elif "cluster" in classes and gid.startswith("fm-cluster-"):
-            sub = graph.subgraphs[int(gid[len("fm-cluster-") :])]
-            group.set("class", "cluster fm-cluster")
-            set_title(group, f"subgraph {sub.name or '(unnamed)'}: {sub.label}".rstrip(": "))
-            for part in group:
-                if local_name(part.tag) == "polygon":
-                    part.set("fill", "none")
-                    part.set("stroke", "#8a8a8a")
-                    part.set("stroke-dasharray", "4,3")
-            _follow_text_colour(group)
-        elif "graph" in classes:
-            set_title(group, graph.name)
-            for part in group:
-                if local_name(part.tag) == "text":  # the graph's own label, as its title
-                    part.set("class", "fm-graph-label")
-                    part.set("fill", "currentColor")
-    root.set("class", "fm-graph-svg")
-    root.set("role", "img")
-    root.set("aria-label", f"pipeline {graph.name}")
-    svg = ET.tostring(root, encoding="unicode")
-    graph_group = root.find(f"{{{SVG_NS}}}g")
-    frame = {key: root.get(key) or "" for key in ("width", "height", "viewBox")}
-    frame["transform"] = (graph_group.get("transform") or "") if graph_group is not None else ""
+    if titles is None:
+        titles = {node_id: static_title(graph, node_id) for node_id in graph.nodes}
+    marks = Marks(
+        index=index,
+        titles=titles,
+        edges={f"fm-edge-{e.index}": e for e in graph.edges},
+        clusters={i: (sub.name, sub.label) for i, sub in enumerate(graph.subgraphs)},
+        graph_name=graph.name,
+        state=NodeState.PENDING.value,
+    )
+    try:
+        svg, frame = annotate_svg(raw, marks)
+    except expat.ExpatError as exc:
+        raise RenderError(f"`dot` wrote SVG that is not well-formed XML: {exc}") from exc
     return Layout(svg=svg, index=index, titles=titles, frame=frame, states=possible_states(graph))
 
 
@@ -427,30 +338,42 @@ class LayoutCache:
     """
 
     def __init__(self, max_entries: int = 32) -> None:
-        self._entries: OrderedDict[tuple[object, ...], Layout] = OrderedDict()
+        self._entries: OrderedDict[str, Layout] = OrderedDict()
         self._max = max_entries
         self.hits = 0
         self.misses = 0
 
+    @classmethod
+    def key(cls, graph: Graph) -> str:
+        """What a layout depends on: the structure, the tooltips, conditions and clusters."""
+        return cls._key(graph, [static_title(graph, n) for n in graph.nodes])
+
     @staticmethod
-    def key(graph: Graph) -> tuple[object, ...]:
-        return (
-            graph.structure_key(),
-            tuple(static_title(graph, n) for n in graph.nodes),
-            tuple(e.condition for e in graph.edges),
-            tuple((s.name, s.label, s.parent, s.nodes) for s in graph.subgraphs),
-        )
+    def _key(graph: Graph, titles: list[str]) -> str:
+        """One string, a line per node, edge, cluster and tooltip (each value's ``repr``, so no
+        two structures meet): no container per node, neither kept with the cached layout nor
+        made while the first render waits."""
+        lines = [f"nodes {len(graph.nodes)}"]
+        lines += [f"{n.id!r} {n.label!r} {n.shape!r}" for n in graph.nodes.values()]
+        lines.append(f"edges {len(graph.edges)}")
+        lines += [f"{e.source!r} {e.target!r} {e.label!r} {e.condition!r}" for e in graph.edges]
+        lines.append(f"subgraphs {len(graph.subgraphs)}")
+        lines += [f"{s.name!r} {s.label!r} {s.parent!r} {s.nodes!r}" for s in graph.subgraphs]
+        lines.append(f"graph {graph.attrs.get('rankdir', '')!r} {graph.label!r} {graph.name!r}")
+        lines += [repr(title) for title in titles]
+        return "\n".join(lines)
 
     def get(self, graph: Graph) -> Layout:
         """The layout of ``graph``'s structure, laid out now if not seen before."""
-        key = self.key(graph)
+        titles = {node_id: static_title(graph, node_id) for node_id in graph.nodes}
+        key = self._key(graph, list(titles.values()))
         found = self._entries.get(key)
         if found is not None:
             self.hits += 1
             self._entries.move_to_end(key)
             return found
         self.misses += 1
-        layout = build_layout(graph)
+        layout = build_layout(graph, titles)
         self._entries[key] = layout
         while len(self._entries) > self._max:
             self._entries.popitem(last=False)

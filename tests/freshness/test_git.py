@@ -151,6 +151,43 @@ def test_at_most_one_git_call_per_check_and_none_when_fresh(repo: Path, git_log:
     assert "status" in calls(git_log)[-1]
 
 
+def test_the_report_explains_untracked_and_ignored_files_asking_git_for_them_alone(
+    repo: Path, git_log: Path
+) -> None:
+    """The report's whole-tree status lists tracked files only; git is asked about the stale
+    files it did not list, by name, and says which are untracked or ignored."""
+    write(repo, ".gitignore", ".freshness/\n*.log\n")
+    git(repo, "commit", "-qam", "ignore logs")
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/**", "docs/spec.md"]})
+    write(repo, "src/new.py", "new\n")
+    write(repo, "src/run.log", "log\n")
+    write(repo, "docs/spec.md", "# edited\n")
+    before = len(calls(git_log))
+    report = tracker.report(["n"]).nodes["n"].since_baseline
+    by_path = {f.path: f.git_change for f in report.files}
+    assert by_path == {
+        "docs/spec.md": "uncommitted",
+        "src/new.py": "untracked",
+        "src/run.log": "ignored",
+    }
+    asked = calls(git_log)[before:]
+    whole = [c for c in asked if c.endswith(" -- .")]
+    assert len(whole) == 1 and "--untracked-files=no" in whole[0]
+    (by_name,) = [c for c in asked if "src/new.py" in c]
+    assert "--untracked-files=all" in by_name and "--ignored=matching" in by_name
+    assert "docs/spec.md" not in by_name  # listed by the first status
+
+
+def test_a_reverted_file_unlisted_by_the_report_status_matches_head(repo: Path) -> None:
+    tracker = FreshnessTracker(repo)
+    write(repo, "src/a.py", "a = 2\n")
+    tracker.capture({"n": ["src/a.py"]})
+    git(repo, "checkout", "-q", "--", "src/a.py")
+    (entry,) = tracker.report(["n"]).nodes["n"].since_baseline.files
+    assert entry.label.value == "stale_changed" and entry.git_change == "matches_head"
+
+
 def test_porcelain_v2_parser_handles_every_record_kind() -> None:
     out = (
         b"# branch.oid 0123abcd\0# branch.head main\0"

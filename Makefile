@@ -15,7 +15,7 @@ TEST_WORKERS ?= 2
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
-	@# Through uv when pip can install it (a quarter of pip's time), else through pip alone.
+	@# Through uv when pip can install it (a third of pip's time or less), else through pip alone.
 	$(PY) scripts/venv-install.py -e '.[$(INSTALL_EXTRAS)]'
 	touch $(STAMP)
 

@@ -3,16 +3,19 @@ pip can install uv, else through pip alone.
 
     .venv/bin/python scripts/venv-install.py -e '.[test,browser,dev,docs]'
 
-uv resolves, downloads and unpacks in parallel: on a 2-core machine the editable install with
-every extra took about two minutes through pip and under half a minute through uv (plus the few
-seconds pip needs to install uv itself). The environment is the same either way: the same
-versions, pip upgraded in it (the tests and ``make demo`` use it), the package installed editable.
+uv resolves, downloads and unpacks in parallel and compiles no bytecode up front (an import
+writes it when first needed): on the 2-core development machine the editable install with every
+extra took about 70 s through pip and 23 s through uv with an empty cache, 5 s with a warm one
+(the few seconds pip needs to install uv itself included). The environment is the same either
+way: the same versions, pip upgraded in it (the tests and ``make demo`` use it), the package
+installed editable.
 
 uv does not read pip's configuration, so the settings that say where packages come from are taken
 from ``pip config list`` (configuration files and ``PIP_*`` variables alike) and passed on: index
-URLs, find-links, constraints, trusted hosts, the certificate bundle. ``--index-strategy
-unsafe-best-match`` makes uv choose among all indexes as pip does. If uv cannot be installed or
-fails, the same install runs through pip, so no machine is worse off than with pip alone.
+URLs, find-links, constraints, trusted hosts, the certificate bundle, the proxy and the network
+timeout. ``--index-strategy unsafe-best-match`` makes uv choose among all indexes as pip does. If
+uv cannot be installed or fails, the same install runs through pip, so no machine is worse off
+than with pip alone.
 """
 
 from __future__ import annotations
@@ -66,6 +69,11 @@ def uv_options(settings: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     env = dict(os.environ)
     if settings.get("cert"):
         env["SSL_CERT_FILE"] = settings["cert"]
+    if settings.get("proxy"):
+        env["HTTP_PROXY"] = env["HTTPS_PROXY"] = settings["proxy"]
+    timeout = settings.get("timeout") or settings.get("default-timeout")
+    if timeout:
+        env["UV_HTTP_TIMEOUT"] = timeout
     return options, env
 
 

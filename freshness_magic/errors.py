@@ -163,6 +163,11 @@ class BackendError(FreshnessMagicError):
     backend call that failed; the message is one line and never contains a credential."""
 
 
+class ReuseError(FreshnessMagicError):
+    """An execution cannot be taken from the reuse index (a kept output file is gone or no
+    longer holds its content); the node runs instead."""
+
+
 class UnsafePathError(FreshnessMagicError):
     """A state file would be written through a symbolic link (or a name that leaves its folder)."""
 

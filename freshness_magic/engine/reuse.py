@@ -25,17 +25,31 @@ manager nodes (their results are their children's). ``reuse="false"`` on a node 
 
 **On disk** (``<workdir>/.freshness/reuse/``, written through :mod:`~freshness_magic.atomicio`):
 
-- ``index/<k[:2]>/<k>.jsonl``: one line per recorded execution of key ``k`` (schema
+- ``index/<k>.jsonl``: one line per recorded execution of key ``k`` (schema
   ``reuse-entry.schema.json``); appended, a torn last line skipped; over
   :data:`KEEP_PER_KEY` lines the file is rewritten atomically with the newest ones.
-- ``blobs/<d[:2]>/<d>``: the output files of recorded executions by content digest, written
-  before the index line that names them, so a line never names a blob that is not there.
+- ``blobs/<d>``: the output files of recorded executions by content digest, made before the
+  index line that names them, so a line never names a blob that is not there.
+
+Both folders are flat: a fan-out of sub-folders by the first two hex digits (as git's objects)
+cost a ``mkdir`` per new prefix, three per step while a store is young, about as much as the
+rest of the recording; one folder of many files is cheap on today's file systems.
+
+**Recording is cheap, restoring is checked.** A file the engine writes into the node folder as
+a *new file* every time (:data:`LINKED_OUTPUTS`: the prompt, the carried context, the response,
+a tool's stdout and stderr; never rewritten in place, so an old link keeps the old bytes) is
+hard-linked as its blob: one ``link`` instead of writing a copy. Any other file (what a user's
+tool or agent wrote, which it may later rewrite in place) is copied, atomically. Whatever wrote
+a file, :meth:`ReuseIndex.find` and :meth:`ReuseIndex.restore_outputs` hash a blob before
+using it: a blob whose bytes are not its digest (changed through a link, a race, a crash) is
+removed and its execution is not reused (the safe side), so reuse restores the exact bytes.
 
 The index is a cache: deleting the folder loses nothing but the chance to reuse.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import logging
@@ -52,7 +66,7 @@ from freshness_magic.engine.model import Node, parse_bool
 from freshness_magic.engine.outcome import Outcome, ReusedFrom, StageStatus
 from freshness_magic.engine.persistence import outcome_record
 from freshness_magic.engine.trace import Trace, value_fingerprint
-from freshness_magic.errors import FreshnessMagicError
+from freshness_magic.errors import FreshnessMagicError, ReuseError
 from freshness_magic.pathsafety import make_state_dir, read_state
 
 log = logging.getLogger(__name__)
@@ -64,6 +78,10 @@ KEEP_PER_KEY = 8
 """Executions kept per key (the newest): enough for a loop's passes with different reads."""
 MAX_OUTPUT_BYTES = 16 * 1024 * 1024
 """An execution with a larger output file is not recorded (its outputs would not be kept)."""
+LINKED_OUTPUTS = frozenset({"prompt.md", "context.md", "response.md"})
+"""Output files the engine writes into a node folder as a new file each time (an atomic
+replace, or a removal before writing), never in place: their blobs are hard links. A tool's
+``stdout*.txt``/``stderr*.txt`` are such files too (:func:`linked_output`)."""
 
 NOT_REUSED_TYPES = frozenset(
     {"wait.human", "parallel", "parallel.fan_in", "stack.manager_loop", "start", "exit"}
@@ -163,6 +181,13 @@ class IndexEntry:
         return ReusedFrom(self.run_id, self.step)
 
 
+def linked_output(name: str) -> bool:
+    """Whether the engine writes ``name`` as a new file each time (its blob may be a link)."""
+    if name in LINKED_OUTPUTS:
+        return True
+    return name.endswith(".txt") and name.startswith(("stdout", "stderr"))
+
+
 def _safe_name(name: str) -> bool:
     return bool(name) and "/" not in name and "\0" not in name and name not in {".", ".."}
 
@@ -174,10 +199,25 @@ class ReuseIndex:
         self.folder = Path(workdir) / REUSE_FOLDER
 
     def _index_file(self, key: str) -> Path:
-        return self.folder / "index" / key[:2] / f"{key}.jsonl"
+        return self.folder / "index" / f"{key}.jsonl"
 
     def _blob(self, digest: str) -> Path:
-        return self.folder / "blobs" / digest[:2] / digest
+        return self.folder / "blobs" / digest
+
+    def _intact(self, digest: str) -> bytes | None:
+        """The bytes of blob ``digest`` when they hash to it (None: missing, or changed since
+        it was made, and then removed so that a later recording makes it again)."""
+        blob = self._blob(digest)
+        try:
+            data = read_state(blob)
+        except FileNotFoundError:
+            return None
+        if hashlib.sha256(data).hexdigest() == digest:
+            return data
+        log.warning("reuse index: blob %s no longer holds its content; it is removed", blob)
+        with contextlib.suppress(OSError):
+            blob.unlink()
+        return None
 
     # ----------------------------------------------------------------- reading
 
@@ -202,23 +242,36 @@ class ReuseIndex:
             if skip is not None and skip(entry):
                 continue
             if all(current(k) == fp for k, fp in entry.reads.items()) and all(
-                self._blob(d).is_file() for d in entry.outputs.values()
+                self._intact(d) is not None for d in entry.outputs.values()
             ):
                 return entry
         return None
 
     def restore_outputs(self, entry: IndexEntry, node_dir: Path) -> None:
-        """Copy the entry's output files into ``node_dir`` (written atomically)."""
+        """Copy the entry's output files into ``node_dir`` (written atomically), every blob
+        checked against its digest first: none is written unless all are intact."""
+        kept: list[tuple[str, bytes]] = []
         for name, digest in entry.outputs.items():
-            if _safe_name(name):
-                write_atomic(node_dir / name, read_state(self._blob(digest)), fsync=False)
+            if not _safe_name(name):
+                continue
+            data = self._intact(digest)
+            if data is None:
+                raise ReuseError(
+                    f"the reuse index's copy of {name} of node '{entry.node}' (run "
+                    f"{entry.run_id}) is gone or changed; the node runs instead"
+                )
+            kept.append((name, data))
+        for name, data in kept:
+            write_atomic(node_dir / name, data, fsync=False)
 
     # ----------------------------------------------------------------- writing
 
     def keep_outputs(self, node_dir: Path, names: list[str]) -> dict[str, str] | None:
         """Store the files ``names`` of ``node_dir`` as blobs; their digests (None: one is too
-        large or unreadable, and the execution cannot be recorded)."""
+        large or unreadable, and the execution cannot be recorded). A file the engine writes
+        anew each time (:func:`linked_output`) is hard-linked, any other copied."""
         outputs: dict[str, str] = {}
+        made = False
         for name in names:
             path = node_dir / name
             try:
@@ -229,11 +282,28 @@ class ReuseIndex:
                 return None
             digest = hashlib.sha256(data).hexdigest()
             blob = self._blob(digest)
-            if not blob.is_file():
+            if not made:
                 make_state_dir(blob.parent)
-                write_atomic(blob, data)
+                made = True
+            if not os.path.lexists(blob):
+                self._make_blob(blob, path, data, link=linked_output(name))
             outputs[name] = digest
         return outputs
+
+    @staticmethod
+    def _make_blob(blob: Path, source: Path, data: bytes, *, link: bool) -> None:
+        """Make ``blob`` a hard link to ``source`` (``link``) or an atomic copy of ``data``.
+        A link that cannot be made (another device, a file system without links) is a copy;
+        one whose file changed since ``data`` was read is caught when the blob is used."""
+        if link:
+            try:
+                os.link(source, blob, follow_symlinks=False)
+                return
+            except FileExistsError:
+                return
+            except OSError:
+                pass
+        write_atomic(blob, data)
 
     def add(self, key: str, entry: IndexEntry) -> None:
         """Record ``entry`` under ``key``; the file keeps the newest :data:`KEEP_PER_KEY`."""
@@ -256,7 +326,7 @@ class ReuseIndex:
         folder = self.folder / "index"
         if not folder.is_dir():
             return 0
-        return sum(1 for _ in folder.glob("*/*.jsonl"))
+        return sum(1 for _ in folder.glob("*.jsonl"))
 
 
 @dataclass(slots=True)

@@ -65,8 +65,8 @@ EVIDENCE_DIR_FILES: tuple[tuple[str, str | None], ...] = (
 """Paths inside ``.orchestrator/`` after the engine has recorded a step."""
 
 REUSE_DIR_FILES: tuple[tuple[str, str | None], ...] = (
-    ("index/*/*.jsonl", "reuse-entry.schema.json"),
-    ("blobs/*/*", None),
+    ("index/*.jsonl", "reuse-entry.schema.json"),
+    ("blobs/*", None),
 )
 """Paths inside ``.freshness/reuse/`` (the reuse index) after a run with reuse on."""
 

@@ -332,3 +332,38 @@ def test_an_index_that_cannot_be_written_or_read_never_fails_a_run(
     finish(work / "notes.dot", work, backend, reuse=True)
     assert backend.calls == ["draft", "polish"] * 2  # nothing to reuse, everything ran
     assert "not recorded for reuse" in caplog.text or "could not record" in caplog.text
+
+
+LOOP = """digraph loop {
+  start [shape=Mdiamond]
+  count [shape=parallelogram, tool_command="echo x >> n.calls; wc -l < n.calls | tr -d ' '"]
+  draft [prompt="Draft pass {tool.output}"]
+  done  [shape=Msquare]
+  start -> count -> draft
+  draft -> count [condition="context.tool.output=1"]
+  draft -> done  [condition="context.tool.output!=1"]
+}
+"""
+
+
+def test_a_loop_writing_a_node_again_keeps_the_first_pass_for_reuse(work: Path) -> None:
+    """The store links the engine's own files; a loop's second pass writes the node's
+    response again in the same folder, and a later run reusing the first pass still gets the
+    first pass's exact bytes (not the second's, not a run of the backend)."""
+    (work / "loop.dot").write_text(LOOP)
+    backend = Counting()
+    first = finish(work / "loop.dot", work, backend, reuse=True)
+    assert backend.calls == ["draft", "draft"]
+    response = first.run_dir / "nodes" / "draft" / "response.md"
+    assert response.read_text() == "notes by draft: Draft pass 2"
+    (work / "n.calls").unlink()
+    run = open_run(work / "loop.dot", workdir=work, backend=backend, warn=False, reuse=True)
+    with run:
+        while "draft" not in run.completed_nodes:
+            run.step()
+        again = run.run_dir / "nodes" / "draft" / "response.md"
+        assert again.read_bytes() == b"notes by draft: Draft pass 1"
+        assert run.node_outcomes["draft"].reused_from is not None
+        assert run.run().state.value == "completed"
+    assert backend.calls == ["draft", "draft"]  # both passes reused
+    assert again.read_bytes() == b"notes by draft: Draft pass 2"

@@ -4,6 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
+
+from freshness_magic.engine.handlers.llm import ResponseSink
 from freshness_magic.engine.model import Node
 from freshness_magic.engine.reuse import (
     ABSENT,
@@ -13,6 +16,7 @@ from freshness_magic.engine.reuse import (
     reusable,
     reuse_key,
 )
+from freshness_magic.errors import ReuseError
 
 
 def entry(step: int, reads: dict[str, str], outputs: dict[str, str] | None = None) -> IndexEntry:
@@ -92,3 +96,90 @@ def test_only_nodes_whose_inputs_are_known_are_reusable() -> None:
     assert not reusable(node(prompt="hi", reuse="false"), False)
     assert not reusable(node(shape="hexagon", reuse="true"), False)  # gates never
     assert not reusable(node(shape="component", reuse="true"), False)
+
+
+def test_an_engine_file_is_linked_and_a_new_pass_writing_it_keeps_the_blob(
+    tmp_path: Path,
+) -> None:
+    """The response file is written as a new file each pass, so its blob (a hard link to the
+    first pass's file) keeps the first pass's bytes when a loop writes it again."""
+    index = ReuseIndex(tmp_path)
+    node_dir = tmp_path / "nodes" / "b"
+    node_dir.mkdir(parents=True)
+    first = ResponseSink(node_dir / "response.md", lambda kind, data: None)
+    first("first pass")
+    first.close()
+    outputs = index.keep_outputs(node_dir, ["response.md"])
+    assert outputs is not None
+    blob = tmp_path / ".freshness" / "reuse" / "blobs" / outputs["response.md"]
+    assert blob.stat().st_ino == (node_dir / "response.md").stat().st_ino  # a link, no copy
+    second = ResponseSink(node_dir / "response.md", lambda kind, data: None)
+    second("second")
+    second.close()
+    assert (node_dir / "response.md").read_text() == "second"
+    assert blob.read_text() == "first pass"
+    key = reuse_key("p", "b", "d", "")
+    index.add(key, entry(1, {}, outputs))
+    found = index.find(key, lambda k: ABSENT)
+    assert found is not None
+    target = tmp_path / "restored"
+    target.mkdir()
+    index.restore_outputs(found, target)
+    assert (target / "response.md").read_bytes() == b"first pass"
+
+
+def test_a_file_a_user_tool_rewrites_in_place_never_restores_wrong_bytes(
+    tmp_path: Path,
+) -> None:
+    """A file the engine did not write is copied into the store: rewriting it in place (as a
+    shell's ``>`` does) leaves the blob, and reuse restores the bytes recorded."""
+    index = ReuseIndex(tmp_path)
+    node_dir = tmp_path / "nodes" / "b"
+    node_dir.mkdir(parents=True)
+    made = node_dir / "report.json"
+    made.write_text('{"pass": 1}')
+    outputs = index.keep_outputs(node_dir, ["report.json"])
+    assert outputs is not None
+    blob = tmp_path / ".freshness" / "reuse" / "blobs" / outputs["report.json"]
+    assert blob.stat().st_ino != made.stat().st_ino
+    with made.open("r+") as handle:  # same inode, new bytes
+        handle.write('{"pass": 2}')
+    key = reuse_key("p", "b", "d", "")
+    index.add(key, entry(1, {}, outputs))
+    found = index.find(key, lambda k: ABSENT)
+    assert found is not None
+    target = tmp_path / "restored"
+    target.mkdir()
+    index.restore_outputs(found, target)
+    assert (target / "report.json").read_text() == '{"pass": 1}'
+
+
+def test_a_blob_changed_through_its_link_is_removed_and_never_reused(tmp_path: Path) -> None:
+    """A linked file someone edits in place changes its blob too: the blob no longer hashes to
+    its name, so the execution is not reused (the node runs) and the blob is made again later."""
+    index = ReuseIndex(tmp_path)
+    node_dir = tmp_path / "nodes" / "b"
+    node_dir.mkdir(parents=True)
+    response = node_dir / "response.md"
+    response.write_text("the answer")
+    outputs = index.keep_outputs(node_dir, ["response.md"])
+    assert outputs is not None
+    key = reuse_key("p", "b", "d", "")
+    index.add(key, entry(1, {}, outputs))
+    found = index.find(key, lambda k: ABSENT)
+    assert found is not None
+    with response.open("r+") as handle:  # an edit in place, through the link
+        handle.write("THE")
+    target = tmp_path / "restored"
+    target.mkdir()
+    with pytest.raises(ReuseError, match="gone or changed"):
+        index.restore_outputs(found, target)
+    assert list(target.iterdir()) == []  # nothing half restored
+    assert index.find(key, lambda k: ABSENT) is None
+    blob = tmp_path / ".freshness" / "reuse" / "blobs" / outputs["response.md"]
+    assert not blob.exists()
+    response.unlink()
+    response.write_text("the answer")
+    assert index.keep_outputs(node_dir, ["response.md"]) == outputs
+    assert blob.read_text() == "the answer"
+    assert index.find(key, lambda k: ABSENT) is not None

@@ -14,6 +14,7 @@ deadline is near. The engine knows only these types; the backends live in
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import time
 from collections.abc import Callable
@@ -244,7 +245,7 @@ class ResponseSink:
             if self.closed:
                 return
             if self._file is None:
-                self._file = self.path.open("w", encoding="utf-8")
+                self._file = self._create()
             self._file.write(text)
             self._file.flush()
             if len(self.head) < HEAD_CHARS:
@@ -259,6 +260,13 @@ class ResponseSink:
             now = time.monotonic()
             if now - self._last_emit >= EMIT_INTERVAL:
                 self._flush(now)
+
+    def _create(self) -> IO[str]:
+        """A new ``response.md``: an earlier one (a loop's previous pass) is removed, not
+        truncated, so a hard link to it (the reuse index's blob) keeps its bytes."""
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(self.path)
+        return self.path.open("w", encoding="utf-8")
 
     def _flush(self, now: float) -> None:
         if not self._pending:
@@ -283,6 +291,6 @@ class ResponseSink:
             self.closed = True
             self._flush(time.monotonic())
             if self._file is None and create:
-                self._file = self.path.open("w", encoding="utf-8")
+                self._file = self._create()
             if self._file is not None:
                 self._file.close()

@@ -310,6 +310,9 @@ class ToolHandler:
         timeout, wait_for, grace = self._limits(node, env)
         started = time.monotonic()
         flags = os.O_WRONLY | os.O_CREAT | os.O_TRUNC
+        for path in (stdout_path, stderr_path):  # new files: a link to the old keeps its bytes
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(path)
         out = pathsafety.open_for_write(stdout_path, flags)
         try:
             err = pathsafety.open_for_write(stderr_path, flags)

@@ -338,29 +338,35 @@ class LayoutCache:
     """
 
     def __init__(self, max_entries: int = 32) -> None:
-        self._entries: OrderedDict[tuple[object, ...], Layout] = OrderedDict()
+        self._entries: OrderedDict[str, Layout] = OrderedDict()
         self._max = max_entries
         self.hits = 0
         self.misses = 0
 
     @classmethod
-    def key(cls, graph: Graph) -> tuple[object, ...]:
+    def key(cls, graph: Graph) -> str:
         """What a layout depends on: the structure, the tooltips, conditions and clusters."""
-        return cls._key(graph, tuple(static_title(graph, n) for n in graph.nodes))
+        return cls._key(graph, [static_title(graph, n) for n in graph.nodes])
 
     @staticmethod
-    def _key(graph: Graph, titles: tuple[str, ...]) -> tuple[object, ...]:
-        return (
-            graph.structure_key(),
-            titles,
-            tuple(e.condition for e in graph.edges),
-            tuple((s.name, s.label, s.parent, s.nodes) for s in graph.subgraphs),
-        )
+    def _key(graph: Graph, titles: list[str]) -> str:
+        """One string, a line per node, edge, cluster and tooltip (each value's ``repr``, so no
+        two structures meet): no container per node, neither kept with the cached layout nor
+        made while the first render waits."""
+        lines = [f"nodes {len(graph.nodes)}"]
+        lines += [f"{n.id!r} {n.label!r} {n.shape!r}" for n in graph.nodes.values()]
+        lines.append(f"edges {len(graph.edges)}")
+        lines += [f"{e.source!r} {e.target!r} {e.label!r} {e.condition!r}" for e in graph.edges]
+        lines.append(f"subgraphs {len(graph.subgraphs)}")
+        lines += [f"{s.name!r} {s.label!r} {s.parent!r} {s.nodes!r}" for s in graph.subgraphs]
+        lines.append(f"graph {graph.attrs.get('rankdir', '')!r} {graph.label!r} {graph.name!r}")
+        lines += [repr(title) for title in titles]
+        return "\n".join(lines)
 
     def get(self, graph: Graph) -> Layout:
         """The layout of ``graph``'s structure, laid out now if not seen before."""
         titles = {node_id: static_title(graph, node_id) for node_id in graph.nodes}
-        key = self._key(graph, tuple(titles.values()))
+        key = self._key(graph, list(titles.values()))
         found = self._entries.get(key)
         if found is not None:
             self.hits += 1

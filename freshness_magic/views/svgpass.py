@@ -20,6 +20,7 @@ take the text colour, so they stay visible on a dark background.
 from __future__ import annotations
 
 import enum
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from xml.parsers import expat
@@ -56,8 +57,14 @@ GLYPH_PX = 12
 """The size of a node's state mark (:attr:`StateStyle.glyph`), in the layout's units."""
 
 
+_TEXT_SPECIAL = re.compile("[&<>]").search
+_ATTR_SPECIAL = re.compile('[&<>"\r\n\t]').search
+
+
 def _text(value: str) -> str:
     """``value`` escaped as element text."""
+    if _TEXT_SPECIAL(value) is None:
+        return value
     if "&" in value:
         value = value.replace("&", "&amp;")
     if "<" in value:
@@ -69,6 +76,8 @@ def _text(value: str) -> str:
 
 def _attr(value: str) -> str:
     """``value`` escaped as a double-quoted attribute (line breaks and tabs kept as such)."""
+    if _ATTR_SPECIAL(value) is None:
+        return value
     value = _text(value)
     if '"' in value:
         value = value.replace('"', "&quot;")
@@ -85,27 +94,17 @@ def _undefined_entity(name: str, _parameter: bool) -> None:
     raise expat.ExpatError(f"undefined entity &{name};")
 
 
-def _local(name: str) -> str:
-    return name.rsplit("}", 1)[-1]
-
-
-def _safe(name: str, value: str) -> bool:
-    """Whether an attribute may stay: no event handler, no ``javascript:`` link."""
-    key = _local(name).lower()
-    if key.startswith("on"):
-        return False
-    return not (key == "href" and value.strip().lower().startswith("javascript:"))
-
-
 def shape_box(tag: str, attrs: Mapping[str, str]) -> tuple[float, float, float, float] | None:
     """The bounding box (left, top, right, bottom) of a node's outline element (a ``polygon``
     with points or an ``ellipse``, inset to the part inside the curve), else None."""
     if tag == "polygon":
-        points = [
-            tuple(float(v) for v in pair.split(",")) for pair in attrs.get("points", "").split()
-        ]
-        if points:
-            xs, ys = [x for x, _ in points], [y for _, y in points]
+        xs: list[float] = []
+        ys: list[float] = []
+        for pair in attrs.get("points", "").split():
+            x, y = pair.split(",")  # no tuple per point: this runs for every node
+            xs.append(float(x))
+            ys.append(float(y))
+        if xs:
             return min(xs), min(ys), max(xs), max(ys)
     elif tag == "ellipse":
         cx, cy = float(attrs.get("cx", 0)), float(attrs.get("cy", 0))
@@ -172,6 +171,10 @@ class _Pass:
     frame: dict[str, str] = field(default_factory=dict)
     """The root's ``width``, ``height``, ``viewBox`` and the graph group's ``transform``."""
     transform_seen: bool = False
+    names: dict[str, tuple[str, str]] = field(default_factory=dict)
+    """Each name seen: (as written, local part); names repeat on every node."""
+    keys: dict[str, tuple[bool, bool]] = field(default_factory=dict)
+    """Each attribute name seen: (an event handler, a link)."""
 
     def run(self, svg: str) -> str:
         parser = expat.ParserCreate(namespace_separator="}")
@@ -198,18 +201,40 @@ class _Pass:
 
     # --- names -----------------------------------------------------------------------------
 
+    def _name(self, name: str) -> tuple[str, str]:
+        """``name`` (expat's ``uri}local``) as written, and its local part."""
+        found = self.names.get(name)
+        if found is None:
+            uri, sep, local = name.rpartition("}")
+            if not sep:
+                found = (name, name)
+            else:
+                prefix = self.prefixes.get(uri)
+                if prefix is None:
+                    prefix = _KNOWN_PREFIXES.get(uri, f"ns{len(self.prefixes)}")
+                    self.prefixes[uri] = prefix
+                found = (f"{prefix}:{local}" if prefix else local, local)
+            self.names[name] = found
+        return found
+
     def _qname(self, name: str) -> str:
-        uri, sep, local = name.rpartition("}")
-        if not sep:
-            return name
-        prefix = self.prefixes.get(uri)
-        if prefix is None:
-            prefix = _KNOWN_PREFIXES.get(uri, f"ns{len(self.prefixes)}")
-            self.prefixes[uri] = prefix
-        return f"{prefix}:{local}" if prefix else local
+        return self._name(name)[0]
+
+    def _key(self, name: str) -> tuple[bool, bool]:
+        """Whether attribute ``name`` is an event handler, and whether a link (its namespace
+        is named only if it is written)."""
+        found = self.keys.get(name)
+        if found is None:
+            lowered = name.rpartition("}")[2].lower()
+            found = (lowered.startswith("on"), lowered == "href")
+            self.keys[name] = found
+        return found
 
     def _attrs(self, attrs: Mapping[str, str]) -> str:
-        return "".join(f' {self._qname(k)}="{_attr(v)}"' for k, v in attrs.items())
+        names = self.names
+        return "".join(
+            [f' {(names.get(k) or self._name(k))[0]}="{_attr(v)}"' for k, v in attrs.items()]
+        )
 
     def _title(self, name: str, attrs: Mapping[str, str], text: str) -> str:
         shown = _text(text.translate(XML_TEXT))
@@ -228,7 +253,7 @@ class _Pass:
             self.skip += 1
             return
         self.drop_tail = False
-        local = _local(name)
+        written, local = self.names.get(name) or self._name(name)
         parent = self.stack[-1] if self.stack else None
         if parent is not None:
             self._content(parent)
@@ -238,8 +263,15 @@ class _Pass:
             if local in UNSAFE_ELEMENTS:
                 self.skip, self.skip_unsafe = 1, True
                 return
-        attrs = {k: v for k, v in zip(pairs[::2], pairs[1::2], strict=True) if _safe(k, v)}
-        element = _Open(self._qname(name), colour=parent is not None and parent.colour)
+        attrs = {}
+        keys = self.keys
+        for i in range(0, len(pairs), 2):
+            key, value = pairs[i], pairs[i + 1]
+            handler, link = keys.get(key) or self._key(key)
+            if handler or (link and value.strip().lower().startswith("javascript:")):
+                continue  # event handlers and javascript: links never reach the page
+            attrs[key] = value
+        element = _Open(written, colour=parent is not None and parent.colour)
         if parent is None:
             self._root(element, attrs)
         else:
@@ -288,7 +320,10 @@ class _Pass:
     def data(self, text: str) -> None:
         if self.skip or self.drop_tail or not self.stack or not text:
             return
-        self._content(self.stack[-1])
+        top = self.stack[-1]
+        if top.pending:
+            self.out.append(">")
+            top.pending = False
         self.out.append(_text(text))
 
     def end(self, _name: str) -> None:

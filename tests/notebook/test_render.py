@@ -237,6 +237,19 @@ def test_layout_cache_sees_conditions_and_subgraphs():
     assert cache.misses == 4
 
 
+def test_layout_cache_keeps_apart_values_that_would_run_together():
+    cache = LayoutCache()
+    two = (
+        'digraph {name} {{ start [shape=Mdiamond] a [label="{a}"] b [label="{b}"]'
+        " start -> a -> b }}"
+    )
+    first = cache.get(load_pipeline(two.format(name="g", a="x", b="y z")))
+    second = cache.get(load_pipeline(two.format(name="g", a="x y", b="z")))
+    renamed = cache.get(load_pipeline(two.format(name="h", a="x", b="y z")))
+    assert cache.misses == 3 and first.svg != second.svg
+    assert 'aria-label="pipeline h"' in renamed.svg
+
+
 def test_state_string_is_small_for_200_nodes():
     graph = load_pipeline(chain(198))
     layout = LayoutCache().get(graph)

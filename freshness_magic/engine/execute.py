@@ -39,6 +39,7 @@ lock.
 from __future__ import annotations
 
 import logging
+import os
 import random
 import threading
 from collections.abc import Callable, Sequence
@@ -47,7 +48,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from freshness_magic.atomicio import loads_bounded, write_json_atomic
+from freshness_magic.atomicio import dumps, loads_bounded, write_atomic
 from freshness_magic.engine.context import Context, partial_key
 from freshness_magic.engine.dispatch import Dispatch, call_remote, ships
 from freshness_magic.engine.edges import EdgeStep
@@ -76,6 +77,7 @@ from freshness_magic.engine.routing import DeadEnd, next_edge
 from freshness_magic.engine.state import RunState, StepResult
 from freshness_magic.engine.trace import Trace, edge_key, node_definition
 from freshness_magic.errors import FreshnessMagicError
+from freshness_magic.pathsafety import open_state
 
 if TYPE_CHECKING:
     from freshness_magic.engine.reuse import Reuser
@@ -813,8 +815,11 @@ class NodeExecutor:
             log.warning("node id %r is not a safe folder name; status.json not written", node_id)
             return
         path = self._host.run_dir / "nodes" / node_id / "status.json"
+        text = (dumps(outcome.to_dict()) + "\n").encode("utf-8")
+        if _holds(path, text):  # the handler wrote this very outcome: one file less per step
+            return
         try:
-            write_json_atomic(path, outcome.to_dict())
+            write_atomic(path, text)
         except OSError as exc:  # the journal holds the outcome: the run goes on without it
             log.warning(
                 "cannot write %s (%s); the node's outcome is kept in the run's journal: free "
@@ -822,3 +827,15 @@ class NodeExecutor:
                 path,
                 exc.strerror or exc,
             )
+
+
+def _holds(path: Path, data: bytes) -> bool:
+    """Whether the state file ``path`` holds exactly ``data`` (a missing or unreadable file,
+    or one of another size, does not: it is written)."""
+    try:
+        with open_state(path) as handle:
+            if os.fstat(handle.fileno()).st_size != len(data):
+                return False
+            return handle.read(len(data) + 1) == data
+    except (OSError, FreshnessMagicError):
+        return False

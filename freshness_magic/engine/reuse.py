@@ -285,16 +285,16 @@ class ReuseIndex:
             if not made:
                 make_state_dir(blob.parent)
                 made = True
-            if not os.path.lexists(blob):
-                self._make_blob(blob, path, data, link=linked_output(name))
+            self._make_blob(blob, path, data, link=linked_output(name))
             outputs[name] = digest
         return outputs
 
     @staticmethod
     def _make_blob(blob: Path, source: Path, data: bytes, *, link: bool) -> None:
-        """Make ``blob`` a hard link to ``source`` (``link``) or an atomic copy of ``data``.
-        A link that cannot be made (another device, a file system without links) is a copy;
-        one whose file changed since ``data`` was read is caught when the blob is used."""
+        """Make ``blob`` (kept as it is when there) a hard link to ``source`` (``link``) or an
+        atomic copy of ``data``. A link that cannot be made (another device, a file system
+        without links) is a copy; one whose file changed since ``data`` was read is caught
+        when the blob is used."""
         if link:
             try:
                 os.link(source, blob, follow_symlinks=False)
@@ -303,12 +303,12 @@ class ReuseIndex:
                 return
             except OSError:
                 pass
-        write_atomic(blob, data)
+        if not os.path.lexists(blob):
+            write_atomic(blob, data)
 
     def add(self, key: str, entry: IndexEntry) -> None:
         """Record ``entry`` under ``key``; the file keeps the newest :data:`KEEP_PER_KEY`."""
-        path = self._index_file(key)
-        make_state_dir(path.parent)
+        path = self._index_file(key)  # its folder made and checked by the append
         new = not path.exists()
         append_jsonl(path, entry.to_dict())
         if new:  # it holds this one line: nothing to trim, so it is not read back

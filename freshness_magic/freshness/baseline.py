@@ -13,9 +13,10 @@ from __future__ import annotations
 import binascii
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
+from operator import itemgetter
 from typing import Any
 
 from freshness_magic.errors import FreshnessError
@@ -175,11 +176,16 @@ class FileRecord(tuple):
         )
 
 
+def _hashed(packed: Iterable[bytes]) -> Iterator[FileRecord]:
+    """:meth:`FileRecord.hashed` of each packed stat key and digest, lazily (see below)."""
+    return map(tuple.__new__, repeat(FileRecord), zip(packed, repeat(_HASHED)))
+
+
 def hashed_records(packed: list[bytes]) -> list[FileRecord]:
     """:meth:`FileRecord.hashed` of each packed stat key and digest, built without a Python
     call per record (a first snapshot builds 100,000; ``map`` over two iterables calls
     ``tuple.__new__`` directly, at a third of the cost of a ``partial``)."""
-    return list(map(tuple.__new__, repeat(FileRecord), zip(packed, repeat(_HASHED))))
+    return list(_hashed(packed))
 
 
 @dataclass
@@ -358,8 +364,8 @@ def unpack_files(data: Mapping[str, Any]) -> dict[str, FileRecord]:
         # every file of one kind (the common case): the records are cut at C speed
         if len(raw) != size * len(paths):
             raise ValueError("records and kinds do not fit together")
-        cut = [raw[at : at + size] for at in range(0, len(raw), size)]
-        return dict(zip(paths, hashed_records(cut), strict=True))
+        cut = map(itemgetter(0), struct.iter_unpack(f"{size}s", raw))
+        return dict(zip(paths, _hashed(cut), strict=True))
     files: dict[str, FileRecord] = {}
     new = tuple.__new__
     at = other = 0

@@ -160,22 +160,36 @@ class Snapshotter:
         mtime_of, unhashed = _MTIME.unpack_from, STAT_LAYOUT.size
         records = self.cache.records
         known = records.get
-        # a record without a digest has nothing to trust; one the cache holds already stays
-        hashed = {
-            key: rec
-            for key, rec in baseline.files.items()
-            if known(key) is not rec and (packed := rec[0]) is not None and len(packed) != unhashed
-        }
-        trusted = {  # the racy rule of StatCache.store
-            key: rec for key, rec in hashed.items() if mtime_of(rec[0], _MTIME_AT)[0] < horizon
-        }
+        if not records:  # a new process: nothing to forget, one pass (the racy rule of store)
+            hashed = trusted = {
+                key: rec
+                for key, rec in baseline.files.items()
+                if (packed := rec[0]) is not None
+                and len(packed) != unhashed
+                and mtime_of(packed, _MTIME_AT)[0] < horizon
+            }
+        else:  # a record without a digest has nothing to trust; one the cache holds stays
+            hashed = {
+                key: rec
+                for key, rec in baseline.files.items()
+                if known(key) is not rec
+                and (packed := rec[0]) is not None
+                and len(packed) != unhashed
+            }
+            trusted = {  # the racy rule of StatCache.store
+                key: rec for key, rec in hashed.items() if mtime_of(rec[0], _MTIME_AT)[0] < horizon
+            }
         records.update(trusted)
         if len(trusted) < len(hashed):
             for key in hashed.keys() - trusted.keys():
                 records.pop(key, None)
         if not self.blob_ids:
             blob_size = BLOB_LAYOUT.size
-            self.blob_ids = any(len(rec[0]) == blob_size for rec in hashed.values())
+            self.blob_ids = any(
+                len(packed) == blob_size
+                for rec in baseline.files.values()
+                if (packed := rec[0]) is not None and len(packed) != unhashed
+            )
 
     def take(
         self,

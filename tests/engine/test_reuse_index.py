@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import errno
+import os
 from pathlib import Path
 
 import pytest
@@ -183,3 +185,23 @@ def test_a_blob_changed_through_its_link_is_removed_and_never_reused(tmp_path: P
     assert index.keep_outputs(node_dir, ["response.md"]) == outputs
     assert blob.read_text() == "the answer"
     assert index.find(key, lambda k: ABSENT) is not None
+
+
+def test_a_link_the_file_system_refuses_becomes_a_copy(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Across devices (EXDEV) or where links are not allowed, the blob is a copy."""
+
+    def refuse(*args: object, **kwargs: object) -> None:
+        raise OSError(errno.EXDEV, "Invalid cross-device link")
+
+    index = ReuseIndex(tmp_path)
+    node_dir = tmp_path / "nodes" / "b"
+    node_dir.mkdir(parents=True)
+    (node_dir / "prompt.md").write_text("the prompt")
+    monkeypatch.setattr(os, "link", refuse)
+    outputs = index.keep_outputs(node_dir, ["prompt.md"])
+    assert outputs is not None
+    blob = tmp_path / ".freshness" / "reuse" / "blobs" / outputs["prompt.md"]
+    assert blob.read_text() == "the prompt"
+    assert blob.stat().st_ino != (node_dir / "prompt.md").stat().st_ino

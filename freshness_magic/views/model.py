@@ -33,6 +33,9 @@ from freshness_magic.views.text import choice_text
 OUTPUT_TAIL = 4000
 """Characters of a node's streamed output kept for its details."""
 _FINISHED = (RunState.COMPLETED, RunState.FAILED)
+_NOT_RUN = NodeView()
+"""The view of every node without an outcome (views are immutable: one serves them all, so a
+200-node pipeline's views are not 200 new objects at every step)."""
 
 
 @dataclass(frozen=True)
@@ -128,7 +131,8 @@ class ViewModel:
 
     def __init__(self, graph: Graph) -> None:
         self.graph = graph
-        self._succ = successor_map(graph)
+        self._succ: dict[str, set[str]] | None = None
+        """Each node's successors, made the first time a view needs what is still ahead."""
         self._lock = threading.Lock()
         self.snapshot = RunSnapshot()
         self.stale: dict[str, NodeStale] = {}
@@ -291,9 +295,14 @@ class ViewModel:
         if snap.state is RunState.READY and nxt is None:  # before the first step
             start = self.graph.start_node()
             nxt = start.id if start is not None else None
-        ahead = reachable(self._succ, [nxt]) | {nxt} if nxt is not None else set()
-        if snap.gate is not None:
-            ahead |= reachable(self._succ, [snap.gate.node_id]) | {snap.gate.node_id}
+        ahead: set[str] = set()
+        if self._needs_ahead(snap):
+            if self._succ is None:
+                self._succ = successor_map(self.graph)
+            if nxt is not None:
+                ahead = reachable(self._succ, [nxt]) | {nxt}
+            if snap.gate is not None:
+                ahead |= reachable(self._succ, [snap.gate.node_id]) | {snap.gate.node_id}
         outdated = self._outdated_views(snap)
         running = self.running[0] if self.running is not None else None
         result: dict[str, NodeView] = {}
@@ -341,17 +350,25 @@ class ViewModel:
         self._outdated = (key, found)
         return found
 
+    @staticmethod
+    def _needs_ahead(snap: RunSnapshot) -> bool:
+        """Whether :meth:`_never_reached` looks at what is ahead (not before the first step,
+        nor once the run has ended)."""
+        return snap.state not in (RunState.COMPLETED, RunState.READY, RunState.FAILED) and bool(
+            snap.completed
+        )
+
     def _never_reached(self, node_id: str, snap: RunSnapshot, ahead: set[str]) -> bool:
         """A node the run can no longer reach: it finished without it, or it is not ahead."""
         if snap.state is RunState.COMPLETED:
             return True
-        if snap.state in (RunState.READY, RunState.FAILED) or not snap.completed:
+        if not self._needs_ahead(snap):
             return False
         return node_id not in ahead
 
     def _outcome_view(self, node_id: str, outcome: Outcome | None) -> NodeView:
         if outcome is None:
-            return NodeView()
+            return _NOT_RUN
         status = outcome.status
         if status is StageStatus.SUCCESS and outcome.reused_from is not None:
             return NodeView(NodeState.REUSED, why=f"reused ({outcome.reused_from.text()})")

@@ -319,7 +319,8 @@ class ToolHandler:
         except BaseException:
             os.close(out)
             raise
-        try:
+        process: subprocess.Popen[bytes] | None = None
+        try:  # a Ctrl-C from here on, even before the wait's own guard, ends the group too
             try:
                 process = subprocess.Popen(
                     command,
@@ -337,10 +338,14 @@ class ToolHandler:
                     failure_reason=f"cannot start tool_command of {node.id!r} in "
                     f"{env.workdir}: {exc}",
                 )
-        finally:
-            os.close(out)
-            os.close(err)
-        ending = self._wait(process, env, stdout_path, stderr_path, stage_dir, wait_for, grace)
+            finally:
+                os.close(out)
+                os.close(err)
+            ending = self._wait(process, env, stdout_path, stderr_path, stage_dir, wait_for, grace)
+        except BaseException:
+            if process is not None:
+                kill_group(process.pid, process, 0)
+            raise
         elapsed = time.monotonic() - started
         shown = command_label(command)
         stdout, skipped = _read_tail(stdout_path, self.output_chars)

@@ -115,15 +115,31 @@ def test_command_sees_where_it_runs(tmp_path: Path) -> None:
     assert Path(stage_dir) == tmp_path / "run" / "nodes" / "lint"
 
 
-def test_timeout_inside_a_run_reports_the_tool_failure(tmp_path: Path) -> None:
-    source = one_tool(
-        "sleep 300 & echo $! > grandchild.pid; echo partial; wait", node="slow", more='timeout="1s"'
-    )
-    run = Run(load_pipeline(source), workdir=tmp_path)
+def test_timeout_inside_a_run_reports_the_tool_failure(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The handler reports its own timeout, with the command's output, before the run gives up
+    on it. The deadline passes once the command has printed, not after a second of real time:
+    the run waits a tenth of the timeout past it, less than a loaded machine may take to end
+    the group. The handler's clock jumps a day then; the run's own limit stays a minute away."""
+    printed = tmp_path / "printed"
+
+    class Clock:
+        """``time`` for the tool handler: a day later once the command has printed."""
+
+        sleep = staticmethod(time.sleep)
+
+        @staticmethod
+        def monotonic() -> float:
+            return time.monotonic() + (86400.0 if printed.exists() else 0.0)
+
+    monkeypatch.setattr(tool, "time", Clock)
+    command = "sleep 300 & echo $! > grandchild.pid; echo partial; touch printed; wait"
+    run = Run(load_pipeline(one_tool(command, node="slow", more='timeout="60s"')), workdir=tmp_path)
     result = run.run()
     assert result.status == "failed"
     outcome = result.node_outcomes["slow"]
-    assert "timed out after 1s" in outcome.failure_reason
+    assert "timed out after 60s" in outcome.failure_reason
     assert "process group killed" in outcome.failure_reason
     assert result.context["tool.output"] == "partial"
     pid = int((tmp_path / "grandchild.pid").read_text())

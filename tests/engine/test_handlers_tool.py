@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import threading
 import time
 from pathlib import Path
 
@@ -122,16 +123,19 @@ def test_timeout_inside_a_run_reports_the_tool_failure(
     on it. The deadline passes once the command has printed, not after a second of real time:
     the run waits a tenth of the timeout past it, less than a loaded machine may take to end
     the group. The handler's clock jumps a day then; the run's own limit stays a minute away."""
-    printed = tmp_path / "printed"
+    printed, jumped = tmp_path / "printed", threading.Event()
 
     class Clock:
-        """``time`` for the tool handler: a day later once the command has printed."""
+        """``time`` for the tool handler: a day later once the command has printed and the
+        handler waits on it (its group is noted, after the handler set its own end)."""
 
         sleep = staticmethod(time.sleep)
 
         @staticmethod
         def monotonic() -> float:
-            return time.monotonic() + (86400.0 if printed.exists() else 0.0)
+            if printed.exists() and any(tmp_path.glob(".freshness/runs/*/nodes/slow/pgid")):
+                jumped.set()
+            return time.monotonic() + (86400.0 if jumped.is_set() else 0.0)
 
     monkeypatch.setattr(tool, "time", Clock)
     command = "sleep 300 & echo $! > grandchild.pid; echo partial; touch printed; wait"

@@ -5,7 +5,7 @@ The requested model name picks the behaviour:
 
 - ``flaky-*``: the first request answers 429 (``Retry-After: 0``), later ones succeed;
 - ``broken-*``: always 500 with ``{"error": {"message": "the model is on fire"}}``;
-- ``slow-*``: waits (until the server stops) before answering;
+- ``slow-*``: waits (until the server stops) before answering (``received`` is set by then);
 - ``trickle-*``: streams one chunk, then waits (until the server stops);
 - ``badkey-*``: 401 whose message repeats the key it was sent (as some providers do);
 - ``silent-*``: a well-formed stream without any text;
@@ -43,6 +43,8 @@ class FakeServer:
     requests: list[Recorded] = field(default_factory=list)
     stop: threading.Event = field(default_factory=threading.Event)
     disconnects: list[str] = field(default_factory=list)
+    received: threading.Event = field(default_factory=threading.Event)
+    """Set once a request has been recorded: a test's clock may move on from there."""
 
     def models(self) -> list[str]:
         return [r.body.get("model", "") for r in self.requests]
@@ -62,6 +64,7 @@ class _Handler(BaseHTTPRequestHandler):
         fake.requests.append(
             Recorded(self.path, {k.lower(): v for k, v in self.headers.items()}, body)
         )
+        fake.received.set()
         model = str(body.get("model", ""))
         kind = self.server.kind
         if model.startswith("flaky") and sum(m == model for m in fake.models()) == 1:

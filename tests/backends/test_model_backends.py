@@ -113,15 +113,58 @@ def test_a_stream_without_any_text_fails_the_node(tmp_path: Path, kind: str) -> 
     assert len(server.requests) == 1  # nothing to retry: the server answered
 
 
-def test_slow_response_past_the_timeout_fails(tmp_path: Path) -> None:
+def test_slow_response_past_the_timeout_fails(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The node fails with the handler's own message (what was waited for), not the run's
+    bare "timed out after Ns" given to a handler that did not return in time.
+
+    The deadline passes once the server holds the request, not after a second of real time:
+    the run abandons a handler a tenth of its timeout (at most a second) past the deadline,
+    and a loaded machine may take longer than a tenth of a second to stop the call. The
+    handler's clock jumps a day when the request has arrived, so the run's own limit (in
+    real time) stays a minute away."""
     with serve("openai") as server:
-        run, _ = run_one(tmp_path, f"openai:slow-model@{server.url}", ', timeout="1s"')
+
+        class Clock:
+            """``time`` for the handler's deadline checks: a day later once the server has
+            the request."""
+
+            @staticmethod
+            def monotonic() -> float:
+                return time.monotonic() + (86400.0 if server.received.is_set() else 0.0)
+
+        monkeypatch.setattr(llm, "time", Clock)
+        run, _ = run_one(tmp_path, f"openai:slow-model@{server.url}", ', timeout="60s"')
     result = run.result()
     assert result.status == "failed"
     assert result.failure_reason.startswith(
-        f"node 'draft' failed (timed out after 1s waiting for openai:slow-model@{server.url}"
+        f"node 'draft' failed (timed out after 60s waiting for openai:slow-model@{server.url}"
     ), result.failure_reason
     assert "last error" not in result.failure_reason
+    assert len(server.requests) == 1  # stopped while it waited: not sent again
+
+
+def test_the_clients_own_timeout_at_the_deadline_reads_as_the_nodes_timeout(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The client's timeout is set to the time left, so it may give up before the handler
+    stops it: its "request timed out" is the node's timeout, not a last error to show. The
+    handler looks at its deadline only every minute here, so the client's timeout is what
+    ends the wait; the handler runs alone (no run to abandon it), so a loaded machine
+    changes nothing."""
+    monkeypatch.setattr(llm, "POLL_SECONDS", 60.0)
+    graph = Graph(name="g")
+    graph.nodes["n"] = Node("n", {"prompt": "go", "timeout": "1s"})
+    node = graph.nodes["n"]
+    env = StepEnv(
+        graph=graph, run_dir=tmp_path / "run", workdir=tmp_path, deadline=time.monotonic() + 1
+    )
+    with serve("openai") as server:
+        backend = f"openai:slow-model@{server.url}"
+        outcome = CodergenHandler(resolve_backend(backend)).execute(node, Context(), env)
+    assert outcome.status is StageStatus.FAIL
+    assert outcome.failure_reason == f"timed out after 1s waiting for {backend}"
 
 
 @pytest.mark.parametrize("kind", ["openai", "anthropic"])

@@ -22,11 +22,13 @@ import urllib.request
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import pytest
 
 from tests.browser.lab import (
     SCREENSHOTS,
+    close_lab_documents,
     record_screenshot,
     reset_screenshot_index,
     shutdown_sessions,
@@ -190,37 +192,80 @@ def browser() -> Iterator[object]:
             instance.close()
 
 
+class SharedPage:
+    """One browser page kept for the whole session, so a JupyterLab front end loaded by one test
+    serves the next (loading and starting it costs seconds per test).
+
+    The page records browser dialogs (dismissed), console errors and HTTP errors in lists the
+    ``page`` fixture empties before each test. A page that could not be cleaned is discarded.
+    """
+
+    def __init__(self, browser: object) -> None:
+        self.browser = browser
+        self.context: Any = None
+        self.page: Any = None
+
+    def get(self) -> Any:
+        if self.page is None or self.page.is_closed():
+            self.discard()
+            self.context = self.browser.new_context(viewport=VIEWPORT)  # type: ignore[attr-defined]
+            self.page = self.context.new_page()
+            self._listen(self.page)
+        return self.page
+
+    @staticmethod
+    def _listen(page: Any) -> None:
+        def on_dialog(dialog: Any) -> None:
+            page.dialogs.append(dialog.message)
+            dialog.dismiss()
+
+        page.on(
+            "response",
+            lambda r: page.bad_responses.append(f"{r.status} {r.url}") if r.status >= 400 else None,
+        )
+        page.on("dialog", on_dialog)
+        page.on(
+            "console",
+            lambda msg: (
+                page.console_errors.append(f"{msg.text} @ {msg.location.get('url', '')}")
+                if msg.type == "error"
+                else None
+            ),
+        )
+
+    def discard(self) -> None:
+        if self.context is not None:
+            with contextlib.suppress(Exception):
+                self.context.close()
+        self.context = None
+        self.page = None
+
+
+@pytest.fixture(scope="session")
+def shared_page(browser: object) -> Iterator[SharedPage]:
+    holder = SharedPage(browser)
+    try:
+        yield holder
+    finally:
+        holder.discard()
+
+
 @pytest.fixture
 def page(
-    browser: object, lab_server: LabServer, request: pytest.FixtureRequest
+    shared_page: SharedPage, lab_server: LabServer, request: pytest.FixtureRequest
 ) -> Iterator[object]:
-    """A fresh page with a fixed viewport; dialogs, console errors and HTTP errors are recorded.
+    """The session's page with a fixed viewport and empty records of dialogs, console errors and
+    HTTP errors.
 
-    Afterwards the page is saved as a screenshot and every kernel the test started is stopped.
+    Afterwards the page is saved as a screenshot, every document the test opened is closed and
+    every kernel it started is stopped, so the next test finds an empty JupyterLab (``open_lab_
+    notebook`` checks that before reusing it, and loads a fresh page otherwise).
     """
-    context = browser.new_context(viewport=VIEWPORT)  # type: ignore[attr-defined]
-    page = context.new_page()
-    page.dialogs = []  # type: ignore[attr-defined]
-    page.console_errors = []  # type: ignore[attr-defined]
-
-    def on_dialog(dialog: object) -> None:
-        page.dialogs.append(dialog.message)  # type: ignore[attr-defined]
-        dialog.dismiss()  # type: ignore[attr-defined]
-
-    page.bad_responses = []  # type: ignore[attr-defined]
-    page.on(
-        "response",
-        lambda r: page.bad_responses.append(f"{r.status} {r.url}") if r.status >= 400 else None,
-    )
-    page.on("dialog", on_dialog)
-    page.on(
-        "console",
-        lambda msg: (
-            page.console_errors.append(f"{msg.text} @ {msg.location.get('url', '')}")
-            if msg.type == "error"
-            else None
-        ),
-    )
+    page = shared_page.get()
+    page.dialogs = []
+    page.console_errors = []
+    page.bad_responses = []
+    page.set_viewport_size(VIEWPORT)
     try:
         yield page
     finally:
@@ -231,7 +276,10 @@ def page(
             record_screenshot(shot, f"the whole window at the end of {request.node.name}")
         except Exception as exc:  # a failed screenshot must not hide the test result
             print(f"screenshot of {request.node.name} failed: {exc}")
-        context.close()
+        try:
+            close_lab_documents(page)
+        except Exception:  # a page that cannot be emptied is not reused
+            shared_page.discard()
         shutdown_sessions(lab_server)
 
 

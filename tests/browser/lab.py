@@ -38,12 +38,58 @@ def write_notebook(path: Path, cells: list[str]) -> Path:
 def open_lab_notebook(page: Any, server: Any, name: str) -> None:
     """Open ``name`` in JupyterLab, alone, and wait until its kernel is idle.
 
-    Each call uses a new, empty workspace, so notebooks opened by earlier tests are not restored
-    (they would start kernels again and take the focus).
+    A JupyterLab page left empty by the previous test (no document, dialog or kernel) opens the
+    notebook with its own command; any other page loads JupyterLab afresh with a new, empty
+    workspace, so notebooks opened by earlier tests are not restored (they would start kernels
+    again and take the focus).
     """
-    workspace = "t" + secrets.token_hex(6)
-    page.goto(server.page_url(f"/lab/workspaces/{workspace}/tree/{name}"), timeout=TIMEOUT_MS)
+    if lab_is_empty(page, server):
+        page.evaluate(
+            """async (path) => {
+                const app = window.jupyterapp;
+                await app.commands.execute(
+                    'filebrowser:open-path', {path, dontShowBrowser: true});
+                for (const widget of [...app.shell.widgets('main')]) {
+                    if (widget.id.startsWith('launcher')) widget.dispose();
+                }
+            }""",
+            name,
+        )
+    else:
+        workspace = "t" + secrets.token_hex(6)
+        page.goto(server.page_url(f"/lab/workspaces/{workspace}/tree/{name}"), timeout=TIMEOUT_MS)
     wait_notebook_ready(page, name)
+
+
+def lab_is_empty(page: Any, server: Any) -> bool:
+    """Whether ``page`` is a JupyterLab of ``server`` with nothing open: nothing in the main area
+    but the launcher JupyterLab shows when it is emptied, no dialog, and no kernel session on the
+    server. Opening a notebook the way a ``/lab/tree/...`` address does (the file browser goes to
+    its folder) and closing that launcher then leaves the same window as a fresh page."""
+    if not page.url.startswith(f"{server.url}/lab"):
+        return False
+    empty = page.evaluate(
+        """() => {
+            const app = window.jupyterapp;
+            return !!(app && app.shell && app.commands
+                      && [...app.shell.widgets('main')].every(w => w.id.startsWith('launcher'))
+                      && !document.querySelector('.jp-Dialog'));
+        }"""
+    )
+    return bool(empty) and not list_sessions(server)
+
+
+def close_lab_documents(page: Any) -> None:
+    """Dispose every widget of JupyterLab's main area (without a save prompt) and move the mouse
+    away, so the next test starts from an empty lab; nothing to do on any other page."""
+    page.mouse.move(0, 0)
+    page.evaluate(
+        """() => {
+            const app = window.jupyterapp;
+            if (!app || !app.shell || !app.shell.widgets) return;
+            for (const widget of [...app.shell.widgets('main')]) widget.dispose();
+        }"""
+    )
 
 
 def open_nb7_notebook(page: Any, server: Any, name: str) -> None:
@@ -201,12 +247,16 @@ def reset_screenshot_index() -> None:
     SCREENSHOT_INDEX.unlink()
 
 
-def shutdown_sessions(server: Any) -> None:
-    """Stop every kernel session of the server (each test opens its own notebook and kernel)."""
+def list_sessions(server: Any) -> list[dict[str, Any]]:
+    """The server's kernel sessions."""
     listing = urllib.request.Request(f"{server.url}/api/sessions?token={server.token}")
     with urllib.request.urlopen(listing, timeout=10) as response:
-        sessions = json.loads(response.read())
-    for session in sessions:
+        return list(json.loads(response.read()))
+
+
+def shutdown_sessions(server: Any) -> None:
+    """Stop every kernel session of the server (each test opens its own notebook and kernel)."""
+    for session in list_sessions(server):
         request = urllib.request.Request(
             f"{server.url}/api/sessions/{session['id']}?token={server.token}", method="DELETE"
         )

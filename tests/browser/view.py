@@ -20,7 +20,9 @@ def set_theme(page: Any, theme: str) -> None:
         arg="true" if theme == "light" else "false",
         timeout=TIMEOUT_MS,
     )
-    page.wait_for_timeout(300)  # the theme's stylesheet applies on the next frame
+    # The theme's stylesheet is in place once the attribute is set; wait until two frames have
+    # been painted with it (rather than a fixed time) so screenshots show the new colours.
+    page.evaluate("() => new Promise(r => requestAnimationFrame(() => requestAnimationFrame(r)))")
 
 
 _CONTRAST_JS = """(s) => {

@@ -438,7 +438,16 @@ def test_ctrl_c_in_the_cli_stops_every_running_node(
         text=True,
     )
     files = [tmp_path / f"pgid{i}.txt" for i in range(count)]
-    wait_until(lambda: all(f.exists() and f.read_text().strip() for f in files), "tools started")
+    records = [f"*/nodes/b{i}/pgid" for i in range(count)]  # the driver's note of each group
+    runs = tmp_path / ".freshness" / "runs"
+
+    def started() -> bool:
+        """Each tool wrote its group id and its driver noted the group: Ctrl-C from then on
+        must end it, however slowly the loaded machine goes on."""
+        written = all(f.exists() and f.read_text().strip() for f in files)
+        return written and all(any(runs.glob(record)) for record in records)
+
+    wait_until(started, "tools started", timeout=120)
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=120)
     assert process.returncode == 3, out + err  # paused, resumable

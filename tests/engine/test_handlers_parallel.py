@@ -154,18 +154,21 @@ def test_branches_run_concurrently_up_to_max_parallel(tmp_path: Path) -> None:
     """
 
     class Rendezvous:
-        """Succeeds only when the other branch is running at the same time."""
+        """Succeeds only when the other branch is running at the same time (it waits ``patience``
+        seconds for it: generous when both may run, as a loaded machine may be slow to start
+        the second; short when one at a time, as no wait would be long enough)."""
 
-        def __init__(self) -> None:
-            self.barrier = threading.Barrier(2, timeout=2)
+        def __init__(self, patience: float) -> None:
+            self.barrier = threading.Barrier(2, timeout=patience)
 
         def execute(self, node: Node, context: Context, env: StepEnv) -> Outcome:
             self.barrier.wait()
             return Outcome(notes=f"{node.id} met its peer")
 
-    for max_parallel, expected in ((2, StageStatus.SUCCESS), (1, StageStatus.PARTIAL_SUCCESS)):
+    cases = ((2, 60.0, StageStatus.SUCCESS), (1, 0.5, StageStatus.PARTIAL_SUCCESS))
+    for max_parallel, patience, expected in cases:
         registry = default_registry()
-        registry.register("rendezvous", Rendezvous())
+        registry.register("rendezvous", Rendezvous(patience))
         run, _ = run_pipeline(source % max_parallel, tmp_path, registry=registry)
         assert run.node_outcomes["fan"].status is expected
 

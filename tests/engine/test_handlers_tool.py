@@ -6,7 +6,10 @@ import os
 import time
 from pathlib import Path
 
+import pytest
+
 from freshness_magic.engine.context import Context
+from freshness_magic.engine.handlers import tool
 from freshness_magic.engine.handlers.base import StepEnv
 from freshness_magic.engine.handlers.tool import ToolHandler
 from freshness_magic.engine.model import Graph, Node
@@ -14,6 +17,7 @@ from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.engine.run import Run
 from tests.pipelines import one_tool
+from tests.processes import group_alive
 from tests.waiting import wait_until
 
 
@@ -133,3 +137,24 @@ def test_the_output_in_the_context_has_no_trailing_line_break_as_with_dollar_par
     outcome = run_tool(tmp_path, "printf 'two\\nlines\\r\\n\\n'")
     assert outcome.context_updates["tool.output"] == "two\nlines"
     assert (tmp_path / "run/nodes/lint/stdout.txt").read_bytes() == b"two\nlines\r\n\n"
+
+
+def test_ctrl_c_just_after_the_start_still_ends_the_group(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A Ctrl-C may land while the driver notes the group it just started, before it waits on
+    it: the group is ended there too, not left running once the command has exited. Here the
+    interrupt comes while the driver reads the process's start time, once the command has
+    written its group id (what a loaded machine does between two lines of the driver)."""
+    started = tmp_path / "pgid.txt"
+
+    def interrupted(pid: int) -> str | None:
+        wait_until(
+            lambda: started.exists() and started.read_text().strip(), "tool started", timeout=120
+        )
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(tool, "_start_time", interrupted)
+    with pytest.raises(KeyboardInterrupt):
+        run_tool(tmp_path, "echo $$ > pgid.txt; exec sleep 60")
+    assert not group_alive(int(started.read_text()))

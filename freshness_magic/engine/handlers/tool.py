@@ -2,8 +2,10 @@
 
 The command runs through the shell in the run's working directory, in its own process group so
 a timeout or a stop (``env.cancel``) ends everything it started (SIGTERM, a grace period, then
-SIGKILL to the group). stdout and stderr go straight to files in the node's folder, so memory
-stays bounded however much the command prints: the handler only reads the files' tails, for
+SIGKILL to the group); so does a KeyboardInterrupt in the driver at any moment once the command
+has started (a Ctrl-C before the wait began once left it running after the command exited).
+stdout and stderr go straight to files in the node's folder, so memory stays bounded however
+much the command prints: the handler only reads the files' tails, for
 ``STAGE_OUTPUT`` events (at most every :data:`EMIT_INTERVAL` seconds, at most
 :data:`EMIT_CHUNK_BYTES` each) and for the context (the last ``output_chars`` bytes of stdout).
 
@@ -319,7 +321,8 @@ class ToolHandler:
         except BaseException:
             os.close(out)
             raise
-        try:
+        process: subprocess.Popen[bytes] | None = None
+        try:  # a Ctrl-C from here on, even before the wait's own guard, ends the group too
             try:
                 process = subprocess.Popen(
                     command,
@@ -337,10 +340,14 @@ class ToolHandler:
                     failure_reason=f"cannot start tool_command of {node.id!r} in "
                     f"{env.workdir}: {exc}",
                 )
-        finally:
-            os.close(out)
-            os.close(err)
-        ending = self._wait(process, env, stdout_path, stderr_path, stage_dir, wait_for, grace)
+            finally:
+                os.close(out)
+                os.close(err)
+            ending = self._wait(process, env, stdout_path, stderr_path, stage_dir, wait_for, grace)
+        except BaseException:
+            if process is not None:
+                kill_group(process.pid, process, 0)
+            raise
         elapsed = time.monotonic() - started
         shown = command_label(command)
         stdout, skipped = _read_tail(stdout_path, self.output_chars)

@@ -402,13 +402,3 @@ class Graph:
         raw = self.attrs.get(key)
         parsed = parse_int(raw) if raw is not None else None
         return default if parsed is None else max(parsed, 0)
-
-    def structure_key(self) -> tuple[object, ...]:
-        """What the layout depends on: node ids, labels, shapes, edges and the graph's label
-        and direction (not states)."""
-        return (
-            tuple((n.id, n.label, n.shape) for n in self.nodes.values()),
-            tuple((e.source, e.target, e.label) for e in self.edges),
-            self.attrs.get("rankdir", ""),
-            self.label,
-        )

@@ -22,7 +22,7 @@ import subprocess
 import xml.etree.ElementTree as ET
 from collections import OrderedDict
 from collections.abc import Iterable, Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from xml.parsers import expat
 
 from freshness_magic.engine.model import Edge, Graph, Node
@@ -371,7 +371,9 @@ class LayoutCache:
         if found is not None:
             self.hits += 1
             self._entries.move_to_end(key)
-            return found
+            states = possible_states(graph)
+            # The legend follows attributes the drawing does not (retries, reuse, freshness).
+            return found if found.states == states else replace(found, states=states)
         self.misses += 1
         layout = build_layout(graph, titles)
         self._entries[key] = layout

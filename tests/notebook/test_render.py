@@ -77,6 +77,15 @@ def test_layout_cached_per_structure():
     assert cache.misses == 2
 
 
+def test_a_cached_layout_shows_the_legend_of_the_graph_asked_for():
+    cache = LayoutCache()
+    plain = cache.get(load_pipeline(chain(3)))
+    retried = cache.get(load_pipeline(chain(3).replace("{", "{ default_max_retries=2", 1)))
+    assert cache.misses == 1 and retried.svg is plain.svg
+    assert NodeState.RETRYING not in plain.states
+    assert NodeState.RETRYING in retried.states
+
+
 def test_labels_are_escaped_text_never_markup():
     graph = load_pipeline(
         'digraph g { start [shape=Mdiamond, label="' + XSS + '"]; '

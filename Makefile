@@ -9,9 +9,10 @@ STAMP := $(VENV)/.installed-stamp
 # The extras `make test` needs; a branch that adds an extra appends it here (comma-separated).
 INSTALL_EXTRAS := test,browser,dev,docs
 # pytest workers for `make test` (pytest-xdist; tests/conftest.py says what shares a worker).
-TEST_WORKERS ?= 2
+# Three on two cores: the worker of the browser tests mostly waits on the page.
+TEST_WORKERS ?= 3
 
-.PHONY: demo test lint docs lab setup clean
+.PHONY: demo test lint docs lab pictures setup clean
 
 $(STAMP): pyproject.toml
 	$(PYTHON) -m venv $(VENV)
@@ -48,6 +49,11 @@ test: setup
 	  tests notebooks --nbval --nbval-sanitize-with notebooks/sanitize.cfg; tests=$$?; \
 	if ! wait $$lint; then cat build/lint.log; echo "make lint failed (output above)"; exit 1; fi; \
 	exit $$tests
+
+pictures: setup
+	scripts/system-deps.sh graphviz chromium
+	FM_UPDATE_PICTURES=1 $(VENV)/bin/pytest -q tests/browser/test_docs_pictures.py \
+	  tests/browser/test_view.py::test_the_legend_draws_stale_and_outdated_as_the_nodes_are
 
 clean:
 	rm -rf $(VENV) build .pytest_cache .mypy_cache .ruff_cache

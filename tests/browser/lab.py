@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import re
 import secrets
+import shutil
 import urllib.request
 from pathlib import Path
 from typing import Any
@@ -13,6 +15,8 @@ import nbformat
 
 REPO = Path(__file__).resolve().parents[2]
 SCREENSHOTS = REPO / "build" / "screenshots"
+PICTURES = REPO / "docs" / "images"
+"""The documentation's pictures: `make pictures` renews them; a test run leaves them alone."""
 """Where every browser test leaves pictures of its final state (reported at the end of the run)."""
 SCREENSHOT_INDEX = SCREENSHOTS / "browser-screenshots.md"
 """One line per picture of the last browser test run: file name and what it shows."""
@@ -227,6 +231,14 @@ def save_screenshot(page: Any, name: str, target: Any = None, caption: str = "")
         target.screenshot(path=str(path))
     record_screenshot(path, caption)
     return path
+
+
+def publish_picture(shot: Path, name: str) -> None:
+    """Copy ``shot`` to the documentation's pictures when asked (``FM_UPDATE_PICTURES=1``,
+    which `make pictures` sets), so the suite never changes files the repository tracks."""
+    if os.environ.get("FM_UPDATE_PICTURES") == "1":
+        PICTURES.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(shot, PICTURES / name)
 
 
 def record_screenshot(path: Path, caption: str) -> None:

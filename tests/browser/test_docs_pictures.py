@@ -1,7 +1,8 @@
 """The pictures of the README and the documentation, taken from the real view in JupyterLab.
 
-Each run of the browser tests saves them again into ``docs/images/``, so the pictures show the
-view as it is: the quickstart run to its gate, in the light and the dark theme.
+Each run takes them into ``build/screenshots/``; `make pictures` copies them into ``docs/images/``,
+so the pictures show the view as it is: the quickstart run to its gate, in the light and the dark
+theme.
 """
 
 from __future__ import annotations
@@ -13,12 +14,18 @@ import pytest
 
 from freshness_magic.views.render import NodeState
 from tests.browser.fm import QUICKSTART_NODES, WIDGET, mark_views, node_states, wait_node_states
-from tests.browser.lab import REPO, WAIT_MS, open_lab_notebook, run_all_cells, save_screenshot
+from tests.browser.lab import (
+    REPO,
+    WAIT_MS,
+    open_lab_notebook,
+    publish_picture,
+    run_all_cells,
+    save_screenshot,
+)
 from tests.browser.view import set_theme
 
 pytestmark = pytest.mark.browser
 
-PICTURES = REPO / "docs" / "images"
 AT_THE_GATE = {
     "start": NodeState.SUCCEEDED.value,
     "lint": NodeState.SUCCEEDED.value,
@@ -49,7 +56,6 @@ def test_the_documentation_pictures_show_the_quickstart_at_its_gate(
             page, f"docs_view_{theme}", page.locator(view), f"the documentation's picture, {theme}"
         )
         assert shot.stat().st_size > 10_000  # a drawn view, not an empty box
-        PICTURES.mkdir(parents=True, exist_ok=True)
-        shutil.copyfile(shot, PICTURES / f"view-{theme}.png")
+        publish_picture(shot, f"view-{theme}.png")
     finally:
         set_theme(page, "light")  # the theme is a server-side setting: later tests expect light

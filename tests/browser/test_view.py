@@ -5,7 +5,6 @@ banner, the condition playground and the gate with a comment.
 
 from __future__ import annotations
 
-import shutil
 from typing import Any
 
 import pytest
@@ -21,12 +20,12 @@ from tests.browser.fm import (
     widget_log_errors,
 )
 from tests.browser.lab import (
-    REPO,
     WAIT_MS,
     error_outputs,
     open_lab_notebook,
     open_nb7_notebook,
     page_errors,
+    publish_picture,
     run_all_cells,
     save_screenshot,
     write_notebook,
@@ -221,7 +220,7 @@ def test_the_legend_draws_stale_and_outdated_as_the_nodes_are(
             " draws each the same way",
         )
         # the documentation's picture of the marks (docs/concepts/freshness.md)
-        shutil.copyfile(shot, REPO / "docs" / "images" / f"marks-{theme}.png")
+        publish_picture(shot, f"marks-{theme}.png")
     finally:
         set_theme(page, "light")
     assert_clean(page)

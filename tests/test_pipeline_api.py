@@ -203,3 +203,37 @@ def test_a_plain_script_drives_a_pipeline_to_the_end(tmp_path: Path) -> None:
         "ipython loaded: False",
         "PipelineWidget ['approve', 'check', 'done', 'draft', 'start']",
     ]
+
+
+def test_a_re_check_asked_for_during_another_looks_again_after_it(tmp_path: Path) -> None:
+    """The watcher's re-check began before a cell wrote its last file: the re-check at the
+    cell's end waits for it and looks again, so the change shows when the cell ends."""
+    import threading
+
+    workdir = _workdir(tmp_path / "work")
+    (workdir / "ok.txt").write_text("ok\n")
+    pipeline = freshness_magic.Pipeline(REVIEW, workdir=workdir, name="review")
+    pipeline.run()
+    live = pipeline.live
+    publish = live.publish
+    checked, release = threading.Event(), threading.Event()
+
+    def slow_publish() -> None:
+        publish()  # looked before the file below was written
+        if threading.current_thread() is not threading.main_thread():
+            checked.set()
+            release.wait(30)
+
+    live.publish = slow_publish  # type: ignore[method-assign]
+    watcher = threading.Thread(target=live.refresh_freshness)
+    watcher.start()
+    try:
+        assert checked.wait(30)
+        (workdir / "docs" / "spec.md").write_text("the spec, changed\n")
+        threading.Timer(0.2, release.set).start()
+        live.refresh_freshness()
+        assert pipeline.view.views()["draft"].state.value == "stale"
+    finally:
+        release.set()
+        watcher.join(30)
+        pipeline.close()

@@ -123,6 +123,7 @@ class LiveRun:
         self._listeners: list[Callable[[Any], None]] = []
         self._lock = threading.RLock()
         self._refreshing = False
+        self._refresh_turn = threading.Lock()
         self._watcher: InputWatcher | None = None
 
     @property
@@ -471,20 +472,23 @@ class LiveRun:
     def refresh_freshness(self) -> bool:
         """Re-check stale inputs (cheap stat-cache check) and publish; True when they changed.
         Does nothing (False) with no run open or while an action runs in another thread, which
-        publishes when its step ends."""
+        publishes when its step ends. Re-checks take turns: one asked for while another runs
+        (the watcher's, begun before the last file was written) waits and looks again, so what
+        a cell changed shows when the cell ends."""
         if self._run is None:
             return False
-        self._refreshing = True  # before the lock: an action starting now waits for us
-        if not self._lock.acquire(blocking=False):
-            self._refreshing = False
-            return False  # an action in another thread publishes when its step ends
-        try:
-            before = dict(self.model.stale)
-            self.publish()
-            return dict(self.model.stale) != before
-        finally:
-            self._refreshing = False
-            self._lock.release()
+        with self._refresh_turn:
+            self._refreshing = True  # before the lock: an action starting now waits for us
+            if not self._lock.acquire(blocking=False):
+                self._refreshing = False
+                return False  # an action in another thread publishes when its step ends
+            try:
+                before = dict(self.model.stale)
+                self.publish()
+                return dict(self.model.stale) != before
+            finally:
+                self._refreshing = False
+                self._lock.release()
 
 
 def this_notebook() -> str | None:

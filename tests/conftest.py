@@ -3,8 +3,7 @@ kernel, the in-process InteractiveShell with the extension loaded), how its test
 between pytest-xdist workers, and the list of browser screenshots at the end of a run. IPython and
 jupyter_client are imported only by the tests that ask for them.
 
-``make test`` runs the suite on three workers (``-n 3 --dist loadgroup``; the browser tests'
-worker leaves a core idle while it waits on the page). The scheduler below gives
+``make test`` runs the suite on two workers (``-n 2 --dist loadgroup``). The scheduler below gives
 each worker whole files: a module's fixtures (a built docs site, a built wheel, a Dask cluster, a
 recorded run) are made once, and the cells of a notebook (nbval) run in order in one kernel. All
 the browser tests form one unit, as they share one JupyterLab server, one Chromium and one

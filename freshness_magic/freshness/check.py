@@ -103,6 +103,9 @@ def _label(old: FileRecord | None, new: FileRecord | None) -> tuple[FileLabel, s
     return FileLabel.FRESH, STAT, note
 
 
+_STAT_BYTES = STAT_LAYOUT.size
+
+
 def _raw_digest(record: FileRecord | None) -> bytes | None:
     """The digest bytes of ``record`` (None: none), without making its hex text."""
     packed = record[0] if record is not None else None
@@ -110,8 +113,6 @@ def _raw_digest(record: FileRecord | None) -> bytes | None:
         return None
     return packed[_STAT_BYTES:]
 
-
-_STAT_BYTES = STAT_LAYOUT.size
 
 Relook = Callable[[str, bool], FileRecord | None]
 """The file at a key now, digested as a git blob id (True) or as xxh3_128; None: not readable."""
@@ -404,30 +405,23 @@ class FreshnessTracker:
         asked = set(unlisted)
         more = self.git.status(unlisted, ignored=True)
         if more is None:
-            return {
-                n: dataclasses.replace(
-                    entry,
-                    since_baseline=_unexplained(entry.since_baseline, asked),
-                    since_run=(
-                        _unexplained(entry.since_run, asked)
-                        if entry.since_run is not None
-                        else None
-                    ),
-                )
-                for n, entry in nodes.items()
-            }
-        entries = dict(status.entries)
-        entries.update((p, state) for p, state in more.entries.items() if p in asked)
-        merged = GitStatus(status.head, entries)
+
+            def explain(report: NodeReport) -> NodeReport:
+                return _unexplained(report, asked)
+
+        else:
+            entries = dict(status.entries)
+            entries.update((p, state) for p, state in more.entries.items() if p in asked)
+            merged = GitStatus(status.head, entries)
+
+            def explain(report: NodeReport) -> NodeReport:
+                return _with_git(report, merged, asked)
+
         return {
             n: dataclasses.replace(
                 entry,
-                since_baseline=_with_git(entry.since_baseline, merged, asked),
-                since_run=(
-                    _with_git(entry.since_run, merged, asked)
-                    if entry.since_run is not None
-                    else None
-                ),
+                since_baseline=explain(entry.since_baseline),
+                since_run=explain(entry.since_run) if entry.since_run is not None else None,
             )
             for n, entry in nodes.items()
         }

@@ -320,10 +320,7 @@ class _Pass:
     def data(self, text: str) -> None:
         if self.skip or self.drop_tail or not self.stack or not text:
             return
-        top = self.stack[-1]
-        if top.pending:
-            self.out.append(">")
-            top.pending = False
+        self._content(self.stack[-1])
         self.out.append(_text(text))
 
     def end(self, _name: str) -> None:

@@ -395,9 +395,12 @@ def _files_of(data: dict[str, Any], bases: Mapping[str, Baseline]) -> dict[str, 
     base = bases.get(base_id)
     if base is None:
         raise KeyError(f"files_from names {base_id!r}, which has no baseline")
+    removed, changed = data.get("files_removed", ()), dict(data.get("files_changed", {}))
+    if not removed and not changed:
+        return base.files  # the same files: shared (a snapshot's files never change once taken)
     files = dict(base.files)
-    for path in data.get("files_removed", ()):
+    for path in removed:
         files.pop(str(path), None)
-    for path, rec in dict(data.get("files_changed", {})).items():
+    for path, rec in changed.items():
         files[str(path)] = FileRecord.from_dict(rec)
     return files

@@ -460,6 +460,35 @@ def test_stale_since_run_is_separate_from_stale_since_baseline(tree: Path) -> No
     assert tracker.check("n").since == "run"
 
 
+def test_a_completion_snapshot_read_back_unchanged_shares_its_baselines_files(
+    tree: Path,
+) -> None:
+    """Nothing changed while the node ran: the checkpoint keeps an empty delta, the snapshot
+    read back shares its baseline's records, and its comparison is the baseline's, told as
+    since the run (its own kind and time)."""
+    old = time.time_ns() - 10 * 1_000_000_000
+    for rel in ("src/a.py", "src/b.py"):
+        os.utime(tree / rel, ns=(old, old))
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["src/*.py"]})
+    tracker.snapshot_run("n")
+    state = json.loads(json.dumps(tracker.to_dict()))
+    assert state["run_snapshots"]["n"]["files_changed"] == {}
+    again = FreshnessTracker(tree)
+    again.load(state)
+    run, baseline = again.run_snapshots["n"], again.baselines["n"]
+    assert run.files is baseline.files
+    assert again.to_dict() == state
+    write(tree, "src/a.py", "a2\n")
+    entry = again.report().nodes["n"]
+    assert entry.since_run is not None
+    assert entry.since_run.stale_files == entry.since_baseline.stale_files == ["src/a.py"]
+    assert entry.since_run.fresh == entry.since_baseline.fresh == ("src/b.py",)
+    assert (entry.since_run.since, entry.since_run.snapshot_kind) == ("run", "run")
+    assert entry.since_run.snapshot_taken_at == run.taken_at != baseline.taken_at
+    assert entry.since_baseline.since == "baseline"
+
+
 def test_accept_recaptures_and_returns_changed_files(tree: Path) -> None:
     tracker = FreshnessTracker(tree)
     tracker.capture({"n": ["src/*.py"], "m": ["docs/spec.md"]})

@@ -533,8 +533,5 @@ class FreshnessTracker:
             str(k): Baseline.from_dict(v, self.baselines)
             for k, v in dict(state.get("run_snapshots", {})).items()
         }
-        seeded: list[Mapping[str, FileRecord]] = []
         for baseline in (*self.baselines.values(), *self.run_snapshots.values()):
-            if not any(baseline.files is files for files in seeded):  # a shared one: seeded
-                self.snapshotter.seed(baseline)
-                seeded.append(baseline.files)
+            self.snapshotter.seed(baseline)

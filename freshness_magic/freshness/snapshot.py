@@ -218,9 +218,7 @@ class Snapshotter:
                     records.pop(key, None)
         done.update(keys)
 
-    def _seed_files(
-        self, files: Mapping[str, FileRecord], horizon: int, done: set[str]
-    ) -> None:
+    def _seed_files(self, files: Mapping[str, FileRecord], horizon: int, done: set[str]) -> None:
         """:meth:`_seed_cache` for every key of ``files`` but those in ``done``."""
         mtime_of, unhashed = _MTIME.unpack_from, STAT_LAYOUT.size
         records = self.cache.records

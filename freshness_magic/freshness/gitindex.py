@@ -184,11 +184,15 @@ class GitIndex:
         before_s, before_ns = divmod(changed_before_ns, _SECOND)
         blob_size = BLOB_LAYOUT.size
         held: dict[str, FileRecord] = {}
+        if not records:
+            return held
         # the keys as the index spells them, encoded in one call (no path holds a NUL)
         spelled = "\0".join(records).encode("utf-8", "surrogateescape").split(b"\0")
         if self._prefix:
             spelled = [self._prefix + name for name in spelled]
-        for (key, record), offset in zip(records.items(), map(self._offsets.get, spelled)):
+        for (key, record), offset in zip(
+            records.items(), map(self._offsets.get, spelled), strict=True
+        ):
             packed = record[0]
             if offset is None or packed is None or len(packed) != blob_size:
                 continue

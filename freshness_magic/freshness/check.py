@@ -533,5 +533,19 @@ class FreshnessTracker:
             str(k): Baseline.from_dict(v, self.baselines)
             for k, v in dict(state.get("run_snapshots", {})).items()
         }
+        latest: dict[tuple[str, ...], Baseline] = {}
         for baseline in (*self.baselines.values(), *self.run_snapshots.values()):
             self.snapshotter.seed(baseline)
+            seen = latest.get(baseline.entries)
+            if baseline.folders is not None and (
+                seen is None or baseline.fs_time_ns >= seen.fs_time_ns
+            ):
+                latest[baseline.entries] = baseline
+        for entries, snapshot in latest.items():  # its key list, while its folders are unchanged
+            self.resolver.remember(
+                entries,
+                snapshot.folders or {},
+                snapshot.files,
+                snapshot.literal,
+                snapshot.unresolved,
+            )

@@ -308,6 +308,10 @@ class Snapshotter:
         elif git_index is not None:
             status = self._status_through(git_index, records)
         baselines = {}
+        folders = {
+            entries: self.resolver.folder_keys(entries)
+            for entries in {tuple(nodes[node_id]) for node_id in resolutions}
+        }
         for node_id, res in resolutions.items():
             # one node: the same keys, no second dict of 20,000 entries
             files = records if len(resolutions) == 1 else {k: records[k] for k in res.files}
@@ -326,6 +330,7 @@ class Snapshotter:
                 head=status.head if status is not None else None,
                 git=status is not None,
                 git_states=states,
+                folders=folders[tuple(nodes[node_id])],
             )
         return baselines
 

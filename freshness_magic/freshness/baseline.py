@@ -305,15 +305,11 @@ def _folders_of(data: Any) -> dict[str, tuple[int, ...]] | None:
     they are not folder -> six integers."""
     if data is None:
         return None
-    folders = {}
-    for folder, key in dict(data).items():
-        if (
-            not isinstance(key, list)
-            or len(key) != _FOLDER_KEY_INTS
-            or not all(type(v) is int for v in key)
-        ):
-            raise ValueError(f"recorded folder {folder!r} has no key of six integers")
-        folders[str(folder)] = tuple(key)
+    folders = {str(folder): tuple(key) for folder, key in dict(data).items()}
+    if any(len(key) != _FOLDER_KEY_INTS for key in folders.values()) or {
+        type(value) for key in folders.values() for value in key
+    } - {int}:
+        raise ValueError("a recorded folder has no key of six integers")
     return folders
 
 

@@ -26,7 +26,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
@@ -182,6 +182,55 @@ def cpu_seconds() -> float:
     a core, so wall time grows with the load while CPU time mostly does not."""
     children = resource.getrusage(resource.RUSAGE_CHILDREN)
     return time.process_time() + children.ru_utime + children.ru_stime
+
+
+def cpu_clock() -> Callable[[], float]:
+    """Start a CPU clock of this process and all its descendants: the returned function gives the
+    CPU seconds used since, counting live helper processes too (a long-lived worker process is
+    not in :func:`cpu_seconds` until it ends and is reaped). The look at ``/proc`` that finds
+    them is left out of the count: it runs before the start and after the end is read."""
+    live = _descendants_cpu()
+    start = cpu_seconds()
+
+    def elapsed() -> float:
+        end = cpu_seconds()
+        return end - start + _descendants_cpu() - live
+
+    return elapsed
+
+
+def _descendants_cpu() -> float:
+    """CPU seconds of the live descendants of this process, every thread, from ``/proc`` (0
+    where there is no ``/proc``)."""
+    children: dict[int, list[int]] = {}
+    try:
+        pids = [int(name) for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return 0.0
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                stat = handle.read()
+        except OSError:
+            continue
+        parent = int(stat[stat.rindex(b")") + 2 :].split()[1])
+        children.setdefault(parent, []).append(pid)
+    total_ns = 0
+    todo = list(children.get(os.getpid(), ()))
+    while todo:
+        pid = todo.pop()
+        todo.extend(children.get(pid, ()))
+        try:
+            threads = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for thread in threads:
+            try:
+                with open(f"/proc/{pid}/task/{thread}/schedstat", "rb") as handle:
+                    total_ns += int(handle.read().split()[0])
+            except (OSError, ValueError, IndexError):
+                continue
+    return total_ns / 1e9
 
 
 def median(values: Sequence[float]) -> float:

@@ -48,9 +48,8 @@ MAX_JSON_DEPTH = 100
 TEMP_SUFFIX = ".tmp"
 _TEMP_RE = re.compile(r"\A\..+\.[A-Za-z0-9_]{8}\.tmp\Z")
 """The names :func:`write_atomic` gives its temporary files (``.<name>.<8 random>.tmp``)."""
-_STRING_RE = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"')
 _PAIR_RE = re.compile(rb"\[\]|\{\}")
-_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_NOT_BRACKETS_OR_QUOTES = bytes(b for b in range(256) if b not in b'[]{}"')
 
 _SKIP_FSYNC: contextvars.ContextVar[bool] = contextvars.ContextVar("skip_fsync", default=False)
 
@@ -191,9 +190,17 @@ def _too_deep(data: bytes, max_depth: int) -> bool:
 
     Strings are cut out, every byte but brackets dropped, then each pass removes the innermost
     ``[]``/``{}`` pairs: text that is not empty after ``max_depth`` passes is deeper than that
-    (or its brackets do not match, which makes it damaged anyway). All in C-speed passes.
+    (or its brackets do not match, which makes it damaged anyway). All in C-speed passes: the
+    escaped backslashes and then the escaped quotes are dropped first (a backslash only
+    appears in a string, and a run of them pairs up from its left, as the decoder reads it),
+    so that the quotes left alternate between opening and closing a string and every other
+    piece between them is outside the strings (a regex over the strings of a 2 MB checkpoint
+    took 20 ms, most of reading it).
     """
-    brackets = _STRING_RE.sub(b"", data).translate(None, _NOT_BRACKETS)
+    if b"\\" in data:
+        data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    pieces = data.translate(None, _NOT_BRACKETS_OR_QUOTES).split(b'"')
+    brackets = b"".join(pieces[::2])
     for _ in range(max_depth):
         if not brackets:
             return False

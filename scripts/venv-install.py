@@ -2,6 +2,11 @@
 pip can install uv, else through pip alone.
 
     .venv/bin/python scripts/venv-install.py -e '.[test,browser,dev,docs]'
+    .venv/bin/python scripts/venv-install.py --python other/bin/python 'dist/x.whl[demo]'
+
+With ``--python PATH`` first, the requirements go into that interpreter's environment instead,
+which needs no pip of its own and gets none (the tests install a built wheel into a fresh
+environment this way); uv and pip are the ones of the running interpreter.
 
 uv resolves, downloads and unpacks in parallel and compiles no bytecode up front (an import
 writes it when first needed): on the 2-core development machine the editable install with every
@@ -77,40 +82,59 @@ def uv_options(settings: dict[str, str]) -> tuple[list[str], dict[str, str]]:
     return options, env
 
 
-def install_with_uv(requirements: list[str]) -> bool:
-    """Install ``requirements`` (and the newest pip) through uv; False when that did not work."""
-    got_uv = subprocess.run([*PIP, "install", "-q", "uv"], check=False)
+def install_with_uv(requirements: list[str], target: str | None = None) -> bool:
+    """Install ``requirements`` through uv into this environment (with the newest pip) or into
+    ``target``'s (nothing more); False when that did not work. uv is installed next to this
+    interpreter first unless it is there already."""
     uv = Path(sys.executable).parent / "uv"
-    if got_uv.returncode != 0 or not uv.exists():
-        print("venv-install: uv could not be installed; installing with pip", file=sys.stderr)
-        return False
+    if not uv.exists():
+        got_uv = subprocess.run([*PIP, "install", "-q", "uv"], check=False)
+        if got_uv.returncode != 0 or not uv.exists():
+            print("venv-install: uv could not be installed; installing with pip", file=sys.stderr)
+            return False
     options, env = uv_options(pip_settings())
-    command = [str(uv), "pip", "install", "-q", "--python", sys.executable, *options]
-    done = subprocess.run([*command, "--upgrade-package", "pip", "pip", *requirements], env=env)
+    command = [str(uv), "pip", "install", "-q", "--python", target or sys.executable, *options]
+    pip = [] if target else ["--upgrade-package", "pip", "pip"]
+    done = subprocess.run([*command, *pip, *requirements], env=env)
     if done.returncode != 0:
         print("venv-install: uv could not install them; trying with pip", file=sys.stderr)
         return False
     return True
 
 
-def install_with_pip(requirements: list[str]) -> None:
-    """Upgrade pip and install ``requirements`` with it; exit with pip's status if it fails."""
+def install_with_pip(requirements: list[str], target: str | None = None) -> None:
+    """Upgrade pip and install ``requirements`` with it (into ``target``'s environment: the
+    requirements alone, not byte-compiled up front, as uv does); exit with pip's status if it
+    fails."""
     env = dict(os.environ)
     # setuptools prints a notice about .pth files on every editable install; it is not ours to fix.
     env["PYTHONWARNINGS"] = "ignore:Editable installation"
-    for step in (["--upgrade", "pip"], requirements):
-        done = subprocess.run([*PIP, "install", "-q", *step], env=env, check=False)
+    steps = [["--upgrade", "pip"], requirements]
+    pip = PIP
+    if target:
+        steps = [["--no-compile", *requirements]]
+        pip = [*PIP, "--python", target]
+    for step in steps:
+        done = subprocess.run([*pip, "install", "-q", *step], env=env, check=False)
         if done.returncode != 0:
             sys.exit(done.returncode)
 
 
-def main(requirements: list[str]) -> None:
-    if not requirements:
-        sys.exit("usage: python scripts/venv-install.py REQUIREMENT... (as for pip install)")
+def main(arguments: list[str]) -> None:
+    target = None
+    if arguments[:1] == ["--python"]:
+        if len(arguments) < 2:
+            sys.exit("venv-install: --python needs the path of the interpreter to install for")
+        target, arguments = arguments[1], arguments[2:]
+    if not arguments:
+        sys.exit(
+            "usage: python scripts/venv-install.py [--python PATH] REQUIREMENT... "
+            "(as for pip install)"
+        )
     if sys.prefix == sys.base_prefix:
         sys.exit("venv-install: run it with a virtual environment's python (.venv/bin/python)")
-    if not install_with_uv(requirements):
-        install_with_pip(requirements)
+    if not install_with_uv(arguments, target):
+        install_with_pip(arguments, target)
 
 
 if __name__ == "__main__":

@@ -1,6 +1,7 @@
 """The package as a user gets it: build the sdist and the wheel, check their metadata, install the
 wheel into a fresh virtual environment outside the checkout and use it there (the extension in
-IPython, a step, the command line, the demo). pip uses the configured index and find-links."""
+IPython, a step, the command line, the demo). The installer uses pip's configured index and
+find-links."""
 
 from __future__ import annotations
 
@@ -108,6 +109,9 @@ def test_tests_that_read_checkout_files_pass_in_the_unpacked_sdist(
             "-q",
             "-p",
             "no:cacheprovider",
+            # None of these tests uses hypothesis, whose plugin costs seconds to import.
+            "-p",
+            "no:hypothesispytest",
             "tests/test_readme_examples.py",
             "tests/test_readme_headline.py",
             "tests/test_formats.py",
@@ -141,12 +145,13 @@ def test_the_wheel_carries_license_schemas_and_the_demo_notebook(dist: Path) -> 
 def test_the_wheel_works_in_a_fresh_venv_outside_the_checkout(dist: Path, tmp_path: Path) -> None:
     (wheel,) = dist.glob("*.whl")
     env_dir = tmp_path / "env"
-    # The test's own pip installs into the new environment (--python), which saves setting up
-    # a pip there; --no-compile leaves byte-compiling to the imports that need it.
+    # The project's installer (uv when it can, else pip, as `make setup`) installs into the new
+    # environment from this one (--python), which saves setting up a pip there; neither
+    # byte-compiles up front, leaving that to the imports that need it.
     venv.create(env_dir, with_pip=False)
     python = env_dir / "bin" / "python"
-    install = [sys.executable, "-m", "pip", "--python", str(python), "install", "-q"]
-    run([*install, "--no-compile", f"{wheel}[completion,demo]"], tmp_path, 900)
+    installer = [sys.executable, str(REPO / "scripts" / "venv-install.py"), "--python", str(python)]
+    run([*installer, f"{wheel}[completion,demo]"], tmp_path, 900)
     work = tmp_path / "work"
     work.mkdir()
     (work / "hello.dot").write_text(PIPELINE)

@@ -68,6 +68,26 @@ def test_shallow_documents_decode_exactly_whatever_their_strings_hold(value: obj
     assert atomicio.loads_bounded(text) == value
 
 
+@settings(max_examples=80, deadline=None)
+@given(
+    depth=st.integers(0, 200),
+    text=st.text(alphabet='[]{}"\\ab'),
+    kinds=st.lists(st.booleans(), min_size=1, max_size=3),
+)
+def test_brackets_quotes_and_backslashes_in_strings_do_not_count_as_nesting(
+    depth: int, text: str, kinds: list[bool]
+) -> None:
+    """Strings holding more brackets than the limit (so that the nesting is measured) with any
+    run of quotes and backslashes: only the document's own nesting decides."""
+    inner = json.dumps(["[" * 120 + text, text + "{" * 120, {text: "\\" + text}])
+    document = nest(depth, kinds).replace("1", inner, 1)
+    if depth + 2 <= atomicio.MAX_JSON_DEPTH:
+        assert atomicio.loads_bounded(document) == json.loads(document)
+    else:
+        with pytest.raises(StateFileError, match="nested more than 100"):
+            atomicio.loads_bounded(document)
+
+
 def test_a_deep_document_is_a_value_error_not_a_recursion_error() -> None:
     for text in ("[" * DEEP, '{"a":' * DEEP, "[" * DEEP + "]" * DEEP):
         with pytest.raises(ValueError):

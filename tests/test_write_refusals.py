@@ -12,13 +12,14 @@ import errno
 import json
 import os
 import subprocess
-import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from freshness_magic import faults
+from tests.forkserver import ForkServer
 from tests.processes import REPO, cli
 
 PIPELINE = """digraph p {
@@ -30,31 +31,32 @@ PIPELINE = """digraph p {
 """
 
 
+@pytest.fixture(scope="module")
+def drivers() -> Iterator[ForkServer]:
+    """Where the driver processes come from: each is a process of its own, as a refused write
+    stops it."""
+    with ForkServer() as server:
+        yield server
+
+
 def run_cli(
-    workdir: Path, *args: str, fault: str | None = None
+    drivers: ForkServer, workdir: Path, *args: str, fault: str | None = None
 ) -> subprocess.CompletedProcess[str]:
+    """``python -m freshness_magic ARGS`` in a process of its own, its writes traced."""
     env = {**os.environ, "PYTHONPATH": str(REPO), faults.TRACE_ENV: str(workdir / "trace")}
     env.pop(faults.FAULT_ENV, None)
     if fault is not None:
         env[faults.FAULT_ENV] = fault
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=workdir,
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-        stdin=subprocess.DEVNULL,
-    )
+    return drivers.run(["-m", *args], module="freshness_magic", cwd=workdir, env=env)
 
 
 @pytest.fixture(scope="module")
-def tool_step(tmp_path_factory: pytest.TempPathFactory) -> range:
+def tool_step(tmp_path_factory: pytest.TempPathFactory, drivers: ForkServer) -> range:
     """The write numbers of the tool node's step: from its step marker (the first write of
     the step) to the journal record of the step after it."""
     folder = tmp_path_factory.mktemp("reference")
     (folder / "p.dot").write_text(PIPELINE)
-    done = run_cli(folder, "run", "p.dot")
+    done = run_cli(drivers, folder, "run", "p.dot")
     assert done.returncode == 0, done.stderr
     writes = (folder / "trace").read_text().splitlines()
     first = next(i for i, w in enumerate(writes, 1) if "/tool.running." in w)
@@ -65,7 +67,7 @@ def tool_step(tmp_path_factory: pytest.TempPathFactory) -> range:
 @pytest.mark.slow
 @pytest.mark.parametrize("code", ["ENOSPC", "EROFS", "EACCES", "EDQUOT"])
 def test_a_refused_write_at_any_point_of_a_step_is_one_line_and_the_run_resumes(
-    tmp_path: Path, tool_step: range, code: str
+    tmp_path: Path, tool_step: range, code: str, drivers: ForkServer
 ) -> None:
     points = tool_step if code == "ENOSPC" else [tool_step[len(tool_step) // 2]]
     message = os.strerror(getattr(errno, code))
@@ -73,7 +75,7 @@ def test_a_refused_write_at_any_point_of_a_step_is_one_line_and_the_run_resumes(
         workdir = tmp_path / f"{code}-{at}"
         workdir.mkdir()
         (workdir / "p.dot").write_text(PIPELINE)
-        refused = run_cli(workdir, "run", "p.dot", fault=f"{at}:{code}")
+        refused = run_cli(drivers, workdir, "run", "p.dot", fault=f"{at}:{code}")
         site = (workdir / "trace").read_text().splitlines()[at - 1]
         said = [line for line in refused.stderr.splitlines() if line.strip()]
         assert "Traceback" not in refused.stderr, (at, site, refused.stderr)
@@ -96,7 +98,7 @@ def test_a_refused_write_at_any_point_of_a_step_is_one_line_and_the_run_resumes(
 
 @pytest.mark.slow
 def test_status_after_a_refused_write_tells_it_from_a_kill(
-    tmp_path: Path, tool_step: range
+    tmp_path: Path, tool_step: range, drivers: ForkServer
 ) -> None:
     """A driver that stopped on a refused write let go of its run: ``status`` never calls that
     a kill, and names at most the one node that was running."""
@@ -104,7 +106,7 @@ def test_status_after_a_refused_write_tells_it_from_a_kill(
         workdir = tmp_path / f"at-{at}"
         workdir.mkdir()
         (workdir / "p.dot").write_text(PIPELINE)
-        run_cli(workdir, "run", "p.dot", fault=f"{at}:ENOSPC")
+        run_cli(drivers, workdir, "run", "p.dot", fault=f"{at}:ENOSPC")
         site = (workdir / "trace").read_text().splitlines()[at - 1]
         [run_dir] = (workdir / ".freshness" / "runs").iterdir()
         status = cli("status", str(run_dir), cwd=workdir)
@@ -117,11 +119,13 @@ def test_status_after_a_refused_write_tells_it_from_a_kill(
         assert as_json.get("cut_off_by") in (None, "error"), (at, site, as_json)
 
 
-def test_status_after_a_kill_still_says_killed(tmp_path: Path, tool_step: range) -> None:
+def test_status_after_a_kill_still_says_killed(
+    tmp_path: Path, tool_step: range, drivers: ForkServer
+) -> None:
     """The same point of the step with the driver killed outright: the lock was never let go."""
     at = tool_step[len(tool_step) // 2]
     (tmp_path / "p.dot").write_text(PIPELINE)
-    run_cli(tmp_path, "run", "p.dot", fault=f"{at}:kill")
+    run_cli(drivers, tmp_path, "run", "p.dot", fault=f"{at}:kill")
     [run_dir] = (tmp_path / ".freshness" / "runs").iterdir()
     status = cli("status", str(run_dir), "--json", cwd=tmp_path)
     as_json = json.loads(status.stdout)

@@ -11,6 +11,7 @@ text has been streamed (a retry would repeat it).
 from __future__ import annotations
 
 import importlib
+import importlib.util
 import os
 import random
 import time
@@ -56,6 +57,18 @@ def missing_extra(package: str) -> BackendError:
         f"the {package} backend needs the {package!r} package: "
         f"pip install 'freshness_magic[{package}]'"
     )
+
+
+def require_client(package: str) -> None:
+    """The one-line error naming the extra unless the optional client library ``package`` is
+    installed, found without importing it: importing an SDK costs a second or more, which a
+    run refused for a missing key, or one that never calls the model, should not pay."""
+    try:
+        found = importlib.util.find_spec(package) is not None
+    except (ImportError, ValueError):  # a broken or blocked module counts as missing
+        found = False
+    if not found:
+        raise missing_extra(package)
 
 
 def client_module(package: str) -> Any:

@@ -32,17 +32,17 @@ def _build(spec: BackendSpec) -> StreamingBackend:
 
         return SimulatedBackend()
     if spec.kind == "openai":
-        from freshness_magic.backends.base import client_module
+        from freshness_magic.backends.base import require_client
         from freshness_magic.backends.openai_compat import OpenAIBackend
 
-        client_module("openai")
+        require_client("openai")
         settings = ModelSettings("openai", spec.model, spec.base_url)
         return OpenAIBackend(settings, providers=_provider_backend)
     if spec.kind == "anthropic":
         from freshness_magic.backends.anthropic_api import AnthropicBackend
-        from freshness_magic.backends.base import client_module
+        from freshness_magic.backends.base import require_client
 
-        client_module("anthropic")
+        require_client("anthropic")
         settings = ModelSettings("anthropic", spec.model, spec.base_url)
         return AnthropicBackend(settings, providers=_provider_backend)
     if spec.kind == "command":

@@ -87,15 +87,11 @@ def outdated_nodes(checked: RunCheck) -> dict[str, str]:
     """The nodes whose latest execution is outdated, each with its chain (the derivation of
     every view, :func:`~freshness_magic.engine.marks.node_marks`); empty without the run's
     stored pipeline. ``checked`` is the :class:`~freshness_magic.freshness.runcheck.RunCheck`
-    the report came from (its checkpoint and pipeline are not read again)."""
+    the report came from (its checkpoint, pipeline and traces are not read again)."""
     from freshness_magic.engine.marks import MarkKind, node_marks
-    from freshness_magic.engine.trace import Trace
     from freshness_magic.freshness.runcheck import changed_since_run
 
     if checked.graph is None:
         return {}
-    data = checked.data
-    run_id = str(data.get("run_id") or "")
-    traces = [Trace.from_dict(t, run_id) for t in data.get("traces") or ()]
-    marks = node_marks(traces, changed_since_run(checked.report, checked.graph))
+    marks = node_marks(checked.traces, changed_since_run(checked.report, checked.graph))
     return {n: m.because() for n, m in marks.items() if m.kind is MarkKind.OUTDATED}

@@ -43,7 +43,6 @@ from typing import TYPE_CHECKING, Any
 import xxhash
 
 from freshness_magic.engine.checkpoint_format import encode_json
-from freshness_magic.engine.fidelity import definition_part, key_set_prefix, selected_keys
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -99,6 +98,8 @@ def edge_key(edge: Edge) -> str:
 def node_definition(node: Node, graph: Graph, workdir: Path, edge: Edge | None = None) -> str:
     """The definition fingerprint of ``node`` now, reached by ``edge``: its attributes, its
     prompt file's text and its resolved fidelity (as an execution of it records it)."""
+    from freshness_magic.engine.fidelity import definition_part
+
     return definition_fingerprint(
         node.attrs, _prompt_text(node, graph, workdir), definition_part(graph, node, edge)
     )
@@ -122,6 +123,8 @@ def graph_definitions(graph: Graph, workdir: Path) -> dict[str, str]:
     with the executions of their earlier definitions), by node id; and, keyed by the edge
     (:func:`edge_key`), the definition of a node reached by an edge that sets its fidelity or
     thread (an execution that came by that edge is compared with it)."""
+    from freshness_magic.engine.fidelity import definition_part
+
     found: dict[str, str] = {}
     for node_id, node in graph.nodes.items():
         text = _prompt_text(node, graph, workdir)
@@ -375,6 +378,8 @@ class Trace:
         ``values`` (the copy it was given) whose writers were ``writers``. ``report`` None (a
         worker that does not report reads): every value of the copy that an execution wrote is
         noted as read and ``reads_unknown`` is set (see the module docstring)."""
+        from freshness_magic.engine.fidelity import key_set_prefix, selected_keys
+
         if report is None:
             self.reads_unknown = True
             for key in sorted(k for k in values if k in writers):

@@ -207,6 +207,11 @@ class Baseline:
     """Whether the working directory was in a git work tree with git usable."""
     git_states: dict[str, str] = field(default_factory=dict)
     """git's status of the files that were not clean at the snapshot (see ``git_state``)."""
+    folders: dict[str, tuple[int, ...]] | None = None
+    """The folders the entries were resolved from, each with its key and the filesystem time
+    it was listed at (``Resolver.folder_keys``): another process takes ``files``' keys as the
+    entries' resolution while none of them changed, instead of listing them. None: unknown
+    (a folder holding links, or a snapshot written before folders were recorded)."""
     _encoded: list[tuple[Baseline | None, str, dict[str, Any]]] = field(
         default_factory=list, repr=False, compare=False
     )
@@ -251,6 +256,8 @@ class Baseline:
             git=self.git,
             git_states=dict(self.git_states),
         )
+        if self.folders is not None:
+            data["folders"] = {folder: list(key) for folder, key in self.folders.items()}
         self._encoded[:] = [*self._encoded[-1:], (base, base_id, data)]
         return data
 
@@ -279,6 +286,7 @@ class Baseline:
                 head=data.get("head"),
                 git=bool(data.get("git", False)),
                 git_states={str(k): str(v) for k, v in dict(data.get("git_states", {})).items()},
+                folders=_folders_of(data.get("folders")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             node = data.get("node_id", "?") if isinstance(data, dict) else "?"
@@ -286,6 +294,23 @@ class Baseline:
                 f"checkpointed baseline of node {node!r} is malformed ({exc!r}); "
                 "re-capture it with accept_changes or start a new run"
             ) from exc
+
+
+_FOLDER_KEY_INTS = 6
+"""A recorded folder: dev, inode, mtime, ctime and size, then the time it was listed at."""
+
+
+def _folders_of(data: Any) -> dict[str, tuple[int, ...]] | None:
+    """The recorded folders of a snapshot's dict (:attr:`Baseline.folders`); ValueError when
+    they are not folder -> six integers."""
+    if data is None:
+        return None
+    folders = {str(folder): tuple(key) for folder, key in dict(data).items()}
+    if any(len(key) != _FOLDER_KEY_INTS for key in folders.values()) or {
+        type(value) for key in folders.values() for value in key
+    } - {int}:
+        raise ValueError("a recorded folder has no key of six integers")
+    return folders
 
 
 def _files_delta(
@@ -395,9 +420,12 @@ def _files_of(data: dict[str, Any], bases: Mapping[str, Baseline]) -> dict[str, 
     base = bases.get(base_id)
     if base is None:
         raise KeyError(f"files_from names {base_id!r}, which has no baseline")
+    removed, changed = data.get("files_removed", ()), dict(data.get("files_changed", {}))
+    if not removed and not changed:
+        return base.files  # the same files: shared (a snapshot's files never change once taken)
     files = dict(base.files)
-    for path in data.get("files_removed", ()):
+    for path in removed:
         files.pop(str(path), None)
-    for path, rec in dict(data.get("files_changed", {})).items():
+    for path, rec in changed.items():
         files[str(path)] = FileRecord.from_dict(rec)
     return files

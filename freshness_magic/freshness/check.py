@@ -58,6 +58,18 @@ def _same_stat(old: FileRecord, new: FileRecord) -> bool:
     return (o.dev, o.ino, o.mode, o.size, o.mtime_ns) == (n.dev, n.ino, n.mode, n.size, n.mtime_ns)
 
 
+def _same_files(one: Baseline, other: Baseline) -> bool:
+    """Whether comparing the same files with ``one`` and with ``other`` gives the same labels
+    and details: the same records, literal paths, HEAD and git states (a node that ran without
+    its inputs changing: its completion snapshot read back from a checkpoint shares its
+    baseline's records, so the run's comparison is the baseline's)."""
+    return (
+        (one.files is other.files or one.files == other.files)
+        and one.literal == other.literal
+        and (one.git, one.head, one.git_states) == (other.git, other.head, other.git_states)
+    )
+
+
 def compare_file(
     path: str,
     old: FileRecord | None,
@@ -369,12 +381,20 @@ class FreshnessTracker:
         memo: dict[str, tuple[Any, ...]] = {}
         for node_id in ids:
             now = current[node_id]
+            baseline = self.baselines[node_id]
             run = self.run_snapshots.get(node_id)
-            nodes[node_id] = NodeFreshness(
-                node_id,
-                compare(self.baselines[node_id], now, "baseline", relook, status, memo),
-                compare(run, now, "run", relook, status, memo) if run is not None else None,
-            )
+            since_baseline = compare(baseline, now, "baseline", relook, status, memo)
+            since_run = None
+            if run is not None and _same_files(baseline, run):
+                since_run = dataclasses.replace(
+                    since_baseline,
+                    since="run",
+                    snapshot_kind=run.kind,
+                    snapshot_taken_at=run.taken_at,
+                )
+            elif run is not None:
+                since_run = compare(run, now, "run", relook, status, memo)
+            nodes[node_id] = NodeFreshness(node_id, since_baseline, since_run)
         if status is not None:
             nodes = self._explain_unlisted(nodes, status)
         return FreshnessReport(self.workdir, time.time(), nodes, git=self.git.available)
@@ -513,5 +533,19 @@ class FreshnessTracker:
             str(k): Baseline.from_dict(v, self.baselines)
             for k, v in dict(state.get("run_snapshots", {})).items()
         }
+        latest: dict[tuple[str, ...], Baseline] = {}
         for baseline in (*self.baselines.values(), *self.run_snapshots.values()):
             self.snapshotter.seed(baseline)
+            seen = latest.get(baseline.entries)
+            if baseline.folders is not None and (
+                seen is None or baseline.fs_time_ns >= seen.fs_time_ns
+            ):
+                latest[baseline.entries] = baseline
+        for entries, snapshot in latest.items():  # its key list, while its folders are unchanged
+            self.resolver.remember(
+                entries,
+                snapshot.folders or {},
+                snapshot.files,
+                snapshot.literal,
+                snapshot.unresolved,
+            )

@@ -180,31 +180,35 @@ class GitIndex:
         edit within the second of the ctime it recorded; a caller that knows the file is
         unchanged up to ``changed_before_ns`` (its snapshot) passes that time less the racy
         window: any later edit then gives a ctime in a later second than the entry's."""
-        held: dict[str, FileRecord] = {}
-        offsets, data, prefix = self._offsets, self._data, self._prefix
-        entry_of = _CTIME_MODE_BLOB_FLAGS.unpack_from
-        blob_size, blob_at = BLOB_LAYOUT.size, STAT_LAYOUT.size
+        data, entry_of = self._data, _CTIME_MODE_BLOB_FLAGS.unpack_from
         before_s, before_ns = divmod(changed_before_ns, _SECOND)
-        filtered = {
-            folder
-            for folder in {key.rpartition("/")[0] for key in records}
-            if not self.folder_usable(folder)
-        }
-        for key, record in records.items():
+        blob_size = BLOB_LAYOUT.size
+        held: dict[str, FileRecord] = {}
+        if not records:
+            return held
+        # the keys as the index spells them, encoded in one call (no path holds a NUL)
+        spelled = "\0".join(records).encode("utf-8", "surrogateescape").split(b"\0")
+        if self._prefix:
+            spelled = [self._prefix + name for name in spelled]
+        for (key, record), offset in zip(
+            records.items(), map(self._offsets.get, spelled), strict=True
+        ):
             packed = record[0]
-            if packed is None or len(packed) != blob_size:
-                continue
-            offset = offsets.get(prefix + key.encode("utf-8", "surrogateescape"))
-            if offset is None:
+            if offset is None or packed is None or len(packed) != blob_size:
                 continue
             cs, cns, mode, blob, flags = entry_of(data, offset)
             if (
-                blob == packed[blob_at:]
-                and not flags & _UNTRUSTED_FLAGS
+                not flags & _UNTRUSTED_FLAGS
                 and mode & _FORMAT_MASK == _REGULAR
                 and (cs < before_s or (cs == before_s and cns < before_ns))
+                and packed.endswith(blob)  # the record's digest: the blob id after its stat key
             ):
                 held[key] = record
+        filtered = {
+            folder
+            for folder in {key.rpartition("/")[0] for key in held}
+            if not self.folder_usable(folder)
+        }
         if filtered:
             held = {k: r for k, r in held.items() if k.rpartition("/")[0] not in filtered}
         return held

@@ -130,6 +130,8 @@ class StatusVouch:
             if (record := get(key)) is not None and record[0] is not None and len(record[0]) == size
         }
         for files in snapshots[1:]:
+            if files is snapshots[0]:
+                continue  # the same records (a completion snapshot that shares its baseline's)
             other = files.get
             found = {
                 key: record

@@ -50,6 +50,29 @@ class Resolution:
     unresolved: list[Unresolved] = field(default_factory=list)
 
 
+class _Recorded:
+    """A resolution another process made and the folders it rests on (``Resolver.remember``);
+    its sorted key list is made once, when first used."""
+
+    def __init__(
+        self,
+        folders: dict[str, tuple[int, ...]],
+        files: Iterable[str],
+        literal: frozenset[str],
+        unresolved: Sequence[Unresolved],
+    ):
+        self.folders = folders
+        self._files = files
+        self._literal = literal
+        self._unresolved = unresolved
+        self._made: Resolution | None = None
+
+    def resolution(self) -> Resolution:
+        if self._made is None:
+            self._made = Resolution(sorted(self._files), self._literal, list(self._unresolved))
+        return self._made
+
+
 class Resolver:
     """Resolves entries against ``workdir``; ``allow_outside`` (True, or folders) admits others."""
 
@@ -60,6 +83,42 @@ class Resolver:
         self.workdir = self.tree.workdir
         self._folders: dict[str, FolderMemo] = {}
         self._resolved: dict[tuple[str, ...], tuple[Resolution, tuple[str, ...]]] = {}
+        self._recorded: dict[tuple[str, ...], _Recorded] = {}
+
+    def remember(
+        self,
+        entries: Sequence[str],
+        folders: Mapping[str, Sequence[int]],
+        files: Iterable[str],
+        literal: frozenset[str],
+        unresolved: Sequence[Unresolved],
+    ) -> None:
+        """Take a resolution of ``entries`` that another process made (a checkpointed snapshot:
+        its keys ``files``, ``literal`` and ``unresolved``) with the folders it rests on
+        (:meth:`folder_keys`): a pass uses it, without listing a folder, while none of them
+        changed. ``files`` is read only then."""
+        keys = {folder: tuple(key) for folder, key in folders.items()}
+        self._recorded[tuple(entries)] = _Recorded(keys, files, literal, unresolved)
+
+    def folder_keys(self, entries: Sequence[str]) -> dict[str, tuple[int, ...]] | None:
+        """The folders the resolution of ``entries`` by the pass just made rests on, each with
+        its key and the filesystem time it was listed at (what :meth:`remember` takes); None
+        when one of them is not remembered (it holds links or could not be listed) or the
+        pass did not remember folders (no filesystem time given)."""
+        memo_key = tuple(entries)
+        recorded = self._recorded.get(memo_key)
+        if recorded is not None:
+            return recorded.folders
+        previous = self._resolved.get(memo_key)
+        if previous is None:
+            return None
+        found: dict[str, tuple[int, ...]] = {}
+        for folder in previous[1]:
+            memo = self._folders.get(folder)
+            if memo is None:
+                return None
+            found[folder] = memo.recorded()
+        return found
 
     def resolve(self, entries: Sequence[str], listing: Listing | None = None) -> Resolution:
         """Resolve one node's entries against the folders as they are now.
@@ -73,7 +132,12 @@ class Resolver:
         memo_key = tuple(entries)
         previous = self._resolved.get(memo_key)
         if previous is not None and listing.unchanged(previous[1]):
+            self._recorded.pop(memo_key, None)
             return previous[0]
+        recorded = self._recorded.pop(memo_key, None)
+        if recorded is not None and listing.unchanged_since(recorded.folders):
+            self._recorded[memo_key] = recorded
+            return recorded.resolution()
         listing.track = set()
         try:
             resolution = self._resolve(entries, listing)

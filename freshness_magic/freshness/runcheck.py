@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -15,29 +15,35 @@ from freshness_magic.freshness.snapshot import HashSources
 
 if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph
+    from freshness_magic.engine.trace import Trace
 
 
 @dataclass(frozen=True)
 class RunCheck:
     """A run's freshness report with what was read to make it (the run's folder after restarts,
-    its checkpoint's data and file, its stored pipeline or None), so a caller that needs them
-    too does not read and parse them a second time."""
+    its checkpoint's data and file, its stored pipeline or None, and then its executions'
+    traces), so a caller that needs them too does not read and parse them a second time."""
 
     report: FreshnessReport
     folder: Path
     data: dict[str, Any]
     used: Path
     graph: Graph | None
+    traces: list[Trace] = field(default_factory=list)
+    """The checkpoint's traces when the pipeline was read (the outdated marks need both)."""
 
 
 def check_run(
     run_dir: Path, *, hash_size_limit: int | None = None, hash_sources: HashSources | None = None
 ) -> RunCheck:
     """Compare the baselines in ``run_dir``'s newest valid checkpoint with the disk (read-only),
-    keeping the checkpoint and pipeline it read; ``hash_sources`` may supply known digests (see
-    :data:`~.snapshot.HashSources`)."""
+    keeping the checkpoint, pipeline and traces it read; ``hash_sources`` may supply known
+    digests (see :data:`~.snapshot.HashSources`).
+
+    The pipeline and the traces are read while the report's ``git status`` runs (between
+    starting it and looking at the files): the report waits for git then anyway."""
     from freshness_magic.engine.checkpoint import load_checkpoint
-    from freshness_magic.engine.runread import follow_restarts, stored_pipeline
+    from freshness_magic.engine.runread import follow_restarts
 
     if not run_dir.is_dir():
         raise FreshnessError(
@@ -48,16 +54,34 @@ def check_run(
         data, used = load_checkpoint(folder)
     except CheckpointError as exc:
         raise FreshnessError(f"cannot check {run_dir}: {exc}") from exc
-    report = checkpoint_report(
+    tracker = loaded_tracker(
         data, used, folder, hash_size_limit=hash_size_limit, hash_sources=hash_sources
     )
     try:
-        graph: Graph | None = stored_pipeline(folder, data.get("pipeline") or {}, used)
-    except FreshnessMagicError:
-        graph = None  # no pipeline to tell the modes from: every node as checked
+        graph, traces = _pipeline_and_traces(folder, data, used)
+    except BaseException:
+        tracker.cancel_report()
+        raise
+    report = tracker.report()
     if graph is not None:
         report = report.with_modes(graph)
-    return RunCheck(report, folder, data, used, graph)
+    return RunCheck(report, folder, data, used, graph, traces)
+
+
+def _pipeline_and_traces(
+    folder: Path, data: dict[str, Any], used: Path
+) -> tuple[Graph | None, list[Trace]]:
+    """The run's stored pipeline (None: there is none to tell the modes from, every node is
+    then checked) and, with it, the checkpoint's traces."""
+    from freshness_magic.engine.runread import stored_pipeline
+    from freshness_magic.engine.trace import Trace
+
+    try:
+        graph: Graph | None = stored_pipeline(folder, data.get("pipeline") or {}, used)
+    except FreshnessMagicError:
+        return None, []
+    run_id = str(data.get("run_id") or "")
+    return graph, [Trace.from_dict(t, run_id) for t in data.get("traces") or ()]
 
 
 def checkpoint_report(
@@ -71,6 +95,23 @@ def checkpoint_report(
     """The report of a checkpoint already read (``load_checkpoint``'s data and file) of the run
     in ``run_dir``; a FreshnessError when it keeps no baselines or its working directory is
     gone."""
+    tracker = loaded_tracker(
+        data, used, run_dir, hash_size_limit=hash_size_limit, hash_sources=hash_sources
+    )
+    return tracker.report()
+
+
+def loaded_tracker(
+    data: dict[str, Any],
+    used: Path,
+    run_dir: Path,
+    *,
+    hash_size_limit: int | None = None,
+    hash_sources: HashSources | None = None,
+) -> FreshnessTracker:
+    """A tracker holding the baselines of a checkpoint already read, the git status of its
+    report started (see :func:`checkpoint_report`; a caller that does not ask for the report
+    calls ``cancel_report``)."""
     state = (data.get("extensions") or {}).get("freshness") or {}
     tracker_state = state.get("tracker") if isinstance(state, dict) else None
     if not tracker_state:
@@ -89,7 +130,7 @@ def checkpoint_report(
     except BaseException:
         tracker.cancel_report()
         raise
-    return tracker.report()
+    return tracker
 
 
 def changed_since_run(report: FreshnessReport, graph: Any) -> dict[str, list[str]]:

@@ -153,17 +153,80 @@ class Snapshotter:
         self.blob_ids = False
         """Whether files are hashed as git blob ids: once records came from git's index, so
         that a file is compared with its earlier record like with like."""
+        self._seeds: list[tuple[Mapping[str, FileRecord], int]] = []
+        """Seeded records not yet in the stat cache, each set with its racy horizon."""
+        self._seeded: set[str] = set()
+        """Keys whose seeded records went to the stat cache already (:meth:`_seed_keys`)."""
 
     def seed(self, baseline: Baseline) -> None:
-        """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing."""
+        """Fill the stat cache from a (checkpointed) baseline so a new process skips hashing.
+
+        The records enter the cache as their files are first looked at (:meth:`_seed_cache`):
+        a report that git vouches for most files looks at few of them. Snapshots sharing one
+        set of records (a completion snapshot read back with no differences) are seeded once,
+        at the latest time they were verified.
+        """
         horizon = baseline.fs_time_ns - RACY_WINDOW_NS
+        for at, (files, seen) in enumerate(self._seeds):
+            if files is baseline.files:
+                self._seeds[at] = (files, max(seen, horizon))
+                break
+        else:
+            self._seeds.append((baseline.files, horizon))
+        if not self.blob_ids:
+            unhashed, blob_size = STAT_LAYOUT.size, BLOB_LAYOUT.size
+            self.blob_ids = any(
+                len(packed) == blob_size
+                for rec in baseline.files.values()
+                if (packed := rec[0]) is not None and len(packed) != unhashed
+            )
+
+    def _seed_cache(self, keys: Sequence[str] | None = None) -> None:
+        """Put the seeded records of ``keys`` (None: of every file) in the stat cache, in the
+        order seeded: a hashed record verified outside the racy window is kept, a racy one
+        forgotten (the rule of :meth:`StatCache.store`), one the cache holds stays."""
+        if not self._seeds:
+            return
+        if keys is not None:
+            self._seed_keys(keys)
+            return
+        seeds, self._seeds = self._seeds, []
+        done, self._seeded = self._seeded, set()
+        for files, horizon in seeds:
+            self._seed_files(files, horizon, done)
+
+    def _seed_keys(self, keys: Sequence[str]) -> None:
+        """:meth:`_seed_cache` for a few keys; the rest stay seeded for a later look."""
+        mtime_of, unhashed = _MTIME.unpack_from, STAT_LAYOUT.size
+        records = self.cache.records
+        done = self._seeded
+        for files, horizon in self._seeds:
+            get = files.get
+            for key in keys:
+                rec = get(key)
+                if (
+                    rec is None
+                    or key in done
+                    or records.get(key) is rec
+                    or (packed := rec[0]) is None
+                    or len(packed) == unhashed
+                ):
+                    continue
+                if mtime_of(packed, _MTIME_AT)[0] < horizon:
+                    records[key] = rec
+                else:
+                    records.pop(key, None)
+        done.update(keys)
+
+    def _seed_files(self, files: Mapping[str, FileRecord], horizon: int, done: set[str]) -> None:
+        """:meth:`_seed_cache` for every key of ``files`` but those in ``done``."""
         mtime_of, unhashed = _MTIME.unpack_from, STAT_LAYOUT.size
         records = self.cache.records
         known = records.get
-        if not records:  # a new process: nothing to forget, one pass (the racy rule of store)
+        if not records and not done:  # a new process: nothing to forget, one pass
             hashed = trusted = {
                 key: rec
-                for key, rec in baseline.files.items()
+                for key, rec in files.items()
                 if (packed := rec[0]) is not None
                 and len(packed) != unhashed
                 and mtime_of(packed, _MTIME_AT)[0] < horizon
@@ -171,10 +234,11 @@ class Snapshotter:
         else:  # a record without a digest has nothing to trust; one the cache holds stays
             hashed = {
                 key: rec
-                for key, rec in baseline.files.items()
+                for key, rec in files.items()
                 if known(key) is not rec
                 and (packed := rec[0]) is not None
                 and len(packed) != unhashed
+                and key not in done
             }
             trusted = {  # the racy rule of StatCache.store
                 key: rec for key, rec in hashed.items() if mtime_of(rec[0], _MTIME_AT)[0] < horizon
@@ -183,13 +247,6 @@ class Snapshotter:
         if len(trusted) < len(hashed):
             for key in hashed.keys() - trusted.keys():
                 records.pop(key, None)
-        if not self.blob_ids:
-            blob_size = BLOB_LAYOUT.size
-            self.blob_ids = any(
-                len(packed) == blob_size
-                for rec in baseline.files.values()
-                if (packed := rec[0]) is not None and len(packed) != unhashed
-            )
 
     def take(
         self,
@@ -219,6 +276,8 @@ class Snapshotter:
         fs_now = filesystem_now_ns(self.state_dir)
         taken_at = time.time()
         asks_git = with_git and self.git.available
+        if settle is None or asks_git:
+            self._seed_cache()  # every file may be looked at (and git's index read for them)
         pending = None
         try:
             resolutions = self.resolver.resolve_many(nodes, fs_now)
@@ -249,6 +308,10 @@ class Snapshotter:
         elif git_index is not None:
             status = self._status_through(git_index, records)
         baselines = {}
+        folders = {
+            entries: self.resolver.folder_keys(entries)
+            for entries in {tuple(nodes[node_id]) for node_id in resolutions}
+        }
         for node_id, res in resolutions.items():
             # one node: the same keys, no second dict of 20,000 entries
             files = records if len(resolutions) == 1 else {k: records[k] for k in res.files}
@@ -267,6 +330,7 @@ class Snapshotter:
                 head=status.head if status is not None else None,
                 git=status is not None,
                 git_states=states,
+                folders=folders[tuple(nodes[node_id])],
             )
         return baselines
 
@@ -294,9 +358,11 @@ class Snapshotter:
         if settled:  # only the others are looked at, grouped afresh
             records = dict(settled)
             rest = [key for key in keys if key not in settled]
+            self._seed_cache(rest)
             for folder, members in _group(rest).items():
                 self._observe_members(folder, members, fs_now, records, source, git_index)
             return records
+        self._seed_cache()
         for folder, members in self._groups(keys).items():
             self._observe_members(folder, members, fs_now, records, source, git_index)
         return records

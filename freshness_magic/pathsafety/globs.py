@@ -18,7 +18,7 @@ import errno
 import fnmatch
 import os
 import re
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from typing import NamedTuple
 
 from freshness_magic.pathsafety import is_glob
@@ -41,6 +41,10 @@ class FolderMemo(NamedTuple):
     listed_at: int
     files: str
     dirs: list[tuple[str, bool, int]]
+
+    def recorded(self) -> tuple[int, ...]:
+        """The key and the listing time (what :meth:`Listing.unchanged_since` takes)."""
+        return (*self.key, self.listed_at)
 
 
 class Listing:
@@ -85,6 +89,18 @@ class Listing:
         if self._persist is None:
             return False
         return all(self._remembered(folder) is not None for folder in folders)
+
+    def unchanged_since(self, folders: Mapping[str, Sequence[int]]) -> bool:
+        """Whether every folder of ``folders`` (folder -> its key, then the filesystem time it
+        was listed at: what :meth:`FolderMemo.recorded` gives, kept by another process)
+        provably still has the entries it had then, by the rule of :meth:`unchanged`."""
+        if self._persist is None:
+            return False
+        for folder, recorded in folders.items():
+            key = _folder_key(folder)
+            if key is None or key != tuple(recorded[:5]) or key[2] >= recorded[5] - self._racy_ns:
+                return False
+        return True
 
     def _remembered(self, folder: str) -> FolderMemo | None:
         """The memo of ``folder`` when the folder provably has not changed since (one stat per

@@ -7,9 +7,8 @@ from __future__ import annotations
 import json
 import os
 import random
-import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -20,6 +19,7 @@ from freshness_magic.engine.checkpoint_format import (
     history_files,
     parse_journal_line,
 )
+from tests.forkserver import Forked, ForkServer
 from tests.waiting import wait_until
 
 REPO = Path(__file__).resolve().parents[2]
@@ -103,19 +103,30 @@ report(run, time.monotonic() - began)
 '''
 
 
-def python(args: list[str], **kw: object) -> subprocess.Popen[str]:
+PRELOAD = [
+    "freshness_magic.engine.handlers.builtin",
+    "freshness_magic.engine.interviewers",
+    "freshness_magic.engine.pipeline",
+    "freshness_magic.engine.run",
+    "freshness_magic.engine.validation.validator",
+]
+"""What :data:`DRIVER` imports."""
+
+
+@pytest.fixture
+def drivers() -> Iterator[ForkServer]:
+    """Where the driver processes come from: each is a process of its own, killed for real."""
+    with ForkServer(PRELOAD) as server:
+        yield server
+
+
+def python(drivers: ForkServer, driver: Path, *args: str) -> Forked:
+    """``python DRIVER ARGS`` as a process of its own (forked from ``drivers``)."""
     env = {**os.environ, "PYTHONPATH": str(REPO)}
-    return subprocess.Popen(
-        [sys.executable, *args],
-        env=env,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        **kw,  # type: ignore[arg-type]
-    )
+    return drivers.start([str(driver), *args], path=str(driver), cwd=driver.parent, env=env)
 
 
-def finish(proc: subprocess.Popen[str]) -> dict[str, object]:
+def finish(proc: Forked) -> dict[str, object]:
     out, err = proc.communicate(timeout=120)
     assert proc.returncode == 0, err
     result: dict[str, object] = json.loads(out)
@@ -138,12 +149,12 @@ def assert_checkpoints_parse(run_dir: Path) -> None:
 
 @pytest.mark.slow
 def test_sigkill_at_many_points_then_resume_matches_an_uninterrupted_run(
-    tmp_path: Path,
+    tmp_path: Path, drivers: ForkServer
 ) -> None:
     driver = tmp_path / "driver.py"
     driver.write_text(DRIVER)
     ref_root = tmp_path / "reference"
-    reference = finish(python([str(driver), "start", str(ref_root)]))
+    reference = finish(python(drivers, driver, "start", str(ref_root)))
     run_time = float(reference.pop("elapsed"))  # type: ignore[arg-type]
     assert reference["state"] == "completed"
     assert reference["completed_nodes"] == [
@@ -167,7 +178,7 @@ def test_sigkill_at_many_points_then_resume_matches_an_uninterrupted_run(
     for attempt in range(15):
         root = tmp_path / f"crash{attempt}"
         run_dir = root / ".freshness" / "runs" / "crash"
-        proc = python([str(driver), "start", str(root)])
+        proc = python(drivers, driver, "start", str(root))
         checkpoint = run_dir / JOURNAL_FILE
         wait_until(
             lambda c=checkpoint, p=proc: c.exists() or p.poll() is not None,
@@ -183,7 +194,7 @@ def test_sigkill_at_many_points_then_resume_matches_an_uninterrupted_run(
         assert_checkpoints_parse(run_dir)
         saved, _ = load_checkpoint(run_dir)
         resumed_from.add(len(saved["completed_nodes"]))
-        resumed = finish(python([str(driver), "resume", str(root)]))
+        resumed = finish(python(drivers, driver, "resume", str(root)))
         resumed.pop("elapsed")
         assert resumed == reference, f"kill #{attempt}"
         assert {p.name: p.read_text() for p in (root / "out").iterdir()} == ref_files

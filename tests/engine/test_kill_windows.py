@@ -15,8 +15,8 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from collections import Counter
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ from freshness_magic.engine.checkpoint import load_checkpoint
 from freshness_magic.engine.trace import Trace
 from freshness_magic.session import resume_run
 from tests.engine.runkit import trace_shape
+from tests.forkserver import ForkServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -55,19 +56,36 @@ print(run.state.value)
 """
 
 
-def drive(workdir: Path, trace: Path, fault: str | None = None) -> subprocess.CompletedProcess[str]:
+RUN_MODULES = [
+    "freshness_magic.session",
+    "freshness_magic.engine.pipeline",
+    "freshness_magic.engine.handlers.builtin",
+    "freshness_magic.engine.validation.validator",
+    "freshness_magic.freshness.extension",
+    "freshness_magic.evidence.extension",
+    "freshness_magic.hub.extension",
+    "freshness_magic.backends.registry",
+]
+"""What :data:`DRIVE` imports, most of it while its run starts."""
+
+
+@pytest.fixture(scope="module")
+def drivers() -> Iterator[ForkServer]:
+    """Where the driver processes come from: each is a process of its own, killed for real."""
+    with ForkServer(RUN_MODULES) as server:
+        yield server
+
+
+def drive(
+    drivers: ForkServer, workdir: Path, trace: Path, fault: str | None = None
+) -> subprocess.CompletedProcess[str]:
     (workdir / "pipeline.dot").write_text(FAN_OUT)
     env = {**os.environ, "PYTHONPATH": str(REPO), faults.TRACE_ENV: str(trace)}
     env.pop(faults.FAULT_ENV, None)
     if fault is not None:
         env[faults.FAULT_ENV] = fault
-    return subprocess.run(
-        [sys.executable, "-c", DRIVE, str(workdir / "pipeline.dot"), str(workdir)],
-        env=env,
-        capture_output=True,
-        text=True,
-        timeout=120,
-    )
+    argv = ["-c", str(workdir / "pipeline.dot"), str(workdir)]
+    return drivers.run(argv, code=DRIVE, cwd=workdir, env=env)
 
 
 def writes(trace: Path) -> list[tuple[str, str]]:
@@ -91,10 +109,10 @@ def tool_windows(trace: list[tuple[str, str]]) -> dict[str, tuple[int, int]]:
 
 
 @pytest.fixture(scope="module")
-def reference_folder(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def reference_folder(tmp_path_factory: pytest.TempPathFactory, drivers: ForkServer) -> Path:
     """The folder of a whole run, not killed (branches one at a time: the order is fixed)."""
     folder = tmp_path_factory.mktemp("reference")
-    done = drive(folder, folder / "trace")
+    done = drive(drivers, folder, folder / "trace")
     assert done.returncode == 0 and done.stdout.strip() == "completed", done.stderr
     return folder
 
@@ -135,7 +153,7 @@ def test_the_trace_sees_each_write_of_a_nodes_end(reference: list[tuple[str, str
 
 @pytest.mark.slow
 def test_a_kill_between_any_two_writes_of_a_nodes_end_runs_no_journaled_node_again(
-    reference: list[tuple[str, str]], reference_folder: Path, tmp_path: Path
+    reference: list[tuple[str, str]], reference_folder: Path, tmp_path: Path, drivers: ForkServer
 ) -> None:
     windows = tool_windows(reference)
     uninterrupted = trace_shape(traces_of(reference_folder))
@@ -147,7 +165,7 @@ def test_a_kill_between_any_two_writes_of_a_nodes_end_runs_no_journaled_node_aga
     for kill_at in sorted(set(range(first, min(last, len(reference)) + 1)) - during):
         workdir = tmp_path / f"kill{kill_at}"
         workdir.mkdir()
-        killed = drive(workdir, tmp_path / f"trace{kill_at}", f"{kill_at}:kill")
+        killed = drive(drivers, workdir, tmp_path / f"trace{kill_at}", f"{kill_at}:kill")
         assert killed.returncode == -signal.SIGKILL, (kill_at, killed.stderr)
         [run_dir] = (workdir / ".freshness" / "runs").iterdir()
         run = resume_run(run_dir)

@@ -77,6 +77,16 @@ def test_a_checkpointed_stat_key_out_of_range_is_a_malformed_baseline() -> None:
         Baseline.from_dict(data)
 
 
+@pytest.mark.parametrize("key", [[1, 2, 3], [1, 2, 3, 4, 5, "6"], "1 2 3 4 5 6", None])
+def test_a_recorded_folder_without_six_integers_is_a_malformed_baseline(key: Any) -> None:
+    folders = {"/w": [1, 2, 3, 4, 5, 6]}
+    data = Baseline("n", ("**",), "baseline", 0.0, 0, {}, folders=folders).to_dict()
+    assert Baseline.from_dict(data).folders == {"/w": (1, 2, 3, 4, 5, 6)}
+    data["folders"] = {"/w": key}
+    with pytest.raises(FreshnessError, match="malformed"):
+        Baseline.from_dict(data)
+
+
 MIXED = {
     "a.txt": FileRecord(True, KEY, DIGEST),
     "b.bin": FileRecord(True, KEY, "ab" * 20),  # a git blob id

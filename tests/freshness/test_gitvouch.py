@@ -141,6 +141,24 @@ def test_a_file_staged_since_the_snapshot_is_looked_at(repo: Path) -> None:
     assert labels(tracker)["src/a.py"] is FileLabel.STALE_CHANGED
 
 
+def test_files_git_vouched_for_keep_their_checkpointed_records_for_a_later_look(
+    repo: Path,
+) -> None:
+    """A report looks only at the files git did not vouch for, and only their checkpointed
+    records enter the stat cache then; the others enter it at the next look at every file,
+    which trusts them as loaded (no file read again)."""
+    tracker = reloaded(repo)
+    loaded = tracker.baselines["n"].files
+    write(repo, "src/a.py", "a = 22\n")
+    back(repo / ".git" / "index", 5)
+    assert labels(tracker)["src/a.py"] is FileLabel.STALE_CHANGED
+    cached = tracker.snapshotter.cache.records
+    assert "src/b.py" not in cached and "docs/spec.md" not in cached
+    assert tracker.check("n").stale_files == ["src/a.py"]
+    assert cached["src/b.py"] is loaded["src/b.py"]
+    assert cached["docs/spec.md"] is loaded["docs/spec.md"]
+
+
 def test_an_index_written_within_the_racy_window_is_not_trusted(repo: Path) -> None:
     tracker = reloaded(repo)
     os.utime(repo / ".git" / "index")  # written just now

@@ -9,6 +9,7 @@ import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -316,9 +317,89 @@ def test_checkpoint_round_trip_keeps_everything_and_seeds_the_cache(tree: Path) 
     again = FreshnessTracker(tree)
     again.load(state)
     assert again.to_dict() == state
-    assert set(again.snapshotter.cache.records) == {"src/a.py", "src/b.py", "docs/spec.md"}
     write(tree, "src/a.py", "a2\n")
     assert again.check("n").stale_files == ["src/a.py"]
+    loaded = again.baselines["n"].files
+    cached = again.snapshotter.cache.records
+    assert set(cached) == {"src/b.py", "docs/spec.md"}  # a.py just written: racy, not kept
+    assert cached["src/b.py"] is loaded["src/b.py"]  # trusted as loaded: not read again
+    assert cached["docs/spec.md"] is loaded["docs/spec.md"]
+
+
+def _aged(tree: Path) -> None:
+    """Every file and folder of ``tree`` ten seconds old: out of every racy window."""
+    old = time.time_ns() - 10 * 1_000_000_000
+    for folder, _, names in os.walk(tree):
+        for name in names:
+            os.utime(os.path.join(folder, name), ns=(old, old))
+        os.utime(folder, ns=(old, old))
+
+
+def _listed(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The folders listed from now on (every listing goes through ``os.scandir``)."""
+    listed: list[str] = []
+    scandir = os.scandir
+
+    def counting(path: Any = ".") -> Any:
+        listed.append(os.fspath(path))
+        return scandir(path)
+
+    monkeypatch.setattr(os, "scandir", counting)
+    return listed
+
+
+def test_a_new_process_takes_the_checkpointed_file_list_while_no_folder_changed(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tree / ".freshness").mkdir()
+    _aged(tree)
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["**"]})
+    state = json.loads(json.dumps(tracker.to_dict()))
+    recorded = state["baselines"]["n"]["folders"]
+    assert set(recorded) == {str(tree), str(tree / "src"), str(tree / "docs")}
+    again = FreshnessTracker(tree)
+    again.load(state)
+    listed = _listed(monkeypatch)
+    write(tree, "src/a.py", "a2\n")  # in place: its folder keeps its entries and its key
+    report = again.report().nodes["n"].since_baseline
+    assert listed == []
+    assert report.stale_files == ["src/a.py"]
+    assert report.fresh == ("docs/spec.md", "src/b.py")
+
+
+@pytest.mark.parametrize("added", ["src/c.py", "src/deeper/d.py", "e.txt"])
+def test_a_file_added_since_the_checkpoint_is_found_by_listing_again(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, added: str
+) -> None:
+    (tree / ".freshness").mkdir()
+    _aged(tree)
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["**"]})
+    again = FreshnessTracker(tree)
+    again.load(json.loads(json.dumps(tracker.to_dict())))
+    listed = _listed(monkeypatch)
+    write(tree, added, "new\n")
+    report = again.report().nodes["n"].since_baseline
+    assert listed  # a folder changed: listed again
+    assert {f.path: f.label for f in report.files} == {added: FileLabel.STALE_ADDED}
+
+
+def test_a_folder_changed_within_the_racy_window_of_its_listing_is_listed_again(
+    tree: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A folder whose mtime lies within the racy window before it was listed could have taken
+    an entry in the same timestamp tick without a new mtime: it is never taken as unchanged."""
+    (tree / ".freshness").mkdir()
+    _aged(tree)
+    os.utime(tree / "src")  # now: within the racy window of the capture's listing
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["**"]})
+    again = FreshnessTracker(tree)
+    again.load(json.loads(json.dumps(tracker.to_dict())))
+    listed = _listed(monkeypatch)
+    assert again.report().nodes["n"].since_baseline.stale_files == []
+    assert str(tree / "src") in listed
 
 
 def _old(tree: Path, count: int) -> None:
@@ -458,6 +539,35 @@ def test_stale_since_run_is_separate_from_stale_since_baseline(tree: Path) -> No
     entry = tracker.report().nodes["n"]
     assert entry.since_run is not None and entry.since_run.stale_files == ["docs/spec.md"]
     assert tracker.check("n").since == "run"
+
+
+def test_a_completion_snapshot_read_back_unchanged_shares_its_baselines_files(
+    tree: Path,
+) -> None:
+    """Nothing changed while the node ran: the checkpoint keeps an empty delta, the snapshot
+    read back shares its baseline's records, and its comparison is the baseline's, told as
+    since the run (its own kind and time)."""
+    old = time.time_ns() - 10 * 1_000_000_000
+    for rel in ("src/a.py", "src/b.py"):
+        os.utime(tree / rel, ns=(old, old))
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"n": ["src/*.py"]})
+    tracker.snapshot_run("n")
+    state = json.loads(json.dumps(tracker.to_dict()))
+    assert state["run_snapshots"]["n"]["files_changed"] == {}
+    again = FreshnessTracker(tree)
+    again.load(state)
+    run, baseline = again.run_snapshots["n"], again.baselines["n"]
+    assert run.files is baseline.files
+    assert again.to_dict() == state
+    write(tree, "src/a.py", "a2\n")
+    entry = again.report().nodes["n"]
+    assert entry.since_run is not None
+    assert entry.since_run.stale_files == entry.since_baseline.stale_files == ["src/a.py"]
+    assert entry.since_run.fresh == entry.since_baseline.fresh == ("src/b.py",)
+    assert (entry.since_run.since, entry.since_run.snapshot_kind) == ("run", "run")
+    assert entry.since_run.snapshot_taken_at == run.taken_at != baseline.taken_at
+    assert entry.since_baseline.since == "baseline"
 
 
 def test_accept_recaptures_and_returns_changed_files(tree: Path) -> None:

@@ -2,8 +2,9 @@
 
 The command runs through the shell in the run's working directory, in its own process group so
 a timeout or a stop (``env.cancel``) ends everything it started (SIGTERM, a grace period that
-ends early once only zombies are left in the group, then SIGKILL to the group); so does a KeyboardInterrupt in the driver at any moment once the command
-has started (a Ctrl-C before the wait began once left it running after the command exited).
+ends early once only zombies are left in the group, then SIGKILL to the group); so does a
+KeyboardInterrupt in the driver at any moment once the command has started (a Ctrl-C before
+the wait began once left it running after the command exited).
 stdout and stderr go straight to files in the node's folder, so memory stays bounded however
 much the command prints: the handler only reads the files' tails, for
 ``STAGE_OUTPUT`` events (at most every :data:`EMIT_INTERVAL` seconds, at most

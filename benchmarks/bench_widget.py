@@ -15,21 +15,32 @@ time until the view's state says ``interrupted`` (its process group killed and r
 measured, against a reference measured in the same run: starting ``sleep 30`` in its own process
 group and killing that group directly. Goal: Stop interrupts it within 2 s.
 
-``--against REV`` measures the same against commit REV of this repository (``against.py``): each
-round runs every size and the Stops once per tree, in a fresh process per tree, the trees taking
-turns; it prints the medians over ``--reps`` rounds side by side, with their ratio (goal: at most
-1.10x), in wall time and in CPU time (on a loaded machine a process waits for a core, so its wall
-time follows the load while its CPU time mostly does not). Each tree is driven through the names
-it has (the notebook pipeline and the layout cache moved between modules), so the same work is
-measured.
+``--against REV`` measures the same against commit REV of this repository (``against.py``). At
+20 nodes a render takes about 25 ms and a step about 6 ms, so one collector pass or one slow
+write moves a single measurement by a third; the comparison therefore takes many samples and
+pairs them in time. Each round starts a fresh process per tree; the two take turns sample by
+sample (the order reversed every other sample), every size in turn, then the Stops. A sample
+is the mean over ``pipelines_per_sample`` fresh pipelines (5 at 20 nodes, so 5 first renders
+and 50 steps; 1 from 100 nodes), each with its own folder, its own cold layout cache and
+conditions its process has not parsed, so every render is a first render with a real ``dot``
+as before; the collector runs before each sample, outside the timing, so a sample does not
+pay for the garbage of the one before while paying for its own. Per round each tree's median
+sample gives a ratio; printed are the medians over ``--reps`` rounds side by side, the median
+of the rounds' ratios (goal: at most 1.10x), the lowest and highest round ratio and the median
+and quartiles of the side-by-side sample ratios (the noise a reader should see), in wall time
+and in CPU time (on a loaded machine a process waits for a core, so its wall time follows the
+load while its CPU time mostly does not), and the collector passes per render and per step.
+Each tree is driven through the names it has (the notebook pipeline and the layout cache moved
+between modules), so the same work is measured.
 
     .venv/bin/python benchmarks/bench_widget.py [--sizes 20,200,1000] [--steps 20] [--stops 3]
-        [--against REV] [--reps 5]
+        [--against REV] [--reps 5] [--samples 8]
 """
 
 from __future__ import annotations
 
 import argparse
+import gc
 import itertools
 import json
 import os
@@ -77,8 +88,11 @@ class RecordingComm(BaseComm):  # type: ignore[misc]
         RecordingComm.log.append((f"{msg_type}:{method}", size))
 
 
-def pipeline_dot(n: int) -> str:
-    """``n`` nodes: a main chain in clusters of 20 with a conditional back edge every 10 nodes."""
+def pipeline_dot(n: int, tag: str = "") -> str:
+    """``n`` nodes: a main chain in clusters of 20 with a conditional back edge every 10 nodes.
+
+    ``tag`` goes into the conditions' keys, so that a process measuring several renders parses
+    each render's conditions afresh (the parser caches by text), as its first render did."""
     work = n - 2
     lines = ["digraph bench {", "  start [shape=Mdiamond]", "  done [shape=Msquare]"]
     for first in range(0, work, 20):
@@ -91,7 +105,7 @@ def pipeline_dot(n: int) -> str:
     chain = ["start", *(f"s{i}" for i in range(work)), "done"]
     lines += [f"  {a} -> {b}" for a, b in itertools.pairwise(chain)]
     lines += [
-        f'  s{i} -> s{i - 5} [condition="context.redo{i}=yes", label="redo"]'
+        f'  s{i} -> s{i - 5} [condition="context.redo{i}{tag}=yes", label="redo"]'
         for i in range(10, work, 10)
     ]
     lines.append("}")
@@ -126,38 +140,68 @@ def notebook() -> tuple[Callable[[str, str, Path], Any], Any]:
     return loaded, PipelineWidget
 
 
-def measure(n: int, root: Path, steps: int) -> dict[str, float]:
+def measure(n: int, root: Path, steps: int, count: int = 1, tag: str = "") -> dict[str, float]:
+    """First renders and steps of ``count`` fresh pipelines of ``n`` nodes, each in its own
+    folder with its own cold layout cache (so ``dot`` lays each out): per render its time and
+    CPU time (``dot``'s included); per step, over the ``steps`` in the middle of each run, the
+    messages and bytes sent, the view's refresh time, the rest (the engine's) and the CPU time
+    of the whole step. Times are means over all renders and all steps, so the collector passes
+    the work causes are counted in proportion."""
     make, PipelineWidget = notebook()
-    pipeline = make("bench", pipeline_dot(n), root / f"w{n}")
-    RecordingComm.log.clear()
-    started, cpu = time.perf_counter(), against.cpu_seconds()
-    widget = PipelineWidget(pipeline)
-    first = time.perf_counter() - started
-    first_cpu = against.cpu_seconds() - cpu
-    first_bytes = sum(size for kind, size in RecordingComm.log)
-    pipeline.run_to(max_steps=n // 2 - steps // 2)
+    renders: list[tuple[float, float, int]] = []
     per_step: list[tuple[int, int, float, float, float]] = []
-    for _ in range(steps):
-        RecordingComm.log.clear()
-        widget.update_stats.clear()
-        started, cpu = time.perf_counter(), against.cpu_seconds()
-        pipeline.step()
-        total = time.perf_counter() - started
-        step_cpu = against.cpu_seconds() - cpu
-        view = sum(seconds for seconds, _ in widget.update_stats)
-        sent = [size for kind, size in RecordingComm.log if kind.startswith("comm_msg")]
-        per_step.append((len(sent), sum(sent), view, total - view, step_cpu))
+    collections = {"render": 0, "step": 0}
+    phase = [""]
+
+    def counted(stage: str, info: dict[str, int]) -> None:
+        if stage == "start" and phase[0]:
+            collections[phase[0]] += 1
+
+    gc.callbacks.append(counted)
+    try:
+        for index in range(count):
+            pipeline = make("bench", pipeline_dot(n, f"{tag}x{index}"), root / f"w{n}{tag}x{index}")
+            RecordingComm.log.clear()
+            phase[0] = "render"
+            started, cpu = time.perf_counter(), against.cpu_seconds()
+            widget = PipelineWidget(pipeline)
+            renders.append(
+                (
+                    time.perf_counter() - started,
+                    against.cpu_seconds() - cpu,
+                    sum(size for kind, size in RecordingComm.log),
+                )
+            )
+            phase[0] = ""
+            pipeline.run_to(max_steps=n // 2 - steps // 2)
+            for _ in range(steps):
+                RecordingComm.log.clear()
+                widget.update_stats.clear()
+                phase[0] = "step"
+                started, cpu = time.perf_counter(), against.cpu_seconds()
+                pipeline.step()
+                total = time.perf_counter() - started
+                step_cpu = against.cpu_seconds() - cpu
+                phase[0] = ""
+                view = sum(seconds for seconds, _ in widget.update_stats)
+                sent = [size for kind, size in RecordingComm.log if kind.startswith("comm_msg")]
+                per_step.append((len(sent), sum(sent), view, total - view, step_cpu))
+            widget.close()  # out of ipywidgets' registry: the next render finds the heap as it was
+    finally:
+        gc.callbacks.remove(counted)
     return {
-        "first": first,
-        "first_cpu": first_cpu,
-        "step_cpu": statistics.median(s[4] for s in per_step),
-        "first_bytes": first_bytes,
+        "first": statistics.mean(r[0] for r in renders),
+        "first_cpu": statistics.mean(r[1] for r in renders),
+        "first_bytes": statistics.mean(r[2] for r in renders),
+        "step_cpu": statistics.mean(s[4] for s in per_step),
         "msgs": statistics.mean(s[0] for s in per_step),
         "max_msgs": max(s[0] for s in per_step),
         "bytes": statistics.mean(s[1] for s in per_step),
         "max_bytes": max(s[1] for s in per_step),
         "view": statistics.mean(s[2] for s in per_step),
         "engine": statistics.mean(s[3] for s in per_step),
+        "gc_render": collections["render"] / len(renders),
+        "gc_step": collections["step"] / len(per_step),
     }
 
 
@@ -196,14 +240,43 @@ def measure_stop(root: Path) -> float:
     return seconds
 
 
-def worker(sizes: list[int], steps: int, stops: int) -> dict[str, Any]:
-    """One round on the imported tree: every size, then ``stops`` Stops (see :func:`measure`)."""
+def serve_tree() -> None:
+    """The worker of ``--against``: one process on the imported tree, asked for one sample at a
+    time, so the trees take turns sample by sample (see :func:`compare`)."""
     comm.create_comm = RecordingComm
     with tempfile.TemporaryDirectory() as tmp:
-        measure(5, Path(tmp), 2)  # warm-up: imports and first widget construction
-        found = {str(n): measure(n, Path(tmp), min(steps, n // 2)) for n in sizes}
-        times = [measure_stop(Path(tmp) / f"stop{i}") for i in range(stops)]
-    return {"sizes": found, "stops": times}
+        root = Path(tmp)
+
+        def sample(n: int, steps: int, count: int, tag: str) -> dict[str, float]:
+            gc.collect()  # the garbage of the previous sample is not this sample's to collect
+            return measure(n, root, steps, count, tag)
+
+        def stop(index: int) -> float:
+            return measure_stop(root / f"stop{index}")
+
+        measure(5, root, 2)  # warm-up: imports and first widget construction
+        against.serve({"sample": sample, "stop": stop})
+
+
+def samples_per_round(n: int, samples: int) -> int:
+    """Samples per round at ``n`` nodes: ``samples`` up to 200 nodes, fewer above, where one
+    render and its run already take a second or more."""
+    return max(1, min(samples, samples * 200 // n))
+
+
+def pipelines_per_sample(n: int) -> int:
+    """Pipelines rendered and stepped per sample: enough at small sizes that a sample is a
+    hundred milliseconds or more of work (one collector pass or one slow write no longer moves
+    it by a third)."""
+    return max(1, 100 // n)
+
+
+def spread(values: list[float]) -> tuple[float, float, float]:
+    """The first quartile, the median and the third quartile of ``values``."""
+    if len(values) < 2:
+        return values[0], values[0], values[0]
+    q1, median, q3 = statistics.quantiles(values, n=4, method="inclusive")
+    return q1, median, q3
 
 
 COMPARED = (
@@ -218,38 +291,93 @@ COMPARED = (
 )
 
 
-def compare(rev: str, sizes: list[int], steps: int, stops: int, reps: int) -> None:
-    """Every size and the Stops on this tree and on ``rev``, alternating, a fresh process per
-    tree and round; medians over the rounds side by side."""
-    print(f"{against.machine_load()}; {reps} rounds, alternating, a fresh process each")
-    args = (",".join(map(str, sizes)), str(steps), str(stops))
+def compare(rev: str, sizes: list[int], steps: int, stops: int, reps: int, samples: int) -> None:
+    """Every size and the Stops on this tree and on ``rev``: per round a fresh process per tree,
+    the two taking turns sample by sample (the order reversed every other sample); per round
+    each tree's median sample and their ratio. Prints the medians over the rounds, the median of
+    the rounds' ratios (the verdict) and the spread: the lowest and highest round ratio, and the
+    median and quartiles of the ratios of the samples taken side by side."""
+    print(f"{against.machine_load()}; {reps} rounds, a fresh process per tree and round")
+    plan = {n: (samples_per_round(n, samples), pipelines_per_sample(n)) for n in sizes}
+    for n, (count, per) in plan.items():
+        print(
+            f"  {n} nodes: {count} samples per round, each {per} first render(s) and"
+            f" {per * min(steps, n // 2)} steps"
+        )
     with against.trees(rev) as trees:
-        found: dict[str, list[dict[str, Any]]] = {tree.label: [] for tree in trees}
-        for _, tree in against.rounds(trees, reps):
-            found[tree.label].append(against.run_worker(__file__, tree, *args))
         labels = [tree.label for tree in trees]
+        # found[n][label][round] = that tree's samples in that round
+        found: dict[int, dict[str, list[list[dict[str, float]]]]] = {
+            n: {label: [[] for _ in range(reps)] for label in labels} for n in sizes
+        }
+        stopped: dict[str, list[float]] = {label: [] for label in labels}
+        for rep in range(reps):
+            drivers = {tree.label: against.Driver(__file__, tree) for tree in trees}
+            turn = 0
+            for n, (count, per) in plan.items():
+                for k in range(count):
+                    order = labels if (rep + turn) % 2 == 0 else labels[::-1]
+                    turn += 1
+                    for label in order:
+                        answer = drivers[label].ask("sample", n, min(steps, n // 2), per, f"s{k}")
+                        found[n][label][rep].append(answer)
+            for i in range(stops):
+                for label in labels if (rep + i) % 2 == 0 else labels[::-1]:
+                    stopped[label].append(drivers[label].ask("stop", i))
+            for driver in drivers.values():
+                driver.close()
+    mine, theirs = labels
     for n in sizes:
-        print(f"-- {n} nodes (medians of {reps} rounds)")
+        print(f"-- {n} nodes (medians of {reps} rounds; ratio: the median of the rounds' ratios)")
+        rounds = found[n]
         for name, key, scale, unit in COMPARED:
-            mine, theirs = (
-                against.median([r["sizes"][str(n)][key] * scale for r in found[label]])
+            per_round = {
+                label: [against.median([s[key] * scale for s in r]) for r in rounds[label]]
                 for label in labels
+            }
+            ratios = [
+                a / b if b else float("inf") for a, b in zip(*per_round.values(), strict=True)
+            ]
+            side_by_side = [
+                a[key] / b[key] if b[key] else float("inf")
+                for ra, rb in zip(rounds[mine], rounds[theirs], strict=True)
+                for a, b in zip(ra, rb, strict=True)
+            ]
+            q1, paired, q3 = spread(side_by_side)
+            ratio = against.median(ratios)
+            ok = "yes" if ratio <= against.LIMIT else "NO"
+            print(
+                f"  {name:<34} {mine} {against.median(per_round[mine]):9.2f} {unit:<2}"
+                f" {theirs} {against.median(per_round[theirs]):9.2f} {unit:<2} ratio {ratio:5.2f}"
+                f" (<= {against.LIMIT:.2f}: {ok:>3});"
+                f" rounds {min(ratios):.2f}-{max(ratios):.2f}; side by side {paired:.2f}"
+                f" ({q1:.2f}-{q3:.2f})"
             )
-            against.verdict(name, mine, theirs, labels, unit)
+        passes = {
+            label: (
+                against.median([s["gc_render"] for r in rounds[label] for s in r]),
+                against.median([s["gc_step"] for r in rounds[label] for s in r]),
+            )
+            for label in labels
+        }
+        print(
+            "  collector passes (median per sample):"
+            + "".join(
+                f" {label} {render:.1f} per render, {step:.2f} per step;"
+                for label, (render, step) in passes.items()
+            )
+        )
     if stops > 0:
         print("-- Stop on a running `sleep 30` tool until the view shows it interrupted")
-        mine, theirs = (
-            against.median([t * 1000 for r in found[label] for t in r["stops"]]) for label in labels
-        )
-        against.verdict("Stop -> interrupted", mine, theirs, labels)
+        current, earlier = (against.median([t * 1000 for t in stopped[label]]) for label in labels)
+        against.verdict("Stop -> interrupted", current, earlier, labels)
     print(f"at the end: {against.machine_load()}")
 
 
 def main() -> None:
-    if len(sys.argv) == 6 and sys.argv[1] == "--worker":
+    if len(sys.argv) == 3 and sys.argv[1] == "--serve":
         against.imported_from(sys.argv[2])
-        sizes = [int(x) for x in sys.argv[3].split(",")]
-        print(json.dumps(worker(sizes, int(sys.argv[4]), int(sys.argv[5]))))
+        serve_tree()
         return
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", default="20,200,1000")
@@ -259,10 +387,16 @@ def main() -> None:
         "--against", default=None, metavar="REV", help="compare with this commit (git archive)"
     )
     parser.add_argument("--reps", type=int, default=5, help="rounds per tree with --against")
+    parser.add_argument(
+        "--samples",
+        type=int,
+        default=8,
+        help="samples per round and tree with --against, up to 200 nodes (fewer above)",
+    )
     args = parser.parse_args()
     sizes = [int(x) for x in args.sizes.split(",")]
     if args.against is not None:
-        compare(args.against, sizes, args.steps, args.stops, args.reps)
+        compare(args.against, sizes, args.steps, args.stops, args.reps, args.samples)
         return
     comm.create_comm = RecordingComm
     print(

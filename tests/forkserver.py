@@ -28,6 +28,19 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
+CLI_MODULES = (
+    "freshness_magic.cli",
+    "freshness_magic.session",
+    "freshness_magic.engine.pipeline",
+    "freshness_magic.engine.handlers.builtin",
+    "freshness_magic.engine.validation.validator",
+    "freshness_magic.freshness.extension",
+    "freshness_magic.evidence.extension",
+    "freshness_magic.hub.extension",
+    "freshness_magic.backends.registry",
+)
+"""What ``python -m freshness_magic run`` imports (``resume``, ``status`` and ``check`` fewer)."""
+
 SERVER = r"""
 import atexit, json, os, runpy, sys, traceback
 
@@ -99,7 +112,7 @@ class ForkServer:
     run lock names its holder by whether ``freshness_magic.cli`` or IPython is loaded); a name
     that no longer imports costs time, not correctness."""
 
-    def __init__(self, preload: Sequence[str]) -> None:
+    def __init__(self, preload: Sequence[str] = CLI_MODULES) -> None:
         self.process = subprocess.Popen(
             [sys.executable, "-c", SERVER, *preload],
             stdin=subprocess.PIPE,

@@ -92,12 +92,22 @@ def cli_without_privilege(*args: str, cwd: Path) -> subprocess.CompletedProcess[
 
 
 def group_alive(pgid: int) -> bool:
-    """Whether any process of group ``pgid`` still exists."""
+    """Whether any process of group ``pgid`` still runs: a zombie (killed, its orphan not yet
+    reaped by the system's init) does not."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
-    return True
+    if not Path("/proc/self/stat").exists():
+        return True  # no /proc to tell a zombie by
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            state, _, group = stat.read_bytes().rsplit(b")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue
+        if int(group) == pgid and state != b"Z":
+            return True
+    return False
 
 
 def waiting_run(folder: Path, dot: str, name: str = "p.dot") -> Path:

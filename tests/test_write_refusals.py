@@ -31,25 +31,11 @@ PIPELINE = """digraph p {
 """
 
 
-CLI_RUN_MODULES = [
-    "freshness_magic.cli",
-    "freshness_magic.session",
-    "freshness_magic.engine.pipeline",
-    "freshness_magic.engine.handlers.builtin",
-    "freshness_magic.engine.validation.validator",
-    "freshness_magic.freshness.extension",
-    "freshness_magic.evidence.extension",
-    "freshness_magic.hub.extension",
-    "freshness_magic.backends.registry",
-]
-"""What ``freshness-magic run`` imports."""
-
-
 @pytest.fixture(scope="module")
 def drivers() -> Iterator[ForkServer]:
     """Where the driver processes come from: each is a process of its own, as a refused write
     stops it."""
-    with ForkServer(CLI_RUN_MODULES) as server:
+    with ForkServer() as server:
         yield server
 
 

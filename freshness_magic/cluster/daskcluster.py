@@ -18,7 +18,7 @@ from typing import Any
 
 from freshness_magic.backends.base import client_module
 from freshness_magic.cluster import ExecutorSpec
-from freshness_magic.engine.dispatch import Dispatch
+from freshness_magic.engine.dispatch import LOST_GRACE_SECONDS, Dispatch
 from freshness_magic.engine.remote import local_identity
 from freshness_magic.errors import ClusterError
 from freshness_magic.pathsafety import make_state_dir
@@ -92,6 +92,8 @@ class DaskCluster:
     label: str
     owned: Any = None
     """The LocalCluster this object started (closed with it); None for a remote scheduler."""
+    lost_grace: float = LOST_GRACE_SECONDS
+    """How long the cluster may have no worker (workers restarting) before a call is lost."""
     dispatch: Dispatch = field(init=False)
 
     def __post_init__(self) -> None:
@@ -101,6 +103,7 @@ class DaskCluster:
             identify=worker_identity,
             unshippable=unshippable,
             unavailable=self.unavailable,
+            lost_grace=self.lost_grace,
         )
 
     @classmethod
@@ -139,9 +142,9 @@ class DaskCluster:
         return cls(client, f"dask LocalCluster {local.scheduler_address}", owned=local)
 
     @classmethod
-    def attach(cls, client: Any) -> DaskCluster:
+    def attach(cls, client: Any, lost_grace: float = LOST_GRACE_SECONDS) -> DaskCluster:
         """Use a ``distributed.Client`` the caller made (and closes)."""
-        return cls(client, f"dask scheduler {client.scheduler.address}")
+        return cls(client, f"dask scheduler {client.scheduler.address}", lost_grace=lost_grace)
 
     def unavailable(self) -> str | None:
         """Why the cluster cannot run work now: the scheduler is gone, or no worker is left."""

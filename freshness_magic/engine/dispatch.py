@@ -52,7 +52,8 @@ POLL_SECONDS = 0.05
 STOP_GRACE_SECONDS = 5.0
 """How long the driver waits for a stopped or timed-out call to report back."""
 HEALTH_SECONDS = 2.0
-"""How often the driver asks whether the cluster can still run work."""
+"""How often the driver asks whether the cluster can still run work (as often as the grace
+lasts, when that is shorter)."""
 LOST_GRACE_SECONDS = 10.0
 """How long the cluster may be unable to run work (workers restarting) before a call is lost."""
 
@@ -71,6 +72,8 @@ class Dispatch:
     identify: Callable[[], dict[str, Any]] = local_identity
     unshippable: Callable[[object], str | None] = field(default=lambda _obj: None)
     unavailable: Callable[[], str | None] = field(default=lambda: None)
+    lost_grace: float = LOST_GRACE_SECONDS
+    """How long ``unavailable`` may say the executor cannot run work before a call is lost."""
 
 
 def ships(dispatch: Dispatch | None, node: Node, handler: Handler) -> bool:
@@ -133,7 +136,9 @@ class _Waiting:
         self.started: float | None = None
         self.stopped: float | None = None
         self.timed_out = False
-        self.next_health = time.monotonic() + HEALTH_SECONDS
+        self.health_every = min(HEALTH_SECONDS, dispatch.lost_grace)
+        """A grace shorter than the usual interval is looked at as often as it lasts."""
+        self.next_health = time.monotonic() + self.health_every
         self.unhealthy_since: float | None = None
         self.result: RemoteResult | None = None
         """What the worker returned (None: the call never came back)."""
@@ -195,13 +200,13 @@ class _Waiting:
                 return self.timeout_outcome()
             return self.lost("the worker did not report back after the stop")
         if now >= self.next_health:
-            self.next_health = now + HEALTH_SECONDS
+            self.next_health = now + self.health_every
             why = self.dispatch.unavailable()
             if why is None:
                 self.unhealthy_since = None
             elif self.unhealthy_since is None:
                 self.unhealthy_since = now
-            elif now - self.unhealthy_since > LOST_GRACE_SECONDS:
+            elif now - self.unhealthy_since > self.dispatch.lost_grace:
                 future.cancel()
                 return self.lost(why)
         return None

@@ -236,7 +236,9 @@ def serve(kind: str) -> Iterator[FakeServer]:
     server = _Server(kind, fake)
     host, port = server.server_address[:2]
     fake.url = f"http://{host!s}:{port}" + ("/v1" if kind == "openai" else "")
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    # serve_forever looks for shutdown() between polls: every 0.5 s by default, which each
+    # test paid on leaving the server.
+    thread = threading.Thread(target=server.serve_forever, args=(0.01,), daemon=True)
     thread.start()
     try:
         yield fake

@@ -493,7 +493,8 @@ def test_a_run_whose_last_worker_dies_fails_instead_of_hanging(tmp_path: Path) -
     client = distributed.Client(scheduler.scheduler_address)  # type: ignore[attr-defined]
     try:
         client.wait_for_workers(1, timeout=60)
-        cluster = DaskCluster.attach(client)
+        # A short grace for workers to come back: the run fails the same way, sooner.
+        cluster = DaskCluster.attach(client, lost_grace=0.5)
         run = open_run(
             fan_out(1, "echo $$ > pgid{i}.txt; exec sleep 60"), workdir=tmp_path, executor=cluster
         )

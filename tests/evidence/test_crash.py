@@ -6,9 +6,8 @@ import json
 import os
 import random
 import signal
-import subprocess
-import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -21,6 +20,7 @@ from freshness_magic.evidence.record import (
     read_evidence,
     read_evidence_log,
 )
+from tests.forkserver import Forked, ForkServer
 
 WRITER = """
 import itertools, sys
@@ -39,27 +39,36 @@ KILLS = 25
 PAYLOAD = "x" * 60000
 
 
-def wait_for_growth(path: Path, size: int, proc: subprocess.Popen[bytes]) -> None:
+def wait_for_growth(path: Path, size: int, proc: Forked) -> None:
     """Until the writer has appended to ``path`` (or exited, which fails the test)."""
     while not path.exists() or path.stat().st_size <= size:
         if proc.poll() is not None:
-            error = proc.stderr.read() if proc.stderr else b""
-            raise AssertionError(f"writer exited early: {error!r}")
+            raise AssertionError(f"writer exited early: {proc.communicate()[1]!r}")
         time.sleep(0.005)
 
 
+@pytest.fixture
+def writers() -> Iterator[ForkServer]:
+    """Where the writer processes come from: each is a process of its own, killed for real."""
+    with ForkServer(["freshness_magic.evidence.record"]) as server:
+        yield server
+
+
 @pytest.mark.slow
-def test_sigkill_during_writes_leaves_only_whole_records(tmp_path: Path) -> None:
+def test_sigkill_during_writes_leaves_only_whole_records(
+    tmp_path: Path, writers: ForkServer
+) -> None:
     workdir, run_dir = tmp_path / "work", tmp_path / "run"
     workdir.mkdir()
     rng = random.Random(5)
     log = run_dir / EVIDENCE_LOG
     for _ in range(KILLS):
         size = log.stat().st_size if log.exists() else 0
-        proc = subprocess.Popen(
-            [sys.executable, "-c", WRITER, str(workdir), str(run_dir)],
-            stderr=subprocess.PIPE,
+        proc = writers.start(
+            ["-c", str(workdir), str(run_dir)],
+            code=WRITER,
             cwd=Path(__file__).resolve().parents[2],
+            env=os.environ,
         )
         wait_for_growth(log, size, proc)
         time.sleep(rng.uniform(0.0, 0.08))

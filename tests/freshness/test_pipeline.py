@@ -6,8 +6,8 @@ import json
 import random
 import signal
 import subprocess
-import sys
 import time
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -16,6 +16,7 @@ from freshness_magic.engine.events import Event, EventType
 from freshness_magic.events import session_event_kinds
 from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.session import open_run
+from tests.forkserver import ForkServer
 from tests.gitrepo import git
 from tests.waiting import wait_until
 
@@ -24,16 +25,26 @@ from .conftest import write
 REPO_ROOT = Path(__file__).resolve().parents[2]
 
 
-def cli(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    """``python -m freshness_magic ...`` in a new process."""
-    return subprocess.run(
-        [sys.executable, "-m", "freshness_magic", *args],
-        cwd=cwd,
-        capture_output=True,
-        text=True,
-        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
-        timeout=120,
-    )
+ENV = {"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"}
+Cli = Callable[..., subprocess.CompletedProcess[str]]
+
+
+@pytest.fixture(scope="module")
+def drivers() -> Iterator[ForkServer]:
+    """Where the command's processes come from (each a process of its own)."""
+    with ForkServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def cli(drivers: ForkServer) -> Cli:
+    """``cli(*args, cwd=...)``: ``python -m freshness_magic ARGS`` in a new process, with only
+    ``PATH`` in its environment."""
+
+    def run(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
+        return drivers.run(["-m", *args], module="freshness_magic", cwd=cwd, env=ENV)
+
+    return run
 
 
 def events_of(run_dir: Path) -> list[Event]:
@@ -124,7 +135,9 @@ digraph p {
 """
 
 
-def test_change_between_run_to_and_resume_in_a_new_process_is_input_drift(repo: Path) -> None:
+def test_change_between_run_to_and_resume_in_a_new_process_is_input_drift(
+    repo: Path, cli: Cli
+) -> None:
     (repo / "pipe.dot").write_text(PAUSE_PIPELINE)
     git(repo, "add", "pipe.dot")
     git(repo, "commit", "-q", "-m", "pipeline")
@@ -187,7 +200,7 @@ digraph p {
 """
 
 
-def test_resume_accept_unblocks_a_blocked_node(tmp_path: Path) -> None:
+def test_resume_accept_unblocks_a_blocked_node(tmp_path: Path, cli: Cli) -> None:
     write(tmp_path, "docs/spec.md", "v1")
     (tmp_path / "p.dot").write_text(ACCEPT_PIPELINE)
     assert cli("run", "p.dot", cwd=tmp_path).returncode == 3  # blocked, routed to the gate
@@ -215,7 +228,7 @@ def test_resume_accept_unblocks_a_blocked_node(tmp_path: Path) -> None:
     assert cli("check", str(run_dir), cwd=tmp_path).returncode == 0
 
 
-def test_check_cli_exit_codes(tmp_path: Path) -> None:
+def test_check_cli_exit_codes(tmp_path: Path, cli: Cli) -> None:
     write(tmp_path, "docs/spec.md", "v1")
     (tmp_path / "p.dot").write_text(PAUSE_PIPELINE.replace("src/*.py", "docs/*.md"))
     assert cli("run", "p.dot", cwd=tmp_path).returncode == 3  # waits at the gate
@@ -230,7 +243,7 @@ def test_check_cli_exit_codes(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "not a run directory" in missing.stderr
 
 
-def test_check_names_an_input_path_that_is_missing(tmp_path: Path) -> None:
+def test_check_names_an_input_path_that_is_missing(tmp_path: Path, cli: Cli) -> None:
     (tmp_path / "p.dot").write_text(PAUSE_PIPELINE.replace("src/*.py", "src/typo.py"))
     assert cli("run", "p.dot", cwd=tmp_path).returncode == 3
     run_dir = only_run_dir(tmp_path)
@@ -259,7 +272,7 @@ digraph p {
 """
 
 
-def test_a_step_records_what_changed_not_every_tracked_file(tmp_path: Path) -> None:
+def test_a_step_records_what_changed_not_every_tracked_file(tmp_path: Path, cli: Cli) -> None:
     """Three nodes tracking 600 files: the files are written once, in the first record."""
     for i in range(600):
         write(tmp_path, f"data/f{i:03d}.txt", f"file {i}\n")
@@ -293,7 +306,7 @@ digraph p {{
 """
 
 
-def _stale_by_node(run_dir: Path, cwd: Path) -> dict[str, tuple[list[str], list[str]]]:
+def _stale_by_node(cli: Cli, run_dir: Path, cwd: Path) -> dict[str, tuple[list[str], list[str]]]:
     done = cli("check", "--json", str(run_dir), cwd=cwd)
     assert done.returncode in (0, 1), done.stderr
     nodes = json.loads(done.stdout)["nodes"]
@@ -313,28 +326,28 @@ def _tree(root: Path) -> Path:
     return root
 
 
+@pytest.fixture(scope="module")
+def uninterrupted(tmp_path_factory: pytest.TempPathFactory, cli: Cli) -> dict[str, object]:
+    """What `check` says after an uninterrupted run of the crash pipeline (the same for every
+    seed: the pipeline is deterministic)."""
+    reference = _tree(tmp_path_factory.mktemp("reference"))
+    assert cli("run", "p.dot", cwd=reference).returncode == 0
+    expected = _stale_by_node(cli, only_run_dir(reference), reference)
+    assert expected["n0"][1] == [f"data/f{i:03d}.txt" for i in range(1, 6)]
+    return dict(expected)
+
+
 @pytest.mark.parametrize("seed", [1, 2, 3])
 def test_a_run_killed_at_a_random_instant_resumes_to_the_same_freshness(
-    tmp_path: Path, seed: int
+    tmp_path: Path, seed: int, cli: Cli, drivers: ForkServer, uninterrupted: dict[str, object]
 ) -> None:
     """SIGKILL `run` after a random number of steps (the freshness state is in the journal as
     deltas of one whole baseline), `resume` in a new process: `check` says what an
     uninterrupted run's `check` says."""
-    reference = _tree(tmp_path / "reference")
-    assert cli("run", "p.dot", cwd=reference).returncode == 0
-    expected = _stale_by_node(only_run_dir(reference), reference)
-    assert expected["n0"][1] == [f"data/f{i:03d}.txt" for i in range(1, 6)]
-
     work = _tree(tmp_path / "work")
     rng = random.Random(seed)
     steps = rng.randint(1, 5)
-    driver = subprocess.Popen(
-        [sys.executable, "-m", "freshness_magic", "run", "p.dot"],
-        cwd=work,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-        env={"PYTHONPATH": str(REPO_ROOT), "PATH": "/usr/bin:/bin"},
-    )
+    driver = drivers.start(["-m", "run", "p.dot"], module="freshness_magic", cwd=work, env=ENV)
     try:
 
         def journal_lines() -> int:
@@ -344,11 +357,11 @@ def test_a_run_killed_at_a_random_instant_resumes_to_the_same_freshness(
 
         wait_until(lambda: journal_lines() > steps or driver.poll() is not None, "steps done")
         time.sleep(rng.uniform(0, 0.05))
-        driver.send_signal(signal.SIGKILL)
+        driver.kill()
     finally:
         driver.wait(timeout=30)
     assert driver.returncode == -signal.SIGKILL  # killed mid-run, not finished
     run_dir = only_run_dir(work)
     resumed = cli("resume", str(run_dir), cwd=work)
     assert resumed.returncode == 0, resumed.stdout + resumed.stderr
-    assert _stale_by_node(run_dir, work) == expected
+    assert _stale_by_node(cli, run_dir, work) == uninterrupted

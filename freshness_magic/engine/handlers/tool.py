@@ -1,9 +1,10 @@
 """The ``tool`` handler (spec §4.10, docs/ARCHITECTURE.md): run ``tool_command`` with a timeout.
 
 The command runs through the shell in the run's working directory, in its own process group so
-a timeout or a stop (``env.cancel``) ends everything it started (SIGTERM, a grace period, then
-SIGKILL to the group); so does a KeyboardInterrupt in the driver at any moment once the command
-has started (a Ctrl-C before the wait began once left it running after the command exited).
+a timeout or a stop (``env.cancel``) ends everything it started (SIGTERM, a grace period that
+ends early once only zombies are left in the group, then SIGKILL to the group); so does a
+KeyboardInterrupt in the driver at any moment once the command has started (a Ctrl-C before
+the wait began once left it running after the command exited).
 stdout and stderr go straight to files in the node's folder, so memory stays bounded however
 much the command prints: the handler only reads the files' tails, for
 ``STAGE_OUTPUT`` events (at most every :data:`EMIT_INTERVAL` seconds, at most
@@ -129,13 +130,34 @@ def kill_group(pgid: int, process: subprocess.Popen[bytes] | None, grace: float)
 
 
 def _group_alive(pgid: int) -> bool:
+    """Whether a process of group ``pgid`` still runs. Zombies do not (as for ``pid_alive``):
+    a killed tool's orphans are reaped by the system's init, which may take a second or more,
+    and a stop should not wait for that."""
     try:
         os.killpg(pgid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
         return True
-    return True
+    return _runs_in_group(pgid)
+
+
+def _runs_in_group(pgid: int) -> bool:
+    """Whether ``/proc`` (Linux) lists a process of group ``pgid`` that is not a zombie; True
+    where it cannot tell."""
+    try:
+        pids = [name for name in os.listdir("/proc") if name.isdigit()]
+    except OSError:
+        return True
+    for pid in pids:
+        try:
+            with open(f"/proc/{pid}/stat", "rb") as handle:
+                state, _ppid, group = handle.read().rsplit(b")", 1)[1].split()[:3]
+        except (OSError, ValueError):
+            continue  # ended meanwhile
+        if int(group) == pgid and state != b"Z":
+            return True
+    return False
 
 
 def _start_time(pid: int) -> str | None:

@@ -117,6 +117,11 @@ def _verify(path: str, *, create: bool) -> None:
     a run begins), and the file is left as it is.
     """
     dirs = _DIRS.get()
+    if dirs is not None and dirs.confirm(path):
+        # The common case within a step: the folder itself is remembered and still the same,
+        # confirmed before taking the path apart (a path not written as remembered, say with a
+        # doubled separator, misses here and is confirmed component by component below).
+        return
     parts = Path(path).parts
     start = _first_checked(parts)
     index = len(parts)

@@ -43,6 +43,8 @@ from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.trace import ReadReport, Trace
 
 POLL_SECONDS = 0.05
+GONE_WORKER_ENDING_SECONDS = 5.0
+"""How long a call given again waits for the gone worker that ran it to finish exiting."""
 STOPPED_BEFORE_START = "interrupted before it started"
 
 
@@ -186,7 +188,9 @@ def _rerun(call: RemoteCall) -> Outcome:
         f"the worker running node '{call.node.id}' (attempt {call.attempt}) stopped mid-node "
         f"(worker {name} died or was lost); its work may be half done"
     )
-    reaped = reap_survivor(call.node_dir)
+    # The scheduler gave the call again once the worker's connection closed, which may be
+    # before the kernel has ended its process: wait for that before judging the tool orphaned.
+    reaped = reap_survivor(call.node_dir, driver_ending=GONE_WORKER_ENDING_SECONDS)
     if reaped:
         reason += f"; {reaped}"
     return Outcome(status=StageStatus.RETRY, failure_reason=reason)

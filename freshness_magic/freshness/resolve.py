@@ -50,6 +50,12 @@ class Resolution:
     unresolved: list[Unresolved] = field(default_factory=list)
 
 
+_Held = tuple[list[str], list[tuple[str, bool, int]], frozenset[str]]
+"""A folder's entries as a listing gives them: file names, sub-folders (name, link, inode) and
+the names of files that are links."""
+_NO_LINKS: frozenset[str] = frozenset()
+
+
 class _Recorded:
     """A resolution another process made and the folders it rests on (``Resolver.remember``);
     its sorted key list is made once, when first used."""
@@ -72,6 +78,34 @@ class _Recorded:
             self._made = Resolution(sorted(self._files), self._literal, list(self._unresolved))
         return self._made
 
+    def held(self, workdir: str, changed: Sequence[str]) -> dict[str, _Held]:
+        """What each recorded folder but ``changed`` held for these entries: the files found in
+        it (literal paths left out: they are tracked whether a glob finds them or not) and the
+        recorded folders in it, none a link (a folder holding a link is never recorded). The
+        entries find the same files there as in a listing: the names left out are ones no
+        entry matched or walked into."""
+        skip = set(changed)
+        found: dict[str, tuple[list[str], list[tuple[str, bool, int]]]] = {
+            folder: ([], []) for folder in self.folders if folder not in skip
+        }
+        for folder, key in self.folders.items():
+            parent, _, name = folder.rpartition("/")
+            place = found.get(parent or "/")
+            if place is not None and name:
+                place[1].append((name, False, key[1]))
+        inside = workdir + "/"
+        literal = self._literal
+        for path in self._files:
+            cut = path.rfind("/")
+            if path[:1] == "/":
+                folder = path[:cut] or "/"
+            else:
+                folder = inside + path[:cut] if cut >= 0 else workdir
+            place = found.get(folder)
+            if place is not None and path not in literal:
+                place[0].append(path[cut + 1 :])
+        return {folder: (files, dirs, _NO_LINKS) for folder, (files, dirs) in found.items()}
+
 
 class Resolver:
     """Resolves entries against ``workdir``; ``allow_outside`` (True, or folders) admits others."""
@@ -84,6 +118,7 @@ class Resolver:
         self._folders: dict[str, FolderMemo] = {}
         self._resolved: dict[tuple[str, ...], tuple[Resolution, tuple[str, ...]]] = {}
         self._recorded: dict[tuple[str, ...], _Recorded] = {}
+        self._served: dict[tuple[str, ...], dict[str, tuple[int, ...]]] = {}
 
     def remember(
         self,
@@ -112,12 +147,16 @@ class Resolver:
         previous = self._resolved.get(memo_key)
         if previous is None:
             return None
+        served = self._served.get(memo_key, {})
         found: dict[str, tuple[int, ...]] = {}
         for folder in previous[1]:
-            memo = self._folders.get(folder)
-            if memo is None:
-                return None
-            found[folder] = memo.recorded()
+            key = served.get(folder)
+            if key is None:
+                memo = self._folders.get(folder)
+                if memo is None:
+                    return None
+                key = memo.recorded()
+            found[folder] = key
         return found
 
     def resolve(self, entries: Sequence[str], listing: Listing | None = None) -> Resolution:
@@ -135,16 +174,26 @@ class Resolver:
             self._recorded.pop(memo_key, None)
             return previous[0]
         recorded = self._recorded.pop(memo_key, None)
-        if recorded is not None and listing.unchanged_since(recorded.folders):
-            self._recorded[memo_key] = recorded
-            return recorded.resolution()
+        if recorded is not None:
+            changed = listing.changed_since(recorded.folders)
+            if not changed:
+                self._recorded[memo_key] = recorded
+                return recorded.resolution()
+            listing.held = recorded.held(self.workdir, changed)  # only the changed are listed
         listing.track = set()
+        listing.served = set()
         try:
             resolution = self._resolve(entries, listing)
-            consulted = listing.track
+            consulted, served = listing.track, listing.served
         finally:
             listing.track = None
+            listing.held = None
+            listing.served = set()
         self._resolved[memo_key] = (resolution, tuple(consulted))
+        if recorded is not None and served:
+            self._served[memo_key] = {folder: recorded.folders[folder] for folder in served}
+        else:
+            self._served.pop(memo_key, None)
         return resolution
 
     def _resolve(self, entries: Sequence[str], listing: Listing) -> Resolution:

@@ -43,7 +43,7 @@ class FolderMemo(NamedTuple):
     dirs: list[tuple[str, bool, int]]
 
     def recorded(self) -> tuple[int, ...]:
-        """The key and the listing time (what :meth:`Listing.unchanged_since` takes)."""
+        """The key and the listing time (what :meth:`Listing.changed_since` takes)."""
         return (*self.key, self.listed_at)
 
 
@@ -79,6 +79,12 @@ class Listing:
         """Folder -> why it could not be listed (permission denied, ...)."""
         self.track: set[str] | None = None
         """When set, every folder consulted is added (what a resolution depends on)."""
+        self.held: Mapping[str, Entries] | None = None
+        """What folders known unchanged held for the resolution under way (an earlier
+        process's record of the same entries, ``Resolver.remember``): taken instead of a
+        listing, by that resolution only (another's entries may need what it left out)."""
+        self.served: set[str] = set()
+        """The folders :attr:`held` gave, for the resolution under way."""
 
     @property
     def persistent(self) -> bool:
@@ -90,17 +96,19 @@ class Listing:
             return False
         return all(self._remembered(folder) is not None for folder in folders)
 
-    def unchanged_since(self, folders: Mapping[str, Sequence[int]]) -> bool:
-        """Whether every folder of ``folders`` (folder -> its key, then the filesystem time it
-        was listed at: what :meth:`FolderMemo.recorded` gives, kept by another process)
-        provably still has the entries it had then, by the rule of :meth:`unchanged`."""
+    def changed_since(self, folders: Mapping[str, Sequence[int]]) -> list[str]:
+        """The folders of ``folders`` (folder -> its key, then the filesystem time it was listed
+        at: what :meth:`FolderMemo.recorded` gives, kept by another process) that may not hold
+        the entries they had then, by the rule of :meth:`unchanged` (all of them without a
+        persistent listing)."""
         if self._persist is None:
-            return False
+            return list(folders)
+        changed = []
         for folder, recorded in folders.items():
             key = _folder_key(folder)
             if key is None or key != tuple(recorded[:5]) or key[2] >= recorded[5] - self._racy_ns:
-                return False
-        return True
+                changed.append(folder)
+        return changed
 
     def _remembered(self, folder: str) -> FolderMemo | None:
         """The memo of ``folder`` when the folder provably has not changed since (one stat per
@@ -127,6 +135,10 @@ class Listing:
             remembered = (names, memo.dirs, _NO_LINKS)
             self._cache[folder] = remembered
             return remembered
+        held = self.held.get(folder) if self.held is not None else None
+        if held is not None:
+            self.served.add(folder)
+            return held
         key = _folder_key(folder) if self._persist is not None else None
         files: list[str] = []
         dirs: list[tuple[str, bool, int]] = []

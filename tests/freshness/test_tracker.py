@@ -385,6 +385,53 @@ def test_a_file_added_since_the_checkpoint_is_found_by_listing_again(
     assert {f.path: f.label for f in report.files} == {added: FileLabel.STALE_ADDED}
 
 
+CHANGES = {
+    "a hidden folder in the top folder": (lambda t: (t / ".cache").mkdir(), [""], {}),
+    "a file added": (lambda t: write(t, "src/c.py"), ["src"], {"src/c.py": "stale_added"}),
+    "a file in a new folder": (
+        lambda t: write(t, "src/deeper/d.py"),
+        ["src", "src/deeper"],
+        {"src/deeper/d.py": "stale_added"},
+    ),
+    "a file removed": (lambda t: (t / "src/b.py").unlink(), ["src"], {"src/b.py": "stale_deleted"}),
+    "a file added to a hidden folder a glob names": (
+        lambda t: write(t, ".cfg/new.ini"),
+        [".cfg"],
+        {".cfg/new.ini": "stale_added"},
+    ),
+}
+
+
+@pytest.mark.parametrize("change", list(CHANGES))
+def test_only_the_folders_changed_since_the_checkpoint_are_listed_again(
+    tree: Path, monkeypatch: pytest.MonkeyPatch, change: str
+) -> None:
+    """The other folders give what the checkpointed snapshot found in them: the same files as
+    a tracker listing every folder finds."""
+    make, expected_listed, expected = CHANGES[change]
+    write(tree, ".cfg/app.ini", "x = 1\n")
+    write(tree, "docs/old/notes.md", "old\n")
+    (tree / ".freshness").mkdir()
+    _aged(tree)
+    entries = {"n": ["**", ".cfg/*.ini", "docs/typo.md"]}
+    tracker = FreshnessTracker(tree)
+    tracker.capture(entries)
+    state = json.loads(json.dumps(tracker.to_dict()))
+    again = FreshnessTracker(tree)
+    again.load(state)
+    make(tree)
+    listed = _listed(monkeypatch)
+    report = again.report().nodes["n"].since_baseline
+    assert sorted(listed) == sorted(
+        str(tree / rel) if rel else str(tree) for rel in expected_listed
+    )
+    assert {f.path: f.label.value for f in report.files if not f.missing} == expected
+    del state["baselines"]["n"]["folders"]  # as written before folders were recorded
+    fresh = FreshnessTracker(tree)  # lists every folder
+    fresh.load(state)
+    assert labels(fresh.report().nodes["n"].since_baseline) == labels(report)
+
+
 def test_a_folder_changed_within_the_racy_window_of_its_listing_is_listed_again(
     tree: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -196,7 +196,9 @@ def _recorded_group(path: Path) -> _RecordedGroup:
 
 
 def reap_survivor(
-    node_dir: str | os.PathLike[str], grace: float = KILL_GRACE_SECONDS
+    node_dir: str | os.PathLike[str],
+    grace: float = KILL_GRACE_SECONDS,
+    driver_ending: float = 0.0,
 ) -> str | None:
     """Stop a tool process group left running by a driver that died; a message, or None.
 
@@ -204,10 +206,16 @@ def reap_survivor(
     A group whose driver still runs on this host is left alone (the message says so); one whose
     leader is a different process than recorded (pid reused) is not touched. Otherwise the group
     gets SIGTERM, ``grace`` seconds, then SIGKILL. The file is removed unless the driver lives.
+    ``driver_ending``: how long to wait for a driver the caller knows was killed (a lost cluster
+    worker) to finish exiting; its connections close before the kernel has ended it.
     """
     path = Path(node_dir) / PGID_FILE
     try:
         group = _recorded_group(path)
+        end = time.monotonic() + driver_ending
+        while group.driver_alive and time.monotonic() < end:
+            time.sleep(POLL_SECONDS)
+            group = _recorded_group(path)
     except FileNotFoundError:
         return None
     except (OSError, ValueError, KeyError, TypeError) as exc:

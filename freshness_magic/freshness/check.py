@@ -80,14 +80,23 @@ def compare_file(
     """Label one file: ``old`` from the snapshot, ``new`` from now (None: not matched);
     ``explain`` tells git's view of a stale file's change (``FileReport.git_change``)."""
     label, method, note = _label(old, new)
-    details: dict[str, Any] = {"git_at_snapshot": git_at_snapshot}
-    if old is not None:
-        details.update(old_digest=old.digest, old_size=old.size, old_mtime_ns=old.mtime_ns)
-    if new is not None:
-        details.update(new_digest=new.digest, new_size=new.size, new_mtime_ns=new.mtime_ns)
+    git_change = None
     if explain is not None and label.is_stale and not path.startswith("/"):
-        details["git_change"] = explain(path)
-    return FileReport(path, label, method=method, note=note, **details)
+        git_change = explain(path)
+    return FileReport(
+        path,
+        label,
+        old_digest=old.digest if old is not None else None,
+        new_digest=new.digest if new is not None else None,
+        old_size=old.size if old is not None else None,
+        new_size=new.size if new is not None else None,
+        old_mtime_ns=old.mtime_ns if old is not None else None,
+        new_mtime_ns=new.mtime_ns if new is not None else None,
+        method=method,
+        note=note,
+        git_at_snapshot=git_at_snapshot,
+        git_change=git_change,
+    )
 
 
 def _label(old: FileRecord | None, new: FileRecord | None) -> tuple[FileLabel, str, str]:

@@ -161,6 +161,11 @@ class ViewModel:
         ends one): the run's active time counts them, though they leave no evidence record."""
         self.version = 0
         self._views: dict[str, NodeView] = {}
+        self._unread = False
+        """A publish not yet computed: its views are computed when first read (:meth:`views`).
+        Inside a step the events publish twice (the node started, its output) before the step
+        boundary does, and mostly nobody reads in between: those passes over every node were
+        the view's largest cost per step at 20 nodes."""
         self._outdated: tuple[tuple[Any, ...], dict[str, NodeView]] | None = None
         """The last outdated marks and what they were derived from: the events folded within a
         step republish the same traces, which need not be judged again."""
@@ -193,6 +198,7 @@ class ViewModel:
         kind, node = event.type, event.node_id
         branch = event.data.get("branch_of") is not None
         if kind is EventType.PIPELINE_EDITED:
+            self._current_locked()  # the published views are those before the edit
             for node_id, names in dict(event.data.get("edited") or {}).items():
                 known = self.edited.get(str(node_id), ())
                 self.edited[str(node_id)] = tuple(dict.fromkeys([*known, *map(str, names)]))
@@ -252,6 +258,7 @@ class ViewModel:
     def mark_interrupted(self, node_id: str, reason: str) -> None:
         """Record that ``node_id`` was stopped (the run's own event may not say so)."""
         with self._lock:
+            self._current_locked()  # the published views are those before the stop
             self.interrupted[node_id] = reason
             self.running = None
 
@@ -279,13 +286,22 @@ class ViewModel:
 
     def _publish_locked(self, snapshot: RunSnapshot) -> None:
         self.snapshot = snapshot
-        self._views = self._compute()
+        self._unread = True
         self.version += 1
+
+    def _current_locked(self) -> dict[str, NodeView]:
+        """The views of the last publish, computed now if they were not yet. Whatever changes a
+        state the views read without publishing calls this first, so a view computed late is
+        the one it would have been at its publish."""
+        if self._unread:
+            self._views = self._compute()
+            self._unread = False
+        return self._views
 
     def views(self) -> dict[str, NodeView]:
         """The last published view of every node (a fresh dict the caller may keep)."""
         with self._lock:
-            return dict(self._views)
+            return dict(self._current_locked())
 
     # --- the rules ------------------------------------------------------------------------------
 

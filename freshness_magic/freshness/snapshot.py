@@ -308,8 +308,8 @@ class Snapshotter:
         elif git_index is not None:
             status = self._status_through(git_index, records)
         baselines = {}
-        folders = {
-            entries: self.resolver.folder_keys(entries)
+        folders = {  # what another process may list again from (a check's look is not kept)
+            entries: self.resolver.folder_keys(entries) if kind != "current" else None
             for entries in {tuple(nodes[node_id]) for node_id in resolutions}
         }
         for node_id, res in resolutions.items():

@@ -63,19 +63,26 @@ def test_a_node_file_left_by_an_earlier_run_does_not_count(tmp_path: Path) -> No
 
 
 def run_beside_a_sleeping_run(tmp_path: Path, writer_doc: dict[str, object]) -> tuple[str, str]:
-    """Run A (``sleep``) and, while it sleeps, run B writing ``work``'s file; both states."""
-    sleeper = open_run(tool_pipeline("sleep 2", "a"), workdir=tmp_path)
+    """Run A (sleeping until B has ended) and, while it sleeps, run B writing ``work``'s file;
+    both states."""
+    b_ended = tmp_path.with_name(f"{tmp_path.name}-b-ended")  # not in the work tree: no change
+    until_b_ended = f"timeout 60 sh -c 'until [ -e {b_ended} ]; do sleep 0.02; done'"
+    sleeper = open_run(tool_pipeline(until_b_ended, "a"), workdir=tmp_path)
     states: dict[str, str] = {}
     worker = threading.Thread(target=lambda: states.update(a=sleeper.run().state.value))
     worker.start()
     markers = tmp_path / ".orchestrator" / "evidence"
-    wait_until(
-        lambda: list(markers.glob(f"work.running.{sleeper.run_id}")),
-        "run A started its work node",
-    )
-    writer = open_run(tool_pipeline(write_file_command(writer_doc), "b"), workdir=tmp_path)
-    states["b"] = writer.run().state.value
-    worker.join(60)
+    try:
+        wait_until(
+            lambda: list(markers.glob(f"work.running.{sleeper.run_id}")),
+            "run A started its work node",
+        )
+        writer = open_run(tool_pipeline(write_file_command(writer_doc), "b"), workdir=tmp_path)
+        states["b"] = writer.run().state.value
+        assert worker.is_alive(), "run A ended before run B did"
+    finally:
+        b_ended.touch()
+        worker.join(60)
     return states["a"], states["b"]
 
 

@@ -28,8 +28,10 @@ hashing every file, back to back.
 A re-check is a stat per file in this process (the full report of ``freshness-magic check``
 skips the tracked files its own ``git status`` vouches for: ``freshness/gitvouch.py``). A stat
 worker process that took half of the stats was removed after this benchmark measured it at 0.98x
-of none (20,000 files, re-check of an unchanged tree, same run), and a one-shot
-``freshness-magic check`` paid for starting it.
+of none (20,000 files, re-check of an unchanged tree, same run, both cores busy), and a one-shot
+``freshness-magic check`` paid for starting it. On a quiet machine it paid in wall time
+(``--against d83524d``: 1.6-1.7x wall, about 1.05x CPU at 20,000 and 100,000 files);
+docs/ARCHITECTURE.md says why it stays removed.
 
 ``freshness-magic check RUN_DIR`` is measured as users call it (a subprocess, bytecode cached as
 after an install), with 1,000 of the files changed, against ``git status``; the CLI's start-up

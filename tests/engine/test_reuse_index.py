@@ -33,6 +33,18 @@ def entry(step: int, reads: dict[str, str], outputs: dict[str, str] | None = Non
     )
 
 
+def restored(index: ReuseIndex, outputs: dict[str, str], folder: Path) -> Path:
+    """``folder`` made and holding the outputs of an execution recorded with ``outputs``, as
+    the index finds and restores them."""
+    key = reuse_key("p", "b", "d", "")
+    index.add(key, entry(1, {}, outputs))
+    found = index.find(key, lambda k: ABSENT)
+    assert found is not None
+    folder.mkdir()
+    index.restore_outputs(found, folder)
+    return folder
+
+
 def test_a_lookup_verifies_the_reads_of_each_candidate_newest_first(tmp_path: Path) -> None:
     index = ReuseIndex(tmp_path)
     key = reuse_key("p", "b", "def", "inputs")
@@ -58,14 +70,9 @@ def test_outputs_are_kept_by_content_and_a_missing_blob_passes_the_candidate_ove
     (node_dir / "response.md").write_text("the answer")
     outputs = index.keep_outputs(node_dir, ["response.md"])
     assert outputs is not None
-    key = reuse_key("p", "b", "d", "")
-    index.add(key, entry(1, {}, outputs))
-    target = tmp_path / "copy"
-    target.mkdir()
-    found = index.find(key, lambda k: ABSENT)
-    assert found is not None
-    index.restore_outputs(found, target)
+    target = restored(index, outputs, tmp_path / "copy")
     assert (target / "response.md").read_text() == "the answer"
+    key = reuse_key("p", "b", "d", "")
     for blob in (tmp_path / ".freshness" / "reuse" / "blobs").rglob("*"):
         if blob.is_file():
             blob.unlink()
@@ -120,13 +127,7 @@ def test_an_engine_file_is_linked_and_a_new_pass_writing_it_keeps_the_blob(
     second.close()
     assert (node_dir / "response.md").read_text() == "second"
     assert blob.read_text() == "first pass"
-    key = reuse_key("p", "b", "d", "")
-    index.add(key, entry(1, {}, outputs))
-    found = index.find(key, lambda k: ABSENT)
-    assert found is not None
-    target = tmp_path / "restored"
-    target.mkdir()
-    index.restore_outputs(found, target)
+    target = restored(index, outputs, tmp_path / "restored")
     assert (target / "response.md").read_bytes() == b"first pass"
 
 
@@ -146,13 +147,7 @@ def test_a_file_a_user_tool_rewrites_in_place_never_restores_wrong_bytes(
     assert blob.stat().st_ino != made.stat().st_ino
     with made.open("r+") as handle:  # same inode, new bytes
         handle.write('{"pass": 2}')
-    key = reuse_key("p", "b", "d", "")
-    index.add(key, entry(1, {}, outputs))
-    found = index.find(key, lambda k: ABSENT)
-    assert found is not None
-    target = tmp_path / "restored"
-    target.mkdir()
-    index.restore_outputs(found, target)
+    target = restored(index, outputs, tmp_path / "restored")
     assert (target / "report.json").read_text() == '{"pass": 1}'
 
 

@@ -57,37 +57,26 @@ GLYPH_PX = 12
 """The size of a node's state mark (:attr:`StateStyle.glyph`), in the layout's units."""
 
 
+_TEXT_ESCAPES = (("&", "&amp;"), ("<", "&lt;"), (">", "&gt;"))
+_ATTR_ESCAPES = (*_TEXT_ESCAPES, ('"', "&quot;"), ("\r", "&#13;"), ("\n", "&#10;"), ("\t", "&#09;"))
 _TEXT_SPECIAL = re.compile("[&<>]").search
 _ATTR_SPECIAL = re.compile('[&<>"\r\n\t]').search
 
 
+def _escaped(value: str, escapes: tuple[tuple[str, str], ...]) -> str:
+    for char, entity in escapes:  # "&" first, so no entity is escaped again
+        value = value.replace(char, entity)
+    return value
+
+
 def _text(value: str) -> str:
     """``value`` escaped as element text."""
-    if _TEXT_SPECIAL(value) is None:
-        return value
-    if "&" in value:
-        value = value.replace("&", "&amp;")
-    if "<" in value:
-        value = value.replace("<", "&lt;")
-    if ">" in value:
-        value = value.replace(">", "&gt;")
-    return value
+    return value if _TEXT_SPECIAL(value) is None else _escaped(value, _TEXT_ESCAPES)
 
 
 def _attr(value: str) -> str:
     """``value`` escaped as a double-quoted attribute (line breaks and tabs kept as such)."""
-    if _ATTR_SPECIAL(value) is None:
-        return value
-    value = _text(value)
-    if '"' in value:
-        value = value.replace('"', "&quot;")
-    if "\r" in value:
-        value = value.replace("\r", "&#13;")
-    if "\n" in value:
-        value = value.replace("\n", "&#10;")
-    if "\t" in value:
-        value = value.replace("\t", "&#09;")
-    return value
+    return value if _ATTR_SPECIAL(value) is None else _escaped(value, _ATTR_ESCAPES)
 
 
 def _undefined_entity(name: str, _parameter: bool) -> None:

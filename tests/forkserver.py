@@ -28,8 +28,7 @@ from typing import Any
 
 REPO = Path(__file__).resolve().parents[1]
 
-CLI_MODULES = (
-    "freshness_magic.cli",
+RUN_MODULES = (
     "freshness_magic.session",
     "freshness_magic.engine.pipeline",
     "freshness_magic.engine.handlers.builtin",
@@ -39,6 +38,8 @@ CLI_MODULES = (
     "freshness_magic.hub.extension",
     "freshness_magic.backends.registry",
 )
+"""What a script that opens and runs a pipeline (``session.open_run``) imports."""
+CLI_MODULES = ("freshness_magic.cli", *RUN_MODULES)
 """What ``python -m freshness_magic run`` imports (``resume``, ``status`` and ``check`` fewer)."""
 
 SERVER = r"""

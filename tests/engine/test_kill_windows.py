@@ -27,7 +27,7 @@ from freshness_magic.engine.checkpoint import load_checkpoint
 from freshness_magic.engine.trace import Trace
 from freshness_magic.session import resume_run
 from tests.engine.runkit import trace_shape
-from tests.forkserver import ForkServer
+from tests.forkserver import RUN_MODULES, ForkServer
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -56,23 +56,10 @@ print(run.state.value)
 """
 
 
-RUN_MODULES = [
-    "freshness_magic.session",
-    "freshness_magic.engine.pipeline",
-    "freshness_magic.engine.handlers.builtin",
-    "freshness_magic.engine.validation.validator",
-    "freshness_magic.freshness.extension",
-    "freshness_magic.evidence.extension",
-    "freshness_magic.hub.extension",
-    "freshness_magic.backends.registry",
-]
-"""What :data:`DRIVE` imports, most of it while its run starts."""
-
-
 @pytest.fixture(scope="module")
 def drivers() -> Iterator[ForkServer]:
     """Where the driver processes come from: each is a process of its own, killed for real."""
-    with ForkServer(RUN_MODULES) as server:
+    with ForkServer(RUN_MODULES) as server:  # what DRIVE imports
         yield server
 
 

@@ -43,6 +43,20 @@ def follow_restarts(run_dir: Path) -> Path:
     return current
 
 
+def manifest_workdir(run_dir: Path) -> str | None:
+    """The working directory the run's manifest names (a few hundred bytes, read before the
+    checkpoint); None when it names none or cannot be read. A hint only: the checkpoint's
+    ``workdir`` decides (a resume may have moved the run)."""
+    from freshness_magic.engine.checkpoint_format import MANIFEST_FILE
+
+    try:
+        manifest = loads_bounded(read_state(run_dir / MANIFEST_FILE))
+    except (OSError, ValueError):
+        return None
+    workdir = manifest.get("workdir") if isinstance(manifest, dict) else None
+    return workdir if isinstance(workdir, str) and workdir else None
+
+
 def workdir_gone(run_dir: Path, stored: object) -> str:
     """What to say when the working directory a run was started in (``stored``) is gone, a
     project moved or deleted; empty when it is there (or unknown). Nothing that reads or goes

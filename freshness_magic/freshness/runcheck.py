@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -50,12 +51,22 @@ def check_run(
             f"{run_dir} is not a run directory; pass .freshness/runs/<run_id> of a run"
         )
     folder = follow_restarts(run_dir)
+    early = _early_tracker(folder, hash_size_limit, hash_sources)
     try:
         data, used = load_checkpoint(folder)
-    except CheckpointError as exc:
-        raise FreshnessError(f"cannot check {run_dir}: {exc}") from exc
+    except BaseException as exc:
+        if early is not None:
+            early.cancel_report()
+        if isinstance(exc, CheckpointError):
+            raise FreshnessError(f"cannot check {run_dir}: {exc}") from exc
+        raise
     tracker = loaded_tracker(
-        data, used, folder, hash_size_limit=hash_size_limit, hash_sources=hash_sources
+        data,
+        used,
+        folder,
+        hash_size_limit=hash_size_limit,
+        hash_sources=hash_sources,
+        started=early,
     )
     try:
         graph, traces = _pipeline_and_traces(folder, data, used)
@@ -66,6 +77,23 @@ def check_run(
     if graph is not None:
         report = report.with_modes(graph)
     return RunCheck(report, folder, data, used, graph, traces)
+
+
+def _early_tracker(
+    folder: Path, hash_size_limit: int | None, hash_sources: HashSources | None
+) -> FreshnessTracker | None:
+    """A tracker for the working directory the run's manifest names, its report's ``git
+    status`` started before the checkpoint (megabytes of JSON at 20,000 files) is read, so
+    that git runs meanwhile; None when the manifest names no existing folder."""
+    from freshness_magic.engine.runread import manifest_workdir
+
+    workdir = manifest_workdir(folder)
+    if workdir is None or not os.path.isdir(workdir):
+        return None
+    source = hash_sources(workdir) if hash_sources is not None else None
+    tracker = FreshnessTracker(workdir, hash_size_limit, hash_source=source)
+    tracker.start_report()
+    return tracker
 
 
 def _pipeline_and_traces(
@@ -108,13 +136,44 @@ def loaded_tracker(
     *,
     hash_size_limit: int | None = None,
     hash_sources: HashSources | None = None,
+    started: FreshnessTracker | None = None,
 ) -> FreshnessTracker:
     """A tracker holding the baselines of a checkpoint already read, the git status of its
     report started (see :func:`checkpoint_report`; a caller that does not ask for the report
-    calls ``cancel_report``)."""
+    calls ``cancel_report``). ``started``: a tracker made before the checkpoint was read
+    (:func:`_early_tracker`), taken when it is for the checkpoint's working directory, else
+    stopped; an error stops it too."""
+    try:
+        tracker = _tracker_of(data, used, run_dir, hash_size_limit, hash_sources, started)
+    except BaseException:
+        if started is not None:
+            started.cancel_report()
+        raise
+    try:
+        tracker.load(_tracker_state(data))
+    except BaseException:
+        tracker.cancel_report()
+        raise
+    return tracker
+
+
+def _tracker_state(data: dict[str, Any]) -> Any:
     state = (data.get("extensions") or {}).get("freshness") or {}
-    tracker_state = state.get("tracker") if isinstance(state, dict) else None
-    if not tracker_state:
+    return state.get("tracker") if isinstance(state, dict) else None
+
+
+def _tracker_of(
+    data: dict[str, Any],
+    used: Path,
+    run_dir: Path,
+    hash_size_limit: int | None,
+    hash_sources: HashSources | None,
+    started: FreshnessTracker | None,
+) -> FreshnessTracker:
+    """The tracker for the checkpoint's working directory, its report's git status started
+    (``started`` when it is for that directory); FreshnessError when the checkpoint keeps no
+    baselines or the directory is gone."""
+    if not _tracker_state(data):
         raise FreshnessError(
             f"checkpoint {used} has no freshness baselines (the run was not opened with the "
             "freshness extension, or has not started yet)"
@@ -122,14 +181,13 @@ def loaded_tracker(
     workdir = str(data.get("workdir") or ".")
     if gone := workdir_gone(run_dir, workdir):
         raise FreshnessError(f"{gone}; its inputs were not checked")
+    if started is not None:
+        if started.workdir == os.path.abspath(workdir):
+            return started
+        started.cancel_report()
     source = hash_sources(workdir) if hash_sources is not None else None
     tracker = FreshnessTracker(workdir, hash_size_limit, hash_source=source)
     tracker.start_report()  # git runs while the baselines are loaded
-    try:
-        tracker.load(tracker_state)
-    except BaseException:
-        tracker.cancel_report()
-        raise
     return tracker
 
 

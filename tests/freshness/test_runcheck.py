@@ -1,0 +1,112 @@
+"""check_run: the report of a run on disk, its git status started before the checkpoint is read."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from freshness_magic.engine import checkpoint
+from freshness_magic.errors import FreshnessError
+from freshness_magic.freshness.runcheck import check_run
+from freshness_magic.session import open_run
+from freshness_magic.vcs import git as vcs_git
+from tests.gitrepo import git
+
+from .conftest import write
+
+PIPELINE = """
+digraph p {
+  start [shape=Mdiamond]
+  work  [shape=parallelogram, tool_command="printf ran > ran.txt", source_files="src/*.py",
+         freshness="warn"]
+  done  [shape=Msquare]
+  start -> work -> done
+}
+"""
+
+
+def _ran(repo: Path) -> Path:
+    """A completed run over ``repo``'s src/*.py; src/a.py edited since."""
+    run = open_run(PIPELINE, workdir=repo)
+    assert run.run().status == "completed"
+    write(repo, "src/a.py", "a = 2\n")
+    return run.run_dir
+
+
+def _order(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Records, in order, each git process started and each checkpoint read (both still run)."""
+    seen: list[str] = []
+    start, load = vcs_git.start, checkpoint.load_checkpoint
+
+    def starting(args: list[str], cwd: str) -> vcs_git.Pending:
+        seen.append(f"git {args[args.index('status')] if 'status' in args else args[0]} {cwd}")
+        return start(args, cwd)
+
+    def loading(*args: object, **kwargs: object) -> object:
+        seen.append("checkpoint")
+        return load(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(vcs_git, "start", starting)
+    monkeypatch.setattr(checkpoint, "load_checkpoint", loading)
+    return seen
+
+
+def test_git_status_runs_while_the_checkpoint_is_read(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    run_dir = _ran(repo)
+    seen = _order(monkeypatch)
+    report = check_run(run_dir).report
+    assert seen[:2] == [f"git status {repo}", "checkpoint"]
+    assert report.nodes["work"].since_baseline.stale_files == ["src/a.py"]
+
+
+def test_a_manifest_naming_another_folder_is_not_taken_for_the_working_directory(
+    repo: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The checkpoint's working directory decides: a git status started in the folder the
+    manifest names is stopped and one of the right folder is asked."""
+    run_dir = _ran(repo)
+    elsewhere = tmp_path / "elsewhere"
+    write(elsewhere, "src/a.py", "a = 1\n")
+    git(elsewhere, "init", "-q")
+    manifest = json.loads((run_dir / "manifest.json").read_text())
+    manifest["workdir"] = str(elsewhere)
+    (run_dir / "manifest.json").write_text(json.dumps(manifest))
+    seen = _order(monkeypatch)
+    report = check_run(run_dir).report
+    assert seen[:3] == [f"git status {elsewhere}", "checkpoint", f"git status {repo}"]
+    assert report.workdir == str(repo)
+    assert report.nodes["work"].since_baseline.stale_files == ["src/a.py"]
+
+
+@pytest.mark.parametrize("manifest", ["missing", "damaged", "no workdir", "a folder gone"])
+def test_without_a_usable_manifest_the_checkpoint_names_the_working_directory(
+    repo: Path, monkeypatch: pytest.MonkeyPatch, manifest: str
+) -> None:
+    run_dir = _ran(repo)
+    path = run_dir / "manifest.json"
+    if manifest == "missing":
+        path.unlink()
+    elif manifest == "damaged":
+        path.write_text('{"workdir": ')
+    elif manifest == "no workdir":
+        path.write_text('{"run_id": "x"}')
+    else:
+        path.write_text(json.dumps({"workdir": str(repo / "gone")}))
+    seen = _order(monkeypatch)
+    report = check_run(run_dir).report
+    assert seen[:2] == ["checkpoint", f"git status {repo}"]
+    assert report.nodes["work"].since_baseline.stale_files == ["src/a.py"]
+
+
+def test_a_checkpoint_without_baselines_is_an_error_after_git_started(repo: Path) -> None:
+    run_dir = _ran(repo)
+    data = json.loads((run_dir / "checkpoint.json").read_text())
+    del data["extensions"]["freshness"]
+    (run_dir / "journal.jsonl").unlink()
+    (run_dir / "checkpoint.json").write_text(json.dumps(data) + "\n")
+    with pytest.raises(FreshnessError, match="has no freshness baselines"):
+        check_run(run_dir)

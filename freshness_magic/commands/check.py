@@ -88,10 +88,10 @@ def outdated_nodes(checked: RunCheck) -> dict[str, str]:
     every view, :func:`~freshness_magic.engine.marks.node_marks`); empty without the run's
     stored pipeline. ``checked`` is the :class:`~freshness_magic.freshness.runcheck.RunCheck`
     the report came from (its checkpoint, pipeline and traces are not read again)."""
+    if checked.graph is None or not checked.traces:  # no trace: nothing can be outdated
+        return {}
     from freshness_magic.engine.marks import MarkKind, node_marks
     from freshness_magic.freshness.runcheck import changed_since_run
 
-    if checked.graph is None:
-        return {}
     marks = node_marks(checked.traces, changed_since_run(checked.report, checked.graph))
     return {n: m.because() for n, m in marks.items() if m.kind is MarkKind.OUTDATED}

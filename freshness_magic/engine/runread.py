@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import shlex
+from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -74,6 +75,23 @@ def workdir_gone(run_dir: Path, stored: object) -> str:
     return (
         f"{run_dir}: the run's working directory {stored} is not there (moved or deleted?); {hint}"
     )
+
+
+def reads_within_run(traces: Iterable[Any]) -> bool:
+    """Whether a checkpoint's trace records (``Trace.to_dict``) hold a read of a value an
+    execution of this run wrote: what :mod:`.marks` follows to find an outdated execution
+    (other reads never link), so without one no execution is outdated, and a reader need
+    not build the traces or load the marks to know it."""
+    for trace in traces:
+        reads = trace.get("reads") if isinstance(trace, dict) else None
+        for read in reads if isinstance(reads, list) else ():
+            if (
+                isinstance(read, dict)
+                and read.get("writer") is not None
+                and read.get("writer_run") is None
+            ):
+                return True
+    return False
 
 
 def stored_pipeline(folder: Path, pipeline: dict[str, Any], used: Path) -> Graph:

@@ -31,7 +31,9 @@ class RunCheck:
     used: Path
     graph: Graph | None
     traces: list[Trace] = field(default_factory=list)
-    """The checkpoint's traces when the pipeline was read (the outdated marks need both)."""
+    """The checkpoint's traces when the pipeline was read and one of them read what another
+    execution of the run wrote (the outdated marks need both; without such a read no node is
+    outdated)."""
 
 
 def check_run(
@@ -100,16 +102,21 @@ def _pipeline_and_traces(
     folder: Path, data: dict[str, Any], used: Path
 ) -> tuple[Graph | None, list[Trace]]:
     """The run's stored pipeline (None: there is none to tell the modes from, every node is
-    then checked) and, with it, the checkpoint's traces."""
-    from freshness_magic.engine.runread import stored_pipeline
-    from freshness_magic.engine.trace import Trace
+    then checked) and, with it, the checkpoint's traces when one of them read a value another
+    execution of the run wrote (else none is outdated: no trace is built)."""
+    from freshness_magic.engine.runread import reads_within_run, stored_pipeline
 
     try:
         graph: Graph | None = stored_pipeline(folder, data.get("pipeline") or {}, used)
     except FreshnessMagicError:
         return None, []
+    records = data.get("traces") or ()
+    if not reads_within_run(records):
+        return graph, []
+    from freshness_magic.engine.trace import Trace
+
     run_id = str(data.get("run_id") or "")
-    return graph, [Trace.from_dict(t, run_id) for t in data.get("traces") or ()]
+    return graph, [Trace.from_dict(t, run_id) for t in records]
 
 
 def checkpoint_report(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from freshness_magic.engine.marks import MarkKind, derive_marks, node_marks
+from freshness_magic.engine.runread import reads_within_run
 from freshness_magic.engine.trace import Part, Read, Trace, Write
 
 
@@ -87,3 +88,23 @@ def test_a_sibling_branch_never_descends_from_another() -> None:
     assert kinds(marks) == {"join": "outdated"}
     (link,) = marks["join"].links
     assert link.read.part == "right" and link.superseded_by == 8
+
+
+def test_only_a_read_of_a_value_this_run_wrote_makes_an_execution_outdated() -> None:
+    """What a read-only command asks of the trace records before it builds traces and loads
+    the marks (:func:`~freshness_magic.engine.runread.reads_within_run`): without such a read
+    nothing is outdated, however much changed."""
+    wrote = Trace("a", "r", "d", step=1, writes={"v": Write("one")})
+    cases = {
+        "nothing read": [],
+        "a value no execution wrote": [Read("goal", "fp", None)],
+        "a value carried from another run": [Read("v", "one", 1, writer_run="earlier")],
+        "a value this run wrote": [Read("v", "one", 1)],
+    }
+    for name, reads in cases.items():
+        traces = [wrote, Trace("b", "r", "d", step=2, cause=1, reads=reads)]
+        marks = node_marks(traces, {"a": ["in.txt"]})
+        outdated = {n for n, m in marks.items() if m.kind is MarkKind.OUTDATED}
+        linked = name == "a value this run wrote"
+        assert reads_within_run([t.to_dict() for t in traces]) is linked, name
+        assert outdated == ({"b"} if linked else set()), name

@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
 
+from freshness_magic.commands.check import outdated_nodes
 from freshness_magic.engine import checkpoint
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.runcheck import check_run
@@ -110,3 +113,23 @@ def test_a_checkpoint_without_baselines_is_an_error_after_git_started(repo: Path
     (run_dir / "checkpoint.json").write_text(json.dumps(data) + "\n")
     with pytest.raises(FreshnessError, match="has no freshness baselines"):
         check_run(run_dir)
+
+
+def test_a_run_whose_executions_read_no_value_of_another_builds_no_traces(repo: Path) -> None:
+    """Nothing can be outdated then: ``check`` loads neither the traces nor the marks."""
+    run_dir = _ran(repo)
+    checked = check_run(run_dir)
+    assert checked.graph is not None and checked.traces == []
+    assert outdated_nodes(checked) == {}
+    code = (
+        "import sys\n"
+        "from freshness_magic import cli\n"
+        f"code = cli.main(['check', {str(run_dir)!r}])\n"
+        "print(code, sorted(m for m in sys.modules if m.startswith("
+        "('freshness_magic.engine.marks', 'freshness_magic.engine.trace'))))\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=repo
+    )
+    assert "src/a.py" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "1 []", proc.stdout + proc.stderr

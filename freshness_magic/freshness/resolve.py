@@ -16,8 +16,10 @@ once, unreadable folders reported): its refusals become :class:`Unresolved` entr
 from __future__ import annotations
 
 import os
+from bisect import bisect_left
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from itertools import islice
 
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS
 from freshness_magic.pathsafety import (
@@ -73,17 +75,21 @@ class _Recorded:
         self._unresolved = unresolved
         self._made: Resolution | None = None
 
+    @property
+    def literal_keys(self) -> frozenset[str]:
+        return self._literal
+
     def resolution(self) -> Resolution:
         if self._made is None:
             self._made = Resolution(sorted(self._files), self._literal, list(self._unresolved))
         return self._made
 
-    def held(self, workdir: str, changed: Sequence[str]) -> dict[str, _Held]:
+    def held(self, workdir: str, changed: Sequence[str], files: bool = True) -> dict[str, _Held]:
         """What each recorded folder but ``changed`` held for these entries: the files found in
-        it (literal paths left out: they are tracked whether a glob finds them or not) and the
-        recorded folders in it, none a link (a folder holding a link is never recorded). The
-        entries find the same files there as in a listing: the names left out are ones no
-        entry matched or walked into."""
+        it (literal paths left out: they are tracked whether a glob finds them or not; none at
+        all without ``files``) and the recorded folders in it, none a link (a folder holding a
+        link is never recorded). The entries find the same files there as in a listing: the
+        names left out are ones no entry matched or walked into."""
         skip = set(changed)
         found: dict[str, tuple[list[str], list[tuple[str, bool, int]]]] = {
             folder: ([], []) for folder in self.folders if folder not in skip
@@ -93,18 +99,40 @@ class _Recorded:
             place = found.get(parent or "/")
             if place is not None and name:
                 place[1].append((name, False, key[1]))
-        inside = workdir + "/"
-        literal = self._literal
-        for path in self._files:
-            cut = path.rfind("/")
-            if path[:1] == "/":
-                folder = path[:cut] or "/"
-            else:
-                folder = inside + path[:cut] if cut >= 0 else workdir
-            place = found.get(folder)
-            if place is not None and path not in literal:
-                place[0].append(path[cut + 1 :])
-        return {folder: (files, dirs, _NO_LINKS) for folder, (files, dirs) in found.items()}
+        if files:
+            inside = workdir + "/"
+            literal = self._literal
+            for path in self._files:
+                cut = path.rfind("/")
+                if path[:1] == "/":
+                    folder = path[:cut] or "/"
+                else:
+                    folder = inside + path[:cut] if cut >= 0 else workdir
+                place = found.get(folder)
+                if place is not None and path not in literal:
+                    place[0].append(path[cut + 1 :])
+        return {folder: (names, dirs, _NO_LINKS) for folder, (names, dirs) in found.items()}
+
+    def files_in(self, workdir: str, folder: str) -> list[str]:
+        """The recorded keys of the files directly in ``folder`` (found by bisecting the sorted
+        keys: the keys below a folder are one run of them)."""
+        if folder == workdir:
+            prefix = ""
+        elif folder.startswith(workdir + "/"):
+            prefix = folder[len(workdir) + 1 :] + "/"
+        else:  # outside the work tree: keys are absolute
+            prefix = folder.rstrip("/") + "/"
+        keys = self.resolution().files
+        if not prefix:
+            return [key for key in keys if "/" not in key]
+        start = bisect_left(keys, prefix)
+        below = []
+        for key in islice(keys, start, None):
+            if not key.startswith(prefix):
+                break
+            below.append(key)
+        cut = len(prefix)
+        return [key for key in below if "/" not in key[cut:]]
 
 
 class Resolver:
@@ -179,22 +207,60 @@ class Resolver:
             if not changed:
                 self._recorded[memo_key] = recorded
                 return recorded.resolution()
-            listing.held = recorded.held(self.workdir, changed)  # only the changed are listed
-        listing.track = set()
-        listing.served = set()
-        try:
-            resolution = self._resolve(entries, listing)
-            consulted, served = listing.track, listing.served
-        finally:
-            listing.track = None
-            listing.held = None
-            listing.served = set()
+            # only the changed are listed; the others give their sub-folders, and their files
+            # only when the listed folders show that the files differ
+            listing.held = recorded.held(self.workdir, changed, files=False)
+            resolution, consulted, served = self._walk(entries, listing)
+            if self._same(recorded, resolution, consulted, served):
+                resolution = recorded.resolution()
+            else:
+                listing.held = recorded.held(self.workdir, changed)
+                resolution, consulted, served = self._walk(entries, listing)
+        else:
+            resolution, consulted, served = self._walk(entries, listing)
         self._resolved[memo_key] = (resolution, tuple(consulted))
         if recorded is not None and served:
             self._served[memo_key] = {folder: recorded.folders[folder] for folder in served}
         else:
             self._served.pop(memo_key, None)
         return resolution
+
+    def _walk(
+        self, entries: Sequence[str], listing: Listing
+    ) -> tuple[Resolution, set[str], set[str]]:
+        """A resolution by ``listing`` (its :attr:`~Listing.held` taken, then cleared) with the
+        folders it consulted and those the held entries served."""
+        listing.track = set()
+        listing.served = set()
+        try:
+            return self._resolve(entries, listing), listing.track, listing.served
+        finally:
+            listing.track = None
+            listing.held = None
+            listing.served = set()
+
+    def _same(
+        self, recorded: _Recorded, walked: Resolution, consulted: set[str], served: set[str]
+    ) -> bool:
+        """Whether a walk whose unchanged folders gave no files (``walked``) shows that the
+        entries still resolve to the recorded files, so no folder's files are gathered.
+
+        A folder is reached the same way whatever the files of the folders on its path (a walk
+        enters folders by their names), so the unchanged folders it reached still give the
+        recorded files. What remains to compare: every recorded folder reached again (none
+        removed on the way), the same refusals, and in the folders listed again exactly the
+        recorded files (a new folder's files, if any, make a difference)."""
+        if (
+            not recorded.folders.keys() <= consulted
+            or walked.literal != recorded.literal_keys
+            or walked.unresolved != recorded.resolution().unresolved
+        ):
+            return False
+        expected = set(walked.literal)
+        for folder in consulted - served:
+            if folder in recorded.folders:
+                expected.update(recorded.files_in(self.workdir, folder))
+        return len(walked.files) == len(expected) and expected.issuperset(walked.files)
 
     def _resolve(self, entries: Sequence[str], listing: Listing) -> Resolution:
         files: dict[str, None] = {}

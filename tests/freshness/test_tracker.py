@@ -399,6 +399,27 @@ CHANGES = {
         [".cfg"],
         {".cfg/new.ini": "stale_added"},
     ),
+    "an empty folder added": (lambda t: (t / "src/empty").mkdir(), ["src", "src/empty"], {}),
+    "a file renamed in its folder": (
+        lambda t: (t / "src/b.py").rename(t / "src/c.py"),
+        ["src"],
+        {"src/b.py": "stale_deleted", "src/c.py": "stale_added"},
+    ),
+    "a folder removed": (
+        lambda t: shutil.rmtree(t / "docs/old"),
+        ["docs"],
+        {"docs/old/notes.md": "stale_deleted"},
+    ),
+    "a folder replaced by a file of its name": (
+        lambda t: (shutil.rmtree(t / "docs/old"), write(t, "docs/old", "now a file\n")),
+        ["docs"],
+        {"docs/old/notes.md": "stale_deleted", "docs/old": "stale_added"},
+    ),
+    "a file that a literal entry names added": (
+        lambda t: write(t, "docs/typo.md", "now here\n"),
+        ["docs"],
+        {"docs/typo.md": "stale_added"},
+    ),
 }
 
 

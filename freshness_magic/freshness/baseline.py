@@ -36,6 +36,7 @@ BLOB_LAYOUT = struct.Struct(f"<QQQQqq{BLOB_ID_BYTES}s")
 _DIGEST_BYTES = (16, BLOB_ID_BYTES)
 """An xxh3_128 digest, or the git blob id of a clean tracked file (:mod:`.gitindex`)."""
 _MTIME, _MTIME_AT = struct.Struct("<q"), 32
+_CTIME, _CTIME_AT = struct.Struct("<q"), 40
 _SIZE, _SIZE_AT = struct.Struct("<Q"), 24
 _HASHED = (True, HASH, "", True)
 """The (existed, method, note, regular) of a hashed file: one tuple all such records share."""
@@ -188,6 +189,68 @@ def hashed_records(packed: list[bytes]) -> list[FileRecord]:
     return list(_hashed(packed))
 
 
+@dataclass(frozen=True)
+class IndexMatch:
+    """The git index a snapshot took blob ids from, as a claim a later check can use without
+    comparing with the index file by file: its header and entries, named by their length and
+    digest (``gitindex.entries_id``), and the blob records of the snapshot that are *not* its
+    entries' (their stat did not match their entry, or their ctime lies within the racy window
+    before the snapshot). While the index holds the same entries, every other blob record still
+    holds its entry's blob id, and the entry's ctime lies before the snapshot by the racy
+    window."""
+
+    entries: tuple[int, str]
+    unmatched: frozenset[str] = frozenset()
+
+    @classmethod
+    def of(
+        cls,
+        entries: tuple[int, str],
+        files: Mapping[str, FileRecord],
+        matched: set[str],
+        before_ns: int,
+    ) -> IndexMatch:
+        """The claim for ``files`` when ``matched`` are the keys whose stat matched their entry
+        and ``before_ns`` is the snapshot's filesystem time less the racy window."""
+        size, ctime = BLOB_LAYOUT.size, _CTIME.unpack_from
+        return cls(
+            entries,
+            frozenset(
+                key
+                for key, record in files.items()
+                if (packed := record[0]) is not None
+                and len(packed) == size
+                and (key not in matched or ctime(packed, _CTIME_AT)[0] >= before_ns)
+            ),
+        )
+
+    def held(self, files: Mapping[str, FileRecord], keys: Iterable[str]) -> dict[str, FileRecord]:
+        """Key -> record of the ``keys`` whose record in ``files`` is its index entry's."""
+        size, unmatched, get = BLOB_LAYOUT.size, self.unmatched, files.get
+        return {
+            key: record
+            for key in keys
+            if (record := get(key)) is not None
+            and (packed := record[0]) is not None
+            and len(packed) == size
+            and key not in unmatched
+        }
+
+    def to_dict(self) -> dict[str, Any]:
+        end, digest = self.entries
+        return {"entries_end": end, "entries_id": digest, "unmatched": sorted(self.unmatched)}
+
+    @classmethod
+    def from_dict(cls, data: Any) -> IndexMatch | None:
+        """The claim of a snapshot's dict (None: none); ValueError when malformed."""
+        if data is None:
+            return None
+        end, digest = data["entries_end"], data["entries_id"]
+        if type(end) is not int or not isinstance(digest, str):
+            raise ValueError("a recorded git index has no entries' length and digest")
+        return cls((end, digest), frozenset(str(path) for path in data["unmatched"]))
+
+
 @dataclass
 class Baseline:
     """A node's source files at one moment (see the module docstring for the kinds)."""
@@ -212,6 +275,8 @@ class Baseline:
     it was listed at (``Resolver.folder_keys``): another process takes ``files``' keys as the
     entries' resolution while none of them changed, instead of listing them. None: unknown
     (a folder holding links, or a snapshot written before folders were recorded)."""
+    index_match: IndexMatch | None = None
+    """The git index the snapshot took blob ids from (None: it read no index)."""
     _encoded: list[tuple[Baseline | None, str, dict[str, Any]]] = field(
         default_factory=list, repr=False, compare=False
     )
@@ -258,6 +323,8 @@ class Baseline:
         )
         if self.folders is not None:
             data["folders"] = {folder: list(key) for folder, key in self.folders.items()}
+        if self.index_match is not None:
+            data["git_index"] = self.index_match.to_dict()
         self._encoded[:] = [*self._encoded[-1:], (base, base_id, data)]
         return data
 
@@ -287,6 +354,7 @@ class Baseline:
                 git=bool(data.get("git", False)),
                 git_states={str(k): str(v) for k, v in dict(data.get("git_states", {})).items()},
                 folders=_folders_of(data.get("folders")),
+                index_match=IndexMatch.from_dict(data.get("git_index")),
             )
         except (KeyError, TypeError, ValueError, AttributeError) as exc:
             node = data.get("node_id", "?") if isinstance(data, dict) else "?"

@@ -36,7 +36,7 @@ import struct
 from collections.abc import Iterable, Mapping
 
 from freshness_magic.freshness.baseline import BLOB_LAYOUT, STAT_LAYOUT, FileRecord
-from freshness_magic.freshness.hashing import BLOB_ID_BYTES
+from freshness_magic.freshness.hashing import BLOB_ID_BYTES, hash_bytes
 from freshness_magic.vcs.git import head_and_tree
 
 _HEADER = struct.Struct(">4sII")
@@ -99,6 +99,8 @@ class GitIndex:
         self._attributes = AttributesRule(top, self._workdir)
         self.file_key: tuple[int, ...] | None = None
         """The stat key of the index file read (see :func:`index_key`)."""
+        self.entries_id: tuple[int, str] | None = None
+        """Its header and entries, named (see :func:`entries_id`)."""
 
     @classmethod
     def read(
@@ -126,7 +128,7 @@ class GitIndex:
         parsed = _entries(data)
         if parsed is None:
             return None
-        offsets, root_tree = parsed
+        offsets, root_tree, entries_end = parsed
         listed = b"\0" + b"\0".join(offsets) + b"\0"  # one search, not one per entry
         if b"\0.gitattributes\0" in listed or b"/.gitattributes\0" in listed:
             return None
@@ -137,6 +139,7 @@ class GitIndex:
                 head = found[0]
         index = cls(data, offsets, written_ns, top, prefix, head)
         index.file_key = _file_key(st)
+        index.entries_id = entries_id(data, entries_end)
         # Attributes over the whole workdir: no blob id is usable, so none is taken at all.
         return index if index.folder_usable("") else None
 
@@ -204,14 +207,7 @@ class GitIndex:
                 and packed.endswith(blob)  # the record's digest: the blob id after its stat key
             ):
                 held[key] = record
-        filtered = {
-            folder
-            for folder in {key.rpartition("/")[0] for key in held}
-            if not self.folder_usable(folder)
-        }
-        if filtered:
-            held = {k: r for k, r in held.items() if k.rpartition("/")[0] not in filtered}
-        return held
+        return self._attributes.unfiltered(held)
 
     def states(self, records: Mapping[str, FileRecord]) -> tuple[dict[str, str], list[str]]:
         """git's status of the files of a snapshot taken through this index, as far as it can
@@ -252,9 +248,9 @@ class GitIndex:
         return states, ask
 
 
-def _entries(data: bytes) -> tuple[dict[bytes, int], bytes | None] | None:
-    """(path -> entry offset, the cached root tree id or None) of an index file; None for a
-    format not read here."""
+def _entries(data: bytes) -> tuple[dict[bytes, int], bytes | None, int] | None:
+    """(path -> entry offset, the cached root tree id or None, where the entries end) of an
+    index file; None for a format not read here."""
     if len(data) < _HEADER.size + BLOB_ID_BYTES:
         return None
     signature, version, count = _HEADER.unpack_from(data)
@@ -266,9 +262,38 @@ def _entries(data: bytes) -> tuple[dict[bytes, int], bytes | None] | None:
         extensions = _extensions(data, end) if end is not None else None
     except (struct.error, IndexError, ValueError):
         return None
-    if extensions is None:
+    if extensions is None or end is None:
         return None
-    return offsets, extensions.get(b"TREE")
+    return offsets, extensions.get(b"TREE"), end
+
+
+def entries_id(data: bytes, end: int) -> tuple[int, str]:
+    """The header and entries of index ``data`` (which end at ``end``), named by their length
+    and digest: equal names, equal entries, whatever git rewrote after them (its cache tree,
+    untracked cache) or when (a rewrite that only resolved racily clean entries)."""
+    return end, hash_bytes(data[:end])
+
+
+def current_entries_id(top: str, end: int, file_key: tuple[int, ...]) -> tuple[int, str] | None:
+    """:func:`entries_id` of the work tree's index at ``top`` taking its entries to end at
+    ``end``, if its stat key is ``file_key`` and its extensions after ``end`` are whole and
+    keep every entry in it (no split or sparse index); None otherwise."""
+    try:
+        found = _index_and_config_folder(top)
+        if found is None:
+            return None
+        with open(found[0], "rb") as handle:
+            if _file_key(os.fstat(handle.fileno())) != file_key:
+                return None
+            data = handle.read()
+    except OSError:
+        return None
+    try:
+        if _extensions(data, end) is None:
+            return None
+    except (struct.error, IndexError, ValueError):
+        return None
+    return entries_id(data, end)
 
 
 def _read_v2(data: bytes, count: int, offsets: dict[bytes, int]) -> int | None:
@@ -376,6 +401,15 @@ class AttributesRule:
         self._top = top
         self._workdir = os.path.normpath(workdir)
         self._known: dict[str, bool] = {}
+
+    def unfiltered(self, records: dict[str, FileRecord]) -> dict[str, FileRecord]:
+        """``records`` (workdir-relative key -> record) without the files of folders an
+        attributes file may apply to."""
+        folders = {key.rpartition("/")[0] for key in records}
+        filtered = {folder for folder in folders if not self.free(folder)}
+        if not filtered:
+            return records
+        return {k: r for k, r in records.items() if k.rpartition("/")[0] not in filtered}
 
     def free(self, folder: str) -> bool:
         """Whether no attributes file may apply to the files of the workdir-relative

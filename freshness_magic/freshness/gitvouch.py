@@ -26,16 +26,35 @@ Only where git's word is exact, else every file is looked at as before:
   that a rewrite within one timestamp tick cannot hide;
 - most of the files must qualify (up to git's verdict): otherwise the files are looked at at
   once instead of after waiting for git, which then runs beside the look as before.
+
+The index is not compared with file by file while it holds the very entries a snapshot took its
+blob ids from (:class:`~.baseline.IndexMatch`: the same header and entries, byte for byte, by
+length and digest): that snapshot's blob records not listed as unmatched are its entries', with
+their ctime before the snapshot by the racy window, so the per-file comparison with the index
+was done when the snapshot was taken. A node's other snapshots must record those files alike,
+as above. This is the common case of a check after a run (no commit, checkout or ``git add``
+since, whatever ``git status`` rewrote), and it keeps a check's work per file to dictionary
+look-ups.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+import os
+from collections.abc import Callable, Mapping, Sequence
 
 from freshness_magic.freshness.baseline import BLOB_LAYOUT, Baseline, FileRecord
 from freshness_magic.freshness.git import GitStatus, GitTier, PendingStatus
-from freshness_magic.freshness.gitindex import GitIndex, index_key
+from freshness_magic.freshness.gitindex import (
+    AttributesRule,
+    GitIndex,
+    current_entries_id,
+    index_key,
+)
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS
+
+NodeRecords = Callable[[Sequence[str], Sequence[Baseline]], "dict[str, FileRecord] | None"]
+"""The records of a node's keys that git may vouch for, given the node's snapshots (None: this
+way of telling does not apply to the node)."""
 
 
 class StatusVouch:
@@ -47,16 +66,17 @@ class StatusVouch:
 
     def __init__(self, git: GitTier):
         self._git = git
-        self._references: dict[str, list[Mapping[str, FileRecord]]] = {}
+        self._references: dict[str, Sequence[Baseline]] = {}
         self._changed_before = 0
         self._before = index_key(git.top_level)
         # tracked files only: the report asks about untracked or ignored stale files later
         self._pending: PendingStatus | None = git.start_status(exact=True, untracked=False)
         self._status: GitStatus | None = None
+        self._entries: dict[int, tuple[int, str] | None] = {}
 
     def compare_with(self, references: Mapping[str, Sequence[Baseline]]) -> None:
         """``references``: node id -> each snapshot the report compares that node's files with."""
-        self._references = {n: [s.files for s in snaps] for n, snaps in references.items()}
+        self._references = dict(references)
         times = [s.fs_time_ns for snaps in references.values() for s in snaps]
         self._changed_before = min(times) - RACY_WINDOW_NS if times else 0
 
@@ -80,15 +100,14 @@ class StatusVouch:
         if before is None or before[3] >= fs_now - RACY_WINDOW_NS:
             return {}
         total = sum(len(keys) for keys in resolved.values())
-        alike = self._alike(resolved)
-        if len(alike) * 2 < total:
-            return {}  # mostly files git cannot vouch for: look at them without waiting
-        index = GitIndex.read(self._git.top_level, self._git.prefix, with_head=False)
-        if index is None or index.file_key != before:
-            return {}
-        held = index.holding(alike, self._changed_before)
+        held = self._alike(resolved, self._node_claimed)
+        if held is not None:
+            workdir = os.path.normpath(os.path.join(self._git.top_level, self._git.prefix))
+            held = AttributesRule(self._git.top_level, workdir).unfiltered(held)
+        if held is None or len(held) * 2 < total:  # no claim, or one on few of the files
+            held = self._held_by_index(resolved, total)
         if len(held) * 2 < total:
-            return {}  # the same, told by the index: no wait for git
+            return {}  # mostly files git cannot vouch for: look at them without waiting
         status = self.result()
         if status is None or index_key(self._git.top_level) != before:
             return {}
@@ -96,12 +115,47 @@ class StatusVouch:
             held.pop(path, None)
         return held
 
-    def _alike(self, resolved: Mapping[str, Sequence[str]]) -> dict[str, FileRecord]:
-        """The keys every snapshot of each node that tracks them recorded by the same blob id
-        (and stat key), with that record."""
+    def _held_by_index(
+        self, resolved: Mapping[str, Sequence[str]], total: int
+    ) -> dict[str, FileRecord]:
+        """The records git may vouch for, told by reading the index (no snapshot's claim on
+        it): the blob ids of its entries against the records."""
+        alike = self._alike(resolved, _node_alike) or {}
+        if len(alike) * 2 < total:
+            return {}
+        index = GitIndex.read(self._git.top_level, self._git.prefix, with_head=False)
+        if index is None or index.file_key != self._before:
+            return {}
+        return index.holding(alike, self._changed_before)
+
+    def _node_claimed(
+        self, keys: Sequence[str], snapshots: Sequence[Baseline]
+    ) -> dict[str, FileRecord] | None:
+        """The records of ``keys`` a snapshot's claim on the current index holds, recorded
+        alike by the node's other snapshots; None when no snapshot claims this index."""
+        for claim in snapshots:
+            match = claim.index_match
+            if match is not None and self._entries_now(match.entries[0]) == match.entries:
+                return _kept_alike(match.held(claim.files, keys), claim, snapshots)
+        return None
+
+    def _entries_now(self, end: int) -> tuple[int, str] | None:
+        """The current index's entries named as a snapshot's claim names them (read once per
+        length), if the index is still the file whose key was taken before the status."""
+        if end not in self._entries and self._before is not None:
+            self._entries[end] = current_entries_id(self._git.top_level, end, self._before)
+        return self._entries.get(end)
+
+    def _alike(
+        self, resolved: Mapping[str, Sequence[str]], node_records: NodeRecords
+    ) -> dict[str, FileRecord] | None:
+        """The keys ``node_records`` gives for every node that tracks them, recorded by the
+        same digest everywhere, with that record; None when it does not apply to a node."""
         alike: dict[str, FileRecord] | None = None
         for node_id, keys in resolved.items():
-            mine = self._node_alike(keys, self._references.get(node_id, ()))
+            mine = node_records(keys, self._references.get(node_id, ()))
+            if mine is None:
+                return None
             if alike is None:
                 alike = mine
                 continue
@@ -114,28 +168,34 @@ class StatusVouch:
                 alike.pop(key, None)
         return alike or {}
 
-    @staticmethod
-    def _node_alike(
-        keys: Sequence[str], snapshots: Sequence[Mapping[str, FileRecord]]
-    ) -> dict[str, FileRecord]:
-        """:meth:`_alike` for one node's keys and snapshots (one comprehension per snapshot:
-        this runs for every file of a check)."""
-        if not snapshots:
-            return {}
-        size = BLOB_LAYOUT.size
-        get = snapshots[0].get
+
+def _node_alike(keys: Sequence[str], snapshots: Sequence[Baseline]) -> dict[str, FileRecord]:
+    """The blob records of ``keys`` every one of a node's snapshots recorded alike (the same
+    stat key and blob id)."""
+    if not snapshots:
+        return {}
+    size = BLOB_LAYOUT.size
+    get = snapshots[0].files.get
+    found = {
+        key: record
+        for key in keys
+        if (record := get(key)) is not None and record[0] is not None and len(record[0]) == size
+    }
+    return _kept_alike(found, snapshots[0], snapshots)
+
+
+def _kept_alike(
+    found: dict[str, FileRecord], taken_from: Baseline, snapshots: Sequence[Baseline]
+) -> dict[str, FileRecord]:
+    """``found`` (records of ``taken_from``) without the keys another of ``snapshots`` records
+    otherwise (one comprehension per snapshot: this runs for every file of a check)."""
+    for snapshot in snapshots:
+        if snapshot.files is taken_from.files:
+            continue  # the same records (a completion snapshot that shares its baseline's)
+        other = snapshot.files.get
         found = {
             key: record
-            for key in keys
-            if (record := get(key)) is not None and record[0] is not None and len(record[0]) == size
+            for key, record in found.items()
+            if (again := other(key)) is record or (again is not None and again[0] == record[0])
         }
-        for files in snapshots[1:]:
-            if files is snapshots[0]:
-                continue  # the same records (a completion snapshot that shares its baseline's)
-            other = files.get
-            found = {
-                key: record
-                for key, record in found.items()
-                if (again := other(key)) is record or (again is not None and again[0] == record[0])
-            }
-        return found
+    return found

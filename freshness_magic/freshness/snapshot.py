@@ -33,6 +33,7 @@ from freshness_magic.freshness.baseline import (
     STAT_LAYOUT,
     Baseline,
     FileRecord,
+    IndexMatch,
     hashed_records,
 )
 from freshness_magic.freshness.git import GitStatus, GitTier
@@ -312,9 +313,17 @@ class Snapshotter:
             entries: self.resolver.folder_keys(entries) if kind != "current" else None
             for entries in {tuple(nodes[node_id]) for node_id in resolutions}
         }
+        match = None
+        if git_index is not None and git_index.entries_id is not None and kind != "current":
+            match = IndexMatch.of(
+                git_index.entries_id, records, git_index.matched, fs_now - RACY_WINDOW_NS
+            )
         for node_id, res in resolutions.items():
             # one node: the same keys, no second dict of 20,000 entries
             files = records if len(resolutions) == 1 else {k: records[k] for k in res.files}
+            node_match = match
+            if match is not None and files is not records:
+                node_match = IndexMatch(match.entries, match.unmatched & files.keys())
             states = {}
             if status is not None:
                 states = {k: v for k, v in status.entries.items() if k in files}
@@ -331,6 +340,7 @@ class Snapshotter:
                 git=status is not None,
                 git_states=states,
                 folders=folders[tuple(nodes[node_id])],
+                index_match=node_match,
             )
         return baselines
 

@@ -16,6 +16,7 @@ from freshness_magic.freshness.baseline import (
     STAT,
     Baseline,
     FileRecord,
+    IndexMatch,
 )
 from freshness_magic.freshness.hashing import StatKey, hash_bytes
 
@@ -83,6 +84,24 @@ def test_a_recorded_folder_without_six_integers_is_a_malformed_baseline(key: Any
     data = Baseline("n", ("**",), "baseline", 0.0, 0, {}, folders=folders).to_dict()
     assert Baseline.from_dict(data).folders == {"/w": (1, 2, 3, 4, 5, 6)}
     data["folders"] = {"/w": key}
+    with pytest.raises(FreshnessError, match="malformed"):
+        Baseline.from_dict(data)
+
+
+@pytest.mark.parametrize(
+    "claim",
+    [
+        {"entries_end": "12", "entries_id": "ab", "unmatched": []},
+        {"entries_end": 12, "entries_id": None, "unmatched": []},
+        {"entries_end": 12, "entries_id": "ab"},
+        ["entries_end", 12],
+    ],
+)
+def test_a_recorded_git_index_claim_round_trips_and_a_malformed_one_is_refused(claim: Any) -> None:
+    match = IndexMatch((12, "ab"), frozenset({"x.txt"}))
+    data = Baseline("n", ("**",), "baseline", 0.0, 0, {}, index_match=match).to_dict()
+    assert Baseline.from_dict(data).index_match == match
+    data["git_index"] = claim
     with pytest.raises(FreshnessError, match="malformed"):
         Baseline.from_dict(data)
 

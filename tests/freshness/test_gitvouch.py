@@ -6,9 +6,11 @@ import json
 import os
 import time
 from pathlib import Path
+from typing import Any
 
 import pytest
 
+from freshness_magic.freshness import gitvouch
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel
@@ -115,6 +117,9 @@ def test_unchanged_and_touched_files_are_vouched_for_an_edit_is_not(repo: Path) 
 
 def test_an_edit_in_the_second_of_git_s_ctime_is_caught(repo: Path) -> None:
     tracker = reloaded(repo, later_s=0)  # right after git recorded the files' ctimes
+    match = tracker.baselines["n"].index_match
+    assert match is not None  # it claims none of them: their ctimes are in its racy window
+    assert match.unmatched == {"src/a.py", "src/b.py", "docs/spec.md"}
     # within the second of that ctime: git, comparing whole seconds, does not see this edit
     same_size_same_mtime(repo / "src/a.py", "a = 2\n")
     back(repo / ".git" / "index", 5)
@@ -257,3 +262,78 @@ def test_a_working_directory_inside_the_work_tree(repo: Path) -> None:
     back(repo / ".git" / "index", 5)
     assert vouched(tracker) == {"b.py"}
     assert labels(tracker) == {"a.py": FileLabel.STALE_CHANGED, "b.py": FileLabel.FRESH}
+
+
+def claimed(repo: Path) -> FreshnessTracker:
+    """A tracker restored from a capture taken when git's recorded ctimes were older than its
+    racy window, so the capture claims the index (:class:`IndexMatch`) for every file."""
+    time.sleep(2.1)
+    first = FreshnessTracker(repo)
+    first.capture(ENTRIES)
+    match = first.baselines["n"].index_match
+    assert match is not None and not match.unmatched & first.baselines["n"].files.keys()
+    tracker = FreshnessTracker(repo)
+    tracker.load(first.to_dict())
+    return tracker
+
+
+def index_read_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How often a vouch reads git's index entry by entry, counted from now on."""
+    calls: list[int] = []
+    read = gitvouch.GitIndex.read
+
+    def counted(*args: Any, **kwargs: Any) -> Any:
+        calls.append(1)
+        return read(*args, **kwargs)
+
+    monkeypatch.setattr(gitvouch.GitIndex, "read", counted)
+    return calls
+
+
+def test_a_capture_s_claim_on_the_index_outlasts_a_rewrite_of_the_same_entries(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tracker = claimed(repo)
+    before = (repo / ".git" / "index").stat().st_ino
+    git(repo, "-c", "core.untrackedCache=true", "status", "--porcelain")  # adds an extension
+    assert (repo / ".git" / "index").stat().st_ino != before
+    back(repo / ".git" / "index", 5)
+    reads = index_read_counted(monkeypatch)
+    assert vouched(tracker) == {"src/a.py", "src/b.py", "docs/spec.md"}
+    assert reads == []  # the claim settled it: the entries are the ones captured
+
+    same_size_same_mtime(repo / "src/a.py", "a = 2\n")  # only its ctime tells
+    assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
+    assert labels(tracker) == {
+        "src/a.py": FileLabel.STALE_CHANGED,
+        "src/b.py": FileLabel.FRESH,
+        "docs/spec.md": FileLabel.FRESH,
+    }
+    assert reads == []
+
+
+def test_a_claim_on_other_entries_is_not_taken(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tracker = claimed(repo)
+    write(repo, "src/a.py", "a = 22\n")
+    git(repo, "add", "src/a.py")  # new entries: clean against the index, not the snapshot
+    back(repo / ".git" / "index", 5)
+    reads = index_read_counted(monkeypatch)
+    assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
+    assert reads == [1]  # told by the index's entries, one by one
+    assert labels(tracker)["src/a.py"] is FileLabel.STALE_CHANGED
+
+
+def test_attributes_written_after_the_claim_keep_git_s_word_out_of_their_folder(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    for rel in ("docs/intro.md", "docs/usage.md"):  # most files outside src/
+        write(repo, rel, f"# {rel}\n")
+    git(repo, "add", "docs")
+    git(repo, "commit", "-q", "-m", "docs")
+    time.sleep(1.1)  # ageing again in another second: git refreshes every entry's stat data
+    age(repo)
+    tracker = claimed(repo)
+    write(repo, "src/.gitattributes", "*.py text eol=crlf\n")
+    reads = index_read_counted(monkeypatch)
+    assert vouched(tracker) == {"docs/spec.md", "docs/intro.md", "docs/usage.md"}
+    assert reads == []

@@ -3,7 +3,12 @@
 from __future__ import annotations
 
 import os
+import random
+import shutil
+import time
 from pathlib import Path
+
+import pytest
 
 from freshness_magic.freshness.resolve import Resolver, is_glob
 
@@ -197,3 +202,72 @@ def test_a_pass_lists_only_the_folders_that_changed(tmp_path: Path) -> None:
         "a/one.txt",
         "b/two.txt",
     ]
+
+
+FOLDERS = ["src", "src/x", "src/x/y", "docs", "docs/old", ".cfg", "lib", "src/.cache"]
+NAMES = ["a.py", "b.py", "c.md", "readme.md", ".env", "d.ini", "e.txt"]
+ENTRIES = [
+    ["**"],
+    ["src/**", "docs/readme.md"],
+    ["*.md", "src/*.py", ".cfg/*.ini"],
+    ["src/**/*.py", "docs/*", "lib/missing.py"],
+    ["*/x/*", "lib/?.py", "docs/old/**"],
+    [".cfg/**", "**/*.md", "src/x/y/a.py"],
+]
+
+
+def _change(root: Path, rng: random.Random) -> str:
+    """One random change to the tree (what a tool or a person does between two checks)."""
+    folders = [f for f in FOLDERS if (root / f).is_dir()]
+    present = [p for p in root.rglob("*") if p.is_file() and ".freshness" not in p.parts]
+    kind = rng.choice(
+        ["add", "remove", "rename", "empty folder", "remove folder", "new folder", "top"]
+    )
+    if kind == "add" or (kind in ("remove", "rename") and not present):
+        write(root, f"{rng.choice(folders)}/{rng.choice(NAMES)}")
+    elif kind == "remove":
+        rng.choice(present).unlink()
+    elif kind == "rename":
+        path = rng.choice(present)
+        path.rename(path.with_name("moved_" + path.name))
+    elif kind == "empty folder":
+        (root / rng.choice(folders) / "empty").mkdir(exist_ok=True)
+    elif kind == "remove folder" and len(folders) > 1:
+        shutil.rmtree(root / rng.choice([f for f in folders if f != "src"]))
+    elif kind == "new folder":
+        write(root, f"{rng.choice(folders)}/fresh/{rng.choice(NAMES)}")
+    else:  # a run's own state written in the top folder
+        (root / ".freshness" / f"state{rng.randrange(1000)}").mkdir(parents=True)
+    return kind
+
+
+@pytest.mark.parametrize("seed", range(24))
+def test_a_remembered_resolution_after_changes_is_what_a_fresh_one_finds(
+    tmp_path: Path, seed: int
+) -> None:
+    """Another process's resolution (a checkpoint's) with the folders it rests on, then random
+    changes: the folders that changed are listed again, the others give what was recorded,
+    and the result is the files, literal paths and refusals a resolver listing everything
+    finds."""
+    rng = random.Random(seed)
+    for folder in FOLDERS:
+        for name in rng.sample(NAMES, rng.randrange(len(NAMES))):
+            write(tmp_path, f"{folder}/{name}")
+    old = time.time_ns() - 10_000_000_000
+    for path in [tmp_path, *(p for p in tmp_path.rglob("*") if p.is_dir())]:
+        os.utime(path, ns=(old, old))  # outside the racy window: rememberable
+    entries = ENTRIES[seed % len(ENTRIES)]
+    first = Resolver(tmp_path)
+    recorded = first.resolve_many({"n": entries}, time.time_ns())["n"]
+    folders = first.folder_keys(entries)
+    assert folders is not None
+    changes = [_change(tmp_path, rng) for _ in range(rng.randrange(1, 4))]
+    again = Resolver(tmp_path)
+    again.remember(entries, folders, recorded.files, recorded.literal, recorded.unresolved)
+    got = again.resolve_many({"n": entries}, time.time_ns())["n"]
+    want = Resolver(tmp_path).resolve(entries)
+    assert (got.files, got.literal, got.unresolved) == (
+        want.files,
+        want.literal,
+        want.unresolved,
+    ), changes

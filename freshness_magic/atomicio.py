@@ -199,8 +199,11 @@ def _too_deep(data: bytes, max_depth: int) -> bool:
     """
     if b"\\" in data:
         data = data.replace(b"\\\\", b"").replace(b'\\"', b"")
-    pieces = data.translate(None, _NOT_BRACKETS_OR_QUOTES).split(b'"')
-    brackets = b"".join(pieces[::2])
+    # Two quotes side by side hold no bracket between them: a string without brackets (most
+    # of a checkpoint's: paths) or the gap between two strings. Dropping such pairs keeps the
+    # quotes alternating and every bracket outside the strings, and leaves few to split on.
+    marks = data.translate(None, _NOT_BRACKETS_OR_QUOTES).replace(b'""', b"")
+    brackets = b"".join(marks.split(b'"')[::2]) if b'"' in marks else marks
     for _ in range(max_depth):
         if not brackets:
             return False

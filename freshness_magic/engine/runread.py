@@ -9,7 +9,6 @@ so a read-only command does not pay for importing the engine.
 from __future__ import annotations
 
 import hashlib
-import shlex
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -64,6 +63,8 @@ def workdir_gone(run_dir: Path, stored: object) -> str:
     on with the run may create it again: its tools would run in an empty folder."""
     if not isinstance(stored, str) or Path(stored).is_dir():
         return ""
+    import shlex  # only to say it
+
     home = run_dir.parent.parent.parent
     if run_dir.parent.name == "runs" and run_dir.parent.parent.name == ".freshness":
         hint = (

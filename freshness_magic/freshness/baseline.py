@@ -36,7 +36,6 @@ BLOB_LAYOUT = struct.Struct(f"<QQQQqq{BLOB_ID_BYTES}s")
 _DIGEST_BYTES = (16, BLOB_ID_BYTES)
 """An xxh3_128 digest, or the git blob id of a clean tracked file (:mod:`.gitindex`)."""
 _MTIME, _MTIME_AT = struct.Struct("<q"), 32
-_CTIME, _CTIME_AT = struct.Struct("<q"), 40
 _SIZE, _SIZE_AT = struct.Struct("<Q"), 24
 _HASHED = (True, HASH, "", True)
 """The (existed, method, note, regular) of a hashed file: one tuple all such records share."""
@@ -193,47 +192,21 @@ def hashed_records(packed: list[bytes]) -> list[FileRecord]:
 class IndexMatch:
     """The git index a snapshot took blob ids from, as a claim a later check can use without
     comparing with the index file by file: its header and entries, named by their length and
-    digest (``gitindex.entries_id``), and the blob records of the snapshot that are *not* its
-    entries' (their stat did not match their entry, or their ctime lies within the racy window
-    before the snapshot). While the index holds the same entries, every other blob record still
-    holds its entry's blob id, and the entry's ctime lies before the snapshot by the racy
-    window."""
+    digest (``gitindex.entries_id``), and the snapshot's files whose record is *not* their
+    entry's (no blob id from the index: their stat did not match their entry, or they are not
+    tracked; or their ctime lies within the racy window before the snapshot). While the index
+    holds the same entries, every other record still holds its entry's blob id, and the entry's
+    ctime lies before the snapshot by the racy window."""
 
     entries: tuple[int, str]
     unmatched: frozenset[str] = frozenset()
 
-    @classmethod
-    def of(
-        cls,
-        entries: tuple[int, str],
-        files: Mapping[str, FileRecord],
-        matched: set[str],
-        before_ns: int,
-    ) -> IndexMatch:
-        """The claim for ``files`` when ``matched`` are the keys whose stat matched their entry
-        and ``before_ns`` is the snapshot's filesystem time less the racy window."""
-        size, ctime = BLOB_LAYOUT.size, _CTIME.unpack_from
-        return cls(
-            entries,
-            frozenset(
-                key
-                for key, record in files.items()
-                if (packed := record[0]) is not None
-                and len(packed) == size
-                and (key not in matched or ctime(packed, _CTIME_AT)[0] >= before_ns)
-            ),
-        )
-
     def held(self, files: Mapping[str, FileRecord], keys: Iterable[str]) -> dict[str, FileRecord]:
-        """Key -> record of the ``keys`` whose record in ``files`` is its index entry's."""
-        size, unmatched, get = BLOB_LAYOUT.size, self.unmatched, files.get
+        """Key -> record of the ``keys`` whose record in ``files`` (the claiming snapshot's) is
+        its index entry's."""
+        unmatched, get = self.unmatched, files.get
         return {
-            key: record
-            for key in keys
-            if (record := get(key)) is not None
-            and (packed := record[0]) is not None
-            and len(packed) == size
-            and key not in unmatched
+            key: record for key in keys if key not in unmatched and (record := get(key)) is not None
         }
 
     def to_dict(self) -> dict[str, Any]:

@@ -90,6 +90,11 @@ class GitIndex:
         matches its entry is then clean in git's eyes. None: git is asked (:meth:`states`)."""
         self.matched: set[str] = set()
         """The keys whose stat matched their entry (:meth:`blob` gave their blob id)."""
+        self.claim_before_ns: int | None = None
+        """Matched keys whose ctime lies before this are also :attr:`claimable`."""
+        self.claimable: set[str] = set()
+        """The matched keys with a ctime before :attr:`claim_before_ns` (what a snapshot
+        claims, :class:`~.baseline.IndexMatch`)."""
         self._data = data
         self._offsets = offsets
         self._written_ns = written_ns
@@ -104,12 +109,19 @@ class GitIndex:
 
     @classmethod
     def read(
-        cls, top: str, prefix: str, files: int | None = None, *, with_head: bool = True
+        cls,
+        top: str,
+        prefix: str,
+        files: int | None = None,
+        *,
+        with_head: bool = True,
+        claim_before_ns: int | None = None,
     ) -> GitIndex | None:
         """The index of the work tree at ``top`` (``prefix``: the workdir within it), or None
         when it cannot be trusted or read, or costs more than hashing ``files`` files would
         (see :data:`INDEX_BYTES_PER_FILE`; None: read it anyway). ``with_head``: ask git
-        whether the index holds HEAD's tree (:attr:`head`)."""
+        whether the index holds HEAD's tree (:attr:`head`); ``claim_before_ns``: see
+        :attr:`claimable`."""
         try:
             found = _index_and_config_folder(top)
             if found is None:
@@ -139,6 +151,7 @@ class GitIndex:
                 head = found[0]
         index = cls(data, offsets, written_ns, top, prefix, head)
         index.file_key = _file_key(st)
+        index.claim_before_ns = claim_before_ns
         index.entries_id = entries_id(data, entries_end)
         # Attributes over the whole workdir: no blob id is usable, so none is taken at all.
         return index if index.folder_usable("") else None
@@ -171,6 +184,8 @@ class GitIndex:
         ):
             return None
         self.matched.add(key)
+        if self.claim_before_ns is not None and ctime_ns < self.claim_before_ns:
+            self.claimable.add(key)
         return blob
 
     def holding(

@@ -291,7 +291,7 @@ class Snapshotter:
                 for res in resolutions.values():
                     union.update(dict.fromkeys(res.files))
                 keys = list(union)
-            git_index = self._git_index(keys) if asks_git else None
+            git_index = self._git_index(keys, fs_now - RACY_WINDOW_NS) if asks_git else None
             if asks_git and (git_index is None or git_index.head is None):
                 # on the other core while files are read; by name for a few files (a step's)
                 pending = self.git.start_status(keys)
@@ -315,9 +315,9 @@ class Snapshotter:
         }
         match = None
         if git_index is not None and git_index.entries_id is not None and kind != "current":
-            match = IndexMatch.of(
-                git_index.entries_id, records, git_index.matched, fs_now - RACY_WINDOW_NS
-            )
+            unmatched = records.keys() - git_index.claimable
+            if len(unmatched) * 2 <= len(records):  # else a check would not take the claim
+                match = IndexMatch(git_index.entries_id, frozenset(unmatched))
         for node_id, res in resolutions.items():
             # one node: the same keys, no second dict of 20,000 entries
             files = records if len(resolutions) == 1 else {k: records[k] for k in res.files}
@@ -377,12 +377,16 @@ class Snapshotter:
             self._observe_members(folder, members, fs_now, records, source, git_index)
         return records
 
-    def _git_index(self, keys: Sequence[str]) -> GitIndex | None:
+    def _git_index(self, keys: Sequence[str], claim_before_ns: int) -> GitIndex | None:
         """git's index, when a look at ``keys`` has enough files the stat cache does not know
-        to pay for reading it (a stat per file costs more than the count)."""
+        to pay for reading it (a stat per file costs more than the count); the snapshot claims
+        the entries of files changed before ``claim_before_ns`` (:class:`IndexMatch`)."""
         known = self.cache.records
         unknown = sum(1 for key in keys if key not in known)
-        return GitIndex.read(self.git.top_level, self.git.prefix, unknown) if unknown else None
+        if not unknown:
+            return None
+        top, prefix = self.git.top_level, self.git.prefix
+        return GitIndex.read(top, prefix, unknown, claim_before_ns=claim_before_ns)
 
     def _status_through(
         self, index: GitIndex, records: Mapping[str, FileRecord]

@@ -117,9 +117,8 @@ def test_unchanged_and_touched_files_are_vouched_for_an_edit_is_not(repo: Path) 
 
 def test_an_edit_in_the_second_of_git_s_ctime_is_caught(repo: Path) -> None:
     tracker = reloaded(repo, later_s=0)  # right after git recorded the files' ctimes
-    match = tracker.baselines["n"].index_match
-    assert match is not None  # it claims none of them: their ctimes are in its racy window
-    assert match.unmatched == {"src/a.py", "src/b.py", "docs/spec.md"}
+    # no claim on the index: every file's ctime lies in the capture's racy window
+    assert tracker.baselines["n"].index_match is None
     # within the second of that ctime: git, comparing whole seconds, does not see this edit
     same_size_same_mtime(repo / "src/a.py", "a = 2\n")
     back(repo / ".git" / "index", 5)

@@ -77,6 +77,7 @@ class _Recorded:
 
     @property
     def literal_keys(self) -> frozenset[str]:
+        """The keys the entries name as plain paths (tracked whether they exist or not)."""
         return self._literal
 
     def resolution(self) -> Resolution:

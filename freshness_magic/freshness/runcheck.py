@@ -165,6 +165,7 @@ def loaded_tracker(
 
 
 def _tracker_state(data: dict[str, Any]) -> Any:
+    """The freshness tracker's state in a checkpoint's data (None or empty: it keeps none)."""
     state = (data.get("extensions") or {}).get("freshness") or {}
     return state.get("tracker") if isinstance(state, dict) else None
 

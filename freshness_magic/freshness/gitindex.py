@@ -91,10 +91,10 @@ class GitIndex:
         self.matched: set[str] = set()
         """The keys whose stat matched their entry (:meth:`blob` gave their blob id)."""
         self.claim_before_ns: int | None = None
-        """Matched keys whose ctime lies before this are also :attr:`claimable`."""
-        self.claimable: set[str] = set()
-        """The matched keys with a ctime before :attr:`claim_before_ns` (what a snapshot
-        claims, :class:`~.baseline.IndexMatch`)."""
+        """Matched keys whose ctime is not before this are also :attr:`recent`."""
+        self.recent: set[str] = set()
+        """The matched keys with a ctime not before :attr:`claim_before_ns`: a snapshot claims
+        the other matched keys (:class:`~.baseline.IndexMatch`)."""
         self._data = data
         self._offsets = offsets
         self._written_ns = written_ns
@@ -121,7 +121,7 @@ class GitIndex:
         when it cannot be trusted or read, or costs more than hashing ``files`` files would
         (see :data:`INDEX_BYTES_PER_FILE`; None: read it anyway). ``with_head``: ask git
         whether the index holds HEAD's tree (:attr:`head`); ``claim_before_ns``: see
-        :attr:`claimable`."""
+        :attr:`recent`."""
         try:
             found = _index_and_config_folder(top)
             if found is None:
@@ -184,8 +184,8 @@ class GitIndex:
         ):
             return None
         self.matched.add(key)
-        if self.claim_before_ns is not None and ctime_ns < self.claim_before_ns:
-            self.claimable.add(key)
+        if self.claim_before_ns is not None and ctime_ns >= self.claim_before_ns:
+            self.recent.add(key)
         return blob
 
     def holding(

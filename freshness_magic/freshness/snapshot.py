@@ -315,7 +315,7 @@ class Snapshotter:
         }
         match = None
         if git_index is not None and git_index.entries_id is not None and kind != "current":
-            unmatched = records.keys() - git_index.claimable
+            unmatched = (records.keys() - git_index.matched) | git_index.recent
             if len(unmatched) * 2 <= len(records):  # else a check would not take the claim
                 match = IndexMatch(git_index.entries_id, frozenset(unmatched))
         for node_id, res in resolutions.items():

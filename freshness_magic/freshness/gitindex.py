@@ -404,6 +404,23 @@ def index_key(top: str) -> tuple[int, ...] | None:
         return None
 
 
+def index_entries(top: str) -> int | None:
+    """How many entries the index of the work tree at ``top`` holds, from its header; None
+    when git's environment names another index or it cannot be read."""
+    try:
+        found = _index_and_config_folder(top)
+        if found is None:
+            return None
+        with open(found[0], "rb") as handle:
+            header = handle.read(_HEADER.size)
+    except OSError:
+        return None
+    if len(header) < _HEADER.size:
+        return None
+    signature, _version, count = _HEADER.unpack(header)
+    return int(count) if signature == b"DIRC" else None
+
+
 def _file_key(st: os.stat_result) -> tuple[int, ...]:
     return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 

@@ -64,8 +64,9 @@ class StatusVouch:
     snapshots the report compares with are named by :meth:`compare_with` before :meth:`settle`.
     """
 
-    def __init__(self, git: GitTier):
+    def __init__(self, git: GitTier, *, claims_only: bool = False):
         self._git = git
+        self._claims_only = claims_only
         self._references: dict[str, Sequence[Baseline]] = {}
         self._changed_before = 0
         self._before = index_key(git.top_level)
@@ -73,6 +74,25 @@ class StatusVouch:
         self._pending: PendingStatus | None = git.start_status(exact=True, untracked=False)
         self._status: GitStatus | None = None
         self._entries: dict[int, tuple[int, str] | None] = {}
+
+    @classmethod
+    def on_claims(
+        cls, git: GitTier, references: Mapping[str, Sequence[Baseline]]
+    ) -> StatusVouch | None:
+        """A vouch compared with ``references`` that takes git's word only through a
+        snapshot's claim on the index (never reading the index entry by entry), started only
+        when one of the snapshots claims the index as it is now; None otherwise."""
+        key = index_key(git.top_level)
+        if key is None:
+            return None
+        claims = {
+            s.index_match.entries for snaps in references.values() for s in snaps if s.index_match
+        }
+        if not any(current_entries_id(git.top_level, end, key) == (end, d) for end, d in claims):
+            return None
+        vouch = cls(git, claims_only=True)
+        vouch.compare_with(references)
+        return vouch
 
     def compare_with(self, references: Mapping[str, Sequence[Baseline]]) -> None:
         """``references``: node id -> each snapshot the report compares that node's files with."""
@@ -105,6 +125,8 @@ class StatusVouch:
             workdir = os.path.normpath(os.path.join(self._git.top_level, self._git.prefix))
             held = AttributesRule(self._git.top_level, workdir).unfiltered(held)
         if held is None or len(held) * 2 < total:  # no claim, or one on few of the files
+            if self._claims_only:
+                return {}
             held = self._held_by_index(resolved, total)
         if len(held) * 2 < total:
             return {}  # mostly files git cannot vouch for: look at them without waiting

@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from freshness_magic.freshness import check as check_module
 from freshness_magic.freshness import gitvouch
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.gitvouch import StatusVouch
@@ -336,3 +337,45 @@ def test_attributes_written_after_the_claim_keep_git_s_word_out_of_their_folder(
     reads = index_read_counted(monkeypatch)
     assert vouched(tracker) == {"docs/spec.md", "docs/intro.md", "docs/usage.md"}
     assert reads == []
+
+
+def whole_tree_statuses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """How many whole-tree ``git status`` runs a vouch starts, counted from now on."""
+    started: list[int] = []
+    start = gitvouch.GitTier.start_status
+
+    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
+        if kwargs.get("exact"):
+            started.append(1)
+        return start(self, *args, **kwargs)
+
+    monkeypatch.setattr(gitvouch.GitTier, "start_status", counted)
+    return started
+
+
+def test_a_check_of_many_files_takes_git_s_word_through_a_claim(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check_module, "VOUCHED_CHECK_FILES", 3)  # "many" for three files
+    tracker = claimed(repo)
+    statuses = whole_tree_statuses(monkeypatch)
+    reads = index_read_counted(monkeypatch)
+    assert tracker.check("n").stale_files == []
+    same_size_same_mtime(repo / "src/a.py", "a = 2\n")  # only its ctime tells
+    assert tracker.check("n").stale_files == ["src/a.py"]
+    assert statuses == [1, 1] and reads == []
+
+    git(repo, "add", "src/a.py")  # other entries: the claim no longer holds
+    back(repo / ".git" / "index", 5)
+    assert tracker.check("n").stale_files == ["src/a.py"]
+    assert statuses == [1, 1]  # every file looked at here, no status of the whole tree
+
+
+def test_a_check_of_few_files_looks_at_them_without_git(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tracker = claimed(repo)  # three files, fewer than a check takes git's word for
+    statuses = whole_tree_statuses(monkeypatch)
+    same_size_same_mtime(repo / "src/a.py", "a = 2\n")
+    assert tracker.check("n").stale_files == ["src/a.py"]
+    assert statuses == []

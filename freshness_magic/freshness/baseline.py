@@ -209,6 +209,21 @@ class IndexMatch:
             key: record for key in keys if key not in unmatched and (record := get(key)) is not None
         }
 
+    def carried(
+        self, claimed: Mapping[str, FileRecord], files: Mapping[str, FileRecord]
+    ) -> IndexMatch | None:
+        """The claim for a later snapshot ``files`` of the same index entries, made from this
+        claim on the snapshot ``claimed``: a record handed back unchanged (the very object)
+        still holds its entry's blob id, whose ctime lies before the earlier snapshot; any
+        other record is unmatched. None when most of ``files`` would be."""
+        get = claimed.get
+        unmatched = (self.unmatched & files.keys()) | {
+            key for key, record in files.items() if get(key) is not record
+        }
+        if len(unmatched) * 2 > len(files):
+            return None
+        return IndexMatch(self.entries, frozenset(unmatched))
+
     def to_dict(self) -> dict[str, Any]:
         end, digest = self.entries
         return {"entries_end": end, "entries_id": digest, "unmatched": sorted(self.unmatched)}

@@ -379,3 +379,19 @@ def test_a_check_of_few_files_looks_at_them_without_git(
     same_size_same_mtime(repo / "src/a.py", "a = 2\n")
     assert tracker.check("n").stale_files == ["src/a.py"]
     assert statuses == []
+
+
+def test_accepting_changes_keeps_the_claim_for_the_files_that_did_not_change(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tracker = claimed(repo)
+    write(repo, "src/a.py", "a = 22\n")
+    assert tracker.accept(["n"]) == {"n": ["src/a.py"]}
+    match = tracker.baselines["n"].index_match
+    assert match is not None and match.unmatched == {"src/a.py"}  # hashed anew: not the entry's
+    reads = index_read_counted(monkeypatch)
+    assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
+    same_size_same_mtime(repo / "src/b.py", "b = 2\n")
+    assert vouched(tracker) == {"docs/spec.md"}
+    assert labels(tracker)["src/b.py"] is FileLabel.STALE_CHANGED
+    assert reads == []

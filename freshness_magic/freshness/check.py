@@ -384,6 +384,7 @@ class FreshnessTracker:
         finally:
             if vouch is not None:
                 vouch.cancel()  # a status not waited for is not needed
+        known = vouch.waited() if vouch is not None else None
         reports: dict[str, NodeReport] = {}
         for node_id in node_ids:
             ref = self.run_snapshots.get(node_id)
@@ -391,7 +392,7 @@ class FreshnessTracker:
             reports[node_id] = compare(
                 ref or self.baselines[node_id], current[node_id], since, self.snapshotter.relook
             )
-        return self._explain(reports)
+        return self._explain(reports, known)
 
     def _check_vouch(self, node_ids: Sequence[str]) -> StatusVouch | None:
         """The status vouching for a check's files, started, when they are many and most of
@@ -510,13 +511,18 @@ class FreshnessTracker:
         if vouch is not None:
             vouch.cancel()
 
-    def _explain(self, reports: dict[str, NodeReport]) -> dict[str, NodeReport]:
-        """``reports`` with git's view of at most :data:`MAX_EXPLAINED` stale files."""
+    def _explain(
+        self, reports: dict[str, NodeReport], known: GitStatus | None = None
+    ) -> dict[str, NodeReport]:
+        """``reports`` with git's view of at most :data:`MAX_EXPLAINED` stale files, from the
+        ``known`` status of the tracked files when it lists them all (else git is asked)."""
         if not self.git.available:
             return reports
         stale = sorted({p for r in reports.values() for p in r.stale_files})[:MAX_EXPLAINED]
         if not stale:
             return reports
+        if known is not None and all(path in known.entries for path in stale):
+            return {k: _with_git(r, known, set(stale)) for k, r in reports.items()}
         status = self.git.status(stale, ignored=True)
         if status is None:
             return reports

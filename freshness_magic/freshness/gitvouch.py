@@ -113,6 +113,10 @@ class StatusVouch:
             self._pending = None
         return self._status
 
+    def waited(self) -> GitStatus | None:
+        """The status if :meth:`settle` waited for it (git vouched), else None."""
+        return self._status if self._pending is None else None
+
     def settle(self, resolved: Mapping[str, Sequence[str]], fs_now: int) -> dict[str, FileRecord]:
         """Key -> record of the files of ``resolved`` (node id -> workdir-relative keys) that
         git vouches for: each recorded alike by every snapshot of each node that tracks it."""

@@ -339,14 +339,14 @@ def test_attributes_written_after_the_claim_keep_git_s_word_out_of_their_folder(
     assert reads == []
 
 
-def whole_tree_statuses(monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """How many whole-tree ``git status`` runs a vouch starts, counted from now on."""
-    started: list[int] = []
+def whole_tree_statuses(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
+    """Each ``git status`` started from now on: True for a vouch's status of the whole tree,
+    False for one naming paths (to explain stale files)."""
+    started: list[bool] = []
     start = gitvouch.GitTier.start_status
 
     def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        if kwargs.get("exact"):
-            started.append(1)
+        started.append(bool(kwargs.get("exact")))
         return start(self, *args, **kwargs)
 
     monkeypatch.setattr(gitvouch.GitTier, "start_status", counted)
@@ -362,13 +362,15 @@ def test_a_check_of_many_files_takes_git_s_word_through_a_claim(
     reads = index_read_counted(monkeypatch)
     assert tracker.check("n").stale_files == []
     same_size_same_mtime(repo / "src/a.py", "a = 2\n")  # only its ctime tells
-    assert tracker.check("n").stale_files == ["src/a.py"]
-    assert statuses == [1, 1] and reads == []
+    report = tracker.check("n")
+    assert report.stale_files == ["src/a.py"]
+    assert [f.git_change for f in report.files] == ["uncommitted"]  # from the vouch's status
+    assert statuses == [True, True] and reads == []
 
     git(repo, "add", "src/a.py")  # other entries: the claim no longer holds
     back(repo / ".git" / "index", 5)
     assert tracker.check("n").stale_files == ["src/a.py"]
-    assert statuses == [1, 1]  # every file looked at here, no status of the whole tree
+    assert statuses == [True, True, False]  # every file looked at here; git asked by name
 
 
 def test_a_check_of_few_files_looks_at_them_without_git(
@@ -378,7 +380,7 @@ def test_a_check_of_few_files_looks_at_them_without_git(
     statuses = whole_tree_statuses(monkeypatch)
     same_size_same_mtime(repo / "src/a.py", "a = 2\n")
     assert tracker.check("n").stale_files == ["src/a.py"]
-    assert statuses == []
+    assert statuses == [False]  # only to explain the stale file
 
 
 def test_accepting_changes_keeps_the_claim_for_the_files_that_did_not_change(

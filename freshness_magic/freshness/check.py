@@ -68,18 +68,6 @@ def _same_stat(old: FileRecord, new: FileRecord) -> bool:
     return (o.dev, o.ino, o.mode, o.size, o.mtime_ns) == (n.dev, n.ino, n.mode, n.size, n.mtime_ns)
 
 
-def _carry_claim(earlier: Sequence[Baseline], taken: Baseline) -> None:
-    """Give ``taken`` the claim on git's index of one of the ``earlier`` snapshots of its node
-    for the records it shares with it (:meth:`IndexMatch.carried`), when it made none itself:
-    accepting changes keeps a check's use of git's word."""
-    if taken.index_match is not None:
-        return
-    for snapshot in earlier:
-        if snapshot.index_match is not None:
-            taken.index_match = snapshot.index_match.carried(snapshot.files, taken.files)
-            return
-
-
 def _same_files(one: Baseline, other: Baseline) -> bool:
     """Whether comparing the same files with ``one`` and with ``other`` gives the same labels
     and details: the same records, literal paths, HEAD and git states (a node that ran without
@@ -545,13 +533,28 @@ class FreshnessTracker:
         taken = self.snapshotter.take(nodes, "accepted")
         changed: dict[str, list[str]] = {}
         for node_id in ids:
-            _carry_claim(self._snapshots(node_id), taken[node_id])
+            self._claim_index(node_id, taken[node_id])
             report = compare(before[node_id], taken[node_id], "accept", self.snapshotter.relook)
             changed[node_id] = [f.path for f in report.files if f.label.is_stale]
             self.baselines[node_id] = taken[node_id]
             if node_id in self.run_snapshots:
                 self.run_snapshots[node_id] = taken[node_id]
         return changed
+
+    def _claim_index(self, node_id: str, taken: Baseline) -> None:
+        """Give an accepted snapshot a claim on git's index, so that accepting changes keeps a
+        check's use of git's word: with many files read from the index as it is now (an
+        accept often follows a checkout or a commit), else carried from the node's earlier
+        snapshot for the records handed back unchanged (:meth:`IndexMatch.carried`)."""
+        if taken.index_match is not None:
+            return
+        if len(taken.files) >= VOUCHED_CHECK_FILES:
+            taken.index_match = self.snapshotter.index_claim(taken)
+            return
+        for snapshot in self._snapshots(node_id):
+            if snapshot.index_match is not None:
+                taken.index_match = snapshot.index_match.carried(snapshot.files, taken.files)
+                return
 
     # -- checkpoint ------------------------------------------------------------------------
 

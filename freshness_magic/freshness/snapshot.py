@@ -614,6 +614,22 @@ class Snapshotter:
             return self._unreadable(name, dir_fd, exc)
         return FileRecord.of_stat(st, digest)
 
+    def index_claim(self, snapshot: Baseline) -> IndexMatch | None:
+        """A claim for ``snapshot`` on git's index as it is now (:class:`IndexMatch`): its
+        records that hold their entry's blob id, in an entry git compares like any other and
+        changed before the snapshot by the racy window (``GitIndex.holding``); None when the
+        index cannot be used or most records are not their entry's."""
+        if not self.git.available:
+            return None
+        index = GitIndex.read(self.git.top_level, self.git.prefix, with_head=False)
+        if index is None or index.entries_id is None:
+            return None
+        held = index.holding(snapshot.files, snapshot.fs_time_ns - RACY_WINDOW_NS)
+        unmatched = snapshot.files.keys() - held.keys()
+        if len(unmatched) * 2 > len(snapshot.files):
+            return None
+        return IndexMatch(index.entries_id, frozenset(unmatched))
+
     def relook(self, key: str, blob: bool) -> FileRecord | None:
         """The file at ``key`` now, digested as git's blob id (``blob``) or as xxh3_128, so a
         record from git's index is compared like with like; None when it cannot be read (the

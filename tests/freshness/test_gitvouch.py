@@ -397,3 +397,21 @@ def test_accepting_changes_keeps_the_claim_for_the_files_that_did_not_change(
     assert vouched(tracker) == {"docs/spec.md"}
     assert labels(tracker)["src/b.py"] is FileLabel.STALE_CHANGED
     assert reads == []
+
+
+def test_accepting_many_files_claims_the_index_as_it_is_now(
+    repo: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(check_module, "VOUCHED_CHECK_FILES", 3)  # "many" for three files
+    tracker = claimed(repo)
+    write(repo, "src/a.py", "a = 22\n")
+    git(repo, "add", "src/a.py")  # new entries: the capture's claim no longer holds
+    back(repo / ".git" / "index", 5)
+    assert tracker.accept(["n"]) == {"n": ["src/a.py"]}
+    match = tracker.baselines["n"].index_match
+    assert match is not None and match.unmatched == {"src/a.py"}  # its entry changed just now
+    reads = index_read_counted(monkeypatch)
+    assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
+    same_size_same_mtime(repo / "src/b.py", "b = 2\n")
+    assert tracker.check("n").stale_files == ["src/b.py"]
+    assert reads == []

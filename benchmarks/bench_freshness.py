@@ -25,13 +25,12 @@ ratios are printed. The index pays off most where files are larger: 800 MB of tr
 files are captured in 3 ms instead of 145 ms; "shortcuts on vs off" measures it against
 hashing every file, back to back.
 
-A re-check is a stat per file in this process (the full report of ``freshness-magic check``
-skips the tracked files its own ``git status`` vouches for: ``freshness/gitvouch.py``). A stat
-worker process that took half of the stats was removed after this benchmark measured it at 0.98x
-of none (20,000 files, re-check of an unchanged tree, same run, both cores busy), and a one-shot
-``freshness-magic check`` paid for starting it. On a quiet machine it paid in wall time
-(``--against d83524d``: 1.6-1.7x wall, about 1.05x CPU at 20,000 and 100,000 files);
-docs/ARCHITECTURE.md says why it stays removed.
+A re-check of these trees (one node tracking every file, so many files and the whole index) takes
+the word of git's status of the whole tree for the tracked files while a snapshot claims git's
+index as it is now, and is a stat per file in this process otherwise (``check.VOUCHED_CHECK_FILES``,
+``freshness/gitvouch.py``); the re-check after a checkout and an accept uses the accepted
+baseline's claim. A stat worker process that took half of the stats was removed after this
+benchmark measured it at 0.98x of none with both cores busy; docs/ARCHITECTURE.md says why.
 
 ``freshness-magic check RUN_DIR`` is measured as users call it (a subprocess, bytecode cached as
 after an install), with 1,000 of the files changed, against ``git status``; the CLI's start-up

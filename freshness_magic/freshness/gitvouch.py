@@ -1,4 +1,5 @@
-"""What a report's ``git status`` vouches for: tracked files it need not look at again.
+"""What a report's ``git status`` vouches for: tracked files it need not look at again (a
+check of many files runs one for the same purpose: ``check.VOUCHED_CHECK_FILES``).
 
 A report runs one ``git status`` of the whole working directory's tracked files anyway (to
 explain its stale files), and git compares every tracked file with its index entry there: the
@@ -58,7 +59,8 @@ way of telling does not apply to the node)."""
 
 
 class StatusVouch:
-    """The whole-tree ``git status`` of a report and what it vouches for (module docstring).
+    """The whole-tree ``git status`` of a report or a check and what it vouches for (module
+    docstring).
 
     Made as the status starts (so that git runs while the caller reads or resolves); the
     snapshots the report compares with are named by :meth:`compare_with` before :meth:`settle`.

@@ -201,6 +201,18 @@ class IndexMatch:
     entries: tuple[int, str]
     unmatched: frozenset[str] = frozenset()
 
+    @classmethod
+    def of(
+        cls, entries: tuple[int, str], files: Mapping[str, FileRecord], unmatched: Iterable[str]
+    ) -> IndexMatch | None:
+        """The claim of ``files`` on the index ``entries`` but for ``unmatched`` (only those of
+        ``files`` are kept); None when they are most of ``files``: a check would not take such
+        a claim, and the checkpoint would list most of the tree."""
+        kept = frozenset(unmatched) & files.keys()
+        if len(kept) * 2 > len(files):
+            return None
+        return cls(entries, kept)
+
     def held(self, files: Mapping[str, FileRecord], keys: Iterable[str]) -> dict[str, FileRecord]:
         """Key -> record of the ``keys`` whose record in ``files`` (the claiming snapshot's) is
         its index entry's."""
@@ -217,12 +229,8 @@ class IndexMatch:
         still holds its entry's blob id, whose ctime lies before the earlier snapshot; any
         other record is unmatched. None when most of ``files`` would be."""
         get = claimed.get
-        unmatched = (self.unmatched & files.keys()) | {
-            key for key, record in files.items() if get(key) is not record
-        }
-        if len(unmatched) * 2 > len(files):
-            return None
-        return IndexMatch(self.entries, frozenset(unmatched))
+        changed = {key for key, record in files.items() if get(key) is not record}
+        return IndexMatch.of(self.entries, files, self.unmatched | changed)
 
     def to_dict(self) -> dict[str, Any]:
         end, digest = self.entries

@@ -104,8 +104,7 @@ class GitIndex:
         self._attributes = AttributesRule(top, self._workdir)
         self.file_key: tuple[int, ...] | None = None
         """The stat key of the index file read (see :func:`index_key`)."""
-        self.entries_id: tuple[int, str] | None = None
-        """Its header and entries, named (see :func:`entries_id`)."""
+        self._entries_end = 0
 
     @classmethod
     def read(
@@ -152,9 +151,14 @@ class GitIndex:
         index = cls(data, offsets, written_ns, top, prefix, head)
         index.file_key = _file_key(st)
         index.claim_before_ns = claim_before_ns
-        index.entries_id = entries_id(data, entries_end)
+        index._entries_end = entries_end
         # Attributes over the whole workdir: no blob id is usable, so none is taken at all.
         return index if index.folder_usable("") else None
+
+    def entries_id(self) -> tuple[int, str]:
+        """Its header and entries, named as a snapshot's claim names them (:func:`entries_id`;
+        made only for a claim: it digests the whole index)."""
+        return entries_id(self._data, self._entries_end)
 
     def __len__(self) -> int:
         return len(self._offsets)

@@ -90,9 +90,12 @@ class StatusVouch:
         claims = {
             s.index_match.entries for snaps in references.values() for s in snaps if s.index_match
         }
-        if not any(current_entries_id(git.top_level, end, key) == (end, d) for end, d in claims):
+        now = {end: current_entries_id(git.top_level, end, key) for end, _ in claims}
+        if not any(now[end] == (end, digest) for end, digest in claims):
             return None
         vouch = cls(git, claims_only=True)
+        if vouch._before == key:  # the same index file: not read and digested again
+            vouch._entries.update(now)
         vouch.compare_with(references)
         return vouch
 

@@ -21,14 +21,11 @@ if TYPE_CHECKING:
 
 @dataclass(frozen=True)
 class RunCheck:
-    """A run's freshness report with what was read to make it (the run's folder after restarts,
-    its checkpoint's data and file, its stored pipeline or None, and then its executions'
-    traces), so a caller that needs them too does not read and parse them a second time."""
+    """A run's freshness report with what was read to make it (its stored pipeline or None,
+    and then its executions' traces), so a caller that needs them too does not read and parse
+    them a second time."""
 
     report: FreshnessReport
-    folder: Path
-    data: dict[str, Any]
-    used: Path
     graph: Graph | None
     traces: list[Trace] = field(default_factory=list)
     """The checkpoint's traces when the pipeline was read and one of them read what another
@@ -78,7 +75,7 @@ def check_run(
     report = tracker.report()
     if graph is not None:
         report = report.with_modes(graph)
-    return RunCheck(report, folder, data, used, graph, traces)
+    return RunCheck(report, graph, traces)
 
 
 def _early_tracker(
@@ -92,6 +89,13 @@ def _early_tracker(
     workdir = manifest_workdir(folder)
     if workdir is None or not os.path.isdir(workdir):
         return None
+    return _reporting_tracker(workdir, hash_size_limit, hash_sources)
+
+
+def _reporting_tracker(
+    workdir: str, hash_size_limit: int | None, hash_sources: HashSources | None
+) -> FreshnessTracker:
+    """A tracker for ``workdir`` with its report's ``git status`` started."""
     source = hash_sources(workdir) if hash_sources is not None else None
     tracker = FreshnessTracker(workdir, hash_size_limit, hash_source=source)
     tracker.start_report()
@@ -193,10 +197,7 @@ def _tracker_of(
         if started.workdir == os.path.abspath(workdir):
             return started
         started.cancel_report()
-    source = hash_sources(workdir) if hash_sources is not None else None
-    tracker = FreshnessTracker(workdir, hash_size_limit, hash_source=source)
-    tracker.start_report()  # git runs while the baselines are loaded
-    return tracker
+    return _reporting_tracker(workdir, hash_size_limit, hash_sources)  # git runs while loading
 
 
 def changed_since_run(report: FreshnessReport, graph: Any) -> dict[str, list[str]]:

@@ -313,17 +313,13 @@ class Snapshotter:
             entries: self.resolver.folder_keys(entries) if kind != "current" else None
             for entries in {tuple(nodes[node_id]) for node_id in resolutions}
         }
-        match = None
-        if git_index is not None and git_index.entries_id is not None and kind != "current":
-            unmatched = (records.keys() - git_index.matched) | git_index.recent
-            if len(unmatched) * 2 <= len(records):  # else a check would not take the claim
-                match = IndexMatch(git_index.entries_id, frozenset(unmatched))
+        claim = None  # the index's entries and the files not their entry's (IndexMatch)
+        if git_index is not None and kind != "current":
+            claim = git_index.entries_id(), (records.keys() - git_index.matched) | git_index.recent
         for node_id, res in resolutions.items():
             # one node: the same keys, no second dict of 20,000 entries
             files = records if len(resolutions) == 1 else {k: records[k] for k in res.files}
-            node_match = match
-            if match is not None and files is not records:
-                node_match = IndexMatch(match.entries, match.unmatched & files.keys())
+            match = IndexMatch.of(claim[0], files, claim[1]) if claim is not None else None
             states = {}
             if status is not None:
                 states = {k: v for k, v in status.entries.items() if k in files}
@@ -340,7 +336,7 @@ class Snapshotter:
                 git=status is not None,
                 git_states=states,
                 folders=folders[tuple(nodes[node_id])],
-                index_match=node_match,
+                index_match=match,
             )
         return baselines
 
@@ -622,13 +618,10 @@ class Snapshotter:
         if not self.git.available:
             return None
         index = GitIndex.read(self.git.top_level, self.git.prefix, with_head=False)
-        if index is None or index.entries_id is None:
+        if index is None:
             return None
         held = index.holding(snapshot.files, snapshot.fs_time_ns - RACY_WINDOW_NS)
-        unmatched = snapshot.files.keys() - held.keys()
-        if len(unmatched) * 2 > len(snapshot.files):
-            return None
-        return IndexMatch(index.entries_id, frozenset(unmatched))
+        return IndexMatch.of(index.entries_id(), snapshot.files, snapshot.files.keys() - held)
 
     def relook(self, key: str, blob: bool) -> FileRecord | None:
         """The file at ``key`` now, digested as git's blob id (``blob``) or as xxh3_128, so a

@@ -579,9 +579,11 @@ def test_playground_highlights_the_chosen_edge(lab_server: Any, page: Any) -> No
     field = page.locator(f"{WIDGET} .fm-playground-input input")
     field.fill("outcome=success")
     chosen = f"{WIDGET} svg g.fm-edge.fm-chosen"
+    result = page.locator(f"{WIDGET} .fm-playground-result")
+    # the reply to the typed condition: choosing the node alone already drew the same edge
+    result.locator("text=result:").wait_for(timeout=WAIT_MS)
     wait_attr(page, f"{chosen}[data-source='unit'][data-target='e2e']")
     assert page.locator(chosen).count() == 1
-    result = page.locator(f"{WIDGET} .fm-playground-result")
     assert result.get_attribute("data-edge") == "unit->e2e"
     assert "result: true" in result.inner_text()
 

@@ -25,7 +25,7 @@ from typing import Any
 
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, STAT_LAYOUT, Baseline, FileRecord
-from freshness_magic.freshness.git import GitStatus, GitTier, change_kind
+from freshness_magic.freshness.git import GitStatus, GitTier, TreeStatus, change_kind
 from freshness_magic.freshness.gitindex import index_entries
 from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel, aggregate
@@ -486,12 +486,15 @@ class FreshnessTracker:
             for n, entry in nodes.items()
         }
 
-    def start_report(self) -> None:
+    def start_report(self, started: TreeStatus | None = None) -> None:
         """Start the git status of the next :meth:`report` now, so that git runs while the
         caller does other work first (loading a checkpoint's baselines);
-        :meth:`cancel_report` stops it when no report follows."""
+        :meth:`cancel_report` stops it when no report follows. ``started``: that status,
+        already started for this tracker's work tree (stopped if it is not used)."""
         if self._status_vouch is None and self.git.available:
-            self._status_vouch = StatusVouch(self.git)
+            self._status_vouch = StatusVouch(self.git, started=started)
+        elif started is not None:
+            started.cancel()
 
     def cancel_report(self) -> None:
         """Stop a git status :meth:`start_report` started."""

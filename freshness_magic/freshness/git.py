@@ -16,6 +16,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
+from freshness_magic.freshness.gitfiles import index_key
 from freshness_magic.vcs import git as vcs
 from freshness_magic.vcs.git import find_work_tree, porcelain_records
 
@@ -95,13 +96,20 @@ class GitTier:
         ignored: bool = False,
         exact: bool = False,
         untracked: bool = True,
+        one_thread: bool = False,
     ) -> PendingStatus:
         """Start one ``git status`` for ``paths`` (workdir-relative) or the whole workdir
-        (``exact``, ``untracked``: see :func:`~freshness_magic.vcs.git.status_args`)."""
+        (``exact``, ``untracked``, ``one_thread``: see
+        :func:`~freshness_magic.vcs.git.status_args`)."""
         if not self.available:
             return PendingStatus(vcs.Pending(None), "")
         args = vcs.status_args(
-            paths, branch=True, ignored=ignored, exact=exact, untracked=untracked
+            paths,
+            branch=True,
+            ignored=ignored,
+            exact=exact,
+            untracked=untracked,
+            one_thread=one_thread,
         )
         return PendingStatus(vcs.start(args, self.workdir), self.prefix)
 
@@ -109,6 +117,29 @@ class GitTier:
         self, paths: Sequence[str] | None = None, *, ignored: bool = False
     ) -> GitStatus | None:
         return self.start_status(paths, ignored=ignored).result()
+
+
+@dataclass(frozen=True)
+class TreeStatus:
+    """A ``git status`` of a work tree's tracked files started in the background, exact
+    (:data:`~freshness_magic.vcs.git.EXACT_STATUS`) and on one thread beside this process's
+    work (:data:`~freshness_magic.vcs.git.ONE_THREAD`), with the stat key the index had just
+    before it started (:func:`~.gitfiles.index_key`): git's word on a file not listed is taken
+    only while the index is still that file."""
+
+    git: GitTier
+    index_before: tuple[int, ...] | None
+    pending: PendingStatus
+
+    @classmethod
+    def start(cls, git: GitTier) -> TreeStatus:
+        """Start the status of ``git``'s work tree (which must be ``available``)."""
+        before = index_key(git.top_level)
+        return cls(git, before, git.start_status(exact=True, untracked=False, one_thread=True))
+
+    def cancel(self) -> None:
+        """Stop git (the status will not be read)."""
+        self.pending.cancel()
 
 
 def change_kind(path: str, head_at_snapshot: str | None, now: GitStatus) -> str:

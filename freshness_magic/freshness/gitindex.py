@@ -33,9 +33,10 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 
 from freshness_magic.freshness.baseline import BLOB_LAYOUT, STAT_LAYOUT, FileRecord
+from freshness_magic.freshness.gitfiles import file_key, filters_configured, index_and_config_folder
 from freshness_magic.freshness.hashing import BLOB_ID_BYTES, hash_bytes
 from freshness_magic.vcs.git import head_and_tree
 
@@ -53,18 +54,6 @@ _REGULAR, _FORMAT_MASK, _EXECUTABLE = 0o100000, 0o170000, 0o100
 _SECOND = 1_000_000_000
 _REFUSED_EXTENSIONS = (b"link", b"sdir")
 """A split index (entries live in a shared file) and a sparse one (folders for files)."""
-_CONFIG_WORDS = (b"autocrlf", b"attributesfile", b"include", b"objectformat", b"worktreeconfig")
-_ENVIRONMENT = (
-    "GIT_DIR",
-    "GIT_WORK_TREE",
-    "GIT_INDEX_FILE",
-    "GIT_COMMON_DIR",
-    "GIT_OBJECT_DIRECTORY",
-    "GIT_CONFIG",
-    "GIT_CONFIG_COUNT",
-    "GIT_CONFIG_PARAMETERS",
-    "GIT_ATTR_SOURCE",
-)
 ATTRIBUTES = ".gitattributes"
 INDEX_BYTES_PER_FILE = 1400
 """Reading a small file costs about as much as parsing this many bytes of index (7 µs against
@@ -103,7 +92,7 @@ class GitIndex:
         self._prefix = os.fsencode(prefix)
         self._attributes = AttributesRule(top, self._workdir)
         self.file_key: tuple[int, ...] | None = None
-        """The stat key of the index file read (see :func:`index_key`)."""
+        """The stat key of the index file read (see :func:`~.gitfiles.index_key`)."""
         self._entries_end = 0
 
     @classmethod
@@ -122,7 +111,7 @@ class GitIndex:
         whether the index holds HEAD's tree (:attr:`head`); ``claim_before_ns``: see
         :attr:`recent`."""
         try:
-            found = _index_and_config_folder(top)
+            found = index_and_config_folder(top)
             if found is None:
                 return None
             path, common_dir = found
@@ -130,7 +119,7 @@ class GitIndex:
                 st = os.fstat(handle.fileno())
                 if files is not None and files * INDEX_BYTES_PER_FILE < st.st_size:
                     return None
-                if _filters_configured(common_dir):
+                if filters_configured(common_dir):
                     return None
                 written_ns = st.st_mtime_ns
                 data = handle.read()
@@ -149,7 +138,7 @@ class GitIndex:
             if found is not None and found[1] == root_tree.hex():
                 head = found[0]
         index = cls(data, offsets, written_ns, top, prefix, head)
-        index.file_key = _file_key(st)
+        index.file_key = file_key(st)
         index.claim_before_ns = claim_before_ns
         index._entries_end = entries_end
         # Attributes over the whole workdir: no blob id is usable, so none is taken at all.
@@ -293,16 +282,16 @@ def entries_id(data: bytes, end: int) -> tuple[int, str]:
     return end, hash_bytes(data[:end])
 
 
-def current_entries_id(top: str, end: int, file_key: tuple[int, ...]) -> tuple[int, str] | None:
+def current_entries_id(top: str, end: int, key: tuple[int, ...]) -> tuple[int, str] | None:
     """:func:`entries_id` of the work tree's index at ``top`` taking its entries to end at
-    ``end``, if its stat key is ``file_key`` and its extensions after ``end`` are whole and
+    ``end``, if its stat key is ``key`` and its extensions after ``end`` are whole and
     keep every entry in it (no split or sparse index); None otherwise."""
     try:
-        found = _index_and_config_folder(top)
+        found = index_and_config_folder(top)
         if found is None:
             return None
         with open(found[0], "rb") as handle:
-            if _file_key(os.fstat(handle.fileno())) != file_key:
+            if file_key(os.fstat(handle.fileno())) != key:
                 return None
             data = handle.read()
     except OSError:
@@ -380,39 +369,11 @@ def _root_tree(data: bytes, at: int) -> bytes | None:
     return data[line_end + 1 : line_end + 1 + BLOB_ID_BYTES]
 
 
-def _index_and_config_folder(top: str) -> tuple[str, str] | None:
-    """(the index file, the folder of the repository's config) of the work tree at ``top``;
-    None when git's environment names other places or ``.git`` is neither a folder nor a link
-    file (OSError when ``.git`` cannot be read)."""
-    if any(name in os.environ for name in _ENVIRONMENT):
-        return None
-    folders = _git_folders(os.path.join(top, ".git"))
-    if folders is None:
-        return None
-    git_dir, common_dir = folders
-    return os.path.join(git_dir, "index"), common_dir
-
-
-def index_key(top: str) -> tuple[int, ...] | None:
-    """The stat key of the index of the work tree at ``top`` (device, inode, size, mtime and
-    ctime in ns); None when git's environment names another index, git's config or attributes
-    may filter content (see the module docstring), or it cannot be read. git replaces its index
-    by renaming a new file over it, so an unchanged key means the same file (the caller rules
-    out a rewrite within one timestamp tick by the racy window)."""
-    try:
-        found = _index_and_config_folder(top)
-        if found is None or _filters_configured(found[1]):
-            return None
-        return _file_key(os.stat(found[0]))
-    except OSError:
-        return None
-
-
 def index_entries(top: str) -> int | None:
     """How many entries the index of the work tree at ``top`` holds, from its header; None
     when git's environment names another index or it cannot be read."""
     try:
-        found = _index_and_config_folder(top)
+        found = index_and_config_folder(top)
         if found is None:
             return None
         with open(found[0], "rb") as handle:
@@ -423,10 +384,6 @@ def index_entries(top: str) -> int | None:
         return None
     signature, _version, count = _HEADER.unpack(header)
     return int(count) if signature == b"DIRC" else None
-
-
-def _file_key(st: os.stat_result) -> tuple[int, ...]:
-    return (st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns)
 
 
 class AttributesRule:
@@ -462,61 +419,6 @@ class AttributesRule:
             known = above and not os.path.lexists(os.path.join(here, ATTRIBUTES))
             self._known[folder] = known
         return known
-
-
-def _user_config() -> str:
-    """git's folder in the user's config home (``$XDG_CONFIG_HOME/git``)."""
-    xdg = os.environ.get("XDG_CONFIG_HOME") or os.path.join(os.path.expanduser("~"), ".config")
-    return os.path.join(xdg, "git")
-
-
-def _git_folders(dot_git: str) -> tuple[str, str] | None:
-    """(git folder, common folder) of a work tree's ``.git``: a folder, or a file naming one
-    (``gitdir:``, as in linked worktrees and submodules); None when neither."""
-    if os.path.isdir(dot_git):
-        return dot_git, dot_git
-    with open(dot_git, "rb") as handle:
-        line = handle.read(4096).strip()
-    if not line.startswith(b"gitdir:"):
-        return None
-    git_dir = os.path.join(os.path.dirname(dot_git), os.fsdecode(line[7:].strip()))
-    try:
-        with open(os.path.join(git_dir, "commondir"), "rb") as handle:
-            common = os.path.join(git_dir, os.fsdecode(handle.read().strip()))
-    except FileNotFoundError:
-        common = git_dir
-    return os.path.normpath(git_dir), os.path.normpath(common)
-
-
-def _config_files(git_dir: str) -> Iterable[str]:
-    yield os.path.join(git_dir, "config")
-    if "GIT_CONFIG_GLOBAL" in os.environ:
-        yield os.environ["GIT_CONFIG_GLOBAL"]
-    else:
-        yield os.path.join(os.path.expanduser("~"), ".gitconfig")
-        yield os.path.join(_user_config(), "config")
-    if "GIT_CONFIG_NOSYSTEM" not in os.environ:
-        yield os.environ.get("GIT_CONFIG_SYSTEM", "/etc/gitconfig")
-
-
-def _filters_configured(git_dir: str) -> bool:
-    """Whether a config or attributes file git reads could filter content (module doc)."""
-    for path in (
-        os.path.join(git_dir, "info", "attributes"),
-        os.path.join(_user_config(), "attributes"),
-        "/etc/gitattributes",
-    ):
-        if os.path.lexists(path):
-            return True
-    for path in _config_files(git_dir):
-        try:
-            with open(path, "rb") as handle:
-                text = handle.read().lower()
-        except FileNotFoundError:
-            continue
-        if any(word in text for word in _CONFIG_WORDS):
-            return True
-    return False
 
 
 def _no_attributes_above(top: str, workdir: str) -> bool:

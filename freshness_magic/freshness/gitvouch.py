@@ -44,12 +44,12 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 from freshness_magic.freshness.baseline import BLOB_LAYOUT, Baseline, FileRecord
-from freshness_magic.freshness.git import GitStatus, GitTier, PendingStatus
+from freshness_magic.freshness.git import GitStatus, GitTier, PendingStatus, TreeStatus
+from freshness_magic.freshness.gitfiles import index_key
 from freshness_magic.freshness.gitindex import (
     AttributesRule,
     GitIndex,
     current_entries_id,
-    index_key,
 )
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS
 
@@ -66,14 +66,19 @@ class StatusVouch:
     snapshots the report compares with are named by :meth:`compare_with` before :meth:`settle`.
     """
 
-    def __init__(self, git: GitTier, *, claims_only: bool = False):
+    def __init__(
+        self, git: GitTier, *, claims_only: bool = False, started: TreeStatus | None = None
+    ):
+        """``started``: the status, already started for ``git``'s work tree (else it is
+        started here)."""
         self._git = git
         self._claims_only = claims_only
         self._references: dict[str, Sequence[Baseline]] = {}
         self._changed_before = 0
-        self._before = index_key(git.top_level)
         # tracked files only: the report asks about untracked or ignored stale files later
-        self._pending: PendingStatus | None = git.start_status(exact=True, untracked=False)
+        status = started if started is not None else TreeStatus.start(git)
+        self._before = status.index_before
+        self._pending: PendingStatus | None = status.pending
         self._status: GitStatus | None = None
         self._entries: dict[int, tuple[int, str] | None] = {}
 

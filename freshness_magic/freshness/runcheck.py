@@ -1,4 +1,9 @@
-"""The freshness report of a run on disk (for ``freshness-magic check`` and other processes)."""
+"""The freshness report of a run on disk (for ``freshness-magic check`` and other processes).
+
+A check starts the report's ``git status`` before it loads the rest of the freshness code (about
+20 ms of imports) and reads the checkpoint, so that git runs on the other core meanwhile: this
+module imports them only where they are used.
+"""
 
 from __future__ import annotations
 
@@ -7,16 +12,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.engine.runread import workdir_gone
+from freshness_magic.engine.runread import follow_restarts, manifest_workdir, workdir_gone
 from freshness_magic.errors import CheckpointError, FreshnessError, FreshnessMagicError
-from freshness_magic.freshness.attrs import inputs_checked
-from freshness_magic.freshness.check import FreshnessTracker
-from freshness_magic.freshness.report import FreshnessReport
-from freshness_magic.freshness.snapshot import HashSources
+from freshness_magic.freshness.git import GitTier, TreeStatus
 
 if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph
     from freshness_magic.engine.trace import Trace
+    from freshness_magic.freshness.check import FreshnessTracker
+    from freshness_magic.freshness.report import FreshnessReport
+    from freshness_magic.freshness.snapshot import HashSources
 
 
 @dataclass(frozen=True)
@@ -42,20 +47,19 @@ def check_run(
 
     The pipeline and the traces are read while the report's ``git status`` runs (between
     starting it and looking at the files): the report waits for git then anyway."""
-    from freshness_magic.engine.checkpoint import load_checkpoint
-    from freshness_magic.engine.runread import follow_restarts
-
     if not run_dir.is_dir():
         raise FreshnessError(
             f"{run_dir} is not a run directory; pass .freshness/runs/<run_id> of a run"
         )
     folder = follow_restarts(run_dir)
-    early = _early_tracker(folder, hash_size_limit, hash_sources)
+    early = _early_status(folder)
     try:
+        from freshness_magic.engine.checkpoint import load_checkpoint
+
         data, used = load_checkpoint(folder)
     except BaseException as exc:
         if early is not None:
-            early.cancel_report()
+            early.cancel()
         if isinstance(exc, CheckpointError):
             raise FreshnessError(f"cannot check {run_dir}: {exc}") from exc
         raise
@@ -78,27 +82,30 @@ def check_run(
     return RunCheck(report, graph, traces)
 
 
-def _early_tracker(
-    folder: Path, hash_size_limit: int | None, hash_sources: HashSources | None
-) -> FreshnessTracker | None:
-    """A tracker for the working directory the run's manifest names, its report's ``git
-    status`` started before the checkpoint (megabytes of JSON at 20,000 files) is read, so
-    that git runs meanwhile; None when the manifest names no existing folder."""
-    from freshness_magic.engine.runread import manifest_workdir
-
+def _early_status(folder: Path) -> TreeStatus | None:
+    """The report's ``git status`` of the working directory the run's manifest names, started
+    before the checkpoint (megabytes of JSON at 20,000 files) is read, so that git runs
+    meanwhile; None when the manifest names no existing folder or it is not in a work tree."""
     workdir = manifest_workdir(folder)
     if workdir is None or not os.path.isdir(workdir):
         return None
-    return _reporting_tracker(workdir, hash_size_limit, hash_sources)
+    git = GitTier(workdir)
+    return TreeStatus.start(git) if git.available else None
 
 
 def _reporting_tracker(
-    workdir: str, hash_size_limit: int | None, hash_sources: HashSources | None
+    workdir: str,
+    hash_size_limit: int | None,
+    hash_sources: HashSources | None,
+    started: TreeStatus | None = None,
 ) -> FreshnessTracker:
-    """A tracker for ``workdir`` with its report's ``git status`` started."""
+    """A tracker for ``workdir`` with its report's ``git status`` started (``started``: the
+    one already started for it)."""
+    from freshness_magic.freshness.check import FreshnessTracker
+
     source = hash_sources(workdir) if hash_sources is not None else None
     tracker = FreshnessTracker(workdir, hash_size_limit, hash_source=source)
-    tracker.start_report()
+    tracker.start_report(started)
     return tracker
 
 
@@ -147,18 +154,18 @@ def loaded_tracker(
     *,
     hash_size_limit: int | None = None,
     hash_sources: HashSources | None = None,
-    started: FreshnessTracker | None = None,
+    started: TreeStatus | None = None,
 ) -> FreshnessTracker:
     """A tracker holding the baselines of a checkpoint already read, the git status of its
     report started (see :func:`checkpoint_report`; a caller that does not ask for the report
-    calls ``cancel_report``). ``started``: a tracker made before the checkpoint was read
-    (:func:`_early_tracker`), taken when it is for the checkpoint's working directory, else
+    calls ``cancel_report``). ``started``: a status started before the checkpoint was read
+    (:func:`_early_status`), taken when it is for the checkpoint's working directory, else
     stopped; an error stops it too."""
     try:
         tracker = _tracker_of(data, used, run_dir, hash_size_limit, hash_sources, started)
     except BaseException:
         if started is not None:
-            started.cancel_report()
+            started.cancel()
         raise
     try:
         tracker.load(_tracker_state(data))
@@ -180,7 +187,7 @@ def _tracker_of(
     run_dir: Path,
     hash_size_limit: int | None,
     hash_sources: HashSources | None,
-    started: FreshnessTracker | None,
+    started: TreeStatus | None,
 ) -> FreshnessTracker:
     """The tracker for the checkpoint's working directory, its report's git status started
     (``started`` when it is for that directory); FreshnessError when the checkpoint keeps no
@@ -193,17 +200,19 @@ def _tracker_of(
     workdir = str(data.get("workdir") or ".")
     if gone := workdir_gone(run_dir, workdir):
         raise FreshnessError(f"{gone}; its inputs were not checked")
-    if started is not None:
-        if started.workdir == os.path.abspath(workdir):
-            return started
-        started.cancel_report()
-    return _reporting_tracker(workdir, hash_size_limit, hash_sources)  # git runs while loading
+    if started is not None and started.git.workdir != os.path.abspath(workdir):
+        started.cancel()
+        started = None
+    # git runs while the baselines load
+    return _reporting_tracker(workdir, hash_size_limit, hash_sources, started)
 
 
 def changed_since_run(report: FreshnessReport, graph: Any) -> dict[str, list[str]]:
     """Node id -> its input files that changed since its latest execution finished, for the
     nodes whose inputs are checked (what :func:`~freshness_magic.engine.marks.derive_marks`
     takes as ``stale_inputs``)."""
+    from freshness_magic.freshness.attrs import inputs_checked
+
     found: dict[str, list[str]] = {}
     for node_id, entry in report.nodes.items():
         node = graph.nodes.get(node_id)

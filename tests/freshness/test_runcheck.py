@@ -133,3 +133,28 @@ def test_a_run_whose_executions_read_no_value_of_another_builds_no_traces(repo: 
     )
     assert "src/a.py" in proc.stdout, proc.stdout + proc.stderr
     assert proc.stdout.strip().splitlines()[-1] == "1 []", proc.stdout + proc.stderr
+
+
+def test_the_status_starts_before_the_comparing_code_is_loaded(repo: Path) -> None:
+    """``check`` starts git's whole-tree status (on one thread, beside this process) before it
+    imports the modules that load baselines and compare files, so git runs while they load."""
+    run_dir = _ran(repo)
+    code = (
+        "import sys\n"
+        "from freshness_magic import cli\n"
+        "from freshness_magic.vcs import git\n"
+        "start, seen = git.start, []\n"
+        "def starting(args, cwd):\n"
+        "    loaded = [m for m in ('freshness_magic.freshness.check', "
+        "'freshness_magic.freshness.baseline') if m in sys.modules]\n"
+        "    seen.append((args.count('core.preloadIndex=false'), loaded))\n"
+        "    return start(args, cwd)\n"
+        "git.start = starting\n"
+        f"code = cli.main(['check', {str(run_dir)!r}])\n"
+        "print(code, seen[0])\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=repo
+    )
+    assert "src/a.py" in proc.stdout, proc.stdout + proc.stderr
+    assert proc.stdout.strip().splitlines()[-1] == "1 (1, [])", proc.stdout + proc.stderr

@@ -122,8 +122,7 @@ class GitTier:
 @dataclass(frozen=True)
 class TreeStatus:
     """A ``git status`` of a work tree's tracked files started in the background, exact
-    (:data:`~freshness_magic.vcs.git.EXACT_STATUS`) and on one thread beside this process's
-    work (:data:`~freshness_magic.vcs.git.ONE_THREAD`), with the stat key the index had just
+    (:data:`~freshness_magic.vcs.git.EXACT_STATUS`), with the stat key the index had just
     before it started (:func:`~.gitfiles.index_key`): git's word on a file not listed is taken
     only while the index is still that file."""
 
@@ -132,10 +131,12 @@ class TreeStatus:
     pending: PendingStatus
 
     @classmethod
-    def start(cls, git: GitTier) -> TreeStatus:
-        """Start the status of ``git``'s work tree (which must be ``available``)."""
+    def start(cls, git: GitTier, *, one_thread: bool = False) -> TreeStatus:
+        """Start the status of ``git``'s work tree (which must be ``available``);
+        ``one_thread``: see :data:`~freshness_magic.vcs.git.ONE_THREAD`."""
         before = index_key(git.top_level)
-        return cls(git, before, git.start_status(exact=True, untracked=False, one_thread=True))
+        pending = git.start_status(exact=True, untracked=False, one_thread=one_thread)
+        return cls(git, before, pending)
 
     def cancel(self) -> None:
         """Stop git (the status will not be read)."""

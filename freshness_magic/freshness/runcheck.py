@@ -84,13 +84,14 @@ def check_run(
 
 def _early_status(folder: Path) -> TreeStatus | None:
     """The report's ``git status`` of the working directory the run's manifest names, started
-    before the checkpoint (megabytes of JSON at 20,000 files) is read, so that git runs
-    meanwhile; None when the manifest names no existing folder or it is not in a work tree."""
+    before the checkpoint (megabytes of JSON at 20,000 files) is read and the comparing code is
+    loaded, so that git runs meanwhile, on one thread beside this process (it has that long);
+    None when the manifest names no existing folder or it is not in a work tree."""
     workdir = manifest_workdir(folder)
     if workdir is None or not os.path.isdir(workdir):
         return None
     git = GitTier(workdir)
-    return TreeStatus.start(git) if git.available else None
+    return TreeStatus.start(git, one_thread=True) if git.available else None
 
 
 def _reporting_tracker(

@@ -16,13 +16,16 @@ def write(root: Path, rel: str, text: str = "x") -> Path:
     return path
 
 
+REPO_FILES = {
+    ".gitignore": ".freshness/\n",
+    "src/a.py": "a = 1\n",
+    "src/b.py": "b = 1\n",
+    "docs/spec.md": "# spec\n",
+}
+"""What :func:`repo`'s one commit holds."""
+
+
 @pytest.fixture
 def repo(tmp_path: Path) -> Path:
     """A git work tree with one commit holding src/a.py, src/b.py and docs/spec.md."""
-    files = {
-        ".gitignore": ".freshness/\n",
-        "src/a.py": "a = 1\n",
-        "src/b.py": "b = 1\n",
-        "docs/spec.md": "# spec\n",
-    }
-    return git_repo(tmp_path / "repo", files, "init")
+    return git_repo(tmp_path / "repo", REPO_FILES, "init")

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -16,10 +18,10 @@ from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.statcache import filesystem_now_ns
-from tests.gitrepo import git
+from tests.gitrepo import git, git_repo
 from tests.processes import cli
 
-from .conftest import write
+from .conftest import REPO_FILES, write
 
 ENTRIES = {"n": ["**"]}
 
@@ -53,6 +55,56 @@ def repo(repo: Path) -> Path:
     (repo / ".freshness").mkdir()
     age(repo)
     return repo
+
+
+RACY_WAIT_S = 2.1
+"""How long after :func:`age` git's recorded ctimes (set by the ageing, and not to be set back)
+are older than a capture's racy window."""
+
+
+class AgedRepos:
+    """Work trees like :func:`repo`'s, aged several at a time and handed out once git's recorded
+    ctimes are older than a capture's racy window: the tests that need that wait for it once
+    between them, not once each. Every test still gets a work tree of its own."""
+
+    BATCH = 8
+
+    def __init__(self, folder: Path) -> None:
+        self.folder = folder
+        self.numbers = itertools.count()
+        self.ready: list[tuple[Path, float]] = []
+
+    def take(self) -> Path:
+        if not self.ready:
+            made = [
+                git_repo(self.folder / f"repo{next(self.numbers)}", REPO_FILES, "init")
+                for _ in range(self.BATCH)
+            ]
+            for root in made:
+                (root / ".freshness").mkdir()
+                age(root)
+                self.ready.append((root, time.monotonic()))
+        root, aged_at = self.ready.pop(0)
+        wait_out_racy_window(aged_at)
+        return root
+
+
+def wait_out_racy_window(aged_at: float) -> None:
+    """Wait until :data:`RACY_WAIT_S` have passed since ``aged_at`` (``time.monotonic()`` right
+    after an :func:`age`)."""
+    time.sleep(max(0.0, aged_at + RACY_WAIT_S - time.monotonic()))
+
+
+@pytest.fixture(scope="module")
+def aged_repos(tmp_path_factory: pytest.TempPathFactory) -> Iterator[AgedRepos]:
+    yield AgedRepos(tmp_path_factory.mktemp("aged"))
+
+
+@pytest.fixture
+def settled(aged_repos: AgedRepos, plain_git_config: None) -> Path:
+    """A work tree like :func:`repo`'s whose git's recorded ctimes are older than a capture's
+    racy window (its files untouched since)."""
+    return aged_repos.take()
 
 
 def reloaded(repo: Path, later_s: float = 3.0) -> FreshnessTracker:
@@ -99,14 +151,13 @@ def same_size_same_mtime(path: Path, text: str) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def test_unchanged_and_touched_files_are_vouched_for_an_edit_is_not(repo: Path) -> None:
-    time.sleep(2.1)  # git's ctimes (set by the ageing) older than the capture's racy window
-    tracker = reloaded(repo, later_s=0)
+def test_unchanged_and_touched_files_are_vouched_for_an_edit_is_not(settled: Path) -> None:
+    tracker = reloaded(settled, later_s=0)
     assert vouched(tracker) == {"src/a.py", "src/b.py", "docs/spec.md"}
 
-    same_size_same_mtime(repo / "src/a.py", "a = 2\n")
-    back(repo / "docs/spec.md", 1)  # touched, content unchanged
-    write(repo, "src/new.py", "new\n")
+    same_size_same_mtime(settled / "src/a.py", "a = 2\n")
+    back(settled / "docs/spec.md", 1)  # touched, content unchanged
+    write(settled, "src/new.py", "new\n")
     assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
     assert labels(tracker) == {
         "src/a.py": FileLabel.STALE_CHANGED,
@@ -266,8 +317,8 @@ def test_a_working_directory_inside_the_work_tree(repo: Path) -> None:
 
 def claimed(repo: Path) -> FreshnessTracker:
     """A tracker restored from a capture taken when git's recorded ctimes were older than its
-    racy window, so the capture claims the index (:class:`IndexMatch`) for every file."""
-    time.sleep(2.1)
+    racy window (``repo`` is :func:`settled`, or was aged that long ago), so the capture claims
+    the index (:class:`IndexMatch`) for every file."""
     first = FreshnessTracker(repo)
     first.capture(ENTRIES)
     match = first.baselines["n"].index_match
@@ -291,18 +342,18 @@ def index_read_counted(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
 
 def test_a_capture_s_claim_on_the_index_outlasts_a_rewrite_of_the_same_entries(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    settled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tracker = claimed(repo)
-    before = (repo / ".git" / "index").stat().st_ino
-    git(repo, "-c", "core.untrackedCache=true", "status", "--porcelain")  # adds an extension
-    assert (repo / ".git" / "index").stat().st_ino != before
-    back(repo / ".git" / "index", 5)
+    tracker = claimed(settled)
+    before = (settled / ".git" / "index").stat().st_ino
+    git(settled, "-c", "core.untrackedCache=true", "status", "--porcelain")  # adds an extension
+    assert (settled / ".git" / "index").stat().st_ino != before
+    back(settled / ".git" / "index", 5)
     reads = index_read_counted(monkeypatch)
     assert vouched(tracker) == {"src/a.py", "src/b.py", "docs/spec.md"}
     assert reads == []  # the claim settled it: the entries are the ones captured
 
-    same_size_same_mtime(repo / "src/a.py", "a = 2\n")  # only its ctime tells
+    same_size_same_mtime(settled / "src/a.py", "a = 2\n")  # only its ctime tells
     assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
     assert labels(tracker) == {
         "src/a.py": FileLabel.STALE_CHANGED,
@@ -312,11 +363,13 @@ def test_a_capture_s_claim_on_the_index_outlasts_a_rewrite_of_the_same_entries(
     assert reads == []
 
 
-def test_a_claim_on_other_entries_is_not_taken(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    tracker = claimed(repo)
-    write(repo, "src/a.py", "a = 22\n")
-    git(repo, "add", "src/a.py")  # new entries: clean against the index, not the snapshot
-    back(repo / ".git" / "index", 5)
+def test_a_claim_on_other_entries_is_not_taken(
+    settled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    tracker = claimed(settled)
+    write(settled, "src/a.py", "a = 22\n")
+    git(settled, "add", "src/a.py")  # new entries: clean against the index, not the snapshot
+    back(settled / ".git" / "index", 5)
     reads = index_read_counted(monkeypatch)
     assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
     assert reads == [1]  # told by the index's entries, one by one
@@ -332,6 +385,7 @@ def test_attributes_written_after_the_claim_keep_git_s_word_out_of_their_folder(
     git(repo, "commit", "-q", "-m", "docs")
     time.sleep(1.1)  # ageing again in another second: git refreshes every entry's stat data
     age(repo)
+    wait_out_racy_window(time.monotonic())
     tracker = claimed(repo)
     write(repo, "src/.gitattributes", "*.py text eol=crlf\n")
     reads = index_read_counted(monkeypatch)
@@ -354,64 +408,64 @@ def whole_tree_statuses(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
 
 
 def test_a_check_of_many_files_takes_git_s_word_through_a_claim(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    settled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(check_module, "VOUCHED_CHECK_FILES", 3)  # "many" for three files
-    tracker = claimed(repo)
+    tracker = claimed(settled)
     statuses = whole_tree_statuses(monkeypatch)
     reads = index_read_counted(monkeypatch)
     assert tracker.check("n").stale_files == []
-    same_size_same_mtime(repo / "src/a.py", "a = 2\n")  # only its ctime tells
+    same_size_same_mtime(settled / "src/a.py", "a = 2\n")  # only its ctime tells
     report = tracker.check("n")
     assert report.stale_files == ["src/a.py"]
     assert [f.git_change for f in report.files] == ["uncommitted"]  # from the vouch's status
     assert statuses == [True, True] and reads == []
 
-    git(repo, "add", "src/a.py")  # other entries: the claim no longer holds
-    back(repo / ".git" / "index", 5)
+    git(settled, "add", "src/a.py")  # other entries: the claim no longer holds
+    back(settled / ".git" / "index", 5)
     assert tracker.check("n").stale_files == ["src/a.py"]
     assert statuses == [True, True, False]  # every file looked at here; git asked by name
 
 
 def test_a_check_of_few_files_looks_at_them_without_git(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    settled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tracker = claimed(repo)  # three files, fewer than a check takes git's word for
+    tracker = claimed(settled)  # three files, fewer than a check takes git's word for
     statuses = whole_tree_statuses(monkeypatch)
-    same_size_same_mtime(repo / "src/a.py", "a = 2\n")
+    same_size_same_mtime(settled / "src/a.py", "a = 2\n")
     assert tracker.check("n").stale_files == ["src/a.py"]
     assert statuses == [False]  # only to explain the stale file
 
 
 def test_accepting_changes_keeps_the_claim_for_the_files_that_did_not_change(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    settled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    tracker = claimed(repo)
-    write(repo, "src/a.py", "a = 22\n")
+    tracker = claimed(settled)
+    write(settled, "src/a.py", "a = 22\n")
     assert tracker.accept(["n"]) == {"n": ["src/a.py"]}
     match = tracker.baselines["n"].index_match
     assert match is not None and match.unmatched == {"src/a.py"}  # hashed anew: not the entry's
     reads = index_read_counted(monkeypatch)
     assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
-    same_size_same_mtime(repo / "src/b.py", "b = 2\n")
+    same_size_same_mtime(settled / "src/b.py", "b = 2\n")
     assert vouched(tracker) == {"docs/spec.md"}
     assert labels(tracker)["src/b.py"] is FileLabel.STALE_CHANGED
     assert reads == []
 
 
 def test_accepting_many_files_claims_the_index_as_it_is_now(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
+    settled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(check_module, "VOUCHED_CHECK_FILES", 3)  # "many" for three files
-    tracker = claimed(repo)
-    write(repo, "src/a.py", "a = 22\n")
-    git(repo, "add", "src/a.py")  # new entries: the capture's claim no longer holds
-    back(repo / ".git" / "index", 5)
+    tracker = claimed(settled)
+    write(settled, "src/a.py", "a = 22\n")
+    git(settled, "add", "src/a.py")  # new entries: the capture's claim no longer holds
+    back(settled / ".git" / "index", 5)
     assert tracker.accept(["n"]) == {"n": ["src/a.py"]}
     match = tracker.baselines["n"].index_match
     assert match is not None and match.unmatched == {"src/a.py"}  # its entry changed just now
     reads = index_read_counted(monkeypatch)
     assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
-    same_size_same_mtime(repo / "src/b.py", "b = 2\n")
+    same_size_same_mtime(settled / "src/b.py", "b = 2\n")
     assert tracker.check("n").stale_files == ["src/b.py"]
     assert reads == []

@@ -12,6 +12,7 @@ screenshot folder. Units start longest first, so no long one is left for the end
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Iterator
 from pathlib import Path
@@ -117,6 +118,39 @@ def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
             super()._assign_work_unit(node)
 
     return FileScheduling(config, log)
+
+
+def pytest_collection(session: pytest.Session) -> None:
+    """On a fresh checkout every worker compiles the test modules (pytest rewrites their asserts)
+    and the modules they import as it first loads them, all workers the same ones at the same
+    time. Worker k of n first imports the test modules from k/n of the way on, so each compiles
+    its own share while the others compile theirs, and all then collect from compiled files. A
+    module that fails here is left to the collection, which reports it as usual."""
+    worker = os.environ.get("PYTEST_XDIST_WORKER", "")
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    if not worker.startswith("gw") or workers < 2:
+        return
+    from _pytest.pathlib import import_path
+
+    config = session.config
+    roots = [config.rootpath / arg for arg in config.args]
+    modules = sorted(
+        path
+        for root in roots
+        if root.is_dir()
+        for path in root.rglob("test_*.py")
+        if "__pycache__" not in path.parts
+    )
+    for path in modules[len(modules) * int(worker[2:]) // workers :]:
+        try:
+            import_path(
+                path,
+                mode=config.getoption("importmode"),
+                root=config.rootpath,
+                consider_namespace_packages=config.getini("consider_namespace_packages"),
+            )
+        except Exception:  # the collection imports it again and reports what is wrong
+            continue
 
 
 def pytest_sessionstart(session: pytest.Session) -> None:

@@ -605,6 +605,11 @@ def test_a_tool_a_killed_driver_left_running_is_named_and_a_new_run_stops_it(
         lambda: (workdir / "pgid.txt").is_file() and (workdir / "pgid.txt").read_text(),
         "the tool starts",
     )
+    # the tool may write its file before the driver records its process group: kill after both
+    wait_until(
+        lambda: any(workdir.glob(".freshness/runs/*/nodes/work/pgid")),
+        "the driver records the tool's process group",
+    )
     pgid = int((workdir / "pgid.txt").read_text())
     driver.send_signal(signal.SIGKILL)  # as a kernel killed outright
     driver.wait(timeout=30)

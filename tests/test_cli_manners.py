@@ -19,6 +19,7 @@ import pytest
 from freshness_magic import cli
 from freshness_magic.commands.run import Progress
 from freshness_magic.engine.events import EventBus, EventType
+from tests.pipelines import ECHO_HI
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "freshness_magic"]
@@ -213,6 +214,27 @@ def test_building_the_parser_loads_no_engine_hub_or_evidence_code(argv: list[str
         [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
     )
     assert proc.stdout.strip().splitlines()[-1] == "HEAVY []"
+
+
+@pytest.mark.parametrize("stylesheet", [False, True])
+def test_validating_loads_the_stylesheet_code_only_for_a_pipeline_with_one(
+    tmp_path: Path, stylesheet: bool
+) -> None:
+    """Every command that reads a pipeline validates it: a pipeline without a stylesheet does
+    not pay for loading the stylesheet's parser."""
+    graph = 'model_stylesheet="* { llm_model: m; }"' if stylesheet else ""
+    pipeline = tmp_path / "p.dot"
+    pipeline.write_text(ECHO_HI.replace("digraph p {", f"digraph p {{ graph [{graph}]", 1))
+    code = (
+        "import sys\n"
+        "from freshness_magic import cli\n"
+        f"code = cli.main(['validate', {str(pipeline)!r}])\n"
+        "print(code, 'freshness_magic.engine.stylesheet' in sys.modules)\n"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
+    )
+    assert proc.stdout.strip().splitlines()[-1] == f"0 {stylesheet}", proc.stdout + proc.stderr
 
 
 def test_help_is_wrapped_to_the_columns_the_environment_names() -> None:

@@ -139,11 +139,11 @@ def _from_stylesheet(graph: Graph, node: Node, attribute: str) -> bool:
 
 
 def _declarations(graph: Graph, attribute: str) -> list[Any]:
+    if not graph.model_stylesheet.strip():
+        return []  # the stylesheet module is not loaded for a pipeline without one
     from freshness_magic.engine.stylesheet import parse_stylesheet
     from freshness_magic.errors import StylesheetError
 
-    if not graph.model_stylesheet.strip():
-        return []
     try:
         rules = parse_stylesheet(graph.model_stylesheet).rules
     except StylesheetError:

@@ -81,6 +81,24 @@ def _cli(
     )
 
 
+def fresh_python(
+    code: str, *, cwd: Path | None = None, env: Mapping[str, str] | None = None
+) -> str:
+    """What ``code`` prints (stripped) run by a new interpreter, for what only a fresh process
+    shows: which modules a command imports, in which order it starts its work. Its exit status
+    must be 0 (``code`` calls ``cli.main``, not ``sys.exit``, and prints the code)."""
+    proc = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=cwd,
+        env=None if env is None else dict(env),
+    )
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    return proc.stdout.strip()
+
+
 def cli_without_privilege(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
     """:func:`cli` bound by file permissions as a user is: root gives up the capabilities that
     let it read and write any file (``setpriv``, from util-linux); any other user already is."""

@@ -20,6 +20,7 @@ from freshness_magic import cli
 from freshness_magic.commands.run import Progress
 from freshness_magic.engine.events import EventBus, EventType
 from tests.pipelines import ECHO_HI
+from tests.processes import fresh_python
 
 REPO = Path(__file__).resolve().parents[1]
 CLI = [sys.executable, "-m", "freshness_magic"]
@@ -210,10 +211,7 @@ def test_building_the_parser_loads_no_engine_hub_or_evidence_code(argv: list[str
         "'freshness_magic.freshness', 'freshness_magic.session', 'IPython')))\n"
         "print('HEAVY', heavy)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    assert proc.stdout.strip().splitlines()[-1] == "HEAVY []"
+    assert fresh_python(code).splitlines()[-1] == "HEAVY []"
 
 
 @pytest.mark.parametrize("stylesheet", [False, True])
@@ -231,10 +229,7 @@ def test_validating_loads_the_stylesheet_code_only_for_a_pipeline_with_one(
         f"code = cli.main(['validate', {str(pipeline)!r}])\n"
         "print(code, 'freshness_magic.engine.stylesheet' in sys.modules)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    assert proc.stdout.strip().splitlines()[-1] == f"0 {stylesheet}", proc.stdout + proc.stderr
+    assert fresh_python(code).splitlines()[-1] == f"0 {stylesheet}"
 
 
 def test_help_is_wrapped_to_the_columns_the_environment_names() -> None:

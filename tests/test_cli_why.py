@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 import pytest
 
 from tests.pipelines import BLOCKED_BY_OWN_EDIT, GO_GATE, ONE_ENDS_ONE_WAITS, one_tool
-from tests.processes import cli
+from tests.processes import cli, fresh_python
 from tests.waiting import wait_until
 
 if TYPE_CHECKING:
@@ -490,10 +490,7 @@ def test_why_reads_without_loading_ipython_or_taking_the_lock(workdir: Path) -> 
         "'anywidget', 'freshness_magic.notebook.widget', 'freshness_magic.notebook.magics')))\n"
         "print('HEAVY', code, heavy)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, env=ENV
-    )
-    assert proc.stdout.strip().splitlines()[-1] == "HEAVY 0 []", proc.stdout + proc.stderr
+    assert fresh_python(code, env=ENV).splitlines()[-1] == "HEAVY 0 []"
     assert (run_dir / "driver.lock").read_bytes() == lock
 
 
@@ -515,16 +512,9 @@ def test_check_reads_without_loading_the_engine_that_runs_pipelines(workdir: Pat
         "'logging', 'zipfile', 'importlib.resources')))\n"
         "print('HEAVY', code, heavy)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=ENV,
-        cwd=workdir,
-    )
-    assert "src/login.py" in proc.stdout, proc.stdout + proc.stderr  # the report still says it
-    assert proc.stdout.strip().splitlines()[-1] == "HEAVY 1 []", proc.stdout + proc.stderr
+    printed = fresh_python(code, env=ENV, cwd=workdir)
+    assert "src/login.py" in printed, printed  # the report still says it
+    assert printed.splitlines()[-1] == "HEAVY 1 []", printed
 
 
 GATED = f"%%pipeline g\n{GO_GATE}"

@@ -6,11 +6,10 @@ event types (``freshness/events.py``, ``evidence/events.py``)."""
 from __future__ import annotations
 
 import ast
-import subprocess
-import sys
 from pathlib import Path
 
 import freshness_magic.engine
+from tests.processes import fresh_python
 
 ENGINE = Path(freshness_magic.engine.__file__).parent
 MODULES = sorted(ENGINE.rglob("*.py"))
@@ -160,9 +159,6 @@ def test_importing_every_engine_module_loads_none_of_them() -> None:
         f"outside = sorted(m for m in sys.modules if m.startswith({OUTSIDE!r}))\n"
         "print(len(names), outside)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    count, outside = proc.stdout.strip().split(" ", 1)
+    count, outside = fresh_python(code).split(" ", 1)
     assert int(count) > 30
     assert outside == "[]"

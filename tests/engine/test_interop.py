@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ from freshness_magic.engine.pipeline import load_pipeline
 from freshness_magic.errors import ParseError, PipelineSourceError
 from freshness_magic.interop import graph_from_object, to_graphviz, to_pydot
 from freshness_magic.session import open_run
+from tests.processes import fresh_python
 
 TRICKY = r"""digraph "tricky graph" {
   graph [goal="Ship \"it\" now", model_stylesheet="* { llm_model: m; } .fast { llm_model: f; }"]
@@ -123,10 +123,7 @@ def test_the_engine_does_not_import_pydot_or_graphviz() -> None:
         "print(sorted(m for m in ('pydot', 'graphviz', 'freshness_magic.interop') "
         "if m in sys.modules))\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=True
-    )
-    assert proc.stdout.strip() == "[]"
+    assert fresh_python(code) == "[]"
 
 
 @pytest.mark.parametrize("export", ["pydot", "graphviz"])

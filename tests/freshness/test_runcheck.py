@@ -3,8 +3,6 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -16,6 +14,7 @@ from freshness_magic.freshness.runcheck import check_run
 from freshness_magic.session import open_run
 from freshness_magic.vcs import git as vcs_git
 from tests.gitrepo import git
+from tests.processes import fresh_python
 
 from .conftest import write
 
@@ -155,8 +154,6 @@ def test_the_status_starts_before_the_comparing_code_is_loaded(repo: Path) -> No
 def _last_line_of_a_check(code: str, repo: Path) -> str:
     """The last line ``code`` (which runs ``check`` on ``_ran``'s run) prints in a fresh
     interpreter, after the report that names the edited file."""
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=repo
-    )
-    assert "src/a.py" in proc.stdout, proc.stdout + proc.stderr
-    return proc.stdout.strip().splitlines()[-1]
+    printed = fresh_python(code, cwd=repo)
+    assert "src/a.py" in printed, printed
+    return printed.splitlines()[-1]

@@ -5,8 +5,6 @@ subcommands reach the views only through ``views/``."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -15,6 +13,7 @@ import freshness_magic.commands
 import freshness_magic.live
 import freshness_magic.views
 from tests.engine.test_boundary import imported_modules, parse
+from tests.processes import fresh_python
 
 VIEWS = Path(freshness_magic.views.__file__).parent
 LIVE = Path(freshness_magic.live.__file__).parent
@@ -53,9 +52,6 @@ def test_importing_every_module_loads_no_notebook_code(package: str, least: int)
         f"outside = sorted(m for m in sys.modules if m.startswith({NOTEBOOK_ONLY!r}))\n"
         "print(len(names), outside)\n"
     )
-    proc = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, timeout=120, check=True
-    )
-    count, outside = proc.stdout.strip().split(" ", 1)
+    count, outside = fresh_python(code).split(" ", 1)
     assert int(count) > least
     assert outside == "[]"

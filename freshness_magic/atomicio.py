@@ -64,9 +64,9 @@ def journaled_writes() -> Iterator[None]:
         _SKIP_FSYNC.reset(token)
 
 
-def fsync_dir(folder: Path) -> None:
-    """Make a rename or a new file in ``folder`` durable."""
-    if _SKIP_FSYNC.get():
+def fsync_dir(folder: Path, *, always: bool = False) -> None:
+    """Make a rename or a new file in ``folder`` durable (``always``: in journaled writes too)."""
+    if _SKIP_FSYNC.get() and not always:
         return
     try:
         fd = os.open(folder, os.O_RDONLY)
@@ -85,7 +85,16 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool
 
     ``fsync=False`` (a cache such as a snapshot of a journal) skips the fsyncs.
     """
-    fsync = fsync and not _SKIP_FSYNC.get()
+    _write(path, data, fsync=fsync and not _SKIP_FSYNC.get())
+
+
+def write_before_record(path: str | os.PathLike[str], data: bytes) -> None:
+    """:func:`write_atomic` with its fsyncs even in journaled writes: for a file the next
+    journal record names, which the run cannot be read without once that record is durable."""
+    _write(path, data, fsync=True)
+
+
+def _write(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool) -> None:
     target = pathsafety.state_file(path)
     existing = pathsafety.refuse_link(target)
     mode = stat.S_IMODE(existing.st_mode) if existing is not None else 0o644
@@ -109,7 +118,7 @@ def write_atomic(path: str | os.PathLike[str], data: bytes | str, *, fsync: bool
             os.unlink(tmp_name)
         raise
     if fsync:
-        fsync_dir(target.parent)
+        fsync_dir(target.parent, always=True)
 
 
 def check_writable(folder: str | os.PathLike[str]) -> None:

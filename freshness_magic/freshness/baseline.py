@@ -17,11 +17,14 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.hashing import BLOB_ID_BYTES, StatKey
 from freshness_magic.freshness.resolve import Unresolved
+
+if TYPE_CHECKING:
+    from freshness_magic.freshness.filestore import FileStore
 
 HASH, STAT, NONE = "hash", "stat", "none"
 """How a file was fingerprinted: content hash, stat only (too large or unreadable), nothing."""
@@ -273,10 +276,11 @@ class Baseline:
     (a folder holding links, or a snapshot written before folders were recorded)."""
     index_match: IndexMatch | None = None
     """The git index the snapshot took blob ids from (None: it read no index)."""
-    _encoded: list[tuple[Baseline | None, str, dict[str, Any]]] = field(
+    _encoded: list[tuple[Baseline | None, str, bool, dict[str, Any]]] = field(
         default_factory=list, repr=False, compare=False
     )
-    """Memo of :meth:`to_dict` for the last two bases asked (baselines never change once taken)."""
+    """Memo of :meth:`to_dict` for the last two (base, with a store) asked (baselines never
+    change once taken)."""
 
     def git_state(self, path: str) -> str | None:
         """git's status of ``path`` at the snapshot; None outside a work tree."""
@@ -284,7 +288,9 @@ class Baseline:
             return None
         return self.git_states.get(path, "clean")
 
-    def to_dict(self, base: Baseline | None = None, base_id: str = "") -> dict[str, Any]:
+    def to_dict(
+        self, base: Baseline | None = None, base_id: str = "", store: FileStore | None = None
+    ) -> dict[str, Any]:
         """A JSON-able dict; with ``base`` (the baseline of node ``base_id``) only the files
         that differ from it are listed (``files_from``). Memoised per base, so a checkpoint's
         unchanged baselines are the same objects from step to step.
@@ -292,11 +298,14 @@ class Baseline:
         A node's completion snapshot mostly repeats its baseline, and nodes tracking the same
         entries share their files: written whole, a 20,000-file tree cost each step 3 MB of
         journal. A delta larger than half of the files is not worth it; the files are written
-        whole then.
+        whole then: packed into one block kept in ``store`` (``files_stored``), or inline
+        without one, or when the block cannot be written (``files_packed``).
         """
-        for memo_base, memo_id, encoded in self._encoded:
-            if memo_base is base and memo_id == base_id:
-                return encoded
+        for memo_base, memo_id, memo_stored, encoded in self._encoded:
+            if memo_base is base and memo_id == base_id and memo_stored == (store is not None):
+                stored = encoded.get("files_stored")
+                if stored is None or store is None or store.holds(stored["block"]):
+                    return encoded
         data: dict[str, Any] = {
             "node_id": self.node_id,
             "entries": list(self.entries),
@@ -305,11 +314,11 @@ class Baseline:
             "fs_time_ns": self.fs_time_ns,
         }
         delta = _files_delta(self.files, base.files) if base is not None else None
-        if delta is None:
-            data["files_packed"] = pack_files(self.files)
-        else:
+        if delta is not None:
             data["files_from"] = base_id
             data["files_changed"], data["files_removed"] = delta
+        else:
+            data.update(_whole_files(self.files, store))
         data.update(
             literal=sorted(self.literal),
             unresolved=[{"entry": u.entry, "reason": u.reason} for u in self.unresolved],
@@ -321,17 +330,21 @@ class Baseline:
             data["folders"] = {folder: list(key) for folder, key in self.folders.items()}
         if self.index_match is not None:
             data["git_index"] = self.index_match.to_dict()
-        self._encoded[:] = [*self._encoded[-1:], (base, base_id, data)]
+        self._encoded[:] = [*self._encoded[-1:], (base, base_id, store is not None, data)]
         return data
 
     @classmethod
     def from_dict(
-        cls, data: dict[str, Any], bases: Mapping[str, Baseline] | None = None
+        cls,
+        data: dict[str, Any],
+        bases: Mapping[str, Baseline] | None = None,
+        store: FileStore | None = None,
     ) -> Baseline:
         """Rebuild a baseline from :meth:`to_dict` output; FreshnessError when malformed.
 
         ``bases``: the baselines (by node) a ``files_from`` delta may name; the rebuilt
-        baseline shares the records of the files it has in common with its base.
+        baseline shares the records of the files it has in common with its base. ``store``:
+        where its packed files are kept (``files_stored``).
         """
         try:
             return cls(
@@ -340,7 +353,7 @@ class Baseline:
                 kind=str(data.get("kind", "baseline")),
                 taken_at=float(data.get("taken_at", 0.0)),
                 fs_time_ns=int(data.get("fs_time_ns", 0)),
-                files=_files_of(data, bases or {}),
+                files=_files_of(data, bases or {}, store),
                 literal=frozenset(str(p) for p in data.get("literal", ())),
                 unresolved=[
                     Unresolved(str(u["entry"]), str(u["reason"]))
@@ -408,16 +421,15 @@ _KIND_BYTES = {"x": STAT_LAYOUT.size + 16, "b": STAT_LAYOUT.size + BLOB_ID_BYTES
 """A packed record's kind letter and its bytes: a hashed regular file with an xxh3_128 digest
 (``x``) or a blob id (``b``); any other record (``o``) is listed as a dict in ``others``."""
 _KIND_OF = {size: kind for kind, size in _KIND_BYTES.items()}
+BLOCK_MAGIC = b"freshness-magic files 1\n"
+"""How a packed block of a snapshot's files begins (:func:`pack_block`)."""
+_BLOCK_HEADER = struct.Struct("<II")
+"""After the magic: the number of files and the bytes of their paths."""
 
 
-def pack_files(files: Mapping[str, FileRecord]) -> dict[str, Any]:
-    """A whole snapshot's files, columnar: ``paths`` in order, one ``kinds`` letter per file,
-    ``records`` (base64 of the packed stat keys and digests of the ``x`` and ``b`` files, in
-    order) and ``others`` (the record dicts of the ``o`` files, in order).
-
-    Reading 20,000 records back from one string costs a few milliseconds; rebuilding them from
-    20,000 JSON objects cost about 150 ms, most of a ``freshness-magic check``.
-    """
+def _columns(files: Mapping[str, FileRecord]) -> tuple[str, bytes, list[dict[str, Any]]]:
+    """A snapshot's files in columns: one kind letter per file, the packed records of the ``x``
+    and ``b`` files in order, and the record dicts of the ``o`` files in order."""
     kinds: list[str] = []
     chunks: list[bytes] = []
     others: list[dict[str, Any]] = []
@@ -430,22 +442,73 @@ def pack_files(files: Mapping[str, FileRecord]) -> dict[str, Any]:
         else:
             kinds.append(kind)
             chunks.append(packed)
+    return "".join(kinds), b"".join(chunks), others
+
+
+def pack_files(files: Mapping[str, FileRecord]) -> dict[str, Any]:
+    """A whole snapshot's files, columnar and inline: ``paths`` in order, one ``kinds`` letter
+    per file, ``records`` (base64 of the packed stat keys and digests of the ``x`` and ``b``
+    files, in order) and ``others`` (the record dicts of the ``o`` files, in order)."""
+    kinds, records, others = _columns(files)
     return {
         "paths": list(files),
-        "kinds": "".join(kinds),
-        "records": binascii.b2a_base64(b"".join(chunks), newline=False).decode("ascii"),
+        "kinds": kinds,
+        "records": binascii.b2a_base64(records, newline=False).decode("ascii"),
         "others": others,
     }
+
+
+def pack_block(files: Mapping[str, FileRecord]) -> tuple[bytes, list[dict[str, Any]]]:
+    """A whole snapshot's files as one block of bytes (:data:`BLOCK_MAGIC`, the number of files
+    and the bytes of their paths as two little-endian 32-bit integers, the paths in UTF-8
+    separated by NUL, one kind letter per file, the packed records of the ``x`` and ``b`` files)
+    and the record dicts of the ``o`` files (:func:`pack_files`' columns)."""
+    kinds, records, others = _columns(files)
+    paths = "\0".join(files).encode("utf-8", "surrogatepass")
+    header = _BLOCK_HEADER.pack(len(files), len(paths))
+    return b"".join((BLOCK_MAGIC, header, paths, kinds.encode("ascii"), records)), others
+
+
+def _whole_files(files: Mapping[str, FileRecord], store: FileStore | None) -> dict[str, Any]:
+    """The fields of a snapshot that lists its files whole: ``files_stored`` (the name of their
+    block in ``store``, and the other records) or, without a store or when the block cannot be
+    written there, ``files_packed``."""
+    if store is not None:
+        block, others = pack_block(files)
+        try:
+            return {"files_stored": {"block": store.put(block), "others": others}}
+        except OSError as exc:
+            import logging  # only here: a check does not load it
+
+            logging.getLogger(__name__).warning(
+                "%s: snapshot kept in the checkpoint instead (%s)", store.folder, exc
+            )
+    return {"files_packed": pack_files(files)}
 
 
 def unpack_files(data: Mapping[str, Any]) -> dict[str, FileRecord]:
     """The records :func:`pack_files` wrote; ValueError (or KeyError, TypeError) when the
     columns do not fit together."""
     paths = [str(path) for path in data["paths"]]
-    kinds = str(data["kinds"])
     # strict: only the base64 alphabet (base64.b64decode's validation is a regex, 3x slower)
     raw = binascii.a2b_base64(str(data["records"]), strict_mode=True)
-    others = list(data["others"])
+    return _records(paths, str(data["kinds"]), raw, list(data["others"]))
+
+
+def unpack_block(block: bytes, others: list[Any]) -> dict[str, FileRecord]:
+    """The records :func:`pack_block` packed; ValueError when the block is not one, or its
+    parts do not fit together."""
+    at = len(BLOCK_MAGIC) + _BLOCK_HEADER.size
+    if not block.startswith(BLOCK_MAGIC) or len(block) < at:
+        raise ValueError("not a block of packed files")
+    count, size = _BLOCK_HEADER.unpack_from(block, len(BLOCK_MAGIC))
+    paths = block[at : at + size].decode("utf-8", "surrogatepass").split("\0") if count else []
+    kinds = block[at + size : at + size + count].decode("ascii")
+    return _records(paths, kinds, block[at + size + count :], list(others))
+
+
+def _records(paths: list[str], kinds: str, raw: bytes, others: list[Any]) -> dict[str, FileRecord]:
+    """Path -> record of the columns; ValueError when they do not fit together."""
     if len(kinds) != len(paths):
         raise ValueError(f"{len(paths)} paths but {len(kinds)} kinds")
     size = _KIND_BYTES.get(kinds[:1])
@@ -473,9 +536,16 @@ def unpack_files(data: Mapping[str, Any]) -> dict[str, FileRecord]:
     return files
 
 
-def _files_of(data: dict[str, Any], bases: Mapping[str, Baseline]) -> dict[str, FileRecord]:
-    """The file records of a baseline's dict, whole (packed, or by path in versions before
-    4) or as a delta of one of ``bases``."""
+def _files_of(
+    data: dict[str, Any], bases: Mapping[str, Baseline], store: FileStore | None
+) -> dict[str, FileRecord]:
+    """The file records of a baseline's dict, whole (a block in ``store``, packed inline, or by
+    path in versions before 4) or as a delta of one of ``bases``."""
+    if "files_stored" in data:
+        stored = dict(data["files_stored"])
+        if store is None:
+            raise ValueError("its files are kept in the run directory, which was not given")
+        return unpack_block(store.read(stored["block"]), stored["others"])
     if "files_packed" in data:
         return unpack_files(data["files_packed"])
     if "files_from" not in data:

@@ -21,7 +21,7 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, STAT_LAYOUT, Baseline, FileRecord
@@ -40,14 +40,19 @@ from freshness_magic.freshness.resolve import Resolver
 from freshness_magic.freshness.snapshot import HashSource, ResolveHook, Settle, Snapshotter
 from freshness_magic.vcs.git import MAX_PATHSPECS
 
-STATE_VERSION = 4
+if TYPE_CHECKING:
+    from freshness_magic.freshness.filestore import FileStore
+
+STATE_VERSION = 5
 """The tracker's checkpoint state: baselines by node, then completion snapshots by node. Since
 version 2 a baseline may list only its differences from another node's whole baseline, and a
 completion snapshot only its differences from its node's baseline (``files_from``); since
 version 3 a digest may be git's blob id (:mod:`.gitindex`), which older readers would take for a
 changed file; since version 4 a whole snapshot's files are packed in columns
-(``files_packed``, :func:`.baseline.pack_files`) instead of one JSON object per file."""
-READABLE_VERSIONS = (1, 2, 3, STATE_VERSION)
+(``files_packed``, :func:`.baseline.pack_files`) instead of one JSON object per file; since
+version 5 those columns are one block of bytes in the run directory (``files_stored``,
+:mod:`.filestore`), named by its digest."""
+READABLE_VERSIONS = (1, 2, 3, 4, STATE_VERSION)
 VOUCHED_CHECK_FILES = 10_000
 """A check whose nodes' snapshots hold this many files, and at least half as many as git's
 index has entries, takes git's word for tracked files (:class:`StatusVouch`) while a snapshot
@@ -561,26 +566,28 @@ class FreshnessTracker:
 
     # -- checkpoint ------------------------------------------------------------------------
 
-    def to_dict(self) -> dict[str, Any]:
-        """The tracker's state for a checkpoint (see :data:`STATE_VERSION` for its shape)."""
+    def to_dict(self, store: FileStore | None = None) -> dict[str, Any]:
+        """The tracker's state for a checkpoint (see :data:`STATE_VERSION` for its shape); the
+        whole snapshots' files are kept in ``store`` (without one: inline)."""
         baselines: dict[str, Any] = {}
         anchors: dict[tuple[str, ...], tuple[str, Baseline]] = {}
         for node_id, baseline in self.baselines.items():
             anchor = anchors.setdefault(baseline.entries, (node_id, baseline))
             if anchor[0] == node_id:
-                baselines[node_id] = baseline.to_dict()
+                baselines[node_id] = baseline.to_dict(store=store)
             else:
-                baselines[node_id] = baseline.to_dict(anchor[1], anchor[0])
+                baselines[node_id] = baseline.to_dict(anchor[1], anchor[0], store)
         return {
             "version": STATE_VERSION,
             "baselines": baselines,
             "run_snapshots": {
-                k: b.to_dict(self.baselines.get(k), k) for k, b in self.run_snapshots.items()
+                k: b.to_dict(self.baselines.get(k), k, store) for k, b in self.run_snapshots.items()
             },
         }
 
-    def load(self, state: Mapping[str, Any]) -> None:
-        """Restore baselines from :meth:`to_dict` output and seed the stat cache from them."""
+    def load(self, state: Mapping[str, Any], store: FileStore | None = None) -> None:
+        """Restore baselines from :meth:`to_dict` output and seed the stat cache from them;
+        ``store``: the run directory's, where the whole snapshots' files may be kept."""
         if not isinstance(state, Mapping) or state.get("version") not in READABLE_VERSIONS:
             raise FreshnessError(
                 "checkpointed freshness state has an unknown format "
@@ -589,12 +596,13 @@ class FreshnessTracker:
             )
         saved = {str(k): v for k, v in dict(state.get("baselines", {})).items()}
         deltas = {k for k, v in saved.items() if isinstance(v, dict) and "files_from" in v}
-        whole = {k: Baseline.from_dict(v) for k, v in saved.items() if k not in deltas}
+        whole = {k: Baseline.from_dict(v, None, store) for k, v in saved.items() if k not in deltas}
         self.baselines = {
-            k: Baseline.from_dict(v, whole) if k in deltas else whole[k] for k, v in saved.items()
+            k: Baseline.from_dict(v, whole, store) if k in deltas else whole[k]
+            for k, v in saved.items()
         }
         self.run_snapshots = {
-            str(k): Baseline.from_dict(v, self.baselines)
+            str(k): Baseline.from_dict(v, self.baselines, store)
             for k, v in dict(state.get("run_snapshots", {})).items()
         }
         latest: dict[tuple[str, ...], Baseline] = {}

@@ -38,6 +38,7 @@ from freshness_magic.freshness.attrs import (
 )
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.events import FreshnessEvent, describe_input_drift
+from freshness_magic.freshness.filestore import FileStore
 from freshness_magic.freshness.lint import freshness_rules
 from freshness_magic.freshness.report import FreshnessReport, NodeReport
 from freshness_magic.freshness.runcheck import changed_since_run as changed_since_run
@@ -86,10 +87,14 @@ class FreshnessExtension(BaseRunExtension):
         self._blocked_now: set[str] = set()
         self.drift: dict[str, Any] | None = None
         """The ``INPUT_DRIFT`` data this resume found (None: no resume, or nothing changed)."""
+        self._run: Run | None = None
+        """The run this extension joined: its run directory keeps the snapshots' files (the
+        directory moves with a ``loop_restart``)."""
 
     # -- setup -----------------------------------------------------------------------------
 
     def _tracker(self, run: Run) -> FreshnessTracker:
+        self._run = run
         if self.tracker is None:
             make = self.hash_sources
             self.tracker = FreshnessTracker(
@@ -108,7 +113,7 @@ class FreshnessExtension(BaseRunExtension):
         tracker = self._tracker(run)
         nodes = tracked_nodes(run.graph)
         if saved_state and saved_state.get("tracker"):
-            tracker.load(saved_state["tracker"])
+            tracker.load(saved_state["tracker"], FileStore(run.run_dir))
             self.blocked = {str(n) for n in saved_state.get("blocked", ())}
             known = [n for n in nodes if n in tracker.baselines]
             drift = tracker.check_many(known) if known else {}
@@ -247,7 +252,8 @@ class FreshnessExtension(BaseRunExtension):
     def checkpoint_state(self) -> dict[str, Any]:
         if self.tracker is None:
             return {}
-        return {"tracker": self.tracker.to_dict(), "blocked": sorted(self.blocked)}
+        store = FileStore(self._run.run_dir) if self._run is not None else None
+        return {"tracker": self.tracker.to_dict(store), "blocked": sorted(self.blocked)}
 
     # -- public views ----------------------------------------------------------------------
 

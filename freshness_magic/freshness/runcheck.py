@@ -168,8 +168,10 @@ def loaded_tracker(
         if started is not None:
             started.cancel()
         raise
+    from freshness_magic.freshness.filestore import FileStore
+
     try:
-        tracker.load(_tracker_state(data))
+        tracker.load(_tracker_state(data), FileStore(run_dir))
     except BaseException:
         tracker.cancel_report()
         raise

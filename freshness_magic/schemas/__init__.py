@@ -52,8 +52,10 @@ RUN_DIR_FILES: tuple[tuple[str, str | None], ...] = (
     ("nodes/*/stdout*.txt", None),
     ("nodes/*/stderr*.txt", None),
     ("nodes/*/pgid", None),
+    ("baselines/*", None),
 )
-"""Paths inside ``.freshness/runs/<run_id>/`` and their schema (None: free text, not JSON).
+"""Paths inside ``.freshness/runs/<run_id>/`` and their schema (None: free text or bytes, not
+JSON).
 ``.jsonl`` files are validated line by line."""
 
 EVIDENCE_DIR_FILES: tuple[tuple[str, str | None], ...] = (

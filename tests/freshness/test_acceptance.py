@@ -18,9 +18,10 @@ from freshness_magic.engine.model import Node
 from freshness_magic.engine.outcome import Outcome, StageStatus
 from freshness_magic.engine.run import Run
 from freshness_magic.events import session_event_kinds
-from freshness_magic.freshness.baseline import unpack_files
+from freshness_magic.freshness.baseline import Baseline
 from freshness_magic.freshness.events import FreshnessEvent
 from freshness_magic.freshness.extension import FreshnessExtension, extension_of
+from freshness_magic.freshness.filestore import FileStore
 from freshness_magic.freshness.hashing import hash_file
 from freshness_magic.session import PipelineWarning, open_run, resume_run
 
@@ -131,10 +132,9 @@ def test_run_start_hashes_every_file_of_every_node(tmp_path: Path) -> None:
             assert baselines[node_id].files[rel].digest == hash_file(tmp_path / rel).digest
     checkpoint = json.loads((run.run_dir / "checkpoint.json").read_text())
     saved = checkpoint["extensions"]["freshness"]["tracker"]["baselines"]["b"]
-    assert (
-        unpack_files(saved["files_packed"])["b/c.txt"].digest
-        == hash_file(tmp_path / "b/c.txt").digest
-    )
+    assert "files_packed" not in saved  # kept beside the checkpoint
+    kept = Baseline.from_dict(saved, store=FileStore(run.run_dir)).files
+    assert kept["b/c.txt"].digest == hash_file(tmp_path / "b/c.txt").digest
 
 
 def test_resume_recaptures_nodes_not_yet_executed(tmp_path: Path) -> None:
@@ -344,7 +344,7 @@ def test_accept_changes_unblocks_and_is_checkpointed(tmp_path: Path) -> None:
     assert accepted.data["files"] == ["in.txt"]
     checkpoint = json.loads((run.run_dir / "checkpoint.json").read_text())
     saved = checkpoint["extensions"]["freshness"]["tracker"]["baselines"]["a"]
-    digest = unpack_files(saved["files_packed"])["in.txt"].digest
+    digest = Baseline.from_dict(saved, store=FileStore(run.run_dir)).files["in.txt"].digest
     assert digest == hash_file(tmp_path / "in.txt").digest
     assert run.run().status == "completed" and rec.ran == ["a"]
 

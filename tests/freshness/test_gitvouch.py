@@ -15,6 +15,7 @@ import pytest
 from freshness_magic.freshness import check as check_module
 from freshness_magic.freshness import gitvouch
 from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.filestore import FileStore
 from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.statcache import filesystem_now_ns
@@ -286,7 +287,7 @@ def test_check_on_the_command_line_catches_what_git_misses(repo: Path) -> None:
     (run_dir,) = (repo / ".freshness" / "runs").iterdir()
     tracker = FreshnessTracker(repo)
     data = json.loads((run_dir / "checkpoint.json").read_text())
-    tracker.load(data["extensions"]["freshness"]["tracker"])
+    tracker.load(data["extensions"]["freshness"]["tracker"], FileStore(run_dir))
     assert vouched(tracker, "work") == {"src/a.py", "src/b.py", "docs/spec.md"}
 
     back(repo / "docs/spec.md", 1)  # touched, content unchanged

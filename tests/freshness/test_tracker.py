@@ -559,7 +559,7 @@ def test_a_version_3_checkpoint_state_with_one_object_per_file_still_loads(tree:
     write(tree, "src/a.py", "changed\n")
     tracker.snapshot_run("a")
     state = json.loads(json.dumps(tracker.to_dict()))
-    assert state["version"] == 4
+    assert state["version"] == 5
     whole = state["baselines"]["a"]
     whole["files"] = {p: r.to_dict() for p, r in tracker.baselines["a"].files.items()}
     del whole["files_packed"]

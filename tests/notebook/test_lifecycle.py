@@ -187,21 +187,24 @@ def test_start_new_declines_the_offer(shell: InteractiveShell, workdir: Path):
     assert again.view.state_name == "paused" or again.view.state_name == "ready"
 
 
-WIDE_DOT = """digraph wide {
+LONG_GOAL = "a goal of many words " * 1500
+
+WIDE_DOT = f"""digraph wide {{
+  goal="{LONG_GOAL}"
   start [shape=Mdiamond]
   a [shape=parallelogram, tool_command="true", source_files="tree/**", freshness=warn]
   b [shape=parallelogram, tool_command="true", source_files="tree/**", freshness=warn]
   c [shape=parallelogram, tool_command="true", source_files="tree/**", freshness=warn]
   done [shape=Msquare]
   start -> a -> b -> c -> done
-}"""
+}}"""
 
 
 def test_the_offer_is_the_newest_run_as_its_journal_says(shell: InteractiveShell, workdir: Path):
-    """Between snapshots only a run's journal grows (with 400 tracked files, three steps are not
-    enough for a new ``checkpoint.json``): the offer must read the journal, or it skips the
-    newest run and offers an older one."""
-    for i in range(400):
+    """Between snapshots only a run's journal grows (a state of 30 KB, as a long goal makes it,
+    is not written again for three small steps): the offer must read the journal, or it skips
+    the newest run and offers an older one."""
+    for i in range(40):
         folder = workdir / "tree" / f"d{i // 50}"
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"f{i}.txt").write_text(f"{i}\n")

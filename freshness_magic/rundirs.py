@@ -24,7 +24,7 @@ def checked_run_dir(given: str | Path) -> Path:
     """``given`` as a path, after refusing a file and a folder that holds runs (CheckpointError,
     one line). Anything else (a run directory, a missing or damaged one) is left to the reader
     of the run, which says what is wrong with it."""
-    from freshness_magic.engine.checkpoint import has_state
+    from freshness_magic.engine.runread import has_state
 
     path = Path(given)
     if path.exists() and not path.is_dir():
@@ -48,7 +48,7 @@ def listed_runs(runs: list[Path]) -> str:
 def runs_under(path: Path) -> list[Path]:
     """The run directories (with saved state) in ``path`` taken as a working directory, its
     ``.freshness`` or a runs folder, newest first (by their last saved state); [] for none."""
-    from freshness_magic.engine.checkpoint import last_written_ns
+    from freshness_magic.engine.runread import last_written_ns
 
     for root in (path / ".freshness" / "runs", path / "runs", path):
         try:

@@ -45,11 +45,15 @@ def register(subparsers: Any) -> None:
 
 def main(args: argparse.Namespace) -> int:
     from freshness_magic.commands._rundir import run_dir_or_newest
+    from freshness_magic.engine.runread import follow_restarts
+    from freshness_magic.freshness.gitstart import start_for_run
+
+    run_dir = run_dir_or_newest(args.run_dir, "check")
+    started = start_for_run(follow_restarts(run_dir))  # first: the check ends about when git does
     from freshness_magic.freshness.runcheck import check_run
     from freshness_magic.hub.lock import lock_held
 
-    run_dir = run_dir_or_newest(args.run_dir, "check")
-    checked = check_run(run_dir, hash_sources=hub_hashes)
+    checked = check_run(run_dir, hash_sources=hub_hashes, started=started)
     report = checked.report
     outdated = outdated_nodes(checked)
     if args.json:

@@ -301,24 +301,6 @@ def load_checkpoint(
     return loaded.data, loaded.path
 
 
-def has_state(run_dir: Path) -> bool:
-    """True when ``run_dir`` holds a run's saved state (of any format)."""
-    return last_written_ns(run_dir) is not None
-
-
-def last_written_ns(run_dir: Path) -> int | None:
-    """When the run's state last changed (its journal or snapshot, whichever is newer); None
-    without saved state. ``checkpoint.json`` alone lags: between snapshots only the journal
-    grows, so "the newest run" must be judged by both."""
-    stamps = []
-    for name in (JOURNAL_FILE, CHECKPOINT_FILE):
-        try:
-            stamps.append((run_dir / name).stat().st_mtime_ns)
-        except OSError:
-            continue
-    return max(stamps, default=None)
-
-
 def state_after_step(run_dir: Path, step: int) -> dict[str, Any] | None:
     """The run's state as the journal record that completed its ``step``-th execution left it
     (the context routing saw after that node; for a node of a parallel branch, the run's

@@ -26,7 +26,6 @@ from freshness_magic.atomicio import ensure_ignored_dir, loads_bounded, read_jso
 from freshness_magic.engine.carry import CarryPlan, apply_carry_over
 from freshness_magic.engine.checkpoint import (
     LoadedState,
-    has_state,
     load_state,
     refuse_other_format,
 )
@@ -52,6 +51,7 @@ from freshness_magic.engine.persistence import (
     write_run_files,
 )
 from freshness_magic.engine.run_data import RunData
+from freshness_magic.engine.runread import has_state
 from freshness_magic.engine.state import Durability, RunState
 from freshness_magic.engine.store import RunStore
 from freshness_magic.errors import CheckpointError, FreshnessMagicError, RunError

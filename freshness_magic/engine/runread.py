@@ -1,5 +1,5 @@
-"""Reading a run directory without the engine: its restart link, working directory and stored
-pipeline copy.
+"""Reading a run directory without the engine: its restart link, working directory, stored
+pipeline copy and when its state last changed.
 
 What ``check`` and the other read-only commands need of a run directory, kept apart from
 :mod:`.persistence` (which writes and restores runs and imports the engine's routing and state),
@@ -8,12 +8,12 @@ so a read-only command does not pay for importing the engine.
 
 from __future__ import annotations
 
-import hashlib
 from collections.abc import Iterable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freshness_magic.atomicio import loads_bounded
+from freshness_magic.engine.checkpoint_format import CHECKPOINT_FILE, JOURNAL_FILE
 from freshness_magic.errors import StoredPipelineError
 from freshness_magic.pathsafety import read_state
 
@@ -26,7 +26,27 @@ RESTART_LINK = "restarted_as.json"
 
 def source_hash(source: str) -> str:
     """Identity of a pipeline text, to check that a checkpoint belongs to a pipeline."""
+    import hashlib  # here: ``check`` starts git before it needs any hash of its own
+
     return hashlib.sha256(source.encode("utf-8")).hexdigest()
+
+
+def has_state(run_dir: Path) -> bool:
+    """True when ``run_dir`` holds a run's saved state (of any format)."""
+    return last_written_ns(run_dir) is not None
+
+
+def last_written_ns(run_dir: Path) -> int | None:
+    """When the run's state last changed (its journal or snapshot, whichever is newer); None
+    without saved state. ``checkpoint.json`` alone lags: between snapshots only the journal
+    grows, so "the newest run" must be judged by both."""
+    stamps = []
+    for name in (JOURNAL_FILE, CHECKPOINT_FILE):
+        try:
+            stamps.append((run_dir / name).stat().st_mtime_ns)
+        except OSError:
+            continue
+    return max(stamps, default=None)
 
 
 def follow_restarts(run_dir: Path) -> Path:

@@ -30,7 +30,7 @@ from freshness_magic.freshness.hashing import RACY_WINDOW_NS, StatKey, hash_byte
 from freshness_magic.freshness.skipped import SKIPPED_DIRS, is_venv
 from freshness_magic.pathsafety import STATE_DIR_NAMES
 from freshness_magic.vcs import git as vcs
-from freshness_magic.vcs.git import porcelain_records
+from freshness_magic.vcs.porcelain import porcelain_records
 
 if TYPE_CHECKING:
     import subprocess

@@ -25,8 +25,9 @@ from typing import TYPE_CHECKING, Any
 
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.baseline import HASH, NONE, STAT, STAT_LAYOUT, Baseline, FileRecord
-from freshness_magic.freshness.git import GitStatus, GitTier, TreeStatus, change_kind
+from freshness_magic.freshness.git import GitStatus, GitTier, change_kind
 from freshness_magic.freshness.gitindex import index_entries
+from freshness_magic.freshness.gitstart import TreeStatus
 from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel, aggregate
 from freshness_magic.freshness.report import (

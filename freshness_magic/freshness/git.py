@@ -16,9 +16,9 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 
-from freshness_magic.freshness.gitfiles import index_key
 from freshness_magic.vcs import git as vcs
-from freshness_magic.vcs.git import find_work_tree, porcelain_records
+from freshness_magic.vcs.git import find_work_tree
+from freshness_magic.vcs.porcelain import porcelain_records
 
 
 @dataclass(frozen=True)
@@ -117,30 +117,6 @@ class GitTier:
         self, paths: Sequence[str] | None = None, *, ignored: bool = False
     ) -> GitStatus | None:
         return self.start_status(paths, ignored=ignored).result()
-
-
-@dataclass(frozen=True)
-class TreeStatus:
-    """A ``git status`` of a work tree's tracked files started in the background, exact
-    (:data:`~freshness_magic.vcs.git.EXACT_STATUS`), with the stat key the index had just
-    before it started (:func:`~.gitfiles.index_key`): git's word on a file not listed is taken
-    only while the index is still that file."""
-
-    git: GitTier
-    index_before: tuple[int, ...] | None
-    pending: PendingStatus
-
-    @classmethod
-    def start(cls, git: GitTier, *, one_thread: bool = False) -> TreeStatus:
-        """Start the status of ``git``'s work tree (which must be ``available``);
-        ``one_thread``: see :data:`~freshness_magic.vcs.git.ONE_THREAD`."""
-        before = index_key(git.top_level)
-        pending = git.start_status(exact=True, untracked=False, one_thread=one_thread)
-        return cls(git, before, pending)
-
-    def cancel(self) -> None:
-        """Stop git (the status will not be read)."""
-        self.pending.cancel()
 
 
 def change_kind(path: str, head_at_snapshot: str | None, now: GitStatus) -> str:

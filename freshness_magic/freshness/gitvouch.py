@@ -44,13 +44,14 @@ import os
 from collections.abc import Callable, Mapping, Sequence
 
 from freshness_magic.freshness.baseline import BLOB_LAYOUT, Baseline, FileRecord
-from freshness_magic.freshness.git import GitStatus, GitTier, PendingStatus, TreeStatus
+from freshness_magic.freshness.git import GitStatus, GitTier, PendingStatus
 from freshness_magic.freshness.gitfiles import index_key
 from freshness_magic.freshness.gitindex import (
     AttributesRule,
     GitIndex,
     current_entries_id,
 )
+from freshness_magic.freshness.gitstart import TreeStatus
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS
 
 NodeRecords = Callable[[Sequence[str], Sequence[Baseline]], "dict[str, FileRecord] | None"]
@@ -76,9 +77,9 @@ class StatusVouch:
         self._references: dict[str, Sequence[Baseline]] = {}
         self._changed_before = 0
         # tracked files only: the report asks about untracked or ignored stale files later
-        status = started if started is not None else TreeStatus.start(git)
+        status = started if started is not None else TreeStatus.start(git.top_level, git.workdir)
         self._before = status.index_before
-        self._pending: PendingStatus | None = status.pending
+        self._pending: PendingStatus | None = PendingStatus(status.pending, git.prefix)
         self._status: GitStatus | None = None
         self._entries: dict[int, tuple[int, str] | None] = {}
 

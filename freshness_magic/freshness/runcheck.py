@@ -1,8 +1,8 @@
 """The freshness report of a run on disk (for ``freshness-magic check`` and other processes).
 
-A check starts the report's ``git status`` before it loads the rest of the freshness code (about
-20 ms of imports) and reads the checkpoint, so that git runs on the other core meanwhile: this
-module imports them only where they are used.
+A check starts the report's ``git status`` (:mod:`.gitstart`) before it loads the rest of the
+freshness code (about 20 ms of imports) and reads the checkpoint, so that git runs on the other
+core meanwhile: this module imports them only where they are used.
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from freshness_magic.engine.runread import follow_restarts, manifest_workdir, workdir_gone
+from freshness_magic.engine.runread import follow_restarts, workdir_gone
 from freshness_magic.errors import CheckpointError, FreshnessError, FreshnessMagicError
-from freshness_magic.freshness.git import GitTier, TreeStatus
+from freshness_magic.freshness.gitstart import TreeStatus, start_for_run
 
 if TYPE_CHECKING:
     from freshness_magic.engine.model import Graph
@@ -39,21 +39,26 @@ class RunCheck:
 
 
 def check_run(
-    run_dir: Path, *, hash_size_limit: int | None = None, hash_sources: HashSources | None = None
+    run_dir: Path,
+    *,
+    hash_size_limit: int | None = None,
+    hash_sources: HashSources | None = None,
+    started: TreeStatus | None = None,
 ) -> RunCheck:
     """Compare the baselines in ``run_dir``'s newest valid checkpoint with the disk (read-only),
     keeping the checkpoint, pipeline and traces it read; ``hash_sources`` may supply known
-    digests (see :data:`~.snapshot.HashSources`).
+    digests (see :data:`~.snapshot.HashSources`). ``started``: the report's status, started
+    for this run by :func:`~.gitstart.start_for_run` (else it is started here, first).
 
     The pipeline and the traces are read while the report's ``git status`` runs (between
     starting it and looking at the files): the report waits for git then anyway."""
-    if not run_dir.is_dir():
-        raise FreshnessError(
-            f"{run_dir} is not a run directory; pass .freshness/runs/<run_id> of a run"
-        )
     folder = follow_restarts(run_dir)
-    early = _early_status(folder)
+    early = started if started is not None else start_for_run(folder)
     try:
+        if not run_dir.is_dir():
+            raise FreshnessError(
+                f"{run_dir} is not a run directory; pass .freshness/runs/<run_id> of a run"
+            )
         from freshness_magic.engine.checkpoint import load_checkpoint
 
         data, used = load_checkpoint(folder)
@@ -80,18 +85,6 @@ def check_run(
     if graph is not None:
         report = report.with_modes(graph)
     return RunCheck(report, graph, traces)
-
-
-def _early_status(folder: Path) -> TreeStatus | None:
-    """The report's ``git status`` of the working directory the run's manifest names, started
-    before the checkpoint (megabytes of JSON at 20,000 files) is read and the comparing code is
-    loaded, so that git runs meanwhile, on one thread beside this process (it has that long);
-    None when the manifest names no existing folder or it is not in a work tree."""
-    workdir = manifest_workdir(folder)
-    if workdir is None or not os.path.isdir(workdir):
-        return None
-    git = GitTier(workdir)
-    return TreeStatus.start(git, one_thread=True) if git.available else None
 
 
 def _reporting_tracker(
@@ -160,8 +153,8 @@ def loaded_tracker(
     """A tracker holding the baselines of a checkpoint already read, the git status of its
     report started (see :func:`checkpoint_report`; a caller that does not ask for the report
     calls ``cancel_report``). ``started``: a status started before the checkpoint was read
-    (:func:`_early_status`), taken when it is for the checkpoint's working directory, else
-    stopped; an error stops it too."""
+    (:func:`~.gitstart.start_for_run`), taken when it is for the checkpoint's working
+    directory, else stopped; an error stops it too."""
     try:
         tracker = _tracker_of(data, used, run_dir, hash_size_limit, hash_sources, started)
     except BaseException:
@@ -203,7 +196,7 @@ def _tracker_of(
     workdir = str(data.get("workdir") or ".")
     if gone := workdir_gone(run_dir, workdir):
         raise FreshnessError(f"{gone}; its inputs were not checked")
-    if started is not None and started.git.workdir != os.path.abspath(workdir):
+    if started is not None and started.workdir != os.path.abspath(workdir):
         started.cancel()
         started = None
     # git runs while the baselines load

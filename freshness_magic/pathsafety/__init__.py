@@ -39,7 +39,6 @@ if TYPE_CHECKING:
     from freshness_magic.pathsafety.state import (
         SAFE_COMPONENT_RE,
         STATE_DIR_NAMES,
-        StateDirs,
         check_component,
         check_state_path,
         make_state_dir,
@@ -52,6 +51,7 @@ if TYPE_CHECKING:
         state_file,
         workdir_problem,
     )
+    from freshness_magic.pathsafety.statedirs import StateDirs
     from freshness_magic.pathsafety.tree import (
         OUTSIDE_ENTRY,
         OUTSIDE_LINK,
@@ -80,7 +80,7 @@ _WHERE = {
     "collapse": "globs",
     "SAFE_COMPONENT_RE": "state",
     "STATE_DIR_NAMES": "state",
-    "StateDirs": "state",
+    "StateDirs": "statedirs",
     "check_component": "state",
     "check_state_path": "state",
     "make_state_dir": "state",

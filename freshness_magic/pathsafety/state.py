@@ -8,7 +8,7 @@ files are opened with ``O_NOFOLLOW``. A link is a one-line
 :class:`~freshness_magic.errors.UnsafePathError` and nothing is written outside. A path outside
 any state folder (a ``--runs-dir`` elsewhere) has only its last component checked.
 
-Within a run's step the checks are remembered (:class:`StateDirs`, installed by
+Within a run's step the checks are remembered (:class:`~.statedirs.StateDirs`, installed by
 :func:`remembering`): a folder verified once is confirmed by one ``lstat`` of the folder itself,
 so a step's dozens of writes do not re-walk every component each time.
 """
@@ -21,12 +21,14 @@ import errno
 import os
 import stat
 from collections.abc import Iterator
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO
+from typing import TYPE_CHECKING, BinaryIO
 
 from freshness_magic.errors import NotAFolderError, UnsafePathError
 from freshness_magic.ids import MAX_NODE_ID, NODE_ID_RE
+
+if TYPE_CHECKING:
+    from freshness_magic.pathsafety.statedirs import StateDirs
 
 STATE_DIR_NAMES: frozenset[str] = frozenset({".freshness", ".orchestrator"})
 """Folder names whose whole subtree is the project's state (never written through a link)."""
@@ -38,40 +40,6 @@ MAX_COMPONENT = MAX_NODE_ID
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _READ_FLAGS = os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0)
 """O_NONBLOCK: a FIFO planted where a state file should be must not block the reader."""
-
-
-@dataclass
-class StateDirs:
-    """The state folders verified during one run, each re-checked later with one ``lstat``.
-
-    A folder is remembered by (device, inode) once every component from its state folder down was
-    found a real folder. One ``lstat`` of its path giving the same (device, inode) shows the path
-    still leads to that very folder: a component replaced by a link leads elsewhere (another
-    inode). A verified folder moved away and linked back is not seen, but then writes still land
-    in the folder we checked, never in one somebody else chose. ``walked`` and ``confirmed``
-    count the two kinds of ``lstat`` (the cost the cache saves).
-    """
-
-    verified: dict[str, tuple[int, int]] = field(default_factory=dict)
-    walked: int = 0
-    """Components lstat'ed by a walk (first use of a folder, or a failed confirmation)."""
-    confirmed: int = 0
-    """Remembered folders confirmed (or refuted) by one lstat."""
-
-    def confirm(self, folder: str) -> bool:
-        """Whether ``folder`` is remembered and its path still leads to the same real folder."""
-        known = self.verified.get(folder)
-        if known is None:
-            return False
-        self.confirmed += 1
-        try:
-            info = os.lstat(folder)
-        except OSError:
-            info = None
-        if info is not None and stat.S_ISDIR(info.st_mode) and (info.st_dev, info.st_ino) == known:
-            return True
-        self.verified.pop(folder, None)
-        return False
 
 
 _DIRS: contextvars.ContextVar[StateDirs | None] = contextvars.ContextVar("state_dirs", default=None)

@@ -7,8 +7,8 @@ call that overruns its time limit is a :class:`~freshness_magic.errors.GitError`
 treat git as optional catch it.
 
 Also here: finding the work tree (without starting a process, by looking for ``.git``
-upwards), the argument list of the one status call both users make, and the one parser of
-``git status --porcelain=v2 -z``.
+upwards) and the argument list of the one status call both users make; :mod:`.porcelain`
+reads what that call prints.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ from __future__ import annotations
 import os
 import subprocess
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
 from freshness_magic.errors import GitError
@@ -222,45 +221,3 @@ def head_and_tree(root: str | os.PathLike[str]) -> tuple[str, str] | None:
     if result.returncode != 0 or len(lines) != 2:
         return None
     return lines[0], lines[1]
-
-
-@dataclass(frozen=True, slots=True)
-class PorcelainRecord:
-    """One path of ``git status --porcelain=v2 -z``: kind (``1 2 u ? !``), ``XY`` and path."""
-
-    kind: str
-    xy: str
-    path: str
-
-
-def porcelain_records(output: bytes) -> tuple[str | None, list[PorcelainRecord]]:
-    """HEAD from the ``# branch.oid`` header (if asked with ``--branch``) and every record."""
-    head_id: str | None = None
-    records: list[PorcelainRecord] = []
-    fields = output.split(b"\0")
-    index = 0
-    while index < len(fields):
-        raw = fields[index]
-        index += 1
-        if not raw:
-            continue
-        text = raw.decode("utf-8", "surrogateescape")
-        kind = text[0]
-        if kind == "#":
-            parts = text.split(" ")
-            if len(parts) >= 3 and parts[1] == "branch.oid":
-                head_id = None if parts[2] == "(initial)" else parts[2]
-            continue
-        if kind == "1":
-            parts = text.split(" ", 8)
-            records.append(PorcelainRecord(kind, parts[1], parts[8]))
-        elif kind == "2":
-            parts = text.split(" ", 9)
-            records.append(PorcelainRecord(kind, parts[1], parts[9]))
-            index += 1  # the original path follows as its own field
-        elif kind == "u":
-            parts = text.split(" ", 10)
-            records.append(PorcelainRecord(kind, parts[1], parts[10]))
-        elif kind in "?!":
-            records.append(PorcelainRecord(kind, kind, text[2:]))
-    return head_id, records

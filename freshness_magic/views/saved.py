@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freshness_magic.atomicio import loads_bounded
-from freshness_magic.engine.checkpoint import last_written_ns, load_checkpoint
+from freshness_magic.engine.checkpoint import load_checkpoint
 from freshness_magic.engine.handlers.tool import orphaned_tools
 from freshness_magic.engine.model import Graph
 from freshness_magic.engine.persistence import follow_restarts, same_pipeline
+from freshness_magic.engine.runread import last_written_ns
 from freshness_magic.engine.state import RunState
 from freshness_magic.errors import FreshnessMagicError
 

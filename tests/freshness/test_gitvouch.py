@@ -6,7 +6,7 @@ import itertools
 import json
 import os
 import time
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -19,6 +19,7 @@ from freshness_magic.freshness.filestore import FileStore
 from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel
 from freshness_magic.freshness.statcache import filesystem_now_ns
+from freshness_magic.vcs import git as vcs
 from tests.gitrepo import git, git_repo
 from tests.processes import cli
 
@@ -398,13 +399,14 @@ def whole_tree_statuses(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
     """Each ``git status`` started from now on: True for a vouch's status of the whole tree,
     False for one naming paths (to explain stale files)."""
     started: list[bool] = []
-    start = gitvouch.GitTier.start_status
+    start = vcs.start
 
-    def counted(self: Any, *args: Any, **kwargs: Any) -> Any:
-        started.append(bool(kwargs.get("exact")))
-        return start(self, *args, **kwargs)
+    def counted(args: Sequence[str], cwd: Any) -> Any:
+        if "status" in args:
+            started.append(all(setting in args for setting in vcs.EXACT_STATUS))
+        return start(args, cwd)
 
-    monkeypatch.setattr(gitvouch.GitTier, "start_status", counted)
+    monkeypatch.setattr(vcs, "start", counted)
     return started
 
 

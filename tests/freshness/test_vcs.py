@@ -1,4 +1,5 @@
-"""The one git runner (vcs/git.py): environment, errors, status arguments, work-tree detection."""
+"""The one git runner (vcs/git.py): environment, errors, status arguments, work-tree detection;
+reading its status (vcs/porcelain.py)."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ from freshness_magic.errors import GitError
 from freshness_magic.evidence import snapshot as evidence_snapshot
 from freshness_magic.freshness import hashing, statcache
 from freshness_magic.vcs import git as vcs
+from freshness_magic.vcs.porcelain import porcelain_records
 from tests.gitrepo import git
 
 from .conftest import write
@@ -19,9 +21,9 @@ def test_status_of_named_paths_only(repo: Path) -> None:
     write(repo, "src/a.py", "changed\n")
     write(repo, "docs/spec.md", "changed\n")
     out = vcs.checked(vcs.status_args(["src/a.py"]), repo)
-    _head, records = vcs.porcelain_records(out)
+    _head, records = porcelain_records(out)
     assert [(r.kind, r.path) for r in records] == [("1", "src/a.py")]
-    everything = vcs.porcelain_records(vcs.checked(vcs.status_args(), repo))[1]
+    everything = porcelain_records(vcs.checked(vcs.status_args(), repo))[1]
     assert {r.path for r in everything} == {"src/a.py", "docs/spec.md"}
 
 
@@ -35,7 +37,7 @@ def test_too_many_paths_ask_for_the_whole_folder() -> None:
 def test_pathspec_magic_is_taken_literally(repo: Path) -> None:
     write(repo, "src/a.py", "changed\n")
     out = vcs.checked(vcs.status_args(["src/*.py"]), repo)
-    assert vcs.porcelain_records(out)[1] == []
+    assert porcelain_records(out)[1] == []
 
 
 def test_failure_carries_gits_message(repo: Path) -> None:

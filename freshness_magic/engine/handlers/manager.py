@@ -34,7 +34,6 @@ from pathlib import Path
 from typing import Any
 
 from freshness_magic.atomicio import write_json_atomic
-from freshness_magic.engine.checkpoint import last_written_ns
 from freshness_magic.engine.conditions import evaluate_condition, parse_condition
 from freshness_magic.engine.context import Context
 from freshness_magic.engine.gates import child_answer_key
@@ -48,6 +47,7 @@ from freshness_magic.engine.model import (
     split_list,
 )
 from freshness_magic.engine.outcome import Outcome, Question, StageStatus
+from freshness_magic.engine.runread import last_written_ns
 from freshness_magic.engine.state import RunState
 from freshness_magic.errors import FreshnessMagicError, RunError
 from freshness_magic.pathsafety import pipeline_path_problem

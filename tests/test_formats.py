@@ -19,6 +19,8 @@ from referencing import Registry, Resource
 from freshness_magic import schemas
 from freshness_magic.engine.events import EventType
 from freshness_magic.events import session_event_kinds
+from freshness_magic.freshness.baseline import STORED_FROM_FILES
+from freshness_magic.freshness.filestore import FOLDER
 from tests.processes import cli
 
 REPO = Path(__file__).resolve().parents[1]
@@ -81,6 +83,8 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     root = tmp_path_factory.mktemp("formats")
     (root / "src").mkdir()
     (root / "src" / "app.py").write_text("x = 1\n")
+    for i in range(STORED_FROM_FILES):  # enough for the snapshot's block (baselines/)
+        (root / "src" / f"m{i:04d}.py").write_text(f"n = {i}\n")
     (root / "tour.dot").write_text(PIPELINE)
     (root / "write_evidence.py").write_text(WRITE_EVIDENCE)
     first = cli(
@@ -95,6 +99,14 @@ def workdir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     second = cli("resume", run_dir, "--answer", "approve=Y", cwd=root)
     assert second.returncode == 0, second.stdout + second.stderr
     return root
+
+
+def test_a_loop_restart_continuation_keeps_its_own_copy_of_the_block(workdir: Path) -> None:
+    first, second = sorted((workdir / ".freshness" / "runs").iterdir())
+    kept = [sorted(p.name for p in (d / FOLDER).iterdir()) for d in (first, second)]
+    assert kept[0] and set(kept[0]) <= set(kept[1])
+    checked = cli("check", str(second), cwd=workdir)
+    assert checked.returncode in (0, 1), checked.stderr
 
 
 def test_every_shipped_schema_is_a_valid_schema() -> None:

@@ -298,8 +298,8 @@ class Baseline:
         A node's completion snapshot mostly repeats its baseline, and nodes tracking the same
         entries share their files: written whole, a 20,000-file tree cost each step 3 MB of
         journal. A delta larger than half of the files is not worth it; the files are written
-        whole then: packed into one block kept in ``store`` (``files_stored``), or inline
-        without one, or when the block cannot be written (``files_packed``).
+        whole then: packed into one block kept in ``store`` (``files_stored``) when they are
+        many, else inline (``files_packed``).
         """
         for memo_base, memo_id, memo_stored, encoded in self._encoded:
             if memo_base is base and memo_id == base_id and memo_stored == (store is not None):
@@ -469,11 +469,16 @@ def pack_block(files: Mapping[str, FileRecord]) -> tuple[bytes, list[dict[str, A
     return b"".join((BLOCK_MAGIC, header, paths, kinds.encode("ascii"), records)), others
 
 
+STORED_FROM_FILES = 1_000
+"""A whole snapshot of this many files or more is kept as a block beside the checkpoint: a
+block costs a file and two fsyncs when it is written, which fewer files cost less inline."""
+
+
 def _whole_files(files: Mapping[str, FileRecord], store: FileStore | None) -> dict[str, Any]:
     """The fields of a snapshot that lists its files whole: ``files_stored`` (the name of their
-    block in ``store``, and the other records) or, without a store or when the block cannot be
-    written there, ``files_packed``."""
-    if store is not None:
+    block in ``store``, and the other records) when it has :data:`STORED_FROM_FILES` files or
+    more; otherwise, without a store or when the block cannot be written, ``files_packed``."""
+    if store is not None and len(files) >= STORED_FROM_FILES:
         block, others = pack_block(files)
         try:
             return {"files_stored": {"block": store.put(block), "others": others}}

@@ -132,7 +132,6 @@ def test_run_start_hashes_every_file_of_every_node(tmp_path: Path) -> None:
             assert baselines[node_id].files[rel].digest == hash_file(tmp_path / rel).digest
     checkpoint = json.loads((run.run_dir / "checkpoint.json").read_text())
     saved = checkpoint["extensions"]["freshness"]["tracker"]["baselines"]["b"]
-    assert "files_packed" not in saved  # kept beside the checkpoint
     kept = Baseline.from_dict(saved, store=FileStore(run.run_dir)).files
     assert kept["b/c.txt"].digest == hash_file(tmp_path / "b/c.txt").digest
 

@@ -11,7 +11,14 @@ import pytest
 
 from freshness_magic import faults
 from freshness_magic.errors import FreshnessError
-from freshness_magic.freshness.baseline import NONE, STAT, FileRecord, pack_block, unpack_block
+from freshness_magic.freshness.baseline import (
+    NONE,
+    STAT,
+    STORED_FROM_FILES,
+    FileRecord,
+    pack_block,
+    unpack_block,
+)
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.filestore import FOLDER, FileStore
 from freshness_magic.freshness.hashing import StatKey
@@ -26,8 +33,9 @@ PIPELINE = """digraph p { start [shape=Mdiamond]; done [shape=Msquare];
 
 
 def make_tree(folder: Path) -> Path:
-    for i in range(30):
-        write(folder, f"src/f{i:02d}.txt", f"file {i}\n")
+    """Enough files under ``src`` for their snapshot to be kept as a block."""
+    for i in range(STORED_FROM_FILES):
+        write(folder, f"src/f{i:04d}.txt", f"file {i}\n")
     write(folder, "p.dot", PIPELINE)
     return folder
 
@@ -56,25 +64,25 @@ def test_a_whole_snapshot_is_one_block_named_by_its_digest_and_read_back(tree: P
     store = FileStore(tree / "run")
     tracker = FreshnessTracker(tree)
     tracker.capture({"a": ["src/*"], "b": ["src/*"]})
-    write(tree, "src/f03.txt", "changed\n")
+    write(tree, "src/f0003.txt", "changed\n")
     tracker.snapshot_run("a")
     state = saved_state(tracker, store)
     (block,) = (tree / "run" / FOLDER).iterdir()
     assert state["baselines"]["a"]["files_stored"] == {"block": block.name, "others": []}
     assert "files_from" in state["baselines"]["b"]  # same entries: a delta of a's
-    assert "src/f01.txt" not in json.dumps(state)  # the paths are in the block only
-    assert block.read_bytes().count(b"src/f01.txt") == 1
+    assert "src/f0001.txt" not in json.dumps(state)  # the paths are in the block only
+    assert block.read_bytes().count(b"src/f0001.txt") == 1
     again = FreshnessTracker(tree)
     again.load(state, store)
     assert again.baselines == tracker.baselines and again.run_snapshots == tracker.run_snapshots
-    write(tree, "src/f05.txt", "changed after\n")
-    assert "src/f05.txt" in again.check("a").stale_files
+    write(tree, "src/f0005.txt", "changed after\n")
+    assert "src/f0005.txt" in again.check("a").stale_files
     assert (
         again.check("b").stale_files
         == tracker.check("b").stale_files
         == [
-            "src/f03.txt",
-            "src/f05.txt",
+            "src/f0003.txt",
+            "src/f0005.txt",
         ]
     )
     assert saved_state(tracker, store) == state  # a later checkpoint names the same block
@@ -113,23 +121,25 @@ def test_a_block_whose_parts_do_not_fit_is_refused_with_a_value_error(damage) ->
         unpack_block(damage(block), others)
 
 
-def test_a_missing_block_is_a_freshness_error_naming_the_file(tree: Path) -> None:
+def stored(tree: Path) -> tuple[FreshnessTracker, FileStore, dict, Path]:
+    """A tracker of the tree's ``src`` files, its run's store, its saved state and the block."""
     store = FileStore(tree / "run")
     tracker = FreshnessTracker(tree)
     tracker.capture({"a": ["src/*"]})
     state = saved_state(tracker, store)
     (block,) = (tree / "run" / FOLDER).iterdir()
+    return tracker, store, state, block
+
+
+def test_a_missing_block_is_a_freshness_error_naming_the_file(tree: Path) -> None:
+    _, store, state, block = stored(tree)
     block.unlink()
     with pytest.raises(FreshnessError, match=f"{block}, which is missing; restore it"):
         FreshnessTracker(tree).load(state, store)
 
 
 def test_a_damaged_or_replaced_block_is_refused_not_read(tree: Path) -> None:
-    store = FileStore(tree / "run")
-    tracker = FreshnessTracker(tree)
-    tracker.capture({"a": ["src/*"]})
-    state = saved_state(tracker, store)
-    (block,) = (tree / "run" / FOLDER).iterdir()
+    _, store, state, block = stored(tree)
     data = bytearray(block.read_bytes())
     data[-1] ^= 1  # one bit of a digest: the files would still unpack, wrongly
     block.write_bytes(bytes(data))
@@ -139,25 +149,31 @@ def test_a_damaged_or_replaced_block_is_refused_not_read(tree: Path) -> None:
 
 def test_a_name_that_is_not_a_digest_reads_no_file(tree: Path) -> None:
     write(tree, "secret.txt", "not a block\n")
-    tracker = FreshnessTracker(tree)
-    tracker.capture({"a": ["src/*"]})
-    state = saved_state(tracker, FileStore(tree / "run"))
+    _, store, state, _ = stored(tree)
     state["baselines"]["a"]["files_stored"]["block"] = "../../secret.txt"
     with pytest.raises(FreshnessError, match="not a name this run gives them"):
-        FreshnessTracker(tree).load(state, FileStore(tree / "run"))
+        FreshnessTracker(tree).load(state, store)
 
 
 def test_a_block_removed_while_the_run_goes_on_is_written_again(tree: Path) -> None:
-    store = FileStore(tree / "run")
-    tracker = FreshnessTracker(tree)
-    tracker.capture({"a": ["src/*"]})
-    first = saved_state(tracker, store)
-    (block,) = (tree / "run" / FOLDER).iterdir()
+    tracker, store, first, block = stored(tree)
     block.unlink()
     assert saved_state(tracker, store) == first
     assert block.is_file()
     again = FreshnessTracker(tree)
     again.load(first, store)
+    assert again.baselines == tracker.baselines
+
+
+def test_a_snapshot_of_fewer_files_stays_in_the_checkpoint(tree: Path) -> None:
+    store = FileStore(tree / "run")
+    tracker = FreshnessTracker(tree)
+    tracker.capture({"a": ["src/f00*.txt"]})  # 100 files
+    state = saved_state(tracker, store)
+    assert len(state["baselines"]["a"]["files_packed"]["paths"]) == 100
+    assert not (tree / "run" / FOLDER).exists()
+    again = FreshnessTracker(tree)
+    again.load(state, store)
     assert again.baselines == tracker.baselines
 
 
@@ -189,9 +205,9 @@ def test_a_block_that_cannot_be_written_is_kept_in_the_checkpoint(
     assert not list((run_dir / FOLDER).glob("[0-9a-f]*"))
     data = json.loads((run_dir / "checkpoint.json").read_text())
     assert "files_packed" in data["extensions"]["freshness"]["tracker"]["baselines"]["work"]
-    write(tree, "src/f07.txt", "changed\n")
+    write(tree, "src/f0007.txt", "changed\n")
     done = cli("check", str(run_dir), cwd=tree)
-    assert done.returncode == 1 and "stale_changed  src/f07.txt" in done.stdout
+    assert done.returncode == 1 and "stale_changed  src/f0007.txt" in done.stdout
 
 
 @pytest.mark.parametrize("after", [0, 1], ids=["at the block", "after the block"])
@@ -208,10 +224,10 @@ def test_a_driver_killed_around_the_block_write_leaves_a_run_that_resumes(
     assert any((run_dir / FOLDER).glob("[0-9a-f]*")) == bool(after)
     resumed = cli("resume", str(run_dir), cwd=tree)
     assert resumed.returncode == 0, resumed.stderr
-    write(tree, "src/f11.txt", "changed\n")
+    write(tree, "src/f0011.txt", "changed\n")
     done = cli("check", str(run_dir), cwd=tree)
     assert done.returncode == 1, done.stderr
-    assert "stale_changed  src/f11.txt" in done.stdout
+    assert "stale_changed  src/f0011.txt" in done.stdout
 
 
 def test_check_names_a_missing_block_and_exits_2(tree: Path) -> None:

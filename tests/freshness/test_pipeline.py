@@ -273,21 +273,18 @@ digraph p {
 
 
 def test_a_step_records_what_changed_not_every_tracked_file(tmp_path: Path, cli: Cli) -> None:
-    """Three nodes tracking 600 files: the files are written once, in one block beside the
-    journal, which the records name."""
+    """Three nodes tracking 600 files: the files are written once, in the first record."""
     for i in range(600):
         write(tmp_path, f"data/f{i:03d}.txt", f"file {i}\n")
     (tmp_path / "out").mkdir()
     run = open_run(WIDE_PIPELINE, workdir=tmp_path)
     assert run.run().status == "completed"
-    journal = (run.run_dir / "journal.jsonl").read_bytes()
-    sizes = sorted(len(line) for line in journal.splitlines())
-    assert sizes[-1] < 600 * 10, sizes  # each record: a few files, not 600
-    (block,) = (run.run_dir / "baselines").iterdir()
-    assert block.read_bytes().count(b"data/f001.txt") == 1
-    assert journal.count(block.name.encode()) >= 1  # the records name it
+    lines = (run.run_dir / "journal.jsonl").read_bytes().splitlines()
+    sizes = sorted(len(line) for line in lines)
+    assert sizes[-1] > 600 * 60  # the record with the baselines lists every file once
+    assert sizes[-2] < 600 * 10, sizes  # each other record: a few files, not 600
     checkpoint = (run.run_dir / "checkpoint.json").read_bytes()
-    assert b"data/f001.txt" not in checkpoint and block.name.encode() in checkpoint
+    assert checkpoint.count(b'"data/f001.txt"') == 1
     report = cli("check", str(run.run_dir), cwd=tmp_path)
     assert report.returncode == 1, report.stderr  # 1: stale
     assert "stale_changed  data/f000.txt" in report.stdout  # b changed it after a ran

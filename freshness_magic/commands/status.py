@@ -67,13 +67,16 @@ def main(args: argparse.Namespace) -> int:
         edited = [n for n in edited if n not in view.model.stale]
         stale = None if view.report is None and not edited else [*view.model.stale, *edited]
         outdated = [n for n, v in views.items() if v.state is NodeState.OUTDATED]
+        unchecked = view.unchecked
     else:
         views, outdated = {}, []
-        stale = changed_nodes(data, used, run_dir)
+        stale, unchecked = changed_nodes(data, used, run_dir)
     if stale:  # as driver and orphaned_tools: only when there is something to say
         info["stale_nodes"] = stale
     if outdated:
         info["outdated_nodes"] = outdated
+    if unchecked:
+        info["inputs_unchecked"] = unchecked
     if damage:
         info["stored_pipeline_problem"] = damage
     elif view is not None and args.json:
@@ -167,6 +170,8 @@ def main(args: argparse.Namespace) -> int:
         )
     if gone:
         print(f"note: {gone}; its inputs were not checked", file=out)
+    if unchecked:
+        print(f"note: its inputs were not checked: {unchecked}", file=out)
     if advice is not None:
         print(f"note: {advice}", file=out)
     return EXIT_CODES[info["status"]]
@@ -193,20 +198,23 @@ def stored_graph(
         return None, f"the stored pipeline {stored} does not load: {exc}"
 
 
-def changed_nodes(data: dict[str, Any], used: Path, run_dir: Path) -> list[str] | None:
+def changed_nodes(
+    data: dict[str, Any], used: Path, run_dir: Path
+) -> tuple[list[str] | None, str | None]:
     """The nodes whose inputs changed (as ``check`` finds them), for a run ``status`` cannot
     read through the views (a pipeline built in code, or a stored copy that is damaged: no
-    pipeline to tell the checked nodes or the outdated ones from); None when the run keeps no
+    pipeline to tell the checked nodes or the outdated ones from), and why they could not be
+    checked (:func:`~.freshness.runcheck.unchecked_because`); None when the run keeps no
     freshness state."""
     from freshness_magic.errors import FreshnessError
-    from freshness_magic.freshness.runcheck import checkpoint_report
+    from freshness_magic.freshness.runcheck import checkpoint_report, unchecked_because
     from freshness_magic.hub.integration import HubHashSource
 
     try:
         report = checkpoint_report(data, used, run_dir, hash_sources=HubHashSource)
-    except FreshnessError:
-        return None
-    return report.stale_nodes
+    except FreshnessError as exc:
+        return None, unchecked_because(exc, data, run_dir)
+    return report.stale_nodes, None
 
 
 def run_view(run_dir: Path) -> RunView | None:

@@ -171,6 +171,15 @@ def loaded_tracker(
     return tracker
 
 
+def unchecked_because(exc: FreshnessError, data: dict[str, Any], run_dir: Path) -> str | None:
+    """Why the inputs of a run whose checkpoint keeps baselines could not be checked (``exc``,
+    the error the report raised); None when the checkpoint keeps none or the working directory
+    is gone (said on its own), so that a view that shows no stale mark says why it cannot."""
+    if not _tracker_state(data) or workdir_gone(run_dir, str(data.get("workdir") or ".")):
+        return None
+    return str(exc)
+
+
 def _tracker_state(data: dict[str, Any]) -> Any:
     """The freshness tracker's state in a checkpoint's data (None or empty: it keeps none)."""
     state = (data.get("extensions") or {}).get("freshness") or {}

@@ -53,6 +53,9 @@ class RunView:
     """The branches the parallel node the run goes on from had ended (they do not run again)."""
     front_end: Any = None
     """The nodes a front end declared to run in its own handler (``engine.front_end``)."""
+    unchecked: str | None = None
+    """Why the inputs could not be checked though the checkpoint keeps baselines (a file of
+    them missing or damaged): then no node is marked stale, and the view must say so."""
 
     def require_node(self, node_id: str) -> Node:
         """The node ``node_id``; RunError naming the likely one (or the nodes there are)."""
@@ -137,7 +140,7 @@ def read_run(run_dir: Path) -> RunView:
     from freshness_magic.engine.runlock import live_driver
     from freshness_magic.engine.trace import graph_definitions
     from freshness_magic.errors import FreshnessError
-    from freshness_magic.freshness.runcheck import checkpoint_report
+    from freshness_magic.freshness.runcheck import checkpoint_report, unchecked_because
     from freshness_magic.hub.integration import HubHashSource
     from freshness_magic.views.marks import stale_from_report
 
@@ -145,12 +148,13 @@ def read_run(run_dir: Path) -> RunView:
     data, used = load_checkpoint(folder)
     graph = stored_pipeline(folder, data.get("pipeline") or {}, used)
     memory, context = restore_memory(data, folder)
+    unchecked = None
     try:
         report: FreshnessReport | None = checkpoint_report(
             data, used, folder, hash_sources=HubHashSource
         )
-    except FreshnessError:
-        report = None
+    except FreshnessError as exc:
+        report, unchecked = None, unchecked_because(exc, data, folder)
     freshness = (data.get("extensions") or {}).get("freshness") or {}
     blocked = freshness.get("blocked") if isinstance(freshness, dict) else None
     snapshot = RunSnapshot(
@@ -186,7 +190,9 @@ def read_run(run_dir: Path) -> RunView:
     going_on = memory.next_node if memory.state is RunState.PAUSED else None
     kept = kept_branch_ids(context.get(partial_key(going_on))) if going_on else []
     handlers = context.get(front_end.HANDLERS_KEY)
-    return RunView(folder, graph, memory, model, report, driver, cut_off, tuple(kept), handlers)
+    return RunView(
+        folder, graph, memory, model, report, driver, cut_off, tuple(kept), handlers, unchecked
+    )
 
 
 def _int(value: object) -> int:

@@ -239,3 +239,27 @@ def test_check_names_a_missing_block_and_exits_2(tree: Path) -> None:
     assert done.returncode == 2
     assert f"{block}, which is missing" in done.stderr
     assert "Traceback" not in done.stderr
+
+
+def test_status_says_the_inputs_were_not_checked_when_the_block_is_missing(tree: Path) -> None:
+    assert cli("run", "p.dot", cwd=tree).returncode == 0
+    (run_dir,) = (tree / ".freshness" / "runs").iterdir()
+    write(tree, "src/f0009.txt", "changed\n")
+    shown = cli("status", str(run_dir), cwd=tree)
+    assert "(stale)" in shown.stdout and "not checked" not in shown.stdout
+    (block,) = (run_dir / FOLDER).iterdir()
+    block.unlink()
+    shown = cli("status", str(run_dir), cwd=tree)
+    assert "(stale)" not in shown.stdout
+    said = f"note: its inputs were not checked: the run's recorded input files are kept in {block}"
+    assert f"{said}, which is missing" in shown.stdout
+    data = json.loads(cli("status", "--json", str(run_dir), cwd=tree).stdout)
+    assert "which is missing" in data["inputs_unchecked"] and "stale_nodes" not in data
+
+
+def test_status_of_a_run_without_tracked_inputs_says_nothing_of_them(tmp_path: Path) -> None:
+    write(tmp_path, "p.dot", PIPELINE.replace(', source_files="src/**", freshness="warn"', ""))
+    assert cli("run", "p.dot", cwd=tmp_path).returncode == 0
+    (run_dir,) = (tmp_path / ".freshness" / "runs").iterdir()
+    shown = cli("status", "--json", str(run_dir), cwd=tmp_path)
+    assert "inputs_unchecked" not in json.loads(shown.stdout)

@@ -1,9 +1,8 @@
 """Starting the exact ``git status`` of a work tree's tracked files, with no more loaded than
 starting it needs.
 
-A check of a large tree waits for this status (about 60 ms at 20,000 files) and has less work of
-its own meanwhile, so it ends about when git ends: the sooner git starts, the sooner the check
-ends. This module needs only :mod:`~freshness_magic.vcs.git`, :mod:`.gitfiles` and the run
+A check of a large tree waits for this status (about 60 ms at 20,000 files) and has about as
+much work of its own meanwhile: the sooner git starts, the sooner the check ends. This module needs only :mod:`~freshness_magic.vcs.git`, :mod:`.gitfiles` and the run
 directory's manifest, not ``dataclasses`` (about 9 ms to load) nor the code that reads the
 answer and compares files; so :class:`TreeStatus` is a named tuple.
 """

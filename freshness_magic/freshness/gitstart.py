@@ -2,9 +2,10 @@
 starting it needs.
 
 A check of a large tree waits for this status (about 60 ms at 20,000 files) and has about as
-much work of its own meanwhile: the sooner git starts, the sooner the check ends. This module needs only :mod:`~freshness_magic.vcs.git`, :mod:`.gitfiles` and the run
-directory's manifest, not ``dataclasses`` (about 9 ms to load) nor the code that reads the
-answer and compares files; so :class:`TreeStatus` is a named tuple.
+much work of its own meanwhile: the sooner git starts, the sooner the check ends. This module
+needs only :mod:`~freshness_magic.vcs.git`, :mod:`.gitfiles` and the run directory's manifest,
+not ``dataclasses`` (about 9 ms to load) nor the code that reads the answer and compares files;
+so :class:`TreeStatus` is a named tuple.
 """
 
 from __future__ import annotations

@@ -63,6 +63,7 @@ def main(args: argparse.Namespace) -> int:
     commands = why.CliCommands(invoked_as(), str(view.run_dir), stop_at, view.driver is None)
     offers = any(step.command for step in why.next_steps(facts, commands))
     note = driver_note(view, offers)
+    unchecked = unchecked_note(view, args.node)
     if args.json:
         document = {
             "run_dir": str(view.run_dir),
@@ -73,13 +74,28 @@ def main(args: argparse.Namespace) -> int:
             document["driver"] = view.driver
         if note:
             document["note"] = note
+        if unchecked:
+            document["inputs_unchecked"] = view.unchecked
         print(json.dumps(document, indent=2, ensure_ascii=False, default=str))
         return 0
     out = sys.stdout
     print(why.why_text(facts, commands), file=out)
+    if unchecked:
+        print(f"note: {unchecked}", file=out)
     if note:
         print(f"note: {note}", file=out)
     return 0
+
+
+def unchecked_note(view: RunView, node_id: str) -> str:
+    """Why the inputs of ``node_id`` were not checked though it has checked inputs ("" when
+    they were, or it has none): without it, a node whose files changed reads as fresh."""
+    from freshness_magic.freshness.attrs import inputs_checked, source_files
+
+    node = view.graph.nodes.get(node_id)
+    if view.unchecked is None or node is None or not source_files(node):
+        return ""
+    return f"its inputs were not checked: {view.unchecked}" if inputs_checked(node) else ""
 
 
 def driver_note(view: RunView, offers: bool) -> str:

@@ -241,7 +241,9 @@ def test_check_names_a_missing_block_and_exits_2(tree: Path) -> None:
     assert "Traceback" not in done.stderr
 
 
-def test_status_says_the_inputs_were_not_checked_when_the_block_is_missing(tree: Path) -> None:
+def test_status_and_why_say_the_inputs_were_not_checked_when_the_block_is_missing(
+    tree: Path,
+) -> None:
     assert cli("run", "p.dot", cwd=tree).returncode == 0
     (run_dir,) = (tree / ".freshness" / "runs").iterdir()
     write(tree, "src/f0009.txt", "changed\n")
@@ -255,6 +257,10 @@ def test_status_says_the_inputs_were_not_checked_when_the_block_is_missing(tree:
     assert f"{said}, which is missing" in shown.stdout
     data = json.loads(cli("status", "--json", str(run_dir), cwd=tree).stdout)
     assert "which is missing" in data["inputs_unchecked"] and "stale_nodes" not in data
+    told = cli("why", str(run_dir), "work", cwd=tree)
+    assert told.returncode == 0 and f"{said}, which is missing" in told.stdout
+    data = json.loads(cli("why", "--json", str(run_dir), "work", cwd=tree).stdout)
+    assert "which is missing" in data["inputs_unchecked"]
 
 
 def test_status_of_a_run_without_tracked_inputs_says_nothing_of_them(tmp_path: Path) -> None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from freshness_magic.atomicio import loads_bounded
-from freshness_magic.engine.checkpoint_format import CHECKPOINT_FILE, JOURNAL_FILE
+from freshness_magic.engine.checkpoint_format import CHECKPOINT_FILE, JOURNAL_FILE, MANIFEST_FILE
 from freshness_magic.errors import StoredPipelineError
 from freshness_magic.pathsafety import read_state
 
@@ -67,8 +67,6 @@ def manifest_workdir(run_dir: Path) -> str | None:
     """The working directory the run's manifest names (a few hundred bytes, read before the
     checkpoint); None when it names none or cannot be read. A hint only: the checkpoint's
     ``workdir`` decides (a resume may have moved the run)."""
-    from freshness_magic.engine.checkpoint_format import MANIFEST_FILE
-
     try:
         manifest = loads_bounded(read_state(run_dir / MANIFEST_FILE))
     except (OSError, ValueError):

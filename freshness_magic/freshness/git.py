@@ -90,27 +90,14 @@ class GitTier:
         self.top_level, self.prefix = found if found else ("", "")
 
     def start_status(
-        self,
-        paths: Sequence[str] | None = None,
-        *,
-        ignored: bool = False,
-        exact: bool = False,
-        untracked: bool = True,
-        one_thread: bool = False,
+        self, paths: Sequence[str] | None = None, *, ignored: bool = False
     ) -> PendingStatus:
         """Start one ``git status`` for ``paths`` (workdir-relative) or the whole workdir
-        (``exact``, ``untracked``, ``one_thread``: see
-        :func:`~freshness_magic.vcs.git.status_args`)."""
+        (``ignored``: see :func:`~freshness_magic.vcs.git.status_args`); the exact status of
+        the tracked files a report takes git's word from is :class:`~.gitstart.TreeStatus`."""
         if not self.available:
             return PendingStatus(vcs.Pending(None), "")
-        args = vcs.status_args(
-            paths,
-            branch=True,
-            ignored=ignored,
-            exact=exact,
-            untracked=untracked,
-            one_thread=one_thread,
-        )
+        args = vcs.status_args(paths, branch=True, ignored=ignored)
         return PendingStatus(vcs.start(args, self.workdir), self.prefix)
 
     def status(

@@ -32,6 +32,9 @@ class GitStatus:
 
     head: str | None
     entries: dict[str, str] = field(default_factory=dict)
+    edited: frozenset[str] = frozenset()
+    """The listed tracked paths whose file differs from its index entry in content or mode, or
+    is gone (``Y`` of ``XY`` is ``M`` or ``D``): git read them, or found none."""
 
     def state(self, path: str) -> str:
         return self.entries.get(path, "clean")
@@ -52,6 +55,7 @@ def parse_porcelain_v2(output: bytes, prefix: str) -> GitStatus:
     """Parse ``git status --porcelain=v2 -z --branch`` output; paths made workdir-relative."""
     head, records = porcelain_records(output)
     entries: dict[str, str] = {}
+    edited: list[str] = []
     for record in records:
         state = _KIND_STATE.get(record.kind) or _classify(record.xy)
         path = record.path
@@ -60,7 +64,9 @@ def parse_porcelain_v2(output: bytes, prefix: str) -> GitStatus:
                 continue
             path = path[len(prefix) :]
         entries[path] = state
-    return GitStatus(head, entries)
+        if record.kind in "12" and record.xy[1] in "MD":
+            edited.append(path)
+    return GitStatus(head, entries, frozenset(edited))
 
 
 class PendingStatus:

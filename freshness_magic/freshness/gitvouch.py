@@ -8,7 +8,9 @@ file the status does not list has the content of its index entry, so one whose s
 recorded the blob id that entry holds (:mod:`.gitindex` took it at the capture) has not changed
 since them: the report hands back the snapshots' record without a stat here. The stat per file
 it saves cost about as much as the status itself (20,000 files). The entries are read from
-git's index (:class:`~.gitindex.GitIndex`) while git runs.
+git's index (:class:`~.gitindex.GitIndex`) while git runs. Conversely, a file the status lists
+as edited (git read it and found other content, or found it gone) is read at once, without
+first comparing its stat with those records (:class:`~.snapshot.Settled`).
 
 Only where git's word is exact, else every file is looked at as before:
 
@@ -53,6 +55,7 @@ from freshness_magic.freshness.gitindex import (
 )
 from freshness_magic.freshness.gitstart import TreeStatus
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS
+from freshness_magic.freshness.snapshot import Settled
 
 NodeRecords = Callable[[Sequence[str], Sequence[Baseline]], "dict[str, FileRecord] | None"]
 """The records of a node's keys that git may vouch for, given the node's snapshots (None: this
@@ -128,9 +131,26 @@ class StatusVouch:
         """The status if :meth:`settle` waited for it (git vouched), else None."""
         return self._status if self._pending is None else None
 
-    def settle(self, resolved: Mapping[str, Sequence[str]], fs_now: int) -> dict[str, FileRecord]:
-        """Key -> record of the files of ``resolved`` (node id -> workdir-relative keys) that
-        git vouches for: each recorded alike by every snapshot of each node that tracks it."""
+    def settle(self, resolved: Mapping[str, Sequence[str]], fs_now: int) -> Settled:
+        """The records of the files of ``resolved`` (node id -> workdir-relative keys) that git
+        vouches for, each recorded alike by every snapshot of each node that tracks it; and
+        those of them git found edited since (their content differs from that record, or they
+        are gone), which a look reads without comparing their stat with a record first."""
+        held = self._held(resolved, fs_now)
+        if not held:
+            return Settled({})
+        status = self.result()
+        if status is None or index_key(self._git.top_level) != self._before:
+            return Settled({})
+        edited = status.edited
+        listed = [path for path in status.entries if path in held]
+        for path in listed:
+            del held[path]
+        return Settled(held, frozenset(path for path in listed if path in edited))
+
+    def _held(self, resolved: Mapping[str, Sequence[str]], fs_now: int) -> dict[str, FileRecord]:
+        """The records of the files of ``resolved`` git may vouch for, before its answer;
+        empty when they are not most of the files."""
         before = self._before
         if before is None or before[3] >= fs_now - RACY_WINDOW_NS:
             return {}
@@ -145,11 +165,6 @@ class StatusVouch:
             held = self._held_by_index(resolved, total)
         if len(held) * 2 < total:
             return {}  # mostly files git cannot vouch for: look at them without waiting
-        status = self.result()
-        if status is None or index_key(self._git.top_level) != before:
-            return {}
-        for path in status.entries:
-            held.pop(path, None)
         return held
 
     def _held_by_index(

@@ -23,7 +23,7 @@ import struct
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import Protocol, cast
+from typing import NamedTuple, Protocol, cast
 
 from freshness_magic.freshness.baseline import (
     BLOB_LAYOUT,
@@ -50,9 +50,20 @@ from freshness_magic.freshness.statcache import StatCache, filesystem_now_ns
 
 ResolveHook = Callable[[Mapping[str, Resolution]], None]
 """Called after resolving and before hashing (lets tests change files in between)."""
-Settle = Callable[[Mapping[str, Sequence[str]], int], Mapping[str, FileRecord]]
-"""Given the keys of each node and the snapshot's filesystem time, the records of the files
-known unchanged without a look (``check.StatusVouch.settle``: git vouched for them)."""
+
+
+class Settled(NamedTuple):
+    """What a look at files is told before it starts (``check.StatusVouch.settle``)."""
+
+    records: Mapping[str, FileRecord]
+    """The records of the files known unchanged, not looked at (git vouched for them)."""
+    edited: frozenset[str] = frozenset()
+    """Files known to differ from the records the look would trust their stat against (git
+    read them): they are read, whatever their stat."""
+
+
+Settle = Callable[[Mapping[str, Sequence[str]], int], Settled]
+"""Given the keys of each node and the snapshot's filesystem time, what the look is told."""
 
 
 class HashSource(Protocol):
@@ -182,17 +193,21 @@ class Snapshotter:
                 if (packed := rec[0]) is not None and len(packed) != unhashed
             )
 
-    def _seed_cache(self, keys: Sequence[str] | None = None) -> None:
+    def _seed_cache(
+        self, keys: Sequence[str] | None = None, out_of_date: frozenset[str] = frozenset()
+    ) -> None:
         """Put the seeded records of ``keys`` (None: of every file) in the stat cache, in the
         order seeded: a hashed record verified outside the racy window is kept, a racy one
-        forgotten (the rule of :meth:`StatCache.store`), one the cache holds stays."""
+        forgotten (the rule of :meth:`StatCache.store`), one the cache holds stays. The seeds
+        of ``out_of_date`` (files known changed since) are dropped instead."""
         if not self._seeds:
             return
         if keys is not None:
+            self._seeded.update(out_of_date)
             self._seed_keys(keys)
             return
         seeds, self._seeds = self._seeds, []
-        done, self._seeded = self._seeded, set()
+        done, self._seeded = self._seeded | out_of_date, set()
         for files, horizon in seeds:
             self._seed_files(files, horizon, done)
 
@@ -345,14 +360,15 @@ class Snapshotter:
         keys: Sequence[str],
         fs_now: int,
         git_index: GitIndex | None = None,
-        settled: Mapping[str, FileRecord] | None = None,
+        settled: Settled | None = None,
     ) -> dict[str, FileRecord]:
         """A record per key, grouped by folder so each file is opened relative to its folder.
 
         The hot loop of every check: a cached record whose stat key is unchanged (and not racily
         clean) is returned as is, without reading the file. With ``git_index`` (a first capture)
         clean tracked files take their blob ids from git's index. The files in ``settled`` are
-        not looked at: they get the record given there.
+        not looked at: they get the record given there; its edited files are not given the
+        seeded record to compare their stat with.
         """
         source = self.hash_source
         if source is not None:
@@ -361,10 +377,10 @@ class Snapshotter:
                 source = None  # asked once per snapshot, not once per file
         self.blob_ids = self.blob_ids or git_index is not None
         records: dict[str, FileRecord] = {}
-        if settled:  # only the others are looked at, grouped afresh
-            records = dict(settled)
-            rest = [key for key in keys if key not in settled]
-            self._seed_cache(rest)
+        if settled is not None and settled.records:  # only the others are looked at
+            records = dict(settled.records)
+            rest = [key for key in keys if key not in records]
+            self._seed_cache(rest, out_of_date=settled.edited)
             for folder, members in _group(rest).items():
                 self._observe_members(folder, members, fs_now, records, source, git_index)
             return records

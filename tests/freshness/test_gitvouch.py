@@ -18,6 +18,7 @@ from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.filestore import FileStore
 from freshness_magic.freshness.gitvouch import StatusVouch
 from freshness_magic.freshness.labels import FileLabel
+from freshness_magic.freshness.snapshot import Settled
 from freshness_magic.freshness.statcache import filesystem_now_ns
 from freshness_magic.vcs import git as vcs
 from tests.gitrepo import git, git_repo
@@ -124,9 +125,9 @@ def reloaded(repo: Path, later_s: float = 3.0) -> FreshnessTracker:
     return tracker
 
 
-def vouched(tracker: FreshnessTracker, node: str = "n") -> set[str]:
-    """The files the report's git status vouches for now (``node``'s, against its baseline and,
-    once it ran, its completion snapshot)."""
+def settled_now(tracker: FreshnessTracker, node: str = "n") -> Settled:
+    """What the report's git status tells a look at ``node``'s files now (against its baseline
+    and, once it ran, its completion snapshot)."""
     snapshots = [tracker.baselines[node]]
     if node in tracker.run_snapshots:
         snapshots.append(tracker.run_snapshots[node])
@@ -135,7 +136,12 @@ def vouched(tracker: FreshnessTracker, node: str = "n") -> set[str]:
     fs_now = filesystem_now_ns(tracker.snapshotter.state_dir)
     entries = {node: tracker.baselines[node].entries}
     resolved = tracker.snapshotter.resolver.resolve_many(entries, fs_now)
-    return set(vouch.settle({node: resolved[node].files}, fs_now))
+    return vouch.settle({node: resolved[node].files}, fs_now)
+
+
+def vouched(tracker: FreshnessTracker, node: str = "n") -> set[str]:
+    """The files the report's git status vouches for now (see :func:`settled_now`)."""
+    return set(settled_now(tracker, node).records)
 
 
 def labels(tracker: FreshnessTracker) -> dict[str, FileLabel]:
@@ -160,7 +166,10 @@ def test_unchanged_and_touched_files_are_vouched_for_an_edit_is_not(settled: Pat
     same_size_same_mtime(settled / "src/a.py", "a = 2\n")
     back(settled / "docs/spec.md", 1)  # touched, content unchanged
     write(settled, "src/new.py", "new\n")
-    assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
+    assert settled_now(tracker) == Settled(
+        {path: tracker.baselines["n"].files[path] for path in ("src/b.py", "docs/spec.md")},
+        edited=frozenset({"src/a.py"}),
+    )
     assert labels(tracker) == {
         "src/a.py": FileLabel.STALE_CHANGED,
         "src/b.py": FileLabel.FRESH,
@@ -195,8 +204,34 @@ def test_a_file_staged_since_the_snapshot_is_looked_at(repo: Path) -> None:
     write(repo, "src/a.py", "a = 22\n")
     git(repo, "add", "src/a.py")  # clean against the index, not against the snapshot
     back(repo / ".git" / "index", 5)
-    assert vouched(tracker) == {"src/b.py", "docs/spec.md"}
+    told = settled_now(tracker)
+    assert set(told.records) == {"src/b.py", "docs/spec.md"}
+    assert told.edited == frozenset()  # its file is its index entry's: git did not call it edited
     assert labels(tracker)["src/a.py"] is FileLabel.STALE_CHANGED
+
+
+def test_files_git_found_edited_are_read_without_a_stat_against_their_records(
+    settled: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """git read the files it lists as edited: their checkpointed record is out of date, so a
+    look reads them at once rather than first comparing their stat with that record."""
+    tracker = reloaded(settled, later_s=0)
+    write(settled, "src/a.py", "a = 22\n")
+    assert settled_now(tracker).edited == frozenset({"src/a.py"})
+    looked: list[str] = []
+    stat = os.stat
+
+    def counted(path: Any, *args: Any, **kwargs: Any) -> os.stat_result:
+        looked.append(os.fspath(path))
+        return stat(path, *args, **kwargs)
+
+    monkeypatch.setattr(os, "stat", counted)
+    report = tracker.report().nodes["n"].since_baseline
+    monkeypatch.undo()
+    assert "a.py" not in looked and looked  # the folders are still looked at
+    assert {f.path: f.label for f in report.files} == {"src/a.py": FileLabel.STALE_CHANGED}
+    changed = next(f for f in report.files if f.path == "src/a.py")
+    assert changed.new_digest == git(settled, "hash-object", "src/a.py").strip()
 
 
 def test_files_git_vouched_for_keep_their_checkpointed_records_for_a_later_look(
@@ -232,7 +267,7 @@ def test_an_index_replaced_while_git_looks_is_not_trusted(repo: Path) -> None:
     git(repo, "add", "src/a.py")  # a new index file, aged: only its stat key differs
     back(repo / ".git" / "index", 5)
     fs_now = filesystem_now_ns(tracker.snapshotter.state_dir)
-    assert vouch.settle({"n": ["src/a.py", "src/b.py", "docs/spec.md"]}, fs_now) == {}
+    assert vouch.settle({"n": ["src/a.py", "src/b.py", "docs/spec.md"]}, fs_now) == Settled({})
 
 
 def test_attributes_keep_git_s_word_out_of_their_folders(repo: Path) -> None:
@@ -255,7 +290,7 @@ def test_files_mostly_beyond_git_s_word_are_looked_at_without_waiting(repo: Path
     vouch = StatusVouch(tracker.git)
     vouch.compare_with({"n": [tracker.baselines["n"]]})
     fs_now = filesystem_now_ns(tracker.snapshotter.state_dir)
-    assert vouch.settle({"n": ["src/a.py", "src/b.py", "docs/spec.md"]}, fs_now) == {}
+    assert vouch.settle({"n": ["src/a.py", "src/b.py", "docs/spec.md"]}, fs_now) == Settled({})
     assert vouch._pending is not None  # git not waited for: it runs beside the look
     vouch.cancel()
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 import binascii
 import os
 import struct
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
@@ -191,6 +191,67 @@ def hashed_records(packed: list[bytes]) -> list[FileRecord]:
     return list(_hashed(packed))
 
 
+class FileView(Mapping[str, FileRecord]):
+    """The records of the ``shared`` keys as ``files`` (another snapshot's) holds them, the very
+    objects, neither made nor copied here; and the ``own`` records of other keys (looked at
+    again).
+
+    What a check of many files makes of git's word (``gitvouch``): the files git vouches for
+    keep their snapshot's records, so the comparison with that snapshot passes over them by
+    their keys (``check.compare``), and a record nobody asks for is never made
+    (:class:`PackedFiles`).
+    """
+
+    __slots__ = ("files", "own", "shared")
+
+    def __init__(
+        self,
+        files: Mapping[str, FileRecord],
+        shared: dict[str, None],
+        own: dict[str, FileRecord] | None = None,
+    ):
+        self.files = files
+        self.shared = shared
+        """The keys whose record is ``files``' (in order; none of ``own``'s)."""
+        self.own = own if own is not None else {}
+
+    def __getitem__(self, key: str) -> FileRecord:
+        record = self.own.get(key)
+        if record is not None:
+            return record
+        if key in self.shared:
+            return self.files[key]
+        raise KeyError(key)
+
+    def get(self, key: str, default: Any = None) -> Any:
+        record = self.own.get(key)
+        if record is not None:
+            return record
+        return self.files[key] if key in self.shared else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self.shared or key in self.own
+
+    def __iter__(self) -> Iterator[str]:
+        yield from self.shared
+        yield from self.own
+
+    def __len__(self) -> int:
+        return len(self.shared) + len(self.own)
+
+    def without(self, keys: Iterable[str]) -> FileView:
+        """This view but for ``keys`` (shared or own)."""
+        shared, own = dict(self.shared), dict(self.own)
+        for key in keys:
+            shared.pop(key, None)
+            own.pop(key, None)
+        return FileView(self.files, shared, own)
+
+    def with_own(self, own: dict[str, FileRecord]) -> FileView:
+        """This view with ``own`` records of keys it does not share."""
+        return FileView(self.files, self.shared, {**self.own, **own})
+
+
 @dataclass(frozen=True)
 class IndexMatch:
     """The git index a snapshot took blob ids from, as a claim a later check can use without
@@ -216,13 +277,11 @@ class IndexMatch:
             return None
         return cls(entries, kept)
 
-    def held(self, files: Mapping[str, FileRecord], keys: Iterable[str]) -> dict[str, FileRecord]:
-        """Key -> record of the ``keys`` whose record in ``files`` (the claiming snapshot's) is
-        its index entry's."""
-        unmatched, get = self.unmatched, files.get
-        return {
-            key: record for key in keys if key not in unmatched and (record := get(key)) is not None
-        }
+    def held(self, files: Mapping[str, FileRecord], keys: Iterable[str]) -> FileView:
+        """The records of the ``keys`` whose record in ``files`` (the claiming snapshot's) is
+        its index entry's (told by the keys alone: no record is made or copied)."""
+        unmatched, known = self.unmatched, files.keys()
+        return FileView(files, {key: None for key in keys if key not in unmatched and key in known})
 
     def carried(
         self, claimed: Mapping[str, FileRecord], files: Mapping[str, FileRecord]
@@ -261,7 +320,8 @@ class Baseline:
     """Wall-clock seconds since the epoch."""
     fs_time_ns: int
     """The filesystem's own time when the snapshot started (racy-clean rule)."""
-    files: dict[str, FileRecord] = field(default_factory=dict)
+    files: Mapping[str, FileRecord] = field(default_factory=dict)
+    """Key -> record; never changed once taken (snapshots share records, and whole mappings)."""
     literal: frozenset[str] = frozenset()
     unresolved: list[Unresolved] = field(default_factory=list)
     head: str | None = None
@@ -391,7 +451,7 @@ def _folders_of(data: Any) -> dict[str, tuple[int, ...]] | None:
 
 
 def _files_delta(
-    files: dict[str, FileRecord], base: dict[str, FileRecord]
+    files: Mapping[str, FileRecord], base: Mapping[str, FileRecord]
 ) -> tuple[dict[str, Any], list[str]] | None:
     """(changed or added records, removed paths) of ``files`` against ``base``; None when the
     delta would list more than half of ``files``.
@@ -491,7 +551,7 @@ def _whole_files(files: Mapping[str, FileRecord], store: FileStore | None) -> di
     return {"files_packed": pack_files(files)}
 
 
-def unpack_files(data: Mapping[str, Any]) -> dict[str, FileRecord]:
+def unpack_files(data: Mapping[str, Any]) -> Mapping[str, FileRecord]:
     """The records :func:`pack_files` wrote; ValueError (or KeyError, TypeError) when the
     columns do not fit together."""
     paths = [str(path) for path in data["paths"]]
@@ -500,7 +560,7 @@ def unpack_files(data: Mapping[str, Any]) -> dict[str, FileRecord]:
     return _records(paths, str(data["kinds"]), raw, list(data["others"]))
 
 
-def unpack_block(block: bytes, others: list[Any]) -> dict[str, FileRecord]:
+def unpack_block(block: bytes, others: list[Any]) -> Mapping[str, FileRecord]:
     """The records :func:`pack_block` packed; ValueError when the block is not one, or its
     parts do not fit together."""
     at = len(BLOCK_MAGIC) + _BLOCK_HEADER.size
@@ -512,17 +572,84 @@ def unpack_block(block: bytes, others: list[Any]) -> dict[str, FileRecord]:
     return _records(paths, kinds, block[at + size + count :], list(others))
 
 
-def _records(paths: list[str], kinds: str, raw: bytes, others: list[Any]) -> dict[str, FileRecord]:
-    """Path -> record of the columns; ValueError when they do not fit together."""
+class PackedFiles(Mapping[str, FileRecord]):
+    """A whole snapshot's files read from a block of packed records of one size, each record
+    made when first asked for and kept (every look at a file gets the very same object, as
+    from a dict).
+
+    A check of 20,000 files asks for the records of the few git does not vouch for, and
+    compares the rest by their keys alone (``snapshot.FileView``): making every record up
+    front was half of reading a checkpoint. Iterating the records makes them all at once.
+    """
+
+    __slots__ = ("_at", "_made", "_raw", "_size", "_whole")
+
+    def __init__(self, paths: list[str], raw: bytes, size: int):
+        self._at = dict(zip(paths, range(0, len(paths) * size, size), strict=True))
+        """Key -> where its record starts in ``_raw`` (a key listed twice: its last record)."""
+        self._raw = raw
+        self._size = size
+        self._made: dict[str, FileRecord] = {}
+        self._whole = False
+
+    def __getitem__(self, key: str) -> FileRecord:
+        made = self._made.get(key)
+        if made is None:
+            at = self._at[key]
+            made = self._made[key] = FileRecord.hashed(self._raw[at : at + self._size])
+        return made
+
+    def get(self, key: str, default: Any = None) -> Any:
+        made = self._made.get(key)
+        if made is not None:
+            return made
+        return self[key] if key in self._at else default
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._at
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._at)
+
+    def __len__(self) -> int:
+        return len(self._at)
+
+    def keys(self) -> KeysView[str]:
+        return self._at.keys()
+
+    def items(self) -> ItemsView[str, FileRecord]:
+        return self.records().items()
+
+    def values(self) -> ValuesView[FileRecord]:
+        return self.records().values()
+
+    def records(self) -> dict[str, FileRecord]:
+        """Every key -> its record, in order; those not made yet are made now, at C speed."""
+        if not self._whole:
+            size, raw = self._size, self._raw
+            if len(self._at) * size == len(raw):  # no key listed twice: the records in order
+                cut: Iterable[bytes] = map(itemgetter(0), struct.iter_unpack(f"{size}s", raw))
+            else:
+                cut = (raw[at : at + size] for at in self._at.values())
+            records = dict(zip(self._at, _hashed(cut), strict=True))
+            records.update(self._made)  # the records already handed out stay the same objects
+            self._made = records
+            self._whole = True
+        return self._made
+
+
+def _records(
+    paths: list[str], kinds: str, raw: bytes, others: list[Any]
+) -> Mapping[str, FileRecord]:
+    """Path -> record of the columns (every file of one kind, the common case: made when first
+    asked for, :class:`PackedFiles`); ValueError when they do not fit together."""
     if len(kinds) != len(paths):
         raise ValueError(f"{len(paths)} paths but {len(kinds)} kinds")
     size = _KIND_BYTES.get(kinds[:1])
     if size is not None and not others and kinds == kinds[0] * len(kinds):
-        # every file of one kind (the common case): the records are cut at C speed
         if len(raw) != size * len(paths):
             raise ValueError("records and kinds do not fit together")
-        cut = map(itemgetter(0), struct.iter_unpack(f"{size}s", raw))
-        return dict(zip(paths, _hashed(cut), strict=True))
+        return PackedFiles(paths, raw, size)
     files: dict[str, FileRecord] = {}
     new = tuple.__new__
     at = other = 0
@@ -543,7 +670,7 @@ def _records(paths: list[str], kinds: str, raw: bytes, others: list[Any]) -> dic
 
 def _files_of(
     data: dict[str, Any], bases: Mapping[str, Baseline], store: FileStore | None
-) -> dict[str, FileRecord]:
+) -> Mapping[str, FileRecord]:
     """The file records of a baseline's dict, whole (a block in ``store``, packed inline, or by
     path in versions before 4) or as a delta of one of ``bases``."""
     if "files_stored" in data:
@@ -562,7 +689,7 @@ def _files_of(
     removed, changed = data.get("files_removed", ()), dict(data.get("files_changed", {}))
     if not removed and not changed:
         return base.files  # the same files: shared (a snapshot's files never change once taken)
-    files = dict(base.files)
+    files = dict(base.files.items())
     for path in removed:
         files.pop(str(path), None)
     for path, rec in changed.items():

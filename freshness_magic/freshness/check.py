@@ -8,11 +8,12 @@ snapshot, never with git's HEAD; git only explains stale files (one call per che
 something is stale, asking about those paths only). A check before a node explains at most
 :data:`MAX_EXPLAINED` stale files (the first, sorted; the others keep ``git_change`` None): more
 paths would make git slower than the check itself. A check of many files (most of a large work
-tree: :data:`VOUCHED_CHECK_FILES`) takes git's word for the tracked files its whole-tree
-``git status`` finds unchanged, as the full report does. The full report explains every stale file:
-it starts one ``git status`` of the whole working directory's tracked files before looking at
-the files, so git runs on the other core meanwhile, and asks git by name about the stale files
-that status does not list (untracked, ignored, or unchanged against the index).
+tree: :data:`VOUCHED_CHECK_FILES`) takes git's word for the tracked files its whole-tree view
+(:class:`~.gitstart.TreeStatus`) finds unchanged, as the full report does. The full report
+explains every stale file: it starts git's view of the whole working directory's tracked files
+before looking at the files, so git runs on the other core meanwhile, and asks ``git status``
+by name about the stale files that view does not list (untracked, ignored, unchanged against
+the index, or listed on their stat alone with the content HEAD has).
 """
 
 from __future__ import annotations
@@ -21,10 +22,18 @@ import dataclasses
 import os
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeGuard
 
 from freshness_magic.errors import FreshnessError
-from freshness_magic.freshness.baseline import HASH, NONE, STAT, STAT_LAYOUT, Baseline, FileRecord
+from freshness_magic.freshness.baseline import (
+    HASH,
+    NONE,
+    STAT,
+    STAT_LAYOUT,
+    Baseline,
+    FileRecord,
+    FileView,
+)
 from freshness_magic.freshness.git import GitStatus, GitTier, change_kind
 from freshness_magic.freshness.gitindex import index_entries
 from freshness_magic.freshness.gitstart import TreeStatus
@@ -57,7 +66,7 @@ READABLE_VERSIONS = (1, 2, 3, 4, STATE_VERSION)
 VOUCHED_CHECK_FILES = 10_000
 """A check whose nodes' snapshots hold this many files, and at least half as many as git's
 index has entries, takes git's word for tracked files (:class:`StatusVouch`) while a snapshot
-claims the index as it is now: git's whole-tree status then costs less, on the other core,
+claims the index as it is now: git's whole-tree view then costs less, on the other core,
 than a stat per file here (20,000 files: about 35 ms of git against 65 ms of stats; git
 stats in C, on several threads). Without a claim the index would have to be compared with
 entry by entry, which costs about what the stats save, so every file is looked at."""
@@ -151,6 +160,33 @@ def _raw_digest(record: FileRecord | None) -> bytes | None:
     return packed[_STAT_BYTES:]
 
 
+def _shares(
+    current: Mapping[str, FileRecord], files: Mapping[str, FileRecord]
+) -> TypeGuard[FileView]:
+    """Whether ``current`` is a view sharing the records of ``files`` (the reference's)."""
+    return isinstance(current, FileView) and current.files is files
+
+
+def _differing(
+    ref_files: Mapping[str, FileRecord], cur_files: Mapping[str, FileRecord]
+) -> list[str]:
+    """The reference's paths whose current record is not the very same object (or is none).
+
+    The common case first: the stat cache handed back the very same records, compared at C
+    speed; and where git vouched for most files (:class:`FileView` sharing the reference's
+    records), only the records looked at again and the paths the view lacks."""
+    if not _shares(cur_files, ref_files):
+        cur_get = cur_files.get
+        return [path for path, old in ref_files.items() if cur_get(path) is not old]
+    own, shared, ref_get = cur_files.own, cur_files.shared, ref_files.get
+    differing = [
+        path for path, new in own.items() if (old := ref_get(path)) is not None and old is not new
+    ]
+    if len(shared) + sum(1 for path in own if path in ref_files) < len(ref_files):
+        differing += [path for path in ref_files if path not in shared and path not in own]
+    return differing
+
+
 Relook = Callable[[str, bool], FileRecord | None]
 """The file at a key now, digested as a git blob id (True) or as xxh3_128; None: not readable."""
 
@@ -184,8 +220,7 @@ def compare(
 
     ref_files, cur_files = reference.files, current.files
     cur_get = cur_files.get
-    # The common case first, at C speed: the stat cache handed back the very same record.
-    differing = [path for path, old in ref_files.items() if cur_get(path) is not old]
+    differing = _differing(ref_files, cur_files)
     if not differing:
         fresh = list(ref_files)
     else:
@@ -231,8 +266,10 @@ def compare(
             fresh.sort()  # re-verified files were appended after the untouched ones
     still_matched = len(ref_files) - sum(1 for p in differing if p not in cur_files)
     if len(cur_files) > still_matched:  # some current paths are new matches
-        for path, new in cur_files.items():
+        shared = cur_files.own if _shares(cur_files, ref_files) else cur_files
+        for path in shared:
             if path not in ref_files:
+                new = cur_get(path)
                 files.append(compare_file(path, None, new, reference.git_state(path), explain))
     missing = [
         path
@@ -283,6 +320,19 @@ def _unexplained(report: NodeReport, paths: set[str]) -> NodeReport:
         dataclasses.replace(f, git_change=None) if f.path in paths else f for f in report.files
     )
     return dataclasses.replace(report, files=files)
+
+
+def _blobs_now(current: Mapping[str, Baseline]) -> Callable[[str], str | None]:
+    """A path's blob id as the look that took ``current`` read it (None: it read none)."""
+
+    def blob_of(path: str) -> str | None:
+        for snapshot in current.values():
+            record = snapshot.files.get(path)
+            if record is not None:
+                return record.digest if record.blob else None
+        return None
+
+    return blob_of
 
 
 class FreshnessTracker:
@@ -371,14 +421,16 @@ class FreshnessTracker:
 
     def check_many(self, node_ids: Sequence[str]) -> dict[str, NodeReport]:
         """Like :meth:`check` for several nodes: one pass over the files, at most one git call
-        to explain stale files (and, for many files, the ``git status`` vouching for them)."""
+        to explain stale files (and, for many files, git's view vouching for them)."""
         vouch = self._check_vouch(node_ids)
         try:
             current = self._current(node_ids, vouch.settle if vouch is not None else None)
         finally:
             if vouch is not None:
-                vouch.cancel()  # a status not waited for is not needed
+                vouch.cancel()  # an answer not waited for is not needed
         known = vouch.waited() if vouch is not None else None
+        if known is not None:
+            known = known.confirmed(_blobs_now(current))
         reports: dict[str, NodeReport] = {}
         for node_id in node_ids:
             ref = self.run_snapshots.get(node_id)
@@ -389,7 +441,7 @@ class FreshnessTracker:
         return self._explain(reports, known)
 
     def _check_vouch(self, node_ids: Sequence[str]) -> StatusVouch | None:
-        """The status vouching for a check's files, started, when they are many and most of
+        """git's view vouching for a check's files, started, when they are many and most of
         the work tree's (see :data:`VOUCHED_CHECK_FILES`) and a snapshot claims git's index as
         it is now; None: every file is looked at."""
         if not self.git.available:
@@ -405,9 +457,10 @@ class FreshnessTracker:
     def report(self, node_ids: Sequence[str] | None = None) -> FreshnessReport:
         """The public report: every node since its baseline and, once it ran, since its run.
 
-        The report explains every stale file, so git's status of the whole working directory's
+        The report explains every stale file, so git's view of the whole working directory's
         tracked files is asked at once and runs on the other core while the folders are listed;
-        the files it vouches for are not looked at again (:class:`StatusVouch`).
+        the files it vouches for are not looked at again (:class:`StatusVouch`), and the others
+        are compared with the snapshot by themselves (:class:`~.baseline.FileView`).
         """
         ids = list(self.baselines) if node_ids is None else list(node_ids)
         vouch, self._status_vouch = self._status_vouch, None
@@ -422,6 +475,8 @@ class FreshnessTracker:
                 vouch.cancel()
             raise
         status = vouch.result() if vouch is not None else None
+        if status is not None:
+            status = status.confirmed(_blobs_now(current))
         relook = self.snapshotter.relook
         nodes = {}
         memo: dict[str, tuple[Any, ...]] = {}
@@ -448,9 +503,9 @@ class FreshnessTracker:
     def _explain_unlisted(
         self, nodes: dict[str, NodeFreshness], status: GitStatus
     ) -> dict[str, NodeFreshness]:
-        """``nodes`` with git's word on the stale files the report's status did not list.
+        """``nodes`` with git's word on the stale files the report's view from git did not list.
 
-        That status lists tracked files only (listing untracked and ignored ones walks every
+        That view lists tracked files only (listing untracked and ignored ones walks every
         folder: about half of git's time), so a stale file it does not list is either tracked
         and unchanged against the index, or untracked or ignored: git is asked about those
         paths (by name up to :data:`~freshness_magic.vcs.git.MAX_PATHSPECS`), and their
@@ -493,9 +548,9 @@ class FreshnessTracker:
         }
 
     def start_report(self, started: TreeStatus | None = None) -> None:
-        """Start the git status of the next :meth:`report` now, so that git runs while the
+        """Start git's view for the next :meth:`report` now, so that git runs while the
         caller does other work first (loading a checkpoint's baselines);
-        :meth:`cancel_report` stops it when no report follows. ``started``: that status,
+        :meth:`cancel_report` stops it when no report follows. ``started``: that view,
         already started for this tracker's work tree (stopped if it is not used)."""
         if self._status_vouch is None and self.git.available:
             self._status_vouch = StatusVouch(self.git, started=started)
@@ -503,7 +558,7 @@ class FreshnessTracker:
             started.cancel()
 
     def cancel_report(self) -> None:
-        """Stop a git status :meth:`start_report` started."""
+        """Stop git's view :meth:`start_report` started."""
         vouch, self._status_vouch = self._status_vouch, None
         if vouch is not None:
             vouch.cancel()

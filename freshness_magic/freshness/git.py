@@ -13,12 +13,17 @@ HEAD comes from the ``# branch.oid`` header. :mod:`freshness_magic.vcs.git` runs
 from __future__ import annotations
 
 import os
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from freshness_magic.vcs import git as vcs
 from freshness_magic.vcs.git import find_work_tree
 from freshness_magic.vcs.porcelain import porcelain_records
+from freshness_magic.vcs.rawdiff import RawDiffRecord, raw_diff_records
+
+if TYPE_CHECKING:
+    from freshness_magic.freshness.gitstart import TreeStatus
 
 
 @dataclass(frozen=True)
@@ -33,11 +38,29 @@ class GitStatus:
     head: str | None
     entries: dict[str, str] = field(default_factory=dict)
     edited: frozenset[str] = frozenset()
-    """The listed tracked paths whose file differs from its index entry in content or mode, or
-    is gone (``Y`` of ``XY`` is ``M`` or ``D``): git read them, or found none."""
+    """The listed tracked paths whose file git found changed since its index entry (other
+    content or mode, a stat that differs, or gone): a look reads them at once."""
+    unsure: dict[str, str | None] = field(default_factory=dict)
+    """Listed paths git listed only because their stat differs from their index entry (a tree
+    diff does not read them), each with HEAD's blob id (None: not in HEAD): see
+    :meth:`confirmed`."""
 
     def state(self, path: str) -> str:
         return self.entries.get(path, "clean")
+
+    def confirmed(self, blob_of: Callable[[str], str | None]) -> GitStatus:
+        """This status as ``git status`` would list its unsure paths, given ``blob_of`` (a
+        path's blob id as read now; None: not known): one whose file is not HEAD's is modified;
+        one whose file is HEAD's, or is not known, is left unlisted, so that a report asks git
+        about it if it is stale (whether it is listed depends on its index entry)."""
+        if not self.unsure:
+            return self
+        entries = dict(self.entries)
+        for path, in_head in self.unsure.items():
+            now = blob_of(path)
+            if now is None or now == in_head:
+                del entries[path]
+        return GitStatus(self.head, entries, self.edited)
 
 
 def _classify(xy: str) -> str:
@@ -69,6 +92,30 @@ def parse_porcelain_v2(output: bytes, prefix: str) -> GitStatus:
     return GitStatus(head, entries, frozenset(edited))
 
 
+_LETTER_STATE = {"D": "deleted", "A": "added", "U": "unmerged"}
+
+
+def tree_diff_status(records: Sequence[RawDiffRecord], head: str, prefix: str) -> GitStatus:
+    """The status a tree diff of HEAD (``head``) against the tracked files tells
+    (:func:`~freshness_magic.vcs.git.tree_diff_args`); paths made workdir-relative."""
+    entries: dict[str, str] = {}
+    edited: list[str] = []
+    unsure: dict[str, str | None] = {}
+    for record in records:
+        path = record.path
+        if prefix:
+            if not path.startswith(prefix):
+                continue
+            path = path[len(prefix) :]
+        state = _LETTER_STATE.get(record.letter, "modified")
+        entries[path] = state
+        if record.dst is None:  # git did not read the file: its stat is not its entry's
+            edited.append(path)
+            if state == "modified":
+                unsure[path] = record.src
+    return GitStatus(head or None, entries, frozenset(edited), unsure)
+
+
 class PendingStatus:
     """A ``git status`` started in the background (runs on another core while we hash)."""
 
@@ -84,6 +131,38 @@ class PendingStatus:
         """The parsed status, or None when git is unavailable or failed."""
         out = self._pending.output()
         return parse_porcelain_v2(out, self._prefix) if out is not None else None
+
+
+class PendingTreeStatus:
+    """A :class:`~.gitstart.TreeStatus` started in the background, read as a :class:`GitStatus`
+    (its tree diff's listing; see :attr:`GitStatus.unsure`). Before the first commit (no HEAD
+    to compare with) the exact ``git status`` of the tracked files runs instead, when the
+    answer is asked for.
+
+    HEAD's id is asked for beside the diff: a commit made in those milliseconds may name the
+    other commit than the diff's, which changes only the words a stale file's change is told
+    in (committed or not), never what is stale or what git vouches for (the index decides)."""
+
+    def __init__(self, tree: TreeStatus, prefix: str):
+        self._tree = tree
+        self._prefix = prefix
+
+    def cancel(self) -> None:
+        """Stop git (the answer will not be read)."""
+        self._tree.cancel()
+
+    def result(self) -> GitStatus | None:
+        """The parsed answer, or None when git is unavailable or failed."""
+        out, head = self._tree.diff.output(), self._tree.head.output()
+        if out is not None and head is not None:
+            try:
+                return tree_diff_status(
+                    raw_diff_records(out), head.decode("ascii").strip(), self._prefix
+                )
+            except (UnicodeDecodeError, ValueError):
+                pass
+        args = vcs.status_args(branch=True, exact=True, untracked=False)
+        return PendingStatus(vcs.start(args, self._tree.workdir), self._prefix).result()
 
 
 class GitTier:

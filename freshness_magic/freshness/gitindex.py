@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Mapping
+from collections.abc import Collection, Mapping
 
 from freshness_magic.freshness.baseline import BLOB_LAYOUT, STAT_LAYOUT, FileRecord
 from freshness_magic.freshness.gitfiles import file_key, filters_configured, index_and_config_folder
@@ -398,11 +398,16 @@ class AttributesRule:
     def unfiltered(self, records: dict[str, FileRecord]) -> dict[str, FileRecord]:
         """``records`` (workdir-relative key -> record) without the files of folders an
         attributes file may apply to."""
-        folders = {key.rpartition("/")[0] for key in records}
+        drop = self.filtered(records)
+        return {k: r for k, r in records.items() if k not in drop} if drop else records
+
+    def filtered(self, keys: Collection[str]) -> set[str]:
+        """The workdir-relative ``keys`` in folders an attributes file may apply to."""
+        folders = {key.rpartition("/")[0] for key in keys}
         filtered = {folder for folder in folders if not self.free(folder)}
         if not filtered:
-            return records
-        return {k: r for k, r in records.items() if k.rpartition("/")[0] not in filtered}
+            return set()
+        return {key for key in keys if key.rpartition("/")[0] in filtered}
 
     def free(self, folder: str) -> bool:
         """Whether no attributes file may apply to the files of the workdir-relative

@@ -1,21 +1,22 @@
-"""What a report's ``git status`` vouches for: tracked files it need not look at again (a
-check of many files runs one for the same purpose: ``check.VOUCHED_CHECK_FILES``).
+"""What a report's view from git vouches for: tracked files it need not look at again (a check
+of many files asks for one for the same purpose: ``check.VOUCHED_CHECK_FILES``).
 
-A report runs one ``git status`` of the whole working directory's tracked files anyway (to
-explain its stale files), and git compares every tracked file with its index entry there: the
-stat data it keeps, and the content where that is not conclusive (git's racy-clean rule). A
-file the status does not list has the content of its index entry, so one whose snapshots all
-recorded the blob id that entry holds (:mod:`.gitindex` took it at the capture) has not changed
-since them: the report hands back the snapshots' record without a stat here. The stat per file
-it saves cost about as much as the status itself (20,000 files). The entries are read from
-git's index (:class:`~.gitindex.GitIndex`) while git runs. Conversely, a file the status lists
-as edited (git read it and found other content, or found it gone) is read at once, without
-first comparing its stat with those records (:class:`~.snapshot.Settled`).
+A report asks git anyway (to explain its stale files) for HEAD's tree against the whole working
+directory's tracked files, through their index entries (:class:`~.gitstart.TreeStatus`), and
+git compares every tracked file with its index entry there: the stat data it keeps, and the
+content where that is not conclusive (git's racy-clean rule). A file it does not list has the
+content of its index entry, so one whose snapshots all recorded the blob id that entry holds
+(:mod:`.gitindex` took it at the capture) has not changed since them: the report hands back the
+snapshots' record without a stat here. The stat per file it saves cost about as much as git's
+whole answer (20,000 files). The entries are read from git's index
+(:class:`~.gitindex.GitIndex`) while git runs. Conversely, a file git lists because its stat is
+no longer its entry's, or because it is gone, is read at once, without first comparing its stat
+with those records (:class:`~.snapshot.Settled`).
 
 Only where git's word is exact, else every file is looked at as before:
 
-- the status runs with :data:`~freshness_magic.vcs.git.EXACT_STATUS` (no file system monitor
-  taken at its word, all stat data compared whatever the config says);
+- git runs with :data:`~freshness_magic.vcs.git.EXACT_STATUS` (no file system monitor taken
+  at its word, all stat data compared whatever the config says);
 - git compares timestamps in whole seconds (as Debian builds it), so an edit that keeps the
   size and puts the mtime back goes unseen within the second of the ctime git recorded: an
   entry is taken only when that ctime lies before the earliest snapshot compared with, less
@@ -24,9 +25,9 @@ Only where git's word is exact, else every file is looked at as before:
 - only entries git compares like any other (no assume-unchanged, skip-worktree,
   intent-to-add or unmerged entries), regular files, in folders no attributes file may filter,
   with no config or attributes that could (the rules of :mod:`.gitindex`);
-- the index is the one git read: the same file (its stat key) before the status started, when
-  read here and after the status ended, and written before the racy window of the check, so
-  that a rewrite within one timestamp tick cannot hide;
+- the index is the one git read: the same file (its stat key) before git started, when read
+  here and after git ended, and written before the racy window of the check, so that a
+  rewrite within one timestamp tick cannot hide;
 - most of the files must qualify (up to git's verdict): otherwise the files are looked at at
   once instead of after waiting for git, which then runs beside the look as before.
 
@@ -45,8 +46,8 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Mapping, Sequence
 
-from freshness_magic.freshness.baseline import BLOB_LAYOUT, Baseline, FileRecord
-from freshness_magic.freshness.git import GitStatus, GitTier, PendingStatus
+from freshness_magic.freshness.baseline import BLOB_LAYOUT, Baseline, FileRecord, FileView
+from freshness_magic.freshness.git import GitStatus, GitTier, PendingTreeStatus
 from freshness_magic.freshness.gitfiles import index_key
 from freshness_magic.freshness.gitindex import (
     AttributesRule,
@@ -57,23 +58,23 @@ from freshness_magic.freshness.gitstart import TreeStatus
 from freshness_magic.freshness.hashing import RACY_WINDOW_NS
 from freshness_magic.freshness.snapshot import Settled
 
-NodeRecords = Callable[[Sequence[str], Sequence[Baseline]], "dict[str, FileRecord] | None"]
+NodeRecords = Callable[[Sequence[str], Sequence[Baseline]], "FileView | None"]
 """The records of a node's keys that git may vouch for, given the node's snapshots (None: this
 way of telling does not apply to the node)."""
 
 
 class StatusVouch:
-    """The whole-tree ``git status`` of a report or a check and what it vouches for (module
+    """git's whole-tree view of a report or a check and what it vouches for (module
     docstring).
 
-    Made as the status starts (so that git runs while the caller reads or resolves); the
+    Made as git starts (so that git runs while the caller reads or resolves); the
     snapshots the report compares with are named by :meth:`compare_with` before :meth:`settle`.
     """
 
     def __init__(
         self, git: GitTier, *, claims_only: bool = False, started: TreeStatus | None = None
     ):
-        """``started``: the status, already started for ``git``'s work tree (else it is
+        """``started``: git's view, already started for ``git``'s work tree (else it is
         started here)."""
         self._git = git
         self._claims_only = claims_only
@@ -82,7 +83,7 @@ class StatusVouch:
         # tracked files only: the report asks about untracked or ignored stale files later
         status = started if started is not None else TreeStatus.start(git.top_level, git.workdir)
         self._before = status.index_before
-        self._pending: PendingStatus | None = PendingStatus(status.pending, git.prefix)
+        self._pending: PendingTreeStatus | None = PendingTreeStatus(status, git.prefix)
         self._status: GitStatus | None = None
         self._entries: dict[int, tuple[int, str] | None] = {}
 
@@ -115,13 +116,14 @@ class StatusVouch:
         self._changed_before = min(times) - RACY_WINDOW_NS if times else 0
 
     def cancel(self) -> None:
-        """Stop the status (its result will not be read)."""
+        """Stop git (its answer will not be read)."""
         if self._pending is not None:
             self._pending.cancel()
             self._pending = None
 
     def result(self) -> GitStatus | None:
-        """The status (None: git failed); waits for it once."""
+        """git's answer (None: git failed), its unsure paths not yet confirmed
+        (:meth:`~.git.GitStatus.confirmed`); waits for it once."""
         if self._pending is not None:
             self._status = self._pending.result()
             self._pending = None
@@ -134,8 +136,9 @@ class StatusVouch:
     def settle(self, resolved: Mapping[str, Sequence[str]], fs_now: int) -> Settled:
         """The records of the files of ``resolved`` (node id -> workdir-relative keys) that git
         vouches for, each recorded alike by every snapshot of each node that tracks it; and
-        those of them git found edited since (their content differs from that record, or they
-        are gone), which a look reads without comparing their stat with a record first."""
+        those of them git found changed since their index entry, whose record that is (a stat
+        or content that differs, or gone), which a look reads without comparing their stat
+        with the record first."""
         held = self._held(resolved, fs_now)
         if not held:
             return Settled({})
@@ -144,45 +147,39 @@ class StatusVouch:
             return Settled({})
         edited = status.edited
         listed = [path for path in status.entries if path in held]
-        for path in listed:
-            del held[path]
-        return Settled(held, frozenset(path for path in listed if path in edited))
+        return Settled(held.without(listed), frozenset(path for path in listed if path in edited))
 
-    def _held(self, resolved: Mapping[str, Sequence[str]], fs_now: int) -> dict[str, FileRecord]:
+    def _held(self, resolved: Mapping[str, Sequence[str]], fs_now: int) -> FileView | None:
         """The records of the files of ``resolved`` git may vouch for, before its answer;
-        empty when they are not most of the files."""
+        None when they are not most of the files."""
         before = self._before
         if before is None or before[3] >= fs_now - RACY_WINDOW_NS:
-            return {}
+            return None
         total = sum(len(keys) for keys in resolved.values())
         held = self._alike(resolved, self._node_claimed)
         if held is not None:
             workdir = os.path.normpath(os.path.join(self._git.top_level, self._git.prefix))
-            held = AttributesRule(self._git.top_level, workdir).unfiltered(held)
+            held = held.without(AttributesRule(self._git.top_level, workdir).filtered(held.shared))
         if held is None or len(held) * 2 < total:  # no claim, or one on few of the files
             if self._claims_only:
-                return {}
+                return None
             held = self._held_by_index(resolved, total)
-        if len(held) * 2 < total:
-            return {}  # mostly files git cannot vouch for: look at them without waiting
+        if held is None or len(held) * 2 < total:
+            return None  # mostly files git cannot vouch for: look at them without waiting
         return held
 
-    def _held_by_index(
-        self, resolved: Mapping[str, Sequence[str]], total: int
-    ) -> dict[str, FileRecord]:
+    def _held_by_index(self, resolved: Mapping[str, Sequence[str]], total: int) -> FileView | None:
         """The records git may vouch for, told by reading the index (no snapshot's claim on
         it): the blob ids of its entries against the records."""
-        alike = self._alike(resolved, _node_alike) or {}
-        if len(alike) * 2 < total:
-            return {}
+        alike = self._alike(resolved, _node_alike)
+        if alike is None or len(alike) * 2 < total:
+            return None
         index = GitIndex.read(self._git.top_level, self._git.prefix, with_head=False)
         if index is None or index.file_key != self._before:
-            return {}
-        return index.holding(alike, self._changed_before)
+            return None
+        return _view(index.holding(dict(alike.items()), self._changed_before))
 
-    def _node_claimed(
-        self, keys: Sequence[str], snapshots: Sequence[Baseline]
-    ) -> dict[str, FileRecord] | None:
+    def _node_claimed(self, keys: Sequence[str], snapshots: Sequence[Baseline]) -> FileView | None:
         """The records of ``keys`` a snapshot's claim on the current index holds, recorded
         alike by the node's other snapshots; None when no snapshot claims this index."""
         for claim in snapshots:
@@ -193,24 +190,27 @@ class StatusVouch:
 
     def _entries_now(self, end: int) -> tuple[int, str] | None:
         """The current index's entries named as a snapshot's claim names them (read once per
-        length), if the index is still the file whose key was taken before the status."""
+        length), if the index is still the file whose key was taken before git started."""
         if end not in self._entries and self._before is not None:
             self._entries[end] = current_entries_id(self._git.top_level, end, self._before)
         return self._entries.get(end)
 
     def _alike(
         self, resolved: Mapping[str, Sequence[str]], node_records: NodeRecords
-    ) -> dict[str, FileRecord] | None:
+    ) -> FileView | None:
         """The keys ``node_records`` gives for every node that tracks them, recorded by the
         same digest everywhere, with that record; None when it does not apply to a node."""
+        first: FileView | None = None
         alike: dict[str, FileRecord] | None = None
         for node_id, keys in resolved.items():
             mine = node_records(keys, self._references.get(node_id, ()))
             if mine is None:
                 return None
-            if alike is None:
-                alike = mine
+            if first is None:
+                first = mine
                 continue
+            if alike is None:
+                alike = dict(first.items())
             differ = {key for key in keys if key not in mine}
             for key, record in mine.items():
                 seen = alike.setdefault(key, record)
@@ -218,14 +218,19 @@ class StatusVouch:
                     differ.add(key)
             for key in differ:
                 alike.pop(key, None)
-        return alike or {}
+        return _view(alike) if alike is not None else first or _view({})
 
 
-def _node_alike(keys: Sequence[str], snapshots: Sequence[Baseline]) -> dict[str, FileRecord]:
+def _view(records: dict[str, FileRecord]) -> FileView:
+    """``records`` as a view sharing every one of them."""
+    return FileView(records, dict.fromkeys(records))
+
+
+def _node_alike(keys: Sequence[str], snapshots: Sequence[Baseline]) -> FileView:
     """The blob records of ``keys`` every one of a node's snapshots recorded alike (the same
     stat key and blob id)."""
     if not snapshots:
-        return {}
+        return _view({})
     size = BLOB_LAYOUT.size
     get = snapshots[0].files.get
     found = {
@@ -233,21 +238,23 @@ def _node_alike(keys: Sequence[str], snapshots: Sequence[Baseline]) -> dict[str,
         for key in keys
         if (record := get(key)) is not None and record[0] is not None and len(record[0]) == size
     }
-    return _kept_alike(found, snapshots[0], snapshots)
+    return _kept_alike(_view(found), snapshots[0], snapshots)
 
 
-def _kept_alike(
-    found: dict[str, FileRecord], taken_from: Baseline, snapshots: Sequence[Baseline]
-) -> dict[str, FileRecord]:
+def _kept_alike(found: FileView, taken_from: Baseline, snapshots: Sequence[Baseline]) -> FileView:
     """``found`` (records of ``taken_from``) without the keys another of ``snapshots`` records
     otherwise (one comprehension per snapshot: this runs for every file of a check)."""
     for snapshot in snapshots:
         if snapshot.files is taken_from.files:
             continue  # the same records (a completion snapshot that shares its baseline's)
         other = snapshot.files.get
-        found = {
-            key: record
-            for key, record in found.items()
-            if (again := other(key)) is record or (again is not None and again[0] == record[0])
-        }
+        found = found.without(
+            [
+                key
+                for key, record in found.items()
+                if not (
+                    (again := other(key)) is record or (again is not None and again[0] == record[0])
+                )
+            ]
+        )
     return found

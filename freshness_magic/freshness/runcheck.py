@@ -1,6 +1,6 @@
 """The freshness report of a run on disk (for ``freshness-magic check`` and other processes).
 
-A check starts the report's ``git status`` (:mod:`.gitstart`) before it loads the rest of the
+A check starts the report's view from git (:mod:`.gitstart`) before it loads the rest of the
 freshness code (about 20 ms of imports) and reads the checkpoint, so that git runs on the other
 core meanwhile: this module imports them only where they are used.
 """
@@ -50,7 +50,7 @@ def check_run(
     digests (see :data:`~.snapshot.HashSources`). ``started``: the report's status, started
     for this run by :func:`~.gitstart.start_for_run` (else it is started here, first).
 
-    The pipeline and the traces are read while the report's ``git status`` runs (between
+    The pipeline and the traces are read while the report's view from git runs (between
     starting it and looking at the files): the report waits for git then anyway."""
     folder = follow_restarts(run_dir)
     early = started if started is not None else start_for_run(folder)
@@ -93,7 +93,7 @@ def _reporting_tracker(
     hash_sources: HashSources | None,
     started: TreeStatus | None = None,
 ) -> FreshnessTracker:
-    """A tracker for ``workdir`` with its report's ``git status`` started (``started``: the
+    """A tracker for ``workdir`` with its report's view from git started (``started``: the
     one already started for it)."""
     from freshness_magic.freshness.check import FreshnessTracker
 
@@ -150,9 +150,9 @@ def loaded_tracker(
     hash_sources: HashSources | None = None,
     started: TreeStatus | None = None,
 ) -> FreshnessTracker:
-    """A tracker holding the baselines of a checkpoint already read, the git status of its
+    """A tracker holding the baselines of a checkpoint already read, git's view for its
     report started (see :func:`checkpoint_report`; a caller that does not ask for the report
-    calls ``cancel_report``). ``started``: a status started before the checkpoint was read
+    calls ``cancel_report``). ``started``: git's view started before the checkpoint was read
     (:func:`~.gitstart.start_for_run`), taken when it is for the checkpoint's working
     directory, else stopped; an error stops it too."""
     try:
@@ -194,7 +194,7 @@ def _tracker_of(
     hash_sources: HashSources | None,
     started: TreeStatus | None,
 ) -> FreshnessTracker:
-    """The tracker for the checkpoint's working directory, its report's git status started
+    """The tracker for the checkpoint's working directory, its report's view from git started
     (``started`` when it is for that directory); FreshnessError when the checkpoint keeps no
     baselines or the directory is gone."""
     if not _tracker_state(data):

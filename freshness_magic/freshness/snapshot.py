@@ -33,6 +33,7 @@ from freshness_magic.freshness.baseline import (
     STAT_LAYOUT,
     Baseline,
     FileRecord,
+    FileView,
     IndexMatch,
     hashed_records,
 )
@@ -187,9 +188,10 @@ class Snapshotter:
             self._seeds.append((baseline.files, horizon))
         if not self.blob_ids:
             unhashed, blob_size = STAT_LAYOUT.size, BLOB_LAYOUT.size
+            files = baseline.files
             self.blob_ids = any(
                 len(packed) == blob_size
-                for rec in baseline.files.values()
+                for rec in (files[key] for key in files)  # one at a time: most stop at the first
                 if (packed := rec[0]) is not None and len(packed) != unhashed
             )
 
@@ -219,10 +221,11 @@ class Snapshotter:
         for files, horizon in self._seeds:
             get = files.get
             for key in keys:
+                if key in done:
+                    continue
                 rec = get(key)
                 if (
                     rec is None
-                    or key in done
                     or records.get(key) is rec
                     or (packed := rec[0]) is None
                     or len(packed) == unhashed
@@ -361,7 +364,7 @@ class Snapshotter:
         fs_now: int,
         git_index: GitIndex | None = None,
         settled: Settled | None = None,
-    ) -> dict[str, FileRecord]:
+    ) -> Mapping[str, FileRecord]:
         """A record per key, grouped by folder so each file is opened relative to its folder.
 
         The hot loop of every check: a cached record whose stat key is unchanged (and not racily
@@ -378,12 +381,16 @@ class Snapshotter:
         self.blob_ids = self.blob_ids or git_index is not None
         records: dict[str, FileRecord] = {}
         if settled is not None and settled.records:  # only the others are looked at
-            records = dict(settled.records)
-            rest = [key for key in keys if key not in records]
+            vouched = settled.records
+            known = vouched.shared if isinstance(vouched, FileView) and not vouched.own else vouched
+            rest = [key for key in keys if key not in known]
             self._seed_cache(rest, out_of_date=settled.edited)
+            looked: dict[str, FileRecord] = {}
             for folder, members in _group(rest).items():
-                self._observe_members(folder, members, fs_now, records, source, git_index)
-            return records
+                self._observe_members(folder, members, fs_now, looked, source, git_index)
+            if isinstance(vouched, FileView):  # their records stay the snapshot's: not copied
+                return vouched.with_own(looked)
+            return {**vouched, **looked}
         self._seed_cache()
         for folder, members in self._groups(keys).items():
             self._observe_members(folder, members, fs_now, records, source, git_index)

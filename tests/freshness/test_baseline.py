@@ -4,19 +4,25 @@ from __future__ import annotations
 
 import json
 import pickle
+import struct
 from typing import Any
 
 import pytest
 
 from freshness_magic.errors import FreshnessError
 from freshness_magic.freshness.baseline import (
+    BLOCK_MAGIC,
     HASH,
     HASHED_LAYOUT,
     NONE,
     STAT,
     Baseline,
     FileRecord,
+    FileView,
     IndexMatch,
+    PackedFiles,
+    pack_block,
+    unpack_block,
 )
 from freshness_magic.freshness.hashing import StatKey, hash_bytes
 
@@ -149,3 +155,72 @@ def test_damaged_columns_are_a_malformed_baseline(damage: Any) -> None:
     damage(data["files_packed"])
     with pytest.raises(FreshnessError, match="baseline of node 'n' is malformed"):
         Baseline.from_dict(data)
+
+
+def uniform(count: int) -> dict[str, FileRecord]:
+    """``count`` hashed records of one kind (a snapshot a block packs without others)."""
+    return {
+        f"d{i % 3}/f{i:03d}.txt": FileRecord(True, KEY._replace(ino=i), hash_bytes(b"%d" % i))
+        for i in range(count)
+    }
+
+
+def test_packed_files_read_as_the_dict_of_their_records() -> None:
+    files = uniform(50)
+    packed = unpack_block(*pack_block(files))
+    assert isinstance(packed, PackedFiles)  # one kind: made when asked for
+    first = "d1/f001.txt"
+    assert packed[first] == files[first] and packed.get(first) == files[first]
+    assert packed.get("nowhere") is None and packed.get("nowhere", 7) == 7
+    with pytest.raises(KeyError):
+        packed["nowhere"]
+    assert first in packed and "nowhere" not in packed and len(packed) == 50
+    assert list(packed) == list(files) and packed.keys() == files.keys()
+    assert packed.keys() - {first} == files.keys() - {first}
+    assert list(packed.items()) == list(files.items()) and list(packed.values()) == list(
+        files.values()
+    )
+    assert packed == files and files == packed and dict(packed.items()) == files
+    assert pickle.loads(pickle.dumps(packed)) == files
+
+
+def test_packed_files_hand_out_each_record_as_one_object() -> None:
+    packed = unpack_block(*pack_block(uniform(20)))
+    asked = packed["d2/f002.txt"]
+    assert packed.get("d2/f002.txt") is asked
+    whole = dict(packed.items())  # every record made now: the one handed out stays
+    assert whole["d2/f002.txt"] is asked and packed["d0/f003.txt"] is whole["d0/f003.txt"]
+
+
+def test_a_block_listing_a_path_twice_reads_as_a_dict_built_from_it() -> None:
+    twice = [
+        ("a.txt", FileRecord(True, KEY, "ab" * 16)),
+        ("b.txt", FileRecord(True, KEY, "cd" * 16)),
+    ]
+    twice.append(("a.txt", FileRecord(True, KEY._replace(size=1), "ef" * 16)))
+    paths = "\0".join(path for path, _ in twice).encode()
+    block = b"".join(
+        (BLOCK_MAGIC, struct.pack("<II", 3, len(paths)), paths, b"xxx", *(r[0] for _, r in twice))
+    )
+    packed = unpack_block(block, [])
+    assert packed == dict(twice) and list(packed) == ["a.txt", "b.txt"]
+    assert unpack_block(block, [])["a.txt"] == twice[2][1]
+
+
+def test_a_file_view_reads_as_the_dict_it_stands_for() -> None:
+    files = uniform(9)
+    keys = list(files)
+    own = {keys[0]: FileRecord(False, method=NONE), "new.txt": FileRecord(True, KEY, DIGEST)}
+    view = FileView(files, dict.fromkeys(keys[1:6]), own)
+    expected = {**{key: files[key] for key in keys[1:6]}, **own}
+    assert view == expected and dict(view.items()) == expected and len(view) == 7
+    assert list(view) == [*keys[1:6], keys[0], "new.txt"]
+    assert view[keys[2]] is files[keys[2]] and view.get(keys[0]) is own[keys[0]]
+    assert keys[7] not in view and view.get(keys[7]) is None
+    with pytest.raises(KeyError):
+        view[keys[7]]
+    smaller = view.without([keys[1], "new.txt", "never.txt"])
+    assert smaller == {k: v for k, v in expected.items() if k not in (keys[1], "new.txt")}
+    assert view == expected  # a view is never changed
+    more = FileView(files, dict.fromkeys(keys[1:3])).with_own({keys[8]: files[keys[8]]})
+    assert more == {key: files[key] for key in (keys[1], keys[2], keys[8])}

@@ -5,16 +5,19 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
 from freshness_magic.freshness.check import FreshnessTracker
-from freshness_magic.freshness.git import GitTier, parse_porcelain_v2
+from freshness_magic.freshness.git import GitTier, PendingTreeStatus, parse_porcelain_v2
+from freshness_magic.freshness.gitstart import TreeStatus
 from freshness_magic.vcs.git import find_work_tree
-from tests.gitrepo import git
+from freshness_magic.vcs.rawdiff import RawDiffRecord, raw_diff_records
+from tests.gitrepo import git, git_repo
 
-from .conftest import write
+from .conftest import REPO_FILES, write
 
 
 @pytest.fixture
@@ -154,8 +157,8 @@ def test_at_most_one_git_call_per_check_and_none_when_fresh(repo: Path, git_log:
 def test_the_report_explains_untracked_and_ignored_files_asking_git_for_them_alone(
     repo: Path, git_log: Path
 ) -> None:
-    """The report's whole-tree status lists tracked files only; git is asked about the stale
-    files it did not list, by name, and says which are untracked or ignored."""
+    """The report's whole-tree view from git lists tracked files only; git is asked about the
+    stale files it did not list, by name, and says which are untracked or ignored."""
     write(repo, ".gitignore", ".freshness/\n*.log\n")
     git(repo, "commit", "-qam", "ignore logs")
     tracker = FreshnessTracker(repo)
@@ -173,7 +176,7 @@ def test_the_report_explains_untracked_and_ignored_files_asking_git_for_them_alo
     }
     asked = calls(git_log)[before:]
     whole = [c for c in asked if c.endswith(" -- .")]
-    assert len(whole) == 1 and "--untracked-files=no" in whole[0]
+    assert len(whole) == 1 and " diff-index " in whole[0]  # of the tracked files only
     (by_name,) = [c for c in asked if "src/new.py" in c]
     assert "--untracked-files=all" in by_name and "--ignored=matching" in by_name
     assert "docs/spec.md" not in by_name  # listed by the first status
@@ -209,7 +212,136 @@ def test_porcelain_v2_parser_handles_every_record_kind() -> None:
         "untracked.py": "untracked",
         "ignored.log": "ignored",
     }
+    assert status.edited == frozenset({"a b.py", "gone.py"})  # other content, or gone
     assert parse_porcelain_v2(b"# branch.oid (initial)\0", "").head is None
+
+
+def test_the_raw_diff_parser_reads_ids_letters_and_any_path() -> None:
+    zeros, blob = "0" * 40, "9" * 40
+    out = (
+        f":100644 100644 {blob} {zeros} M\0sub/a b.py\0".encode()
+        + f":000000 100644 {zeros} {blob} A\0new\nline.py\0".encode()
+        + f":100644 000000 {blob} {zeros} D\0".encode()
+        + b"caf\xe9.txt\0"
+    )
+    assert raw_diff_records(out) == [
+        RawDiffRecord(blob, None, "M", "sub/a b.py"),
+        RawDiffRecord(None, blob, "A", "new\nline.py"),
+        RawDiffRecord(blob, None, "D", "caf\udce9.txt"),
+    ]
+    assert raw_diff_records(b"") == []
+    for bad in (
+        b"M\0a.py\0",
+        b":100644 100644 x y M\0",
+        f":1 1 {blob} {blob} R100\0a\0b\0".encode(),
+    ):
+        with pytest.raises(ValueError):
+            raw_diff_records(bad)
+
+
+TREE_CASES = {
+    "clean.txt": "clean\n",
+    "touched.txt": "touched\n",
+    "edited.txt": "edited\n",
+    "staged.txt": "staged\n",
+    "staged_edited.txt": "staged, edited\n",
+    "staged_back.txt": "staged, put back\n",
+    "deleted.txt": "deleted\n",
+    "unindexed.txt": "unindexed\n",
+    "typechanged.txt": "typechanged\n",
+}
+
+
+def test_the_tree_diff_lists_what_git_status_lists_once_confirmed(tmp_path: Path) -> None:
+    """HEAD's tree against the tracked files, the paths git listed on their stat alone
+    confirmed by their blob ids now, lists the tracked files ``git status`` lists, but for
+    those whose file is HEAD's or not a regular file: left unlisted (a report asks git about
+    them when they are stale)."""
+    repo = git_repo(tmp_path / "repo", TREE_CASES, "init")
+    then = time.time_ns() - 100_000_000_000
+    os.utime(repo / "touched.txt", ns=(then, then))
+    write(repo, "edited.txt", "edited again\n")
+    write(repo, "staged.txt", "staged again\n")
+    write(repo, "staged_edited.txt", "staged again\n")
+    write(repo, "staged_back.txt", "staged again\n")
+    git(repo, "add", "staged.txt", "staged_edited.txt", "staged_back.txt")
+    write(repo, "staged_edited.txt", "and edited\n")
+    write(repo, "staged_back.txt", TREE_CASES["staged_back.txt"])
+    os.utime(repo / "staged_back.txt", ns=(then, then))
+    (repo / "deleted.txt").unlink()
+    git(repo, "rm", "-q", "--cached", "unindexed.txt")
+    write(repo, "added.txt", "added\n")
+    git(repo, "add", "added.txt")
+    (repo / "typechanged.txt").unlink()
+    (repo / "typechanged.txt").symlink_to("clean.txt")
+
+    started = TreeStatus.start(str(repo), str(repo))
+    tree = PendingTreeStatus(started, "").result()
+    assert tree is not None and tree.head == git(repo, "rev-parse", "HEAD").strip()
+
+    def blob_of(path: str) -> str | None:
+        file = repo / path
+        if file.is_symlink() or not file.is_file():
+            return None
+        return git(repo, "hash-object", path).strip()
+
+    confirmed = tree.confirmed(blob_of)
+    out = git(repo, "status", "--porcelain=v2", "-z", "--branch", "--untracked-files=no")
+    status = parse_porcelain_v2(out.encode(), "")
+    left_to_ask = {"staged_back.txt", "typechanged.txt"}
+    assert confirmed.entries == {p: s for p, s in status.entries.items() if p not in left_to_ask}
+    assert status.entries.keys() >= left_to_ask
+    assert confirmed.head == status.head
+    assert tree.edited == {
+        "touched.txt",
+        "edited.txt",
+        "staged_edited.txt",
+        "staged_back.txt",
+        "deleted.txt",
+        "unindexed.txt",
+        "typechanged.txt",
+    }
+    assert set(tree.unsure) == {
+        "touched.txt",
+        "edited.txt",
+        "staged_edited.txt",
+        "staged_back.txt",
+        "typechanged.txt",
+    }
+
+
+def test_a_stale_file_listed_on_its_stat_alone_is_explained_as_git_status_would(
+    repo: Path, git_log: Path
+) -> None:
+    """A file whose content is HEAD's again, by hand, while the index holds another: ``git
+    status`` lists it (the index differs from HEAD); the tree diff cannot tell, so git is asked
+    about it by name."""
+    write(repo, "src/a.py", "a = 2\n")
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/a.py"]})
+    git(repo, "add", "src/a.py")
+    write(repo, "src/a.py", REPO_FILES["src/a.py"])
+    before = len(calls(git_log))
+    (entry,) = tracker.report(["n"]).nodes["n"].since_baseline.files
+    assert entry.label.value == "stale_changed" and entry.git_change == "uncommitted"
+    assert any("src/a.py" in call and " status " in f" {call} " for call in calls(git_log)[before:])
+
+
+def test_before_the_first_commit_the_report_asks_git_status(tmp_path: Path, git_log: Path) -> None:
+    """No HEAD to diff with: the exact status of the tracked files runs instead, and explains."""
+    repo = tmp_path / "repo"
+    write(repo, "src/a.py", "a = 1\n")
+    git(repo, "init", "-q")
+    git(repo, "add", "src/a.py")
+    tracker = FreshnessTracker(repo)
+    tracker.capture({"n": ["src/a.py"]})
+    write(repo, "src/a.py", "a = 2\n")
+    before = len(calls(git_log))
+    report = tracker.report(["n"])
+    (entry,) = report.nodes["n"].since_baseline.files
+    assert entry.label.value == "stale_changed" and entry.git_change == "uncommitted"
+    assert report.nodes["n"].since_baseline.head_now is None
+    assert any("--untracked-files=no" in call for call in calls(git_log)[before:])
 
 
 def test_git_tier_disabled(repo: Path) -> None:

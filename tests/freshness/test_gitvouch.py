@@ -159,16 +159,16 @@ def same_size_same_mtime(path: Path, text: str) -> None:
     os.utime(path, ns=(st.st_atime_ns, st.st_mtime_ns))
 
 
-def test_unchanged_and_touched_files_are_vouched_for_an_edit_is_not(settled: Path) -> None:
+def test_unchanged_files_are_vouched_for_touched_and_edited_ones_are_read(settled: Path) -> None:
     tracker = reloaded(settled, later_s=0)
     assert vouched(tracker) == {"src/a.py", "src/b.py", "docs/spec.md"}
 
     same_size_same_mtime(settled / "src/a.py", "a = 2\n")
-    back(settled / "docs/spec.md", 1)  # touched, content unchanged
+    back(settled / "docs/spec.md", 1)  # touched, content unchanged: git lists it, unread
     write(settled, "src/new.py", "new\n")
     assert settled_now(tracker) == Settled(
-        {path: tracker.baselines["n"].files[path] for path in ("src/b.py", "docs/spec.md")},
-        edited=frozenset({"src/a.py"}),
+        {"src/b.py": tracker.baselines["n"].files["src/b.py"]},
+        edited=frozenset({"src/a.py", "docs/spec.md"}),
     )
     assert labels(tracker) == {
         "src/a.py": FileLabel.STALE_CHANGED,
@@ -430,15 +430,17 @@ def test_attributes_written_after_the_claim_keep_git_s_word_out_of_their_folder(
     assert reads == []
 
 
-def whole_tree_statuses(monkeypatch: pytest.MonkeyPatch) -> list[bool]:
-    """Each ``git status`` started from now on: True for a vouch's status of the whole tree,
-    False for one naming paths (to explain stale files)."""
-    started: list[bool] = []
+def git_views(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """Each view git is asked for from now on: ``tree`` for a vouch's exact view of the whole
+    tree, ``paths`` for a status naming paths (to explain stale files)."""
+    started: list[str] = []
     start = vcs.start
 
     def counted(args: Sequence[str], cwd: Any) -> Any:
-        if "status" in args:
-            started.append(all(setting in args for setting in vcs.EXACT_STATUS))
+        if "diff-index" in args and all(setting in args for setting in vcs.EXACT_STATUS):
+            started.append("tree")
+        elif "status" in args:
+            started.append("paths")
         return start(args, cwd)
 
     monkeypatch.setattr(vcs, "start", counted)
@@ -450,29 +452,29 @@ def test_a_check_of_many_files_takes_git_s_word_through_a_claim(
 ) -> None:
     monkeypatch.setattr(check_module, "VOUCHED_CHECK_FILES", 3)  # "many" for three files
     tracker = claimed(settled)
-    statuses = whole_tree_statuses(monkeypatch)
+    views = git_views(monkeypatch)
     reads = index_read_counted(monkeypatch)
     assert tracker.check("n").stale_files == []
     same_size_same_mtime(settled / "src/a.py", "a = 2\n")  # only its ctime tells
     report = tracker.check("n")
     assert report.stale_files == ["src/a.py"]
-    assert [f.git_change for f in report.files] == ["uncommitted"]  # from the vouch's status
-    assert statuses == [True, True] and reads == []
+    assert [f.git_change for f in report.files] == ["uncommitted"]  # from the vouch's view
+    assert views == ["tree", "tree"] and reads == []
 
     git(settled, "add", "src/a.py")  # other entries: the claim no longer holds
     back(settled / ".git" / "index", 5)
     assert tracker.check("n").stale_files == ["src/a.py"]
-    assert statuses == [True, True, False]  # every file looked at here; git asked by name
+    assert views == ["tree", "tree", "paths"]  # every file looked at here; git asked by name
 
 
 def test_a_check_of_few_files_looks_at_them_without_git(
     settled: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     tracker = claimed(settled)  # three files, fewer than a check takes git's word for
-    statuses = whole_tree_statuses(monkeypatch)
+    views = git_views(monkeypatch)
     same_size_same_mtime(settled / "src/a.py", "a = 2\n")
     assert tracker.check("n").stale_files == ["src/a.py"]
-    assert statuses == [False]  # only to explain the stale file
+    assert views == ["paths"]  # only to explain the stale file
 
 
 def test_accepting_changes_keeps_the_claim_for_the_files_that_did_not_change(

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -37,13 +38,24 @@ def _ran(repo: Path) -> Path:
     return run.run_dir
 
 
+def _command(args: Sequence[str]) -> str:
+    """git's command in ``args`` (after the ``-c`` settings and options)."""
+    words = iter(args)
+    for word in words:
+        if word == "-c":
+            next(words)
+        elif not word.startswith("-"):
+            return word
+    return ""
+
+
 def _order(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """Records, in order, each git process started and each checkpoint read (both still run)."""
     seen: list[str] = []
     start, load = vcs_git.start, checkpoint.load_checkpoint
 
     def starting(args: list[str], cwd: str) -> vcs_git.Pending:
-        seen.append(f"git {args[args.index('status')] if 'status' in args else args[0]} {cwd}")
+        seen.append(f"git {_command(args)} {cwd}")
         return start(args, cwd)
 
     def loading(*args: object, **kwargs: object) -> object:
@@ -55,13 +67,11 @@ def _order(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     return seen
 
 
-def test_git_status_runs_while_the_checkpoint_is_read(
-    repo: Path, monkeypatch: pytest.MonkeyPatch
-) -> None:
+def test_git_runs_while_the_checkpoint_is_read(repo: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     run_dir = _ran(repo)
     seen = _order(monkeypatch)
     report = check_run(run_dir).report
-    assert seen[:2] == [f"git status {repo}", "checkpoint"]
+    assert seen[:3] == [f"git diff-index {repo}", f"git rev-parse {repo}", "checkpoint"]
     assert report.nodes["work"].since_baseline.stale_files == ["src/a.py"]
 
 
@@ -79,7 +89,13 @@ def test_a_manifest_naming_another_folder_is_not_taken_for_the_working_directory
     (run_dir / "manifest.json").write_text(json.dumps(manifest))
     seen = _order(monkeypatch)
     report = check_run(run_dir).report
-    assert seen[:3] == [f"git status {elsewhere}", "checkpoint", f"git status {repo}"]
+    assert seen[:5] == [
+        f"git diff-index {elsewhere}",
+        f"git rev-parse {elsewhere}",
+        "checkpoint",
+        f"git diff-index {repo}",
+        f"git rev-parse {repo}",
+    ]
     assert report.workdir == str(repo)
     assert report.nodes["work"].since_baseline.stale_files == ["src/a.py"]
 
@@ -100,7 +116,7 @@ def test_without_a_usable_manifest_the_checkpoint_names_the_working_directory(
         path.write_text(json.dumps({"workdir": str(repo / "gone")}))
     seen = _order(monkeypatch)
     report = check_run(run_dir).report
-    assert seen[:2] == ["checkpoint", f"git status {repo}"]
+    assert seen[:3] == ["checkpoint", f"git diff-index {repo}", f"git rev-parse {repo}"]
     assert report.nodes["work"].since_baseline.stale_files == ["src/a.py"]
 
 

@@ -14,8 +14,15 @@ from typing import Any
 import pytest
 
 from freshness_magic.errors import FreshnessError
-from freshness_magic.freshness.baseline import FileRecord
-from freshness_magic.freshness.check import FreshnessTracker
+from freshness_magic.freshness.baseline import (
+    NONE,
+    Baseline,
+    FileRecord,
+    FileView,
+    pack_block,
+    unpack_block,
+)
+from freshness_magic.freshness.check import FreshnessTracker, compare
 from freshness_magic.freshness.hashing import StatKey, hash_file
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 from freshness_magic.freshness.report import NodeReport
@@ -788,3 +795,35 @@ def test_the_text_report_does_not_call_inputs_it_could_not_check_fresh(
     text = str(tracker.report()).splitlines()
     assert text[0].startswith("n: unknown")
     assert text[-1] == "nothing stale; inputs that could not be checked (unknown): n"
+
+
+def test_a_comparison_with_a_view_of_the_reference_s_records_labels_as_with_a_dict() -> None:
+    """Where git vouched for most files, the current records are a view sharing the
+    reference's: compared by their keys, with the same report as the records in a dict."""
+    key = StatKey(1, 2, 0o100644, 3, 4, 5)
+    ref = {f"f{i}.txt": FileRecord(True, key._replace(ino=i), f"{i:032x}") for i in range(8)}
+    packed = unpack_block(*pack_block(ref))
+    own = {
+        "f1.txt": FileRecord(True, key._replace(ino=1, size=9), "e" * 32),  # changed
+        "f2.txt": FileRecord(True, key._replace(ino=2, mtime_ns=9), f"{2:032x}"),  # touched
+        "f3.txt": FileRecord(False, method=NONE),  # deleted
+        "new.txt": FileRecord(True, key, "d" * 32),  # a new match
+    }
+    shared = dict.fromkeys(k for k in ref if k not in own and k != "f4.txt")  # f4: unresolved now
+    view = FileView(packed, shared, own)
+    as_dict = dict(view.items())
+
+    def report(files: Mapping[str, FileRecord]) -> NodeReport:
+        snapshot = Baseline("n", ("*",), "baseline", 1.0, 1, packed, frozenset({"f7.txt"}))
+        now = Baseline("n", ("*",), "current", 2.0, 2, files)
+        return compare(snapshot, now, "baseline")
+
+    through_view, through_dict = report(view), report(as_dict)
+    assert through_view == through_dict
+    assert {f.path: f.label for f in through_view.files} == {
+        "f1.txt": FileLabel.STALE_CHANGED,
+        "f3.txt": FileLabel.STALE_DELETED,
+        "f4.txt": FileLabel.STALE_DELETED,
+        "new.txt": FileLabel.STALE_ADDED,
+    }
+    assert through_view.fresh == ("f0.txt", "f2.txt", "f5.txt", "f6.txt", "f7.txt")

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import os
 import struct
-from collections.abc import Collection, Mapping
+from collections.abc import Collection, Iterable, Mapping
 
 from freshness_magic.freshness.baseline import BLOB_LAYOUT, STAT_LAYOUT, FileRecord
 from freshness_magic.freshness.gitfiles import file_key, filters_configured, index_and_config_folder
@@ -401,8 +401,12 @@ class AttributesRule:
         drop = self.filtered(records)
         return {k: r for k, r in records.items() if k not in drop} if drop else records
 
-    def filtered(self, keys: Collection[str]) -> set[str]:
-        """The workdir-relative ``keys`` in folders an attributes file may apply to."""
+    def filtered(self, keys: Collection[str], folders: Iterable[str] | None = None) -> set[str]:
+        """The workdir-relative ``keys`` in folders an attributes file may apply to.
+        ``folders``: workdir-relative folders known to hold every one of the keys (and maybe
+        others): the keys are looked at one by one only when one of those may be filtered."""
+        if folders is not None and all(map(self.free, folders)):
+            return set()
         folders = {key.rpartition("/")[0] for key in keys}
         filtered = {folder for folder in folders if not self.free(folder)}
         if not filtered:

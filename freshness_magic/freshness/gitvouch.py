@@ -44,7 +44,7 @@ look-ups.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from freshness_magic.freshness.baseline import BLOB_LAYOUT, Baseline, FileRecord, FileView
 from freshness_magic.freshness.git import GitStatus, GitTier, PendingTreeStatus
@@ -133,13 +133,19 @@ class StatusVouch:
         """The status if :meth:`settle` waited for it (git vouched), else None."""
         return self._status if self._pending is None else None
 
-    def settle(self, resolved: Mapping[str, Sequence[str]], fs_now: int) -> Settled:
+    def settle(
+        self,
+        resolved: Mapping[str, Sequence[str]],
+        fs_now: int,
+        folders: Iterable[str] | None = None,
+    ) -> Settled:
         """The records of the files of ``resolved`` (node id -> workdir-relative keys) that git
         vouches for, each recorded alike by every snapshot of each node that tracks it; and
         those of them git found changed since their index entry, whose record that is (a stat
         or content that differs, or gone), which a look reads without comparing their stat
-        with the record first."""
-        held = self._held(resolved, fs_now)
+        with the record first. ``folders``: folders (workdir-relative) holding every one of
+        the keys, if known."""
+        held = self._held(resolved, fs_now, folders)
         if not held:
             return Settled({})
         status = self.result()
@@ -149,7 +155,9 @@ class StatusVouch:
         listed = [path for path in status.entries if path in held]
         return Settled(held.without(listed), frozenset(path for path in listed if path in edited))
 
-    def _held(self, resolved: Mapping[str, Sequence[str]], fs_now: int) -> FileView | None:
+    def _held(
+        self, resolved: Mapping[str, Sequence[str]], fs_now: int, folders: Iterable[str] | None
+    ) -> FileView | None:
         """The records of the files of ``resolved`` git may vouch for, before its answer;
         None when they are not most of the files."""
         before = self._before
@@ -159,7 +167,8 @@ class StatusVouch:
         held = self._alike(resolved, self._node_claimed)
         if held is not None:
             workdir = os.path.normpath(os.path.join(self._git.top_level, self._git.prefix))
-            held = held.without(AttributesRule(self._git.top_level, workdir).filtered(held.shared))
+            rule = AttributesRule(self._git.top_level, workdir)
+            held = held.without(rule.filtered(held.shared, folders))
         if held is None or len(held) * 2 < total:  # no claim, or one on few of the files
             if self._claims_only:
                 return None

@@ -188,6 +188,29 @@ class Resolver:
             found[folder] = key
         return found
 
+    def key_folders(self, entries: Sequence[str], resolution: Resolution) -> set[str] | None:
+        """The folders (workdir-relative, ``''`` the workdir) that hold every key of
+        ``resolution``, the pass just made of ``entries``, and maybe no key: those it rests on
+        (:meth:`folder_keys`) and those of its literal paths. None when that is not known, or
+        a key or folder lies outside the workdir."""
+        rests_on = self.folder_keys(entries)
+        if rests_on is None:
+            return None
+        inside = self.workdir + "/"
+        found: set[str] = set()
+        for folder in rests_on:
+            if folder == self.workdir:
+                found.add("")
+            elif folder.startswith(inside):
+                found.add(folder[len(inside) :])
+            else:
+                return None
+        for key in resolution.literal:
+            if key.startswith("/"):
+                return None
+            found.add(key.rpartition("/")[0])
+        return found
+
     def resolve(self, entries: Sequence[str], listing: Listing | None = None) -> Resolution:
         """Resolve one node's entries against the folders as they are now.
 

@@ -63,8 +63,9 @@ class Settled(NamedTuple):
     read them): they are read, whatever their stat."""
 
 
-Settle = Callable[[Mapping[str, Sequence[str]], int], Settled]
-"""Given the keys of each node and the snapshot's filesystem time, what the look is told."""
+Settle = Callable[[Mapping[str, Sequence[str]], int, "set[str] | None"], Settled]
+"""Given the keys of each node, the snapshot's filesystem time and the folders holding every
+one of those keys (``Resolver.key_folders``; None: not known), what the look is told."""
 
 
 class HashSource(Protocol):
@@ -315,7 +316,8 @@ class Snapshotter:
                 pending = self.git.start_status(keys)
             settled = None
             if settle is not None:
-                settled = settle({n: r.files for n, r in resolutions.items()}, fs_now)
+                resolved = {n: r.files for n, r in resolutions.items()}
+                settled = settle(resolved, fs_now, self._key_folders(nodes, resolutions))
             records = self.observe(keys, fs_now, git_index, settled)
         except BaseException:
             if pending is not None:
@@ -395,6 +397,19 @@ class Snapshotter:
         for folder, members in self._groups(keys).items():
             self._observe_members(folder, members, fs_now, records, source, git_index)
         return records
+
+    def _key_folders(
+        self, nodes: Mapping[str, Sequence[str]], resolutions: Mapping[str, Resolution]
+    ) -> set[str] | None:
+        """The folders holding every key of ``resolutions`` (``Resolver.key_folders``); None:
+        not known for one of the nodes."""
+        found: set[str] = set()
+        for node_id, resolution in resolutions.items():
+            folders = self.resolver.key_folders(nodes[node_id], resolution)
+            if folders is None:
+                return None
+            found |= folders
+        return found
 
     def _git_index(self, keys: Sequence[str], claim_before_ns: int) -> GitIndex | None:
         """git's index, when a look at ``keys`` has enough files the stat cache does not know

@@ -13,7 +13,7 @@ from freshness_magic.freshness import snapshot
 from freshness_magic.freshness.baseline import Baseline, FileRecord
 from freshness_magic.freshness.check import FreshnessTracker
 from freshness_magic.freshness.git import GitTier
-from freshness_magic.freshness.gitindex import INDEX_BYTES_PER_FILE, GitIndex
+from freshness_magic.freshness.gitindex import INDEX_BYTES_PER_FILE, AttributesRule, GitIndex
 from freshness_magic.freshness.hashing import StatKey, digest_file_at, pack_files_at
 from freshness_magic.freshness.labels import FileLabel, NodeLabel
 from freshness_magic.vcs import git as vcs
@@ -133,6 +133,18 @@ def test_an_attributes_file_keeps_the_index_out_of_its_folders(
         assert sorted(reads) == ["a.py", "b.py", "spec.md"] and blob_paths(baseline) == set()
     else:
         assert sorted(reads) == ["a.py", "b.py"] and len(blob_paths(baseline)) == 3
+
+
+def test_keys_are_looked_at_one_by_one_only_when_a_folder_holding_them_may_be_filtered(
+    repo: Path,
+) -> None:
+    write(repo, "src/deep/.gitattributes", "*.py text eol=crlf\n")
+    keys = ["src/a.py", "src/deep/c.py", "docs/spec.md"]
+    rule = AttributesRule(str(repo), str(repo))
+    assert rule.filtered(keys) == {"src/deep/c.py"}
+    assert rule.filtered(keys, {"", "src", "src/deep", "docs"}) == {"src/deep/c.py"}
+    # told that the keys lie in free folders only, the rule takes that word: no key is split
+    assert rule.filtered(keys, {"src", "docs"}) == set()
 
 
 def test_a_tracked_attributes_file_keeps_the_index_out(repo: Path) -> None:

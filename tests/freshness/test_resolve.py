@@ -241,6 +241,23 @@ def _change(root: Path, rng: random.Random) -> str:
     return kind
 
 
+def test_the_folders_holding_the_keys_are_told_by_the_folders_listed(tmp_path: Path) -> None:
+    write(tmp_path, "src/a.py")
+    write(tmp_path, "src/deep/b.py")
+    write(tmp_path, "docs/spec.md")
+    resolver = Resolver(tmp_path, allow_outside=True)
+    entries = ["src/**/*.py", "docs/spec.md", "notes/missing.txt"]
+    resolution = resolver.resolve_many({"n": entries}, time.time_ns())["n"]
+    # the walk's folders and the literal paths' (tracked even when missing)
+    assert resolver.key_folders(entries, resolution) == {"", "src", "src/deep", "docs", "notes"}
+    outside = tmp_path.parent / "elsewhere.txt"
+    entries = [str(outside)]
+    resolution = resolver.resolve_many({"m": entries}, time.time_ns())["m"]
+    assert resolution.files == [str(outside)] and resolver.key_folders(entries, resolution) is None
+    fresh = Resolver(tmp_path)
+    assert fresh.key_folders(["src/**"], fresh.resolve(["src/**"])) is None  # no pass kept
+
+
 @pytest.mark.parametrize("seed", range(24))
 def test_a_remembered_resolution_after_changes_is_what_a_fresh_one_finds(
     tmp_path: Path, seed: int
@@ -271,3 +288,7 @@ def test_a_remembered_resolution_after_changes_is_what_a_fresh_one_finds(
         want.literal,
         want.unresolved,
     ), changes
+    for resolver, resolution in ((first, recorded), (again, got)):
+        holding = resolver.key_folders(entries, resolution)
+        assert holding is not None, changes  # no links: the folders are known
+        assert {key.rpartition("/")[0] for key in resolution.files} <= holding, changes

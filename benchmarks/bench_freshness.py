@@ -26,7 +26,7 @@ files are captured in 3 ms instead of 145 ms; "shortcuts on vs off" measures it 
 hashing every file, back to back.
 
 A re-check of these trees (one node tracking every file, so many files and the whole index) takes
-the word of git's status of the whole tree for the tracked files while a snapshot claims git's
+the word of git's tree diff of the whole tree for the tracked files while a snapshot claims git's
 index as it is now, and is a stat per file in this process otherwise (``check.VOUCHED_CHECK_FILES``,
 ``freshness/gitvouch.py``); the re-check after a checkout and an accept uses the accepted
 baseline's claim. A stat worker process that took half of the stats was removed after this

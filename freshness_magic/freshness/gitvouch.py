@@ -140,17 +140,17 @@ class StatusVouch:
         folders: Iterable[str] | None = None,
     ) -> Settled:
         """The records of the files of ``resolved`` (node id -> workdir-relative keys) that git
-        vouches for, each recorded alike by every snapshot of each node that tracks it; and
-        those of them git found changed since their index entry, whose record that is (a stat
-        or content that differs, or gone), which a look reads without comparing their stat
-        with the record first. ``folders``: folders (workdir-relative) holding every one of
-        the keys, if known."""
+        vouches for, each recorded alike by every snapshot of each node that tracks it; and,
+        of those recorded so, the files git lists as changed since their index entry (which
+        is their record): another stat or content, or gone. A look reads those without first
+        comparing their stat with the record. ``folders``: folders (workdir-relative) holding
+        every one of the keys, if known."""
         held = self._held(resolved, fs_now, folders)
         if not held:
-            return Settled({})
+            return _NOTHING
         status = self.result()
         if status is None or index_key(self._git.top_level) != self._before:
-            return Settled({})
+            return _NOTHING
         edited = status.edited
         listed = [path for path in status.entries if path in held]
         return Settled(held.without(listed), frozenset(path for path in listed if path in edited))
@@ -227,7 +227,13 @@ class StatusVouch:
                     differ.add(key)
             for key in differ:
                 alike.pop(key, None)
-        return _view(alike) if alike is not None else first or _view({})
+        if alike is not None:
+            return _view(alike)
+        return first if first is not None else _view({})
+
+
+_NOTHING = Settled(FileView({}, {}))
+"""Told nothing: every file is looked at."""
 
 
 def _view(records: dict[str, FileRecord]) -> FileView:

@@ -54,13 +54,14 @@ ResolveHook = Callable[[Mapping[str, Resolution]], None]
 
 
 class Settled(NamedTuple):
-    """What a look at files is told before it starts (``check.StatusVouch.settle``)."""
+    """What a look at files is told before it starts (``gitvouch.StatusVouch.settle``)."""
 
-    records: Mapping[str, FileRecord]
-    """The records of the files known unchanged, not looked at (git vouched for them)."""
+    records: FileView
+    """The records of the files known unchanged, not looked at (git vouched for them): the
+    snapshot's own, not copied."""
     edited: frozenset[str] = frozenset()
-    """Files known to differ from the records the look would trust their stat against (git
-    read them): they are read, whatever their stat."""
+    """Files git found changed since the records the look would trust their stat against
+    (another stat or content, or gone): they are read, whatever their stat."""
 
 
 Settle = Callable[[Mapping[str, Sequence[str]], int, "set[str] | None"], Settled]
@@ -384,15 +385,12 @@ class Snapshotter:
         records: dict[str, FileRecord] = {}
         if settled is not None and settled.records:  # only the others are looked at
             vouched = settled.records
-            known = vouched.shared if isinstance(vouched, FileView) and not vouched.own else vouched
-            rest = [key for key in keys if key not in known]
+            rest = [key for key in keys if key not in vouched.shared and key not in vouched.own]
             self._seed_cache(rest, out_of_date=settled.edited)
             looked: dict[str, FileRecord] = {}
             for folder, members in _group(rest).items():
                 self._observe_members(folder, members, fs_now, looked, source, git_index)
-            if isinstance(vouched, FileView):  # their records stay the snapshot's: not copied
-                return vouched.with_own(looked)
-            return {**vouched, **looked}
+            return vouched.with_own(looked)
         self._seed_cache()
         for folder, members in self._groups(keys).items():
             self._observe_members(folder, members, fs_now, records, source, git_index)

@@ -280,7 +280,7 @@ def bench_size(root: str, paths: list[str], repeat: int) -> None:
 
 def without_index(tracker: FreshnessTracker) -> FreshnessTracker:
     """``tracker`` with git's index left unread (every file of a first capture is hashed)."""
-    tracker.snapshotter._git_index = lambda keys: None  # type: ignore[method-assign]
+    tracker.snapshotter._git_index = lambda keys, claim_before_ns: None  # type: ignore[method-assign]
     return tracker
 
 

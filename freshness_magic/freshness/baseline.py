@@ -13,7 +13,15 @@ from __future__ import annotations
 import binascii
 import os
 import struct
-from collections.abc import ItemsView, Iterable, Iterator, KeysView, Mapping, ValuesView
+from collections.abc import (
+    Collection,
+    ItemsView,
+    Iterable,
+    Iterator,
+    KeysView,
+    Mapping,
+    ValuesView,
+)
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter
@@ -239,8 +247,10 @@ class FileView(Mapping[str, FileRecord]):
     def __len__(self) -> int:
         return len(self.shared) + len(self.own)
 
-    def without(self, keys: Iterable[str]) -> FileView:
-        """This view but for ``keys`` (shared or own)."""
+    def without(self, keys: Collection[str]) -> FileView:
+        """This view but for ``keys`` (shared or own); itself when there are none."""
+        if not keys:
+            return self
         shared, own = dict(self.shared), dict(self.own)
         for key in keys:
             shared.pop(key, None)
@@ -578,7 +588,7 @@ class PackedFiles(Mapping[str, FileRecord]):
     from a dict).
 
     A check of 20,000 files asks for the records of the few git does not vouch for, and
-    compares the rest by their keys alone (``snapshot.FileView``): making every record up
+    compares the rest by their keys alone (:class:`FileView`): making every record up
     front was half of reading a checkpoint. Iterating the records makes them all at once.
     """
 

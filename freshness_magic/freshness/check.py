@@ -266,8 +266,8 @@ def compare(
             fresh.sort()  # re-verified files were appended after the untouched ones
     still_matched = len(ref_files) - sum(1 for p in differing if p not in cur_files)
     if len(cur_files) > still_matched:  # some current paths are new matches
-        shared = cur_files.own if _shares(cur_files, ref_files) else cur_files
-        for path in shared:
+        candidates = cur_files.own if _shares(cur_files, ref_files) else cur_files
+        for path in candidates:
             if path not in ref_files:
                 new = cur_get(path)
                 files.append(compare_file(path, None, new, reference.git_state(path), explain))

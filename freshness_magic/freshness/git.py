@@ -1,4 +1,4 @@
-"""The git tier: HEAD and ``git status`` in one call, relative to the working directory.
+"""The git tier: HEAD and git's view of the files, relative to the working directory.
 
 The work tree is found by looking for ``.git`` upwards from the working directory (no process
 is started for that). A snapshot runs ``git status --porcelain=v2 -z --branch`` once (never once
@@ -6,8 +6,10 @@ per file), in the background while files are hashed, for the snapshot's files by
 are few (:data:`~freshness_magic.vcs.git.MAX_PATHSPECS`; a step's snapshot: 30 ms instead of
 200 ms for the whole of a 100,000-file tree), unless git's index can tell (a first
 capture while the index holds HEAD's tree, :mod:`.gitindex`: then git is asked only about the
-files the index cannot tell about, if any); a check asks only about its stale paths.
-HEAD comes from the ``# branch.oid`` header. :mod:`freshness_magic.vcs.git` runs the processes.
+files the index cannot tell about, if any); a check asks only about its stale paths. HEAD comes
+from the ``# branch.oid`` header. A report's view of the whole tree is a tree diff of HEAD and
+HEAD's id (:class:`~.gitstart.TreeStatus`, read by :class:`PendingTreeStatus`).
+:mod:`freshness_magic.vcs.git` runs the processes.
 """
 
 from __future__ import annotations
@@ -74,19 +76,24 @@ def _classify(xy: str) -> str:
 _KIND_STATE = {"2": "renamed", "u": "unmerged", "?": "untracked", "!": "ignored"}
 
 
+def _inside(path: str, prefix: str) -> str | None:
+    """``path`` (relative to the work tree's top) relative to the working directory at
+    ``prefix``; None when it lies outside that directory."""
+    if not prefix:
+        return path
+    return path[len(prefix) :] if path.startswith(prefix) else None
+
+
 def parse_porcelain_v2(output: bytes, prefix: str) -> GitStatus:
     """Parse ``git status --porcelain=v2 -z --branch`` output; paths made workdir-relative."""
     head, records = porcelain_records(output)
     entries: dict[str, str] = {}
     edited: list[str] = []
     for record in records:
-        state = _KIND_STATE.get(record.kind) or _classify(record.xy)
-        path = record.path
-        if prefix:
-            if not path.startswith(prefix):
-                continue
-            path = path[len(prefix) :]
-        entries[path] = state
+        path = _inside(record.path, prefix)
+        if path is None:
+            continue
+        entries[path] = _KIND_STATE.get(record.kind) or _classify(record.xy)
         if record.kind in "12" and record.xy[1] in "MD":
             edited.append(path)
     return GitStatus(head, entries, frozenset(edited))
@@ -102,11 +109,9 @@ def tree_diff_status(records: Sequence[RawDiffRecord], head: str, prefix: str) -
     edited: list[str] = []
     unsure: dict[str, str | None] = {}
     for record in records:
-        path = record.path
-        if prefix:
-            if not path.startswith(prefix):
-                continue
-            path = path[len(prefix) :]
+        path = _inside(record.path, prefix)
+        if path is None:
+            continue
         state = _LETTER_STATE.get(record.letter, "modified")
         entries[path] = state
         if record.dst is None:  # git did not read the file: its stat is not its entry's

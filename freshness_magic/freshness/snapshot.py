@@ -202,8 +202,8 @@ class Snapshotter:
     ) -> None:
         """Put the seeded records of ``keys`` (None: of every file) in the stat cache, in the
         order seeded: a hashed record verified outside the racy window is kept, a racy one
-        forgotten (the rule of :meth:`StatCache.store`), one the cache holds stays. The seeds
-        of ``out_of_date`` (files known changed since) are dropped instead."""
+        forgotten (the rule of :meth:`StatCache.store`), one the cache holds stays. With
+        ``keys``, the seeds of ``out_of_date`` (files known changed since) are dropped instead."""
         if not self._seeds:
             return
         if keys is not None:
@@ -211,7 +211,7 @@ class Snapshotter:
             self._seed_keys(keys)
             return
         seeds, self._seeds = self._seeds, []
-        done, self._seeded = self._seeded | out_of_date, set()
+        done, self._seeded = self._seeded, set()
         for files, horizon in seeds:
             self._seed_files(files, horizon, done)
 

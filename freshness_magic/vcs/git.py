@@ -180,9 +180,9 @@ def tree_diff_args(*, one_thread: bool = False) -> list[str]:
     about a third less time than the exact status at 20,000 files with 1,000 edited, which
     that status reads and a check reads again anyway. :mod:`.rawdiff` reads the output.
     ``one_thread``: with :data:`ONE_THREAD`."""
-    args = [*EXACT_STATUS, *(ONE_THREAD if one_thread else ())]
     return [
-        *args,
+        *EXACT_STATUS,
+        *(ONE_THREAD if one_thread else ()),
         "--literal-pathspecs",
         "diff-index",
         "--raw",
